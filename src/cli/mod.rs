@@ -1,0 +1,36 @@
+//! The command line: one file per subcommand, each with its own `Args` and `run`.
+//!
+//! Exit codes are shared by every command: 0 success, 1 the command ran and found a problem
+//! (an invalid repo, a failed check), 2 usage or I/O error.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "rota",
+    version,
+    about = "Keeps Kubernetes node pools on the machine image their fleet git repo declares"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print rota's version.
+    Version,
+}
+
+/// Parse the process arguments and run the chosen command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("rota {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+    }
+}

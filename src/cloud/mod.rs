@@ -1,0 +1,175 @@
+//! Cloud node groups behind one narrow trait: the only way rota changes machines.
+//!
+//! A pool's machines live in a cloud group (AWS Auto Scaling group, GCP managed instance group,
+//! Azure scale set). rota needs exactly four things from it: see the group and its instances,
+//! change the image new instances boot from, change the desired capacity, and terminate one
+//! instance. Every provider (`sim`, and later `aws`, `gcp`, `azure`) implements [`NodeGroups`]
+//! with the contracts written on each method, and the conformance suite in `tests/` holds each
+//! provider to them.
+
+pub mod provider_id;
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use crate::fleet::resolved::{Cloud, GroupRef};
+
+/// Where an instance is in its life, as far as rota cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Lifecycle {
+    /// Requested, booting: counts against capacity, has no node yet.
+    Pending,
+    /// Running; its node may or may not have registered yet.
+    InService,
+    /// Termination requested and under way.
+    Terminating,
+}
+
+/// One machine of a group. Terminated instances are not listed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    /// The cloud's own ID (`i-0abc…`, a GCE instance name, a VMSS instance ID).
+    pub id: String,
+    /// The Kubernetes `spec.providerID` its node registers with, in the cloud's real format.
+    pub provider_id: String,
+    /// The image it booted from.
+    pub image: String,
+    pub zone: String,
+    pub lifecycle: Lifecycle,
+}
+
+/// A group as described by its cloud at one moment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupState {
+    pub group: GroupRef,
+    pub desired: u32,
+    pub min: u32,
+    pub max: u32,
+    /// The image instances created from now on boot from.
+    pub template_image: String,
+    pub instances: Vec<Instance>,
+}
+
+/// What a retry should do about a failed call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CloudErrorKind {
+    /// Network error, 5xx: retry soon with backoff.
+    Transient,
+    /// 429 / rate exceeded: retry later with backoff.
+    Throttled,
+    /// The group or instance does not exist (see each method for what that means).
+    NotFound,
+    /// Quota or capacity exhausted: will not heal by retrying soon; pause and report.
+    Quota,
+    /// Credentials lack a permission: needs a human.
+    Permission,
+    /// The request itself is wrong (bad image ID, capacity above a hard limit): needs a human.
+    Invalid,
+}
+
+impl CloudErrorKind {
+    /// Whether retrying the same call may succeed without anyone changing anything.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, CloudErrorKind::Transient | CloudErrorKind::Throttled)
+    }
+
+    /// A stable, low-cardinality label for metrics and events.
+    pub fn reason(self) -> &'static str {
+        match self {
+            CloudErrorKind::Transient => "Transient",
+            CloudErrorKind::Throttled => "Throttled",
+            CloudErrorKind::NotFound => "NotFound",
+            CloudErrorKind::Quota => "QuotaExceeded",
+            CloudErrorKind::Permission => "PermissionDenied",
+            CloudErrorKind::Invalid => "InvalidRequest",
+        }
+    }
+}
+
+/// A failed cloud call, naming the call and the group so that an operator can find it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct CloudError {
+    pub kind: CloudErrorKind,
+    /// The provider's call, e.g. `SetDesiredCapacity`.
+    pub call: &'static str,
+    /// The group as [`GroupRef`]'s display renders it.
+    pub group: String,
+    pub message: String,
+}
+
+impl fmt::Display for CloudError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} on {} failed ({}): {}",
+            self.call,
+            self.group,
+            self.kind.reason(),
+            self.message
+        )
+    }
+}
+
+impl CloudError {
+    pub fn new(
+        kind: CloudErrorKind,
+        call: &'static str,
+        group: &GroupRef,
+        message: impl Into<String>,
+    ) -> Self {
+        CloudError {
+            kind,
+            call,
+            group: group.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The actuator of one or more cloud groups.
+///
+/// Contracts shared by all methods:
+/// - Calls are safe to retry: each is idempotent in its effect as documented below, so that
+///   an agent that crashed after sending a request and before recording its answer can send it
+///   again.
+/// - `NotFound` for the group means the group does not exist (deleted or misnamed); it is never
+///   used for an instance inside an existing group except where stated.
+/// - A provider applies its own timeout and bounded retry policy and returns the last error.
+#[async_trait]
+pub trait NodeGroups: Send + Sync {
+    /// The group now: capacity bounds, template image and its live instances (terminated ones
+    /// are omitted). Read-only.
+    async fn describe(&self, group: &GroupRef) -> Result<GroupState, CloudError>;
+
+    /// Make instances created from now on boot `image`. Running instances are not touched.
+    /// Idempotent: setting the image the template already has is a no-op success.
+    async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError>;
+
+    /// Set the desired capacity to `desired`. When `max` is given, set the maximum size to it
+    /// first (rota raises it for a surge and restores it afterwards); without `max`, a desired
+    /// value above the current maximum is `Invalid`. Idempotent: the result is the same
+    /// whether the call is made once or repeated.
+    async fn set_capacity(
+        &self,
+        group: &GroupRef,
+        desired: u32,
+        max: Option<u32>,
+    ) -> Result<(), CloudError>;
+
+    /// Terminate one instance. With `decrement`, the desired capacity goes down by one in the
+    /// same call so the cloud does not replace it. Idempotent: an instance that is already
+    /// terminating or gone is a success (and capacity is not decremented twice); `NotFound`
+    /// only if the group is missing.
+    async fn terminate(
+        &self,
+        group: &GroupRef,
+        instance_id: &str,
+        decrement: bool,
+    ) -> Result<(), CloudError>;
+}

@@ -1,0 +1,392 @@
+//! The desired state of one cluster after resolution: what the agent hands to the rotation
+//! controller.
+//!
+//! This is the seam between the fleet repo (`crate::fleet`) and everything that acts
+//! (`crate::rotate`, the NodePoolRotation resource). Every value here is final: policies are
+//! merged fleet → cluster → pool with defaults applied, pins are turned into image IDs for the
+//! pool's cloud, gate names are turned into their specs. Nothing downstream reads the repo again.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::duration::GoDuration;
+
+/// The three clouds rota drives.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Cloud {
+    Aws,
+    Gcp,
+    Azure,
+}
+
+impl std::fmt::Display for Cloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Cloud::Aws => "aws",
+            Cloud::Gcp => "gcp",
+            Cloud::Azure => "azure",
+        })
+    }
+}
+
+/// Where a pool's machines come from: one cloud group, fully qualified so that a provider can
+/// address it without any other context.
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum GroupRef {
+    /// An AWS Auto Scaling group.
+    #[serde(rename_all = "camelCase")]
+    Aws {
+        region: String,
+        auto_scaling_group: String,
+    },
+    /// A GCP managed instance group, zonal (`zone`) or regional (`region`).
+    #[serde(rename_all = "camelCase")]
+    Gcp {
+        project: String,
+        instance_group_manager: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zone: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        region: Option<String>,
+    },
+    /// An Azure virtual machine scale set.
+    #[serde(rename_all = "camelCase")]
+    Azure {
+        subscription_id: String,
+        resource_group: String,
+        scale_set: String,
+    },
+}
+
+impl GroupRef {
+    pub fn cloud(&self) -> Cloud {
+        match self {
+            GroupRef::Aws { .. } => Cloud::Aws,
+            GroupRef::Gcp { .. } => Cloud::Gcp,
+            GroupRef::Azure { .. } => Cloud::Azure,
+        }
+    }
+
+    /// The group's own name, as its cloud console shows it.
+    pub fn name(&self) -> &str {
+        match self {
+            GroupRef::Aws {
+                auto_scaling_group, ..
+            } => auto_scaling_group,
+            GroupRef::Gcp {
+                instance_group_manager,
+                ..
+            } => instance_group_manager,
+            GroupRef::Azure { scale_set, .. } => scale_set,
+        }
+    }
+}
+
+impl std::fmt::Display for GroupRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GroupRef::Aws {
+                region,
+                auto_scaling_group,
+            } => write!(f, "aws:{region}/asg/{auto_scaling_group}"),
+            GroupRef::Gcp {
+                project,
+                instance_group_manager,
+                zone,
+                region,
+            } => {
+                let loc = zone.as_deref().or(region.as_deref()).unwrap_or("-");
+                write!(f, "gcp:{project}/{loc}/mig/{instance_group_manager}")
+            }
+            GroupRef::Azure {
+                subscription_id,
+                resource_group,
+                scale_set,
+            } => write!(
+                f,
+                "azure:{subscription_id}/{resource_group}/vmss/{scale_set}"
+            ),
+        }
+    }
+}
+
+/// `reconcile | readOnly | ignore`, resolved per pool (fleet → cluster → pool, the most
+/// restrictive of a scope and its parents wins for `ignore`, see `crate::fleet`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Mode {
+    #[default]
+    Reconcile,
+    ReadOnly,
+    Ignore,
+}
+
+/// Batch size: a node count or a share of the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(with = "serde_json::Value")]
+pub enum BatchSize {
+    Count(u32),
+    /// 1..=100; rounds up, at least one node.
+    Percent(u8),
+}
+
+impl BatchSize {
+    /// Nodes per batch for a pool of `pool_size` nodes.
+    ///
+    /// Worked example: `"10%"` of 41 nodes is 4.1, rounded up to 5; of 3 nodes it is 0.3,
+    /// rounded up to 1. A count larger than the pool is capped at the pool size (but never
+    /// below 1, so an empty pool still has a well-defined batch).
+    pub fn nodes(self, pool_size: u32) -> u32 {
+        let n = match self {
+            BatchSize::Count(n) => n,
+            BatchSize::Percent(p) => (pool_size * u32::from(p)).div_ceil(100),
+        };
+        n.min(pool_size).max(1)
+    }
+}
+
+impl Serialize for BatchSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BatchSize::Count(n) => s.serialize_u32(*n),
+            BatchSize::Percent(p) => s.collect_str(&format_args!("{p}%")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BatchSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) if (1..=u64::from(u32::MAX)).contains(&n) => Ok(BatchSize::Count(n as u32)),
+            Raw::N(n) => Err(serde::de::Error::custom(format!(
+                "batch must be at least 1, got {n}"
+            ))),
+            Raw::S(s) => parse_percent(&s).map(BatchSize::Percent).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "batch {s:?} is not an integer or \"N%\" with N in 1..100"
+                ))
+            }),
+        }
+    }
+}
+
+/// `"10%"` → 10; anything outside `"1%"..="100%"` → None.
+pub fn parse_percent(s: &str) -> Option<u8> {
+    let n: u8 = s.strip_suffix('%')?.parse().ok()?;
+    (1..=100).contains(&n).then_some(n)
+}
+
+/// What a drain does when its timeout passes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum OnDrainTimeout {
+    #[default]
+    Pause,
+    Force,
+}
+
+/// What a failed health gate does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum OnGateFailure {
+    #[default]
+    Pause,
+    Rollback,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainPolicy {
+    pub timeout: GoDuration,
+    pub on_timeout: OnDrainTimeout,
+    pub eviction_interval: GoDuration,
+    pub delete_empty_dir_data: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period: Option<GoDuration>,
+}
+
+impl Default for DrainPolicy {
+    fn default() -> Self {
+        DrainPolicy {
+            timeout: GoDuration::from_secs(30 * 60),
+            on_timeout: OnDrainTimeout::Pause,
+            eviction_interval: GoDuration::ZERO,
+            delete_empty_dir_data: true,
+            grace_period: None,
+        }
+    }
+}
+
+/// A maintenance window: a batch starts only inside one (a started batch finishes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Window {
+    /// `Mon`..`Sun`; empty means every day.
+    pub days: Vec<String>,
+    /// `HH:MM`, local to `time_zone`.
+    pub start: String,
+    /// `HH:MM`; an end before the start spans midnight.
+    pub end: String,
+    /// IANA name, e.g. `Europe/Berlin`; defaults to `UTC`.
+    pub time_zone: String,
+}
+
+/// The rollout policy of one pool with every default applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectivePolicy {
+    pub batch: BatchSize,
+    /// 1..=100: stop once this share of the pool runs the new image.
+    pub percent: u8,
+    pub batch_soak: GoDuration,
+    pub pool_soak: GoDuration,
+    pub max_parallel_pools: u32,
+    pub node_ready_timeout: GoDuration,
+    pub drain: DrainPolicy,
+    pub on_gate_failure: OnGateFailure,
+    pub paused: bool,
+    pub windows: Vec<Window>,
+}
+
+impl Default for EffectivePolicy {
+    fn default() -> Self {
+        EffectivePolicy {
+            batch: BatchSize::Percent(10),
+            percent: 100,
+            batch_soak: GoDuration::ZERO,
+            pool_soak: GoDuration::ZERO,
+            max_parallel_pools: 1,
+            node_ready_timeout: GoDuration::from_secs(15 * 60),
+            drain: DrainPolicy::default(),
+            on_gate_failure: OnGateFailure::Pause,
+            paused: false,
+            windows: Vec::new(),
+        }
+    }
+}
+
+/// A health gate with its spec, as the fleet repo declares it (resolved by name).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedGate {
+    pub name: String,
+    pub interval: GoDuration,
+    pub samples: u32,
+    pub failure_limit: u32,
+    pub check: GateCheck,
+}
+
+/// The one kind of check a gate runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum GateCheck {
+    #[serde(rename_all = "camelCase")]
+    Prometheus {
+        address: String,
+        query: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<f64>,
+        /// `fail` (default) or `pass`.
+        on_no_data: NoData,
+    },
+    #[serde(rename_all = "camelCase")]
+    Pods {
+        /// Empty: all namespaces.
+        namespaces: Vec<String>,
+        /// Count or `"N%"` of the pods considered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_not_ready: Option<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_pending: Option<u32>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Events {
+        reasons: Vec<String>,
+        max: u32,
+        window: GoDuration,
+    },
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum NoData {
+    #[default]
+    Fail,
+    Pass,
+}
+
+/// One pool's desired state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DesiredPool {
+    pub cluster: String,
+    pub name: String,
+    pub channel: String,
+    /// The version pinned by the cluster's wave.
+    pub version: String,
+    /// The image ID for the pool's cloud (`ami-…`, a GCP image path, an Azure resource ID).
+    pub image: String,
+    pub group: GroupRef,
+    /// Labels that pick the pool's nodes.
+    pub node_selector: BTreeMap<String, String>,
+    pub policy: EffectivePolicy,
+    pub gates: Vec<ResolvedGate>,
+    pub mode: Mode,
+}
+
+/// One cluster's desired state at one fleet commit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DesiredCluster {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub cloud: Cloud,
+    pub wave: String,
+    /// Position of the wave in the fleet's ordered list (0 = first).
+    pub wave_index: usize,
+    pub mode: Mode,
+    pub pools: Vec<DesiredPool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_batches_round_up_and_never_reach_zero() {
+        assert_eq!(BatchSize::Percent(10).nodes(41), 5);
+        assert_eq!(BatchSize::Percent(10).nodes(40), 4);
+        assert_eq!(BatchSize::Percent(10).nodes(3), 1);
+        assert_eq!(BatchSize::Percent(100).nodes(7), 7);
+        assert_eq!(BatchSize::Count(5).nodes(3), 3);
+        assert_eq!(BatchSize::Count(5).nodes(0), 1);
+    }
+
+    #[test]
+    fn batch_size_round_trips_through_yaml() {
+        let b: BatchSize = serde_json::from_str("\"25%\"").unwrap();
+        assert_eq!(b, BatchSize::Percent(25));
+        assert_eq!(serde_json::to_string(&b).unwrap(), "\"25%\"");
+        let b: BatchSize = serde_json::from_str("3").unwrap();
+        assert_eq!(b, BatchSize::Count(3));
+        assert!(serde_json::from_str::<BatchSize>("0").is_err());
+        assert!(serde_json::from_str::<BatchSize>("\"0%\"").is_err());
+        assert!(serde_json::from_str::<BatchSize>("\"101%\"").is_err());
+    }
+}

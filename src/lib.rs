@@ -1,0 +1,11 @@
+//! rota: keeps fleets of Kubernetes node pools on the machine image their git repo declares.
+//!
+//! Module map (see `docs/architecture.md`): `fleet` reads and resolves the fleet repo (pure);
+//! `rotate` plans (pure) and applies blue-green rotations; `kube` and `cloud` are the edges
+//! that act; `sim` is the simulated fleet everything runs against without a real cluster;
+//! `cli` holds one file per subcommand.
+
+pub mod cli;
+pub mod cloud;
+pub mod fleet;
+pub mod sim;

@@ -1,0 +1,2 @@
+//! The simulated fleet: Kubernetes API servers and clouds in one process, the embedded default
+//! that the demo and every test run against.
