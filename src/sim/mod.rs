@@ -1,2 +1,5 @@
 //! The simulated fleet: Kubernetes API servers and clouds in one process, the embedded default
 //! that the demo and every test run against.
+
+pub mod cloud;
+pub mod faults;
