@@ -3,3 +3,5 @@
 
 pub mod cloud;
 pub mod faults;
+pub mod quantity;
+pub mod scenario;
