@@ -5,3 +5,4 @@ pub mod cloud;
 pub mod faults;
 pub mod quantity;
 pub mod scenario;
+pub mod scheduler;
