@@ -13,3 +13,6 @@ pub mod scenario;
 pub mod scheduler;
 pub mod selector;
 pub mod store;
+pub mod kubelet;
+pub mod workloads;
+pub mod world;

@@ -405,3 +405,133 @@ mod tests {
         assert_eq!(p.tolerations[0].operator, "Exists");
     }
 }
+
+/// The scheduler of one cluster: an index of nodes, their usage and the pending pods.
+#[derive(Default)]
+pub struct Scheduler {
+    nodes: BTreeMap<String, (NodeView, Usage)>,
+    /// Bound pods: (namespace, name) → (node, demand), to keep usage exact.
+    bound: std::collections::HashMap<(String, String), (String, PodView)>,
+    /// Pending pods in arrival order: sequence → key, and key → (sequence, demand).
+    queue: BTreeMap<u64, (String, String)>,
+    pending: std::collections::HashMap<(String, String), (u64, PodView, String)>,
+    seq: u64,
+    /// Set when something changed that may let a pending pod fit.
+    dirty: bool,
+}
+
+fn pod_key(p: &Value) -> (String, String) {
+    (
+        s(&p["metadata"]["namespace"]),
+        s(&p["metadata"]["name"]),
+    )
+}
+
+impl Scheduler {
+    pub fn on_node(&mut self, ev: &super::store::WatchEvent) {
+        use super::store::WatchEvent as E;
+        match ev {
+            E::Added(n) | E::Modified(n) => {
+                let v = NodeView::from_json(n);
+                let name = v.name.clone();
+                let usage = self.nodes.get(&name).map(|(_, u)| *u).unwrap_or_default();
+                self.nodes.insert(name, (v, usage));
+            }
+            E::Deleted(n) => {
+                self.nodes.remove(&s(&n["metadata"]["name"]));
+            }
+            E::Bookmark(_) => return,
+        }
+        self.dirty = true;
+    }
+
+    pub fn on_pod(&mut self, ev: &super::store::WatchEvent) {
+        use super::store::WatchEvent as E;
+        let (p, deleted) = match ev {
+            E::Added(p) | E::Modified(p) => (p, false),
+            E::Deleted(p) => (p, true),
+            E::Bookmark(_) => return,
+        };
+        let key = pod_key(p);
+        let phase = p["status"]["phase"].as_str().unwrap_or("Pending");
+        let gone = deleted || phase == "Succeeded" || phase == "Failed";
+        // Forget what we knew, then record what is true now.
+        if let Some((node, demand)) = self.bound.remove(&key) {
+            if let Some((_, u)) = self.nodes.get_mut(&node) {
+                u.sub(&demand);
+            }
+            self.dirty = true;
+        }
+        if let Some((seq, _, _)) = self.pending.remove(&key) {
+            self.queue.remove(&seq);
+        }
+        if gone {
+            return;
+        }
+        let demand = PodView::from_json(p);
+        match p["spec"]["nodeName"].as_str() {
+            Some(node) => {
+                if let Some((_, u)) = self.nodes.get_mut(node) {
+                    u.add(&demand);
+                }
+                self.bound.insert(key, (node.to_string(), demand));
+            }
+            None if p["metadata"]["deletionTimestamp"].is_null() => {
+                self.seq += 1;
+                self.queue.insert(self.seq, key.clone());
+                let uid = s(&p["metadata"]["uid"]);
+                self.pending.insert(key, (self.seq, demand, uid));
+                self.dirty = true;
+            }
+            None => {}
+        }
+    }
+
+    /// Bind every pending pod that fits somewhere, oldest first. Returns how many were bound.
+    pub fn schedule(&mut self, store: &super::store::Store) -> usize {
+        if !self.dirty || self.queue.is_empty() {
+            return 0;
+        }
+        self.dirty = false;
+        let now = store.timestamp();
+        let mut bound = 0;
+        let queue: Vec<(u64, (String, String))> =
+            self.queue.iter().map(|(k, v)| (*k, v.clone())).collect();
+        for (seq, key) in queue {
+            let Some((_, demand, uid)) = self.pending.get(&key).cloned() else {
+                continue;
+            };
+            let choice = choose(self.nodes.values().map(|(n, u)| (n, u)), &demand)
+                .map(|n| n.name.clone());
+            let Some(node) = choice else {
+                continue;
+            };
+            let res = store.modify(&super::store::ResourceType::pods(), Some(&key.0), &key.1, |p| {
+                if p["spec"]["nodeName"].is_string() || s(&p["metadata"]["uid"]) != uid {
+                    return Err(super::store::ApiError::new(409, "Conflict", "already bound"));
+                }
+                p["spec"]["nodeName"] = serde_json::json!(node);
+                let conds = p["status"]["conditions"].as_array().cloned().unwrap_or_default();
+                let mut conds: Vec<Value> =
+                    conds.into_iter().filter(|c| c["type"] != "PodScheduled").collect();
+                conds.push(serde_json::json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": now}));
+                p["status"]["conditions"] = Value::Array(conds);
+                Ok(())
+            });
+            self.queue.remove(&seq);
+            self.pending.remove(&key);
+            if res.is_ok() {
+                if let Some((_, u)) = self.nodes.get_mut(&node) {
+                    u.add(&demand);
+                }
+                self.bound.insert(key, (node, demand));
+                bound += 1;
+            }
+        }
+        bound
+    }
+
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}

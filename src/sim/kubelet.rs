@@ -1,0 +1,631 @@
+//! The simulated kubelets of one cluster: nodes that follow their cloud's instances, and the
+//! life of the pods bound to them.
+//!
+//! Nodes: an instance in service registers a Node after `registerAfter` (with its pool's
+//! `nodeSelector` labels, the topology labels of its zone and a providerID in its cloud's real
+//! format), which turns Ready after `readyAfter`. An instance that is terminating makes its
+//! node NotReady (status Unknown, as when a kubelet stops posting); an instance that is gone
+//! takes its node with it, and the pods bound there are deleted (the pod garbage collector's
+//! job). The kubelet sees instances through an [`InstanceObserver`], so it follows any
+//! `NodeGroups` provider, not only the simulated cloud.
+//!
+//! Pods: a pod bound to a node starts running a second later and turns Ready after its
+//! readiness probe's `initialDelaySeconds`; a pod marked for deletion is removed once its
+//! grace period has passed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::cloud::InstanceObserver;
+use super::store::{ListOptions, ResourceType, Store, WatchEvent};
+use super::world::{Ctx, Timer};
+use crate::cloud::{GroupRef, Instance, Lifecycle};
+
+/// One pool as the kubelet registers its nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolNodes {
+    pub pool: String,
+    pub group: GroupRef,
+    /// The pool's `nodeSelector`: every node of the pool carries these labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Size and timings of simulated nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeShape {
+    pub cpu: String,
+    pub memory: String,
+    pub pods: u32,
+    pub register_after: Duration,
+    pub ready_after: Duration,
+}
+
+/// The Node name a cloud gives an instance: `ip-…` on AWS, the instance name on GCP, the
+/// scale set name plus a six-digit base-36 ordinal on Azure (as AKS names them).
+pub fn node_name(group: &GroupRef, inst: &Instance) -> String {
+    match group {
+        GroupRef::Aws { region, .. } => {
+            // A stable private address derived from the instance ID.
+            let h = fnv(inst.id.as_bytes());
+            let domain = if region == "us-east-1" {
+                "ec2.internal".to_string()
+            } else {
+                format!("{region}.compute.internal")
+            };
+            format!(
+                "ip-10-{}-{}-{}.{domain}",
+                (h >> 16) & 0xff,
+                (h >> 8) & 0xff,
+                (h & 0xff).max(1)
+            )
+        }
+        GroupRef::Gcp { .. } => inst.id.clone(),
+        GroupRef::Azure { scale_set, .. } => {
+            let mut n: u64 = inst.id.parse().unwrap_or(0);
+            let mut digits = Vec::new();
+            for _ in 0..6 {
+                digits.push(std::char::from_digit((n % 36) as u32, 36).unwrap());
+                n /= 36;
+            }
+            digits.reverse();
+            format!("{scale_set}{}", digits.into_iter().collect::<String>())
+        }
+    }
+}
+
+/// FNV-1a: a small stable hash (names and template hashes must not change between runs).
+pub fn fnv(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
+    match group {
+        GroupRef::Aws { region, .. } => Some(region.clone()),
+        GroupRef::Gcp { region, zone: z, .. } => region
+            .clone()
+            .or_else(|| z.as_ref().and_then(|z| z.rsplit_once('-').map(|(r, _)| r.into())))
+            .or_else(|| zone.rsplit_once('-').map(|(r, _)| r.to_string())),
+        GroupRef::Azure { .. } => None,
+    }
+}
+
+/// The Node object an instance registers, NotReady until its kubelet reports Ready.
+pub fn node_object(
+    pool: &PoolNodes,
+    inst: &Instance,
+    shape: &NodeShape,
+    now: &str,
+    ready: bool,
+) -> Value {
+    let name = node_name(&pool.group, inst);
+    let mut labels: BTreeMap<String, String> = pool.labels.clone();
+    let instance_type = match pool.group {
+        GroupRef::Aws { .. } => "m6i.xlarge",
+        GroupRef::Gcp { .. } => "e2-standard-4",
+        GroupRef::Azure { .. } => "Standard_D4s_v5",
+    };
+    labels.insert("kubernetes.io/hostname".into(), name.clone());
+    labels.insert("kubernetes.io/os".into(), "linux".into());
+    labels.insert("kubernetes.io/arch".into(), "amd64".into());
+    labels.insert(
+        "node.kubernetes.io/instance-type".into(),
+        instance_type.into(),
+    );
+    labels.insert("topology.kubernetes.io/zone".into(), inst.zone.clone());
+    if let Some(region) = region_of(&pool.group, &inst.zone) {
+        labels.insert("topology.kubernetes.io/region".into(), region);
+    }
+    let resources = json!({"cpu": shape.cpu, "memory": shape.memory, "pods": shape.pods.to_string()});
+    let h = fnv(inst.id.as_bytes());
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": inst.provider_id},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": node_conditions(ready, now),
+            "addresses": [
+                {"type": "InternalIP", "address": format!("10.{}.{}.{}", (h >> 16) & 0xff, (h >> 8) & 0xff, (h & 0xff).max(1))},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.33.4",
+                "kubeProxyVersion": "v1.33.4",
+                "containerRuntimeVersion": "containerd://1.7.27",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "osImage": inst.image,
+                "kernelVersion": "6.1.0",
+                "machineID": format!("{h:032x}"),
+                "systemUUID": format!("{h:032x}"),
+                "bootID": format!("{:032x}", h.rotate_left(17)),
+            },
+        },
+    })
+}
+
+/// Node conditions: Ready (`True`, `False` while starting) and the pressure conditions a
+/// healthy node reports.
+fn node_conditions(ready: bool, now: &str) -> Value {
+    let (status, reason, message) = if ready {
+        ("True", "KubeletReady", "kubelet is posting ready status")
+    } else {
+        ("False", "KubeletNotReady", "container runtime network not ready")
+    };
+    json!([
+        {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
+         "lastHeartbeatTime": now, "lastTransitionTime": now},
+        {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
+         "lastHeartbeatTime": now, "lastTransitionTime": now},
+        {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID",
+         "lastHeartbeatTime": now, "lastTransitionTime": now},
+        {"type": "Ready", "status": status, "reason": reason, "message": message,
+         "lastHeartbeatTime": now, "lastTransitionTime": now},
+    ])
+}
+
+fn set_ready(node: &mut Value, status: &str, reason: &str, message: &str, now: &str) {
+    if let Some(cs) = node["status"]["conditions"].as_array_mut() {
+        for c in cs.iter_mut().filter(|c| c["type"] == "Ready") {
+            if c["status"] != status {
+                c["lastTransitionTime"] = json!(now);
+            }
+            c["status"] = json!(status);
+            c["reason"] = json!(reason);
+            c["message"] = json!(message);
+            c["lastHeartbeatTime"] = json!(now);
+        }
+    }
+}
+
+/// A pod as its kubelet reports it once containers run (`ready`: readiness passed).
+pub fn pod_running(pod: &mut Value, host_ip: &str, pod_ip: &str, now: &str, ready: bool) {
+    let r = if ready { "True" } else { "False" };
+    let started = pod["status"]["startTime"]
+        .as_str()
+        .unwrap_or(now)
+        .to_string();
+    let containers: Vec<Value> = pod["spec"]["containers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    json!({
+                        "name": c["name"], "image": c["image"], "imageID": "",
+                        "ready": ready, "started": true, "restartCount": 0,
+                        "containerID": format!("containerd://{:016x}", fnv(pod_ip.as_bytes())),
+                        "state": {"running": {"startedAt": started}},
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    pod["status"] = json!({
+        "phase": "Running",
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": started,
+        "qosClass": "Burstable",
+        "conditions": [
+            {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": started},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": started},
+            {"type": "Ready", "status": r, "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": r, "lastTransitionTime": now},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": started},
+        ],
+        "containerStatuses": containers,
+    });
+}
+
+/// Whether a pod's JSON says it is Ready.
+pub fn pod_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
+/// The readiness delay of a pod: its first container's readiness probe initial delay.
+fn readiness_delay(pod: &Value) -> Duration {
+    let secs = pod["spec"]["containers"][0]["readinessProbe"]["initialDelaySeconds"]
+        .as_u64()
+        .unwrap_or(0);
+    Duration::from_secs(secs)
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    /// In service; the node registers when its timer fires.
+    Booting,
+    Registered,
+    Ready,
+    /// The instance is terminating: the node is NotReady until the instance is gone.
+    Lost,
+}
+
+#[derive(Clone, Debug)]
+struct Known {
+    pool: usize,
+    name: String,
+    instance: Instance,
+    phase: Phase,
+}
+
+/// Every kubelet of one cluster.
+pub struct Kubelets {
+    pools: Vec<PoolNodes>,
+    observer: Arc<dyn InstanceObserver>,
+    shape: NodeShape,
+    /// providerID → the node it is (or will be).
+    nodes: BTreeMap<String, Known>,
+    by_name: BTreeMap<String, String>,
+    started: HashSet<String>,
+    deleting: HashSet<String>,
+    next_ip: u32,
+}
+
+impl Kubelets {
+    pub fn new(pools: Vec<PoolNodes>, observer: Arc<dyn InstanceObserver>, shape: NodeShape) -> Self {
+        Kubelets {
+            pools,
+            observer,
+            shape,
+            nodes: BTreeMap::new(),
+            by_name: BTreeMap::new(),
+            started: HashSet::new(),
+            deleting: HashSet::new(),
+            next_ip: 0,
+        }
+    }
+
+    pub fn observer(&self) -> &Arc<dyn InstanceObserver> {
+        &self.observer
+    }
+
+    /// Take over nodes that exist already (a scenario loaded with its fleet running).
+    pub fn adopt(&mut self, store: &Store) {
+        let (nodes, _) = store
+            .list(&ResourceType::nodes(), None, &ListOptions::default())
+            .unwrap_or_default();
+        for n in nodes {
+            let pid = n["spec"]["providerID"].as_str().unwrap_or_default().to_string();
+            let name = n["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let Some(pool) = self.pools.iter().position(|p| {
+                p.labels
+                    .iter()
+                    .all(|(k, v)| n["metadata"]["labels"][k].as_str() == Some(v))
+            }) else {
+                continue;
+            };
+            let ready = n["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+            let instance = Instance {
+                id: String::new(),
+                provider_id: pid.clone(),
+                image: n["status"]["nodeInfo"]["osImage"].as_str().unwrap_or_default().into(),
+                zone: String::new(),
+                lifecycle: Lifecycle::InService,
+            };
+            self.by_name.insert(name.clone(), pid.clone());
+            self.nodes.insert(
+                pid,
+                Known {
+                    pool,
+                    name,
+                    instance,
+                    phase: if ready { Phase::Ready } else { Phase::Registered },
+                },
+            );
+        }
+    }
+
+    /// Compare every pool's instances with the nodes and act on the difference.
+    pub async fn sync(&mut self, ctx: &mut Ctx) {
+        for (pi, pool) in self.pools.clone().iter().enumerate() {
+            // An observer that fails (a throttled describe) just tries again next time.
+            let Ok(state) = self.observer.observe(&pool.group).await else {
+                continue;
+            };
+            let mut seen = HashSet::new();
+            for inst in &state.instances {
+                seen.insert(inst.provider_id.clone());
+                match (inst.lifecycle, self.nodes.get_mut(&inst.provider_id)) {
+                    (Lifecycle::InService, None) => {
+                        let name = node_name(&pool.group, inst);
+                        self.by_name.insert(name.clone(), inst.provider_id.clone());
+                        self.nodes.insert(
+                            inst.provider_id.clone(),
+                            Known {
+                                pool: pi,
+                                name,
+                                instance: inst.clone(),
+                                phase: Phase::Booting,
+                            },
+                        );
+                        ctx.after(
+                            self.shape.register_after,
+                            Timer::RegisterNode(inst.provider_id.clone()),
+                        );
+                    }
+                    (Lifecycle::InService, Some(k)) if k.instance.id.is_empty() => {
+                        // Adopted from the store: learn the instance's details.
+                        k.instance = inst.clone();
+                    }
+                    (Lifecycle::Terminating, Some(k)) if k.phase != Phase::Lost => {
+                        let was_registered = k.phase != Phase::Booting;
+                        k.phase = Phase::Lost;
+                        if was_registered {
+                            let now = ctx.store.timestamp();
+                            let _ = ctx.store.modify(&ResourceType::nodes(), None, &k.name, |n| {
+                                set_ready(
+                                    n,
+                                    "Unknown",
+                                    "NodeStatusUnknown",
+                                    "Kubelet stopped posting node status.",
+                                    &now,
+                                );
+                                Ok(())
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let gone: Vec<String> = self
+                .nodes
+                .iter()
+                .filter(|(pid, k)| k.pool == pi && !seen.contains(*pid))
+                .map(|(pid, _)| pid.clone())
+                .collect();
+            for pid in gone {
+                if let Some(k) = self.nodes.remove(&pid) {
+                    self.by_name.remove(&k.name);
+                    remove_node(&ctx.store, &k.name);
+                }
+            }
+        }
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut Ctx, timer: &Timer) {
+        let store = ctx.store.clone();
+        match timer {
+            Timer::RegisterNode(pid) => {
+                let Some(k) = self.nodes.get_mut(pid) else {
+                    return;
+                };
+                if k.phase != Phase::Booting {
+                    return;
+                }
+                let pool = &self.pools[k.pool];
+                let obj = node_object(pool, &k.instance, &self.shape, &store.timestamp(), false);
+                match store.create(&ResourceType::nodes(), None, obj) {
+                    Ok(_) => {
+                        k.phase = Phase::Registered;
+                        ctx.after(self.shape.ready_after, Timer::NodeReady(k.name.clone()));
+                    }
+                    Err(e) => tracing::warn!(node = %k.name, error = %e, "node registration failed"),
+                }
+            }
+            Timer::NodeReady(name) => {
+                let Some(k) = self.by_name.get(name).and_then(|pid| self.nodes.get_mut(pid)) else {
+                    return;
+                };
+                if k.phase != Phase::Registered {
+                    return;
+                }
+                k.phase = Phase::Ready;
+                let now = store.timestamp();
+                let _ = store.modify(&ResourceType::nodes(), None, name, |n| {
+                    set_ready(n, "True", "KubeletReady", "kubelet is posting ready status", &now);
+                    Ok(())
+                });
+            }
+            Timer::PodStart { ns, name, uid } | Timer::PodReady { ns, name, uid } => {
+                let ready = matches!(timer, Timer::PodReady { .. });
+                let now = store.timestamp();
+                let mut delay = None;
+                let ip = self.next_ip;
+                let res = store.modify(&ResourceType::pods(), Some(ns), name, |p| {
+                    let same = p["metadata"]["uid"].as_str() == Some(uid.as_str());
+                    if !same || p["metadata"]["deletionTimestamp"].is_string() {
+                        return Err(super::store::ApiError::new(409, "Conflict", "pod changed"));
+                    }
+                    let node = p["spec"]["nodeName"].as_str().unwrap_or_default().to_string();
+                    let host = node_ip(&node);
+                    let pod_ip = p["status"]["podIP"].as_str().map(str::to_string).unwrap_or_else(|| {
+                        format!("100.{}.{}.{}", 64 + (ip >> 16) % 64, (ip >> 8) & 0xff, ip & 0xff)
+                    });
+                    pod_running(p, &host, &pod_ip, &now, ready);
+                    if !ready {
+                        delay = Some(readiness_delay(p));
+                    }
+                    Ok(())
+                });
+                if res.is_ok() {
+                    self.next_ip = self.next_ip.wrapping_add(1);
+                    if let Some(d) = delay {
+                        ctx.after(
+                            d,
+                            Timer::PodReady {
+                                ns: ns.clone(),
+                                name: name.clone(),
+                                uid: uid.clone(),
+                            },
+                        );
+                    }
+                }
+            }
+            Timer::PodDelete { ns, name, uid } => {
+                let _ = store.delete_if(&ResourceType::pods(), Some(ns), name, Some(uid));
+            }
+            _ => {}
+        }
+    }
+
+    /// Pods bound to a node start; pods marked for deletion go after their grace period.
+    pub fn on_pod(&mut self, ctx: &mut Ctx, ev: &WatchEvent) {
+        let (pod, deleted) = match ev {
+            WatchEvent::Added(p) | WatchEvent::Modified(p) => (p, false),
+            WatchEvent::Deleted(p) => (p, true),
+            WatchEvent::Bookmark(_) => return,
+        };
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+        if deleted {
+            self.started.remove(uid);
+            self.deleting.remove(uid);
+            return;
+        }
+        let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        if pod["metadata"]["deletionTimestamp"].is_string() {
+            if self.deleting.insert(uid.to_string()) {
+                let grace = pod["metadata"]["deletionGracePeriodSeconds"]
+                    .as_u64()
+                    .unwrap_or(30);
+                ctx.after(
+                    Duration::from_secs(grace),
+                    Timer::PodDelete {
+                        ns,
+                        name,
+                        uid: uid.to_string(),
+                    },
+                );
+            }
+            return;
+        }
+        let Some(node) = pod["spec"]["nodeName"].as_str() else {
+            return;
+        };
+        let phase = pod["status"]["phase"].as_str().unwrap_or("Pending");
+        let node_up = self
+            .by_name
+            .get(node)
+            .and_then(|pid| self.nodes.get(pid))
+            .is_some_and(|k| k.phase != Phase::Lost && k.phase != Phase::Booting);
+        if phase == "Pending" && node_up && self.started.insert(uid.to_string()) {
+            ctx.after(
+                Duration::from_secs(1),
+                Timer::PodStart {
+                    ns,
+                    name,
+                    uid: uid.to_string(),
+                },
+            );
+        }
+    }
+
+    /// A node deleted by someone else (`kubectl delete node`): its pods go, and a kubelet
+    /// whose instance still runs registers it again.
+    pub fn on_node_deleted(&mut self, ctx: &mut Ctx, node: &Value) {
+        let name = node["metadata"]["name"].as_str().unwrap_or_default();
+        delete_pods_on(&ctx.store, name);
+        if let Some(pid) = self.by_name.get(name).cloned()
+            && let Some(k) = self.nodes.get_mut(&pid)
+            && k.phase != Phase::Lost
+            && k.phase != Phase::Booting
+        {
+            k.phase = Phase::Booting;
+            ctx.after(self.shape.register_after, Timer::RegisterNode(pid));
+        }
+    }
+}
+
+/// The InternalIP a node name maps to (same derivation as [`node_object`] for AWS names,
+/// a hash for others): only used to fill `status.hostIP`.
+fn node_ip(node: &str) -> String {
+    if let Some(rest) = node.strip_prefix("ip-")
+        && let Some((ip, _)) = rest.split_once('.')
+    {
+        return ip.replace('-', ".");
+    }
+    let h = fnv(node.as_bytes());
+    format!("10.{}.{}.{}", (h >> 16) & 0xff, (h >> 8) & 0xff, (h & 0xff).max(1))
+}
+
+fn remove_node(store: &Store, name: &str) {
+    let _ = store.delete(&ResourceType::nodes(), None, name);
+    delete_pods_on(store, name);
+}
+
+/// The pod garbage collector: pods bound to a node that no longer exists are deleted.
+fn delete_pods_on(store: &Store, node: &str) {
+    let opts = ListOptions::fields(&format!("spec.nodeName={node}"));
+    if let Ok((pods, _)) = store.list(&ResourceType::pods(), None, &opts) {
+        for p in pods {
+            let ns = p["metadata"]["namespace"].as_str().unwrap_or_default();
+            let name = p["metadata"]["name"].as_str().unwrap_or_default();
+            let _ = store.delete(&ResourceType::pods(), Some(ns), name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inst(id: &str, pid: &str, zone: &str) -> Instance {
+        Instance {
+            id: id.into(),
+            provider_id: pid.into(),
+            image: "ami-1".into(),
+            zone: zone.into(),
+            lifecycle: Lifecycle::InService,
+        }
+    }
+
+    #[test]
+    fn nodes_are_named_and_labelled_as_their_cloud_does() {
+        let aws = GroupRef::Aws {
+            region: "us-east-1".into(),
+            auto_scaling_group: "g".into(),
+        };
+        let i = inst("i-0abc", "aws:///us-east-1a/i-0abc", "us-east-1a");
+        let name = node_name(&aws, &i);
+        assert!(name.starts_with("ip-10-") && name.ends_with(".ec2.internal"), "{name}");
+        let az = GroupRef::Azure {
+            subscription_id: "s".into(),
+            resource_group: "rg".into(),
+            scale_set: "aks-general-vmss".into(),
+        };
+        assert_eq!(node_name(&az, &inst("37", "", "1")), "aks-general-vmss000011");
+        let pool = PoolNodes {
+            pool: "general".into(),
+            group: aws,
+            labels: [("eks.amazonaws.com/nodegroup".to_string(), "general".to_string())].into(),
+        };
+        let shape = NodeShape {
+            cpu: "4".into(),
+            memory: "16Gi".into(),
+            pods: 110,
+            register_after: Duration::ZERO,
+            ready_after: Duration::ZERO,
+        };
+        let n = node_object(&pool, &i, &shape, "2026-01-01T00:00:00Z", false);
+        let labels = &n["metadata"]["labels"];
+        assert_eq!(labels["eks.amazonaws.com/nodegroup"], "general");
+        assert_eq!(labels["topology.kubernetes.io/zone"], "us-east-1a");
+        assert_eq!(labels["topology.kubernetes.io/region"], "us-east-1");
+        assert_eq!(n["spec"]["providerID"], "aws:///us-east-1a/i-0abc");
+        assert_eq!(n["status"]["allocatable"]["pods"], "110");
+        let ready = n["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert_eq!(ready["status"], "False");
+        assert_eq!(node_ip(&name), n["status"]["addresses"][0]["address"].as_str().unwrap());
+    }
+}

@@ -1,0 +1,488 @@
+//! One simulated cluster alive: its store, its cloud groups, and its controllers (kubelets,
+//! scheduler, workload controllers) running on tokio.
+//!
+//! [`World::load`] puts a scenario's cluster in place as if it had been running for a while:
+//! groups with instances in service, Ready nodes, workloads with their pods placed, Running
+//! and Ready. [`World::spawn`] then runs the controllers in one task: a loop that waits for
+//! watch events, instance changes or the next due timer, hands each to the controllers, then
+//! lets them act on everything that changed. One task per cluster keeps the story
+//! deterministic under paused time and a seed.
+//!
+//! Every delay goes through [`Ctx::after`], which divides it by the world's speed.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
+
+use super::cloud::{GroupSpec, InstanceObserver, SimCloud};
+use super::kubelet::{Kubelets, NodeShape, PoolNodes, node_object, pod_running};
+use super::scenario::{ClusterScenario, Scenario, WorkloadProfile};
+use super::scheduler::{NodeView, PodView, Scheduler, Usage, fit};
+use super::store::{ApiError, ListOptions, ResourceType, Store, WatchEvent};
+use super::workloads::{
+    Workloads, daemonset_object, deployment_objects, pod_from_template, template_hash,
+};
+use crate::cloud::{CloudError, GroupState, Lifecycle};
+
+/// Something a controller asked to happen later.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    RegisterNode(String),
+    NodeReady(String),
+    PodStart {
+        ns: String,
+        name: String,
+        uid: String,
+    },
+    PodReady {
+        ns: String,
+        name: String,
+        uid: String,
+    },
+    PodDelete {
+        ns: String,
+        name: String,
+        uid: String,
+    },
+    FlushStatus,
+    Poll,
+}
+
+/// What controllers get while handling an event: the store and a way to act later.
+pub struct Ctx {
+    pub store: Store,
+    speed: f64,
+    seq: u64,
+    timers: BinaryHeap<Reverse<(Instant, u64, Timer)>>,
+}
+
+impl Ctx {
+    pub fn new(store: Store, speed: f64) -> Self {
+        Ctx {
+            store,
+            speed: if speed > 0.0 { speed } else { 1.0 },
+            seq: 0,
+            timers: BinaryHeap::new(),
+        }
+    }
+
+    /// Run `timer` after `delay` of simulated time (divided by the speed).
+    pub fn after(&mut self, delay: Duration, timer: Timer) {
+        self.seq += 1;
+        let at = Instant::now() + delay.div_f64(self.speed);
+        self.timers.push(Reverse((at, self.seq, timer)));
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    fn pop_due(&mut self, now: Instant) -> Option<Timer> {
+        if self.next_due()? <= now {
+            self.timers.pop().map(|Reverse((_, _, t))| t)
+        } else {
+            None
+        }
+    }
+}
+
+/// One cluster of a scenario.
+pub struct World {
+    pub name: String,
+    pub store: Store,
+    kubelets: Kubelets,
+    workloads_profile: WorkloadProfile,
+    speed: f64,
+}
+
+/// How long debounced status writes wait.
+const STATUS_DEBOUNCE: Duration = Duration::from_secs(1);
+/// How often a kubelet polls an observer that cannot notify.
+const POLL_INTERVAL: Duration = Duration::from_secs(10);
+
+impl World {
+    /// A cluster of `scenario` in a fresh store. With `cloud`, its pools' groups are created
+    /// there (prebooted); `observer` is how its kubelets see instances (the same cloud, or
+    /// any provider). Everything is in place before time starts.
+    pub async fn load(
+        cluster: &ClusterScenario,
+        scenario: &Scenario,
+        cloud: Option<&SimCloud>,
+        observer: Arc<dyn InstanceObserver>,
+        speed: f64,
+    ) -> Result<World, LoadError> {
+        let store = Store::new();
+        let w = &scenario.workloads;
+        let shape = NodeShape {
+            cpu: w.nodes.cpu.clone(),
+            memory: w.nodes.memory.clone(),
+            pods: w.nodes.pods,
+            register_after: w.nodes.register_after.as_duration(),
+            ready_after: w.nodes.ready_after.as_duration(),
+        };
+        let pools: Vec<PoolNodes> = cluster
+            .pools
+            .iter()
+            .map(|p| PoolNodes {
+                pool: p.name.clone(),
+                group: p.group.clone(),
+                labels: p.node_selector.clone(),
+            })
+            .collect();
+        if let Some(cloud) = cloud {
+            for p in &cluster.pools {
+                let spec = GroupSpec::new(p.group.clone(), p.nodes, p.image.clone()).prebooted();
+                cloud.create_group(spec).map_err(LoadError::Cloud)?;
+            }
+        }
+        // Nodes for every instance already in service.
+        let now = store.timestamp();
+        for pool in &pools {
+            let state: GroupState = observer.observe(&pool.group).await.map_err(LoadError::Cloud)?;
+            for inst in state
+                .instances
+                .iter()
+                .filter(|i| i.lifecycle == Lifecycle::InService)
+            {
+                let node = node_object(pool, inst, &shape, &now, true);
+                store
+                    .create(&ResourceType::nodes(), None, node)
+                    .map_err(|e| LoadError::Store("node", e))?;
+            }
+        }
+        load_workloads(&store, w, cluster.node_count())?;
+        let mut kubelets = Kubelets::new(pools, observer, shape);
+        kubelets.adopt(&store);
+        Ok(World {
+            name: cluster.name.clone(),
+            store,
+            kubelets,
+            workloads_profile: w.clone(),
+            speed,
+        })
+    }
+
+    pub fn workloads(&self) -> &WorkloadProfile {
+        &self.workloads_profile
+    }
+
+    /// Run the cluster's controllers until the returned task is aborted.
+    pub fn spawn(self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.run())
+    }
+
+    async fn run(mut self) {
+        let store = self.store.clone();
+        let all = ListOptions::default();
+        let watch = |rt: ResourceType| -> UnboundedReceiver<WatchEvent> {
+            store.watch(&rt, None, &all, None).expect("built-in type")
+        };
+        let mut nodes = watch(ResourceType::nodes());
+        let mut pods = watch(ResourceType::pods());
+        let mut deployments = watch(ResourceType::deployments());
+        let mut replicasets = watch(ResourceType::replicasets());
+        let mut daemonsets = watch(ResourceType::daemonsets());
+        let mut changes = self.kubelets.observer().changes();
+        let mut ctx = Ctx::new(store.clone(), self.speed);
+        let mut scheduler = Scheduler::default();
+        let mut workloads = Workloads::default();
+        let mut status_armed = false;
+        if changes.is_none() {
+            ctx.after(POLL_INTERVAL, Timer::Poll);
+        }
+        self.kubelets.sync(&mut ctx).await;
+        loop {
+            // Everything already queued is handled before anything acts, so that controllers
+            // see a consistent picture (and a 150,000-pod start is indexed once).
+            let mut sync = false;
+            loop {
+                let mut any = false;
+                while let Ok(ev) = nodes.try_recv() {
+                    any = true;
+                    scheduler.on_node(&ev);
+                    workloads.on_node(&ev);
+                    if let WatchEvent::Deleted(n) = &ev {
+                        self.kubelets.on_node_deleted(&mut ctx, n);
+                    }
+                }
+                while let Ok(ev) = pods.try_recv() {
+                    any = true;
+                    scheduler.on_pod(&ev);
+                    workloads.on_pod(&ev);
+                    self.kubelets.on_pod(&mut ctx, &ev);
+                }
+                while let Ok(ev) = deployments.try_recv() {
+                    any = true;
+                    workloads.on_deployment(&ev);
+                }
+                while let Ok(ev) = replicasets.try_recv() {
+                    any = true;
+                    workloads.on_replicaset(&ev);
+                }
+                while let Ok(ev) = daemonsets.try_recv() {
+                    any = true;
+                    workloads.on_daemonset(&ev);
+                }
+                if let Some(rx) = changes.as_mut()
+                    && rx.has_changed().unwrap_or(false)
+                {
+                    rx.borrow_and_update();
+                    sync = true;
+                }
+                let now = Instant::now();
+                while let Some(t) = ctx.pop_due(now) {
+                    any = true;
+                    match t {
+                        Timer::FlushStatus => {
+                            status_armed = false;
+                            workloads.flush_status(&store);
+                        }
+                        Timer::Poll => {
+                            sync = true;
+                            ctx.after(POLL_INTERVAL, Timer::Poll);
+                        }
+                        t => self.kubelets.on_timer(&mut ctx, &t),
+                    }
+                }
+                if sync {
+                    sync = false;
+                    any = true;
+                    self.kubelets.sync(&mut ctx).await;
+                }
+                workloads.reconcile(&mut ctx);
+                scheduler.schedule(&store);
+                if workloads.status_pending() && !status_armed {
+                    status_armed = true;
+                    ctx.after(STATUS_DEBOUNCE, Timer::FlushStatus);
+                }
+                if !any {
+                    break;
+                }
+            }
+            let next = ctx.next_due();
+            let changed = async {
+                match changes.as_mut() {
+                    Some(rx) => {
+                        if rx.changed().await.is_err() {
+                            std::future::pending::<()>().await
+                        }
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let due = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                Some(ev) = nodes.recv() => {
+                    scheduler.on_node(&ev);
+                    workloads.on_node(&ev);
+                    if let WatchEvent::Deleted(n) = &ev {
+                        self.kubelets.on_node_deleted(&mut ctx, n);
+                    }
+                }
+                Some(ev) = pods.recv() => {
+                    scheduler.on_pod(&ev);
+                    workloads.on_pod(&ev);
+                    self.kubelets.on_pod(&mut ctx, &ev);
+                }
+                Some(ev) = deployments.recv() => workloads.on_deployment(&ev),
+                Some(ev) = replicasets.recv() => workloads.on_replicaset(&ev),
+                Some(ev) = daemonsets.recv() => workloads.on_daemonset(&ev),
+                _ = changed => self.kubelets.sync(&mut ctx).await,
+                _ = due => {}
+            }
+        }
+    }
+}
+
+/// Why a scenario could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cloud: {0}")]
+    Cloud(CloudError),
+    #[error("creating a {0}: {1}")]
+    Store(&'static str, ApiError),
+}
+
+/// Namespaces, Deployments with their ReplicaSets, PDBs, DaemonSets, and every pod placed on
+/// a node, Running and Ready: the steady state a controller would reach, written directly so
+/// that 150,000 pods load in seconds rather than through 150,000 scheduling rounds.
+fn load_workloads(store: &Store, w: &WorkloadProfile, node_count: u32) -> Result<(), LoadError> {
+    let err = |what| move |e| LoadError::Store(what, e);
+    let mut namespaces: Vec<&str> = w
+        .deployments
+        .iter()
+        .map(|d| d.namespace.as_str())
+        .chain(w.daemon_sets.iter().map(|d| d.namespace.as_str()))
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+    for ns in namespaces {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        match store.create(&ResourceType::namespaces(), None, obj) {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(LoadError::Store("namespace", e)),
+        }
+    }
+    let (node_objs, _) = store
+        .list(&ResourceType::nodes(), None, &ListOptions::default())
+        .map_err(err("node list"))?;
+    let mut nodes: Vec<(NodeView, Usage)> = node_objs
+        .iter()
+        .map(|n| (NodeView::from_json(n), Usage::default()))
+        .collect();
+    let now = store.timestamp();
+    let mut ip: u32 = 1 << 20;
+    let mut place = |store: &Store, mut pod: Value, node: usize, nodes: &mut [(NodeView, Usage)]| {
+        let demand = PodView::from_json(&pod);
+        nodes[node].1.add(&demand);
+        let name = nodes[node].0.name.clone();
+        pod["spec"]["nodeName"] = json!(name);
+        ip += 1;
+        let pod_ip = format!("100.{}.{}.{}", 64 + (ip >> 16) % 64, (ip >> 8) & 0xff, ip & 0xff);
+        let host = nodes[node].0.name.clone();
+        pod_running(&mut pod, &host, &pod_ip, &now, true);
+        store.create(&ResourceType::pods(), None, pod).map(|_| ())
+    };
+    // Daemon pods first: one per node.
+    for d in &w.daemon_sets {
+        let ds = store
+            .create(&ResourceType::daemonsets(), None, daemonset_object(d))
+            .map_err(err("daemonset"))?;
+        let owner = owner(&ds, "DaemonSet");
+        for i in 0..nodes.len() {
+            let pod = pod_from_template(
+                &ds["spec"]["template"],
+                &format!("{}-", d.name),
+                &d.namespace,
+                owner.clone(),
+                None,
+            );
+            place(store, pod, i, &mut nodes).map_err(err("pod"))?;
+        }
+    }
+    // Replicas round robin over the nodes they fit, which spreads them like the scheduler.
+    let mut cursor = 0usize;
+    for d in &w.deployments {
+        let replicas = Scenario::replicas(d, node_count);
+        let (deploy, pdb) = deployment_objects(d, replicas);
+        let deploy = store
+            .create(&ResourceType::deployments(), None, deploy)
+            .map_err(err("deployment"))?;
+        if let Some(pdb) = pdb {
+            store
+                .create(&ResourceType::pdbs(), None, pdb)
+                .map_err(err("poddisruptionbudget"))?;
+        }
+        let hash = template_hash(&deploy["spec"]["template"]);
+        let mut t = deploy["spec"]["template"].clone();
+        t["metadata"]["labels"]["pod-template-hash"] = json!(hash);
+        let mut selector = deploy["spec"]["selector"].clone();
+        selector["matchLabels"]["pod-template-hash"] = json!(hash);
+        let rs_name = format!("{}-{hash}", d.name);
+        let rs = store
+            .create(
+                &ResourceType::replicasets(),
+                None,
+                json!({
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "metadata": {
+                        "name": rs_name, "namespace": d.namespace,
+                        "labels": t["metadata"]["labels"],
+                        "ownerReferences": [owner(&deploy, "Deployment")],
+                        "annotations": {"deployment.kubernetes.io/revision": "1"},
+                    },
+                    "spec": {"replicas": replicas, "selector": selector, "template": t},
+                }),
+            )
+            .map_err(err("replicaset"))?;
+        let rs_owner = owner(&rs, "ReplicaSet");
+        for _ in 0..replicas {
+            let pod = pod_from_template(
+                &rs["spec"]["template"],
+                &format!("{rs_name}-"),
+                &d.namespace,
+                rs_owner.clone(),
+                None,
+            );
+            let demand = PodView::from_json(&pod);
+            let found = (0..nodes.len())
+                .map(|i| (cursor + i) % nodes.len())
+                .find(|&i| fit(&nodes[i].0, &nodes[i].1, &demand).is_ok());
+            match found {
+                Some(i) => {
+                    cursor = i + 1;
+                    place(store, pod, i, &mut nodes).map_err(err("pod"))?;
+                }
+                // No room: it stays Pending for the scheduler, as in a real cluster.
+                None => {
+                    store
+                        .create(&ResourceType::pods(), None, pod)
+                        .map_err(err("pod"))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn owner(obj: &Value, kind: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+/// Every cluster of a scenario, each with its own store, all clouds in one [`SimCloud`].
+pub struct Fleet {
+    pub cloud: SimCloud,
+    pub clusters: BTreeMap<String, Store>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Fleet {
+    /// Load every cluster of `scenario` and start the cloud and all controllers.
+    pub async fn start(scenario: &Scenario, speed: f64) -> Result<Fleet, LoadError> {
+        let cloud = SimCloud::new(scenario.seed, scenario.faults.clone(), speed);
+        let mut clusters = BTreeMap::new();
+        let mut tasks = vec![cloud.spawn()];
+        for c in &scenario.clusters {
+            let world = World::load(c, scenario, Some(&cloud), cloud.observer(), speed).await?;
+            clusters.insert(c.name.clone(), world.store.clone());
+            tasks.push(world.spawn());
+        }
+        Ok(Fleet {
+            cloud,
+            clusters,
+            tasks,
+        })
+    }
+
+    pub fn store(&self, cluster: &str) -> Option<&Store> {
+        self.clusters.get(cluster)
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
