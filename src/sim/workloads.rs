@@ -347,9 +347,12 @@ impl Workloads {
             "DaemonSet" => (&mut self.daemonsets, &mut self.dirty_ds, &mut self.status_ds),
             _ => return,
         };
-        let Some(o) = map.get_mut(&k) else {
-            return;
-        };
+        // A pod may be seen before its owner (watch streams are independent): keep it under
+        // a placeholder so the owner's first reconcile counts it.
+        let o = map.entry(k.clone()).or_insert_with(|| Owned {
+            obj: Value::Null,
+            pods: BTreeMap::new(),
+        });
         if deleted {
             o.pods.remove(&name);
         } else {
@@ -445,7 +448,7 @@ impl Workloads {
     }
 
     fn reconcile_replicaset(&mut self, store: &Store, k: &Key) {
-        let Some(rs) = self.replicasets.get_mut(k) else {
+        let Some(rs) = self.replicasets.get_mut(k).filter(|o| !o.obj.is_null()) else {
             return;
         };
         let want = rs.obj["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
@@ -500,7 +503,7 @@ impl Workloads {
         k: &Key,
         nodes: impl Iterator<Item = &'a String>,
     ) {
-        let Some(ds) = self.daemonsets.get_mut(k) else {
+        let Some(ds) = self.daemonsets.get_mut(k).filter(|o| !o.obj.is_null()) else {
             return;
         };
         let pods_rt = ResourceType::pods();
@@ -542,7 +545,7 @@ impl Workloads {
     /// Write the statuses that changed (the debounced part).
     pub fn flush_status(&mut self, store: &Store) {
         for k in std::mem::take(&mut self.status_rs) {
-            let Some(rs) = self.replicasets.get(&k) else {
+            let Some(rs) = self.replicasets.get(&k).filter(|o| !o.obj.is_null()) else {
                 continue;
             };
             let active: Vec<&PodInfo> = rs.pods.values().filter(|p| p.active()).collect();
@@ -605,7 +608,7 @@ impl Workloads {
             }
         }
         for k in std::mem::take(&mut self.status_ds) {
-            let Some(ds) = self.daemonsets.get(&k) else {
+            let Some(ds) = self.daemonsets.get(&k).filter(|o| !o.obj.is_null()) else {
                 continue;
             };
             let active: Vec<&PodInfo> = ds.pods.values().filter(|p| p.active()).collect();

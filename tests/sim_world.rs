@@ -1,0 +1,278 @@
+//! The simulated world end to end on paused time: instances boot into Ready nodes, pods get
+//! scheduled, evicted replicas come back elsewhere, terminated instances take their nodes
+//! away, and faults repeat under a seed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rota::cloud::{Cloud, GroupRef, NodeGroups};
+use rota::fleet::resolved::{DesiredCluster, DesiredPool, EffectivePolicy, Mode};
+use rota::sim::faults::FaultProfile;
+use rota::sim::scenario::{Scenario, WorkloadProfile};
+use rota::sim::store::{ListOptions, ResourceType, Store};
+use rota::sim::world::Fleet;
+use serde_json::{Value, json};
+
+fn cluster(name: &str, pools: &[(&str, &str)]) -> DesiredCluster {
+    DesiredCluster {
+        name: name.into(),
+        labels: BTreeMap::new(),
+        cloud: Cloud::Aws,
+        wave: "main".into(),
+        wave_index: 0,
+        mode: Mode::Reconcile,
+        pools: pools
+            .iter()
+            .map(|(pool, image)| DesiredPool {
+                cluster: name.into(),
+                name: (*pool).into(),
+                channel: "general".into(),
+                version: "2026.11.1".into(),
+                image: (*image).into(),
+                group: asg(name, pool),
+                node_selector: [("eks.amazonaws.com/nodegroup".to_string(), pool.to_string())]
+                    .into(),
+                policy: EffectivePolicy::default(),
+                gates: vec![],
+                mode: Mode::Reconcile,
+            })
+            .collect(),
+    }
+}
+
+fn asg(cluster: &str, pool: &str) -> GroupRef {
+    GroupRef::Aws {
+        region: "us-east-1".into(),
+        auto_scaling_group: format!("{cluster}-{pool}"),
+    }
+}
+
+fn scenario(workloads: WorkloadProfile, faults: FaultProfile, seed: u64) -> Scenario {
+    Scenario::from_fleet(
+        &[cluster("prod", &[("general", "ami-0a1b2c3d4e5f60718")])],
+        workloads,
+        faults,
+        seed,
+    )
+}
+
+fn list(store: &Store, rt: ResourceType, opts: &ListOptions) -> Vec<Value> {
+    store.list(&rt, None, opts).unwrap().0
+}
+
+fn ready(o: &Value) -> bool {
+    o["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
+fn pods_of(store: &Store, app: &str) -> Vec<Value> {
+    list(store, ResourceType::pods(), &ListOptions::labels(&format!("app={app}")))
+}
+
+async fn wait(secs: u64) {
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_loaded_cluster_is_steady_and_believable() {
+    let fleet = Fleet::start(
+        &scenario(WorkloadProfile::default(), FaultProfile::default(), 1),
+        1.0,
+    )
+    .await
+    .unwrap();
+    let store = fleet.store("prod").unwrap();
+    wait(5).await;
+    let nodes = list(store, ResourceType::nodes(), &ListOptions::default());
+    assert_eq!(nodes.len(), 3);
+    assert!(nodes.iter().all(ready));
+    let pods = list(store, ResourceType::pods(), &ListOptions::default());
+    // 6 + 4 + 3 + 3 + 1 replicas and 2 daemon pods per node.
+    assert_eq!(pods.len(), 17 + 6);
+    assert!(pods.iter().all(|p| ready(p) && p["spec"]["nodeName"].is_string()));
+    // Nothing churns once loaded: no pod was added or replaced.
+    wait(120).await;
+    assert_eq!(list(store, ResourceType::pods(), &ListOptions::default()).len(), 23);
+    let deploy = store
+        .get(&ResourceType::deployments(), Some("shop"), "web")
+        .unwrap();
+    assert_eq!(deploy["status"]["readyReplicas"], 6);
+    let ds = store
+        .get(&ResourceType::daemonsets(), Some("monitoring"), "node-exporter")
+        .unwrap();
+    assert_eq!(ds["status"]["numberReady"], 3);
+    assert_eq!(ds["status"]["desiredNumberScheduled"], 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn new_instances_boot_register_and_take_pods() {
+    let mut w = WorkloadProfile::default();
+    w.deployments.clear();
+    let fleet = Fleet::start(&scenario(w, FaultProfile::default(), 2), 1.0)
+        .await
+        .unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    let g = asg("prod", "general");
+    fleet.cloud.set_capacity(&g, 5, Some(5)).await.unwrap();
+    wait(59).await;
+    assert_eq!(list(&store, ResourceType::nodes(), &ListOptions::default()).len(), 3);
+    // Boot (60–120 s) + register (15 s) + ready (20 s).
+    wait(120 + 15 + 20 - 59 + 2).await;
+    let nodes = list(&store, ResourceType::nodes(), &ListOptions::default());
+    assert_eq!(nodes.len(), 5);
+    assert!(nodes.iter().all(ready));
+    let described = fleet.cloud.describe(&g).await.unwrap();
+    for n in &nodes {
+        let pid = n["spec"]["providerID"].as_str().unwrap();
+        assert!(described.instances.iter().any(|i| i.provider_id == pid));
+        assert_eq!(n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"], "general");
+    }
+    // DaemonSets follow the new nodes.
+    wait(10).await;
+    assert_eq!(pods_of(&store, "node-exporter").len(), 5);
+    // A new Deployment gets a ReplicaSet, pods, a node each, and Ready.
+    store
+        .create(
+            &ResourceType::deployments(),
+            None,
+            json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "cache", "namespace": "default"},
+                "spec": {
+                    "replicas": 4,
+                    "selector": {"matchLabels": {"app": "cache"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "cache"}},
+                        "spec": {
+                            "nodeSelector": {"eks.amazonaws.com/nodegroup": "general"},
+                            "containers": [{"name": "c", "image": "redis",
+                                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+                                "readinessProbe": {"initialDelaySeconds": 5}}]
+                        }
+                    }
+                }
+            }),
+        )
+        .unwrap();
+    wait(30).await;
+    let pods = pods_of(&store, "cache");
+    assert_eq!(pods.len(), 4);
+    assert!(pods.iter().all(ready), "{pods:#?}");
+    let spread: std::collections::BTreeSet<_> =
+        pods.iter().map(|p| p["spec"]["nodeName"].to_string()).collect();
+    assert_eq!(spread.len(), 4, "least-allocated placement spreads replicas");
+    let d = store
+        .get(&ResourceType::deployments(), Some("default"), "cache")
+        .unwrap();
+    assert_eq!(d["status"]["readyReplicas"], 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_evicted_replica_comes_back_on_another_node() {
+    let fleet = Fleet::start(
+        &scenario(WorkloadProfile::default(), FaultProfile::default(), 3),
+        1.0,
+    )
+    .await
+    .unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    wait(1).await;
+    let victim = pods_of(&store, "license-server").remove(0);
+    let node = victim["spec"]["nodeName"].as_str().unwrap().to_string();
+    // Cordon its node, as a drain does, then evict (graceful deletion).
+    store
+        .modify(&ResourceType::nodes(), None, &node, |n| {
+            n["spec"]["unschedulable"] = json!(true);
+            Ok(())
+        })
+        .unwrap();
+    let name = victim["metadata"]["name"].as_str().unwrap();
+    store
+        .mark_deleting(&ResourceType::pods(), Some("legacy"), name, 30)
+        .unwrap();
+    wait(2).await;
+    let pods = pods_of(&store, "license-server");
+    assert_eq!(pods.len(), 2, "the replacement exists while the old one terminates");
+    let replacement = pods
+        .iter()
+        .find(|p| p["metadata"]["name"] != name)
+        .unwrap();
+    assert_ne!(replacement["spec"]["nodeName"].as_str().unwrap(), node);
+    wait(40).await;
+    let pods = pods_of(&store, "license-server");
+    assert_eq!(pods.len(), 1, "the evicted pod is gone after its grace period");
+    assert!(ready(&pods[0]));
+    assert_ne!(pods[0]["spec"]["nodeName"].as_str().unwrap(), node);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_terminated_instance_takes_its_node_and_pods_away() {
+    let fleet = Fleet::start(
+        &scenario(WorkloadProfile::default(), FaultProfile::default(), 4),
+        1.0,
+    )
+    .await
+    .unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    let g = asg("prod", "general");
+    wait(1).await;
+    let state = fleet.cloud.describe(&g).await.unwrap();
+    let victim = &state.instances[0];
+    let node = list(&store, ResourceType::nodes(), &ListOptions::default())
+        .into_iter()
+        .find(|n| n["spec"]["providerID"] == victim.provider_id.as_str())
+        .unwrap();
+    let node_name = node["metadata"]["name"].as_str().unwrap().to_string();
+    fleet.cloud.terminate(&g, &victim.id, true).await.unwrap();
+    wait(5).await;
+    let n = store.get(&ResourceType::nodes(), None, &node_name).unwrap();
+    assert!(!ready(&n), "a terminating instance's node is NotReady");
+    wait(40).await;
+    assert!(store.get(&ResourceType::nodes(), None, &node_name).is_err());
+    let on_node = list(
+        &store,
+        ResourceType::pods(),
+        &ListOptions::fields(&format!("spec.nodeName={node_name}")),
+    );
+    assert!(on_node.is_empty());
+    // Every replica is back on the two remaining nodes.
+    wait(30).await;
+    let pods = list(&store, ResourceType::pods(), &ListOptions::default());
+    assert_eq!(pods.len(), 17 + 4);
+    assert!(pods.iter().all(ready));
+}
+
+#[tokio::test(start_paused = true)]
+async fn faults_repeat_under_a_seed() {
+    async fn story(seed: u64) -> (Vec<String>, Vec<rota::sim::cloud::CloudEvent>) {
+        let faults = FaultProfile::from_yaml(
+            "boot: {failureRate: 0.5}\nlaunch: {capacityErrorRate: 0.3}",
+            "<t>",
+        )
+        .unwrap();
+        let mut w = WorkloadProfile::default();
+        w.deployments.clear();
+        let fleet = Fleet::start(&scenario(w, faults, seed), 1.0).await.unwrap();
+        let g = asg("prod", "general");
+        fleet.cloud.set_capacity(&g, 8, Some(8)).await.unwrap();
+        wait(1200).await;
+        let store = fleet.store("prod").unwrap();
+        let mut names: Vec<String> = list(store, ResourceType::nodes(), &ListOptions::default())
+            .iter()
+            .filter(|n| ready(n))
+            .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        (names, fleet.cloud.take_events())
+    }
+    let a = story(7).await;
+    let b = story(7).await;
+    let c = story(8).await;
+    assert_eq!(a.0.len(), 8, "every failed boot or launch was retried");
+    use rota::sim::cloud::CloudEvent::{BootFailed, LaunchFailed};
+    assert!(a.1.iter().any(|e| matches!(e, BootFailed { .. })));
+    assert!(a.1.iter().any(|e| matches!(e, LaunchFailed { .. })));
+    assert_eq!(a, b);
+    assert_ne!(a.1, c.1);
+}
