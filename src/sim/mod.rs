@@ -1,18 +1,26 @@
 //! The simulated fleet: Kubernetes API servers and clouds in one process, the embedded default
 //! that the demo and every test run against.
 //!
-//! `store` is one cluster's objects (its etcd), `selector` the label and field selectors the
-//! API understands. `cloud` is a simulated cloud account behind `crate::cloud::NodeGroups`,
-//! `faults` what goes wrong in it; `kubelet`, `scheduler` and `workloads` are the cluster's
-//! own controllers; `scenario` says what a simulated fleet holds and `world` runs one cluster.
+//! API side: `store` is one cluster's objects (its etcd), `selector` the label and field
+//! selectors, `apiserver` the Kubernetes API over a store (tower service for kube-rs, loopback
+//! HTTP for kubectl), `pdb` the disruption controller's arithmetic, `eviction` the eviction
+//! subresource and graceful pod deletion, `kubeconfig` the file kubectl reads.
+//!
+//! World side: `cloud` is a simulated cloud account behind `crate::cloud::NodeGroups`, `faults`
+//! what goes wrong in it; `kubelet`, `scheduler` and `workloads` are the cluster's own
+//! controllers; `scenario` says what a simulated fleet holds and `world` runs it on tokio.
 
+pub mod apiserver;
 pub mod cloud;
+pub mod eviction;
 pub mod faults;
+pub mod kubeconfig;
+pub mod kubelet;
+pub mod pdb;
 pub mod quantity;
 pub mod scenario;
 pub mod scheduler;
 pub mod selector;
 pub mod store;
-pub mod kubelet;
 pub mod workloads;
 pub mod world;

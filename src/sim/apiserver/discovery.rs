@@ -1,0 +1,155 @@
+//! Discovery documents: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/<group>[/<version>]`,
+//! built from the store's registered types (so a new CRD shows up at once).
+//!
+//! Only the legacy (unaggregated) documents are served, with `Content-Type:
+//! application/json`: kubectl and client-go ask for aggregated discovery
+//! (`as=APIGroupDiscoveryList`) first and fall back to these when the answer is not in that
+//! form. OpenAPI endpoints answer 404, which makes kubectl skip client-side schema
+//! validation and use the built-in patch metadata.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::sim::store::{ResourceType, Store};
+
+/// The Kubernetes version the simulation claims to be.
+pub fn version() -> Value {
+    json!({
+        "major": "1", "minor": "33", "gitVersion": "v1.33.0-rota-sim",
+        "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
+        "platform": "linux/amd64"
+    })
+}
+
+pub fn core_versions() -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"],
+           "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})
+}
+
+fn groups(store: &Store) -> BTreeMap<String, Vec<String>> {
+    let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for rt in store.types().into_iter().filter(|t| !t.group.is_empty()) {
+        let vs = g.entry(rt.group.clone()).or_default();
+        if !vs.contains(&rt.version) {
+            vs.push(rt.version.clone());
+        }
+    }
+    g
+}
+
+fn group_doc(name: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({"kind": "APIGroup", "apiVersion": "v1", "name": name, "versions": vs,
+           "preferredVersion": vs[0]})
+}
+
+pub fn group_list(store: &Store) -> Value {
+    let gs: Vec<Value> = groups(store)
+        .iter()
+        .map(|(n, vs)| {
+            let mut d = group_doc(n, vs);
+            let o = d.as_object_mut().expect("object");
+            o.remove("kind");
+            o.remove("apiVersion");
+            d
+        })
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs})
+}
+
+pub fn group(store: &Store, name: &str) -> Option<Value> {
+    groups(store).get(name).map(|vs| group_doc(name, vs))
+}
+
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+fn resource_entry(rt: &ResourceType) -> Value {
+    let mut e = json!({
+        "name": rt.plural, "singularName": rt.kind.to_lowercase(), "namespaced": rt.namespaced,
+        "kind": rt.kind, "verbs": VERBS,
+    });
+    if !rt.short_names.is_empty() {
+        e["shortNames"] = json!(rt.short_names);
+    }
+    if matches!(
+        rt.plural.as_str(),
+        "pods" | "deployments" | "replicasets" | "daemonsets" | "statefulsets"
+    ) {
+        e["categories"] = json!(["all"]);
+    }
+    e
+}
+
+/// `APIResourceList` of one group/version, with the status and eviction subresources.
+pub fn resource_list(store: &Store, group: &str, version: &str) -> Option<Value> {
+    let types: Vec<ResourceType> = store
+        .types()
+        .into_iter()
+        .filter(|t| t.group == group && t.version == version)
+        .collect();
+    if types.is_empty() {
+        return None;
+    }
+    let mut rs = Vec::new();
+    for rt in &types {
+        rs.push(resource_entry(rt));
+        if rt.status {
+            rs.push(
+                json!({"name": format!("{}/status", rt.plural), "singularName": "",
+                           "namespaced": rt.namespaced, "kind": rt.kind,
+                           "verbs": ["get", "patch", "update"]}),
+            );
+        }
+        if rt.group.is_empty() && rt.plural == "pods" {
+            // kubectl drain looks for exactly this entry to decide it can evict.
+            rs.push(
+                json!({"name": "pods/eviction", "singularName": "", "namespaced": true,
+                           "group": "policy", "version": "v1", "kind": "Eviction",
+                           "verbs": ["create"]}),
+            );
+        }
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": rs}),
+    )
+}
+
+/// `GET /`: the paths the server answers.
+pub fn root_paths(store: &Store) -> Value {
+    let mut paths = vec![
+        "/api".to_string(),
+        "/api/v1".into(),
+        "/apis".into(),
+        "/healthz".into(),
+        "/livez".into(),
+        "/readyz".into(),
+        "/version".into(),
+    ];
+    for (g, vs) in groups(store) {
+        paths.push(format!("/apis/{g}"));
+        for v in vs {
+            paths.push(format!("/apis/{g}/{v}"));
+        }
+    }
+    paths.sort();
+    json!({"paths": paths})
+}

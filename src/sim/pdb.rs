@@ -1,0 +1,623 @@
+//! PodDisruptionBudget arithmetic and the controller that keeps PDB status current, as the
+//! Kubernetes disruption controller does (pkg/controller/disruption).
+//!
+//! The arithmetic, for the pods the PDB selects in its namespace:
+//! - `minAvailable: N` (integer): expectedPods = number of selected pods, desiredHealthy = N.
+//! - `minAvailable: P%`: expectedPods = the sum of the scales (`spec.replicas`) of the pods'
+//!   controllers, desiredHealthy = ceil(P% × expectedPods).
+//! - `maxUnavailable: N` or `P%`: expectedPods = sum of controller scales,
+//!   desiredHealthy = max(0, expectedPods − N) with N = ceil(P% × expectedPods) for percentages.
+//! - currentHealthy = selected pods that are Ready, not being deleted, and not recently evicted
+//!   (listed in `status.disruptedPods` less than 2 minutes ago).
+//! - disruptionsAllowed = max(0, currentHealthy − desiredHealthy), and 0 when expectedPods is 0.
+//!
+//! Worked example (the documentation's): 7 replicas, `minAvailable: "50%"` → desiredHealthy =
+//! ceil(3.5) = 4; with all 7 Ready, 3 disruptions are allowed. `maxUnavailable: "50%"` →
+//! ceil(3.5) = 4 may be unavailable, desiredHealthy = 3, 4 disruptions allowed.
+//!
+//! Controller scales come from ReplicaSets (the Deployment's when the ReplicaSet has one),
+//! Deployments and StatefulSets. A selected pod with a controller that has no scale (a
+//! DaemonSet) makes the computation fail: then, as in Kubernetes, disruptionsAllowed is 0 and the
+//! `DisruptionAllowed` condition says `SyncFailed`. Pods without a controller are ignored for
+//! expectedPods.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Value, json};
+
+use super::selector::LabelSelector;
+use super::store::{ApiError, ListOptions, ResourceType, Store, WatchEvent};
+
+/// How long an eviction's entry in `disruptedPods` keeps the pod out of currentHealthy while
+/// waiting for the pod to be deleted.
+pub const DELETION_TIMEOUT: chrono::Duration = chrono::Duration::minutes(2);
+
+/// What the controller writes in `.status`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PdbStatus {
+    pub expected_pods: i64,
+    pub current_healthy: i64,
+    pub desired_healthy: i64,
+    pub disruptions_allowed: i64,
+    /// pod name → eviction time (RFC 3339).
+    pub disrupted_pods: BTreeMap<String, String>,
+    /// When the computation failed (the fail-safe: 0 disruptions allowed, SyncFailed).
+    pub sync_error: Option<String>,
+}
+
+/// A controller (owner reference with `controller: true`) and where to look it up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerRef {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// The controller of an object, if any.
+pub fn controller_of(obj: &Value) -> Option<ControllerRef> {
+    obj.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        .map(|r| {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            ControllerRef {
+                api_version: s("apiVersion"),
+                kind: s("kind"),
+                name: s("name"),
+                uid: s("uid"),
+            }
+        })
+}
+
+/// Is the pod Ready (condition `Ready=True`)? This is what "healthy" means to a PDB.
+pub fn pod_ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some("Ready")
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+fn deleting(pod: &Value) -> bool {
+    pod.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+}
+
+/// `intstr.GetScaledValueFromIntOrPercent(v, total, roundUp=true)`.
+pub fn scaled_value(v: &Value, total: i64) -> Result<i64, String> {
+    match v {
+        Value::Number(n) => n
+            .as_i64()
+            .ok_or_else(|| format!("invalid value for IntOrString: {n}")),
+        Value::String(s) => {
+            let p = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<i64>().ok())
+                .ok_or_else(|| format!("invalid value for IntOrString: invalid type: string is not a percentage: {s:?}"))?;
+            // Round up: ceil(p * total / 100) in integers.
+            Ok((p * total + 99).div_euclid(100))
+        }
+        other => Err(format!("invalid value for IntOrString: {other}")),
+    }
+}
+
+fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// The pods a PDB selects (in its namespace, by `spec.selector`; `{}` selects all, null none).
+pub fn selects(pdb: &Value, pod: &Value) -> bool {
+    LabelSelector::from_object(pdb.pointer("/spec/selector"))
+        .map(|s| s.matches(pod))
+        .unwrap_or(false)
+}
+
+/// Computes a PDB's status from the pods it selects. `scale_of` finds the scale of a pod's
+/// controller: `Ok(Some((controller uid, replicas)))`, `Ok(None)` if the controller has no
+/// scale (or does not exist), `Err` on a lookup failure. Pure: `now` is given.
+pub fn compute_status(
+    pdb: &Value,
+    pods: &[&Value],
+    scale_of: &dyn Fn(&str, &ControllerRef) -> Option<(String, i64)>,
+    now: DateTime<Utc>,
+) -> PdbStatus {
+    let mut st = PdbStatus::default();
+    let result = expected_and_desired(pdb, pods, scale_of);
+    // Recently evicted pods, still present and not yet being deleted, do not count as healthy.
+    let prev: BTreeMap<String, String> = pdb
+        .pointer("/status/disruptedPods")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    for pod in pods {
+        let name = pod
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if deleting(pod) {
+            continue;
+        }
+        if let Some(t) = prev.get(name)
+            && parse_time(t).is_some_and(|t| t + DELETION_TIMEOUT >= now)
+        {
+            st.disrupted_pods.insert(name.to_string(), t.clone());
+        }
+    }
+    st.current_healthy = pods
+        .iter()
+        .filter(|p| !deleting(p))
+        .filter(|p| {
+            let name = p
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            !st.disrupted_pods.contains_key(name)
+        })
+        .filter(|p| pod_ready(p))
+        .count() as i64;
+    match result {
+        Ok((expected, desired)) => {
+            st.expected_pods = expected;
+            st.desired_healthy = desired;
+            st.disruptions_allowed = if expected <= 0 {
+                0
+            } else {
+                (st.current_healthy - desired).max(0)
+            };
+        }
+        Err(e) => st.sync_error = Some(e),
+    }
+    st
+}
+
+fn expected_and_desired(
+    pdb: &Value,
+    pods: &[&Value],
+    scale_of: &dyn Fn(&str, &ControllerRef) -> Option<(String, i64)>,
+) -> Result<(i64, i64), String> {
+    let spec = pdb.get("spec").cloned().unwrap_or(Value::Null);
+    let expected_scale = || -> Result<i64, String> {
+        let mut scales: HashMap<String, i64> = HashMap::new();
+        for pod in pods {
+            let Some(c) = controller_of(pod) else {
+                // Unmanaged pods are ignored (Kubernetes records an UnmanagedPods event).
+                continue;
+            };
+            let ns = pod
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let name = pod
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            match scale_of(ns, &c) {
+                Some((uid, n)) => {
+                    scales.insert(uid, n);
+                }
+                None => return Err(format!("found no controllers for pod {name:?}")),
+            }
+        }
+        Ok(scales.values().sum())
+    };
+    match (
+        spec.get("maxUnavailable").filter(|v| !v.is_null()),
+        spec.get("minAvailable").filter(|v| !v.is_null()),
+    ) {
+        (Some(max), _) => {
+            let expected = expected_scale()?;
+            let max = scaled_value(max, expected)?;
+            Ok((expected, (expected - max).max(0)))
+        }
+        (None, Some(min @ Value::Number(_))) => Ok((pods.len() as i64, scaled_value(min, 0)?)),
+        (None, Some(min)) => {
+            let expected = expected_scale()?;
+            Ok((expected, scaled_value(min, expected)?))
+        }
+        // Neither set: Kubernetes' defaulting makes minAvailable 1 for such (old) objects.
+        (None, None) => Ok((pods.len() as i64, 1)),
+    }
+}
+
+/// Writes `st` into a PDB's `.status` (condition included). `observedGeneration` moves to the
+/// PDB's generation except on failure, as in the controller's fail-safe path.
+pub fn apply_status(pdb: &mut Value, st: &PdbStatus, now: &str) {
+    let generation = pdb
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let mut status = pdb.get("status").cloned().unwrap_or_else(|| json!({}));
+    if !status.is_object() {
+        status = json!({});
+    }
+    let (cond_status, reason, message) = match &st.sync_error {
+        Some(e) => {
+            status["disruptionsAllowed"] = json!(0);
+            ("False", "SyncFailed", e.clone())
+        }
+        None => {
+            status["observedGeneration"] = json!(generation);
+            status["expectedPods"] = json!(st.expected_pods);
+            status["currentHealthy"] = json!(st.current_healthy);
+            status["desiredHealthy"] = json!(st.desired_healthy);
+            status["disruptionsAllowed"] = json!(st.disruptions_allowed);
+            if st.disruptions_allowed > 0 {
+                ("True", "SufficientPods", String::new())
+            } else {
+                ("False", "InsufficientPods", String::new())
+            }
+        }
+    };
+    if st.disrupted_pods.is_empty() {
+        status
+            .as_object_mut()
+            .expect("object")
+            .remove("disruptedPods");
+    } else {
+        status["disruptedPods"] = json!(st.disrupted_pods);
+    }
+    set_condition(&mut status, cond_status, reason, &message, now);
+    pdb["status"] = status;
+}
+
+/// Sets the `DisruptionAllowed` condition; its transition time moves only when its status does.
+fn set_condition(status: &mut Value, cond_status: &str, reason: &str, message: &str, now: &str) {
+    let observed = status
+        .get("observedGeneration")
+        .cloned()
+        .unwrap_or(json!(0));
+    let mut conds: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let old = conds
+        .iter()
+        .position(|c| c.get("type").and_then(Value::as_str) == Some("DisruptionAllowed"));
+    let transition = match old.map(|i| &conds[i]) {
+        Some(c) if c.get("status").and_then(Value::as_str) == Some(cond_status) => {
+            c.get("lastTransitionTime").cloned().unwrap_or(json!(now))
+        }
+        _ => json!(now),
+    };
+    let cond = json!({"type": "DisruptionAllowed", "status": cond_status, "reason": reason,
+                      "message": message, "observedGeneration": observed,
+                      "lastTransitionTime": transition});
+    match old {
+        Some(i) => conds[i] = cond,
+        None => conds.push(cond),
+    }
+    status["conditions"] = json!(conds);
+}
+
+/// Looks up the scale of a pod's controller in the store, as the disruption controller's
+/// finders do (ReplicaSet → its Deployment if any, Deployment, StatefulSet), checking UIDs.
+pub fn store_scale(store: &Store, ns: &str, c: &ControllerRef) -> Option<(String, i64)> {
+    let lookup = |rt: ResourceType, name: &str, uid: &str| -> Option<Value> {
+        store
+            .get(&rt, Some(ns), name)
+            .ok()
+            .filter(|o| o.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid))
+    };
+    let replicas = |o: &Value| {
+        o.pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+    };
+    let uid = |o: &Value| {
+        o.pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let group = c.api_version.split('/').next().unwrap_or("");
+    if group != "apps" {
+        return None;
+    }
+    match c.kind.as_str() {
+        "ReplicaSet" => {
+            let rs = lookup(ResourceType::replicasets(), &c.name, &c.uid)?;
+            if let Some(d) = controller_of(&rs).filter(|d| d.kind == "Deployment")
+                && let Some(dep) = lookup(ResourceType::deployments(), &d.name, &d.uid)
+            {
+                return Some((uid(&dep), replicas(&dep)));
+            }
+            Some((uid(&rs), replicas(&rs)))
+        }
+        "Deployment" => {
+            lookup(ResourceType::deployments(), &c.name, &c.uid).map(|d| (uid(&d), replicas(&d)))
+        }
+        "StatefulSet" => {
+            lookup(ResourceType::statefulsets(), &c.name, &c.uid).map(|d| (uid(&d), replicas(&d)))
+        }
+        _ => None,
+    }
+}
+
+/// Recomputes and writes the status of one PDB. Returns the time at which a `disruptedPods`
+/// entry expires and the PDB must be looked at again, if any.
+pub fn reconcile(store: &Store, ns: &str, name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
+    let pdb = store.get(&ResourceType::pdbs(), Some(ns), name)?;
+    let selector =
+        LabelSelector::from_object(pdb.pointer("/spec/selector")).unwrap_or(LabelSelector {
+            reqs: vec![],
+            nothing: true,
+        });
+    let pods: Vec<Value> = if selector.nothing {
+        vec![]
+    } else {
+        store
+            .list(&ResourceType::pods(), Some(ns), &ListOptions::default())?
+            .0
+            .into_iter()
+            .filter(|p| selector.matches(p))
+            .collect()
+    };
+    let refs: Vec<&Value> = pods.iter().collect();
+    let now = store.now();
+    let st = compute_status(&pdb, &refs, &|ns, c| store_scale(store, ns, c), now);
+    let recheck = st
+        .disrupted_pods
+        .values()
+        .filter_map(|t| parse_time(t))
+        .map(|t| t + DELETION_TIMEOUT)
+        .min();
+    let stamp = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    store.modify(&ResourceType::pdbs(), Some(ns), name, |p| {
+        apply_status(p, &st, &stamp);
+        Ok(())
+    })?;
+    Ok(recheck)
+}
+
+/// Recomputes every PDB in a namespace.
+pub fn reconcile_namespace(store: &Store, ns: &str) -> Option<DateTime<Utc>> {
+    let Ok((pdbs, _)) = store.list(&ResourceType::pdbs(), Some(ns), &ListOptions::default()) else {
+        return None;
+    };
+    pdbs.iter()
+        .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
+        .filter_map(|name| reconcile(store, ns, name).ok().flatten())
+        .min()
+}
+
+/// The disruption controller: watches pods, PDBs and scalable workloads and keeps every PDB's
+/// status current. Runs until the store's watches close (or the task is aborted).
+pub fn spawn_controller(store: Store) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let types = [
+            ResourceType::pdbs(),
+            ResourceType::pods(),
+            ResourceType::replicasets(),
+            ResourceType::deployments(),
+            ResourceType::statefulsets(),
+        ];
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        for rt in types {
+            let Ok(mut w) = store.watch(&rt, None, &ListOptions::default(), None) else {
+                continue;
+            };
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while let Some(ev) = w.recv().await {
+                    let obj = match &ev {
+                        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                            o
+                        }
+                        WatchEvent::Bookmark(_) => continue,
+                    };
+                    let ns = obj
+                        .pointer("/metadata/namespace")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    if tx.send(ns.to_string()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut rechecks: BTreeMap<DateTime<Utc>, BTreeSet<String>> = BTreeMap::new();
+        loop {
+            let next = rechecks.keys().next().copied();
+            let wait = next.map(|t| (t - store.now()).to_std().unwrap_or_default());
+            let mut dirty = BTreeSet::new();
+            tokio::select! {
+                ns = rx.recv() => match ns {
+                    Some(ns) => { dirty.insert(ns); }
+                    None => return,
+                },
+                _ = async { match wait { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {
+                    let now = store.now();
+                    while let Some((&t, _)) = rechecks.iter().next() {
+                        if t > now { break; }
+                        dirty.extend(rechecks.remove(&t).unwrap_or_default());
+                    }
+                }
+            }
+            // Batch whatever else is queued: one recomputation per namespace.
+            while let Ok(ns) = rx.try_recv() {
+                dirty.insert(ns);
+            }
+            for ns in dirty {
+                // Our own status writes come back as PDB events; recomputing them is a no-op
+                // write (unchanged status does not create a new resourceVersion), so this settles.
+                if let Some(t) = reconcile_namespace(&store, &ns) {
+                    // A second later than the expiry, so the entry is really gone then.
+                    rechecks
+                        .entry(t + chrono::Duration::seconds(1))
+                        .or_default()
+                        .insert(ns);
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, ready: bool, owner: Option<(&str, &str, &str)>) -> Value {
+        let mut p = json!({"metadata": {"name": name, "namespace": "ns", "labels": {"app": "a"}},
+                           "status": {"conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}});
+        if let Some((kind, n, uid)) = owner {
+            p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind, "name": n, "uid": uid, "controller": true}]);
+        }
+        p
+    }
+
+    fn pdb(spec: Value) -> Value {
+        let mut s = spec;
+        s["selector"] = json!({"matchLabels": {"app": "a"}});
+        json!({"metadata": {"name": "p", "namespace": "ns", "generation": 1}, "spec": s})
+    }
+
+    /// `n` pods of one controller with `replicas`, `ready` of them Ready.
+    fn status(spec: Value, n: usize, ready: usize, replicas: i64) -> PdbStatus {
+        let pods: Vec<Value> = (0..n)
+            .map(|i| {
+                pod(
+                    &format!("p{i}"),
+                    i < ready,
+                    Some(("ReplicaSet", "rs", "u1")),
+                )
+            })
+            .collect();
+        let refs: Vec<&Value> = pods.iter().collect();
+        compute_status(
+            &pdb(spec),
+            &refs,
+            &|_, c| (c.uid == "u1").then(|| ("u1".into(), replicas)),
+            Utc::now(),
+        )
+    }
+
+    fn summary(s: &PdbStatus) -> (i64, i64, i64, i64) {
+        (
+            s.expected_pods,
+            s.current_healthy,
+            s.desired_healthy,
+            s.disruptions_allowed,
+        )
+    }
+
+    #[test]
+    fn scaled_values_round_up() {
+        assert_eq!(scaled_value(&json!("50%"), 7), Ok(4));
+        assert_eq!(scaled_value(&json!("90%"), 10), Ok(9));
+        assert_eq!(scaled_value(&json!("1%"), 7), Ok(1));
+        assert_eq!(scaled_value(&json!("0%"), 7), Ok(0));
+        assert_eq!(scaled_value(&json!(2), 7), Ok(2));
+        assert!(scaled_value(&json!("5"), 7).is_err());
+    }
+
+    /// The "Specifying a Disruption Budget" cases: a 3-replica zookeeper-like set with
+    /// minAvailable 2 or maxUnavailable 1 allows one disruption; percentages round up.
+    #[test]
+    fn documentation_cases() {
+        // minAvailable: 2 with 3 Ready pods → expected 3, healthy 3, desired 2, allowed 1.
+        assert_eq!(
+            summary(&status(json!({"minAvailable": 2}), 3, 3, 3)),
+            (3, 3, 2, 1)
+        );
+        // maxUnavailable: 1 with 3 replicas → desired 2, allowed 1.
+        assert_eq!(
+            summary(&status(json!({"maxUnavailable": 1}), 3, 3, 3)),
+            (3, 3, 2, 1)
+        );
+        // One pod down: nothing more may go.
+        assert_eq!(
+            summary(&status(json!({"minAvailable": 2}), 3, 2, 3)),
+            (3, 2, 2, 0)
+        );
+        assert_eq!(
+            summary(&status(json!({"maxUnavailable": 1}), 3, 2, 3)),
+            (3, 2, 2, 0)
+        );
+        // 7 pods, minAvailable 50% → ceil(3.5) = 4 needed, 3 may go.
+        assert_eq!(
+            summary(&status(json!({"minAvailable": "50%"}), 7, 7, 7)),
+            (7, 7, 4, 3)
+        );
+        // 7 pods, maxUnavailable 50% → ceil(3.5) = 4 may be unavailable, desired 3.
+        assert_eq!(
+            summary(&status(json!({"maxUnavailable": "50%"}), 7, 7, 7)),
+            (7, 7, 3, 4)
+        );
+        // minAvailable 100% / maxUnavailable 0: no voluntary eviction at all.
+        assert_eq!(
+            summary(&status(json!({"minAvailable": "100%"}), 3, 3, 3)),
+            (3, 3, 3, 0)
+        );
+        assert_eq!(
+            summary(&status(json!({"maxUnavailable": 0}), 3, 3, 3)),
+            (3, 3, 3, 0)
+        );
+        // Percentages count the controller's scale, not the pods that exist: a Deployment of
+        // 5 with only 3 pods up, maxUnavailable 20% → desired 4, healthy 3 → 0 allowed.
+        assert_eq!(
+            summary(&status(json!({"maxUnavailable": "20%"}), 3, 3, 5)),
+            (5, 3, 4, 0)
+        );
+        // Integer minAvailable counts pods only (works for arbitrary controllers).
+        assert_eq!(
+            summary(&status(json!({"minAvailable": 1}), 3, 3, 5)),
+            (3, 3, 1, 2)
+        );
+        // No pods at all: nothing allowed.
+        assert_eq!(
+            summary(&status(json!({"minAvailable": 0}), 0, 0, 0)),
+            (0, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn daemonset_pods_fail_percentages_but_not_integer_min() {
+        let pods = [pod("d", true, Some(("DaemonSet", "ds", "u9")))];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let none = |_: &str, _: &ControllerRef| None;
+        let s = compute_status(&pdb(json!({"maxUnavailable": 1})), &refs, &none, Utc::now());
+        assert_eq!(
+            s.sync_error.as_deref(),
+            Some("found no controllers for pod \"d\"")
+        );
+        let mut p = pdb(json!({"maxUnavailable": 1}));
+        apply_status(&mut p, &s, "t");
+        assert_eq!(p["status"]["disruptionsAllowed"], 0);
+        assert_eq!(p["status"]["conditions"][0]["reason"], "SyncFailed");
+        let s = compute_status(&pdb(json!({"minAvailable": 0})), &refs, &none, Utc::now());
+        assert_eq!(summary(&s), (1, 1, 0, 1));
+    }
+
+    #[test]
+    fn disrupted_pods_are_not_healthy_until_they_expire() {
+        let now = Utc::now();
+        let pods: Vec<Value> = (0..3)
+            .map(|i| pod(&format!("p{i}"), true, Some(("ReplicaSet", "rs", "u1"))))
+            .collect();
+        let refs: Vec<&Value> = pods.iter().collect();
+        let scale = |_: &str, _: &ControllerRef| Some(("u1".to_string(), 3));
+        let mut p = pdb(json!({"minAvailable": 2}));
+        let t = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+        p["status"] = json!({"disruptedPods": {"p0": t}});
+        let s = compute_status(&p, &refs, &scale, now);
+        assert_eq!(summary(&s), (3, 2, 2, 0));
+        let later = now + DELETION_TIMEOUT + chrono::Duration::seconds(1);
+        let s = compute_status(&p, &refs, &scale, later);
+        assert_eq!(summary(&s), (3, 3, 2, 1));
+        assert!(s.disrupted_pods.is_empty());
+    }
+}
