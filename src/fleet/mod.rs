@@ -6,6 +6,7 @@
 //! - [`load_dir`]`(path) -> Result<Fleet, Diagnostics>`: read a fleet repo from a folder.
 //! - [`load_git`]`(repo_path, rev) -> Result<Fleet, Diagnostics>`: read it from a git revision,
 //!   straight from the object database (no checkout); [`Fleet::commit`] is the commit ID.
+//!   [`load_git_at`] reads a sub-folder of the tree.
 //! - [`load_files`]`(&[SourceFile])`: the pure core both use (and the fuzzing entry point).
 //! - [`Fleet::resolve_cluster`]`(name) -> Result<resolved::DesiredCluster, ResolveError>`,
 //!   [`Fleet::resolve_all`], [`Fleet::cluster_names`], [`Fleet::waves`],
@@ -128,7 +129,17 @@ pub fn load_dir(path: impl AsRef<Path>) -> Result<Fleet, Diagnostics> {
 
 /// Load the fleet repo at revision `rev` of the git repository at `repo_path`.
 pub fn load_git(repo_path: impl AsRef<Path>, rev: &str) -> Result<Fleet, Diagnostics> {
-    let (files, diags, commit) = source::read_git(repo_path.as_ref(), rev)?;
+    load_git_at(repo_path, rev, None)
+}
+
+/// Like [`load_git`], with the fleet repo in folder `subdir` of the git tree; file paths in
+/// diagnostics are relative to that folder.
+pub fn load_git_at(
+    repo_path: impl AsRef<Path>,
+    rev: &str,
+    subdir: Option<&Path>,
+) -> Result<Fleet, Diagnostics> {
+    let (files, diags, commit) = source::read_git(repo_path.as_ref(), rev, subdir)?;
     let mut fleet = finish(&files, diags)?;
     fleet.commit = Some(commit);
     Ok(fleet)

@@ -204,9 +204,11 @@ fn read_capped(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
 /// Read every YAML file of the tree of `rev` (any revision git understands: a branch, a tag,
 /// a commit ID, `HEAD~2`) in the repository at `repo_path`, from the object database.
 /// Returns the files, per-file problems, and the commit ID the revision names.
+/// With `subdir`, only that folder of the tree is the fleet repo (the contract's `--path`).
 pub fn read_git(
     repo_path: &Path,
     rev: &str,
+    subdir: Option<&Path>,
 ) -> Result<(Vec<SourceFile>, Diagnostics, String), Diagnostics> {
     let fail = |msg: String| Diagnostics::from(whole_file(&repo_path.display().to_string(), msg));
     let repo = git2::Repository::open(repo_path)
@@ -217,9 +219,15 @@ pub fn read_git(
     let commit = object
         .peel_to_commit()
         .map_err(|e| fail(format!("revision {rev:?} is not a commit: {}", e.message())))?;
-    let tree = commit
+    let mut tree = commit
         .tree()
         .map_err(|e| fail(format!("cannot read the tree of {rev:?}: {}", e.message())))?;
+    if let Some(dir) = subdir.filter(|d| !d.as_os_str().is_empty() && *d != Path::new(".")) {
+        tree = tree
+            .get_path(dir)
+            .and_then(|e| repo.find_tree(e.id()))
+            .map_err(|_| fail(format!("revision {rev:?} has no folder {}", dir.display())))?;
+    }
     let odb = repo
         .odb()
         .map_err(|e| fail(format!("cannot open the object database: {}", e.message())))?;

@@ -418,3 +418,122 @@ mod tests {
         assert_eq!(pointer_to_path("/a~1b"), "a/b");
     }
 }
+
+/// Write a JSON value as block YAML (for `rota render`). Strings are written plain when the
+/// reader above would read them back as the same string, double-quoted (JSON escaping, which
+/// is valid YAML) otherwise, so the output always round-trips.
+pub fn to_yaml(v: &Value) -> String {
+    let mut out = String::new();
+    emit(v, 0, &mut out);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+fn scalar_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => {
+            let plain_safe = !s.is_empty()
+                && s.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '%' | '@' | '+')
+                })
+                && !s.starts_with(['-', '%', '@'])
+                && resolve_scalar(s, ScalarStyle::Plain) == Value::String(s.clone());
+            if plain_safe {
+                s.clone()
+            } else {
+                Value::String(s.clone()).to_string()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+fn key_text(k: &str) -> String {
+    scalar_text(&Value::String(k.to_string()))
+}
+
+fn emit(v: &Value, indent: usize, out: &mut String) {
+    let pad = " ".repeat(indent);
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, val) in m {
+                out.push_str(&pad);
+                out.push_str(&key_text(k));
+                out.push(':');
+                match val {
+                    Value::Object(x) if !x.is_empty() => {
+                        out.push('\n');
+                        emit(val, indent + 2, out);
+                    }
+                    Value::Array(x) if !x.is_empty() => {
+                        out.push('\n');
+                        emit(val, indent, out);
+                    }
+                    _ => {
+                        out.push(' ');
+                        out.push_str(&inline(val));
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for item in items {
+                out.push_str(&pad);
+                out.push_str("- ");
+                match item {
+                    Value::Object(x) if !x.is_empty() => {
+                        // First member on the dash line, the rest aligned under it.
+                        let mut nested = String::new();
+                        emit(item, indent + 2, &mut nested);
+                        out.push_str(nested.trim_start());
+                    }
+                    Value::Array(x) if !x.is_empty() => {
+                        let mut nested = String::new();
+                        emit(item, indent + 2, &mut nested);
+                        out.push_str(nested.trim_start());
+                    }
+                    _ => {
+                        out.push_str(&inline(item));
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        other => {
+            out.push_str(&pad);
+            out.push_str(&inline(other));
+            out.push('\n');
+        }
+    }
+}
+
+fn inline(v: &Value) -> String {
+    match v {
+        Value::Object(_) => "{}".to_string(),
+        Value::Array(_) => "[]".to_string(),
+        other => scalar_text(other),
+    }
+}
+
+#[cfg(test)]
+mod emit_tests {
+    use super::*;
+
+    #[test]
+    fn emitted_yaml_reads_back_identically() {
+        let v = serde_json::json!({
+            "name": "prod-use1",
+            "labels": {"ring": "main", "eks.amazonaws.com/nodegroup": "general"},
+            "version": "2026.11", "count": 3, "ratio": 0.5, "flag": true, "none": null,
+            "tricky": ["10%", "yes: no", "#x", "", "true", "1", " lead", "a\nb", "-x"],
+            "nested": [{"a": 1, "b": [1, 2]}, [3, [4]], {}, []],
+            "empty": {}
+        });
+        let text = to_yaml(&v);
+        let back = parse("t.yaml", &text).unwrap();
+        assert_eq!(back[0].value, v, "{text}");
+    }
+}
