@@ -128,9 +128,15 @@ pub fn validate(file: &str, kind: &str, doc: &Document) -> Vec<Diagnostic> {
                 // the key itself.
                 let name = error.instance().as_str().unwrap_or_default().to_string();
                 let member = format!("{instance_path}/{}", escape_token(&name));
+                let inner = error.schema_path().to_string();
+                let inner_parent = inner.rfind('/').map(|i| &inner[..i]).unwrap_or("");
                 let expected = node
                     .and_then(|n| n.get("propertyNames"))
                     .and_then(|p| description(&c.schema, p))
+                    .or_else(|| node.and_then(|n| description(&c.schema, n)))
+                    .or_else(|| {
+                        resolve(&c.schema, inner_parent).and_then(|n| description(&c.schema, n))
+                    })
                     .unwrap_or_else(|| error.to_string());
                 out.push(Diagnostic::new(
                     &at(&member, true),

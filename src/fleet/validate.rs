@@ -53,14 +53,14 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             .filter(|k| **k)
             .count();
         if kinds != 1 {
-            diags.push(origin.error(
+            diags.push(origin.key_error(
                 "/spec",
                 format!("a HealthGate has exactly one of prometheus, pods, events; found {kinds}"),
             ));
         }
         if let Some(p) = &s.prometheus {
             match (p.min, p.max) {
-                (None, None) => diags.push(origin.error(
+                (None, None) => diags.push(origin.key_error(
                     "/spec/prometheus",
                     "a prometheus gate needs a bound: `min`, `max` or both",
                 )),
@@ -75,7 +75,7 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             && p.max_not_ready.is_none()
             && p.max_pending.is_none()
         {
-            diags.push(origin.error(
+            diags.push(origin.key_error(
                 "/spec/pods",
                 "a pods gate needs a bound: `maxNotReady`, `maxPending` or both",
             ));
