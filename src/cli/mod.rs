@@ -7,6 +7,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod diff;
+pub mod render;
+pub mod validate;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "rota",
@@ -22,6 +26,12 @@ pub struct Cli {
 pub enum Command {
     /// Print rota's version.
     Version,
+    /// Check a fleet repo; report every problem with file, line and column.
+    Validate(validate::ValidateArgs),
+    /// Print the resolved desired state of one cluster.
+    Render(render::RenderArgs),
+    /// Show which pools change image between two revisions, by wave.
+    Diff(diff::DiffArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -32,5 +42,8 @@ pub fn main() -> ExitCode {
             println!("rota {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Validate(args) => validate::run(args),
+        Command::Render(args) => render::run(args),
+        Command::Diff(args) => diff::run(args),
     }
 }

@@ -1,0 +1,312 @@
+//! Resolution of one cluster's desired state: its wave, the pins of that wave turned into image
+//! IDs for the cluster's cloud, the rollout policy deep-merged fleet → cluster → pool over the
+//! defaults, the gates by name, and the mode.
+//!
+//! Merge rule: a field set at a lower level replaces the one above; `drain` is merged field by
+//! field; `windows` is a list and is replaced as a whole (a pool that sets `windows: []` runs
+//! at any time even if its cluster has windows).
+//!
+//! Mode rule: the most specific `mode` that is set wins (pool, else cluster, else fleet, else
+//! `reconcile`), except that `ignore` on an ancestor always wins: `mode: ignore` on the Fleet
+//! is the kill switch, `ignore` on a Cluster silences all its pools whatever they say.
+//! Example: fleet `readOnly`, cluster unset, pool `reconcile` → `reconcile` (a trial pool
+//! during onboarding); fleet `ignore`, pool `reconcile` → `ignore`.
+
+use super::Fleet;
+use super::duration::GoDuration;
+use super::model::{Cluster, GroupSpec, HealthGate, RolloutPolicy};
+use super::resolved::{
+    Cloud, DesiredCluster, DesiredPool, EffectivePolicy, GateCheck, GroupRef, Mode, ResolvedGate,
+    Window,
+};
+
+/// Why a cluster could not be resolved. After a successful load only `UnknownCluster` can
+/// happen; the others guard against a `Fleet` built by hand.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("no cluster named `{name}` in the fleet repo{}", suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default())]
+    UnknownCluster {
+        name: String,
+        suggestion: Option<String>,
+    },
+    #[error("cluster `{cluster}`: {why}")]
+    Invalid { cluster: String, why: String },
+}
+
+/// Combine modes from the outermost scope inwards (see the module header).
+pub fn combine_modes(scopes: &[Option<Mode>]) -> Mode {
+    let mut mode = Mode::Reconcile;
+    for m in scopes.iter().flatten() {
+        if mode == Mode::Ignore {
+            break;
+        }
+        mode = *m;
+    }
+    mode
+}
+
+/// Apply one level of rollout policy over `eff`.
+pub fn merge_policy(eff: &mut EffectivePolicy, p: &RolloutPolicy) {
+    if let Some(v) = p.batch {
+        eff.batch = v;
+    }
+    if let Some(v) = p.percent {
+        eff.percent = v;
+    }
+    if let Some(v) = p.batch_soak {
+        eff.batch_soak = v;
+    }
+    if let Some(v) = p.pool_soak {
+        eff.pool_soak = v;
+    }
+    if let Some(v) = p.max_parallel_pools {
+        eff.max_parallel_pools = v;
+    }
+    if let Some(v) = p.node_ready_timeout {
+        eff.node_ready_timeout = v;
+    }
+    if let Some(d) = &p.drain {
+        if let Some(v) = d.timeout {
+            eff.drain.timeout = v;
+        }
+        if let Some(v) = d.on_timeout {
+            eff.drain.on_timeout = v;
+        }
+        if let Some(v) = d.eviction_interval {
+            eff.drain.eviction_interval = v;
+        }
+        if let Some(v) = d.delete_empty_dir_data {
+            eff.drain.delete_empty_dir_data = v;
+        }
+        if d.grace_period.is_some() {
+            eff.drain.grace_period = d.grace_period;
+        }
+    }
+    if let Some(v) = p.on_gate_failure {
+        eff.on_gate_failure = v;
+    }
+    if let Some(v) = p.paused {
+        eff.paused = v;
+    }
+    if let Some(ws) = &p.windows {
+        eff.windows = ws
+            .iter()
+            .map(|w| Window {
+                days: w.days.clone(),
+                start: w.start.clone(),
+                end: w.end.clone(),
+                time_zone: w.time_zone.clone().unwrap_or_else(|| "UTC".to_string()),
+            })
+            .collect();
+    }
+}
+
+/// A gate with its defaults applied (interval 30s, 3 samples, no failure tolerated).
+pub fn resolve_gate(g: &HealthGate) -> Option<ResolvedGate> {
+    let s = &g.spec;
+    let check = if let Some(p) = &s.prometheus {
+        GateCheck::Prometheus {
+            address: p.address.clone(),
+            query: p.query.clone(),
+            min: p.min,
+            max: p.max,
+            on_no_data: p.on_no_data.unwrap_or_default(),
+        }
+    } else if let Some(p) = &s.pods {
+        GateCheck::Pods {
+            namespaces: p.namespaces.clone(),
+            max_not_ready: p.max_not_ready.clone(),
+            max_pending: p.max_pending,
+        }
+    } else {
+        let e = s.events.as_ref()?;
+        GateCheck::Events {
+            reasons: e.reasons.clone(),
+            max: e.max,
+            window: e.window,
+        }
+    };
+    Some(ResolvedGate {
+        name: g.metadata.name.clone(),
+        interval: s.interval.unwrap_or(GoDuration::from_secs(30)),
+        samples: s.samples.unwrap_or(3),
+        failure_limit: s.failure_limit.unwrap_or(0),
+        check,
+    })
+}
+
+fn group_ref(c: &Cluster, g: &GroupSpec) -> Option<GroupRef> {
+    let cloud = &c.spec.cloud;
+    if let Some(aws) = &cloud.aws {
+        return Some(GroupRef::Aws {
+            region: aws.region.clone(),
+            auto_scaling_group: g.auto_scaling_group.clone()?,
+        });
+    }
+    if let Some(gcp) = &cloud.gcp {
+        // Neither zone nor region: a regional group in the cluster's region.
+        let region = match (&g.zone, &g.region) {
+            (None, None) => Some(gcp.region.clone()),
+            (_, r) => r.clone(),
+        };
+        return Some(GroupRef::Gcp {
+            project: gcp.project.clone(),
+            instance_group_manager: g.instance_group_manager.clone()?,
+            zone: g.zone.clone(),
+            region,
+        });
+    }
+    let az = cloud.azure.as_ref()?;
+    Some(GroupRef::Azure {
+        subscription_id: az.subscription_id.clone(),
+        resource_group: g
+            .resource_group
+            .clone()
+            .unwrap_or_else(|| az.resource_group.clone()),
+        scale_set: g.scale_set.clone()?,
+    })
+}
+
+impl Fleet {
+    /// The desired state of cluster `name` at this fleet revision.
+    pub fn resolve_cluster(&self, name: &str) -> Result<DesiredCluster, ResolveError> {
+        let invalid = |why: String| ResolveError::Invalid {
+            cluster: name.to_string(),
+            why,
+        };
+        let Some(c) = self.clusters.get(name) else {
+            return Err(ResolveError::UnknownCluster {
+                name: name.to_string(),
+                suggestion: super::diagnostics::did_you_mean(
+                    name,
+                    self.clusters.keys().map(String::as_str),
+                )
+                .map(str::to_string),
+            });
+        };
+        let wave_index = *self
+            .wave_of
+            .get(name)
+            .ok_or_else(|| invalid("belongs to no wave".into()))?;
+        let wave = &self.spec.waves[wave_index];
+        let cloud: Cloud = c
+            .spec
+            .cloud_kind()
+            .ok_or_else(|| invalid("spec.cloud must name exactly one cloud".into()))?;
+        let cluster_mode = combine_modes(&[self.spec.mode, c.spec.mode]);
+        let mut pools = Vec::with_capacity(c.spec.pools.len());
+        for p in &c.spec.pools {
+            let version = wave.images.get(&p.channel).ok_or_else(|| {
+                invalid(format!("channel `{}` is not pinned in wave `{}`", p.channel, wave.name))
+            })?;
+            let image = self
+                .spec
+                .images
+                .get(&p.channel)
+                .and_then(|ch| ch.versions.get(version))
+                .and_then(|v| v.get(cloud))
+                .ok_or_else(|| invalid(format!("no {cloud} image for {}@{version}", p.channel)))?;
+            let group = group_ref(c, &p.group)
+                .ok_or_else(|| invalid(format!("pool `{}`: group does not match {cloud}", p.name)))?;
+            let mut policy = EffectivePolicy::default();
+            merge_policy(&mut policy, &self.spec.rollout);
+            merge_policy(&mut policy, &c.spec.rollout);
+            merge_policy(&mut policy, &p.rollout);
+            // Fleet gates first, then the cluster's, then the pool's; a name listed at two
+            // levels is checked once.
+            let mut gates: Vec<ResolvedGate> = Vec::new();
+            for g in self.spec.gates.iter().chain(&c.spec.gates).chain(&p.gates) {
+                if gates.iter().any(|x| &x.name == g) {
+                    continue;
+                }
+                let gate = self
+                    .gates
+                    .get(g)
+                    .and_then(resolve_gate)
+                    .ok_or_else(|| invalid(format!("gate `{g}` is not declared")))?;
+                gates.push(gate);
+            }
+            pools.push(DesiredPool {
+                cluster: name.to_string(),
+                name: p.name.clone(),
+                channel: p.channel.clone(),
+                version: version.clone(),
+                image: image.to_string(),
+                group,
+                node_selector: p.node_selector.clone(),
+                policy,
+                gates,
+                mode: combine_modes(&[self.spec.mode, c.spec.mode, p.mode]),
+            });
+        }
+        Ok(DesiredCluster {
+            name: name.to_string(),
+            labels: c.metadata.labels.clone(),
+            cloud,
+            wave: wave.name.clone(),
+            wave_index,
+            mode: cluster_mode,
+            pools,
+        })
+    }
+
+    /// Every cluster resolved, in name order.
+    pub fn resolve_all(&self) -> Result<Vec<DesiredCluster>, ResolveError> {
+        self.clusters
+            .keys()
+            .map(|n| self.resolve_cluster(n))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Mode::*;
+
+    #[test]
+    fn ignore_above_wins_otherwise_the_most_specific() {
+        assert_eq!(combine_modes(&[]), Reconcile);
+        assert_eq!(combine_modes(&[None, None, None]), Reconcile);
+        assert_eq!(combine_modes(&[Some(ReadOnly), None, Some(Reconcile)]), Reconcile);
+        assert_eq!(combine_modes(&[Some(ReadOnly), None, None]), ReadOnly);
+        assert_eq!(combine_modes(&[Some(Ignore), Some(Reconcile), Some(Reconcile)]), Ignore);
+        assert_eq!(combine_modes(&[None, Some(Ignore), Some(Reconcile)]), Ignore);
+        assert_eq!(combine_modes(&[Some(Reconcile), None, Some(Ignore)]), Ignore);
+    }
+
+    #[test]
+    fn policies_merge_field_by_field() {
+        use crate::fleet::model::DrainOverride;
+        use crate::fleet::resolved::{BatchSize, OnDrainTimeout};
+        let mut eff = EffectivePolicy::default();
+        merge_policy(
+            &mut eff,
+            &RolloutPolicy {
+                batch: Some(BatchSize::Count(2)),
+                drain: Some(DrainOverride {
+                    timeout: Some(GoDuration::from_secs(600)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        );
+        merge_policy(
+            &mut eff,
+            &RolloutPolicy {
+                drain: Some(DrainOverride {
+                    on_timeout: Some(OnDrainTimeout::Force),
+                    ..Default::default()
+                }),
+                windows: Some(vec![]),
+                ..Default::default()
+            },
+        );
+        assert_eq!(eff.batch, BatchSize::Count(2));
+        assert_eq!(eff.drain.timeout, GoDuration::from_secs(600));
+        assert_eq!(eff.drain.on_timeout, OnDrainTimeout::Force);
+        assert!(eff.drain.delete_empty_dir_data);
+        assert_eq!(eff.percent, 100);
+        assert!(eff.windows.is_empty());
+    }
+}

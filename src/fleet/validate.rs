@@ -1,0 +1,460 @@
+//! Semantic validation: every rule of the contract that a JSON Schema cannot say (unique names
+//! across files, wave membership, pins, images per cloud, group forms, gate references, time
+//! zones...). Runs on typed documents, collects every problem, and builds the [`Fleet`] only
+//! when there is none.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Fleet;
+use super::diagnostics::{Diagnostic, Diagnostics, Location, did_you_mean};
+use super::load::{Documents, Origin};
+use super::model::{Cluster, GroupSpec, HealthGate, RolloutPolicy};
+use super::resolved::Cloud;
+use super::yaml::escape_token;
+
+/// Check the documents together; `Ok` only when nothing is wrong (including earlier `diags`).
+pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnostics> {
+    let Documents {
+        fleets,
+        clusters,
+        gates,
+    } = docs;
+
+    if fleets.is_empty() {
+        // Only worth saying when the Fleet is not simply hidden behind another error.
+        if diags.is_empty() {
+            diags.push(Diagnostic::new(
+                &Location::default(),
+                "",
+                "no Fleet document found: a fleet repo holds exactly one `kind: Fleet`",
+            ));
+        }
+        return Err(diags);
+    }
+    for (origin, _) in fleets.iter().skip(1) {
+        diags.push(
+            origin
+                .error("/metadata/name", "a second Fleet document: a repo holds exactly one")
+                .with_hint(format!("the first is at {}", fleets[0].0.describe("/metadata/name"))),
+        );
+    }
+    let (fleet_origin, fleet) = fleets.into_iter().next().expect("checked above");
+
+    let gates = unique("HealthGate", gates, &mut diags, |g: &HealthGate| &g.metadata.name);
+    let clusters = unique("Cluster", clusters, &mut diags, |c: &Cluster| &c.metadata.name);
+    let gate_names: Vec<&str> = gates.keys().map(String::as_str).collect();
+    let cluster_names: Vec<&str> = clusters.keys().map(String::as_str).collect();
+
+    // --- HealthGates: exactly one kind of check, with a bound.
+    for (origin, g) in gates.values() {
+        let s = &g.spec;
+        let kinds = [s.prometheus.is_some(), s.pods.is_some(), s.events.is_some()]
+            .iter()
+            .filter(|k| **k)
+            .count();
+        if kinds != 1 {
+            diags.push(origin.key_error(
+                "/spec",
+                format!("a HealthGate has exactly one of prometheus, pods, events; found {kinds}"),
+            ));
+        }
+        if let Some(p) = &s.prometheus {
+            match (p.min, p.max) {
+                (None, None) => diags.push(origin.key_error(
+                    "/spec/prometheus",
+                    "a prometheus gate needs a bound: `min`, `max` or both",
+                )),
+                (Some(lo), Some(hi)) if lo > hi => diags.push(origin.error(
+                    "/spec/prometheus/min",
+                    format!("min {lo} is greater than max {hi}: the gate could never pass"),
+                )),
+                _ => {}
+            }
+        }
+        if let Some(p) = &s.pods
+            && p.max_not_ready.is_none()
+            && p.max_pending.is_none()
+        {
+            diags.push(origin.key_error(
+                "/spec/pods",
+                "a pods gate needs a bound: `maxNotReady`, `maxPending` or both",
+            ));
+        }
+    }
+
+    // --- Fleet: images, waves, pins, gates, policy.
+    let spec = &fleet.spec;
+    for (channel, c) in &spec.images {
+        for (version, images) in &c.versions {
+            for cloud in [Cloud::Aws, Cloud::Gcp, Cloud::Azure] {
+                if let Some(id) = images.get(cloud)
+                    && let Err(why) = check_image(cloud, id)
+                {
+                    let p = format!(
+                        "/spec/images/{}/versions/{}/{cloud}",
+                        escape_token(channel),
+                        escape_token(version)
+                    );
+                    diags.push(fleet_origin.error(&p, why));
+                }
+            }
+        }
+    }
+    check_gate_refs(&fleet_origin, "/spec/gates", &spec.gates, &gate_names, &mut diags);
+    check_policy(&fleet_origin, "/spec/rollout", &spec.rollout, &mut diags);
+
+    let mut seen_waves: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, w) in spec.waves.iter().enumerate() {
+        let wp = format!("/spec/waves/{i}");
+        if let Some(first) = seen_waves.insert(&w.name, i) {
+            diags.push(
+                fleet_origin
+                    .error(&format!("{wp}/name"), format!("duplicate wave name `{}`", w.name))
+                    .with_hint(format!(
+                        "the first is at {}",
+                        fleet_origin.describe(&format!("/spec/waves/{first}/name"))
+                    )),
+            );
+        }
+        if w.clusters.is_empty() && w.cluster_selector.is_none() {
+            diags.push(fleet_origin.error(
+                &wp,
+                format!("wave `{}` selects no cluster: give it `clusters` or a `clusterSelector`", w.name),
+            ));
+        }
+        for (j, c) in w.clusters.iter().enumerate() {
+            if !clusters.contains_key(c) {
+                let mut d = fleet_origin.error(
+                    &format!("{wp}/clusters/{j}"),
+                    format!("wave `{}` lists cluster `{c}`, which no Cluster document declares", w.name),
+                );
+                if let Some(s) = did_you_mean(c, cluster_names.iter().copied()) {
+                    d = d.with_hint(format!("did you mean `{s}`?"));
+                }
+                diags.push(d);
+            }
+        }
+        for (channel, version) in &w.images {
+            let pin = format!("{wp}/images/{}", escape_token(channel));
+            match spec.images.get(channel) {
+                None => {
+                    let mut d = fleet_origin.key_error(
+                        &pin,
+                        format!("wave `{}` pins channel `{channel}`, which spec.images does not declare", w.name),
+                    );
+                    if let Some(s) = did_you_mean(channel, spec.images.keys().map(String::as_str)) {
+                        d = d.with_hint(format!("did you mean `{s}`?"));
+                    }
+                    diags.push(d);
+                }
+                Some(c) if !c.versions.contains_key(version) => {
+                    let mut d = fleet_origin.error(
+                        &pin,
+                        format!("wave `{}` pins {channel}@{version}, but channel `{channel}` has no version `{version}`", w.name),
+                    );
+                    let known: Vec<&str> = c.versions.keys().map(String::as_str).collect();
+                    d = d.with_hint(match did_you_mean(version, known.iter().copied()) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!("known versions: {}", known.join(", ")),
+                    });
+                    diags.push(d);
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    // --- Clusters: wave membership, pools, groups, pins, gates, policy.
+    let mut wave_of = BTreeMap::new();
+    for (name, (origin, c)) in &clusters {
+        let waves: Vec<usize> = spec
+            .waves
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| {
+                w.clusters.iter().any(|n| n == name)
+                    || w
+                        .cluster_selector
+                        .as_ref()
+                        .is_some_and(|s| s.matches(&c.metadata.labels))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        match waves.as_slice() {
+            [] => diags.push(
+                origin
+                    .error("/metadata/name", format!("cluster `{name}` belongs to no wave"))
+                    .with_hint("list it in a wave's `clusters`, or give it labels a wave's `clusterSelector` matches"),
+            ),
+            [one] => {
+                wave_of.insert(name.clone(), *one);
+            }
+            many => {
+                let names: Vec<&str> = many.iter().map(|i| spec.waves[*i].name.as_str()).collect();
+                diags.push(origin.error(
+                    "/metadata/name",
+                    format!("cluster `{name}` belongs to {} waves ({}): it must be in exactly one", many.len(), names.join(", ")),
+                ));
+            }
+        }
+        let wave = wave_of.get(name).map(|i| &spec.waves[*i]);
+        let cloud = c.spec.cloud_kind();
+        check_gate_refs(origin, "/spec/gates", &c.spec.gates, &gate_names, &mut diags);
+        check_policy(origin, "/spec/rollout", &c.spec.rollout, &mut diags);
+
+        let mut pool_names: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut selectors: BTreeMap<&BTreeMap<String, String>, usize> = BTreeMap::new();
+        for (i, pool) in c.spec.pools.iter().enumerate() {
+            let pp = format!("/spec/pools/{i}");
+            if let Some(first) = pool_names.insert(&pool.name, i) {
+                diags.push(
+                    origin
+                        .error(&format!("{pp}/name"), format!("duplicate pool name `{}` in cluster `{name}`", pool.name))
+                        .with_hint(format!("the first is at {}", origin.describe(&format!("/spec/pools/{first}/name")))),
+                );
+            }
+            if let Some(first) = selectors.insert(&pool.node_selector, i) {
+                diags.push(origin.error(
+                    &format!("{pp}/nodeSelector"),
+                    format!(
+                        "pools `{}` and `{}` have the same nodeSelector: each node must belong to one pool",
+                        c.spec.pools[first].name, pool.name
+                    ),
+                ));
+            }
+            if let Some(cloud) = cloud {
+                check_group(origin, &format!("{pp}/group"), cloud, &pool.group, &mut diags);
+            }
+            check_gate_refs(origin, &format!("{pp}/gates"), &pool.gates, &gate_names, &mut diags);
+            check_policy(origin, &format!("{pp}/rollout"), &pool.rollout, &mut diags);
+
+            let channel_at = format!("{pp}/channel");
+            let Some(channel) = spec.images.get(&pool.channel) else {
+                let mut d = origin.error(
+                    &channel_at,
+                    format!("pool `{}` uses channel `{}`, which the Fleet's spec.images does not declare", pool.name, pool.channel),
+                );
+                if let Some(s) = did_you_mean(&pool.channel, spec.images.keys().map(String::as_str)) {
+                    d = d.with_hint(format!("did you mean `{s}`?"));
+                }
+                diags.push(d);
+                continue;
+            };
+            let Some(wave) = wave else { continue };
+            let Some(version) = wave.images.get(&pool.channel) else {
+                diags.push(
+                    origin
+                        .error(&channel_at, format!("channel `{}` is not pinned in wave `{}`", pool.channel, wave.name))
+                        .with_hint(format!("add `{}: <version>` to the images of wave `{}`", pool.channel, wave.name)),
+                );
+                continue;
+            };
+            if let (Some(cloud), Some(images)) = (cloud, channel.versions.get(version))
+                && images.get(cloud).is_none()
+            {
+                diags.push(origin.error(
+                    &channel_at,
+                    format!(
+                        "{}@{version} (pinned by wave `{}`) has no image for {cloud}, the cloud of cluster `{name}`",
+                        pool.channel, wave.name
+                    ),
+                ));
+            }
+        }
+    }
+
+    if !diags.is_empty() {
+        return Err(diags.sorted());
+    }
+    Ok(Fleet {
+        metadata: fleet.metadata,
+        spec: fleet.spec,
+        clusters: clusters.into_iter().map(|(k, (_, c))| (k, c)).collect(),
+        gates: gates.into_iter().map(|(k, (_, g))| (k, g)).collect(),
+        wave_of,
+        commit: None,
+    })
+}
+
+/// Index documents by name; later duplicates are errors that point at the first.
+fn unique<T>(
+    kind: &str,
+    docs: Vec<(Origin, T)>,
+    diags: &mut Diagnostics,
+    name: impl Fn(&T) -> &String,
+) -> BTreeMap<String, (Origin, T)> {
+    let mut out: BTreeMap<String, (Origin, T)> = BTreeMap::new();
+    for (origin, doc) in docs {
+        let n = name(&doc).clone();
+        if let Some((first, _)) = out.get(&n) {
+            diags.push(
+                origin
+                    .error("/metadata/name", format!("duplicate {kind} name `{n}`"))
+                    .with_hint(format!("the first is at {}", first.describe("/metadata/name"))),
+            );
+            continue;
+        }
+        out.insert(n, (origin, doc));
+    }
+    out
+}
+
+fn check_gate_refs(origin: &Origin, at: &str, names: &[String], known: &[&str], diags: &mut Diagnostics) {
+    for (i, g) in names.iter().enumerate() {
+        if !known.contains(&g.as_str()) {
+            let mut d = origin.error(
+                &format!("{at}/{i}"),
+                format!("gate `{g}` is not declared by any HealthGate document"),
+            );
+            if let Some(s) = did_you_mean(g, known.iter().copied()) {
+                d = d.with_hint(format!("did you mean `{s}`?"));
+            }
+            diags.push(d);
+        }
+    }
+}
+
+/// What a schema cannot check in a policy: time zones exist, windows are not empty.
+fn check_policy(origin: &Origin, at: &str, p: &RolloutPolicy, diags: &mut Diagnostics) {
+    for (i, w) in p.windows.iter().flatten().enumerate() {
+        let wp = format!("{at}/windows/{i}");
+        if let Some(tz) = &w.time_zone
+            && tz.parse::<chrono_tz::Tz>().is_err()
+        {
+            let mut d = origin.error(
+                &format!("{wp}/timeZone"),
+                format!("unknown time zone {tz:?}: expected an IANA name such as Europe/Berlin"),
+            );
+            if let Some(s) = did_you_mean(tz, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name())) {
+                d = d.with_hint(format!("did you mean `{s}`?"));
+            }
+            diags.push(d);
+        }
+        if w.start == w.end {
+            diags.push(origin.error(
+                &format!("{wp}/end"),
+                format!("window starts and ends at {}: it would never open", w.start),
+            ));
+        }
+    }
+}
+
+/// The group form must match the cloud of its cluster.
+fn check_group(origin: &Origin, at: &str, cloud: Cloud, g: &GroupSpec, diags: &mut Diagnostics) {
+    let (required, allowed, form): (&str, &[&str], &str) = match cloud {
+        Cloud::Aws => ("autoScalingGroup", &["autoScalingGroup"], "{autoScalingGroup}"),
+        Cloud::Gcp => (
+            "instanceGroupManager",
+            &["instanceGroupManager", "zone", "region"],
+            "{instanceGroupManager, zone | region}",
+        ),
+        Cloud::Azure => (
+            "scaleSet",
+            &["scaleSet", "resourceGroup"],
+            "{scaleSet, resourceGroup}",
+        ),
+    };
+    let set: [(&str, bool); 6] = [
+        ("autoScalingGroup", g.auto_scaling_group.is_some()),
+        ("instanceGroupManager", g.instance_group_manager.is_some()),
+        ("zone", g.zone.is_some()),
+        ("region", g.region.is_some()),
+        ("scaleSet", g.scale_set.is_some()),
+        ("resourceGroup", g.resource_group.is_some()),
+    ];
+    for (field, present) in set {
+        if present && !allowed.contains(&field) {
+            diags.push(
+                origin
+                    .key_error(
+                        &format!("{at}/{field}"),
+                        format!("`{field}` does not belong in a {cloud} group"),
+                    )
+                    .with_hint(format!("a {cloud} pool's group is {form}")),
+            );
+        }
+    }
+    if !set.iter().any(|(f, present)| *f == required && *present) {
+        diags.push(
+            origin
+                .error(at, format!("a {cloud} pool's group needs `{required}`"))
+                .with_hint(format!("a {cloud} pool's group is {form}")),
+        );
+    }
+    if g.zone.is_some() && g.region.is_some() {
+        diags.push(origin.key_error(
+            &format!("{at}/region"),
+            "a gcp group has a `zone` (zonal) or a `region` (regional), not both",
+        ));
+    }
+}
+
+/// Image IDs have the shape of their cloud, so that a pasted AMI under `gcp` is caught here
+/// rather than by a failed rollout.
+pub fn check_image(cloud: Cloud, id: &str) -> Result<(), String> {
+    let ok = match cloud {
+        Cloud::Aws => id.strip_prefix("ami-").is_some_and(|h| {
+            (h.len() == 8 || h.len() == 17) && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        }),
+        Cloud::Gcp => {
+            let p = id
+                .strip_prefix("https://www.googleapis.com/compute/v1/")
+                .unwrap_or(id);
+            let parts: Vec<&str> = p.split('/').collect();
+            parts.len() >= 5
+                && parts[0] == "projects"
+                && !parts[1].is_empty()
+                && parts[2] == "global"
+                && parts[3] == "images"
+                && parts[4..].iter().all(|s| !s.is_empty())
+        }
+        Cloud::Azure => {
+            let lower = id.to_ascii_lowercase();
+            lower.starts_with("/subscriptions/")
+                && lower.contains("/resourcegroups/")
+                && lower.contains("/providers/microsoft.compute/")
+                && !id.ends_with('/')
+        }
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(match cloud {
+        Cloud::Aws => format!("{id:?} is not an AMI ID: expected ami- followed by 8 or 17 lowercase hex digits"),
+        Cloud::Gcp => format!("{id:?} is not a GCP image: expected projects/PROJECT/global/images/NAME (or .../images/family/FAMILY)"),
+        Cloud::Azure => format!("{id:?} is not an Azure image resource ID: expected /subscriptions/.../resourceGroups/.../providers/Microsoft.Compute/..."),
+    })
+}
+
+/// Names used more than once in `names`, in order (helper for tests and listings).
+pub fn duplicates<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen = BTreeSet::new();
+    names.into_iter().filter(|n| !seen.insert(*n)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_shapes_per_cloud() {
+        assert!(check_image(Cloud::Aws, "ami-0a1b2c3d4e5f60718").is_ok());
+        assert!(check_image(Cloud::Aws, "ami-12345678").is_ok());
+        assert!(check_image(Cloud::Aws, "ami-0A1B2C3D4E5F60718").is_err());
+        assert!(check_image(Cloud::Aws, "projects/x/global/images/y").is_err());
+        assert!(check_image(Cloud::Gcp, "projects/acme/global/images/general-1").is_ok());
+        assert!(check_image(Cloud::Gcp, "projects/acme/global/images/family/general").is_ok());
+        assert!(check_image(Cloud::Gcp, "ami-12345678").is_err());
+        assert!(check_image(
+            Cloud::Azure,
+            "/subscriptions/1b2c/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/1.0.0"
+        )
+        .is_ok());
+        assert!(check_image(Cloud::Azure, "/subscriptions/1b2c").is_err());
+    }
+
+    #[test]
+    fn finds_duplicates() {
+        assert_eq!(duplicates(["a", "b", "a", "c", "b"]), vec!["a", "b"]);
+    }
+}

@@ -1,0 +1,539 @@
+//! A strict, span-aware YAML reader: YAML text to `serde_json::Value` documents plus a map from
+//! JSON pointer to source position, so that every later error can name its line and column.
+//!
+//! It reads the YAML 1.2 core schema and refuses what a fleet repo never needs but an attacker
+//! or a careless merge could bring: aliases (the "billion laughs" bomb; anchors alone are
+//! harmless and allowed), tags, non-scalar or duplicate mapping keys, nesting deeper than
+//! [`MAX_DEPTH`]. Size and UTF-8 are checked by the caller before the text gets here. The
+//! parser is event-based (saphyr-parser), so memory stays proportional to the input.
+
+use std::collections::HashMap;
+
+use saphyr_parser::{Event, Marker, Parser, ScalarStyle};
+use serde_json::{Map, Number, Value};
+
+use super::diagnostics::{Diagnostic, Location};
+
+/// Deepest nesting of mappings and sequences accepted; the real format needs about 8.
+pub const MAX_DEPTH: usize = 32;
+
+/// Line and column (both 1-based) of a node or a key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pos {
+    pub line: u32,
+    pub column: u32,
+}
+
+impl From<&Marker> for Pos {
+    fn from(m: &Marker) -> Self {
+        Pos {
+            line: m.line() as u32,
+            column: m.col() as u32 + 1,
+        }
+    }
+}
+
+/// Positions of the nodes of one document, by JSON pointer (`/spec/pools/0/name`).
+#[derive(Clone, Debug, Default)]
+pub struct Positions {
+    values: HashMap<String, Pos>,
+    keys: HashMap<String, Pos>,
+}
+
+impl Positions {
+    /// Where the value at `pointer` starts; falls back to the nearest ancestor that is known
+    /// (a missing field is reported where its parent object starts).
+    pub fn value(&self, pointer: &str) -> Pos {
+        let mut p = pointer;
+        loop {
+            if let Some(pos) = self.values.get(p) {
+                return *pos;
+            }
+            match p.rfind('/') {
+                Some(i) => p = &p[..i],
+                None => return Pos::default(),
+            }
+        }
+    }
+
+    /// Where the key of the member at `pointer` is written (for unknown or duplicate fields);
+    /// the value position when it has no key (a sequence item).
+    pub fn key(&self, pointer: &str) -> Pos {
+        self.keys
+            .get(pointer)
+            .copied()
+            .unwrap_or_else(|| self.value(pointer))
+    }
+}
+
+/// One YAML document of a file.
+#[derive(Clone, Debug)]
+pub struct Document {
+    /// 0-based index of the document in its file.
+    pub index: usize,
+    pub value: Value,
+    pub positions: Positions,
+}
+
+/// Escape one JSON pointer token (RFC 6901).
+pub fn escape_token(t: &str) -> String {
+    t.replace('~', "~0").replace('/', "~1")
+}
+
+/// `/spec/pools/0/group` → `spec.pools[0].group`, the form people read in error messages.
+pub fn pointer_to_path(pointer: &str) -> String {
+    let mut out = String::new();
+    for raw in pointer.split('/').skip(1) {
+        let t = raw.replace("~1", "/").replace("~0", "~");
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{t}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            if t.contains('.') || t.contains(' ') {
+                out.push_str(&format!("{t:?}"));
+            } else {
+                out.push_str(&t);
+            }
+        }
+    }
+    out
+}
+
+enum Frame {
+    Map {
+        map: Map<String, Value>,
+        pointer: String,
+        /// The key read, waiting for its value.
+        key: Option<String>,
+    },
+    Seq {
+        items: Vec<Value>,
+        pointer: String,
+    },
+}
+
+struct Builder<'f> {
+    file: &'f str,
+    stack: Vec<Frame>,
+    positions: Positions,
+    root: Option<Value>,
+}
+
+impl Builder<'_> {
+    fn err(&self, m: &Marker, message: impl Into<String>) -> Diagnostic {
+        let pos = Pos::from(m);
+        Diagnostic::new(
+            &Location {
+                file: self.file.to_string(),
+                line: pos.line,
+                column: pos.column,
+            },
+            "",
+            message,
+        )
+    }
+
+    /// The pointer of the node that starts now, or `None` when the node is a mapping key.
+    fn next_pointer(&self) -> Option<String> {
+        match self.stack.last() {
+            None => Some(String::new()),
+            Some(Frame::Seq { items, pointer }) => Some(format!("{pointer}/{}", items.len())),
+            Some(Frame::Map { key: None, .. }) => None,
+            Some(Frame::Map {
+                key: Some(k),
+                pointer,
+                ..
+            }) => Some(format!("{pointer}/{}", escape_token(k))),
+        }
+    }
+
+    /// Attach a finished value to its parent.
+    fn attach(&mut self, value: Value) {
+        match self.stack.last_mut() {
+            None => self.root = Some(value),
+            Some(Frame::Seq { items, .. }) => items.push(value),
+            Some(Frame::Map { map, key, .. }) => {
+                let k = key.take().expect("a value follows its key");
+                map.insert(k, value);
+            }
+        }
+    }
+
+    fn start_collection(&mut self, m: &Marker, seq: bool) -> Result<(), Diagnostic> {
+        let Some(pointer) = self.next_pointer() else {
+            return Err(self.err(m, "mapping keys must be plain strings, not collections"));
+        };
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(self.err(
+                m,
+                format!("nesting deeper than {MAX_DEPTH} levels is not allowed"),
+            ));
+        }
+        self.positions.values.insert(pointer.clone(), Pos::from(m));
+        self.stack.push(if seq {
+            Frame::Seq {
+                items: Vec::new(),
+                pointer,
+            }
+        } else {
+            Frame::Map {
+                map: Map::new(),
+                pointer,
+                key: None,
+            }
+        });
+        Ok(())
+    }
+
+    fn scalar(&mut self, m: &Marker, text: &str, style: ScalarStyle) -> Result<(), Diagnostic> {
+        match self.next_pointer() {
+            Some(pointer) => {
+                self.positions.values.insert(pointer, Pos::from(m));
+                let v = resolve_scalar(text, style);
+                self.attach(v);
+            }
+            None => {
+                let Some(Frame::Map { map, pointer, key }) = self.stack.last_mut() else {
+                    unreachable!("keys only exist in mappings");
+                };
+                let member = format!("{pointer}/{}", escape_token(text));
+                if map.contains_key(text) {
+                    let first = self.positions.keys.get(&member).copied().unwrap_or_default();
+                    let text = text.to_string();
+                    return Err(self
+                        .err(m, format!("duplicate key `{text}`"))
+                        .with_hint(format!("first defined at line {}", first.line)));
+                }
+                *key = Some(text.to_string());
+                self.positions.keys.insert(member, Pos::from(m));
+            }
+        }
+        Ok(())
+    }
+
+    fn end_collection(&mut self) {
+        let value = match self.stack.pop() {
+            Some(Frame::Map { map, .. }) => Value::Object(map),
+            Some(Frame::Seq { items, .. }) => Value::Array(items),
+            None => return,
+        };
+        self.attach(value);
+    }
+}
+
+/// YAML 1.2 core schema resolution of a scalar: quoted scalars are strings; plain ones may be
+/// null, booleans, integers or floats. Non-finite floats (`.inf`, `.nan`) stay strings: JSON
+/// has no place for them and no fleet field wants them.
+fn resolve_scalar(text: &str, style: ScalarStyle) -> Value {
+    if style != ScalarStyle::Plain {
+        return Value::String(text.to_string());
+    }
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        _ => {}
+    }
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(i) = text.parse::<i64>() {
+            return Value::Number(i.into());
+        }
+        if let Ok(u) = text.parse::<u64>() {
+            return Value::Number(u.into());
+        }
+    }
+    if let Some(hex) = text.strip_prefix("0x")
+        && let Ok(u) = u64::from_str_radix(hex, 16)
+    {
+        return Value::Number(u.into());
+    }
+    if let Some(oct) = text.strip_prefix("0o")
+        && let Ok(u) = u64::from_str_radix(oct, 8)
+    {
+        return Value::Number(u.into());
+    }
+    if is_yaml_float(digits)
+        && let Ok(f) = text.parse::<f64>()
+        && let Some(n) = Number::from_f64(f)
+    {
+        return Value::Number(n);
+    }
+    Value::String(text.to_string())
+}
+
+/// `[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?` or `\.[0-9]+(...)`, sign already stripped.
+fn is_yaml_float(s: &str) -> bool {
+    let (mantissa, exp) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let (int, frac) = match mantissa.split_once('.') {
+        Some((a, b)) => (a, Some(b)),
+        None => (mantissa, None),
+    };
+    let all_digits = |x: &str| x.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = all_digits(int)
+        && frac.is_none_or(all_digits)
+        && (!int.is_empty() || frac.is_some_and(|f| !f.is_empty()));
+    let exp_ok = exp.is_none_or(|e| {
+        let e = e.strip_prefix(['-', '+']).unwrap_or(e);
+        !e.is_empty() && all_digits(e)
+    });
+    mantissa_ok && exp_ok && (frac.is_some() || exp.is_some())
+}
+
+/// Parse every document of one file. Empty documents (only comments) are skipped.
+/// Stops at the first error of a file: after a syntax error the rest cannot be trusted.
+pub fn parse(file: &str, text: &str) -> Result<Vec<Document>, Diagnostic> {
+    let mut docs = Vec::new();
+    let mut b = Builder {
+        file,
+        stack: Vec::new(),
+        positions: Positions::default(),
+        root: None,
+    };
+    let mut index = 0;
+    for next in Parser::new_from_str(text) {
+        let (event, span) = match next {
+            Ok(e) => e,
+            Err(e) => {
+                return Err(b.err(e.marker(), format!("invalid YAML: {}", e.info())));
+            }
+        };
+        let m = &span.start;
+        match event {
+            Event::Alias(_) => {
+                return Err(b
+                    .err(m, "YAML aliases (`*name`) are not allowed")
+                    .with_hint("write the value out; rota merges rollout policies fleet → cluster → pool, so repetition is rarely needed"));
+            }
+            Event::Scalar(_, _, _, Some(tag)) | Event::SequenceStart(_, Some(tag))
+            | Event::MappingStart(_, Some(tag)) => {
+                return Err(b.err(m, format!("YAML tags (`{}{}`) are not allowed", tag.handle, tag.suffix)));
+            }
+            Event::Scalar(text, style, _, None) => b.scalar(m, &text, style)?,
+            Event::SequenceStart(_, None) => b.start_collection(m, true)?,
+            Event::MappingStart(_, None) => b.start_collection(m, false)?,
+            Event::SequenceEnd | Event::MappingEnd => b.end_collection(),
+            Event::DocumentEnd => {
+                let positions = std::mem::take(&mut b.positions);
+                if let Some(value) = b.root.take()
+                    && !value.is_null()
+                {
+                    docs.push(Document {
+                        index,
+                        value,
+                        positions,
+                    });
+                }
+                index += 1;
+            }
+            Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentStart(_) => {}
+        }
+    }
+    Ok(docs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Document {
+        let mut docs = parse("t.yaml", text).unwrap();
+        assert_eq!(docs.len(), 1);
+        docs.remove(0)
+    }
+
+    #[test]
+    fn reads_values_and_positions() {
+        let d = one("a:\n  b: [1, \"2\", x]\n  c: 1.5\n  d: 2026.11.1\n  e: ~\n");
+        assert_eq!(
+            d.value,
+            serde_json::json!({"a": {"b": [1, "2", "x"], "c": 1.5, "d": "2026.11.1", "e": null}})
+        );
+        assert_eq!(d.positions.value("/a/b/2"), Pos { line: 2, column: 15 });
+        assert_eq!(d.positions.key("/a/c"), Pos { line: 3, column: 3 });
+        assert_eq!(d.positions.value("/a/c"), Pos { line: 3, column: 6 });
+        // Unknown members fall back to their parent.
+        assert_eq!(d.positions.value("/a/zzz"), Pos { line: 2, column: 3 });
+    }
+
+    #[test]
+    fn splits_documents_and_skips_empty_ones() {
+        let docs = parse("t.yaml", "a: 1\n---\n# nothing\n---\nb: 2\n").unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0].index, 0);
+        assert_eq!(docs[1].index, 2);
+        assert_eq!(docs[1].positions.key("/b"), Pos { line: 5, column: 1 });
+    }
+
+    #[test]
+    fn rejects_duplicates_aliases_tags_and_depth() {
+        let e = parse("t.yaml", "a: 1\nb: 2\na: 3\n").unwrap_err();
+        assert_eq!((e.line, e.column), (3, 1));
+        assert!(e.message.contains("duplicate key `a`"), "{e:?}");
+        assert_eq!(e.hint.as_deref(), Some("first defined at line 1"));
+
+        let e = parse("t.yaml", "a: &x [1]\nb: *x\n").unwrap_err();
+        assert!(e.message.contains("aliases"), "{e:?}");
+        assert_eq!(e.line, 2);
+
+        let e = parse("t.yaml", "a: !!binary aGk=\n").unwrap_err();
+        assert!(e.message.contains("tags"), "{e:?}");
+
+        let deep = "[".repeat(100) + &"]".repeat(100);
+        let e = parse("t.yaml", &deep).unwrap_err();
+        assert!(e.message.contains("nesting"), "{e:?}");
+
+        let e = parse("t.yaml", "{[1]: 2}\n").unwrap_err();
+        assert!(e.message.contains("keys"), "{e:?}");
+    }
+
+    #[test]
+    fn resolves_core_schema_scalars() {
+        let d = one("[true, False, 0x1F, 0o17, -3, 1e3, .5, '1', .inf, 10%, 1h]");
+        assert_eq!(
+            d.value,
+            serde_json::json!([true, false, 31, 15, -3, 1000.0, 0.5, "1", ".inf", "10%", "1h"])
+        );
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let e = parse("t.yaml", "a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(e.message.starts_with("invalid YAML"), "{e:?}");
+        assert!(e.line >= 1);
+    }
+
+    #[test]
+    fn paths_read_like_fields() {
+        assert_eq!(pointer_to_path("/spec/pools/0/group"), "spec.pools[0].group");
+        assert_eq!(
+            pointer_to_path("/spec/images/general/versions/2026.11.1/aws"),
+            "spec.images.general.versions.\"2026.11.1\".aws"
+        );
+        assert_eq!(pointer_to_path("/a~1b"), "a/b");
+    }
+}
+
+/// Write a JSON value as block YAML (for `rota render`). Strings are written plain when the
+/// reader above would read them back as the same string, double-quoted (JSON escaping, which
+/// is valid YAML) otherwise, so the output always round-trips.
+pub fn to_yaml(v: &Value) -> String {
+    let mut out = String::new();
+    emit(v, 0, &mut out);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+fn scalar_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => {
+            let plain_safe = !s.is_empty()
+                && s.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '%' | '@' | '+')
+                })
+                && !s.starts_with(['-', '%', '@'])
+                && resolve_scalar(s, ScalarStyle::Plain) == Value::String(s.clone());
+            if plain_safe {
+                s.clone()
+            } else {
+                Value::String(s.clone()).to_string()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+fn key_text(k: &str) -> String {
+    scalar_text(&Value::String(k.to_string()))
+}
+
+fn emit(v: &Value, indent: usize, out: &mut String) {
+    let pad = " ".repeat(indent);
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, val) in m {
+                out.push_str(&pad);
+                out.push_str(&key_text(k));
+                out.push(':');
+                match val {
+                    Value::Object(x) if !x.is_empty() => {
+                        out.push('\n');
+                        emit(val, indent + 2, out);
+                    }
+                    Value::Array(x) if !x.is_empty() => {
+                        out.push('\n');
+                        emit(val, indent, out);
+                    }
+                    _ => {
+                        out.push(' ');
+                        out.push_str(&inline(val));
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for item in items {
+                out.push_str(&pad);
+                out.push_str("- ");
+                match item {
+                    Value::Object(x) if !x.is_empty() => {
+                        // First member on the dash line, the rest aligned under it.
+                        let mut nested = String::new();
+                        emit(item, indent + 2, &mut nested);
+                        out.push_str(nested.trim_start());
+                    }
+                    Value::Array(x) if !x.is_empty() => {
+                        let mut nested = String::new();
+                        emit(item, indent + 2, &mut nested);
+                        out.push_str(nested.trim_start());
+                    }
+                    _ => {
+                        out.push_str(&inline(item));
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        other => {
+            out.push_str(&pad);
+            out.push_str(&inline(other));
+            out.push('\n');
+        }
+    }
+}
+
+fn inline(v: &Value) -> String {
+    match v {
+        Value::Object(_) => "{}".to_string(),
+        Value::Array(_) => "[]".to_string(),
+        other => scalar_text(other),
+    }
+}
+
+#[cfg(test)]
+mod emit_tests {
+    use super::*;
+
+    #[test]
+    fn emitted_yaml_reads_back_identically() {
+        let v = serde_json::json!({
+            "name": "prod-use1",
+            "labels": {"ring": "main", "eks.amazonaws.com/nodegroup": "general"},
+            "version": "2026.11", "count": 3, "ratio": 0.5, "flag": true, "none": null,
+            "tricky": ["10%", "yes: no", "#x", "", "true", "1", " lead", "a\nb", "-x"],
+            "nested": [{"a": 1, "b": [1, 2]}, [3, [4]], {}, []],
+            "empty": {}
+        });
+        let text = to_yaml(&v);
+        let back = parse("t.yaml", &text).unwrap();
+        assert_eq!(back[0].value, v, "{text}");
+    }
+}
