@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 pub mod diff;
 pub mod render;
+pub mod sim;
 pub mod validate;
 
 #[derive(Parser, Debug)]
@@ -32,6 +33,8 @@ pub enum Command {
     Render(render::RenderArgs),
     /// Show which pools change image between two revisions, by wave.
     Diff(diff::DiffArgs),
+    /// The simulated fleet: Kubernetes API servers and clouds in one process.
+    Sim(sim::SimArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -45,5 +48,6 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Render(args) => render::run(args),
         Command::Diff(args) => diff::run(args),
+        Command::Sim(args) => sim::run(args),
     }
 }

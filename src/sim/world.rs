@@ -465,6 +465,8 @@ impl Fleet {
         for c in &scenario.clusters {
             let world = World::load(c, scenario, Some(&cloud), cloud.observer(), speed).await?;
             clusters.insert(c.name.clone(), world.store.clone());
+            // The disruption controller keeps PDB statuses current (the API side's).
+            tasks.push(super::pdb::spawn_controller(world.store.clone()));
             tasks.push(world.spawn());
         }
         Ok(Fleet {

@@ -1,0 +1,171 @@
+//! `rota sim serve`: the simulated fleet of a fleet repo, served to kubectl and rota.
+//!
+//! Every cluster of the repo becomes a simulated cluster (its pools N nodes each, on the image
+//! their wave pins) behind its own loopback Kubernetes API; a kubeconfig with one context per
+//! cluster, named after it, is written; a ready line is printed; it serves until stopped.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use super::validate::load;
+use crate::fleet::Format;
+use crate::sim::apiserver::{ApiServer, serve_http};
+use crate::sim::faults::FaultProfile;
+use crate::sim::kubeconfig;
+use crate::sim::scenario::{Scenario, WorkloadProfile};
+use crate::sim::store::{ListOptions, ResourceType};
+use crate::sim::world::Fleet;
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    pub command: SimCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SimCommand {
+    /// Serve the simulated fleet of a fleet repo over loopback HTTP until stopped.
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub repo: super::validate::RepoArgs,
+    /// Where to write the kubeconfig (one context per cluster, named after it).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// Run the simulation this many times faster than real time (boots, readiness, grace
+    /// periods are divided by it).
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Seed of everything random (instance IDs, boot times, faults).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Workload profile (YAML); default: a believable cluster (see docs/simulated-fleet.md).
+    #[arg(long)]
+    pub workloads: Option<PathBuf>,
+    /// Fault profile (YAML); default: no faults, boots of 60-120 s.
+    #[arg(long)]
+    pub faults: Option<PathBuf>,
+}
+
+pub fn run(args: SimArgs) -> ExitCode {
+    match args.command {
+        SimCommand::Serve(a) => serve(a),
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    if !(args.speed.is_finite() && args.speed > 0.0) {
+        eprintln!("rota: --speed must be a positive number, got {}", args.speed);
+        return ExitCode::from(2);
+    }
+    let fleet = match load(
+        &args.repo.repo,
+        args.repo.rev.as_deref(),
+        args.repo.subdir.as_deref(),
+    ) {
+        Ok(f) => f,
+        Err(f) => return f.report(Format::Human),
+    };
+    let clusters = match fleet.resolve_all() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rota: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let workloads = match &args.workloads {
+        Some(p) => match WorkloadProfile::load(p) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("rota: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => WorkloadProfile::default(),
+    };
+    let faults = match &args.faults {
+        Some(p) => match FaultProfile::load(p) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("rota: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => FaultProfile::default(),
+    };
+    let scenario = Scenario::from_fleet(&clusters, workloads, faults, args.seed);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rota: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    rt.block_on(async move {
+        let fleet = match Fleet::start(&scenario, args.speed).await {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("rota: cannot load the simulated fleet: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let mut servers = Vec::new();
+        let mut contexts = Vec::new();
+        let (mut nodes, mut pods) = (0, 0);
+        for (name, store) in &fleet.clusters {
+            let server = ApiServer::new(store.clone()).with_speed(args.speed);
+            match serve_http(server).await {
+                Ok(s) => {
+                    contexts.push((name.clone(), s.url()));
+                    servers.push(s);
+                }
+                Err(e) => {
+                    eprintln!("rota: cannot listen on loopback: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+            nodes += store.count(&ResourceType::nodes());
+            pods += store
+                .list(&ResourceType::pods(), None, &ListOptions::default())
+                .map_or(0, |(p, _)| p.len());
+        }
+        if let Err(e) = kubeconfig::write(&args.kubeconfig, &contexts) {
+            eprintln!("rota: cannot write {}: {e}", args.kubeconfig.display());
+            return ExitCode::from(2);
+        }
+        let names: Vec<&str> = contexts.iter().map(|(n, _)| n.as_str()).collect();
+        println!(
+            "rota sim: ready: {} clusters ({}), {nodes} nodes, {pods} pods; kubeconfig {}; speed {}x, seed {}",
+            names.len(),
+            names.join(", "),
+            args.kubeconfig.display(),
+            args.speed,
+            args.seed,
+        );
+        wait_for_stop().await;
+        drop(servers);
+        drop(fleet);
+        ExitCode::SUCCESS
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
