@@ -61,6 +61,9 @@ pub struct Documents {
     pub fleets: Vec<(Origin, FleetManifest)>,
     pub clusters: Vec<(Origin, Cluster)>,
     pub gates: Vec<(Origin, HealthGate)>,
+    /// `(kind, name)` of documents that were rejected but whose name could be read: references
+    /// to them are not reported again as "not declared" (one mistake, one error).
+    pub rejected: std::collections::BTreeSet<(String, String)>,
 }
 
 /// Parse and type every document of `files`, collecting every problem.
@@ -145,16 +148,25 @@ fn read_file(f: &SourceFile, out: &mut Documents, diags: &mut Diagnostics) {
                 continue;
             }
         };
+        let name = doc
+            .value
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .map(|n| (kind.clone(), n.to_string()));
         let errors = schema::validate(&f.path, &kind, &doc);
         if !errors.is_empty() {
             diags.0.extend(errors);
+            out.rejected.extend(name);
             continue;
         }
-        match kind.as_str() {
+        let ok = match kind.as_str() {
             "Fleet" => typed(origin, doc.value, diags).map(|d| out.fleets.push(d)),
             "Cluster" => typed(origin, doc.value, diags).map(|d| out.clusters.push(d)),
             _ => typed(origin, doc.value, diags).map(|d| out.gates.push(d)),
         };
+        if ok.is_none() {
+            out.rejected.extend(name);
+        }
     }
 }
 

@@ -18,11 +18,20 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         fleets,
         clusters,
         gates,
+        rejected,
     } = docs;
+    let rejected_named = |kind: &str| -> Vec<String> {
+        rejected
+            .iter()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, n)| n.clone())
+            .collect()
+    };
+    let (rejected_gates, rejected_clusters) = (rejected_named("HealthGate"), rejected_named("Cluster"));
 
     if fleets.is_empty() {
         // Only worth saying when the Fleet is not simply hidden behind another error.
-        if diags.is_empty() {
+        if !rejected.iter().any(|(k, _)| k == "Fleet") && diags.is_empty() {
             diags.push(Diagnostic::new(
                 &Location::default(),
                 "",
@@ -42,7 +51,12 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
 
     let gates = unique("HealthGate", gates, &mut diags, |g: &HealthGate| &g.metadata.name);
     let clusters = unique("Cluster", clusters, &mut diags, |c: &Cluster| &c.metadata.name);
-    let gate_names: Vec<&str> = gates.keys().map(String::as_str).collect();
+    // Rejected gates count as declared: their own error is enough.
+    let gate_names: Vec<&str> = gates
+        .keys()
+        .chain(&rejected_gates)
+        .map(String::as_str)
+        .collect();
     let cluster_names: Vec<&str> = clusters.keys().map(String::as_str).collect();
 
     // --- HealthGates: exactly one kind of check, with a bound.
@@ -123,7 +137,7 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             ));
         }
         for (j, c) in w.clusters.iter().enumerate() {
-            if !clusters.contains_key(c) {
+            if !clusters.contains_key(c) && !rejected_clusters.contains(c) {
                 let mut d = fleet_origin.error(
                     &format!("{wp}/clusters/{j}"),
                     format!("wave `{}` lists cluster `{c}`, which no Cluster document declares", w.name),
