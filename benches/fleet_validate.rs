@@ -60,8 +60,9 @@ fn cluster_yaml(i: usize) -> String {
         ),
         1 => (
             "gcp: {project: acme-prod, region: europe-west1}".into(),
-            ["general", "batch", "system"]
-                .map(|p| format!("{{instanceGroupManager: gke-{p}-{i}-grp, zone: europe-west1-b}}")),
+            ["general", "batch", "system"].map(|p| {
+                format!("{{instanceGroupManager: gke-{p}-{i}-grp, zone: europe-west1-b}}")
+            }),
         ),
         _ => (
             "azure: {subscriptionId: s1, resourceGroup: rg-prod}".into(),
@@ -139,6 +140,10 @@ fn main() {
     println!("  load+validate in memory, best of 5:                {warm:?}");
     println!("  load+validate from disk, best of 5:                {from_disk:?}");
     println!("  resolve every cluster, best of 5:                  {resolve:?}");
-    let verdict = if from_disk < Duration::from_secs(1) { "met" } else { "MISSED" };
+    let verdict = if from_disk < Duration::from_secs(1) {
+        "met"
+    } else {
+        "MISSED"
+    };
     println!("  target < 1s for validating the repo from disk: {verdict}");
 }

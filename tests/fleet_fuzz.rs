@@ -34,7 +34,10 @@ fn check(bytes: Vec<u8>) -> Result<(), TestCaseError> {
             for x in d.iter() {
                 prop_assert!(!x.message.is_empty());
                 // Either about the file, or about the repo as a whole ("no Fleet document").
-                prop_assert!(x.file == "fuzz.yaml" || (x.file.is_empty() && x.line == 0), "{x:?}");
+                prop_assert!(
+                    x.file == "fuzz.yaml" || (x.file.is_empty() && x.line == 0),
+                    "{x:?}"
+                );
             }
         }
     }
@@ -55,9 +58,40 @@ fn config() -> ProptestConfig {
 /// Pieces that exercise YAML's structure: indicators, anchors, tags, quotes, document markers.
 fn yaml_noise() -> impl Strategy<Value = String> {
     let atoms = prop::sample::select(vec![
-        "\n", "  ", "- ", ": ", "a", "spec", "kind: Fleet", "apiVersion: rota.dev/v1alpha1",
-        "{", "}", "[", "]", ",", "&x ", "*x", "!!str ", "!t ", "\"", "'", "#", "---\n", "...\n",
-        "|\n", ">-\n", "? ", "1.5", "~", "true", "0x1F", "\t", "\u{feff}", "é", "\\u0000", "%YAML 1.2\n",
+        "\n",
+        "  ",
+        "- ",
+        ": ",
+        "a",
+        "spec",
+        "kind: Fleet",
+        "apiVersion: rota.dev/v1alpha1",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        "&x ",
+        "*x",
+        "!!str ",
+        "!t ",
+        "\"",
+        "'",
+        "#",
+        "---\n",
+        "...\n",
+        "|\n",
+        ">-\n",
+        "? ",
+        "1.5",
+        "~",
+        "true",
+        "0x1F",
+        "\t",
+        "\u{feff}",
+        "é",
+        "\\u0000",
+        "%YAML 1.2\n",
     ]);
     prop::collection::vec(atoms, 0..200).prop_map(|v| v.concat())
 }

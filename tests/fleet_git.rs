@@ -142,14 +142,28 @@ fn load_git_reads_the_object_database_not_the_work_tree() {
     assert_eq!(first.clusters, from_dir.clusters);
     // And the work tree itself is invalid.
     let d = fleet::load_dir(&h.repo).unwrap_err();
-    assert!(d.iter().any(|x| x.file == "fleet.yaml" && x.message.contains("invalid YAML")), "{d}");
+    assert!(
+        d.iter()
+            .any(|x| x.file == "fleet.yaml" && x.message.contains("invalid YAML")),
+        "{d}"
+    );
 }
 
 #[test]
 fn render_shows_the_resolved_cluster_at_a_revision() {
     let h = history();
     let repo = h.repo.to_str().unwrap();
-    let before = rota(&["render", "--repo", repo, "--rev", &h.initial, "--cluster", "prod-usw2", "--format", "json"]);
+    let before = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        &h.initial,
+        "--cluster",
+        "prod-usw2",
+        "--format",
+        "json",
+    ]);
     assert!(before.status.success(), "{}", stderr(&before));
     let v: serde_json::Value = serde_json::from_str(&stdout(&before)).unwrap();
     assert_eq!(v["wave"], "main");
@@ -157,18 +171,59 @@ fn render_shows_the_resolved_cluster_at_a_revision() {
     assert_eq!(v["pools"][0]["image"], "ami-0a1b2c3d4e5f60718");
     assert_eq!(v["pools"][0]["policy"]["onGateFailure"], "rollback");
 
-    let after = rota(&["render", "--repo", repo, "--rev", &h.promoted, "--cluster", "prod-usw2"]);
+    let after = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        &h.promoted,
+        "--cluster",
+        "prod-usw2",
+    ]);
     assert!(after.status.success(), "{}", stderr(&after));
     // The YAML output reads back to the same value as the JSON output.
     let docs = fleet::yaml::parse("render.yaml", &stdout(&after)).unwrap();
     assert_eq!(docs[0].value["pools"][0]["version"], "2026.11.2");
-    let json = rota(&["render", "--repo", repo, "--rev", &h.promoted, "--cluster", "prod-usw2", "--format", "json"]);
-    assert_eq!(docs[0].value, serde_json::from_str::<serde_json::Value>(&stdout(&json)).unwrap());
+    let json = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        &h.promoted,
+        "--cluster",
+        "prod-usw2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        docs[0].value,
+        serde_json::from_str::<serde_json::Value>(&stdout(&json)).unwrap()
+    );
 
-    let unknown = rota(&["render", "--repo", repo, "--rev", "HEAD", "--cluster", "prod-usw3"]);
+    let unknown = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        "HEAD",
+        "--cluster",
+        "prod-usw3",
+    ]);
     assert_eq!(unknown.status.code(), Some(2));
-    assert!(stderr(&unknown).contains("did you mean `prod-usw2`?"), "{}", stderr(&unknown));
-    let bad_rev = rota(&["render", "--repo", repo, "--rev", "no-such-branch", "--cluster", "prod-usw2"]);
+    assert!(
+        stderr(&unknown).contains("did you mean `prod-usw2`?"),
+        "{}",
+        stderr(&unknown)
+    );
+    let bad_rev = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        "no-such-branch",
+        "--cluster",
+        "prod-usw2",
+    ]);
     assert_eq!(bad_rev.status.code(), Some(2));
 }
 
@@ -177,7 +232,15 @@ fn diff_groups_image_changes_by_wave() {
     let h = history();
     let repo = h.repo.to_str().unwrap();
 
-    let promote = rota(&["diff", "--repo", repo, "--from", &h.initial, "--to", &h.promoted]);
+    let promote = rota(&[
+        "diff",
+        "--repo",
+        repo,
+        "--from",
+        &h.initial,
+        "--to",
+        &h.promoted,
+    ]);
     assert!(promote.status.success(), "{}", stderr(&promote));
     let out = stdout(&promote);
     assert_eq!(
@@ -192,7 +255,9 @@ fn diff_groups_image_changes_by_wave() {
     );
 
     // JSON, over two commits: the canary bump and the new cluster, both waves reported.
-    let j = rota(&["diff", "--repo", repo, "--from", &h.initial, "--to", "HEAD", "--format", "json"]);
+    let j = rota(&[
+        "diff", "--repo", repo, "--from", &h.initial, "--to", "HEAD", "--format", "json",
+    ]);
     assert!(j.status.success(), "{}", stderr(&j));
     let v: serde_json::Value = serde_json::from_str(&stdout(&j)).unwrap();
     assert_eq!(v["from"], h.initial.as_str());
@@ -204,13 +269,27 @@ fn diff_groups_image_changes_by_wave() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| format!("{}/{} {}->{}", c["cluster"].as_str().unwrap(), c["pool"].as_str().unwrap(), c["from"]["version"], c["to"]["version"]))
+        .map(|c| {
+            format!(
+                "{}/{} {}->{}",
+                c["cluster"].as_str().unwrap(),
+                c["pool"].as_str().unwrap(),
+                c["from"]["version"],
+                c["to"]["version"]
+            )
+        })
         .collect();
     assert_eq!(
         canary,
-        ["canary-use1/general \"2026.11.2\"->\"2026.11.3\"", "dev-usc1/general \"2026.11.2\"->\"2026.11.3\""]
+        [
+            "canary-use1/general \"2026.11.2\"->\"2026.11.3\"",
+            "dev-usc1/general \"2026.11.2\"->\"2026.11.3\""
+        ]
     );
-    assert!(waves[1]["changes"].as_array().unwrap().is_empty(), "early is unchanged");
+    assert!(
+        waves[1]["changes"].as_array().unwrap().is_empty(),
+        "early is unchanged"
+    );
     let added: Vec<&str> = waves[2]["changes"]
         .as_array()
         .unwrap()
@@ -229,10 +308,18 @@ fn diff_groups_image_changes_by_wave() {
         .changes
         .iter()
         .filter(|c| c.kind == ChangeKind::Changed)
-        .map(|c| (c.from.as_ref().unwrap().version.as_str(), c.to.as_ref().unwrap().version.as_str()))
+        .map(|c| {
+            (
+                c.from.as_ref().unwrap().version.as_str(),
+                c.to.as_ref().unwrap().version.as_str(),
+            )
+        })
         .collect();
     assert_eq!(back.len(), 7, "{back:?}");
-    assert!(back.iter().all(|b| *b == ("2026.11.2", "2026.11.1")), "{back:?}");
+    assert!(
+        back.iter().all(|b| *b == ("2026.11.2", "2026.11.1")),
+        "{back:?}"
+    );
 
     let same = rota(&["diff", "--repo", repo, "--from", "HEAD", "--to", "HEAD"]);
     assert_eq!(stdout(&same), "no pool changes image\n");
@@ -246,9 +333,15 @@ fn validate_a_revision_and_an_invalid_revision() {
     assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
     assert!(stdout(&ok).contains("8 clusters"), "{}", stdout(&ok));
 
-    edit(&h.repo.join("clusters/gcp/dev-usc1.yaml"), "channel: gpu", "channel: gpus");
+    edit(
+        &h.repo.join("clusters/gcp/dev-usc1.yaml"),
+        "channel: gpu",
+        "channel: gpus",
+    );
     let bad = commit(&h.repo, "typo");
-    let out = rota(&["validate", "--repo", repo, "--rev", &bad, "--format", "github"]);
+    let out = rota(&[
+        "validate", "--repo", repo, "--rev", &bad, "--format", "github",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stdout(&out),
@@ -257,7 +350,11 @@ fn validate_a_revision_and_an_invalid_revision() {
     // diff refuses an invalid side, with the position of the problem.
     let d = rota(&["diff", "--repo", repo, "--from", &h.bumped, "--to", &bad]);
     assert_eq!(d.status.code(), Some(1));
-    assert!(stderr(&d).contains("clusters/gcp/dev-usc1.yaml:19:16"), "{}", stderr(&d));
+    assert!(
+        stderr(&d).contains("clusters/gcp/dev-usc1.yaml:19:16"),
+        "{}",
+        stderr(&d)
+    );
 
     let missing = rota(&["validate", "--repo", repo, "--rev", "v9"]);
     assert_eq!(missing.status.code(), Some(2));
@@ -272,23 +369,47 @@ fn a_fleet_in_a_sub_folder_and_symlinks_in_the_tree() {
     copy_dir(&example(), &repo.join("fleet"));
     std::fs::write(repo.join("README.md"), "infra repo\n").unwrap();
     // A link inside the fleet folder is followed; its target is not YAML by name.
-    std::fs::rename(repo.join("fleet/gates/node-events.yaml"), repo.join("fleet/gates/node-events.txt")).unwrap();
-    std::os::unix::fs::symlink("node-events.txt", repo.join("fleet/gates/node-events.yaml")).unwrap();
+    std::fs::rename(
+        repo.join("fleet/gates/node-events.yaml"),
+        repo.join("fleet/gates/node-events.txt"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("node-events.txt", repo.join("fleet/gates/node-events.yaml"))
+        .unwrap();
     git(repo, &["init", "-q"]);
     let head = commit(repo, "fleet in a folder");
-    let f = fleet::load_git_at(repo, "HEAD", Some(Path::new("fleet"))).unwrap_or_else(|d| panic!("{d}"));
+    let f = fleet::load_git_at(repo, "HEAD", Some(Path::new("fleet")))
+        .unwrap_or_else(|d| panic!("{d}"));
     assert!(f.gates.contains_key("node-events"));
     assert_eq!(f.commit(), Some(head.as_str()));
-    let out = rota(&["validate", "--repo", repo.to_str().unwrap(), "--rev", "HEAD", "--path", "fleet"]);
+    let out = rota(&[
+        "validate",
+        "--repo",
+        repo.to_str().unwrap(),
+        "--rev",
+        "HEAD",
+        "--path",
+        "fleet",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
     // A link that climbs out of the fleet folder is refused, with the prefix in the report.
     std::os::unix::fs::symlink("../../README.md", repo.join("fleet/gates/escape.yaml")).unwrap();
     commit(repo, "escape");
-    let out = rota(&["validate", "--repo", repo.to_str().unwrap(), "--rev", "HEAD", "--path", "fleet"]);
+    let out = rota(&[
+        "validate",
+        "--repo",
+        repo.to_str().unwrap(),
+        "--rev",
+        "HEAD",
+        "--path",
+        "fleet",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("fleet/gates/escape.yaml: error: symbolic link points outside the fleet repo"),
+        stderr(&out).contains(
+            "fleet/gates/escape.yaml: error: symbolic link points outside the fleet repo"
+        ),
         "{}",
         stderr(&out)
     );

@@ -50,7 +50,10 @@ fn the_example_fleet_repo_is_valid_and_realistic() {
 fn resolution_merges_policies_pins_images_gates_and_modes() {
     let f = load_dir(example()).unwrap();
     let c = f.resolve_cluster("prod-use1").unwrap();
-    assert_eq!((c.wave.as_str(), c.wave_index, c.cloud), ("early", 1, Cloud::Aws));
+    assert_eq!(
+        (c.wave.as_str(), c.wave_index, c.cloud),
+        ("early", 1, Cloud::Aws)
+    );
     let batch = c.pools.iter().find(|p| p.name == "batch").unwrap();
     // Pinned by wave `early`: general@2026.11.2, the aws image of that version.
     assert_eq!(batch.version, "2026.11.2");
@@ -68,7 +71,10 @@ fn resolution_merges_policies_pins_images_gates_and_modes() {
     assert_eq!(batch.policy.batch_soak.to_string(), "5m");
     assert_eq!(batch.policy.drain.on_timeout, OnDrainTimeout::Force);
     assert_eq!(batch.policy.drain.timeout.to_string(), "10m");
-    assert!(batch.policy.windows.is_empty(), "the pool replaced the cluster's windows");
+    assert!(
+        batch.policy.windows.is_empty(),
+        "the pool replaced the cluster's windows"
+    );
     let general = c.pools.iter().find(|p| p.name == "general").unwrap();
     assert_eq!(general.policy.windows.len(), 1);
     assert_eq!(general.policy.windows[0].time_zone, "America/New_York");
@@ -77,7 +83,10 @@ fn resolution_merges_policies_pins_images_gates_and_modes() {
     assert_eq!(names, ["pods-healthy", "node-events", "error-rate"]);
     let gpu = c.pools.iter().find(|p| p.name == "gpu").unwrap();
     assert_eq!(gpu.gates.last().unwrap().name, "gpu-errors");
-    assert_eq!((gpu.version.as_str(), gpu.image.as_str()), ("2026.10.3", "ami-07c5e1d2b3a4f5968"));
+    assert_eq!(
+        (gpu.version.as_str(), gpu.image.as_str()),
+        ("2026.10.3", "ami-07c5e1d2b3a4f5968")
+    );
 
     // Modes: readOnly cluster with one pool back to reconcile; a readOnly pool.
     let s = f.resolve_cluster("staging-neu").unwrap();
@@ -96,11 +105,19 @@ fn resolution_merges_policies_pins_images_gates_and_modes() {
     assert_eq!(legacy.mode, Mode::ReadOnly);
     // GCP regional group.
     let e = f.resolve_cluster("prod-euw1").unwrap();
-    assert!(matches!(&e.pools[0].group, GroupRef::Gcp { region: Some(r), zone: None, .. } if r == "europe-west1"));
-    assert_eq!(e.pools[0].image, "projects/acme-images/global/images/general-2026-11-1");
+    assert!(
+        matches!(&e.pools[0].group, GroupRef::Gcp { region: Some(r), zone: None, .. } if r == "europe-west1")
+    );
+    assert_eq!(
+        e.pools[0].image,
+        "projects/acme-images/global/images/general-2026-11-1"
+    );
 
     let err = f.resolve_cluster("prod-use").unwrap_err();
-    assert!(err.to_string().contains("did you mean `prod-use1`?"), "{err}");
+    assert!(
+        err.to_string().contains("did you mean `prod-use1`?"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -109,7 +126,11 @@ fn fleet_ignore_is_the_kill_switch() {
     copy_dir(&example(), dir.path());
     let fleet_file = dir.path().join("fleet.yaml");
     let text = std::fs::read_to_string(&fleet_file).unwrap();
-    std::fs::write(&fleet_file, text.replace("  mode: reconcile\n", "  mode: ignore\n")).unwrap();
+    std::fs::write(
+        &fleet_file,
+        text.replace("  mode: reconcile\n", "  mode: ignore\n"),
+    )
+    .unwrap();
     let f = load_dir(dir.path()).unwrap();
     for c in f.resolve_all().unwrap() {
         assert_eq!(c.mode, Mode::Ignore, "{}", c.name);
@@ -141,7 +162,9 @@ fn all_documents() -> Vec<(String, yaml::Document)> {
     }
     let mut docs = Vec::new();
     for f in files {
-        let Ok(text) = String::from_utf8(f.bytes) else { continue };
+        let Ok(text) = String::from_utf8(f.bytes) else {
+            continue;
+        };
         if let Ok(d) = yaml::parse(&f.path, &text) {
             docs.extend(d.into_iter().map(|d| (f.path.clone(), d)));
         }
@@ -197,13 +220,20 @@ fn insert_everywhere(v: &serde_json::Value, here: String, out: &mut Vec<String>)
 fn schema_and_typed_model_agree() {
     let mut checked = 0;
     for (file, doc) in all_documents() {
-        let Some(kind) = doc.value.get("kind").and_then(|k| k.as_str()) else { continue };
-        if !model::KINDS.contains(&kind) || doc.value.get("apiVersion").and_then(|a| a.as_str()) != Some(model::API_VERSION) {
+        let Some(kind) = doc.value.get("kind").and_then(|k| k.as_str()) else {
+            continue;
+        };
+        if !model::KINDS.contains(&kind)
+            || doc.value.get("apiVersion").and_then(|a| a.as_str()) != Some(model::API_VERSION)
+        {
             continue;
         }
         let schema_ok = schema::validate(&file, kind, &doc).is_empty();
         if schema_ok {
-            assert!(typed_ok(kind, &doc.value), "{file}: schema accepts what the model refuses");
+            assert!(
+                typed_ok(kind, &doc.value),
+                "{file}: schema accepts what the model refuses"
+            );
             checked += 1;
             if !strictly_typed_ok(kind, &doc.value) {
                 continue;
@@ -273,7 +303,11 @@ fn an_alias_bomb_is_refused_at_the_first_alias() {
     }
     let start = std::time::Instant::now();
     let d = one("bomb.yaml", text.into_bytes());
-    assert_eq!((d.0[0].line, d.0[0].message.contains("aliases")), (2, true), "{d}");
+    assert_eq!(
+        (d.0[0].line, d.0[0].message.contains("aliases")),
+        (2, true),
+        "{d}"
+    );
     // Not a timing assertion on the loader's speed, just a guard against expansion: 9^11
     // nodes would take hours.
     assert!(start.elapsed().as_secs() < 30);
@@ -281,11 +315,20 @@ fn an_alias_bomb_is_refused_at_the_first_alias() {
 
 #[test]
 fn deep_nesting_is_refused() {
-    for text in ["[".repeat(10_000), "a:\n".to_string() + &(1..200).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect::<String>()] {
+    for text in [
+        "[".repeat(10_000),
+        "a:\n".to_string()
+            + &(1..200)
+                .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
+                .collect::<String>(),
+    ] {
         let d = one("deep.yaml", text.into_bytes());
         // Flow nesting trips the parser's own recursion limit first; block nesting ours.
         let m = &d.0[0].message;
-        assert!(m.contains("nesting deeper than 32") || m.contains("recursion limit"), "{d}");
+        assert!(
+            m.contains("nesting deeper than 32") || m.contains("recursion limit"),
+            "{d}"
+        );
     }
 }
 
@@ -316,7 +359,11 @@ fn symlinks_leaving_the_repo_are_refused_and_inside_ones_followed() {
     std::fs::write(outside.path().join("secret.yaml"), "a: 1\n").unwrap();
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&example(), dir.path());
-    std::os::unix::fs::symlink(outside.path().join("secret.yaml"), dir.path().join("leak.yaml")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.yaml"),
+        dir.path().join("leak.yaml"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink(outside.path(), dir.path().join("elsewhere")).unwrap();
     let d = load_dir(dir.path()).unwrap_err();
     let files: Vec<&str> = d.iter().map(|x| x.file.as_str()).collect();
@@ -332,8 +379,11 @@ fn symlinks_leaving_the_repo_are_refused_and_inside_ones_followed() {
         dir.path().join("extra/node-events.txt"),
     )
     .unwrap();
-    std::os::unix::fs::symlink("../extra/node-events.txt", dir.path().join("gates/node-events.yaml"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        "../extra/node-events.txt",
+        dir.path().join("gates/node-events.yaml"),
+    )
+    .unwrap();
     let f = load_dir(dir.path()).unwrap_or_else(|d| panic!("{d}"));
     assert!(f.gates.contains_key("node-events"));
 
@@ -363,14 +413,30 @@ fn errors_in_several_files_are_all_reported() {
         assert!(t.contains(from), "{rel}");
         std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
     };
-    edit("clusters/aws/prod-use1.yaml", "maxParallelPools: 2", "maxParallelPool: 2");
-    edit("clusters/gcp/dev-usc1.yaml", "zone: us-central1-a", "zone: us-central1-a, scaleSet: x");
-    edit("gates/node-events.yaml", "window: 10m", "window: 10 minutes");
+    edit(
+        "clusters/aws/prod-use1.yaml",
+        "maxParallelPools: 2",
+        "maxParallelPool: 2",
+    );
+    edit(
+        "clusters/gcp/dev-usc1.yaml",
+        "zone: us-central1-a",
+        "zone: us-central1-a, scaleSet: x",
+    );
+    edit(
+        "gates/node-events.yaml",
+        "window: 10m",
+        "window: 10 minutes",
+    );
     let d = load_dir(dir.path()).unwrap_err();
     let files: Vec<String> = d.iter().map(|x| format!("{}:{}", x.file, x.line)).collect();
     assert_eq!(
         files,
-        ["clusters/aws/prod-use1.yaml:12", "clusters/gcp/dev-usc1.yaml:17", "gates/node-events.yaml:12"],
+        [
+            "clusters/aws/prod-use1.yaml:12",
+            "clusters/gcp/dev-usc1.yaml:17",
+            "gates/node-events.yaml:12"
+        ],
         "{d}"
     );
 }

@@ -144,11 +144,7 @@ impl Diagnostics {
             }
         }
         let n = self.0.len();
-        let _ = writeln!(
-            out,
-            "{n} error{}",
-            if n == 1 { "" } else { "s" }
-        );
+        let _ = writeln!(out, "{n} error{}", if n == 1 { "" } else { "s" });
         out
     }
 
@@ -215,7 +211,10 @@ fn escape_property(s: &str) -> String {
 ///
 /// Jaro-Winkler favours a shared prefix, which is how field names are usually mistyped
 /// (`batchSoak` vs `batchsoak`, `nodeSelectr`); the threshold keeps unrelated names out.
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let lower = word.to_ascii_lowercase();
     candidates
         .into_iter()

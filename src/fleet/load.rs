@@ -81,8 +81,11 @@ fn read_file(f: &SourceFile, out: &mut Documents, diags: &mut Diagnostics) {
         Err(e) => {
             let before = &f.bytes[..e.valid_up_to()];
             let line = before.iter().filter(|b| **b == b'\n').count() as u32 + 1;
-            let column = (before.len() - before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1))
-                as u32
+            let column = (before.len()
+                - before
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map_or(0, |i| i + 1)) as u32
                 + 1;
             diags.push(Diagnostic::new(
                 &Location {
@@ -126,7 +129,8 @@ fn read_file(f: &SourceFile, out: &mut Documents, diags: &mut Diagnostics) {
                 continue;
             }
             None => {
-                diags.push(origin.error("", format!("missing apiVersion (expected {API_VERSION})")));
+                diags
+                    .push(origin.error("", format!("missing apiVersion (expected {API_VERSION})")));
                 continue;
             }
         }
@@ -195,9 +199,9 @@ fn typed<S: DeserializeOwned>(
 fn find_string(v: &serde_json::Value, needle: &str, here: String) -> Option<String> {
     match v {
         serde_json::Value::String(s) if !needle.is_empty() && s == needle => Some(here),
-        serde_json::Value::Object(m) => m.iter().find_map(|(k, v)| {
-            find_string(v, needle, format!("{here}/{}", yaml::escape_token(k)))
-        }),
+        serde_json::Value::Object(m) => m
+            .iter()
+            .find_map(|(k, v)| find_string(v, needle, format!("{here}/{}", yaml::escape_token(k)))),
         serde_json::Value::Array(a) => a
             .iter()
             .enumerate()
