@@ -26,6 +26,16 @@ pub struct SourceFile {
     pub bytes: Vec<u8>,
 }
 
+impl SourceFile {
+    /// A file from text, for tests and tools that build a repo in memory.
+    pub fn new(path: impl Into<String>, text: impl Into<String>) -> Self {
+        SourceFile {
+            path: path.into(),
+            bytes: text.into().into_bytes(),
+        }
+    }
+}
+
 fn is_yaml(name: &str) -> bool {
     name.ends_with(".yaml") || name.ends_with(".yml")
 }
