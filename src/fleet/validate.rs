@@ -18,11 +18,21 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         fleets,
         clusters,
         gates,
+        rejected,
     } = docs;
+    let rejected_named = |kind: &str| -> Vec<String> {
+        rejected
+            .iter()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, n)| n.clone())
+            .collect()
+    };
+    let (rejected_gates, rejected_clusters) =
+        (rejected_named("HealthGate"), rejected_named("Cluster"));
 
     if fleets.is_empty() {
         // Only worth saying when the Fleet is not simply hidden behind another error.
-        if diags.is_empty() {
+        if !rejected.iter().any(|(k, _)| k == "Fleet") && diags.is_empty() {
             diags.push(Diagnostic::new(
                 &Location::default(),
                 "",
@@ -34,15 +44,30 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
     for (origin, _) in fleets.iter().skip(1) {
         diags.push(
             origin
-                .error("/metadata/name", "a second Fleet document: a repo holds exactly one")
-                .with_hint(format!("the first is at {}", fleets[0].0.describe("/metadata/name"))),
+                .error(
+                    "/metadata/name",
+                    "a second Fleet document: a repo holds exactly one",
+                )
+                .with_hint(format!(
+                    "the first is at {}",
+                    fleets[0].0.describe("/metadata/name")
+                )),
         );
     }
     let (fleet_origin, fleet) = fleets.into_iter().next().expect("checked above");
 
-    let gates = unique("HealthGate", gates, &mut diags, |g: &HealthGate| &g.metadata.name);
-    let clusters = unique("Cluster", clusters, &mut diags, |c: &Cluster| &c.metadata.name);
-    let gate_names: Vec<&str> = gates.keys().map(String::as_str).collect();
+    let gates = unique("HealthGate", gates, &mut diags, |g: &HealthGate| {
+        &g.metadata.name
+    });
+    let clusters = unique("Cluster", clusters, &mut diags, |c: &Cluster| {
+        &c.metadata.name
+    });
+    // Rejected gates count as declared: their own error is enough.
+    let gate_names: Vec<&str> = gates
+        .keys()
+        .chain(&rejected_gates)
+        .map(String::as_str)
+        .collect();
     let cluster_names: Vec<&str> = clusters.keys().map(String::as_str).collect();
 
     // --- HealthGates: exactly one kind of check, with a bound.
@@ -100,7 +125,13 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             }
         }
     }
-    check_gate_refs(&fleet_origin, "/spec/gates", &spec.gates, &gate_names, &mut diags);
+    check_gate_refs(
+        &fleet_origin,
+        "/spec/gates",
+        &spec.gates,
+        &gate_names,
+        &mut diags,
+    );
     check_policy(&fleet_origin, "/spec/rollout", &spec.rollout, &mut diags);
 
     let mut seen_waves: BTreeMap<&str, usize> = BTreeMap::new();
@@ -109,7 +140,10 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         if let Some(first) = seen_waves.insert(&w.name, i) {
             diags.push(
                 fleet_origin
-                    .error(&format!("{wp}/name"), format!("duplicate wave name `{}`", w.name))
+                    .error(
+                        &format!("{wp}/name"),
+                        format!("duplicate wave name `{}`", w.name),
+                    )
                     .with_hint(format!(
                         "the first is at {}",
                         fleet_origin.describe(&format!("/spec/waves/{first}/name"))
@@ -119,14 +153,20 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         if w.clusters.is_empty() && w.cluster_selector.is_none() {
             diags.push(fleet_origin.error(
                 &wp,
-                format!("wave `{}` selects no cluster: give it `clusters` or a `clusterSelector`", w.name),
+                format!(
+                    "wave `{}` selects no cluster: give it `clusters` or a `clusterSelector`",
+                    w.name
+                ),
             ));
         }
         for (j, c) in w.clusters.iter().enumerate() {
-            if !clusters.contains_key(c) {
+            if !clusters.contains_key(c) && !rejected_clusters.contains(c) {
                 let mut d = fleet_origin.error(
                     &format!("{wp}/clusters/{j}"),
-                    format!("wave `{}` lists cluster `{c}`, which no Cluster document declares", w.name),
+                    format!(
+                        "wave `{}` lists cluster `{c}`, which no Cluster document declares",
+                        w.name
+                    ),
                 );
                 if let Some(s) = did_you_mean(c, cluster_names.iter().copied()) {
                     d = d.with_hint(format!("did you mean `{s}`?"));
@@ -153,10 +193,8 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                         format!("wave `{}` pins {channel}@{version}, but channel `{channel}` has no version `{version}`", w.name),
                     );
                     let known: Vec<&str> = c.versions.keys().map(String::as_str).collect();
-                    d = d.with_hint(match did_you_mean(version, known.iter().copied()) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!("known versions: {}", known.join(", ")),
-                    });
+                    // Versions are all alike, so a "did you mean" would be a guess: list them.
+                    d = d.with_hint(format!("known versions: {}", known.join(", ")));
                     diags.push(d);
                 }
                 Some(_) => {}
@@ -173,8 +211,7 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             .enumerate()
             .filter(|(_, w)| {
                 w.clusters.iter().any(|n| n == name)
-                    || w
-                        .cluster_selector
+                    || w.cluster_selector
                         .as_ref()
                         .is_some_and(|s| s.matches(&c.metadata.labels))
             })
@@ -199,7 +236,13 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         }
         let wave = wave_of.get(name).map(|i| &spec.waves[*i]);
         let cloud = c.spec.cloud_kind();
-        check_gate_refs(origin, "/spec/gates", &c.spec.gates, &gate_names, &mut diags);
+        check_gate_refs(
+            origin,
+            "/spec/gates",
+            &c.spec.gates,
+            &gate_names,
+            &mut diags,
+        );
         check_policy(origin, "/spec/rollout", &c.spec.rollout, &mut diags);
 
         let mut pool_names: BTreeMap<&str, usize> = BTreeMap::new();
@@ -209,8 +252,14 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             if let Some(first) = pool_names.insert(&pool.name, i) {
                 diags.push(
                     origin
-                        .error(&format!("{pp}/name"), format!("duplicate pool name `{}` in cluster `{name}`", pool.name))
-                        .with_hint(format!("the first is at {}", origin.describe(&format!("/spec/pools/{first}/name")))),
+                        .error(
+                            &format!("{pp}/name"),
+                            format!("duplicate pool name `{}` in cluster `{name}`", pool.name),
+                        )
+                        .with_hint(format!(
+                            "the first is at {}",
+                            origin.describe(&format!("/spec/pools/{first}/name"))
+                        )),
                 );
             }
             if let Some(first) = selectors.insert(&pool.node_selector, i) {
@@ -223,9 +272,21 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                 ));
             }
             if let Some(cloud) = cloud {
-                check_group(origin, &format!("{pp}/group"), cloud, &pool.group, &mut diags);
+                check_group(
+                    origin,
+                    &format!("{pp}/group"),
+                    cloud,
+                    &pool.group,
+                    &mut diags,
+                );
             }
-            check_gate_refs(origin, &format!("{pp}/gates"), &pool.gates, &gate_names, &mut diags);
+            check_gate_refs(
+                origin,
+                &format!("{pp}/gates"),
+                &pool.gates,
+                &gate_names,
+                &mut diags,
+            );
             check_policy(origin, &format!("{pp}/rollout"), &pool.rollout, &mut diags);
 
             let channel_at = format!("{pp}/channel");
@@ -234,7 +295,8 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                     &channel_at,
                     format!("pool `{}` uses channel `{}`, which the Fleet's spec.images does not declare", pool.name, pool.channel),
                 );
-                if let Some(s) = did_you_mean(&pool.channel, spec.images.keys().map(String::as_str)) {
+                if let Some(s) = did_you_mean(&pool.channel, spec.images.keys().map(String::as_str))
+                {
                     d = d.with_hint(format!("did you mean `{s}`?"));
                 }
                 diags.push(d);
@@ -244,8 +306,17 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             let Some(version) = wave.images.get(&pool.channel) else {
                 diags.push(
                     origin
-                        .error(&channel_at, format!("channel `{}` is not pinned in wave `{}`", pool.channel, wave.name))
-                        .with_hint(format!("add `{}: <version>` to the images of wave `{}`", pool.channel, wave.name)),
+                        .error(
+                            &channel_at,
+                            format!(
+                                "channel `{}` is not pinned in wave `{}`",
+                                pool.channel, wave.name
+                            ),
+                        )
+                        .with_hint(format!(
+                            "add `{}: <version>` to the images of wave `{}`",
+                            pool.channel, wave.name
+                        )),
                 );
                 continue;
             };
@@ -290,7 +361,10 @@ fn unique<T>(
             diags.push(
                 origin
                     .error("/metadata/name", format!("duplicate {kind} name `{n}`"))
-                    .with_hint(format!("the first is at {}", first.describe("/metadata/name"))),
+                    .with_hint(format!(
+                        "the first is at {}",
+                        first.describe("/metadata/name")
+                    )),
             );
             continue;
         }
@@ -299,7 +373,13 @@ fn unique<T>(
     out
 }
 
-fn check_gate_refs(origin: &Origin, at: &str, names: &[String], known: &[&str], diags: &mut Diagnostics) {
+fn check_gate_refs(
+    origin: &Origin,
+    at: &str,
+    names: &[String],
+    known: &[&str],
+    diags: &mut Diagnostics,
+) {
     for (i, g) in names.iter().enumerate() {
         if !known.contains(&g.as_str()) {
             let mut d = origin.error(
@@ -342,7 +422,11 @@ fn check_policy(origin: &Origin, at: &str, p: &RolloutPolicy, diags: &mut Diagno
 /// The group form must match the cloud of its cluster.
 fn check_group(origin: &Origin, at: &str, cloud: Cloud, g: &GroupSpec, diags: &mut Diagnostics) {
     let (required, allowed, form): (&str, &[&str], &str) = match cloud {
-        Cloud::Aws => ("autoScalingGroup", &["autoScalingGroup"], "{autoScalingGroup}"),
+        Cloud::Aws => (
+            "autoScalingGroup",
+            &["autoScalingGroup"],
+            "{autoScalingGroup}",
+        ),
         Cloud::Gcp => (
             "instanceGroupManager",
             &["instanceGroupManager", "zone", "region"],
@@ -394,7 +478,9 @@ fn check_group(origin: &Origin, at: &str, cloud: Cloud, g: &GroupSpec, diags: &m
 pub fn check_image(cloud: Cloud, id: &str) -> Result<(), String> {
     let ok = match cloud {
         Cloud::Aws => id.strip_prefix("ami-").is_some_and(|h| {
-            (h.len() == 8 || h.len() == 17) && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            (h.len() == 8 || h.len() == 17)
+                && h.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         }),
         Cloud::Gcp => {
             let p = id
@@ -420,9 +506,15 @@ pub fn check_image(cloud: Cloud, id: &str) -> Result<(), String> {
         return Ok(());
     }
     Err(match cloud {
-        Cloud::Aws => format!("{id:?} is not an AMI ID: expected ami- followed by 8 or 17 lowercase hex digits"),
-        Cloud::Gcp => format!("{id:?} is not a GCP image: expected projects/PROJECT/global/images/NAME (or .../images/family/FAMILY)"),
-        Cloud::Azure => format!("{id:?} is not an Azure image resource ID: expected /subscriptions/.../resourceGroups/.../providers/Microsoft.Compute/..."),
+        Cloud::Aws => format!(
+            "{id:?} is not an AMI ID: expected ami- followed by 8 or 17 lowercase hex digits"
+        ),
+        Cloud::Gcp => format!(
+            "{id:?} is not a GCP image: expected projects/PROJECT/global/images/NAME (or .../images/family/FAMILY)"
+        ),
+        Cloud::Azure => format!(
+            "{id:?} is not an Azure image resource ID: expected /subscriptions/.../resourceGroups/.../providers/Microsoft.Compute/..."
+        ),
     })
 }
 
