@@ -193,6 +193,12 @@ impl ApiServer {
             ["apis", g, v] if get => discovery::resource_list(&self.store, g, v)
                 .map(|v| json_response(200, &v))
                 .ok_or_else(not_found_path),
+            ["openapi", "v3"] if get => ok(discovery::openapi_v3_root(&self.store)),
+            ["openapi", "v3", gv @ ..] if get => {
+                discovery::openapi_v3_gv(&self.store, &gv.join("/"))
+                    .map(|v| json_response(200, &v))
+                    .ok_or_else(not_found_path)
+            }
             ["api", v, rest @ ..] => {
                 let t = self.target("", v, rest)?;
                 self.resource(t, &q, req).await
