@@ -452,7 +452,7 @@ async fn eviction_edge_cases_of_the_eviction_api() {
     // A budget whose status has not caught up with its spec: 429 "still being processed".
     store.delete(&ResourceType::pdbs(), ns, "db-b").unwrap();
     settle().await;
-    let _ctl_stopped = {
+    {
         _ctl.abort();
     };
     store
