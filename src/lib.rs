@@ -8,4 +8,6 @@
 pub mod cli;
 pub mod cloud;
 pub mod fleet;
+pub mod kube;
+pub mod rotate;
 pub mod sim;

@@ -3,6 +3,8 @@
 //! Exit codes are shared by every command: 0 success, 1 the command ran and found a problem
 //! (an invalid repo, a failed check), 2 usage or I/O error.
 
+pub mod crd;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Print rota's version.
     Version,
+    /// Print the NodePoolRotation CRD as YAML (`rota crd | kubectl apply -f -`).
+    Crd(crd::Args),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -32,5 +36,6 @@ pub fn main() -> ExitCode {
             println!("rota {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Crd(args) => crd::run(args),
     }
 }
