@@ -140,3 +140,6 @@ pub struct Plan {
     pub checkpoint: Option<Checkpoint>,
     pub status: StatusSummary,
 }
+
+#[cfg(test)]
+mod tests;

@@ -1109,7 +1109,10 @@ impl<'a> Planner<'a> {
         // batch has instances to come, and they must be terminated too.
         let pending_surge = self.obs.group.desired >= batch.target_capacity && new.len() < expected;
         if left.is_empty() && !pending_surge && self.actions.is_empty() {
-            cp.halted = halt;
+            if let Some(why) = halt {
+                cp.halted = Some(why.clone());
+                return stop(Stage::Between, Phase::Paused, "BatchFailed", why);
+            }
             return Step::Next(Stage::Between);
         }
         let mut msg = format!("undoing batch {}: {why}", batch.number);
