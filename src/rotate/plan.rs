@@ -279,14 +279,15 @@ impl<'a> Planner<'a> {
                         | Stage::WaitingReady { batch }
                         | Stage::Gating { batch }
                         | Stage::Cordoning { batch }
-                        | Stage::Draining { batch } => Stage::Abandoning {
+                        | Stage::Draining { batch } => abandon(
                             batch,
-                            why: format!(
+                            format!(
                                 "the desired version went back to {} (fast rollback)",
                                 d.version
                             ),
-                            halt: None,
-                        },
+                            None,
+                            self.now,
+                        ),
                         Stage::Soaking { .. } | Stage::PoolSoak { .. } | Stage::Cleanup => {
                             Stage::Between
                         }
@@ -305,11 +306,12 @@ impl<'a> Planner<'a> {
                     cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
                         s if s.before_disruption() => {
                             let batch = s.batch().cloned().expect("a batch stage has a batch");
-                            Stage::Abandoning {
+                            abandon(
                                 batch,
-                                why: format!("version {} superseded it", d.version),
-                                halt: None,
-                            }
+                                format!("version {} superseded it", d.version),
+                                None,
+                                self.now,
+                            )
                         }
                         Stage::Soaking { .. } | Stage::PoolSoak { .. } | Stage::Cleanup => {
                             Stage::Between
@@ -633,6 +635,20 @@ impl<'a> Planner<'a> {
             );
         }
         let new = self.new_instances_of(&batch);
+        let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
+        if new.len() < n && self.now >= deadline {
+            // Capacity was asked for but the cloud never listed the instances: typically a
+            // quota or capacity shortage. The batch fails; what did come up is undone.
+            self.actions.clear();
+            let why = format!(
+                "batch {}: group {} created {} of {n} surge instance(s) within nodeReadyTimeout {} (quota or capacity?)",
+                batch.number,
+                d.group,
+                new.len(),
+                d.policy.node_ready_timeout
+            );
+            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
+        }
         if !self.actions.is_empty() || new.len() < n {
             let msg = format!(
                 "batch {}: waiting for {} of {n} new instance(s) of group {}",
@@ -693,11 +709,7 @@ impl<'a> Planner<'a> {
                 not_ready.join(", "),
                 d.policy.node_ready_timeout
             );
-            return Step::Next(Stage::Abandoning {
-                batch,
-                why: why.clone(),
-                halt: Some(why),
-            });
+            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
         }
         stop(
             Stage::WaitingReady { batch },
@@ -744,15 +756,17 @@ impl<'a> Planner<'a> {
                 cp.rejected_image = Some(cp.target_image.clone());
                 cp.rollback_reason = Some(why.clone());
                 cp.target_image = cp.origin_image.clone();
+                cp.target_version = "the previous version".into();
                 cp.rolling_back = true;
                 let next = match stage {
                     s if s.before_disruption() => {
                         let batch = s.batch().cloned().expect("a batch stage has a batch");
-                        Stage::Abandoning {
+                        abandon(
                             batch,
-                            why: format!("{why} (onGateFailure: rollback)"),
-                            halt: None,
-                        }
+                            format!("{why} (onGateFailure: rollback)"),
+                            None,
+                            self.now,
+                        )
                     }
                     _ => Stage::Between,
                 };
@@ -1079,19 +1093,24 @@ impl<'a> Planner<'a> {
             if inst.lifecycle == crate::cloud::Lifecycle::Terminating {
                 continue;
             }
-            match self.obs.node_of(id) {
-                Some(n) if n.evictable().next().is_some() => {
-                    if !n.cordoned {
-                        self.push(
-                            Action::Cordon {
-                                node: n.name.clone(),
-                                owner: owner.clone(),
-                            },
-                            format!("batch {} abandoned: drain its new node", batch.number),
-                        );
-                    }
-                    to_drain.push(n.name.clone());
-                }
+            let node = self.obs.node_of(id);
+            if let Some(n) = node
+                && !n.cordoned
+            {
+                // Cordoned first, so that nothing new lands on it before it goes.
+                self.push(
+                    Action::Cordon {
+                        node: n.name.clone(),
+                        owner: owner.clone(),
+                    },
+                    format!(
+                        "batch {} abandoned: its new node {} leaves",
+                        batch.number, n.name
+                    ),
+                );
+            }
+            match node {
+                Some(n) if n.evictable().next().is_some() => to_drain.push(n.name.clone()),
                 n => self.push(
                     Action::Terminate {
                         instance_id: id.clone(),
@@ -1107,7 +1126,27 @@ impl<'a> Planner<'a> {
         let waiting = self.drain(cp, batch.number, &to_drain);
         // The surge may still be listed late: a group whose capacity is still raised for this
         // batch has instances to come, and they must be terminated too.
-        let pending_surge = self.obs.group.desired >= batch.target_capacity && new.len() < expected;
+        let mut pending_surge =
+            self.obs.group.desired >= batch.target_capacity && new.len() < expected;
+        if pending_surge
+            && self.now >= batch.stage_since + dur(self.desired.policy.node_ready_timeout)
+        {
+            // The cloud still has not created them: take the request back. (If it creates
+            // one between our read and this call, the group shrinks by terminating an
+            // instance of its choosing; the long wait before this makes that unlikely.)
+            let missing = (expected - new.len()) as u32;
+            self.push(
+                Action::SetCapacity {
+                    desired: self.obs.group.desired.saturating_sub(missing),
+                    max: None,
+                },
+                format!(
+                    "batch {} abandoned: withdraw the {missing} surge instance(s) the cloud never created",
+                    batch.number
+                ),
+            );
+            pending_surge = false;
+        }
         if left.is_empty() && !pending_surge && self.actions.is_empty() {
             if let Some(why) = halt {
                 cp.halted = Some(why.clone());
@@ -1250,6 +1289,12 @@ impl<'a> Planner<'a> {
             ),
         )
     }
+}
+
+/// Cancel a batch: timeouts of the undoing count from now.
+fn abandon(mut batch: Batch, why: String, halt: Option<String>, now: DateTime<Utc>) -> Stage {
+    batch.stage_since = now;
+    Stage::Abandoning { batch, why, halt }
 }
 
 /// The owner annotation value of a batch's cordons.
