@@ -775,8 +775,9 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn cordoning(&mut self, _cp: &mut Checkpoint, batch: Batch) -> Step {
+    fn cordoning(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
         let owner = owner(&self.desired.name, &batch);
+        let rolling_back = cp.rolling_back;
         let mut blocked = Vec::new();
         for c in &batch.old_nodes {
             let Some(n) = self.obs.node(&c.node) else {
@@ -792,10 +793,17 @@ impl<'a> Planner<'a> {
                         node: n.name.clone(),
                         owner: owner.clone(),
                     },
-                    format!(
-                        "batch {}: its replacement is Ready and the gates pass",
-                        batch.number
-                    ),
+                    if rolling_back {
+                        format!(
+                            "batch {}: its replacement is Ready (rolling back: gates are not consulted)",
+                            batch.number
+                        )
+                    } else {
+                        format!(
+                            "batch {}: its replacement is Ready and the gates pass",
+                            batch.number
+                        )
+                    },
                 );
             }
         }
