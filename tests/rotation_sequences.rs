@@ -272,14 +272,13 @@ impl Model {
                 _ => i.ticks_left = i.ticks_left.saturating_sub(1),
             }
         }
-        for (name, n) in self.nodes.iter_mut() {
+        for n in self.nodes.values_mut() {
             let inst = self.instances.iter().find(|i| i.id == n.instance);
             if let Some(i) = inst
                 && i.lifecycle == Lifecycle::InService
                 && !i.never_ready
                 && !registered.contains(&i.id)
             {
-                let _ = name;
                 n.ready = true;
             }
         }

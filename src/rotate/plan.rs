@@ -167,7 +167,7 @@ impl<'a> Planner<'a> {
         let d = self.desired;
         let mut cp = match self.reconcile_desired(cp) {
             Ok(cp) => cp,
-            Err(outcome) => return outcome,
+            Err(outcome) => return *outcome,
         };
 
         // Stage 1: cordons rota set that the current stage does not claim are leftovers of a
@@ -233,7 +233,7 @@ impl<'a> Planner<'a> {
 
     /// Compare the desired image with the checkpoint: keep going, start a rotation, supersede
     /// it with a newer version, or roll back fast to the origin.
-    fn reconcile_desired(&mut self, cp: Option<Checkpoint>) -> Result<Checkpoint, Outcome> {
+    fn reconcile_desired(&mut self, cp: Option<Checkpoint>) -> Result<Checkpoint, Box<Outcome>> {
         let d = self.desired;
         let obs = self.obs;
         let needs_rotation = self.remaining(None) > 0;
@@ -248,12 +248,12 @@ impl<'a> Planner<'a> {
                     d.version
                 );
                 if finished {
-                    return Err(Outcome {
+                    return Err(Box::new(Outcome {
                         checkpoint: Some(cp),
                         phase: Phase::Failed,
                         reason: "RolledBack",
                         message: msg,
-                    });
+                    }));
                 }
                 cp
             }
@@ -324,12 +324,12 @@ impl<'a> Planner<'a> {
             Some(cp) => cp,
             None if needs_rotation || obs.group.template_image != d.image => self.start(None),
             None => {
-                return Err(Outcome {
+                return Err(Box::new(Outcome {
                     checkpoint: None,
                     phase: Phase::Succeeded,
                     reason: "UpToDate",
                     message: format!("every node runs {} ({})", d.version, d.image),
-                });
+                }));
             }
         };
         Ok(cp)
@@ -911,11 +911,6 @@ impl<'a> Planner<'a> {
             // Evictions planned in this very call are dropped: the timeout decides first.
             self.actions
                 .retain(|a| !matches!(a.action, Action::Evict { .. }));
-            let stuck: Vec<String> = waiting
-                .iter()
-                .filter(|w| !w.ends_with("(evicting)"))
-                .cloned()
-                .collect();
             match d.policy.drain.on_timeout {
                 OnDrainTimeout::Pause => {
                     let why = format!(
@@ -956,7 +951,6 @@ impl<'a> Planner<'a> {
                             });
                         }
                     }
-                    let _ = stuck;
                     return stop(
                         Stage::Draining { batch },
                         Phase::Rotating,
@@ -1010,7 +1004,6 @@ impl<'a> Planner<'a> {
             );
         }
         if undrained && self.actions.is_empty() {
-            let _ = cp;
             let mut batch = batch;
             batch.stage_since = self.now;
             return Step::Next(Stage::Draining { batch });
