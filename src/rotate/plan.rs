@@ -973,7 +973,7 @@ impl<'a> Planner<'a> {
         )
     }
 
-    fn terminating(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
+    fn terminating(&mut self, _cp: &mut Checkpoint, batch: Batch) -> Step {
         let mut left = Vec::new();
         let mut undrained = false;
         for c in &batch.old_nodes {

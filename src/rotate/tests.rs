@@ -359,8 +359,11 @@ fn gates_hold_pause_or_roll_back_before_anything_is_cordoned() {
     let mut d = desired(2);
     d.policy.on_gate_failure = OnGateFailure::Rollback;
     let p = plan(&d, &w, Some(&c), t0());
-    // The surge instances run nothing: terminated at once.
-    assert_eq!(shown(&p), ["terminate i-m1", "terminate i-m2"]);
+    // The surge instances run nothing: cordoned and terminated at once.
+    assert_eq!(
+        shown(&p),
+        ["cordon m1", "terminate i-m1", "cordon m2", "terminate i-m2"]
+    );
     let next = p.checkpoint.unwrap();
     assert!(next.rolling_back);
     assert_eq!(next.rejected_image.as_deref(), Some(NEW));
@@ -587,6 +590,7 @@ fn going_back_to_the_origin_mid_drain_abandons_the_batch() {
             "uncordon n1",
             "uncordon n2",
             "cordon m1",
+            "cordon m2",
             "terminate i-m2",
             "evict app/web-0"
         ]
@@ -642,7 +646,8 @@ fn new_nodes_never_ready_abandon_the_batch_and_pause() {
     let p = plan(&desired(2), &w, Some(&c), mins(14));
     assert!(p.actions.is_empty());
     let p = plan(&desired(2), &w, Some(&c), mins(15));
-    assert_eq!(shown(&p), ["terminate i-m1", "terminate i-m2"]);
+    // m2 never registered: there is no node to cordon.
+    assert_eq!(shown(&p), ["cordon m1", "terminate i-m1", "terminate i-m2"]);
     assert!(
         p.status
             .message
