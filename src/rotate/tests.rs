@@ -614,7 +614,10 @@ fn a_newer_version_abandons_an_undisrupted_batch_and_finishes_a_started_one() {
         Some(&cp(Stage::WaitingReady { batch: batch12() })),
         t0(),
     );
-    assert_eq!(shown(&p), ["terminate i-m1", "terminate i-m2"]);
+    assert_eq!(
+        shown(&p),
+        ["cordon m1", "terminate i-m1", "cordon m2", "terminate i-m2"]
+    );
     let next = p.checkpoint.unwrap();
     assert_eq!(next.target_image, NEWER);
     assert!(!next.rolling_back);
