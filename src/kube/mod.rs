@@ -2,3 +2,4 @@
 //! node and pod access, cordon, eviction and drain, leases, events).
 
 pub mod crd;
+pub mod observe;

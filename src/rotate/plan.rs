@@ -170,11 +170,6 @@ impl<'a> Planner<'a> {
             Err(outcome) => return *outcome,
         };
 
-        // Stage 1: cordons rota set that the current stage does not claim are leftovers of a
-        // crash or a cancelled batch; undoing them first means a node is never left cordoned
-        // with nothing owning it (invariant 4).
-        self.clean_orphaned_cordons(&cp);
-
         if d.policy.paused {
             // A paused pool forgets a halt: unpausing is how a human resumes it.
             if cp.halted.take().is_some() {
@@ -188,6 +183,11 @@ impl<'a> Planner<'a> {
                 message: format!("paused by policy (rollout.paused: true) at stage {at}"),
             };
         }
+        // Stage 1: cordons rota set that the current stage does not claim are leftovers of a
+        // crash or a cancelled batch; undoing them first means a node is never left cordoned
+        // with nothing owning it (invariant 4).
+        self.clean_orphaned_cordons(&cp);
+
         if let Some(why) = &cp.halted {
             return Outcome {
                 phase: Phase::Paused,
