@@ -8,4 +8,7 @@
 pub mod cli;
 pub mod cloud;
 pub mod fleet;
+pub mod gates;
+pub mod kube;
+pub mod rotate;
 pub mod sim;

@@ -3,6 +3,8 @@
 //! Exit codes are shared by every command: 0 success, 1 the command ran and found a problem
 //! (an invalid repo, a failed check), 2 usage or I/O error.
 
+pub mod crd;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +37,8 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// The simulated fleet: Kubernetes API servers and clouds in one process.
     Sim(sim::SimArgs),
+    /// Print the NodePoolRotation CRD as YAML (`rota crd | kubectl apply -f -`).
+    Crd(crd::Args),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -49,5 +53,6 @@ pub fn main() -> ExitCode {
         Command::Render(args) => render::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::Crd(args) => crd::run(args),
     }
 }

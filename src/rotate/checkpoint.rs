@@ -1,0 +1,212 @@
+//! The checkpoint: the one piece of rotation state that survives a crash.
+//!
+//! It lives in the status of the pool's NodePoolRotation resource. `rotate::plan` reads the
+//! last checkpoint and returns the next one; `rotate::apply` writes the next one *before* it
+//! executes any action of the plan. So whatever a crash interrupts, the persisted checkpoint
+//! already names everything the interrupted step may have touched (the capacity it surged to,
+//! the old nodes it chose and may have cordoned, the instances it brought up), and the next
+//! plan can finish or undo that step from the checkpoint and what it observes, without
+//! repeating a side effect: every action is an absolute, idempotent request ("capacity = 12",
+//! "cordon n3", "terminate i-7 with decrement") rather than a relative one ("add 2").
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The state of one pool's rotation from one image to another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// The image the pool ran when this rotation started: a rollback goes back to it and a
+    /// partial rollout restores the group's template to it.
+    pub origin_image: String,
+    /// The image the rotation moves nodes to.
+    pub target_image: String,
+    /// The version `target_image` belongs to (for statuses).
+    pub target_version: String,
+    /// The group's desired capacity when the rotation started: with the batch size, the bound
+    /// of invariant 1 (never more than this plus one batch of surge).
+    pub original_desired: u32,
+    /// The group's maximum size when the rotation started, restored at the end.
+    pub original_max: u32,
+    /// Nodes the pool had when the rotation started; `percent` is a share of it.
+    pub pool_size: u32,
+    /// Batches started so far (the current one included).
+    pub batches_started: u32,
+    /// True when the rotation goes back to `origin_image` (fast rollback or `onGateFailure:
+    /// rollback`): gates are not consulted, since they are what asked for the rollback.
+    #[serde(default)]
+    pub rolling_back: bool,
+    /// An image this pool rolled back from; while the desired image is still this one the
+    /// pool stays Failed instead of starting again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_image: Option<String>,
+    /// Why the rotation rolled back (kept for the Failed message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_reason: Option<String>,
+    /// Time of the last eviction in this pool (`drain.evictionInterval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opt_date_time")]
+    pub last_eviction: Option<DateTime<Utc>>,
+    /// Set when the rotation stopped and waits for a human (drain timeout with `pause`, a failed
+    /// gate with `pause`, new nodes never Ready): the reason. Cleared by a new desired image or
+    /// by setting `paused: true` (unpausing then resumes from here with fresh timeouts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<String>,
+    /// Nodes rota annotated with the autoscaler's scale-down-disabled annotation; cleared at
+    /// the end of the rotation (only these: someone else's annotation is left alone).
+    #[serde(default)]
+    pub annotated_nodes: Vec<String>,
+    /// Where the rotation is.
+    #[schemars(schema_with = "stage_schema")]
+    pub stage: Stage,
+}
+
+/// A node chosen for replacement, with the instance behind it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChosenNode {
+    pub node: String,
+    pub instance_id: String,
+}
+
+/// One batch: the nodes it replaces and the instances it brought up.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Batch {
+    /// 1-based.
+    pub number: u32,
+    /// The nodes this batch cordons, drains and terminates. Recorded before the surge, so a
+    /// cordon found on them after a crash is known to be ours.
+    pub old_nodes: Vec<ChosenNode>,
+    /// The desired capacity of the surge (absolute: re-sending it after a crash cannot surge
+    /// twice).
+    pub target_capacity: u32,
+    /// Instance IDs in the group just before the surge: what is not among them after the
+    /// surge was brought up by it.
+    pub instances_before: Vec<String>,
+    /// Instances the surge brought up (filled once the group shows them).
+    #[serde(default)]
+    pub new_instances: Vec<String>,
+    /// When the current stage began (timeouts are measured from it).
+    #[schemars(schema_with = "date_time")]
+    pub stage_since: DateTime<Utc>,
+}
+
+/// Where a rotation is. The batch stages follow each other in this order; `Abandoning`
+/// replaces the rest of a batch that a rollback or a newer version cancelled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", tag = "name")]
+pub enum Stage {
+    /// Between batches: the next batch starts when policy, windows and gates allow.
+    Between,
+    /// Image set, capacity raised to `batch.target_capacity`; waiting for the cloud to list
+    /// the new instances.
+    Surging { batch: Batch },
+    /// New instances requested; waiting for their nodes to be Ready (`nodeReadyTimeout`).
+    WaitingReady { batch: Batch },
+    /// New nodes Ready; waiting for the health gates to pass before disrupting anything.
+    Gating { batch: Batch },
+    /// Cordoning the old nodes of the batch.
+    Cordoning { batch: Batch },
+    /// Evicting the pods of the old nodes (`drain.timeout` from `stage_since`).
+    Draining { batch: Batch },
+    /// Terminating the drained old instances, decrementing capacity.
+    Terminating { batch: Batch },
+    /// Batch done; gates must hold until `until`.
+    Soaking {
+        batch: Batch,
+        #[schemars(schema_with = "date_time")]
+        until: DateTime<Utc>,
+    },
+    /// A cancelled batch being undone: its old nodes uncordoned, the instances it brought up
+    /// cordoned, drained and terminated with decrement.
+    Abandoning {
+        batch: Batch,
+        why: String,
+        /// Halt with this reason once the batch is undone (a failed batch, not a cancelled one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        halt: Option<String>,
+    },
+    /// Every batch done; gates must hold until `until`.
+    PoolSoak {
+        #[schemars(schema_with = "date_time")]
+        until: DateTime<Utc>,
+    },
+    /// Restoring the group: maximum size, template (partial rollouts), annotations.
+    Cleanup,
+    /// The rotation finished.
+    Done,
+}
+
+impl Stage {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Stage::Between => "Between",
+            Stage::Surging { .. } => "Surging",
+            Stage::WaitingReady { .. } => "WaitingReady",
+            Stage::Gating { .. } => "Gating",
+            Stage::Cordoning { .. } => "Cordoning",
+            Stage::Draining { .. } => "Draining",
+            Stage::Terminating { .. } => "Terminating",
+            Stage::Soaking { .. } => "Soaking",
+            Stage::Abandoning { .. } => "Abandoning",
+            Stage::PoolSoak { .. } => "PoolSoak",
+            Stage::Cleanup => "Cleanup",
+            Stage::Done => "Done",
+        }
+    }
+
+    /// The batch under way, if any.
+    pub fn batch(&self) -> Option<&Batch> {
+        match self {
+            Stage::Surging { batch }
+            | Stage::WaitingReady { batch }
+            | Stage::Gating { batch }
+            | Stage::Cordoning { batch }
+            | Stage::Draining { batch }
+            | Stage::Terminating { batch }
+            | Stage::Soaking { batch, .. }
+            | Stage::Abandoning { batch, .. } => Some(batch),
+            _ => None,
+        }
+    }
+
+    /// Whether the batch has not yet disrupted an old node: abandoning it costs nothing but
+    /// the surge instances.
+    pub fn before_disruption(&self) -> bool {
+        matches!(
+            self,
+            Stage::Surging { .. } | Stage::WaitingReady { .. } | Stage::Gating { .. }
+        )
+    }
+}
+
+/// Schema of an RFC 3339 timestamp (schemars knows chrono only behind a feature we do not
+/// need otherwise).
+pub fn date_time(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "format": "date-time"})
+}
+
+/// [`date_time`], optional.
+pub fn opt_date_time(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "format": "date-time", "nullable": true})
+}
+
+/// Schema of [`Stage`] in the CRD: the stage's `name` is typed (printer columns use it), the
+/// rest of the stage is kept as written. The derived schema of an internally tagged enum is
+/// not structural (Kubernetes requires one schema per property across variants).
+pub fn stage_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": {
+                "type": "string",
+                "enum": ["between", "surging", "waitingReady", "gating", "cordoning", "draining",
+                         "terminating", "soaking", "abandoning", "poolSoak", "cleanup", "done"]
+            }
+        },
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}

@@ -1,0 +1,145 @@
+//! Blue-green rotation of one node pool: `plan` decides (pure), `apply` acts.
+//!
+//! The types here are the vocabulary shared by both and by the NodePoolRotation resource:
+//! [`Action`] (what to do, always with a reason), [`Plan`] (the actions and the next
+//! [`checkpoint::Checkpoint`]) and [`Phase`] (what `kubectl get` shows).
+
+pub mod checkpoint;
+pub mod observed;
+pub mod plan;
+pub mod window;
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
+pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
+pub use plan::plan;
+
+use crate::fleet::duration::GoDuration;
+
+/// The phase of a pool's rotation, as the NodePoolRotation status shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Phase {
+    /// Not planned yet (or not managed: `mode: ignore`).
+    #[default]
+    Pending,
+    /// Nothing under way; waiting for a window or the surge budget.
+    Waiting,
+    /// A batch is under way.
+    Rotating,
+    /// A batch or the pool is soaking with gates.
+    Soaking,
+    /// Stopped until a human acts or a blocker goes away; the message says which.
+    Paused,
+    /// Cannot proceed (rolled back after a failed gate, or invalid policy).
+    Failed,
+    /// Every node that should be runs the desired image.
+    Succeeded,
+    /// Going back to the image the pool came from.
+    RollingBack,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// One side effect. Every action is idempotent in effect (absolute values, named objects), so
+/// that repeating it after a crash changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Action {
+    /// Make new instances of the group boot `image`.
+    SetImage { image: String },
+    /// Set the group's desired capacity (and first its maximum size, when given).
+    SetCapacity { desired: u32, max: Option<u32> },
+    /// Mark a node unschedulable and record the owner of the cordon on it.
+    Cordon { node: String, owner: String },
+    /// Make a node schedulable again and remove rota's owner annotation.
+    Uncordon { node: String },
+    /// Evict one pod through the Eviction API (which enforces PodDisruptionBudgets).
+    Evict {
+        namespace: String,
+        pod: String,
+        node: String,
+        grace_period: Option<GoDuration>,
+    },
+    /// Delete one pod without the Eviction API (`drain.onTimeout: force` only).
+    DeletePod {
+        namespace: String,
+        pod: String,
+        node: String,
+    },
+    /// Terminate one instance, decrementing the group's desired capacity.
+    Terminate {
+        instance_id: String,
+        node: Option<String>,
+    },
+    /// Set or remove the cluster autoscaler's scale-down-disabled annotation on a node.
+    SetScaleDownDisabled { node: String, disabled: bool },
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::SetImage { image } => write!(f, "set image {image}"),
+            Action::SetCapacity { desired, max: None } => write!(f, "set capacity {desired}"),
+            Action::SetCapacity {
+                desired,
+                max: Some(m),
+            } => write!(f, "set capacity {desired} (max {m})"),
+            Action::Cordon { node, .. } => write!(f, "cordon {node}"),
+            Action::Uncordon { node } => write!(f, "uncordon {node}"),
+            Action::Evict { namespace, pod, .. } => write!(f, "evict {namespace}/{pod}"),
+            Action::DeletePod { namespace, pod, .. } => write!(f, "force-delete {namespace}/{pod}"),
+            Action::Terminate { instance_id, .. } => write!(f, "terminate {instance_id}"),
+            Action::SetScaleDownDisabled {
+                node,
+                disabled: true,
+            } => write!(f, "annotate {node} scale-down-disabled"),
+            Action::SetScaleDownDisabled {
+                node,
+                disabled: false,
+            } => write!(f, "remove scale-down-disabled from {node}"),
+        }
+    }
+}
+
+/// An action with the reason it was chosen (shown in events and logs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Planned {
+    pub action: Action,
+    pub reason: String,
+}
+
+/// What the status of the resource should say after this plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusSummary {
+    pub phase: Phase,
+    /// A stable, low-cardinality reason (conditions, events, metrics).
+    pub reason: &'static str,
+    /// What the pool waits for, or why it stopped.
+    pub message: String,
+    pub total: u32,
+    pub on_target: u32,
+    pub ready: u32,
+}
+
+/// The output of [`plan()`]: persist `checkpoint`, then execute `actions` in order, stopping
+/// at the first failure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub actions: Vec<Planned>,
+    /// `readOnly` mode: what would have been done (nothing is executed).
+    pub dry_run: Vec<Planned>,
+    /// The checkpoint to write before any action; `None` when there is no rotation.
+    pub checkpoint: Option<Checkpoint>,
+    pub status: StatusSummary,
+}
+
+#[cfg(test)]
+mod tests;

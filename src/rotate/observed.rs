@@ -1,0 +1,160 @@
+//! What the rotation sees of one pool at one moment: the cloud group, the pool's nodes with
+//! their pods, and the verdict of the health gates. Built at the edge (kube and cloud reads,
+//! the gates framework); the planner only reads it.
+
+use crate::cloud::{GroupState, Instance, Lifecycle};
+
+/// Annotation that blocks the disruption of a node (on the node or on any of its pods).
+pub const DO_NOT_DISRUPT: &str = "rota.dev/do-not-disrupt";
+/// Annotation rota puts on a node it cordons, naming the rotation and batch that own the
+/// cordon (`<pool>/batch-<n>`). A cordon without it is a human's and is never undone by rota.
+pub const CORDONED_BY: &str = "rota.dev/cordoned-by";
+/// Cluster autoscaler annotation rota puts on the nodes it brings up until the pool is done,
+/// so the autoscaler does not remove them mid-rotation.
+pub const SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
+
+/// One pool at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    pub group: GroupState,
+    /// The nodes the pool's node selector picks.
+    pub nodes: Vec<ObservedNode>,
+    /// The health gates' verdict right now.
+    pub gates: GateVerdict,
+}
+
+/// A node of the pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservedNode {
+    pub name: String,
+    pub provider_id: String,
+    /// The image label the node carries, used when no instance of the group matches it.
+    pub image_label: Option<String>,
+    pub ready: bool,
+    /// `spec.unschedulable`.
+    pub cordoned: bool,
+    /// The value of [`CORDONED_BY`], if any.
+    pub cordoned_by: Option<String>,
+    /// [`DO_NOT_DISRUPT`] on the node itself.
+    pub do_not_disrupt: bool,
+    /// [`SCALE_DOWN_DISABLED`] is set.
+    pub scale_down_disabled: bool,
+    pub pods: Vec<ObservedPod>,
+}
+
+/// Who owns a pod, as far as draining cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodKind {
+    /// Anything a drain must evict.
+    Workload,
+    /// Owned by a DaemonSet: runs on every node, never evicted.
+    DaemonSet,
+    /// A static pod mirrored by the kubelet: cannot be evicted through the API.
+    Mirror,
+}
+
+/// A pod running on a pool node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservedPod {
+    pub namespace: String,
+    pub name: String,
+    pub kind: PodKind,
+    /// [`DO_NOT_DISRUPT`] on the pod.
+    pub do_not_disrupt: bool,
+    pub uses_empty_dir: bool,
+    /// Deletion under way (an eviction was accepted): still running, not evicted again.
+    pub terminating: bool,
+    /// The PodDisruptionBudget that covers the pod, with the disruptions it allows now.
+    pub pdb: Option<PdbRef>,
+}
+
+/// A PodDisruptionBudget as a drain needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PdbRef {
+    pub namespace: String,
+    pub name: String,
+    /// `status.disruptionsAllowed`.
+    pub disruptions_allowed: u32,
+}
+
+/// The combined verdict of the pool's health gates (evaluated at the edge).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum GateVerdict {
+    /// Every gate has its passing samples (or the pool has no gates).
+    #[default]
+    Passing,
+    /// Some gate is still collecting samples; names it.
+    Pending(String),
+    /// A gate failed: its name and why.
+    Failed { gate: String, reason: String },
+}
+
+impl ObservedPod {
+    /// Whether a drain has to evict this pod before the node may go.
+    pub fn must_evict(&self) -> bool {
+        self.kind == PodKind::Workload
+    }
+
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl ObservedNode {
+    /// Pods a drain still has to evict.
+    pub fn evictable(&self) -> impl Iterator<Item = &ObservedPod> {
+        self.pods.iter().filter(|p| p.must_evict())
+    }
+
+    /// Why this node may not be disrupted, if it may not.
+    pub fn disruption_blocker(&self) -> Option<String> {
+        if self.do_not_disrupt {
+            return Some(format!("node {} has {DO_NOT_DISRUPT}", self.name));
+        }
+        self.pods
+            .iter()
+            .find(|p| p.do_not_disrupt)
+            .map(|p| format!("pod {} on node {} has {DO_NOT_DISRUPT}", p.key(), self.name))
+    }
+}
+
+impl Observed {
+    /// The live (not terminating) instance behind a node.
+    pub fn instance_of(&self, node: &ObservedNode) -> Option<&Instance> {
+        self.group
+            .instances
+            .iter()
+            .find(|i| i.provider_id == node.provider_id)
+    }
+
+    /// The node an instance registered as.
+    pub fn node_of(&self, instance_id: &str) -> Option<&ObservedNode> {
+        let inst = self.group.instances.iter().find(|i| i.id == instance_id)?;
+        self.nodes
+            .iter()
+            .find(|n| n.provider_id == inst.provider_id)
+    }
+
+    pub fn node(&self, name: &str) -> Option<&ObservedNode> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    pub fn instance(&self, id: &str) -> Option<&Instance> {
+        self.group.instances.iter().find(|i| i.id == id)
+    }
+
+    /// The image a node runs: its instance's image, else its image label.
+    pub fn image_of(&self, node: &ObservedNode) -> Option<String> {
+        self.instance_of(node)
+            .map(|i| i.image.clone())
+            .or_else(|| node.image_label.clone())
+    }
+
+    /// Instances that count against the pool's size (not yet terminating).
+    pub fn live_instances(&self) -> impl Iterator<Item = &Instance> {
+        self.group
+            .instances
+            .iter()
+            .filter(|i| i.lifecycle != Lifecycle::Terminating)
+    }
+}

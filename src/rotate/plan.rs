@@ -1,0 +1,1327 @@
+//! The rotation planner: a pure function of (desired, observed, checkpoint, now).
+//!
+//! `plan` never reads a clock, never calls an API and never mutates its inputs. It returns the
+//! actions to take now, each with the reason it was chosen, and the next checkpoint. The caller
+//! (`rotate::apply`) must persist `Plan::checkpoint` *before* executing `Plan::actions`, in
+//! order, stopping at the first failure: the checkpoint then already names everything the
+//! actions may touch, and a crash anywhere is recovered by planning again from it.
+//!
+//! A rotation goes through three stages:
+//! 1. pre-checks and cleanup of leftovers: cordons rota owns that no batch claims any more are
+//!    undone; the instances of a cancelled batch are drained and terminated;
+//! 2. batches, each atomic: set the group's image → surge n → wait Ready (`nodeReadyTimeout`)
+//!    → gates → cordon n old → drain → terminate with decrement → soak with gates;
+//! 3. pool soak and cleanup: restore the group's maximum size, remove the autoscaler
+//!    annotations rota added, restore the template for a partial rollout.
+//!
+//! One call may pass several stages when their conditions already hold (a batch whose new
+//! nodes are Ready and whose gates pass goes from WaitingReady to Cordoning at once), and stops
+//! at the first stage that has something to do or to wait for.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
+use super::observed::{GateVerdict, Observed, ObservedNode};
+use super::window;
+use super::{Action, Phase, Plan, Planned, StatusSummary};
+use crate::fleet::duration::GoDuration;
+use crate::fleet::resolved::{DesiredPool, Mode, OnDrainTimeout, OnGateFailure};
+
+/// Plan one step of the rotation of one pool.
+pub fn plan(
+    desired: &DesiredPool,
+    observed: &Observed,
+    checkpoint: Option<&Checkpoint>,
+    now: DateTime<Utc>,
+) -> Plan {
+    let counts = Counts::of(desired, observed);
+    if desired.mode == Mode::Ignore {
+        return Plan {
+            actions: Vec::new(),
+            dry_run: Vec::new(),
+            checkpoint: checkpoint.cloned(),
+            status: counts.status(
+                Phase::Pending,
+                "NotManaged",
+                "mode ignore: rota does not touch this pool".into(),
+            ),
+        };
+    }
+    let mut p = Planner {
+        desired,
+        obs: observed,
+        now,
+        actions: Vec::new(),
+    };
+    let out = p.run(checkpoint.cloned());
+    let mut plan = Plan {
+        actions: p.actions,
+        dry_run: Vec::new(),
+        checkpoint: out.checkpoint,
+        status: counts.status(out.phase, out.reason, out.message),
+    };
+    if desired.mode == Mode::ReadOnly {
+        // Plans and reports, changes nothing: the checkpoint does not move either, since none
+        // of the actions it would record happened.
+        plan.dry_run = std::mem::take(&mut plan.actions);
+        plan.checkpoint = checkpoint.cloned();
+        plan.status.message = format!("readOnly: {}", plan.status.message);
+        if !plan.dry_run.is_empty() {
+            let would: Vec<String> = plan.dry_run.iter().map(|a| a.action.to_string()).collect();
+            plan.status
+                .message
+                .push_str(&format!("; would {}", would.join(", ")));
+        }
+    }
+    plan
+}
+
+/// Node counts for the status.
+struct Counts {
+    total: u32,
+    on_target: u32,
+    ready: u32,
+}
+
+impl Counts {
+    fn of(desired: &DesiredPool, obs: &Observed) -> Counts {
+        Counts {
+            total: obs.nodes.len() as u32,
+            on_target: obs
+                .nodes
+                .iter()
+                .filter(|n| obs.image_of(n).as_deref() == Some(desired.image.as_str()))
+                .count() as u32,
+            ready: obs.nodes.iter().filter(|n| n.ready).count() as u32,
+        }
+    }
+
+    fn status(&self, phase: Phase, reason: &'static str, message: String) -> StatusSummary {
+        StatusSummary {
+            phase,
+            reason,
+            message,
+            total: self.total,
+            on_target: self.on_target,
+            ready: self.ready,
+        }
+    }
+}
+
+/// What one run of the stage machine ends with.
+struct Outcome {
+    checkpoint: Option<Checkpoint>,
+    phase: Phase,
+    reason: &'static str,
+    message: String,
+}
+
+/// The result of one stage handler.
+enum Step {
+    /// Move to this stage and evaluate it in the same call.
+    Next(Stage),
+    /// Stop here (actions, if any, were pushed): the stage to record and the status.
+    Stop {
+        stage: Stage,
+        phase: Phase,
+        reason: &'static str,
+        message: String,
+    },
+}
+
+fn stop(stage: Stage, phase: Phase, reason: &'static str, message: impl Into<String>) -> Step {
+    Step::Stop {
+        stage,
+        phase,
+        reason,
+        message: message.into(),
+    }
+}
+
+struct Planner<'a> {
+    desired: &'a DesiredPool,
+    obs: &'a Observed,
+    now: DateTime<Utc>,
+    actions: Vec<Planned>,
+}
+
+fn dur(d: GoDuration) -> Duration {
+    Duration::from_std(d.0).unwrap_or(Duration::MAX)
+}
+
+impl<'a> Planner<'a> {
+    fn push(&mut self, action: Action, reason: impl Into<String>) {
+        self.actions.push(Planned {
+            action,
+            reason: reason.into(),
+        });
+    }
+
+    fn image_of(&self, n: &ObservedNode) -> Option<String> {
+        self.obs.image_of(n)
+    }
+
+    fn run(&mut self, cp: Option<Checkpoint>) -> Outcome {
+        let d = self.desired;
+        let mut cp = match self.reconcile_desired(cp) {
+            Ok(cp) => cp,
+            Err(outcome) => return *outcome,
+        };
+
+        if d.policy.paused {
+            // A paused pool forgets a halt: unpausing is how a human resumes it.
+            if cp.halted.take().is_some() {
+                restart_stage_clock(&mut cp.stage, self.now);
+            }
+            let at = cp.stage.name();
+            return Outcome {
+                checkpoint: Some(cp),
+                phase: Phase::Paused,
+                reason: "PausedByPolicy",
+                message: format!("paused by policy (rollout.paused: true) at stage {at}"),
+            };
+        }
+        // Stage 1: cordons rota set that the current stage does not claim are leftovers of a
+        // crash or a cancelled batch; undoing them first means a node is never left cordoned
+        // with nothing owning it (invariant 4).
+        self.clean_orphaned_cordons(&cp);
+
+        if let Some(why) = &cp.halted {
+            return Outcome {
+                phase: Phase::Paused,
+                reason: "Halted",
+                message: format!(
+                    "{why}; set rollout.paused to true and back to false to resume, or change the version"
+                ),
+                checkpoint: Some(cp),
+            };
+        }
+
+        // Stage 2 and 3: the stage machine. Each stage is evaluated at most a few times per
+        // call; the bound only guards against a bug turning into a busy loop.
+        for _ in 0..16 {
+            let stage = std::mem::replace(&mut cp.stage, Stage::Between);
+            match self.step(&mut cp, stage) {
+                Step::Next(next) => cp.stage = next,
+                Step::Stop {
+                    stage,
+                    phase,
+                    reason,
+                    message,
+                } => {
+                    cp.stage = stage;
+                    let phase = match phase {
+                        Phase::Rotating if cp.rolling_back => Phase::RollingBack,
+                        p => p,
+                    };
+                    return Outcome {
+                        checkpoint: Some(cp),
+                        phase,
+                        reason,
+                        message,
+                    };
+                }
+            }
+        }
+        unreachable!(
+            "the stage machine did not settle in 16 steps: {:?}",
+            cp.stage
+        )
+    }
+
+    /// Compare the desired image with the checkpoint: keep going, start a rotation, supersede
+    /// it with a newer version, or roll back fast to the origin.
+    fn reconcile_desired(&mut self, cp: Option<Checkpoint>) -> Result<Checkpoint, Box<Outcome>> {
+        let d = self.desired;
+        let obs = self.obs;
+        let needs_rotation = self.remaining(None) > 0;
+        let cp = match cp {
+            Some(cp) if cp.rejected_image.as_deref() == Some(d.image.as_str()) => {
+                // Rolled back from this image after a gate failure: stay there until the
+                // repo names another version.
+                let why = cp.rollback_reason.clone().unwrap_or_default();
+                let finished = cp.stage == Stage::Done;
+                let msg = format!(
+                    "rolled back from {}: {why}; waiting for a new version",
+                    d.version
+                );
+                if finished {
+                    return Err(Box::new(Outcome {
+                        checkpoint: Some(cp),
+                        phase: Phase::Failed,
+                        reason: "RolledBack",
+                        message: msg,
+                    }));
+                }
+                cp
+            }
+            Some(cp)
+                if cp.stage == Stage::Done && (cp.target_image != d.image || needs_rotation) =>
+            {
+                self.start(Some(&cp))
+            }
+            Some(cp) if cp.stage == Stage::Done => cp,
+            Some(mut cp) if cp.target_image != d.image => {
+                if d.image == cp.origin_image {
+                    // Back to where the pool came from: fast rollback. A batch that has not
+                    // finished draining is undone rather than finished.
+                    cp.target_image = cp.origin_image.clone();
+                    cp.target_version = d.version.clone();
+                    cp.rolling_back = true;
+                    cp.rejected_image = None;
+                    cp.halted = None;
+                    cp.rollback_reason =
+                        Some(format!("the desired version went back to {}", d.version));
+                    cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
+                        Stage::Surging { batch }
+                        | Stage::WaitingReady { batch }
+                        | Stage::Gating { batch }
+                        | Stage::Cordoning { batch }
+                        | Stage::Draining { batch } => abandon(
+                            batch,
+                            format!(
+                                "the desired version went back to {} (fast rollback)",
+                                d.version
+                            ),
+                            None,
+                            self.now,
+                        ),
+                        Stage::Soaking { .. } | Stage::PoolSoak { .. } | Stage::Cleanup => {
+                            Stage::Between
+                        }
+                        other => other,
+                    };
+                } else {
+                    // A newer version supersedes the one being rolled out. A batch that has
+                    // not disrupted anything is undone (its surge runs the superseded image);
+                    // one that has started cordoning finishes, and its nodes are rotated again.
+                    cp.target_image = d.image.clone();
+                    cp.target_version = d.version.clone();
+                    cp.rolling_back = false;
+                    cp.rejected_image = None;
+                    cp.rollback_reason = None;
+                    cp.halted = None;
+                    cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
+                        s if s.before_disruption() => {
+                            let batch = s.batch().cloned().expect("a batch stage has a batch");
+                            abandon(
+                                batch,
+                                format!("version {} superseded it", d.version),
+                                None,
+                                self.now,
+                            )
+                        }
+                        Stage::Soaking { .. } | Stage::PoolSoak { .. } | Stage::Cleanup => {
+                            Stage::Between
+                        }
+                        other => other,
+                    };
+                }
+                cp
+            }
+            Some(cp) => cp,
+            None if needs_rotation || obs.group.template_image != d.image => self.start(None),
+            None => {
+                return Err(Box::new(Outcome {
+                    checkpoint: None,
+                    phase: Phase::Succeeded,
+                    reason: "UpToDate",
+                    message: format!("every node runs {} ({})", d.version, d.image),
+                }));
+            }
+        };
+        Ok(cp)
+    }
+
+    /// A new rotation from what the pool runs now.
+    fn start(&self, previous: Option<&Checkpoint>) -> Checkpoint {
+        let d = self.desired;
+        let obs = self.obs;
+        // The origin is the image most nodes not on the target run; with none, the template.
+        let mut by_image: BTreeMap<String, usize> = BTreeMap::new();
+        for n in &obs.nodes {
+            if let Some(img) = self.image_of(n).filter(|i| *i != d.image) {
+                *by_image.entry(img).or_default() += 1;
+            }
+        }
+        let origin = by_image
+            .iter()
+            .max_by_key(|(img, count)| (**count, std::cmp::Reverse((*img).clone())))
+            .map(|(img, _)| img.clone())
+            .or_else(|| previous.map(|p| p.origin_image.clone()))
+            .unwrap_or_else(|| obs.group.template_image.clone());
+        Checkpoint {
+            origin_image: origin,
+            target_image: d.image.clone(),
+            target_version: d.version.clone(),
+            original_desired: obs.group.desired,
+            original_max: obs.group.max,
+            pool_size: obs.nodes.len() as u32,
+            batches_started: 0,
+            rolling_back: false,
+            rejected_image: None,
+            rollback_reason: None,
+            last_eviction: None,
+            halted: None,
+            annotated_nodes: Vec::new(),
+            stage: Stage::Between,
+        }
+    }
+
+    /// Nodes that still have to move to the target for the rotation to be complete.
+    fn remaining(&self, cp: Option<&Checkpoint>) -> u32 {
+        let target = cp.map_or(self.desired.image.as_str(), |c| c.target_image.as_str());
+        let rolling_back = cp.is_some_and(|c| c.rolling_back);
+        let pool = cp.map_or(self.obs.nodes.len() as u32, |c| c.pool_size);
+        // A partial rollout stops at `percent` of the pool; a rollback takes every node back.
+        let percent = if rolling_back {
+            100
+        } else {
+            u32::from(self.desired.policy.percent)
+        };
+        let needed = (pool * percent).div_ceil(100);
+        let on_target = self
+            .obs
+            .nodes
+            .iter()
+            .filter(|n| self.image_of(n).as_deref() == Some(target))
+            .count() as u32;
+        needed.saturating_sub(on_target)
+    }
+
+    /// Nodes the current stage may have cordoned.
+    fn claimed_cordons(&self, cp: &Checkpoint) -> BTreeSet<String> {
+        match &cp.stage {
+            Stage::Cordoning { batch }
+            | Stage::Draining { batch }
+            | Stage::Terminating { batch } => {
+                batch.old_nodes.iter().map(|c| c.node.clone()).collect()
+            }
+            Stage::Abandoning { batch, .. } => self.new_nodes_of(batch).into_iter().collect(),
+            _ => BTreeSet::new(),
+        }
+    }
+
+    fn clean_orphaned_cordons(&mut self, cp: &Checkpoint) {
+        let claimed = self.claimed_cordons(cp);
+        let owner = cp.stage.batch().map(|b| owner(&self.desired.name, b));
+        for n in &self.obs.nodes {
+            let Some(by) = &n.cordoned_by else { continue };
+            if !n.cordoned {
+                continue;
+            }
+            if claimed.contains(&n.name) && owner.as_deref() == Some(by.as_str()) {
+                continue;
+            }
+            // In Abandoning, the old nodes' cordons are undone by the stage itself (with a
+            // more specific reason).
+            if let Stage::Abandoning { batch, .. } = &cp.stage
+                && batch.old_nodes.iter().any(|c| c.node == n.name)
+            {
+                continue;
+            }
+            self.push(
+                Action::Uncordon {
+                    node: n.name.clone(),
+                },
+                format!(
+                    "node {} is cordoned by {by}, which no batch in progress owns (left by a crash or a cancelled batch)",
+                    n.name
+                ),
+            );
+        }
+    }
+
+    /// Node names of the instances a batch brought up.
+    fn new_nodes_of(&self, batch: &Batch) -> Vec<String> {
+        self.new_instances_of(batch)
+            .iter()
+            .filter_map(|id| self.obs.node_of(id).map(|n| n.name.clone()))
+            .collect()
+    }
+
+    /// Instances a batch brought up: recorded ones, plus any the group lists now that were
+    /// not there before the surge (the surge may have been requested before a crash and
+    /// listed only after it).
+    fn new_instances_of(&self, batch: &Batch) -> Vec<String> {
+        let before: BTreeSet<&str> = batch.instances_before.iter().map(|s| s.as_str()).collect();
+        let mut ids: BTreeSet<String> = batch.new_instances.iter().cloned().collect();
+        for i in &self.obs.group.instances {
+            if !before.contains(i.id.as_str()) {
+                ids.insert(i.id.clone());
+            }
+        }
+        ids.into_iter().collect()
+    }
+
+    fn step(&mut self, cp: &mut Checkpoint, stage: Stage) -> Step {
+        match stage {
+            Stage::Between => self.between(cp),
+            Stage::Surging { batch } => self.surging(cp, batch),
+            Stage::WaitingReady { batch } => self.waiting_ready(cp, batch),
+            Stage::Gating { batch } => self.gating(cp, batch),
+            Stage::Cordoning { batch } => self.cordoning(cp, batch),
+            Stage::Draining { batch } => self.draining(cp, batch),
+            Stage::Terminating { batch } => self.terminating(cp, batch),
+            Stage::Soaking { batch, until } => self.soaking(cp, batch, until),
+            Stage::Abandoning { batch, why, halt } => self.abandoning(cp, batch, why, halt),
+            Stage::PoolSoak { until } => self.pool_soak(cp, until),
+            Stage::Cleanup => self.cleanup(cp),
+            Stage::Done => self.done(cp),
+        }
+    }
+
+    /// Between batches: start the next one, or go to the pool soak.
+    fn between(&mut self, cp: &mut Checkpoint) -> Step {
+        let d = self.desired;
+        let obs = self.obs;
+        let remaining = self.remaining(Some(cp));
+        if remaining == 0 {
+            if cp.rolling_back {
+                return Step::Next(Stage::Cleanup);
+            }
+            return Step::Next(Stage::PoolSoak {
+                until: self.now + dur(d.policy.pool_soak),
+            });
+        }
+        match window::is_open(&d.policy.windows, self.now) {
+            Ok(true) => {}
+            Ok(false) => {
+                return stop(
+                    Stage::Between,
+                    Phase::Waiting,
+                    "OutsideWindow",
+                    format!(
+                        "{remaining} node(s) left; the next batch starts inside a maintenance window"
+                    ),
+                );
+            }
+            Err(e) => {
+                return stop(
+                    Stage::Between,
+                    Phase::Failed,
+                    "InvalidWindow",
+                    e.to_string(),
+                );
+            }
+        }
+
+        // Candidates: nodes not on the target, backed by a running instance of the group,
+        // not protected by do-not-disrupt. Not-Ready nodes go first (replacing a broken node
+        // costs nothing), then by name so that plans are deterministic.
+        let mut blocked = Vec::new();
+        let mut orphans = Vec::new();
+        let mut candidates: Vec<(&ObservedNode, String)> = Vec::new();
+        for n in &obs.nodes {
+            if self.image_of(n).as_deref() == Some(cp.target_image.as_str()) {
+                continue;
+            }
+            let Some(inst) = obs.instance_of(n) else {
+                orphans.push(n.name.clone());
+                continue;
+            };
+            if inst.lifecycle == crate::cloud::Lifecycle::Terminating {
+                continue;
+            }
+            if let Some(why) = n.disruption_blocker() {
+                blocked.push(why);
+                continue;
+            }
+            candidates.push((n, inst.id.clone()));
+        }
+        candidates.sort_by_key(|(n, _)| (n.ready, n.name.clone()));
+        if candidates.is_empty() {
+            let mut why = Vec::new();
+            if !blocked.is_empty() {
+                why.push(blocked.join("; "));
+            }
+            if !orphans.is_empty() {
+                why.push(format!(
+                    "node(s) {} match no instance of group {}",
+                    orphans.join(", "),
+                    d.group
+                ));
+            }
+            if why.is_empty() {
+                why.push("the remaining old instances are terminating".into());
+            }
+            return stop(
+                Stage::Between,
+                Phase::Paused,
+                if blocked.is_empty() {
+                    "NoCandidates"
+                } else {
+                    "DoNotDisrupt"
+                },
+                format!(
+                    "{remaining} node(s) left but none can be replaced: {}",
+                    why.join("; ")
+                ),
+            );
+        }
+
+        // Invariant 1: never more than the size at start plus one batch. Worked example: a
+        // pool of 10 with batch 3 may hold 13 instances; if the autoscaler grew it to 12 in
+        // the meantime, this batch surges by 1 only.
+        let batch_size = d.policy.batch.nodes(cp.pool_size);
+        let bound = cp.original_desired + batch_size;
+        let held = obs.group.desired.max(obs.group.instances.len() as u32);
+        let n = batch_size
+            .min(remaining)
+            .min(candidates.len() as u32)
+            .min(bound.saturating_sub(held));
+        if n == 0 {
+            return stop(
+                Stage::Between,
+                Phase::Waiting,
+                "SurgeBudget",
+                format!(
+                    "the group holds {held} instances; the surge bound is {bound} (size at start {} + batch {batch_size})",
+                    cp.original_desired
+                ),
+            );
+        }
+        cp.batches_started += 1;
+        let batch = Batch {
+            number: cp.batches_started,
+            old_nodes: candidates
+                .iter()
+                .take(n as usize)
+                .map(|(n, id)| ChosenNode {
+                    node: n.name.clone(),
+                    instance_id: id.clone(),
+                })
+                .collect(),
+            target_capacity: obs.group.desired + n,
+            instances_before: obs.group.instances.iter().map(|i| i.id.clone()).collect(),
+            new_instances: Vec::new(),
+            stage_since: self.now,
+        };
+        Step::Next(Stage::Surging { batch })
+    }
+
+    fn surging(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
+        let d = self.desired;
+        let g = &self.obs.group;
+        let n = batch.old_nodes.len();
+        if g.template_image != cp.target_image {
+            self.push(
+                Action::SetImage {
+                    image: cp.target_image.clone(),
+                },
+                format!(
+                    "batch {}: new instances must boot {} ({}) before the surge",
+                    batch.number, cp.target_version, cp.target_image
+                ),
+            );
+        }
+        if g.desired < batch.target_capacity {
+            let max = (batch.target_capacity > g.max).then_some(batch.target_capacity);
+            let raise = max
+                .map(|m| format!(", raising the maximum size from {} to {m}", g.max))
+                .unwrap_or_default();
+            self.push(
+                Action::SetCapacity {
+                    desired: batch.target_capacity,
+                    max,
+                },
+                format!(
+                    "batch {}: surge {n} new node(s) to replace {}{raise}",
+                    batch.number,
+                    names(&batch.old_nodes)
+                ),
+            );
+        }
+        let new = self.new_instances_of(&batch);
+        let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
+        if new.len() < n && self.now >= deadline {
+            // Capacity was asked for but the cloud never listed the instances: typically a
+            // quota or capacity shortage. The batch fails; what did come up is undone.
+            self.actions.clear();
+            let why = format!(
+                "batch {}: group {} created {} of {n} surge instance(s) within nodeReadyTimeout {} (quota or capacity?)",
+                batch.number,
+                d.group,
+                new.len(),
+                d.policy.node_ready_timeout
+            );
+            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
+        }
+        if !self.actions.is_empty() || new.len() < n {
+            let msg = format!(
+                "batch {}: waiting for {} of {n} new instance(s) of group {}",
+                batch.number,
+                n - new.len().min(n),
+                d.group
+            );
+            return stop(Stage::Surging { batch }, Phase::Rotating, "Surging", msg);
+        }
+        batch.new_instances = new;
+        Step::Next(Stage::WaitingReady { batch })
+    }
+
+    fn waiting_ready(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
+        let d = self.desired;
+        let mut not_ready = Vec::new();
+        for id in &batch.new_instances {
+            match self.obs.node_of(id) {
+                Some(n) if n.ready => {
+                    if !n.scale_down_disabled {
+                        if !cp.annotated_nodes.contains(&n.name) {
+                            cp.annotated_nodes.push(n.name.clone());
+                        }
+                        self.push(
+                            Action::SetScaleDownDisabled {
+                                node: n.name.clone(),
+                                disabled: true,
+                            },
+                            format!(
+                                "batch {}: keep the autoscaler off new node {} until the pool is done",
+                                batch.number, n.name
+                            ),
+                        );
+                    }
+                }
+                Some(n) => not_ready.push(format!("{id} (node {} not Ready)", n.name)),
+                None => not_ready.push(format!("{id} (no node registered)")),
+            }
+        }
+        if not_ready.is_empty() {
+            if !self.actions.is_empty() {
+                return stop(
+                    Stage::WaitingReady { batch },
+                    Phase::Rotating,
+                    "Annotating",
+                    "new nodes Ready; marking them scale-down-disabled",
+                );
+            }
+            let mut batch = batch;
+            batch.stage_since = self.now;
+            return Step::Next(Stage::Gating { batch });
+        }
+        let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
+        if self.now >= deadline {
+            let why = format!(
+                "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {}",
+                batch.number,
+                not_ready.join(", "),
+                d.policy.node_ready_timeout
+            );
+            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
+        }
+        stop(
+            Stage::WaitingReady { batch },
+            Phase::Rotating,
+            "WaitingReady",
+            format!("waiting for {} to be Ready", not_ready.join(", ")),
+        )
+    }
+
+    fn gating(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
+        if cp.rolling_back {
+            batch.stage_since = self.now;
+            return Step::Next(Stage::Cordoning { batch });
+        }
+        match &self.obs.gates {
+            GateVerdict::Passing => {
+                batch.stage_since = self.now;
+                Step::Next(Stage::Cordoning { batch })
+            }
+            GateVerdict::Pending(g) => stop(
+                Stage::Gating { batch },
+                Phase::Rotating,
+                "GatePending",
+                format!("new nodes Ready; waiting for health gate {g} before cordoning"),
+            ),
+            GateVerdict::Failed { gate, reason } => {
+                let why = format!(
+                    "health gate {gate} failed before batch {}: {reason}",
+                    batch.number
+                );
+                self.gate_failed(cp, Stage::Gating { batch }, why)
+            }
+        }
+    }
+
+    /// `onGateFailure`: pause where we are, or roll back to the origin image.
+    fn gate_failed(&mut self, cp: &mut Checkpoint, stage: Stage, why: String) -> Step {
+        match self.desired.policy.on_gate_failure {
+            OnGateFailure::Pause => {
+                cp.halted = Some(why.clone());
+                stop(stage, Phase::Paused, "GateFailed", why)
+            }
+            OnGateFailure::Rollback => {
+                cp.rejected_image = Some(cp.target_image.clone());
+                cp.rollback_reason = Some(why.clone());
+                cp.target_image = cp.origin_image.clone();
+                cp.target_version = "the previous version".into();
+                cp.rolling_back = true;
+                let next = match stage {
+                    s if s.before_disruption() => {
+                        let batch = s.batch().cloned().expect("a batch stage has a batch");
+                        abandon(
+                            batch,
+                            format!("{why} (onGateFailure: rollback)"),
+                            None,
+                            self.now,
+                        )
+                    }
+                    _ => Stage::Between,
+                };
+                Step::Next(next)
+            }
+        }
+    }
+
+    fn cordoning(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
+        let owner = owner(&self.desired.name, &batch);
+        let rolling_back = cp.rolling_back;
+        let mut blocked = Vec::new();
+        for c in &batch.old_nodes {
+            let Some(n) = self.obs.node(&c.node) else {
+                continue;
+            };
+            if let Some(why) = n.disruption_blocker() {
+                blocked.push(why);
+                continue;
+            }
+            if !n.cordoned {
+                self.push(
+                    Action::Cordon {
+                        node: n.name.clone(),
+                        owner: owner.clone(),
+                    },
+                    if rolling_back {
+                        format!(
+                            "batch {}: its replacement is Ready (rolling back: gates are not consulted)",
+                            batch.number
+                        )
+                    } else {
+                        format!(
+                            "batch {}: its replacement is Ready and the gates pass",
+                            batch.number
+                        )
+                    },
+                );
+            }
+        }
+        if !blocked.is_empty() {
+            return stop(
+                Stage::Cordoning { batch },
+                Phase::Paused,
+                "DoNotDisrupt",
+                format!("batch held: {}", blocked.join("; ")),
+            );
+        }
+        if !self.actions.is_empty() {
+            let msg = format!("cordoning {}", names(&batch.old_nodes));
+            return stop(
+                Stage::Cordoning { batch },
+                Phase::Rotating,
+                "Cordoning",
+                msg,
+            );
+        }
+        let mut batch = batch;
+        batch.stage_since = self.now;
+        Step::Next(Stage::Draining { batch })
+    }
+
+    /// Evict what must go from `nodes`, within PDBs and the eviction interval. Returns the
+    /// pods still to go (with why they are still there) and whether any pod remains at all.
+    fn drain(&mut self, cp: &mut Checkpoint, batch_no: u32, nodes: &[String]) -> Vec<String> {
+        let policy = &self.desired.policy.drain;
+        let interval = dur(policy.eviction_interval);
+        let mut budget: BTreeMap<(String, String), u32> = BTreeMap::new();
+        let mut waiting = Vec::new();
+        let may_evict = |last: Option<DateTime<Utc>>, now: DateTime<Utc>| {
+            interval.is_zero() || last.is_none_or(|t| now >= t + interval)
+        };
+        for name in nodes {
+            let Some(n) = self.obs.node(name) else {
+                continue;
+            };
+            for pod in n.evictable() {
+                if pod.terminating {
+                    waiting.push(format!("{} (terminating)", pod.key()));
+                    continue;
+                }
+                if pod.do_not_disrupt {
+                    waiting.push(format!("{} (rota.dev/do-not-disrupt)", pod.key()));
+                    continue;
+                }
+                if pod.uses_empty_dir && !policy.delete_empty_dir_data {
+                    waiting.push(format!(
+                        "{} (uses emptyDir and drain.deleteEmptyDirData is false)",
+                        pod.key()
+                    ));
+                    continue;
+                }
+                // Invariant 2: within one plan, evict no more pods of a PDB than it allows now.
+                if let Some(pdb) = &pod.pdb {
+                    let left = budget
+                        .entry((pdb.namespace.clone(), pdb.name.clone()))
+                        .or_insert(pdb.disruptions_allowed);
+                    if *left == 0 {
+                        waiting.push(format!(
+                            "{} (PodDisruptionBudget {}/{} allows no disruption now)",
+                            pod.key(),
+                            pdb.namespace,
+                            pdb.name
+                        ));
+                        continue;
+                    }
+                    *left -= 1;
+                }
+                if !may_evict(cp.last_eviction, self.now) {
+                    waiting.push(format!("{} (drain.evictionInterval)", pod.key()));
+                    continue;
+                }
+                if !interval.is_zero() {
+                    cp.last_eviction = Some(self.now);
+                }
+                self.actions.push(Planned {
+                    action: Action::Evict {
+                        namespace: pod.namespace.clone(),
+                        pod: pod.name.clone(),
+                        node: n.name.clone(),
+                        grace_period: policy.grace_period,
+                    },
+                    reason: format!("batch {batch_no}: drain node {}", n.name),
+                });
+                waiting.push(format!("{} (evicting)", pod.key()));
+            }
+        }
+        waiting
+    }
+
+    fn draining(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
+        let d = self.desired;
+        let old: Vec<String> = batch.old_nodes.iter().map(|c| c.node.clone()).collect();
+        let waiting = self.drain(cp, batch.number, &old);
+        if waiting.is_empty() {
+            let mut batch = batch;
+            batch.stage_since = self.now;
+            return Step::Next(Stage::Terminating { batch });
+        }
+        let deadline = batch.stage_since + dur(d.policy.drain.timeout);
+        if self.now >= deadline {
+            // Evictions planned in this very call are dropped: the timeout decides first.
+            self.actions
+                .retain(|a| !matches!(a.action, Action::Evict { .. }));
+            match d.policy.drain.on_timeout {
+                OnDrainTimeout::Pause => {
+                    let why = format!(
+                        "batch {}: drain not done within drain.timeout {}; blocked by: {}",
+                        batch.number,
+                        d.policy.drain.timeout,
+                        waiting.join(", ")
+                    );
+                    cp.halted = Some(why.clone());
+                    return stop(
+                        Stage::Draining { batch },
+                        Phase::Paused,
+                        "DrainTimeout",
+                        why,
+                    );
+                }
+                OnDrainTimeout::Force => {
+                    // Force deletes what eviction could not move, except what a human
+                    // protected with do-not-disrupt: that always wins.
+                    for name in &old {
+                        let Some(n) = self.obs.node(name) else {
+                            continue;
+                        };
+                        for pod in n.evictable() {
+                            if pod.do_not_disrupt || pod.terminating {
+                                continue;
+                            }
+                            self.actions.push(Planned {
+                                action: Action::DeletePod {
+                                    namespace: pod.namespace.clone(),
+                                    pod: pod.name.clone(),
+                                    node: n.name.clone(),
+                                },
+                                reason: format!(
+                                    "batch {}: drain.timeout {} passed and drain.onTimeout is force",
+                                    batch.number, d.policy.drain.timeout
+                                ),
+                            });
+                        }
+                    }
+                    return stop(
+                        Stage::Draining { batch },
+                        Phase::Rotating,
+                        "DrainForced",
+                        format!("forcing the drain: {}", waiting.join(", ")),
+                    );
+                }
+            }
+        }
+        let blocked = waiting.iter().any(|w| w.contains("do-not-disrupt"));
+        stop(
+            Stage::Draining { batch },
+            if blocked {
+                Phase::Paused
+            } else {
+                Phase::Rotating
+            },
+            if blocked { "DoNotDisrupt" } else { "Draining" },
+            format!("draining: {}", waiting.join(", ")),
+        )
+    }
+
+    fn terminating(&mut self, _cp: &mut Checkpoint, batch: Batch) -> Step {
+        let mut left = Vec::new();
+        let mut undrained = false;
+        for c in &batch.old_nodes {
+            let Some(inst) = self.obs.instance(&c.instance_id) else {
+                continue;
+            };
+            left.push(c.instance_id.clone());
+            if inst.lifecycle == crate::cloud::Lifecycle::Terminating {
+                continue;
+            }
+            // Re-validate right before the destructive call (invariant 3): a pod may have been
+            // scheduled on the cordoned node since the drain (one that tolerates it).
+            if let Some(n) = self.obs.node(&c.node)
+                && n.evictable().next().is_some()
+            {
+                undrained = true;
+                continue;
+            }
+            self.push(
+                Action::Terminate {
+                    instance_id: c.instance_id.clone(),
+                    node: Some(c.node.clone()),
+                },
+                format!(
+                    "batch {}: node {} is drained; terminate it and decrement capacity",
+                    batch.number, c.node
+                ),
+            );
+        }
+        if undrained && self.actions.is_empty() {
+            let mut batch = batch;
+            batch.stage_since = self.now;
+            return Step::Next(Stage::Draining { batch });
+        }
+        if left.is_empty() {
+            let until = self.now + dur(self.desired.policy.batch_soak);
+            return Step::Next(Stage::Soaking { batch, until });
+        }
+        stop(
+            Stage::Terminating { batch },
+            Phase::Rotating,
+            "Terminating",
+            format!("terminating {}", left.join(", ")),
+        )
+    }
+
+    fn soaking(&mut self, cp: &mut Checkpoint, batch: Batch, until: DateTime<Utc>) -> Step {
+        if !cp.rolling_back {
+            match &self.obs.gates {
+                GateVerdict::Failed { gate, reason } => {
+                    let why = format!(
+                        "health gate {gate} failed during the soak of batch {}: {reason}",
+                        batch.number
+                    );
+                    return self.gate_failed(cp, Stage::Soaking { batch, until }, why);
+                }
+                GateVerdict::Pending(g) if self.now >= until => {
+                    let msg = format!("batch {} soaked; waiting for health gate {g}", batch.number);
+                    return stop(
+                        Stage::Soaking { batch, until },
+                        Phase::Soaking,
+                        "GatePending",
+                        msg,
+                    );
+                }
+                _ => {}
+            }
+        }
+        if self.now >= until {
+            return Step::Next(Stage::Between);
+        }
+        let msg = format!(
+            "batch {} done; soaking until {}",
+            batch.number,
+            until.to_rfc3339()
+        );
+        stop(
+            Stage::Soaking { batch, until },
+            Phase::Soaking,
+            "BatchSoak",
+            msg,
+        )
+    }
+
+    fn abandoning(
+        &mut self,
+        cp: &mut Checkpoint,
+        batch: Batch,
+        why: String,
+        halt: Option<String>,
+    ) -> Step {
+        let owner = owner(&self.desired.name, &batch);
+        // Give the old nodes back first: capacity returns before anything else is drained.
+        for c in &batch.old_nodes {
+            if let Some(n) = self.obs.node(&c.node)
+                && n.cordoned
+                && n.cordoned_by.as_deref() == Some(owner.as_str())
+            {
+                self.push(
+                    Action::Uncordon {
+                        node: n.name.clone(),
+                    },
+                    format!("batch {} abandoned: {why}", batch.number),
+                );
+            }
+        }
+        // The instances the batch brought up leave like any replaced node: cordoned, drained
+        // (pods may already have landed on them), then terminated with decrement.
+        let mut left = Vec::new();
+        let mut to_drain = Vec::new();
+        let new = self.new_instances_of(&batch);
+        let expected = batch.old_nodes.len();
+        for id in &new {
+            let Some(inst) = self.obs.instance(id) else {
+                continue;
+            };
+            left.push(id.clone());
+            if inst.lifecycle == crate::cloud::Lifecycle::Terminating {
+                continue;
+            }
+            let node = self.obs.node_of(id);
+            if let Some(n) = node
+                && !n.cordoned
+            {
+                // Cordoned first, so that nothing new lands on it before it goes.
+                self.push(
+                    Action::Cordon {
+                        node: n.name.clone(),
+                        owner: owner.clone(),
+                    },
+                    format!(
+                        "batch {} abandoned: its new node {} leaves",
+                        batch.number, n.name
+                    ),
+                );
+            }
+            match node {
+                Some(n) if n.evictable().next().is_some() => to_drain.push(n.name.clone()),
+                n => self.push(
+                    Action::Terminate {
+                        instance_id: id.clone(),
+                        node: n.map(|n| n.name.clone()),
+                    },
+                    format!(
+                        "batch {} abandoned ({why}): its instance {id} runs no workload",
+                        batch.number
+                    ),
+                ),
+            }
+        }
+        let waiting = self.drain(cp, batch.number, &to_drain);
+        // The surge may still be listed late: a group whose capacity is still raised for this
+        // batch has instances to come, and they must be terminated too.
+        let mut pending_surge =
+            self.obs.group.desired >= batch.target_capacity && new.len() < expected;
+        if pending_surge
+            && self.now >= batch.stage_since + dur(self.desired.policy.node_ready_timeout)
+        {
+            // The cloud still has not created them: take the request back. (If it creates
+            // one between our read and this call, the group shrinks by terminating an
+            // instance of its choosing; the long wait before this makes that unlikely.)
+            let missing = (expected - new.len()) as u32;
+            self.push(
+                Action::SetCapacity {
+                    desired: self.obs.group.desired.saturating_sub(missing),
+                    max: None,
+                },
+                format!(
+                    "batch {} abandoned: withdraw the {missing} surge instance(s) the cloud never created",
+                    batch.number
+                ),
+            );
+            pending_surge = false;
+        }
+        if left.is_empty() && !pending_surge && self.actions.is_empty() {
+            if let Some(why) = halt {
+                cp.halted = Some(why.clone());
+                return stop(Stage::Between, Phase::Paused, "BatchFailed", why);
+            }
+            return Step::Next(Stage::Between);
+        }
+        let mut msg = format!("undoing batch {}: {why}", batch.number);
+        if !waiting.is_empty() {
+            msg.push_str(&format!("; draining {}", waiting.join(", ")));
+        }
+        if pending_surge {
+            msg.push_str("; waiting for the cloud to list the surge instances");
+        }
+        stop(
+            Stage::Abandoning { batch, why, halt },
+            Phase::RollingBack,
+            "Abandoning",
+            msg,
+        )
+    }
+
+    fn pool_soak(&mut self, cp: &mut Checkpoint, until: DateTime<Utc>) -> Step {
+        match &self.obs.gates {
+            GateVerdict::Failed { gate, reason } => {
+                let why = format!("health gate {gate} failed during the pool soak: {reason}");
+                self.gate_failed(cp, Stage::PoolSoak { until }, why)
+            }
+            GateVerdict::Pending(g) if self.now >= until => stop(
+                Stage::PoolSoak { until },
+                Phase::Soaking,
+                "GatePending",
+                format!("pool soaked; waiting for health gate {g}"),
+            ),
+            _ if self.now >= until => Step::Next(Stage::Cleanup),
+            _ => stop(
+                Stage::PoolSoak { until },
+                Phase::Soaking,
+                "PoolSoak",
+                format!(
+                    "every batch done; soaking the pool until {}",
+                    until.to_rfc3339()
+                ),
+            ),
+        }
+    }
+
+    fn cleanup(&mut self, cp: &mut Checkpoint) -> Step {
+        let g = &self.obs.group;
+        if g.max != cp.original_max && g.desired <= cp.original_max {
+            self.push(
+                Action::SetCapacity {
+                    desired: g.desired,
+                    max: Some(cp.original_max),
+                },
+                format!(
+                    "rotation done: restore the group's maximum size from {} to {}",
+                    g.max, cp.original_max
+                ),
+            );
+        }
+        let partial = !cp.rolling_back && self.desired.policy.percent < 100;
+        let template = if partial {
+            cp.origin_image.clone()
+        } else {
+            cp.target_image.clone()
+        };
+        if g.template_image != template {
+            self.push(
+                Action::SetImage {
+                    image: template.clone(),
+                },
+                if partial {
+                    format!(
+                        "partial rollout ({}%) done: replacements the cloud makes must boot the old image {template}",
+                        self.desired.policy.percent
+                    )
+                } else {
+                    format!("rotation done: new instances boot {template}")
+                },
+            );
+        }
+        for name in &cp.annotated_nodes {
+            if let Some(n) = self.obs.node(name)
+                && n.scale_down_disabled
+            {
+                self.push(
+                    Action::SetScaleDownDisabled {
+                        node: name.clone(),
+                        disabled: false,
+                    },
+                    "rotation done: the autoscaler may manage this node again",
+                );
+            }
+        }
+        if !self.actions.is_empty() {
+            return stop(
+                Stage::Cleanup,
+                Phase::Soaking,
+                "Cleanup",
+                "rotation done; restoring the group",
+            );
+        }
+        cp.annotated_nodes.clear();
+        Step::Next(Stage::Done)
+    }
+
+    fn done(&mut self, cp: &mut Checkpoint) -> Step {
+        if let Some(from) = &cp.rejected_image {
+            let why = cp.rollback_reason.clone().unwrap_or_default();
+            return stop(
+                Stage::Done,
+                Phase::Failed,
+                "RolledBack",
+                format!("rolled back from {from}: {why}"),
+            );
+        }
+        if cp.rolling_back {
+            return stop(
+                Stage::Done,
+                Phase::Succeeded,
+                "RolledBack",
+                format!("rolled back to {} ({})", cp.target_version, cp.target_image),
+            );
+        }
+        stop(
+            Stage::Done,
+            Phase::Succeeded,
+            "Done",
+            format!(
+                "{} of {} node(s) on {} ({})",
+                self.obs
+                    .nodes
+                    .iter()
+                    .filter(|n| self.image_of(n).as_deref() == Some(cp.target_image.as_str()))
+                    .count(),
+                self.obs.nodes.len(),
+                cp.target_version,
+                cp.target_image
+            ),
+        )
+    }
+}
+
+/// Cancel a batch: timeouts of the undoing count from now.
+fn abandon(mut batch: Batch, why: String, halt: Option<String>, now: DateTime<Utc>) -> Stage {
+    batch.stage_since = now;
+    Stage::Abandoning { batch, why, halt }
+}
+
+/// The owner annotation value of a batch's cordons.
+pub fn owner(pool: &str, batch: &Batch) -> String {
+    format!("{pool}/batch-{}", batch.number)
+}
+
+fn names(nodes: &[ChosenNode]) -> String {
+    nodes
+        .iter()
+        .map(|c| c.node.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// After a halt is lifted, timeouts count from now, not from before the halt.
+fn restart_stage_clock(stage: &mut Stage, now: DateTime<Utc>) {
+    match stage {
+        Stage::Surging { batch }
+        | Stage::WaitingReady { batch }
+        | Stage::Gating { batch }
+        | Stage::Cordoning { batch }
+        | Stage::Draining { batch }
+        | Stage::Terminating { batch }
+        | Stage::Soaking { batch, .. }
+        | Stage::Abandoning { batch, .. } => batch.stage_since = now,
+        _ => {}
+    }
+}

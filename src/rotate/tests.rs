@@ -1,0 +1,711 @@
+//! Table-driven tests of the planner with small builders.
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::*;
+use crate::cloud::{GroupRef, GroupState, Instance, Lifecycle};
+use crate::fleet::duration::GoDuration;
+use crate::fleet::resolved::{
+    BatchSize, DesiredPool, EffectivePolicy, Mode, OnDrainTimeout, OnGateFailure, Window,
+};
+
+const OLD: &str = "ami-0000000000000000a";
+const NEW: &str = "ami-0000000000000000b";
+const NEWER: &str = "ami-0000000000000000c";
+
+fn t0() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-23T10:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn mins(m: i64) -> DateTime<Utc> {
+    t0() + Duration::minutes(m)
+}
+
+struct NodeB {
+    node: ObservedNode,
+    image: String,
+    lifecycle: Lifecycle,
+    registered: bool,
+}
+
+fn node(name: &str) -> NodeB {
+    NodeB {
+        node: ObservedNode {
+            name: name.into(),
+            provider_id: format!("aws:///us-east-1a/i-{name}"),
+            image_label: None,
+            ready: false,
+            cordoned: false,
+            cordoned_by: None,
+            do_not_disrupt: false,
+            scale_down_disabled: false,
+            pods: vec![],
+        },
+        image: OLD.into(),
+        lifecycle: Lifecycle::InService,
+        registered: true,
+    }
+}
+
+impl NodeB {
+    fn ready(mut self) -> Self {
+        self.node.ready = true;
+        self
+    }
+    fn image(mut self, i: &str) -> Self {
+        self.image = i.into();
+        self
+    }
+    fn cordoned_by(mut self, owner: &str) -> Self {
+        self.node.cordoned = true;
+        self.node.cordoned_by = Some(owner.into());
+        self
+    }
+    fn cordoned(mut self) -> Self {
+        self.node.cordoned = true;
+        self
+    }
+    fn pod(mut self, p: PodB) -> Self {
+        self.node.pods.push(p.0);
+        self
+    }
+    fn do_not_disrupt(mut self) -> Self {
+        self.node.do_not_disrupt = true;
+        self
+    }
+    fn scale_down_disabled(mut self) -> Self {
+        self.node.scale_down_disabled = true;
+        self
+    }
+    /// An instance that has no node yet.
+    fn unregistered(mut self) -> Self {
+        self.registered = false;
+        self.lifecycle = Lifecycle::Pending;
+        self
+    }
+}
+
+struct PodB(ObservedPod);
+
+fn pod(name: &str) -> PodB {
+    PodB(ObservedPod {
+        namespace: "app".into(),
+        name: name.into(),
+        kind: PodKind::Workload,
+        do_not_disrupt: false,
+        uses_empty_dir: false,
+        terminating: false,
+        pdb: None,
+    })
+}
+
+impl PodB {
+    fn pdb(mut self, name: &str, allowed: u32) -> Self {
+        self.0.pdb = Some(PdbRef {
+            namespace: "app".into(),
+            name: name.into(),
+            disruptions_allowed: allowed,
+        });
+        self
+    }
+    fn kind(mut self, k: PodKind) -> Self {
+        self.0.kind = k;
+        self
+    }
+    fn do_not_disrupt(mut self) -> Self {
+        self.0.do_not_disrupt = true;
+        self
+    }
+}
+
+fn group_ref() -> GroupRef {
+    GroupRef::Aws {
+        region: "us-east-1".into(),
+        auto_scaling_group: "general".into(),
+    }
+}
+
+/// A pool whose group lists one instance per node, desired = max = the number of nodes.
+fn world(nodes: Vec<NodeB>) -> Observed {
+    let n = nodes.len() as u32;
+    Observed {
+        group: GroupState {
+            group: group_ref(),
+            desired: n,
+            min: 0,
+            max: n,
+            template_image: OLD.into(),
+            instances: nodes
+                .iter()
+                .map(|b| Instance {
+                    id: format!("i-{}", b.node.name),
+                    provider_id: b.node.provider_id.clone(),
+                    image: b.image.clone(),
+                    zone: "us-east-1a".into(),
+                    lifecycle: b.lifecycle,
+                })
+                .collect(),
+        },
+        nodes: nodes
+            .into_iter()
+            .filter(|b| b.registered)
+            .map(|b| b.node)
+            .collect(),
+        gates: GateVerdict::Passing,
+    }
+}
+
+fn desired(batch: u32) -> DesiredPool {
+    DesiredPool {
+        cluster: "prod".into(),
+        name: "general".into(),
+        channel: "general".into(),
+        version: "v2".into(),
+        image: NEW.into(),
+        group: group_ref(),
+        node_selector: Default::default(),
+        policy: EffectivePolicy {
+            batch: BatchSize::Count(batch),
+            ..EffectivePolicy::default()
+        },
+        gates: vec![],
+        mode: Mode::Reconcile,
+    }
+}
+
+fn shown(plan: &Plan) -> Vec<String> {
+    plan.actions.iter().map(|a| a.action.to_string()).collect()
+}
+
+fn old4() -> Vec<NodeB> {
+    vec![
+        node("n1").ready(),
+        node("n2").ready(),
+        node("n3"),
+        node("n4").ready(),
+    ]
+}
+
+/// The checkpoint of a pool of 4 (`old4`) in `stage`, rotating OLD → NEW.
+fn cp(stage: Stage) -> Checkpoint {
+    Checkpoint {
+        origin_image: OLD.into(),
+        target_image: NEW.into(),
+        target_version: "v2".into(),
+        original_desired: 4,
+        original_max: 4,
+        pool_size: 4,
+        batches_started: stage.batch().map_or(0, |b| b.number),
+        rolling_back: false,
+        rejected_image: None,
+        rollback_reason: None,
+        last_eviction: None,
+        halted: None,
+        annotated_nodes: vec![],
+        stage,
+    }
+}
+
+/// Batch 1 replacing n1, n2 with new instances i-m1, i-m2.
+fn batch12() -> Batch {
+    Batch {
+        number: 1,
+        old_nodes: vec![
+            ChosenNode {
+                node: "n1".into(),
+                instance_id: "i-n1".into(),
+            },
+            ChosenNode {
+                node: "n2".into(),
+                instance_id: "i-n2".into(),
+            },
+        ],
+        target_capacity: 6,
+        instances_before: ["i-n1", "i-n2", "i-n3", "i-n4"].map(String::from).to_vec(),
+        new_instances: vec!["i-m1".into(), "i-m2".into()],
+        stage_since: t0(),
+    }
+}
+
+/// `old4` plus the two Ready new nodes of `batch12`, with capacity raised to 6.
+fn surged(mut old: Vec<NodeB>) -> Observed {
+    old.push(node("m1").ready().image(NEW).scale_down_disabled());
+    old.push(node("m2").ready().image(NEW).scale_down_disabled());
+    let mut w = world(old);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    w
+}
+
+#[test]
+fn an_up_to_date_pool_needs_nothing() {
+    let w = world(vec![node("n1").ready().image(NEW)]);
+    let mut w = w;
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(1), &w, None, t0());
+    assert!(p.actions.is_empty());
+    assert_eq!(p.checkpoint, None);
+    assert_eq!(p.status.phase, Phase::Succeeded);
+    assert_eq!(p.status.on_target, 1);
+}
+
+#[test]
+fn a_new_image_starts_batch_one_by_setting_the_image_and_surging() {
+    let p = plan(&desired(2), &world(old4()), None, t0());
+    assert_eq!(
+        shown(&p),
+        ["set image ami-0000000000000000b", "set capacity 6 (max 6)"]
+    );
+    assert!(p.actions.iter().all(|a| !a.reason.is_empty()));
+    let cp = p.checkpoint.unwrap();
+    let Stage::Surging { batch } = &cp.stage else {
+        panic!("{:?}", cp.stage)
+    };
+    // The not-Ready node goes first, then by name.
+    let chosen: Vec<&str> = batch.old_nodes.iter().map(|c| c.node.as_str()).collect();
+    assert_eq!(chosen, ["n3", "n1"]);
+    assert_eq!(batch.target_capacity, 6);
+    assert_eq!((cp.original_desired, cp.original_max), (4, 4));
+    assert_eq!(p.status.phase, Phase::Rotating);
+}
+
+#[test]
+fn replanning_a_surge_after_a_crash_does_not_surge_twice() {
+    // The checkpoint says Surging to 6 and the group already shows desired 6: nothing to send.
+    let mut w = world(old4());
+    w.group.desired = 6;
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let mut b = batch12();
+    b.new_instances.clear();
+    let p = plan(
+        &desired(2),
+        &w,
+        Some(&cp(Stage::Surging { batch: b })),
+        t0(),
+    );
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert!(p.status.message.contains("waiting for 2 of 2"));
+}
+
+#[test]
+fn the_surge_never_exceeds_the_size_at_start_plus_one_batch() {
+    // The autoscaler added a fifth instance since the rotation started at 4: batch 2 may
+    // bring the group to 6, so it surges by one only.
+    let mut nodes = old4();
+    nodes.push(node("n5").ready());
+    let p = plan(&desired(2), &world(nodes), Some(&cp(Stage::Between)), t0());
+    assert_eq!(shown(&p)[1], "set capacity 6 (max 6)");
+    let c = p.checkpoint.unwrap();
+    assert_eq!(c.stage.batch().unwrap().old_nodes.len(), 1);
+}
+
+#[test]
+fn new_nodes_get_the_autoscaler_annotation_then_gates_then_cordon() {
+    let mut w = surged(old4());
+    for n in &mut w.nodes {
+        n.scale_down_disabled = false;
+    }
+    let p = plan(
+        &desired(2),
+        &w,
+        Some(&cp(Stage::WaitingReady { batch: batch12() })),
+        t0(),
+    );
+    assert_eq!(
+        shown(&p),
+        [
+            "annotate m1 scale-down-disabled",
+            "annotate m2 scale-down-disabled"
+        ]
+    );
+    assert_eq!(p.checkpoint.unwrap().annotated_nodes, ["m1", "m2"]);
+
+    let w = surged(old4());
+    let p = plan(
+        &desired(2),
+        &w,
+        Some(&cp(Stage::WaitingReady { batch: batch12() })),
+        mins(1),
+    );
+    assert_eq!(shown(&p), ["cordon n1", "cordon n2"]);
+    assert!(matches!(
+        p.checkpoint.unwrap().stage,
+        Stage::Cordoning { .. }
+    ));
+}
+
+#[test]
+fn gates_hold_pause_or_roll_back_before_anything_is_cordoned() {
+    let c = cp(Stage::Gating { batch: batch12() });
+    let mut w = surged(old4());
+    w.gates = GateVerdict::Pending("error-rate".into());
+    let p = plan(&desired(2), &w, Some(&c), t0());
+    assert!(p.actions.is_empty());
+    assert!(p.status.message.contains("error-rate"));
+
+    w.gates = GateVerdict::Failed {
+        gate: "error-rate".into(),
+        reason: "0.07 > max 0.01".into(),
+    };
+    let p = plan(&desired(2), &w, Some(&c), t0());
+    assert!(p.actions.is_empty());
+    assert_eq!(p.status.phase, Phase::Paused);
+    assert!(p.status.message.contains("0.07 > max 0.01"));
+    assert!(p.checkpoint.unwrap().halted.is_some());
+
+    let mut d = desired(2);
+    d.policy.on_gate_failure = OnGateFailure::Rollback;
+    let p = plan(&d, &w, Some(&c), t0());
+    // The surge instances run nothing: cordoned and terminated at once.
+    assert_eq!(
+        shown(&p),
+        ["cordon m1", "terminate i-m1", "cordon m2", "terminate i-m2"]
+    );
+    let next = p.checkpoint.unwrap();
+    assert!(next.rolling_back);
+    assert_eq!(next.rejected_image.as_deref(), Some(NEW));
+    assert_eq!(next.target_image, OLD);
+    assert_eq!(p.status.phase, Phase::RollingBack);
+}
+
+#[test]
+fn a_drain_evicts_within_pdbs_and_skips_daemonset_and_mirror_pods() {
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("web-1").pdb("web", 1))
+            .pod(pod("ds-1").kind(PodKind::DaemonSet))
+            .pod(pod("static-1").kind(PodKind::Mirror)),
+        node("n2")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("web-2").pdb("web", 1))
+            .pod(pod("db-0").pdb("db", 0)),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let c = cp(Stage::Draining { batch: batch12() });
+    let p = plan(&desired(2), &surged(nodes), Some(&c), t0());
+    assert_eq!(shown(&p), ["evict app/web-1"]);
+    assert!(
+        p.status
+            .message
+            .contains("PodDisruptionBudget app/web allows")
+    );
+    assert!(
+        p.status
+            .message
+            .contains("PodDisruptionBudget app/db allows")
+    );
+    assert_eq!(p.status.phase, Phase::Rotating);
+}
+
+#[test]
+fn the_eviction_interval_spaces_evictions() {
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("a"))
+            .pod(pod("b")),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let mut d = desired(2);
+    d.policy.drain.eviction_interval = GoDuration::from_secs(60);
+    let mut c = cp(Stage::Draining { batch: batch12() });
+    let w = surged(nodes);
+    let p = plan(&d, &w, Some(&c), t0());
+    assert_eq!(shown(&p), ["evict app/a"]);
+    assert_eq!(p.checkpoint.as_ref().unwrap().last_eviction, Some(t0()));
+    c.last_eviction = Some(t0());
+    let p = plan(&d, &w, Some(&c), t0() + Duration::seconds(59));
+    assert!(p.actions.is_empty());
+    let p = plan(&d, &w, Some(&c), t0() + Duration::seconds(60));
+    assert_eq!(shown(&p), ["evict app/a"]);
+}
+
+#[test]
+fn a_drain_timeout_pauses_naming_the_blockers_or_forces() {
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("db-0").pdb("db", 0)),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let c = cp(Stage::Draining { batch: batch12() });
+    let w = surged(nodes);
+    let p = plan(&desired(2), &w, Some(&c), mins(29));
+    assert_eq!(p.status.phase, Phase::Rotating);
+    let p = plan(&desired(2), &w, Some(&c), mins(30));
+    assert_eq!(p.status.phase, Phase::Paused);
+    assert_eq!(p.status.reason, "DrainTimeout");
+    assert!(p.status.message.contains("app/db-0"));
+    assert!(p.status.message.contains("PodDisruptionBudget app/db"));
+    assert!(p.actions.is_empty());
+    // Halted: the next plan does nothing until a human resumes.
+    let halted = p.checkpoint.unwrap();
+    let p = plan(&desired(2), &w, Some(&halted), mins(31));
+    assert!(p.actions.is_empty());
+    assert_eq!(p.status.phase, Phase::Paused);
+    // Pausing and unpausing resumes with a fresh timeout.
+    let mut d = desired(2);
+    d.policy.paused = true;
+    let resumed = plan(&d, &w, Some(&halted), mins(40)).checkpoint.unwrap();
+    assert!(resumed.halted.is_none());
+    let p = plan(&desired(2), &w, Some(&resumed), mins(41));
+    assert_eq!(p.status.phase, Phase::Rotating);
+
+    let mut d = desired(2);
+    d.policy.drain.on_timeout = OnDrainTimeout::Force;
+    let p = plan(&d, &w, Some(&c), mins(30));
+    assert_eq!(shown(&p), ["force-delete app/db-0"]);
+    assert!(p.actions[0].reason.contains("force"));
+}
+
+#[test]
+fn only_drained_nodes_are_terminated() {
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("ds").kind(PodKind::DaemonSet)),
+        node("n2")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("late")),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let c = cp(Stage::Terminating { batch: batch12() });
+    let p = plan(&desired(2), &surged(nodes), Some(&c), t0());
+    assert_eq!(shown(&p), ["terminate i-n1"]);
+}
+
+#[test]
+fn cordons_nobody_owns_are_undone_and_human_cordons_are_left_alone() {
+    let nodes = vec![
+        node("n1").ready().image(NEW).cordoned_by("general/batch-7"),
+        node("n2").ready().image(NEW).cordoned(),
+        node("n3").ready().image(NEW),
+        node("n4").ready().image(NEW),
+    ];
+    let p = plan(&desired(2), &world(nodes), Some(&cp(Stage::Between)), t0());
+    assert_eq!(shown(&p)[0], "uncordon n1");
+    assert!(p.actions[0].reason.contains("no batch in progress owns"));
+    assert!(!shown(&p).contains(&"uncordon n2".to_string()));
+}
+
+#[test]
+fn do_not_disrupt_blocks_a_node_with_a_clear_status() {
+    let nodes = vec![
+        node("n1").ready().image(NEW),
+        node("n2").ready().do_not_disrupt(),
+        node("n3").ready().pod(pod("batch-job").do_not_disrupt()),
+    ];
+    let mut w = world(nodes);
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(1), &w, None, t0());
+    assert!(p.actions.is_empty());
+    assert_eq!(p.status.phase, Phase::Paused);
+    assert_eq!(p.status.reason, "DoNotDisrupt");
+    assert!(
+        p.status
+            .message
+            .contains("node n2 has rota.dev/do-not-disrupt")
+    );
+    assert!(p.status.message.contains("pod app/batch-job on node n3"));
+}
+
+#[test]
+fn modes_read_only_and_ignore_change_nothing() {
+    let mut d = desired(2);
+    d.mode = Mode::ReadOnly;
+    let p = plan(&d, &world(old4()), None, t0());
+    assert!(p.actions.is_empty());
+    assert_eq!(p.dry_run.len(), 2);
+    assert_eq!(p.checkpoint, None);
+    assert!(p.status.message.starts_with("readOnly: "));
+    assert!(p.status.message.contains("would set image"));
+
+    d.mode = Mode::Ignore;
+    let p = plan(&d, &world(old4()), None, t0());
+    assert!(p.actions.is_empty() && p.dry_run.is_empty());
+    assert_eq!(p.status.reason, "NotManaged");
+}
+
+#[test]
+fn paused_policy_and_windows_hold_the_next_batch() {
+    let mut d = desired(2);
+    d.policy.paused = true;
+    let p = plan(&d, &world(old4()), None, t0());
+    assert!(p.actions.is_empty());
+    assert_eq!(p.status.phase, Phase::Paused);
+
+    let mut d = desired(2);
+    // t0 is Monday 10:00 UTC = 11:00 in Berlin.
+    d.policy.windows = vec![Window {
+        days: vec!["Mon".into()],
+        start: "12:00".into(),
+        end: "14:00".into(),
+        time_zone: "Europe/Berlin".into(),
+    }];
+    let p = plan(&d, &world(old4()), None, t0());
+    assert!(p.actions.is_empty());
+    assert_eq!(p.status.phase, Phase::Waiting);
+    let p = plan(&d, &world(old4()), None, mins(60));
+    assert_eq!(p.actions.len(), 2);
+}
+
+#[test]
+fn going_back_to_the_origin_mid_drain_abandons_the_batch() {
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("web-1")),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let mut w = surged(nodes);
+    // An evicted pod already landed on m1.
+    w.nodes[4].pods.push(pod("web-0").0);
+    let c = cp(Stage::Draining { batch: batch12() });
+    let mut d = desired(2);
+    d.image = OLD.into();
+    d.version = "v1".into();
+    let p = plan(&d, &w, Some(&c), t0());
+    assert_eq!(
+        shown(&p),
+        [
+            "uncordon n1",
+            "uncordon n2",
+            "cordon m1",
+            "cordon m2",
+            "terminate i-m2",
+            "evict app/web-0"
+        ]
+    );
+    let next = p.checkpoint.unwrap();
+    assert!(next.rolling_back);
+    assert!(next.rejected_image.is_none());
+    assert!(matches!(next.stage, Stage::Abandoning { .. }));
+    assert_eq!(p.status.phase, Phase::RollingBack);
+}
+
+#[test]
+fn a_newer_version_abandons_an_undisrupted_batch_and_finishes_a_started_one() {
+    let mut d = desired(2);
+    d.image = NEWER.into();
+    d.version = "v3".into();
+    let w = surged(old4());
+    let p = plan(
+        &d,
+        &w,
+        Some(&cp(Stage::WaitingReady { batch: batch12() })),
+        t0(),
+    );
+    assert_eq!(
+        shown(&p),
+        ["cordon m1", "terminate i-m1", "cordon m2", "terminate i-m2"]
+    );
+    let next = p.checkpoint.unwrap();
+    assert_eq!(next.target_image, NEWER);
+    assert!(!next.rolling_back);
+
+    let nodes = vec![
+        node("n1").ready().cordoned_by("general/batch-1"),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let p = plan(
+        &d,
+        &surged(nodes),
+        Some(&cp(Stage::Terminating { batch: batch12() })),
+        t0(),
+    );
+    assert_eq!(shown(&p), ["terminate i-n1", "terminate i-n2"]);
+}
+
+#[test]
+fn new_nodes_never_ready_abandon_the_batch_and_pause() {
+    let mut nodes = old4();
+    nodes.push(node("m1").image(NEW));
+    nodes.push(node("m2").image(NEW).unregistered());
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let c = cp(Stage::WaitingReady { batch: batch12() });
+    let p = plan(&desired(2), &w, Some(&c), mins(14));
+    assert!(p.actions.is_empty());
+    let p = plan(&desired(2), &w, Some(&c), mins(15));
+    // m2 never registered: there is no node to cordon.
+    assert_eq!(shown(&p), ["cordon m1", "terminate i-m1", "terminate i-m2"]);
+    assert!(
+        p.status
+            .message
+            .contains("not Ready within nodeReadyTimeout 15m")
+    );
+    // Once they are gone, the pool is paused with the reason.
+    let w = world(old4());
+    let p = plan(&desired(2), &w, p.checkpoint.as_ref(), mins(16));
+    assert_eq!(p.status.phase, Phase::Paused);
+    assert!(p.status.message.contains("nodeReadyTimeout"));
+}
+
+#[test]
+fn a_partial_rollout_stops_at_its_percent_and_restores_the_template() {
+    let nodes = vec![
+        node("n1").ready().image(NEW),
+        node("n2").ready().image(NEW),
+        node("n3").ready(),
+        node("n4").ready(),
+    ];
+    let mut w = world(nodes);
+    w.group.template_image = NEW.into();
+    w.group.max = 6;
+    let mut d = desired(2);
+    d.policy.percent = 50;
+    let p = plan(&d, &w, Some(&cp(Stage::Between)), t0());
+    assert_eq!(
+        shown(&p),
+        ["set capacity 4 (max 4)", "set image ami-0000000000000000a"]
+    );
+    assert!(p.actions[1].reason.contains("partial rollout (50%)"));
+    // Restored: done, and it stays done.
+    w.group.template_image = OLD.into();
+    w.group.max = 4;
+    let p = plan(&d, &w, p.checkpoint.as_ref(), t0());
+    assert_eq!(p.status.phase, Phase::Succeeded);
+    let p = plan(&d, &w, p.checkpoint.as_ref(), mins(5));
+    assert!(p.actions.is_empty());
+    assert_eq!(p.status.phase, Phase::Succeeded);
+}
+
+#[test]
+fn a_rolled_back_image_stays_failed_until_the_repo_moves_on() {
+    let mut c = cp(Stage::Done);
+    c.rejected_image = Some(NEW.into());
+    c.rolling_back = true;
+    c.target_image = OLD.into();
+    c.rollback_reason = Some("health gate error-rate failed".into());
+    let w = world(old4());
+    let p = plan(&desired(2), &w, Some(&c), t0());
+    assert!(p.actions.is_empty());
+    assert_eq!(p.status.phase, Phase::Failed);
+    assert!(p.status.message.contains("error-rate"));
+    let mut d = desired(2);
+    d.image = NEWER.into();
+    let p = plan(&d, &w, Some(&c), t0());
+    assert_eq!(p.status.phase, Phase::Rotating);
+}
