@@ -8,4 +8,7 @@
 pub mod cli;
 pub mod cloud;
 pub mod fleet;
+pub mod report;
 pub mod sim;
+pub mod source;
+pub mod waves;
