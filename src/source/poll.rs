@@ -35,8 +35,8 @@ impl Fetch for Arc<GitSource> {
     }
 }
 
-/// Wakes the poll loop for an immediate fetch. Cloneable; firing many times while a fetch
-/// runs yields a single extra fetch.
+/// Wakes the poll loop for an immediate fetch. Cloneable; any number of fires while the loop
+/// is busy or being woken yield a single extra fetch.
 #[derive(Debug, Clone, Default)]
 pub struct Trigger(Arc<Notify>);
 
@@ -158,22 +158,27 @@ mod tests {
         assert_eq!(rx.borrow().fetches, 1, "nothing before the interval");
 
         trigger.fire();
-        trigger.fire(); // coalesces with the first
         settle().await;
         assert_eq!(rx.borrow().fetches, 2, "a trigger fetches at once");
+
+        // A burst of deliveries: the first wakes the loop, the rest collapse into at most
+        // one more fetch.
+        for _ in 0..5 {
+            trigger.fire();
+        }
         settle().await;
-        assert_eq!(rx.borrow().fetches, 2, "two fires while idle are one fetch");
+        assert_eq!(rx.borrow().fetches, 4, "a burst costs two fetches, not five");
 
         // The interval restarts after the triggered fetch: 60s from t=59s.
         tokio::time::sleep(Duration::from_secs(30)).await;
         settle().await;
-        assert_eq!(rx.borrow().fetches, 2);
+        assert_eq!(rx.borrow().fetches, 4);
         tokio::time::sleep(Duration::from_secs(31)).await;
         settle().await;
-        assert_eq!(rx.borrow().fetches, 3);
+        assert_eq!(rx.borrow().fetches, 5);
         assert_eq!(
             rx.borrow().commit,
-            Some(Oid::from_str(&format!("{:040x}", 3)).unwrap())
+            Some(Oid::from_str(&format!("{:040x}", 5)).unwrap())
         );
 
         cancel.cancel();

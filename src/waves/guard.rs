@@ -227,3 +227,298 @@ pub fn promotion_guard(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::waves::records::PoolRecord;
+    use chrono::TimeZone;
+
+    fn t(h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, h, m, 0).unwrap()
+    }
+
+    const V: &str = "2026.11.2";
+
+    /// canary (soak 1h): canary-use1/general, canary-use1/gpu (channel gpu),
+    /// canary-euw1/general; main (soak 2h): prod-use1/general; last: prod-apse1/general.
+    fn waves() -> Vec<WaveView> {
+        vec![
+            WaveView {
+                name: "canary".into(),
+                soak: Duration::from_secs(3600),
+                pools: vec![
+                    PoolRef::new("canary-use1", "general", "general"),
+                    PoolRef::new("canary-use1", "gpu", "gpu"),
+                    PoolRef::new("canary-euw1", "general", "general"),
+                ],
+            },
+            WaveView {
+                name: "main".into(),
+                soak: Duration::from_secs(2 * 3600),
+                pools: vec![PoolRef::new("prod-use1", "general", "general")],
+            },
+            WaveView {
+                name: "last".into(),
+                soak: Duration::ZERO,
+                pools: vec![PoolRef::new("prod-apse1", "general", "general")],
+            },
+        ]
+    }
+
+    fn main_general() -> Promotion<'static> {
+        Promotion {
+            wave: "main",
+            channel: "general",
+            version: V,
+        }
+    }
+
+    fn both_canaries_done() -> Vec<PoolRecord> {
+        vec![
+            PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+            PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+        ]
+    }
+
+    struct Case {
+        name: &'static str,
+        enabled: bool,
+        promotion: Promotion<'static>,
+        records: Vec<PoolRecord>,
+        now: DateTime<Utc>,
+        want: Result<(), &'static str>,
+    }
+
+    #[test]
+    fn contract_table() {
+        let cases = vec![
+            Case {
+                name: "guard disabled: anything goes",
+                enabled: false,
+                promotion: main_general(),
+                records: vec![],
+                now: t(10, 0),
+                want: Ok(()),
+            },
+            Case {
+                name: "the first wave never waits",
+                enabled: true,
+                promotion: Promotion { wave: "canary", channel: "general", version: V },
+                records: vec![],
+                now: t(10, 0),
+                want: Ok(()),
+            },
+            Case {
+                name: "no earlier pool completed v",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![],
+                now: t(12, 0),
+                want: Err("waiting for canary-use1/general and 1 more (wave canary) to complete general@2026.11.2"),
+            },
+            Case {
+                name: "one earlier pool on c still missing",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0))],
+                now: t(12, 0),
+                want: Err("waiting for canary-euw1/general (wave canary) to complete general@2026.11.2"),
+            },
+            Case {
+                name: "a completion of another version does not count",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", "2026.11.1", t(10, 0)),
+                ],
+                now: t(12, 0),
+                want: Err("waiting for canary-euw1/general (wave canary) to complete general@2026.11.2"),
+            },
+            Case {
+                name: "pools on other channels are not waited for (canary gpu never completed)",
+                enabled: true,
+                promotion: main_general(),
+                records: both_canaries_done(),
+                now: t(11, 20),
+                want: Ok(()),
+            },
+            Case {
+                name: "soak counts from the newest completion, not the first",
+                enabled: true,
+                promotion: main_general(),
+                records: both_canaries_done(),
+                now: t(11, 5),
+                want: Err("waiting for wave canary to soak general@2026.11.2: 15m left (until 2026-11-22T11:20Z)"),
+            },
+            Case {
+                name: "exactly soak old is old enough",
+                enabled: true,
+                promotion: main_general(),
+                records: both_canaries_done(),
+                now: t(11, 20),
+                want: Ok(()),
+            },
+            Case {
+                name: "gate failure on v after the newest completion blocks",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .completed("general", V, t(10, 0))
+                        .gate_failed("general", V, "error-rate", t(10, 40)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(15, 0),
+                want: Err("waiting: gate error-rate failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:40Z"),
+            },
+            Case {
+                name: "gate failure after the pool's own completion blocks even before a sibling completes later",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .completed("general", V, t(10, 0))
+                        .gate_failed("general", V, "pods-healthy", t(10, 10)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(15, 0),
+                want: Err("waiting: gate pods-healthy failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:10Z"),
+            },
+            Case {
+                name: "a failure during the rollout, then a completion, does not block",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .gate_failed("general", V, "error-rate", t(9, 30))
+                        .completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(11, 20),
+                want: Ok(()),
+            },
+            Case {
+                name: "a failure on another version does not block",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .completed("general", V, t(10, 0))
+                        .gate_failed("general", "2026.11.1", "error-rate", t(10, 30)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(11, 20),
+                want: Ok(()),
+            },
+            Case {
+                name: "a completion after the failure (re-rolled) lifts the block",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .completed("general", V, t(10, 0))
+                        .gate_failed("general", V, "error-rate", t(10, 40))
+                        .completed("general", V, t(11, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(11, 30),
+                want: Err("waiting for wave canary to soak general@2026.11.2: 30m left (until 2026-11-22T12:00Z)"),
+            },
+            Case {
+                name: "every earlier wave: the third wave also waits for canary",
+                enabled: true,
+                promotion: Promotion { wave: "last", channel: "general", version: V },
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("prod-use1", "general").completed("general", V, t(12, 0)),
+                ],
+                now: t(15, 0),
+                want: Err("waiting for canary-euw1/general (wave canary) to complete general@2026.11.2"),
+            },
+            Case {
+                name: "every earlier wave: main's own soak (2h) applies to the third wave",
+                enabled: true,
+                promotion: Promotion { wave: "last", channel: "general", version: V },
+                records: {
+                    let mut r = both_canaries_done();
+                    r.push(PoolRecord::new("prod-use1", "general").completed("general", V, t(12, 0)));
+                    r
+                },
+                now: t(13, 0),
+                want: Err("waiting for wave main to soak general@2026.11.2: 1h left (until 2026-11-22T14:00Z)"),
+            },
+            Case {
+                name: "an earlier wave without pools on the channel imposes nothing",
+                enabled: true,
+                promotion: Promotion { wave: "main", channel: "windows", version: V },
+                records: vec![],
+                now: t(10, 0),
+                want: Ok(()),
+            },
+            Case {
+                name: "a completion stamped in the future is not soaked",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(16, 0)),
+                ],
+                now: t(15, 0),
+                want: Err("waiting for wave canary to soak general@2026.11.2: 2h left (until 2026-11-22T17:00Z)"),
+            },
+            Case {
+                name: "an unknown wave never proceeds",
+                enabled: true,
+                promotion: Promotion { wave: "mian", channel: "general", version: V },
+                records: both_canaries_done(),
+                now: t(20, 0),
+                want: Err("wave mian is not in the fleet's waves"),
+            },
+        ];
+        let waves = waves();
+        for c in cases {
+            let d = promotion_guard(c.enabled, &waves, c.promotion, &c.records, c.now);
+            match (&d, c.want) {
+                (GuardDecision::Allowed { .. }, Ok(())) => {}
+                (GuardDecision::Waiting(w), Err(text)) => {
+                    assert_eq!(w.describe(c.promotion.channel, c.promotion.version), text, "case: {}", c.name)
+                }
+                (d, want) => panic!("case: {}: got {d:?}, want {want:?}", c.name),
+            }
+        }
+    }
+
+    #[test]
+    fn waiting_says_how_long_structurally() {
+        let d = promotion_guard(true, &waves(), main_general(), &both_canaries_done(), t(11, 5));
+        assert_eq!(
+            d,
+            GuardDecision::Waiting(Wait::Soak {
+                wave: "canary".into(),
+                completed_at: t(10, 20),
+                until: t(11, 20),
+                remaining: Duration::from_secs(15 * 60),
+            })
+        );
+    }
+
+    #[test]
+    fn descriptions_fit_a_status() {
+        let pools: Vec<PoolRef> = (0..50)
+            .map(|i| PoolRef::new(&format!("a-very-long-cluster-name-number-{i}"), "general-purpose-pool", "general"))
+            .collect();
+        let w = Wait::Completion { wave: "canary".into(), pools };
+        let d = w.describe("general", V);
+        assert!(d.chars().count() <= 140, "{d}");
+        assert!(d.contains("and 49 more"), "{d}");
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(Duration::from_secs(3900)), "1h5m");
+        assert_eq!(human(Duration::from_millis(500)), "1s");
+        assert_eq!(human(Duration::ZERO), "0s");
+    }
+}
