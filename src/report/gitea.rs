@@ -57,9 +57,11 @@ struct Combined {
 #[derive(Deserialize)]
 struct Wire {
     context: String,
-    /// Gitea calls it `status` in answers and `state` in requests.
-    #[serde(alias = "state")]
-    status: String,
+    /// Gitea calls it `status` in answers and `state` in requests; accept either.
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
     #[serde(default)]
     description: Option<String>,
     #[serde(default)]
@@ -95,7 +97,7 @@ impl ForgeApi for GiteaApi {
             let n = c.statuses.len();
             out.extend(c.statuses.into_iter().map(|w| CommitStatus {
                 context: w.context,
-                state: state_from_wire(&w.status),
+                state: state_from_wire(w.status.or(w.state).as_deref().unwrap_or("")),
                 description: w.description.unwrap_or_default(),
                 target_url: w.target_url.filter(|u| !u.is_empty()),
             }));

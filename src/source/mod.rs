@@ -30,7 +30,8 @@ pub struct SourceConfig {
     pub auth: Auth,
     /// Shallow fetch: only this many commits of history (`None`: full history). Statuses and
     /// the promotion guard only need the commits rota acts on, so `Some(1)` is enough for an
-    /// agent; `rota status` over old revisions wants the full history.
+    /// agent; `rota status` over old revisions wants the full history. Ignored for file://
+    /// URLs and local paths (libgit2's local transport has no shallow mode).
     pub depth: Option<u32>,
 }
 
@@ -203,7 +204,10 @@ impl GitSource {
             &self.config.url,
             self.known_hosts.as_ref(),
         ));
-        if let Some(depth) = self.config.depth {
+        // libgit2's local transport (file:// and paths) copies objects directly and refuses
+        // a depth; a local repo has nothing to save anyway.
+        let local = normalise_url(&self.config.url).starts_with("file://");
+        if let Some(depth) = self.config.depth.filter(|_| !local) {
             opts.depth(depth.min(i32::MAX as u32) as i32);
         }
         opts.download_tags(git2::AutotagOption::None);

@@ -176,6 +176,21 @@ impl Verifier {
     }
 }
 
+impl Drop for Verifier {
+    fn drop(&mut self) {
+        // gpg may have started an agent for the private home; do not leave it running.
+        if let Some(home) = &self.gpg_home {
+            let _ = Command::new("gpgconf")
+                .arg("--homedir")
+                .arg(home.path())
+                .args(["--kill", "all"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
 fn untrusted_format(short: &str, got: &str, trusted: &str) -> Rejection {
     Rejection {
         reason: RejectReason::UntrustedFormat,
