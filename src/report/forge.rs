@@ -18,9 +18,18 @@ const CACHED_COMMITS: usize = 64;
 pub trait ForgeApi: Send + Sync {
     fn backend(&self) -> &'static str;
     /// Every status the forge holds for `sha` (latest per context), in rota's vocabulary.
-    async fn fetch(&self, client: &ForgeClient, sha: &str) -> Result<Vec<CommitStatus>, ReportError>;
+    async fn fetch(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+    ) -> Result<Vec<CommitStatus>, ReportError>;
     /// Creates one status.
-    async fn post(&self, client: &ForgeClient, sha: &str, status: &CommitStatus) -> Result<Posted, ReportError>;
+    async fn post(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+        status: &CommitStatus,
+    ) -> Result<Posted, ReportError>;
     /// The status as the forge will store it (a forge without an `error` state stores
     /// `failure`): comparisons are made in the forge's vocabulary.
     fn as_stored(&self, status: &CommitStatus) -> CommitStatus {
@@ -97,7 +106,10 @@ impl<A: ForgeApi> StatusStore for ForgeStore<A> {
             cache.put(commit, fresh);
         }
         let known = &cache.by_commit[commit];
-        if known.get(&wanted.context).is_some_and(|r| wanted.same_as(r)) {
+        if known
+            .get(&wanted.context)
+            .is_some_and(|r| wanted.same_as(r))
+        {
             return Ok(Posted::Unchanged);
         }
         let posted = self.api.post(&self.client, commit, status).await?;

@@ -85,7 +85,11 @@ impl ForgeApi for GiteaApi {
         "gitea"
     }
 
-    async fn fetch(&self, client: &ForgeClient, sha: &str) -> Result<Vec<CommitStatus>, ReportError> {
+    async fn fetch(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+    ) -> Result<Vec<CommitStatus>, ReportError> {
         let mut out = Vec::new();
         for page in 1.. {
             let c: Combined = client
@@ -108,7 +112,12 @@ impl ForgeApi for GiteaApi {
         Ok(out)
     }
 
-    async fn post(&self, client: &ForgeClient, sha: &str, s: &CommitStatus) -> Result<Posted, ReportError> {
+    async fn post(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+        s: &CommitStatus,
+    ) -> Result<Posted, ReportError> {
         let body = serde_json::json!({
             "state": s.state.as_str(),
             "context": s.context,

@@ -86,7 +86,11 @@ impl ForgeApi for GitHubApi {
         "github"
     }
 
-    async fn fetch(&self, client: &ForgeClient, sha: &str) -> Result<Vec<CommitStatus>, ReportError> {
+    async fn fetch(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+    ) -> Result<Vec<CommitStatus>, ReportError> {
         let mut out = Vec::new();
         for page in 1.. {
             let c: Combined = client
@@ -109,7 +113,12 @@ impl ForgeApi for GitHubApi {
         Ok(out)
     }
 
-    async fn post(&self, client: &ForgeClient, sha: &str, s: &CommitStatus) -> Result<Posted, ReportError> {
+    async fn post(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+        s: &CommitStatus,
+    ) -> Result<Posted, ReportError> {
         let mut body = serde_json::json!({
             "state": s.state.as_str(),
             "context": s.context,

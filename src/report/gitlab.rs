@@ -69,7 +69,9 @@ fn to_wire(s: State) -> &'static str {
 
 fn from_wire(s: &str) -> State {
     match s {
-        "pending" | "running" | "created" | "waiting_for_resource" | "preparing" | "scheduled" => State::Pending,
+        "pending" | "running" | "created" | "waiting_for_resource" | "preparing" | "scheduled" => {
+            State::Pending
+        }
         "success" => State::Success,
         _ => State::Failure,
     }
@@ -83,7 +85,11 @@ impl ForgeApi for GitLabApi {
         "gitlab"
     }
 
-    async fn fetch(&self, client: &ForgeClient, sha: &str) -> Result<Vec<CommitStatus>, ReportError> {
+    async fn fetch(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+    ) -> Result<Vec<CommitStatus>, ReportError> {
         let mut out = Vec::new();
         for page in 1.. {
             let batch: Vec<Wire> = client
@@ -106,7 +112,12 @@ impl ForgeApi for GitLabApi {
         Ok(out)
     }
 
-    async fn post(&self, client: &ForgeClient, sha: &str, s: &CommitStatus) -> Result<Posted, ReportError> {
+    async fn post(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+        s: &CommitStatus,
+    ) -> Result<Posted, ReportError> {
         let mut body = serde_json::json!({
             "state": to_wire(s.state),
             "name": s.context,
@@ -120,11 +131,11 @@ impl ForgeApi for GitLabApi {
             .await
         {
             Ok(()) => Ok(Posted::Created),
-            Err(ReportError::Http { status: 400, message, .. })
-                if message.contains("Cannot transition status") =>
-            {
-                Ok(Posted::Unchanged)
-            }
+            Err(ReportError::Http {
+                status: 400,
+                message,
+                ..
+            }) if message.contains("Cannot transition status") => Ok(Posted::Unchanged),
             Err(e) => Err(e),
         }
     }

@@ -39,7 +39,10 @@ struct Bucket {
 
 impl RateLimiter {
     pub fn new(burst: u32, per_second: f64) -> Self {
-        assert!(burst >= 1 && per_second > 0.0, "a rate limit lets something through");
+        assert!(
+            burst >= 1 && per_second > 0.0,
+            "a rate limit lets something through"
+        );
         RateLimiter {
             state: Mutex::new(Bucket {
                 tokens: burst as f64,
@@ -136,13 +139,21 @@ impl ForgeClient {
         })
     }
 
-    async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<Bytes, ReportError> {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Bytes, ReportError> {
         self.limiter.acquire().await;
         let url = format!("{}{path}", self.base);
         let mut req = Request::builder()
             .method(method)
             .uri(&url)
-            .header(http::header::USER_AGENT, concat!("rota/", env!("CARGO_PKG_VERSION")))
+            .header(
+                http::header::USER_AGENT,
+                concat!("rota/", env!("CARGO_PKG_VERSION")),
+            )
             .header(http::header::ACCEPT, "application/json")
             .header(self.auth.0.clone(), self.auth.1.clone());
         if body.is_some() {
@@ -154,10 +165,14 @@ impl ForgeClient {
                 backend: self.backend,
                 message: format!("building request to {url}: {e}"),
             })?;
-        let resp = self.client.request(req).await.map_err(|e| ReportError::Transport {
-            backend: self.backend,
-            message: format!("{url}: {e}"),
-        })?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| ReportError::Transport {
+                backend: self.backend,
+                message: format!("{url}: {e}"),
+            })?;
         let status = resp.status();
         let headers = resp.headers().clone();
         let body = resp
@@ -236,7 +251,9 @@ pub fn path_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }
@@ -262,7 +279,11 @@ mod tests {
         let idle = Instant::now();
         limiter.acquire().await;
         limiter.acquire().await;
-        assert_eq!(idle.elapsed(), Duration::ZERO, "refilled up to the burst only");
+        assert_eq!(
+            idle.elapsed(),
+            Duration::ZERO,
+            "refilled up to the burst only"
+        );
         limiter.acquire().await;
         assert_eq!(idle.elapsed(), Duration::from_secs(1));
     }
@@ -293,7 +314,10 @@ mod tests {
 
     #[test]
     fn path_segments_are_escaped() {
-        assert_eq!(path_segment("acme/platform/fleet"), "acme%2Fplatform%2Ffleet");
+        assert_eq!(
+            path_segment("acme/platform/fleet"),
+            "acme%2Fplatform%2Ffleet"
+        );
         assert_eq!(path_segment("fleet.git-2_x"), "fleet.git-2_x");
     }
 }

@@ -259,6 +259,11 @@ mod tests {
         assert!(validate(sha, &ok).is_ok());
         assert!(validate("HEAD", &ok).is_err());
         let other = CommitStatus::new("ci/build", State::Success, "");
-        assert!(validate(sha, &other).unwrap_err().to_string().contains("not under rota/"));
+        assert!(
+            validate(sha, &other)
+                .unwrap_err()
+                .to_string()
+                .contains("not under rota/")
+        );
     }
 }

@@ -162,14 +162,12 @@ impl GitNotesStore {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ReportError> + Send + 'static,
 ) -> Result<T, ReportError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| {
-            Err(ReportError::Git {
-                notes_ref: "refs/notes/rota/*".into(),
-                message: format!("git notes task failed: {e}"),
-            })
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(ReportError::Git {
+            notes_ref: "refs/notes/rota/*".into(),
+            message: format!("git notes task failed: {e}"),
         })
+    })
 }
 
 impl Inner {
@@ -199,7 +197,11 @@ impl Inner {
                 let Ok(name) = r.name() else { continue };
                 let cluster = name[prefix.len()..].to_string();
                 let own = self.cluster.as_deref() == Some(cluster.as_str());
-                let prefer = if own { NOTES_PREFIX } else { REMOTE_NOTES_PREFIX };
+                let prefer = if own {
+                    NOTES_PREFIX
+                } else {
+                    REMOTE_NOTES_PREFIX
+                };
                 if prefix == prefer || !out.contains_key(&cluster) {
                     out.insert(cluster, name.to_string());
                 }
@@ -220,10 +222,11 @@ impl Inner {
             Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
             Err(e) => return Err(self.git_err(notes_ref)(e)),
         };
-        let doc: NoteDoc = serde_json::from_slice(note.message_bytes()).map_err(|e| ReportError::Git {
-            notes_ref: notes_ref.to_string(),
-            message: format!("note on {commit} is not a rota status document: {e}"),
-        })?;
+        let doc: NoteDoc =
+            serde_json::from_slice(note.message_bytes()).map_err(|e| ReportError::Git {
+                notes_ref: notes_ref.to_string(),
+                message: format!("note on {commit} is not a rota status document: {e}"),
+            })?;
         if doc.cluster != cluster {
             return Err(ReportError::Git {
                 notes_ref: notes_ref.to_string(),
@@ -235,7 +238,8 @@ impl Inner {
 
     fn read_all(&self, commit: &str) -> Result<Vec<NoteDoc>, ReportError> {
         let repo = self.open()?;
-        let oid = Oid::from_str(commit).map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
+        let oid = Oid::from_str(commit)
+            .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
         let mut docs = Vec::new();
         for (cluster, r) in self.refs_by_cluster(&repo)? {
             if let Some(doc) = self.read_doc(&repo, &r, &cluster, oid)? {
@@ -257,7 +261,8 @@ impl Inner {
         let remote = remote_notes_ref(cluster);
         let err = self.git_err(&local);
         let repo = self.open()?;
-        let oid = Oid::from_str(commit).map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
+        let oid = Oid::from_str(commit)
+            .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
         // A fresh mirror (new pod) continues the history it finds on the remote instead of
         // starting a new one that could never be pushed.
         if repo.refname_to_id(&local).is_err()
@@ -330,7 +335,10 @@ impl Inner {
     }
 }
 
-fn remote_for<'r>(repo: &'r Repository, push: &PushTarget) -> Result<git2::Remote<'r>, git2::Error> {
+fn remote_for<'r>(
+    repo: &'r Repository,
+    push: &PushTarget,
+) -> Result<git2::Remote<'r>, git2::Error> {
     repo.remote_anonymous(&crate::source::normalise_url(&push.url))
 }
 
@@ -358,10 +366,19 @@ fn push_ref(repo: &Repository, push: &PushTarget, local: &str) -> Result<(), Str
     }
 }
 
-fn fetch_ref(repo: &Repository, push: &PushTarget, from: &str, into: &str) -> Result<(), git2::Error> {
+fn fetch_ref(
+    repo: &Repository,
+    push: &PushTarget,
+    from: &str,
+    into: &str,
+) -> Result<(), git2::Error> {
     let mut remote = remote_for(repo, push)?;
     let mut opts = git2::FetchOptions::new();
-    opts.remote_callbacks(credentials::callbacks(&push.auth, &push.url, push.known_hosts.as_ref()));
+    opts.remote_callbacks(credentials::callbacks(
+        &push.auth,
+        &push.url,
+        push.known_hosts.as_ref(),
+    ));
     remote.fetch(&[format!("+{from}:{into}")], Some(&mut opts), None)
 }
 
@@ -395,7 +412,11 @@ impl StatusStore for GitNotesStore {
         }
         let status = status.clone();
         self.write(commit, move |doc, now| {
-            if let Some(existing) = doc.statuses.iter_mut().find(|s| s.context == status.context) {
+            if let Some(existing) = doc
+                .statuses
+                .iter_mut()
+                .find(|s| s.context == status.context)
+            {
                 if status.same_as(&existing.status()) {
                     return false;
                 }

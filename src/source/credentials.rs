@@ -265,7 +265,10 @@ pub fn ssh_host_port(url: &str) -> Option<(String, u16)> {
         let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
         if let Some(stripped) = hostport.strip_prefix('[') {
             let (h, rest) = stripped.split_once(']')?;
-            let port = rest.strip_prefix(':').and_then(|p| p.parse().ok()).unwrap_or(22);
+            let port = rest
+                .strip_prefix(':')
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(22);
             return Some((h.to_string(), port));
         }
         return Some(match hostport.split_once(':') {
@@ -623,7 +626,10 @@ mod tests {
             kh.check("git.acme.internal", 22, &kind, &good),
             HostKeyVerdict::Trusted
         );
-        assert_eq!(kh.check("10.0.0.5", 22, &kind, &good), HostKeyVerdict::Trusted);
+        assert_eq!(
+            kh.check("10.0.0.5", 22, &kind, &good),
+            HostKeyVerdict::Trusted
+        );
         assert_eq!(
             kh.check("git.acme.internal", 2222, &kind, &good),
             HostKeyVerdict::Trusted
@@ -661,7 +667,9 @@ mod tests {
         let file = dir.path().join("known_hosts");
         std::fs::write(
             &file,
-            format!("git.acme.internal {kind} {good_b64}\n[git.acme.internal]:2222 {kind} {good_b64}\n"),
+            format!(
+                "git.acme.internal {kind} {good_b64}\n[git.acme.internal]:2222 {kind} {good_b64}\n"
+            ),
         )
         .unwrap();
         // `ssh-keygen -H` hashes every host name in place, as HashKnownHosts does.
@@ -691,13 +699,20 @@ mod tests {
 
     #[test]
     fn known_hosts_syntax_errors_name_the_line() {
-        let err = KnownHosts::parse(Path::new("/etc/rota/known_hosts"), "# ok\nhost ssh-ed25519\n")
-            .unwrap_err();
+        let err = KnownHosts::parse(
+            Path::new("/etc/rota/known_hosts"),
+            "# ok\nhost ssh-ed25519\n",
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "/etc/rota/known_hosts:2: expected `hosts key-type base64-key [comment]`"
         );
-        let err = KnownHosts::parse(Path::new("kh"), "host ssh-ed25519 !!!notbase64\n").unwrap_err();
-        assert!(err.to_string().starts_with("kh:1: key is not base64"), "{err}");
+        let err =
+            KnownHosts::parse(Path::new("kh"), "host ssh-ed25519 !!!notbase64\n").unwrap_err();
+        assert!(
+            err.to_string().starts_with("kh:1: key is not base64"),
+            "{err}"
+        );
     }
 }

@@ -181,14 +181,18 @@ impl GitSource {
         let branch_spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
         let notes_spec = format!("+{}*:{}*", NOTES_PREFIX, REMOTE_NOTES_PREFIX);
         remote
-            .fetch(&[branch_spec.as_str(), notes_spec.as_str()], Some(&mut opts), None)
+            .fetch(
+                &[branch_spec.as_str(), notes_spec.as_str()],
+                Some(&mut opts),
+                None,
+            )
             .map_err(fetch_err)?;
-        let commit = repo
-            .refname_to_id(&tracking_ref(branch))
-            .map_err(|_| SourceError::NoBranch {
-                url: redact_url(&self.config.url),
-                branch: branch.clone(),
-            })?;
+        let commit =
+            repo.refname_to_id(&tracking_ref(branch))
+                .map_err(|_| SourceError::NoBranch {
+                    url: redact_url(&self.config.url),
+                    branch: branch.clone(),
+                })?;
         if previous != Some(commit) {
             tracing::info!(commit = %commit, previous = ?previous.map(|p| p.to_string()),
                 url = %redact_url(&self.config.url), "fleet repo moved");
@@ -250,10 +254,12 @@ pub fn read_tree_files(
     let root = if dir.is_empty() {
         tree
     } else {
-        let entry = tree.get_path(Path::new(dir)).map_err(|_| SourceError::Read {
-            commit: commit.to_string(),
-            message: format!("no directory {dir} in the tree"),
-        })?;
+        let entry = tree
+            .get_path(Path::new(dir))
+            .map_err(|_| SourceError::Read {
+                commit: commit.to_string(),
+                message: format!("no directory {dir} in the tree"),
+            })?;
         repo.find_tree(entry.id()).map_err(|_| SourceError::Read {
             commit: commit.to_string(),
             message: format!("{dir} is not a directory"),

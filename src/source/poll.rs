@@ -167,7 +167,11 @@ mod tests {
             trigger.fire();
         }
         settle().await;
-        assert_eq!(rx.borrow().fetches, 4, "a burst costs two fetches, not five");
+        assert_eq!(
+            rx.borrow().fetches,
+            4,
+            "a burst costs two fetches, not five"
+        );
 
         // The interval restarts after the triggered fetch: 60s from t=59s.
         tokio::time::sleep(Duration::from_secs(30)).await;

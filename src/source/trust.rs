@@ -139,7 +139,9 @@ impl Verifier {
             Err(e) if e.code() == git2::ErrorCode::NotFound => {
                 return Ok(Err(Rejection {
                     reason: RejectReason::Unsigned,
-                    message: format!("commit {short} is not signed; this fleet requires signed commits"),
+                    message: format!(
+                        "commit {short} is not signed; this fleet requires signed commits"
+                    ),
                 }));
             }
             Err(e) => {
@@ -170,7 +172,9 @@ impl Verifier {
         } else {
             Ok(Err(Rejection {
                 reason: RejectReason::UntrustedFormat,
-                message: format!("commit {short} has a signature rota cannot verify (not SSH or OpenPGP)"),
+                message: format!(
+                    "commit {short} has a signature rota cannot verify (not SSH or OpenPGP)"
+                ),
             }))
         }
     }
@@ -194,7 +198,9 @@ impl Drop for Verifier {
 fn untrusted_format(short: &str, got: &str, trusted: &str) -> Rejection {
     Rejection {
         reason: RejectReason::UntrustedFormat,
-        message: format!("commit {short} is signed with {got}, but only {trusted} signers are trusted"),
+        message: format!(
+            "commit {short} is signed with {got}, but only {trusted} signers are trusted"
+        ),
     }
 }
 
@@ -264,12 +270,17 @@ fn verify_ssh(
     let sig = temp_file(signature)?;
     // Which key signed, for messages (no trust decision: check-novalidate only parses).
     let mut check = Command::new("ssh-keygen");
-    check.args(["-Y", "check-novalidate", "-n", "git", "-s"]).arg(sig.path());
+    check
+        .args(["-Y", "check-novalidate", "-n", "git", "-s"])
+        .arg(sig.path());
     let (parsed, out, err) = run_with_input("ssh-keygen", check, data)?;
     if !parsed {
         return Ok(Err(Rejection {
             reason: RejectReason::BadSignature,
-            message: format!("commit {short} has a bad SSH signature: {}", first_line(&err, &out)),
+            message: format!(
+                "commit {short} has a bad SSH signature: {}",
+                first_line(&err, &out)
+            ),
         }));
     }
     let fingerprint = out
@@ -383,7 +394,9 @@ fn judge_gpg_status(status: &str, short: &str) -> Result<Trusted, Rejection> {
             "NO_PUBKEY" => {
                 return reject(
                     RejectReason::UnknownKey,
-                    format!("commit {short} is signed by OpenPGP key {arg1}, which is not in the trusted keyring"),
+                    format!(
+                        "commit {short} is signed by OpenPGP key {arg1}, which is not in the trusted keyring"
+                    ),
                 );
             }
             // Followed by NO_PUBKEY when the key is missing, which says it better.
@@ -421,17 +434,24 @@ mod tests {
         assert_eq!(
             judge_gpg_status(good, "0123456789ab"),
             Ok(Trusted {
-                signer: "openpgp:ABCDEF0123456789ABCDEF0123456789ABCDEF01 Fleet Admin <admin@acme.test>".into()
+                signer:
+                    "openpgp:ABCDEF0123456789ABCDEF0123456789ABCDEF01 Fleet Admin <admin@acme.test>"
+                        .into()
             })
         );
-        let expired = "[GNUPG:] EXPKEYSIG 1122334455667788 Old <old@acme.test>\n[GNUPG:] VALIDSIG AB 1\n";
+        let expired =
+            "[GNUPG:] EXPKEYSIG 1122334455667788 Old <old@acme.test>\n[GNUPG:] VALIDSIG AB 1\n";
         assert_eq!(
-            judge_gpg_status(expired, "0123456789ab").unwrap_err().reason,
+            judge_gpg_status(expired, "0123456789ab")
+                .unwrap_err()
+                .reason,
             RejectReason::KeyNotValid
         );
         let unknown = "[GNUPG:] ERRSIG 99AABB 1 10 00 1 9\n[GNUPG:] NO_PUBKEY 99AABB\n";
         assert_eq!(
-            judge_gpg_status(unknown, "0123456789ab").unwrap_err().reason,
+            judge_gpg_status(unknown, "0123456789ab")
+                .unwrap_err()
+                .reason,
             RejectReason::UnknownKey
         );
         assert_eq!(

@@ -41,11 +41,9 @@ fn relevant(event: &Event) -> bool {
 }
 
 fn is_noise(path: &Path) -> bool {
-    let in_objects = path
-        .components()
-        .collect::<Vec<_>>()
-        .windows(2)
-        .any(|w| w[0] == Component::Normal(".git".as_ref()) && w[1] == Component::Normal("objects".as_ref()));
+    let in_objects = path.components().collect::<Vec<_>>().windows(2).any(|w| {
+        w[0] == Component::Normal(".git".as_ref()) && w[1] == Component::Normal("objects".as_ref())
+    });
     in_objects || path.extension().is_some_and(|e| e == "lock")
 }
 

@@ -67,7 +67,10 @@ pub struct WebhookConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// Authentic push to the followed branch: fetch now.
-    Fetch { forge: Forge, delivery: Option<String> },
+    Fetch {
+        forge: Forge,
+        delivery: Option<String>,
+    },
     /// Authentic, but nothing to do (ping, other event, other branch, redelivery).
     Ignored { forge: Forge, why: String },
     /// Rejected with this status and reason.
@@ -141,14 +144,12 @@ impl Receiver {
             || headers.contains_key("x-hub-signature-256")
         {
             Forge::GitHub
-        } else if headers.contains_key("x-gitea-event")
-            || headers.contains_key("x-gitea-signature")
+        } else if headers.contains_key("x-gitea-event") || headers.contains_key("x-gitea-signature")
         {
             // Checked before GitLab: Gitea also sends X-Gitlab-* style compatibility headers
             // on some versions, never the other way round.
             Forge::Gitea
-        } else if headers.contains_key("x-gitlab-event") || headers.contains_key("x-gitlab-token")
-        {
+        } else if headers.contains_key("x-gitlab-event") || headers.contains_key("x-gitlab-token") {
             Forge::GitLab
         } else {
             return Verdict::reject(
@@ -229,7 +230,10 @@ impl Receiver {
         match forge {
             Forge::GitHub => {
                 let sig = header(headers, "x-hub-signature-256").ok_or_else(|| {
-                    Verdict::reject(StatusCode::UNAUTHORIZED, "missing X-Hub-Signature-256 header")
+                    Verdict::reject(
+                        StatusCode::UNAUTHORIZED,
+                        "missing X-Hub-Signature-256 header",
+                    )
                 })?;
                 let hex_sig = sig.strip_prefix("sha256=").ok_or_else(|| {
                     Verdict::reject(
@@ -265,7 +269,10 @@ impl Receiver {
 
 fn verify_hex_hmac(secret: &Secret, body: &[u8], hex_sig: &str, name: &str) -> Result<(), Verdict> {
     let given = hex::decode(hex_sig.trim()).map_err(|_| {
-        Verdict::reject(StatusCode::BAD_REQUEST, format!("{name} is not hexadecimal"))
+        Verdict::reject(
+            StatusCode::BAD_REQUEST,
+            format!("{name} is not hexadecimal"),
+        )
     })?;
     let expected = hmac_sha256(secret, body);
     if bool::from(expected.as_slice().ct_eq(given.as_slice())) {
@@ -425,30 +432,58 @@ mod tests {
             (
                 "github push",
                 Method::POST,
-                headers(&[("x-github-event", "push"), ("x-github-delivery", "d1"), ("x-hub-signature-256", &gh_sig)]),
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("x-github-delivery", "d1"),
+                    ("x-hub-signature-256", &gh_sig),
+                ]),
                 push_main,
-                Verdict::Fetch { forge: Forge::GitHub, delivery: Some("d1".into()) },
+                Verdict::Fetch {
+                    forge: Forge::GitHub,
+                    delivery: Some("d1".into()),
+                },
             ),
             (
                 "github redelivery",
                 Method::POST,
-                headers(&[("x-github-event", "push"), ("x-github-delivery", "d1"), ("x-hub-signature-256", &gh_sig)]),
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("x-github-delivery", "d1"),
+                    ("x-hub-signature-256", &gh_sig),
+                ]),
                 push_main,
-                Verdict::Ignored { forge: Forge::GitHub, why: "delivery d1 already received".into() },
+                Verdict::Ignored {
+                    forge: Forge::GitHub,
+                    why: "delivery d1 already received".into(),
+                },
             ),
             (
                 "github wrong secret",
                 Method::POST,
-                headers(&[("x-github-event", "push"), ("x-github-delivery", "d2"), ("x-hub-signature-256", &wrong)]),
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("x-github-delivery", "d2"),
+                    ("x-hub-signature-256", &wrong),
+                ]),
                 push_main,
-                reject(S::UNAUTHORIZED, "X-Hub-Signature-256 does not match the body signed with the configured secret"),
+                reject(
+                    S::UNAUTHORIZED,
+                    "X-Hub-Signature-256 does not match the body signed with the configured secret",
+                ),
             ),
             (
                 "github body tampered",
                 Method::POST,
-                headers(&[("x-github-event", "push"), ("x-github-delivery", "d3"), ("x-hub-signature-256", &gh_sig)]),
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("x-github-delivery", "d3"),
+                    ("x-hub-signature-256", &gh_sig),
+                ]),
                 push_dev,
-                reject(S::UNAUTHORIZED, "X-Hub-Signature-256 does not match the body signed with the configured secret"),
+                reject(
+                    S::UNAUTHORIZED,
+                    "X-Hub-Signature-256 does not match the body signed with the configured secret",
+                ),
             ),
             (
                 "github unsigned",
@@ -460,44 +495,79 @@ mod tests {
             (
                 "github sha1 form",
                 Method::POST,
-                headers(&[("x-github-event", "push"), ("x-hub-signature-256", "sha1=abcd")]),
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("x-hub-signature-256", "sha1=abcd"),
+                ]),
                 push_main,
                 reject(S::BAD_REQUEST, "X-Hub-Signature-256 must be sha256=<hex>"),
             ),
             (
                 "gitlab push",
                 Method::POST,
-                headers(&[("x-gitlab-event", "Push Hook"), ("x-gitlab-token", "It's a Secret to Everybody"), ("x-gitlab-event-uuid", "u1")]),
+                headers(&[
+                    ("x-gitlab-event", "Push Hook"),
+                    ("x-gitlab-token", "It's a Secret to Everybody"),
+                    ("x-gitlab-event-uuid", "u1"),
+                ]),
                 push_main,
-                Verdict::Fetch { forge: Forge::GitLab, delivery: Some("u1".into()) },
+                Verdict::Fetch {
+                    forge: Forge::GitLab,
+                    delivery: Some("u1".into()),
+                },
             ),
             (
                 "gitlab wrong token",
                 Method::POST,
-                headers(&[("x-gitlab-event", "Push Hook"), ("x-gitlab-token", "It's a Secret to Everybod")]),
+                headers(&[
+                    ("x-gitlab-event", "Push Hook"),
+                    ("x-gitlab-token", "It's a Secret to Everybod"),
+                ]),
                 push_main,
-                reject(S::UNAUTHORIZED, "X-Gitlab-Token does not match the configured secret"),
+                reject(
+                    S::UNAUTHORIZED,
+                    "X-Gitlab-Token does not match the configured secret",
+                ),
             ),
             (
                 "gitlab other branch",
                 Method::POST,
-                headers(&[("x-gitlab-event", "Push Hook"), ("x-gitlab-token", "It's a Secret to Everybody")]),
+                headers(&[
+                    ("x-gitlab-event", "Push Hook"),
+                    ("x-gitlab-token", "It's a Secret to Everybody"),
+                ]),
                 push_dev,
-                Verdict::Ignored { forge: Forge::GitLab, why: "push to refs/heads/dev, following refs/heads/main".into() },
+                Verdict::Ignored {
+                    forge: Forge::GitLab,
+                    why: "push to refs/heads/dev, following refs/heads/main".into(),
+                },
             ),
             (
                 "gitlab tag push",
                 Method::POST,
-                headers(&[("x-gitlab-event", "Tag Push Hook"), ("x-gitlab-token", "It's a Secret to Everybody")]),
+                headers(&[
+                    ("x-gitlab-event", "Tag Push Hook"),
+                    ("x-gitlab-token", "It's a Secret to Everybody"),
+                ]),
                 push_main,
-                Verdict::Ignored { forge: Forge::GitLab, why: "event Tag Push Hook is not a push".into() },
+                Verdict::Ignored {
+                    forge: Forge::GitLab,
+                    why: "event Tag Push Hook is not a push".into(),
+                },
             ),
             (
                 "gitea push",
                 Method::POST,
-                headers(&[("x-gitea-event", "push"), ("x-gitea-delivery", "g1"), ("x-gitea-signature", &gitea_sig)]),
+                headers(&[
+                    ("x-gitea-event", "push"),
+                    ("x-gitea-delivery", "g1"),
+                    ("x-gitea-signature", &gitea_sig),
+                ]),
                 push_main,
-                Verdict::Fetch { forge: Forge::Gitea, delivery: Some("g1".into()) },
+                Verdict::Fetch {
+                    forge: Forge::Gitea,
+                    delivery: Some("g1".into()),
+                },
             ),
             (
                 "gitea not hex",
@@ -511,7 +581,10 @@ mod tests {
                 Method::POST,
                 headers(&[("content-type", "application/json")]),
                 push_main,
-                reject(S::BAD_REQUEST, "not a GitHub, GitLab or Gitea webhook (no X-GitHub-Event, X-Gitlab-Event or X-Gitea-Event header)"),
+                reject(
+                    S::BAD_REQUEST,
+                    "not a GitHub, GitLab or Gitea webhook (no X-GitHub-Event, X-Gitlab-Event or X-Gitea-Event header)",
+                ),
             ),
             (
                 "GET",

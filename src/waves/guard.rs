@@ -95,7 +95,12 @@ impl Wait {
                     first.cluster, first.pool
                 )
             }
-            Wait::GateFailure { wave, pool, gate, at } => format!(
+            Wait::GateFailure {
+                wave,
+                pool,
+                gate,
+                at,
+            } => format!(
                 "waiting: gate {gate} failed on {}/{} (wave {wave}) for {cv} at {}",
                 pool.cluster,
                 pool.pool,
@@ -169,7 +174,11 @@ pub fn promotion_guard(
             .find(|r| r.cluster == p.cluster && r.pool == p.pool)
     };
     for earlier in &waves[..k] {
-        let on_channel: Vec<&PoolRef> = earlier.pools.iter().filter(|p| p.channel == channel).collect();
+        let on_channel: Vec<&PoolRef> = earlier
+            .pools
+            .iter()
+            .filter(|p| p.channel == channel)
+            .collect();
         if on_channel.is_empty() {
             continue;
         }
@@ -188,15 +197,26 @@ pub fn promotion_guard(
                 pools: missing,
             });
         }
-        let newest = completions.iter().map(|(_, at)| *at).max().expect("non-empty");
+        let newest = completions
+            .iter()
+            .map(|(_, at)| *at)
+            .max()
+            .expect("non-empty");
         // 3. no gate failure on v after the newest completion, or after the failing pool's
         //    own completion.
         let mut blocking = None;
         for (p, own) in &completions {
             let since = (*own).min(newest);
-            let failures = record_of(p).into_iter().flat_map(|r| r.gate_failures.iter());
-            for f in failures.filter(|f| f.channel == channel && f.version == version && f.at > since) {
-                if blocking.as_ref().is_none_or(|(_, g): &(&PoolRef, &super::records::GateFailure)| f.at > g.at) {
+            let failures = record_of(p)
+                .into_iter()
+                .flat_map(|r| r.gate_failures.iter());
+            for f in
+                failures.filter(|f| f.channel == channel && f.version == version && f.at > since)
+            {
+                if blocking
+                    .as_ref()
+                    .is_none_or(|(_, g): &(&PoolRef, &super::records::GateFailure)| f.at > g.at)
+                {
                     blocking = Some((*p, f));
                 }
             }
@@ -211,7 +231,9 @@ pub fn promotion_guard(
         }
         // 2. the newest completion is at least the wave's soak old.
         let soak = chrono::Duration::from_std(earlier.soak).unwrap_or(chrono::Duration::MAX);
-        let until = newest.checked_add_signed(soak).unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let until = newest
+            .checked_add_signed(soak)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
         if now < until {
             return GuardDecision::Waiting(Wait::Soak {
                 wave: earlier.name.clone(),
@@ -222,9 +244,7 @@ pub fn promotion_guard(
         }
     }
     GuardDecision::Allowed {
-        reason: format!(
-            "every earlier wave completed {channel}@{version} and soaked"
-        ),
+        reason: format!("every earlier wave completed {channel}@{version} and soaked"),
     }
 }
 
@@ -304,7 +324,11 @@ mod tests {
             Case {
                 name: "the first wave never waits",
                 enabled: true,
-                promotion: Promotion { wave: "canary", channel: "general", version: V },
+                promotion: Promotion {
+                    wave: "canary",
+                    channel: "general",
+                    version: V,
+                },
                 records: vec![],
                 now: t(10, 0),
                 want: Ok(()),
@@ -315,15 +339,23 @@ mod tests {
                 promotion: main_general(),
                 records: vec![],
                 now: t(12, 0),
-                want: Err("waiting for canary-use1/general and 1 more (wave canary) to complete general@2026.11.2"),
+                want: Err(
+                    "waiting for canary-use1/general and 1 more (wave canary) to complete general@2026.11.2",
+                ),
             },
             Case {
                 name: "one earlier pool on c still missing",
                 enabled: true,
                 promotion: main_general(),
-                records: vec![PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0))],
+                records: vec![PoolRecord::new("canary-use1", "general").completed(
+                    "general",
+                    V,
+                    t(10, 0),
+                )],
                 now: t(12, 0),
-                want: Err("waiting for canary-euw1/general (wave canary) to complete general@2026.11.2"),
+                want: Err(
+                    "waiting for canary-euw1/general (wave canary) to complete general@2026.11.2",
+                ),
             },
             Case {
                 name: "a completion of another version does not count",
@@ -331,10 +363,16 @@ mod tests {
                 promotion: main_general(),
                 records: vec![
                     PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
-                    PoolRecord::new("canary-euw1", "general").completed("general", "2026.11.1", t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed(
+                        "general",
+                        "2026.11.1",
+                        t(10, 0),
+                    ),
                 ],
                 now: t(12, 0),
-                want: Err("waiting for canary-euw1/general (wave canary) to complete general@2026.11.2"),
+                want: Err(
+                    "waiting for canary-euw1/general (wave canary) to complete general@2026.11.2",
+                ),
             },
             Case {
                 name: "pools on other channels are not waited for (canary gpu never completed)",
@@ -350,7 +388,9 @@ mod tests {
                 promotion: main_general(),
                 records: both_canaries_done(),
                 now: t(11, 5),
-                want: Err("waiting for wave canary to soak general@2026.11.2: 15m left (until 2026-11-22T11:20Z)"),
+                want: Err(
+                    "waiting for wave canary to soak general@2026.11.2: 15m left (until 2026-11-22T11:20Z)",
+                ),
             },
             Case {
                 name: "exactly soak old is old enough",
@@ -371,7 +411,9 @@ mod tests {
                     PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
                 ],
                 now: t(15, 0),
-                want: Err("waiting: gate error-rate failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:40Z"),
+                want: Err(
+                    "waiting: gate error-rate failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:40Z",
+                ),
             },
             Case {
                 name: "gate failure after the pool's own completion blocks even before a sibling completes later",
@@ -384,7 +426,9 @@ mod tests {
                     PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
                 ],
                 now: t(15, 0),
-                want: Err("waiting: gate pods-healthy failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:10Z"),
+                want: Err(
+                    "waiting: gate pods-healthy failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:10Z",
+                ),
             },
             Case {
                 name: "a failure during the rollout, then a completion, does not block",
@@ -424,35 +468,57 @@ mod tests {
                     PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
                 ],
                 now: t(11, 30),
-                want: Err("waiting for wave canary to soak general@2026.11.2: 30m left (until 2026-11-22T12:00Z)"),
+                want: Err(
+                    "waiting for wave canary to soak general@2026.11.2: 30m left (until 2026-11-22T12:00Z)",
+                ),
             },
             Case {
                 name: "every earlier wave: the third wave also waits for canary",
                 enabled: true,
-                promotion: Promotion { wave: "last", channel: "general", version: V },
+                promotion: Promotion {
+                    wave: "last",
+                    channel: "general",
+                    version: V,
+                },
                 records: vec![
                     PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
                     PoolRecord::new("prod-use1", "general").completed("general", V, t(12, 0)),
                 ],
                 now: t(15, 0),
-                want: Err("waiting for canary-euw1/general (wave canary) to complete general@2026.11.2"),
+                want: Err(
+                    "waiting for canary-euw1/general (wave canary) to complete general@2026.11.2",
+                ),
             },
             Case {
                 name: "every earlier wave: main's own soak (2h) applies to the third wave",
                 enabled: true,
-                promotion: Promotion { wave: "last", channel: "general", version: V },
+                promotion: Promotion {
+                    wave: "last",
+                    channel: "general",
+                    version: V,
+                },
                 records: {
                     let mut r = both_canaries_done();
-                    r.push(PoolRecord::new("prod-use1", "general").completed("general", V, t(12, 0)));
+                    r.push(PoolRecord::new("prod-use1", "general").completed(
+                        "general",
+                        V,
+                        t(12, 0),
+                    ));
                     r
                 },
                 now: t(13, 0),
-                want: Err("waiting for wave main to soak general@2026.11.2: 1h left (until 2026-11-22T14:00Z)"),
+                want: Err(
+                    "waiting for wave main to soak general@2026.11.2: 1h left (until 2026-11-22T14:00Z)",
+                ),
             },
             Case {
                 name: "an earlier wave without pools on the channel imposes nothing",
                 enabled: true,
-                promotion: Promotion { wave: "main", channel: "windows", version: V },
+                promotion: Promotion {
+                    wave: "main",
+                    channel: "windows",
+                    version: V,
+                },
                 records: vec![],
                 now: t(10, 0),
                 want: Ok(()),
@@ -466,12 +532,18 @@ mod tests {
                     PoolRecord::new("canary-euw1", "general").completed("general", V, t(16, 0)),
                 ],
                 now: t(15, 0),
-                want: Err("waiting for wave canary to soak general@2026.11.2: 2h left (until 2026-11-22T17:00Z)"),
+                want: Err(
+                    "waiting for wave canary to soak general@2026.11.2: 2h left (until 2026-11-22T17:00Z)",
+                ),
             },
             Case {
                 name: "an unknown wave never proceeds",
                 enabled: true,
-                promotion: Promotion { wave: "mian", channel: "general", version: V },
+                promotion: Promotion {
+                    wave: "mian",
+                    channel: "general",
+                    version: V,
+                },
                 records: both_canaries_done(),
                 now: t(20, 0),
                 want: Err("wave mian is not in the fleet's waves"),
@@ -483,7 +555,12 @@ mod tests {
             match (&d, c.want) {
                 (GuardDecision::Allowed { .. }, Ok(())) => {}
                 (GuardDecision::Waiting(w), Err(text)) => {
-                    assert_eq!(w.describe(c.promotion.channel, c.promotion.version), text, "case: {}", c.name)
+                    assert_eq!(
+                        w.describe(c.promotion.channel, c.promotion.version),
+                        text,
+                        "case: {}",
+                        c.name
+                    )
                 }
                 (d, want) => panic!("case: {}: got {d:?}, want {want:?}", c.name),
             }
@@ -492,7 +569,13 @@ mod tests {
 
     #[test]
     fn waiting_says_how_long_structurally() {
-        let d = promotion_guard(true, &waves(), main_general(), &both_canaries_done(), t(11, 5));
+        let d = promotion_guard(
+            true,
+            &waves(),
+            main_general(),
+            &both_canaries_done(),
+            t(11, 5),
+        );
         assert_eq!(
             d,
             GuardDecision::Waiting(Wait::Soak {
@@ -507,9 +590,18 @@ mod tests {
     #[test]
     fn descriptions_fit_a_status() {
         let pools: Vec<PoolRef> = (0..50)
-            .map(|i| PoolRef::new(&format!("a-very-long-cluster-name-number-{i}"), "general-purpose-pool", "general"))
+            .map(|i| {
+                PoolRef::new(
+                    &format!("a-very-long-cluster-name-number-{i}"),
+                    "general-purpose-pool",
+                    "general",
+                )
+            })
             .collect();
-        let w = Wait::Completion { wave: "canary".into(), pools };
+        let w = Wait::Completion {
+            wave: "canary".into(),
+            pools,
+        };
         let d = w.describe("general", V);
         assert!(d.chars().count() <= 140, "{d}");
         assert!(d.contains("and 49 more"), "{d}");

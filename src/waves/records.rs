@@ -81,7 +81,13 @@ impl PoolRecord {
         self
     }
 
-    pub fn gate_failed(mut self, channel: &str, version: &str, gate: &str, at: DateTime<Utc>) -> Self {
+    pub fn gate_failed(
+        mut self,
+        channel: &str,
+        version: &str,
+        gate: &str,
+        at: DateTime<Utc>,
+    ) -> Self {
         self.record_gate_failure(channel, version, gate, at);
         self
     }
@@ -97,7 +103,13 @@ impl PoolRecord {
         self.completions.drain(..excess);
     }
 
-    pub fn record_gate_failure(&mut self, channel: &str, version: &str, gate: &str, at: DateTime<Utc>) {
+    pub fn record_gate_failure(
+        &mut self,
+        channel: &str,
+        version: &str,
+        gate: &str,
+        at: DateTime<Utc>,
+    ) {
         self.gate_failures.push(GateFailure {
             channel: channel.into(),
             version: version.into(),

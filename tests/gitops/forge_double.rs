@@ -64,7 +64,11 @@ impl ForgeDouble {
     }
 
     pub fn posts(&self) -> Vec<Value> {
-        self.requests().into_iter().filter(|r| r.method == "POST").map(|r| r.body.unwrap()).collect()
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == "POST")
+            .map(|r| r.body.unwrap())
+            .collect()
     }
 
     pub fn clear_requests(&self) {
@@ -82,15 +86,21 @@ impl ForgeDouble {
 
     /// The next request fails with this status and headers.
     pub fn fail_next(&self, status: u16, headers: &[(&str, &str)]) {
-        self.state.lock().unwrap().fail_next =
-            Some((status, headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()));
+        self.state.lock().unwrap().fail_next = Some((
+            status,
+            headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ));
     }
 }
 
 fn respond(status: u16, body: Value) -> http::Response<Full<Bytes>> {
     let mut r = http::Response::new(Full::new(Bytes::from(body.to_string())));
     *r.status_mut() = http::StatusCode::from_u16(status).unwrap();
-    r.headers_mut().insert("content-type", "application/json".parse().unwrap());
+    r.headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
     r
 }
 
@@ -115,7 +125,11 @@ fn latest(all: &[Value]) -> Vec<Value> {
 }
 
 fn page(items: Vec<Value>, per_page: usize, page: usize) -> Vec<Value> {
-    items.into_iter().skip((page - 1) * per_page).take(per_page).collect()
+    items
+        .into_iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .collect()
 }
 
 async fn handle(
@@ -126,15 +140,27 @@ async fn handle(
     let method = req.method().to_string();
     let uri = req.uri().clone();
     let path = uri.path().to_string();
-    let authorized = req.headers().get(auth.0).and_then(|v| v.to_str().ok()) == Some(auth.1.as_str());
+    let authorized =
+        req.headers().get(auth.0).and_then(|v| v.to_str().ok()) == Some(auth.1.as_str());
     let bytes = req.into_body().collect().await.unwrap().to_bytes();
-    let body: Option<Value> = if bytes.is_empty() { None } else { Some(serde_json::from_slice(&bytes).unwrap()) };
+    let body: Option<Value> = if bytes.is_empty() {
+        None
+    } else {
+        Some(serde_json::from_slice(&bytes).unwrap())
+    };
     let mut s = st.lock().unwrap();
-    s.requests.push(Recorded { method: method.clone(), path: path.clone(), body: body.clone() });
+    s.requests.push(Recorded {
+        method: method.clone(),
+        path: path.clone(),
+        body: body.clone(),
+    });
     if let Some((status, headers)) = s.fail_next.take() {
         let mut r = respond(status, json!({"message": "API rate limit exceeded"}));
         for (k, v) in headers {
-            r.headers_mut().insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            r.headers_mut().insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         return r;
     }
@@ -143,7 +169,11 @@ async fn handle(
     }
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     // GitHub: repos/o/r/statuses/sha | repos/o/r/commits/sha/status; Gitea: the same under api/v1.
-    let gh = if parts.first() == Some(&"api") && parts.get(1) == Some(&"v1") { &parts[2..] } else { &parts[..] };
+    let gh = if parts.first() == Some(&"api") && parts.get(1) == Some(&"v1") {
+        &parts[2..]
+    } else {
+        &parts[..]
+    };
     match (method.as_str(), gh) {
         ("POST", ["repos", _, _, "statuses", sha]) => {
             let b = body.unwrap();
@@ -152,15 +182,23 @@ async fn handle(
                 "context": b["context"], "state": state, "status": state,
                 "description": b["description"], "target_url": b.get("target_url").cloned().unwrap_or(Value::Null),
             });
-            s.statuses.entry(sha.to_string()).or_default().push(stored.clone());
+            s.statuses
+                .entry(sha.to_string())
+                .or_default()
+                .push(stored.clone());
             return respond(201, stored);
         }
         ("GET", ["repos", _, _, "commits", sha, "status"]) => {
             let all = latest(s.statuses.get(*sha).map(Vec::as_slice).unwrap_or(&[]));
             let total = all.len();
-            let per = query(&uri, "per_page").or(query(&uri, "limit")).unwrap_or(30);
+            let per = query(&uri, "per_page")
+                .or(query(&uri, "limit"))
+                .unwrap_or(30);
             let p = query(&uri, "page").unwrap_or(1);
-            return respond(200, json!({"state": "pending", "total_count": total, "statuses": page(all, per, p)}));
+            return respond(
+                200,
+                json!({"state": "pending", "total_count": total, "statuses": page(all, per, p)}),
+            );
         }
         _ => {}
     }
@@ -170,16 +208,33 @@ async fn handle(
             let name = b["name"].as_str().unwrap().to_string();
             let state = b["state"].as_str().unwrap().to_string();
             let list = s.statuses.entry(sha.to_string()).or_default();
-            let current = latest(list).into_iter().find(|x| x["context"] == name.as_str());
+            let current = latest(list)
+                .into_iter()
+                .find(|x| x["context"] == name.as_str());
             if current.is_some_and(|c| c["state"] == state.as_str()) {
-                return respond(400, json!({"message": format!("Cannot transition status via :enqueue from :{state}")}));
+                return respond(
+                    400,
+                    json!({"message": format!("Cannot transition status via :enqueue from :{state}")}),
+                );
             }
             let stored = json!({"context": name, "name": name, "state": state, "status": state,
                 "description": b["description"], "target_url": b.get("target_url").cloned().unwrap_or(Value::Null)});
             list.push(stored.clone());
             respond(201, stored)
         }
-        ("GET", ["api", "v4", "projects", _, "repository", "commits", sha, "statuses"]) => {
+        (
+            "GET",
+            [
+                "api",
+                "v4",
+                "projects",
+                _,
+                "repository",
+                "commits",
+                sha,
+                "statuses",
+            ],
+        ) => {
             let all = latest(s.statuses.get(*sha).map(Vec::as_slice).unwrap_or(&[]));
             let per = query(&uri, "per_page").unwrap_or(20);
             let p = query(&uri, "page").unwrap_or(1);

@@ -8,8 +8,18 @@ use std::time::{Duration, Instant};
 /// Runs git in `dir` with a fixed identity; panics with git's output on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
-        .args(["-c", "user.name=Fleet Admin", "-c", "user.email=admin@acme.test"])
-        .args(["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=Fleet Admin",
+            "-c",
+            "user.email=admin@acme.test",
+        ])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")

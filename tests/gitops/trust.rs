@@ -17,13 +17,32 @@ fn run(dir: &Path, envs: &[(&str, &Path)], prog: &str, args: &[&str]) -> String 
         c.env(k, v);
     }
     let out = c.output().unwrap_or_else(|e| panic!("{prog}: {e}"));
-    assert!(out.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{prog} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn ssh_key(dir: &Path, name: &str) -> std::path::PathBuf {
     let key = dir.join(name);
-    run(dir, &[], "ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-C", name, "-f", key.to_str().unwrap()]);
+    run(
+        dir,
+        &[],
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            name,
+            "-f",
+            key.to_str().unwrap(),
+        ],
+    );
     key
 }
 
@@ -59,14 +78,23 @@ fn tampered_copy(work: &Path, commit: Oid) -> Oid {
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(forged.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(forged.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     Oid::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap()
 }
 
 fn verify_commit_agrees(work: &Path, allowed: &Path, commit: Oid) -> bool {
     Command::new("git")
-        .args(["-c", &format!("gpg.ssh.allowedSignersFile={}", allowed.display()), "verify-commit"])
+        .args([
+            "-c",
+            &format!("gpg.ssh.allowedSignersFile={}", allowed.display()),
+            "verify-commit",
+        ])
         .arg(commit.to_string())
         .current_dir(work)
         .output()
@@ -84,27 +112,54 @@ fn ssh_signatures_against_an_allowed_signers_file() {
     let intruder = ssh_key(t.path(), "intruder");
     let allowed = t.path().join("allowed_signers");
     let admin_pub = std::fs::read_to_string(admin.with_extension("pub")).unwrap();
-    std::fs::write(&allowed, format!("admin@acme.test namespaces=\"git\" {admin_pub}")).unwrap();
+    std::fs::write(
+        &allowed,
+        format!("admin@acme.test namespaces=\"git\" {admin_pub}"),
+    )
+    .unwrap();
 
-    let ssh_cfg = |key: &Path| vec!["gpg.format=ssh".to_string(), format!("user.signingkey={}", key.with_extension("pub").display())];
+    let ssh_cfg = |key: &Path| {
+        vec![
+            "gpg.format=ssh".to_string(),
+            format!("user.signingkey={}", key.with_extension("pub").display()),
+        ]
+    };
     let good = signed_commit(&work, &ssh_cfg(&admin), &[], "kind: Fleet\n# good\n");
     let foreign = signed_commit(&work, &ssh_cfg(&intruder), &[], "kind: Fleet\n# foreign\n");
     let forged = tampered_copy(&work, good);
 
-    let verifier = Verifier::new(&TrustPolicy { ssh_allowed_signers: Some(allowed.clone()), gpg_keyring: None }).unwrap();
+    let verifier = Verifier::new(&TrustPolicy {
+        ssh_allowed_signers: Some(allowed.clone()),
+        gpg_keyring: None,
+    })
+    .unwrap();
     let repo = Repository::open(&work).unwrap();
 
     let trusted = verifier.verify(&repo, good).unwrap().expect("trusted");
-    assert!(trusted.signer.starts_with("ssh:admin@acme.test SHA256:"), "{}", trusted.signer);
+    assert!(
+        trusted.signer.starts_with("ssh:admin@acme.test SHA256:"),
+        "{}",
+        trusted.signer
+    );
     assert!(verify_commit_agrees(&work, &allowed, good));
 
     let r = verifier.verify(&repo, unsigned).unwrap().unwrap_err();
     assert_eq!(r.reason, RejectReason::Unsigned);
-    assert_eq!(r.message, format!("commit {} is not signed; this fleet requires signed commits", &unsigned.to_string()[..12]));
+    assert_eq!(
+        r.message,
+        format!(
+            "commit {} is not signed; this fleet requires signed commits",
+            &unsigned.to_string()[..12]
+        )
+    );
 
     let r = verifier.verify(&repo, foreign).unwrap().unwrap_err();
     assert_eq!(r.reason, RejectReason::UnknownKey, "{}", r.message);
-    assert!(r.message.contains("SHA256:") && r.message.contains("allowed_signers"), "{}", r.message);
+    assert!(
+        r.message.contains("SHA256:") && r.message.contains("allowed_signers"),
+        "{}",
+        r.message
+    );
     assert!(!verify_commit_agrees(&work, &allowed, foreign));
 
     let r = verifier.verify(&repo, forged).unwrap().unwrap_err();
@@ -122,30 +177,79 @@ fn openpgp_signatures_against_a_keyring() {
     std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let env = [("GNUPGHOME", home.as_path())];
     let new_key = |uid: &str| {
-        run(t.path(), &env, "gpg", &["--batch", "--passphrase", "", "--quick-gen-key", uid, "ed25519", "sign", "never"]);
-        let out = run(t.path(), &env, "gpg", &["--batch", "--with-colons", "--list-keys", uid]);
-        out.lines().find(|l| l.starts_with("fpr:")).unwrap().split(':').nth(9).unwrap().to_string()
+        run(
+            t.path(),
+            &env,
+            "gpg",
+            &[
+                "--batch",
+                "--passphrase",
+                "",
+                "--quick-gen-key",
+                uid,
+                "ed25519",
+                "sign",
+                "never",
+            ],
+        );
+        let out = run(
+            t.path(),
+            &env,
+            "gpg",
+            &["--batch", "--with-colons", "--list-keys", uid],
+        );
+        out.lines()
+            .find(|l| l.starts_with("fpr:"))
+            .unwrap()
+            .split(':')
+            .nth(9)
+            .unwrap()
+            .to_string()
     };
     let admin = new_key("Fleet Admin <admin@acme.test>");
     let other = new_key("Someone Else <else@acme.test>");
     let keyring = t.path().join("trusted.asc");
-    let armored = run(t.path(), &env, "gpg", &["--batch", "--armor", "--export", &admin]);
+    let armored = run(
+        t.path(),
+        &env,
+        "gpg",
+        &["--batch", "--armor", "--export", &admin],
+    );
     std::fs::write(&keyring, armored + "\n").unwrap();
 
-    let pgp_cfg = |fpr: &str| vec!["gpg.format=openpgp".to_string(), format!("user.signingkey={fpr}")];
+    let pgp_cfg = |fpr: &str| {
+        vec![
+            "gpg.format=openpgp".to_string(),
+            format!("user.signingkey={fpr}"),
+        ]
+    };
     let good = signed_commit(&work, &pgp_cfg(&admin), &env, "kind: Fleet\n# pgp good\n");
     let foreign = signed_commit(&work, &pgp_cfg(&other), &env, "kind: Fleet\n# pgp other\n");
     let forged = tampered_copy(&work, good);
-    let _ = Command::new("gpgconf").args(["--kill", "all"]).env("GNUPGHOME", &home).status();
+    let _ = Command::new("gpgconf")
+        .args(["--kill", "all"])
+        .env("GNUPGHOME", &home)
+        .status();
 
-    let verifier = Verifier::new(&TrustPolicy { ssh_allowed_signers: None, gpg_keyring: Some(keyring.clone()) }).unwrap();
+    let verifier = Verifier::new(&TrustPolicy {
+        ssh_allowed_signers: None,
+        gpg_keyring: Some(keyring.clone()),
+    })
+    .unwrap();
     let repo = Repository::open(&work).unwrap();
     let ok = verifier.verify(&repo, good).unwrap().expect("trusted");
-    assert_eq!(ok.signer, format!("openpgp:{admin} Fleet Admin <admin@acme.test>"));
+    assert_eq!(
+        ok.signer,
+        format!("openpgp:{admin} Fleet Admin <admin@acme.test>")
+    );
 
     let r = verifier.verify(&repo, foreign).unwrap().unwrap_err();
     assert_eq!(r.reason, RejectReason::UnknownKey, "{}", r.message);
-    assert!(r.message.contains("not in the trusted keyring"), "{}", r.message);
+    assert!(
+        r.message.contains("not in the trusted keyring"),
+        "{}",
+        r.message
+    );
 
     let r = verifier.verify(&repo, forged).unwrap().unwrap_err();
     assert_eq!(r.reason, RejectReason::BadSignature, "{}", r.message);
@@ -153,14 +257,31 @@ fn openpgp_signatures_against_a_keyring() {
     // Only SSH trusted: an OpenPGP signature, however good, is not accepted.
     let allowed = t.path().join("allowed_signers");
     std::fs::write(&allowed, "").unwrap();
-    let ssh_only = Verifier::new(&TrustPolicy { ssh_allowed_signers: Some(allowed), gpg_keyring: None }).unwrap();
+    let ssh_only = Verifier::new(&TrustPolicy {
+        ssh_allowed_signers: Some(allowed),
+        gpg_keyring: None,
+    })
+    .unwrap();
     let r = ssh_only.verify(&repo, good).unwrap().unwrap_err();
     assert_eq!(r.reason, RejectReason::UntrustedFormat);
-    assert!(r.message.ends_with("is signed with OpenPGP, but only SSH signers are trusted"), "{}", r.message);
+    assert!(
+        r.message
+            .ends_with("is signed with OpenPGP, but only SSH signers are trusted"),
+        "{}",
+        r.message
+    );
 
     // A keyring file with no key in it is refused at start.
     let empty = t.path().join("empty.asc");
     std::fs::write(&empty, "").unwrap();
-    let err = Verifier::new(&TrustPolicy { ssh_allowed_signers: None, gpg_keyring: Some(empty) }).unwrap_err();
-    assert!(err.to_string().contains("no OpenPGP public key could be imported"), "{err}");
+    let err = Verifier::new(&TrustPolicy {
+        ssh_allowed_signers: None,
+        gpg_keyring: Some(empty),
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no OpenPGP public key could be imported"),
+        "{err}"
+    );
 }

@@ -29,14 +29,28 @@ async fn post(
     for (k, v) in headers {
         req = req.header(*k, v);
     }
-    let resp = client.request(req.body(Full::new(Bytes::from(body))).unwrap()).await.unwrap();
+    let resp = client
+        .request(req.body(Full::new(Bytes::from(body))).unwrap())
+        .await
+        .unwrap();
     let status = resp.status().as_u16();
-    let text = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    let text = String::from_utf8(
+        resp.into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+    .unwrap();
     (status, text.trim().to_string())
 }
 
 /// Waits (real time, bounded) until the published state satisfies `f`.
-async fn until(rx: &mut watch::Receiver<SourceState>, f: impl Fn(&SourceState) -> bool) -> SourceState {
+async fn until(
+    rx: &mut watch::Receiver<SourceState>,
+    f: impl Fn(&SourceState) -> bool,
+) -> SourceState {
     tokio::time::timeout(Duration::from_secs(20), rx.wait_for(|s| f(s)))
         .await
         .expect("state reached")
@@ -65,12 +79,21 @@ async fn signed_push_fetches_at_once_forged_push_is_rejected() {
     let (tx, mut rx) = watch::channel(SourceState::default());
     let cancel = CancellationToken::new();
     // An hour between polls: only the webhook can explain a fetch within this test.
-    tokio::spawn(poll_loop(Arc::clone(&source), Duration::from_secs(3600), trigger.clone(), tx, cancel.clone()));
+    tokio::spawn(poll_loop(
+        Arc::clone(&source),
+        Duration::from_secs(3600),
+        trigger.clone(),
+        tx,
+        cancel.clone(),
+    ));
     let s = until(&mut rx, |s| s.fetches == 1).await;
     assert_eq!(s.commit.unwrap().to_string(), first);
 
     let secret = Secret::new("hook-secret-42");
-    let receiver = Arc::new(Receiver::new(WebhookConfig { secret: secret.clone(), branch: Some("main".into()) }));
+    let receiver = Arc::new(Receiver::new(WebhookConfig {
+        secret: secret.clone(),
+        branch: Some("main".into()),
+    }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hooks/push", listener.local_addr().unwrap());
     tokio::spawn(serve(listener, receiver, trigger.clone(), cancel.clone()));
@@ -84,17 +107,35 @@ async fn signed_push_fetches_at_once_forged_push_is_rejected() {
     let (status, text) = post(
         &client,
         &url,
-        &[("x-github-event", "push".into()), ("x-github-delivery", "f-1".into()), ("x-hub-signature-256", forged)],
+        &[
+            ("x-github-event", "push".into()),
+            ("x-github-delivery", "f-1".into()),
+            ("x-hub-signature-256", forged),
+        ],
         body.clone(),
     )
     .await;
-    assert_eq!((status, text.as_str()), (401, "X-Hub-Signature-256 does not match the body signed with the configured secret"));
+    assert_eq!(
+        (status, text.as_str()),
+        (
+            401,
+            "X-Hub-Signature-256 does not match the body signed with the configured secret"
+        )
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(rx.borrow().fetches, 1, "a rejected delivery fetches nothing");
+    assert_eq!(
+        rx.borrow().fetches,
+        1,
+        "a rejected delivery fetches nothing"
+    );
 
     // Authentic: 202 and the new commit is fetched right away.
     let sig = format!("sha256={}", sign_hex(&secret, &body));
-    let headers = [("x-github-event", "push".to_string()), ("x-github-delivery", "d-1".to_string()), ("x-hub-signature-256", sig)];
+    let headers = [
+        ("x-github-event", "push".to_string()),
+        ("x-github-delivery", "d-1".to_string()),
+        ("x-hub-signature-256", sig),
+    ];
     let (status, text) = post(&client, &url, &headers, body.clone()).await;
     assert_eq!((status, text.as_str()), (202, "fetch triggered"));
     let s = until(&mut rx, |s| s.fetches >= 2).await;
@@ -102,7 +143,10 @@ async fn signed_push_fetches_at_once_forged_push_is_rejected() {
 
     // The same delivery again: acknowledged, ignored, no fetch.
     let (status, text) = post(&client, &url, &headers, body.clone()).await;
-    assert_eq!((status, text.as_str()), (200, "ignored: delivery d-1 already received"));
+    assert_eq!(
+        (status, text.as_str()),
+        (200, "ignored: delivery d-1 already received")
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(rx.borrow().fetches, 2);
 
@@ -111,7 +155,11 @@ async fn signed_push_fetches_at_once_forged_push_is_rejected() {
     let (status, _) = post(
         &client,
         &url,
-        &[("x-gitea-event", "push".into()), ("x-gitea-delivery", "g-1".into()), ("x-gitea-signature", sign_hex(&secret, &body))],
+        &[
+            ("x-gitea-event", "push".into()),
+            ("x-gitea-delivery", "g-1".into()),
+            ("x-gitea-signature", sign_hex(&secret, &body)),
+        ],
         body.clone(),
     )
     .await;
@@ -121,7 +169,10 @@ async fn signed_push_fetches_at_once_forged_push_is_rejected() {
     let (status, _) = post(
         &client,
         &url,
-        &[("x-gitlab-event", "Push Hook".into()), ("x-gitlab-token", "hook-secret-42".into())],
+        &[
+            ("x-gitlab-event", "Push Hook".into()),
+            ("x-gitlab-token", "hook-secret-42".into()),
+        ],
         body.clone(),
     )
     .await;
@@ -129,18 +180,31 @@ async fn signed_push_fetches_at_once_forged_push_is_rejected() {
     until(&mut rx, |s| s.fetches >= 4).await;
 
     // Malformed and oversized requests: clear 4xx.
-    let (status, text) = post(&client, &url, &[("content-type", "application/json".into())], body.clone()).await;
+    let (status, text) = post(
+        &client,
+        &url,
+        &[("content-type", "application/json".into())],
+        body.clone(),
+    )
+    .await;
     assert_eq!(status, 400, "{text}");
     let (status, _) = post(
         &client,
         &url,
-        &[("x-github-event", "push".into()), ("x-hub-signature-256", "sha256=00".into())],
+        &[
+            ("x-github-event", "push".into()),
+            ("x-hub-signature-256", "sha256=00".into()),
+        ],
         vec![b'x'; rota::source::webhook::MAX_BODY_BYTES + 1],
     )
     .await;
     assert_eq!(status, 413);
     let resp = client
-        .request(http::Request::get(&url).body(Full::new(Bytes::new())).unwrap())
+        .request(
+            http::Request::get(&url)
+                .body(Full::new(Bytes::new()))
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 405);
