@@ -346,8 +346,10 @@ fn remote_for<'r>(
 fn push_ref(repo: &Repository, push: &PushTarget, local: &str) -> Result<(), String> {
     let mut remote = remote_for(repo, push).map_err(|e| e.message().to_string())?;
     let rejected = RefCell::new(None);
+    let refusal = credentials::Refusal::default();
     {
-        let mut cbs = credentials::callbacks(&push.auth, &push.url, push.known_hosts.as_ref());
+        let mut cbs =
+            credentials::callbacks(&push.auth, &push.url, push.known_hosts.as_ref(), &refusal);
         cbs.push_update_reference(|refname, status| {
             if let Some(s) = status {
                 *rejected.borrow_mut() = Some(format!("{refname} rejected: {s}"));
@@ -358,7 +360,7 @@ fn push_ref(repo: &Repository, push: &PushTarget, local: &str) -> Result<(), Str
         opts.remote_callbacks(cbs);
         remote
             .push(&[format!("{local}:{local}")], Some(&mut opts))
-            .map_err(|e| e.message().to_string())?;
+            .map_err(|e| credentials::explain(&e, &refusal))?;
     }
     match rejected.into_inner() {
         Some(reason) => Err(reason),
@@ -373,13 +375,17 @@ fn fetch_ref(
     into: &str,
 ) -> Result<(), git2::Error> {
     let mut remote = remote_for(repo, push)?;
+    let refusal = credentials::Refusal::default();
     let mut opts = git2::FetchOptions::new();
     opts.remote_callbacks(credentials::callbacks(
         &push.auth,
         &push.url,
         push.known_hosts.as_ref(),
+        &refusal,
     ));
-    remote.fetch(&[format!("+{from}:{into}")], Some(&mut opts), None)
+    remote
+        .fetch(&[format!("+{from}:{into}")], Some(&mut opts), None)
+        .map_err(|e| git2::Error::from_str(&credentials::explain(&e, &refusal)))
 }
 
 #[async_trait]

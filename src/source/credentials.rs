@@ -200,21 +200,39 @@ pub fn plan_credential(
     }
 }
 
+/// Why our callbacks refused a connection. libgit2 replaces the callbacks' error text with
+/// its own generic one ("invalid or unknown remote ssh hostkey"), so the callbacks also
+/// leave their reason here for the caller to report.
+pub type Refusal = std::cell::RefCell<Option<String>>;
+
+/// The error to show for a failed libgit2 network operation: our callbacks' reason if they
+/// refused, libgit2's message otherwise.
+pub fn explain(e: &git2::Error, refusal: &Refusal) -> String {
+    refusal
+        .borrow_mut()
+        .take()
+        .unwrap_or_else(|| e.message().to_string())
+}
+
 /// libgit2 callbacks: credentials per [`plan_credential`], and SSH host keys checked against
 /// `known_hosts` (TLS certificates are left to libgit2's own verification).
 pub fn callbacks<'a>(
     auth: &'a Auth,
     url: &'a str,
     known_hosts: Option<&'a KnownHosts>,
+    refusal: &'a Refusal,
 ) -> RemoteCallbacks<'a> {
     let mut cb = RemoteCallbacks::new();
     let mut attempts = 0u32;
+    let refuse = move |m: String| {
+        *refusal.borrow_mut() = Some(m.clone());
+        git2::Error::from_str(&m)
+    };
     cb.credentials(move |_url, username_from_url, allowed| {
         if !allowed.contains(CredentialType::USERNAME) {
             attempts += 1;
         }
-        let plan = plan_credential(auth, username_from_url, allowed, attempts)
-            .map_err(|m| git2::Error::from_str(&m))?;
+        let plan = plan_credential(auth, username_from_url, allowed, attempts).map_err(refuse)?;
         match plan {
             CredentialPlan::Username(u) => Cred::username(&u),
             CredentialPlan::SshKey {
@@ -242,17 +260,18 @@ pub fn callbacks<'a>(
             return Ok(CertificateCheckStatus::CertificatePassthrough);
         };
         let Some(known) = known_hosts else {
-            return Err(git2::Error::from_str(
-                "ssh remote but no known_hosts file configured: refusing an unverified host key",
+            return Err(refuse(
+                "ssh remote but no known_hosts file configured: refusing an unverified host key"
+                    .to_string(),
             ));
         };
         let (Some(key), Some(kind)) = (hostkey.hostkey(), hostkey.hostkey_type()) else {
-            return Err(git2::Error::from_str("the ssh server sent no host key"));
+            return Err(refuse("the ssh server sent no host key".to_string()));
         };
         let (h, port) = ssh_host_port(url).unwrap_or((host.to_string(), 22));
         match known.check(&h, port, kind.name(), key) {
             HostKeyVerdict::Trusted => Ok(CertificateCheckStatus::CertificateOk),
-            verdict => Err(git2::Error::from_str(&verdict.explain(&h, port, known))),
+            verdict => Err(refuse(verdict.explain(&h, port, known))),
         }
     });
     cb

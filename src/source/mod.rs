@@ -171,13 +171,14 @@ impl GitSource {
         let repo = self.repository()?;
         let previous = self.current()?;
         let branch = &self.config.branch;
+        let refusal = credentials::Refusal::default();
         let fetch_err = |e: git2::Error| SourceError::Fetch {
             url: redact_url(&self.config.url),
             branch: branch.clone(),
-            message: e.message().to_string(),
+            message: credentials::explain(&e, &refusal),
         };
         let mut remote = repo.find_remote("origin").map_err(fetch_err)?;
-        let mut opts = self.fetch_options();
+        let mut opts = self.fetch_options(&refusal);
         let branch_spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
         let notes_spec = format!("+{}*:{}*", NOTES_PREFIX, REMOTE_NOTES_PREFIX);
         remote
@@ -200,13 +201,15 @@ impl GitSource {
         Ok(Fetched { commit, previous })
     }
 
-    /// Fetch options with this source's credentials, host key check and depth.
-    pub fn fetch_options(&self) -> FetchOptions<'_> {
+    /// Fetch options with this source's credentials, host key check and depth; the
+    /// callbacks leave the reason of a refusal in `refusal`.
+    pub fn fetch_options<'a>(&'a self, refusal: &'a credentials::Refusal) -> FetchOptions<'a> {
         let mut opts = FetchOptions::new();
         opts.remote_callbacks(credentials::callbacks(
             &self.config.auth,
             &self.config.url,
             self.known_hosts.as_ref(),
+            refusal,
         ));
         // libgit2's local transport (file:// and paths) copies objects directly and refuses
         // a depth; a local repo has nothing to save anyway.

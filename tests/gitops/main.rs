@@ -5,6 +5,7 @@
 mod forge_double;
 mod notes;
 mod source;
+mod ssh;
 mod status_api;
 mod support;
 mod trust;
