@@ -11,4 +11,7 @@ pub mod fleet;
 pub mod gates;
 pub mod kube;
 pub mod rotate;
+pub mod report;
 pub mod sim;
+pub mod source;
+pub mod waves;

@@ -1,0 +1,121 @@
+//! What the three forge backends share: list first, compare, post only on change, and a
+//! per-commit cache of what the forge holds so that an unchanged report costs no request.
+//! Each forge file supplies the wire format through [`ForgeApi`].
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use async_trait::async_trait;
+use tokio::sync::Mutex;
+
+use super::http::ForgeClient;
+use super::{CommitStatus, Posted, ReportError, StatusStore, validate};
+
+/// Commits whose statuses are cached (an agent reports on the newest few).
+const CACHED_COMMITS: usize = 64;
+
+/// One forge's commit-status API.
+#[async_trait]
+pub trait ForgeApi: Send + Sync {
+    fn backend(&self) -> &'static str;
+    /// Every status the forge holds for `sha` (latest per context), in rota's vocabulary.
+    async fn fetch(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+    ) -> Result<Vec<CommitStatus>, ReportError>;
+    /// Creates one status.
+    async fn post(
+        &self,
+        client: &ForgeClient,
+        sha: &str,
+        status: &CommitStatus,
+    ) -> Result<Posted, ReportError>;
+    /// The status as the forge will store it (a forge without an `error` state stores
+    /// `failure`): comparisons are made in the forge's vocabulary.
+    fn as_stored(&self, status: &CommitStatus) -> CommitStatus {
+        status.clone()
+    }
+}
+
+/// A [`StatusStore`] over a forge API.
+pub struct ForgeStore<A> {
+    api: A,
+    client: ForgeClient,
+    cache: Mutex<Cache>,
+}
+
+#[derive(Default)]
+struct Cache {
+    order: VecDeque<String>,
+    by_commit: HashMap<String, BTreeMap<String, CommitStatus>>,
+}
+
+impl Cache {
+    fn put(&mut self, sha: &str, statuses: BTreeMap<String, CommitStatus>) {
+        if !self.by_commit.contains_key(sha) {
+            self.order.push_back(sha.to_string());
+            if self.order.len() > CACHED_COMMITS
+                && let Some(old) = self.order.pop_front()
+            {
+                self.by_commit.remove(&old);
+            }
+        }
+        self.by_commit.insert(sha.to_string(), statuses);
+    }
+}
+
+impl<A: ForgeApi> ForgeStore<A> {
+    pub fn from_parts(api: A, client: ForgeClient) -> Self {
+        ForgeStore {
+            api,
+            client,
+            cache: Mutex::new(Cache::default()),
+        }
+    }
+}
+
+fn rota_only(statuses: Vec<CommitStatus>) -> BTreeMap<String, CommitStatus> {
+    statuses
+        .into_iter()
+        .filter(|s| s.context.starts_with("rota/"))
+        .map(|s| (s.context.clone(), s))
+        .collect()
+}
+
+#[async_trait]
+impl<A: ForgeApi> StatusStore for ForgeStore<A> {
+    fn backend(&self) -> &'static str {
+        self.api.backend()
+    }
+
+    async fn list(&self, commit: &str) -> Result<Vec<CommitStatus>, ReportError> {
+        let fresh = rota_only(self.api.fetch(&self.client, commit).await?);
+        let out = fresh.values().cloned().collect();
+        self.cache.lock().await.put(commit, fresh);
+        Ok(out)
+    }
+
+    async fn set(&self, commit: &str, status: &CommitStatus) -> Result<Posted, ReportError> {
+        validate(commit, status)?;
+        let wanted = self.api.as_stored(status);
+        // One writer per context (this agent), so the cache stays true once filled; it is
+        // filled from the forge on the first report of each commit (after a restart too).
+        let mut cache = self.cache.lock().await;
+        if !cache.by_commit.contains_key(commit) {
+            let fresh = rota_only(self.api.fetch(&self.client, commit).await?);
+            cache.put(commit, fresh);
+        }
+        let known = &cache.by_commit[commit];
+        if known
+            .get(&wanted.context)
+            .is_some_and(|r| wanted.same_as(r))
+        {
+            return Ok(Posted::Unchanged);
+        }
+        let posted = self.api.post(&self.client, commit, status).await?;
+        if let Some(m) = cache.by_commit.get_mut(commit) {
+            m.insert(wanted.context.clone(), wanted);
+        }
+        Ok(posted)
+    }
+}

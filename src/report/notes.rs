@@ -1,0 +1,450 @@
+//! The default status store: git notes in the fleet repo itself. Each agent writes only its
+//! own cluster's notes ref, `refs/notes/rota/<cluster>`, so refs never conflict: one writer
+//! per ref, fast-forward pushes. The note on a fleet commit is a JSON document with that
+//! cluster's statuses and its pools' completion and gate-failure records (which the promotion
+//! guard of later waves reads):
+//!
+//! ```json
+//! {
+//!   "cluster": "canary-use1",
+//!   "statuses": [
+//!     {"context": "rota/canary-use1", "state": "pending", "description": "1/2 pools rotating",
+//!      "updatedAt": "2026-11-22T03:00:00Z"}
+//!   ],
+//!   "pools": [
+//!     {"cluster": "canary-use1", "pool": "general", "completions": [
+//!       {"channel": "general", "version": "2026.11.2", "completedAt": "2026-11-22T02:40:00Z"}]}
+//!   ]
+//! }
+//! ```
+//!
+//! Read it with `git fetch origin 'refs/notes/rota/*:refs/notes/rota/*'` then
+//! `git notes --ref rota/canary-use1 show <commit>`. Other clusters' notes are read from
+//! `refs/rota/remote-notes/<cluster>`, where [`crate::source::GitSource::fetch`] mirrors them.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use git2::{Oid, PushOptions, Repository};
+use serde::{Deserialize, Serialize};
+
+use super::{CommitStatus, Posted, ReportError, State, StatusStore, validate};
+use crate::source::credentials::{self, Auth, KnownHosts};
+use crate::source::{NOTES_PREFIX, REMOTE_NOTES_PREFIX};
+use crate::waves::PoolRecord;
+
+/// The note document of one cluster on one commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NoteDoc {
+    pub cluster: String,
+    #[serde(default)]
+    pub statuses: Vec<NoteStatus>,
+    #[serde(default)]
+    pub pools: Vec<PoolRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NoteStatus {
+    pub context: String,
+    pub state: State,
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_url: Option<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl NoteStatus {
+    fn status(&self) -> CommitStatus {
+        CommitStatus {
+            context: self.context.clone(),
+            state: self.state,
+            description: self.description.clone(),
+            target_url: self.target_url.clone(),
+        }
+    }
+}
+
+/// Where to push the notes ref (the fleet repo's remote), with the source's credentials.
+#[derive(Debug, Clone)]
+pub struct PushTarget {
+    pub url: String,
+    pub auth: Auth,
+    pub known_hosts: Option<KnownHosts>,
+}
+
+/// Git-notes status store over a local repository (the source's bare mirror).
+#[derive(Debug, Clone)]
+pub struct GitNotesStore {
+    inner: Arc<Inner>,
+    write_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    repo: PathBuf,
+    /// The cluster this store writes for (`None`: read-only, e.g. `rota status`).
+    cluster: Option<String>,
+    push: Option<PushTarget>,
+}
+
+/// `refs/notes/rota/<cluster>`.
+pub fn notes_ref(cluster: &str) -> String {
+    format!("{NOTES_PREFIX}{cluster}")
+}
+
+fn remote_notes_ref(cluster: &str) -> String {
+    format!("{REMOTE_NOTES_PREFIX}{cluster}")
+}
+
+impl GitNotesStore {
+    /// A store over the repository at `repo`, writing as `cluster` (if any) and pushing to
+    /// `push` (if any) after every change.
+    pub fn new(repo: &Path, cluster: Option<&str>, push: Option<PushTarget>) -> Self {
+        GitNotesStore {
+            inner: Arc::new(Inner {
+                repo: repo.to_path_buf(),
+                cluster: cluster.map(str::to_string),
+                push,
+            }),
+            write_lock: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// Every cluster's pool records on `commit` (what the promotion guard reads).
+    pub async fn pool_records(&self, commit: &str) -> Result<Vec<PoolRecord>, ReportError> {
+        let docs = self.docs(commit).await?;
+        Ok(docs.into_iter().flat_map(|d| d.pools).collect())
+    }
+
+    /// Every cluster's note document on `commit`, by cluster name.
+    pub async fn docs(&self, commit: &str) -> Result<Vec<NoteDoc>, ReportError> {
+        let inner = Arc::clone(&self.inner);
+        let commit = commit.to_string();
+        blocking(move || inner.read_all(&commit)).await
+    }
+
+    /// Records this cluster's pool records on `commit` (written only on change).
+    pub async fn set_pool_records(
+        &self,
+        commit: &str,
+        records: Vec<PoolRecord>,
+    ) -> Result<Posted, ReportError> {
+        let mut records = records;
+        records.sort_by(|a, b| (&a.cluster, &a.pool).cmp(&(&b.cluster, &b.pool)));
+        self.write(commit, move |doc, _now| {
+            if doc.pools == records {
+                return false;
+            }
+            doc.pools = records.clone();
+            true
+        })
+        .await
+    }
+
+    async fn write(
+        &self,
+        commit: &str,
+        mutate: impl Fn(&mut NoteDoc, DateTime<Utc>) -> bool + Send + 'static,
+    ) -> Result<Posted, ReportError> {
+        let _one_writer = self.write_lock.lock().await;
+        let inner = Arc::clone(&self.inner);
+        let commit = commit.to_string();
+        blocking(move || inner.write(&commit, &mutate)).await
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ReportError> + Send + 'static,
+) -> Result<T, ReportError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(ReportError::Git {
+            notes_ref: "refs/notes/rota/*".into(),
+            message: format!("git notes task failed: {e}"),
+        })
+    })
+}
+
+impl Inner {
+    fn git_err(&self, notes_ref: &str) -> impl Fn(git2::Error) -> ReportError + '_ {
+        let notes_ref = notes_ref.to_string();
+        move |e| ReportError::Git {
+            notes_ref: notes_ref.clone(),
+            message: e.message().to_string(),
+        }
+    }
+
+    fn open(&self) -> Result<Repository, ReportError> {
+        Repository::open(&self.repo).map_err(|e| ReportError::Git {
+            notes_ref: NOTES_PREFIX.to_string() + "*",
+            message: format!("opening {}: {}", self.repo.display(), e.message()),
+        })
+    }
+
+    /// The ref to read each cluster from: our own local ref (we are its writer), the fetched
+    /// copy for everyone else (fresher than any stale local ref).
+    fn refs_by_cluster(&self, repo: &Repository) -> Result<BTreeMap<String, String>, ReportError> {
+        let mut out = BTreeMap::new();
+        let err = self.git_err(NOTES_PREFIX);
+        for prefix in [NOTES_PREFIX, REMOTE_NOTES_PREFIX] {
+            for r in repo.references_glob(&format!("{prefix}*")).map_err(&err)? {
+                let r = r.map_err(&err)?;
+                let Ok(name) = r.name() else { continue };
+                let cluster = name[prefix.len()..].to_string();
+                let own = self.cluster.as_deref() == Some(cluster.as_str());
+                let prefer = if own {
+                    NOTES_PREFIX
+                } else {
+                    REMOTE_NOTES_PREFIX
+                };
+                if prefix == prefer || !out.contains_key(&cluster) {
+                    out.insert(cluster, name.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_doc(
+        &self,
+        repo: &Repository,
+        notes_ref: &str,
+        cluster: &str,
+        commit: Oid,
+    ) -> Result<Option<NoteDoc>, ReportError> {
+        let note = match repo.find_note(Some(notes_ref), commit) {
+            Ok(n) => n,
+            Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+            Err(e) => return Err(self.git_err(notes_ref)(e)),
+        };
+        let doc: NoteDoc =
+            serde_json::from_slice(note.message_bytes()).map_err(|e| ReportError::Git {
+                notes_ref: notes_ref.to_string(),
+                message: format!("note on {commit} is not a rota status document: {e}"),
+            })?;
+        if doc.cluster != cluster {
+            return Err(ReportError::Git {
+                notes_ref: notes_ref.to_string(),
+                message: format!("note on {commit} names cluster {:?}", doc.cluster),
+            });
+        }
+        Ok(Some(doc))
+    }
+
+    fn read_all(&self, commit: &str) -> Result<Vec<NoteDoc>, ReportError> {
+        let repo = self.open()?;
+        let oid = Oid::from_str(commit)
+            .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
+        let mut docs = Vec::new();
+        for (cluster, r) in self.refs_by_cluster(&repo)? {
+            if let Some(doc) = self.read_doc(&repo, &r, &cluster, oid)? {
+                docs.push(doc);
+            }
+        }
+        Ok(docs)
+    }
+
+    fn write(
+        &self,
+        commit: &str,
+        mutate: &dyn Fn(&mut NoteDoc, DateTime<Utc>) -> bool,
+    ) -> Result<Posted, ReportError> {
+        let cluster = self.cluster.as_deref().ok_or_else(|| {
+            ReportError::Config("this git-notes store is read-only (no cluster to write as)".into())
+        })?;
+        let local = notes_ref(cluster);
+        let remote = remote_notes_ref(cluster);
+        let err = self.git_err(&local);
+        let repo = self.open()?;
+        let oid = Oid::from_str(commit)
+            .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
+        // A fresh mirror (new pod) continues the history it finds on the remote instead of
+        // starting a new one that could never be pushed.
+        if repo.refname_to_id(&local).is_err()
+            && let Ok(id) = repo.refname_to_id(&remote)
+        {
+            repo.reference(&local, id, false, "rota: adopt the pushed notes")
+                .map_err(&err)?;
+        }
+        let posted = self.note_locally(&repo, &local, cluster, oid, mutate)?;
+        if posted == Posted::Unchanged {
+            return Ok(posted);
+        }
+        let Some(push) = &self.push else {
+            return Ok(posted);
+        };
+        match push_ref(&repo, push, &local) {
+            Ok(()) => Ok(posted),
+            Err(first) => {
+                // Rejected: the remote moved (a previous incarnation of this agent pushed
+                // notes this mirror never saw). Take the remote history and redo the change
+                // on top of it, once.
+                tracing::info!(notes_ref = %local, error = %first, "notes push rejected; rebasing on the remote notes");
+                fetch_ref(&repo, push, &local, &remote).map_err(&err)?;
+                let id = repo.refname_to_id(&remote).map_err(&err)?;
+                repo.reference(&local, id, true, "rota: reset to the pushed notes")
+                    .map_err(&err)?;
+                self.note_locally(&repo, &local, cluster, oid, mutate)?;
+                push_ref(&repo, push, &local).map_err(|m| ReportError::Git {
+                    notes_ref: local.clone(),
+                    message: format!("pushing to {}: {m}", crate::source::redact_url(&push.url)),
+                })?;
+                Ok(Posted::Created)
+            }
+        }
+    }
+
+    fn note_locally(
+        &self,
+        repo: &Repository,
+        local: &str,
+        cluster: &str,
+        oid: Oid,
+        mutate: &dyn Fn(&mut NoteDoc, DateTime<Utc>) -> bool,
+    ) -> Result<Posted, ReportError> {
+        let mut doc = match self.read_doc(repo, local, cluster, oid) {
+            Ok(Some(d)) => d,
+            Ok(None) => NoteDoc {
+                cluster: cluster.to_string(),
+                ..NoteDoc::default()
+            },
+            Err(e) => {
+                // We are the only writer of this ref: a note we cannot read was not written
+                // by rota as it is now; replace it rather than stop reporting forever.
+                tracing::warn!(error = %e, "replacing an unreadable status note");
+                NoteDoc {
+                    cluster: cluster.to_string(),
+                    ..NoteDoc::default()
+                }
+            }
+        };
+        if !mutate(&mut doc, Utc::now()) {
+            return Ok(Posted::Unchanged);
+        }
+        let text = serde_json::to_string_pretty(&doc).expect("serialisable") + "\n";
+        let sig = git2::Signature::now("rota", &format!("rota+{cluster}@rota.dev"))
+            .map_err(self.git_err(local))?;
+        repo.note(&sig, &sig, Some(local), oid, &text, true)
+            .map_err(self.git_err(local))?;
+        Ok(Posted::Created)
+    }
+}
+
+fn remote_for<'r>(
+    repo: &'r Repository,
+    push: &PushTarget,
+) -> Result<git2::Remote<'r>, git2::Error> {
+    repo.remote_anonymous(&crate::source::normalise_url(&push.url))
+}
+
+/// Pushes `local` to the same name, fast-forward only. Errors carry the remote's reason.
+fn push_ref(repo: &Repository, push: &PushTarget, local: &str) -> Result<(), String> {
+    let mut remote = remote_for(repo, push).map_err(|e| e.message().to_string())?;
+    let rejected = RefCell::new(None);
+    let refusal = credentials::Refusal::default();
+    {
+        let mut cbs =
+            credentials::callbacks(&push.auth, &push.url, push.known_hosts.as_ref(), &refusal);
+        cbs.push_update_reference(|refname, status| {
+            if let Some(s) = status {
+                *rejected.borrow_mut() = Some(format!("{refname} rejected: {s}"));
+            }
+            Ok(())
+        });
+        let mut opts = PushOptions::new();
+        opts.remote_callbacks(cbs);
+        remote
+            .push(&[format!("{local}:{local}")], Some(&mut opts))
+            .map_err(|e| credentials::explain(&e, &refusal))?;
+    }
+    match rejected.into_inner() {
+        Some(reason) => Err(reason),
+        None => Ok(()),
+    }
+}
+
+fn fetch_ref(
+    repo: &Repository,
+    push: &PushTarget,
+    from: &str,
+    into: &str,
+) -> Result<(), git2::Error> {
+    let mut remote = remote_for(repo, push)?;
+    let refusal = credentials::Refusal::default();
+    let mut opts = git2::FetchOptions::new();
+    opts.remote_callbacks(credentials::callbacks(
+        &push.auth,
+        &push.url,
+        push.known_hosts.as_ref(),
+        &refusal,
+    ));
+    remote
+        .fetch(&[format!("+{from}:{into}")], Some(&mut opts), None)
+        .map_err(|e| git2::Error::from_str(&credentials::explain(&e, &refusal)))
+}
+
+#[async_trait]
+impl StatusStore for GitNotesStore {
+    fn backend(&self) -> &'static str {
+        "git-notes"
+    }
+
+    async fn list(&self, commit: &str) -> Result<Vec<CommitStatus>, ReportError> {
+        let mut out: Vec<CommitStatus> = self
+            .docs(commit)
+            .await?
+            .iter()
+            .flat_map(|d| d.statuses.iter().map(NoteStatus::status))
+            .collect();
+        out.sort_by(|a, b| a.context.cmp(&b.context));
+        Ok(out)
+    }
+
+    async fn set(&self, commit: &str, status: &CommitStatus) -> Result<Posted, ReportError> {
+        validate(commit, status)?;
+        if let Some(cluster) = &self.inner.cluster {
+            let own = super::cluster_context(cluster);
+            if status.context != own && !status.context.starts_with(&format!("{own}/")) {
+                return Err(ReportError::Invalid(format!(
+                    "{} is not a context of cluster {cluster}: each agent writes only its own notes",
+                    status.context
+                )));
+            }
+        }
+        let status = status.clone();
+        self.write(commit, move |doc, now| {
+            if let Some(existing) = doc
+                .statuses
+                .iter_mut()
+                .find(|s| s.context == status.context)
+            {
+                if status.same_as(&existing.status()) {
+                    return false;
+                }
+                *existing = NoteStatus {
+                    context: status.context.clone(),
+                    state: status.state,
+                    description: status.description.clone(),
+                    target_url: status.target_url.clone(),
+                    updated_at: now,
+                };
+            } else {
+                doc.statuses.push(NoteStatus {
+                    context: status.context.clone(),
+                    state: status.state,
+                    description: status.description.clone(),
+                    target_url: status.target_url.clone(),
+                    updated_at: now,
+                });
+                doc.statuses.sort_by(|a, b| a.context.cmp(&b.context));
+            }
+            true
+        })
+        .await
+    }
+}

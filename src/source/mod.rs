@@ -1,0 +1,362 @@
+//! The fleet repo source: a local bare mirror of one branch of the fleet git repo, fetched with
+//! git2 over file://, git://, ssh or https, read straight from the object database (no
+//! checkout). Around it: the poll loop ([`poll`]), the push webhook receiver ([`webhook`]),
+//! watching a local working copy ([`watch`]), credentials and host keys ([`credentials`]) and
+//! commit signature verification ([`trust`]).
+//!
+//! git2 is blocking; async callers run [`GitSource::fetch`] on the blocking pool (the poll
+//! loop does).
+
+pub mod credentials;
+pub mod poll;
+pub mod trust;
+pub mod watch;
+pub mod webhook;
+
+use std::path::{Path, PathBuf};
+
+use git2::{FetchOptions, Oid, Repository};
+
+pub use credentials::{Auth, KnownHosts, Secret};
+
+/// Where the fleet repo comes from and how to fetch it.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// A URL (`file:///srv/fleet.git`, `git://host/fleet.git`, `ssh://git@host/fleet.git`,
+    /// `git@host:fleet.git`, `https://host/fleet.git`) or a local path.
+    pub url: String,
+    /// The branch rota follows.
+    pub branch: String,
+    pub auth: Auth,
+    /// Shallow fetch: only this many commits of history (`None`: full history). Statuses and
+    /// the promotion guard only need the commits rota acts on, so `Some(1)` is enough for an
+    /// agent; `rota status` over old revisions wants the full history. Ignored for file://
+    /// URLs and local paths (libgit2's local transport has no shallow mode).
+    pub depth: Option<u32>,
+}
+
+/// What one fetch found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fetched {
+    /// The commit the followed branch points at after the fetch.
+    pub commit: Oid,
+    /// The commit before the fetch (`None` on the first fetch).
+    pub previous: Option<Oid>,
+}
+
+impl Fetched {
+    pub fn changed(&self) -> bool {
+        self.previous != Some(self.commit)
+    }
+}
+
+/// One file of a commit's tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeFile {
+    /// Path from the tree root, `/`-separated.
+    pub path: String,
+    pub data: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("fetching {url} (branch {branch}): {message}")]
+    Fetch {
+        url: String,
+        branch: String,
+        message: String,
+    },
+    #[error("branch {branch} not found at {url}")]
+    NoBranch { url: String, branch: String },
+    #[error("local mirror {path}: {source}")]
+    Mirror {
+        path: PathBuf,
+        #[source]
+        source: git2::Error,
+    },
+    #[error("reading commit {commit}: {message}")]
+    Read { commit: String, message: String },
+    #[error("{0}")]
+    Credentials(#[from] credentials::CredentialError),
+}
+
+impl SourceError {
+    /// A stable, low-cardinality reason for metrics and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SourceError::Fetch { .. } => "FetchFailed",
+            SourceError::NoBranch { .. } => "BranchNotFound",
+            SourceError::Mirror { .. } => "MirrorBroken",
+            SourceError::Read { .. } => "ReadFailed",
+            SourceError::Credentials(_) => "CredentialsInvalid",
+        }
+    }
+}
+
+/// A bare mirror of the followed branch. Cheap to share behind an `Arc`: every call opens
+/// the repository afresh (git2 handles are not `Sync`).
+#[derive(Debug)]
+pub struct GitSource {
+    config: SourceConfig,
+    mirror: PathBuf,
+    /// Loaded once: a broken credentials setup fails at start, not at the first fetch.
+    known_hosts: Option<KnownHosts>,
+}
+
+/// The remote-tracking ref a fetch updates.
+fn tracking_ref(branch: &str) -> String {
+    format!("refs/remotes/origin/{branch}")
+}
+
+impl GitSource {
+    /// Opens (or creates) the bare mirror at `mirror` and points its `origin` at the
+    /// configured URL. Reads the credential files now so that mistakes show at start.
+    pub fn open(config: SourceConfig, mirror: &Path) -> Result<Self, SourceError> {
+        let mirror_err = |source| SourceError::Mirror {
+            path: mirror.to_path_buf(),
+            source,
+        };
+        let repo = match Repository::open_bare(mirror) {
+            Ok(r) => r,
+            Err(_) => Repository::init_bare(mirror).map_err(mirror_err)?,
+        };
+        let url = normalise_url(&config.url);
+        match repo.find_remote("origin") {
+            Ok(r) if r.url() == Ok(url.as_str()) => {}
+            Ok(_) => repo.remote_set_url("origin", &url).map_err(mirror_err)?,
+            Err(_) => {
+                repo.remote_with_fetch("origin", &url, "+refs/heads/*:refs/remotes/origin/*")
+                    .map_err(mirror_err)?;
+            }
+        }
+        let known_hosts = match &config.auth {
+            Auth::SshKey { known_hosts, .. } => Some(KnownHosts::load(known_hosts)?),
+            _ => None,
+        };
+        config.auth.validate()?;
+        Ok(GitSource {
+            config,
+            mirror: mirror.to_path_buf(),
+            known_hosts,
+        })
+    }
+
+    pub fn config(&self) -> &SourceConfig {
+        &self.config
+    }
+
+    /// Path of the bare mirror (the fleet loader and the git-notes store open it).
+    pub fn mirror_path(&self) -> &Path {
+        &self.mirror
+    }
+
+    pub fn repository(&self) -> Result<Repository, SourceError> {
+        Repository::open_bare(&self.mirror).map_err(|source| SourceError::Mirror {
+            path: self.mirror.clone(),
+            source,
+        })
+    }
+
+    /// The commit of the followed branch as of the last fetch.
+    pub fn current(&self) -> Result<Option<Oid>, SourceError> {
+        let repo = self.repository()?;
+        let r = repo.refname_to_id(&tracking_ref(&self.config.branch)).ok();
+        Ok(r)
+    }
+
+    /// Fetches the followed branch (and the rota status notes, into
+    /// `refs/rota/remote-notes/*`, so that the git-notes store can read every cluster's
+    /// statuses). Blocking.
+    pub fn fetch(&self) -> Result<Fetched, SourceError> {
+        let repo = self.repository()?;
+        let previous = self.current()?;
+        let branch = &self.config.branch;
+        let refusal = credentials::Refusal::default();
+        let fetch_err = |e: git2::Error| SourceError::Fetch {
+            url: redact_url(&self.config.url),
+            branch: branch.clone(),
+            message: credentials::explain(&e, &refusal),
+        };
+        let mut remote = repo.find_remote("origin").map_err(fetch_err)?;
+        let mut opts = self.fetch_options(&refusal);
+        let branch_spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
+        let notes_spec = format!("+{}*:{}*", NOTES_PREFIX, REMOTE_NOTES_PREFIX);
+        remote
+            .fetch(
+                &[branch_spec.as_str(), notes_spec.as_str()],
+                Some(&mut opts),
+                None,
+            )
+            .map_err(fetch_err)?;
+        let commit =
+            repo.refname_to_id(&tracking_ref(branch))
+                .map_err(|_| SourceError::NoBranch {
+                    url: redact_url(&self.config.url),
+                    branch: branch.clone(),
+                })?;
+        if previous != Some(commit) {
+            tracing::info!(commit = %commit, previous = ?previous.map(|p| p.to_string()),
+                url = %redact_url(&self.config.url), "fleet repo moved");
+        }
+        Ok(Fetched { commit, previous })
+    }
+
+    /// Fetch options with this source's credentials, host key check and depth; the
+    /// callbacks leave the reason of a refusal in `refusal`.
+    pub fn fetch_options<'a>(&'a self, refusal: &'a credentials::Refusal) -> FetchOptions<'a> {
+        let mut opts = FetchOptions::new();
+        opts.remote_callbacks(credentials::callbacks(
+            &self.config.auth,
+            &self.config.url,
+            self.known_hosts.as_ref(),
+            refusal,
+        ));
+        // libgit2's local transport (file:// and paths) copies objects directly and refuses
+        // a depth; a local repo has nothing to save anyway.
+        let local = normalise_url(&self.config.url).starts_with("file://");
+        if let Some(depth) = self.config.depth.filter(|_| !local) {
+            opts.depth(depth.min(i32::MAX as u32) as i32);
+        }
+        opts.download_tags(git2::AutotagOption::None);
+        opts
+    }
+
+    /// Every blob of `commit`'s tree under `dir` (`""` for the root) for which `want(path)`
+    /// holds, read from the object database. Symlinks and submodules are skipped.
+    pub fn read_files(
+        &self,
+        commit: Oid,
+        dir: &str,
+        want: impl Fn(&str) -> bool,
+    ) -> Result<Vec<TreeFile>, SourceError> {
+        let repo = self.repository()?;
+        read_tree_files(&repo, commit, dir, want)
+    }
+}
+
+/// The notes namespace rota writes statuses under, and where fetches mirror the remote's.
+pub const NOTES_PREFIX: &str = "refs/notes/rota/";
+pub const REMOTE_NOTES_PREFIX: &str = "refs/rota/remote-notes/";
+
+/// Reads the files of a commit's tree (see [`GitSource::read_files`]); usable on any repo.
+pub fn read_tree_files(
+    repo: &Repository,
+    commit: Oid,
+    dir: &str,
+    want: impl Fn(&str) -> bool,
+) -> Result<Vec<TreeFile>, SourceError> {
+    let read_err = |e: git2::Error| SourceError::Read {
+        commit: commit.to_string(),
+        message: e.message().to_string(),
+    };
+    let tree = repo
+        .find_commit(commit)
+        .and_then(|c| c.tree())
+        .map_err(read_err)?;
+    let dir = dir.trim_matches('/');
+    let root = if dir.is_empty() {
+        tree
+    } else {
+        let entry = tree
+            .get_path(Path::new(dir))
+            .map_err(|_| SourceError::Read {
+                commit: commit.to_string(),
+                message: format!("no directory {dir} in the tree"),
+            })?;
+        repo.find_tree(entry.id()).map_err(|_| SourceError::Read {
+            commit: commit.to_string(),
+            message: format!("{dir} is not a directory"),
+        })?
+    };
+    let mut files = Vec::new();
+    let mut failure = None;
+    root.walk(git2::TreeWalkMode::PreOrder, |parent, entry| {
+        if entry.kind() != Some(git2::ObjectType::Blob) || entry.filemode() == 0o120000 {
+            return git2::TreeWalkResult::Ok;
+        }
+        let path = format!("{parent}{}", entry.name().unwrap_or(""));
+        if !want(&path) {
+            return git2::TreeWalkResult::Ok;
+        }
+        match repo.find_blob(entry.id()) {
+            Ok(blob) => {
+                files.push(TreeFile {
+                    path,
+                    data: blob.content().to_vec(),
+                });
+                git2::TreeWalkResult::Ok
+            }
+            Err(e) => {
+                failure = Some(e);
+                git2::TreeWalkResult::Abort
+            }
+        }
+    })
+    .map_err(read_err)?;
+    if let Some(e) = failure {
+        return Err(read_err(e));
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}
+
+/// A plain local path becomes a file:// URL; everything else is passed to git as is.
+pub fn normalise_url(url: &str) -> String {
+    if url.contains("://") || is_scp_like(url) {
+        url.to_string()
+    } else {
+        let p = Path::new(url);
+        let abs = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        format!("file://{}", abs.display())
+    }
+}
+
+/// `git@host:path` (scp-like ssh syntax), as opposed to a local path such as `./a:b`.
+pub(crate) fn is_scp_like(url: &str) -> bool {
+    match url.split_once(':') {
+        Some((host, _)) => !host.is_empty() && !host.contains('/') && host != ".",
+        None => false,
+    }
+}
+
+/// Drops any `user:password@` part so that URLs can be logged.
+pub fn redact_url(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if let Some((userinfo, host)) = authority.rsplit_once('@') {
+            let user = userinfo.split(':').next().unwrap_or("");
+            if userinfo.contains(':') {
+                return format!("{scheme}://{user}:***@{host}{path}");
+            }
+        }
+    }
+    url.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords_in_urls() {
+        assert_eq!(
+            redact_url("https://x-access-token:ghp_secret@github.com/acme/fleet.git"),
+            "https://x-access-token:***@github.com/acme/fleet.git"
+        );
+        assert_eq!(
+            redact_url("ssh://git@host/fleet.git"),
+            "ssh://git@host/fleet.git"
+        );
+        assert_eq!(redact_url("/srv/fleet"), "/srv/fleet");
+    }
+
+    #[test]
+    fn scp_like_urls_are_not_paths() {
+        assert!(is_scp_like("git@github.com:acme/fleet.git"));
+        assert!(!is_scp_like("/srv/fleet.git"));
+        assert!(!is_scp_like("./a:b"));
+    }
+}

@@ -1,0 +1,616 @@
+//! The promotion guard (contract: "Waves and the promotion guard"). With `promotion.guard:
+//! true`, a pool in wave k starts rotating to version v of channel c only when
+//!
+//! 1. every pool on channel c in every earlier wave has a recorded completion of v,
+//! 2. the newest of those completions is at least that earlier wave's `soak` old, and
+//! 3. no gate failure on v was recorded after it.
+//!
+//! Until then the pool waits, and its pending status names what it waits for. A pure
+//! function of (waves, records, now): the records come from the status store, the clock from
+//! the caller.
+//!
+//! Two readings the contract leaves open, decided here:
+//! - An earlier wave with no pool on channel c imposes nothing (neither completion nor soak):
+//!   it has nothing to prove about c.
+//! - A gate failure blocks when recorded after the wave's newest completion, and also when
+//!   recorded after the failing pool's own latest completion (the pool went bad after it
+//!   finished, even if a sibling completed later). A failure during a pool's rollout that the
+//!   pool then recovered from and completed does not block.
+//!
+//! Worked example (canary soak 1h): canary-use1/general completes general@2026.11.2 at 10:00,
+//! canary-euw1/general at 10:20. At 11:05 main waits ("soak: 15m left"); at 11:20 it may go.
+//! A gate failure on 2026.11.2 at 10:40 blocks until a new completion is recorded.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::records::{PoolRecord, PoolRef};
+
+/// One wave as the guard sees it: its name, soak, and every pool of its clusters with the
+/// channel each follows (from the resolved fleet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaveView {
+    pub name: String,
+    pub soak: Duration,
+    pub pools: Vec<PoolRef>,
+}
+
+/// What a pool wants to do: roll `channel` to `version` in `wave`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Promotion<'a> {
+    pub wave: &'a str,
+    pub channel: &'a str,
+    pub version: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuardDecision {
+    Allowed { reason: String },
+    Waiting(Wait),
+}
+
+impl GuardDecision {
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, GuardDecision::Allowed { .. })
+    }
+}
+
+/// What a pool waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wait {
+    /// These pools of `wave` have no recorded completion of the version.
+    Completion { wave: String, pools: Vec<PoolRef> },
+    /// A gate failed on the version after the wave completed it.
+    GateFailure {
+        wave: String,
+        pool: PoolRef,
+        gate: String,
+        at: DateTime<Utc>,
+    },
+    /// The wave completed the version at `completed_at`; its soak ends at `until`.
+    Soak {
+        wave: String,
+        completed_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+        remaining: Duration,
+    },
+    /// The pool's wave is not in the fleet's wave list (a resolution bug: never promote).
+    UnknownWave { wave: String },
+}
+
+impl Wait {
+    /// The pending status description (at most 140 characters).
+    pub fn describe(&self, channel: &str, version: &str) -> String {
+        let cv = format!("{channel}@{version}");
+        let text = match self {
+            Wait::Completion { wave, pools } => {
+                let first = &pools[0];
+                let more = match pools.len() {
+                    1 => String::new(),
+                    n => format!(" and {} more", n - 1),
+                };
+                format!(
+                    "waiting for {}/{}{more} (wave {wave}) to complete {cv}",
+                    first.cluster, first.pool
+                )
+            }
+            Wait::GateFailure {
+                wave,
+                pool,
+                gate,
+                at,
+            } => format!(
+                "waiting: gate {gate} failed on {}/{} (wave {wave}) for {cv} at {}",
+                pool.cluster,
+                pool.pool,
+                at.format("%Y-%m-%dT%H:%MZ")
+            ),
+            Wait::Soak {
+                wave,
+                until,
+                remaining,
+                ..
+            } => format!(
+                "waiting for wave {wave} to soak {cv}: {} left (until {})",
+                human(*remaining),
+                until.format("%Y-%m-%dT%H:%MZ")
+            ),
+            Wait::UnknownWave { wave } => format!("wave {wave} is not in the fleet's waves"),
+        };
+        crate::report::fit_description(&text)
+    }
+}
+
+/// `1h5m`, `15m`, `42s`: how long is left, rounded up to the second.
+fn human(d: Duration) -> String {
+    let mut s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    let h = s / 3600;
+    s %= 3600;
+    let m = s / 60;
+    s %= 60;
+    let mut out = String::new();
+    if h > 0 {
+        out += &format!("{h}h");
+    }
+    if m > 0 {
+        out += &format!("{m}m");
+    }
+    if s > 0 || out.is_empty() {
+        out += &format!("{s}s");
+    }
+    out
+}
+
+/// Decides whether `promotion` may start now.
+pub fn promotion_guard(
+    enabled: bool,
+    waves: &[WaveView],
+    promotion: Promotion<'_>,
+    records: &[PoolRecord],
+    now: DateTime<Utc>,
+) -> GuardDecision {
+    let Promotion {
+        wave,
+        channel,
+        version,
+    } = promotion;
+    if !enabled {
+        return GuardDecision::Allowed {
+            reason: "promotion guard disabled".into(),
+        };
+    }
+    let Some(k) = waves.iter().position(|w| w.name == wave) else {
+        return GuardDecision::Waiting(Wait::UnknownWave { wave: wave.into() });
+    };
+    if k == 0 {
+        return GuardDecision::Allowed {
+            reason: format!("wave {wave} is the first wave"),
+        };
+    }
+    let record_of = |p: &PoolRef| {
+        records
+            .iter()
+            .find(|r| r.cluster == p.cluster && r.pool == p.pool)
+    };
+    for earlier in &waves[..k] {
+        let on_channel: Vec<&PoolRef> = earlier
+            .pools
+            .iter()
+            .filter(|p| p.channel == channel)
+            .collect();
+        if on_channel.is_empty() {
+            continue;
+        }
+        // 1. every pool on c has completed v (its latest completion of v).
+        let mut missing = Vec::new();
+        let mut completions = Vec::new();
+        for p in &on_channel {
+            match record_of(p).and_then(|r| r.latest_completion(channel, version)) {
+                Some(at) => completions.push((*p, at)),
+                None => missing.push((*p).clone()),
+            }
+        }
+        if !missing.is_empty() {
+            return GuardDecision::Waiting(Wait::Completion {
+                wave: earlier.name.clone(),
+                pools: missing,
+            });
+        }
+        let newest = completions
+            .iter()
+            .map(|(_, at)| *at)
+            .max()
+            .expect("non-empty");
+        // 3. no gate failure on v after the newest completion, or after the failing pool's
+        //    own completion.
+        let mut blocking = None;
+        for (p, own) in &completions {
+            let since = (*own).min(newest);
+            let failures = record_of(p)
+                .into_iter()
+                .flat_map(|r| r.gate_failures.iter());
+            for f in
+                failures.filter(|f| f.channel == channel && f.version == version && f.at > since)
+            {
+                if blocking
+                    .as_ref()
+                    .is_none_or(|(_, g): &(&PoolRef, &super::records::GateFailure)| f.at > g.at)
+                {
+                    blocking = Some((*p, f));
+                }
+            }
+        }
+        if let Some((p, f)) = blocking {
+            return GuardDecision::Waiting(Wait::GateFailure {
+                wave: earlier.name.clone(),
+                pool: p.clone(),
+                gate: f.gate.clone(),
+                at: f.at,
+            });
+        }
+        // 2. the newest completion is at least the wave's soak old.
+        let soak = chrono::Duration::from_std(earlier.soak).unwrap_or(chrono::Duration::MAX);
+        let until = newest
+            .checked_add_signed(soak)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        if now < until {
+            return GuardDecision::Waiting(Wait::Soak {
+                wave: earlier.name.clone(),
+                completed_at: newest,
+                until,
+                remaining: (until - now).to_std().unwrap_or_default(),
+            });
+        }
+    }
+    GuardDecision::Allowed {
+        reason: format!("every earlier wave completed {channel}@{version} and soaked"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::waves::records::PoolRecord;
+    use chrono::TimeZone;
+
+    fn t(h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, h, m, 0).unwrap()
+    }
+
+    const V: &str = "2026.11.2";
+
+    /// canary (soak 1h): canary-use1/general, canary-use1/gpu (channel gpu),
+    /// canary-euw1/general; main (soak 2h): prod-use1/general; last: prod-apse1/general.
+    fn waves() -> Vec<WaveView> {
+        vec![
+            WaveView {
+                name: "canary".into(),
+                soak: Duration::from_secs(3600),
+                pools: vec![
+                    PoolRef::new("canary-use1", "general", "general"),
+                    PoolRef::new("canary-use1", "gpu", "gpu"),
+                    PoolRef::new("canary-euw1", "general", "general"),
+                ],
+            },
+            WaveView {
+                name: "main".into(),
+                soak: Duration::from_secs(2 * 3600),
+                pools: vec![PoolRef::new("prod-use1", "general", "general")],
+            },
+            WaveView {
+                name: "last".into(),
+                soak: Duration::ZERO,
+                pools: vec![PoolRef::new("prod-apse1", "general", "general")],
+            },
+        ]
+    }
+
+    fn main_general() -> Promotion<'static> {
+        Promotion {
+            wave: "main",
+            channel: "general",
+            version: V,
+        }
+    }
+
+    fn both_canaries_done() -> Vec<PoolRecord> {
+        vec![
+            PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+            PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+        ]
+    }
+
+    struct Case {
+        name: &'static str,
+        enabled: bool,
+        promotion: Promotion<'static>,
+        records: Vec<PoolRecord>,
+        now: DateTime<Utc>,
+        want: Result<(), &'static str>,
+    }
+
+    #[test]
+    fn contract_table() {
+        let cases = vec![
+            Case {
+                name: "guard disabled: anything goes",
+                enabled: false,
+                promotion: main_general(),
+                records: vec![],
+                now: t(10, 0),
+                want: Ok(()),
+            },
+            Case {
+                name: "the first wave never waits",
+                enabled: true,
+                promotion: Promotion {
+                    wave: "canary",
+                    channel: "general",
+                    version: V,
+                },
+                records: vec![],
+                now: t(10, 0),
+                want: Ok(()),
+            },
+            Case {
+                name: "no earlier pool completed v",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![],
+                now: t(12, 0),
+                want: Err(
+                    "waiting for canary-use1/general and 1 more (wave canary) to complete general@2026.11.2",
+                ),
+            },
+            Case {
+                name: "one earlier pool on c still missing",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![PoolRecord::new("canary-use1", "general").completed(
+                    "general",
+                    V,
+                    t(10, 0),
+                )],
+                now: t(12, 0),
+                want: Err(
+                    "waiting for canary-euw1/general (wave canary) to complete general@2026.11.2",
+                ),
+            },
+            Case {
+                name: "a completion of another version does not count",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed(
+                        "general",
+                        "2026.11.1",
+                        t(10, 0),
+                    ),
+                ],
+                now: t(12, 0),
+                want: Err(
+                    "waiting for canary-euw1/general (wave canary) to complete general@2026.11.2",
+                ),
+            },
+            Case {
+                name: "pools on other channels are not waited for (canary gpu never completed)",
+                enabled: true,
+                promotion: main_general(),
+                records: both_canaries_done(),
+                now: t(11, 20),
+                want: Ok(()),
+            },
+            Case {
+                name: "soak counts from the newest completion, not the first",
+                enabled: true,
+                promotion: main_general(),
+                records: both_canaries_done(),
+                now: t(11, 5),
+                want: Err(
+                    "waiting for wave canary to soak general@2026.11.2: 15m left (until 2026-11-22T11:20Z)",
+                ),
+            },
+            Case {
+                name: "exactly soak old is old enough",
+                enabled: true,
+                promotion: main_general(),
+                records: both_canaries_done(),
+                now: t(11, 20),
+                want: Ok(()),
+            },
+            Case {
+                name: "gate failure on v after the newest completion blocks",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .completed("general", V, t(10, 0))
+                        .gate_failed("general", V, "error-rate", t(10, 40)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(15, 0),
+                want: Err(
+                    "waiting: gate error-rate failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:40Z",
+                ),
+            },
+            Case {
+                name: "gate failure after the pool's own completion blocks even before a sibling completes later",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .completed("general", V, t(10, 0))
+                        .gate_failed("general", V, "pods-healthy", t(10, 10)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(15, 0),
+                want: Err(
+                    "waiting: gate pods-healthy failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:10Z",
+                ),
+            },
+            Case {
+                name: "a failure during the rollout, then a completion, does not block",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .gate_failed("general", V, "error-rate", t(9, 30))
+                        .completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(11, 20),
+                want: Ok(()),
+            },
+            Case {
+                name: "a failure on another version does not block",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .completed("general", V, t(10, 0))
+                        .gate_failed("general", "2026.11.1", "error-rate", t(10, 30)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(11, 20),
+                want: Ok(()),
+            },
+            Case {
+                name: "a completion after the failure (re-rolled) lifts the block",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .completed("general", V, t(10, 0))
+                        .gate_failed("general", V, "error-rate", t(10, 40))
+                        .completed("general", V, t(11, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(11, 30),
+                want: Err(
+                    "waiting for wave canary to soak general@2026.11.2: 30m left (until 2026-11-22T12:00Z)",
+                ),
+            },
+            Case {
+                name: "every earlier wave: the third wave also waits for canary",
+                enabled: true,
+                promotion: Promotion {
+                    wave: "last",
+                    channel: "general",
+                    version: V,
+                },
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("prod-use1", "general").completed("general", V, t(12, 0)),
+                ],
+                now: t(15, 0),
+                want: Err(
+                    "waiting for canary-euw1/general (wave canary) to complete general@2026.11.2",
+                ),
+            },
+            Case {
+                name: "every earlier wave: main's own soak (2h) applies to the third wave",
+                enabled: true,
+                promotion: Promotion {
+                    wave: "last",
+                    channel: "general",
+                    version: V,
+                },
+                records: {
+                    let mut r = both_canaries_done();
+                    r.push(PoolRecord::new("prod-use1", "general").completed(
+                        "general",
+                        V,
+                        t(12, 0),
+                    ));
+                    r
+                },
+                now: t(13, 0),
+                want: Err(
+                    "waiting for wave main to soak general@2026.11.2: 1h left (until 2026-11-22T14:00Z)",
+                ),
+            },
+            Case {
+                name: "an earlier wave without pools on the channel imposes nothing",
+                enabled: true,
+                promotion: Promotion {
+                    wave: "main",
+                    channel: "windows",
+                    version: V,
+                },
+                records: vec![],
+                now: t(10, 0),
+                want: Ok(()),
+            },
+            Case {
+                name: "a completion stamped in the future is not soaked",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(16, 0)),
+                ],
+                now: t(15, 0),
+                want: Err(
+                    "waiting for wave canary to soak general@2026.11.2: 2h left (until 2026-11-22T17:00Z)",
+                ),
+            },
+            Case {
+                name: "an unknown wave never proceeds",
+                enabled: true,
+                promotion: Promotion {
+                    wave: "mian",
+                    channel: "general",
+                    version: V,
+                },
+                records: both_canaries_done(),
+                now: t(20, 0),
+                want: Err("wave mian is not in the fleet's waves"),
+            },
+        ];
+        let waves = waves();
+        for c in cases {
+            let d = promotion_guard(c.enabled, &waves, c.promotion, &c.records, c.now);
+            match (&d, c.want) {
+                (GuardDecision::Allowed { .. }, Ok(())) => {}
+                (GuardDecision::Waiting(w), Err(text)) => {
+                    assert_eq!(
+                        w.describe(c.promotion.channel, c.promotion.version),
+                        text,
+                        "case: {}",
+                        c.name
+                    )
+                }
+                (d, want) => panic!("case: {}: got {d:?}, want {want:?}", c.name),
+            }
+        }
+    }
+
+    #[test]
+    fn waiting_says_how_long_structurally() {
+        let d = promotion_guard(
+            true,
+            &waves(),
+            main_general(),
+            &both_canaries_done(),
+            t(11, 5),
+        );
+        assert_eq!(
+            d,
+            GuardDecision::Waiting(Wait::Soak {
+                wave: "canary".into(),
+                completed_at: t(10, 20),
+                until: t(11, 20),
+                remaining: Duration::from_secs(15 * 60),
+            })
+        );
+    }
+
+    #[test]
+    fn descriptions_fit_a_status() {
+        let pools: Vec<PoolRef> = (0..50)
+            .map(|i| {
+                PoolRef::new(
+                    &format!("a-very-long-cluster-name-number-{i}"),
+                    "general-purpose-pool",
+                    "general",
+                )
+            })
+            .collect();
+        let w = Wait::Completion {
+            wave: "canary".into(),
+            pools,
+        };
+        let d = w.describe("general", V);
+        assert!(d.chars().count() <= 140, "{d}");
+        assert!(d.contains("and 49 more"), "{d}");
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(Duration::from_secs(3900)), "1h5m");
+        assert_eq!(human(Duration::from_millis(500)), "1s");
+        assert_eq!(human(Duration::ZERO), "0s");
+    }
+}

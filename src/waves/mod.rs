@@ -1,0 +1,9 @@
+//! Waves: the order in which clusters take a new image, and the promotion guard that holds a
+//! wave until the earlier ones completed the version and soaked. `records` is what agents
+//! write about their pools (completions, gate failures) and `guard` decides from it.
+
+pub mod guard;
+pub mod records;
+
+pub use guard::{GuardDecision, Promotion, Wait, WaveView, promotion_guard};
+pub use records::{Completion, GateFailure, PoolRecord, PoolRef};

@@ -1,0 +1,261 @@
+//! The git source against real repositories: file://, a plain path, `git daemon` (git://)
+//! with shallow fetches, and an HTTP remote that demands a token.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+use rota::source::{Auth, GitSource, Secret, SourceConfig, SourceError};
+
+use crate::support::{GitDaemon, commit_file, git, init_repo, tmp};
+
+fn config(url: &str) -> SourceConfig {
+    SourceConfig {
+        url: url.to_string(),
+        branch: "main".into(),
+        auth: Auth::None,
+        depth: None,
+    }
+}
+
+#[test]
+fn file_url_fetch_follows_the_branch_and_reads_the_tree() {
+    let t = tmp();
+    let work = t.path().join("work");
+    let first = init_repo(&work);
+    commit_file(
+        &work,
+        "clusters/prod-use1.yaml",
+        "kind: Cluster\n",
+        "add prod",
+    );
+    commit_file(&work, ".github/workflows/ci.yaml", "on: push\n", "ci");
+    std::os::unix::fs::symlink("fleet.yaml", work.join("link.yaml")).unwrap();
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "symlink"]);
+    let head = git(&work, &["rev-parse", "HEAD"]);
+    assert_ne!(head, first);
+
+    let src = GitSource::open(
+        config(&format!("file://{}", work.display())),
+        &t.path().join("mirror"),
+    )
+    .unwrap();
+    assert_eq!(src.current().unwrap(), None);
+    let f = src.fetch().unwrap();
+    assert_eq!(f.commit.to_string(), head);
+    assert_eq!(f.previous, None);
+    assert!(f.changed());
+
+    let all = src
+        .read_files(f.commit, "", |p| p.ends_with(".yaml"))
+        .unwrap();
+    let paths: Vec<&str> = all.iter().map(|f| f.path.as_str()).collect();
+    // Symlinks are skipped; filtering hidden folders is the fleet loader's business.
+    assert_eq!(
+        paths,
+        [
+            ".github/workflows/ci.yaml",
+            "clusters/prod-use1.yaml",
+            "fleet.yaml"
+        ]
+    );
+    assert_eq!(all[2].data, b"kind: Fleet\n");
+    let sub = src.read_files(f.commit, "clusters", |_| true).unwrap();
+    assert_eq!(sub.len(), 1);
+    assert_eq!(sub[0].path, "prod-use1.yaml");
+    let missing = src.read_files(f.commit, "nope", |_| true).unwrap_err();
+    assert!(
+        missing.to_string().contains("no directory nope"),
+        "{missing}"
+    );
+
+    // Nothing new: same commit, not changed. A new commit: seen, with its predecessor.
+    let again = src.fetch().unwrap();
+    assert!(!again.changed());
+    let next = commit_file(&work, "fleet.yaml", "kind: Fleet\n# bump\n", "bump");
+    let moved = src.fetch().unwrap();
+    assert_eq!(moved.commit.to_string(), next);
+    assert_eq!(moved.previous.map(|p| p.to_string()), Some(head.clone()));
+    // Reading an older commit still works: the mirror keeps history.
+    assert_eq!(
+        src.read_files(git2::Oid::from_str(&first).unwrap(), "", |_| true)
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // A force-push that rewinds the branch is followed too (a revert by reset).
+    git(&work, &["reset", "-q", "--hard", &head]);
+    let rewound = src.fetch().unwrap();
+    assert_eq!(rewound.commit.to_string(), head);
+}
+
+#[test]
+fn a_plain_path_is_a_file_url_and_a_missing_branch_is_named() {
+    let t = tmp();
+    let work = t.path().join("work");
+    init_repo(&work);
+    let mut c = config(work.to_str().unwrap());
+    c.branch = "release".into();
+    let src = GitSource::open(c, &t.path().join("mirror")).unwrap();
+    let err = src.fetch().unwrap_err();
+    assert_eq!(err.reason(), "BranchNotFound");
+    assert_eq!(
+        err.to_string(),
+        format!("branch release not found at {}", work.display())
+    );
+
+    let ok = GitSource::open(config(work.to_str().unwrap()), &t.path().join("mirror")).unwrap();
+    ok.fetch().unwrap();
+}
+
+#[test]
+fn shallow_fetch_over_git_daemon() {
+    let t = tmp();
+    let served = t.path().join("served");
+    let work = served.join("fleet");
+    let first = init_repo(&work);
+    let second = commit_file(&work, "fleet.yaml", "kind: Fleet\n# 2\n", "two");
+    let third = commit_file(&work, "fleet.yaml", "kind: Fleet\n# 3\n", "three");
+    let daemon = GitDaemon::start(&served);
+
+    let mut c = config(&daemon.url("fleet"));
+    c.depth = Some(1);
+    let src = GitSource::open(c, &t.path().join("mirror")).unwrap();
+    let f = src.fetch().unwrap();
+    assert_eq!(f.commit.to_string(), third);
+    let repo = src.repository().unwrap();
+    assert!(repo.is_shallow(), "depth 1 makes a shallow mirror");
+    assert!(
+        repo.find_commit(git2::Oid::from_str(&second).unwrap())
+            .is_err(),
+        "history not fetched"
+    );
+    assert!(
+        repo.find_commit(git2::Oid::from_str(&first).unwrap())
+            .is_err()
+    );
+
+    let fourth = commit_file(&work, "fleet.yaml", "kind: Fleet\n# 4\n", "four");
+    let f = src.fetch().unwrap();
+    assert_eq!(f.commit.to_string(), fourth);
+    assert_eq!(f.previous.map(|p| p.to_string()), Some(third));
+    let files = src.read_files(f.commit, "", |_| true).unwrap();
+    assert_eq!(files[0].data, b"kind: Fleet\n# 4\n");
+
+    // The same daemon, full depth: the whole history arrives.
+    let full = GitSource::open(config(&daemon.url("fleet")), &t.path().join("full")).unwrap();
+    full.fetch().unwrap();
+    let repo = full.repository().unwrap();
+    assert!(!repo.is_shallow());
+    assert!(
+        repo.find_commit(git2::Oid::from_str(&first).unwrap())
+            .is_ok()
+    );
+}
+
+#[test]
+fn an_unreachable_remote_is_a_fetch_error_naming_it() {
+    let t = tmp();
+    // Port 9 (discard) on loopback: nothing listens there in the test machine.
+    let src = GitSource::open(config("git://127.0.0.1:9/fleet"), &t.path().join("mirror")).unwrap();
+    let err = src.fetch().unwrap_err();
+    assert!(matches!(err, SourceError::Fetch { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("fetching git://127.0.0.1:9/fleet (branch main)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_ssh_key_or_known_hosts_fail_at_open() {
+    let t = tmp();
+    let c = SourceConfig {
+        url: "git@git.acme.test:acme/fleet.git".into(),
+        branch: "main".into(),
+        auth: Auth::SshKey {
+            user: None,
+            private_key: t.path().join("id_ed25519"),
+            public_key: None,
+            passphrase: None,
+            known_hosts: t.path().join("known_hosts"),
+        },
+        depth: Some(1),
+    };
+    let err = GitSource::open(c, &t.path().join("mirror")).unwrap_err();
+    assert!(err.to_string().contains("known_hosts"), "{err}");
+}
+
+/// An HTTP remote that answers every request with 401 and records the Authorization
+/// headers it got: libgit2 must send the token as Basic auth once, then give up with our
+/// message, never logging the token.
+#[tokio::test]
+async fn https_token_is_sent_as_basic_auth_once_and_never_shown() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let seen2 = Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let seen = Arc::clone(&seen2);
+            tokio::spawn(async move {
+                let svc =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let auth = req
+                            .headers()
+                            .get("authorization")
+                            .map(|v| v.to_str().unwrap().to_string());
+                        seen.lock().unwrap().push(auth);
+                        async move {
+                            let mut r = http::Response::new(Full::new(Bytes::from_static(
+                                b"auth required",
+                            )));
+                            *r.status_mut() = http::StatusCode::UNAUTHORIZED;
+                            r.headers_mut().insert(
+                                "www-authenticate",
+                                "Basic realm=\"fleet\"".parse().unwrap(),
+                            );
+                            Ok::<_, Infallible>(r)
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+
+    let t = tmp();
+    let c = SourceConfig {
+        url: format!("http://{addr}/acme/fleet.git"),
+        branch: "main".into(),
+        auth: Auth::HttpsToken {
+            username: "x-access-token".into(),
+            token: Secret::new("ghs_TOPSECRET123"),
+        },
+        depth: None,
+    };
+    let src = GitSource::open(c, &t.path().join("mirror")).unwrap();
+    let err = tokio::task::spawn_blocking(move || src.fetch())
+        .await
+        .unwrap()
+        .unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(text.contains("rejected the token"), "{text}");
+    assert!(!text.contains("TOPSECRET"), "{text}");
+
+    let seen = seen.lock().unwrap().clone();
+    let with_auth: Vec<&String> = seen.iter().flatten().collect();
+    assert_eq!(with_auth.len(), 1, "the token is tried once: {seen:?}");
+    let basic = with_auth[0].strip_prefix("Basic ").unwrap();
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(basic)
+        .unwrap();
+    assert_eq!(decoded, b"x-access-token:ghs_TOPSECRET123");
+}
