@@ -428,6 +428,8 @@ fn errors_in_several_files_are_all_reported() {
         "window: 10m",
         "window: 10 minutes",
     );
+    // Even with the Fleet document rejected, the clusters' own mistakes are reported.
+    edit("fleet.yaml", "  promotion:", "  promotoin:");
     let d = load_dir(dir.path()).unwrap_err();
     let files: Vec<String> = d.iter().map(|x| format!("{}:{}", x.file, x.line)).collect();
     assert_eq!(
@@ -435,6 +437,7 @@ fn errors_in_several_files_are_all_reported() {
         [
             "clusters/aws/prod-use1.yaml:12",
             "clusters/gcp/dev-usc1.yaml:17",
+            "fleet.yaml:52",
             "gates/node-events.yaml:12"
         ],
         "{d}"

@@ -30,7 +30,9 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
     let (rejected_gates, rejected_clusters) =
         (rejected_named("HealthGate"), rejected_named("Cluster"));
 
-    if fleets.is_empty() && !rejected.iter().any(|(k, _)| k == "Fleet") {
+    // Only worth saying when the Fleet is not simply hidden behind another error (a file
+    // that failed to parse may well hold it).
+    if fleets.is_empty() && !rejected.iter().any(|(k, _)| k == "Fleet") && diags.is_empty() {
         diags.push(Diagnostic::new(
             &Location::default(),
             "",
