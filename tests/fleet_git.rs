@@ -414,3 +414,52 @@ fn a_fleet_in_a_sub_folder_and_symlinks_in_the_tree() {
         stderr(&out)
     );
 }
+
+#[test]
+fn rota_validate_accepts_the_example_and_reports_json() {
+    let ex = example();
+    let out = rota(&["validate", ex.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "fleet acme is valid: 7 clusters, 13 pools, 3 waves, 4 gates\n"
+    );
+    let json = rota(&[
+        "validate",
+        "--repo",
+        ex.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(stdout(&json), "{\"errors\":[],\"valid\":true}\n");
+
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&ex, tmp.path());
+    edit(
+        &tmp.path().join("gates/pods-healthy.yaml"),
+        "maxPending: 5",
+        "maxPendng: 5",
+    );
+    let bad = rota(&["validate", tmp.path().to_str().unwrap(), "--format", "json"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&bad)).unwrap();
+    assert_eq!(v["valid"], false);
+    let e = &v["errors"][0];
+    assert!(
+        e["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("/gates/pods-healthy.yaml")
+    );
+    assert_eq!(
+        (e["line"].as_u64(), e["column"].as_u64()),
+        (Some(12), Some(5))
+    );
+    assert_eq!(e["path"], "spec.pods.maxPendng");
+    assert_eq!(e["hint"], "did you mean `maxPending`?");
+
+    let usage = rota(&["validate", "/no/such/folder"]);
+    assert_eq!(usage.status.code(), Some(2));
+    let usage = rota(&["validate", "--format", "xml"]);
+    assert_eq!(usage.status.code(), Some(2));
+}
