@@ -245,7 +245,7 @@ fn diff_groups_image_changes_by_wave() {
     let out = stdout(&promote);
     assert_eq!(
         out,
-        "wave main (3):\n\
+        "wave 3: main\n\
          \x20 prod-euw1/general: general 2026.11.1 -> 2026.11.2 (projects/acme-images/global/images/general-2026-11-1 -> projects/acme-images/global/images/general-2026-11-2)\n\
          \x20 prod-usw2/general: general 2026.11.1 -> 2026.11.2 (ami-0a1b2c3d4e5f60718 -> ami-0f9e8d7c6b5a40312)\n\
          \x20 prod-usw2/legacy: general 2026.11.1 -> 2026.11.2 (ami-0a1b2c3d4e5f60718 -> ami-0f9e8d7c6b5a40312)\n\
@@ -319,6 +319,32 @@ fn diff_groups_image_changes_by_wave() {
     assert!(
         back.iter().all(|b| *b == ("2026.11.2", "2026.11.1")),
         "{back:?}"
+    );
+
+    let md = rota(&[
+        "diff",
+        "--repo",
+        repo,
+        "--from",
+        &h.promoted,
+        "--to",
+        &h.bumped,
+        "--format",
+        "markdown",
+    ]);
+    assert_eq!(
+        stdout(&md),
+        "### rota: 4 pools change image\n\n\
+         #### Wave 1: canary\n\n\
+         | pool | change | from | to |\n\
+         |---|---|---|---|\n\
+         | canary-use1/general | changed | general@2026.11.2 (`ami-0f9e8d7c6b5a40312`) | general@2026.11.3 (`ami-0123456789abcdef0`) |\n\
+         | dev-usc1/general | changed | general@2026.11.2 (`projects/acme-images/global/images/general-2026-11-2`) | general@2026.11.3 (`projects/acme-images/global/images/general-2026-11-3`) |\n\n\
+         #### Wave 3: main\n\n\
+         | pool | change | from | to |\n\
+         |---|---|---|---|\n\
+         | prod-euc1/general | added | – | general@2026.11.2 (`ami-0f9e8d7c6b5a40312`) |\n\
+         | prod-euc1/legacy | added | – | general@2026.11.2 (`ami-0f9e8d7c6b5a40312`) |\n\n"
     );
 
     let same = rota(&["diff", "--repo", repo, "--from", "HEAD", "--to", "HEAD"]);
@@ -413,4 +439,53 @@ fn a_fleet_in_a_sub_folder_and_symlinks_in_the_tree() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn rota_validate_accepts_the_example_and_reports_json() {
+    let ex = example();
+    let out = rota(&["validate", ex.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "fleet acme is valid: 7 clusters, 13 pools, 3 waves, 4 gates\n"
+    );
+    let json = rota(&[
+        "validate",
+        "--repo",
+        ex.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(stdout(&json), "{\"errors\":[],\"valid\":true}\n");
+
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&ex, tmp.path());
+    edit(
+        &tmp.path().join("gates/pods-healthy.yaml"),
+        "maxPending: 5",
+        "maxPendng: 5",
+    );
+    let bad = rota(&["validate", tmp.path().to_str().unwrap(), "--format", "json"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&bad)).unwrap();
+    assert_eq!(v["valid"], false);
+    let e = &v["errors"][0];
+    assert!(
+        e["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("/gates/pods-healthy.yaml")
+    );
+    assert_eq!(
+        (e["line"].as_u64(), e["column"].as_u64()),
+        (Some(12), Some(5))
+    );
+    assert_eq!(e["path"], "spec.pods.maxPendng");
+    assert_eq!(e["hint"], "did you mean `maxPending`?");
+
+    let usage = rota(&["validate", "/no/such/folder"]);
+    assert_eq!(usage.status.code(), Some(2));
+    let usage = rota(&["validate", "--format", "xml"]);
+    assert_eq!(usage.status.code(), Some(2));
 }

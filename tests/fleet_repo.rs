@@ -228,7 +228,7 @@ fn schema_and_typed_model_agree() {
         {
             continue;
         }
-        let schema_ok = schema::validate(&file, kind, &doc).is_empty();
+        let schema_ok = schema::validate(&file, kind, &doc.value, &doc.positions).is_empty();
         if schema_ok {
             assert!(
                 typed_ok(kind, &doc.value),
@@ -252,7 +252,7 @@ fn schema_and_typed_model_agree() {
                     value: v.clone(),
                     positions: doc.positions.clone(),
                 };
-                let s = schema::validate(&file, kind, &d).is_empty();
+                let s = schema::validate(&file, kind, &d.value, &d.positions).is_empty();
                 let t = typed_ok(kind, &v);
                 assert_eq!(s, t, "{file}: extra field at {p:?}: schema {s}, model {t}");
                 checked += 1;
@@ -428,6 +428,8 @@ fn errors_in_several_files_are_all_reported() {
         "window: 10m",
         "window: 10 minutes",
     );
+    // Even with the Fleet document rejected, the clusters' own mistakes are reported.
+    edit("fleet.yaml", "  promotion:", "  promotoin:");
     let d = load_dir(dir.path()).unwrap_err();
     let files: Vec<String> = d.iter().map(|x| format!("{}:{}", x.file, x.line)).collect();
     assert_eq!(
@@ -435,6 +437,7 @@ fn errors_in_several_files_are_all_reported() {
         [
             "clusters/aws/prod-use1.yaml:12",
             "clusters/gcp/dev-usc1.yaml:17",
+            "fleet.yaml:52",
             "gates/node-events.yaml:12"
         ],
         "{d}"

@@ -11,7 +11,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use super::diagnostics::{Diagnostic, Location, did_you_mean};
-use super::yaml::{Document, escape_token, pointer_to_path};
+use super::yaml::{Positions, escape_token, pointer_to_path};
 
 pub const FLEET_SCHEMA: &str = include_str!("../../schemas/fleet.schema.json");
 pub const CLUSTER_SCHEMA: &str = include_str!("../../schemas/cluster.schema.json");
@@ -54,12 +54,17 @@ pub fn schema_text(kind: &str) -> Option<&'static str> {
 }
 
 /// Validate one document of a known kind; every violation becomes a diagnostic.
-pub fn validate(file: &str, kind: &str, doc: &Document) -> Vec<Diagnostic> {
+pub fn validate(file: &str, kind: &str, value: &Value, positions: &Positions) -> Vec<Diagnostic> {
     let Some(c) = compiled(kind) else {
         return Vec::new();
     };
+    // The boolean check is much cheaper than collecting errors, and nearly every document
+    // of a real repo is valid.
+    if c.validator.is_valid(value) {
+        return Vec::new();
+    }
     let mut out = Vec::new();
-    for err in c.validator.iter_errors(&doc.value) {
+    for err in c.validator.iter_errors(value) {
         let instance_path = err.instance_path().to_string();
         let schema_path = err.schema_path().to_string();
         // The schema node holding the failed keyword: its description says what is expected.
@@ -70,9 +75,9 @@ pub fn validate(file: &str, kind: &str, doc: &Document) -> Vec<Diagnostic> {
         let node = resolve(&c.schema, parent);
         let at = |pointer: &str, key: bool| {
             let pos = if key {
-                doc.positions.key(pointer)
+                positions.key(pointer)
             } else {
-                doc.positions.value(pointer)
+                positions.value(pointer)
             };
             Location {
                 file: file.to_string(),
@@ -144,6 +149,33 @@ pub fn validate(file: &str, kind: &str, doc: &Document) -> Vec<Diagnostic> {
                     format!("invalid name {name:?}: expected {expected}"),
                 ));
             }
+            ValidationErrorKind::UniqueItems => {
+                let items = err.instance().as_array().cloned().unwrap_or_default();
+                let mut seen = Vec::new();
+                let mut dups = Vec::new();
+                for i in &items {
+                    if seen.contains(&i) && !dups.contains(&i) {
+                        dups.push(i);
+                    }
+                    seen.push(i);
+                }
+                let dups: Vec<String> = dups.iter().map(|d| short(d)).collect();
+                out.push(Diagnostic::new(
+                    &at(&instance_path, false),
+                    path,
+                    format!("listed more than once: {}", dups.join(", ")),
+                ));
+            }
+            ValidationErrorKind::MinItems { limit } => {
+                out.push(Diagnostic::new(
+                    &at(&instance_path, false),
+                    path,
+                    format!(
+                        "needs at least {limit} item{}",
+                        if *limit == 1 { "" } else { "s" }
+                    ),
+                ));
+            }
             kind => {
                 let got = short(err.instance().as_ref());
                 let message = match node.and_then(|n| description(&c.schema, n)) {
@@ -194,8 +226,13 @@ fn resolve<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
 /// A value as it appears in a message: short, one line.
 fn short(v: &Value) -> String {
     let s = match v {
-        Value::Object(_) => "a mapping".to_string(),
-        Value::Array(_) => "a list".to_string(),
+        Value::Object(m) if m.is_empty() => "an empty mapping".to_string(),
+        Value::Object(m) => {
+            let keys: Vec<&str> = m.keys().map(String::as_str).collect();
+            format!("a mapping of {}", keys.join(", "))
+        }
+        Value::Array(a) if a.is_empty() => "an empty list".to_string(),
+        Value::Array(a) => format!("a list of {}", a.len()),
         Value::Null => "nothing (null)".to_string(),
         other => other.to_string(),
     };
