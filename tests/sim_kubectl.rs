@@ -143,6 +143,26 @@ async fn kubectl_nodes_label_cordon_and_drain_blocked_by_a_pdb() {
     assert_eq!(n1["spec"]["unschedulable"], true);
     let out = kubectl_ok(kc, &["get", "node", "n1"]).await;
     assert!(out.contains("Ready,SchedulingDisabled"), "{out}");
+    // An event written the way kube-rs' Recorder does (events.k8s.io/v1) is what
+    // `kubectl get events` and `kubectl describe` show (core v1).
+    s.create(
+        &ResourceType::events_v1(),
+        Some("default"),
+        json!({
+        "metadata": {"name": "n1.cordon"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Node", "name": "n1", "uid": uid(&n1)}, "reason": "Cordoned",
+        "note": "rota cordoned n1 for batch 1", "type": "Normal", "action": "Cordon",
+        "reportingController": "rota", "reportingInstance": "rota-0"}),
+    )
+    .unwrap();
+    let out = kubectl_ok(kc, &["get", "events", "-o", "json"]).await;
+    let ev: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ev["items"][0]["message"], "rota cordoned n1 for batch 1");
+    assert_eq!(ev["items"][0]["involvedObject"]["name"], "n1");
+    let out = kubectl_ok(kc, &["get", "events"]).await;
+    assert!(out.contains("node/n1") && out.contains("Cordoned"), "{out}");
+    let out = kubectl_ok(kc, &["describe", "node", "n1"]).await;
+    assert!(out.contains("Unschedulable:      true"), "{out}");
     kubectl_ok(kc, &["uncordon", "n1"]).await;
     let n1 = s.get(&ResourceType::nodes(), None, "n1").unwrap();
     assert_ne!(n1["spec"]["unschedulable"], true);

@@ -7,6 +7,7 @@
 //! subresource and graceful pod deletion, `kubeconfig` the file kubectl reads.
 
 pub mod apiserver;
+pub mod events;
 pub mod eviction;
 pub mod kubeconfig;
 pub mod pdb;

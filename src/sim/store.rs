@@ -24,6 +24,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+use super::events;
 use super::selector::{FieldSelector, LabelSelector};
 
 /// How many changes per resource type a watch can resume from; older starts get 410 Gone,
@@ -395,6 +396,8 @@ struct Change {
 
 struct Watcher {
     ns: Option<String>,
+    /// Deliver events as events.k8s.io/v1 (a view of the core events).
+    events_v1: bool,
     filter: Filter,
     tx: UnboundedSender<WatchEvent>,
 }
@@ -570,7 +573,13 @@ fn translate(w: &Watcher, c: &Change) -> Option<WatchEvent> {
         return None;
     }
     let now = w.filter.matches(&c.obj);
-    let obj = || (*c.obj).clone();
+    let obj = || {
+        if w.events_v1 {
+            events::to_v1((*c.obj).clone())
+        } else {
+            (*c.obj).clone()
+        }
+    };
     match c.kind {
         ChangeKind::Added => now.then(|| WatchEvent::Added(obj())),
         ChangeKind::Deleted => {
@@ -586,6 +595,21 @@ fn translate(w: &Watcher, c: &Change) -> Option<WatchEvent> {
                 (false, false) => None,
             }
         }
+    }
+}
+
+/// events.k8s.io/v1 Events are a view of the core ones: the same objects, other field names.
+fn is_events_v1(rt: &ResourceType) -> bool {
+    rt.group == "events.k8s.io" && rt.plural == "events"
+}
+
+fn events_opts(opts: &ListOptions) -> ListOptions {
+    ListOptions {
+        label_selector: opts.label_selector.clone(),
+        field_selector: opts
+            .field_selector
+            .as_deref()
+            .map(events::field_selector_to_core),
     }
 }
 
@@ -686,6 +710,9 @@ impl Store {
 
     /// How many objects of a type exist.
     pub fn count(&self, rt: &ResourceType) -> usize {
+        if is_events_v1(rt) {
+            return self.count(&ResourceType::events());
+        }
         self.lock().types.get(&rt.key()).map_or(0, |t| t.count)
     }
 
@@ -732,6 +759,11 @@ impl Store {
         ns: Option<&str>,
         mut obj: Value,
     ) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .create(&ResourceType::events(), ns, events::to_core(obj))
+                .map(events::to_v1);
+        }
         let ns = Self::scope(rt, ns, &obj)?;
         let now = self.timestamp();
         let mut st = self.lock();
@@ -823,6 +855,11 @@ impl Store {
 
     /// Reads one object.
     pub fn get(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .get(&ResourceType::events(), ns, name)
+                .map(events::to_v1);
+        }
         let mut st = self.lock();
         let t = Self::table(&mut st, rt)?;
         let ns = if rt.namespaced { ns.unwrap_or("") } else { "" };
@@ -839,6 +876,10 @@ impl Store {
         ns: Option<&str>,
         opts: &ListOptions,
     ) -> Result<(Vec<Value>, String), ApiError> {
+        if is_events_v1(rt) {
+            let (items, rv) = self.list(&ResourceType::events(), ns, &events_opts(opts))?;
+            return Ok((items.into_iter().map(events::to_v1).collect(), rv));
+        }
         let filter = opts.parse()?;
         let mut st = self.lock();
         let rv = st.rv.to_string();
@@ -886,6 +927,10 @@ impl Store {
         ns: Option<&str>,
         selector: &LabelSelector,
     ) -> Result<Vec<Value>, ApiError> {
+        if is_events_v1(rt) {
+            let items = self.list_selected(&ResourceType::events(), ns, selector)?;
+            return Ok(items.into_iter().map(events::to_v1).collect());
+        }
         let mut st = self.lock();
         let t = Self::table(&mut st, rt)?;
         let ns = if rt.namespaced { ns } else { None };
@@ -932,6 +977,31 @@ impl Store {
         name: &str,
         f: impl FnOnce(&mut Value) -> Result<(), ApiError>,
     ) -> Result<Value, ApiError> {
+        self.modify_boxed(rt, ns, name, Box::new(f))
+    }
+
+    fn modify_boxed(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        f: Modifier<'_>,
+    ) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .modify_boxed(
+                    &ResourceType::events(),
+                    ns,
+                    name,
+                    Box::new(|o: &mut Value| {
+                        let mut v = events::to_v1(o.clone());
+                        f(&mut v)?;
+                        *o = events::to_core(v);
+                        Ok(())
+                    }),
+                )
+                .map(events::to_v1);
+        }
         let mut st = self.lock();
         let t = Self::table(&mut st, rt)?;
         let nsk = if rt.namespaced { ns.unwrap_or("") } else { "" };
@@ -955,6 +1025,11 @@ impl Store {
         obj: Value,
         mode: WriteMode,
     ) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .write(&ResourceType::events(), ns, events::to_core(obj), mode)
+                .map(events::to_v1);
+        }
         let ns = Self::scope(rt, ns, &obj)?;
         let mut st = self.lock();
         let out = self.write_locked(&mut st, rt, &ns, obj, mode)?;
@@ -1098,6 +1173,11 @@ impl Store {
         name: &str,
         uid: Option<&str>,
     ) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .delete_if(&ResourceType::events(), ns, name, uid)
+                .map(events::to_v1);
+        }
         let now = self.timestamp();
         let nsk = if rt.namespaced { ns.unwrap_or("") } else { "" };
         let mut st = self.lock();
@@ -1213,6 +1293,12 @@ impl Store {
         opts: &ListOptions,
         resource_version: Option<&str>,
     ) -> Result<UnboundedReceiver<WatchEvent>, ApiError> {
+        let view = is_events_v1(rt);
+        let (rt, opts) = if view {
+            (&ResourceType::events(), &events_opts(opts))
+        } else {
+            (rt, opts)
+        };
         let filter = opts.parse()?;
         let from =
             match resource_version {
@@ -1229,7 +1315,12 @@ impl Store {
         let (tx, rx) = unbounded_channel();
         let mut st = self.lock();
         let t = Self::table(&mut st, rt)?;
-        let w = Watcher { ns, filter, tx };
+        let w = Watcher {
+            ns,
+            events_v1: view,
+            filter,
+            tx,
+        };
         match from {
             None => {
                 let nsf = w.ns.clone();
@@ -1238,7 +1329,9 @@ impl Store {
                         continue;
                     }
                     for o in m.values().filter(|o| w.filter.matches(o)) {
-                        let _ = w.tx.send(WatchEvent::Added((**o).clone()));
+                        let o = (**o).clone();
+                        let o = if view { events::to_v1(o) } else { o };
+                        let _ = w.tx.send(WatchEvent::Added(o));
                     }
                 }
             }
@@ -1263,6 +1356,9 @@ impl Store {
     /// Sends every open watch of `rt` a bookmark at the current resourceVersion (everything
     /// before it has been delivered, since events are sent under the same lock).
     pub fn bookmark(&self, rt: &ResourceType) {
+        if is_events_v1(rt) {
+            return self.bookmark(&ResourceType::events());
+        }
         let mut st = self.lock();
         let rv = st.rv.to_string();
         if let Ok(t) = Self::table(&mut st, rt) {
@@ -1280,6 +1376,9 @@ impl Store {
         Ok(())
     }
 }
+
+/// A read-modify-write step of `Store::modify`.
+type Modifier<'a> = Box<dyn FnOnce(&mut Value) -> Result<(), ApiError> + 'a>;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum WriteMode {
@@ -1648,6 +1747,39 @@ mod tests {
             .delete_if(&ResourceType::nodes(), None, "zz", None)
             .unwrap_err();
         assert_eq!(e.code, 404);
+    }
+
+    #[tokio::test]
+    async fn events_are_one_store_in_two_forms() {
+        let s = Store::new();
+        let mut w = s
+            .watch(&ResourceType::events(), None, &ListOptions::default(), None)
+            .unwrap();
+        let e = s
+            .create(
+                &ResourceType::events_v1(),
+                Some("default"),
+                json!({"metadata": {"name": "n1.1"}, "regarding": {"kind": "Node", "name": "n1"},
+                       "note": "cordoned", "reason": "Cordon", "type": "Normal"}),
+            )
+            .unwrap();
+        assert_eq!(e["apiVersion"], "events.k8s.io/v1");
+        assert_eq!(e["note"], "cordoned");
+        let core = s
+            .get(&ResourceType::events(), Some("default"), "n1.1")
+            .unwrap();
+        assert_eq!(core["message"], "cordoned");
+        assert_eq!(core["involvedObject"]["name"], "n1");
+        assert!(matches!(w.recv().await, Some(WatchEvent::Added(o)) if o["message"] == "cordoned"));
+        let (l, _) = s
+            .list(
+                &ResourceType::events_v1(),
+                None,
+                &ListOptions::fields("regarding.name=n1"),
+            )
+            .unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0]["regarding"]["kind"], "Node");
     }
 
     #[test]

@@ -191,6 +191,27 @@ pub fn table(rt: &ResourceType, items: &[Value], rv: &str, now: DateTime<Utc>) -
                 ]
             }),
         ),
+        ("", "events") => (
+            vec![
+                col("Type", "string"),
+                col("Reason", "string"),
+                col("Object", "string"),
+                col("Message", "string"),
+            ],
+            Box::new(|e| {
+                let obj = format!(
+                    "{}/{}",
+                    s(e, "/involvedObject/kind").to_lowercase(),
+                    s(e, "/involvedObject/name")
+                );
+                vec![
+                    json!(s(e, "/type")),
+                    json!(s(e, "/reason")),
+                    json!(obj),
+                    json!(s(e, "/message")),
+                ]
+            }),
+        ),
         _ => (vec![], Box::new(|_| vec![])),
     };
     let mut columns = vec![col("Name", "string")];
