@@ -54,11 +54,11 @@ pub fn field_selector_to_core(s: &str) -> String {
         .map(|part| {
             let mut p = part.to_string();
             for (core, v1) in RENAMES {
-                if let Some(rest) = p.strip_prefix(v1) {
-                    if rest.starts_with(['.', '=', '!']) {
-                        p = format!("{core}{rest}");
-                        break;
-                    }
+                if let Some(rest) = p.strip_prefix(v1)
+                    && rest.starts_with(['.', '=', '!'])
+                {
+                    p = format!("{core}{rest}");
+                    break;
                 }
             }
             p
