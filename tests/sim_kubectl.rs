@@ -248,11 +248,42 @@ async fn kubectl_nodes_label_cordon_and_drain_blocked_by_a_pdb() {
     )
     .unwrap();
 
+    // The disruption controller runs concurrently: wait for its first status.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while s.get(&ResourceType::pdbs(), ns, "solo").unwrap()["status"]["observedGeneration"] != 1
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("PDB status computed");
     let out = kubectl_ok(kc, &["get", "pdb", "solo", "-o", "json"]).await;
     let p: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(p["status"]["disruptionsAllowed"], 0, "{p}");
     assert_eq!(p["status"]["currentHealthy"], 2);
     assert_eq!(p["status"]["desiredHealthy"], 2);
+    // The documentation's `kubectl get poddisruptionbudgets` view.
+    let out = kubectl_ok(kc, &["get", "poddisruptionbudgets"]).await;
+    let mut rows = out.lines();
+    let header: Vec<&str> = rows
+        .next()
+        .unwrap()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "MIN AVAILABLE",
+            "MAX UNAVAILABLE",
+            "ALLOWED DISRUPTIONS",
+            "AGE"
+        ]
+    );
+    let row: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..4], ["solo", "2", "N/A", "0"]);
     let out = kubectl_ok(
         kc,
         &[
@@ -306,12 +337,16 @@ async fn kubectl_nodes_label_cordon_and_drain_blocked_by_a_pdb() {
         s.get(&ResourceType::nodes(), None, "n1").unwrap()["spec"]["unschedulable"],
         true
     );
-    // The emptyDir pod was evicted: terminating (grace period) or gone already.
-    assert!(
-        s.get(&ResourceType::pods(), ns, "cache-1-xyz")
-            .map_or(true, |p| p["metadata"]["deletionTimestamp"].is_string()),
-        "emptyDir pod evicted"
-    );
+    // The emptyDir pod is evicted meanwhile (drain evicts pods concurrently, so it may come
+    // after the first 429): it goes away while the singleton stays blocked.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while s.get(&ResourceType::pods(), ns, "cache-1-xyz").is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("emptyDir pod evicted");
+    assert!(s.get(&ResourceType::pods(), ns, "solo-1-abcde").is_ok());
 
     // Relax the budget (through kubectl too); the next retry goes through.
     kubectl_ok(
@@ -454,4 +489,39 @@ async fn kubectl_applies_a_crd_then_creates_gets_and_watches_its_resources() {
     kubectl_ok(kc, &["delete", "widget", "w1"]).await;
     let out = kubectl_ok(kc, &["get", "widgets", "-o", "name"]).await;
     assert_eq!(out.trim(), "widget.example.rota.dev/w2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_context_per_cluster() {
+    let (eu, us) = (Store::new(), Store::new());
+    eu.create(&ResourceType::nodes(), None, node("eu-node"))
+        .unwrap();
+    us.create(&ResourceType::nodes(), None, node("us-node"))
+        .unwrap();
+    let eu_http = serve_http(ApiServer::new(eu)).await.unwrap();
+    let us_http = serve_http(ApiServer::new(us)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    kubeconfig::write(
+        &kc,
+        &[
+            ("eu-prod-1".into(), eu_http.url()),
+            ("us-prod-1".into(), us_http.url()),
+        ],
+    )
+    .unwrap();
+    let out = kubectl_ok(&kc, &["config", "get-contexts", "-o", "name"]).await;
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["eu-prod-1", "us-prod-1"]);
+    assert_eq!(
+        kubectl_ok(&kc, &["get", "nodes", "-o", "name"])
+            .await
+            .trim(),
+        "node/eu-node"
+    );
+    let out = kubectl_ok(
+        &kc,
+        &["--context", "us-prod-1", "get", "nodes", "-o", "name"],
+    )
+    .await;
+    assert_eq!(out.trim(), "node/us-node");
 }
