@@ -492,6 +492,42 @@ async fn kubectl_applies_a_crd_then_creates_gets_and_watches_its_resources() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scale_uses_the_scale_subresource() {
+    let c = cluster().await;
+    let kc = c.kubeconfig.as_path();
+    c.store
+        .create(
+            &ResourceType::deployments(),
+            Some("default"),
+            json!({"metadata": {"name": "web"},
+                   "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}}),
+        )
+        .unwrap();
+    let out = kubectl_ok(kc, &["scale", "deployment", "web", "--replicas=5"]).await;
+    assert!(out.contains("deployment.apps/web scaled"), "{out}");
+    let d = c
+        .store
+        .get(&ResourceType::deployments(), Some("default"), "web")
+        .unwrap();
+    assert_eq!(d["spec"]["replicas"], 5);
+    let out = kubectl(
+        kc,
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas=3",
+            "--current-replicas=4",
+        ],
+    )
+    .await;
+    assert!(
+        !out.status.success(),
+        "precondition --current-replicas=4 fails at 5"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_context_per_cluster() {
     let (eu, us) = (Store::new(), Store::new());
     eu.create(&ResourceType::nodes(), None, node("eu-node"))

@@ -384,9 +384,82 @@ impl ApiServer {
                 let st = eviction::evict(store, t.ns.unwrap_or(""), name, &ev, self.speed)?;
                 Ok(json_response(201, &st))
             }
+            (method, Some(name), Some("scale")) if scalable(rt) => {
+                let method = method.clone();
+                let body = parse_body(&body)?;
+                let ct = parts
+                    .headers
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                self.scale(rt, t.ns, name, &method, &ct, body)
+            }
             (_, _, Some(s)) if !matches!(s, "status" | "eviction") => Err(not_found_path()),
             _ => Err(method_not_allowed()),
         }
+    }
+
+    /// The `scale` subresource (autoscaling/v1 Scale) of Deployments, ReplicaSets and
+    /// StatefulSets: what `kubectl scale` reads and writes.
+    fn scale(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        method: &Method,
+        content_type: &str,
+        body: Value,
+    ) -> Result<Response<Body>, ApiError> {
+        let want: Option<(i64, Option<String>)> = match *method {
+            Method::GET => None,
+            Method::PUT => Some((
+                body.pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .ok_or_else(|| ApiError::invalid(rt, name, "spec.replicas: Required value"))?,
+                body.pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            )),
+            Method::PATCH => {
+                let mut cur = to_scale(&self.store.get(rt, ns, name)?);
+                match content_type.split(';').next().unwrap_or("").trim() {
+                    "application/json-patch+json" => patch::json_patch(&mut cur, &body)?,
+                    _ => patch::merge(&mut cur, &body),
+                }
+                let n = cur
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .ok_or_else(|| ApiError::invalid(rt, name, "spec.replicas: Required value"))?;
+                Some((n, None))
+            }
+            _ => return Err(method_not_allowed()),
+        };
+        let obj = match want {
+            None => self.store.get(rt, ns, name)?,
+            Some((n, _)) if n < 0 => {
+                return Err(ApiError::invalid(
+                    rt,
+                    name,
+                    format!(
+                        "spec.replicas: Invalid value: {n}: must be greater than or equal to 0"
+                    ),
+                ));
+            }
+            Some((n, rv)) => self.store.modify(rt, ns, name, |o| {
+                if let Some(rv) = &rv
+                    && o.pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        != Some(rv)
+                {
+                    return Err(ApiError::stale(rt, name));
+                }
+                o["spec"]["replicas"] = json!(n);
+                Ok(())
+            })?,
+        };
+        Ok(json_response(200, &to_scale(&obj)))
     }
 
     fn delete_one(
@@ -633,6 +706,44 @@ impl ApiServer {
             .body(BodyExt::boxed_unsync(StreamBody::new(stream)))
             .expect("valid response"))
     }
+}
+
+fn scalable(rt: &ResourceType) -> bool {
+    rt.group == "apps"
+        && matches!(
+            rt.plural.as_str(),
+            "deployments" | "replicasets" | "statefulsets"
+        )
+}
+
+/// A workload as an autoscaling/v1 Scale.
+fn to_scale(o: &Value) -> Value {
+    let mut meta = json!({});
+    for k in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = o.pointer(&format!("/metadata/{k}")) {
+            meta[k] = v.clone();
+        }
+    }
+    let selector = o
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta,
+           "spec": {"replicas": o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
+           "status": {"replicas": o.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
+                      "selector": selector}})
 }
 
 fn encode(
