@@ -657,6 +657,62 @@ mod raw {
                 .unwrap()["metadata"]["labels"]["a"],
             "b"
         );
+        // Paging: limit and continue walk the list once, each page at the first page's version.
+        for i in 2..=5 {
+            call(
+                &server,
+                "POST",
+                "/api/v1/nodes",
+                json!({"metadata": {"name": format!("n{i}")}}),
+            )
+            .await;
+        }
+        let (_, p1) = call(&server, "GET", "/api/v1/nodes?limit=2", Value::Null).await;
+        let rv = p1["metadata"]["resourceVersion"].clone();
+        let tok = p1["metadata"]["continue"].as_str().unwrap().to_string();
+        call(
+            &server,
+            "POST",
+            "/api/v1/nodes",
+            json!({"metadata": {"name": "n6"}}),
+        )
+        .await;
+        let (_, p2) = call(
+            &server,
+            "GET",
+            &format!("/api/v1/nodes?limit=2&continue={tok}"),
+            Value::Null,
+        )
+        .await;
+        assert_eq!(p2["metadata"]["resourceVersion"], rv);
+        let tok = p2["metadata"]["continue"].as_str().unwrap().to_string();
+        let (_, p3) = call(
+            &server,
+            "GET",
+            &format!("/api/v1/nodes?limit=2&continue={tok}"),
+            Value::Null,
+        )
+        .await;
+        assert!(p3["metadata"]["continue"].is_null());
+        let names: Vec<String> = [&p1, &p2, &p3]
+            .iter()
+            .flat_map(|p| {
+                p["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+            })
+            .collect();
+        assert_eq!(names, ["n1", "n2", "n3", "n4", "n5", "n6"]);
+        let (c, _) = call(
+            &server,
+            "GET",
+            "/api/v1/nodes?continue=garbage",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(c, 400);
         let (c, _) = call(
             &server,
             "POST",

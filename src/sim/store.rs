@@ -982,6 +982,88 @@ impl Store {
         Ok((out.iter().map(|o| o.value()).collect(), rv))
     }
 
+    /// One page of a list, in (namespace, name) order: at most `limit` matching objects after
+    /// the key `after`, the cluster's resourceVersion, and the key to continue after when more
+    /// objects match. Pages are read at the time of each call (not at one snapshot); the API
+    /// server hands out the first page's resourceVersion for all pages, so a watch started
+    /// from it replays whatever changed meanwhile.
+    pub fn list_page(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+        limit: usize,
+        after: Option<(&str, &str)>,
+    ) -> Result<(Vec<Value>, String, Option<(String, String)>), ApiError> {
+        if is_events_v1(rt) {
+            let (items, rv, next) = self.list_page(
+                &ResourceType::events(),
+                ns,
+                &events_opts(opts),
+                limit,
+                after,
+            )?;
+            return Ok((items.into_iter().map(events::to_v1).collect(), rv, next));
+        }
+        let filter = opts.parse()?;
+        let limit = limit.max(1);
+        let mut st = self.lock();
+        let rv = st.rv.to_string();
+        let t = Self::table(&mut st, rt)?;
+        let ns = if rt.namespaced { ns } else { None };
+        let is_after = |ons: &str, name: &str| after.is_none_or(|(a, b)| (ons, name) > (a, b));
+        let mut out: Vec<(String, String, Arc<Stored>)> = Vec::new();
+        let mut more = false;
+        let mut consider = |ons: &str, name: &str, o: &Arc<Stored>| -> bool {
+            if !is_after(ons, name) || !filter.matches(o) {
+                return true;
+            }
+            if out.len() == limit {
+                more = true;
+                return false;
+            }
+            out.push((ons.to_string(), name.to_string(), o.clone()));
+            true
+        };
+        if let (Some(idx), Some(node)) = (&t.by_node, filter.fields.equals("spec.nodeName"))
+            && !node.is_empty()
+        {
+            for (ons, name) in idx.get(node).into_iter().flatten() {
+                if ns.is_some_and(|n| n != ons) {
+                    continue;
+                }
+                if let Some(o) = t.get(ons, name)
+                    && !consider(ons, name, o)
+                {
+                    break;
+                }
+            }
+        } else {
+            let start = after.map(|(a, _)| a.to_string()).unwrap_or_default();
+            'outer: for (ons, m) in t.objects.range(start..) {
+                if ns.is_some_and(|n| n != ons) {
+                    continue;
+                }
+                let from = match after {
+                    Some((a, b)) if a == ons => b.to_string(),
+                    _ => String::new(),
+                };
+                for (name, o) in m.range(from..) {
+                    if !consider(ons, name, o) {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        drop(st);
+        let next = if more {
+            out.last().map(|(a, b, _)| (a.clone(), b.clone()))
+        } else {
+            None
+        };
+        Ok((out.iter().map(|(_, _, o)| o.value()).collect(), rv, next))
+    }
+
     /// Objects matching a `LabelSelector` (as PDBs and workloads hold them), filtered before
     /// they are copied out: what controllers use on large namespaces.
     pub fn list_selected(
@@ -1809,6 +1891,57 @@ mod tests {
             .delete_if(&ResourceType::nodes(), None, "zz", None)
             .unwrap_err();
         assert_eq!(e.code, 404);
+    }
+
+    #[test]
+    fn pages_cover_the_list_once() {
+        let s = Store::new();
+        let rt = ResourceType::pods();
+        s.create(
+            &ResourceType::namespaces(),
+            None,
+            json!({"metadata": {"name": "b"}}),
+        )
+        .unwrap();
+        for (ns, n, node) in [
+            ("default", "p1", "n1"),
+            ("default", "p2", "n2"),
+            ("b", "p3", "n1"),
+            ("b", "p4", "n1"),
+        ] {
+            s.create(&rt, Some(ns), pod(n, node, "web")).unwrap();
+        }
+        for opts in [
+            ListOptions::default(),
+            ListOptions::fields("spec.nodeName=n1"),
+        ] {
+            let (all, _) = s.list(&rt, None, &opts).unwrap();
+            let mut paged = Vec::new();
+            let mut after: Option<(String, String)> = None;
+            loop {
+                let (items, _, next) = s
+                    .list_page(
+                        &rt,
+                        None,
+                        &opts,
+                        1,
+                        after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                    )
+                    .unwrap();
+                assert!(items.len() <= 1);
+                paged.extend(items);
+                match next {
+                    Some(k) => after = Some(k),
+                    None => break,
+                }
+            }
+            assert_eq!(paged, all);
+        }
+        let (items, _, next) = s
+            .list_page(&rt, Some("b"), &ListOptions::default(), 5, None)
+            .unwrap();
+        assert_eq!(items.len(), 2);
+        assert!(next.is_none());
     }
 
     #[tokio::test]

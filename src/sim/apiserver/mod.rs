@@ -270,13 +270,21 @@ impl ApiServer {
                 if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
                     return self.watch(rt, t.ns, &opts, q);
                 }
-                let (items, rv) = store.list(rt, t.ns, &opts)?;
+                let (items, rv, next) = self.list_paged(rt, t.ns, &opts, q)?;
                 if accept.contains("as=Table") {
-                    return ok(table::table(rt, &items, &rv, store.now()));
+                    let mut tbl = table::table(rt, &items, &rv, store.now());
+                    if let Some(n) = &next {
+                        tbl["metadata"]["continue"] = json!(n);
+                    }
+                    return ok(tbl);
+                }
+                let mut meta = json!({"resourceVersion": rv});
+                if let Some(n) = next {
+                    meta["continue"] = json!(n);
                 }
                 ok(
                     json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(),
-                          "metadata": {"resourceVersion": rv}, "items": items}),
+                          "metadata": meta, "items": items}),
                 )
             }
             (&Method::POST, None, None) => {
@@ -398,6 +406,50 @@ impl ApiServer {
             (_, _, Some(s)) if !matches!(s, "status" | "eviction") => Err(not_found_path()),
             _ => Err(method_not_allowed()),
         }
+    }
+
+    /// A list, paged when the client asks (`limit`, `continue`). Continue tokens are
+    /// "<first page rv>:<namespace>:<name>" (names never hold ':'); every page reports the
+    /// first page's resourceVersion, so a watch from it replays what changed while paging.
+    fn list_paged(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+        q: &Query,
+    ) -> Result<(Vec<Value>, String, Option<String>), ApiError> {
+        let limit = q
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .filter(|l| *l > 0);
+        let token = q.get("continue").filter(|c| !c.is_empty());
+        if limit.is_none() && token.is_none() {
+            let (items, rv) = self.store.list(rt, ns, opts)?;
+            return Ok((items, rv, None));
+        }
+        let parsed = match token {
+            Some(tok) => {
+                let mut parts = tok.splitn(3, ':');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(rv), Some(a), Some(b)) if rv.parse::<u64>().is_ok() => {
+                        Some((rv.to_string(), a.to_string(), b.to_string()))
+                    }
+                    _ => {
+                        return Err(ApiError::bad_request(format!(
+                            "invalid continue token {tok:?}"
+                        )));
+                    }
+                }
+            }
+            None => None,
+        };
+        let after = parsed.as_ref().map(|(_, a, b)| (a.as_str(), b.as_str()));
+        let (items, now_rv, next) =
+            self.store
+                .list_page(rt, ns, opts, limit.unwrap_or(usize::MAX), after)?;
+        let rv = parsed.map(|(rv, _, _)| rv).unwrap_or(now_rv);
+        let next = next.map(|(a, b)| format!("{rv}:{a}:{b}"));
+        Ok((items, rv, next))
     }
 
     /// The `scale` subresource (autoscaling/v1 Scale) of Deployments, ReplicaSets and
