@@ -318,6 +318,16 @@ pub enum WatchEvent {
     Bookmark(String),
 }
 
+/// One page of a list (`Store::list_page`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Page {
+    pub items: Vec<Value>,
+    /// The cluster's resourceVersion when the page was read.
+    pub resource_version: String,
+    /// (namespace, name) of the last item, when more items match after it.
+    pub next: Option<(String, String)>,
+}
+
 /// Filters of list and watch.
 #[derive(Clone, Debug, Default)]
 pub struct ListOptions {
@@ -994,16 +1004,17 @@ impl Store {
         opts: &ListOptions,
         limit: usize,
         after: Option<(&str, &str)>,
-    ) -> Result<(Vec<Value>, String, Option<(String, String)>), ApiError> {
+    ) -> Result<Page, ApiError> {
         if is_events_v1(rt) {
-            let (items, rv, next) = self.list_page(
+            let mut page = self.list_page(
                 &ResourceType::events(),
                 ns,
                 &events_opts(opts),
                 limit,
                 after,
             )?;
-            return Ok((items.into_iter().map(events::to_v1).collect(), rv, next));
+            page.items = page.items.into_iter().map(events::to_v1).collect();
+            return Ok(page);
         }
         let filter = opts.parse()?;
         let limit = limit.max(1);
@@ -1061,7 +1072,11 @@ impl Store {
         } else {
             None
         };
-        Ok((out.iter().map(|(_, _, o)| o.value()).collect(), rv, next))
+        Ok(Page {
+            items: out.iter().map(|(_, _, o)| o.value()).collect(),
+            resource_version: rv,
+            next,
+        })
     }
 
     /// Objects matching a `LabelSelector` (as PDBs and workloads hold them), filtered before
@@ -1919,7 +1934,7 @@ mod tests {
             let mut paged = Vec::new();
             let mut after: Option<(String, String)> = None;
             loop {
-                let (items, _, next) = s
+                let Page { items, next, .. } = s
                     .list_page(
                         &rt,
                         None,
@@ -1937,7 +1952,7 @@ mod tests {
             }
             assert_eq!(paged, all);
         }
-        let (items, _, next) = s
+        let Page { items, next, .. } = s
             .list_page(&rt, Some("b"), &ListOptions::default(), 5, None)
             .unwrap();
         assert_eq!(items.len(), 2);

@@ -444,9 +444,10 @@ impl ApiServer {
             None => None,
         };
         let after = parsed.as_ref().map(|(_, a, b)| (a.as_str(), b.as_str()));
-        let (items, now_rv, next) =
-            self.store
-                .list_page(rt, ns, opts, limit.unwrap_or(usize::MAX), after)?;
+        let page = self
+            .store
+            .list_page(rt, ns, opts, limit.unwrap_or(usize::MAX), after)?;
+        let (items, now_rv, next) = (page.items, page.resource_version, page.next);
         let rv = parsed.map(|(rv, _, _)| rv).unwrap_or(now_rv);
         let next = next.map(|(a, b)| format!("{rv}:{a}:{b}"));
         Ok((items, rv, next))
