@@ -1177,7 +1177,12 @@ impl Store {
         if rt.namespaced {
             obj["metadata"]["namespace"] = json!(nsk);
         }
-        self.write_locked(&mut st, rt, nsk, obj, WriteMode::Any)
+        let out = self.write_locked(&mut st, rt, nsk, obj, WriteMode::Any)?;
+        drop(st);
+        if rt == &ResourceType::crds() && out.pointer("/metadata/deletionTimestamp").is_none() {
+            self.register_crd(&out)?;
+        }
+        Ok(out)
     }
 
     fn write(
@@ -2014,6 +2019,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.count(&rt), 1);
+        // Patching the CRD (a new short name) re-registers the resource.
+        s.modify(&ResourceType::crds(), None, "widgets.example.com", |c| {
+            c["spec"]["names"]["shortNames"] = json!(["wd", "wdg"]);
+            Ok(())
+        })
+        .unwrap();
+        let rt = s.resource_type("example.com", "widgets").unwrap();
+        assert_eq!(rt.short_names, ["wd", "wdg"]);
         s.delete(&ResourceType::crds(), None, "widgets.example.com")
             .unwrap();
         assert!(s.resource_type("example.com", "widgets").is_none());
