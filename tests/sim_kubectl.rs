@@ -402,6 +402,10 @@ spec:
       served: true
       storage: true
       subresources: {status: {}}
+      additionalPrinterColumns:
+        - {name: Size, type: integer, jsonPath: .spec.size}
+        - {name: Phase, type: string, jsonPath: .status.phase}
+        - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
       schema:
         openAPIV3Schema:
           type: object
@@ -434,8 +438,23 @@ async fn kubectl_applies_a_crd_then_creates_gets_and_watches_its_resources() {
     let out = kubectl_ok(kc, &["get", "widgets", "w1", "-o", "json"]).await;
     let w: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(w["spec"]["size"], 3);
+    // The CRD's printer columns, through the short name; status written by a controller.
+    let rt = c
+        .store
+        .resource_type("example.rota.dev", "widgets")
+        .unwrap();
+    c.store
+        .modify(&rt, Some("default"), "w1", |w| {
+            w["status"] = json!({"phase": "Ready"});
+            Ok(())
+        })
+        .unwrap();
     let out = kubectl_ok(kc, &["get", "wd"]).await;
-    assert!(out.contains("w1"), "{out}");
+    let mut rows = out.lines();
+    let header: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "SIZE", "PHASE", "AGE"]);
+    let row: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..3], ["w1", "3", "Ready"]);
     let again = kubectl(kc, &["create", "-f", dir.join("w1.yaml").to_str().unwrap()]).await;
     assert!(!again.status.success());
     assert!(

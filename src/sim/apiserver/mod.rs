@@ -272,7 +272,7 @@ impl ApiServer {
                 }
                 let (items, rv, next) = self.list_paged(rt, t.ns, &opts, q)?;
                 if accept.contains("as=Table") {
-                    let mut tbl = table::table(rt, &items, &rv, store.now());
+                    let mut tbl = self.table(rt, &items, &rv);
                     if let Some(n) = &next {
                         tbl["metadata"]["continue"] = json!(n);
                     }
@@ -320,12 +320,7 @@ impl ApiServer {
                 }
                 let o = store.get(rt, t.ns, name)?;
                 if accept.contains("as=Table") {
-                    return ok(table::table(
-                        rt,
-                        &[o],
-                        &store.resource_version(),
-                        store.now(),
-                    ));
+                    return ok(self.table(rt, &[o], &store.resource_version()));
                 }
                 ok(o)
             }
@@ -405,6 +400,30 @@ impl ApiServer {
             }
             (_, _, Some(s)) if !matches!(s, "status" | "eviction") => Err(not_found_path()),
             _ => Err(method_not_allowed()),
+        }
+    }
+
+    /// Server-side printing: the CRD's printer columns for custom resources that declare
+    /// them, the built-in columns otherwise.
+    fn table(&self, rt: &ResourceType, items: &[Value], rv: &str) -> Value {
+        let crd = format!("{}.{}", rt.plural, rt.group);
+        let printer = self
+            .store
+            .get(&ResourceType::crds(), None, &crd)
+            .ok()
+            .and_then(|c| {
+                c.pointer("/spec/versions")?
+                    .as_array()?
+                    .iter()
+                    .find(|v| v.get("name").and_then(Value::as_str) == Some(rt.version.as_str()))?
+                    .get("additionalPrinterColumns")?
+                    .as_array()
+                    .cloned()
+            })
+            .filter(|cols| !cols.is_empty());
+        match printer {
+            Some(cols) => table::custom_table(items, rv, self.store.now(), &cols),
+            None => table::table(rt, items, rv, self.store.now()),
         }
     }
 
