@@ -798,3 +798,45 @@ mod raw {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn kube_rs_recorder_events_show_as_core_events() {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let store = Store::new();
+    let client = apiserver::client(store.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n = nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let reporter = Reporter {
+        controller: "rota".into(),
+        instance: Some("rota-0".into()),
+    };
+    let recorder = Recorder::new(client, reporter);
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Cordoned".into(),
+        note: Some("cordoned for batch 1".into()),
+        action: "Cordon".into(),
+        secondary: None,
+    };
+    let reference = kube::Resource::object_ref(&n, &());
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+    let (core, _) = store
+        .list(
+            &ResourceType::events(),
+            Some("default"),
+            &rota::sim::store::ListOptions::fields("involvedObject.name=n1"),
+        )
+        .unwrap();
+    assert_eq!(core.len(), 1, "the repeat is a series on the same event");
+    assert_eq!(core[0]["message"], "cordoned for batch 1");
+    assert_eq!(core[0]["reason"], "Cordoned");
+    assert_eq!(core[0]["reportingComponent"], "rota");
+    assert_eq!(core[0]["series"]["count"], 2);
+}
