@@ -622,10 +622,13 @@ impl Table {
     }
 
     fn record(&mut self, c: Change) {
-        self.watchers.retain(|w| match translate(w, &c) {
-            Some(ev) => w.tx.send(ev).is_ok(),
-            None => !w.tx.is_closed(),
-        });
+        // Parsed once, however many watchers get it.
+        let mut parsed = None;
+        self.watchers
+            .retain(|w| match translate(w, &c, &mut parsed) {
+                Some(ev) => w.tx.send(ev).is_ok(),
+                None => !w.tx.is_closed(),
+            });
         self.history.push_back(c);
         if self.history.len() > HISTORY_PER_TYPE
             && let Some(old) = self.history.pop_front()
@@ -636,36 +639,27 @@ impl Table {
 }
 
 /// What one change means to one watcher, given its namespace and selectors.
-fn translate(w: &Watcher, c: &Change) -> Option<WatchEvent> {
+fn translate(w: &Watcher, c: &Change, parsed: &mut Option<Value>) -> Option<WatchEvent> {
     if let Some(ns) = &w.ns
         && &*c.obj.ns != ns
     {
         return None;
     }
     let now = w.filter.matches(&c.obj);
-    let obj = || {
-        if w.events_v1 {
-            events::to_v1(c.obj.value())
-        } else {
-            c.obj.value()
-        }
+    let before = || c.prev.as_ref().is_some_and(|p| w.filter.matches(p));
+    let make: fn(Value) -> WatchEvent = match c.kind {
+        ChangeKind::Added if now => WatchEvent::Added,
+        ChangeKind::Deleted if now || before() => WatchEvent::Deleted,
+        ChangeKind::Modified => match (before(), now) {
+            (true, true) => WatchEvent::Modified,
+            (false, true) => WatchEvent::Added,
+            (true, false) => WatchEvent::Deleted,
+            (false, false) => return None,
+        },
+        _ => return None,
     };
-    match c.kind {
-        ChangeKind::Added => now.then(|| WatchEvent::Added(obj())),
-        ChangeKind::Deleted => {
-            let before = c.prev.as_ref().is_some_and(|p| w.filter.matches(p));
-            (now || before).then(|| WatchEvent::Deleted(obj()))
-        }
-        ChangeKind::Modified => {
-            let before = c.prev.as_ref().is_some_and(|p| w.filter.matches(p));
-            match (before, now) {
-                (true, true) => Some(WatchEvent::Modified(obj())),
-                (false, true) => Some(WatchEvent::Added(obj())),
-                (true, false) => Some(WatchEvent::Deleted(obj())),
-                (false, false) => None,
-            }
-        }
-    }
+    let obj = parsed.get_or_insert_with(|| c.obj.value()).clone();
+    Some(make(if w.events_v1 { events::to_v1(obj) } else { obj }))
 }
 
 /// events.k8s.io/v1 Events are a view of the core ones: the same objects, other field names.
@@ -1507,7 +1501,7 @@ impl Store {
                     )));
                 }
                 for c in t.history.iter().filter(|c| c.rv > rv) {
-                    if let Some(ev) = translate(&w, c) {
+                    if let Some(ev) = translate(&w, c, &mut None) {
                         let _ = w.tx.send(ev);
                     }
                 }
