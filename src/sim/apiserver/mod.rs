@@ -288,12 +288,12 @@ impl ApiServer {
                 )
             }
             (&Method::POST, None, None) => {
-                let ns =
-                    t.ns.ok_or_else(method_not_allowed)
-                        .or_else(|e| if rt.namespaced { Err(e) } else { Ok("") })?;
+                // Namespaced kinds are created under /namespaces/<ns>/ only.
+                if rt.namespaced && t.ns.is_none() {
+                    return Err(method_not_allowed());
+                }
                 let obj = prepare_create(rt, parse_body(&body)?)?;
-                let ns = if rt.namespaced { Some(ns) } else { None };
-                let created = store.create(rt, ns, obj)?;
+                let created = store.create(rt, t.ns, obj)?;
                 Ok(json_response(201, &created))
             }
             (&Method::DELETE, None, None) => {
