@@ -521,3 +521,322 @@ async fn percentage_budgets_count_the_controller_scale() {
     settle().await;
     assert_eq!(pdb_status(&store), (7, 4, 4, 0));
 }
+
+/// Raw requests through the tower service: discovery documents, Status bodies, bookmarks and
+/// the initial-events marker of streaming lists.
+mod raw {
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+    use rota::sim::apiserver::ApiServer;
+
+    async fn call(server: &ApiServer, method: &str, uri: &str, body: Value) -> (u16, Value) {
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(Bytes::from(if body.is_null() {
+                String::new()
+            } else {
+                body.to_string()
+            }))
+            .unwrap();
+        let resp = server.handle(req).await;
+        let code = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn discovery_and_errors() {
+        let server = ApiServer::new(Store::new());
+        let (c, v) = call(&server, "GET", "/api/v1", Value::Null).await;
+        assert_eq!(c, 200);
+        let names: Vec<&str> = v["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            names.contains(&"pods/eviction") && names.contains(&"nodes/status"),
+            "{names:?}"
+        );
+        let (_, v) = call(&server, "GET", "/apis", Value::Null).await;
+        let groups: Vec<&str> = v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                "apiextensions.k8s.io",
+                "apps",
+                "coordination.k8s.io",
+                "events.k8s.io",
+                "policy"
+            ]
+        );
+        let (c, v) = call(&server, "GET", "/apis/nope.example/v1/things", Value::Null).await;
+        assert_eq!((c, v["reason"].as_str()), (404, Some("NotFound")));
+        assert_eq!(v["kind"], "Status");
+        let (c, v) = call(
+            &server,
+            "GET",
+            "/api/v1/namespaces/default/pods/missing",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(
+            (c, v["message"].as_str()),
+            (404, Some("pods \"missing\" not found"))
+        );
+        assert_eq!(
+            v["details"],
+            json!({"name": "missing", "group": "", "kind": "pods"})
+        );
+        // Selectors are URL-decoded: app in (a,b).
+        let (c, _) = call(
+            &server,
+            "GET",
+            "/api/v1/pods?labelSelector=app%20in%20%28a%2Cb%29",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(c, 200);
+        let (c, v) = call(
+            &server,
+            "GET",
+            "/api/v1/pods?labelSelector=app%20in",
+            Value::Null,
+        )
+        .await;
+        assert_eq!((c, v["reason"].as_str()), (400, Some("BadRequest")));
+        // A PUT whose body names another object.
+        let (c, _) = call(
+            &server,
+            "POST",
+            "/api/v1/nodes",
+            json!({"metadata": {"name": "n1"}}),
+        )
+        .await;
+        assert_eq!(c, 201);
+        let (c, v) = call(
+            &server,
+            "PUT",
+            "/api/v1/nodes/n1",
+            json!({"metadata": {"name": "n2"}}),
+        )
+        .await;
+        assert_eq!(c, 400, "{v}");
+        // Apply without a field manager.
+        let req = hyper::Request::builder()
+            .method("PATCH")
+            .uri("/api/v1/nodes/n1")
+            .header("content-type", "application/apply-patch+yaml")
+            .body(Bytes::from(
+                "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n",
+            ))
+            .unwrap();
+        assert_eq!(server.handle(req).await.status().as_u16(), 400);
+        let req = hyper::Request::builder()
+            .method("PATCH")
+            .uri("/api/v1/nodes/n1?fieldManager=me")
+            .header("content-type", "application/apply-patch+yaml")
+            .body(Bytes::from(
+                "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    a: b\n",
+            ))
+            .unwrap();
+        assert_eq!(server.handle(req).await.status().as_u16(), 200);
+        assert_eq!(
+            server
+                .store()
+                .get(&ResourceType::nodes(), None, "n1")
+                .unwrap()["metadata"]["labels"]["a"],
+            "b"
+        );
+        // Paging: limit and continue walk the list once, each page at the first page's version.
+        for i in 2..=5 {
+            call(
+                &server,
+                "POST",
+                "/api/v1/nodes",
+                json!({"metadata": {"name": format!("n{i}")}}),
+            )
+            .await;
+        }
+        let (_, p1) = call(&server, "GET", "/api/v1/nodes?limit=2", Value::Null).await;
+        let rv = p1["metadata"]["resourceVersion"].clone();
+        let tok = p1["metadata"]["continue"].as_str().unwrap().to_string();
+        call(
+            &server,
+            "POST",
+            "/api/v1/nodes",
+            json!({"metadata": {"name": "n6"}}),
+        )
+        .await;
+        let (_, p2) = call(
+            &server,
+            "GET",
+            &format!("/api/v1/nodes?limit=2&continue={tok}"),
+            Value::Null,
+        )
+        .await;
+        assert_eq!(p2["metadata"]["resourceVersion"], rv);
+        let tok = p2["metadata"]["continue"].as_str().unwrap().to_string();
+        let (_, p3) = call(
+            &server,
+            "GET",
+            &format!("/api/v1/nodes?limit=2&continue={tok}"),
+            Value::Null,
+        )
+        .await;
+        assert!(p3["metadata"]["continue"].is_null());
+        let names: Vec<String> = [&p1, &p2, &p3]
+            .iter()
+            .flat_map(|p| {
+                p["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+            })
+            .collect();
+        assert_eq!(names, ["n1", "n2", "n3", "n4", "n5", "n6"]);
+        let (c, _) = call(
+            &server,
+            "GET",
+            "/api/v1/nodes?continue=garbage",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(c, 400);
+        let (c, _) = call(
+            &server,
+            "POST",
+            "/api/v1/namespaces/default/nodes",
+            json!({}),
+        )
+        .await;
+        assert_eq!(c, 404, "nodes are not namespaced");
+    }
+
+    async fn lines(server: &ApiServer, uri: &str) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+        let req = hyper::Request::builder()
+            .uri(uri)
+            .body(Bytes::new())
+            .unwrap();
+        let mut body = server.handle(req).await.into_body();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(Ok(frame)) = body.frame().await {
+                if let Ok(data) = frame.into_data() {
+                    for l in String::from_utf8_lossy(&data).lines() {
+                        let _ = tx.send(serde_json::from_str::<Value>(l).unwrap());
+                    }
+                }
+            }
+        });
+        rx
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bookmarks_and_initial_events() {
+        let store = Store::new();
+        let server = ApiServer::new(store.clone()).with_bookmark_interval(Duration::from_secs(5));
+        store
+            .create(
+                &ResourceType::nodes(),
+                None,
+                json!({"metadata": {"name": "n1"}}),
+            )
+            .unwrap();
+        let mut w = lines(&server, "/api/v1/nodes?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan").await;
+        let first = w.recv().await.unwrap();
+        assert_eq!(
+            (
+                first["type"].as_str(),
+                first["object"]["metadata"]["name"].as_str()
+            ),
+            (Some("ADDED"), Some("n1"))
+        );
+        let end = w.recv().await.unwrap();
+        assert_eq!(end["type"], "BOOKMARK");
+        assert_eq!(
+            end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+        store
+            .create(
+                &ResourceType::nodes(),
+                None,
+                json!({"metadata": {"name": "n2"}}),
+            )
+            .unwrap();
+        assert_eq!(w.recv().await.unwrap()["type"], "ADDED");
+        // Nothing happens for a while: a bookmark at the current version arrives.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let b = w.recv().await.unwrap();
+        assert_eq!(b["type"], "BOOKMARK");
+        assert_eq!(
+            b["object"]["metadata"]["resourceVersion"].as_str().unwrap(),
+            store.resource_version()
+        );
+        // Without allowWatchBookmarks: no bookmarks; the watch ends at timeoutSeconds.
+        let mut quiet = lines(
+            &server,
+            "/api/v1/nodes?watch=true&resourceVersion=0&timeoutSeconds=10",
+        )
+        .await;
+        assert_eq!(quiet.recv().await.unwrap()["type"], "ADDED");
+        assert_eq!(quiet.recv().await.unwrap()["type"], "ADDED");
+        assert!(
+            quiet.recv().await.is_none(),
+            "closed after the timeout without bookmarks"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn kube_rs_recorder_events_show_as_core_events() {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let store = Store::new();
+    let client = apiserver::client(store.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n = nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let reporter = Reporter {
+        controller: "rota".into(),
+        instance: Some("rota-0".into()),
+    };
+    let recorder = Recorder::new(client, reporter);
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Cordoned".into(),
+        note: Some("cordoned for batch 1".into()),
+        action: "Cordon".into(),
+        secondary: None,
+    };
+    let reference = kube::Resource::object_ref(&n, &());
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+    let (core, _) = store
+        .list(
+            &ResourceType::events(),
+            Some("default"),
+            &rota::sim::store::ListOptions::fields("involvedObject.name=n1"),
+        )
+        .unwrap();
+    assert_eq!(core.len(), 1, "the repeat is a series on the same event");
+    assert_eq!(core[0]["message"], "cordoned for batch 1");
+    assert_eq!(core[0]["reason"], "Cordoned");
+    assert_eq!(core[0]["reportingComponent"], "rota");
+    assert_eq!(core[0]["series"]["count"], 2);
+}

@@ -143,6 +143,26 @@ async fn kubectl_nodes_label_cordon_and_drain_blocked_by_a_pdb() {
     assert_eq!(n1["spec"]["unschedulable"], true);
     let out = kubectl_ok(kc, &["get", "node", "n1"]).await;
     assert!(out.contains("Ready,SchedulingDisabled"), "{out}");
+    // An event written the way kube-rs' Recorder does (events.k8s.io/v1) is what
+    // `kubectl get events` and `kubectl describe` show (core v1).
+    s.create(
+        &ResourceType::events_v1(),
+        Some("default"),
+        json!({
+        "metadata": {"name": "n1.cordon"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Node", "name": "n1", "uid": uid(&n1)}, "reason": "Cordoned",
+        "note": "rota cordoned n1 for batch 1", "type": "Normal", "action": "Cordon",
+        "reportingController": "rota", "reportingInstance": "rota-0"}),
+    )
+    .unwrap();
+    let out = kubectl_ok(kc, &["get", "events", "-o", "json"]).await;
+    let ev: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ev["items"][0]["message"], "rota cordoned n1 for batch 1");
+    assert_eq!(ev["items"][0]["involvedObject"]["name"], "n1");
+    let out = kubectl_ok(kc, &["get", "events"]).await;
+    assert!(out.contains("node/n1") && out.contains("Cordoned"), "{out}");
+    let out = kubectl_ok(kc, &["describe", "node", "n1"]).await;
+    assert!(out.contains("Unschedulable:      true"), "{out}");
     kubectl_ok(kc, &["uncordon", "n1"]).await;
     let n1 = s.get(&ResourceType::nodes(), None, "n1").unwrap();
     assert_ne!(n1["spec"]["unschedulable"], true);
@@ -228,11 +248,42 @@ async fn kubectl_nodes_label_cordon_and_drain_blocked_by_a_pdb() {
     )
     .unwrap();
 
+    // The disruption controller runs concurrently: wait for its first status.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while s.get(&ResourceType::pdbs(), ns, "solo").unwrap()["status"]["observedGeneration"] != 1
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("PDB status computed");
     let out = kubectl_ok(kc, &["get", "pdb", "solo", "-o", "json"]).await;
     let p: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(p["status"]["disruptionsAllowed"], 0, "{p}");
     assert_eq!(p["status"]["currentHealthy"], 2);
     assert_eq!(p["status"]["desiredHealthy"], 2);
+    // The documentation's `kubectl get poddisruptionbudgets` view.
+    let out = kubectl_ok(kc, &["get", "poddisruptionbudgets"]).await;
+    let mut rows = out.lines();
+    let header: Vec<&str> = rows
+        .next()
+        .unwrap()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "MIN AVAILABLE",
+            "MAX UNAVAILABLE",
+            "ALLOWED DISRUPTIONS",
+            "AGE"
+        ]
+    );
+    let row: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..4], ["solo", "2", "N/A", "0"]);
     let out = kubectl_ok(
         kc,
         &[
@@ -286,12 +337,16 @@ async fn kubectl_nodes_label_cordon_and_drain_blocked_by_a_pdb() {
         s.get(&ResourceType::nodes(), None, "n1").unwrap()["spec"]["unschedulable"],
         true
     );
-    // The emptyDir pod was evicted: terminating (grace period) or gone already.
-    assert!(
-        s.get(&ResourceType::pods(), ns, "cache-1-xyz")
-            .map_or(true, |p| p["metadata"]["deletionTimestamp"].is_string()),
-        "emptyDir pod evicted"
-    );
+    // The emptyDir pod is evicted meanwhile (drain evicts pods concurrently, so it may come
+    // after the first 429): it goes away while the singleton stays blocked.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while s.get(&ResourceType::pods(), ns, "cache-1-xyz").is_ok() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("emptyDir pod evicted");
+    assert!(s.get(&ResourceType::pods(), ns, "solo-1-abcde").is_ok());
 
     // Relax the budget (through kubectl too); the next retry goes through.
     kubectl_ok(
@@ -347,6 +402,10 @@ spec:
       served: true
       storage: true
       subresources: {status: {}}
+      additionalPrinterColumns:
+        - {name: Size, type: integer, jsonPath: .spec.size}
+        - {name: Phase, type: string, jsonPath: .status.phase}
+        - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
       schema:
         openAPIV3Schema:
           type: object
@@ -379,8 +438,23 @@ async fn kubectl_applies_a_crd_then_creates_gets_and_watches_its_resources() {
     let out = kubectl_ok(kc, &["get", "widgets", "w1", "-o", "json"]).await;
     let w: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(w["spec"]["size"], 3);
+    // The CRD's printer columns, through the short name; status written by a controller.
+    let rt = c
+        .store
+        .resource_type("example.rota.dev", "widgets")
+        .unwrap();
+    c.store
+        .modify(&rt, Some("default"), "w1", |w| {
+            w["status"] = json!({"phase": "Ready"});
+            Ok(())
+        })
+        .unwrap();
     let out = kubectl_ok(kc, &["get", "wd"]).await;
-    assert!(out.contains("w1"), "{out}");
+    let mut rows = out.lines();
+    let header: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "SIZE", "PHASE", "AGE"]);
+    let row: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..3], ["w1", "3", "Ready"]);
     let again = kubectl(kc, &["create", "-f", dir.join("w1.yaml").to_str().unwrap()]).await;
     assert!(!again.status.success());
     assert!(
@@ -434,4 +508,75 @@ async fn kubectl_applies_a_crd_then_creates_gets_and_watches_its_resources() {
     kubectl_ok(kc, &["delete", "widget", "w1"]).await;
     let out = kubectl_ok(kc, &["get", "widgets", "-o", "name"]).await;
     assert_eq!(out.trim(), "widget.example.rota.dev/w2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scale_uses_the_scale_subresource() {
+    let c = cluster().await;
+    let kc = c.kubeconfig.as_path();
+    c.store
+        .create(
+            &ResourceType::deployments(),
+            Some("default"),
+            json!({"metadata": {"name": "web"},
+                   "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}}),
+        )
+        .unwrap();
+    let out = kubectl_ok(kc, &["scale", "deployment", "web", "--replicas=5"]).await;
+    assert!(out.contains("deployment.apps/web scaled"), "{out}");
+    let d = c
+        .store
+        .get(&ResourceType::deployments(), Some("default"), "web")
+        .unwrap();
+    assert_eq!(d["spec"]["replicas"], 5);
+    let out = kubectl(
+        kc,
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas=3",
+            "--current-replicas=4",
+        ],
+    )
+    .await;
+    assert!(
+        !out.status.success(),
+        "precondition --current-replicas=4 fails at 5"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_context_per_cluster() {
+    let (eu, us) = (Store::new(), Store::new());
+    eu.create(&ResourceType::nodes(), None, node("eu-node"))
+        .unwrap();
+    us.create(&ResourceType::nodes(), None, node("us-node"))
+        .unwrap();
+    let eu_http = serve_http(ApiServer::new(eu)).await.unwrap();
+    let us_http = serve_http(ApiServer::new(us)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    kubeconfig::write(
+        &kc,
+        &[
+            ("eu-prod-1".into(), eu_http.url()),
+            ("us-prod-1".into(), us_http.url()),
+        ],
+    )
+    .unwrap();
+    let out = kubectl_ok(&kc, &["config", "get-contexts", "-o", "name"]).await;
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["eu-prod-1", "us-prod-1"]);
+    assert_eq!(
+        kubectl_ok(&kc, &["get", "nodes", "-o", "name"])
+            .await
+            .trim(),
+        "node/eu-node"
+    );
+    let out = kubectl_ok(
+        &kc,
+        &["--context", "us-prod-1", "get", "nodes", "-o", "name"],
+    )
+    .await;
+    assert_eq!(out.trim(), "node/us-node");
 }
