@@ -45,11 +45,15 @@ pub struct NodeShape {
 
 /// The Node name a cloud gives an instance: `ip-…` on AWS, the instance name on GCP, the
 /// scale set name plus a six-digit base-36 ordinal on Azure (as AKS names them).
-pub fn node_name(group: &GroupRef, inst: &Instance) -> String {
+///
+/// `attempt` resolves collisions: AWS names come from a private address hashed from the
+/// instance ID, and two instances of a large cluster may hash to the same one; the kubelet
+/// then takes the next address, as a VPC would never hand out the same address twice.
+pub fn node_name(group: &GroupRef, inst: &Instance, attempt: u32) -> String {
     match group {
         GroupRef::Aws { region, .. } => {
             // A stable private address derived from the instance ID.
-            let h = fnv(inst.id.as_bytes());
+            let h = fnv(inst.id.as_bytes()).wrapping_add(u64::from(attempt) * 7919);
             let domain = if region == "us-east-1" {
                 "ec2.internal".to_string()
             } else {
@@ -101,11 +105,12 @@ fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
 pub fn node_object(
     pool: &PoolNodes,
     inst: &Instance,
+    name: &str,
     shape: &NodeShape,
     now: &str,
     ready: bool,
 ) -> Value {
-    let name = node_name(&pool.group, inst);
+    let name = name.to_string();
     let mut labels: BTreeMap<String, String> = pool.labels.clone();
     let instance_type = match pool.group {
         GroupRef::Aws { .. } => "m6i.xlarge",
@@ -135,7 +140,7 @@ pub fn node_object(
             "allocatable": resources,
             "conditions": node_conditions(ready, now),
             "addresses": [
-                {"type": "InternalIP", "address": format!("10.{}.{}.{}", (h >> 16) & 0xff, (h >> 8) & 0xff, (h & 0xff).max(1))},
+                {"type": "InternalIP", "address": node_ip(&name)},
                 {"type": "Hostname", "address": name},
             ],
             "nodeInfo": {
@@ -343,8 +348,7 @@ impl Kubelets {
                 seen.insert(inst.provider_id.clone());
                 match (inst.lifecycle, self.nodes.get_mut(&inst.provider_id)) {
                     (Lifecycle::InService, None) => {
-                        let name = node_name(&pool.group, inst);
-                        self.by_name.insert(name.clone(), inst.provider_id.clone());
+                        let name = node_name(&pool.group, inst, 0);
                         self.nodes.insert(
                             inst.provider_id.clone(),
                             Known {
@@ -409,11 +413,12 @@ impl Kubelets {
                     return;
                 }
                 let pool = &self.pools[k.pool];
-                let obj = node_object(pool, &k.instance, &self.shape, &store.timestamp(), false);
-                match store.create(&ResourceType::nodes(), None, obj) {
-                    Ok(_) => {
+                match register(&store, pool, &k.instance, &self.shape, false) {
+                    Ok(name) => {
+                        k.name = name.clone();
                         k.phase = Phase::Registered;
-                        ctx.after(self.shape.ready_after, Timer::NodeReady(k.name.clone()));
+                        self.by_name.insert(name.clone(), pid.clone());
+                        ctx.after(self.shape.ready_after, Timer::NodeReady(name));
                     }
                     Err(e) => tracing::warn!(node = %k.name, error = %e, "node registration failed"),
                 }
@@ -542,6 +547,30 @@ impl Kubelets {
     }
 }
 
+/// Create the Node of `inst`, taking the first free name; returns it.
+pub fn register(
+    store: &Store,
+    pool: &PoolNodes,
+    inst: &Instance,
+    shape: &NodeShape,
+    ready: bool,
+) -> Result<String, super::store::ApiError> {
+    let now = store.timestamp();
+    let mut attempt = 0;
+    loop {
+        let name = node_name(&pool.group, inst, attempt);
+        match store.create(
+            &ResourceType::nodes(),
+            None,
+            node_object(pool, inst, &name, shape, &now, ready),
+        ) {
+            Err(e) if e.code == 409 && attempt < 64 => attempt += 1,
+            Err(e) => return Err(e),
+            Ok(_) => return Ok(name),
+        }
+    }
+}
+
 /// The InternalIP a node name maps to (same derivation as [`node_object`] for AWS names,
 /// a hash for others): only used to fill `status.hostIP`.
 fn node_ip(node: &str) -> String {
@@ -592,14 +621,15 @@ mod tests {
             auto_scaling_group: "g".into(),
         };
         let i = inst("i-0abc", "aws:///us-east-1a/i-0abc", "us-east-1a");
-        let name = node_name(&aws, &i);
+        let name = node_name(&aws, &i, 0);
+        assert_ne!(name, node_name(&aws, &i, 1));
         assert!(name.starts_with("ip-10-") && name.ends_with(".ec2.internal"), "{name}");
         let az = GroupRef::Azure {
             subscription_id: "s".into(),
             resource_group: "rg".into(),
             scale_set: "aks-general-vmss".into(),
         };
-        assert_eq!(node_name(&az, &inst("37", "", "1")), "aks-general-vmss000011");
+        assert_eq!(node_name(&az, &inst("37", "", "1"), 0), "aks-general-vmss000011");
         let pool = PoolNodes {
             pool: "general".into(),
             group: aws,
@@ -612,7 +642,7 @@ mod tests {
             register_after: Duration::ZERO,
             ready_after: Duration::ZERO,
         };
-        let n = node_object(&pool, &i, &shape, "2026-01-01T00:00:00Z", false);
+        let n = node_object(&pool, &i, &name, &shape, "2026-01-01T00:00:00Z", false);
         let labels = &n["metadata"]["labels"];
         assert_eq!(labels["eks.amazonaws.com/nodegroup"], "general");
         assert_eq!(labels["topology.kubernetes.io/zone"], "us-east-1a");

@@ -20,7 +20,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 
 use super::cloud::{GroupSpec, InstanceObserver, SimCloud};
-use super::kubelet::{Kubelets, NodeShape, PoolNodes, node_object, pod_running};
+use super::kubelet::{Kubelets, NodeShape, PoolNodes, pod_running, register};
 use super::scenario::{ClusterScenario, Scenario, WorkloadProfile};
 use super::scheduler::{NodeView, PodView, Scheduler, Usage, fit};
 use super::store::{ApiError, ListOptions, ResourceType, Store, WatchEvent};
@@ -141,7 +141,6 @@ impl World {
             }
         }
         // Nodes for every instance already in service.
-        let now = store.timestamp();
         for pool in &pools {
             let state: GroupState = observer.observe(&pool.group).await.map_err(LoadError::Cloud)?;
             for inst in state
@@ -149,10 +148,7 @@ impl World {
                 .iter()
                 .filter(|i| i.lifecycle == Lifecycle::InService)
             {
-                let node = node_object(pool, inst, &shape, &now, true);
-                store
-                    .create(&ResourceType::nodes(), None, node)
-                    .map_err(|e| LoadError::Store("node", e))?;
+                register(&store, pool, inst, &shape, true).map_err(|e| LoadError::Store("node", e))?;
             }
         }
         load_workloads(&store, w, cluster.node_count())?;
