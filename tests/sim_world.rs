@@ -276,3 +276,49 @@ async fn faults_repeat_under_a_seed() {
     assert_eq!(a, b);
     assert_ne!(a.1, c.1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn kubelets_follow_any_node_groups_provider_by_polling() {
+    use rota::sim::cloud::{GroupSpec, PollingObserver, SimCloud};
+    use rota::sim::world::World;
+    use std::sync::Arc;
+    let mut w = WorkloadProfile::default();
+    w.deployments.clear();
+    w.daemon_sets.clear();
+    let s = scenario(w, FaultProfile::default(), 5);
+    // The provider is only known as `dyn NodeGroups` (as a real cloud would be), with API
+    // faults the observer has to ride out.
+    let cloud = SimCloud::new(
+        5,
+        FaultProfile::from_yaml("api: {throttleRate: 0.3}", "<t>").unwrap(),
+        1.0,
+    );
+    let g = asg("prod", "general");
+    cloud
+        .create_group(GroupSpec::new(g.clone(), 2, "ami-1").with_max(3).prebooted())
+        .unwrap();
+    let _cloud_task = cloud.spawn();
+    let provider: Arc<dyn NodeGroups> = Arc::new(cloud.clone());
+    let world = World::load(
+        &s.clusters[0],
+        &s,
+        None,
+        Arc::new(PollingObserver(provider.clone())),
+        1.0,
+    )
+    .await
+    .unwrap();
+    let store = world.store.clone();
+    let _task = world.spawn();
+    assert_eq!(list(&store, ResourceType::nodes(), &ListOptions::default()).len(), 2);
+    loop {
+        match provider.set_capacity(&g, 3, None).await {
+            Ok(()) => break,
+            Err(e) => assert!(e.kind.is_retryable(), "{e}"),
+        }
+    }
+    wait(120 + 15 + 20 + 30).await;
+    let nodes = list(&store, ResourceType::nodes(), &ListOptions::default());
+    assert_eq!(nodes.len(), 3);
+    assert!(nodes.iter().all(ready));
+}

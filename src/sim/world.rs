@@ -142,7 +142,7 @@ impl World {
         }
         // Nodes for every instance already in service.
         for pool in &pools {
-            let state: GroupState = observer.observe(&pool.group).await.map_err(LoadError::Cloud)?;
+            let state = observe_retrying(observer.as_ref(), pool).await?;
             for inst in state
                 .instances
                 .iter()
@@ -297,6 +297,25 @@ impl World {
                 _ = changed => self.kubelets.sync(&mut ctx).await,
                 _ = due => {}
             }
+        }
+    }
+}
+
+/// The group's state, retrying what a retry may fix (a throttled or failed describe) a few
+/// times, so that a provider with injected API faults can still be loaded.
+async fn observe_retrying(
+    observer: &dyn InstanceObserver,
+    pool: &PoolNodes,
+) -> Result<GroupState, LoadError> {
+    let mut attempt = 0;
+    loop {
+        match observer.observe(&pool.group).await {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind.is_retryable() && attempt < 8 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100 << attempt.min(5))).await;
+            }
+            Err(e) => return Err(LoadError::Cloud(e)),
         }
     }
 }
