@@ -123,7 +123,10 @@ fn kubectl_operates_the_simulated_fleet() {
     let n = s.json(&["get", "node", &node]);
     assert_eq!(n["metadata"]["labels"]["rota.dev/test"], "yes");
     s.ok(&["cordon", &node]);
-    assert_eq!(s.json(&["get", "node", &node])["spec"]["unschedulable"], true);
+    assert_eq!(
+        s.json(&["get", "node", &node])["spec"]["unschedulable"],
+        true
+    );
     s.ok(&["uncordon", &node]);
     assert!(s.json(&["get", "node", &node])["spec"]["unschedulable"].is_null());
 

@@ -28,8 +28,7 @@ use tokio::time::Instant;
 
 use super::faults::{Call, FaultProfile};
 use crate::cloud::{
-    CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups,
-    provider_id,
+    CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups, provider_id,
 };
 
 /// A group to create in the simulated cloud.
@@ -664,10 +663,7 @@ impl NodeGroups for SimCloud {
         self.call(Call::Terminate, group, |inner, now| {
             let mut g = inner.groups.remove(group).expect("checked");
             let mut changed = false;
-            if let Some(i) = g
-                .instances
-                .iter()
-                .position(|i| i.public.id == instance_id)
+            if let Some(i) = g.instances.iter().position(|i| i.public.id == instance_id)
                 && g.instances[i].public.lifecycle != Lifecycle::Terminating
             {
                 let mut inst = g.instances[i].clone();
@@ -805,11 +801,17 @@ mod tests {
             faults.boot.failure_rate = 0.5;
             let cloud = SimCloud::new(seed, faults, 1.0);
             let g = asg("g");
-            cloud.create_group(GroupSpec::new(g.clone(), 4, "ami-1")).unwrap();
+            cloud
+                .create_group(GroupSpec::new(g.clone(), 4, "ami-1"))
+                .unwrap();
             settle(&cloud, 900).await;
             let s = cloud.describe(&g).await.unwrap();
             assert_eq!(s.instances.len(), 4);
-            assert!(s.instances.iter().all(|i| i.lifecycle == Lifecycle::InService));
+            assert!(
+                s.instances
+                    .iter()
+                    .all(|i| i.lifecycle == Lifecycle::InService)
+            );
             cloud.take_events()
         };
         let a = story(11).await;
@@ -825,7 +827,11 @@ mod tests {
         let cloud = SimCloud::new(1, FaultProfile::default(), 1.0);
         let g = asg("g");
         cloud
-            .create_group(GroupSpec::new(g.clone(), 2, "ami-old").prebooted().with_max(4))
+            .create_group(
+                GroupSpec::new(g.clone(), 2, "ami-old")
+                    .prebooted()
+                    .with_max(4),
+            )
             .unwrap();
         cloud.set_image(&g, "ami-new").await.unwrap();
         cloud.set_capacity(&g, 4, None).await.unwrap();
@@ -872,7 +878,9 @@ mod tests {
         let cloud = SimCloud::new(3, faults, 1.0);
         let (g, h) = (asg("g"), asg("h"));
         for r in [&g, &h] {
-            cloud.create_group(GroupSpec::new(r.clone(), 1, "ami")).unwrap();
+            cloud
+                .create_group(GroupSpec::new(r.clone(), 1, "ami"))
+                .unwrap();
         }
         cloud.set_capacity(&h, 1, None).await.unwrap();
         for _ in 0..2 {
@@ -887,10 +895,16 @@ mod tests {
     async fn speed_divides_boot_time() {
         let cloud = SimCloud::new(5, FaultProfile::default(), 60.0);
         let g = asg("g");
-        cloud.create_group(GroupSpec::new(g.clone(), 2, "ami")).unwrap();
+        cloud
+            .create_group(GroupSpec::new(g.clone(), 2, "ami"))
+            .unwrap();
         settle(&cloud, 2).await;
         let s = cloud.describe(&g).await.unwrap();
-        assert!(s.instances.iter().all(|i| i.lifecycle == Lifecycle::InService));
+        assert!(
+            s.instances
+                .iter()
+                .all(|i| i.lifecycle == Lifecycle::InService)
+        );
     }
 
     #[test]

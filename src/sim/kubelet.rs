@@ -93,9 +93,14 @@ pub fn fnv(bytes: &[u8]) -> u64 {
 fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
     match group {
         GroupRef::Aws { region, .. } => Some(region.clone()),
-        GroupRef::Gcp { region, zone: z, .. } => region
+        GroupRef::Gcp {
+            region, zone: z, ..
+        } => region
             .clone()
-            .or_else(|| z.as_ref().and_then(|z| z.rsplit_once('-').map(|(r, _)| r.into())))
+            .or_else(|| {
+                z.as_ref()
+                    .and_then(|z| z.rsplit_once('-').map(|(r, _)| r.into()))
+            })
             .or_else(|| zone.rsplit_once('-').map(|(r, _)| r.to_string())),
         GroupRef::Azure { .. } => None,
     }
@@ -128,7 +133,8 @@ pub fn node_object(
     if let Some(region) = region_of(&pool.group, &inst.zone) {
         labels.insert("topology.kubernetes.io/region".into(), region);
     }
-    let resources = json!({"cpu": shape.cpu, "memory": shape.memory, "pods": shape.pods.to_string()});
+    let resources =
+        json!({"cpu": shape.cpu, "memory": shape.memory, "pods": shape.pods.to_string()});
     let h = fnv(inst.id.as_bytes());
     json!({
         "apiVersion": "v1",
@@ -165,7 +171,11 @@ fn node_conditions(ready: bool, now: &str) -> Value {
     let (status, reason, message) = if ready {
         ("True", "KubeletReady", "kubelet is posting ready status")
     } else {
-        ("False", "KubeletNotReady", "container runtime network not ready")
+        (
+            "False",
+            "KubeletNotReady",
+            "container runtime network not ready",
+        )
     };
     json!([
         {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
@@ -236,9 +246,10 @@ pub fn pod_running(pod: &mut Value, host_ip: &str, pod_ip: &str, now: &str, read
 
 /// Whether a pod's JSON says it is Ready.
 pub fn pod_ready(pod: &Value) -> bool {
-    pod["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    pod["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
 }
 
 /// The readiness delay of a pod: its first container's readiness probe initial delay.
@@ -281,7 +292,11 @@ pub struct Kubelets {
 }
 
 impl Kubelets {
-    pub fn new(pools: Vec<PoolNodes>, observer: Arc<dyn InstanceObserver>, shape: NodeShape) -> Self {
+    pub fn new(
+        pools: Vec<PoolNodes>,
+        observer: Arc<dyn InstanceObserver>,
+        shape: NodeShape,
+    ) -> Self {
         Kubelets {
             pools,
             observer,
@@ -304,8 +319,14 @@ impl Kubelets {
             .list(&ResourceType::nodes(), None, &ListOptions::default())
             .unwrap_or_default();
         for n in nodes {
-            let pid = n["spec"]["providerID"].as_str().unwrap_or_default().to_string();
-            let name = n["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let pid = n["spec"]["providerID"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let name = n["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             let Some(pool) = self.pools.iter().position(|p| {
                 p.labels
                     .iter()
@@ -313,13 +334,17 @@ impl Kubelets {
             }) else {
                 continue;
             };
-            let ready = n["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+            let ready = n["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
             let instance = Instance {
                 id: String::new(),
                 provider_id: pid.clone(),
-                image: n["status"]["nodeInfo"]["osImage"].as_str().unwrap_or_default().into(),
+                image: n["status"]["nodeInfo"]["osImage"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
                 zone: String::new(),
                 lifecycle: Lifecycle::InService,
             };
@@ -330,7 +355,11 @@ impl Kubelets {
                     pool,
                     name,
                     instance,
-                    phase: if ready { Phase::Ready } else { Phase::Registered },
+                    phase: if ready {
+                        Phase::Ready
+                    } else {
+                        Phase::Registered
+                    },
                 },
             );
         }
@@ -372,16 +401,18 @@ impl Kubelets {
                         k.phase = Phase::Lost;
                         if was_registered {
                             let now = ctx.store.timestamp();
-                            let _ = ctx.store.modify(&ResourceType::nodes(), None, &k.name, |n| {
-                                set_ready(
-                                    n,
-                                    "Unknown",
-                                    "NodeStatusUnknown",
-                                    "Kubelet stopped posting node status.",
-                                    &now,
-                                );
-                                Ok(())
-                            });
+                            let _ = ctx
+                                .store
+                                .modify(&ResourceType::nodes(), None, &k.name, |n| {
+                                    set_ready(
+                                        n,
+                                        "Unknown",
+                                        "NodeStatusUnknown",
+                                        "Kubelet stopped posting node status.",
+                                        &now,
+                                    );
+                                    Ok(())
+                                });
                         }
                     }
                     _ => {}
@@ -420,11 +451,17 @@ impl Kubelets {
                         self.by_name.insert(name.clone(), pid.clone());
                         ctx.after(self.shape.ready_after, Timer::NodeReady(name));
                     }
-                    Err(e) => tracing::warn!(node = %k.name, error = %e, "node registration failed"),
+                    Err(e) => {
+                        tracing::warn!(node = %k.name, error = %e, "node registration failed")
+                    }
                 }
             }
             Timer::NodeReady(name) => {
-                let Some(k) = self.by_name.get(name).and_then(|pid| self.nodes.get_mut(pid)) else {
+                let Some(k) = self
+                    .by_name
+                    .get(name)
+                    .and_then(|pid| self.nodes.get_mut(pid))
+                else {
                     return;
                 };
                 if k.phase != Phase::Registered {
@@ -433,7 +470,13 @@ impl Kubelets {
                 k.phase = Phase::Ready;
                 let now = store.timestamp();
                 let _ = store.modify(&ResourceType::nodes(), None, name, |n| {
-                    set_ready(n, "True", "KubeletReady", "kubelet is posting ready status", &now);
+                    set_ready(
+                        n,
+                        "True",
+                        "KubeletReady",
+                        "kubelet is posting ready status",
+                        &now,
+                    );
                     Ok(())
                 });
             }
@@ -447,11 +490,22 @@ impl Kubelets {
                     if !same || p["metadata"]["deletionTimestamp"].is_string() {
                         return Err(super::store::ApiError::new(409, "Conflict", "pod changed"));
                     }
-                    let node = p["spec"]["nodeName"].as_str().unwrap_or_default().to_string();
+                    let node = p["spec"]["nodeName"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
                     let host = node_ip(&node);
-                    let pod_ip = p["status"]["podIP"].as_str().map(str::to_string).unwrap_or_else(|| {
-                        format!("100.{}.{}.{}", 64 + (ip >> 16) % 64, (ip >> 8) & 0xff, ip & 0xff)
-                    });
+                    let pod_ip = p["status"]["podIP"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| {
+                            format!(
+                                "100.{}.{}.{}",
+                                64 + (ip >> 16) % 64,
+                                (ip >> 8) & 0xff,
+                                ip & 0xff
+                            )
+                        });
                     pod_running(p, &host, &pod_ip, &now, ready);
                     if !ready {
                         delay = Some(readiness_delay(p));
@@ -492,8 +546,14 @@ impl Kubelets {
             self.deleting.remove(uid);
             return;
         }
-        let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
-        let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let ns = pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = pod["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         if pod["metadata"]["deletionTimestamp"].is_string() {
             if self.deleting.insert(uid.to_string()) {
                 let grace = pod["metadata"]["deletionGracePeriodSeconds"]
@@ -580,7 +640,12 @@ fn node_ip(node: &str) -> String {
         return ip.replace('-', ".");
     }
     let h = fnv(node.as_bytes());
-    format!("10.{}.{}.{}", (h >> 16) & 0xff, (h >> 8) & 0xff, (h & 0xff).max(1))
+    format!(
+        "10.{}.{}.{}",
+        (h >> 16) & 0xff,
+        (h >> 8) & 0xff,
+        (h & 0xff).max(1)
+    )
 }
 
 fn remove_node(store: &Store, name: &str) {
@@ -623,17 +688,27 @@ mod tests {
         let i = inst("i-0abc", "aws:///us-east-1a/i-0abc", "us-east-1a");
         let name = node_name(&aws, &i, 0);
         assert_ne!(name, node_name(&aws, &i, 1));
-        assert!(name.starts_with("ip-10-") && name.ends_with(".ec2.internal"), "{name}");
+        assert!(
+            name.starts_with("ip-10-") && name.ends_with(".ec2.internal"),
+            "{name}"
+        );
         let az = GroupRef::Azure {
             subscription_id: "s".into(),
             resource_group: "rg".into(),
             scale_set: "aks-general-vmss".into(),
         };
-        assert_eq!(node_name(&az, &inst("37", "", "1"), 0), "aks-general-vmss000011");
+        assert_eq!(
+            node_name(&az, &inst("37", "", "1"), 0),
+            "aks-general-vmss000011"
+        );
         let pool = PoolNodes {
             pool: "general".into(),
             group: aws,
-            labels: [("eks.amazonaws.com/nodegroup".to_string(), "general".to_string())].into(),
+            labels: [(
+                "eks.amazonaws.com/nodegroup".to_string(),
+                "general".to_string(),
+            )]
+            .into(),
         };
         let shape = NodeShape {
             cpu: "4".into(),
@@ -656,6 +731,9 @@ mod tests {
             .find(|c| c["type"] == "Ready")
             .unwrap();
         assert_eq!(ready["status"], "False");
-        assert_eq!(node_ip(&name), n["status"]["addresses"][0]["address"].as_str().unwrap());
+        assert_eq!(
+            node_ip(&name),
+            n["status"]["addresses"][0]["address"].as_str().unwrap()
+        );
     }
 }

@@ -39,15 +39,17 @@ impl Toleration {
     /// Kubernetes' rule: an empty key with `Exists` tolerates everything; the effect must
     /// match unless empty; `Exists` ignores the value, `Equal` compares it.
     pub fn tolerates(&self, t: &Taint) -> bool {
-        if self.effect.as_deref().is_some_and(|e| !e.is_empty() && e != t.effect) {
+        if self
+            .effect
+            .as_deref()
+            .is_some_and(|e| !e.is_empty() && e != t.effect)
+        {
             return false;
         }
         match self.key.as_deref() {
             None | Some("") => self.operator == "Exists",
             Some(k) if k != t.key => false,
-            Some(_) => {
-                self.operator == "Exists" || self.value.as_deref().unwrap_or("") == t.value
-            }
+            Some(_) => self.operator == "Exists" || self.value.as_deref().unwrap_or("") == t.value,
         }
     }
 }
@@ -209,12 +211,10 @@ impl NodeView {
     /// Read a Node's JSON. A node without allocatable has no room.
     pub fn from_json(node: &Value) -> Self {
         let alloc = &node["status"]["allocatable"];
-        let ready = node["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            });
+        let ready = node["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
         NodeView {
             name: s(&node["metadata"]["name"]),
             labels: str_map(&node["metadata"]["labels"]),
@@ -232,7 +232,10 @@ impl NodeView {
                 .unwrap_or_default(),
             unschedulable: node["spec"]["unschedulable"].as_bool().unwrap_or(false),
             ready,
-            cpu_millis: alloc["cpu"].as_str().and_then(parse_cpu_millis).unwrap_or(0),
+            cpu_millis: alloc["cpu"]
+                .as_str()
+                .and_then(parse_cpu_millis)
+                .unwrap_or(0),
             memory: alloc["memory"].as_str().and_then(parse_memory).unwrap_or(0),
             pods: alloc["pods"]
                 .as_str()
@@ -313,7 +316,10 @@ mod tests {
         assert_eq!(fit(&n, &full, &pod(1)), Err(Unfit::TooManyPods));
         let mut cordoned = node("a");
         cordoned.unschedulable = true;
-        assert_eq!(fit(&cordoned, &Usage::default(), &pod(1)), Err(Unfit::Unschedulable));
+        assert_eq!(
+            fit(&cordoned, &Usage::default(), &pod(1)),
+            Err(Unfit::Unschedulable)
+        );
         let mut ds = pod(1);
         ds.tolerations.push(Toleration {
             key: Some(UNSCHEDULABLE_TAINT.into()),
@@ -421,10 +427,7 @@ pub struct Scheduler {
 }
 
 fn pod_key(p: &Value) -> (String, String) {
-    (
-        s(&p["metadata"]["namespace"]),
-        s(&p["metadata"]["name"]),
-    )
+    (s(&p["metadata"]["namespace"]), s(&p["metadata"]["name"]))
 }
 
 impl Scheduler {
@@ -501,8 +504,8 @@ impl Scheduler {
             let Some((_, demand, uid)) = self.pending.get(&key).cloned() else {
                 continue;
             };
-            let choice = choose(self.nodes.values().map(|(n, u)| (n, u)), &demand)
-                .map(|n| n.name.clone());
+            let choice =
+                choose(self.nodes.values().map(|(n, u)| (n, u)), &demand).map(|n| n.name.clone());
             let Some(node) = choice else {
                 continue;
             };

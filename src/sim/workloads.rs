@@ -27,7 +27,10 @@ pub type Key = (String, String);
 
 fn key_of(o: &Value) -> Key {
     (
-        o["metadata"]["namespace"].as_str().unwrap_or_default().into(),
+        o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
         o["metadata"]["name"].as_str().unwrap_or_default().into(),
     )
 }
@@ -84,7 +87,8 @@ fn template(
     }
     if empty_dir {
         spec["volumes"] = json!([{"name": "scratch", "emptyDir": {}}]);
-        spec["containers"][0]["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
+        spec["containers"][0]["volumeMounts"] =
+            json!([{"name": "scratch", "mountPath": "/scratch"}]);
     }
     json!({"metadata": {"labels": {"app": app}}, "spec": spec})
 }
@@ -343,8 +347,16 @@ impl Workloads {
         let (ns, name) = key_of(p);
         let k = (ns, owner);
         let (map, dirty, status) = match kind.as_str() {
-            "ReplicaSet" => (&mut self.replicasets, &mut self.dirty_rs, &mut self.status_rs),
-            "DaemonSet" => (&mut self.daemonsets, &mut self.dirty_ds, &mut self.status_ds),
+            "ReplicaSet" => (
+                &mut self.replicasets,
+                &mut self.dirty_rs,
+                &mut self.status_rs,
+            ),
+            "DaemonSet" => (
+                &mut self.daemonsets,
+                &mut self.dirty_ds,
+                &mut self.status_ds,
+            ),
             _ => return,
         };
         // A pod may be seen before its owner (watch streams are independent): keep it under
@@ -433,7 +445,8 @@ impl Workloads {
             .filter(|(rk, rs)| {
                 rk.0 == k.0
                     && **rk != current
-                    && controller_of(&rs.obj).is_some_and(|(kind, n)| kind == "Deployment" && n == k.1)
+                    && controller_of(&rs.obj)
+                        .is_some_and(|(kind, n)| kind == "Deployment" && n == k.1)
                     && rs.obj["spec"]["replicas"].as_u64() != Some(0)
             })
             .map(|(rk, _)| rk.clone())
@@ -485,8 +498,12 @@ impl Workloads {
             let extra = active.len() - want;
             let mut victims = active;
             victims.sort_by(|(an, a), (bn, b)| {
-                (a.bound, a.ready, std::cmp::Reverse(&a.created), an)
-                    .cmp(&(b.bound, b.ready, std::cmp::Reverse(&b.created), bn))
+                (a.bound, a.ready, std::cmp::Reverse(&a.created), an).cmp(&(
+                    b.bound,
+                    b.ready,
+                    std::cmp::Reverse(&b.created),
+                    bn,
+                ))
             });
             for (name, _) in victims.into_iter().take(extra) {
                 if let Ok(p) = store.mark_deleting(&pods_rt, Some(&k.0), &name, 30) {
@@ -563,8 +580,9 @@ impl Workloads {
                     Ok(())
                 });
             }
-            if let Some(("Deployment", d)) =
-                controller_of(&rs.obj).as_ref().map(|(a, b)| (a.as_str(), b))
+            if let Some(("Deployment", d)) = controller_of(&rs.obj)
+                .as_ref()
+                .map(|(a, b)| (a.as_str(), b))
             {
                 self.status_deploy.insert((k.0.clone(), d.clone()));
             }
@@ -577,7 +595,8 @@ impl Workloads {
             let (mut replicas, mut ready, mut updated) = (0, 0, 0);
             for (rk, rs) in &self.replicasets {
                 let owned = rk.0 == k.0
-                    && controller_of(&rs.obj).is_some_and(|(kind, n)| kind == "Deployment" && n == k.1);
+                    && controller_of(&rs.obj)
+                        .is_some_and(|(kind, n)| kind == "Deployment" && n == k.1);
                 if !owned {
                     continue;
                 }
@@ -644,7 +663,10 @@ mod tests {
         let db = w.deployments.iter().find(|d| d.name == "postgres").unwrap();
         let (deploy, pdb) = deployment_objects(db, 3);
         assert_eq!(deploy["spec"]["replicas"], 3);
-        assert_eq!(deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 60);
+        assert_eq!(
+            deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+            60
+        );
         assert_eq!(
             deploy["spec"]["template"]["spec"]["volumes"][0]["emptyDir"],
             json!({})

@@ -148,7 +148,8 @@ impl World {
                 .iter()
                 .filter(|i| i.lifecycle == Lifecycle::InService)
             {
-                register(&store, pool, inst, &shape, true).map_err(|e| LoadError::Store("node", e))?;
+                register(&store, pool, inst, &shape, true)
+                    .map_err(|e| LoadError::Store("node", e))?;
             }
         }
         load_workloads(&store, w, cluster.node_count())?;
@@ -359,17 +360,23 @@ fn load_workloads(store: &Store, w: &WorkloadProfile, node_count: u32) -> Result
         .collect();
     let now = store.timestamp();
     let mut ip: u32 = 1 << 20;
-    let mut place = |store: &Store, mut pod: Value, node: usize, nodes: &mut [(NodeView, Usage)]| {
-        let demand = PodView::from_json(&pod);
-        nodes[node].1.add(&demand);
-        let name = nodes[node].0.name.clone();
-        pod["spec"]["nodeName"] = json!(name);
-        ip += 1;
-        let pod_ip = format!("100.{}.{}.{}", 64 + (ip >> 16) % 64, (ip >> 8) & 0xff, ip & 0xff);
-        let host = nodes[node].0.name.clone();
-        pod_running(&mut pod, &host, &pod_ip, &now, true);
-        store.create(&ResourceType::pods(), None, pod).map(|_| ())
-    };
+    let mut place =
+        |store: &Store, mut pod: Value, node: usize, nodes: &mut [(NodeView, Usage)]| {
+            let demand = PodView::from_json(&pod);
+            nodes[node].1.add(&demand);
+            let name = nodes[node].0.name.clone();
+            pod["spec"]["nodeName"] = json!(name);
+            ip += 1;
+            let pod_ip = format!(
+                "100.{}.{}.{}",
+                64 + (ip >> 16) % 64,
+                (ip >> 8) & 0xff,
+                ip & 0xff
+            );
+            let host = nodes[node].0.name.clone();
+            pod_running(&mut pod, &host, &pod_ip, &now, true);
+            store.create(&ResourceType::pods(), None, pod).map(|_| ())
+        };
     // Daemon pods first: one per node.
     for d in &w.daemon_sets {
         let ds = store
