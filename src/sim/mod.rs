@@ -12,6 +12,7 @@
 
 pub mod apiserver;
 pub mod cloud;
+pub mod events;
 pub mod eviction;
 pub mod faults;
 pub mod kubeconfig;

@@ -72,6 +72,10 @@ pub fn controller_of(obj: &Value) -> Option<ControllerRef> {
         })
 }
 
+/// Finds the scale of a pod's controller: (namespace, controller) → (controller uid, replicas),
+/// `None` when the controller has no scale or does not exist.
+pub type ScaleOf<'a> = dyn Fn(&str, &ControllerRef) -> Option<(String, i64)> + 'a;
+
 /// Is the pod Ready (condition `Ready=True`)? This is what "healthy" means to a PDB.
 pub fn pod_ready(pod: &Value) -> bool {
     pod.pointer("/status/conditions")
@@ -126,7 +130,7 @@ pub fn selects(pdb: &Value, pod: &Value) -> bool {
 pub fn compute_status(
     pdb: &Value,
     pods: &[&Value],
-    scale_of: &dyn Fn(&str, &ControllerRef) -> Option<(String, i64)>,
+    scale_of: &ScaleOf<'_>,
     now: DateTime<Utc>,
 ) -> PdbStatus {
     let mut st = PdbStatus::default();
@@ -185,7 +189,7 @@ pub fn compute_status(
 fn expected_and_desired(
     pdb: &Value,
     pods: &[&Value],
-    scale_of: &dyn Fn(&str, &ControllerRef) -> Option<(String, i64)>,
+    scale_of: &ScaleOf<'_>,
 ) -> Result<(i64, i64), String> {
     let spec = pdb.get("spec").cloned().unwrap_or(Value::Null);
     let expected_scale = || -> Result<i64, String> {
@@ -355,16 +359,7 @@ pub fn reconcile(store: &Store, ns: &str, name: &str) -> Result<Option<DateTime<
             reqs: vec![],
             nothing: true,
         });
-    let pods: Vec<Value> = if selector.nothing {
-        vec![]
-    } else {
-        store
-            .list(&ResourceType::pods(), Some(ns), &ListOptions::default())?
-            .0
-            .into_iter()
-            .filter(|p| selector.matches(p))
-            .collect()
-    };
+    let pods = store.list_selected(&ResourceType::pods(), Some(ns), &selector)?;
     let refs: Vec<&Value> = pods.iter().collect();
     let now = store.now();
     let st = compute_status(&pdb, &refs, &|ns, c| store_scale(store, ns, c), now);

@@ -95,11 +95,15 @@ impl LabelSelector {
 
     /// Does an object (its `metadata.labels`) satisfy the selector?
     pub fn matches(&self, obj: &Value) -> bool {
+        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
+        self.matches_with(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
+    }
+
+    /// Matches against labels given by a lookup (the store keeps labels outside the JSON).
+    pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         if self.nothing {
             return false;
         }
-        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.reqs.iter().all(|r| match r {
             LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),
             LabelReq::NotEq(k, v) => get(k) != Some(v.as_str()),

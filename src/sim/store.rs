@@ -13,8 +13,10 @@
 //!   deleting a namespace deletes what is in it;
 //! - creating a CustomResourceDefinition registers its resource, deleting it drops it.
 //!
-//! Scale: pods are indexed by `spec.nodeName`, so `fieldSelector=spec.nodeName=X` does not scan
-//! every pod (5,000 nodes and 150,000 pods is the target).
+//! Scale (5,000 nodes and 150,000 pods is the target): objects rest as compact JSON text with
+//! their labels and node beside it (a `Value` tree costs ~9 KiB per pod, the text ~1.5 KiB);
+//! pods are indexed by `spec.nodeName`, so `fieldSelector=spec.nodeName=X` scans nothing; and
+//! results are parsed after the lock is released.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
@@ -24,6 +26,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+use super::events;
 use super::selector::{FieldSelector, LabelSelector};
 
 /// How many changes per resource type a watch can resume from; older starts get 410 Gone,
@@ -355,8 +358,58 @@ struct Filter {
 }
 
 impl Filter {
-    fn matches(&self, o: &Value) -> bool {
-        self.labels.matches(o) && self.fields.matches(o)
+    fn matches(&self, o: &Stored) -> bool {
+        if !self.labels.matches_with(|k| o.label(k)) {
+            return false;
+        }
+        match self.fields.reqs.as_slice() {
+            [] => true,
+            // The common one needs no parsing.
+            [(path, eq, want)] if path == "spec.nodeName" => {
+                (o.node.as_deref().unwrap_or("") == want.as_str()) == *eq
+            }
+            _ => self.fields.matches(&o.value()),
+        }
+    }
+}
+
+/// An object at rest: its compact JSON text plus what lookups need without parsing it.
+/// (`serde_json::Value` trees cost about 9 KiB per pod; the text about 1 KiB.)
+struct Stored {
+    json: Box<str>,
+    ns: Box<str>,
+    labels: Box<[(Box<str>, Box<str>)]>,
+    node: Option<Box<str>>,
+}
+
+impl Stored {
+    fn new(v: &Value) -> Self {
+        let labels = v
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.as_str().into(), v.as_str().unwrap_or("").into()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Stored {
+            json: v.to_string().into_boxed_str(),
+            ns: ns_of(v).into(),
+            labels,
+            node: node_of(v).map(Into::into),
+        }
+    }
+
+    fn value(&self) -> Value {
+        serde_json::from_str(&self.json).expect("the store only holds JSON it wrote")
+    }
+
+    fn label(&self, k: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(lk, _)| &**lk == k)
+            .map(|(_, v)| &**v)
     }
 }
 
@@ -389,12 +442,14 @@ enum ChangeKind {
 struct Change {
     rv: u64,
     kind: ChangeKind,
-    obj: Arc<Value>,
-    prev: Option<Arc<Value>>,
+    obj: Arc<Stored>,
+    prev: Option<Arc<Stored>>,
 }
 
 struct Watcher {
     ns: Option<String>,
+    /// Deliver events as events.k8s.io/v1 (a view of the core events).
+    events_v1: bool,
     filter: Filter,
     tx: UnboundedSender<WatchEvent>,
 }
@@ -402,7 +457,7 @@ struct Watcher {
 struct Table {
     rt: ResourceType,
     /// namespace ("" when cluster-scoped) → name → object.
-    objects: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
+    objects: BTreeMap<String, BTreeMap<String, Arc<Stored>>>,
     /// Pods only: spec.nodeName → (namespace, name).
     by_node: Option<HashMap<String, BTreeSet<(String, String)>>>,
     count: usize,
@@ -481,13 +536,18 @@ impl Table {
         }
     }
 
-    fn get(&self, ns: &str, name: &str) -> Option<&Arc<Value>> {
+    fn get(&self, ns: &str, name: &str) -> Option<&Arc<Stored>> {
         self.objects.get(ns).and_then(|m| m.get(name))
     }
 
-    fn index(&mut self, o: &Value, add: bool) {
-        if let (Some(idx), Some(node)) = (self.by_node.as_mut(), node_of(o)) {
-            let key = (ns_of(o).to_string(), name_of(o).to_string());
+    /// The current object, parsed.
+    fn value(&self, ns: &str, name: &str) -> Option<Value> {
+        self.get(ns, name).map(|o| o.value())
+    }
+
+    fn index(&mut self, ns: &str, name: &str, node: Option<&str>, add: bool) {
+        if let (Some(idx), Some(node)) = (self.by_node.as_mut(), node) {
+            let key = (ns.to_string(), name.to_string());
             if add {
                 idx.entry(node.to_string()).or_default().insert(key);
             } else if let Some(set) = idx.get_mut(node) {
@@ -499,22 +559,22 @@ impl Table {
         }
     }
 
-    /// Stores `obj` (already stamped with its new rv) and tells the watchers.
-    fn put(&mut self, rv: u64, obj: Value) -> Arc<Value> {
+    /// Stores `obj` (already stamped with its new rv), tells the watchers, returns `obj`.
+    fn put(&mut self, rv: u64, obj: Value) -> Value {
         let ns = ns_of(&obj).to_string();
         let name = name_of(&obj).to_string();
-        let obj = Arc::new(obj);
+        let stored = Arc::new(Stored::new(&obj));
         let prev = self
             .objects
-            .entry(ns)
+            .entry(ns.clone())
             .or_default()
-            .insert(name, obj.clone());
+            .insert(name.clone(), stored.clone());
         if let Some(p) = &prev {
-            self.index(&p.clone(), false);
+            self.index(&ns, &name, p.node.as_deref(), false);
         } else {
             self.count += 1;
         }
-        self.index(&obj.clone(), true);
+        self.index(&ns, &name, stored.node.as_deref(), true);
         let kind = if prev.is_some() {
             ChangeKind::Modified
         } else {
@@ -523,29 +583,32 @@ impl Table {
         self.record(Change {
             rv,
             kind,
-            obj: obj.clone(),
+            obj: stored,
             prev,
         });
         obj
     }
 
     /// Removes an object; the DELETED event carries `final_obj` (stamped with the delete rv).
-    fn remove(&mut self, rv: u64, ns: &str, name: &str, final_obj: Value) -> Option<Arc<Value>> {
-        let m = self.objects.get_mut(ns)?;
-        let prev = m.remove(name)?;
+    fn remove(&mut self, rv: u64, ns: &str, name: &str, final_obj: &Value) -> bool {
+        let Some(m) = self.objects.get_mut(ns) else {
+            return false;
+        };
+        let Some(prev) = m.remove(name) else {
+            return false;
+        };
         if m.is_empty() {
             self.objects.remove(ns);
         }
         self.count -= 1;
-        self.index(&prev.clone(), false);
-        let obj = Arc::new(final_obj);
+        self.index(ns, name, prev.node.as_deref(), false);
         self.record(Change {
             rv,
             kind: ChangeKind::Deleted,
-            obj: obj.clone(),
+            obj: Arc::new(Stored::new(final_obj)),
             prev: Some(prev),
         });
-        Some(obj)
+        true
     }
 
     fn record(&mut self, c: Change) {
@@ -565,12 +628,18 @@ impl Table {
 /// What one change means to one watcher, given its namespace and selectors.
 fn translate(w: &Watcher, c: &Change) -> Option<WatchEvent> {
     if let Some(ns) = &w.ns
-        && ns_of(&c.obj) != ns
+        && &*c.obj.ns != ns
     {
         return None;
     }
     let now = w.filter.matches(&c.obj);
-    let obj = || (*c.obj).clone();
+    let obj = || {
+        if w.events_v1 {
+            events::to_v1(c.obj.value())
+        } else {
+            c.obj.value()
+        }
+    };
     match c.kind {
         ChangeKind::Added => now.then(|| WatchEvent::Added(obj())),
         ChangeKind::Deleted => {
@@ -586,6 +655,21 @@ fn translate(w: &Watcher, c: &Change) -> Option<WatchEvent> {
                 (false, false) => None,
             }
         }
+    }
+}
+
+/// events.k8s.io/v1 Events are a view of the core ones: the same objects, other field names.
+fn is_events_v1(rt: &ResourceType) -> bool {
+    rt.group == "events.k8s.io" && rt.plural == "events"
+}
+
+fn events_opts(opts: &ListOptions) -> ListOptions {
+    ListOptions {
+        label_selector: opts.label_selector.clone(),
+        field_selector: opts
+            .field_selector
+            .as_deref()
+            .map(events::field_selector_to_core),
     }
 }
 
@@ -686,6 +770,9 @@ impl Store {
 
     /// How many objects of a type exist.
     pub fn count(&self, rt: &ResourceType) -> usize {
+        if is_events_v1(rt) {
+            return self.count(&ResourceType::events());
+        }
         self.lock().types.get(&rt.key()).map_or(0, |t| t.count)
     }
 
@@ -732,14 +819,19 @@ impl Store {
         ns: Option<&str>,
         mut obj: Value,
     ) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .create(&ResourceType::events(), ns, events::to_core(obj))
+                .map(events::to_v1);
+        }
         let ns = Self::scope(rt, ns, &obj)?;
         let now = self.timestamp();
         let mut st = self.lock();
         if rt.namespaced
-            && !st
+            && st
                 .types
                 .get(&ResourceType::namespaces().key())
-                .is_some_and(|t| t.get("", &ns).is_some())
+                .is_none_or(|t| t.get("", &ns).is_none())
         {
             return Err(ApiError::not_found(&ResourceType::namespaces(), &ns));
         }
@@ -813,7 +905,6 @@ impl Store {
         let rv = st.rv;
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
         let out = Self::table(&mut st, rt)?.put(rv, obj);
-        let out = (*out).clone();
         drop(st);
         if rt == &ResourceType::crds() {
             self.register_crd(&out)?;
@@ -823,11 +914,17 @@ impl Store {
 
     /// Reads one object.
     pub fn get(&self, rt: &ResourceType, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .get(&ResourceType::events(), ns, name)
+                .map(events::to_v1);
+        }
         let mut st = self.lock();
         let t = Self::table(&mut st, rt)?;
         let ns = if rt.namespaced { ns.unwrap_or("") } else { "" };
-        t.get(ns, name)
-            .map(|o| (**o).clone())
+        let o = t.get(ns, name).cloned();
+        drop(st);
+        o.map(|o| o.value())
             .ok_or_else(|| ApiError::not_found(rt, name))
     }
 
@@ -839,12 +936,18 @@ impl Store {
         ns: Option<&str>,
         opts: &ListOptions,
     ) -> Result<(Vec<Value>, String), ApiError> {
+        if is_events_v1(rt) {
+            let (items, rv) = self.list(&ResourceType::events(), ns, &events_opts(opts))?;
+            return Ok((items.into_iter().map(events::to_v1).collect(), rv));
+        }
         let filter = opts.parse()?;
         let mut st = self.lock();
         let rv = st.rv.to_string();
         let t = Self::table(&mut st, rt)?;
         let ns = if rt.namespaced { ns } else { None };
-        let mut out = Vec::new();
+        // Matching happens under the lock (labels and the node need no parsing); parsing the
+        // results happens after it is released.
+        let mut out: Vec<Arc<Stored>> = Vec::new();
         if let (Some(idx), Some(node)) = (&t.by_node, filter.fields.equals("spec.nodeName"))
             && !node.is_empty()
         {
@@ -855,27 +958,57 @@ impl Store {
                 if let Some(o) = t.get(ons, name)
                     && filter.matches(o)
                 {
-                    out.push((**o).clone());
+                    out.push(o.clone());
                 }
             }
-            return Ok((out, rv));
+        } else {
+            let mut push = |m: &BTreeMap<String, Arc<Stored>>| {
+                for o in m.values() {
+                    if filter.matches(o) {
+                        out.push(o.clone());
+                    }
+                }
+            };
+            match ns {
+                Some(n) => {
+                    if let Some(m) = t.objects.get(n) {
+                        push(m)
+                    }
+                }
+                None => t.objects.values().for_each(push),
+            }
         }
-        let mut push = |m: &BTreeMap<String, Arc<Value>>| {
-            for o in m.values() {
-                if filter.matches(o) {
-                    out.push((**o).clone());
-                }
-            }
+        drop(st);
+        Ok((out.iter().map(|o| o.value()).collect(), rv))
+    }
+
+    /// Objects matching a `LabelSelector` (as PDBs and workloads hold them), filtered before
+    /// they are copied out: what controllers use on large namespaces.
+    pub fn list_selected(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Result<Vec<Value>, ApiError> {
+        if is_events_v1(rt) {
+            let items = self.list_selected(&ResourceType::events(), ns, selector)?;
+            return Ok(items.into_iter().map(events::to_v1).collect());
+        }
+        let mut st = self.lock();
+        let t = Self::table(&mut st, rt)?;
+        let ns = if rt.namespaced { ns } else { None };
+        let pick = |m: &BTreeMap<String, Arc<Stored>>| -> Vec<Arc<Stored>> {
+            m.values()
+                .filter(|o| selector.matches_with(|k| o.label(k)))
+                .cloned()
+                .collect()
         };
-        match ns {
-            Some(n) => {
-                if let Some(m) = t.objects.get(n) {
-                    push(m)
-                }
-            }
-            None => t.objects.values().for_each(push),
-        }
-        Ok((out, rv))
+        let found: Vec<Arc<Stored>> = match ns {
+            Some(n) => t.objects.get(n).map(pick).unwrap_or_default(),
+            None => t.objects.values().flat_map(pick).collect(),
+        };
+        drop(st);
+        Ok(found.iter().map(|o| o.value()).collect())
     }
 
     /// Replaces an object. 409 Conflict if `metadata.resourceVersion` is set and stale. For
@@ -909,12 +1042,37 @@ impl Store {
         name: &str,
         f: impl FnOnce(&mut Value) -> Result<(), ApiError>,
     ) -> Result<Value, ApiError> {
+        self.modify_boxed(rt, ns, name, Box::new(f))
+    }
+
+    fn modify_boxed(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        f: Modifier<'_>,
+    ) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .modify_boxed(
+                    &ResourceType::events(),
+                    ns,
+                    name,
+                    Box::new(|o: &mut Value| {
+                        let mut v = events::to_v1(o.clone());
+                        f(&mut v)?;
+                        *o = events::to_core(v);
+                        Ok(())
+                    }),
+                )
+                .map(events::to_v1);
+        }
         let mut st = self.lock();
         let t = Self::table(&mut st, rt)?;
         let nsk = if rt.namespaced { ns.unwrap_or("") } else { "" };
         let mut obj = t
             .get(nsk, name)
-            .map(|o| (**o).clone())
+            .map(|o| o.value())
             .ok_or_else(|| ApiError::not_found(rt, name))?;
         f(&mut obj)?;
         // The closure may not move the object.
@@ -932,6 +1090,11 @@ impl Store {
         obj: Value,
         mode: WriteMode,
     ) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .write(&ResourceType::events(), ns, events::to_core(obj), mode)
+                .map(events::to_v1);
+        }
         let ns = Self::scope(rt, ns, &obj)?;
         let mut st = self.lock();
         let out = self.write_locked(&mut st, rt, &ns, obj, mode)?;
@@ -963,8 +1126,7 @@ impl Store {
         }
         let t = Self::table(st, rt)?;
         let old = t
-            .get(ns, &name)
-            .cloned()
+            .value(ns, &name)
             .ok_or_else(|| ApiError::not_found(rt, &name))?;
         if mode != WriteMode::Any
             && let Some(rv) = rv_of(&obj)
@@ -984,7 +1146,7 @@ impl Store {
         }
         let mut new = match mode {
             WriteMode::Status => {
-                let mut n = (*old).clone();
+                let mut n = old.clone();
                 match obj.get("status") {
                     Some(s) => n["status"] = s.clone(),
                     None => {
@@ -1031,12 +1193,12 @@ impl Store {
             crd_accepted(&mut new);
         }
         // A no-op write keeps the resourceVersion (the API server does the same).
-        let mut old_cmp = (*old).clone();
+        let mut old_cmp = old.clone();
         if let Some(m) = old_cmp.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
         if old_cmp == new {
-            return Ok((*old).clone());
+            return Ok(old.clone());
         }
         // Emptying the finalizers of an object being deleted completes the deletion.
         let deleting = new.pointer("/metadata/deletionTimestamp").is_some();
@@ -1049,10 +1211,10 @@ impl Store {
         new["metadata"]["resourceVersion"] = json!(rv.to_string());
         let t = Self::table(st, rt)?;
         if deleting && !finalizers_left {
-            t.remove(rv, ns, &name, new.clone());
+            t.remove(rv, ns, &name, &new);
             return Ok(new);
         }
-        Ok((*t.put(rv, new)).clone())
+        Ok(t.put(rv, new))
     }
 
     /// Deletes an object now, unless it has finalizers: then it gets a `deletionTimestamp` and
@@ -1075,13 +1237,17 @@ impl Store {
         name: &str,
         uid: Option<&str>,
     ) -> Result<Value, ApiError> {
+        if is_events_v1(rt) {
+            return self
+                .delete_if(&ResourceType::events(), ns, name, uid)
+                .map(events::to_v1);
+        }
         let now = self.timestamp();
         let nsk = if rt.namespaced { ns.unwrap_or("") } else { "" };
         let mut st = self.lock();
         let t = Self::table(&mut st, rt)?;
         let old = t
-            .get(nsk, name)
-            .cloned()
+            .value(nsk, name)
             .ok_or_else(|| ApiError::not_found(rt, name))?;
         if let Some(uid) = uid
             && old.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid)
@@ -1103,19 +1269,19 @@ impl Store {
             .is_some_and(|a| !a.is_empty());
         st.rv += 1;
         let rv = st.rv;
-        let mut last = (*old).clone();
+        let mut last = old.clone();
         last["metadata"]["resourceVersion"] = json!(rv.to_string());
         let t = Self::table(&mut st, rt)?;
         if has_finalizers {
             if old.pointer("/metadata/deletionTimestamp").is_some() {
                 st.rv -= 1;
-                return Ok((*old).clone());
+                return Ok(old.clone());
             }
             last["metadata"]["deletionTimestamp"] = json!(now);
             last["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            return Ok((*t.put(rv, last)).clone());
+            return Ok(t.put(rv, last));
         }
-        t.remove(rv, nsk, name, last.clone());
+        t.remove(rv, nsk, name, &last);
         if rt == &ResourceType::namespaces() {
             // The namespace controller's job, done at once.
             let State { rv: cur, types, .. } = &mut *st;
@@ -1129,21 +1295,21 @@ impl Store {
                     *cur += 1;
                     let rv = *cur;
                     if let Some(o) = t.get(name, &n).cloned() {
-                        let mut o = (*o).clone();
+                        let mut o = o.value();
                         o["metadata"]["resourceVersion"] = json!(rv.to_string());
-                        t.remove(rv, name, &n, o);
+                        t.remove(rv, name, &n, &o);
                     }
                 }
             }
         }
         drop(st);
-        if rt == &ResourceType::crds() {
-            if let (Some(g), Some(p)) = (
+        if rt == &ResourceType::crds()
+            && let (Some(g), Some(p)) = (
                 last.pointer("/spec/group").and_then(Value::as_str),
                 last.pointer("/spec/names/plural").and_then(Value::as_str),
-            ) {
-                self.unregister(g, p);
-            }
+            )
+        {
+            self.unregister(g, p);
         }
         Ok(last)
     }
@@ -1164,20 +1330,19 @@ impl Store {
         let t = Self::table(&mut st, rt)?;
         let nsk = if rt.namespaced { ns.unwrap_or("") } else { "" };
         let old = t
-            .get(nsk, name)
-            .cloned()
+            .value(nsk, name)
             .ok_or_else(|| ApiError::not_found(rt, name))?;
         if old.pointer("/metadata/deletionTimestamp").is_some() {
-            return Ok((*old).clone());
+            return Ok(old.clone());
         }
-        let mut new = (*old).clone();
+        let mut new = old.clone();
         new["metadata"]["deletionTimestamp"] = json!(ts);
         new["metadata"]["deletionGracePeriodSeconds"] = json!(grace_seconds);
         st.rv += 1;
         let rv = st.rv;
         new["metadata"]["resourceVersion"] = json!(rv.to_string());
         let t = Self::table(&mut st, rt)?;
-        Ok((*t.put(rv, new)).clone())
+        Ok(t.put(rv, new))
     }
 
     /// Watches a type. `resource_version` None, "" or "0": first an ADDED event for every
@@ -1190,6 +1355,12 @@ impl Store {
         opts: &ListOptions,
         resource_version: Option<&str>,
     ) -> Result<UnboundedReceiver<WatchEvent>, ApiError> {
+        let view = is_events_v1(rt);
+        let (rt, opts) = if view {
+            (&ResourceType::events(), &events_opts(opts))
+        } else {
+            (rt, opts)
+        };
         let filter = opts.parse()?;
         let from =
             match resource_version {
@@ -1206,7 +1377,12 @@ impl Store {
         let (tx, rx) = unbounded_channel();
         let mut st = self.lock();
         let t = Self::table(&mut st, rt)?;
-        let w = Watcher { ns, filter, tx };
+        let w = Watcher {
+            ns,
+            events_v1: view,
+            filter,
+            tx,
+        };
         match from {
             None => {
                 let nsf = w.ns.clone();
@@ -1215,7 +1391,9 @@ impl Store {
                         continue;
                     }
                     for o in m.values().filter(|o| w.filter.matches(o)) {
-                        let _ = w.tx.send(WatchEvent::Added((**o).clone()));
+                        let o = o.value();
+                        let o = if view { events::to_v1(o) } else { o };
+                        let _ = w.tx.send(WatchEvent::Added(o));
                     }
                 }
             }
@@ -1240,6 +1418,9 @@ impl Store {
     /// Sends every open watch of `rt` a bookmark at the current resourceVersion (everything
     /// before it has been delivered, since events are sent under the same lock).
     pub fn bookmark(&self, rt: &ResourceType) {
+        if is_events_v1(rt) {
+            return self.bookmark(&ResourceType::events());
+        }
         let mut st = self.lock();
         let rv = st.rv.to_string();
         if let Ok(t) = Self::table(&mut st, rt) {
@@ -1257,6 +1438,9 @@ impl Store {
         Ok(())
     }
 }
+
+/// A read-modify-write step of `Store::modify`.
+type Modifier<'a> = Box<dyn FnOnce(&mut Value) -> Result<(), ApiError> + 'a>;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum WriteMode {
@@ -1625,6 +1809,39 @@ mod tests {
             .delete_if(&ResourceType::nodes(), None, "zz", None)
             .unwrap_err();
         assert_eq!(e.code, 404);
+    }
+
+    #[tokio::test]
+    async fn events_are_one_store_in_two_forms() {
+        let s = Store::new();
+        let mut w = s
+            .watch(&ResourceType::events(), None, &ListOptions::default(), None)
+            .unwrap();
+        let e = s
+            .create(
+                &ResourceType::events_v1(),
+                Some("default"),
+                json!({"metadata": {"name": "n1.1"}, "regarding": {"kind": "Node", "name": "n1"},
+                       "note": "cordoned", "reason": "Cordon", "type": "Normal"}),
+            )
+            .unwrap();
+        assert_eq!(e["apiVersion"], "events.k8s.io/v1");
+        assert_eq!(e["note"], "cordoned");
+        let core = s
+            .get(&ResourceType::events(), Some("default"), "n1.1")
+            .unwrap();
+        assert_eq!(core["message"], "cordoned");
+        assert_eq!(core["involvedObject"]["name"], "n1");
+        assert!(matches!(w.recv().await, Some(WatchEvent::Added(o)) if o["message"] == "cordoned"));
+        let (l, _) = s
+            .list(
+                &ResourceType::events_v1(),
+                None,
+                &ListOptions::fields("regarding.name=n1"),
+            )
+            .unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0]["regarding"]["kind"], "Node");
     }
 
     #[test]

@@ -153,3 +153,70 @@ pub fn root_paths(store: &Store) -> Value {
     paths.sort();
     json!({"paths": paths})
 }
+
+/// The group-version key OpenAPI v3 uses: `api/v1`, `apis/<group>/<version>`.
+fn gv_key(rt: &ResourceType) -> String {
+    if rt.group.is_empty() {
+        format!("api/{}", rt.version)
+    } else {
+        format!("apis/{}/{}", rt.group, rt.version)
+    }
+}
+
+/// `GET /openapi/v3`: one entry per group-version. The hash changes when the types of the
+/// group-version do, so kubectl's disk cache never serves a stale document.
+pub fn openapi_v3_root(store: &Store) -> Value {
+    let mut by_gv: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for rt in store.types() {
+        by_gv
+            .entry(gv_key(&rt))
+            .or_default()
+            .push(format!("{}/{}/{}", rt.plural, rt.kind, rt.namespaced));
+    }
+    let paths: serde_json::Map<String, Value> = by_gv
+        .into_iter()
+        .map(|(k, names)| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            names.hash(&mut h);
+            let url = format!("/openapi/v3/{k}?hash={:016X}", h.finish());
+            (k, json!({"serverRelativeURL": url}))
+        })
+        .collect();
+    json!({"paths": paths})
+}
+
+/// `GET /openapi/v3/<gv>`: the operations of each resource, without schemas. It exists so
+/// that kubectl sees the `fieldValidation` parameter on PATCH and leaves validation to the
+/// server instead of downloading schemas (the simulated server accepts unknown fields).
+pub fn openapi_v3_gv(store: &Store, key: &str) -> Option<Value> {
+    let types: Vec<ResourceType> = store
+        .types()
+        .into_iter()
+        .filter(|t| gv_key(t) == key)
+        .collect();
+    if types.is_empty() {
+        return None;
+    }
+    let param = |n: &str| json!({"name": n, "in": "query", "schema": {"type": "string"}});
+    let mut paths = serde_json::Map::new();
+    for rt in &types {
+        let gvk = json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
+        let base = if rt.namespaced {
+            format!("/{key}/namespaces/{{namespace}}/{}", rt.plural)
+        } else {
+            format!("/{key}/{}", rt.plural)
+        };
+        let op = |action: &str| {
+            json!({"x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk,
+                   "parameters": [param("dryRun"), param("fieldManager"), param("fieldValidation")],
+                   "responses": {"200": {"description": "OK"}}})
+        };
+        paths.insert(base.clone(), json!({"post": op("post"), "get": op("list")}));
+        paths.insert(format!("{base}/{{name}}"), json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
+    }
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes (rota simulation)", "version": "v1.33.0"},
+                "paths": paths, "components": {"schemas": {}}}),
+    )
+}

@@ -162,11 +162,10 @@ impl ApiServer {
 
     /// Answers one request.
     pub async fn handle(&self, req: Request<Bytes>) -> Response<Body> {
-        let resp = match self.route(req).await {
+        match self.route(req).await {
             Ok(r) => r,
             Err(e) => json_response(e.code, &e.to_status()),
-        };
-        resp
+        }
     }
 
     async fn route(&self, req: Request<Bytes>) -> Result<Response<Body>, ApiError> {
@@ -193,6 +192,12 @@ impl ApiServer {
             ["apis", g, v] if get => discovery::resource_list(&self.store, g, v)
                 .map(|v| json_response(200, &v))
                 .ok_or_else(not_found_path),
+            ["openapi", "v3"] if get => ok(discovery::openapi_v3_root(&self.store)),
+            ["openapi", "v3", gv @ ..] if get => {
+                discovery::openapi_v3_gv(&self.store, &gv.join("/"))
+                    .map(|v| json_response(200, &v))
+                    .ok_or_else(not_found_path)
+            }
             ["api", v, rest @ ..] => {
                 let t = self.target("", v, rest)?;
                 self.resource(t, &q, req).await
@@ -436,8 +441,18 @@ impl ApiServer {
             };
             match store.get(rt, ns, name) {
                 Err(e) if e.code == 404 && !status => {
-                    let obj =
-                        patch::server_side_apply(rt, name, None, &p, &manager, force, "", &now)?;
+                    let obj = patch::server_side_apply(
+                        rt,
+                        name,
+                        None,
+                        &p,
+                        &patch::Applier {
+                            manager: &manager,
+                            force,
+                            subresource: "",
+                            now: &now,
+                        },
+                    )?;
                     let obj = prepare_create(rt, obj)?;
                     return Ok((201, store.create(rt, ns, obj)?));
                 }
@@ -459,7 +474,13 @@ impl ApiServer {
                     patch::strategic_merge(&mut next, &p)?
                 }
                 "application/apply-patch+yaml" => {
-                    next = patch::server_side_apply(rt, name, Some(cur), &p, manager.as_deref().unwrap_or(""), force, sub, &now)?;
+                    let by = patch::Applier {
+                        manager: manager.as_deref().unwrap_or(""),
+                        force,
+                        subresource: sub,
+                        now: &now,
+                    };
+                    next = patch::server_side_apply(rt, name, Some(cur), &p, &by)?;
                 }
                 other => {
                     return Err(ApiError::new(415, "UnsupportedMediaType", format!(
@@ -558,10 +579,10 @@ impl ApiServer {
                         // Everything up to now was sent as ADDED under the store lock.
                         let rv = store.resource_version();
                         while let Ok(ev) = rx.try_recv() {
-                            if let Some(l) = encode(ev, bookmarks, &bookmark) {
-                                if tx.send(line(l)).await.is_err() {
-                                    return;
-                                }
+                            if let Some(l) = encode(ev, bookmarks, &bookmark)
+                                && tx.send(line(l)).await.is_err()
+                            {
+                                return;
                             }
                         }
                         if tx.send(line(bookmark(rv, true))).await.is_err() {

@@ -260,10 +260,8 @@ fn fields_v1(paths: &BTreeSet<FieldPath>) -> Value {
 fn parse_fields_v1(v: &Value, prefix: &mut FieldPath, out: &mut BTreeSet<FieldPath>) {
     let Some(m) = v.as_object() else { return };
     let children: Vec<_> = m.iter().filter(|(k, _)| k.as_str() != ".").collect();
-    if m.contains_key(".") || children.is_empty() {
-        if !prefix.is_empty() {
-            out.insert(prefix.clone());
-        }
+    if (m.contains_key(".") || children.is_empty()) && !prefix.is_empty() {
+        out.insert(prefix.clone());
     }
     for (k, c) in children {
         prefix.push(k.clone());
@@ -333,6 +331,19 @@ fn apply_merge(target: &mut Value, cfg: &Value) {
     let _ = strategic_merge(target, &strip_directives(cfg));
 }
 
+/// Who applies, and how.
+#[derive(Clone, Copy, Debug)]
+pub struct Applier<'a> {
+    /// The field manager (`?fieldManager=`).
+    pub manager: &'a str,
+    /// `?force=true`: take over conflicting fields.
+    pub force: bool,
+    /// "" for the main resource, "status" for `/status`.
+    pub subresource: &'a str,
+    /// The time recorded in the managedFields entry.
+    pub now: &'a str,
+}
+
 /// Server-side apply of `cfg` by `manager` onto `current` (None: the object does not exist).
 /// `subresource` is "status" for `/status` applies. Returns the new object.
 pub fn server_side_apply(
@@ -340,11 +351,14 @@ pub fn server_side_apply(
     name: &str,
     current: Option<&Value>,
     cfg: &Value,
-    manager: &str,
-    force: bool,
-    subresource: &str,
-    now: &str,
+    by: &Applier<'_>,
 ) -> Result<Value, ApiError> {
+    let Applier {
+        manager,
+        force,
+        subresource,
+        now,
+    } = *by;
     if !cfg.is_object() {
         return Err(ApiError::bad_request(
             "apply: the applied configuration must be an object",
@@ -553,13 +567,22 @@ mod tests {
         assert_eq!(t["metadata"]["finalizers"], json!(["y"]));
     }
 
+    fn by(manager: &str, force: bool) -> Applier<'_> {
+        Applier {
+            manager,
+            force,
+            subresource: "",
+            now: "t",
+        }
+    }
+
     #[test]
     fn apply_owns_fields_conflicts_and_prunes() {
         let rt = ResourceType::deployments();
         let cfg1 = json!({"apiVersion": "apps/v1", "kind": "Deployment",
                           "metadata": {"name": "d", "labels": {"a": "1", "b": "2"}},
                           "spec": {"replicas": 3}});
-        let o1 = server_side_apply(&rt, "d", None, &cfg1, "alice", false, "", "t").unwrap();
+        let o1 = server_side_apply(&rt, "d", None, &cfg1, &by("alice", false)).unwrap();
         assert_eq!(o1["spec"]["replicas"], 3);
         let mf = &o1["metadata"]["managedFields"][0];
         assert_eq!(mf["manager"], "alice");
@@ -567,26 +590,26 @@ mod tests {
         // Bob changing replicas conflicts; with force he takes it over.
         let cfg2 = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
                           "spec": {"replicas": 5}});
-        let e = server_side_apply(&rt, "d", Some(&o1), &cfg2, "bob", false, "", "t").unwrap_err();
+        let e = server_side_apply(&rt, "d", Some(&o1), &cfg2, &by("bob", false)).unwrap_err();
         assert_eq!(e.code, 409);
         assert_eq!(
             e.message,
             "Apply failed with 1 conflict: conflict with \"alice\": .spec.replicas"
         );
-        let o2 = server_side_apply(&rt, "d", Some(&o1), &cfg2, "bob", true, "", "t").unwrap();
+        let o2 = server_side_apply(&rt, "d", Some(&o1), &cfg2, &by("bob", true)).unwrap();
         assert_eq!(o2["spec"]["replicas"], 5);
         // Setting the same value is shared ownership, not a conflict.
         let same = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": {"a": "1"}}});
-        server_side_apply(&rt, "d", Some(&o2), &same, "carol", false, "", "t").unwrap();
+        server_side_apply(&rt, "d", Some(&o2), &same, &by("carol", false)).unwrap();
         // Alice stops applying label b and replicas: b goes, replicas (now Bob's) stays.
         let cfg3 = json!({"apiVersion": "apps/v1", "kind": "Deployment",
                           "metadata": {"name": "d", "labels": {"a": "1"}}});
-        let o3 = server_side_apply(&rt, "d", Some(&o2), &cfg3, "alice", false, "", "t").unwrap();
+        let o3 = server_side_apply(&rt, "d", Some(&o2), &cfg3, &by("alice", false)).unwrap();
         assert_eq!(o3["metadata"]["labels"], json!({"a": "1"}));
         assert_eq!(o3["spec"]["replicas"], 5);
         let bad = json!({"apiVersion": "v1", "kind": "Deployment"});
         assert_eq!(
-            server_side_apply(&rt, "d", None, &bad, "x", false, "", "t")
+            server_side_apply(&rt, "d", None, &bad, &by("x", false))
                 .unwrap_err()
                 .code,
             400

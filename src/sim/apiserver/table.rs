@@ -133,64 +133,87 @@ fn pod_cells(p: &Value) -> Vec<Value> {
     ]
 }
 
+/// The type-specific cells of one row.
+type CellsFn = dyn Fn(&Value) -> Vec<Value>;
+
 /// The Table for a list of objects of one type.
 pub fn table(rt: &ResourceType, items: &[Value], rv: &str, now: DateTime<Utc>) -> Value {
     let col = |name: &str, ty: &str| json!({"name": name, "type": ty, "format": if name == "Name" {"name"} else {""}, "description": "", "priority": 0});
-    let (cols, extra): (Vec<Value>, Box<dyn Fn(&Value) -> Vec<Value>>) =
-        match (rt.group.as_str(), rt.plural.as_str()) {
-            ("", "nodes") => (
-                vec![col("Status", "string"), col("Roles", "string")],
-                Box::new(|n| vec![json!(node_status(n)), json!(node_roles(n))]),
-            ),
-            ("", "pods") => (
+    let (cols, extra): (Vec<Value>, Box<CellsFn>) = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "nodes") => (
+            vec![col("Status", "string"), col("Roles", "string")],
+            Box::new(|n| vec![json!(node_status(n)), json!(node_roles(n))]),
+        ),
+        ("", "pods") => (
+            vec![
+                col("Ready", "string"),
+                col("Status", "string"),
+                col("Restarts", "integer"),
+            ],
+            Box::new(pod_cells),
+        ),
+        ("policy", "poddisruptionbudgets") => (
+            vec![
+                col("Min Available", "string"),
+                col("Max Unavailable", "string"),
+                col("Allowed Disruptions", "integer"),
+            ],
+            Box::new(|p| {
                 vec![
-                    col("Ready", "string"),
-                    col("Status", "string"),
-                    col("Restarts", "integer"),
-                ],
-                Box::new(pod_cells),
-            ),
-            ("policy", "poddisruptionbudgets") => (
+                    int_or_none(p, "/spec/minAvailable"),
+                    int_or_none(p, "/spec/maxUnavailable"),
+                    json!(
+                        p.pointer("/status/disruptionsAllowed")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0)
+                    ),
+                ]
+            }),
+        ),
+        ("apps", "deployments") => (
+            vec![
+                col("Ready", "string"),
+                col("Up-to-date", "integer"),
+                col("Available", "integer"),
+            ],
+            Box::new(|d| {
+                let n = |p: &str| d.pointer(p).and_then(Value::as_i64).unwrap_or(0);
                 vec![
-                    col("Min Available", "string"),
-                    col("Max Unavailable", "string"),
-                    col("Allowed Disruptions", "integer"),
-                ],
-                Box::new(|p| {
-                    vec![
-                        int_or_none(p, "/spec/minAvailable"),
-                        int_or_none(p, "/spec/maxUnavailable"),
-                        json!(
-                            p.pointer("/status/disruptionsAllowed")
-                                .and_then(Value::as_i64)
-                                .unwrap_or(0)
-                        ),
-                    ]
-                }),
-            ),
-            ("apps", "deployments") => (
+                    json!(format!(
+                        "{}/{}",
+                        n("/status/readyReplicas"),
+                        d.pointer("/spec/replicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(1)
+                    )),
+                    json!(n("/status/updatedReplicas")),
+                    json!(n("/status/availableReplicas")),
+                ]
+            }),
+        ),
+        ("", "events") => (
+            vec![
+                col("Type", "string"),
+                col("Reason", "string"),
+                col("Object", "string"),
+                col("Message", "string"),
+            ],
+            Box::new(|e| {
+                let obj = format!(
+                    "{}/{}",
+                    s(e, "/involvedObject/kind").to_lowercase(),
+                    s(e, "/involvedObject/name")
+                );
                 vec![
-                    col("Ready", "string"),
-                    col("Up-to-date", "integer"),
-                    col("Available", "integer"),
-                ],
-                Box::new(|d| {
-                    let n = |p: &str| d.pointer(p).and_then(Value::as_i64).unwrap_or(0);
-                    vec![
-                        json!(format!(
-                            "{}/{}",
-                            n("/status/readyReplicas"),
-                            d.pointer("/spec/replicas")
-                                .and_then(Value::as_i64)
-                                .unwrap_or(1)
-                        )),
-                        json!(n("/status/updatedReplicas")),
-                        json!(n("/status/availableReplicas")),
-                    ]
-                }),
-            ),
-            _ => (vec![], Box::new(|_| vec![])),
-        };
+                    json!(s(e, "/type")),
+                    json!(s(e, "/reason")),
+                    json!(obj),
+                    json!(s(e, "/message")),
+                ]
+            }),
+        ),
+        _ => (vec![], Box::new(|_| vec![])),
+    };
     let mut columns = vec![col("Name", "string")];
     columns.extend(cols);
     columns.push(col("Age", "string"));
