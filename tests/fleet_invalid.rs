@@ -55,7 +55,9 @@ fn every_invalid_fixture_reports_its_error_at_its_line() {
         }]);
         let diags = match result {
             Ok(_) => {
-                failures.push(format!("{name}: accepted, expected `{expect}` at line {line}"));
+                failures.push(format!(
+                    "{name}: accepted, expected `{expect}` at line {line}"
+                ));
                 continue;
             }
             Err(d) => d,

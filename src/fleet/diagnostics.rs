@@ -54,6 +54,10 @@ impl Diagnostic {
 
     /// `file:line:column` (line and column left out when unknown).
     pub fn position(&self) -> String {
+        if self.file.is_empty() {
+            // A problem of the repo as a whole, e.g. no Fleet document.
+            return "fleet repo".to_string();
+        }
         match (self.line, self.column) {
             (0, _) => self.file.clone(),
             (l, 0) => format!("{}:{l}", self.file),
@@ -117,7 +121,11 @@ impl Diagnostics {
             return self;
         }
         for d in &mut self.0 {
-            d.file = format!("{dir}/{}", d.file);
+            d.file = if d.file.is_empty() {
+                dir.to_string()
+            } else {
+                format!("{dir}/{}", d.file)
+            };
         }
         self
     }
@@ -144,11 +152,7 @@ impl Diagnostics {
             }
         }
         let n = self.0.len();
-        let _ = writeln!(
-            out,
-            "{n} error{}",
-            if n == 1 { "" } else { "s" }
-        );
+        let _ = writeln!(out, "{n} error{}", if n == 1 { "" } else { "s" });
         out
     }
 
@@ -162,19 +166,24 @@ impl Diagnostics {
     pub fn render_github(&self) -> String {
         let mut out = String::new();
         for d in &self.0 {
-            let mut props = format!("file={}", escape_property(&d.file));
-            if d.line > 0 {
-                let _ = write!(props, ",line={}", d.line);
+            // Without a file GitHub shows the annotation on the run rather than on a line.
+            let mut props = if d.file.is_empty() {
+                String::new()
+            } else {
+                format!("file={},", escape_property(&d.file))
+            };
+            if d.line > 0 && !d.file.is_empty() {
+                let _ = write!(props, "line={},", d.line);
             }
-            if d.column > 0 {
-                let _ = write!(props, ",col={}", d.column);
+            if d.column > 0 && !d.file.is_empty() {
+                let _ = write!(props, "col={},", d.column);
             }
             let title = if d.path.is_empty() {
                 "rota validate".to_string()
             } else {
                 format!("rota validate: {}", d.path)
             };
-            let _ = write!(props, ",title={}", escape_property(&title));
+            let _ = write!(props, "title={}", escape_property(&title));
             let mut msg = d.message.clone();
             if let Some(h) = &d.hint {
                 msg.push_str(" (hint: ");
@@ -215,7 +224,10 @@ fn escape_property(s: &str) -> String {
 ///
 /// Jaro-Winkler favours a shared prefix, which is how field names are usually mistyped
 /// (`batchSoak` vs `batchsoak`, `nodeSelectr`); the threshold keeps unrelated names out.
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let lower = word.to_ascii_lowercase();
     candidates
         .into_iter()
@@ -266,6 +278,24 @@ mod tests {
         assert_eq!(v["valid"], false);
         assert_eq!(v["errors"][0]["line"], 12);
         assert_eq!(v["errors"][0]["hint"], "did you mean `batchSoak`?");
+    }
+
+    #[test]
+    fn repo_wide_problems_have_no_file_position() {
+        let d = Diagnostics(vec![Diagnostic::new(
+            &Location::default(),
+            "",
+            "no Fleet document found",
+        )]);
+        assert!(
+            d.render_human()
+                .starts_with("fleet repo: error: no Fleet document found")
+        );
+        assert_eq!(
+            d.render_github(),
+            "::error title=rota validate::no Fleet document found\n"
+        );
+        assert_eq!(d.with_prefix("fleet").0[0].file, "fleet");
     }
 
     #[test]

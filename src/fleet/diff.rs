@@ -110,7 +110,11 @@ impl FleetDiff {
             }
         }
         let n = self.change_count();
-        let _ = writeln!(out, "{n} pool{} change image", if n == 1 { "" } else { "s" });
+        let _ = writeln!(
+            out,
+            "{n} pool{} change image",
+            if n == 1 { "" } else { "s" }
+        );
         out
     }
 }
@@ -133,7 +137,10 @@ pub fn diff(from: &Fleet, to: &Fleet) -> FleetDiff {
     let names: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     for name in names {
         let (o, n) = (old.get(name), new.get(name));
-        let wave = n.or(o).map(|c| (c.wave_index, c.wave.clone())).expect("in one side");
+        let wave = n
+            .or(o)
+            .map(|c| (c.wave_index, c.wave.clone()))
+            .expect("in one side");
         let mut changes = Vec::new();
         let pools = |c: Option<&super::resolved::DesiredCluster>| -> BTreeMap<String, ImageRef> {
             c.map(|c| c.pools.iter().map(|p| (p.name.clone(), p.into())).collect())

@@ -61,6 +61,9 @@ pub struct Documents {
     pub fleets: Vec<(Origin, FleetManifest)>,
     pub clusters: Vec<(Origin, Cluster)>,
     pub gates: Vec<(Origin, HealthGate)>,
+    /// `(kind, name)` of documents that were rejected but whose name could be read: references
+    /// to them are not reported again as "not declared" (one mistake, one error).
+    pub rejected: std::collections::BTreeSet<(String, String)>,
 }
 
 /// Parse and type every document of `files`, collecting every problem.
@@ -78,8 +81,11 @@ fn read_file(f: &SourceFile, out: &mut Documents, diags: &mut Diagnostics) {
         Err(e) => {
             let before = &f.bytes[..e.valid_up_to()];
             let line = before.iter().filter(|b| **b == b'\n').count() as u32 + 1;
-            let column = (before.len() - before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1))
-                as u32
+            let column = (before.len()
+                - before
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map_or(0, |i| i + 1)) as u32
                 + 1;
             diags.push(Diagnostic::new(
                 &Location {
@@ -123,7 +129,8 @@ fn read_file(f: &SourceFile, out: &mut Documents, diags: &mut Diagnostics) {
                 continue;
             }
             None => {
-                diags.push(origin.error("", format!("missing apiVersion (expected {API_VERSION})")));
+                diags
+                    .push(origin.error("", format!("missing apiVersion (expected {API_VERSION})")));
                 continue;
             }
         }
@@ -145,16 +152,25 @@ fn read_file(f: &SourceFile, out: &mut Documents, diags: &mut Diagnostics) {
                 continue;
             }
         };
+        let name = doc
+            .value
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .map(|n| (kind.clone(), n.to_string()));
         let errors = schema::validate(&f.path, &kind, &doc);
         if !errors.is_empty() {
             diags.0.extend(errors);
+            out.rejected.extend(name);
             continue;
         }
-        match kind.as_str() {
+        let ok = match kind.as_str() {
             "Fleet" => typed(origin, doc.value, diags).map(|d| out.fleets.push(d)),
             "Cluster" => typed(origin, doc.value, diags).map(|d| out.clusters.push(d)),
             _ => typed(origin, doc.value, diags).map(|d| out.gates.push(d)),
         };
+        if ok.is_none() {
+            out.rejected.extend(name);
+        }
     }
 }
 
@@ -183,9 +199,9 @@ fn typed<S: DeserializeOwned>(
 fn find_string(v: &serde_json::Value, needle: &str, here: String) -> Option<String> {
     match v {
         serde_json::Value::String(s) if !needle.is_empty() && s == needle => Some(here),
-        serde_json::Value::Object(m) => m.iter().find_map(|(k, v)| {
-            find_string(v, needle, format!("{here}/{}", yaml::escape_token(k)))
-        }),
+        serde_json::Value::Object(m) => m
+            .iter()
+            .find_map(|(k, v)| find_string(v, needle, format!("{here}/{}", yaml::escape_token(k)))),
         serde_json::Value::Array(a) => a
             .iter()
             .enumerate()

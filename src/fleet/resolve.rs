@@ -197,7 +197,10 @@ impl Fleet {
         let mut pools = Vec::with_capacity(c.spec.pools.len());
         for p in &c.spec.pools {
             let version = wave.images.get(&p.channel).ok_or_else(|| {
-                invalid(format!("channel `{}` is not pinned in wave `{}`", p.channel, wave.name))
+                invalid(format!(
+                    "channel `{}` is not pinned in wave `{}`",
+                    p.channel, wave.name
+                ))
             })?;
             let image = self
                 .spec
@@ -206,8 +209,9 @@ impl Fleet {
                 .and_then(|ch| ch.versions.get(version))
                 .and_then(|v| v.get(cloud))
                 .ok_or_else(|| invalid(format!("no {cloud} image for {}@{version}", p.channel)))?;
-            let group = group_ref(c, &p.group)
-                .ok_or_else(|| invalid(format!("pool `{}`: group does not match {cloud}", p.name)))?;
+            let group = group_ref(c, &p.group).ok_or_else(|| {
+                invalid(format!("pool `{}`: group does not match {cloud}", p.name))
+            })?;
             let mut policy = EffectivePolicy::default();
             merge_policy(&mut policy, &self.spec.rollout);
             merge_policy(&mut policy, &c.spec.rollout);
@@ -268,11 +272,23 @@ mod tests {
     fn ignore_above_wins_otherwise_the_most_specific() {
         assert_eq!(combine_modes(&[]), Reconcile);
         assert_eq!(combine_modes(&[None, None, None]), Reconcile);
-        assert_eq!(combine_modes(&[Some(ReadOnly), None, Some(Reconcile)]), Reconcile);
+        assert_eq!(
+            combine_modes(&[Some(ReadOnly), None, Some(Reconcile)]),
+            Reconcile
+        );
         assert_eq!(combine_modes(&[Some(ReadOnly), None, None]), ReadOnly);
-        assert_eq!(combine_modes(&[Some(Ignore), Some(Reconcile), Some(Reconcile)]), Ignore);
-        assert_eq!(combine_modes(&[None, Some(Ignore), Some(Reconcile)]), Ignore);
-        assert_eq!(combine_modes(&[Some(Reconcile), None, Some(Ignore)]), Ignore);
+        assert_eq!(
+            combine_modes(&[Some(Ignore), Some(Reconcile), Some(Reconcile)]),
+            Ignore
+        );
+        assert_eq!(
+            combine_modes(&[None, Some(Ignore), Some(Reconcile)]),
+            Ignore
+        );
+        assert_eq!(
+            combine_modes(&[Some(Reconcile), None, Some(Ignore)]),
+            Ignore
+        );
     }
 
     #[test]

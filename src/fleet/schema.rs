@@ -144,6 +144,33 @@ pub fn validate(file: &str, kind: &str, doc: &Document) -> Vec<Diagnostic> {
                     format!("invalid name {name:?}: expected {expected}"),
                 ));
             }
+            ValidationErrorKind::UniqueItems => {
+                let items = err.instance().as_array().cloned().unwrap_or_default();
+                let mut seen = Vec::new();
+                let mut dups = Vec::new();
+                for i in &items {
+                    if seen.contains(&i) && !dups.contains(&i) {
+                        dups.push(i);
+                    }
+                    seen.push(i);
+                }
+                let dups: Vec<String> = dups.iter().map(|d| short(d)).collect();
+                out.push(Diagnostic::new(
+                    &at(&instance_path, false),
+                    path,
+                    format!("listed more than once: {}", dups.join(", ")),
+                ));
+            }
+            ValidationErrorKind::MinItems { limit } => {
+                out.push(Diagnostic::new(
+                    &at(&instance_path, false),
+                    path,
+                    format!(
+                        "needs at least {limit} item{}",
+                        if *limit == 1 { "" } else { "s" }
+                    ),
+                ));
+            }
             kind => {
                 let got = short(err.instance().as_ref());
                 let message = match node.and_then(|n| description(&c.schema, n)) {
@@ -194,8 +221,13 @@ fn resolve<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
 /// A value as it appears in a message: short, one line.
 fn short(v: &Value) -> String {
     let s = match v {
-        Value::Object(_) => "a mapping".to_string(),
-        Value::Array(_) => "a list".to_string(),
+        Value::Object(m) if m.is_empty() => "an empty mapping".to_string(),
+        Value::Object(m) => {
+            let keys: Vec<&str> = m.keys().map(String::as_str).collect();
+            format!("a mapping of {}", keys.join(", "))
+        }
+        Value::Array(a) if a.is_empty() => "an empty list".to_string(),
+        Value::Array(a) => format!("a list of {}", a.len()),
         Value::Null => "nothing (null)".to_string(),
         other => other.to_string(),
     };

@@ -26,6 +26,16 @@ pub struct SourceFile {
     pub bytes: Vec<u8>,
 }
 
+impl SourceFile {
+    /// A file from text, for tests and tools that build a repo in memory.
+    pub fn new(path: impl Into<String>, text: impl Into<String>) -> Self {
+        SourceFile {
+            path: path.into(),
+            bytes: text.into().into_bytes(),
+        }
+    }
+}
+
 fn is_yaml(name: &str) -> bool {
     name.ends_with(".yaml") || name.ends_with(".yml")
 }
@@ -150,8 +160,11 @@ fn walk(
                     // Only YAML files and folders matter; anything else is not ours to judge.
                     if is_yaml(&name) || path.is_dir() || path.canonicalize().is_err() {
                         diags.push(
-                            whole_file(&rel_path, "symbolic link points outside the fleet repo (or nowhere)")
-                                .with_hint("rota reads only files inside the repo"),
+                            whole_file(
+                                &rel_path,
+                                "symbolic link points outside the fleet repo (or nowhere)",
+                            )
+                            .with_hint("rota reads only files inside the repo"),
                         );
                     }
                     continue;
@@ -235,7 +248,15 @@ pub fn read_git(
     let mut diags = Diagnostics::new();
     let mut budget = Budget::default();
     walk_tree(
-        &repo, &odb, &tree, &tree, "", 0, &mut files, &mut diags, &mut budget,
+        &repo,
+        &odb,
+        &tree,
+        &tree,
+        "",
+        0,
+        &mut files,
+        &mut diags,
+        &mut budget,
     );
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, diags, commit.id().to_string()))
@@ -298,13 +319,18 @@ fn walk_tree(
                         .as_deref()
                         .and_then(|t| normalize(rel, t))
                         .and_then(|p| root.get_path(&p).ok())
-                        .filter(|e| e.kind() == Some(git2::ObjectType::Blob) && e.filemode() != 0o120000);
+                        .filter(|e| {
+                            e.kind() == Some(git2::ObjectType::Blob) && e.filemode() != 0o120000
+                        });
                     match inside {
                         Some(e) => oid = e.id(),
                         None => {
                             diags.push(
-                                whole_file(&rel_path, "symbolic link points outside the fleet repo (or nowhere)")
-                                    .with_hint("rota reads only files inside the repo"),
+                                whole_file(
+                                    &rel_path,
+                                    "symbolic link points outside the fleet repo (or nowhere)",
+                                )
+                                .with_hint("rota reads only files inside the repo"),
                             );
                             continue;
                         }
@@ -314,7 +340,10 @@ fn walk_tree(
                 let size = match odb.read_header(oid) {
                     Ok((size, _)) => size as u64,
                     Err(e) => {
-                        diags.push(whole_file(&rel_path, format!("cannot read blob: {}", e.message())));
+                        diags.push(whole_file(
+                            &rel_path,
+                            format!("cannot read blob: {}", e.message()),
+                        ));
                         continue;
                     }
                 };
@@ -327,7 +356,10 @@ fn walk_tree(
                         path: rel_path,
                         bytes: o.data().to_vec(),
                     }),
-                    Err(e) => diags.push(whole_file(&rel_path, format!("cannot read blob: {}", e.message()))),
+                    Err(e) => diags.push(whole_file(
+                        &rel_path,
+                        format!("cannot read blob: {}", e.message()),
+                    )),
                 }
             }
             _ => {}

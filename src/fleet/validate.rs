@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::Fleet;
 use super::diagnostics::{Diagnostic, Diagnostics, Location, did_you_mean};
 use super::load::{Documents, Origin};
-use super::model::{Cluster, GroupSpec, HealthGate, RolloutPolicy};
+use super::model::{Cluster, FleetSpec, GroupSpec, HealthGate, RolloutPolicy};
 use super::resolved::Cloud;
 use super::yaml::escape_token;
 
@@ -18,32 +18,56 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         fleets,
         clusters,
         gates,
+        rejected,
     } = docs;
+    let rejected_named = |kind: &str| -> Vec<String> {
+        rejected
+            .iter()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, n)| n.clone())
+            .collect()
+    };
+    let (rejected_gates, rejected_clusters) =
+        (rejected_named("HealthGate"), rejected_named("Cluster"));
 
-    if fleets.is_empty() {
-        // Only worth saying when the Fleet is not simply hidden behind another error.
-        if diags.is_empty() {
-            diags.push(Diagnostic::new(
-                &Location::default(),
-                "",
-                "no Fleet document found: a fleet repo holds exactly one `kind: Fleet`",
-            ));
-        }
-        return Err(diags);
+    // Only worth saying when the Fleet is not simply hidden behind another error (a file
+    // that failed to parse may well hold it).
+    if fleets.is_empty() && !rejected.iter().any(|(k, _)| k == "Fleet") && diags.is_empty() {
+        diags.push(Diagnostic::new(
+            &Location::default(),
+            "",
+            "no Fleet document found: a fleet repo holds exactly one `kind: Fleet`",
+        ));
     }
     for (origin, _) in fleets.iter().skip(1) {
         diags.push(
             origin
-                .error("/metadata/name", "a second Fleet document: a repo holds exactly one")
-                .with_hint(format!("the first is at {}", fleets[0].0.describe("/metadata/name"))),
+                .error(
+                    "/metadata/name",
+                    "a second Fleet document: a repo holds exactly one",
+                )
+                .with_hint(format!(
+                    "the first is at {}",
+                    fleets[0].0.describe("/metadata/name")
+                )),
         );
     }
-    let (fleet_origin, fleet) = fleets.into_iter().next().expect("checked above");
+    // Without a valid Fleet, the checks that need it are skipped, the others still run: a
+    // typo in fleet.yaml must not hide the mistakes in cluster files.
+    let fleet_doc = fleets.into_iter().next();
 
-    let gates = unique("HealthGate", gates, &mut diags, |g: &HealthGate| &g.metadata.name);
-    let clusters = unique("Cluster", clusters, &mut diags, |c: &Cluster| &c.metadata.name);
-    let gate_names: Vec<&str> = gates.keys().map(String::as_str).collect();
-    let cluster_names: Vec<&str> = clusters.keys().map(String::as_str).collect();
+    let gates = unique("HealthGate", gates, &mut diags, |g: &HealthGate| {
+        &g.metadata.name
+    });
+    let clusters = unique("Cluster", clusters, &mut diags, |c: &Cluster| {
+        &c.metadata.name
+    });
+    // Rejected gates count as declared: their own error is enough.
+    let gate_names: Vec<&str> = gates
+        .keys()
+        .chain(&rejected_gates)
+        .map(String::as_str)
+        .collect();
 
     // --- HealthGates: exactly one kind of check, with a bound.
     for (origin, g) in gates.values() {
@@ -83,7 +107,179 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
     }
 
     // --- Fleet: images, waves, pins, gates, policy.
-    let spec = &fleet.spec;
+    if let Some((fleet_origin, fleet)) = &fleet_doc {
+        check_fleet(
+            fleet_origin,
+            &fleet.spec,
+            &clusters,
+            &rejected_clusters,
+            &gate_names,
+            &mut diags,
+        );
+    }
+    let spec = fleet_doc.as_ref().map(|(_, f)| &f.spec);
+
+    // --- Clusters: wave membership, pools, groups, pins, gates, policy.
+    let mut wave_of = BTreeMap::new();
+    for (name, (origin, c)) in &clusters {
+        let waves: Vec<usize> = spec
+            .map(|spec| {
+                spec.waves
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| {
+                        w.clusters.iter().any(|n| n == name)
+                            || w.cluster_selector
+                                .as_ref()
+                                .is_some_and(|s| s.matches(&c.metadata.labels))
+                    })
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .unwrap_or_default();
+        match (spec, waves.as_slice()) {
+            (None, _) => {}
+            (Some(_), []) => diags.push(
+                origin
+                    .error("/metadata/name", format!("cluster `{name}` belongs to no wave"))
+                    .with_hint("list it in a wave's `clusters`, or give it labels a wave's `clusterSelector` matches"),
+            ),
+            (Some(_), [one]) => {
+                wave_of.insert(name.clone(), *one);
+            }
+            (Some(spec), many) => {
+                let names: Vec<&str> = many.iter().map(|i| spec.waves[*i].name.as_str()).collect();
+                diags.push(origin.error(
+                    "/metadata/name",
+                    format!("cluster `{name}` belongs to {} waves ({}): it must be in exactly one", many.len(), names.join(", ")),
+                ));
+            }
+        }
+        let wave = spec.and_then(|spec| wave_of.get(name).map(|i| &spec.waves[*i]));
+        let cloud = c.spec.cloud_kind();
+        check_gate_refs(
+            origin,
+            "/spec/gates",
+            &c.spec.gates,
+            &gate_names,
+            &mut diags,
+        );
+        check_policy(origin, "/spec/rollout", &c.spec.rollout, &mut diags);
+
+        let mut pool_names: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut selectors: BTreeMap<&BTreeMap<String, String>, usize> = BTreeMap::new();
+        for (i, pool) in c.spec.pools.iter().enumerate() {
+            let pp = format!("/spec/pools/{i}");
+            if let Some(first) = pool_names.insert(&pool.name, i) {
+                diags.push(
+                    origin
+                        .error(
+                            &format!("{pp}/name"),
+                            format!("duplicate pool name `{}` in cluster `{name}`", pool.name),
+                        )
+                        .with_hint(format!(
+                            "the first is at {}",
+                            origin.describe(&format!("/spec/pools/{first}/name"))
+                        )),
+                );
+            }
+            if let Some(first) = selectors.insert(&pool.node_selector, i) {
+                diags.push(origin.error(
+                    &format!("{pp}/nodeSelector"),
+                    format!(
+                        "pools `{}` and `{}` have the same nodeSelector: each node must belong to one pool",
+                        c.spec.pools[first].name, pool.name
+                    ),
+                ));
+            }
+            if let Some(cloud) = cloud {
+                check_group(
+                    origin,
+                    &format!("{pp}/group"),
+                    cloud,
+                    &pool.group,
+                    &mut diags,
+                );
+            }
+            check_gate_refs(
+                origin,
+                &format!("{pp}/gates"),
+                &pool.gates,
+                &gate_names,
+                &mut diags,
+            );
+            check_policy(origin, &format!("{pp}/rollout"), &pool.rollout, &mut diags);
+
+            let Some(spec) = spec else { continue };
+            let channel_at = format!("{pp}/channel");
+            let Some(channel) = spec.images.get(&pool.channel) else {
+                let mut d = origin.error(
+                    &channel_at,
+                    format!("pool `{}` uses channel `{}`, which the Fleet's spec.images does not declare", pool.name, pool.channel),
+                );
+                if let Some(s) = did_you_mean(&pool.channel, spec.images.keys().map(String::as_str))
+                {
+                    d = d.with_hint(format!("did you mean `{s}`?"));
+                }
+                diags.push(d);
+                continue;
+            };
+            let Some(wave) = wave else { continue };
+            let Some(version) = wave.images.get(&pool.channel) else {
+                diags.push(
+                    origin
+                        .error(
+                            &channel_at,
+                            format!(
+                                "channel `{}` is not pinned in wave `{}`",
+                                pool.channel, wave.name
+                            ),
+                        )
+                        .with_hint(format!(
+                            "add `{}: <version>` to the images of wave `{}`",
+                            pool.channel, wave.name
+                        )),
+                );
+                continue;
+            };
+            if let (Some(cloud), Some(images)) = (cloud, channel.versions.get(version))
+                && images.get(cloud).is_none()
+            {
+                diags.push(origin.error(
+                    &channel_at,
+                    format!(
+                        "{}@{version} (pinned by wave `{}`) has no image for {cloud}, the cloud of cluster `{name}`",
+                        pool.channel, wave.name
+                    ),
+                ));
+            }
+        }
+    }
+
+    let fleet = match fleet_doc {
+        Some((_, fleet)) if diags.is_empty() => fleet,
+        _ => return Err(diags.sorted()),
+    };
+    Ok(Fleet {
+        metadata: fleet.metadata,
+        spec: fleet.spec,
+        clusters: clusters.into_iter().map(|(k, (_, c))| (k, c)).collect(),
+        gates: gates.into_iter().map(|(k, (_, g))| (k, g)).collect(),
+        wave_of,
+        commit: None,
+    })
+}
+
+/// The Fleet's own rules: image IDs, gates, policy, waves and their pins.
+fn check_fleet(
+    fleet_origin: &Origin,
+    spec: &FleetSpec,
+    clusters: &BTreeMap<String, (Origin, Cluster)>,
+    rejected_clusters: &[String],
+    gate_names: &[&str],
+    diags: &mut Diagnostics,
+) {
+    let cluster_names: Vec<&str> = clusters.keys().map(String::as_str).collect();
     for (channel, c) in &spec.images {
         for (version, images) in &c.versions {
             for cloud in [Cloud::Aws, Cloud::Gcp, Cloud::Azure] {
@@ -100,8 +296,8 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             }
         }
     }
-    check_gate_refs(&fleet_origin, "/spec/gates", &spec.gates, &gate_names, &mut diags);
-    check_policy(&fleet_origin, "/spec/rollout", &spec.rollout, &mut diags);
+    check_gate_refs(fleet_origin, "/spec/gates", &spec.gates, gate_names, diags);
+    check_policy(fleet_origin, "/spec/rollout", &spec.rollout, diags);
 
     let mut seen_waves: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, w) in spec.waves.iter().enumerate() {
@@ -109,7 +305,10 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         if let Some(first) = seen_waves.insert(&w.name, i) {
             diags.push(
                 fleet_origin
-                    .error(&format!("{wp}/name"), format!("duplicate wave name `{}`", w.name))
+                    .error(
+                        &format!("{wp}/name"),
+                        format!("duplicate wave name `{}`", w.name),
+                    )
                     .with_hint(format!(
                         "the first is at {}",
                         fleet_origin.describe(&format!("/spec/waves/{first}/name"))
@@ -119,14 +318,20 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         if w.clusters.is_empty() && w.cluster_selector.is_none() {
             diags.push(fleet_origin.error(
                 &wp,
-                format!("wave `{}` selects no cluster: give it `clusters` or a `clusterSelector`", w.name),
+                format!(
+                    "wave `{}` selects no cluster: give it `clusters` or a `clusterSelector`",
+                    w.name
+                ),
             ));
         }
         for (j, c) in w.clusters.iter().enumerate() {
-            if !clusters.contains_key(c) {
+            if !clusters.contains_key(c) && !rejected_clusters.contains(c) {
                 let mut d = fleet_origin.error(
                     &format!("{wp}/clusters/{j}"),
-                    format!("wave `{}` lists cluster `{c}`, which no Cluster document declares", w.name),
+                    format!(
+                        "wave `{}` lists cluster `{c}`, which no Cluster document declares",
+                        w.name
+                    ),
                 );
                 if let Some(s) = did_you_mean(c, cluster_names.iter().copied()) {
                     d = d.with_hint(format!("did you mean `{s}`?"));
@@ -153,127 +358,14 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                         format!("wave `{}` pins {channel}@{version}, but channel `{channel}` has no version `{version}`", w.name),
                     );
                     let known: Vec<&str> = c.versions.keys().map(String::as_str).collect();
-                    d = d.with_hint(match did_you_mean(version, known.iter().copied()) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!("known versions: {}", known.join(", ")),
-                    });
+                    // Versions are all alike, so a "did you mean" would be a guess: list them.
+                    d = d.with_hint(format!("known versions: {}", known.join(", ")));
                     diags.push(d);
                 }
                 Some(_) => {}
             }
         }
     }
-
-    // --- Clusters: wave membership, pools, groups, pins, gates, policy.
-    let mut wave_of = BTreeMap::new();
-    for (name, (origin, c)) in &clusters {
-        let waves: Vec<usize> = spec
-            .waves
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| {
-                w.clusters.iter().any(|n| n == name)
-                    || w
-                        .cluster_selector
-                        .as_ref()
-                        .is_some_and(|s| s.matches(&c.metadata.labels))
-            })
-            .map(|(i, _)| i)
-            .collect();
-        match waves.as_slice() {
-            [] => diags.push(
-                origin
-                    .error("/metadata/name", format!("cluster `{name}` belongs to no wave"))
-                    .with_hint("list it in a wave's `clusters`, or give it labels a wave's `clusterSelector` matches"),
-            ),
-            [one] => {
-                wave_of.insert(name.clone(), *one);
-            }
-            many => {
-                let names: Vec<&str> = many.iter().map(|i| spec.waves[*i].name.as_str()).collect();
-                diags.push(origin.error(
-                    "/metadata/name",
-                    format!("cluster `{name}` belongs to {} waves ({}): it must be in exactly one", many.len(), names.join(", ")),
-                ));
-            }
-        }
-        let wave = wave_of.get(name).map(|i| &spec.waves[*i]);
-        let cloud = c.spec.cloud_kind();
-        check_gate_refs(origin, "/spec/gates", &c.spec.gates, &gate_names, &mut diags);
-        check_policy(origin, "/spec/rollout", &c.spec.rollout, &mut diags);
-
-        let mut pool_names: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut selectors: BTreeMap<&BTreeMap<String, String>, usize> = BTreeMap::new();
-        for (i, pool) in c.spec.pools.iter().enumerate() {
-            let pp = format!("/spec/pools/{i}");
-            if let Some(first) = pool_names.insert(&pool.name, i) {
-                diags.push(
-                    origin
-                        .error(&format!("{pp}/name"), format!("duplicate pool name `{}` in cluster `{name}`", pool.name))
-                        .with_hint(format!("the first is at {}", origin.describe(&format!("/spec/pools/{first}/name")))),
-                );
-            }
-            if let Some(first) = selectors.insert(&pool.node_selector, i) {
-                diags.push(origin.error(
-                    &format!("{pp}/nodeSelector"),
-                    format!(
-                        "pools `{}` and `{}` have the same nodeSelector: each node must belong to one pool",
-                        c.spec.pools[first].name, pool.name
-                    ),
-                ));
-            }
-            if let Some(cloud) = cloud {
-                check_group(origin, &format!("{pp}/group"), cloud, &pool.group, &mut diags);
-            }
-            check_gate_refs(origin, &format!("{pp}/gates"), &pool.gates, &gate_names, &mut diags);
-            check_policy(origin, &format!("{pp}/rollout"), &pool.rollout, &mut diags);
-
-            let channel_at = format!("{pp}/channel");
-            let Some(channel) = spec.images.get(&pool.channel) else {
-                let mut d = origin.error(
-                    &channel_at,
-                    format!("pool `{}` uses channel `{}`, which the Fleet's spec.images does not declare", pool.name, pool.channel),
-                );
-                if let Some(s) = did_you_mean(&pool.channel, spec.images.keys().map(String::as_str)) {
-                    d = d.with_hint(format!("did you mean `{s}`?"));
-                }
-                diags.push(d);
-                continue;
-            };
-            let Some(wave) = wave else { continue };
-            let Some(version) = wave.images.get(&pool.channel) else {
-                diags.push(
-                    origin
-                        .error(&channel_at, format!("channel `{}` is not pinned in wave `{}`", pool.channel, wave.name))
-                        .with_hint(format!("add `{}: <version>` to the images of wave `{}`", pool.channel, wave.name)),
-                );
-                continue;
-            };
-            if let (Some(cloud), Some(images)) = (cloud, channel.versions.get(version))
-                && images.get(cloud).is_none()
-            {
-                diags.push(origin.error(
-                    &channel_at,
-                    format!(
-                        "{}@{version} (pinned by wave `{}`) has no image for {cloud}, the cloud of cluster `{name}`",
-                        pool.channel, wave.name
-                    ),
-                ));
-            }
-        }
-    }
-
-    if !diags.is_empty() {
-        return Err(diags.sorted());
-    }
-    Ok(Fleet {
-        metadata: fleet.metadata,
-        spec: fleet.spec,
-        clusters: clusters.into_iter().map(|(k, (_, c))| (k, c)).collect(),
-        gates: gates.into_iter().map(|(k, (_, g))| (k, g)).collect(),
-        wave_of,
-        commit: None,
-    })
 }
 
 /// Index documents by name; later duplicates are errors that point at the first.
@@ -290,7 +382,10 @@ fn unique<T>(
             diags.push(
                 origin
                     .error("/metadata/name", format!("duplicate {kind} name `{n}`"))
-                    .with_hint(format!("the first is at {}", first.describe("/metadata/name"))),
+                    .with_hint(format!(
+                        "the first is at {}",
+                        first.describe("/metadata/name")
+                    )),
             );
             continue;
         }
@@ -299,7 +394,13 @@ fn unique<T>(
     out
 }
 
-fn check_gate_refs(origin: &Origin, at: &str, names: &[String], known: &[&str], diags: &mut Diagnostics) {
+fn check_gate_refs(
+    origin: &Origin,
+    at: &str,
+    names: &[String],
+    known: &[&str],
+    diags: &mut Diagnostics,
+) {
     for (i, g) in names.iter().enumerate() {
         if !known.contains(&g.as_str()) {
             let mut d = origin.error(
@@ -342,7 +443,11 @@ fn check_policy(origin: &Origin, at: &str, p: &RolloutPolicy, diags: &mut Diagno
 /// The group form must match the cloud of its cluster.
 fn check_group(origin: &Origin, at: &str, cloud: Cloud, g: &GroupSpec, diags: &mut Diagnostics) {
     let (required, allowed, form): (&str, &[&str], &str) = match cloud {
-        Cloud::Aws => ("autoScalingGroup", &["autoScalingGroup"], "{autoScalingGroup}"),
+        Cloud::Aws => (
+            "autoScalingGroup",
+            &["autoScalingGroup"],
+            "{autoScalingGroup}",
+        ),
         Cloud::Gcp => (
             "instanceGroupManager",
             &["instanceGroupManager", "zone", "region"],
@@ -394,7 +499,9 @@ fn check_group(origin: &Origin, at: &str, cloud: Cloud, g: &GroupSpec, diags: &m
 pub fn check_image(cloud: Cloud, id: &str) -> Result<(), String> {
     let ok = match cloud {
         Cloud::Aws => id.strip_prefix("ami-").is_some_and(|h| {
-            (h.len() == 8 || h.len() == 17) && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            (h.len() == 8 || h.len() == 17)
+                && h.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         }),
         Cloud::Gcp => {
             let p = id
@@ -420,9 +527,15 @@ pub fn check_image(cloud: Cloud, id: &str) -> Result<(), String> {
         return Ok(());
     }
     Err(match cloud {
-        Cloud::Aws => format!("{id:?} is not an AMI ID: expected ami- followed by 8 or 17 lowercase hex digits"),
-        Cloud::Gcp => format!("{id:?} is not a GCP image: expected projects/PROJECT/global/images/NAME (or .../images/family/FAMILY)"),
-        Cloud::Azure => format!("{id:?} is not an Azure image resource ID: expected /subscriptions/.../resourceGroups/.../providers/Microsoft.Compute/..."),
+        Cloud::Aws => format!(
+            "{id:?} is not an AMI ID: expected ami- followed by 8 or 17 lowercase hex digits"
+        ),
+        Cloud::Gcp => format!(
+            "{id:?} is not a GCP image: expected projects/PROJECT/global/images/NAME (or .../images/family/FAMILY)"
+        ),
+        Cloud::Azure => format!(
+            "{id:?} is not an Azure image resource ID: expected /subscriptions/.../resourceGroups/.../providers/Microsoft.Compute/..."
+        ),
     })
 }
 

@@ -200,7 +200,12 @@ impl Builder<'_> {
                 };
                 let member = format!("{pointer}/{}", escape_token(text));
                 if map.contains_key(text) {
-                    let first = self.positions.keys.get(&member).copied().unwrap_or_default();
+                    let first = self
+                        .positions
+                        .keys
+                        .get(&member)
+                        .copied()
+                        .unwrap_or_default();
                     let text = text.to_string();
                     return Err(self
                         .err(m, format!("duplicate key `{text}`"))
@@ -310,9 +315,13 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Document>, Diagnostic> {
                     .err(m, "YAML aliases (`*name`) are not allowed")
                     .with_hint("write the value out; rota merges rollout policies fleet → cluster → pool, so repetition is rarely needed"));
             }
-            Event::Scalar(_, _, _, Some(tag)) | Event::SequenceStart(_, Some(tag))
+            Event::Scalar(_, _, _, Some(tag))
+            | Event::SequenceStart(_, Some(tag))
             | Event::MappingStart(_, Some(tag)) => {
-                return Err(b.err(m, format!("YAML tags (`{}{}`) are not allowed", tag.handle, tag.suffix)));
+                return Err(b.err(
+                    m,
+                    format!("YAML tags (`{}{}`) are not allowed", tag.handle, tag.suffix),
+                ));
             }
             Event::Scalar(text, style, _, None) => b.scalar(m, &text, style)?,
             Event::SequenceStart(_, None) => b.start_collection(m, true)?,
@@ -354,7 +363,13 @@ mod tests {
             d.value,
             serde_json::json!({"a": {"b": [1, "2", "x"], "c": 1.5, "d": "2026.11.1", "e": null}})
         );
-        assert_eq!(d.positions.value("/a/b/2"), Pos { line: 2, column: 15 });
+        assert_eq!(
+            d.positions.value("/a/b/2"),
+            Pos {
+                line: 2,
+                column: 15
+            }
+        );
         assert_eq!(d.positions.key("/a/c"), Pos { line: 3, column: 3 });
         assert_eq!(d.positions.value("/a/c"), Pos { line: 3, column: 6 });
         // Unknown members fall back to their parent.
@@ -397,7 +412,9 @@ mod tests {
         let d = one("[true, False, 0x1F, 0o17, -3, 1e3, .5, '1', .inf, 10%, 1h]");
         assert_eq!(
             d.value,
-            serde_json::json!([true, false, 31, 15, -3, 1000.0, 0.5, "1", ".inf", "10%", "1h"])
+            serde_json::json!([
+                true, false, 31, 15, -3, 1000.0, 0.5, "1", ".inf", "10%", "1h"
+            ])
         );
     }
 
@@ -410,7 +427,10 @@ mod tests {
 
     #[test]
     fn paths_read_like_fields() {
-        assert_eq!(pointer_to_path("/spec/pools/0/group"), "spec.pools[0].group");
+        assert_eq!(
+            pointer_to_path("/spec/pools/0/group"),
+            "spec.pools[0].group"
+        );
         assert_eq!(
             pointer_to_path("/spec/images/general/versions/2026.11.1/aws"),
             "spec.images.general.versions.\"2026.11.1\".aws"
@@ -436,7 +456,8 @@ fn scalar_text(v: &Value) -> String {
         Value::String(s) => {
             let plain_safe = !s.is_empty()
                 && s.chars().all(|c| {
-                    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '%' | '@' | '+')
+                    c.is_ascii_alphanumeric()
+                        || matches!(c, '.' | '_' | '-' | '/' | '%' | '@' | '+')
                 })
                 && !s.starts_with(['-', '%', '@'])
                 && resolve_scalar(s, ScalarStyle::Plain) == Value::String(s.clone());

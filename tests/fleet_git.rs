@@ -1,0 +1,465 @@
+//! Loading from git revisions, `rota render` and `rota diff`, on real histories made with the
+//! `git` command in a temporary folder (the way a platform team's fleet repo evolves: bump a
+//! version in the canary wave, promote it to the next waves, revert).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rota::fleet::{self, diff::ChangeKind, load_git};
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo")
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=Fleet Tester",
+            "-c",
+            "user.email=fleet@example.com",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+fn edit(path: &Path, from: &str, to: &str) {
+    let t = std::fs::read_to_string(path).unwrap();
+    assert!(t.contains(from), "{} lacks {from:?}", path.display());
+    std::fs::write(path, t.replacen(from, to, 1)).unwrap();
+}
+
+fn commit(dir: &Path, msg: &str) -> String {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", msg]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// A history of the example fleet:
+/// 1. initial: canary and early on general@2026.11.2, main on 2026.11.1;
+/// 2. promote general@2026.11.2 to the main wave;
+/// 3. a new version 2026.11.3 for the canary wave, plus a new cluster in main.
+struct History {
+    _tmp: tempfile::TempDir,
+    repo: PathBuf,
+    initial: String,
+    promoted: String,
+    bumped: String,
+}
+
+fn history() -> History {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("fleet");
+    copy_dir(&example(), &repo);
+    git(&repo, &["init", "-q"]);
+    let initial = commit(&repo, "initial fleet");
+    let fleet_yaml = repo.join("fleet.yaml");
+    edit(
+        &fleet_yaml,
+        "images: {general: \"2026.11.1\", gpu: \"2026.10.3\"}",
+        "images: {general: \"2026.11.2\", gpu: \"2026.10.3\"}",
+    );
+    let promoted = commit(&repo, "promote general 2026.11.2 to main");
+    edit(
+        &fleet_yaml,
+        "    gpu:\n      description",
+        "        \"2026.11.3\":\n          aws: ami-0123456789abcdef0\n          gcp: projects/acme-images/global/images/general-2026-11-3\n    gpu:\n      description",
+    );
+    edit(
+        &fleet_yaml,
+        "images: {general: \"2026.11.2\", gpu: \"2026.11.1\"}",
+        "images: {general: \"2026.11.3\", gpu: \"2026.11.1\"}",
+    );
+    let new_cluster = std::fs::read_to_string(repo.join("clusters/aws/prod-usw2.yaml"))
+        .unwrap()
+        .replace("name: prod-usw2", "name: prod-euc1")
+        .replace("us-west-2", "eu-central-1");
+    std::fs::write(repo.join("clusters/aws/prod-euc1.yaml"), new_cluster).unwrap();
+    let bumped = commit(&repo, "general 2026.11.3 on canary; new cluster prod-euc1");
+    History {
+        _tmp: tmp,
+        repo,
+        initial,
+        promoted,
+        bumped,
+    }
+}
+
+fn rota(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rota"))
+        .args(args)
+        .output()
+        .expect("rota runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn load_git_reads_the_object_database_not_the_work_tree() {
+    let h = history();
+    // Wreck the work tree: a revision must still load, since nothing is checked out.
+    std::fs::write(h.repo.join("fleet.yaml"), "not: [valid\n").unwrap();
+    std::fs::remove_dir_all(h.repo.join("gates")).unwrap();
+    let at_head = load_git(&h.repo, "HEAD").unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(at_head.commit(), Some(h.bumped.as_str()));
+    assert!(at_head.clusters.contains_key("prod-euc1"));
+    let first = load_git(&h.repo, &h.initial).unwrap();
+    assert!(!first.clusters.contains_key("prod-euc1"));
+    // The same content read from a folder gives the same fleet.
+    let from_dir = fleet::load_dir(example()).unwrap();
+    assert_eq!(first.spec, from_dir.spec);
+    assert_eq!(first.clusters, from_dir.clusters);
+    // And the work tree itself is invalid.
+    let d = fleet::load_dir(&h.repo).unwrap_err();
+    assert!(
+        d.iter()
+            .any(|x| x.file == "fleet.yaml" && x.message.contains("invalid YAML")),
+        "{d}"
+    );
+}
+
+#[test]
+fn render_shows_the_resolved_cluster_at_a_revision() {
+    let h = history();
+    let repo = h.repo.to_str().unwrap();
+    let before = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        &h.initial,
+        "--cluster",
+        "prod-usw2",
+        "--format",
+        "json",
+    ]);
+    assert!(before.status.success(), "{}", stderr(&before));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&before)).unwrap();
+    assert_eq!(v["wave"], "main");
+    assert_eq!(v["pools"][0]["version"], "2026.11.1");
+    assert_eq!(v["pools"][0]["image"], "ami-0a1b2c3d4e5f60718");
+    assert_eq!(v["pools"][0]["policy"]["onGateFailure"], "rollback");
+
+    let after = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        &h.promoted,
+        "--cluster",
+        "prod-usw2",
+    ]);
+    assert!(after.status.success(), "{}", stderr(&after));
+    // The YAML output reads back to the same value as the JSON output.
+    let docs = fleet::yaml::parse("render.yaml", &stdout(&after)).unwrap();
+    assert_eq!(docs[0].value["pools"][0]["version"], "2026.11.2");
+    let json = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        &h.promoted,
+        "--cluster",
+        "prod-usw2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        docs[0].value,
+        serde_json::from_str::<serde_json::Value>(&stdout(&json)).unwrap()
+    );
+
+    let unknown = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        "HEAD",
+        "--cluster",
+        "prod-usw3",
+    ]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).contains("did you mean `prod-usw2`?"),
+        "{}",
+        stderr(&unknown)
+    );
+    let bad_rev = rota(&[
+        "render",
+        "--repo",
+        repo,
+        "--rev",
+        "no-such-branch",
+        "--cluster",
+        "prod-usw2",
+    ]);
+    assert_eq!(bad_rev.status.code(), Some(2));
+}
+
+#[test]
+fn diff_groups_image_changes_by_wave() {
+    let h = history();
+    let repo = h.repo.to_str().unwrap();
+
+    let promote = rota(&[
+        "diff",
+        "--repo",
+        repo,
+        "--from",
+        &h.initial,
+        "--to",
+        &h.promoted,
+    ]);
+    assert!(promote.status.success(), "{}", stderr(&promote));
+    let out = stdout(&promote);
+    assert_eq!(
+        out,
+        "wave main (3):\n\
+         \x20 prod-euw1/general: general 2026.11.1 -> 2026.11.2 (projects/acme-images/global/images/general-2026-11-1 -> projects/acme-images/global/images/general-2026-11-2)\n\
+         \x20 prod-usw2/general: general 2026.11.1 -> 2026.11.2 (ami-0a1b2c3d4e5f60718 -> ami-0f9e8d7c6b5a40312)\n\
+         \x20 prod-usw2/legacy: general 2026.11.1 -> 2026.11.2 (ami-0a1b2c3d4e5f60718 -> ami-0f9e8d7c6b5a40312)\n\
+         \x20 prod-weu/general: general 2026.11.1 -> 2026.11.2 (/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.1 -> /subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.2)\n\
+         \x20 prod-weu/system: general 2026.11.1 -> 2026.11.2 (/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.1 -> /subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.2)\n\
+         5 pools change image\n"
+    );
+
+    // JSON, over two commits: the canary bump and the new cluster, both waves reported.
+    let j = rota(&[
+        "diff", "--repo", repo, "--from", &h.initial, "--to", "HEAD", "--format", "json",
+    ]);
+    assert!(j.status.success(), "{}", stderr(&j));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&j)).unwrap();
+    assert_eq!(v["from"], h.initial.as_str());
+    assert_eq!(v["to"], h.bumped.as_str());
+    let waves = v["waves"].as_array().unwrap();
+    let names: Vec<&str> = waves.iter().map(|w| w["wave"].as_str().unwrap()).collect();
+    assert_eq!(names, ["canary", "early", "main"]);
+    let canary: Vec<String> = waves[0]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{}/{} {}->{}",
+                c["cluster"].as_str().unwrap(),
+                c["pool"].as_str().unwrap(),
+                c["from"]["version"],
+                c["to"]["version"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        canary,
+        [
+            "canary-use1/general \"2026.11.2\"->\"2026.11.3\"",
+            "dev-usc1/general \"2026.11.2\"->\"2026.11.3\""
+        ]
+    );
+    assert!(
+        waves[1]["changes"].as_array().unwrap().is_empty(),
+        "early is unchanged"
+    );
+    let added: Vec<&str> = waves[2]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "added")
+        .map(|c| c["pool"].as_str().unwrap())
+        .collect();
+    assert_eq!(added, ["general", "legacy"], "the new cluster's pools");
+
+    // A revert is a rollback: the diff is the exact inverse.
+    git(&h.repo, &["revert", "--no-edit", &h.promoted]);
+    let rolled_back = load_git(&h.repo, "HEAD").unwrap();
+    let d = fleet::diff::diff(&load_git(&h.repo, &h.bumped).unwrap(), &rolled_back);
+    let main = d.waves.iter().find(|w| w.wave == "main").unwrap();
+    let back: Vec<(&str, &str)> = main
+        .changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Changed)
+        .map(|c| {
+            (
+                c.from.as_ref().unwrap().version.as_str(),
+                c.to.as_ref().unwrap().version.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(back.len(), 7, "{back:?}");
+    assert!(
+        back.iter().all(|b| *b == ("2026.11.2", "2026.11.1")),
+        "{back:?}"
+    );
+
+    let same = rota(&["diff", "--repo", repo, "--from", "HEAD", "--to", "HEAD"]);
+    assert_eq!(stdout(&same), "no pool changes image\n");
+}
+
+#[test]
+fn validate_a_revision_and_an_invalid_revision() {
+    let h = history();
+    let repo = h.repo.to_str().unwrap();
+    let ok = rota(&["validate", "--repo", repo, "--rev", "HEAD"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert!(stdout(&ok).contains("8 clusters"), "{}", stdout(&ok));
+
+    edit(
+        &h.repo.join("clusters/gcp/dev-usc1.yaml"),
+        "channel: gpu",
+        "channel: gpus",
+    );
+    let bad = commit(&h.repo, "typo");
+    let out = rota(&[
+        "validate", "--repo", repo, "--rev", &bad, "--format", "github",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out),
+        "::error file=clusters/gcp/dev-usc1.yaml,line=19,col=16,title=rota validate%3A spec.pools[1].channel::pool `gpu` uses channel `gpus`, which the Fleet's spec.images does not declare (hint: did you mean `gpu`?)\n"
+    );
+    // diff refuses an invalid side, with the position of the problem.
+    let d = rota(&["diff", "--repo", repo, "--from", &h.bumped, "--to", &bad]);
+    assert_eq!(d.status.code(), Some(1));
+    assert!(
+        stderr(&d).contains("clusters/gcp/dev-usc1.yaml:19:16"),
+        "{}",
+        stderr(&d)
+    );
+
+    let missing = rota(&["validate", "--repo", repo, "--rev", "v9"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let not_git = rota(&["validate", "--repo", "/", "--rev", "HEAD"]);
+    assert_eq!(not_git.status.code(), Some(2));
+}
+
+#[test]
+fn a_fleet_in_a_sub_folder_and_symlinks_in_the_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path();
+    copy_dir(&example(), &repo.join("fleet"));
+    std::fs::write(repo.join("README.md"), "infra repo\n").unwrap();
+    // A link inside the fleet folder is followed; its target is not YAML by name.
+    std::fs::rename(
+        repo.join("fleet/gates/node-events.yaml"),
+        repo.join("fleet/gates/node-events.txt"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("node-events.txt", repo.join("fleet/gates/node-events.yaml"))
+        .unwrap();
+    git(repo, &["init", "-q"]);
+    let head = commit(repo, "fleet in a folder");
+    let f = fleet::load_git_at(repo, "HEAD", Some(Path::new("fleet")))
+        .unwrap_or_else(|d| panic!("{d}"));
+    assert!(f.gates.contains_key("node-events"));
+    assert_eq!(f.commit(), Some(head.as_str()));
+    let out = rota(&[
+        "validate",
+        "--repo",
+        repo.to_str().unwrap(),
+        "--rev",
+        "HEAD",
+        "--path",
+        "fleet",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    // A link that climbs out of the fleet folder is refused, with the prefix in the report.
+    std::os::unix::fs::symlink("../../README.md", repo.join("fleet/gates/escape.yaml")).unwrap();
+    commit(repo, "escape");
+    let out = rota(&[
+        "validate",
+        "--repo",
+        repo.to_str().unwrap(),
+        "--rev",
+        "HEAD",
+        "--path",
+        "fleet",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "fleet/gates/escape.yaml: error: symbolic link points outside the fleet repo"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn rota_validate_accepts_the_example_and_reports_json() {
+    let ex = example();
+    let out = rota(&["validate", ex.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "fleet acme is valid: 7 clusters, 13 pools, 3 waves, 4 gates\n"
+    );
+    let json = rota(&[
+        "validate",
+        "--repo",
+        ex.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(stdout(&json), "{\"errors\":[],\"valid\":true}\n");
+
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&ex, tmp.path());
+    edit(
+        &tmp.path().join("gates/pods-healthy.yaml"),
+        "maxPending: 5",
+        "maxPendng: 5",
+    );
+    let bad = rota(&["validate", tmp.path().to_str().unwrap(), "--format", "json"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&bad)).unwrap();
+    assert_eq!(v["valid"], false);
+    let e = &v["errors"][0];
+    assert!(
+        e["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("/gates/pods-healthy.yaml")
+    );
+    assert_eq!(
+        (e["line"].as_u64(), e["column"].as_u64()),
+        (Some(12), Some(5))
+    );
+    assert_eq!(e["path"], "spec.pods.maxPendng");
+    assert_eq!(e["hint"], "did you mean `maxPending`?");
+
+    let usage = rota(&["validate", "/no/such/folder"]);
+    assert_eq!(usage.status.code(), Some(2));
+    let usage = rota(&["validate", "--format", "xml"]);
+    assert_eq!(usage.status.code(), Some(2));
+}
