@@ -573,7 +573,20 @@ fn default_zones(group: &GroupRef) -> Vec<String> {
                 .map(|s| format!("{region}-{s}"))
                 .collect()
         }
-        GroupRef::Azure { .. } => vec!["1".into(), "2".into(), "3".into()],
+        // AKS node resource groups are `MC_<group>_<cluster>_<region>`: zones then read as
+        // AKS labels them (`westeurope-1`); otherwise bare zone numbers.
+        GroupRef::Azure { resource_group, .. } => {
+            let region = resource_group
+                .strip_prefix("MC_")
+                .and_then(|r| r.rsplit_once('_'))
+                .map(|(_, region)| region.to_ascii_lowercase());
+            (1..=3)
+                .map(|n| match &region {
+                    Some(r) => format!("{r}-{n}"),
+                    None => n.to_string(),
+                })
+                .collect()
+        }
     }
 }
 
@@ -905,6 +918,22 @@ mod tests {
                 .iter()
                 .all(|i| i.lifecycle == Lifecycle::InService)
         );
+    }
+
+    #[test]
+    fn aks_zones_carry_the_region_of_the_node_resource_group() {
+        let aks = GroupRef::Azure {
+            subscription_id: "s".into(),
+            resource_group: "MC_prod_prod-weu_westeurope".into(),
+            scale_set: "vmss".into(),
+        };
+        assert_eq!(default_zones(&aks)[0], "westeurope-1");
+        let other = GroupRef::Azure {
+            subscription_id: "s".into(),
+            resource_group: "nodes".into(),
+            scale_set: "vmss".into(),
+        };
+        assert_eq!(default_zones(&other), ["1", "2", "3"]);
     }
 
     #[test]

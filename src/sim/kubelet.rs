@@ -102,7 +102,10 @@ fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
                     .and_then(|z| z.rsplit_once('-').map(|(r, _)| r.into()))
             })
             .or_else(|| zone.rsplit_once('-').map(|(r, _)| r.to_string())),
-        GroupRef::Azure { .. } => None,
+        GroupRef::Azure { .. } => zone
+            .rsplit_once('-')
+            .filter(|(_, n)| n.chars().all(|c| c.is_ascii_digit()))
+            .map(|(r, _)| r.to_string()),
     }
 }
 
