@@ -99,7 +99,9 @@ fn main() {
     rt.block_on(async {
         let (rss0, _) = memory_mib();
         let t = Instant::now();
-        let fleet = Fleet::start(&scenario, 1.0).await.expect("scale scenario loads");
+        let fleet = Fleet::start(&scenario, 1.0)
+            .await
+            .expect("scale scenario loads");
         let load = t.elapsed();
         let store = fleet.store("scale").unwrap().clone();
         let nodes = store.count(&ResourceType::nodes());
@@ -177,10 +179,18 @@ fn main() {
         let mut n = 0;
         for _ in 0..rounds.min(5) {
             let t = Instant::now();
-            n = nodes_api.list(&ListParams::default()).await.unwrap().items.len();
+            n = nodes_api
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len();
             v.push(t.elapsed());
         }
-        println!("sim_scale: kube-rs list nodes ({n}): median {:.2?}", median(v));
+        println!(
+            "sim_scale: kube-rs list nodes ({n}): median {:.2?}",
+            median(v)
+        );
         let mut v = Vec::new();
         let lp = ListParams::default().fields(&format!("spec.nodeName={node_name}"));
         for _ in 0..rounds {

@@ -361,3 +361,60 @@ async fn kubelets_follow_any_node_groups_provider_by_polling() {
     assert_eq!(nodes.len(), 3);
     assert!(nodes.iter().all(ready));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_with_nowhere_to_go_waits_and_says_why() {
+    let fleet = Fleet::start(
+        &scenario(WorkloadProfile::default(), FaultProfile::default(), 6),
+        1.0,
+    )
+    .await
+    .unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    wait(1).await;
+    let nodes = list(&store, ResourceType::nodes(), &ListOptions::default());
+    for n in &nodes {
+        let name = n["metadata"]["name"].as_str().unwrap();
+        store
+            .modify(&ResourceType::nodes(), None, name, |n| {
+                n["spec"]["unschedulable"] = json!(true);
+                Ok(())
+            })
+            .unwrap();
+    }
+    let victim = pods_of(&store, "worker").remove(0);
+    let name = victim["metadata"]["name"].as_str().unwrap();
+    store
+        .delete(&ResourceType::pods(), Some("shop"), name)
+        .unwrap();
+    wait(5).await;
+    let pending: Vec<Value> = pods_of(&store, "worker")
+        .into_iter()
+        .filter(|p| p["spec"]["nodeName"].is_null())
+        .collect();
+    assert_eq!(pending.len(), 1);
+    let cond = pending[0]["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .unwrap()
+        .clone();
+    assert_eq!(cond["status"], "False");
+    assert_eq!(cond["reason"], "Unschedulable");
+    assert_eq!(
+        cond["message"],
+        "0/3 nodes are available: 3 node(s) were unschedulable."
+    );
+    let first = nodes[0]["metadata"]["name"].as_str().unwrap();
+    store
+        .modify(&ResourceType::nodes(), None, first, |n| {
+            n["spec"]["unschedulable"] = json!(false);
+            Ok(())
+        })
+        .unwrap();
+    wait(15).await;
+    let pods = pods_of(&store, "worker");
+    assert_eq!(pods.len(), 3);
+    assert!(pods.iter().all(ready));
+}
