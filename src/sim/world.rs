@@ -176,8 +176,15 @@ impl World {
     async fn run(mut self) {
         let store = self.store.clone();
         let all = ListOptions::default();
+        // Follow every change from now on, then index what exists: lists rather than a
+        // watch's initial events, and pods one namespace at a time, so that a 150,000-pod
+        // cluster is never held twice in memory. Replayed changes are harmless: every
+        // handler is idempotent.
+        let rv = store.resource_version();
         let watch = |rt: ResourceType| -> UnboundedReceiver<WatchEvent> {
-            store.watch(&rt, None, &all, None).expect("built-in type")
+            store
+                .watch(&rt, None, &all, Some(&rv))
+                .expect("built-in type")
         };
         let mut nodes = watch(ResourceType::nodes());
         let mut pods = watch(ResourceType::pods());
@@ -188,6 +195,38 @@ impl World {
         let mut ctx = Ctx::new(store.clone(), self.speed);
         let mut scheduler = Scheduler::default();
         let mut workloads = Workloads::default();
+        let existing = |rt: ResourceType, ns: Option<&str>| {
+            store
+                .list(&rt, ns, &all)
+                .map(|(v, _)| v)
+                .unwrap_or_default()
+        };
+        for n in existing(ResourceType::nodes(), None) {
+            let ev = WatchEvent::Added(n);
+            scheduler.on_node(&ev);
+            workloads.on_node(&ev);
+        }
+        for d in existing(ResourceType::deployments(), None) {
+            workloads.on_deployment(&WatchEvent::Added(d));
+        }
+        for r in existing(ResourceType::replicasets(), None) {
+            workloads.on_replicaset(&WatchEvent::Added(r));
+        }
+        for d in existing(ResourceType::daemonsets(), None) {
+            workloads.on_daemonset(&WatchEvent::Added(d));
+        }
+        for ns in existing(ResourceType::namespaces(), None) {
+            let ns = ns["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            for p in existing(ResourceType::pods(), Some(&ns)) {
+                let ev = WatchEvent::Added(p);
+                scheduler.on_pod(&ev);
+                workloads.on_pod(&ev);
+                self.kubelets.on_pod(&mut ctx, &ev);
+            }
+        }
         let mut status_armed = false;
         if changes.is_none() {
             ctx.after(POLL_INTERVAL, Timer::Poll);
