@@ -418,3 +418,31 @@ async fn a_replica_with_nowhere_to_go_waits_and_says_why() {
     assert_eq!(pods.len(), 3);
     assert!(pods.iter().all(ready));
 }
+
+#[tokio::test(start_paused = true)]
+async fn deleting_an_owner_collects_its_dependents() {
+    let fleet = Fleet::start(
+        &scenario(WorkloadProfile::default(), FaultProfile::default(), 7),
+        1.0,
+    )
+    .await
+    .unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    wait(1).await;
+    store
+        .delete(&ResourceType::deployments(), Some("shop"), "web")
+        .unwrap();
+    store
+        .delete(&ResourceType::daemonsets(), Some("logging"), "log-shipper")
+        .unwrap();
+    wait(60).await;
+    assert!(pods_of(&store, "web").is_empty());
+    assert!(pods_of(&store, "log-shipper").is_empty());
+    let rs = list(
+        &store,
+        ResourceType::replicasets(),
+        &ListOptions::labels("app=web"),
+    );
+    assert!(rs.is_empty());
+    assert_eq!(pods_of(&store, "api").len(), 4, "others are untouched");
+}

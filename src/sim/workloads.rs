@@ -258,6 +258,17 @@ pub struct Workloads {
     status_rs: BTreeSet<Key>,
     status_ds: BTreeSet<Key>,
     status_deploy: BTreeSet<Key>,
+    /// Dependents of deleted owners, for the garbage collector.
+    orphans: Vec<Orphan>,
+}
+
+/// What the garbage collector deletes because its owner is gone.
+#[derive(Debug)]
+enum Orphan {
+    /// The ReplicaSets controlled by this Deployment.
+    ReplicaSetsOf(Key),
+    /// Pods of a deleted ReplicaSet or DaemonSet: namespace and names.
+    Pods(String, Vec<String>),
 }
 
 impl Workloads {
@@ -269,9 +280,11 @@ impl Workloads {
                 self.dirty_deploy.insert(k);
             }
             WatchEvent::Deleted(o) => {
-                // Garbage collection of its ReplicaSets (and through them, pods) is left to
-                // the owner-reference cascade below.
-                self.deployments.remove(&key_of(o));
+                // The garbage collector's cascade: its ReplicaSets go, and with them their
+                // pods (see `on_replicaset`).
+                let k = key_of(o);
+                self.deployments.remove(&k);
+                self.orphans.push(Orphan::ReplicaSetsOf(k));
             }
             WatchEvent::Bookmark(_) => {}
         }
@@ -294,7 +307,11 @@ impl Workloads {
                 }
             }
             WatchEvent::Deleted(o) => {
-                self.replicasets.remove(&key_of(o));
+                let k = key_of(o);
+                if let Some(rs) = self.replicasets.remove(&k) {
+                    self.orphans
+                        .push(Orphan::Pods(k.0, rs.pods.into_keys().collect()));
+                }
             }
             WatchEvent::Bookmark(_) => {}
         }
@@ -312,7 +329,11 @@ impl Workloads {
                 self.dirty_ds.insert(k);
             }
             WatchEvent::Deleted(o) => {
-                self.daemonsets.remove(&key_of(o));
+                let k = key_of(o);
+                if let Some(ds) = self.daemonsets.remove(&k) {
+                    self.orphans
+                        .push(Orphan::Pods(k.0, ds.pods.into_keys().collect()));
+                }
             }
             WatchEvent::Bookmark(_) => {}
         }
@@ -361,6 +382,9 @@ impl Workloads {
         };
         // A pod may be seen before its owner (watch streams are independent): keep it under
         // a placeholder so the owner's first reconcile counts it.
+        if deleted && !map.contains_key(&k) {
+            return;
+        }
         let o = map.entry(k.clone()).or_insert_with(|| Owned {
             obj: Value::Null,
             pods: BTreeMap::new(),
@@ -382,6 +406,30 @@ impl Workloads {
     /// Act on everything that changed since the last call.
     pub fn reconcile(&mut self, ctx: &mut Ctx) {
         let store = ctx.store.clone();
+        for orphan in std::mem::take(&mut self.orphans) {
+            match orphan {
+                Orphan::ReplicaSetsOf(d) => {
+                    let owned: Vec<Key> = self
+                        .replicasets
+                        .iter()
+                        .filter(|(k, rs)| {
+                            k.0 == d.0
+                                && controller_of(&rs.obj)
+                                    .is_some_and(|(kind, n)| kind == "Deployment" && n == d.1)
+                        })
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for k in owned {
+                        let _ = store.delete(&ResourceType::replicasets(), Some(&k.0), &k.1);
+                    }
+                }
+                Orphan::Pods(ns, names) => {
+                    for n in names {
+                        let _ = store.delete(&ResourceType::pods(), Some(&ns), &n);
+                    }
+                }
+            }
+        }
         for k in std::mem::take(&mut self.dirty_deploy) {
             self.reconcile_deployment(&store, &k);
         }
