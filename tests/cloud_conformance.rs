@@ -72,7 +72,10 @@ async fn set_image_changes_new_instances_only_and_is_idempotent<H: Harness>(h: &
     p.set_image(&g, "img-b").await.unwrap();
     let s = p.describe(&g).await.unwrap();
     assert_eq!(s.template_image, "img-b");
-    assert_eq!(s.instances[0].image, "img-a", "running instances are untouched");
+    assert_eq!(
+        s.instances[0].image, "img-a",
+        "running instances are untouched"
+    );
     p.set_capacity(&g, 2, None).await.unwrap();
     h.pass(Duration::from_secs(300)).await;
     let s = p.describe(&g).await.unwrap();
@@ -86,7 +89,11 @@ async fn set_capacity_respects_max_and_raises_it_when_asked<H: Harness>(h: &H) {
     let p = h.provider();
     let e = p.set_capacity(&g, 3, None).await.unwrap_err();
     assert_eq!(e.kind, CloudErrorKind::Invalid);
-    assert_eq!(p.describe(&g).await.unwrap().desired, 2, "a refused call changes nothing");
+    assert_eq!(
+        p.describe(&g).await.unwrap().desired,
+        2,
+        "a refused call changes nothing"
+    );
     p.set_capacity(&g, 3, Some(3)).await.unwrap();
     p.set_capacity(&g, 3, Some(3)).await.unwrap();
     let s = p.describe(&g).await.unwrap();
@@ -112,9 +119,16 @@ async fn terminate_with_decrement_shrinks_and_is_idempotent<H: Harness>(h: &H) {
     h.pass(Duration::from_secs(300)).await;
     let s = p.describe(&g).await.unwrap();
     assert_eq!(s.instances.len(), 2);
-    assert!(s.instances.iter().all(|i| i.id != victim), "terminated ones are not listed");
+    assert!(
+        s.instances.iter().all(|i| i.id != victim),
+        "terminated ones are not listed"
+    );
     p.terminate(&g, &victim, true).await.unwrap();
-    assert_eq!(p.describe(&g).await.unwrap().desired, 2, "gone instance: success, no change");
+    assert_eq!(
+        p.describe(&g).await.unwrap().desired,
+        2,
+        "gone instance: success, no change"
+    );
     p.terminate(&g, "never-existed", true).await.unwrap();
 }
 
@@ -131,7 +145,10 @@ async fn terminate_without_decrement_gets_a_replacement<H: Harness>(h: &H) {
     let s = p.describe(&g).await.unwrap();
     assert_eq!(s.instances.len(), 2);
     assert!(s.instances.iter().all(|i| i.id != victim));
-    assert!(s.instances.iter().any(|i| i.image == "img-b"), "replacement on the new image");
+    assert!(
+        s.instances.iter().any(|i| i.image == "img-b"),
+        "replacement on the new image"
+    );
 }
 
 // --- the simulated cloud -------------------------------------------------------------------

@@ -61,13 +61,18 @@ fn list(store: &Store, rt: ResourceType, opts: &ListOptions) -> Vec<Value> {
 }
 
 fn ready(o: &Value) -> bool {
-    o["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    o["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
 }
 
 fn pods_of(store: &Store, app: &str) -> Vec<Value> {
-    list(store, ResourceType::pods(), &ListOptions::labels(&format!("app={app}")))
+    list(
+        store,
+        ResourceType::pods(),
+        &ListOptions::labels(&format!("app={app}")),
+    )
 }
 
 async fn wait(secs: u64) {
@@ -90,16 +95,26 @@ async fn a_loaded_cluster_is_steady_and_believable() {
     let pods = list(store, ResourceType::pods(), &ListOptions::default());
     // 6 + 4 + 3 + 3 + 1 replicas and 2 daemon pods per node.
     assert_eq!(pods.len(), 17 + 6);
-    assert!(pods.iter().all(|p| ready(p) && p["spec"]["nodeName"].is_string()));
+    assert!(
+        pods.iter()
+            .all(|p| ready(p) && p["spec"]["nodeName"].is_string())
+    );
     // Nothing churns once loaded: no pod was added or replaced.
     wait(120).await;
-    assert_eq!(list(store, ResourceType::pods(), &ListOptions::default()).len(), 23);
+    assert_eq!(
+        list(store, ResourceType::pods(), &ListOptions::default()).len(),
+        23
+    );
     let deploy = store
         .get(&ResourceType::deployments(), Some("shop"), "web")
         .unwrap();
     assert_eq!(deploy["status"]["readyReplicas"], 6);
     let ds = store
-        .get(&ResourceType::daemonsets(), Some("monitoring"), "node-exporter")
+        .get(
+            &ResourceType::daemonsets(),
+            Some("monitoring"),
+            "node-exporter",
+        )
         .unwrap();
     assert_eq!(ds["status"]["numberReady"], 3);
     assert_eq!(ds["status"]["desiredNumberScheduled"], 3);
@@ -116,7 +131,10 @@ async fn new_instances_boot_register_and_take_pods() {
     let g = asg("prod", "general");
     fleet.cloud.set_capacity(&g, 5, Some(5)).await.unwrap();
     wait(59).await;
-    assert_eq!(list(&store, ResourceType::nodes(), &ListOptions::default()).len(), 3);
+    assert_eq!(
+        list(&store, ResourceType::nodes(), &ListOptions::default()).len(),
+        3
+    );
     // Boot (60–120 s) + register (15 s) + ready (20 s).
     wait(120 + 15 + 20 - 59 + 2).await;
     let nodes = list(&store, ResourceType::nodes(), &ListOptions::default());
@@ -126,7 +144,10 @@ async fn new_instances_boot_register_and_take_pods() {
     for n in &nodes {
         let pid = n["spec"]["providerID"].as_str().unwrap();
         assert!(described.instances.iter().any(|i| i.provider_id == pid));
-        assert_eq!(n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"], "general");
+        assert_eq!(
+            n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"],
+            "general"
+        );
     }
     // DaemonSets follow the new nodes.
     wait(10).await;
@@ -159,9 +180,15 @@ async fn new_instances_boot_register_and_take_pods() {
     let pods = pods_of(&store, "cache");
     assert_eq!(pods.len(), 4);
     assert!(pods.iter().all(ready), "{pods:#?}");
-    let spread: std::collections::BTreeSet<_> =
-        pods.iter().map(|p| p["spec"]["nodeName"].to_string()).collect();
-    assert_eq!(spread.len(), 4, "least-allocated placement spreads replicas");
+    let spread: std::collections::BTreeSet<_> = pods
+        .iter()
+        .map(|p| p["spec"]["nodeName"].to_string())
+        .collect();
+    assert_eq!(
+        spread.len(),
+        4,
+        "least-allocated placement spreads replicas"
+    );
     let d = store
         .get(&ResourceType::deployments(), Some("default"), "cache")
         .unwrap();
@@ -193,15 +220,20 @@ async fn an_evicted_replica_comes_back_on_another_node() {
         .unwrap();
     wait(2).await;
     let pods = pods_of(&store, "license-server");
-    assert_eq!(pods.len(), 2, "the replacement exists while the old one terminates");
-    let replacement = pods
-        .iter()
-        .find(|p| p["metadata"]["name"] != name)
-        .unwrap();
+    assert_eq!(
+        pods.len(),
+        2,
+        "the replacement exists while the old one terminates"
+    );
+    let replacement = pods.iter().find(|p| p["metadata"]["name"] != name).unwrap();
     assert_ne!(replacement["spec"]["nodeName"].as_str().unwrap(), node);
     wait(40).await;
     let pods = pods_of(&store, "license-server");
-    assert_eq!(pods.len(), 1, "the evicted pod is gone after its grace period");
+    assert_eq!(
+        pods.len(),
+        1,
+        "the evicted pod is gone after its grace period"
+    );
     assert!(ready(&pods[0]));
     assert_ne!(pods[0]["spec"]["nodeName"].as_str().unwrap(), node);
 }
@@ -275,4 +307,142 @@ async fn faults_repeat_under_a_seed() {
     assert!(a.1.iter().any(|e| matches!(e, LaunchFailed { .. })));
     assert_eq!(a, b);
     assert_ne!(a.1, c.1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn kubelets_follow_any_node_groups_provider_by_polling() {
+    use rota::sim::cloud::{GroupSpec, PollingObserver, SimCloud};
+    use rota::sim::world::World;
+    use std::sync::Arc;
+    let mut w = WorkloadProfile::default();
+    w.deployments.clear();
+    w.daemon_sets.clear();
+    let s = scenario(w, FaultProfile::default(), 5);
+    // The provider is only known as `dyn NodeGroups` (as a real cloud would be), with API
+    // faults the observer has to ride out.
+    let cloud = SimCloud::new(
+        5,
+        FaultProfile::from_yaml("api: {throttleRate: 0.3}", "<t>").unwrap(),
+        1.0,
+    );
+    let g = asg("prod", "general");
+    cloud
+        .create_group(
+            GroupSpec::new(g.clone(), 2, "ami-1")
+                .with_max(3)
+                .prebooted(),
+        )
+        .unwrap();
+    let _cloud_task = cloud.spawn();
+    let provider: Arc<dyn NodeGroups> = Arc::new(cloud.clone());
+    let world = World::load(
+        &s.clusters[0],
+        &s,
+        None,
+        Arc::new(PollingObserver(provider.clone())),
+        1.0,
+    )
+    .await
+    .unwrap();
+    let store = world.store.clone();
+    let _task = world.spawn();
+    assert_eq!(
+        list(&store, ResourceType::nodes(), &ListOptions::default()).len(),
+        2
+    );
+    loop {
+        match provider.set_capacity(&g, 3, None).await {
+            Ok(()) => break,
+            Err(e) => assert!(e.kind.is_retryable(), "{e}"),
+        }
+    }
+    wait(120 + 15 + 20 + 30).await;
+    let nodes = list(&store, ResourceType::nodes(), &ListOptions::default());
+    assert_eq!(nodes.len(), 3);
+    assert!(nodes.iter().all(ready));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_with_nowhere_to_go_waits_and_says_why() {
+    let fleet = Fleet::start(
+        &scenario(WorkloadProfile::default(), FaultProfile::default(), 6),
+        1.0,
+    )
+    .await
+    .unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    wait(1).await;
+    let nodes = list(&store, ResourceType::nodes(), &ListOptions::default());
+    for n in &nodes {
+        let name = n["metadata"]["name"].as_str().unwrap();
+        store
+            .modify(&ResourceType::nodes(), None, name, |n| {
+                n["spec"]["unschedulable"] = json!(true);
+                Ok(())
+            })
+            .unwrap();
+    }
+    let victim = pods_of(&store, "worker").remove(0);
+    let name = victim["metadata"]["name"].as_str().unwrap();
+    store
+        .delete(&ResourceType::pods(), Some("shop"), name)
+        .unwrap();
+    wait(5).await;
+    let pending: Vec<Value> = pods_of(&store, "worker")
+        .into_iter()
+        .filter(|p| p["spec"]["nodeName"].is_null())
+        .collect();
+    assert_eq!(pending.len(), 1);
+    let cond = pending[0]["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .unwrap()
+        .clone();
+    assert_eq!(cond["status"], "False");
+    assert_eq!(cond["reason"], "Unschedulable");
+    assert_eq!(
+        cond["message"],
+        "0/3 nodes are available: 3 node(s) were unschedulable."
+    );
+    let first = nodes[0]["metadata"]["name"].as_str().unwrap();
+    store
+        .modify(&ResourceType::nodes(), None, first, |n| {
+            n["spec"]["unschedulable"] = json!(false);
+            Ok(())
+        })
+        .unwrap();
+    wait(15).await;
+    let pods = pods_of(&store, "worker");
+    assert_eq!(pods.len(), 3);
+    assert!(pods.iter().all(ready));
+}
+
+#[tokio::test(start_paused = true)]
+async fn deleting_an_owner_collects_its_dependents() {
+    let fleet = Fleet::start(
+        &scenario(WorkloadProfile::default(), FaultProfile::default(), 7),
+        1.0,
+    )
+    .await
+    .unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    wait(1).await;
+    store
+        .delete(&ResourceType::deployments(), Some("shop"), "web")
+        .unwrap();
+    store
+        .delete(&ResourceType::daemonsets(), Some("logging"), "log-shipper")
+        .unwrap();
+    wait(60).await;
+    assert!(pods_of(&store, "web").is_empty());
+    assert!(pods_of(&store, "log-shipper").is_empty());
+    let rs = list(
+        &store,
+        ResourceType::replicasets(),
+        &ListOptions::labels("app=web"),
+    );
+    assert!(rs.is_empty());
+    assert_eq!(pods_of(&store, "api").len(), 4, "others are untouched");
 }

@@ -60,7 +60,10 @@ pub fn run(args: SimArgs) -> ExitCode {
 
 fn serve(args: ServeArgs) -> ExitCode {
     if !(args.speed.is_finite() && args.speed > 0.0) {
-        eprintln!("rota: --speed must be a positive number, got {}", args.speed);
+        eprintln!(
+            "rota: --speed must be a positive number, got {}",
+            args.speed
+        );
         return ExitCode::from(2);
     }
     let fleet = match load(

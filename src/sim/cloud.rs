@@ -28,8 +28,7 @@ use tokio::time::Instant;
 
 use super::faults::{Call, FaultProfile};
 use crate::cloud::{
-    CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups,
-    provider_id,
+    CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups, provider_id,
 };
 
 /// A group to create in the simulated cloud.
@@ -574,7 +573,20 @@ fn default_zones(group: &GroupRef) -> Vec<String> {
                 .map(|s| format!("{region}-{s}"))
                 .collect()
         }
-        GroupRef::Azure { .. } => vec!["1".into(), "2".into(), "3".into()],
+        // AKS node resource groups are `MC_<group>_<cluster>_<region>`: zones then read as
+        // AKS labels them (`westeurope-1`); otherwise bare zone numbers.
+        GroupRef::Azure { resource_group, .. } => {
+            let region = resource_group
+                .strip_prefix("MC_")
+                .and_then(|r| r.rsplit_once('_'))
+                .map(|(_, region)| region.to_ascii_lowercase());
+            (1..=3)
+                .map(|n| match &region {
+                    Some(r) => format!("{r}-{n}"),
+                    None => n.to_string(),
+                })
+                .collect()
+        }
     }
 }
 
@@ -664,10 +676,7 @@ impl NodeGroups for SimCloud {
         self.call(Call::Terminate, group, |inner, now| {
             let mut g = inner.groups.remove(group).expect("checked");
             let mut changed = false;
-            if let Some(i) = g
-                .instances
-                .iter()
-                .position(|i| i.public.id == instance_id)
+            if let Some(i) = g.instances.iter().position(|i| i.public.id == instance_id)
                 && g.instances[i].public.lifecycle != Lifecycle::Terminating
             {
                 let mut inst = g.instances[i].clone();
@@ -805,11 +814,17 @@ mod tests {
             faults.boot.failure_rate = 0.5;
             let cloud = SimCloud::new(seed, faults, 1.0);
             let g = asg("g");
-            cloud.create_group(GroupSpec::new(g.clone(), 4, "ami-1")).unwrap();
+            cloud
+                .create_group(GroupSpec::new(g.clone(), 4, "ami-1"))
+                .unwrap();
             settle(&cloud, 900).await;
             let s = cloud.describe(&g).await.unwrap();
             assert_eq!(s.instances.len(), 4);
-            assert!(s.instances.iter().all(|i| i.lifecycle == Lifecycle::InService));
+            assert!(
+                s.instances
+                    .iter()
+                    .all(|i| i.lifecycle == Lifecycle::InService)
+            );
             cloud.take_events()
         };
         let a = story(11).await;
@@ -825,7 +840,11 @@ mod tests {
         let cloud = SimCloud::new(1, FaultProfile::default(), 1.0);
         let g = asg("g");
         cloud
-            .create_group(GroupSpec::new(g.clone(), 2, "ami-old").prebooted().with_max(4))
+            .create_group(
+                GroupSpec::new(g.clone(), 2, "ami-old")
+                    .prebooted()
+                    .with_max(4),
+            )
             .unwrap();
         cloud.set_image(&g, "ami-new").await.unwrap();
         cloud.set_capacity(&g, 4, None).await.unwrap();
@@ -872,7 +891,9 @@ mod tests {
         let cloud = SimCloud::new(3, faults, 1.0);
         let (g, h) = (asg("g"), asg("h"));
         for r in [&g, &h] {
-            cloud.create_group(GroupSpec::new(r.clone(), 1, "ami")).unwrap();
+            cloud
+                .create_group(GroupSpec::new(r.clone(), 1, "ami"))
+                .unwrap();
         }
         cloud.set_capacity(&h, 1, None).await.unwrap();
         for _ in 0..2 {
@@ -887,10 +908,32 @@ mod tests {
     async fn speed_divides_boot_time() {
         let cloud = SimCloud::new(5, FaultProfile::default(), 60.0);
         let g = asg("g");
-        cloud.create_group(GroupSpec::new(g.clone(), 2, "ami")).unwrap();
+        cloud
+            .create_group(GroupSpec::new(g.clone(), 2, "ami"))
+            .unwrap();
         settle(&cloud, 2).await;
         let s = cloud.describe(&g).await.unwrap();
-        assert!(s.instances.iter().all(|i| i.lifecycle == Lifecycle::InService));
+        assert!(
+            s.instances
+                .iter()
+                .all(|i| i.lifecycle == Lifecycle::InService)
+        );
+    }
+
+    #[test]
+    fn aks_zones_carry_the_region_of_the_node_resource_group() {
+        let aks = GroupRef::Azure {
+            subscription_id: "s".into(),
+            resource_group: "MC_prod_prod-weu_westeurope".into(),
+            scale_set: "vmss".into(),
+        };
+        assert_eq!(default_zones(&aks)[0], "westeurope-1");
+        let other = GroupRef::Azure {
+            subscription_id: "s".into(),
+            resource_group: "nodes".into(),
+            scale_set: "vmss".into(),
+        };
+        assert_eq!(default_zones(&other), ["1", "2", "3"]);
     }
 
     #[test]

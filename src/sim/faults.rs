@@ -211,7 +211,10 @@ impl FaultProfile {
         ];
         for (field, rate) in rates {
             if !(0.0..=1.0).contains(&rate) {
-                return Err(invalid(field, format!("{rate} is not a share between 0 and 1")));
+                return Err(invalid(
+                    field,
+                    format!("{rate} is not a share between 0 and 1"),
+                ));
             }
         }
         if self.api.throttle_rate + self.api.server_error_rate > 1.0 {
@@ -223,7 +226,10 @@ impl FaultProfile {
         if self.boot.min > self.boot.max {
             return Err(invalid(
                 "boot.min",
-                format!("{} is longer than boot.max {}", self.boot.min, self.boot.max),
+                format!(
+                    "{} is longer than boot.max {}",
+                    self.boot.min, self.boot.max
+                ),
             ));
         }
         Ok(())
@@ -268,7 +274,11 @@ mod tests {
             "f.yaml: api.throttleRate: 1.5 is not a share between 0 and 1"
         );
         let e = FaultProfile::from_yaml("api: {throtleRate: 0.1}", "f.yaml").unwrap_err();
-        assert!(e.to_string().starts_with("f.yaml: api: unknown field `throtleRate`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("f.yaml: api: unknown field `throtleRate`"),
+            "{e}"
+        );
         let e = FaultProfile::from_yaml("boot: {min: 3m}", "f.yaml").unwrap_err();
         assert!(e.to_string().contains("boot.min"), "{e}");
     }

@@ -45,11 +45,15 @@ pub struct NodeShape {
 
 /// The Node name a cloud gives an instance: `ip-…` on AWS, the instance name on GCP, the
 /// scale set name plus a six-digit base-36 ordinal on Azure (as AKS names them).
-pub fn node_name(group: &GroupRef, inst: &Instance) -> String {
+///
+/// `attempt` resolves collisions: AWS names come from a private address hashed from the
+/// instance ID, and two instances of a large cluster may hash to the same one; the kubelet
+/// then takes the next address, as a VPC would never hand out the same address twice.
+pub fn node_name(group: &GroupRef, inst: &Instance, attempt: u32) -> String {
     match group {
         GroupRef::Aws { region, .. } => {
             // A stable private address derived from the instance ID.
-            let h = fnv(inst.id.as_bytes());
+            let h = fnv(inst.id.as_bytes()).wrapping_add(u64::from(attempt) * 7919);
             let domain = if region == "us-east-1" {
                 "ec2.internal".to_string()
             } else {
@@ -89,11 +93,19 @@ pub fn fnv(bytes: &[u8]) -> u64 {
 fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
     match group {
         GroupRef::Aws { region, .. } => Some(region.clone()),
-        GroupRef::Gcp { region, zone: z, .. } => region
+        GroupRef::Gcp {
+            region, zone: z, ..
+        } => region
             .clone()
-            .or_else(|| z.as_ref().and_then(|z| z.rsplit_once('-').map(|(r, _)| r.into())))
+            .or_else(|| {
+                z.as_ref()
+                    .and_then(|z| z.rsplit_once('-').map(|(r, _)| r.into()))
+            })
             .or_else(|| zone.rsplit_once('-').map(|(r, _)| r.to_string())),
-        GroupRef::Azure { .. } => None,
+        GroupRef::Azure { .. } => zone
+            .rsplit_once('-')
+            .filter(|(_, n)| n.chars().all(|c| c.is_ascii_digit()))
+            .map(|(r, _)| r.to_string()),
     }
 }
 
@@ -101,11 +113,12 @@ fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
 pub fn node_object(
     pool: &PoolNodes,
     inst: &Instance,
+    name: &str,
     shape: &NodeShape,
     now: &str,
     ready: bool,
 ) -> Value {
-    let name = node_name(&pool.group, inst);
+    let name = name.to_string();
     let mut labels: BTreeMap<String, String> = pool.labels.clone();
     let instance_type = match pool.group {
         GroupRef::Aws { .. } => "m6i.xlarge",
@@ -123,7 +136,8 @@ pub fn node_object(
     if let Some(region) = region_of(&pool.group, &inst.zone) {
         labels.insert("topology.kubernetes.io/region".into(), region);
     }
-    let resources = json!({"cpu": shape.cpu, "memory": shape.memory, "pods": shape.pods.to_string()});
+    let resources =
+        json!({"cpu": shape.cpu, "memory": shape.memory, "pods": shape.pods.to_string()});
     let h = fnv(inst.id.as_bytes());
     json!({
         "apiVersion": "v1",
@@ -135,7 +149,7 @@ pub fn node_object(
             "allocatable": resources,
             "conditions": node_conditions(ready, now),
             "addresses": [
-                {"type": "InternalIP", "address": format!("10.{}.{}.{}", (h >> 16) & 0xff, (h >> 8) & 0xff, (h & 0xff).max(1))},
+                {"type": "InternalIP", "address": node_ip(&name)},
                 {"type": "Hostname", "address": name},
             ],
             "nodeInfo": {
@@ -160,7 +174,11 @@ fn node_conditions(ready: bool, now: &str) -> Value {
     let (status, reason, message) = if ready {
         ("True", "KubeletReady", "kubelet is posting ready status")
     } else {
-        ("False", "KubeletNotReady", "container runtime network not ready")
+        (
+            "False",
+            "KubeletNotReady",
+            "container runtime network not ready",
+        )
     };
     json!([
         {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
@@ -231,9 +249,10 @@ pub fn pod_running(pod: &mut Value, host_ip: &str, pod_ip: &str, now: &str, read
 
 /// Whether a pod's JSON says it is Ready.
 pub fn pod_ready(pod: &Value) -> bool {
-    pod["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    pod["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
 }
 
 /// The readiness delay of a pod: its first container's readiness probe initial delay.
@@ -276,7 +295,11 @@ pub struct Kubelets {
 }
 
 impl Kubelets {
-    pub fn new(pools: Vec<PoolNodes>, observer: Arc<dyn InstanceObserver>, shape: NodeShape) -> Self {
+    pub fn new(
+        pools: Vec<PoolNodes>,
+        observer: Arc<dyn InstanceObserver>,
+        shape: NodeShape,
+    ) -> Self {
         Kubelets {
             pools,
             observer,
@@ -299,8 +322,14 @@ impl Kubelets {
             .list(&ResourceType::nodes(), None, &ListOptions::default())
             .unwrap_or_default();
         for n in nodes {
-            let pid = n["spec"]["providerID"].as_str().unwrap_or_default().to_string();
-            let name = n["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let pid = n["spec"]["providerID"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let name = n["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             let Some(pool) = self.pools.iter().position(|p| {
                 p.labels
                     .iter()
@@ -308,13 +337,17 @@ impl Kubelets {
             }) else {
                 continue;
             };
-            let ready = n["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+            let ready = n["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
             let instance = Instance {
                 id: String::new(),
                 provider_id: pid.clone(),
-                image: n["status"]["nodeInfo"]["osImage"].as_str().unwrap_or_default().into(),
+                image: n["status"]["nodeInfo"]["osImage"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
                 zone: String::new(),
                 lifecycle: Lifecycle::InService,
             };
@@ -325,7 +358,11 @@ impl Kubelets {
                     pool,
                     name,
                     instance,
-                    phase: if ready { Phase::Ready } else { Phase::Registered },
+                    phase: if ready {
+                        Phase::Ready
+                    } else {
+                        Phase::Registered
+                    },
                 },
             );
         }
@@ -343,8 +380,7 @@ impl Kubelets {
                 seen.insert(inst.provider_id.clone());
                 match (inst.lifecycle, self.nodes.get_mut(&inst.provider_id)) {
                     (Lifecycle::InService, None) => {
-                        let name = node_name(&pool.group, inst);
-                        self.by_name.insert(name.clone(), inst.provider_id.clone());
+                        let name = node_name(&pool.group, inst, 0);
                         self.nodes.insert(
                             inst.provider_id.clone(),
                             Known {
@@ -368,16 +404,18 @@ impl Kubelets {
                         k.phase = Phase::Lost;
                         if was_registered {
                             let now = ctx.store.timestamp();
-                            let _ = ctx.store.modify(&ResourceType::nodes(), None, &k.name, |n| {
-                                set_ready(
-                                    n,
-                                    "Unknown",
-                                    "NodeStatusUnknown",
-                                    "Kubelet stopped posting node status.",
-                                    &now,
-                                );
-                                Ok(())
-                            });
+                            let _ = ctx
+                                .store
+                                .modify(&ResourceType::nodes(), None, &k.name, |n| {
+                                    set_ready(
+                                        n,
+                                        "Unknown",
+                                        "NodeStatusUnknown",
+                                        "Kubelet stopped posting node status.",
+                                        &now,
+                                    );
+                                    Ok(())
+                                });
                         }
                     }
                     _ => {}
@@ -409,17 +447,24 @@ impl Kubelets {
                     return;
                 }
                 let pool = &self.pools[k.pool];
-                let obj = node_object(pool, &k.instance, &self.shape, &store.timestamp(), false);
-                match store.create(&ResourceType::nodes(), None, obj) {
-                    Ok(_) => {
+                match register(&store, pool, &k.instance, &self.shape, false) {
+                    Ok(name) => {
+                        k.name = name.clone();
                         k.phase = Phase::Registered;
-                        ctx.after(self.shape.ready_after, Timer::NodeReady(k.name.clone()));
+                        self.by_name.insert(name.clone(), pid.clone());
+                        ctx.after(self.shape.ready_after, Timer::NodeReady(name));
                     }
-                    Err(e) => tracing::warn!(node = %k.name, error = %e, "node registration failed"),
+                    Err(e) => {
+                        tracing::warn!(node = %k.name, error = %e, "node registration failed")
+                    }
                 }
             }
             Timer::NodeReady(name) => {
-                let Some(k) = self.by_name.get(name).and_then(|pid| self.nodes.get_mut(pid)) else {
+                let Some(k) = self
+                    .by_name
+                    .get(name)
+                    .and_then(|pid| self.nodes.get_mut(pid))
+                else {
                     return;
                 };
                 if k.phase != Phase::Registered {
@@ -428,7 +473,13 @@ impl Kubelets {
                 k.phase = Phase::Ready;
                 let now = store.timestamp();
                 let _ = store.modify(&ResourceType::nodes(), None, name, |n| {
-                    set_ready(n, "True", "KubeletReady", "kubelet is posting ready status", &now);
+                    set_ready(
+                        n,
+                        "True",
+                        "KubeletReady",
+                        "kubelet is posting ready status",
+                        &now,
+                    );
                     Ok(())
                 });
             }
@@ -442,11 +493,22 @@ impl Kubelets {
                     if !same || p["metadata"]["deletionTimestamp"].is_string() {
                         return Err(super::store::ApiError::new(409, "Conflict", "pod changed"));
                     }
-                    let node = p["spec"]["nodeName"].as_str().unwrap_or_default().to_string();
+                    let node = p["spec"]["nodeName"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
                     let host = node_ip(&node);
-                    let pod_ip = p["status"]["podIP"].as_str().map(str::to_string).unwrap_or_else(|| {
-                        format!("100.{}.{}.{}", 64 + (ip >> 16) % 64, (ip >> 8) & 0xff, ip & 0xff)
-                    });
+                    let pod_ip = p["status"]["podIP"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| {
+                            format!(
+                                "100.{}.{}.{}",
+                                64 + (ip >> 16) % 64,
+                                (ip >> 8) & 0xff,
+                                ip & 0xff
+                            )
+                        });
                     pod_running(p, &host, &pod_ip, &now, ready);
                     if !ready {
                         delay = Some(readiness_delay(p));
@@ -487,8 +549,14 @@ impl Kubelets {
             self.deleting.remove(uid);
             return;
         }
-        let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
-        let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let ns = pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = pod["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         if pod["metadata"]["deletionTimestamp"].is_string() {
             if self.deleting.insert(uid.to_string()) {
                 let grace = pod["metadata"]["deletionGracePeriodSeconds"]
@@ -542,6 +610,30 @@ impl Kubelets {
     }
 }
 
+/// Create the Node of `inst`, taking the first free name; returns it.
+pub fn register(
+    store: &Store,
+    pool: &PoolNodes,
+    inst: &Instance,
+    shape: &NodeShape,
+    ready: bool,
+) -> Result<String, super::store::ApiError> {
+    let now = store.timestamp();
+    let mut attempt = 0;
+    loop {
+        let name = node_name(&pool.group, inst, attempt);
+        match store.create(
+            &ResourceType::nodes(),
+            None,
+            node_object(pool, inst, &name, shape, &now, ready),
+        ) {
+            Err(e) if e.code == 409 && attempt < 64 => attempt += 1,
+            Err(e) => return Err(e),
+            Ok(_) => return Ok(name),
+        }
+    }
+}
+
 /// The InternalIP a node name maps to (same derivation as [`node_object`] for AWS names,
 /// a hash for others): only used to fill `status.hostIP`.
 fn node_ip(node: &str) -> String {
@@ -551,7 +643,12 @@ fn node_ip(node: &str) -> String {
         return ip.replace('-', ".");
     }
     let h = fnv(node.as_bytes());
-    format!("10.{}.{}.{}", (h >> 16) & 0xff, (h >> 8) & 0xff, (h & 0xff).max(1))
+    format!(
+        "10.{}.{}.{}",
+        (h >> 16) & 0xff,
+        (h >> 8) & 0xff,
+        (h & 0xff).max(1)
+    )
 }
 
 fn remove_node(store: &Store, name: &str) {
@@ -592,18 +689,29 @@ mod tests {
             auto_scaling_group: "g".into(),
         };
         let i = inst("i-0abc", "aws:///us-east-1a/i-0abc", "us-east-1a");
-        let name = node_name(&aws, &i);
-        assert!(name.starts_with("ip-10-") && name.ends_with(".ec2.internal"), "{name}");
+        let name = node_name(&aws, &i, 0);
+        assert_ne!(name, node_name(&aws, &i, 1));
+        assert!(
+            name.starts_with("ip-10-") && name.ends_with(".ec2.internal"),
+            "{name}"
+        );
         let az = GroupRef::Azure {
             subscription_id: "s".into(),
             resource_group: "rg".into(),
             scale_set: "aks-general-vmss".into(),
         };
-        assert_eq!(node_name(&az, &inst("37", "", "1")), "aks-general-vmss000011");
+        assert_eq!(
+            node_name(&az, &inst("37", "", "1"), 0),
+            "aks-general-vmss000011"
+        );
         let pool = PoolNodes {
             pool: "general".into(),
             group: aws,
-            labels: [("eks.amazonaws.com/nodegroup".to_string(), "general".to_string())].into(),
+            labels: [(
+                "eks.amazonaws.com/nodegroup".to_string(),
+                "general".to_string(),
+            )]
+            .into(),
         };
         let shape = NodeShape {
             cpu: "4".into(),
@@ -612,7 +720,7 @@ mod tests {
             register_after: Duration::ZERO,
             ready_after: Duration::ZERO,
         };
-        let n = node_object(&pool, &i, &shape, "2026-01-01T00:00:00Z", false);
+        let n = node_object(&pool, &i, &name, &shape, "2026-01-01T00:00:00Z", false);
         let labels = &n["metadata"]["labels"];
         assert_eq!(labels["eks.amazonaws.com/nodegroup"], "general");
         assert_eq!(labels["topology.kubernetes.io/zone"], "us-east-1a");
@@ -626,6 +734,9 @@ mod tests {
             .find(|c| c["type"] == "Ready")
             .unwrap();
         assert_eq!(ready["status"], "False");
-        assert_eq!(node_ip(&name), n["status"]["addresses"][0]["address"].as_str().unwrap());
+        assert_eq!(
+            node_ip(&name),
+            n["status"]["addresses"][0]["address"].as_str().unwrap()
+        );
     }
 }

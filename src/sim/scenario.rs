@@ -137,8 +137,8 @@ pub struct WorkloadProfile {
 
 impl Default for WorkloadProfile {
     fn default() -> Self {
-        let deploy = |name: &str, ns: &str, replicas: u32, pdb: Option<PdbSpec>| {
-            DeploymentProfile {
+        let deploy =
+            |name: &str, ns: &str, replicas: u32, pdb: Option<PdbSpec>| DeploymentProfile {
                 name: name.into(),
                 namespace: ns.into(),
                 replicas: Some(replicas),
@@ -150,8 +150,7 @@ impl Default for WorkloadProfile {
                 ready_after: default_ready_after(),
                 grace_period: default_grace(),
                 empty_dir: false,
-            }
-        };
+            };
         let min = |v: serde_json::Value| PdbSpec {
             min_available: Some(v),
             max_unavailable: None,
@@ -247,7 +246,10 @@ impl WorkloadProfile {
             if ok {
                 Ok(())
             } else {
-                Err(invalid(field, format!("{v:?} is not a Kubernetes quantity")))
+                Err(invalid(
+                    field,
+                    format!("{v:?} is not a Kubernetes quantity"),
+                ))
             }
         };
         q("nodes.cpu".into(), &self.nodes.cpu, false)?;
@@ -443,9 +445,11 @@ mod tests {
             singleton.pdb.as_ref().unwrap().min_available,
             Some(1.into())
         );
-        assert!(w.deployments.iter().any(|d| {
-            d.pdb.as_ref().and_then(|p| p.max_unavailable.clone()) == Some(1.into())
-        }));
+        assert!(
+            w.deployments.iter().any(|d| {
+                d.pdb.as_ref().and_then(|p| p.max_unavailable.clone()) == Some(1.into())
+            })
+        );
         assert_eq!(w.daemon_sets.len(), 2);
         // It survives a YAML round trip, so the docs can print it.
         let text = serde_yaml::to_string(&w).unwrap();
@@ -463,25 +467,23 @@ mod tests {
             e.to_string(),
             "w.yaml: deployments[0].cpu: \"lots\" is not a Kubernetes quantity"
         );
-        let e = WorkloadProfile::from_yaml(
-            "deployments: [{name: a, replicas: 1, pdb: {}}]",
-            "w.yaml",
-        )
-        .unwrap_err();
+        let e =
+            WorkloadProfile::from_yaml("deployments: [{name: a, replicas: 1, pdb: {}}]", "w.yaml")
+                .unwrap_err();
         assert!(e.to_string().contains("deployments[0].pdb"), "{e}");
         let e = WorkloadProfile::from_yaml("deployments: [{name: a}]", "w.yaml").unwrap_err();
         assert!(e.to_string().contains("deployments[0].replicas"), "{e}");
         let e = WorkloadProfile::from_yaml("nodez: {}", "w.yaml").unwrap_err();
-        assert!(e.to_string().starts_with("w.yaml: unknown field `nodez`"), "{e}");
+        assert!(
+            e.to_string().starts_with("w.yaml: unknown field `nodez`"),
+            "{e}"
+        );
     }
 
     #[test]
     fn replicas_per_node_scale_with_the_cluster() {
-        let w = WorkloadProfile::from_yaml(
-            "deployments: [{name: a, replicasPerNode: 2.5}]",
-            "<t>",
-        )
-        .unwrap();
+        let w = WorkloadProfile::from_yaml("deployments: [{name: a, replicasPerNode: 2.5}]", "<t>")
+            .unwrap();
         assert_eq!(Scenario::replicas(&w.deployments[0], 3), 8);
     }
 }

@@ -39,15 +39,17 @@ impl Toleration {
     /// Kubernetes' rule: an empty key with `Exists` tolerates everything; the effect must
     /// match unless empty; `Exists` ignores the value, `Equal` compares it.
     pub fn tolerates(&self, t: &Taint) -> bool {
-        if self.effect.as_deref().is_some_and(|e| !e.is_empty() && e != t.effect) {
+        if self
+            .effect
+            .as_deref()
+            .is_some_and(|e| !e.is_empty() && e != t.effect)
+        {
             return false;
         }
         match self.key.as_deref() {
             None | Some("") => self.operator == "Exists",
             Some(k) if k != t.key => false,
-            Some(_) => {
-                self.operator == "Exists" || self.value.as_deref().unwrap_or("") == t.value
-            }
+            Some(_) => self.operator == "Exists" || self.value.as_deref().unwrap_or("") == t.value,
         }
     }
 }
@@ -191,6 +193,33 @@ pub fn choose<'a>(
     best.map(|(n, _)| n)
 }
 
+/// `0/N nodes are available: <count> <reason>, ...` with reasons sorted, as kube-scheduler
+/// words it.
+pub fn unschedulable_message<'a>(
+    nodes: impl IntoIterator<Item = (&'a NodeView, &'a Usage)>,
+    pod: &PodView,
+) -> String {
+    let mut total = 0;
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, u) in nodes {
+        total += 1;
+        if let Err(e) = fit(n, u, pod) {
+            let reason = match e {
+                Unfit::NotReady => "node(s) were not ready".to_string(),
+                Unfit::Unschedulable => "node(s) were unschedulable".to_string(),
+                Unfit::NodeSelectorMismatch(_) => {
+                    "node(s) didn't match Pod's node affinity/selector".to_string()
+                }
+                Unfit::Taint(t) => format!("node(s) had untolerated taint {{{t}}}"),
+                other => other.to_string(),
+            };
+            *reasons.entry(reason).or_default() += 1;
+        }
+    }
+    let parts: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    format!("0/{total} nodes are available: {}.", parts.join(", "))
+}
+
 fn str_map(v: &Value) -> BTreeMap<String, String> {
     v.as_object()
         .map(|m| {
@@ -209,12 +238,10 @@ impl NodeView {
     /// Read a Node's JSON. A node without allocatable has no room.
     pub fn from_json(node: &Value) -> Self {
         let alloc = &node["status"]["allocatable"];
-        let ready = node["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            });
+        let ready = node["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
         NodeView {
             name: s(&node["metadata"]["name"]),
             labels: str_map(&node["metadata"]["labels"]),
@@ -232,7 +259,10 @@ impl NodeView {
                 .unwrap_or_default(),
             unschedulable: node["spec"]["unschedulable"].as_bool().unwrap_or(false),
             ready,
-            cpu_millis: alloc["cpu"].as_str().and_then(parse_cpu_millis).unwrap_or(0),
+            cpu_millis: alloc["cpu"]
+                .as_str()
+                .and_then(parse_cpu_millis)
+                .unwrap_or(0),
             memory: alloc["memory"].as_str().and_then(parse_memory).unwrap_or(0),
             pods: alloc["pods"]
                 .as_str()
@@ -313,7 +343,10 @@ mod tests {
         assert_eq!(fit(&n, &full, &pod(1)), Err(Unfit::TooManyPods));
         let mut cordoned = node("a");
         cordoned.unschedulable = true;
-        assert_eq!(fit(&cordoned, &Usage::default(), &pod(1)), Err(Unfit::Unschedulable));
+        assert_eq!(
+            fit(&cordoned, &Usage::default(), &pod(1)),
+            Err(Unfit::Unschedulable)
+        );
         let mut ds = pod(1);
         ds.tolerations.push(Toleration {
             key: Some(UNSCHEDULABLE_TAINT.into()),
@@ -381,6 +414,23 @@ mod tests {
     }
 
     #[test]
+    fn unschedulable_messages_count_reasons() {
+        let mut cordoned = node("a");
+        cordoned.unschedulable = true;
+        let (b, c) = (node("b"), node("c"));
+        let full = Usage {
+            cpu_millis: 1000,
+            ..Default::default()
+        };
+        let free = Usage::default();
+        let msg = unschedulable_message([(&cordoned, &free), (&b, &full), (&c, &full)], &pod(100));
+        assert_eq!(
+            msg,
+            "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) were unschedulable."
+        );
+    }
+
+    #[test]
     fn reads_kubernetes_json() {
         let n = NodeView::from_json(&json!({
             "metadata": {"name": "n1", "labels": {"pool": "general"}},
@@ -416,15 +466,14 @@ pub struct Scheduler {
     queue: BTreeMap<u64, (String, String)>,
     pending: std::collections::HashMap<(String, String), (u64, PodView, String)>,
     seq: u64,
+    /// The last unschedulable message written per pending pod.
+    reported: std::collections::HashMap<(String, String), String>,
     /// Set when something changed that may let a pending pod fit.
     dirty: bool,
 }
 
 fn pod_key(p: &Value) -> (String, String) {
-    (
-        s(&p["metadata"]["namespace"]),
-        s(&p["metadata"]["name"]),
-    )
+    (s(&p["metadata"]["namespace"]), s(&p["metadata"]["name"]))
 }
 
 impl Scheduler {
@@ -465,6 +514,9 @@ impl Scheduler {
         if let Some((seq, _, _)) = self.pending.remove(&key) {
             self.queue.remove(&seq);
         }
+        if gone || p["spec"]["nodeName"].is_string() {
+            self.reported.remove(&key);
+        }
         if gone {
             return;
         }
@@ -501,9 +553,10 @@ impl Scheduler {
             let Some((_, demand, uid)) = self.pending.get(&key).cloned() else {
                 continue;
             };
-            let choice = choose(self.nodes.values().map(|(n, u)| (n, u)), &demand)
-                .map(|n| n.name.clone());
+            let choice =
+                choose(self.nodes.values().map(|(n, u)| (n, u)), &demand).map(|n| n.name.clone());
             let Some(node) = choice else {
+                self.report_unschedulable(store, &key, &uid, &demand, &now);
                 continue;
             };
             let res = store.modify(&super::store::ResourceType::pods(), Some(&key.0), &key.1, |p| {
@@ -529,6 +582,47 @@ impl Scheduler {
             }
         }
         bound
+    }
+
+    /// Tell why a pod waits, as the real scheduler does in its `PodScheduled` condition
+    /// (`0/5 nodes are available: 2 Insufficient cpu, 3 node(s) were unschedulable.`). Written
+    /// only when the message changes.
+    fn report_unschedulable(
+        &mut self,
+        store: &super::store::Store,
+        key: &(String, String),
+        uid: &str,
+        demand: &PodView,
+        now: &str,
+    ) {
+        let message = unschedulable_message(self.nodes.values().map(|(n, u)| (n, u)), demand);
+        if self.reported.get(key) == Some(&message) {
+            return;
+        }
+        self.reported.insert(key.clone(), message.clone());
+        let _ = store.modify(
+            &super::store::ResourceType::pods(),
+            Some(&key.0),
+            &key.1,
+            |p| {
+                if s(&p["metadata"]["uid"]) != uid || p["spec"]["nodeName"].is_string() {
+                    return Err(super::store::ApiError::new(409, "Conflict", "changed"));
+                }
+                let mut conds: Vec<Value> = p["status"]["conditions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|c| c["type"] != "PodScheduled")
+                    .collect();
+                conds.push(
+                    serde_json::json!({"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": message, "lastTransitionTime": now}),
+                );
+                p["status"]["conditions"] = Value::Array(conds);
+                Ok(())
+            },
+        );
     }
 
     pub fn pending(&self) -> usize {

@@ -27,7 +27,10 @@ pub type Key = (String, String);
 
 fn key_of(o: &Value) -> Key {
     (
-        o["metadata"]["namespace"].as_str().unwrap_or_default().into(),
+        o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
         o["metadata"]["name"].as_str().unwrap_or_default().into(),
     )
 }
@@ -84,7 +87,8 @@ fn template(
     }
     if empty_dir {
         spec["volumes"] = json!([{"name": "scratch", "emptyDir": {}}]);
-        spec["containers"][0]["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
+        spec["containers"][0]["volumeMounts"] =
+            json!([{"name": "scratch", "mountPath": "/scratch"}]);
     }
     json!({"metadata": {"labels": {"app": app}}, "spec": spec})
 }
@@ -254,6 +258,17 @@ pub struct Workloads {
     status_rs: BTreeSet<Key>,
     status_ds: BTreeSet<Key>,
     status_deploy: BTreeSet<Key>,
+    /// Dependents of deleted owners, for the garbage collector.
+    orphans: Vec<Orphan>,
+}
+
+/// What the garbage collector deletes because its owner is gone.
+#[derive(Debug)]
+enum Orphan {
+    /// The ReplicaSets controlled by this Deployment.
+    ReplicaSetsOf(Key),
+    /// Pods of a deleted ReplicaSet or DaemonSet: namespace and names.
+    Pods(String, Vec<String>),
 }
 
 impl Workloads {
@@ -265,9 +280,11 @@ impl Workloads {
                 self.dirty_deploy.insert(k);
             }
             WatchEvent::Deleted(o) => {
-                // Garbage collection of its ReplicaSets (and through them, pods) is left to
-                // the owner-reference cascade below.
-                self.deployments.remove(&key_of(o));
+                // The garbage collector's cascade: its ReplicaSets go, and with them their
+                // pods (see `on_replicaset`).
+                let k = key_of(o);
+                self.deployments.remove(&k);
+                self.orphans.push(Orphan::ReplicaSetsOf(k));
             }
             WatchEvent::Bookmark(_) => {}
         }
@@ -290,7 +307,11 @@ impl Workloads {
                 }
             }
             WatchEvent::Deleted(o) => {
-                self.replicasets.remove(&key_of(o));
+                let k = key_of(o);
+                if let Some(rs) = self.replicasets.remove(&k) {
+                    self.orphans
+                        .push(Orphan::Pods(k.0, rs.pods.into_keys().collect()));
+                }
             }
             WatchEvent::Bookmark(_) => {}
         }
@@ -308,7 +329,11 @@ impl Workloads {
                 self.dirty_ds.insert(k);
             }
             WatchEvent::Deleted(o) => {
-                self.daemonsets.remove(&key_of(o));
+                let k = key_of(o);
+                if let Some(ds) = self.daemonsets.remove(&k) {
+                    self.orphans
+                        .push(Orphan::Pods(k.0, ds.pods.into_keys().collect()));
+                }
             }
             WatchEvent::Bookmark(_) => {}
         }
@@ -343,12 +368,23 @@ impl Workloads {
         let (ns, name) = key_of(p);
         let k = (ns, owner);
         let (map, dirty, status) = match kind.as_str() {
-            "ReplicaSet" => (&mut self.replicasets, &mut self.dirty_rs, &mut self.status_rs),
-            "DaemonSet" => (&mut self.daemonsets, &mut self.dirty_ds, &mut self.status_ds),
+            "ReplicaSet" => (
+                &mut self.replicasets,
+                &mut self.dirty_rs,
+                &mut self.status_rs,
+            ),
+            "DaemonSet" => (
+                &mut self.daemonsets,
+                &mut self.dirty_ds,
+                &mut self.status_ds,
+            ),
             _ => return,
         };
         // A pod may be seen before its owner (watch streams are independent): keep it under
         // a placeholder so the owner's first reconcile counts it.
+        if deleted && !map.contains_key(&k) {
+            return;
+        }
         let o = map.entry(k.clone()).or_insert_with(|| Owned {
             obj: Value::Null,
             pods: BTreeMap::new(),
@@ -370,6 +406,30 @@ impl Workloads {
     /// Act on everything that changed since the last call.
     pub fn reconcile(&mut self, ctx: &mut Ctx) {
         let store = ctx.store.clone();
+        for orphan in std::mem::take(&mut self.orphans) {
+            match orphan {
+                Orphan::ReplicaSetsOf(d) => {
+                    let owned: Vec<Key> = self
+                        .replicasets
+                        .iter()
+                        .filter(|(k, rs)| {
+                            k.0 == d.0
+                                && controller_of(&rs.obj)
+                                    .is_some_and(|(kind, n)| kind == "Deployment" && n == d.1)
+                        })
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for k in owned {
+                        let _ = store.delete(&ResourceType::replicasets(), Some(&k.0), &k.1);
+                    }
+                }
+                Orphan::Pods(ns, names) => {
+                    for n in names {
+                        let _ = store.delete(&ResourceType::pods(), Some(&ns), &n);
+                    }
+                }
+            }
+        }
         for k in std::mem::take(&mut self.dirty_deploy) {
             self.reconcile_deployment(&store, &k);
         }
@@ -433,7 +493,8 @@ impl Workloads {
             .filter(|(rk, rs)| {
                 rk.0 == k.0
                     && **rk != current
-                    && controller_of(&rs.obj).is_some_and(|(kind, n)| kind == "Deployment" && n == k.1)
+                    && controller_of(&rs.obj)
+                        .is_some_and(|(kind, n)| kind == "Deployment" && n == k.1)
                     && rs.obj["spec"]["replicas"].as_u64() != Some(0)
             })
             .map(|(rk, _)| rk.clone())
@@ -485,8 +546,12 @@ impl Workloads {
             let extra = active.len() - want;
             let mut victims = active;
             victims.sort_by(|(an, a), (bn, b)| {
-                (a.bound, a.ready, std::cmp::Reverse(&a.created), an)
-                    .cmp(&(b.bound, b.ready, std::cmp::Reverse(&b.created), bn))
+                (a.bound, a.ready, std::cmp::Reverse(&a.created), an).cmp(&(
+                    b.bound,
+                    b.ready,
+                    std::cmp::Reverse(&b.created),
+                    bn,
+                ))
             });
             for (name, _) in victims.into_iter().take(extra) {
                 if let Ok(p) = store.mark_deleting(&pods_rt, Some(&k.0), &name, 30) {
@@ -563,8 +628,9 @@ impl Workloads {
                     Ok(())
                 });
             }
-            if let Some(("Deployment", d)) =
-                controller_of(&rs.obj).as_ref().map(|(a, b)| (a.as_str(), b))
+            if let Some(("Deployment", d)) = controller_of(&rs.obj)
+                .as_ref()
+                .map(|(a, b)| (a.as_str(), b))
             {
                 self.status_deploy.insert((k.0.clone(), d.clone()));
             }
@@ -577,7 +643,8 @@ impl Workloads {
             let (mut replicas, mut ready, mut updated) = (0, 0, 0);
             for (rk, rs) in &self.replicasets {
                 let owned = rk.0 == k.0
-                    && controller_of(&rs.obj).is_some_and(|(kind, n)| kind == "Deployment" && n == k.1);
+                    && controller_of(&rs.obj)
+                        .is_some_and(|(kind, n)| kind == "Deployment" && n == k.1);
                 if !owned {
                     continue;
                 }
@@ -644,7 +711,10 @@ mod tests {
         let db = w.deployments.iter().find(|d| d.name == "postgres").unwrap();
         let (deploy, pdb) = deployment_objects(db, 3);
         assert_eq!(deploy["spec"]["replicas"], 3);
-        assert_eq!(deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 60);
+        assert_eq!(
+            deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+            60
+        );
         assert_eq!(
             deploy["spec"]["template"]["spec"]["volumes"][0]["emptyDir"],
             json!({})

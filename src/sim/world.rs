@@ -20,7 +20,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 
 use super::cloud::{GroupSpec, InstanceObserver, SimCloud};
-use super::kubelet::{Kubelets, NodeShape, PoolNodes, node_object, pod_running};
+use super::kubelet::{Kubelets, NodeShape, PoolNodes, pod_running, register};
 use super::scenario::{ClusterScenario, Scenario, WorkloadProfile};
 use super::scheduler::{NodeView, PodView, Scheduler, Usage, fit};
 use super::store::{ApiError, ListOptions, ResourceType, Store, WatchEvent};
@@ -141,17 +141,14 @@ impl World {
             }
         }
         // Nodes for every instance already in service.
-        let now = store.timestamp();
         for pool in &pools {
-            let state: GroupState = observer.observe(&pool.group).await.map_err(LoadError::Cloud)?;
+            let state = observe_retrying(observer.as_ref(), pool).await?;
             for inst in state
                 .instances
                 .iter()
                 .filter(|i| i.lifecycle == Lifecycle::InService)
             {
-                let node = node_object(pool, inst, &shape, &now, true);
-                store
-                    .create(&ResourceType::nodes(), None, node)
+                register(&store, pool, inst, &shape, true)
                     .map_err(|e| LoadError::Store("node", e))?;
             }
         }
@@ -179,8 +176,15 @@ impl World {
     async fn run(mut self) {
         let store = self.store.clone();
         let all = ListOptions::default();
+        // Follow every change from now on, then index what exists: lists rather than a
+        // watch's initial events, and pods one namespace at a time, so that a 150,000-pod
+        // cluster is never held twice in memory. Replayed changes are harmless: every
+        // handler is idempotent.
+        let rv = store.resource_version();
         let watch = |rt: ResourceType| -> UnboundedReceiver<WatchEvent> {
-            store.watch(&rt, None, &all, None).expect("built-in type")
+            store
+                .watch(&rt, None, &all, Some(&rv))
+                .expect("built-in type")
         };
         let mut nodes = watch(ResourceType::nodes());
         let mut pods = watch(ResourceType::pods());
@@ -191,6 +195,38 @@ impl World {
         let mut ctx = Ctx::new(store.clone(), self.speed);
         let mut scheduler = Scheduler::default();
         let mut workloads = Workloads::default();
+        let existing = |rt: ResourceType, ns: Option<&str>| {
+            store
+                .list(&rt, ns, &all)
+                .map(|(v, _)| v)
+                .unwrap_or_default()
+        };
+        for n in existing(ResourceType::nodes(), None) {
+            let ev = WatchEvent::Added(n);
+            scheduler.on_node(&ev);
+            workloads.on_node(&ev);
+        }
+        for d in existing(ResourceType::deployments(), None) {
+            workloads.on_deployment(&WatchEvent::Added(d));
+        }
+        for r in existing(ResourceType::replicasets(), None) {
+            workloads.on_replicaset(&WatchEvent::Added(r));
+        }
+        for d in existing(ResourceType::daemonsets(), None) {
+            workloads.on_daemonset(&WatchEvent::Added(d));
+        }
+        for ns in existing(ResourceType::namespaces(), None) {
+            let ns = ns["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            for p in existing(ResourceType::pods(), Some(&ns)) {
+                let ev = WatchEvent::Added(p);
+                scheduler.on_pod(&ev);
+                workloads.on_pod(&ev);
+                self.kubelets.on_pod(&mut ctx, &ev);
+            }
+        }
         let mut status_armed = false;
         if changes.is_none() {
             ctx.after(POLL_INTERVAL, Timer::Poll);
@@ -305,6 +341,25 @@ impl World {
     }
 }
 
+/// The group's state, retrying what a retry may fix (a throttled or failed describe) a few
+/// times, so that a provider with injected API faults can still be loaded.
+async fn observe_retrying(
+    observer: &dyn InstanceObserver,
+    pool: &PoolNodes,
+) -> Result<GroupState, LoadError> {
+    let mut attempt = 0;
+    loop {
+        match observer.observe(&pool.group).await {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind.is_retryable() && attempt < 8 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100 << attempt.min(5))).await;
+            }
+            Err(e) => return Err(LoadError::Cloud(e)),
+        }
+    }
+}
+
 /// Why a scenario could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -344,17 +399,23 @@ fn load_workloads(store: &Store, w: &WorkloadProfile, node_count: u32) -> Result
         .collect();
     let now = store.timestamp();
     let mut ip: u32 = 1 << 20;
-    let mut place = |store: &Store, mut pod: Value, node: usize, nodes: &mut [(NodeView, Usage)]| {
-        let demand = PodView::from_json(&pod);
-        nodes[node].1.add(&demand);
-        let name = nodes[node].0.name.clone();
-        pod["spec"]["nodeName"] = json!(name);
-        ip += 1;
-        let pod_ip = format!("100.{}.{}.{}", 64 + (ip >> 16) % 64, (ip >> 8) & 0xff, ip & 0xff);
-        let host = nodes[node].0.name.clone();
-        pod_running(&mut pod, &host, &pod_ip, &now, true);
-        store.create(&ResourceType::pods(), None, pod).map(|_| ())
-    };
+    let mut place =
+        |store: &Store, mut pod: Value, node: usize, nodes: &mut [(NodeView, Usage)]| {
+            let demand = PodView::from_json(&pod);
+            nodes[node].1.add(&demand);
+            let name = nodes[node].0.name.clone();
+            pod["spec"]["nodeName"] = json!(name);
+            ip += 1;
+            let pod_ip = format!(
+                "100.{}.{}.{}",
+                64 + (ip >> 16) % 64,
+                (ip >> 8) & 0xff,
+                ip & 0xff
+            );
+            let host = nodes[node].0.name.clone();
+            pod_running(&mut pod, &host, &pod_ip, &now, true);
+            store.create(&ResourceType::pods(), None, pod).map(|_| ())
+        };
     // Daemon pods first: one per node.
     for d in &w.daemon_sets {
         let ds = store
