@@ -152,7 +152,7 @@ fn fixed_a_failed_gate_pauses_or_rolls_back() {
 #[test]
 fn fixed_back_to_the_origin_mid_batch_is_a_fast_rollback() {
     let mut s = scenario("fast-rollback");
-    s.changes = vec![(20, OLD, "v1")]; // batch 2 is draining
+    s.changes = vec![(16, OLD, "v1")]; // batch 2 is draining
     let o = run(&s, None).unwrap();
     assert!(o.log.contains("abandoned"), "{}", o.log);
     assert_clean_success(&s, &o);
@@ -189,14 +189,14 @@ fn fixed_a_lost_status_leaves_no_orphaned_cordon() {
     // surge bound of the new rotation counts from it (a known limitation: nothing outside
     // the checkpoint tells those instances from ones someone else added).
     let mut s = scenario("status-lost");
-    s.lose_checkpoint_at = Some(20);
+    s.lose_checkpoint_at = Some(16); // batch 2 is draining
     let o = run(&s, None).unwrap();
     assert!(
         o.log.contains("which no batch in progress owns"),
         "{}",
         o.log
     );
-    assert_eq!(o.phase, Phase::Succeeded);
+    assert_eq!(o.phase, Phase::Succeeded, "{}\n{}", o.message, o.log);
     assert!(o.model.nodes.values().all(|n| !n.cordoned));
     assert!(o.model.instances.iter().all(|i| i.image == NEW));
     assert_eq!(o.model.instances.len(), 8);

@@ -314,27 +314,44 @@ fn new_nodes_get_the_autoscaler_annotation_then_gates_then_cordon() {
         Some(&cp(Stage::WaitingReady { batch: batch12() })),
         t0(),
     );
+    // Ready and the gates pass: annotate, cordon, and (nothing to evict here) wait for an
+    // observation made after the cordons before terminating.
     assert_eq!(
         shown(&p),
         [
             "annotate m1 scale-down-disabled",
-            "annotate m2 scale-down-disabled"
+            "annotate m2 scale-down-disabled",
+            "cordon n1",
+            "cordon n2"
         ]
     );
-    assert_eq!(p.checkpoint.unwrap().annotated_nodes, ["m1", "m2"]);
+    let next = p.checkpoint.unwrap();
+    assert_eq!(next.annotated_nodes, ["m1", "m2"]);
+    assert!(matches!(next.stage, Stage::Draining { .. }));
 
-    let w = surged(old4());
-    let p = plan(
-        &desired(2),
-        &w,
-        Some(&cp(Stage::WaitingReady { batch: batch12() })),
-        mins(1),
+    // A crash lost all four: the annotations and the cordons are sent again, nothing is
+    // terminated on this (pre-cordon) observation.
+    let p = plan(&desired(2), &w, Some(&next), mins(1));
+    assert_eq!(
+        shown(&p),
+        [
+            "annotate m1 scale-down-disabled",
+            "annotate m2 scale-down-disabled",
+            "cordon n1",
+            "cordon n2"
+        ]
     );
-    assert_eq!(shown(&p), ["cordon n1", "cordon n2"]);
     assert!(matches!(
         p.checkpoint.unwrap().stage,
-        Stage::Cordoning { .. }
+        Stage::Draining { .. }
     ));
+
+    // Once cordoned and empty, the nodes are terminated.
+    let mut w = surged(old4());
+    w.nodes[0].cordoned = true;
+    w.nodes[1].cordoned = true;
+    let p = plan(&desired(2), &w, Some(&next), mins(2));
+    assert_eq!(shown(&p), ["terminate i-n1", "terminate i-n2"]);
 }
 
 #[test]

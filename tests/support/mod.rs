@@ -630,6 +630,9 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
         let obs = model.observe(gates);
         let p = plan(&desired, &obs, persisted.as_ref(), model.now);
         plans += 1;
+        // The world does not wait for rota: pods pending now get scheduled between the
+        // observation and the actions (onto any node still schedulable).
+        model.schedule();
 
         // Persist first (the checkpoint names everything the actions may touch)...
         if persisted.is_none()
@@ -831,8 +834,8 @@ pub fn assert_clean_success(s: &Scenario, o: &Outcome) {
     if s.percent < 100 && !rolled_back {
         assert_eq!(
             m.template, OLD,
-            "{}: partial rollout must restore the template",
-            s.name
+            "{}: partial rollout must restore the template\n{}",
+            s.name, o.log
         );
     } else {
         assert_eq!(m.template, o.image, "{}", s.name);
