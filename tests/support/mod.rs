@@ -547,6 +547,8 @@ pub struct Outcome {
     /// Plans made (one per reconcile) and actions executed.
     pub plans: u32,
     pub actions: u32,
+    /// The tick the pool first reported Succeeded.
+    pub succeeded_at: Option<u32>,
 }
 
 /// Crash control for the exhaustive crash test: crash at `step`, after `prefix` actions.
@@ -592,6 +594,7 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
     let mut settled = 0;
     let mut last = (Phase::Pending, String::new());
     let (mut plans, mut actions) = (0u32, 0u32);
+    let mut succeeded_at = None;
     for step in 0..s.max_ticks {
         let tick = step;
         for (at, img, ver) in &s.changes {
@@ -727,6 +730,9 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
         }
 
         let cur = (p.status.phase, p.status.message.clone());
+        if cur.0 == Phase::Succeeded && succeeded_at.is_none() {
+            succeeded_at = Some(step);
+        }
         if p.actions.is_empty()
             && matches!(cur.0, Phase::Succeeded | Phase::Failed | Phase::Paused)
             && cur == last
@@ -745,6 +751,7 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
                     steps: step,
                     plans,
                     actions,
+                    succeeded_at,
                 });
             }
         } else {
