@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod checkpoint;
 pub mod observed;
+pub mod parallel;
 pub mod plan;
 pub mod window;
 

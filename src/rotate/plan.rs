@@ -262,6 +262,9 @@ impl<'a> Planner<'a> {
             Some(cp)
                 if cp.stage == Stage::Done && (cp.target_image != d.image || needs_rotation) =>
             {
+                if let Some(hold) = &obs.start_hold {
+                    return Err(Box::new(self.held(Some(cp), hold)));
+                }
                 let back = cp.target_image != d.image && cp.origin_image == d.image;
                 let mut next = self.start(Some(&cp));
                 if back {
@@ -333,7 +336,12 @@ impl<'a> Planner<'a> {
                 cp
             }
             Some(cp) => cp,
-            None if needs_rotation || obs.group.template_image != d.image => self.start(None),
+            None if needs_rotation || obs.group.template_image != d.image => {
+                if let Some(hold) = &obs.start_hold {
+                    return Err(Box::new(self.held(None, hold)));
+                }
+                self.start(None)
+            }
             None => {
                 return Err(Box::new(Outcome {
                     checkpoint: None,
@@ -344,6 +352,16 @@ impl<'a> Planner<'a> {
             }
         };
         Ok(cp)
+    }
+
+    /// A rotation that may not start yet (`maxParallelPools`).
+    fn held(&self, cp: Option<Checkpoint>, hold: &str) -> Outcome {
+        Outcome {
+            checkpoint: cp,
+            phase: Phase::Waiting,
+            reason: "MaxParallelPools",
+            message: format!("{} waits to start: {hold}", self.desired.version),
+        }
     }
 
     /// A new rotation from what the pool runs now.

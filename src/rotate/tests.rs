@@ -154,6 +154,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
             .map(|b| b.node)
             .collect(),
         gates: GateVerdict::Passing,
+        start_hold: None,
     }
 }
 
@@ -725,4 +726,19 @@ fn a_rolled_back_image_stays_failed_until_the_repo_moves_on() {
     d.image = NEWER.into();
     let p = plan(&d, &w, Some(&c), t0());
     assert_eq!(p.status.phase, Phase::Rotating);
+}
+
+#[test]
+fn a_pool_without_a_slot_waits_to_start_but_a_started_rotation_continues() {
+    let mut w = world(old4());
+    w.start_hold = Some("maxParallelPools is 1 and pool(s) gpu are rotating".into());
+    let p = plan(&desired(2), &w, None, t0());
+    assert!(p.actions.is_empty());
+    assert_eq!(p.checkpoint, None);
+    assert_eq!(p.status.phase, Phase::Waiting);
+    assert_eq!(p.status.reason, "MaxParallelPools");
+    assert!(p.status.message.contains("pool(s) gpu are rotating"));
+    // Already rotating: the hold does not apply.
+    let p = plan(&desired(2), &w, Some(&cp(Stage::Between)), t0());
+    assert_eq!(p.actions.len(), 2);
 }

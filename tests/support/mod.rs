@@ -358,6 +358,7 @@ impl Model {
                 })
                 .collect(),
             gates,
+            start_hold: None,
         }
     }
 
