@@ -742,3 +742,28 @@ fn a_pool_without_a_slot_waits_to_start_but_a_started_rotation_continues() {
     let p = plan(&desired(2), &w, Some(&cp(Stage::Between)), t0());
     assert_eq!(p.actions.len(), 2);
 }
+
+#[test]
+fn empty_dir_pods_stay_when_the_policy_keeps_their_data() {
+    let mut p = pod("cache-0");
+    p.0.uses_empty_dir = true;
+    let nodes = vec![
+        node("n1").ready().cordoned_by("general/batch-1").pod(p),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let c = cp(Stage::Draining { batch: batch12() });
+    let mut d = desired(2);
+    d.policy.drain.delete_empty_dir_data = false;
+    let w = surged(nodes);
+    let p = plan(&d, &w, Some(&c), t0());
+    assert!(p.actions.is_empty());
+    assert!(
+        p.status
+            .message
+            .contains("app/cache-0 (uses emptyDir and drain.deleteEmptyDirData is false)")
+    );
+    let p = plan(&desired(2), &w, Some(&c), t0());
+    assert_eq!(shown(&p), ["evict app/cache-0"]);
+}
