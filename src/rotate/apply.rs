@@ -178,6 +178,23 @@ fn time(t: DateTime<Utc>) -> Time {
     )
 }
 
+/// The merge patch of the status. Optional fields the status does not carry are sent as
+/// `null`, so that a merge patch removes them rather than keeping a stale checkpoint.
+pub fn status_patch(status: &NodePoolRotationStatus) -> serde_json::Value {
+    let mut v = serde_json::to_value(status).expect("a status always serializes");
+    if let Some(obj) = v.as_object_mut() {
+        for key in [
+            "checkpoint",
+            "observedCommit",
+            "observedGeneration",
+            "lastProgressTime",
+        ] {
+            obj.entry(key).or_insert(serde_json::Value::Null);
+        }
+    }
+    json!({ "status": v })
+}
+
 /// The merge patch that cordons a node and records its owner.
 pub fn cordon_patch(owner: &str) -> serde_json::Value {
     json!({"metadata": {"annotations": {CORDONED_BY: owner}}, "spec": {"unschedulable": true}})
@@ -225,7 +242,7 @@ pub async fn apply(
     api.patch_status(
         &name,
         &PatchParams::apply(FIELD_MANAGER),
-        &Patch::Merge(json!({"status": status})),
+        &Patch::Merge(status_patch(&status)),
     )
     .await
     .map_err(|source| ApplyError::Status {
@@ -418,6 +435,15 @@ mod tests {
         assert_eq!(paused.status, "True");
         assert_eq!(paused.last_transition_time, time(at(120)));
         assert_eq!(s3.last_progress_time, Some(at(120)));
+    }
+
+    #[test]
+    fn the_status_patch_clears_a_checkpoint_that_is_gone() {
+        let s = status_for(&plan(Phase::Succeeded, 0), None, "abc", None, at(0));
+        let p = status_patch(&s);
+        assert_eq!(p["status"]["checkpoint"], serde_json::Value::Null);
+        assert!(p["status"].as_object().unwrap().contains_key("checkpoint"));
+        assert_eq!(p["status"]["phase"], "Succeeded");
     }
 
     #[test]
