@@ -3,3 +3,4 @@
 
 pub mod crd;
 pub mod observe;
+pub mod ownership;

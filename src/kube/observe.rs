@@ -34,12 +34,14 @@ pub enum ObserveError {
 }
 
 /// Read one pool: the group from its cloud, nodes by the pool's selector, their pods and the
-/// PDBs. The gates' verdict comes from the gates framework.
+/// PDBs. The gates' verdict comes from the gates framework, the start hold from
+/// `rotate::parallel::admit` over the cluster's pools.
 pub async fn observe(
     client: &kube::Client,
     groups: &dyn NodeGroups,
     desired: &DesiredPool,
     gates: GateVerdict,
+    start_hold: Option<String>,
 ) -> Result<Observed, ObserveError> {
     let group = groups.describe(&desired.group).await?;
     let selector: Selector = desired.node_selector.clone().into_iter().collect();
@@ -84,6 +86,7 @@ pub async fn observe(
         group,
         nodes,
         gates,
+        start_hold,
     })
 }
 

@@ -4,8 +4,10 @@
 //! [`Action`] (what to do, always with a reason), [`Plan`] (the actions and the next
 //! [`checkpoint::Checkpoint`]) and [`Phase`] (what `kubectl get` shows).
 
+pub mod apply;
 pub mod checkpoint;
 pub mod observed;
+pub mod parallel;
 pub mod plan;
 pub mod window;
 

@@ -21,6 +21,10 @@ pub struct Observed {
     pub nodes: Vec<ObservedNode>,
     /// The health gates' verdict right now.
     pub gates: GateVerdict,
+    /// Why this pool may not start a new rotation now (the cluster's `maxParallelPools`
+    /// slots are taken, see `rotate::parallel`); `None` when it may. A rotation under way
+    /// always continues.
+    pub start_hold: Option<String>,
 }
 
 /// A node of the pool.

@@ -199,6 +199,8 @@ impl<'a> Planner<'a> {
             };
         }
 
+        self.keep_annotations(&cp);
+
         // Stage 2 and 3: the stage machine. Each stage is evaluated at most a few times per
         // call; the bound only guards against a bug turning into a busy loop.
         for _ in 0..16 {
@@ -225,10 +227,16 @@ impl<'a> Planner<'a> {
                 }
             }
         }
-        unreachable!(
-            "the stage machine did not settle in 16 steps: {:?}",
-            cp.stage
-        )
+        // A bug, not a state of the world: stop acting and say so rather than crash the
+        // controller in a loop. The sequence tests would see this phase and fail.
+        let at = cp.stage.name();
+        self.actions.clear();
+        Outcome {
+            checkpoint: Some(cp),
+            phase: Phase::Failed,
+            reason: "PlannerLoop",
+            message: format!("internal error: the planner did not settle at stage {at}"),
+        }
     }
 
     /// Compare the desired image with the checkpoint: keep going, start a rotation, supersede
@@ -260,7 +268,19 @@ impl<'a> Planner<'a> {
             Some(cp)
                 if cp.stage == Stage::Done && (cp.target_image != d.image || needs_rotation) =>
             {
-                self.start(Some(&cp))
+                if let Some(hold) = &obs.start_hold {
+                    return Err(Box::new(self.held(Some(cp), hold)));
+                }
+                let back = cp.target_image != d.image && cp.origin_image == d.image;
+                let mut next = self.start(Some(&cp));
+                if back {
+                    // Back to the image the finished rotation came from (a revert): every
+                    // node goes back, whatever `percent` says.
+                    next.rolling_back = true;
+                    next.rollback_reason =
+                        Some(format!("the desired version went back to {}", d.version));
+                }
+                next
             }
             Some(cp) if cp.stage == Stage::Done => cp,
             Some(mut cp) if cp.target_image != d.image => {
@@ -322,7 +342,12 @@ impl<'a> Planner<'a> {
                 cp
             }
             Some(cp) => cp,
-            None if needs_rotation || obs.group.template_image != d.image => self.start(None),
+            None if needs_rotation || obs.group.template_image != d.image => {
+                if let Some(hold) = &obs.start_hold {
+                    return Err(Box::new(self.held(None, hold)));
+                }
+                self.start(None)
+            }
             None => {
                 return Err(Box::new(Outcome {
                     checkpoint: None,
@@ -333,6 +358,16 @@ impl<'a> Planner<'a> {
             }
         };
         Ok(cp)
+    }
+
+    /// A rotation that may not start yet (`maxParallelPools`).
+    fn held(&self, cp: Option<Checkpoint>, hold: &str) -> Outcome {
+        Outcome {
+            checkpoint: cp,
+            phase: Phase::Waiting,
+            reason: "MaxParallelPools",
+            message: format!("{} waits to start: {hold}", self.desired.version),
+        }
     }
 
     /// A new rotation from what the pool runs now.
@@ -358,7 +393,7 @@ impl<'a> Planner<'a> {
             target_version: d.version.clone(),
             original_desired: obs.group.desired,
             original_max: obs.group.max,
-            pool_size: obs.nodes.len() as u32,
+            pool_size: self.live_nodes().count() as u32,
             batches_started: 0,
             rolling_back: false,
             rejected_image: None,
@@ -382,13 +417,25 @@ impl<'a> Planner<'a> {
             u32::from(self.desired.policy.percent)
         };
         let needed = (pool * percent).div_ceil(100);
-        let on_target = self
-            .obs
-            .nodes
-            .iter()
-            .filter(|n| self.image_of(n).as_deref() == Some(target))
-            .count() as u32;
-        needed.saturating_sub(on_target)
+        let (mut on_target, mut off_target) = (0, 0);
+        for n in self.live_nodes() {
+            if self.image_of(n).as_deref() == Some(target) {
+                on_target += 1;
+            } else {
+                off_target += 1;
+            }
+        }
+        // Never more than the nodes left to replace: the pool may have shrunk since the start.
+        needed.saturating_sub(on_target).min(off_target)
+    }
+
+    /// Nodes that are not on their way out (their instance is not terminating).
+    fn live_nodes(&self) -> impl Iterator<Item = &'a ObservedNode> + '_ {
+        let obs = self.obs;
+        obs.nodes.iter().filter(move |n| {
+            obs.instance_of(n)
+                .is_none_or(|i| i.lifecycle != crate::cloud::Lifecycle::Terminating)
+        })
     }
 
     /// Nodes the current stage may have cordoned.
@@ -431,6 +478,28 @@ impl<'a> Planner<'a> {
                     n.name
                 ),
             );
+        }
+    }
+
+    /// Until the rotation is done, the nodes rota brought up keep the autoscaler's
+    /// scale-down-disabled annotation: one lost (a crash before it was set, someone removing
+    /// it) is set again.
+    fn keep_annotations(&mut self, cp: &Checkpoint) {
+        if matches!(cp.stage, Stage::Cleanup | Stage::Done) {
+            return;
+        }
+        for name in &cp.annotated_nodes {
+            if let Some(n) = self.obs.node(name)
+                && !n.scale_down_disabled
+            {
+                self.push(
+                    Action::SetScaleDownDisabled {
+                        node: name.clone(),
+                        disabled: true,
+                    },
+                    format!("keep the autoscaler off node {name} until the pool is done"),
+                );
+            }
         }
     }
 
@@ -668,10 +737,9 @@ impl<'a> Planner<'a> {
         for id in &batch.new_instances {
             match self.obs.node_of(id) {
                 Some(n) if n.ready => {
-                    if !n.scale_down_disabled {
-                        if !cp.annotated_nodes.contains(&n.name) {
-                            cp.annotated_nodes.push(n.name.clone());
-                        }
+                    // Nodes already recorded are re-annotated by `keep_annotations`.
+                    if !n.scale_down_disabled && !cp.annotated_nodes.contains(&n.name) {
+                        cp.annotated_nodes.push(n.name.clone());
                         self.push(
                             Action::SetScaleDownDisabled {
                                 node: n.name.clone(),
@@ -689,14 +757,7 @@ impl<'a> Planner<'a> {
             }
         }
         if not_ready.is_empty() {
-            if !self.actions.is_empty() {
-                return stop(
-                    Stage::WaitingReady { batch },
-                    Phase::Rotating,
-                    "Annotating",
-                    "new nodes Ready; marking them scale-down-disabled",
-                );
-            }
+            // The annotations are independent of what follows: go on in the same step.
             let mut batch = batch;
             batch.stage_since = self.now;
             return Step::Next(Stage::Gating { batch });
@@ -778,6 +839,7 @@ impl<'a> Planner<'a> {
     fn cordoning(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
         let owner = owner(&self.desired.name, &batch);
         let rolling_back = cp.rolling_back;
+        let mut cordons = 0;
         let mut blocked = Vec::new();
         for c in &batch.old_nodes {
             let Some(n) = self.obs.node(&c.node) else {
@@ -788,6 +850,7 @@ impl<'a> Planner<'a> {
                 continue;
             }
             if !n.cordoned {
+                cordons += 1;
                 self.push(
                     Action::Cordon {
                         node: n.name.clone(),
@@ -815,22 +878,26 @@ impl<'a> Planner<'a> {
                 format!("batch held: {}", blocked.join("; ")),
             );
         }
-        if !self.actions.is_empty() {
-            let msg = format!("cordoning {}", names(&batch.old_nodes));
-            return stop(
-                Stage::Cordoning { batch },
-                Phase::Rotating,
-                "Cordoning",
-                msg,
-            );
-        }
         let mut batch = batch;
+        if cordons > 0 {
+            // Evictions can go out right behind the cordons (apply runs them in order), but
+            // termination waits for a fresh observation: one taken before the cordon may miss
+            // a pod scheduled in between.
+            batch.stage_since = self.now;
+            let old: Vec<String> = batch.old_nodes.iter().map(|c| c.node.clone()).collect();
+            let waiting = self.drain(cp, batch.number, &old);
+            let mut msg = format!("cordoning {}", names(&batch.old_nodes));
+            if !waiting.is_empty() {
+                msg.push_str(&format!("; draining: {}", waiting.join(", ")));
+            }
+            return stop(Stage::Draining { batch }, Phase::Rotating, "Cordoning", msg);
+        }
         batch.stage_since = self.now;
         Step::Next(Stage::Draining { batch })
     }
 
     /// Evict what must go from `nodes`, within PDBs and the eviction interval. Returns the
-    /// pods still to go (with why they are still there) and whether any pod remains at all.
+    /// pods still to go, each with why it is still there (empty: the nodes are drained).
     fn drain(&mut self, cp: &mut Checkpoint, batch_no: u32, nodes: &[String]) -> Vec<String> {
         let policy = &self.desired.policy.drain;
         let interval = dur(policy.eviction_interval);
@@ -899,9 +966,31 @@ impl<'a> Planner<'a> {
 
     fn draining(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
         let d = self.desired;
+        // The checkpoint says Draining as soon as the cordons are planned; after a crash
+        // before they ran, they are sent again (idempotent), or evicted pods would come back.
+        let owner = owner(&d.name, &batch);
+        for c in &batch.old_nodes {
+            if let Some(n) = self.obs.node(&c.node)
+                && !n.cordoned
+            {
+                self.push(
+                    Action::Cordon {
+                        node: n.name.clone(),
+                        owner: owner.clone(),
+                    },
+                    format!("batch {}: node {} is being drained", batch.number, n.name),
+                );
+            }
+        }
+        let recordoned = self
+            .actions
+            .iter()
+            .any(|a| matches!(a.action, Action::Cordon { .. }));
         let old: Vec<String> = batch.old_nodes.iter().map(|c| c.node.clone()).collect();
         let waiting = self.drain(cp, batch.number, &old);
-        if waiting.is_empty() {
+        // A node cordoned just now is terminated only after an observation made after its
+        // cordon: one made before may miss a pod scheduled in between.
+        if waiting.is_empty() && !recordoned {
             let mut batch = batch;
             batch.stage_since = self.now;
             return Step::Next(Stage::Terminating { batch });
@@ -974,6 +1063,7 @@ impl<'a> Planner<'a> {
     }
 
     fn terminating(&mut self, _cp: &mut Checkpoint, batch: Batch) -> Step {
+        let pushed_before = self.actions.len();
         let mut left = Vec::new();
         let mut undrained = false;
         for c in &batch.old_nodes {
@@ -986,11 +1076,26 @@ impl<'a> Planner<'a> {
             }
             // Re-validate right before the destructive call (invariant 3): a pod may have been
             // scheduled on the cordoned node since the drain (one that tolerates it).
-            if let Some(n) = self.obs.node(&c.node)
-                && n.evictable().next().is_some()
-            {
-                undrained = true;
-                continue;
+            if let Some(n) = self.obs.node(&c.node) {
+                if n.evictable().next().is_some() {
+                    undrained = true;
+                    continue;
+                }
+                if !n.cordoned {
+                    // Its cordon was lost (a crash before it was sent, or someone undid it):
+                    // cordon again and terminate on a later, fresher observation.
+                    self.push(
+                        Action::Cordon {
+                            node: n.name.clone(),
+                            owner: owner(&self.desired.name, &batch),
+                        },
+                        format!(
+                            "batch {}: node {} is about to be terminated",
+                            batch.number, n.name
+                        ),
+                    );
+                    continue;
+                }
             }
             self.push(
                 Action::Terminate {
@@ -1003,7 +1108,7 @@ impl<'a> Planner<'a> {
                 ),
             );
         }
-        if undrained && self.actions.is_empty() {
+        if undrained && self.actions.len() == pushed_before {
             let mut batch = batch;
             batch.stage_since = self.now;
             return Step::Next(Stage::Draining { batch });

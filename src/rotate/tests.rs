@@ -154,6 +154,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
             .map(|b| b.node)
             .collect(),
         gates: GateVerdict::Passing,
+        start_hold: None,
     }
 }
 
@@ -314,27 +315,44 @@ fn new_nodes_get_the_autoscaler_annotation_then_gates_then_cordon() {
         Some(&cp(Stage::WaitingReady { batch: batch12() })),
         t0(),
     );
+    // Ready and the gates pass: annotate, cordon, and (nothing to evict here) wait for an
+    // observation made after the cordons before terminating.
     assert_eq!(
         shown(&p),
         [
             "annotate m1 scale-down-disabled",
-            "annotate m2 scale-down-disabled"
+            "annotate m2 scale-down-disabled",
+            "cordon n1",
+            "cordon n2"
         ]
     );
-    assert_eq!(p.checkpoint.unwrap().annotated_nodes, ["m1", "m2"]);
+    let next = p.checkpoint.unwrap();
+    assert_eq!(next.annotated_nodes, ["m1", "m2"]);
+    assert!(matches!(next.stage, Stage::Draining { .. }));
 
-    let w = surged(old4());
-    let p = plan(
-        &desired(2),
-        &w,
-        Some(&cp(Stage::WaitingReady { batch: batch12() })),
-        mins(1),
+    // A crash lost all four: the annotations and the cordons are sent again, nothing is
+    // terminated on this (pre-cordon) observation.
+    let p = plan(&desired(2), &w, Some(&next), mins(1));
+    assert_eq!(
+        shown(&p),
+        [
+            "annotate m1 scale-down-disabled",
+            "annotate m2 scale-down-disabled",
+            "cordon n1",
+            "cordon n2"
+        ]
     );
-    assert_eq!(shown(&p), ["cordon n1", "cordon n2"]);
     assert!(matches!(
         p.checkpoint.unwrap().stage,
-        Stage::Cordoning { .. }
+        Stage::Draining { .. }
     ));
+
+    // Once cordoned and empty, the nodes are terminated.
+    let mut w = surged(old4());
+    w.nodes[0].cordoned = true;
+    w.nodes[1].cordoned = true;
+    let p = plan(&desired(2), &w, Some(&next), mins(2));
+    assert_eq!(shown(&p), ["terminate i-n1", "terminate i-n2"]);
 }
 
 #[test]
@@ -708,4 +726,44 @@ fn a_rolled_back_image_stays_failed_until_the_repo_moves_on() {
     d.image = NEWER.into();
     let p = plan(&d, &w, Some(&c), t0());
     assert_eq!(p.status.phase, Phase::Rotating);
+}
+
+#[test]
+fn a_pool_without_a_slot_waits_to_start_but_a_started_rotation_continues() {
+    let mut w = world(old4());
+    w.start_hold = Some("maxParallelPools is 1 and pool(s) gpu are rotating".into());
+    let p = plan(&desired(2), &w, None, t0());
+    assert!(p.actions.is_empty());
+    assert_eq!(p.checkpoint, None);
+    assert_eq!(p.status.phase, Phase::Waiting);
+    assert_eq!(p.status.reason, "MaxParallelPools");
+    assert!(p.status.message.contains("pool(s) gpu are rotating"));
+    // Already rotating: the hold does not apply.
+    let p = plan(&desired(2), &w, Some(&cp(Stage::Between)), t0());
+    assert_eq!(p.actions.len(), 2);
+}
+
+#[test]
+fn empty_dir_pods_stay_when_the_policy_keeps_their_data() {
+    let mut p = pod("cache-0");
+    p.0.uses_empty_dir = true;
+    let nodes = vec![
+        node("n1").ready().cordoned_by("general/batch-1").pod(p),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let c = cp(Stage::Draining { batch: batch12() });
+    let mut d = desired(2);
+    d.policy.drain.delete_empty_dir_data = false;
+    let w = surged(nodes);
+    let p = plan(&d, &w, Some(&c), t0());
+    assert!(p.actions.is_empty());
+    assert!(
+        p.status
+            .message
+            .contains("app/cache-0 (uses emptyDir and drain.deleteEmptyDirData is false)")
+    );
+    let p = plan(&desired(2), &w, Some(&c), t0());
+    assert_eq!(shown(&p), ["evict app/cache-0"]);
 }
