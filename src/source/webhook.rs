@@ -23,7 +23,7 @@ use hmac::{Hmac, Mac};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
@@ -34,6 +34,9 @@ use super::poll::Trigger;
 
 /// Push payloads are small; anything bigger is not a push we care about.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Time allowed for a request's headers, then for its body.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Delivery ids remembered to ignore redeliveries.
 const REMEMBERED_DELIVERIES: usize = 4096;
 
@@ -302,7 +305,16 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
-    let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+    let collected =
+        tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect()).await;
+    let Ok(collected) = collected else {
+        tracing::warn!("webhook body not received in time");
+        return text(
+            StatusCode::REQUEST_TIMEOUT,
+            "body not received in time".to_string(),
+        );
+    };
+    let body = match collected {
         Ok(b) => b.to_bytes(),
         Err(e) => {
             let status = if e.is::<http_body_util::LengthLimitError>() {
@@ -358,7 +370,10 @@ pub async fn serve(
                 let trigger = trigger.clone();
                 async move { Ok::<_, Infallible>(handle(&receiver, &trigger, req).await) }
             });
+            // Slow or stalled clients must not pin connections: headers within 10s.
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.await {
                 tracing::debug!(peer = %peer, error = %e, "webhook connection");
@@ -613,6 +628,32 @@ mod tests {
             matches!(&v, Verdict::Rejected { status, reason } if *status == StatusCode::BAD_REQUEST && reason.starts_with("push payload is not the expected JSON")),
             "{v:?}"
         );
+    }
+
+    proptest::proptest! {
+        /// Whatever arrives from the network, the receiver answers without panicking, and
+        /// nothing unsigned ever triggers a fetch.
+        #[test]
+        fn arbitrary_deliveries_never_panic_nor_fetch(
+            event in proptest::option::of("push|Push Hook|ping|[a-z ]{0,12}"),
+            forge in 0u8..3,
+            sig in "[0-9a-fA-Fsha=]{0,80}",
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..256),
+        ) {
+            let r = receiver();
+            let mut h = HeaderMap::new();
+            let (event_h, sig_h) = match forge {
+                0 => ("x-github-event", "x-hub-signature-256"),
+                1 => ("x-gitlab-event", "x-gitlab-token"),
+                _ => ("x-gitea-event", "x-gitea-signature"),
+            };
+            if let Some(e) = event {
+                h.insert(event_h, e.parse().unwrap());
+            }
+            h.insert(sig_h, sig.parse().unwrap());
+            let v = r.check(&Method::POST, &h, &body);
+            proptest::prop_assert!(!matches!(v, Verdict::Fetch { .. }), "{:?}", v);
+        }
     }
 
     #[test]
