@@ -116,6 +116,21 @@ impl GitNotesStore {
         }
     }
 
+    /// The agent's store: writes as `cluster` into the source's mirror and pushes to the
+    /// source's remote with the source's credentials.
+    pub fn for_source(source: &crate::source::GitSource, cluster: &str) -> Self {
+        let config = source.config();
+        GitNotesStore::new(
+            source.mirror_path(),
+            Some(cluster),
+            Some(PushTarget {
+                url: config.url.clone(),
+                auth: config.auth.clone(),
+                known_hosts: source.known_hosts().cloned(),
+            }),
+        )
+    }
+
     /// Every cluster's pool records on `commit` (what the promotion guard reads).
     pub async fn pool_records(&self, commit: &str) -> Result<Vec<PoolRecord>, ReportError> {
         let docs = self.docs(commit).await?;

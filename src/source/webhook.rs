@@ -4,8 +4,8 @@
 //!
 //! - GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`, delivery id in
 //!   `X-GitHub-Delivery`, event in `X-GitHub-Event`.
-//! - GitLab: `X-Gitlab-Token: <the secret>`, delivery id in `X-Gitlab-Event-UUID` (or
-//!   `Idempotency-Key`), event in `X-Gitlab-Event`.
+//! - GitLab: `X-Gitlab-Token: <the secret>`, delivery id in `Idempotency-Key` (or
+//!   `X-Gitlab-Event-UUID`), event in `X-Gitlab-Event`.
 //! - Gitea (and Forgejo): `X-Gitea-Signature: <hex HMAC-SHA256 of the body>`, delivery id in
 //!   `X-Gitea-Delivery`, event in `X-Gitea-Event`.
 //!
@@ -170,8 +170,10 @@ impl Receiver {
             ),
             Forge::GitLab => (
                 header(headers, "x-gitlab-event"),
-                header(headers, "x-gitlab-event-uuid")
-                    .or_else(|| header(headers, "idempotency-key")),
+                // Idempotency-Key (GitLab 17+) stays the same across retries of a delivery,
+                // which is exactly what deduplication needs; older GitLab: the event UUID.
+                header(headers, "idempotency-key")
+                    .or_else(|| header(headers, "x-gitlab-event-uuid")),
             ),
             Forge::Gitea => (
                 header(headers, "x-gitea-event"),

@@ -15,7 +15,7 @@ fn agent(origin: &Path, mirror: &Path, cluster: &str) -> (GitSource, GitNotesSto
     let url = format!("file://{}", origin.display());
     let source = GitSource::open(
         SourceConfig {
-            url: url.clone(),
+            url,
             branch: "main".into(),
             auth: Auth::None,
             depth: Some(1),
@@ -23,15 +23,7 @@ fn agent(origin: &Path, mirror: &Path, cluster: &str) -> (GitSource, GitNotesSto
         mirror,
     )
     .unwrap();
-    let store = GitNotesStore::new(
-        mirror,
-        Some(cluster),
-        Some(PushTarget {
-            url,
-            auth: Auth::None,
-            known_hosts: None,
-        }),
-    );
+    let store = GitNotesStore::for_source(&source, cluster);
     (source, store)
 }
 
