@@ -257,8 +257,12 @@ impl Inner {
             .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
         let mut docs = Vec::new();
         for (cluster, r) in self.refs_by_cluster(&repo)? {
-            if let Some(doc) = self.read_doc(&repo, &r, &cluster, oid)? {
-                docs.push(doc);
+            match self.read_doc(&repo, &r, &cluster, oid) {
+                Ok(Some(doc)) => docs.push(doc),
+                Ok(None) => {}
+                // One cluster's unreadable note must not hide everyone else's. Skipping it
+                // is safe for the guard: a pool without records has completed nothing.
+                Err(e) => tracing::warn!(cluster = %cluster, error = %e, "skipping a status note"),
             }
         }
         Ok(docs)

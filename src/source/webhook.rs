@@ -143,15 +143,16 @@ impl Receiver {
         if method != Method::POST {
             return Verdict::reject(StatusCode::METHOD_NOT_ALLOWED, "webhooks are POST requests");
         }
-        let forge = if headers.contains_key("x-github-event")
+        // Gitea first: for compatibility it also sends X-GitHub-Event and X-GitHub-Delivery
+        // (and, on older versions, no X-Hub-Signature-256), never the other way round.
+        let forge = if headers.contains_key("x-gitea-event")
+            || headers.contains_key("x-gitea-signature")
+        {
+            Forge::Gitea
+        } else if headers.contains_key("x-github-event")
             || headers.contains_key("x-hub-signature-256")
         {
             Forge::GitHub
-        } else if headers.contains_key("x-gitea-event") || headers.contains_key("x-gitea-signature")
-        {
-            // Checked before GitLab: Gitea also sends X-Gitlab-* style compatibility headers
-            // on some versions, never the other way round.
-            Forge::Gitea
         } else if headers.contains_key("x-gitlab-event") || headers.contains_key("x-gitlab-token") {
             Forge::GitLab
         } else {
@@ -584,6 +585,22 @@ mod tests {
                 Verdict::Fetch {
                     forge: Forge::Gitea,
                     delivery: Some("g1".into()),
+                },
+            ),
+            (
+                "gitea with its GitHub compatibility headers",
+                Method::POST,
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("x-github-delivery", "g2"),
+                    ("x-gitea-event", "push"),
+                    ("x-gitea-delivery", "g2"),
+                    ("x-gitea-signature", &gitea_sig),
+                ]),
+                push_main,
+                Verdict::Fetch {
+                    forge: Forge::Gitea,
+                    delivery: Some("g2".into()),
                 },
             ),
             (

@@ -169,6 +169,23 @@ async fn each_agent_writes_its_own_ref_and_reads_everyones() {
     let viewer = GitNotesStore::new(&t.path().join("prod"), None, None);
     assert_eq!(viewer.list(&c1).await.unwrap().len(), 3);
     assert!(viewer.set(&c1, &done).await.is_err());
+
+    // Someone pushes a note rota cannot read: it is skipped, the others still show.
+    git(
+        &origin,
+        &[
+            "notes",
+            "--ref",
+            "rota/broken",
+            "add",
+            "-m",
+            "not json",
+            &c1,
+        ],
+    );
+    prod_src.fetch().unwrap();
+    assert_eq!(prod.list(&c1).await.unwrap().len(), 3);
+    assert_eq!(prod.pool_records(&c1).await.unwrap(), rec);
 }
 
 #[tokio::test]
