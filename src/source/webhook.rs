@@ -360,6 +360,8 @@ pub async fn serve(
                 Ok(x) => x,
                 Err(e) => {
                     tracing::warn!(error = %e, "accepting a webhook connection");
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     continue;
                 }
             },
