@@ -32,6 +32,10 @@ pub trait ForgeApi: Send + Sync {
     ) -> Result<Posted, ReportError>;
     /// The status as the forge will store it (a forge without an `error` state stores
     /// `failure`): comparisons are made in the forge's vocabulary.
+    /// The most statuses the forge keeps per commit and context (GitHub: 1000), if any.
+    fn max_per_context(&self) -> Option<u32> {
+        None
+    }
     fn as_stored(&self, status: &CommitStatus) -> CommitStatus {
         status.clone()
     }
@@ -48,6 +52,8 @@ pub struct ForgeStore<A> {
 struct Cache {
     order: VecDeque<String>,
     by_commit: HashMap<String, BTreeMap<String, CommitStatus>>,
+    /// Posts this process made per commit and context, against the forge's limit.
+    posts: HashMap<(String, String), u32>,
 }
 
 impl Cache {
@@ -58,6 +64,7 @@ impl Cache {
                 && let Some(old) = self.order.pop_front()
             {
                 self.by_commit.remove(&old);
+                self.posts.retain(|(sha, _), _| *sha != old);
             }
         }
         self.by_commit.insert(sha.to_string(), statuses);
@@ -112,7 +119,24 @@ impl<A: ForgeApi> StatusStore for ForgeStore<A> {
         {
             return Ok(Posted::Unchanged);
         }
+        // Within the forge's per-context limit, progress updates stop one short of it so the
+        // last slot is left for the final state (success, failure or error).
+        let key = (commit.to_string(), wanted.context.clone());
+        let count = cache.posts.get(&key).copied().unwrap_or(0);
+        if let Some(limit) = self.api.max_per_context() {
+            let room = if wanted.state == super::State::Pending {
+                limit.saturating_sub(1)
+            } else {
+                limit
+            };
+            if count >= room {
+                tracing::warn!(backend = self.api.backend(), commit, context = %wanted.context,
+                    limit, "forge status limit reached for this commit and context; not posting");
+                return Ok(Posted::Unchanged);
+            }
+        }
         let posted = self.api.post(&self.client, commit, status).await?;
+        cache.posts.insert(key, count + 1);
         if let Some(m) = cache.by_commit.get_mut(commit) {
             m.insert(wanted.context.clone(), wanted);
         }

@@ -21,6 +21,8 @@ pub struct GitHubConfig {
     pub token: Secret,
     /// Client-side limit, requests per second (GitHub allows about 1.4/s per token).
     pub requests_per_second: f64,
+    /// GitHub keeps at most 1000 statuses per commit and context and rejects more.
+    pub max_statuses_per_context: u32,
 }
 
 impl GitHubConfig {
@@ -31,12 +33,14 @@ impl GitHubConfig {
             repo: repo.into(),
             token,
             requests_per_second: 1.0,
+            max_statuses_per_context: 1000,
         }
     }
 }
 
 pub struct GitHubApi {
     repo_path: String,
+    max_per_context: u32,
 }
 
 pub type GitHubStore = ForgeStore<GitHubApi>;
@@ -57,6 +61,7 @@ impl GitHubStore {
                 path_segment(&config.owner),
                 path_segment(&config.repo)
             ),
+            max_per_context: config.max_statuses_per_context,
         };
         Ok(ForgeStore::from_parts(api, client))
     }
@@ -84,6 +89,10 @@ const PER_PAGE: usize = 100;
 impl ForgeApi for GitHubApi {
     fn backend(&self) -> &'static str {
         "github"
+    }
+
+    fn max_per_context(&self) -> Option<u32> {
+        Some(self.max_per_context)
     }
 
     async fn fetch(

@@ -253,6 +253,38 @@ mod tests {
     }
 
     #[test]
+    fn factory_builds_each_backend_and_refuses_bad_urls() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = Arc::new(GitNotesStore::new(dir.path(), Some("c1"), None));
+        let token = crate::source::Secret::new("t");
+        let built = |c: StoreConfig| store_from_config(&c, Arc::clone(&notes)).map(|s| s.backend());
+        assert_eq!(built(StoreConfig::GitNotes).unwrap(), "git-notes");
+        let mut gh = github::GitHubConfig::new("acme", "fleet", token.clone());
+        assert_eq!(built(StoreConfig::GitHub(gh.clone())).unwrap(), "github");
+        let gl = gitlab::GitLabConfig {
+            api_url: "https://gitlab.example.com/api/v4".into(),
+            project: "acme/fleet".into(),
+            token: token.clone(),
+            requests_per_second: 1.0,
+        };
+        assert_eq!(built(StoreConfig::GitLab(gl)).unwrap(), "gitlab");
+        let gt = gitea::GiteaConfig {
+            api_url: "https://gitea.example.com/api/v1".into(),
+            owner: "acme".into(),
+            repo: "fleet".into(),
+            token,
+            requests_per_second: 1.0,
+        };
+        assert_eq!(built(StoreConfig::Gitea(gt)).unwrap(), "gitea");
+        gh.api_url = "api.github.com".into();
+        let err = built(StoreConfig::GitHub(gh)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "status store configuration: github: API URL api.github.com must start with https:// (or http:// for a local forge)"
+        );
+    }
+
+    #[test]
     fn bad_statuses_are_refused_before_any_request() {
         let ok = CommitStatus::new("rota/canary-use1", State::Pending, "waiting");
         let sha = "0123456789abcdef0123456789abcdef01234567";

@@ -116,6 +116,21 @@ impl GitNotesStore {
         }
     }
 
+    /// The agent's store: writes as `cluster` into the source's mirror and pushes to the
+    /// source's remote with the source's credentials.
+    pub fn for_source(source: &crate::source::GitSource, cluster: &str) -> Self {
+        let config = source.config();
+        GitNotesStore::new(
+            source.mirror_path(),
+            Some(cluster),
+            Some(PushTarget {
+                url: config.url.clone(),
+                auth: config.auth.clone(),
+                known_hosts: source.known_hosts().cloned(),
+            }),
+        )
+    }
+
     /// Every cluster's pool records on `commit` (what the promotion guard reads).
     pub async fn pool_records(&self, commit: &str) -> Result<Vec<PoolRecord>, ReportError> {
         let docs = self.docs(commit).await?;
@@ -242,8 +257,12 @@ impl Inner {
             .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
         let mut docs = Vec::new();
         for (cluster, r) in self.refs_by_cluster(&repo)? {
-            if let Some(doc) = self.read_doc(&repo, &r, &cluster, oid)? {
-                docs.push(doc);
+            match self.read_doc(&repo, &r, &cluster, oid) {
+                Ok(Some(doc)) => docs.push(doc),
+                Ok(None) => {}
+                // One cluster's unreadable note must not hide everyone else's. Skipping it
+                // is safe for the guard: a pool without records has completed nothing.
+                Err(e) => tracing::warn!(cluster = %cluster, error = %e, "skipping a status note"),
             }
         }
         Ok(docs)

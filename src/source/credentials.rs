@@ -716,6 +716,17 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// known_hosts files are user input: any text parses or fails with a line number.
+        #[test]
+        fn known_hosts_parsing_never_panics(text in "(@?[a-z|,*!\\[\\]:0-9.=+/ ]{0,60}\n){0,6}") {
+            match KnownHosts::parse(Path::new("kh"), &text) {
+                Ok(kh) => { kh.check("host", 22, "ssh-ed25519", b"key"); }
+                Err(e) => proptest::prop_assert!(e.to_string().starts_with("kh:")),
+            }
+        }
+    }
+
     #[test]
     fn known_hosts_syntax_errors_name_the_line() {
         let err = KnownHosts::parse(

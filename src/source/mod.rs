@@ -221,6 +221,25 @@ impl GitSource {
         opts
     }
 
+    /// The known_hosts this source checks ssh host keys against (for pushes that reuse the
+    /// source's credentials, like the git-notes status store).
+    pub fn known_hosts(&self) -> Option<&KnownHosts> {
+        self.known_hosts.as_ref()
+    }
+
+    /// Checks the signature of `commit` against a trust policy (see [`trust`]).
+    pub fn verify(
+        &self,
+        verifier: &trust::Verifier,
+        commit: Oid,
+    ) -> Result<Result<trust::Trusted, trust::Rejection>, trust::TrustError> {
+        let repo = self.repository().map_err(|e| trust::TrustError::Commit {
+            commit: commit.to_string(),
+            message: e.to_string(),
+        })?;
+        verifier.verify(&repo, commit)
+    }
+
     /// Every blob of `commit`'s tree under `dir` (`""` for the root) for which `want(path)`
     /// holds, read from the object database. Symlinks and submodules are skipped.
     pub fn read_files(

@@ -4,8 +4,8 @@
 //!
 //! - GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`, delivery id in
 //!   `X-GitHub-Delivery`, event in `X-GitHub-Event`.
-//! - GitLab: `X-Gitlab-Token: <the secret>`, delivery id in `X-Gitlab-Event-UUID` (or
-//!   `Idempotency-Key`), event in `X-Gitlab-Event`.
+//! - GitLab: `X-Gitlab-Token: <the secret>`, delivery id in `Idempotency-Key` (or
+//!   `X-Gitlab-Event-UUID`), event in `X-Gitlab-Event`.
 //! - Gitea (and Forgejo): `X-Gitea-Signature: <hex HMAC-SHA256 of the body>`, delivery id in
 //!   `X-Gitea-Delivery`, event in `X-Gitea-Event`.
 //!
@@ -23,7 +23,7 @@ use hmac::{Hmac, Mac};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
@@ -34,6 +34,9 @@ use super::poll::Trigger;
 
 /// Push payloads are small; anything bigger is not a push we care about.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Time allowed for a request's headers, then for its body.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Delivery ids remembered to ignore redeliveries.
 const REMEMBERED_DELIVERIES: usize = 4096;
 
@@ -140,15 +143,16 @@ impl Receiver {
         if method != Method::POST {
             return Verdict::reject(StatusCode::METHOD_NOT_ALLOWED, "webhooks are POST requests");
         }
-        let forge = if headers.contains_key("x-github-event")
+        // Gitea first: for compatibility it also sends X-GitHub-Event and X-GitHub-Delivery
+        // (and, on older versions, no X-Hub-Signature-256), never the other way round.
+        let forge = if headers.contains_key("x-gitea-event")
+            || headers.contains_key("x-gitea-signature")
+        {
+            Forge::Gitea
+        } else if headers.contains_key("x-github-event")
             || headers.contains_key("x-hub-signature-256")
         {
             Forge::GitHub
-        } else if headers.contains_key("x-gitea-event") || headers.contains_key("x-gitea-signature")
-        {
-            // Checked before GitLab: Gitea also sends X-Gitlab-* style compatibility headers
-            // on some versions, never the other way round.
-            Forge::Gitea
         } else if headers.contains_key("x-gitlab-event") || headers.contains_key("x-gitlab-token") {
             Forge::GitLab
         } else {
@@ -167,8 +171,10 @@ impl Receiver {
             ),
             Forge::GitLab => (
                 header(headers, "x-gitlab-event"),
-                header(headers, "x-gitlab-event-uuid")
-                    .or_else(|| header(headers, "idempotency-key")),
+                // Idempotency-Key (GitLab 17+) stays the same across retries of a delivery,
+                // which is exactly what deduplication needs; older GitLab: the event UUID.
+                header(headers, "idempotency-key")
+                    .or_else(|| header(headers, "x-gitlab-event-uuid")),
             ),
             Forge::Gitea => (
                 header(headers, "x-gitea-event"),
@@ -302,7 +308,16 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
-    let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+    let collected =
+        tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect()).await;
+    let Ok(collected) = collected else {
+        tracing::warn!("webhook body not received in time");
+        return text(
+            StatusCode::REQUEST_TIMEOUT,
+            "body not received in time".to_string(),
+        );
+    };
+    let body = match collected {
         Ok(b) => b.to_bytes(),
         Err(e) => {
             let status = if e.is::<http_body_util::LengthLimitError>() {
@@ -345,6 +360,8 @@ pub async fn serve(
                 Ok(x) => x,
                 Err(e) => {
                     tracing::warn!(error = %e, "accepting a webhook connection");
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     continue;
                 }
             },
@@ -358,7 +375,10 @@ pub async fn serve(
                 let trigger = trigger.clone();
                 async move { Ok::<_, Infallible>(handle(&receiver, &trigger, req).await) }
             });
+            // Slow or stalled clients must not pin connections: headers within 10s.
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.await {
                 tracing::debug!(peer = %peer, error = %e, "webhook connection");
@@ -570,6 +590,22 @@ mod tests {
                 },
             ),
             (
+                "gitea with its GitHub compatibility headers",
+                Method::POST,
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("x-github-delivery", "g2"),
+                    ("x-gitea-event", "push"),
+                    ("x-gitea-delivery", "g2"),
+                    ("x-gitea-signature", &gitea_sig),
+                ]),
+                push_main,
+                Verdict::Fetch {
+                    forge: Forge::Gitea,
+                    delivery: Some("g2".into()),
+                },
+            ),
+            (
                 "gitea not hex",
                 Method::POST,
                 headers(&[("x-gitea-event", "push"), ("x-gitea-signature", "zz")]),
@@ -613,6 +649,32 @@ mod tests {
             matches!(&v, Verdict::Rejected { status, reason } if *status == StatusCode::BAD_REQUEST && reason.starts_with("push payload is not the expected JSON")),
             "{v:?}"
         );
+    }
+
+    proptest::proptest! {
+        /// Whatever arrives from the network, the receiver answers without panicking, and
+        /// nothing unsigned ever triggers a fetch.
+        #[test]
+        fn arbitrary_deliveries_never_panic_nor_fetch(
+            event in proptest::option::of("push|Push Hook|ping|[a-z ]{0,12}"),
+            forge in 0u8..3,
+            sig in "[0-9a-fA-Fsha=]{0,80}",
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..256),
+        ) {
+            let r = receiver();
+            let mut h = HeaderMap::new();
+            let (event_h, sig_h) = match forge {
+                0 => ("x-github-event", "x-hub-signature-256"),
+                1 => ("x-gitlab-event", "x-gitlab-token"),
+                _ => ("x-gitea-event", "x-gitea-signature"),
+            };
+            if let Some(e) = event {
+                h.insert(event_h, e.parse().unwrap());
+            }
+            h.insert(sig_h, sig.parse().unwrap());
+            let v = r.check(&Method::POST, &h, &body);
+            proptest::prop_assert!(!matches!(v, Verdict::Fetch { .. }), "{:?}", v);
+        }
     }
 
     #[test]

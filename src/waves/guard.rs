@@ -168,11 +168,12 @@ pub fn promotion_guard(
             reason: format!("wave {wave} is the first wave"),
         };
     }
-    let record_of = |p: &PoolRef| {
-        records
-            .iter()
-            .find(|r| r.cluster == p.cluster && r.pool == p.pool)
-    };
+    // Indexed once: a fleet has hundreds of pools and each is looked up per decision.
+    let index: std::collections::HashMap<(&str, &str), &PoolRecord> = records
+        .iter()
+        .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
+        .collect();
+    let record_of = |p: &PoolRef| index.get(&(p.cluster.as_str(), p.pool.as_str())).copied();
     for earlier in &waves[..k] {
         let on_channel: Vec<&PoolRef> = earlier
             .pools

@@ -1,6 +1,7 @@
 //! Completion and gate-failure records: what each agent writes about its pools next to its
 //! statuses (in the git notes of the commits it acts on) and what the promotion guard of the
-//! later waves reads.
+//! later waves reads. Machine-written: unknown fields are ignored, so agents of different
+//! versions can read each other's records.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -25,7 +26,7 @@ impl PoolRef {
 
 /// A pool finished rotating to `channel@version` (every node on it, pool soak passed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Completion {
     pub channel: String,
     pub version: String,
@@ -34,7 +35,7 @@ pub struct Completion {
 
 /// A health gate failed while the pool ran or rolled to `channel@version`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct GateFailure {
     pub channel: String,
     pub version: String,
@@ -44,7 +45,7 @@ pub struct GateFailure {
 
 /// Everything recorded about one pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PoolRecord {
     pub cluster: String,
     pub pool: String,

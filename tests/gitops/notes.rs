@@ -15,7 +15,7 @@ fn agent(origin: &Path, mirror: &Path, cluster: &str) -> (GitSource, GitNotesSto
     let url = format!("file://{}", origin.display());
     let source = GitSource::open(
         SourceConfig {
-            url: url.clone(),
+            url,
             branch: "main".into(),
             auth: Auth::None,
             depth: Some(1),
@@ -23,15 +23,7 @@ fn agent(origin: &Path, mirror: &Path, cluster: &str) -> (GitSource, GitNotesSto
         mirror,
     )
     .unwrap();
-    let store = GitNotesStore::new(
-        mirror,
-        Some(cluster),
-        Some(PushTarget {
-            url,
-            auth: Auth::None,
-            known_hosts: None,
-        }),
-    );
+    let store = GitNotesStore::for_source(&source, cluster);
     (source, store)
 }
 
@@ -177,6 +169,23 @@ async fn each_agent_writes_its_own_ref_and_reads_everyones() {
     let viewer = GitNotesStore::new(&t.path().join("prod"), None, None);
     assert_eq!(viewer.list(&c1).await.unwrap().len(), 3);
     assert!(viewer.set(&c1, &done).await.is_err());
+
+    // Someone pushes a note rota cannot read: it is skipped, the others still show.
+    git(
+        &origin,
+        &[
+            "notes",
+            "--ref",
+            "rota/broken",
+            "add",
+            "-m",
+            "not json",
+            &c1,
+        ],
+    );
+    prod_src.fetch().unwrap();
+    assert_eq!(prod.list(&c1).await.unwrap().len(), 3);
+    assert_eq!(prod.pool_records(&c1).await.unwrap(), rec);
 }
 
 #[tokio::test]

@@ -259,3 +259,157 @@ async fn https_token_is_sent_as_basic_auth_once_and_never_shown() {
         .unwrap();
     assert_eq!(decoded, b"x-access-token:ghs_TOPSECRET123");
 }
+
+/// Smart HTTP through the real `git http-backend` (CGI) behind a server that demands the
+/// token as Basic auth: a full fetch with token credentials, and a wrong token refused.
+async fn serve_http_backend(root: std::path::PathBuf, expected: String) -> std::net::SocketAddr {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let root = root.clone();
+            let expected = expected.clone();
+            tokio::spawn(async move {
+                let svc =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let root = root.clone();
+                        let expected = expected.clone();
+                        async move {
+                            use http_body_util::BodyExt;
+                            let authorized = req
+                                .headers()
+                                .get("authorization")
+                                .and_then(|v| v.to_str().ok())
+                                == Some(expected.as_str());
+                            if !authorized {
+                                let mut r = http::Response::new(Full::new(Bytes::new()));
+                                *r.status_mut() = http::StatusCode::UNAUTHORIZED;
+                                r.headers_mut().insert(
+                                    "www-authenticate",
+                                    "Basic realm=\"fleet\"".parse().unwrap(),
+                                );
+                                return Ok::<_, Infallible>(r);
+                            }
+                            let (parts, body) = req.into_parts();
+                            let body = body.collect().await.unwrap().to_bytes();
+                            let header = |n: &str| {
+                                parts
+                                    .headers
+                                    .get(n)
+                                    .and_then(|v| v.to_str().ok())
+                                    .unwrap_or("")
+                                    .to_string()
+                            };
+                            let mut child = tokio::process::Command::new("git")
+                                .arg("http-backend")
+                                .env("GIT_PROJECT_ROOT", &root)
+                                .env("GIT_HTTP_EXPORT_ALL", "1")
+                                .env("PATH_INFO", parts.uri.path())
+                                .env("QUERY_STRING", parts.uri.query().unwrap_or(""))
+                                .env("REQUEST_METHOD", parts.method.as_str())
+                                .env("CONTENT_TYPE", header("content-type"))
+                                .env("CONTENT_LENGTH", body.len().to_string())
+                                .env("HTTP_CONTENT_ENCODING", header("content-encoding"))
+                                .env("GIT_PROTOCOL", header("git-protocol"))
+                                .env("REMOTE_USER", "x-access-token")
+                                .env("REMOTE_ADDR", "127.0.0.1")
+                                .stdin(std::process::Stdio::piped())
+                                .stdout(std::process::Stdio::piped())
+                                .spawn()
+                                .unwrap();
+                            let mut stdin = child.stdin.take().unwrap();
+                            stdin.write_all(&body).await.unwrap();
+                            drop(stdin);
+                            let out = child.wait_with_output().await.unwrap().stdout;
+                            // CGI answer: headers, a blank line, the body.
+                            let split = out
+                                .windows(4)
+                                .position(|w| w == b"\r\n\r\n")
+                                .map(|i| (i, 4))
+                                .or_else(|| {
+                                    out.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2))
+                                })
+                                .unwrap();
+                            let head = String::from_utf8_lossy(&out[..split.0]).to_string();
+                            let mut r = http::Response::new(Full::new(Bytes::copy_from_slice(
+                                &out[split.0 + split.1..],
+                            )));
+                            for line in head.lines() {
+                                let (k, v) = line.split_once(':').unwrap();
+                                if k.eq_ignore_ascii_case("status") {
+                                    let code: u16 = v.trim()[..3].parse().unwrap();
+                                    *r.status_mut() = http::StatusCode::from_u16(code).unwrap();
+                                } else {
+                                    r.headers_mut().insert(
+                                        http::HeaderName::from_bytes(k.trim().as_bytes()).unwrap(),
+                                        v.trim().parse().unwrap(),
+                                    );
+                                }
+                            }
+                            Ok(r)
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn token_fetch_through_git_http_backend() {
+    let t = tmp();
+    let served = t.path().join("served");
+    let head = init_repo(&served.join("fleet"));
+    let second = commit_file(
+        &served.join("fleet"),
+        "fleet.yaml",
+        "kind: Fleet\n# 2\n",
+        "two",
+    );
+    let basic = base64::engine::general_purpose::STANDARD.encode("x-access-token:ghs_GOOD");
+    let addr = serve_http_backend(served.clone(), format!("Basic {basic}")).await;
+
+    let token_file = t.path().join("token");
+    std::fs::write(&token_file, "ghs_GOOD\n").unwrap();
+    let config = |token: Secret, depth| SourceConfig {
+        url: format!("http://{addr}/fleet"),
+        branch: "main".into(),
+        auth: Auth::HttpsToken {
+            username: "x-access-token".into(),
+            token,
+        },
+        depth,
+    };
+    let src = GitSource::open(
+        config(Secret::from_file(&token_file).unwrap(), Some(1)),
+        &t.path().join("m1"),
+    )
+    .unwrap();
+    let first = git2::Oid::from_str(&head).unwrap();
+    let (fetched, shallow, has_first) = tokio::task::spawn_blocking(move || {
+        let f = src.fetch().map(|f| f.commit.to_string());
+        let repo = src.repository().unwrap();
+        (f, repo.is_shallow(), repo.find_commit(first).is_ok())
+    })
+    .await
+    .unwrap();
+    assert_eq!(fetched.unwrap(), second);
+    assert!(shallow && !has_first, "depth 1 over smart HTTP");
+
+    let bad =
+        GitSource::open(config(Secret::new("ghs_STALE"), None), &t.path().join("m2")).unwrap();
+    let err = tokio::task::spawn_blocking(move || bad.fetch())
+        .await
+        .unwrap()
+        .unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(
+        text.contains("rejected the token") && !text.contains("ghs_STALE"),
+        "{text}"
+    );
+}

@@ -114,6 +114,45 @@ async fn github_double_receives_exactly_the_expected_statuses() {
 }
 
 #[tokio::test]
+async fn github_per_context_limit_keeps_the_last_slot_for_the_final_state() {
+    let double = ForgeDouble::start(("authorization", "Bearer t".into())).await;
+    let mut c = GitHubConfig::new("acme", "fleet", Secret::new("t"));
+    c.api_url = double.base.clone();
+    c.requests_per_second = 1000.0;
+    c.max_statuses_per_context = 3;
+    let store = GitHubStore::new(c).unwrap();
+    let ctx = "rota/canary-use1/general";
+    let mut posted = Vec::new();
+    for n in 1..=4 {
+        let s = CommitStatus::new(ctx, State::Pending, &format!("batch {n}/4"));
+        posted.push(store.set(SHA, &s).await.unwrap());
+    }
+    posted.push(
+        store
+            .set(SHA, &CommitStatus::new(ctx, State::Success, "done"))
+            .await
+            .unwrap(),
+    );
+    posted.push(
+        store
+            .set(SHA, &CommitStatus::new(ctx, State::Failure, "late"))
+            .await
+            .unwrap(),
+    );
+    use Posted::*;
+    assert_eq!(
+        posted,
+        [Created, Created, Unchanged, Unchanged, Created, Unchanged]
+    );
+    let states: Vec<String> = double
+        .posts()
+        .iter()
+        .map(|p| p["description"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(states, ["batch 1/4", "batch 2/4", "done"]);
+}
+
+#[tokio::test]
 async fn github_errors_are_classified_and_never_show_the_token() {
     let double = ForgeDouble::start(("authorization", "Bearer right".into())).await;
     let wrong = github(&double.base, "wrong-token-VALUE");
