@@ -657,6 +657,62 @@ mod raw {
                 .unwrap()["metadata"]["labels"]["a"],
             "b"
         );
+        // Paging: limit and continue walk the list once, each page at the first page's version.
+        for i in 2..=5 {
+            call(
+                &server,
+                "POST",
+                "/api/v1/nodes",
+                json!({"metadata": {"name": format!("n{i}")}}),
+            )
+            .await;
+        }
+        let (_, p1) = call(&server, "GET", "/api/v1/nodes?limit=2", Value::Null).await;
+        let rv = p1["metadata"]["resourceVersion"].clone();
+        let tok = p1["metadata"]["continue"].as_str().unwrap().to_string();
+        call(
+            &server,
+            "POST",
+            "/api/v1/nodes",
+            json!({"metadata": {"name": "n6"}}),
+        )
+        .await;
+        let (_, p2) = call(
+            &server,
+            "GET",
+            &format!("/api/v1/nodes?limit=2&continue={tok}"),
+            Value::Null,
+        )
+        .await;
+        assert_eq!(p2["metadata"]["resourceVersion"], rv);
+        let tok = p2["metadata"]["continue"].as_str().unwrap().to_string();
+        let (_, p3) = call(
+            &server,
+            "GET",
+            &format!("/api/v1/nodes?limit=2&continue={tok}"),
+            Value::Null,
+        )
+        .await;
+        assert!(p3["metadata"]["continue"].is_null());
+        let names: Vec<String> = [&p1, &p2, &p3]
+            .iter()
+            .flat_map(|p| {
+                p["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+            })
+            .collect();
+        assert_eq!(names, ["n1", "n2", "n3", "n4", "n5", "n6"]);
+        let (c, _) = call(
+            &server,
+            "GET",
+            "/api/v1/nodes?continue=garbage",
+            Value::Null,
+        )
+        .await;
+        assert_eq!(c, 400);
         let (c, _) = call(
             &server,
             "POST",
@@ -741,4 +797,87 @@ mod raw {
             "closed after the timeout without bookmarks"
         );
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn kube_rs_recorder_events_show_as_core_events() {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let store = Store::new();
+    let client = apiserver::client(store.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n = nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let reporter = Reporter {
+        controller: "rota".into(),
+        instance: Some("rota-0".into()),
+    };
+    let recorder = Recorder::new(client, reporter);
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Cordoned".into(),
+        note: Some("cordoned for batch 1".into()),
+        action: "Cordon".into(),
+        secondary: None,
+    };
+    let reference = kube::Resource::object_ref(&n, &());
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+    let (core, _) = store
+        .list(
+            &ResourceType::events(),
+            Some("default"),
+            &rota::sim::store::ListOptions::fields("involvedObject.name=n1"),
+        )
+        .unwrap();
+    assert_eq!(core.len(), 1, "the repeat is a series on the same event");
+    assert_eq!(core[0]["message"], "cordoned for batch 1");
+    assert_eq!(core[0]["reason"], "Cordoned");
+    assert_eq!(core[0]["reportingComponent"], "rota");
+    assert_eq!(core[0]["series"]["count"], 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dry_run_changes_nothing() {
+    let store = Store::new();
+    let nodes: Api<Node> = Api::all(apiserver::client(store.clone()));
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let n: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+    nodes.create(&dry, &n).await.unwrap();
+    assert!(store.get(&ResourceType::nodes(), None, "n1").is_err());
+    nodes.create(&PostParams::default(), &n).await.unwrap();
+    let rv = store.resource_version();
+    let p = json!({"spec": {"unschedulable": true}});
+    let out = nodes
+        .patch("n1", &PatchParams::default().dry_run(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.spec.unwrap().unschedulable,
+        Some(true),
+        "answers with the would-be object"
+    );
+    let mut cur = nodes.get("n1").await.unwrap();
+    assert_ne!(cur.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
+    cur.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
+    nodes.replace("n1", &dry, &cur).await.unwrap();
+    nodes
+        .delete(
+            "n1",
+            &DeleteParams {
+                dry_run: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.resource_version(), rv, "nothing was written");
+    assert!(store.get(&ResourceType::nodes(), None, "n1").unwrap()["metadata"]["labels"].is_null());
 }

@@ -402,6 +402,10 @@ spec:
       served: true
       storage: true
       subresources: {status: {}}
+      additionalPrinterColumns:
+        - {name: Size, type: integer, jsonPath: .spec.size}
+        - {name: Phase, type: string, jsonPath: .status.phase}
+        - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
       schema:
         openAPIV3Schema:
           type: object
@@ -434,8 +438,23 @@ async fn kubectl_applies_a_crd_then_creates_gets_and_watches_its_resources() {
     let out = kubectl_ok(kc, &["get", "widgets", "w1", "-o", "json"]).await;
     let w: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(w["spec"]["size"], 3);
+    // The CRD's printer columns, through the short name; status written by a controller.
+    let rt = c
+        .store
+        .resource_type("example.rota.dev", "widgets")
+        .unwrap();
+    c.store
+        .modify(&rt, Some("default"), "w1", |w| {
+            w["status"] = json!({"phase": "Ready"});
+            Ok(())
+        })
+        .unwrap();
     let out = kubectl_ok(kc, &["get", "wd"]).await;
-    assert!(out.contains("w1"), "{out}");
+    let mut rows = out.lines();
+    let header: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "SIZE", "PHASE", "AGE"]);
+    let row: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..3], ["w1", "3", "Ready"]);
     let again = kubectl(kc, &["create", "-f", dir.join("w1.yaml").to_str().unwrap()]).await;
     assert!(!again.status.success());
     assert!(
@@ -489,6 +508,42 @@ async fn kubectl_applies_a_crd_then_creates_gets_and_watches_its_resources() {
     kubectl_ok(kc, &["delete", "widget", "w1"]).await;
     let out = kubectl_ok(kc, &["get", "widgets", "-o", "name"]).await;
     assert_eq!(out.trim(), "widget.example.rota.dev/w2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scale_uses_the_scale_subresource() {
+    let c = cluster().await;
+    let kc = c.kubeconfig.as_path();
+    c.store
+        .create(
+            &ResourceType::deployments(),
+            Some("default"),
+            json!({"metadata": {"name": "web"},
+                   "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}}),
+        )
+        .unwrap();
+    let out = kubectl_ok(kc, &["scale", "deployment", "web", "--replicas=5"]).await;
+    assert!(out.contains("deployment.apps/web scaled"), "{out}");
+    let d = c
+        .store
+        .get(&ResourceType::deployments(), Some("default"), "web")
+        .unwrap();
+    assert_eq!(d["spec"]["replicas"], 5);
+    let out = kubectl(
+        kc,
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas=3",
+            "--current-replicas=4",
+        ],
+    )
+    .await;
+    assert!(
+        !out.status.success(),
+        "precondition --current-replicas=4 fails at 5"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

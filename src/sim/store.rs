@@ -318,6 +318,16 @@ pub enum WatchEvent {
     Bookmark(String),
 }
 
+/// One page of a list (`Store::list_page`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Page {
+    pub items: Vec<Value>,
+    /// The cluster's resourceVersion when the page was read.
+    pub resource_version: String,
+    /// (namespace, name) of the last item, when more items match after it.
+    pub next: Option<(String, String)>,
+}
+
 /// Filters of list and watch.
 #[derive(Clone, Debug, Default)]
 pub struct ListOptions {
@@ -612,10 +622,13 @@ impl Table {
     }
 
     fn record(&mut self, c: Change) {
-        self.watchers.retain(|w| match translate(w, &c) {
-            Some(ev) => w.tx.send(ev).is_ok(),
-            None => !w.tx.is_closed(),
-        });
+        // Parsed once, however many watchers get it.
+        let mut parsed = None;
+        self.watchers
+            .retain(|w| match translate(w, &c, &mut parsed) {
+                Some(ev) => w.tx.send(ev).is_ok(),
+                None => !w.tx.is_closed(),
+            });
         self.history.push_back(c);
         if self.history.len() > HISTORY_PER_TYPE
             && let Some(old) = self.history.pop_front()
@@ -626,36 +639,27 @@ impl Table {
 }
 
 /// What one change means to one watcher, given its namespace and selectors.
-fn translate(w: &Watcher, c: &Change) -> Option<WatchEvent> {
+fn translate(w: &Watcher, c: &Change, parsed: &mut Option<Value>) -> Option<WatchEvent> {
     if let Some(ns) = &w.ns
         && &*c.obj.ns != ns
     {
         return None;
     }
     let now = w.filter.matches(&c.obj);
-    let obj = || {
-        if w.events_v1 {
-            events::to_v1(c.obj.value())
-        } else {
-            c.obj.value()
-        }
+    let before = || c.prev.as_ref().is_some_and(|p| w.filter.matches(p));
+    let make: fn(Value) -> WatchEvent = match c.kind {
+        ChangeKind::Added if now => WatchEvent::Added,
+        ChangeKind::Deleted if now || before() => WatchEvent::Deleted,
+        ChangeKind::Modified => match (before(), now) {
+            (true, true) => WatchEvent::Modified,
+            (false, true) => WatchEvent::Added,
+            (true, false) => WatchEvent::Deleted,
+            (false, false) => return None,
+        },
+        _ => return None,
     };
-    match c.kind {
-        ChangeKind::Added => now.then(|| WatchEvent::Added(obj())),
-        ChangeKind::Deleted => {
-            let before = c.prev.as_ref().is_some_and(|p| w.filter.matches(p));
-            (now || before).then(|| WatchEvent::Deleted(obj()))
-        }
-        ChangeKind::Modified => {
-            let before = c.prev.as_ref().is_some_and(|p| w.filter.matches(p));
-            match (before, now) {
-                (true, true) => Some(WatchEvent::Modified(obj())),
-                (false, true) => Some(WatchEvent::Added(obj())),
-                (true, false) => Some(WatchEvent::Deleted(obj())),
-                (false, false) => None,
-            }
-        }
-    }
+    let obj = parsed.get_or_insert_with(|| c.obj.value()).clone();
+    Some(make(if w.events_v1 { events::to_v1(obj) } else { obj }))
 }
 
 /// events.k8s.io/v1 Events are a view of the core ones: the same objects, other field names.
@@ -982,6 +986,93 @@ impl Store {
         Ok((out.iter().map(|o| o.value()).collect(), rv))
     }
 
+    /// One page of a list, in (namespace, name) order: at most `limit` matching objects after
+    /// the key `after`, the cluster's resourceVersion, and the key to continue after when more
+    /// objects match. Pages are read at the time of each call (not at one snapshot); the API
+    /// server hands out the first page's resourceVersion for all pages, so a watch started
+    /// from it replays whatever changed meanwhile.
+    pub fn list_page(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+        limit: usize,
+        after: Option<(&str, &str)>,
+    ) -> Result<Page, ApiError> {
+        if is_events_v1(rt) {
+            let mut page = self.list_page(
+                &ResourceType::events(),
+                ns,
+                &events_opts(opts),
+                limit,
+                after,
+            )?;
+            page.items = page.items.into_iter().map(events::to_v1).collect();
+            return Ok(page);
+        }
+        let filter = opts.parse()?;
+        let limit = limit.max(1);
+        let mut st = self.lock();
+        let rv = st.rv.to_string();
+        let t = Self::table(&mut st, rt)?;
+        let ns = if rt.namespaced { ns } else { None };
+        let is_after = |ons: &str, name: &str| after.is_none_or(|(a, b)| (ons, name) > (a, b));
+        let mut out: Vec<(String, String, Arc<Stored>)> = Vec::new();
+        let mut more = false;
+        let mut consider = |ons: &str, name: &str, o: &Arc<Stored>| -> bool {
+            if !is_after(ons, name) || !filter.matches(o) {
+                return true;
+            }
+            if out.len() == limit {
+                more = true;
+                return false;
+            }
+            out.push((ons.to_string(), name.to_string(), o.clone()));
+            true
+        };
+        if let (Some(idx), Some(node)) = (&t.by_node, filter.fields.equals("spec.nodeName"))
+            && !node.is_empty()
+        {
+            for (ons, name) in idx.get(node).into_iter().flatten() {
+                if ns.is_some_and(|n| n != ons) {
+                    continue;
+                }
+                if let Some(o) = t.get(ons, name)
+                    && !consider(ons, name, o)
+                {
+                    break;
+                }
+            }
+        } else {
+            let start = after.map(|(a, _)| a.to_string()).unwrap_or_default();
+            'outer: for (ons, m) in t.objects.range(start..) {
+                if ns.is_some_and(|n| n != ons) {
+                    continue;
+                }
+                let from = match after {
+                    Some((a, b)) if a == ons => b.to_string(),
+                    _ => String::new(),
+                };
+                for (name, o) in m.range(from..) {
+                    if !consider(ons, name, o) {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+        drop(st);
+        let next = if more {
+            out.last().map(|(a, b, _)| (a.clone(), b.clone()))
+        } else {
+            None
+        };
+        Ok(Page {
+            items: out.iter().map(|(_, _, o)| o.value()).collect(),
+            resource_version: rv,
+            next,
+        })
+    }
+
     /// Objects matching a `LabelSelector` (as PDBs and workloads hold them), filtered before
     /// they are copied out: what controllers use on large namespaces.
     pub fn list_selected(
@@ -1080,7 +1171,12 @@ impl Store {
         if rt.namespaced {
             obj["metadata"]["namespace"] = json!(nsk);
         }
-        self.write_locked(&mut st, rt, nsk, obj, WriteMode::Any)
+        let out = self.write_locked(&mut st, rt, nsk, obj, WriteMode::Any)?;
+        drop(st);
+        if rt == &ResourceType::crds() && out.pointer("/metadata/deletionTimestamp").is_none() {
+            self.register_crd(&out)?;
+        }
+        Ok(out)
     }
 
     fn write(
@@ -1405,7 +1501,7 @@ impl Store {
                     )));
                 }
                 for c in t.history.iter().filter(|c| c.rv > rv) {
-                    if let Some(ev) = translate(&w, c) {
+                    if let Some(ev) = translate(&w, c, &mut None) {
                         let _ = w.tx.send(ev);
                     }
                 }
@@ -1811,6 +1907,57 @@ mod tests {
         assert_eq!(e.code, 404);
     }
 
+    #[test]
+    fn pages_cover_the_list_once() {
+        let s = Store::new();
+        let rt = ResourceType::pods();
+        s.create(
+            &ResourceType::namespaces(),
+            None,
+            json!({"metadata": {"name": "b"}}),
+        )
+        .unwrap();
+        for (ns, n, node) in [
+            ("default", "p1", "n1"),
+            ("default", "p2", "n2"),
+            ("b", "p3", "n1"),
+            ("b", "p4", "n1"),
+        ] {
+            s.create(&rt, Some(ns), pod(n, node, "web")).unwrap();
+        }
+        for opts in [
+            ListOptions::default(),
+            ListOptions::fields("spec.nodeName=n1"),
+        ] {
+            let (all, _) = s.list(&rt, None, &opts).unwrap();
+            let mut paged = Vec::new();
+            let mut after: Option<(String, String)> = None;
+            loop {
+                let Page { items, next, .. } = s
+                    .list_page(
+                        &rt,
+                        None,
+                        &opts,
+                        1,
+                        after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                    )
+                    .unwrap();
+                assert!(items.len() <= 1);
+                paged.extend(items);
+                match next {
+                    Some(k) => after = Some(k),
+                    None => break,
+                }
+            }
+            assert_eq!(paged, all);
+        }
+        let Page { items, next, .. } = s
+            .list_page(&rt, Some("b"), &ListOptions::default(), 5, None)
+            .unwrap();
+        assert_eq!(items.len(), 2);
+        assert!(next.is_none());
+    }
+
     #[tokio::test]
     async fn events_are_one_store_in_two_forms() {
         let s = Store::new();
@@ -1866,6 +2013,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.count(&rt), 1);
+        // Patching the CRD (a new short name) re-registers the resource.
+        s.modify(&ResourceType::crds(), None, "widgets.example.com", |c| {
+            c["spec"]["names"]["shortNames"] = json!(["wd", "wdg"]);
+            Ok(())
+        })
+        .unwrap();
+        let rt = s.resource_type("example.com", "widgets").unwrap();
+        assert_eq!(rt.short_names, ["wd", "wdg"]);
         s.delete(&ResourceType::crds(), None, "widgets.example.com")
             .unwrap();
         assert!(s.resource_type("example.com", "widgets").is_none());

@@ -114,6 +114,18 @@ pub fn resource_list(store: &Store, group: &str, version: &str) -> Option<Value>
                            "verbs": ["get", "patch", "update"]}),
             );
         }
+        if rt.group == "apps"
+            && matches!(
+                rt.plural.as_str(),
+                "deployments" | "replicasets" | "statefulsets"
+            )
+        {
+            rs.push(
+                json!({"name": format!("{}/scale", rt.plural), "singularName": "",
+                           "namespaced": true, "group": "autoscaling", "version": "v1",
+                           "kind": "Scale", "verbs": ["get", "patch", "update"]}),
+            );
+        }
         if rt.group.is_empty() && rt.plural == "pods" {
             // kubectl drain looks for exactly this entry to decide it can evict.
             rs.push(

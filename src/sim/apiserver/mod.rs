@@ -270,22 +270,44 @@ impl ApiServer {
                 if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
                     return self.watch(rt, t.ns, &opts, q);
                 }
-                let (items, rv) = store.list(rt, t.ns, &opts)?;
+                let (items, rv, next) = self.list_paged(rt, t.ns, &opts, q)?;
                 if accept.contains("as=Table") {
-                    return ok(table::table(rt, &items, &rv, store.now()));
+                    let mut tbl = self.table(rt, &items, &rv);
+                    if let Some(n) = &next {
+                        tbl["metadata"]["continue"] = json!(n);
+                    }
+                    return ok(tbl);
+                }
+                let mut meta = json!({"resourceVersion": rv});
+                if let Some(n) = next {
+                    meta["continue"] = json!(n);
                 }
                 ok(
                     json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(),
-                          "metadata": {"resourceVersion": rv}, "items": items}),
+                          "metadata": meta, "items": items}),
                 )
             }
             (&Method::POST, None, None) => {
-                let ns =
-                    t.ns.ok_or_else(method_not_allowed)
-                        .or_else(|e| if rt.namespaced { Err(e) } else { Ok("") })?;
-                let obj = prepare_create(rt, parse_body(&body)?)?;
-                let ns = if rt.namespaced { Some(ns) } else { None };
-                let created = store.create(rt, ns, obj)?;
+                // Namespaced kinds are created under /namespaces/<ns>/ only.
+                if rt.namespaced && t.ns.is_none() {
+                    return Err(method_not_allowed());
+                }
+                let mut obj = prepare_create(rt, parse_body(&body)?)?;
+                if dry_run(q) {
+                    let name = obj
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    if !name.is_empty() && store.get(rt, t.ns, name).is_ok() {
+                        return Err(ApiError::already_exists(rt, name));
+                    }
+                    if let Some(ns) = t.ns {
+                        store.get(&ResourceType::namespaces(), None, ns)?;
+                        obj["metadata"]["namespace"] = json!(ns);
+                    }
+                    return Ok(json_response(201, &obj));
+                }
+                let created = store.create(rt, t.ns, obj)?;
                 Ok(json_response(201, &created))
             }
             (&Method::DELETE, None, None) => {
@@ -312,12 +334,7 @@ impl ApiServer {
                 }
                 let o = store.get(rt, t.ns, name)?;
                 if accept.contains("as=Table") {
-                    return ok(table::table(
-                        rt,
-                        &[o],
-                        &store.resource_version(),
-                        store.now(),
-                    ));
+                    return ok(self.table(rt, &[o], &store.resource_version()));
                 }
                 ok(o)
             }
@@ -345,10 +362,36 @@ impl ApiServer {
                         "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
                     ));
                 }
+                if sub == Some("status") && !rt.status {
+                    return Err(not_found_path());
+                }
+                if dry_run(q) {
+                    // What the update would store, computed in a write that is then abandoned.
+                    let status = sub == Some("status");
+                    return dry(store.modify(rt, t.ns, name, |cur| {
+                        if let Some(rv) = obj
+                            .pointer("/metadata/resourceVersion")
+                            .and_then(Value::as_str)
+                            && !rv.is_empty()
+                            && Some(rv)
+                                != cur
+                                    .pointer("/metadata/resourceVersion")
+                                    .and_then(Value::as_str)
+                        {
+                            return Err(ApiError::stale(rt, name));
+                        }
+                        let mut next = if status { cur.clone() } else { obj.clone() };
+                        if status {
+                            next["status"] = obj.get("status").cloned().unwrap_or(Value::Null);
+                        } else if rt.status {
+                            next["status"] = cur.get("status").cloned().unwrap_or(Value::Null);
+                        }
+                        next["metadata"]["resourceVersion"] =
+                            cur["metadata"]["resourceVersion"].clone();
+                        Err(abandon(next))
+                    }));
+                }
                 if sub == Some("status") {
-                    if !rt.status {
-                        return Err(not_found_path());
-                    }
                     ok(store.update_status(rt, t.ns, obj)?)
                 } else {
                     ok(store.update(rt, t.ns, obj)?)
@@ -377,6 +420,10 @@ impl ApiServer {
                 if let Some(g) = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()) {
                     opts.grace_period_seconds = Some(g);
                 }
+                // kube-rs sends dryRun in the DeleteOptions body, kubectl in the query.
+                if dry_run(q) || opts.dry_run {
+                    return ok(store.get(rt, t.ns, name)?);
+                }
                 ok(self.delete_one(rt, t.ns, name, &opts)?)
             }
             (&Method::POST, Some(name), Some("eviction")) if rt == &ResourceType::pods() => {
@@ -384,9 +431,151 @@ impl ApiServer {
                 let st = eviction::evict(store, t.ns.unwrap_or(""), name, &ev, self.speed)?;
                 Ok(json_response(201, &st))
             }
+            (method, Some(name), Some("scale")) if scalable(rt) => {
+                let method = method.clone();
+                let body = parse_body(&body)?;
+                let ct = parts
+                    .headers
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                self.scale(rt, t.ns, name, &method, &ct, body)
+            }
             (_, _, Some(s)) if !matches!(s, "status" | "eviction") => Err(not_found_path()),
             _ => Err(method_not_allowed()),
         }
+    }
+
+    /// Server-side printing: the CRD's printer columns for custom resources that declare
+    /// them, the built-in columns otherwise.
+    fn table(&self, rt: &ResourceType, items: &[Value], rv: &str) -> Value {
+        let crd = format!("{}.{}", rt.plural, rt.group);
+        let printer = self
+            .store
+            .get(&ResourceType::crds(), None, &crd)
+            .ok()
+            .and_then(|c| {
+                c.pointer("/spec/versions")?
+                    .as_array()?
+                    .iter()
+                    .find(|v| v.get("name").and_then(Value::as_str) == Some(rt.version.as_str()))?
+                    .get("additionalPrinterColumns")?
+                    .as_array()
+                    .cloned()
+            })
+            .filter(|cols| !cols.is_empty());
+        match printer {
+            Some(cols) => table::custom_table(items, rv, self.store.now(), &cols),
+            None => table::table(rt, items, rv, self.store.now()),
+        }
+    }
+
+    /// A list, paged when the client asks (`limit`, `continue`). Continue tokens are
+    /// "<first page rv>:<namespace>:<name>" (names never hold ':'); every page reports the
+    /// first page's resourceVersion, so a watch from it replays what changed while paging.
+    fn list_paged(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+        q: &Query,
+    ) -> Result<(Vec<Value>, String, Option<String>), ApiError> {
+        let limit = q
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .filter(|l| *l > 0);
+        let token = q.get("continue").filter(|c| !c.is_empty());
+        if limit.is_none() && token.is_none() {
+            let (items, rv) = self.store.list(rt, ns, opts)?;
+            return Ok((items, rv, None));
+        }
+        let parsed = match token {
+            Some(tok) => {
+                let mut parts = tok.splitn(3, ':');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(rv), Some(a), Some(b)) if rv.parse::<u64>().is_ok() => {
+                        Some((rv.to_string(), a.to_string(), b.to_string()))
+                    }
+                    _ => {
+                        return Err(ApiError::bad_request(format!(
+                            "invalid continue token {tok:?}"
+                        )));
+                    }
+                }
+            }
+            None => None,
+        };
+        let after = parsed.as_ref().map(|(_, a, b)| (a.as_str(), b.as_str()));
+        let page = self
+            .store
+            .list_page(rt, ns, opts, limit.unwrap_or(usize::MAX), after)?;
+        let (items, now_rv, next) = (page.items, page.resource_version, page.next);
+        let rv = parsed.map(|(rv, _, _)| rv).unwrap_or(now_rv);
+        let next = next.map(|(a, b)| format!("{rv}:{a}:{b}"));
+        Ok((items, rv, next))
+    }
+
+    /// The `scale` subresource (autoscaling/v1 Scale) of Deployments, ReplicaSets and
+    /// StatefulSets: what `kubectl scale` reads and writes.
+    fn scale(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        method: &Method,
+        content_type: &str,
+        body: Value,
+    ) -> Result<Response<Body>, ApiError> {
+        let want: Option<(i64, Option<String>)> = match *method {
+            Method::GET => None,
+            Method::PUT => Some((
+                body.pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .ok_or_else(|| ApiError::invalid(rt, name, "spec.replicas: Required value"))?,
+                body.pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string),
+            )),
+            Method::PATCH => {
+                let mut cur = to_scale(&self.store.get(rt, ns, name)?);
+                match content_type.split(';').next().unwrap_or("").trim() {
+                    "application/json-patch+json" => patch::json_patch(&mut cur, &body)?,
+                    _ => patch::merge(&mut cur, &body),
+                }
+                let n = cur
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .ok_or_else(|| ApiError::invalid(rt, name, "spec.replicas: Required value"))?;
+                Some((n, None))
+            }
+            _ => return Err(method_not_allowed()),
+        };
+        let obj = match want {
+            None => self.store.get(rt, ns, name)?,
+            Some((n, _)) if n < 0 => {
+                return Err(ApiError::invalid(
+                    rt,
+                    name,
+                    format!(
+                        "spec.replicas: Invalid value: {n}: must be greater than or equal to 0"
+                    ),
+                ));
+            }
+            Some((n, rv)) => self.store.modify(rt, ns, name, |o| {
+                if let Some(rv) = &rv
+                    && o.pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        != Some(rv)
+                {
+                    return Err(ApiError::stale(rt, name));
+                }
+                o["spec"]["replicas"] = json!(n);
+                Ok(())
+            })?,
+        };
+        Ok(json_response(200, &to_scale(&obj)))
     }
 
     fn delete_one(
@@ -432,6 +621,7 @@ impl ApiServer {
         let store = &self.store;
         let now = store.timestamp();
         let manager = q.get("fieldManager").cloned();
+        let dry = dry_run(q);
         let force = q.get("force").is_some_and(|f| f == "true");
         if content_type == "application/apply-patch+yaml" {
             let Some(manager) = manager.clone().filter(|m| !m.is_empty()) else {
@@ -454,6 +644,9 @@ impl ApiServer {
                         },
                     )?;
                     let obj = prepare_create(rt, obj)?;
+                    if dry {
+                        return Ok((201, obj));
+                    }
                     return Ok((201, store.create(rt, ns, obj)?));
                 }
                 Err(e) => return Err(e),
@@ -521,9 +714,16 @@ impl ApiServer {
                 }
                 *cur = next;
             }
+            if dry {
+                return Err(abandon(cur.clone()));
+            }
             Ok(())
-        })?;
-        Ok((200, out))
+        });
+        match out {
+            Ok(v) => Ok((200, v)),
+            Err(e) if e.code == 0 => Ok((200, e.details.unwrap_or(Value::Null))),
+            Err(e) => Err(e),
+        }
     }
 
     fn watch(
@@ -633,6 +833,66 @@ impl ApiServer {
             .body(BodyExt::boxed_unsync(StreamBody::new(stream)))
             .expect("valid response"))
     }
+}
+
+/// `?dryRun=All`: validate and compute, store nothing.
+fn dry_run(q: &Query) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+/// Aborts a `Store::modify` after computing the object a dry run answers with (code 0 is
+/// never a real API error).
+fn abandon(would_be: Value) -> ApiError {
+    let mut e = ApiError::new(0, "DryRun", "");
+    e.details = Some(would_be);
+    e
+}
+
+/// The answer to a dry-run update: the abandoned object, or the real error.
+fn dry(r: Result<Value, ApiError>) -> Result<Response<Body>, ApiError> {
+    match r {
+        Ok(v) => Ok(json_response(200, &v)),
+        Err(e) if e.code == 0 => Ok(json_response(200, &e.details.unwrap_or(Value::Null))),
+        Err(e) => Err(e),
+    }
+}
+
+fn scalable(rt: &ResourceType) -> bool {
+    rt.group == "apps"
+        && matches!(
+            rt.plural.as_str(),
+            "deployments" | "replicasets" | "statefulsets"
+        )
+}
+
+/// A workload as an autoscaling/v1 Scale.
+fn to_scale(o: &Value) -> Value {
+    let mut meta = json!({});
+    for k in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = o.pointer(&format!("/metadata/{k}")) {
+            meta[k] = v.clone();
+        }
+    }
+    let selector = o
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta,
+           "spec": {"replicas": o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
+           "status": {"replicas": o.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
+                      "selector": selector}})
 }
 
 fn encode(
