@@ -245,7 +245,7 @@ fn diff_groups_image_changes_by_wave() {
     let out = stdout(&promote);
     assert_eq!(
         out,
-        "wave main (3):\n\
+        "wave 3: main\n\
          \x20 prod-euw1/general: general 2026.11.1 -> 2026.11.2 (projects/acme-images/global/images/general-2026-11-1 -> projects/acme-images/global/images/general-2026-11-2)\n\
          \x20 prod-usw2/general: general 2026.11.1 -> 2026.11.2 (ami-0a1b2c3d4e5f60718 -> ami-0f9e8d7c6b5a40312)\n\
          \x20 prod-usw2/legacy: general 2026.11.1 -> 2026.11.2 (ami-0a1b2c3d4e5f60718 -> ami-0f9e8d7c6b5a40312)\n\
@@ -319,6 +319,32 @@ fn diff_groups_image_changes_by_wave() {
     assert!(
         back.iter().all(|b| *b == ("2026.11.2", "2026.11.1")),
         "{back:?}"
+    );
+
+    let md = rota(&[
+        "diff",
+        "--repo",
+        repo,
+        "--from",
+        &h.promoted,
+        "--to",
+        &h.bumped,
+        "--format",
+        "markdown",
+    ]);
+    assert_eq!(
+        stdout(&md),
+        "### rota: 4 pools change image\n\n\
+         #### Wave 1: canary\n\n\
+         | pool | change | from | to |\n\
+         |---|---|---|---|\n\
+         | canary-use1/general | changed | general@2026.11.2 (`ami-0f9e8d7c6b5a40312`) | general@2026.11.3 (`ami-0123456789abcdef0`) |\n\
+         | dev-usc1/general | changed | general@2026.11.2 (`projects/acme-images/global/images/general-2026-11-2`) | general@2026.11.3 (`projects/acme-images/global/images/general-2026-11-3`) |\n\n\
+         #### Wave 3: main\n\n\
+         | pool | change | from | to |\n\
+         |---|---|---|---|\n\
+         | prod-euc1/general | added | – | general@2026.11.2 (`ami-0f9e8d7c6b5a40312`) |\n\
+         | prod-euc1/legacy | added | – | general@2026.11.2 (`ami-0f9e8d7c6b5a40312`) |\n\n"
     );
 
     let same = rota(&["diff", "--repo", repo, "--from", "HEAD", "--to", "HEAD"]);

@@ -1,4 +1,4 @@
-//! `rota diff --from REV [--to REV] [--repo PATH] [--format human|json]`: which clusters and
+//! `rota diff --from REV [--to REV] [--repo PATH] [--format human|json|markdown]`: which clusters and
 //! pools change image between two revisions of the fleet repo, grouped by wave.
 //!
 //! Exit 0 with the summary (also when nothing changes), 1 when either revision is invalid,
@@ -16,6 +16,8 @@ use crate::fleet::{Format, diff};
 pub enum DiffFormat {
     Human,
     Json,
+    /// Markdown tables, for a pull request comment or `$GITHUB_STEP_SUMMARY`.
+    Markdown,
 }
 
 #[derive(Args, Debug)]
@@ -55,6 +57,7 @@ pub fn run(args: DiffArgs) -> ExitCode {
     let d = diff::diff(&from, &to);
     match args.format {
         DiffFormat::Human => print!("{}", d.render_human()),
+        DiffFormat::Markdown => print!("{}", d.render_markdown()),
         DiffFormat::Json => println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({

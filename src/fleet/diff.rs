@@ -81,7 +81,7 @@ impl FleetDiff {
         }
         let mut out = String::new();
         for w in self.waves.iter().filter(|w| !w.changes.is_empty()) {
-            let _ = writeln!(out, "wave {} ({}):", w.wave, w.index + 1);
+            let _ = writeln!(out, "wave {}: {}", w.index + 1, w.wave);
             for c in &w.changes {
                 let name = format!("{}/{}", c.cluster, c.pool);
                 let _ = match (&c.kind, &c.from, &c.to) {
@@ -115,6 +115,49 @@ impl FleetDiff {
             "{n} pool{} change image",
             if n == 1 { "" } else { "s" }
         );
+        out
+    }
+}
+
+impl FleetDiff {
+    /// A Markdown table per wave, for a pull request comment or a CI job summary.
+    pub fn render_markdown(&self) -> String {
+        if self.is_empty() {
+            return "No pool changes image.\n".to_string();
+        }
+        let mut out = String::new();
+        let n = self.change_count();
+        let _ = writeln!(
+            out,
+            "### rota: {n} pool{} change image\n",
+            if n == 1 { "" } else { "s" }
+        );
+        for w in self.waves.iter().filter(|w| !w.changes.is_empty()) {
+            let _ = writeln!(out, "#### Wave {}: {}\n", w.index + 1, w.wave);
+            let _ = writeln!(out, "| pool | change | from | to |");
+            let _ = writeln!(out, "|---|---|---|---|");
+            for c in &w.changes {
+                let side = |r: &Option<ImageRef>| {
+                    r.as_ref()
+                        .map(|r| format!("{}@{} (`{}`)", r.channel, r.version, r.image))
+                        .unwrap_or_else(|| "–".to_string())
+                };
+                let kind = match c.kind {
+                    ChangeKind::Changed => "changed",
+                    ChangeKind::Added => "added",
+                    ChangeKind::Removed => "removed",
+                };
+                let _ = writeln!(
+                    out,
+                    "| {}/{} | {kind} | {} | {} |",
+                    c.cluster,
+                    c.pool,
+                    side(&c.from),
+                    side(&c.to)
+                );
+            }
+            out.push('\n');
+        }
         out
     }
 }

@@ -107,11 +107,14 @@ fn read_file(f: &SourceFile, out: &mut Documents, diags: &mut Diagnostics) {
         }
     };
     for doc in docs {
+        let yaml::Document {
+            value, positions, ..
+        } = doc;
         let origin = Origin {
             file: f.path.clone(),
-            positions: doc.positions.clone(),
+            positions,
         };
-        let Some(obj) = doc.value.as_object() else {
+        let Some(obj) = value.as_object() else {
             diags.push(origin.error(
                 "",
                 "a document must be a mapping with apiVersion, kind, metadata and spec",
@@ -152,21 +155,20 @@ fn read_file(f: &SourceFile, out: &mut Documents, diags: &mut Diagnostics) {
                 continue;
             }
         };
-        let name = doc
-            .value
+        let name = value
             .pointer("/metadata/name")
             .and_then(|n| n.as_str())
             .map(|n| (kind.clone(), n.to_string()));
-        let errors = schema::validate(&f.path, &kind, &doc);
+        let errors = schema::validate(&f.path, &kind, &value, &origin.positions);
         if !errors.is_empty() {
             diags.0.extend(errors);
             out.rejected.extend(name);
             continue;
         }
         let ok = match kind.as_str() {
-            "Fleet" => typed(origin, doc.value, diags).map(|d| out.fleets.push(d)),
-            "Cluster" => typed(origin, doc.value, diags).map(|d| out.clusters.push(d)),
-            _ => typed(origin, doc.value, diags).map(|d| out.gates.push(d)),
+            "Fleet" => typed(origin, value, diags).map(|d| out.fleets.push(d)),
+            "Cluster" => typed(origin, value, diags).map(|d| out.clusters.push(d)),
+            _ => typed(origin, value, diags).map(|d| out.gates.push(d)),
         };
         if ok.is_none() {
             out.rejected.extend(name);
@@ -182,7 +184,8 @@ fn typed<S: DeserializeOwned>(
     value: serde_json::Value,
     diags: &mut Diagnostics,
 ) -> Option<(Origin, Manifest<S>)> {
-    match serde_json::from_value::<Manifest<S>>(value.clone()) {
+    use serde::Deserialize as _;
+    match Manifest::<S>::deserialize(&value) {
         Ok(m) => Some((origin, m)),
         Err(e) => {
             // serde_json errors carry no path; the message quotes the bad value, so point at

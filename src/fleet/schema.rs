@@ -11,7 +11,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use super::diagnostics::{Diagnostic, Location, did_you_mean};
-use super::yaml::{Document, escape_token, pointer_to_path};
+use super::yaml::{Positions, escape_token, pointer_to_path};
 
 pub const FLEET_SCHEMA: &str = include_str!("../../schemas/fleet.schema.json");
 pub const CLUSTER_SCHEMA: &str = include_str!("../../schemas/cluster.schema.json");
@@ -54,12 +54,17 @@ pub fn schema_text(kind: &str) -> Option<&'static str> {
 }
 
 /// Validate one document of a known kind; every violation becomes a diagnostic.
-pub fn validate(file: &str, kind: &str, doc: &Document) -> Vec<Diagnostic> {
+pub fn validate(file: &str, kind: &str, value: &Value, positions: &Positions) -> Vec<Diagnostic> {
     let Some(c) = compiled(kind) else {
         return Vec::new();
     };
+    // The boolean check is much cheaper than collecting errors, and nearly every document
+    // of a real repo is valid.
+    if c.validator.is_valid(value) {
+        return Vec::new();
+    }
     let mut out = Vec::new();
-    for err in c.validator.iter_errors(&doc.value) {
+    for err in c.validator.iter_errors(value) {
         let instance_path = err.instance_path().to_string();
         let schema_path = err.schema_path().to_string();
         // The schema node holding the failed keyword: its description says what is expected.
@@ -70,9 +75,9 @@ pub fn validate(file: &str, kind: &str, doc: &Document) -> Vec<Diagnostic> {
         let node = resolve(&c.schema, parent);
         let at = |pointer: &str, key: bool| {
             let pos = if key {
-                doc.positions.key(pointer)
+                positions.key(pointer)
             } else {
-                doc.positions.value(pointer)
+                positions.value(pointer)
             };
             Location {
                 file: file.to_string(),
