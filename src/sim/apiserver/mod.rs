@@ -760,7 +760,7 @@ impl ApiServer {
                 json!({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": meta}})
             }
         };
-        match self.store.watch(rt, ns, opts, rv) {
+        match self.store.watch_lazy(rt, ns, opts, rv) {
             Err(e) if e.code == 410 => {
                 // As a real server: 200, then an ERROR event with the Status.
                 let ev = line(json!({"type": "ERROR", "object": e.to_status()}));
