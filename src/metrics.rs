@@ -134,6 +134,7 @@ struct Inner {
     evictions: IntCounterVec,
     gate_evaluations: IntCounterVec,
     gate_failures: IntCounterVec,
+    pool_gate_failed: IntGaugeVec,
     errors: IntCounterVec,
     batch_duration: HistogramVec,
     drain_duration: HistogramVec,
@@ -144,6 +145,7 @@ struct Inner {
     git_fetches: IntCounterVec,
     git_last_success: GaugeVec,
     commits_rejected: IntCounterVec,
+    commit_rejected: IntGaugeVec,
     statuses_posted: IntCounterVec,
     notifications: IntCounterVec,
     leader: IntGaugeVec,
@@ -152,6 +154,10 @@ struct Inner {
     last_progress: Mutex<BTreeMap<(String, String), DateTime<Utc>>>,
     /// The reason each stuck pool's `rota_pool_stuck` series carries (to clear it).
     stuck_reasons: Mutex<BTreeMap<(String, String), String>>,
+    /// The gate holding each failed pool (to clear `rota_pool_gate_failed`).
+    failed_gates: Mutex<BTreeMap<(String, String), String>>,
+    /// The reason of the rejected newest commit, if it is.
+    rejected: Mutex<Option<String>>,
 }
 
 /// The process's metrics; cheap to clone (shared).
@@ -270,6 +276,11 @@ impl Metrics {
                 "Gates that failed a batch or pool (after failureLimit): the rotation stopped.",
                 &["cluster", "pool", "gate"]
             )),
+            pool_gate_failed: reg!(ig(
+                "rota_pool_gate_failed",
+                "1 while a failed gate holds the pool (rolled back or paused), by gate.",
+                &["cluster", "pool", "gate"]
+            )),
             errors: reg!(c(
                 "rota_errors_total",
                 "Errors by stable reason; alerting=true for those that cannot heal themselves.",
@@ -319,6 +330,11 @@ impl Metrics {
                 "Fleet commits refused (validation, signature); the last good commit stays in force.",
                 &["reason"]
             )),
+            commit_rejected: reg!(ig(
+                "rota_fleet_commit_rejected",
+                "1 while the newest fleet commit is refused (the last good one stays in force).",
+                &["reason"]
+            )),
             statuses_posted: reg!(c(
                 "rota_statuses_posted_total",
                 "Commit statuses posted, by backend and outcome.",
@@ -341,6 +357,8 @@ impl Metrics {
             )),
             last_progress: Mutex::new(BTreeMap::new()),
             stuck_reasons: Mutex::new(BTreeMap::new()),
+            failed_gates: Mutex::new(BTreeMap::new()),
+            rejected: Mutex::new(None),
             readiness: Readiness::default(),
             registry,
         };
@@ -395,12 +413,26 @@ impl Metrics {
         }
     }
 
-    /// A fleet commit refused; `reason` is a stable word (`validation`, `signature`).
+    /// The newest fleet commit was refused; `reason` is a stable word (`validation`,
+    /// `signature`). Holds `rota_fleet_commit_rejected{reason}` at 1 until a commit is accepted.
     pub fn record_commit_rejected(&self, reason: &str) {
         self.inner
             .commits_rejected
             .with_label_values(&[reason])
             .inc();
+        let mut rejected = self.inner.rejected.lock().expect("not poisoned");
+        if let Some(old) = rejected.take() {
+            let _ = self.inner.commit_rejected.remove_label_values(&[old.as_str()]);
+        }
+        self.inner.commit_rejected.with_label_values(&[reason]).set(1);
+        *rejected = Some(reason.to_string());
+    }
+
+    /// A fleet commit passed validation and signature checks.
+    pub fn record_commit_accepted(&self) {
+        if let Some(old) = self.inner.rejected.lock().expect("not poisoned").take() {
+            let _ = self.inner.commit_rejected.remove_label_values(&[old.as_str()]);
+        }
     }
 
     pub fn record_status_posted(&self, backend: &str, outcome: Outcome) {
@@ -616,12 +648,34 @@ impl PoolMetrics<'_> {
             .inc();
     }
 
-    /// A gate stopped the rotation (after its failureLimit).
+    /// A gate stopped the rotation (after its failureLimit): counts it and holds
+    /// `rota_pool_gate_failed{gate}` at 1 until [`PoolMetrics::clear_gate_failed`].
     pub fn record_gate_failed(&self, gate: &str) {
         self.m
             .gate_failures
             .with_label_values(&[self.cluster, self.pool, gate])
             .inc();
+        self.clear_gate_failed();
+        self.m
+            .pool_gate_failed
+            .with_label_values(&[self.cluster, self.pool, gate])
+            .set(1);
+        self.m
+            .failed_gates
+            .lock()
+            .expect("not poisoned")
+            .insert((self.cluster.to_string(), self.pool.to_string()), gate.to_string());
+    }
+
+    /// The pool moves again (a new commit, a human resumed it).
+    pub fn clear_gate_failed(&self) {
+        let key = (self.cluster.to_string(), self.pool.to_string());
+        if let Some(old) = self.m.failed_gates.lock().expect("not poisoned").remove(&key) {
+            let _ = self
+                .m
+                .pool_gate_failed
+                .remove_label_values(&[self.cluster, self.pool, old.as_str()]);
+        }
     }
 
     /// An error, by its stable reason and whether it alerts (see [`crate::stuck::classify`]).
@@ -668,6 +722,7 @@ impl PoolMetrics<'_> {
     /// The pool left the fleet repo: drop its series so dashboards do not show a ghost.
     pub fn remove(&self) {
         self.set_stuck(None);
+        self.clear_gate_failed();
         let m = self.m;
         let l = self.l();
         let _ = m.pool_nodes.remove_label_values(&l);
@@ -780,7 +835,9 @@ mod tests {
         p.record_error("cloud_throttled", false);
         m.record_cloud_call("aws", "set_launch_image", Outcome::Ok);
         m.record_git_fetch(Outcome::Ok, at(5));
+        m.record_commit_rejected("validation");
         m.record_commit_rejected("signature");
+        p.record_gate_failed("error-rate");
         m.record_status_posted("github", Outcome::Ok);
         let text = m.render_at(at(10));
         assert!(
@@ -800,6 +857,14 @@ mod tests {
         ));
         assert!(text.contains("rota_git_last_fetch_success_timestamp_seconds 1700000005"));
         assert!(text.contains(r#"rota_commits_rejected_total{reason="signature"} 1"#));
+        assert!(text.contains(r#"rota_fleet_commit_rejected{reason="signature"} 1"#));
+        assert!(!text.contains(r#"rota_fleet_commit_rejected{reason="validation"}"#));
+        assert!(text.contains(r#"rota_pool_gate_failed{cluster="c1",gate="error-rate",pool="p1"} 1"#));
+        m.record_commit_accepted();
+        p.clear_gate_failed();
+        let text = m.render_at(at(11));
+        assert!(!text.contains("rota_fleet_commit_rejected{"));
+        assert!(!text.contains("rota_pool_gate_failed{"));
         // Every label name in the output is one of the allowed few.
         let allowed = [
             "cluster", "pool", "phase", "reason", "alerting", "gate", "result", "outcome",
