@@ -422,16 +422,25 @@ impl Metrics {
             .inc();
         let mut rejected = self.inner.rejected.lock().expect("not poisoned");
         if let Some(old) = rejected.take() {
-            let _ = self.inner.commit_rejected.remove_label_values(&[old.as_str()]);
+            let _ = self
+                .inner
+                .commit_rejected
+                .remove_label_values(&[old.as_str()]);
         }
-        self.inner.commit_rejected.with_label_values(&[reason]).set(1);
+        self.inner
+            .commit_rejected
+            .with_label_values(&[reason])
+            .set(1);
         *rejected = Some(reason.to_string());
     }
 
     /// A fleet commit passed validation and signature checks.
     pub fn record_commit_accepted(&self) {
         if let Some(old) = self.inner.rejected.lock().expect("not poisoned").take() {
-            let _ = self.inner.commit_rejected.remove_label_values(&[old.as_str()]);
+            let _ = self
+                .inner
+                .commit_rejected
+                .remove_label_values(&[old.as_str()]);
         }
     }
 
@@ -660,21 +669,27 @@ impl PoolMetrics<'_> {
             .pool_gate_failed
             .with_label_values(&[self.cluster, self.pool, gate])
             .set(1);
-        self.m
-            .failed_gates
-            .lock()
-            .expect("not poisoned")
-            .insert((self.cluster.to_string(), self.pool.to_string()), gate.to_string());
+        self.m.failed_gates.lock().expect("not poisoned").insert(
+            (self.cluster.to_string(), self.pool.to_string()),
+            gate.to_string(),
+        );
     }
 
     /// The pool moves again (a new commit, a human resumed it).
     pub fn clear_gate_failed(&self) {
         let key = (self.cluster.to_string(), self.pool.to_string());
-        if let Some(old) = self.m.failed_gates.lock().expect("not poisoned").remove(&key) {
-            let _ = self
-                .m
-                .pool_gate_failed
-                .remove_label_values(&[self.cluster, self.pool, old.as_str()]);
+        if let Some(old) = self
+            .m
+            .failed_gates
+            .lock()
+            .expect("not poisoned")
+            .remove(&key)
+        {
+            let _ = self.m.pool_gate_failed.remove_label_values(&[
+                self.cluster,
+                self.pool,
+                old.as_str(),
+            ]);
         }
     }
 
@@ -859,7 +874,9 @@ mod tests {
         assert!(text.contains(r#"rota_commits_rejected_total{reason="signature"} 1"#));
         assert!(text.contains(r#"rota_fleet_commit_rejected{reason="signature"} 1"#));
         assert!(!text.contains(r#"rota_fleet_commit_rejected{reason="validation"}"#));
-        assert!(text.contains(r#"rota_pool_gate_failed{cluster="c1",gate="error-rate",pool="p1"} 1"#));
+        assert!(
+            text.contains(r#"rota_pool_gate_failed{cluster="c1",gate="error-rate",pool="p1"} 1"#)
+        );
         m.record_commit_accepted();
         p.clear_gate_failed();
         let text = m.render_at(at(11));

@@ -153,10 +153,24 @@ impl Sender {
     }
 
     pub async fn send(&self, message: &Message) -> Result<(), NotifyError> {
-        let fail = |message: String| NotifyError::Send {
-            name: self.webhook.name.clone(),
-            // Transport errors may quote the URL: scrub it.
-            message: redact(&message, &[&self.webhook.url]),
+        // Errors may quote the URL, or the server may echo its path (where Slack-style URLs
+        // keep their token): scrub both.
+        let path = self
+            .webhook
+            .url
+            .expose()
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.path_and_query().map(|p| p.as_str().to_string()))
+            .filter(|p| p.len() > 1)
+            .map(Secret::new);
+        let fail = |message: String| {
+            let mut secrets = vec![&self.webhook.url];
+            secrets.extend(path.as_ref());
+            NotifyError::Send {
+                name: self.webhook.name.clone(),
+                message: redact(&message, &secrets),
+            }
         };
         let req = http::Request::post(self.webhook.url.expose())
             .header(http::header::CONTENT_TYPE, "application/json")
