@@ -596,6 +596,23 @@ impl PoolMetrics<'_> {
             .set(batch.unwrap_or(0) as i64);
     }
 
+    /// Set the pool's gauges from its NodePoolRotation status: what the controller calls after
+    /// every status write (nodes, progress, phase, batch, last progress).
+    pub fn observe_status(&self, status: &crate::kube::crd::NodePoolRotationStatus) {
+        self.set_nodes(status.total, status.on_target);
+        self.set_phase(status.phase);
+        self.set_batch(
+            status
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.stage.batch())
+                .map(|b| b.number),
+        );
+        if let Some(at) = status.last_progress_time {
+            self.set_last_progress(at);
+        }
+    }
+
     /// The rotation moved forward at `at` (the status's `lastProgressTime`).
     pub fn set_last_progress(&self, at: DateTime<Utc>) {
         self.m
@@ -830,6 +847,24 @@ mod tests {
         let done = m.render_at(at(700));
         assert!(done.contains(r#"rota_pool_progress_ratio{cluster="prod-use1",pool="general"} 1"#));
         assert!(done.contains(r#"phase="Rotating",pool="general"} 0"#));
+    }
+
+    #[test]
+    fn a_status_sets_the_pool_gauges() {
+        let m = Metrics::new();
+        let status = crate::kube::crd::NodePoolRotationStatus {
+            phase: Phase::Soaking,
+            total: 8,
+            on_target: 2,
+            last_progress_time: Some(at(0)),
+            ..Default::default()
+        };
+        m.pool("c", "p").observe_status(&status);
+        let text = m.render_at(at(30));
+        assert!(text.contains(r#"rota_pool_progress_ratio{cluster="c",pool="p"} 0.25"#));
+        assert!(text.contains(r#"rota_pool_phase{cluster="c",phase="Soaking",pool="p"} 1"#));
+        assert!(text.contains(r#"rota_pool_batch{cluster="c",pool="p"} 0"#));
+        assert!(text.contains(r#"rota_pool_seconds_since_progress{cluster="c",pool="p"} 30"#));
     }
 
     #[test]

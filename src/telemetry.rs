@@ -27,6 +27,24 @@ pub enum LogFormat {
     Json,
 }
 
+/// The operational flags `rota agent` and `rota controller` share: flatten into their `Args`
+/// (`#[command(flatten)] pub ops: OperateArgs`). deploy/manifests/deployment.yaml uses them.
+#[derive(Clone, Debug, clap::Args)]
+pub struct OperateArgs {
+    /// Log line format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, env = "ROTA_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// Log filter (`RUST_LOG` syntax); default `warn,rota=info`, or `RUST_LOG` if set.
+    #[arg(long)]
+    pub log_filter: Option<String>,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz`.
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    pub metrics_addr: std::net::SocketAddr,
+    /// A rotation without progress for this long is Stuck (condition, Event, metric, alert).
+    #[arg(long, default_value = "30m")]
+    pub stuck_after: crate::fleet::duration::GoDuration,
+}
+
 /// The default filter when `RUST_LOG` is unset: rota at info, its dependencies at warn.
 pub const DEFAULT_FILTER: &str = "warn,rota=info";
 
@@ -133,6 +151,22 @@ impl<'a> MakeWriter<'a> for CapturedLogs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operate_flags_parse_with_defaults() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            ops: OperateArgs,
+        }
+        let c =
+            Cli::try_parse_from(["rota", "--log-format", "json", "--stuck-after", "45m"]).unwrap();
+        assert_eq!(c.ops.log_format, LogFormat::Json);
+        assert_eq!(c.ops.stuck_after.as_duration().as_secs(), 2700);
+        assert_eq!(c.ops.metrics_addr.port(), 9090);
+        assert!(Cli::try_parse_from(["rota", "--stuck-after", "soon"]).is_err());
+    }
 
     #[test]
     fn secrets_print_as_stars() {
