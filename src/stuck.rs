@@ -3,8 +3,10 @@
 //! Pure functions, no clock: the controller passes `now`. Two rules keep pages rare and
 //! meaningful:
 //! - A pool is *stuck* when a rotation is under way and its stage has not changed for longer
-//!   than the threshold (plus any wait the plan itself scheduled, such as a soak). Waiting for
-//!   a maintenance window, a pause a human asked for, or a finished pool are never stuck.
+//!   than the threshold (plus any wait the plan itself scheduled, such as a soak), or rota
+//!   halted it (a drain timeout with `pause`, nodes never Ready) and it has not moved since.
+//!   Waiting for a maintenance window, a pause asked for in git, or a finished pool are never
+//!   stuck.
 //! - An error *alerts* only when retrying cannot fix it (permission denied, quota, an invalid
 //!   request, a failed gate, a rejected commit). Throttling and transient failures are retried
 //!   quietly; if they never clear, the pool stops progressing and stuck detection names the
@@ -111,10 +113,20 @@ pub fn detect(
     now: DateTime<Utc>,
     threshold: Duration,
 ) -> Option<Stuck> {
-    if !matches!(
-        status.phase,
-        Phase::Rotating | Phase::Soaking | Phase::RollingBack
-    ) {
+    // A pool rota itself halted (drain timeout with `pause`, new nodes never Ready, a gate
+    // with `pause`) waits for a human just as surely as one that stopped moving; a pause asked
+    // for in git (`paused: true`, no halt) is intended and stays quiet.
+    let halted = status.phase == Phase::Paused
+        && status
+            .checkpoint
+            .as_ref()
+            .is_some_and(|c| c.halted.is_some());
+    if !halted
+        && !matches!(
+            status.phase,
+            Phase::Rotating | Phase::Soaking | Phase::RollingBack
+        )
+    {
         return None;
     }
     let stage = status.checkpoint.as_ref().map(|c| &c.stage);
@@ -137,6 +149,7 @@ pub fn detect(
         Some(Stage::Abandoning { .. }) => (since, "AbandonPending"),
         _ => (since, "NoProgress"),
     };
+    let stage_reason = if halted { "Halted" } else { stage_reason };
     let idle = (now - since).to_std().ok()?;
     if idle <= threshold {
         return None;
@@ -358,6 +371,21 @@ mod tests {
             let s = status(phase, Some(Stage::Draining { batch: batch(0) }), 0);
             assert_eq!(detect(&s, None, t(100_000), TEN_MIN), None, "{phase}");
         }
+    }
+
+    #[test]
+    fn a_pool_rota_halted_is_stuck_but_a_pause_from_git_is_not() {
+        let mut s = status(Phase::Paused, Some(Stage::Draining { batch: batch(0) }), 0);
+        assert_eq!(detect(&s, None, t(100_000), TEN_MIN), None);
+        s.checkpoint.as_mut().unwrap().halted = Some("drain timed out after 1h".into());
+        s.message = "drain timed out after 1h".into();
+        let stuck = detect(&s, None, t(601), TEN_MIN).unwrap();
+        assert_eq!(stuck.reason, "Halted");
+        assert!(
+            stuck.message.ends_with("; drain timed out after 1h"),
+            "{}",
+            stuck.message
+        );
     }
 
     #[test]
