@@ -196,6 +196,32 @@ pub enum Transition {
     Cleared,
 }
 
+impl Transition {
+    /// The Event to post for this transition: (warning?, reason, note). The controller hands
+    /// these to its kube-rs `Recorder` on the NodePoolRotation.
+    pub fn event(&self) -> (bool, &'static str, String) {
+        match self {
+            Transition::Raised(s) => (true, "Stuck", format!("{}: {}", s.reason, s.message)),
+            Transition::Cleared => (false, "Unstuck", "the rotation moves again".to_string()),
+        }
+    }
+}
+
+/// Everything the controller does about stuckness after computing a pool's new status, in one
+/// call: detect, set the condition on `status`, set `rota_pool_stuck`; returns the transition
+/// to post as an Event (see [`Transition::event`]).
+pub fn evaluate(
+    status: &mut NodePoolRotationStatus,
+    errors: &ErrorTracker,
+    now: DateTime<Utc>,
+    threshold: Duration,
+    metrics: &crate::metrics::PoolMetrics<'_>,
+) -> Option<Transition> {
+    let stuck = detect(status, errors.last(), now, threshold);
+    metrics.set_stuck(stuck.as_ref().map(|s| s.reason));
+    apply_condition(status, stuck.as_ref(), now)
+}
+
 /// Set the `Stuck` condition on `status` (keeping `lastTransitionTime` while it holds) and
 /// return the transition, if any, against the condition already there.
 pub fn apply_condition(

@@ -14,7 +14,7 @@ use rota::kube::crd::NodePoolRotationStatus;
 use rota::metrics::Metrics;
 use rota::rotate::apply::status_for;
 use rota::rotate::{GateVerdict, Phase, plan};
-use rota::stuck::{Transition, apply_condition, detect};
+use rota::stuck::{ErrorTracker, Transition, evaluate};
 use support::{Model, NEW, TICK, Workload, group_ref};
 
 const THRESHOLD: StdDuration = StdDuration::from_secs(600);
@@ -58,6 +58,7 @@ fn run(ticks: u32, block: impl Fn(u32) -> bool) -> Run {
     let start = model.now;
     let metrics = Metrics::new();
     let mut status: Option<NodePoolRotationStatus> = None;
+    let errors = ErrorTracker::default();
     let mut out = Run {
         raised: vec![],
         cleared: 0,
@@ -84,7 +85,6 @@ fn run(ticks: u32, block: impl Fn(u32) -> bool) -> Run {
                     .cloned(),
             );
         }
-        let stuck = detect(&next, None, model.now, THRESHOLD);
         let secs = (model.now - start).num_seconds();
         if out.draining_since.is_none()
             && next
@@ -94,14 +94,20 @@ fn run(ticks: u32, block: impl Fn(u32) -> bool) -> Run {
         {
             out.draining_since = Some(secs);
         }
-        match apply_condition(&mut next, stuck.as_ref(), model.now) {
-            Some(Transition::Raised(s)) => out.raised.push((secs, s.reason.to_string())),
+        let pm = metrics.pool("sim", "general");
+        pm.observe_status(&next);
+        match evaluate(&mut next, &errors, model.now, THRESHOLD, &pm) {
+            Some(t @ Transition::Raised(_)) => {
+                let (warning, reason, note) = t.event();
+                assert!(warning && reason == "Stuck", "{note}");
+                let Transition::Raised(s) = t else {
+                    unreachable!()
+                };
+                out.raised.push((secs, s.reason.to_string()));
+            }
             Some(Transition::Cleared) => out.cleared += 1,
             None => {}
         }
-        let pm = metrics.pool("sim", "general");
-        pm.observe_status(&next);
-        pm.set_stuck(stuck.as_ref().map(|s| s.reason));
         for a in &p.actions {
             model.apply(&a.action, false).unwrap();
         }
