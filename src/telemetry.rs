@@ -57,7 +57,8 @@ pub fn init(format: LogFormat, filter: Option<&str>) -> Result<(), String> {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
         }
     };
-    install(format, filter, io::stderr, true)
+    tracing::subscriber::set_global_default(subscriber(format, filter, io::stderr))
+        .map_err(|e| e.to_string())
 }
 
 /// Build a subscriber for `format` writing to `writer` (tests capture logs with this).
@@ -82,18 +83,6 @@ where
                 .with_span_list(true)
                 .finish(),
         ),
-    }
-}
-
-fn install<W>(format: LogFormat, filter: EnvFilter, writer: W, global: bool) -> Result<(), String>
-where
-    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
-{
-    let sub = subscriber(format, filter, writer);
-    if global {
-        tracing::subscriber::set_global_default(sub).map_err(|e| e.to_string())
-    } else {
-        Ok(())
     }
 }
 
