@@ -148,9 +148,20 @@ fn controller(s: &Sim, version: &str) -> Controller {
     Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
 }
 
+/// The group as the cloud holds it (the test's own reads retry the faults it injects).
+async fn describe_group(s: &Sim, pool: &str) -> rota::cloud::GroupState {
+    loop {
+        match s.fleet.cloud.describe(&group(pool)).await {
+            Ok(g) => return g,
+            Err(e) if e.kind.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 /// Invariants 1-3 on one pool, now.
 async fn check(s: &Sim, pool: &str, start: u32, batch: u32, log: &str) {
-    let g = s.fleet.cloud.describe(&group(pool)).await.unwrap();
+    let g = describe_group(s, pool).await;
     let live = g
         .instances
         .iter()
@@ -226,7 +237,7 @@ async fn assert_clean(s: &Sim, pool: &str, size: u32, log: &str) {
     let st = n.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}\n{log}", st.message);
     assert_eq!((st.total, st.on_target), (size, size), "{log}");
-    let g = s.fleet.cloud.describe(&group(pool)).await.unwrap();
+    let g = describe_group(s, pool).await;
     let live: Vec<_> = g
         .instances
         .iter()
@@ -276,7 +287,10 @@ async fn drive(
     let mut pass = 0;
     while Instant::now() < end {
         pass += 1;
-        c.crash_after = crash(pass);
+        // An armed crash stays armed until a plan that acts takes it.
+        if c.crash_after.is_none() {
+            c.crash_after = crash(pass);
+        }
         let out = c.step().await;
         if !out.is_empty() {
             log.push_str(&format!("t+{:?} {}\n", Instant::now(), describe(&out)));
@@ -388,8 +402,9 @@ async fn paused_message(
     limit: Duration,
 ) -> (Sim, String) {
     let s = sim(&[("general", 4)], workloads, faults, 3).await;
+    let batch = p.batch.nodes(4);
     create(&s.client, &npr("general", p, None)).await;
-    let (_c, log) = drive(&s, controller(&s, "0.1.0"), &[("general", 4, 2)], limit, |_| None).await;
+    let (_c, log) = drive(&s, controller(&s, "0.1.0"), &[("general", 4, batch)], limit, |_| None).await;
     let st = get(&s.client, "general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Paused, "{}\n{log}", st.message);
     let m = st.message.clone();
