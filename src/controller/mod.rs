@@ -456,19 +456,15 @@ impl Controller {
 }
 
 /// The gate evaluation a checkpoint stage belongs to: the pre-check of batch n (from its
-/// surge to its cordons), its soak (from its cordons to the end of its soak), the pool soak;
-/// empty when no gate is consulted.
+/// surge to its cordons), its soak, the pool soak; empty when no gate is consulted.
 pub fn evaluation(stage: Option<&Stage>) -> String {
     match stage {
         Some(Stage::Surging { batch } | Stage::WaitingReady { batch } | Stage::Gating { batch }) => {
             format!("pre-{}", batch.number)
         }
-        Some(
-            Stage::Cordoning { batch }
-            | Stage::Draining { batch }
-            | Stage::Terminating { batch }
-            | Stage::Soaking { batch, .. },
-        ) => format!("soak-{}", batch.number),
+        // Not while draining: evicted pods are briefly not Ready by design; the soak judges
+        // the cluster once the batch is done.
+        Some(Stage::Soaking { batch, .. }) => format!("soak-{}", batch.number),
         Some(Stage::PoolSoak { .. } | Stage::Cleanup) => "pool".into(),
         _ => String::new(),
     }
