@@ -172,23 +172,32 @@ async fn run(nodes: u32, parallel: u32) -> Run {
     loop {
         c.step().await;
         let all = api.list(&Default::default()).await.unwrap();
-        let done = all
-            .items
-            .iter()
-            .all(|n| n.status.as_ref().is_some_and(|s| s.phase == Phase::Succeeded));
+        let done = all.items.iter().all(|n| {
+            n.status
+                .as_ref()
+                .is_some_and(|s| s.phase == Phase::Succeeded)
+        });
         let stuck = all.items.iter().find(|n| {
             n.status
                 .as_ref()
                 .is_some_and(|s| matches!(s.phase, Phase::Paused | Phase::Failed))
         });
         if let Some(n) = stuck {
-            panic!("{} stopped: {}", n.metadata.name.as_deref().unwrap(), n.status.as_ref().unwrap().message);
+            panic!(
+                "{} stopped: {}",
+                n.metadata.name.as_deref().unwrap(),
+                n.status.as_ref().unwrap().message
+            );
         }
         if done {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(48 * 3600), "no end in 48 h");
-        c.wait(Instant::now() + Duration::from_secs(300), true).await;
+        assert!(
+            start.elapsed() < Duration::from_secs(48 * 3600),
+            "no end in 48 h"
+        );
+        c.wait(Instant::now() + Duration::from_secs(300), true)
+            .await;
     }
     Run {
         makespan: start.elapsed(),
@@ -216,7 +225,8 @@ fn main() {
     let batch = (nodes * 10).div_ceil(100);
     let batches = u64::from(nodes.div_ceil(batch));
     let per_batch = BOOT_MIN + REGISTER + READY;
-    let bound = |p: u64| Duration::from_secs(batches * per_batch * (POOLS.len() as u64).div_ceil(p));
+    let bound =
+        |p: u64| Duration::from_secs(batches * per_batch * (POOLS.len() as u64).div_ceil(p));
     let min = |d: Duration| d.as_secs_f64() / 60.0;
     println!(
         "controller on the simulated fleet: {} pools x {nodes} nodes, batch 10% ({batches} batches per pool)",

@@ -28,7 +28,9 @@ impl Drop for Proc {
 /// The binary under test; `ROTA_TEST_BIN` overrides it (a copy, when several worktrees
 /// share one target directory and rebuild it under a running test).
 fn rota() -> Command {
-    Command::new(std::env::var("ROTA_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_rota").into()))
+    Command::new(
+        std::env::var("ROTA_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_rota").into()),
+    )
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
@@ -192,7 +194,10 @@ fn kubectl_applied_rotation_runs_in_a_separate_controller_process() {
         last.lines().next().unwrap().contains("PHASE"),
         "printer columns: {last}"
     );
-    assert!(history.contains("Rotating"), "no progress shown:\n{history}");
+    assert!(
+        history.contains("Rotating"),
+        "no progress shown:\n{history}"
+    );
     // Every node of the pool boots the new image, and the column counts say so.
     let nodes: Value = serde_json::from_str(&ok(
         &kubeconfig,
