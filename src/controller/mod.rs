@@ -421,7 +421,24 @@ impl Controller {
             groups: self.groups.as_ref(),
             recorder: self.recorder.clone(),
         };
-        let result = apply::apply(&edge, npr, &p, now).await;
+        // Nothing to do and nothing new to say: skip the status write (most reconciles of a
+        // pool that waits for a boot or a soak).
+        let unchanged = p.actions.is_empty()
+            && npr.status.as_ref().is_some_and(|prev| {
+                *prev
+                    == apply::status_for(
+                        &p,
+                        Some(prev),
+                        &npr.spec.source_commit,
+                        npr.metadata.generation,
+                        now,
+                    )
+            });
+        let result = if unchanged {
+            Ok(0)
+        } else {
+            apply::apply(&edge, npr, &p, now).await
+        };
         let state = self.pools.get_mut(&name).expect("inserted above");
         match result {
             Ok(ran) => {
