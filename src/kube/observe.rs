@@ -101,11 +101,12 @@ fn truthy(v: Option<&str>) -> bool {
 /// A node as the planner sees it.
 pub fn observed_node(node: &Node, pods: &[&Pod], pdbs: &[PodDisruptionBudget]) -> ObservedNode {
     let meta = &node.metadata;
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    // A node is ready for the rotation once the kubelet says Ready *and* its DaemonSet pods
+    // (CNI, log shippers, node exporters) are Ready: a new node is no use before its node
+    // agents run, and gating right after the kubelet's Ready would sample those agents'
+    // start-up as if it were the rotation's damage (and fail a `maxNotReady` pods gate).
+    let ready = condition_true(node.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        && pods.iter().all(|p| !daemon_pod_starting(p));
     ObservedNode {
         name: meta.name.clone().unwrap_or_default(),
         provider_id: node
@@ -128,6 +129,29 @@ pub fn observed_node(node: &Node, pods: &[&Pod], pdbs: &[PodDisruptionBudget]) -
         scale_down_disabled: truthy(annotation(meta, SCALE_DOWN_DISABLED)),
         pods: pods.iter().filter_map(|p| observed_pod(p, pdbs)).collect(),
     }
+}
+
+fn condition_true(conditions: Option<&Vec<k8s_openapi::api::core::v1::NodeCondition>>) -> bool {
+    conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// A live DaemonSet pod that is not Ready yet.
+fn daemon_pod_starting(pod: &Pod) -> bool {
+    let daemon = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet");
+    let status = pod.status.as_ref();
+    let finished = matches!(
+        status.and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    );
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    daemon && !finished && pod.metadata.deletion_timestamp.is_none() && !ready
 }
 
 /// A pod as a drain sees it; `None` for pods that have finished (they hold nothing).
@@ -270,5 +294,35 @@ mod tests {
         assert!(n.ready && n.cordoned && n.scale_down_disabled && !n.do_not_disrupt);
         assert_eq!(n.cordoned_by.as_deref(), Some("general/batch-2"));
         assert_eq!(n.image_label.as_deref(), Some("ami-1"));
+    }
+
+    #[test]
+    fn a_node_is_ready_only_once_its_daemonset_pods_are() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "ip-10-0-0-2"},
+            "spec": {"providerID": "aws:///us-east-1a/i-2"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let ds = |ready: &str| {
+            pod(json!({
+                "metadata": {"name": "log-shipper-x", "namespace": "logging",
+                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                                  "name": "log-shipper", "uid": "u"}]},
+                "spec": {"containers": []},
+                "status": {"phase": "Running",
+                           "conditions": [{"type": "Ready", "status": ready}]}
+            }))
+        };
+        let workload_starting = pod(json!({
+            "metadata": {"name": "web-1", "namespace": "app"},
+            "spec": {"containers": []},
+            "status": {"phase": "Pending"}
+        }));
+        let (starting, running) = (ds("False"), ds("True"));
+        assert!(!observed_node(&node, &[&starting], &[]).ready);
+        assert!(observed_node(&node, &[&running], &[]).ready);
+        // Only node agents hold a node back: a workload pod starting on it does not.
+        assert!(observed_node(&node, &[&running, &workload_starting], &[]).ready);
     }
 }
