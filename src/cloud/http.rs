@@ -87,12 +87,17 @@ pub async fn serve(groups: Arc<dyn NodeGroups>) -> std::io::Result<Served> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let task = tokio::spawn(async move {
+        // Connections live in a set owned by this task: aborting the task (dropping `Served`)
+        // drops the set and with it every open keep-alive connection, so a stopped endpoint
+        // really stops answering instead of serving pooled connections.
+        let mut connections = tokio::task::JoinSet::new();
         loop {
+            while connections.try_join_next().is_some() {}
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
             let groups = groups.clone();
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let svc = service_fn(move |req: hyper::Request<Incoming>| {
                     let groups = groups.clone();
                     async move {

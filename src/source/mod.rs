@@ -8,6 +8,7 @@
 //! loop does).
 
 pub mod credentials;
+pub mod follow;
 pub mod poll;
 pub mod trust;
 pub mod watch;

@@ -460,3 +460,63 @@ mod tests {
         );
     }
 }
+
+/// What to do with a newly fetched commit once its signature was checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Act on this commit: it is the new last good one.
+    Act { commit: Oid },
+    /// Do not act: keep `last_good` in force (nothing, if no commit was ever good) and give
+    /// `rejected` an `error` status with `reason`.
+    Keep {
+        last_good: Option<Oid>,
+        rejected: Oid,
+        reason: Rejection,
+    },
+}
+
+/// The last commit that passed the trust check: a commit that fails never replaces it
+/// (safety invariant 5). Pure bookkeeping; the caller verifies and reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LastGood {
+    commit: Option<Oid>,
+}
+
+impl LastGood {
+    pub fn new(commit: Option<Oid>) -> Self {
+        LastGood { commit }
+    }
+
+    pub fn commit(&self) -> Option<Oid> {
+        self.commit
+    }
+
+    /// Records the outcome of verifying `commit`.
+    pub fn admit(&mut self, commit: Oid, verdict: Result<Trusted, Rejection>) -> Admission {
+        match verdict {
+            Ok(_) => {
+                self.commit = Some(commit);
+                Admission::Act { commit }
+            }
+            Err(reason) => Admission::Keep {
+                last_good: self.commit,
+                rejected: commit,
+                reason,
+            },
+        }
+    }
+}
+
+impl Admission {
+    /// The `error` status a rejected commit gets under `context` (e.g. `rota/<cluster>`).
+    pub fn error_status(&self, context: &str) -> Option<crate::report::CommitStatus> {
+        match self {
+            Admission::Act { .. } => None,
+            Admission::Keep { reason, .. } => Some(crate::report::CommitStatus::new(
+                context,
+                crate::report::State::Error,
+                &reason.message,
+            )),
+        }
+    }
+}

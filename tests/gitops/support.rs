@@ -61,6 +61,11 @@ fn free_port() -> u16 {
         .port()
 }
 
+fn git_daemon() -> std::path::PathBuf {
+    let out = Command::new("git").arg("--exec-path").output().unwrap();
+    Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("git-daemon")
+}
+
 /// A `git daemon` serving `base` on 127.0.0.1; killed on drop.
 pub struct GitDaemon {
     child: Child,
@@ -72,8 +77,9 @@ impl GitDaemon {
         // git daemon cannot report an ephemeral port: pick a free one, retry if taken.
         for _ in 0..5 {
             let port = free_port();
-            let mut child = Command::new("git")
-                .arg("daemon")
+            // Run git-daemon itself: `git daemon` is a wrapper whose child would outlive
+            // a kill of the wrapper.
+            let mut child = Command::new(git_daemon())
                 .arg("--reuseaddr")
                 .arg(format!("--base-path={}", base.display()))
                 .arg("--export-all")

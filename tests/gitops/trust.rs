@@ -285,3 +285,122 @@ fn openpgp_signatures_against_a_keyring() {
         "{err}"
     );
 }
+
+/// Invariant 5 at the source: an unsigned commit on top of signed ones is not acted on, gets
+/// an `error` status (in git notes, readable with git) and the last good commit stays in
+/// force until a signed commit arrives.
+#[tokio::test]
+async fn unsigned_commit_keeps_the_last_good_one_and_gets_an_error_status() {
+    use rota::report::{GitNotesStore, State, StatusStore};
+    use rota::source::trust::{Admission, LastGood};
+    use rota::source::{Auth, GitSource, SourceConfig};
+
+    let t = tmp();
+    let work = t.path().join("work");
+    init_repo(&work);
+    let admin = ssh_key(t.path(), "admin");
+    let allowed = t.path().join("allowed_signers");
+    let admin_pub = std::fs::read_to_string(admin.with_extension("pub")).unwrap();
+    std::fs::write(&allowed, format!("admin@acme.test {admin_pub}")).unwrap();
+    let cfg = vec![
+        "gpg.format=ssh".to_string(),
+        format!("user.signingkey={}", admin.with_extension("pub").display()),
+    ];
+    let good = signed_commit(&work, &cfg, &[], "kind: Fleet\n# signed\n");
+    let origin = t.path().join("origin.git");
+    git(
+        t.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            origin.to_str().unwrap(),
+        ],
+    );
+
+    let src = GitSource::open(
+        SourceConfig {
+            url: origin.display().to_string(),
+            branch: "main".into(),
+            auth: Auth::None,
+            depth: None,
+        },
+        &t.path().join("mirror"),
+    )
+    .unwrap();
+    let notes = GitNotesStore::for_source(&src, "canary-use1");
+    let verifier = Verifier::new(&TrustPolicy {
+        ssh_allowed_signers: Some(allowed),
+        gpg_keyring: None,
+    })
+    .unwrap();
+    let mut last_good = LastGood::default();
+
+    let f = src.fetch().unwrap();
+    assert_eq!(f.commit, good);
+    let a = last_good.admit(f.commit, src.verify(&verifier, f.commit).unwrap());
+    assert_eq!(a, Admission::Act { commit: good });
+
+    // An unsigned commit lands on the branch.
+    std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n# unsigned\n").unwrap();
+    git(&work, &["commit", "-q", "-am", "sneaky"]);
+    git(
+        &work,
+        &["push", "-q", origin.to_str().unwrap(), "HEAD:main"],
+    );
+    let f = src.fetch().unwrap();
+    let a = last_good.admit(f.commit, src.verify(&verifier, f.commit).unwrap());
+    let Admission::Keep {
+        last_good: kept,
+        rejected,
+        reason,
+    } = &a
+    else {
+        panic!("{a:?}")
+    };
+    assert_eq!((*kept, *rejected), (Some(good), f.commit));
+    assert_eq!(reason.reason, RejectReason::Unsigned);
+    assert_eq!(
+        last_good.commit(),
+        Some(good),
+        "the last good commit stays in force"
+    );
+    let status = a.error_status("rota/canary-use1").unwrap();
+    notes.set(&f.commit.to_string(), &status).await.unwrap();
+    let shown = git(
+        &origin,
+        &[
+            "notes",
+            "--ref",
+            "rota/canary-use1",
+            "show",
+            &f.commit.to_string(),
+        ],
+    );
+    let doc: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(doc["statuses"][0]["state"], "error");
+    assert!(
+        doc["statuses"][0]["description"]
+            .as_str()
+            .unwrap()
+            .ends_with("is not signed; this fleet requires signed commits")
+    );
+    assert_eq!(
+        notes.list(&f.commit.to_string()).await.unwrap()[0].state,
+        State::Error
+    );
+
+    // The next signed commit is acted on again.
+    let next = signed_commit(&work, &cfg, &[], "kind: Fleet\n# signed again\n");
+    git(
+        &work,
+        &["push", "-q", origin.to_str().unwrap(), "HEAD:main"],
+    );
+    let f = src.fetch().unwrap();
+    assert_eq!(f.commit, next);
+    assert_eq!(
+        last_good.admit(f.commit, src.verify(&verifier, f.commit).unwrap()),
+        Admission::Act { commit: next }
+    );
+}

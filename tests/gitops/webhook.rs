@@ -210,3 +210,52 @@ async fn signed_push_fetches_at_once_forged_push_is_rejected() {
     assert_eq!(resp.status().as_u16(), 405);
     cancel.cancel();
 }
+
+/// The follower wires the pieces: a commit in a watched working copy is fetched without any
+/// webhook or poll; the webhook listens on the resolved port.
+#[tokio::test]
+async fn follower_fetches_on_working_copy_changes() {
+    use rota::source::follow::{FollowConfig, follow};
+    let t = tmp();
+    let work = t.path().join("work");
+    init_repo(&work);
+    let source = Arc::new(
+        GitSource::open(
+            SourceConfig {
+                url: work.display().to_string(),
+                branch: "main".into(),
+                auth: Auth::None,
+                depth: None,
+            },
+            &t.path().join("mirror"),
+        )
+        .unwrap(),
+    );
+    let cancel = CancellationToken::new();
+    let mut f = follow(
+        source,
+        FollowConfig {
+            interval: Duration::from_secs(3600),
+            webhook: Some((
+                "127.0.0.1:0".parse().unwrap(),
+                WebhookConfig {
+                    secret: Secret::new("s"),
+                    branch: None,
+                },
+            )),
+            watch_dir: Some(work.clone()),
+        },
+        cancel.clone(),
+    )
+    .await
+    .unwrap();
+    assert_ne!(f.webhook_addr.unwrap().port(), 0);
+    until(&mut f.state, |s| s.fetches >= 1).await;
+    let next = commit_file(&work, "fleet.yaml", "kind: Fleet\n# edited\n", "edit");
+    let s = until(&mut f.state, |s| {
+        s.commit.map(|c| c.to_string()) == Some(next.clone())
+    })
+    .await;
+    assert!(s.last_error.is_none());
+    cancel.cancel();
+}
