@@ -303,7 +303,8 @@ mod tests {
             .create_group(GroupSpec::new(g.clone(), 2, "ami-1").prebooted())
             .unwrap();
         let served = serve(Arc::new(cloud.clone())).await.unwrap();
-        let remote = HttpNodeGroups::new(&served.url);
+        let url = served.url.clone();
+        let remote = HttpNodeGroups::new(&url);
         let local = cloud.describe(&g).await.unwrap();
         assert_eq!(remote.describe(&g).await.unwrap(), local);
         remote.set_image(&g, "ami-2").await.unwrap();
@@ -331,7 +332,8 @@ mod tests {
             CloudErrorKind::NotFound
         );
         drop(served);
-        let down = remote.describe(&g).await.unwrap_err();
+        // A new client (the old one's pooled connection outlives the listener).
+        let down = HttpNodeGroups::new(&url).describe(&g).await.unwrap_err();
         assert_eq!(down.kind, CloudErrorKind::Transient);
     }
 }
