@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod cloud;
+pub mod controller;
 pub mod fleet;
 pub mod gates;
 pub mod kube;

@@ -1,0 +1,596 @@
+//! The rotation controller: the runtime that drives every NodePoolRotation it owns.
+//!
+//! One reconcile of one pool is: observe (kube lists and the cloud group's `describe`) →
+//! sample the due health gates (here, at the edge) → `rotate::plan` (pure) →
+//! `rotate::apply` (status and checkpoint first, then the actions). Between reconciles the
+//! controller waits for the earliest pool that is due (the interval depends on the stage, see
+//! [`requeue`]), or for a watch event: a NodePoolRotation whose spec changed, or the
+//! PodDisruptionBudget that blocked an eviction with 429 (that wait is on the PDB, not on a
+//! fixed timer).
+//!
+//! Only the leader of the version's Lease acts ([`leader`]); only resources this version owns
+//! are touched (`kube::ownership`). `maxParallelPools` is applied per cluster through
+//! `rotate::parallel::admit` before each pass. Errors are classified by
+//! `rotate::apply::Retry`: transient ones back off exponentially, waits wait for their
+//! object, stalled ones retry slowly and are named in the pool's status message.
+
+pub mod clock;
+pub mod leader;
+pub mod requeue;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::cloud::NodeGroups;
+use crate::fleet::resolved::Mode;
+use crate::gates::{self, EventRecord, Gate, GateInputs, PodHealth, Tracker};
+use crate::kube::crd::NodePoolRotation;
+use crate::kube::observe::{ObserveError, observe};
+use crate::kube::ownership;
+use crate::rotate::apply::{self, ApplyError, Edge, Retry};
+use crate::rotate::parallel::{PoolDemand, admit};
+use crate::rotate::{GateVerdict, Phase, Stage, plan};
+use clock::Clock;
+use leader::Elector;
+
+/// How a controller identifies itself and what it owns.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// rota's version: names the Lease and selects the resources it owns.
+    pub version: String,
+    /// Also own resources without a `rota.dev/agent-version` label.
+    pub is_default: bool,
+    /// This process among the candidates (the Lease's holder identity).
+    pub identity: String,
+    /// Namespace of the Lease.
+    pub lease_namespace: String,
+    /// Controller time runs this many times faster than real time (see [`clock`]).
+    pub speed: f64,
+    /// Publish Kubernetes events on the resources.
+    pub events: bool,
+}
+
+impl Config {
+    pub fn new(version: &str, identity: &str) -> Config {
+        Config {
+            version: version.into(),
+            is_default: true,
+            identity: identity.into(),
+            lease_namespace: "kube-system".into(),
+            speed: 1.0,
+            events: true,
+        }
+    }
+}
+
+/// What one reconcile of one pool ended with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Planned and applied: every action ran.
+    Applied { actions: usize, phase: Phase },
+    /// Observation or an action failed; `retry` says how the next attempt waits.
+    Failed { retry: Retry, error: String },
+    /// Test hook ([`Controller::crash_after`]): stopped after a prefix of the actions, as a
+    /// crash would.
+    Crashed { ran: usize, of: usize },
+}
+
+/// Counters a caller can read while the controller runs.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Reconciles of one pool (whatever their outcome).
+    pub reconciles: AtomicU64,
+    /// Actions executed.
+    pub actions: AtomicU64,
+    /// Whether this controller holds its Lease now.
+    pub leading: AtomicBool,
+}
+
+/// Per-pool runtime state. None of it is needed for safety (that is all in the checkpoint);
+/// losing it on a restart only resets gate samples and backoff.
+struct PoolState {
+    /// The gate specs the gates were built from (rebuilt when the spec changes).
+    gate_spec: String,
+    gates: Result<Vec<Box<dyn Gate>>, gates::GateError>,
+    trackers: Vec<Tracker>,
+    /// Which evaluation the trackers belong to (`pre-3`, `soak-3`, `pool`): samples of
+    /// one batch's pre-check do not count for its soak.
+    evaluation: String,
+    due: Instant,
+    failures: u32,
+    last_error: Option<String>,
+    /// The PodDisruptionBudget (namespace, name) whose change wakes this pool.
+    blocked_on: Option<(String, String)>,
+}
+
+enum Wake {
+    /// A NodePoolRotation was added, or its spec (generation) changed.
+    Npr(String),
+    /// A PodDisruptionBudget changed.
+    Pdb(String, String),
+}
+
+/// The rotation controller of one cluster.
+pub struct Controller {
+    client: kube::Client,
+    groups: Arc<dyn NodeGroups>,
+    config: Config,
+    clock: Clock,
+    pools: BTreeMap<String, PoolState>,
+    recorder: Option<Recorder>,
+    wakes: mpsc::UnboundedReceiver<Wake>,
+    watchers: Vec<tokio::task::JoinHandle<()>>,
+    pub stats: Arc<Stats>,
+    /// Test hook: after persisting the checkpoint, run only this many actions of the next
+    /// plan that has more, then report [`Outcome::Crashed`] (the caller drops the
+    /// controller and starts another, as after a crash).
+    pub crash_after: Option<usize>,
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        for w in &self.watchers {
+            w.abort();
+        }
+    }
+}
+
+impl Controller {
+    /// A controller over one cluster (`client`) and the clouds of its pools (`groups`). Starts
+    /// the watches that wake it.
+    pub fn new(client: kube::Client, groups: Arc<dyn NodeGroups>, config: Config) -> Controller {
+        let (tx, wakes) = mpsc::unbounded_channel();
+        let watchers = vec![
+            tokio::spawn(watch_rotations(client.clone(), tx.clone())),
+            tokio::spawn(watch_pdbs(client.clone(), tx)),
+        ];
+        let recorder = config.events.then(|| {
+            Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: "rota".into(),
+                    instance: Some(config.identity.clone()),
+                },
+            )
+        });
+        Controller {
+            clock: Clock::new(config.speed),
+            client,
+            groups,
+            config,
+            pools: BTreeMap::new(),
+            recorder,
+            wakes,
+            watchers,
+            stats: Arc::new(Stats::default()),
+            crash_after: None,
+        }
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Run until `stop` resolves: lead (or wait to lead), reconcile, wait, repeat. Gives the
+    /// Lease up on the way out.
+    pub async fn run(&mut self, stop: impl std::future::Future<Output = ()>) {
+        let elector = Elector::new(
+            self.client.clone(),
+            &self.config.lease_namespace,
+            ownership::lease_name(&self.config.version),
+            self.config.identity.clone(),
+        );
+        // Renew well within the lease duration (client-go uses 2/3 for the deadline).
+        let renew = elector.duration / 3;
+        tokio::pin!(stop);
+        loop {
+            let leading = match elector.try_acquire(self.clock.now()).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "leader election failed; not acting");
+                    false
+                }
+            };
+            let was = self.stats.leading.swap(leading, Ordering::Relaxed);
+            if leading != was {
+                tracing::info!(lease = %elector.name, identity = %elector.identity, leading, "leadership changed");
+            }
+            if leading {
+                self.step().await;
+            }
+            let cap = self.clock.after(renew);
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = self.wait(cap, leading) => {}
+            }
+        }
+        if self.stats.leading.load(Ordering::Relaxed)
+            && let Err(e) = elector.release().await
+        {
+            tracing::warn!(error = %e, "releasing the lease failed");
+        }
+    }
+
+    /// Wait until a pool is due, a watch wakes one, or `cap`. A follower only drains its
+    /// wake-ups until `cap` (its next election attempt).
+    pub async fn wait(&mut self, cap: Instant, leading: bool) {
+        let due = if leading {
+            self.pools.values().map(|p| p.due).min().unwrap_or(cap).min(cap)
+        } else {
+            cap
+        };
+        let sleep = tokio::time::sleep_until(due);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return,
+                w = self.wakes.recv() => {
+                    let Some(w) = w else {
+                        (&mut sleep).await;
+                        return;
+                    };
+                    if !leading {
+                        continue;
+                    }
+                    let now = Instant::now();
+                    match w {
+                        Wake::Npr(name) => {
+                            match self.pools.get_mut(&name) {
+                                Some(p) => p.due = now,
+                                // New: due by default on the next pass.
+                                None => {}
+                            }
+                            return;
+                        }
+                        Wake::Pdb(ns, name) => {
+                            let mut woke = false;
+                            for p in self.pools.values_mut() {
+                                if p.blocked_on.as_ref().is_some_and(|(a, b)| *a == ns && *b == name) {
+                                    p.blocked_on = None;
+                                    p.due = now;
+                                    woke = true;
+                                }
+                            }
+                            if woke {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The earliest time a pool is due (for callers that drive [`step`](Self::step) themselves).
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pools.values().map(|p| p.due).min()
+    }
+
+    /// One pass: reconcile every owned pool that is due. Returns each reconciled pool's
+    /// outcome.
+    pub async fn step(&mut self) -> Vec<(String, Outcome)> {
+        let api: Api<NodePoolRotation> = Api::all(self.client.clone());
+        let list = match api.list(&ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(e) => {
+                tracing::warn!(error = %e, "listing NodePoolRotations failed");
+                return Vec::new();
+            }
+        };
+        let owned: Vec<NodePoolRotation> = list
+            .into_iter()
+            .filter(|n| {
+                ownership::reconciles(n.labels(), &self.config.version, self.config.is_default)
+            })
+            .collect();
+        // Forget pools that went away (or changed owner).
+        self.pools
+            .retain(|name, _| owned.iter().any(|n| n.name_any() == *name));
+        let holds = start_holds(&owned);
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for npr in &owned {
+            let name = npr.name_any();
+            if self.pools.get(&name).is_some_and(|p| p.due > now) {
+                continue;
+            }
+            let hold = holds.get(&name).cloned().flatten();
+            let o = self.reconcile(npr, hold).await;
+            out.push((name, o));
+        }
+        out
+    }
+
+    /// Reconcile one pool once.
+    pub async fn reconcile(&mut self, npr: &NodePoolRotation, start_hold: Option<String>) -> Outcome {
+        self.stats.reconciles.fetch_add(1, Ordering::Relaxed);
+        let name = npr.name_any();
+        let desired = npr.spec.desired();
+        let gate_spec = serde_json::to_string(&desired.gates).unwrap_or_default();
+        let state = self.pools.entry(name.clone()).or_insert_with(|| PoolState {
+            gate_spec: String::new(),
+            gates: Ok(Vec::new()),
+            trackers: Vec::new(),
+            evaluation: String::new(),
+            due: Instant::now(),
+            failures: 0,
+            last_error: None,
+            blocked_on: None,
+        });
+        if state.gate_spec != gate_spec {
+            state.gates = desired.gates.iter().map(gates::build).collect();
+            state.trackers = desired.gates.iter().map(Tracker::new).collect();
+            state.gate_spec = gate_spec;
+        }
+        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+        let now = self.clock.now();
+
+        // Gates, sampled at the edge for the evaluation the checkpoint is in.
+        let evaluation = evaluation(checkpoint.map(|c| &c.stage));
+        if evaluation != state.evaluation {
+            state.trackers.iter_mut().for_each(Tracker::reset);
+            state.evaluation = evaluation.clone();
+        }
+        let verdict = match &state.gates {
+            _ if evaluation.is_empty() || desired.gates.is_empty() => GateVerdict::Passing,
+            Err(e) => GateVerdict::Failed {
+                gate: match e {
+                    gates::GateError::Invalid { gate, .. }
+                    | gates::GateError::Unsupported { gate, .. } => gate.clone(),
+                },
+                reason: e.to_string(),
+            },
+            Ok(gs) => {
+                if state.trackers.iter().any(|t| t.due(now)) {
+                    let (pods, events) = gate_inputs(&self.client).await;
+                    let inputs = GateInputs {
+                        pods: &pods,
+                        events: &events,
+                        now,
+                    };
+                    gates::sample_due(gs, &mut state.trackers, &inputs).await;
+                }
+                gates::combine(&state.trackers)
+            }
+        };
+
+        let observed = match observe(
+            &self.client,
+            self.groups.as_ref(),
+            &desired,
+            verdict,
+            start_hold,
+        )
+        .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                let retry = match &e {
+                    ObserveError::Kube { .. } => Retry::Transient,
+                    ObserveError::Cloud(c) if c.kind.is_retryable() => Retry::Transient,
+                    ObserveError::Cloud(_) => Retry::Stalled,
+                };
+                let error = e.to_string();
+                tracing::warn!(pool = %name, %error, "observing failed");
+                let state = self.pools.get_mut(&name).expect("inserted above");
+                state.failures += 1;
+                state.last_error = Some(error.clone());
+                state.due = self.clock.after(requeue::after_error(retry, state.failures));
+                return Outcome::Failed { retry, error };
+            }
+        };
+
+        let mut p = plan(&desired, &observed, checkpoint, now);
+        let state = self.pools.get_mut(&name).expect("inserted above");
+        if let Some(e) = &state.last_error
+            && p.status.phase != Phase::Succeeded
+        {
+            // The cause of a stall is often an error only the edge saw (quota, throttling):
+            // name it in the status next to what the planner says.
+            p.status.message = format!("{} (last error: {e})", p.status.message);
+        }
+        let total = p.actions.len();
+        let crash = self.crash_after.filter(|k| *k < total);
+        if let Some(k) = crash {
+            p.actions.truncate(k);
+        }
+        let edge = Edge {
+            client: self.client.clone(),
+            groups: self.groups.as_ref(),
+            recorder: self.recorder.clone(),
+        };
+        let result = apply::apply(&edge, npr, &p, now).await;
+        let state = self.pools.get_mut(&name).expect("inserted above");
+        match result {
+            Ok(ran) => {
+                self.stats.actions.fetch_add(ran as u64, Ordering::Relaxed);
+                if let Some(k) = crash {
+                    return Outcome::Crashed { ran: k, of: total };
+                }
+                if ran > 0 {
+                    state.last_error = None;
+                }
+                state.failures = 0;
+                state.blocked_on = None;
+                let wait = requeue::after_plan(&p, &desired.policy, &desired.gates, now);
+                state.due = self.clock.after(wait);
+                Outcome::Applied {
+                    actions: ran,
+                    phase: p.status.phase,
+                }
+            }
+            Err(e) => {
+                let retry = e.retry();
+                let error = e.to_string();
+                tracing::info!(pool = %name, %error, ?retry, "apply stopped");
+                state.failures += 1;
+                if let ApplyError::EvictionBlocked { namespace, pod } = &e {
+                    // Wait for the PDB that covers the pod to change; the timer is only a
+                    // safety net for a missed watch event.
+                    state.blocked_on = observed
+                        .nodes
+                        .iter()
+                        .flat_map(|n| &n.pods)
+                        .find(|x| x.namespace == *namespace && x.name == *pod)
+                        .and_then(|x| x.pdb.as_ref())
+                        .map(|b| (b.namespace.clone(), b.name.clone()));
+                } else {
+                    state.last_error = Some(error.clone());
+                }
+                state.due = self.clock.after(requeue::after_error(retry, state.failures));
+                Outcome::Failed { retry, error }
+            }
+        }
+    }
+}
+
+/// The gate evaluation a checkpoint stage belongs to: the pre-check of batch n (from its
+/// surge to its cordons), its soak (from its cordons to the end of its soak), the pool soak;
+/// empty when no gate is consulted.
+pub fn evaluation(stage: Option<&Stage>) -> String {
+    match stage {
+        Some(Stage::Surging { batch } | Stage::WaitingReady { batch } | Stage::Gating { batch }) => {
+            format!("pre-{}", batch.number)
+        }
+        Some(
+            Stage::Cordoning { batch }
+            | Stage::Draining { batch }
+            | Stage::Terminating { batch }
+            | Stage::Soaking { batch, .. },
+        ) => format!("soak-{}", batch.number),
+        Some(Stage::PoolSoak { .. } | Stage::Cleanup) => "pool".into(),
+        _ => String::new(),
+    }
+}
+
+/// `maxParallelPools` over the owned resources, per cluster, in name order: for each pool
+/// that would start a rotation, `Some(why)` when it may not now.
+pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>> {
+    let mut by_cluster: BTreeMap<&str, Vec<&NodePoolRotation>> = BTreeMap::new();
+    for n in nprs {
+        by_cluster.entry(n.spec.cluster.as_str()).or_default().push(n);
+    }
+    let mut out = HashMap::new();
+    for pools in by_cluster.values_mut() {
+        pools.sort_by_key(|n| n.name_any());
+        let max = pools
+            .iter()
+            .map(|n| n.spec.policy.max_parallel_pools)
+            .min()
+            .unwrap_or(1);
+        let demand: Vec<PoolDemand> = pools
+            .iter()
+            .map(|n| {
+                let status = n.status.as_ref();
+                let rotating = status
+                    .and_then(|s| s.checkpoint.as_ref())
+                    .is_some_and(|c| !matches!(c.stage, Stage::Done));
+                // Done and nothing new asked since: no demand.
+                let settled = status.is_some_and(|s| {
+                    matches!(s.phase, Phase::Succeeded | Phase::Failed)
+                        && s.observed_generation == n.metadata.generation
+                });
+                let inert = matches!(n.spec.mode, Mode::Ignore | Mode::ReadOnly) || n.spec.policy.paused;
+                PoolDemand {
+                    pool: n.name_any(),
+                    rotating,
+                    waiting: !rotating && !settled && !inert,
+                }
+            })
+            .collect();
+        for (pool, hold) in admit(&demand, max) {
+            out.insert(pool, hold);
+        }
+    }
+    out
+}
+
+async fn gate_inputs(client: &kube::Client) -> (Vec<PodHealth>, Vec<EventRecord>) {
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let pods = pods
+        .iter()
+        .map(|p| {
+            let status = p.status.as_ref();
+            PodHealth {
+                namespace: p.namespace().unwrap_or_default(),
+                name: p.name_any(),
+                pending: status.and_then(|s| s.phase.as_deref()) == Some("Pending"),
+                ready: status
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            }
+        })
+        .collect();
+    let events = Api::<CoreEvent>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let events = events
+        .iter()
+        .filter_map(|e| {
+            let t = e
+                .last_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .or_else(|| e.event_time.as_ref().map(|t| t.0))?;
+            Some(EventRecord {
+                reason: e.reason.clone().unwrap_or_default(),
+                last_seen: chrono::DateTime::from_timestamp(t.as_second(), 0)?,
+                count: e.count.map_or(1, |c| c.max(1) as u32),
+            })
+        })
+        .collect();
+    (pods, events)
+}
+
+/// Wake on NodePoolRotations added or whose spec changed; status writes (our own) do not
+/// change the generation and wake nobody.
+async fn watch_rotations(client: kube::Client, tx: mpsc::UnboundedSender<Wake>) {
+    let api: Api<NodePoolRotation> = Api::all(client);
+    let mut seen: HashMap<String, Option<i64>> = HashMap::new();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects();
+    tokio::pin!(stream);
+    while let Some(ev) = stream.next().await {
+        let Ok(n) = ev else { continue };
+        let name = n.name_any();
+        let generation = n.meta().generation;
+        if seen.insert(name.clone(), generation) != Some(generation) && tx.send(Wake::Npr(name)).is_err() {
+            return;
+        }
+    }
+}
+
+async fn watch_pdbs(client: kube::Client, tx: mpsc::UnboundedSender<Wake>) {
+    let api: Api<PodDisruptionBudget> = Api::all(client);
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects();
+    tokio::pin!(stream);
+    while let Some(ev) = stream.next().await {
+        let Ok(p) = ev else { continue };
+        if tx
+            .send(Wake::Pdb(p.namespace().unwrap_or_default(), p.name_any()))
+            .is_err()
+        {
+            return;
+        }
+    }
+}
