@@ -19,6 +19,7 @@
 //! the controller moves pools between commits).
 
 pub mod desired;
+pub mod local;
 pub mod progress;
 
 use std::collections::BTreeMap;
@@ -177,7 +178,11 @@ impl Agent {
         {
             self.seen = Some(head);
             self.snapshot.send_modify(|s| s.head = Some(head.to_string()));
-            self.admit(head).await?;
+            if let Err(e) = self.admit(head).await {
+                // Seen again next pass: a verdict that could not be reported is redone.
+                self.seen = None;
+                return Err(e);
+            }
         }
         let Some(in_force) = self.in_force.clone() else {
             return Ok(());
