@@ -3,6 +3,7 @@
 //! Exit codes are shared by every command: 0 success, 1 the command ran and found a problem
 //! (an invalid repo, a failed check), 2 usage or I/O error.
 
+pub mod controller;
 pub mod crd;
 
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Print the NodePoolRotation CRD as YAML (`rota crd | kubectl apply -f -`).
     Crd(crd::Args),
+    /// Run the rotation controller on one cluster's NodePoolRotation resources.
+    Controller(controller::ControllerArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -54,5 +57,6 @@ pub fn main() -> ExitCode {
         Command::Diff(args) => diff::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Crd(args) => crd::run(args),
+        Command::Controller(args) => controller::run(args),
     }
 }

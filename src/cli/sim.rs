@@ -137,24 +137,53 @@ fn serve(args: ServeArgs) -> ExitCode {
                 .list(&ResourceType::pods(), None, &ListOptions::default())
                 .map_or(0, |(p, _)| p.len());
         }
-        if let Err(e) = kubeconfig::write(&args.kubeconfig, &contexts) {
+        // The simulated cloud, for a `rota controller` in another process: served on
+        // loopback and named in every cluster of the kubeconfig (see docs/rotation.md).
+        let cloud = match crate::cloud::http::serve(std::sync::Arc::new(fleet.cloud.clone())).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("rota: cannot listen on loopback: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        if let Err(e) = write_kubeconfig(&args.kubeconfig, &contexts, &cloud.url) {
             eprintln!("rota: cannot write {}: {e}", args.kubeconfig.display());
             return ExitCode::from(2);
         }
         let names: Vec<&str> = contexts.iter().map(|(n, _)| n.as_str()).collect();
         println!(
-            "rota sim: ready: {} clusters ({}), {nodes} nodes, {pods} pods; kubeconfig {}; speed {}x, seed {}",
+            "rota sim: ready: {} clusters ({}), {nodes} nodes, {pods} pods; kubeconfig {}; cloud {}; speed {}x, seed {}",
             names.len(),
             names.join(", "),
             args.kubeconfig.display(),
+            cloud.url,
             args.speed,
             args.seed,
         );
         wait_for_stop().await;
         drop(servers);
+        drop(cloud);
         drop(fleet);
         ExitCode::SUCCESS
     })
+}
+
+/// The kubeconfig of `sim::kubeconfig`, with the simulated cloud's endpoint as the cluster
+/// extension `rota controller --cloud sim` reads (kubectl ignores extensions).
+fn write_kubeconfig(
+    path: &std::path::Path,
+    contexts: &[(String, String)],
+    cloud: &str,
+) -> std::io::Result<()> {
+    kubeconfig::write(path, contexts)?;
+    let mut doc: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(path)?)
+        .map_err(std::io::Error::other)?;
+    for c in doc["clusters"].as_array_mut().into_iter().flatten() {
+        c["cluster"]["extensions"] = serde_json::json!([
+            {"name": super::controller::SIM_CLOUD_EXTENSION, "extension": {"url": cloud}}
+        ]);
+    }
+    std::fs::write(path, serde_yaml::to_string(&doc).map_err(std::io::Error::other)?)
 }
 
 /// Ctrl-C or SIGTERM.

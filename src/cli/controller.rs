@@ -1,0 +1,238 @@
+//! `rota controller`: the rotation controller alone, on the NodePoolRotation resources of one
+//! cluster (the agent embeds the same runtime).
+//!
+//! The cloud comes from `--cloud`. This build has one: `sim`, the simulated cloud of a
+//! `rota sim serve` process, reached over the loopback endpoint that process names in the
+//! kubeconfig it writes (cluster extension `rota.dev/sim-cloud`), or `--cloud-endpoint`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::cloud::http::HttpNodeGroups;
+use crate::controller::{Config, Controller};
+
+/// Kubeconfig cluster extension naming the simulated cloud's endpoint.
+pub const SIM_CLOUD_EXTENSION: &str = "rota.dev/sim-cloud";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CloudKind {
+    /// The simulated cloud of `rota sim serve`.
+    Sim,
+}
+
+#[derive(Args, Debug)]
+pub struct ControllerArgs {
+    /// Kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the kubeconfig (default: its current context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// The cloud of the pools' groups.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub cloud: CloudKind,
+    /// The simulated cloud's endpoint (default: from the kubeconfig `rota sim serve` wrote).
+    #[arg(long)]
+    pub cloud_endpoint: Option<String>,
+    /// The version this controller acts as: names its Lease and selects the resources
+    /// labelled `rota.dev/agent-version` with it. Default: rota's own version.
+    #[arg(long)]
+    pub agent_version: Option<String>,
+    /// Do not reconcile resources without a `rota.dev/agent-version` label (run a new
+    /// version side by side with the default one).
+    #[arg(long)]
+    pub not_default: bool,
+    /// Identity in the Lease (default: host name and process ID).
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "kube-system")]
+    pub lease_namespace: String,
+    /// Run the controller's clock this many times faster (match `rota sim serve --speed`).
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+}
+
+pub fn run(args: ControllerArgs) -> ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ROTA_LOG")
+                .unwrap_or_else(|_| "rota=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    if !(args.speed.is_finite() && args.speed > 0.0) {
+        eprintln!("rota: --speed must be a positive number, got {}", args.speed);
+        return ExitCode::from(2);
+    }
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rota: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    rt.block_on(async move {
+        let (config, kubeconfig) = match load_config(&args).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("rota: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let endpoint = match (&args.cloud_endpoint, args.cloud) {
+            (Some(u), _) => u.clone(),
+            (None, CloudKind::Sim) => match kubeconfig
+                .as_ref()
+                .and_then(|(k, ctx)| sim_cloud_endpoint(k, ctx.as_deref()))
+            {
+                Some(u) => u,
+                None => {
+                    eprintln!(
+                        "rota: --cloud sim needs the simulated cloud's endpoint: the kubeconfig names none (cluster extension {SIM_CLOUD_EXTENSION}, written by `rota sim serve`); pass --cloud-endpoint"
+                    );
+                    return ExitCode::from(2);
+                }
+            },
+        };
+        let client = match kube::Client::try_from(config) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("rota: cannot build a Kubernetes client: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let version = args
+            .agent_version
+            .clone()
+            .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
+        let identity = args.identity.clone().unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "rota".into());
+            format!("{host}-{}", std::process::id())
+        });
+        let mut cfg = Config::new(&version, &identity);
+        cfg.is_default = !args.not_default;
+        cfg.lease_namespace = args.lease_namespace.clone();
+        cfg.speed = args.speed;
+        eprintln!(
+            "rota controller: version {version}{}, identity {identity}, lease {}/{}, cloud {endpoint}",
+            if cfg.is_default { " (default)" } else { "" },
+            cfg.lease_namespace,
+            crate::kube::ownership::lease_name(&version),
+        );
+        let mut controller = Controller::new(client, Arc::new(HttpNodeGroups::new(&endpoint)), cfg);
+        controller.run(wait_for_stop()).await;
+        ExitCode::SUCCESS
+    })
+}
+
+type Loaded = (kube::Config, Option<(Kubeconfig, Option<String>)>);
+
+async fn load_config(args: &ControllerArgs) -> Result<Loaded, String> {
+    let path = args
+        .kubeconfig
+        .clone()
+        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
+    let Some(path) = path else {
+        let c = kube::Config::infer()
+            .await
+            .map_err(|e| format!("no Kubernetes configuration: {e}"))?;
+        return Ok((c, None));
+    };
+    let k = read(&path)?;
+    let opts = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let c = kube::Config::from_custom_kubeconfig(k.clone(), &opts)
+        .await
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((c, Some((k, args.context.clone()))))
+}
+
+fn read(path: &Path) -> Result<Kubeconfig, String> {
+    Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The simulated cloud's endpoint named in the kubeconfig, for `context` (or the current
+/// context).
+pub fn sim_cloud_endpoint(k: &Kubeconfig, context: Option<&str>) -> Option<String> {
+    let ctx = context
+        .map(String::from)
+        .or_else(|| k.current_context.clone())?;
+    let cluster = k
+        .contexts
+        .iter()
+        .find(|c| c.name == ctx)?
+        .context
+        .as_ref()?
+        .cluster
+        .clone();
+    let cluster = k.clusters.iter().find(|c| c.name == cluster)?.cluster.as_ref()?;
+    cluster
+        .extensions
+        .iter()
+        .flatten()
+        .find(|e| e.name == SIM_CLOUD_EXTENSION)?
+        .extension
+        .get("url")?
+        .as_str()
+        .map(String::from)
+}
+
+/// Ctrl-C or SIGTERM.
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sim_cloud_endpoint_is_read_from_the_contexts_cluster() {
+        let k = Kubeconfig::from_yaml(
+            r#"
+apiVersion: v1
+kind: Config
+current-context: a
+clusters:
+- name: a
+  cluster:
+    server: http://127.0.0.1:1
+    extensions:
+    - name: rota.dev/sim-cloud
+      extension: {url: "http://127.0.0.1:9"}
+- name: b
+  cluster: {server: "http://127.0.0.1:2"}
+contexts:
+- {name: a, context: {cluster: a, user: a}}
+- {name: b, context: {cluster: b, user: b}}
+users:
+- {name: a, user: {token: t}}
+- {name: b, user: {token: t}}
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            sim_cloud_endpoint(&k, None).as_deref(),
+            Some("http://127.0.0.1:9")
+        );
+        assert_eq!(sim_cloud_endpoint(&k, Some("b")), None);
+    }
+}

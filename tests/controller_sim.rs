@@ -1,0 +1,639 @@
+//! The rotation controller end to end on the simulated fleet, through kube-rs (the in-process
+//! API server) and the simulated cloud, with paused tokio time.
+//!
+//! After every reconcile pass the safety invariants are checked on what the cluster and the
+//! cloud hold: (1) the pool never holds more instances (nor desired capacity) than its size
+//! at the start plus one batch; (2) no PodDisruptionBudget has fewer healthy pods than it
+//! requires (the simulated Eviction API answers 429 rather than violate one, so a violation
+//! could only come from a node terminated under its pods); (3) no instance is terminating
+//! while its node still runs a workload pod that was not evicted; (4) after crashes at the
+//! checkpoints, no second surge, no leaked instance and no orphaned cordon at the end.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
+use rota::controller::{Config, Controller, Outcome};
+use rota::fleet::duration::GoDuration;
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+use rota::kube::crd::{self, AGENT_VERSION_LABEL, NodePoolRotation, NodePoolRotationSpec};
+use rota::rotate::Phase;
+use rota::sim::faults::FaultProfile;
+use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
+use rota::sim::world::Fleet;
+use tokio::time::Instant;
+
+const OLD: &str = "ami-0000000000000old1";
+const NEW: &str = "ami-0000000000000new2";
+
+/// Workloads with PDBs that allow some disruption, a DaemonSet, an emptyDir database.
+const WORKLOADS: &str = r#"
+nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}
+deployments:
+  - {name: web, namespace: shop, replicas: 6, pdb: {minAvailable: "50%"}, readyAfter: 10s}
+  - {name: api, namespace: shop, replicas: 3, pdb: {maxUnavailable: 1}, readyAfter: 5s}
+  - {name: db, namespace: data, replicas: 2, emptyDir: true, pdb: {maxUnavailable: 1}}
+daemonSets:
+  - {name: node-exporter, namespace: monitoring, readyAfter: 5s}
+"#;
+
+fn group(name: &str) -> GroupRef {
+    GroupRef::Aws {
+        region: "us-east-1".into(),
+        auto_scaling_group: name.into(),
+    }
+}
+
+struct Sim {
+    fleet: Fleet,
+    client: kube::Client,
+}
+
+async fn sim(pools: &[(&str, u32)], workloads: &str, faults: &str, seed: u64) -> Sim {
+    let mut workloads = WorkloadProfile::from_yaml(workloads, "workloads").unwrap();
+    for (p, n) in pools {
+        workloads.nodes.overrides.insert(format!("sim-1/{p}"), *n);
+    }
+    let scenario = Scenario {
+        clusters: vec![ClusterScenario {
+            name: "sim-1".into(),
+            cloud: Cloud::Aws,
+            pools: pools
+                .iter()
+                .map(|(p, n)| PoolScenario {
+                    name: p.to_string(),
+                    group: group(p),
+                    image: OLD.into(),
+                    node_selector: BTreeMap::from([("rota.dev/pool".into(), p.to_string())]),
+                    nodes: *n,
+                })
+                .collect(),
+        }],
+        workloads,
+        faults: FaultProfile::from_yaml(faults, "faults").unwrap(),
+        seed,
+    };
+    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
+    let client = rota::sim::apiserver::client(fleet.store("sim-1").unwrap().clone());
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd::definition())
+        .await
+        .unwrap();
+    // Let the workloads settle (placed, running, Ready; PDB statuses written).
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    Sim { fleet, client }
+}
+
+fn policy(batch: u32) -> EffectivePolicy {
+    let mut p = EffectivePolicy {
+        batch: BatchSize::Count(batch),
+        ..EffectivePolicy::default()
+    };
+    p.drain.delete_empty_dir_data = true;
+    p.node_ready_timeout = GoDuration::from_secs(600);
+    p.drain.timeout = GoDuration::from_secs(900);
+    p
+}
+
+fn npr(pool: &str, policy: EffectivePolicy, label: Option<&str>) -> NodePoolRotation {
+    let mut n = NodePoolRotation::new(
+        pool,
+        NodePoolRotationSpec {
+            cluster: "sim-1".into(),
+            pool: pool.into(),
+            group: group(pool),
+            node_selector: BTreeMap::from([("rota.dev/pool".into(), pool.into())]),
+            channel: "stable".into(),
+            version: "2026.11.2".into(),
+            image: NEW.into(),
+            policy,
+            gates: vec![],
+            source_commit: "c0ffee".into(),
+            mode: Mode::Reconcile,
+        },
+    );
+    n.metadata = ObjectMeta {
+        name: Some(pool.into()),
+        labels: label.map(|v| BTreeMap::from([(AGENT_VERSION_LABEL.to_string(), v.to_string())])),
+        ..ObjectMeta::default()
+    };
+    n
+}
+
+async fn create(client: &kube::Client, n: &NodePoolRotation) {
+    Api::<NodePoolRotation>::all(client.clone())
+        .create(&PostParams::default(), n)
+        .await
+        .unwrap();
+}
+
+async fn get(client: &kube::Client, pool: &str) -> NodePoolRotation {
+    Api::<NodePoolRotation>::all(client.clone())
+        .get(pool)
+        .await
+        .unwrap()
+}
+
+fn controller(s: &Sim, version: &str) -> Controller {
+    let mut cfg = Config::new(version, &format!("test-{version}"));
+    cfg.events = false;
+    Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
+}
+
+/// The group as the cloud holds it (the test's own reads retry the faults it injects).
+async fn describe_group(s: &Sim, pool: &str) -> rota::cloud::GroupState {
+    loop {
+        match s.fleet.cloud.describe(&group(pool)).await {
+            Ok(g) => return g,
+            Err(e) if e.kind.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// Invariants 1-3 on one pool, now.
+async fn check(s: &Sim, pool: &str, start: u32, batch: u32, log: &str) {
+    let g = describe_group(s, pool).await;
+    let live = g
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle != Lifecycle::Terminating)
+        .count() as u32;
+    assert!(
+        live <= start + batch && g.desired <= start + batch,
+        "invariant 1: {pool} holds {live} instance(s), desired {}, above {start} + {batch}\n{log}",
+        g.desired
+    );
+    let pdbs = Api::<PodDisruptionBudget>::all(s.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    for b in &pdbs.items {
+        let st = b.status.as_ref().unwrap();
+        assert!(
+            st.current_healthy >= st.desired_healthy,
+            "invariant 2: PDB {}/{} has {} healthy, needs {}\n{log}",
+            b.metadata.namespace.as_deref().unwrap_or_default(),
+            b.metadata.name.as_deref().unwrap_or_default(),
+            st.current_healthy,
+            st.desired_healthy
+        );
+    }
+    let nodes = Api::<Node>::all(s.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let pods = Api::<Pod>::all(s.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    for i in g
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle == Lifecycle::Terminating)
+    {
+        let Some(node) = nodes.items.iter().find(|n| {
+            n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(&i.provider_id)
+        }) else {
+            continue;
+        };
+        let name = node.metadata.name.as_deref().unwrap();
+        for p in &pods.items {
+            let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name);
+            let ds = p
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "DaemonSet");
+            let evicted = p.metadata.deletion_timestamp.is_some();
+            let done = matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            );
+            assert!(
+                !on || ds || evicted || done,
+                "invariant 3: instance {} terminating with pod {}/{} not evicted\n{log}",
+                i.id,
+                p.metadata.namespace.as_deref().unwrap_or_default(),
+                p.metadata.name.as_deref().unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// The end state of a finished rotation: every node and instance on the new image, the
+/// pool at its size, nothing cordoned, no leftover annotation, Succeeded.
+async fn assert_clean(s: &Sim, pool: &str, size: u32, log: &str) {
+    let n = get(&s.client, pool).await;
+    let st = n.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{}\n{log}", st.message);
+    assert_eq!((st.total, st.on_target), (size, size), "{log}");
+    let g = describe_group(s, pool).await;
+    let live: Vec<_> = g
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle != Lifecycle::Terminating)
+        .collect();
+    assert_eq!(live.len() as u32, size, "leaked instance(s): {live:?}\n{log}");
+    assert!(live.iter().all(|i| i.image == NEW), "{live:?}");
+    assert_eq!(g.desired, size, "{log}");
+    assert_eq!(g.template_image, NEW);
+    let nodes = Api::<Node>::all(s.client.clone())
+        .list(&ListParams::default().labels(&format!("rota.dev/pool={pool}")))
+        .await
+        .unwrap();
+    for node in &nodes.items {
+        let name = node.metadata.name.as_deref().unwrap();
+        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+        let ann = node.metadata.annotations.clone().unwrap_or_default();
+        assert!(!cordoned, "orphaned cordon on {name}\n{log}");
+        assert!(!ann.contains_key("rota.dev/cordoned-by"), "{name}: {ann:?}");
+        assert!(
+            !ann.contains_key("cluster-autoscaler.kubernetes.io/scale-down-disabled"),
+            "{name}: {ann:?}"
+        );
+    }
+}
+
+fn describe(out: &[(String, Outcome)]) -> String {
+    out.iter()
+        .map(|(p, o)| format!("{p}: {o:?}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Drive `c` pass by pass until every named pool settles (Succeeded, Paused or Failed) or
+/// `limit` of simulated time passed; invariants after every pass. `crash` decides, before a
+/// pass, whether that pass crashes and after how many actions. Returns the controller (maybe
+/// a new one after crashes) and the log.
+async fn drive(
+    s: &Sim,
+    mut c: Controller,
+    pools: &[(&str, u32, u32)],
+    limit: Duration,
+    mut crash: impl FnMut(u32) -> Option<usize>,
+) -> (Controller, String) {
+    let end = Instant::now() + limit;
+    let mut log = String::new();
+    let mut pass = 0;
+    while Instant::now() < end {
+        pass += 1;
+        // An armed crash stays armed until a plan that acts takes it.
+        if c.crash_after.is_none() {
+            c.crash_after = crash(pass);
+        }
+        let out = c.step().await;
+        if !out.is_empty() {
+            log.push_str(&format!("t+{:?} {}\n", Instant::now(), describe(&out)));
+        }
+        for (p, size, batch) in pools {
+            check(s, p, *size, *batch, &log).await;
+        }
+        if out.iter().any(|(_, o)| matches!(o, Outcome::Crashed { .. })) {
+            // The process dies here: a new controller knows only what the cluster holds.
+            let version = "0.1.0";
+            drop(c);
+            c = controller(s, version);
+            log.push_str("crash: controller replaced\n");
+        }
+        let mut settled = true;
+        for (p, _, _) in pools {
+            let phase = get(&s.client, p).await.status.map(|s| s.phase);
+            settled &= matches!(
+                phase,
+                Some(Phase::Succeeded | Phase::Paused | Phase::Failed)
+            );
+        }
+        if settled {
+            break;
+        }
+        c.wait(Instant::now() + Duration::from_secs(300), true).await;
+    }
+    (c, log)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pool_rotates_to_completion_with_the_invariants_after_every_step() {
+    let s = sim(&[("general", 4)], WORKLOADS, "{}", 1).await;
+    create(&s.client, &npr("general", policy(2), None)).await;
+    let c = controller(&s, "0.1.0");
+    let (c, log) = drive(&s, c, &[("general", 4, 2)], Duration::from_secs(3 * 3600), |_| None).await;
+    assert_clean(&s, "general", 4, &log).await;
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.checkpoint.unwrap().batches_started, 2);
+    assert!(c.stats.actions.load(Ordering::Relaxed) > 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_at_every_checkpoint_leaves_no_second_surge_leak_or_cordon() {
+    // Crash at every other plan that acts (alternating with a normal pass, so the rotation
+    // moves on), after 0 and after 1 action, with both offsets: every checkpoint of both
+    // batches is crashed at with each prefix.
+    for prefix in [0usize, 1] {
+        for offset in [0u32, 1] {
+            let s = sim(&[("general", 4)], WORKLOADS, "{}", 7).await;
+            create(&s.client, &npr("general", policy(2), None)).await;
+            let mut n = 0u32;
+            let (_c, log) = drive(
+                &s,
+                controller(&s, "0.1.0"),
+                &[("general", 4, 2)],
+                Duration::from_secs(4 * 3600),
+                |_| {
+                    n += 1;
+                    (n % 2 == offset).then_some(prefix)
+                },
+            )
+            .await;
+            let crashes = log.matches("crash:").count();
+            assert!(crashes >= 4, "only {crashes} crash(es)\n{log}");
+            assert_clean(&s, "general", 4, &log).await;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn seeded_random_runs_with_crashes_keep_the_invariants() {
+    let runs: u64 = std::env::var("ROTA_CONTROLLER_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    for seed in 0..runs {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let size = rng.random_range(2..=6);
+        let batch = rng.random_range(1..=3);
+        let faults = format!(
+            "boot: {{min: {}s, max: {}s}}\napi: {{throttleRate: {}}}",
+            rng.random_range(20..60),
+            rng.random_range(60..150),
+            [0.0, 0.05][rng.random_range(0..2)]
+        );
+        let s = sim(&[("general", size)], WORKLOADS, &faults, seed).await;
+        create(&s.client, &npr("general", policy(batch), None)).await;
+        let crash_chance = 0.3;
+        let (_c, log) = drive(
+            &s,
+            controller(&s, "0.1.0"),
+            &[("general", size, batch)],
+            Duration::from_secs(6 * 3600),
+            |_| {
+                rng.random_bool(crash_chance)
+                    .then(|| rng.random_range(0..3usize))
+            },
+        )
+        .await;
+        assert_clean(&s, "general", size, &format!("seed {seed}\n{log}")).await;
+    }
+}
+
+async fn paused_message(
+    workloads: &str,
+    faults: &str,
+    p: EffectivePolicy,
+    limit: Duration,
+) -> (Sim, String) {
+    let s = sim(&[("general", 4)], workloads, faults, 3).await;
+    let batch = p.batch.nodes(4);
+    create(&s.client, &npr("general", p, None)).await;
+    let (_c, log) = drive(&s, controller(&s, "0.1.0"), &[("general", 4, batch)], limit, |_| None).await;
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Paused, "{}\n{log}", st.message);
+    let m = st.message.clone();
+    (s, m)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pdb_that_never_allows_a_disruption_pauses_and_names_the_pdb() {
+    let workloads = r#"
+nodes: {perPool: 4}
+deployments:
+  - {name: web, namespace: shop, replicas: 6, pdb: {minAvailable: "50%"}, readyAfter: 10s}
+  - {name: license-server, namespace: legacy, replicas: 1, pdb: {minAvailable: 1}}
+daemonSets:
+  - {name: node-exporter, namespace: monitoring, readyAfter: 5s}
+"#;
+    let mut p = policy(4);
+    p.drain.timeout = GoDuration::from_secs(600);
+    let (s, m) = paused_message(workloads, "{}", p, Duration::from_secs(2 * 3600)).await;
+    assert!(m.contains("drain.timeout"), "{m}");
+    assert!(m.contains("legacy/license-server"), "{m}");
+    // Nothing was terminated under the singleton.
+    check(&s, "general", 4, 4, &m).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodes_that_never_get_ready_pause_the_pool() {
+    let (s, m) = paused_message(
+        WORKLOADS,
+        "boot: {failureRate: 1.0}",
+        policy(2),
+        Duration::from_secs(3600),
+    )
+    .await;
+    assert!(m.contains("nodeReadyTimeout"), "{m}");
+    // The failed batch was undone: back to 4 instances on the old image, nothing cordoned.
+    let g = s.fleet.cloud.describe(&group("general")).await.unwrap();
+    assert_eq!(g.desired, 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn exhausted_quota_pauses_and_names_the_quota() {
+    let (_s, m) = paused_message(
+        WORKLOADS,
+        "quota: {instances: 4}",
+        policy(2),
+        Duration::from_secs(3600),
+    )
+    .await;
+    assert!(m.contains("nodeReadyTimeout"), "{m}");
+    assert!(m.contains("QuotaExceeded"), "{m}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cloud_that_keeps_throttling_pauses_and_names_the_throttling() {
+    let (_s, m) = paused_message(
+        WORKLOADS,
+        "scripted: [{call: setCapacity, error: throttled, times: 100000}]",
+        policy(2),
+        Duration::from_secs(3600),
+    )
+    .await;
+    assert!(m.contains("Throttled"), "{m}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn read_only_plans_and_reports_but_changes_nothing() {
+    let s = sim(&[("general", 4)], WORKLOADS, "{}", 5).await;
+    let mut n = npr("general", policy(2), None);
+    n.spec.mode = Mode::ReadOnly;
+    create(&s.client, &n).await;
+    let before = s.fleet.cloud.describe(&group("general")).await.unwrap();
+    let mut c = controller(&s, "0.1.0");
+    for _ in 0..5 {
+        c.step().await;
+        c.wait(Instant::now() + Duration::from_secs(600), true).await;
+    }
+    let after = s.fleet.cloud.describe(&group("general")).await.unwrap();
+    assert_eq!(before, after);
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert!(st.message.starts_with("readOnly:"), "{}", st.message);
+    assert!(st.message.contains("would"), "{}", st.message);
+    let nodes = Api::<Node>::all(s.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        nodes
+            .items
+            .iter()
+            .all(|n| n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_version_reconciles_only_what_it_owns() {
+    let s = sim(&[("general", 2), ("gpu", 2)], WORKLOADS, "{}", 9).await;
+    let mut p = policy(1);
+    p.max_parallel_pools = 2;
+    create(&s.client, &npr("general", p.clone(), None)).await;
+    create(&s.client, &npr("gpu", p, Some("0.2.0"))).await;
+    // The default controller of 0.1.0 takes the unlabelled pool only.
+    let mut old = controller(&s, "0.1.0");
+    for _ in 0..3 {
+        old.step().await;
+    }
+    assert!(get(&s.client, "general").await.status.is_some());
+    assert!(get(&s.client, "gpu").await.status.is_none());
+    // 0.2.0, not the default, takes the labelled pool only; both finish side by side.
+    let mut cfg = Config::new("0.2.0", "test-new");
+    cfg.is_default = false;
+    cfg.events = false;
+    let mut new = Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg);
+    let end = Instant::now() + Duration::from_secs(3 * 3600);
+    while Instant::now() < end {
+        let a = old.step().await;
+        let b = new.step().await;
+        assert!(a.iter().all(|(p, _)| p == "general"), "{a:?}");
+        assert!(b.iter().all(|(p, _)| p == "gpu"), "{b:?}");
+        check(&s, "general", 2, 1, "").await;
+        check(&s, "gpu", 2, 1, "").await;
+        let done = [get(&s.client, "general").await, get(&s.client, "gpu").await]
+            .iter()
+            .all(|n| n.status.as_ref().is_some_and(|s| s.phase == Phase::Succeeded));
+        if done {
+            break;
+        }
+        let next = [old.next_due(), new.next_due()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(Instant::now() + Duration::from_secs(10));
+        tokio::time::sleep_until(next.max(Instant::now() + Duration::from_millis(100))).await;
+    }
+    assert_clean(&s, "general", 2, "").await;
+    assert_clean(&s, "gpu", 2, "").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_parallel_pools_holds_the_second_pool_until_the_first_is_done() {
+    let s = sim(&[("a", 2), ("b", 2)], WORKLOADS, "{}", 11).await;
+    create(&s.client, &npr("a", policy(1), None)).await;
+    create(&s.client, &npr("b", policy(1), None)).await;
+    let mut c = controller(&s, "0.1.0");
+    let end = Instant::now() + Duration::from_secs(4 * 3600);
+    let mut b_waited = false;
+    while Instant::now() < end {
+        c.step().await;
+        let a = get(&s.client, "a").await.status.unwrap();
+        let b = get(&s.client, "b").await.status.unwrap();
+        if a.phase != Phase::Succeeded {
+            assert!(
+                b.checkpoint.is_none(),
+                "b started while a rotates: {}",
+                b.message
+            );
+            if b.message.contains("maxParallelPools") {
+                b_waited = true;
+            }
+        }
+        if a.phase == Phase::Succeeded && b.phase == Phase::Succeeded {
+            break;
+        }
+        c.wait(Instant::now() + Duration::from_secs(300), true).await;
+    }
+    assert!(b_waited);
+    assert_clean(&s, "a", 2, "").await;
+    assert_clean(&s, "b", 2, "").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_controllers_one_leader_and_the_follower_takes_over() {
+    let s = sim(&[("general", 4)], WORKLOADS, "{}", 13).await;
+    create(&s.client, &npr("general", policy(1), None)).await;
+    let make = |id: &str| {
+        let mut cfg = Config::new("0.1.0", id);
+        cfg.events = false;
+        Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
+    };
+    let (mut a, mut b) = (make("a"), make("b"));
+    let (sa, sb) = (a.stats.clone(), b.stats.clone());
+    let (stop_a, rx_a) = tokio::sync::oneshot::channel::<()>();
+    let (_stop_b, rx_b) = tokio::sync::oneshot::channel::<()>();
+    let ta = tokio::spawn(async move {
+        a.run(async {
+            let _ = rx_a.await;
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let tb = tokio::spawn(async move {
+        b.run(async {
+            let _ = rx_b.await;
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_secs(200)).await;
+    assert!(sa.leading.load(Ordering::Relaxed));
+    assert!(!sb.leading.load(Ordering::Relaxed));
+    assert!(sa.reconciles.load(Ordering::Relaxed) > 0);
+    assert_eq!(sb.reconciles.load(Ordering::Relaxed), 0);
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        s.client.clone(),
+        "kube-system",
+    )
+    .get("rota-controller-0-1-0")
+    .await
+    .unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("a")
+    );
+    // The leader stops (and releases the Lease); the follower takes over and finishes.
+    stop_a.send(()).unwrap();
+    ta.await.unwrap();
+    let end = Instant::now() + Duration::from_secs(4 * 3600);
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        check(&s, "general", 4, 1, "").await;
+        if get(&s.client, "general")
+            .await
+            .status
+            .is_some_and(|s| s.phase == Phase::Succeeded)
+        {
+            break;
+        }
+    }
+    assert!(sb.leading.load(Ordering::Relaxed));
+    assert!(sb.reconciles.load(Ordering::Relaxed) > 0);
+    assert_clean(&s, "general", 4, "").await;
+    tb.abort();
+}
