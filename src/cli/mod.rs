@@ -10,9 +10,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod agent;
 pub mod diff;
 pub mod render;
 pub mod sim;
+pub mod status;
 pub mod validate;
 
 #[derive(Parser, Debug)]
@@ -42,6 +44,10 @@ pub enum Command {
     Crd(crd::Args),
     /// Run the rotation controller on one cluster's NodePoolRotation resources.
     Controller(controller::ControllerArgs),
+    /// The GitOps agent of one cluster: follow the fleet repo, rotate its pools, report statuses.
+    Agent(agent::AgentArgs),
+    /// Every cluster and pool of the fleet at a commit, with the agents' statuses.
+    Status(status::StatusArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -58,5 +64,7 @@ pub fn main() -> ExitCode {
         Command::Sim(args) => sim::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Controller(args) => controller::run(args),
+        Command::Agent(args) => agent::run(args),
+        Command::Status(args) => status::run(args),
     }
 }
