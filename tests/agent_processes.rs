@@ -16,7 +16,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "t@example.com")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -174,12 +178,23 @@ fn a_bump_rotates_the_pool_and_rota_status_shows_success() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("[####################] 4/4 nodes on general@2026.11.2"), "{text}");
+    assert!(
+        text.contains("[####################] 4/4 nodes on general@2026.11.2"),
+        "{text}"
+    );
     // Really rotated: the nodes run the new image (kubectl against the simulated cluster).
     let nodes = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
-        .args(["--context", "canary-1", "get", "npr", "general", "-o", "jsonpath={.spec.image} {.status.phase}"])
+        .args([
+            "--context",
+            "canary-1",
+            "get",
+            "npr",
+            "general",
+            "-o",
+            "jsonpath={.spec.image} {.status.phase}",
+        ])
         .output()
         .unwrap();
     assert_eq!(

@@ -234,8 +234,9 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
     s.fleet.poke();
     let waiting = wait_for(&s, &promote, "rota/main-1/general", State::Pending, LONG).await;
     assert!(
-        waiting.starts_with("waiting for canary-1/general (wave canary) to complete general@2026.11.2")
-            || waiting.starts_with("waiting for wave canary to soak"),
+        waiting.starts_with(
+            "waiting for canary-1/general (wave canary) to complete general@2026.11.2"
+        ) || waiting.starts_with("waiting for wave canary to soak"),
         "{waiting}"
     );
     assert_eq!(npr(&s, "main-1").await.spec.version, "2026.11.1");
@@ -256,7 +257,10 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
     // The bump commit itself was superseded before the agents saw it or was acted on: either
     // way its statuses never claim main moved.
     for (c, _, d) in statuses(&s.origin, &bump).await {
-        assert!(!(c.starts_with("rota/main-1/") && d.contains("2026.11.2 ") && d.contains("4/4")), "{d}");
+        assert!(
+            !(c.starts_with("rota/main-1/") && d.contains("2026.11.2 ") && d.contains("4/4")),
+            "{d}"
+        );
     }
 }
 

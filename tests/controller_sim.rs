@@ -243,7 +243,11 @@ async fn assert_clean(s: &Sim, pool: &str, size: u32, log: &str) {
         .iter()
         .filter(|i| i.lifecycle != Lifecycle::Terminating)
         .collect();
-    assert_eq!(live.len() as u32, size, "leaked instance(s): {live:?}\n{log}");
+    assert_eq!(
+        live.len() as u32,
+        size,
+        "leaked instance(s): {live:?}\n{log}"
+    );
     assert!(live.iter().all(|i| i.image == NEW), "{live:?}");
     assert_eq!(g.desired, size, "{log}");
     assert_eq!(g.template_image, NEW);
@@ -298,7 +302,10 @@ async fn drive(
         for (p, size, batch) in pools {
             check(s, p, *size, *batch, &log).await;
         }
-        if out.iter().any(|(_, o)| matches!(o, Outcome::Crashed { .. })) {
+        if out
+            .iter()
+            .any(|(_, o)| matches!(o, Outcome::Crashed { .. }))
+        {
             // The process dies here: a new controller knows only what the cluster holds.
             let version = "0.1.0";
             drop(c);
@@ -316,7 +323,8 @@ async fn drive(
         if settled {
             break;
         }
-        c.wait(Instant::now() + Duration::from_secs(300), true).await;
+        c.wait(Instant::now() + Duration::from_secs(300), true)
+            .await;
     }
     (c, log)
 }
@@ -326,7 +334,14 @@ async fn a_pool_rotates_to_completion_with_the_invariants_after_every_step() {
     let s = sim(&[("general", 4)], WORKLOADS, "{}", 1).await;
     create(&s.client, &npr("general", policy(2), None)).await;
     let c = controller(&s, "0.1.0");
-    let (c, log) = drive(&s, c, &[("general", 4, 2)], Duration::from_secs(3 * 3600), |_| None).await;
+    let (c, log) = drive(
+        &s,
+        c,
+        &[("general", 4, 2)],
+        Duration::from_secs(3 * 3600),
+        |_| None,
+    )
+    .await;
     assert_clean(&s, "general", 4, &log).await;
     let st = get(&s.client, "general").await.status.unwrap();
     assert_eq!(st.checkpoint.unwrap().batches_started, 2);
@@ -404,7 +419,14 @@ async fn paused_message(
     let s = sim(&[("general", 4)], workloads, faults, 3).await;
     let batch = p.batch.nodes(4);
     create(&s.client, &npr("general", p, None)).await;
-    let (_c, log) = drive(&s, controller(&s, "0.1.0"), &[("general", 4, batch)], limit, |_| None).await;
+    let (_c, log) = drive(
+        &s,
+        controller(&s, "0.1.0"),
+        &[("general", 4, batch)],
+        limit,
+        |_| None,
+    )
+    .await;
     let st = get(&s.client, "general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Paused, "{}\n{log}", st.message);
     let m = st.message.clone();
@@ -480,7 +502,8 @@ async fn read_only_plans_and_reports_but_changes_nothing() {
     let mut c = controller(&s, "0.1.0");
     for _ in 0..5 {
         c.step().await;
-        c.wait(Instant::now() + Duration::from_secs(600), true).await;
+        c.wait(Instant::now() + Duration::from_secs(600), true)
+            .await;
     }
     let after = s.fleet.cloud.describe(&group("general")).await.unwrap();
     assert_eq!(before, after);
@@ -528,7 +551,11 @@ async fn each_version_reconciles_only_what_it_owns() {
         check(&s, "gpu", 2, 1, "").await;
         let done = [get(&s.client, "general").await, get(&s.client, "gpu").await]
             .iter()
-            .all(|n| n.status.as_ref().is_some_and(|s| s.phase == Phase::Succeeded));
+            .all(|n| {
+                n.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == Phase::Succeeded)
+            });
         if done {
             break;
         }
@@ -568,7 +595,8 @@ async fn max_parallel_pools_holds_the_second_pool_until_the_first_is_done() {
         if a.phase == Phase::Succeeded && b.phase == Phase::Succeeded {
             break;
         }
-        c.wait(Instant::now() + Duration::from_secs(300), true).await;
+        c.wait(Instant::now() + Duration::from_secs(300), true)
+            .await;
     }
     assert!(b_waited);
     assert_clean(&s, "a", 2, "").await;
@@ -613,10 +641,7 @@ async fn two_controllers_one_leader_and_the_follower_takes_over() {
     .get("rota-controller-0-1-0")
     .await
     .unwrap();
-    assert_eq!(
-        lease.spec.unwrap().holder_identity.as_deref(),
-        Some("a")
-    );
+    assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("a"));
     // The leader stops (and releases the Lease); the follower takes over and finishes.
     stop_a.send(()).unwrap();
     ta.await.unwrap();

@@ -72,8 +72,8 @@ pub fn plan_cluster(
         let mut spec = NodePoolRotationSpec::from_desired(pool, commit);
         let pinned = (pool.channel.clone(), pool.version.clone());
         let previous = existing.get(&pool.name);
-        let already = previous
-            .is_some_and(|p| p.channel == pool.channel && p.version == pool.version);
+        let already =
+            previous.is_some_and(|p| p.channel == pool.channel && p.version == pool.version);
         // An ignored pool is left alone entirely, the guard has nothing to hold.
         let decision = if already || pool.mode == Mode::Ignore {
             GuardDecision::Allowed {

@@ -65,7 +65,12 @@ impl LocalFleet {
         let rev = format!("refs/heads/{}", config.branch);
         let fleet = crate::fleet::load_git(&config.repo, &rev).map_err(|d| d.to_string())?;
         let clusters = fleet.resolve_all().map_err(|e| e.to_string())?;
-        let scenario = Scenario::from_fleet(&clusters, config.workloads.clone(), FaultProfile::default(), 1);
+        let scenario = Scenario::from_fleet(
+            &clusters,
+            config.workloads.clone(),
+            FaultProfile::default(),
+            1,
+        );
         let sim = Fleet::start(&scenario, config.speed)
             .await
             .map_err(|e| e.to_string())?;
@@ -79,9 +84,14 @@ impl LocalFleet {
         let mut agents = BTreeMap::new();
         let mut followers = Vec::new();
         for c in &clusters {
-            let store = sim.store(&c.name).ok_or("cluster missing from the sim")?.clone();
+            let store = sim
+                .store(&c.name)
+                .ok_or("cluster missing from the sim")?
+                .clone();
             let client = crate::sim::apiserver::client(store);
-            super::install_crd(&client).await.map_err(|e| e.to_string())?;
+            super::install_crd(&client)
+                .await
+                .map_err(|e| e.to_string())?;
             let mut cc = Config::new(env!("CARGO_PKG_VERSION"), &format!("rota-{}", c.name));
             cc.speed = config.speed;
             cc.events = false;

@@ -177,7 +177,8 @@ impl Agent {
             && self.seen != Some(head)
         {
             self.seen = Some(head);
-            self.snapshot.send_modify(|s| s.head = Some(head.to_string()));
+            self.snapshot
+                .send_modify(|s| s.head = Some(head.to_string()));
             if let Err(e) = self.admit(head).await {
                 // Seen again next pass: a verdict that could not be reported is redone.
                 self.seen = None;
@@ -218,8 +219,10 @@ impl Agent {
         tracing::warn!(cluster = %self.config.cluster, commit = %commit, reason = %why,
             "not acting on fleet commit; the last good one stays in force");
         let status = CommitStatus::new(cluster_context(&self.config.cluster), State::Error, why);
-        self.snapshot
-            .send_modify(|s| s.rejected.push((commit.to_string(), status.description.clone())));
+        self.snapshot.send_modify(|s| {
+            s.rejected
+                .push((commit.to_string(), status.description.clone()))
+        });
         self.store.set(&commit.to_string(), &status).await?;
         Ok(())
     }
@@ -292,11 +295,7 @@ impl Agent {
                 continue;
             };
             if let Some(doc) = docs.into_iter().find(|d| d.cluster == self.config.cluster) {
-                return doc
-                    .pools
-                    .into_iter()
-                    .map(|r| (r.pool.clone(), r))
-                    .collect();
+                return doc.pools.into_iter().map(|r| (r.pool.clone(), r)).collect();
             }
         }
         BTreeMap::new()
@@ -324,22 +323,19 @@ impl Agent {
             .collect();
         all.extend(self.records.values().cloned());
         let now = self.clock.now();
-        let intent = desired::plan_cluster(
-            &f.cluster,
-            &commit,
-            f.guard,
-            &f.waves,
-            &all,
-            &existing,
-            now,
-        );
+        let intent =
+            desired::plan_cluster(&f.cluster, &commit, f.guard, &f.waves, &all, &existing, now);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         for pool in &intent.pools {
             if let Some(spec) = &pool.spec
                 && existing.get(&pool.name) != Some(spec)
             {
-                api.patch(&pool.name, &params, &Patch::Apply(self.object(&pool.name, spec)))
-                    .await?;
+                api.patch(
+                    &pool.name,
+                    &params,
+                    &Patch::Apply(self.object(&pool.name, spec)),
+                )
+                .await?;
             }
         }
         for name in &intent.released {

@@ -56,10 +56,7 @@ pub fn pool_status(
         );
     };
     let nodes = format!("{}/{} nodes on {cv}", status.on_target, status.total);
-    let halted = status
-        .checkpoint
-        .as_ref()
-        .and_then(|c| c.halted.clone());
+    let halted = status.checkpoint.as_ref().and_then(|c| c.halted.clone());
     let (state, text) = match status.phase {
         Phase::Succeeded => (State::Success, nodes),
         Phase::Failed => (State::Failure, format!("failed: {}", status.message)),
@@ -157,11 +154,11 @@ pub fn observe_record(record: &mut PoolRecord, npr: &NodePoolRotation, now: Date
                 return false;
             };
             let last = record.gate_failures.last();
-            let already = last.is_some_and(|g| {
-                &g.channel == channel && &g.version == version && g.gate == gate
-            }) && record
-                .latest_completion(channel, version)
-                .is_none_or(|c| last.is_some_and(|g| g.at > c));
+            let already = last
+                .is_some_and(|g| &g.channel == channel && &g.version == version && g.gate == gate)
+                && record
+                    .latest_completion(channel, version)
+                    .is_none_or(|c| last.is_some_and(|g| g.at > c));
             if already {
                 return false;
             }
@@ -205,7 +202,7 @@ mod tests {
         let ok = CommitStatus::new("rota/c/a", State::Success, "4/4");
         let wait = CommitStatus::new("rota/c/b", State::Pending, "batch 1/2");
         let bad = CommitStatus::new("rota/c/d", State::Failure, "failed");
-        assert_eq!(cluster_status("c", &[ok.clone()]).state, State::Success);
+        assert_eq!(cluster_status("c", std::slice::from_ref(&ok)).state, State::Success);
         let s = cluster_status("c", &[ok.clone(), wait.clone()]);
         assert_eq!(s.state, State::Pending);
         assert_eq!(

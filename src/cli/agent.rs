@@ -105,7 +105,10 @@ pub fn run(args: AgentArgs) -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     if !(args.speed.is_finite() && args.speed > 0.0) {
-        eprintln!("rota: --speed must be a positive number, got {}", args.speed);
+        eprintln!(
+            "rota: --speed must be a positive number, got {}",
+            args.speed
+        );
         return ExitCode::from(2);
     }
     let rt = match tokio::runtime::Runtime::new() {
@@ -168,9 +171,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     };
     std::fs::create_dir_all(&args.state_dir)
         .map_err(|e| format!("{}: {e}", args.state_dir.display()))?;
-    let mirror = args
-        .state_dir
-        .join(format!("fleet-{}.git", args.cluster));
+    let mirror = args.state_dir.join(format!("fleet-{}.git", args.cluster));
     let source = Arc::new(
         GitSource::open(
             SourceConfig {
@@ -225,14 +226,23 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     let mut cc = Config::new(&version, &identity);
     cc.lease_namespace = args.lease_namespace.clone();
     cc.speed = args.speed;
-    let mut controller = Controller::new(client.clone(), Arc::new(HttpNodeGroups::new(&endpoint)), cc);
+    let mut controller =
+        Controller::new(client.clone(), Arc::new(HttpNodeGroups::new(&endpoint)), cc);
     let clock = controller.clock();
     let notes = Arc::new(GitNotesStore::for_source(&source, &args.cluster));
     let mut ac = AgentConfig::new(&args.cluster);
     ac.version = version.clone();
     ac.subdir = args.subdir.clone();
     ac.resync = args.resync.as_duration();
-    let agent = Agent::new(ac, source, client, Arc::clone(&notes), notes, verifier, clock);
+    let agent = Agent::new(
+        ac,
+        source,
+        client,
+        Arc::clone(&notes),
+        notes,
+        verifier,
+        clock,
+    );
     eprintln!(
         "rota agent: cluster {}, repo {} (branch {}), version {version}, identity {identity}, cloud {endpoint}{}",
         args.cluster,

@@ -66,7 +66,10 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     if !(args.speed.is_finite() && args.speed > 0.0) {
-        eprintln!("rota: --speed must be a positive number, got {}", args.speed);
+        eprintln!(
+            "rota: --speed must be a positive number, got {}",
+            args.speed
+        );
         return ExitCode::from(2);
     }
     let rt = match tokio::runtime::Runtime::new() {
@@ -172,7 +175,12 @@ pub fn sim_cloud_endpoint(k: &Kubeconfig, context: Option<&str>) -> Option<Strin
         .as_ref()?
         .cluster
         .clone();
-    let cluster = k.clusters.iter().find(|c| c.name == cluster)?.cluster.as_ref()?;
+    let cluster = k
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster)?
+        .cluster
+        .as_ref()?;
     cluster
         .extensions
         .iter()

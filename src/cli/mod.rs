@@ -45,7 +45,7 @@ pub enum Command {
     /// Run the rotation controller on one cluster's NodePoolRotation resources.
     Controller(controller::ControllerArgs),
     /// The GitOps agent of one cluster: follow the fleet repo, rotate its pools, report statuses.
-    Agent(agent::AgentArgs),
+    Agent(Box<agent::AgentArgs>),
     /// Every cluster and pool of the fleet at a commit, with the agents' statuses.
     Status(status::StatusArgs),
 }
@@ -64,7 +64,7 @@ pub fn main() -> ExitCode {
         Command::Sim(args) => sim::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Controller(args) => controller::run(args),
-        Command::Agent(args) => agent::run(args),
+        Command::Agent(args) => agent::run(*args),
         Command::Status(args) => status::run(args),
     }
 }

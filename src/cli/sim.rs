@@ -176,14 +176,17 @@ fn write_kubeconfig(
     cloud: &str,
 ) -> std::io::Result<()> {
     kubeconfig::write(path, contexts)?;
-    let mut doc: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(path)?)
-        .map_err(std::io::Error::other)?;
+    let mut doc: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path)?).map_err(std::io::Error::other)?;
     for c in doc["clusters"].as_array_mut().into_iter().flatten() {
         c["cluster"]["extensions"] = serde_json::json!([
             {"name": super::controller::SIM_CLOUD_EXTENSION, "extension": {"url": cloud}}
         ]);
     }
-    std::fs::write(path, serde_yaml::to_string(&doc).map_err(std::io::Error::other)?)
+    std::fs::write(
+        path,
+        serde_yaml::to_string(&doc).map_err(std::io::Error::other)?,
+    )
 }
 
 /// Ctrl-C or SIGTERM.

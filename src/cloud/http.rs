@@ -146,7 +146,10 @@ async fn handle(groups: &dyn NodeGroups, path: &str, body: &[u8]) -> (u16, Value
             .describe(&req.group)
             .await
             .map(|s| serde_json::to_value(s).expect("a group state serializes")),
-        "/setImage" => groups.set_image(&req.group, &req.image).await.map(|_| json!({})),
+        "/setImage" => groups
+            .set_image(&req.group, &req.image)
+            .await
+            .map(|_| json!({})),
         "/setCapacity" => groups
             .set_capacity(&req.group, req.desired, req.max)
             .await
@@ -225,7 +228,12 @@ impl NodeGroups for HttpNodeGroups {
             .call("DescribeGroup", "/describe", group, json!({"group": group}))
             .await?;
         serde_json::from_value(v).map_err(|e| {
-            CloudError::new(CloudErrorKind::Transient, "DescribeGroup", group, e.to_string())
+            CloudError::new(
+                CloudErrorKind::Transient,
+                "DescribeGroup",
+                group,
+                e.to_string(),
+            )
         })
     }
 
@@ -296,7 +304,10 @@ mod tests {
         remote.set_image(&g, "ami-2").await.unwrap();
         remote.set_capacity(&g, 3, Some(4)).await.unwrap();
         let s = cloud.describe(&g).await.unwrap();
-        assert_eq!((s.template_image.as_str(), s.desired, s.max), ("ami-2", 3, 4));
+        assert_eq!(
+            (s.template_image.as_str(), s.desired, s.max),
+            ("ami-2", 3, 4)
+        );
         cloud.inject(ScriptedFault {
             call: Call::SetCapacity,
             group: None,

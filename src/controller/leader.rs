@@ -101,7 +101,11 @@ impl Elector {
         };
         let mut next = current.clone();
         next.spec = Some(mine(transitions, acquired));
-        match self.api.replace(&self.name, &PostParams::default(), &next).await {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &next)
+            .await
+        {
             Ok(_) => Ok(true),
             // Another candidate wrote first (renewed or took over): not ours.
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),

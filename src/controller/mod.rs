@@ -226,7 +226,12 @@ impl Controller {
     /// wake-ups until `cap` (its next election attempt).
     pub async fn wait(&mut self, cap: Instant, leading: bool) {
         let due = if leading {
-            self.pools.values().map(|p| p.due).min().unwrap_or(cap).min(cap)
+            self.pools
+                .values()
+                .map(|p| p.due)
+                .min()
+                .unwrap_or(cap)
+                .min(cap)
         } else {
             cap
         };
@@ -313,7 +318,11 @@ impl Controller {
     }
 
     /// Reconcile one pool once.
-    pub async fn reconcile(&mut self, npr: &NodePoolRotation, start_hold: Option<String>) -> Outcome {
+    pub async fn reconcile(
+        &mut self,
+        npr: &NodePoolRotation,
+        start_hold: Option<String>,
+    ) -> Outcome {
         self.stats.reconciles.fetch_add(1, Ordering::Relaxed);
         let name = npr.name_any();
         let desired = npr.spec.desired();
@@ -386,7 +395,9 @@ impl Controller {
                 let state = self.pools.get_mut(&name).expect("inserted above");
                 state.failures += 1;
                 state.last_error = Some(error.clone());
-                state.due = self.clock.after(requeue::after_error(retry, state.failures));
+                state.due = self
+                    .clock
+                    .after(requeue::after_error(retry, state.failures));
                 return Outcome::Failed { retry, error };
             }
         };
@@ -448,7 +459,9 @@ impl Controller {
                 } else {
                     state.last_error = Some(error.clone());
                 }
-                state.due = self.clock.after(requeue::after_error(retry, state.failures));
+                state.due = self
+                    .clock
+                    .after(requeue::after_error(retry, state.failures));
                 Outcome::Failed { retry, error }
             }
         }
@@ -460,7 +473,9 @@ impl Controller {
 /// empty when no gate is consulted.
 pub fn evaluation(stage: Option<&Stage>) -> String {
     match stage {
-        Some(Stage::Surging { batch } | Stage::WaitingReady { batch } | Stage::Gating { batch }) => {
+        Some(
+            Stage::Surging { batch } | Stage::WaitingReady { batch } | Stage::Gating { batch },
+        ) => {
             format!("pre-{}", batch.number)
         }
         Some(
@@ -479,7 +494,10 @@ pub fn evaluation(stage: Option<&Stage>) -> String {
 pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>> {
     let mut by_cluster: BTreeMap<&str, Vec<&NodePoolRotation>> = BTreeMap::new();
     for n in nprs {
-        by_cluster.entry(n.spec.cluster.as_str()).or_default().push(n);
+        by_cluster
+            .entry(n.spec.cluster.as_str())
+            .or_default()
+            .push(n);
     }
     let mut out = HashMap::new();
     for pools in by_cluster.values_mut() {
@@ -501,7 +519,8 @@ pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>>
                     matches!(s.phase, Phase::Succeeded | Phase::Failed)
                         && s.observed_generation == n.metadata.generation
                 });
-                let inert = matches!(n.spec.mode, Mode::Ignore | Mode::ReadOnly) || n.spec.policy.paused;
+                let inert =
+                    matches!(n.spec.mode, Mode::Ignore | Mode::ReadOnly) || n.spec.policy.paused;
                 PoolDemand {
                     pool: n.name_any(),
                     rotating,
@@ -572,7 +591,9 @@ async fn watch_rotations(client: kube::Client, tx: mpsc::UnboundedSender<Wake>) 
         let Ok(n) = ev else { continue };
         let name = n.name_any();
         let generation = n.meta().generation;
-        if seen.insert(name.clone(), generation) != Some(generation) && tx.send(Wake::Npr(name)).is_err() {
+        if seen.insert(name.clone(), generation) != Some(generation)
+            && tx.send(Wake::Npr(name)).is_err()
+        {
             return;
         }
     }
