@@ -421,7 +421,24 @@ impl Controller {
             groups: self.groups.as_ref(),
             recorder: self.recorder.clone(),
         };
-        let result = apply::apply(&edge, npr, &p, now).await;
+        // Nothing to do and nothing new to say: skip the status write (most reconciles of a
+        // pool that waits for a boot or a soak).
+        let unchanged = p.actions.is_empty()
+            && npr.status.as_ref().is_some_and(|prev| {
+                *prev
+                    == apply::status_for(
+                        &p,
+                        Some(prev),
+                        &npr.spec.source_commit,
+                        npr.metadata.generation,
+                        now,
+                    )
+            });
+        let result = if unchanged {
+            Ok(0)
+        } else {
+            apply::apply(&edge, npr, &p, now).await
+        };
         let state = self.pools.get_mut(&name).expect("inserted above");
         match result {
             Ok(ran) => {
@@ -469,8 +486,7 @@ impl Controller {
 }
 
 /// The gate evaluation a checkpoint stage belongs to: the pre-check of batch n (from its
-/// surge to its cordons), its soak (from its cordons to the end of its soak), the pool soak;
-/// empty when no gate is consulted.
+/// surge to its cordons), its soak, the pool soak; empty when no gate is consulted.
 pub fn evaluation(stage: Option<&Stage>) -> String {
     match stage {
         Some(
@@ -478,12 +494,9 @@ pub fn evaluation(stage: Option<&Stage>) -> String {
         ) => {
             format!("pre-{}", batch.number)
         }
-        Some(
-            Stage::Cordoning { batch }
-            | Stage::Draining { batch }
-            | Stage::Terminating { batch }
-            | Stage::Soaking { batch, .. },
-        ) => format!("soak-{}", batch.number),
+        // Not while draining: evicted pods are briefly not Ready by design; the soak judges
+        // the cluster once the batch is done.
+        Some(Stage::Soaking { batch, .. }) => format!("soak-{}", batch.number),
         Some(Stage::PoolSoak { .. } | Stage::Cleanup) => "pool".into(),
         _ => String::new(),
     }
