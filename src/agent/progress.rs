@@ -202,7 +202,10 @@ mod tests {
         let ok = CommitStatus::new("rota/c/a", State::Success, "4/4");
         let wait = CommitStatus::new("rota/c/b", State::Pending, "batch 1/2");
         let bad = CommitStatus::new("rota/c/d", State::Failure, "failed");
-        assert_eq!(cluster_status("c", std::slice::from_ref(&ok)).state, State::Success);
+        assert_eq!(
+            cluster_status("c", std::slice::from_ref(&ok)).state,
+            State::Success
+        );
         let s = cluster_status("c", &[ok.clone(), wait.clone()]);
         assert_eq!(s.state, State::Pending);
         assert_eq!(
