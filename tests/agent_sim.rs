@@ -246,6 +246,25 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
     // Soaking: still held, and the status says for how long.
     let soak = wait_for(&s, &promote, "rota/main-1/general", State::Pending, LONG).await;
     assert!(soak.starts_with("waiting"), "{soak}");
+    // `rota promote --check` on the promotion says the same, from the same records.
+    let check = |now| {
+        let args = rota::cli::promote::PromoteArgs {
+            wave: Some("main".into()),
+            repo: s.origin.clone(),
+            rev: promote.clone(),
+            check: true,
+            base: bump.clone(),
+            subdir: None,
+        };
+        async move { rota::cli::promote::checks_at(&args, now).await.unwrap() }
+    };
+    let during = check(s.fleet.clock.now()).await;
+    assert_eq!(during.len(), 1, "{during:?}");
+    assert_eq!(during[0].to, "2026.11.2");
+    assert_eq!(during[0].from.as_deref(), Some("2026.11.1"));
+    assert!(!during[0].decision.is_allowed(), "{during:?}");
+    let after = check(canary_done + chrono::Duration::minutes(31)).await;
+    assert!(after[0].decision.is_allowed(), "{after:?}");
     wait_for(&s, &promote, "rota/main-1/general", State::Success, LONG).await;
     let main_done = s.fleet.clock.now();
     assert!(

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 pub mod agent;
 pub mod diff;
+pub mod promote;
 pub mod render;
 pub mod sim;
 pub mod status;
@@ -48,6 +49,8 @@ pub enum Command {
     Agent(Box<agent::AgentArgs>),
     /// Every cluster and pool of the fleet at a commit, with the agents' statuses.
     Status(status::StatusArgs),
+    /// Whether a wave may take the previous wave's versions (the promotion guard), or check a promotion.
+    Promote(promote::PromoteArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -66,5 +69,6 @@ pub fn main() -> ExitCode {
         Command::Controller(args) => controller::run(args),
         Command::Agent(args) => agent::run(*args),
         Command::Status(args) => status::run(args),
+        Command::Promote(args) => promote::run(args),
     }
 }
