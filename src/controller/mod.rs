@@ -251,10 +251,9 @@ impl Controller {
                     let now = Instant::now();
                     match w {
                         Wake::Npr(name) => {
-                            match self.pools.get_mut(&name) {
-                                Some(p) => p.due = now,
-                                // New: due by default on the next pass.
-                                None => {}
+                            // A new pool is due by default on the next pass.
+                            if let Some(p) = self.pools.get_mut(&name) {
+                                p.due = now;
                             }
                             return;
                         }
