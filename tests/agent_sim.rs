@@ -184,27 +184,6 @@ async fn wait_for(s: &Setup, commit: &str, context: &str, want: State, limit: Du
     }
 }
 
-async fn images(s: &Setup, cluster: &str) -> Vec<String> {
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(s.fleet.clients[cluster].clone());
-    let cloud = &s.fleet.sim.cloud;
-    let _ = cloud;
-    let mut out: Vec<String> = nodes
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter_map(|n| {
-            n.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("rota.dev/image").cloned())
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 async fn npr(s: &Setup, cluster: &str) -> NodePoolRotation {
     Api::<NodePoolRotation>::all(s.fleet.clients[cluster].clone())
         .get("general")
@@ -355,5 +334,4 @@ async fn an_unsigned_commit_gets_an_error_status_and_nothing_is_acted_on() {
             .is_empty(),
         "an unsigned commit must not create anything"
     );
-    let _ = images;
 }
