@@ -14,7 +14,8 @@ use crate::agent::{Agent, AgentConfig};
 use crate::cloud::http::HttpNodeGroups;
 use crate::controller::{Config, Controller};
 use crate::fleet::duration::GoDuration;
-use crate::report::GitNotesStore;
+use crate::report::github::GitHubConfig;
+use crate::report::{GitNotesStore, StoreConfig, store_from_config};
 use crate::source::follow::{FollowConfig, follow};
 use crate::source::trust::{TrustPolicy, Verifier};
 use crate::source::webhook::WebhookConfig;
@@ -94,6 +95,20 @@ pub struct AgentArgs {
     /// Run the controller's clock this many times faster (match `rota sim serve --speed`).
     #[arg(long, env = "ROTA_SPEED", default_value_t = 1.0)]
     pub speed: f64,
+    /// Post statuses to this GitHub repository (`owner/repo`) instead of git notes (the
+    /// promotion records stay in git notes).
+    #[arg(long, env = "ROTA_GITHUB_REPO", requires = "github_token_file")]
+    pub github_repo: Option<String>,
+    /// File holding the GitHub token ("Commit statuses: write"). Never logged.
+    #[arg(long, env = "ROTA_GITHUB_TOKEN_FILE")]
+    pub github_token_file: Option<PathBuf>,
+    /// GitHub API base (`https://HOST/api/v3` for GitHub Enterprise Server).
+    #[arg(
+        long,
+        env = "ROTA_GITHUB_API_URL",
+        default_value = "https://api.github.com"
+    )]
+    pub github_api_url: String,
 }
 
 pub fn run(args: AgentArgs) -> ExitCode {
@@ -234,12 +249,28 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     ac.version = version.clone();
     ac.subdir = args.subdir.clone();
     ac.resync = args.resync.as_duration();
+    let store = match (&args.github_repo, &args.github_token_file) {
+        (Some(full), Some(token)) => {
+            let (owner, repo) = full
+                .split_once('/')
+                .ok_or_else(|| format!("--github-repo must be owner/repo, got {full:?}"))?;
+            let mut gh = GitHubConfig::new(
+                owner,
+                repo,
+                Secret::from_file(token).map_err(|e| e.to_string())?,
+            );
+            gh.api_url = args.github_api_url.clone();
+            store_from_config(&StoreConfig::GitHub(gh), Arc::clone(&notes))
+                .map_err(|e| e.to_string())?
+        }
+        _ => Arc::clone(&notes) as Arc<dyn crate::report::StatusStore>,
+    };
     let agent = Agent::new(
         ac,
         source,
         client,
         Arc::clone(&notes),
-        notes,
+        store,
         verifier,
         clock,
     );
