@@ -10,7 +10,7 @@
 //! calls per rotated node, and the wall time each run took.
 //!
 //! Run: `cargo bench --bench controller_sim`. Without `--bench` (as `cargo test
-//! --all-targets` runs it) a 3 × 4-node smoke run checks that it completes.
+//! --all-targets` runs it) a 3 × 2-node smoke run checks that it completes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -219,7 +219,7 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
 
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
-    let nodes = if bench { 100 } else { 4 };
+    let nodes = if bench { 100 } else { 2 };
     let parallel = block_on(run(nodes, 3));
     let serial = block_on(run(nodes, 1));
     let batch = (nodes * 10).div_ceil(100);

@@ -443,3 +443,31 @@ fn errors_in_several_files_are_all_reported() {
         "{d}"
     );
 }
+
+// ------------------------------------------------------------------------- notifications
+
+#[test]
+fn notification_webhooks_inherit_from_the_fleet_unless_a_cluster_sets_its_own() {
+    let path = root().join("tests/fixtures/fleet/valid/notifications.yaml");
+    let fleet = load_files(&[SourceFile {
+        path: "notifications.yaml".into(),
+        bytes: std::fs::read(path).unwrap(),
+    }])
+    .unwrap();
+    let c1 = fleet.notifications_for("c1").unwrap();
+    assert_eq!(c1.len(), 1);
+    assert_eq!(c1[0].name, "platform-slack");
+    assert_eq!(c1[0].url_env.as_deref(), Some("ROTA_SLACK_WEBHOOK_URL"));
+    assert_eq!(c1[0].min_interval.unwrap().as_duration().as_secs(), 120);
+    let c2 = fleet.notifications_for("c2").unwrap();
+    assert_eq!(c2.len(), 1);
+    assert_eq!(c2[0].name, "team-gcp");
+    assert_eq!(fleet.notifications_for("nope"), None);
+    // Files without the extension stay valid and notify nowhere.
+    let base = load_files(&[SourceFile {
+        path: "base.yaml".into(),
+        bytes: std::fs::read(root().join("tests/fixtures/fleet/valid/base.yaml")).unwrap(),
+    }])
+    .unwrap();
+    assert_eq!(base.notifications_for("c1"), Some(vec![]));
+}

@@ -840,3 +840,44 @@ async fn kube_rs_recorder_events_show_as_core_events() {
     assert_eq!(core[0]["reportingComponent"], "rota");
     assert_eq!(core[0]["series"]["count"], 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn dry_run_changes_nothing() {
+    let store = Store::new();
+    let nodes: Api<Node> = Api::all(apiserver::client(store.clone()));
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let n: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+    nodes.create(&dry, &n).await.unwrap();
+    assert!(store.get(&ResourceType::nodes(), None, "n1").is_err());
+    nodes.create(&PostParams::default(), &n).await.unwrap();
+    let rv = store.resource_version();
+    let p = json!({"spec": {"unschedulable": true}});
+    let out = nodes
+        .patch("n1", &PatchParams::default().dry_run(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.spec.unwrap().unschedulable,
+        Some(true),
+        "answers with the would-be object"
+    );
+    let mut cur = nodes.get("n1").await.unwrap();
+    assert_ne!(cur.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
+    cur.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
+    nodes.replace("n1", &dry, &cur).await.unwrap();
+    nodes
+        .delete(
+            "n1",
+            &DeleteParams {
+                dry_run: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.resource_version(), rv, "nothing was written");
+    assert!(store.get(&ResourceType::nodes(), None, "n1").unwrap()["metadata"]["labels"].is_null());
+}

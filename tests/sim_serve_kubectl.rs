@@ -223,3 +223,34 @@ spec:
     let out = String::from_utf8_lossy(&watch.stdout);
     assert!(out.contains("w1"), "watch lists the resource: {out}");
 }
+
+#[test]
+fn bad_profiles_and_repos_are_refused_with_their_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo");
+    let faults = dir.path().join("faults.yaml");
+    std::fs::write(&faults, "api: {throttleRate: 1.5}\n").unwrap();
+    let run = |extra: &[&std::ffi::OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_rota"))
+            .args(["sim", "serve", "--kubeconfig"])
+            .arg(dir.path().join("kubeconfig"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "--repo".as_ref(),
+        repo.as_os_str(),
+        "--faults".as_ref(),
+        faults.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("faults.yaml: api.throttleRate: 1.5 is not a share between 0 and 1"),
+        "{stderr}"
+    );
+    let out = run(&["--repo".as_ref(), dir.path().join("nope").as_os_str()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!dir.path().join("kubeconfig").exists(), "nothing written");
+}

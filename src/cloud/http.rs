@@ -87,12 +87,17 @@ pub async fn serve(groups: Arc<dyn NodeGroups>) -> std::io::Result<Served> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let task = tokio::spawn(async move {
+        // Connections live in a set owned by this task: aborting the task (dropping `Served`)
+        // drops the set and with it every open keep-alive connection, so a stopped endpoint
+        // really stops answering instead of serving pooled connections.
+        let mut connections = tokio::task::JoinSet::new();
         loop {
+            while connections.try_join_next().is_some() {}
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
             let groups = groups.clone();
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let svc = service_fn(move |req: hyper::Request<Incoming>| {
                     let groups = groups.clone();
                     async move {
@@ -298,7 +303,8 @@ mod tests {
             .create_group(GroupSpec::new(g.clone(), 2, "ami-1").prebooted())
             .unwrap();
         let served = serve(Arc::new(cloud.clone())).await.unwrap();
-        let remote = HttpNodeGroups::new(&served.url);
+        let url = served.url.clone();
+        let remote = HttpNodeGroups::new(&url);
         let local = cloud.describe(&g).await.unwrap();
         assert_eq!(remote.describe(&g).await.unwrap(), local);
         remote.set_image(&g, "ami-2").await.unwrap();
@@ -326,7 +332,8 @@ mod tests {
             CloudErrorKind::NotFound
         );
         drop(served);
-        let down = remote.describe(&g).await.unwrap_err();
+        // A new client (the old one's pooled connection outlives the listener).
+        let down = HttpNodeGroups::new(&url).describe(&g).await.unwrap_err();
         assert_eq!(down.kind, CloudErrorKind::Transient);
     }
 }

@@ -352,6 +352,9 @@ impl Controller {
         }
         let verdict = match &state.gates {
             _ if evaluation.is_empty() || desired.gates.is_empty() => GateVerdict::Passing,
+            _ if evaluation == NOT_YET => {
+                GateVerdict::Pending("health gates are checked once the new nodes are Ready".into())
+            }
             Err(e) => GateVerdict::Failed {
                 gate: match e {
                     gates::GateError::Invalid { gate, .. }
@@ -484,15 +487,17 @@ impl Controller {
     }
 }
 
-/// The gate evaluation a checkpoint stage belongs to: the pre-check of batch n (from its
-/// surge to its cordons), its soak, the pool soak; empty when no gate is consulted.
+/// The evaluation of stages whose gates are not sampled yet (their verdict is pending).
+const NOT_YET: &str = "not-yet";
+
+/// The gate evaluation a checkpoint stage belongs to: the pre-check of batch n, its soak, the
+/// pool soak; [`NOT_YET`] while the batch's nodes boot; empty when no gate is consulted.
 pub fn evaluation(stage: Option<&Stage>) -> String {
     match stage {
-        Some(
-            Stage::Surging { batch } | Stage::WaitingReady { batch } | Stage::Gating { batch },
-        ) => {
-            format!("pre-{}", batch.number)
-        }
+        // Sampled from Gating on: while the new nodes boot, their own pods are not Ready yet
+        // and would fail a pods gate for no reason.
+        Some(Stage::Surging { .. } | Stage::WaitingReady { .. }) => NOT_YET.into(),
+        Some(Stage::Gating { batch }) => format!("pre-{}", batch.number),
         // Not while draining: evicted pods are briefly not Ready by design; the soak judges
         // the cluster once the batch is done.
         Some(Stage::Soaking { batch, .. }) => format!("soak-{}", batch.number),

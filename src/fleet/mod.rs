@@ -104,6 +104,20 @@ impl Fleet {
     pub fn promotion_guard(&self) -> bool {
         self.spec.promotion.guard.unwrap_or(true)
     }
+
+    /// The notification webhooks of one cluster: its own list if it sets one (a list is
+    /// replaced as a whole, so `notifications: []` silences a cluster), else the fleet's.
+    /// `None` if the cluster does not exist.
+    pub fn notifications_for(&self, cluster: &str) -> Option<Vec<model::WebhookSpec>> {
+        let c = self.clusters.get(cluster)?;
+        Some(
+            c.spec
+                .notifications
+                .clone()
+                .or_else(|| self.spec.notifications.clone())
+                .unwrap_or_default(),
+        )
+    }
 }
 
 /// Load and validate the documents in `files` (paths relative to the repo root).

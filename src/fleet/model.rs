@@ -53,6 +53,39 @@ pub struct FleetSpec {
     pub mode: Option<Mode>,
     #[serde(default)]
     pub promotion: Promotion,
+    /// Where rota posts rollout notifications (extension; see docs/operations.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<Vec<WebhookSpec>>,
+}
+
+/// One notification webhook (Slack-compatible `{"text": ...}` payloads). The URL of a Slack
+/// incoming webhook is itself a credential, so it is normally read from the agent's
+/// environment (`urlEnv`) or a mounted file (`urlFile`) rather than written in git (`url`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WebhookSpec {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_file: Option<String>,
+    /// Which notices to send (default: all four).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<NoticeKindName>>,
+    /// At most one message per this interval (default 1m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_interval: Option<GoDuration>,
+}
+
+/// The notices a webhook may subscribe to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum NoticeKindName {
+    RolloutStarted,
+    BatchFailed,
+    Paused,
+    Completed,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -187,6 +220,9 @@ pub struct ClusterSpec {
     #[serde(default)]
     pub gates: Vec<String>,
     pub pools: Vec<Pool>,
+    /// Replaces the fleet's notification webhooks for this cluster (`[]` silences it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<Vec<WebhookSpec>>,
 }
 
 /// Exactly one member is set (the schema enforces it).

@@ -3,7 +3,7 @@
 //! zones...). Runs on typed documents, collects every problem, and builds the [`Fleet`] only
 //! when there is none.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::Fleet;
 use super::diagnostics::{Diagnostic, Diagnostics, Location, did_you_mean};
@@ -539,12 +539,6 @@ pub fn check_image(cloud: Cloud, id: &str) -> Result<(), String> {
     })
 }
 
-/// Names used more than once in `names`, in order (helper for tests and listings).
-pub fn duplicates<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut seen = BTreeSet::new();
-    names.into_iter().filter(|n| !seen.insert(*n)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,10 +558,5 @@ mod tests {
         )
         .is_ok());
         assert!(check_image(Cloud::Azure, "/subscriptions/1b2c").is_err());
-    }
-
-    #[test]
-    fn finds_duplicates() {
-        assert_eq!(duplicates(["a", "b", "a", "c", "b"]), vec!["a", "b"]);
     }
 }

@@ -94,6 +94,8 @@ pub struct ForgeClient {
     auth: (HeaderName, HeaderValue),
     client: HttpsClient,
     limiter: RateLimiter,
+    /// Kept only to scrub it out of error text (a proxy or forge may echo the request).
+    token: Secret,
 }
 
 impl std::fmt::Debug for ForgeClient {
@@ -136,6 +138,7 @@ impl ForgeClient {
             auth: (HeaderName::from_static(auth_header), value),
             client: Client::builder(TokioExecutor::new()).build(connector),
             limiter,
+            token: token.clone(),
         })
     }
 
@@ -195,7 +198,7 @@ impl ForgeClient {
             backend: self.backend,
             status: status.as_u16(),
             url,
-            message: error_message(status, &body),
+            message: crate::telemetry::redact(&error_message(status, &body), &[&self.token]),
             retry_after,
         })
     }

@@ -673,17 +673,34 @@ impl NodeGroups for SimCloud {
         instance_id: &str,
         decrement: bool,
     ) -> Result<(), CloudError> {
+        let api = Call::Terminate.api_name();
         self.call(Call::Terminate, group, |inner, now| {
+            let g = &inner.groups[group];
+            let live = g
+                .instances
+                .iter()
+                .position(|i| i.public.id == instance_id)
+                .filter(|&i| g.instances[i].public.lifecycle != Lifecycle::Terminating);
+            // As AWS answers a decrement below the minimum size: refused, nothing changes.
+            if live.is_some() && decrement && g.desired <= g.min {
+                return Err(CloudError::new(
+                    CloudErrorKind::Invalid,
+                    api,
+                    group,
+                    format!(
+                        "decrementing desired capacity {} would go below the minimum size {}",
+                        g.desired, g.min
+                    ),
+                ));
+            }
             let mut g = inner.groups.remove(group).expect("checked");
             let mut changed = false;
-            if let Some(i) = g.instances.iter().position(|i| i.public.id == instance_id)
-                && g.instances[i].public.lifecycle != Lifecycle::Terminating
-            {
+            if let Some(i) = live {
                 let mut inst = g.instances[i].clone();
                 inner.begin_termination(&g, &mut inst, now);
                 g.instances[i] = inst;
                 if decrement {
-                    g.desired = g.desired.saturating_sub(1).max(g.min);
+                    g.desired -= 1;
                 }
                 changed = true;
             }
@@ -918,6 +935,28 @@ mod tests {
                 .iter()
                 .all(|i| i.lifecycle == Lifecycle::InService)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_decrement_below_the_minimum_is_refused() {
+        let cloud = SimCloud::new(1, FaultProfile::default(), 1.0);
+        let g = asg("g");
+        let mut spec = GroupSpec::new(g.clone(), 2, "ami").prebooted();
+        spec.min = 2;
+        cloud.create_group(spec).unwrap();
+        let id = cloud.describe(&g).await.unwrap().instances[0].id.clone();
+        let e = cloud.terminate(&g, &id, true).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid);
+        let s = cloud.describe(&g).await.unwrap();
+        assert_eq!(s.desired, 2);
+        assert!(
+            s.instances
+                .iter()
+                .all(|i| i.lifecycle == Lifecycle::InService)
+        );
+        // Without decrement the cloud replaces it.
+        cloud.terminate(&g, &id, false).await.unwrap();
+        assert_eq!(cloud.describe(&g).await.unwrap().desired, 2);
     }
 
     #[test]

@@ -401,7 +401,7 @@ pub fn spawn_controller(store: Store) -> tokio::task::JoinHandle<()> {
         ];
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         for rt in types {
-            let Ok(mut w) = store.watch(&rt, None, &ListOptions::default(), None) else {
+            let Ok(mut w) = store.watch_lazy(&rt, None, &ListOptions::default(), None) else {
                 continue;
             };
             let tx = tx.clone();

@@ -461,7 +461,101 @@ struct Watcher {
     /// Deliver events as events.k8s.io/v1 (a view of the core events).
     events_v1: bool,
     filter: Filter,
-    tx: UnboundedSender<WatchEvent>,
+    sink: Sink,
+}
+
+/// A change on its way to a lazy watcher: the object still in its compact stored form, so a
+/// backlog costs ~1.5 KiB per event rather than a parsed tree.
+enum RawEvent {
+    Added(Arc<Stored>),
+    Modified(Arc<Stored>),
+    Deleted(Arc<Stored>),
+    Bookmark(String),
+}
+
+/// Where a watcher's events go: parsed by the store (`watch`) or by the receiver (`watch_lazy`).
+enum Sink {
+    Parsed(UnboundedSender<WatchEvent>),
+    Raw(UnboundedSender<RawEvent>),
+}
+
+impl Sink {
+    /// Sends one change; false once the receiver is gone.
+    fn send(
+        &self,
+        kind: ChangeKind,
+        obj: &Arc<Stored>,
+        parsed: &mut Option<Value>,
+        events_v1: bool,
+    ) -> bool {
+        match self {
+            Sink::Raw(tx) => tx
+                .send(match kind {
+                    ChangeKind::Added => RawEvent::Added(obj.clone()),
+                    ChangeKind::Modified => RawEvent::Modified(obj.clone()),
+                    ChangeKind::Deleted => RawEvent::Deleted(obj.clone()),
+                })
+                .is_ok(),
+            Sink::Parsed(tx) => {
+                let v = parsed.get_or_insert_with(|| obj.value()).clone();
+                let v = if events_v1 { events::to_v1(v) } else { v };
+                tx.send(match kind {
+                    ChangeKind::Added => WatchEvent::Added(v),
+                    ChangeKind::Modified => WatchEvent::Modified(v),
+                    ChangeKind::Deleted => WatchEvent::Deleted(v),
+                })
+                .is_ok()
+            }
+        }
+    }
+
+    fn bookmark(&self, rv: &str) -> bool {
+        match self {
+            Sink::Raw(tx) => tx.send(RawEvent::Bookmark(rv.to_string())).is_ok(),
+            Sink::Parsed(tx) => tx.send(WatchEvent::Bookmark(rv.to_string())).is_ok(),
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Sink::Raw(tx) => tx.is_closed(),
+            Sink::Parsed(tx) => tx.is_closed(),
+        }
+    }
+}
+
+/// A watch whose objects are parsed as they are received (`Store::watch_lazy`). Same events
+/// as `Store::watch`; much less memory while the receiver lags behind.
+pub struct Watch {
+    rx: UnboundedReceiver<RawEvent>,
+    events_v1: bool,
+}
+
+impl Watch {
+    fn parse(&self, ev: RawEvent) -> WatchEvent {
+        let v = |o: Arc<Stored>| {
+            let v = o.value();
+            if self.events_v1 { events::to_v1(v) } else { v }
+        };
+        match ev {
+            RawEvent::Added(o) => WatchEvent::Added(v(o)),
+            RawEvent::Modified(o) => WatchEvent::Modified(v(o)),
+            RawEvent::Deleted(o) => WatchEvent::Deleted(v(o)),
+            RawEvent::Bookmark(rv) => WatchEvent::Bookmark(rv),
+        }
+    }
+
+    /// The next event; None once the type is gone (its CRD deleted).
+    pub async fn recv(&mut self) -> Option<WatchEvent> {
+        let ev = self.rx.recv().await?;
+        Some(self.parse(ev))
+    }
+
+    /// The next event if one is queued.
+    pub fn try_recv(&mut self) -> Result<WatchEvent, tokio::sync::mpsc::error::TryRecvError> {
+        let ev = self.rx.try_recv()?;
+        Ok(self.parse(ev))
+    }
 }
 
 struct Table {
@@ -624,11 +718,10 @@ impl Table {
     fn record(&mut self, c: Change) {
         // Parsed once, however many watchers get it.
         let mut parsed = None;
-        self.watchers
-            .retain(|w| match translate(w, &c, &mut parsed) {
-                Some(ev) => w.tx.send(ev).is_ok(),
-                None => !w.tx.is_closed(),
-            });
+        self.watchers.retain(|w| match translate(w, &c) {
+            Some(kind) => w.sink.send(kind, &c.obj, &mut parsed, w.events_v1),
+            None => !w.sink.is_closed(),
+        });
         self.history.push_back(c);
         if self.history.len() > HISTORY_PER_TYPE
             && let Some(old) = self.history.pop_front()
@@ -639,7 +732,7 @@ impl Table {
 }
 
 /// What one change means to one watcher, given its namespace and selectors.
-fn translate(w: &Watcher, c: &Change, parsed: &mut Option<Value>) -> Option<WatchEvent> {
+fn translate(w: &Watcher, c: &Change) -> Option<ChangeKind> {
     if let Some(ns) = &w.ns
         && &*c.obj.ns != ns
     {
@@ -647,19 +740,17 @@ fn translate(w: &Watcher, c: &Change, parsed: &mut Option<Value>) -> Option<Watc
     }
     let now = w.filter.matches(&c.obj);
     let before = || c.prev.as_ref().is_some_and(|p| w.filter.matches(p));
-    let make: fn(Value) -> WatchEvent = match c.kind {
-        ChangeKind::Added if now => WatchEvent::Added,
-        ChangeKind::Deleted if now || before() => WatchEvent::Deleted,
+    match c.kind {
+        ChangeKind::Added if now => Some(ChangeKind::Added),
+        ChangeKind::Deleted if now || before() => Some(ChangeKind::Deleted),
         ChangeKind::Modified => match (before(), now) {
-            (true, true) => WatchEvent::Modified,
-            (false, true) => WatchEvent::Added,
-            (true, false) => WatchEvent::Deleted,
-            (false, false) => return None,
+            (true, true) => Some(ChangeKind::Modified),
+            (false, true) => Some(ChangeKind::Added),
+            (true, false) => Some(ChangeKind::Deleted),
+            (false, false) => None,
         },
-        _ => return None,
-    };
-    let obj = parsed.get_or_insert_with(|| c.obj.value()).clone();
-    Some(make(if w.events_v1 { events::to_v1(obj) } else { obj }))
+        _ => None,
+    }
 }
 
 /// events.k8s.io/v1 Events are a view of the core ones: the same objects, other field names.
@@ -1451,6 +1542,37 @@ impl Store {
         opts: &ListOptions,
         resource_version: Option<&str>,
     ) -> Result<UnboundedReceiver<WatchEvent>, ApiError> {
+        let (tx, rx) = unbounded_channel();
+        self.subscribe(rt, ns, opts, resource_version, Sink::Parsed(tx))?;
+        Ok(rx)
+    }
+
+    /// `watch`, with objects parsed by the receiver as it takes them: what to use when the
+    /// receiver may fall behind (a controller busy with a large batch), since a queued event
+    /// then costs its compact form only.
+    pub fn watch_lazy(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+        resource_version: Option<&str>,
+    ) -> Result<Watch, ApiError> {
+        let (tx, rx) = unbounded_channel();
+        self.subscribe(rt, ns, opts, resource_version, Sink::Raw(tx))?;
+        Ok(Watch {
+            rx,
+            events_v1: is_events_v1(rt),
+        })
+    }
+
+    fn subscribe(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+        resource_version: Option<&str>,
+        sink: Sink,
+    ) -> Result<(), ApiError> {
         let view = is_events_v1(rt);
         let (rt, opts) = if view {
             (&ResourceType::events(), &events_opts(opts))
@@ -1470,14 +1592,13 @@ impl Store {
         } else {
             None
         };
-        let (tx, rx) = unbounded_channel();
         let mut st = self.lock();
         let t = Self::table(&mut st, rt)?;
         let w = Watcher {
             ns,
             events_v1: view,
             filter,
-            tx,
+            sink,
         };
         match from {
             None => {
@@ -1487,9 +1608,7 @@ impl Store {
                         continue;
                     }
                     for o in m.values().filter(|o| w.filter.matches(o)) {
-                        let o = o.value();
-                        let o = if view { events::to_v1(o) } else { o };
-                        let _ = w.tx.send(WatchEvent::Added(o));
+                        w.sink.send(ChangeKind::Added, o, &mut None, view);
                     }
                 }
             }
@@ -1501,14 +1620,14 @@ impl Store {
                     )));
                 }
                 for c in t.history.iter().filter(|c| c.rv > rv) {
-                    if let Some(ev) = translate(&w, c, &mut None) {
-                        let _ = w.tx.send(ev);
+                    if let Some(kind) = translate(&w, c) {
+                        w.sink.send(kind, &c.obj, &mut None, view);
                     }
                 }
             }
         }
         t.watchers.push(w);
-        Ok(rx)
+        Ok(())
     }
 
     /// Sends every open watch of `rt` a bookmark at the current resourceVersion (everything
@@ -1520,8 +1639,7 @@ impl Store {
         let mut st = self.lock();
         let rv = st.rv.to_string();
         if let Ok(t) = Self::table(&mut st, rt) {
-            t.watchers
-                .retain(|w| w.tx.send(WatchEvent::Bookmark(rv.clone())).is_ok());
+            t.watchers.retain(|w| w.sink.bookmark(&rv));
         }
     }
 
@@ -1856,6 +1974,15 @@ mod tests {
             all.recv().await,
             Some(WatchEvent::Bookmark(s.resource_version()))
         );
+        // A lazy watch sees the same events, parsed as it takes them.
+        let mut lazy = s
+            .watch_lazy(&rt, None, &ListOptions::labels("app=db"), Some(&rv0))
+            .unwrap();
+        assert!(
+            matches!(lazy.try_recv(), Ok(WatchEvent::Added(p)) if p["metadata"]["labels"]["app"] == "db")
+        );
+        assert!(matches!(lazy.recv().await, Some(WatchEvent::Deleted(p)) if name_of(&p) == "a"));
+        assert!(lazy.try_recv().is_err());
         // A fresh watch without a version starts with the current state.
         s.create(&rt, Some("default"), pod("b", "n1", "web"))
             .unwrap();

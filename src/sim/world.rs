@@ -16,14 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 
 use super::cloud::{GroupSpec, InstanceObserver, SimCloud};
 use super::kubelet::{Kubelets, NodeShape, PoolNodes, pod_running, register};
 use super::scenario::{ClusterScenario, Scenario, WorkloadProfile};
 use super::scheduler::{NodeView, PodView, Scheduler, Usage, fit};
-use super::store::{ApiError, ListOptions, ResourceType, Store, WatchEvent};
+use super::store::{ApiError, ListOptions, ResourceType, Store, Watch, WatchEvent};
 use super::workloads::{
     Workloads, daemonset_object, deployment_objects, pod_from_template, template_hash,
 };
@@ -181,9 +180,10 @@ impl World {
         // cluster is never held twice in memory. Replayed changes are harmless: every
         // handler is idempotent.
         let rv = store.resource_version();
-        let watch = |rt: ResourceType| -> UnboundedReceiver<WatchEvent> {
+        // Lazy watches: a queued event costs its compact form until the loop takes it.
+        let watch = |rt: ResourceType| -> Watch {
             store
-                .watch(&rt, None, &all, Some(&rv))
+                .watch_lazy(&rt, None, &all, Some(&rv))
                 .expect("built-in type")
         };
         let mut nodes = watch(ResourceType::nodes());

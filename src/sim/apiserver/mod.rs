@@ -292,7 +292,21 @@ impl ApiServer {
                 if rt.namespaced && t.ns.is_none() {
                     return Err(method_not_allowed());
                 }
-                let obj = prepare_create(rt, parse_body(&body)?)?;
+                let mut obj = prepare_create(rt, parse_body(&body)?)?;
+                if dry_run(q) {
+                    let name = obj
+                        .pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    if !name.is_empty() && store.get(rt, t.ns, name).is_ok() {
+                        return Err(ApiError::already_exists(rt, name));
+                    }
+                    if let Some(ns) = t.ns {
+                        store.get(&ResourceType::namespaces(), None, ns)?;
+                        obj["metadata"]["namespace"] = json!(ns);
+                    }
+                    return Ok(json_response(201, &obj));
+                }
                 let created = store.create(rt, t.ns, obj)?;
                 Ok(json_response(201, &created))
             }
@@ -348,10 +362,36 @@ impl ApiServer {
                         "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
                     ));
                 }
+                if sub == Some("status") && !rt.status {
+                    return Err(not_found_path());
+                }
+                if dry_run(q) {
+                    // What the update would store, computed in a write that is then abandoned.
+                    let status = sub == Some("status");
+                    return dry(store.modify(rt, t.ns, name, |cur| {
+                        if let Some(rv) = obj
+                            .pointer("/metadata/resourceVersion")
+                            .and_then(Value::as_str)
+                            && !rv.is_empty()
+                            && Some(rv)
+                                != cur
+                                    .pointer("/metadata/resourceVersion")
+                                    .and_then(Value::as_str)
+                        {
+                            return Err(ApiError::stale(rt, name));
+                        }
+                        let mut next = if status { cur.clone() } else { obj.clone() };
+                        if status {
+                            next["status"] = obj.get("status").cloned().unwrap_or(Value::Null);
+                        } else if rt.status {
+                            next["status"] = cur.get("status").cloned().unwrap_or(Value::Null);
+                        }
+                        next["metadata"]["resourceVersion"] =
+                            cur["metadata"]["resourceVersion"].clone();
+                        Err(abandon(next))
+                    }));
+                }
                 if sub == Some("status") {
-                    if !rt.status {
-                        return Err(not_found_path());
-                    }
                     ok(store.update_status(rt, t.ns, obj)?)
                 } else {
                     ok(store.update(rt, t.ns, obj)?)
@@ -379,6 +419,10 @@ impl ApiServer {
                     DeleteOptions::from_json(Some(&parse_body(&body)?).filter(|v| !v.is_null()));
                 if let Some(g) = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()) {
                     opts.grace_period_seconds = Some(g);
+                }
+                // kube-rs sends dryRun in the DeleteOptions body, kubectl in the query.
+                if dry_run(q) || opts.dry_run {
+                    return ok(store.get(rt, t.ns, name)?);
                 }
                 ok(self.delete_one(rt, t.ns, name, &opts)?)
             }
@@ -577,6 +621,7 @@ impl ApiServer {
         let store = &self.store;
         let now = store.timestamp();
         let manager = q.get("fieldManager").cloned();
+        let dry = dry_run(q);
         let force = q.get("force").is_some_and(|f| f == "true");
         if content_type == "application/apply-patch+yaml" {
             let Some(manager) = manager.clone().filter(|m| !m.is_empty()) else {
@@ -599,6 +644,9 @@ impl ApiServer {
                         },
                     )?;
                     let obj = prepare_create(rt, obj)?;
+                    if dry {
+                        return Ok((201, obj));
+                    }
                     return Ok((201, store.create(rt, ns, obj)?));
                 }
                 Err(e) => return Err(e),
@@ -666,9 +714,16 @@ impl ApiServer {
                 }
                 *cur = next;
             }
+            if dry {
+                return Err(abandon(cur.clone()));
+            }
             Ok(())
-        })?;
-        Ok((200, out))
+        });
+        match out {
+            Ok(v) => Ok((200, v)),
+            Err(e) if e.code == 0 => Ok((200, e.details.unwrap_or(Value::Null))),
+            Err(e) => Err(e),
+        }
     }
 
     fn watch(
@@ -705,7 +760,7 @@ impl ApiServer {
                 json!({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": meta}})
             }
         };
-        match self.store.watch(rt, ns, opts, rv) {
+        match self.store.watch_lazy(rt, ns, opts, rv) {
             Err(e) if e.code == 410 => {
                 // As a real server: 200, then an ERROR event with the Status.
                 let ev = line(json!({"type": "ERROR", "object": e.to_status()}));
@@ -777,6 +832,28 @@ impl ApiServer {
             .header("transfer-encoding", "chunked")
             .body(BodyExt::boxed_unsync(StreamBody::new(stream)))
             .expect("valid response"))
+    }
+}
+
+/// `?dryRun=All`: validate and compute, store nothing.
+fn dry_run(q: &Query) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+/// Aborts a `Store::modify` after computing the object a dry run answers with (code 0 is
+/// never a real API error).
+fn abandon(would_be: Value) -> ApiError {
+    let mut e = ApiError::new(0, "DryRun", "");
+    e.details = Some(would_be);
+    e
+}
+
+/// The answer to a dry-run update: the abandoned object, or the real error.
+fn dry(r: Result<Value, ApiError>) -> Result<Response<Body>, ApiError> {
+    match r {
+        Ok(v) => Ok(json_response(200, &v)),
+        Err(e) if e.code == 0 => Ok(json_response(200, &e.details.unwrap_or(Value::Null))),
+        Err(e) => Err(e),
     }
 }
 

@@ -1,0 +1,981 @@
+//! rota's Prometheus metrics and its small HTTP server (`/metrics`, `/healthz`, `/readyz`).
+//!
+//! One [`Metrics`] per process owns a private registry. The controller and the agent record
+//! through narrow methods (`metrics.pool(cluster, pool).set_nodes(10, 4)`,
+//! `metrics.record_cloud_call("aws", "set_image", Outcome::Ok)`) so that label sets stay
+//! fixed and low-cardinality: cluster, pool, gate, reason, provider, call, outcome — never a
+//! node, pod or instance name (a 5,000-node fleet would otherwise mint a series per node).
+//!
+//! "Seconds since last progress" is computed at scrape time from the last progress instant,
+//! so it keeps growing while nothing moves, which is exactly what the stuck alert watches.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use tokio::net::TcpListener;
+
+use crate::rotate::Phase;
+
+/// Every phase a pool can be in, for the `rota_pool_phase` state set (one series per phase,
+/// the current one at 1): PromQL can then count pools per phase without regex on strings.
+pub const PHASES: [Phase; 8] = [
+    Phase::Pending,
+    Phase::Waiting,
+    Phase::Rotating,
+    Phase::Soaking,
+    Phase::Paused,
+    Phase::Failed,
+    Phase::Succeeded,
+    Phase::RollingBack,
+];
+
+/// How a call or attempt ended: the `outcome` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// Refused for now, will be retried (HTTP 429, a PDB forbidding an eviction, throttling).
+    Throttled,
+    /// Not found (often fine: idempotent deletes).
+    NotFound,
+    Error,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Throttled => "throttled",
+            Outcome::NotFound => "not_found",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// The result of one evaluation of a health gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateResult {
+    Pass,
+    Fail,
+    NoData,
+    Error,
+}
+
+impl GateResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateResult::Pass => "pass",
+            GateResult::Fail => "fail",
+            GateResult::NoData => "no_data",
+            GateResult::Error => "error",
+        }
+    }
+}
+
+/// Why the process is or is not ready: `/readyz` answers 200 only when both are known.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    caches_synced: AtomicBool,
+    leadership_known: AtomicBool,
+}
+
+impl Readiness {
+    /// The informers (nodes, pods, PDBs, NodePoolRotations) have listed once.
+    pub fn set_caches_synced(&self, synced: bool) {
+        self.caches_synced.store(synced, Ordering::SeqCst);
+    }
+
+    /// The leader election has decided whether this replica leads (either way).
+    pub fn set_leadership_known(&self, known: bool) {
+        self.leadership_known.store(known, Ordering::SeqCst);
+    }
+
+    /// `None` when ready, else what is missing.
+    pub fn not_ready_because(&self) -> Option<String> {
+        let mut missing = Vec::new();
+        if !self.caches_synced.load(Ordering::SeqCst) {
+            missing.push("caches not synced");
+        }
+        if !self.leadership_known.load(Ordering::SeqCst) {
+            missing.push("leadership not known");
+        }
+        (!missing.is_empty()).then(|| missing.join(", "))
+    }
+}
+
+struct Inner {
+    registry: Registry,
+    readiness: Readiness,
+    // Per pool.
+    pool_nodes: IntGaugeVec,
+    pool_nodes_on_target: IntGaugeVec,
+    pool_phase: IntGaugeVec,
+    pool_batch: IntGaugeVec,
+    pool_progress: GaugeVec,
+    pool_since_progress: GaugeVec,
+    pool_stuck: IntGaugeVec,
+    nodes_brought_up: IntCounterVec,
+    nodes_drained: IntCounterVec,
+    nodes_terminated: IntCounterVec,
+    evictions: IntCounterVec,
+    gate_evaluations: IntCounterVec,
+    gate_failures: IntCounterVec,
+    pool_gate_failed: IntGaugeVec,
+    errors: IntCounterVec,
+    batch_duration: HistogramVec,
+    drain_duration: HistogramVec,
+    boot_to_ready: HistogramVec,
+    reconcile_duration: HistogramVec,
+    // Process-wide.
+    cloud_calls: IntCounterVec,
+    git_fetches: IntCounterVec,
+    git_last_success: GaugeVec,
+    commits_rejected: IntCounterVec,
+    commit_rejected: IntGaugeVec,
+    statuses_posted: IntCounterVec,
+    notifications: IntCounterVec,
+    leader: IntGaugeVec,
+    build_info: IntGaugeVec,
+    /// Last progress instant per (cluster, pool), for `rota_pool_seconds_since_progress`.
+    last_progress: Mutex<BTreeMap<(String, String), DateTime<Utc>>>,
+    /// The reason each stuck pool's `rota_pool_stuck` series carries (to clear it).
+    stuck_reasons: Mutex<BTreeMap<(String, String), String>>,
+    /// The gate holding each failed pool (to clear `rota_pool_gate_failed`).
+    failed_gates: Mutex<BTreeMap<(String, String), String>>,
+    /// The reason of the rejected newest commit, if it is.
+    rejected: Mutex<Option<String>>,
+}
+
+/// The process's metrics; cheap to clone (shared).
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+const POOL: &[&str] = &["cluster", "pool"];
+
+// Rotations are slow: batches take minutes to an hour, drains seconds to tens of minutes.
+const BATCH_BUCKETS: &[f64] = &[
+    30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0,
+];
+const DRAIN_BUCKETS: &[f64] = &[
+    5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+];
+const BOOT_BUCKETS: &[f64] = &[15.0, 30.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 900.0];
+const RECONCILE_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        macro_rules! reg {
+            ($m:expr) => {{
+                let m = $m.expect("metric definitions are static and valid");
+                registry
+                    .register(Box::new(m.clone()))
+                    .expect("each metric is registered once");
+                m
+            }};
+        }
+        let ig = |name: &str, help: &str, labels: &[&str]| {
+            IntGaugeVec::new(Opts::new(name, help), labels)
+        };
+        let g =
+            |name: &str, help: &str, labels: &[&str]| GaugeVec::new(Opts::new(name, help), labels);
+        let c = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels)
+        };
+        let h = |name: &str, help: &str, labels: &[&str], buckets: &[f64]| {
+            HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+                labels,
+            )
+        };
+        let inner = Inner {
+            pool_nodes: reg!(ig("rota_pool_nodes", "Nodes in the pool.", POOL)),
+            pool_nodes_on_target: reg!(ig(
+                "rota_pool_nodes_on_target",
+                "Nodes of the pool running the desired image.",
+                POOL
+            )),
+            pool_phase: reg!(ig(
+                "rota_pool_phase",
+                "The pool's phase: 1 for the current phase, 0 for the others.",
+                &["cluster", "pool", "phase"]
+            )),
+            pool_batch: reg!(ig(
+                "rota_pool_batch",
+                "Number of the batch under way (1-based; 0 when none).",
+                POOL
+            )),
+            pool_progress: reg!(g(
+                "rota_pool_progress_ratio",
+                "Share of the pool's nodes on the desired image (0 to 1).",
+                POOL
+            )),
+            pool_since_progress: reg!(g(
+                "rota_pool_seconds_since_progress",
+                "Seconds since the pool's rotation last moved forward.",
+                POOL
+            )),
+            pool_stuck: reg!(ig(
+                "rota_pool_stuck",
+                "1 while the pool is stuck (no progress for longer than the threshold), by reason.",
+                &["cluster", "pool", "reason"]
+            )),
+            nodes_brought_up: reg!(c(
+                "rota_nodes_brought_up_total",
+                "Replacement nodes that joined and became Ready.",
+                POOL
+            )),
+            nodes_drained: reg!(c("rota_nodes_drained_total", "Nodes drained.", POOL)),
+            nodes_terminated: reg!(c(
+                "rota_nodes_terminated_total",
+                "Instances terminated after their node was drained.",
+                POOL
+            )),
+            evictions: reg!(c(
+                "rota_evictions_total",
+                "Pod evictions, by outcome (throttled: refused by a PodDisruptionBudget).",
+                &["cluster", "pool", "outcome"]
+            )),
+            gate_evaluations: reg!(c(
+                "rota_gate_evaluations_total",
+                "Health gate evaluations, by result.",
+                &["cluster", "pool", "gate", "result"]
+            )),
+            gate_failures: reg!(c(
+                "rota_gate_failures_total",
+                "Gates that failed a batch or pool (after failureLimit): the rotation stopped.",
+                &["cluster", "pool", "gate"]
+            )),
+            pool_gate_failed: reg!(ig(
+                "rota_pool_gate_failed",
+                "1 while a failed gate holds the pool (rolled back or paused), by gate.",
+                &["cluster", "pool", "gate"]
+            )),
+            errors: reg!(c(
+                "rota_errors_total",
+                "Errors by stable reason; alerting=true for those that cannot heal themselves.",
+                &["cluster", "pool", "reason", "alerting"]
+            )),
+            batch_duration: reg!(h(
+                "rota_batch_duration_seconds",
+                "From surge to the batch's last old node terminated.",
+                POOL,
+                BATCH_BUCKETS
+            )),
+            drain_duration: reg!(h(
+                "rota_drain_duration_seconds",
+                "From cordon to the node's last evictable pod gone.",
+                POOL,
+                DRAIN_BUCKETS
+            )),
+            boot_to_ready: reg!(h(
+                "rota_node_boot_to_ready_seconds",
+                "From instance launch to the node Ready.",
+                POOL,
+                BOOT_BUCKETS
+            )),
+            reconcile_duration: reg!(h(
+                "rota_reconcile_duration_seconds",
+                "One reconcile of one pool (observe, plan, apply).",
+                POOL,
+                RECONCILE_BUCKETS
+            )),
+            cloud_calls: reg!(c(
+                "rota_cloud_calls_total",
+                "Cloud API calls by provider, call and outcome.",
+                &["provider", "call", "outcome"]
+            )),
+            git_fetches: reg!(c(
+                "rota_git_fetches_total",
+                "Fetches of the fleet repo by outcome.",
+                &["outcome"]
+            )),
+            git_last_success: reg!(g(
+                "rota_git_last_fetch_success_timestamp_seconds",
+                "Unix time of the last successful fetch of the fleet repo.",
+                &[]
+            )),
+            commits_rejected: reg!(c(
+                "rota_commits_rejected_total",
+                "Fleet commits refused (validation, signature); the last good commit stays in force.",
+                &["reason"]
+            )),
+            commit_rejected: reg!(ig(
+                "rota_fleet_commit_rejected",
+                "1 while the newest fleet commit is refused (the last good one stays in force).",
+                &["reason"]
+            )),
+            statuses_posted: reg!(c(
+                "rota_statuses_posted_total",
+                "Commit statuses posted, by backend and outcome.",
+                &["backend", "outcome"]
+            )),
+            notifications: reg!(c(
+                "rota_notifications_total",
+                "Notification messages sent, by outcome.",
+                &["outcome"]
+            )),
+            leader: reg!(ig(
+                "rota_leader",
+                "1 if this replica holds the leader Lease.",
+                &[]
+            )),
+            build_info: reg!(ig(
+                "rota_build_info",
+                "Always 1; the version as a label.",
+                &["version"]
+            )),
+            last_progress: Mutex::new(BTreeMap::new()),
+            stuck_reasons: Mutex::new(BTreeMap::new()),
+            failed_gates: Mutex::new(BTreeMap::new()),
+            rejected: Mutex::new(None),
+            readiness: Readiness::default(),
+            registry,
+        };
+        inner
+            .build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        inner.leader.with_label_values::<&str>(&[]).set(0);
+        Metrics {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The handle that records one pool's series.
+    pub fn pool<'a>(&'a self, cluster: &'a str, pool: &'a str) -> PoolMetrics<'a> {
+        PoolMetrics {
+            m: &self.inner,
+            cluster,
+            pool,
+        }
+    }
+
+    pub fn readiness(&self) -> &Readiness {
+        &self.inner.readiness
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.inner
+            .leader
+            .with_label_values::<&str>(&[])
+            .set(leader as i64);
+    }
+
+    pub fn record_cloud_call(&self, provider: &str, call: &str, outcome: Outcome) {
+        self.inner
+            .cloud_calls
+            .with_label_values(&[provider, call, outcome.as_str()])
+            .inc();
+    }
+
+    /// A fetch of the fleet repo; on success `at` becomes the last successful fetch.
+    pub fn record_git_fetch(&self, outcome: Outcome, at: DateTime<Utc>) {
+        self.inner
+            .git_fetches
+            .with_label_values(&[outcome.as_str()])
+            .inc();
+        if outcome == Outcome::Ok {
+            self.inner
+                .git_last_success
+                .with_label_values::<&str>(&[])
+                .set(at.timestamp_millis() as f64 / 1000.0);
+        }
+    }
+
+    /// The newest fleet commit was refused; `reason` is a stable word (`validation`,
+    /// `signature`). Holds `rota_fleet_commit_rejected{reason}` at 1 until a commit is accepted.
+    pub fn record_commit_rejected(&self, reason: &str) {
+        self.inner
+            .commits_rejected
+            .with_label_values(&[reason])
+            .inc();
+        let mut rejected = self.inner.rejected.lock().expect("not poisoned");
+        if let Some(old) = rejected.take() {
+            let _ = self
+                .inner
+                .commit_rejected
+                .remove_label_values(&[old.as_str()]);
+        }
+        self.inner
+            .commit_rejected
+            .with_label_values(&[reason])
+            .set(1);
+        *rejected = Some(reason.to_string());
+    }
+
+    /// A fleet commit passed validation and signature checks.
+    pub fn record_commit_accepted(&self) {
+        if let Some(old) = self.inner.rejected.lock().expect("not poisoned").take() {
+            let _ = self
+                .inner
+                .commit_rejected
+                .remove_label_values(&[old.as_str()]);
+        }
+    }
+
+    pub fn record_status_posted(&self, backend: &str, outcome: Outcome) {
+        self.inner
+            .statuses_posted
+            .with_label_values(&[backend, outcome.as_str()])
+            .inc();
+    }
+
+    pub fn record_notification(&self, outcome: Outcome) {
+        self.inner
+            .notifications
+            .with_label_values(&[outcome.as_str()])
+            .inc();
+    }
+
+    /// The exposition text as of `now` (updates the seconds-since-progress gauges first).
+    pub fn render_at(&self, now: DateTime<Utc>) -> String {
+        {
+            let last = self.inner.last_progress.lock().expect("not poisoned");
+            for ((cluster, pool), at) in last.iter() {
+                let secs = (now - *at).num_milliseconds().max(0) as f64 / 1000.0;
+                self.inner
+                    .pool_since_progress
+                    .with_label_values(&[cluster.as_str(), pool.as_str()])
+                    .set(secs);
+            }
+        }
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.inner.registry.gather(), &mut out)
+            .expect("text encoding into a Vec cannot fail");
+        String::from_utf8(out).expect("the text format is UTF-8")
+    }
+
+    pub fn render(&self) -> String {
+        self.render_at(Utc::now())
+    }
+
+    /// Serve `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown` resolves.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, _) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    // A connection that failed before accept (reset, fd limits): keep serving.
+                    Err(e) => { tracing::warn!(error = %e, "metrics: accept failed"); tokio::time::sleep(std::time::Duration::from_millis(100)).await; continue }
+                },
+                () = &mut shutdown => return Ok(()),
+            };
+            let metrics = self.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req| {
+                    let metrics = metrics.clone();
+                    async move { Ok::<_, Infallible>(metrics.respond(&req)) }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    }
+
+    /// Bind `addr` and serve in the background; returns the bound address (port 0 picks one).
+    pub async fn spawn_server(&self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let me = self.clone();
+        tokio::spawn(async move { me.serve(listener, std::future::pending()).await });
+        Ok(local)
+    }
+
+    fn respond(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+        let text = |status: StatusCode, body: String, ctype: &str| {
+            Response::builder()
+                .status(status)
+                .header("content-type", ctype)
+                .body(Full::new(Bytes::from(body)))
+                .expect("static response parts are valid")
+        };
+        const PLAIN: &str = "text/plain; charset=utf-8";
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n".into(), PLAIN);
+        }
+        match req.uri().path() {
+            "/metrics" => text(
+                StatusCode::OK,
+                self.render(),
+                "text/plain; version=0.0.4; charset=utf-8",
+            ),
+            // Alive as long as the process answers: a restart would not fix anything else.
+            "/healthz" => text(StatusCode::OK, "ok\n".into(), PLAIN),
+            "/readyz" => match self.inner.readiness.not_ready_because() {
+                None => text(StatusCode::OK, "ready\n".into(), PLAIN),
+                Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n"), PLAIN),
+            },
+            _ => text(StatusCode::NOT_FOUND, "not found\n".into(), PLAIN),
+        }
+    }
+}
+
+/// Records the series of one pool (see [`Metrics::pool`]).
+pub struct PoolMetrics<'a> {
+    m: &'a Inner,
+    cluster: &'a str,
+    pool: &'a str,
+}
+
+impl PoolMetrics<'_> {
+    fn l(&self) -> [&str; 2] {
+        [self.cluster, self.pool]
+    }
+
+    /// Nodes in the pool and on the desired image; also sets the progress ratio.
+    pub fn set_nodes(&self, total: u32, on_target: u32) {
+        self.m
+            .pool_nodes
+            .with_label_values(&self.l())
+            .set(total as i64);
+        self.m
+            .pool_nodes_on_target
+            .with_label_values(&self.l())
+            .set(on_target as i64);
+        let ratio = if total == 0 {
+            1.0
+        } else {
+            (on_target as f64 / total as f64).min(1.0)
+        };
+        self.m.pool_progress.with_label_values(&self.l()).set(ratio);
+    }
+
+    pub fn set_phase(&self, phase: Phase) {
+        for p in PHASES {
+            let name = p.to_string();
+            self.m
+                .pool_phase
+                .with_label_values(&[self.cluster, self.pool, name.as_str()])
+                .set((p == phase) as i64);
+        }
+    }
+
+    /// The batch under way (1-based), or `None`.
+    pub fn set_batch(&self, batch: Option<u32>) {
+        self.m
+            .pool_batch
+            .with_label_values(&self.l())
+            .set(batch.unwrap_or(0) as i64);
+    }
+
+    /// Set the pool's gauges from its NodePoolRotation status: what the controller calls after
+    /// every status write (nodes, progress, phase, batch, last progress).
+    pub fn observe_status(&self, status: &crate::kube::crd::NodePoolRotationStatus) {
+        self.set_nodes(status.total, status.on_target);
+        self.set_phase(status.phase);
+        self.set_batch(
+            status
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.stage.batch())
+                .map(|b| b.number),
+        );
+        if let Some(at) = status.last_progress_time {
+            self.set_last_progress(at);
+        }
+    }
+
+    /// The rotation moved forward at `at` (the status's `lastProgressTime`).
+    pub fn set_last_progress(&self, at: DateTime<Utc>) {
+        self.m
+            .last_progress
+            .lock()
+            .expect("not poisoned")
+            .insert((self.cluster.to_string(), self.pool.to_string()), at);
+    }
+
+    /// Stuck with `reason`, or not stuck (`None`): one series per reason at most at 1.
+    pub fn set_stuck(&self, reason: Option<&str>) {
+        let key = (self.cluster.to_string(), self.pool.to_string());
+        let mut reasons = self.m.stuck_reasons.lock().expect("not poisoned");
+        // Clear the reason this pool had, then raise the current one.
+        if let Some(old) = reasons.remove(&key) {
+            let _ = self
+                .m
+                .pool_stuck
+                .remove_label_values(&[self.cluster, self.pool, old.as_str()]);
+        }
+        if let Some(r) = reason {
+            self.m
+                .pool_stuck
+                .with_label_values(&[self.cluster, self.pool, r])
+                .set(1);
+            reasons.insert(key, r.to_string());
+        }
+    }
+
+    pub fn record_brought_up(&self, n: u64) {
+        self.m
+            .nodes_brought_up
+            .with_label_values(&self.l())
+            .inc_by(n);
+    }
+
+    pub fn record_drained(&self, n: u64) {
+        self.m.nodes_drained.with_label_values(&self.l()).inc_by(n);
+    }
+
+    pub fn record_terminated(&self, n: u64) {
+        self.m
+            .nodes_terminated
+            .with_label_values(&self.l())
+            .inc_by(n);
+    }
+
+    pub fn record_eviction(&self, outcome: Outcome) {
+        self.m
+            .evictions
+            .with_label_values(&[self.cluster, self.pool, outcome.as_str()])
+            .inc();
+    }
+
+    pub fn record_gate(&self, gate: &str, result: GateResult) {
+        self.m
+            .gate_evaluations
+            .with_label_values(&[self.cluster, self.pool, gate, result.as_str()])
+            .inc();
+    }
+
+    /// A gate stopped the rotation (after its failureLimit): counts it and holds
+    /// `rota_pool_gate_failed{gate}` at 1 until [`PoolMetrics::clear_gate_failed`].
+    pub fn record_gate_failed(&self, gate: &str) {
+        self.m
+            .gate_failures
+            .with_label_values(&[self.cluster, self.pool, gate])
+            .inc();
+        self.clear_gate_failed();
+        self.m
+            .pool_gate_failed
+            .with_label_values(&[self.cluster, self.pool, gate])
+            .set(1);
+        self.m.failed_gates.lock().expect("not poisoned").insert(
+            (self.cluster.to_string(), self.pool.to_string()),
+            gate.to_string(),
+        );
+    }
+
+    /// The pool moves again (a new commit, a human resumed it).
+    pub fn clear_gate_failed(&self) {
+        let key = (self.cluster.to_string(), self.pool.to_string());
+        if let Some(old) = self
+            .m
+            .failed_gates
+            .lock()
+            .expect("not poisoned")
+            .remove(&key)
+        {
+            let _ = self.m.pool_gate_failed.remove_label_values(&[
+                self.cluster,
+                self.pool,
+                old.as_str(),
+            ]);
+        }
+    }
+
+    /// An error, by its stable reason and whether it alerts (see [`crate::stuck::classify`]).
+    pub fn record_error(&self, reason: &str, alerting: bool) {
+        self.m
+            .errors
+            .with_label_values(&[
+                self.cluster,
+                self.pool,
+                reason,
+                if alerting { "true" } else { "false" },
+            ])
+            .inc();
+    }
+
+    pub fn observe_batch_duration(&self, seconds: f64) {
+        self.m
+            .batch_duration
+            .with_label_values(&self.l())
+            .observe(seconds);
+    }
+
+    pub fn observe_drain_duration(&self, seconds: f64) {
+        self.m
+            .drain_duration
+            .with_label_values(&self.l())
+            .observe(seconds);
+    }
+
+    pub fn observe_boot_to_ready(&self, seconds: f64) {
+        self.m
+            .boot_to_ready
+            .with_label_values(&self.l())
+            .observe(seconds);
+    }
+
+    pub fn observe_reconcile(&self, seconds: f64) {
+        self.m
+            .reconcile_duration
+            .with_label_values(&self.l())
+            .observe(seconds);
+    }
+
+    /// The pool left the fleet repo: drop its series so dashboards do not show a ghost.
+    pub fn remove(&self) {
+        self.set_stuck(None);
+        self.clear_gate_failed();
+        let m = self.m;
+        let l = self.l();
+        let _ = m.pool_nodes.remove_label_values(&l);
+        let _ = m.pool_nodes_on_target.remove_label_values(&l);
+        let _ = m.pool_batch.remove_label_values(&l);
+        let _ = m.pool_progress.remove_label_values(&l);
+        let _ = m.pool_since_progress.remove_label_values(&l);
+        for p in PHASES {
+            let name = p.to_string();
+            let _ = m
+                .pool_phase
+                .remove_label_values(&[self.cluster, self.pool, name.as_str()]);
+        }
+        m.last_progress
+            .lock()
+            .expect("not poisoned")
+            .remove(&(self.cluster.to_string(), self.pool.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+    }
+
+    /// A raw HTTP/1.1 GET over loopback: status code and body.
+    async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).await.unwrap();
+        let code = buf[9..12].parse().unwrap();
+        let body = buf
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (code, body)
+    }
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn pool_series_follow_the_rotation() {
+        let m = Metrics::new();
+        let p = m.pool("prod-use1", "general");
+        p.set_nodes(10, 4);
+        p.set_phase(Phase::Rotating);
+        p.set_batch(Some(2));
+        p.set_last_progress(at(0));
+        let text = m.render_at(at(90));
+        assert_eq!(
+            line(&text, "rota_pool_nodes_on_target{"),
+            Some(r#"rota_pool_nodes_on_target{cluster="prod-use1",pool="general"} 4"#)
+        );
+        assert!(
+            text.contains(r#"rota_pool_progress_ratio{cluster="prod-use1",pool="general"} 0.4"#)
+        );
+        assert!(
+            text.contains(
+                r#"rota_pool_phase{cluster="prod-use1",phase="Rotating",pool="general"} 1"#
+            )
+        );
+        assert!(
+            text.contains(
+                r#"rota_pool_phase{cluster="prod-use1",phase="Soaking",pool="general"} 0"#
+            )
+        );
+        assert!(text.contains(r#"rota_pool_batch{cluster="prod-use1",pool="general"} 2"#));
+        assert!(text.contains(
+            r#"rota_pool_seconds_since_progress{cluster="prod-use1",pool="general"} 90"#
+        ));
+        // It keeps growing while nothing moves.
+        let later = m.render_at(at(600));
+        assert!(later.contains(
+            r#"rota_pool_seconds_since_progress{cluster="prod-use1",pool="general"} 600"#
+        ));
+        p.set_nodes(10, 10);
+        p.set_phase(Phase::Succeeded);
+        let done = m.render_at(at(700));
+        assert!(done.contains(r#"rota_pool_progress_ratio{cluster="prod-use1",pool="general"} 1"#));
+        assert!(done.contains(r#"phase="Rotating",pool="general"} 0"#));
+    }
+
+    #[test]
+    fn a_status_sets_the_pool_gauges() {
+        let m = Metrics::new();
+        let status = crate::kube::crd::NodePoolRotationStatus {
+            phase: Phase::Soaking,
+            total: 8,
+            on_target: 2,
+            last_progress_time: Some(at(0)),
+            ..Default::default()
+        };
+        m.pool("c", "p").observe_status(&status);
+        let text = m.render_at(at(30));
+        assert!(text.contains(r#"rota_pool_progress_ratio{cluster="c",pool="p"} 0.25"#));
+        assert!(text.contains(r#"rota_pool_phase{cluster="c",phase="Soaking",pool="p"} 1"#));
+        assert!(text.contains(r#"rota_pool_batch{cluster="c",pool="p"} 0"#));
+        assert!(text.contains(r#"rota_pool_seconds_since_progress{cluster="c",pool="p"} 30"#));
+    }
+
+    #[test]
+    fn counters_and_histograms_use_only_low_cardinality_labels() {
+        let m = Metrics::new();
+        let p = m.pool("c1", "p1");
+        p.record_eviction(Outcome::Ok);
+        p.record_eviction(Outcome::Throttled);
+        p.record_eviction(Outcome::Throttled);
+        p.record_gate("error-rate", GateResult::Pass);
+        p.record_brought_up(3);
+        p.record_drained(3);
+        p.record_terminated(2);
+        p.observe_batch_duration(420.0);
+        p.observe_drain_duration(45.0);
+        p.observe_boot_to_ready(70.0);
+        p.observe_reconcile(0.02);
+        p.record_error("cloud_throttled", false);
+        m.record_cloud_call("aws", "set_launch_image", Outcome::Ok);
+        m.record_git_fetch(Outcome::Ok, at(5));
+        m.record_commit_rejected("validation");
+        m.record_commit_rejected("signature");
+        p.record_gate_failed("error-rate");
+        m.record_status_posted("github", Outcome::Ok);
+        let text = m.render_at(at(10));
+        assert!(
+            text.contains(r#"rota_evictions_total{cluster="c1",outcome="throttled",pool="p1"} 2"#)
+        );
+        assert!(text.contains(r#"rota_nodes_brought_up_total{cluster="c1",pool="p1"} 3"#));
+        assert!(text.contains(r#"rota_nodes_terminated_total{cluster="c1",pool="p1"} 2"#));
+        assert!(
+            text.contains(
+                r#"rota_batch_duration_seconds_bucket{cluster="c1",pool="p1",le="600"} 1"#
+            )
+        );
+        assert!(text.contains(r#"rota_drain_duration_seconds_count{cluster="c1",pool="p1"} 1"#));
+        assert!(text.contains(r#"rota_node_boot_to_ready_seconds_sum{cluster="c1",pool="p1"} 70"#));
+        assert!(text.contains(
+            r#"rota_cloud_calls_total{call="set_launch_image",outcome="ok",provider="aws"} 1"#
+        ));
+        assert!(text.contains("rota_git_last_fetch_success_timestamp_seconds 1700000005"));
+        assert!(text.contains(r#"rota_commits_rejected_total{reason="signature"} 1"#));
+        assert!(text.contains(r#"rota_fleet_commit_rejected{reason="signature"} 1"#));
+        assert!(!text.contains(r#"rota_fleet_commit_rejected{reason="validation"}"#));
+        assert!(
+            text.contains(r#"rota_pool_gate_failed{cluster="c1",gate="error-rate",pool="p1"} 1"#)
+        );
+        m.record_commit_accepted();
+        p.clear_gate_failed();
+        let text = m.render_at(at(11));
+        assert!(!text.contains("rota_fleet_commit_rejected{"));
+        assert!(!text.contains("rota_pool_gate_failed{"));
+        // Every label name in the output is one of the allowed few.
+        let allowed = [
+            "cluster", "pool", "phase", "reason", "alerting", "gate", "result", "outcome",
+            "provider", "call", "backend", "version", "le",
+        ];
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            if let Some((_, rest)) = l.split_once('{') {
+                let labels = rest.split_once('}').unwrap().0;
+                for pair in labels.split("\",") {
+                    let name = pair.split('=').next().unwrap();
+                    assert!(allowed.contains(&name), "label {name} in {l}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stuck_has_at_most_one_reason_and_removal_drops_the_pool() {
+        let m = Metrics::new();
+        let p = m.pool("c", "p");
+        p.set_stuck(Some("DrainBlocked"));
+        p.set_stuck(Some("NodeNotReady"));
+        let text = m.render_at(at(0));
+        assert!(!text.contains("DrainBlocked"));
+        assert!(text.contains(r#"rota_pool_stuck{cluster="c",pool="p",reason="NodeNotReady"} 1"#));
+        p.set_stuck(None);
+        assert!(!m.render_at(at(0)).contains("rota_pool_stuck{"));
+        p.set_nodes(3, 1);
+        p.set_last_progress(at(0));
+        p.remove();
+        let text = m.render_at(at(10));
+        assert!(!text.contains(r#"pool="p""#), "{text}");
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_health_and_readiness_over_loopback() {
+        let m = Metrics::new();
+        m.pool("c", "p").set_nodes(2, 1);
+        let addr = m
+            .spawn_server("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let (code, body) = get(addr, "/metrics").await;
+        assert_eq!(code, 200);
+        assert!(body.contains(r#"rota_pool_nodes{cluster="c",pool="p"} 2"#));
+        assert!(body.contains("rota_build_info{version="));
+        assert_eq!(get(addr, "/healthz").await.0, 200);
+        let (code, body) = get(addr, "/readyz").await;
+        assert_eq!(code, 503);
+        assert_eq!(body, "caches not synced, leadership not known\n");
+        m.readiness().set_caches_synced(true);
+        let (code, body) = get(addr, "/readyz").await;
+        assert_eq!((code, body.as_str()), (503, "leadership not known\n"));
+        m.readiness().set_leadership_known(true);
+        assert_eq!(get(addr, "/readyz").await, (200, "ready\n".to_string()));
+        assert_eq!(get(addr, "/nope").await.0, 404);
+        // The series move between scrapes.
+        m.pool("c", "p").set_nodes(2, 2);
+        let (_, body) = get(addr, "/metrics").await;
+        assert!(body.contains(r#"rota_pool_nodes_on_target{cluster="c",pool="p"} 2"#));
+    }
+}

@@ -1,0 +1,526 @@
+//! `deploy/`: the kustomize base, the cloud and monitoring components and the example overlays
+//! render with the installed `kubectl kustomize`; every object parses into its Kubernetes type
+//! with no unknown field; RBAC is exactly the least privilege the docs promise; the alert rules
+//! pass `promtool check rules` and `promtool test rules`; the rules and the dashboard only use
+//! metrics rota exports; and the objects apply to `rota sim serve` with a real `kubectl`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kubectl kustomize DIR` as JSON values, one per object.
+fn render(dir: &Path) -> Vec<Value> {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("kubectl is installed");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| {
+            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
+            serde_json::to_value(v).unwrap()
+        })
+        .collect()
+}
+
+fn renders() -> Vec<(String, Vec<Value>)> {
+    let mut all = vec![("deploy".to_string(), render(&root().join("deploy")))];
+    for cloud in ["aws", "gcp", "azure"] {
+        let dir = format!("examples/deploy/{cloud}");
+        all.push((dir.clone(), render(&root().join(&dir))));
+    }
+    all
+}
+
+/// Paths present in `original` but missing or different after the typed round trip: fields
+/// the Kubernetes type does not know (a typo such as `readinesProbe` would be silently dropped
+/// by the API server), or values it reads differently.
+fn unknown_fields(original: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
+    match (original, typed) {
+        (Value::Object(o), Value::Object(t)) => {
+            for (k, v) in o {
+                match t.get(k) {
+                    Some(tv) => unknown_fields(v, tv, &format!("{path}.{k}"), out),
+                    None if v.is_null() => {}
+                    None => out.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(t)) if o.len() == t.len() => {
+            for (i, (a, b)) in o.iter().zip(t).enumerate() {
+                unknown_fields(a, b, &format!("{path}[{i}]"), out);
+            }
+        }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+        (a, b) if a == b => {}
+        (a, b) => out.push(format!("{path}: {a} read as {b}")),
+    }
+}
+
+fn typed_check<T: serde::de::DeserializeOwned + serde::Serialize>(obj: &Value) -> Vec<String> {
+    let typed: T = match serde_json::from_value(obj.clone()) {
+        Ok(t) => t,
+        Err(e) => return vec![format!("does not parse: {e}")],
+    };
+    let back = serde_json::to_value(&typed).unwrap();
+    let mut out = Vec::new();
+    unknown_fields(obj, &back, "", &mut out);
+    out
+}
+
+/// Every object is one of the kinds rota ships, and valid for its Kubernetes type.
+#[test]
+fn every_rendered_object_validates_against_its_kubernetes_type() {
+    let mut problems = Vec::new();
+    let mut kinds = std::collections::BTreeSet::new();
+    for (dir, objects) in renders() {
+        for obj in &objects {
+            let kind = obj["kind"].as_str().unwrap_or("?").to_string();
+            let name = obj["metadata"]["name"].as_str().unwrap_or("?");
+            let found = match kind.as_str() {
+                "Namespace" => typed_check::<Namespace>(obj),
+                "ServiceAccount" => typed_check::<ServiceAccount>(obj),
+                "ClusterRole" => typed_check::<ClusterRole>(obj),
+                "ClusterRoleBinding" => typed_check::<ClusterRoleBinding>(obj),
+                "Role" => typed_check::<Role>(obj),
+                "RoleBinding" => typed_check::<RoleBinding>(obj),
+                "Deployment" => typed_check::<Deployment>(obj),
+                "PodDisruptionBudget" => typed_check::<PodDisruptionBudget>(obj),
+                "NetworkPolicy" => typed_check::<NetworkPolicy>(obj),
+                "Service" => typed_check::<Service>(obj),
+                "ConfigMap" => typed_check::<ConfigMap>(obj),
+                "CustomResourceDefinition" => typed_check::<CustomResourceDefinition>(obj),
+                // The Prometheus Operator's kinds have no k8s-openapi type: checked below.
+                "PrometheusRule" | "ServiceMonitor" => vec![],
+                other => vec![format!("unexpected kind {other}")],
+            };
+            problems.extend(
+                found
+                    .into_iter()
+                    .map(|p| format!("{dir}: {kind}/{name}: {p}")),
+            );
+            kinds.insert(kind);
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(kinds.len(), 14, "{kinds:?}");
+}
+
+#[test]
+fn the_base_is_least_privilege_with_two_leader_elected_replicas() {
+    let objects = render(&root().join("deploy"));
+    let get = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind}/{name}"))
+            .clone()
+    };
+    let role: ClusterRole = serde_json::from_value(get("ClusterRole", "rota")).unwrap();
+    let mut rules: Vec<String> = role
+        .rules
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            let groups = r.api_groups.clone().unwrap();
+            let resources = r.resources.clone().unwrap();
+            assert!(r.resource_names.is_none() && r.non_resource_urls.is_none());
+            groups.into_iter().flat_map(move |g| {
+                let verbs = r.verbs.join(",");
+                resources
+                    .clone()
+                    .into_iter()
+                    .map(move |res| format!("{g}/{res}: {verbs}"))
+            })
+        })
+        .collect();
+    rules.sort();
+    assert_eq!(
+        rules,
+        [
+            "/events: create,patch",
+            "/nodes: get,list,watch,patch",
+            "/pods/eviction: create",
+            "/pods: get,list,watch,delete",
+            "events.k8s.io/events: create,patch",
+            "policy/poddisruptionbudgets: get,list,watch",
+            "rota.dev/nodepoolrotations/status: get,update,patch",
+            "rota.dev/nodepoolrotations: get,list,watch,create,update,patch,delete",
+        ]
+    );
+    // Leases only in rota's namespace.
+    let lease: Role = serde_json::from_value(get("Role", "rota-leader-election")).unwrap();
+    assert_eq!(lease.metadata.namespace.as_deref(), Some("rota-system"));
+    let lr = &lease.rules.unwrap()[0];
+    assert_eq!(lr.resources.as_deref(), Some(&["leases".to_string()][..]));
+
+    let d: Deployment = serde_json::from_value(get("Deployment", "rota")).unwrap();
+    let spec = d.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some("rota"));
+    let c = &pod.containers[0];
+    let args = c.args.clone().unwrap();
+    assert!(args.contains(&"--leader-elect".to_string()), "{args:?}");
+    let probe = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+        p.as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap()
+            .path
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(probe(&c.liveness_probe), "/healthz");
+    assert_eq!(probe(&c.readiness_probe), "/readyz");
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+
+    let pdb: PodDisruptionBudget =
+        serde_json::from_value(get("PodDisruptionBudget", "rota")).unwrap();
+    assert_eq!(
+        pdb.spec.unwrap().min_available,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
+    // The CRD is deploy/crd.yaml itself (plus the common label).
+    let mut crd: CustomResourceDefinition = serde_json::from_value(get(
+        "CustomResourceDefinition",
+        "nodepoolrotations.rota.dev",
+    ))
+    .unwrap();
+    let on_disk: CustomResourceDefinition =
+        serde_yaml::from_str(&std::fs::read_to_string(root().join("deploy/crd.yaml")).unwrap())
+            .unwrap();
+    crd.metadata.labels = None;
+    assert_eq!(crd, on_disk);
+}
+
+#[test]
+fn each_cloud_overlay_sets_its_workload_identity() {
+    let expect = [
+        ("aws", "eks.amazonaws.com/role-arn"),
+        ("gcp", "iam.gke.io/gcp-service-account"),
+        ("azure", "azure.workload.identity/client-id"),
+    ];
+    for (cloud, annotation) in expect {
+        let objects = render(&root().join(format!("examples/deploy/{cloud}")));
+        let sa = objects
+            .iter()
+            .find(|o| o["kind"] == "ServiceAccount")
+            .unwrap();
+        assert!(
+            sa["metadata"]["annotations"][annotation].is_string(),
+            "{cloud}: {sa}"
+        );
+        let d = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let use_label = &d["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"];
+        assert_eq!(use_label.is_string(), cloud == "azure", "{cloud}");
+    }
+}
+
+fn monitoring() -> PathBuf {
+    root().join("deploy/components/monitoring")
+}
+
+fn promtool(args: &[&str]) -> String {
+    let out = Command::new("promtool")
+        .args(args)
+        .current_dir(monitoring())
+        .output()
+        .expect("promtool is installed (Debian package `prometheus`)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool {args:?}: {text}");
+    text
+}
+
+#[test]
+fn alert_rules_pass_promtool_checks_and_unit_tests() {
+    let checked = promtool(&["check", "rules", "rules.yaml"]);
+    assert!(checked.contains("SUCCESS: 6 rules found"), "{checked}");
+    promtool(&["test", "rules", "rules_test.yaml"]);
+    // The PrometheusRule carries exactly the same groups.
+    let plain: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(monitoring().join("rules.yaml")).unwrap())
+            .unwrap();
+    let cr: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(monitoring().join("prometheusrule.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(plain["groups"], cr["spec"]["groups"]);
+    let names: Vec<&str> = plain["groups"][0]["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| r["alert"].as_str().unwrap())
+        .collect();
+    for a in [
+        "RotaPoolStuck",
+        "RotaGateFailed",
+        "RotaAgentDown",
+        "RotaRepoFetchFailing",
+        "RotaCommitRejected",
+    ] {
+        assert!(names.contains(&a), "{names:?}");
+    }
+}
+
+/// Every `rota_*` metric the alerts and the dashboard query is one rota exports.
+#[test]
+fn rules_and_dashboard_query_only_exported_metrics() {
+    use rota::metrics::{GateResult, Metrics, Outcome};
+    let m = Metrics::new();
+    let p = m.pool("c", "p");
+    p.set_nodes(1, 1);
+    p.set_phase(rota::rotate::Phase::Rotating);
+    p.set_batch(Some(1));
+    p.set_last_progress(chrono::Utc::now());
+    p.set_stuck(Some("DrainBlocked"));
+    p.record_brought_up(1);
+    p.record_drained(1);
+    p.record_terminated(1);
+    p.record_eviction(Outcome::Ok);
+    p.record_gate("g", GateResult::Pass);
+    p.record_gate_failed("g");
+    p.record_error("Throttled", false);
+    p.observe_batch_duration(1.0);
+    p.observe_drain_duration(1.0);
+    p.observe_boot_to_ready(1.0);
+    p.observe_reconcile(1.0);
+    m.record_cloud_call("aws", "x", Outcome::Ok);
+    m.record_git_fetch(Outcome::Ok, chrono::Utc::now());
+    m.record_commit_rejected("signature");
+    m.record_status_posted("github", Outcome::Ok);
+    m.record_notification(Outcome::Ok);
+    let exported: std::collections::BTreeSet<String> = m
+        .render()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    let used = |text: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut rest = text;
+        while let Some(i) = rest.find("rota_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[i + name.len()..];
+            out.push(name);
+        }
+        out
+    };
+    let rules = std::fs::read_to_string(monitoring().join("rules.yaml")).unwrap();
+    let dashboard = std::fs::read_to_string(monitoring().join("dashboard.json")).unwrap();
+    let parsed: Value = serde_json::from_str(&dashboard).unwrap();
+    assert!(parsed["panels"].as_array().unwrap().len() >= 10);
+    let mut unknown = Vec::new();
+    for name in used(&rules).into_iter().chain(used(&dashboard)) {
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(&name)
+            .to_string();
+        // `rota-metrics` (the job) and `rota-fleet` (the uid) are not metric names.
+        if !exported.contains(&base) && !exported.contains(&name) && name != "rota_" {
+            unknown.push(name);
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "not exported: {unknown:?}\nexported: {exported:?}"
+    );
+}
+
+/// `rota sim serve`, killed when dropped.
+struct Serve {
+    child: Child,
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Serve {
+    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--context", "prod-use1"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is installed");
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        } else {
+            drop(child.stdin.take());
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+}
+
+/// Applies every rendered object whose kind the simulated API server serves (discovered with
+/// `kubectl api-resources`), and reads each back. Kinds it does not serve are listed in the
+/// test output (see docs/operations.md).
+#[test]
+fn the_base_applies_to_the_simulated_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let workloads = dir.path().join("workloads.yaml");
+    std::fs::write(
+        &workloads,
+        "nodes: {perPool: 1}\ndeployments: []\ndaemonSets: []\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rota"))
+        .args(["sim", "serve", "--repo"])
+        .arg(root().join("examples/fleet-repo"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--workloads")
+        .arg(&workloads)
+        .args(["--speed", "60", "--seed", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("rota binary");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("rota sim: ready"), "{line}");
+    let s = Serve {
+        child,
+        kubeconfig,
+        _dir: dir,
+    };
+    let (ok, resources) = s.kubectl(&["api-resources", "--no-headers", "-o", "name"], None);
+    assert!(ok, "{resources}");
+    let served: Vec<&str> = resources.lines().collect();
+    let plural = |o: &Value| -> String {
+        let kind = o["kind"].as_str().unwrap().to_lowercase();
+        let group = o["apiVersion"]
+            .as_str()
+            .unwrap()
+            .rsplit_once('/')
+            .map(|(g, _)| g.to_string());
+        let p = match kind.as_str() {
+            "networkpolicy" => "networkpolicies".to_string(),
+            "poddisruptionbudget" => "poddisruptionbudgets".to_string(),
+            k => format!("{k}s"),
+        };
+        match group {
+            Some(g) => format!("{p}.{g}"),
+            None => p,
+        }
+    };
+    let objects = render(&root().join("deploy"));
+    let (apply, skip): (Vec<&Value>, Vec<&Value>) = objects
+        .iter()
+        .partition(|o| served.contains(&plural(o).as_str()));
+    let skipped: Vec<String> = skip.iter().map(|o| plural(o)).collect();
+    eprintln!("kinds the simulated API server does not serve (not applied): {skipped:?}");
+    let kinds: Vec<&str> = apply.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    for k in [
+        "Namespace",
+        "CustomResourceDefinition",
+        "Deployment",
+        "PodDisruptionBudget",
+    ] {
+        assert!(
+            kinds.contains(&k),
+            "{k} not served by the sim? served: {served:?}"
+        );
+    }
+    let yaml: String = apply
+        .iter()
+        .map(|o| format!("---\n{}", serde_yaml::to_string(o).unwrap()))
+        .collect();
+    let (ok, out) = s.kubectl(&["apply", "--validate=false", "-f", "-"], Some(&yaml));
+    assert!(ok, "kubectl apply: {out}");
+    for o in &apply {
+        let name = o["metadata"]["name"].as_str().unwrap();
+        let mut args = vec!["get", o["kind"].as_str().unwrap(), name, "-o", "json"];
+        if let Some(ns) = o["metadata"]["namespace"].as_str() {
+            args.extend(["-n", ns]);
+        }
+        let (ok, out) = s.kubectl(&args, None);
+        assert!(ok, "kubectl get {args:?}: {out}");
+        let got: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            got["metadata"]["labels"]["app.kubernetes.io/part-of"], "rota",
+            "{got}"
+        );
+    }
+    // Applying again changes nothing (idempotent install).
+    let (ok, out) = s.kubectl(&["apply", "--validate=false", "-f", "-"], Some(&yaml));
+    assert!(ok, "{out}");
+    assert!(!out.contains("created"), "{out}");
+}
+
+/// The unknown-field check catches what the API server would silently drop.
+#[test]
+fn the_type_check_catches_a_misspelt_field() {
+    let mut d = render(&root().join("deploy"))
+        .into_iter()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap();
+    assert!(typed_check::<Deployment>(&d).is_empty());
+    d["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = serde_json::json!({});
+    d["spec"]["replicas"] = serde_json::json!("2");
+    let found = typed_check::<Deployment>(&d);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("does not parse"), "{found:?}");
+    d["spec"]["replicas"] = serde_json::json!(2);
+    assert_eq!(
+        typed_check::<Deployment>(&d),
+        [".spec.template.spec.containers[0].readinesProbe"]
+    );
+}
