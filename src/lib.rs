@@ -5,6 +5,7 @@
 //! that act; `sim` is the simulated fleet everything runs against without a real cluster;
 //! `cli` holds one file per subcommand.
 
+pub mod agent;
 pub mod cli;
 pub mod cloud;
 pub mod controller;

@@ -133,9 +133,9 @@ pub fn run(args: ControllerArgs) -> ExitCode {
     })
 }
 
-type Loaded = (kube::Config, Option<(Kubeconfig, Option<String>)>);
+pub type Loaded = (kube::Config, Option<(Kubeconfig, Option<String>)>);
 
-async fn load_config(args: &ControllerArgs) -> Result<Loaded, String> {
+pub async fn load_config(args: &ControllerArgs) -> Result<Loaded, String> {
     let path = args
         .kubeconfig
         .clone()

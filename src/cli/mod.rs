@@ -10,9 +10,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod agent;
 pub mod diff;
+pub mod promote;
 pub mod render;
 pub mod sim;
+pub mod status;
 pub mod validate;
 
 #[derive(Parser, Debug)]
@@ -42,6 +45,12 @@ pub enum Command {
     Crd(crd::Args),
     /// Run the rotation controller on one cluster's NodePoolRotation resources.
     Controller(controller::ControllerArgs),
+    /// The GitOps agent of one cluster: follow the fleet repo, rotate its pools, report statuses.
+    Agent(Box<agent::AgentArgs>),
+    /// Every cluster and pool of the fleet at a commit, with the agents' statuses.
+    Status(status::StatusArgs),
+    /// Whether a wave may take the previous wave's versions (the promotion guard), or check a promotion.
+    Promote(promote::PromoteArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -58,5 +67,8 @@ pub fn main() -> ExitCode {
         Command::Sim(args) => sim::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Controller(args) => controller::run(args),
+        Command::Agent(args) => agent::run(*args),
+        Command::Status(args) => status::run(args),
+        Command::Promote(args) => promote::run(args),
     }
 }

@@ -1,0 +1,260 @@
+//! What the agent asks of its cluster at one fleet commit: one NodePoolRotation spec per pool,
+//! each held at its previous version while the promotion guard says wait, and the pools that
+//! left git (released). Pure: the run loop reads the inputs and applies the result.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::fleet::Fleet;
+use crate::fleet::resolved::{DesiredCluster, Mode};
+use crate::kube::crd::NodePoolRotationSpec;
+use crate::waves::{GuardDecision, PoolRecord, PoolRef, Promotion, WaveView, promotion_guard};
+
+/// One pool's desired NodePoolRotation spec, and why it is not the commit's pin (if not).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolIntent {
+    pub name: String,
+    /// What to server-side-apply; `None` when the pool waits and there is no previous
+    /// version to hold (a new pool in a later wave): nothing is created yet.
+    pub spec: Option<NodePoolRotationSpec>,
+    /// The channel@version the commit pins for this pool.
+    pub pinned: (String, String),
+    /// Set when the guard holds the pool: its pending status description.
+    pub waiting: Option<String>,
+}
+
+/// The whole plan for one cluster at one commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterIntent {
+    pub pools: Vec<PoolIntent>,
+    /// NodePoolRotations of this cluster whose pool is no longer in git: released (their spec
+    /// set to `mode: ignore`, nodes untouched).
+    pub released: Vec<String>,
+}
+
+/// The waves as the guard sees them, from the resolved fleet.
+pub fn wave_views(fleet: &Fleet, clusters: &[DesiredCluster]) -> Vec<WaveView> {
+    fleet
+        .waves()
+        .iter()
+        .map(|w| WaveView {
+            name: w.name.clone(),
+            soak: w.soak.map(|s| s.as_duration()).unwrap_or_default(),
+            pools: clusters
+                .iter()
+                .filter(|c| c.wave == w.name)
+                .flat_map(|c| {
+                    c.pools
+                        .iter()
+                        .map(|p| PoolRef::new(&c.name, &p.name, &p.channel))
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Plans every pool of `cluster` at `commit`. `existing` are this cluster's current specs by
+/// pool name (from the NodePoolRotations). A pool whose current spec already runs toward the
+/// pinned version is not asked again: the guard gates starting a version, not finishing it.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_cluster(
+    cluster: &DesiredCluster,
+    commit: &str,
+    guard_enabled: bool,
+    waves: &[WaveView],
+    records: &[PoolRecord],
+    existing: &BTreeMap<String, NodePoolRotationSpec>,
+    now: DateTime<Utc>,
+) -> ClusterIntent {
+    let mut pools = Vec::new();
+    for pool in &cluster.pools {
+        let mut spec = NodePoolRotationSpec::from_desired(pool, commit);
+        let pinned = (pool.channel.clone(), pool.version.clone());
+        let previous = existing.get(&pool.name);
+        let already =
+            previous.is_some_and(|p| p.channel == pool.channel && p.version == pool.version);
+        // An ignored pool is left alone entirely, the guard has nothing to hold.
+        let decision = if already || pool.mode == Mode::Ignore {
+            GuardDecision::Allowed {
+                reason: "already on this version".into(),
+            }
+        } else {
+            promotion_guard(
+                guard_enabled,
+                waves,
+                Promotion {
+                    wave: &cluster.wave,
+                    channel: &pool.channel,
+                    version: &pool.version,
+                },
+                records,
+                now,
+            )
+        };
+        let (spec, waiting) = match decision {
+            GuardDecision::Allowed { .. } => (Some(spec), None),
+            GuardDecision::Waiting(wait) => {
+                let why = wait.describe(&pool.channel, &pool.version);
+                match previous {
+                    // Hold the version (and image) the pool had; everything else follows git.
+                    Some(prev) => {
+                        spec.channel = prev.channel.clone();
+                        spec.version = prev.version.clone();
+                        spec.image = prev.image.clone();
+                        (Some(spec), Some(why))
+                    }
+                    None => (None, Some(why)),
+                }
+            }
+        };
+        pools.push(PoolIntent {
+            name: pool.name.clone(),
+            spec,
+            pinned,
+            waiting,
+        });
+    }
+    let released = existing
+        .iter()
+        .filter(|(name, spec)| {
+            !cluster.pools.iter().any(|p| &p.name == *name) && spec.mode != Mode::Ignore
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    ClusterIntent { pools, released }
+}
+
+/// The spec a released pool keeps: the same, with `mode: ignore` (the controller stops
+/// acting on it; its nodes stay as they are).
+pub fn released_spec(existing: &NodePoolRotationSpec, commit: &str) -> NodePoolRotationSpec {
+    let mut spec = existing.clone();
+    spec.mode = Mode::Ignore;
+    spec.source_commit = commit.to_string();
+    spec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::resolved::{Cloud, DesiredPool, EffectivePolicy, GroupRef};
+    use std::time::Duration;
+
+    fn cluster(name: &str, wave: &str, version: &str, mode: Mode) -> DesiredCluster {
+        DesiredCluster {
+            name: name.into(),
+            labels: BTreeMap::new(),
+            cloud: Cloud::Aws,
+            wave: wave.into(),
+            wave_index: usize::from(wave != "canary"),
+            mode,
+            pools: vec![DesiredPool {
+                cluster: name.into(),
+                name: "general".into(),
+                channel: "general".into(),
+                version: version.into(),
+                image: format!("ami-{}", version.replace('.', "")),
+                group: GroupRef::Aws {
+                    region: "us-east-1".into(),
+                    auto_scaling_group: format!("{name}-general"),
+                },
+                node_selector: BTreeMap::new(),
+                policy: EffectivePolicy::default(),
+                gates: vec![],
+                mode,
+            }],
+        }
+    }
+
+    fn waves() -> Vec<WaveView> {
+        vec![
+            WaveView {
+                name: "canary".into(),
+                soak: Duration::from_secs(3600),
+                pools: vec![PoolRef::new("c1", "general", "general")],
+            },
+            WaveView {
+                name: "main".into(),
+                soak: Duration::ZERO,
+                pools: vec![PoolRef::new("m1", "general", "general")],
+            },
+        ]
+    }
+
+    fn at(h: u32) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(&format!("2026-11-22T{h:02}:00:00Z"))
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    #[test]
+    fn a_held_pool_keeps_its_previous_version_and_says_why() {
+        let old = cluster("m1", "main", "2026.11.1", Mode::Reconcile);
+        let new = cluster("m1", "main", "2026.11.2", Mode::Reconcile);
+        let prev = NodePoolRotationSpec::from_desired(&old.pools[0], "c0");
+        let existing = BTreeMap::from([("general".to_string(), prev.clone())]);
+        let plan = plan_cluster(&new, "c1", true, &waves(), &[], &existing, at(10));
+        let pool = &plan.pools[0];
+        let spec = pool.spec.as_ref().unwrap();
+        assert_eq!(
+            (spec.version.as_str(), spec.image.as_str()),
+            ("2026.11.1", prev.image.as_str())
+        );
+        assert_eq!(spec.source_commit, "c1");
+        assert_eq!(
+            pool.waiting.as_deref(),
+            Some("waiting for c1/general (wave canary) to complete general@2026.11.2")
+        );
+        // Completed but soaking, then free to go.
+        let records = [PoolRecord::new("c1", "general").completed("general", "2026.11.2", at(10))];
+        let soaking = plan_cluster(&new, "c1", true, &waves(), &records, &existing, at(10));
+        assert!(
+            soaking.pools[0]
+                .waiting
+                .as_deref()
+                .unwrap()
+                .contains("to soak")
+        );
+        let free = plan_cluster(&new, "c1", true, &waves(), &records, &existing, at(11));
+        assert_eq!(free.pools[0].waiting, None);
+        assert_eq!(free.pools[0].spec.as_ref().unwrap().version, "2026.11.2");
+        // Guard off: nothing waits.
+        let off = plan_cluster(&new, "c1", false, &waves(), &[], &existing, at(10));
+        assert_eq!(off.pools[0].waiting, None);
+    }
+
+    #[test]
+    fn a_new_pool_that_must_wait_is_not_created_and_the_first_wave_never_waits() {
+        let new = cluster("m1", "main", "2026.11.2", Mode::Reconcile);
+        let plan = plan_cluster(&new, "c1", true, &waves(), &[], &BTreeMap::new(), at(10));
+        assert_eq!(plan.pools[0].spec, None);
+        assert!(plan.pools[0].waiting.is_some());
+        let canary = cluster("c1", "canary", "2026.11.2", Mode::Reconcile);
+        let plan = plan_cluster(&canary, "c1", true, &waves(), &[], &BTreeMap::new(), at(10));
+        assert!(plan.pools[0].spec.is_some() && plan.pools[0].waiting.is_none());
+    }
+
+    #[test]
+    fn pools_gone_from_git_are_released_once_and_ignored_pools_are_not_held() {
+        let c = cluster("c1", "canary", "2026.11.1", Mode::Reconcile);
+        let mut gone = NodePoolRotationSpec::from_desired(&c.pools[0], "c0");
+        gone.pool = "gpu".into();
+        let existing = BTreeMap::from([("gpu".to_string(), gone.clone())]);
+        let plan = plan_cluster(&c, "c1", true, &waves(), &[], &existing, at(10));
+        assert_eq!(plan.released, vec!["gpu".to_string()]);
+        let released = released_spec(&gone, "c1");
+        assert_eq!(released.mode, Mode::Ignore);
+        assert_eq!(released.image, gone.image);
+        let again = BTreeMap::from([("gpu".to_string(), released)]);
+        assert!(
+            plan_cluster(&c, "c1", true, &waves(), &[], &again, at(10))
+                .released
+                .is_empty()
+        );
+        // The kill switch: an ignored pool is applied with mode ignore, never held.
+        let killed = cluster("m1", "main", "2026.11.2", Mode::Ignore);
+        let plan = plan_cluster(&killed, "c2", true, &waves(), &[], &BTreeMap::new(), at(10));
+        assert_eq!(plan.pools[0].spec.as_ref().unwrap().mode, Mode::Ignore);
+        assert_eq!(plan.pools[0].waiting, None);
+    }
+}

@@ -1,0 +1,163 @@
+//! A whole GitOps fleet in one process: the simulated clusters and cloud of a fleet repo,
+//! and per cluster a rotation controller and an agent following the repo (each with its own
+//! bare mirror, statuses in git notes pushed back to the repo). What `rota demo` and the
+//! end-to-end tests run; every part is the production code, only the clusters are simulated.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{Agent, AgentConfig, Snapshot};
+use crate::controller::clock::Clock;
+use crate::controller::{Config, Controller};
+use crate::report::GitNotesStore;
+use crate::sim::faults::FaultProfile;
+use crate::sim::scenario::{Scenario, WorkloadProfile};
+use crate::sim::world::Fleet;
+use crate::source::follow::{FollowConfig, follow};
+use crate::source::trust::{TrustPolicy, Verifier};
+use crate::source::{Auth, GitSource, SourceConfig};
+
+/// How to build the local fleet.
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    /// The fleet repo (a local working repo or bare repo, branch `branch`).
+    pub repo: PathBuf,
+    pub branch: String,
+    /// Where the agents keep their mirrors.
+    pub state_dir: PathBuf,
+    pub workloads: WorkloadProfile,
+    /// Simulation and controller speed (1.0 = real time).
+    pub speed: f64,
+    /// How often each agent fetches (webhooks are not used in process).
+    pub poll: Duration,
+    pub resync: Duration,
+    pub trust: Option<TrustPolicy>,
+}
+
+/// A running local fleet; everything stops when dropped.
+pub struct LocalFleet {
+    pub sim: Fleet,
+    /// One client per cluster (the in-process API server).
+    pub clients: BTreeMap<String, kube::Client>,
+    /// What each agent did last.
+    pub agents: BTreeMap<String, watch::Receiver<Snapshot>>,
+    /// The shared clock: controllers and guards agree on time.
+    pub clock: Clock,
+    cancel: CancellationToken,
+    _followers: Vec<crate::source::follow::Follower>,
+}
+
+impl Drop for LocalFleet {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+impl LocalFleet {
+    /// Loads the fleet at the branch's head, starts the simulated fleet on it (every pool on
+    /// the image its wave pins) and one controller + agent per cluster.
+    pub async fn start(config: LocalConfig) -> Result<LocalFleet, String> {
+        let rev = format!("refs/heads/{}", config.branch);
+        let fleet = crate::fleet::load_git(&config.repo, &rev).map_err(|d| d.to_string())?;
+        let clusters = fleet.resolve_all().map_err(|e| e.to_string())?;
+        let scenario = Scenario::from_fleet(
+            &clusters,
+            config.workloads.clone(),
+            FaultProfile::default(),
+            1,
+        );
+        let sim = Fleet::start(&scenario, config.speed)
+            .await
+            .map_err(|e| e.to_string())?;
+        let clock = Clock::new(config.speed);
+        let cancel = CancellationToken::new();
+        let verifier = match &config.trust {
+            Some(p) => Some(Arc::new(Verifier::new(p).map_err(|e| e.to_string())?)),
+            None => None,
+        };
+        let mut clients = BTreeMap::new();
+        let mut agents = BTreeMap::new();
+        let mut followers = Vec::new();
+        for c in &clusters {
+            let store = sim
+                .store(&c.name)
+                .ok_or("cluster missing from the sim")?
+                .clone();
+            let client = crate::sim::apiserver::client(store);
+            super::install_crd(&client)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut cc = Config::new(env!("CARGO_PKG_VERSION"), &format!("rota-{}", c.name));
+            cc.speed = config.speed;
+            cc.events = false;
+            let mut controller = Controller::new(client.clone(), Arc::new(sim.cloud.clone()), cc);
+            let stop = cancel.clone();
+            tokio::spawn(async move { controller.run(stop.cancelled_owned()).await });
+
+            let source = Arc::new(
+                GitSource::open(
+                    SourceConfig {
+                        url: config.repo.display().to_string(),
+                        branch: config.branch.clone(),
+                        auth: Auth::None,
+                        depth: None,
+                    },
+                    &mirror_dir(&config.state_dir, &c.name),
+                )
+                .map_err(|e| e.to_string())?,
+            );
+            let notes = Arc::new(GitNotesStore::for_source(&source, &c.name));
+            let follower = follow(
+                Arc::clone(&source),
+                FollowConfig {
+                    interval: config.poll,
+                    webhook: None,
+                    watch_dir: None,
+                },
+                cancel.clone(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let mut ac = AgentConfig::new(&c.name);
+            ac.resync = config.resync;
+            ac.install_crd = false;
+            let agent = Agent::new(
+                ac,
+                source,
+                client.clone(),
+                Arc::clone(&notes),
+                notes,
+                verifier.clone(),
+                clock,
+            );
+            agents.insert(c.name.clone(), agent.subscribe());
+            tokio::spawn(agent.run(follower.state.clone(), cancel.clone()));
+            followers.push(follower);
+            clients.insert(c.name.clone(), client);
+        }
+        Ok(LocalFleet {
+            sim,
+            clients,
+            agents,
+            clock,
+            cancel,
+            _followers: followers,
+        })
+    }
+
+    /// Fetch now in every agent (after a commit, instead of waiting for the poll).
+    pub fn poke(&self) {
+        for f in &self._followers {
+            f.trigger.fire();
+        }
+    }
+}
+
+fn mirror_dir(state: &Path, cluster: &str) -> PathBuf {
+    state.join(format!("{cluster}.git"))
+}

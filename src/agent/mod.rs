@@ -1,0 +1,436 @@
+//! The GitOps agent of one cluster: follows the fleet repo, turns each good commit into one
+//! NodePoolRotation per pool, and reports the pools' progress back onto the commit.
+//!
+//! One pass of the loop ([`Agent::step`]):
+//! 1. A new commit on the followed branch is checked: its signature (when a trust policy is
+//!    set), then the fleet at that commit is loaded, validated and this cluster resolved. A
+//!    commit that fails any of these gets an `error` status on `rota/<cluster>` naming why,
+//!    and the last good commit stays in force: nothing of it is acted on.
+//! 2. For the commit in force, every pool is planned ([`desired::plan_cluster`]): the
+//!    promotion guard (records read from the git notes of every cluster) decides whether a
+//!    pool may start the pinned version; a held pool keeps its previous version. Specs are
+//!    server-side-applied (field manager `rota-agent`), labelled with the agent's version.
+//!    Pools gone from git are released: their NodePoolRotation gets `mode: ignore`, never
+//!    deleted, so no node is touched and the checkpoint stays for a human to read.
+//! 3. The NodePoolRotations' statuses become commit statuses ([`progress`]) and completion /
+//!    gate-failure records for the guards of later waves; the stores write only on change.
+//!
+//! The loop runs on every fetched commit and every `resync` (the guard's soak ends with time,
+//! the controller moves pools between commits).
+
+pub mod desired;
+pub mod local;
+pub mod progress;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use git2::Oid;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::clock::Clock;
+use crate::fleet::resolved::DesiredCluster;
+use crate::kube::crd::{AGENT_VERSION_LABEL, NodePoolRotation, NodePoolRotationSpec};
+use crate::report::{CommitStatus, GitNotesStore, State, StatusStore, cluster_context};
+use crate::source::GitSource;
+use crate::source::poll::SourceState;
+use crate::source::trust::{Admission, LastGood, Verifier};
+use crate::waves::{PoolRecord, WaveView};
+
+/// The field manager the agent applies NodePoolRotation specs as.
+pub const FIELD_MANAGER: &str = "rota-agent";
+
+/// How far back (first parents) a restarted agent looks for its own records.
+const RECORD_LOOKBACK: usize = 200;
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// This cluster's name in the fleet repo.
+    pub cluster: String,
+    /// The value of the `rota.dev/agent-version` label on the resources it applies.
+    pub version: String,
+    /// The fleet repo lives in this folder of the git tree.
+    pub subdir: Option<PathBuf>,
+    /// Re-plan and re-report this often even without a new commit.
+    pub resync: Duration,
+    /// Install (server-side-apply) the NodePoolRotation CRD at start.
+    pub install_crd: bool,
+}
+
+impl AgentConfig {
+    pub fn new(cluster: &str) -> Self {
+        AgentConfig {
+            cluster: cluster.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            subdir: None,
+            resync: Duration::from_secs(5),
+            install_crd: true,
+        }
+    }
+}
+
+/// The commit in force and what it resolved to.
+#[derive(Debug, Clone)]
+struct InForce {
+    commit: Oid,
+    cluster: DesiredCluster,
+    waves: Vec<WaveView>,
+    guard: bool,
+}
+
+/// What the agent did last (for tests, `rota demo` and logs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// The last good commit, in force.
+    pub in_force: Option<String>,
+    /// The newest commit seen on the branch.
+    pub head: Option<String>,
+    /// Commits refused, with why.
+    pub rejected: Vec<(String, String)>,
+    /// The statuses last reported on the commit in force (cluster first).
+    pub statuses: Vec<CommitStatus>,
+}
+
+pub struct Agent {
+    config: AgentConfig,
+    source: Arc<GitSource>,
+    client: kube::Client,
+    notes: Arc<GitNotesStore>,
+    store: Arc<dyn StatusStore>,
+    verifier: Option<Arc<Verifier>>,
+    clock: Clock,
+    last_good: LastGood,
+    seen: Option<Oid>,
+    in_force: Option<InForce>,
+    records: BTreeMap<String, PoolRecord>,
+    snapshot: watch::Sender<Snapshot>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("statuses: {0}")]
+    Report(#[from] crate::report::ReportError),
+}
+
+impl Agent {
+    pub fn new(
+        config: AgentConfig,
+        source: Arc<GitSource>,
+        client: kube::Client,
+        notes: Arc<GitNotesStore>,
+        store: Arc<dyn StatusStore>,
+        verifier: Option<Arc<Verifier>>,
+        clock: Clock,
+    ) -> Self {
+        Agent {
+            config,
+            source,
+            client,
+            notes,
+            store,
+            verifier,
+            clock,
+            last_good: LastGood::default(),
+            seen: None,
+            in_force: None,
+            records: BTreeMap::new(),
+            snapshot: watch::channel(Snapshot::default()).0,
+        }
+    }
+
+    /// Follow what the agent did.
+    pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
+        self.snapshot.subscribe()
+    }
+
+    /// Runs until `cancel`: a pass on every new commit of `state` and every `resync`.
+    pub async fn run(mut self, mut state: watch::Receiver<SourceState>, cancel: CancellationToken) {
+        if self.config.install_crd
+            && let Err(e) = install_crd(&self.client).await
+        {
+            tracing::warn!(error = %e, "installing the NodePoolRotation CRD failed (install it with `rota crd | kubectl apply -f -`)");
+        }
+        loop {
+            let head = state.borrow_and_update().commit;
+            if let Err(e) = self.step(head).await {
+                tracing::warn!(cluster = %self.config.cluster, error = %e, "agent pass failed; retrying");
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                r = state.changed() => if r.is_err() { return },
+                _ = tokio::time::sleep(self.config.resync) => {}
+            }
+        }
+    }
+
+    /// One pass: admit `head` if new, then apply and report the commit in force.
+    pub async fn step(&mut self, head: Option<Oid>) -> Result<(), AgentError> {
+        if let Some(head) = head
+            && self.seen != Some(head)
+        {
+            self.seen = Some(head);
+            self.snapshot
+                .send_modify(|s| s.head = Some(head.to_string()));
+            if let Err(e) = self.admit(head).await {
+                // Seen again next pass: a verdict that could not be reported is redone.
+                self.seen = None;
+                return Err(e);
+            }
+        }
+        let Some(in_force) = self.in_force.clone() else {
+            return Ok(());
+        };
+        self.sync(&in_force).await
+    }
+
+    /// Trust, load and resolve `commit`; on any failure report `error` on it and keep the
+    /// commit in force.
+    async fn admit(&mut self, commit: Oid) -> Result<(), AgentError> {
+        if self.records.is_empty() {
+            self.records = self.restore_records(commit).await;
+        }
+        let verdict = match self.check(commit).await {
+            Ok(v) => v,
+            Err(why) => {
+                return self.reject(commit, &why).await;
+            }
+        };
+        match verdict {
+            Ok(in_force) => {
+                tracing::info!(cluster = %self.config.cluster, commit = %commit, "acting on fleet commit");
+                self.in_force = Some(in_force);
+                self.snapshot
+                    .send_modify(|s| s.in_force = Some(commit.to_string()));
+                Ok(())
+            }
+            Err(why) => self.reject(commit, &why).await,
+        }
+    }
+
+    async fn reject(&mut self, commit: Oid, why: &str) -> Result<(), AgentError> {
+        tracing::warn!(cluster = %self.config.cluster, commit = %commit, reason = %why,
+            "not acting on fleet commit; the last good one stays in force");
+        let status = CommitStatus::new(cluster_context(&self.config.cluster), State::Error, why);
+        self.snapshot.send_modify(|s| {
+            s.rejected
+                .push((commit.to_string(), status.description.clone()))
+        });
+        self.store.set(&commit.to_string(), &status).await?;
+        Ok(())
+    }
+
+    /// `Ok(Ok(..))`: act; `Ok(Err(why))`: refuse; `Err(why)`: could not check (refuse too).
+    async fn check(&mut self, commit: Oid) -> Result<Result<InForce, String>, String> {
+        if let Some(verifier) = &self.verifier {
+            let source = Arc::clone(&self.source);
+            let verifier = Arc::clone(verifier);
+            let verdict = tokio::task::spawn_blocking(move || source.verify(&verifier, commit))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            if let Admission::Keep { reason, .. } = self.last_good.admit(commit, verdict) {
+                return Ok(Err(reason.message));
+            }
+        }
+        let mirror = self.source.mirror_path().to_path_buf();
+        let subdir = self.config.subdir.clone();
+        let cluster = self.config.cluster.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            crate::fleet::load_git_at(&mirror, &commit.to_string(), subdir.as_deref())
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let short = &commit.to_string()[..12];
+        let fleet = match loaded {
+            Ok(f) => f,
+            Err(diags) => return Ok(Err(invalid_description(short, &diags))),
+        };
+        let all = match fleet.resolve_all() {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(format!("commit {short}: {e}"))),
+        };
+        let Some(desired) = all.iter().find(|c| c.name == cluster).cloned() else {
+            return Ok(Err(format!(
+                "commit {short}: cluster {cluster} is not in the fleet repo; keeping the last good commit"
+            )));
+        };
+        Ok(Ok(InForce {
+            commit,
+            waves: desired::wave_views(&fleet, &all),
+            guard: fleet.promotion_guard(),
+            cluster: desired,
+        }))
+    }
+
+    /// This cluster's records, from the newest note of ours on `head`'s first-parent history.
+    async fn restore_records(&self, head: Oid) -> BTreeMap<String, PoolRecord> {
+        let source = Arc::clone(&self.source);
+        let commits = tokio::task::spawn_blocking(move || -> Vec<String> {
+            let Ok(repo) = source.repository() else {
+                return Vec::new();
+            };
+            let mut out = Vec::new();
+            let mut at = repo.find_commit(head).ok();
+            while let Some(c) = at {
+                out.push(c.id().to_string());
+                if out.len() >= RECORD_LOOKBACK {
+                    break;
+                }
+                at = c.parent(0).ok();
+            }
+            out
+        })
+        .await
+        .unwrap_or_default();
+        for commit in commits {
+            let Ok(docs) = self.notes.docs(&commit).await else {
+                continue;
+            };
+            if let Some(doc) = docs.into_iter().find(|d| d.cluster == self.config.cluster) {
+                return doc.pools.into_iter().map(|r| (r.pool.clone(), r)).collect();
+            }
+        }
+        BTreeMap::new()
+    }
+
+    /// Apply the commit in force and report.
+    async fn sync(&mut self, f: &InForce) -> Result<(), AgentError> {
+        let commit = f.commit.to_string();
+        let cluster = &self.config.cluster;
+        let api: Api<NodePoolRotation> = Api::all(self.client.clone());
+        let mine = |n: &NodePoolRotation| &n.spec.cluster == cluster;
+        let existing: BTreeMap<String, NodePoolRotationSpec> = api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(mine)
+            .map(|n| (n.name_any(), n.spec))
+            .collect();
+        let records = self.notes.pool_records(&commit).await.unwrap_or_default();
+        // Our own records are authoritative in memory (the note may lag one pass).
+        let mut all: Vec<PoolRecord> = records
+            .into_iter()
+            .filter(|r| &r.cluster != cluster)
+            .collect();
+        all.extend(self.records.values().cloned());
+        let now = self.clock.now();
+        let intent =
+            desired::plan_cluster(&f.cluster, &commit, f.guard, &f.waves, &all, &existing, now);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        for pool in &intent.pools {
+            if let Some(spec) = &pool.spec
+                && existing.get(&pool.name) != Some(spec)
+            {
+                api.patch(
+                    &pool.name,
+                    &params,
+                    &Patch::Apply(self.object(&pool.name, spec)),
+                )
+                .await?;
+            }
+        }
+        for name in &intent.released {
+            let spec = desired::released_spec(&existing[name], &commit);
+            tracing::info!(cluster = %cluster, pool = %name, "pool removed from git: released (mode: ignore, nodes untouched)");
+            api.patch(name, &params, &Patch::Apply(self.object(name, &spec)))
+                .await?;
+        }
+        // Read back: statuses as the controller left them.
+        let nprs: BTreeMap<String, NodePoolRotation> = api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(mine)
+            .map(|n| (n.name_any(), n))
+            .collect();
+        let mut records_changed = false;
+        for pool in &intent.pools {
+            if let Some(npr) = nprs.get(&pool.name) {
+                let record = self
+                    .records
+                    .entry(pool.name.clone())
+                    .or_insert_with(|| PoolRecord::new(cluster, &pool.name));
+                records_changed |= progress::observe_record(record, npr, now);
+            }
+        }
+        let mut statuses: Vec<CommitStatus> = intent
+            .pools
+            .iter()
+            .map(|p| progress::pool_status(cluster, p, nprs.get(&p.name), &commit))
+            .collect();
+        let summary = progress::cluster_status(cluster, &statuses);
+        statuses.insert(0, summary);
+        let _ = records_changed;
+        self.notes
+            .set_pool_records(&commit, self.records.values().cloned().collect())
+            .await?;
+        for s in &statuses {
+            self.store.set(&commit, s).await?;
+        }
+        self.snapshot.send_modify(|snap| snap.statuses = statuses);
+        Ok(())
+    }
+
+    fn object(&self, name: &str, spec: &NodePoolRotationSpec) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "rota.dev/v1alpha1",
+            "kind": "NodePoolRotation",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    AGENT_VERSION_LABEL: self.config.version,
+                    "rota.dev/cluster": self.config.cluster,
+                },
+            },
+            "spec": spec,
+        })
+    }
+}
+
+/// `commit 3f2a9c1d0b7e is invalid: clusters/prod.yaml:12:7 spec.pools[0].group: ... (and 2 more)`.
+pub fn invalid_description(short: &str, diags: &crate::fleet::Diagnostics) -> String {
+    let mut it = diags.iter();
+    let Some(first) = it.next() else {
+        return format!("commit {short} is invalid");
+    };
+    let at = match (first.line, first.path.is_empty()) {
+        (0, true) => first.file.clone(),
+        (0, false) => format!("{} {}", first.file, first.path),
+        (_, true) => format!("{}:{}:{}", first.file, first.line, first.column),
+        (_, false) => format!(
+            "{}:{}:{} {}",
+            first.file, first.line, first.column, first.path
+        ),
+    };
+    let more = match diags.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    crate::report::fit_description(&format!(
+        "commit {short} is invalid: {at}: {}{more}",
+        first.message
+    ))
+}
+
+/// Server-side-applies the NodePoolRotation CRD.
+pub async fn install_crd(client: &kube::Client) -> Result<(), kube::Error> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crate::kube::crd::definition();
+    api.patch(
+        "nodepoolrotations.rota.dev",
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! From NodePoolRotation statuses to commit statuses and promotion records. Pure: the run
+//! loop posts the result (the stores only write on change).
+//!
+//! Pool status (`rota/<cluster>/<pool>`):
+//! - held by the guard: `pending`, the guard's description;
+//! - rotating or soaking: `pending`, `batch 3/8 · 14/40 nodes on general@2026.11.2`;
+//! - succeeded on the pinned version: `success`, `40/40 nodes on general@2026.11.2`;
+//! - stopped for a human (a gate failed with `pause`, a drain timed out) or failed: `failure`;
+//! - `mode: ignore`: `success`, `ignored (mode: ignore)`; `readOnly` prefixes its description.
+//!
+//! Cluster status (`rota/<cluster>`): `failure` if any pool failed, else `pending` if any is
+//! pending, else `success`.
+
+use chrono::{DateTime, Utc};
+
+use crate::fleet::resolved::Mode;
+use crate::kube::crd::NodePoolRotation;
+use crate::report::{CommitStatus, State, cluster_context, pool_context};
+use crate::rotate::Phase;
+use crate::waves::PoolRecord;
+
+use super::desired::PoolIntent;
+
+/// The status of one pool at `commit`.
+pub fn pool_status(
+    cluster: &str,
+    intent: &PoolIntent,
+    npr: Option<&NodePoolRotation>,
+    commit: &str,
+) -> CommitStatus {
+    let context = pool_context(cluster, &intent.name);
+    let (channel, version) = &intent.pinned;
+    let cv = format!("{channel}@{version}");
+    if let Some(why) = &intent.waiting {
+        return CommitStatus::new(context, State::Pending, why);
+    }
+    let Some(npr) = npr else {
+        return CommitStatus::new(context, State::Pending, "NodePoolRotation not created yet");
+    };
+    if npr.spec.mode == Mode::Ignore {
+        return CommitStatus::new(context, State::Success, "ignored (mode: ignore)");
+    }
+    let prefix = if npr.spec.mode == Mode::ReadOnly {
+        "readOnly: "
+    } else {
+        ""
+    };
+    let Some(status) = npr.status.as_ref().filter(|s| {
+        s.observed_commit.as_deref() == Some(commit)
+            || s.observed_generation.is_some() && s.observed_generation == npr.metadata.generation
+    }) else {
+        return CommitStatus::new(
+            context,
+            State::Pending,
+            &format!("{prefix}waiting for the controller to take {cv}"),
+        );
+    };
+    let nodes = format!("{}/{} nodes on {cv}", status.on_target, status.total);
+    let halted = status.checkpoint.as_ref().and_then(|c| c.halted.clone());
+    let (state, text) = match status.phase {
+        Phase::Succeeded => (State::Success, nodes),
+        Phase::Failed => (State::Failure, format!("failed: {}", status.message)),
+        Phase::Paused if halted.is_some() => (
+            State::Failure,
+            format!("paused: {}", halted.unwrap_or_default()),
+        ),
+        Phase::Paused => (State::Pending, format!("paused: {}", status.message)),
+        Phase::RollingBack => (State::Pending, format!("rolling back: {}", status.message)),
+        Phase::Rotating | Phase::Soaking | Phase::Waiting => {
+            let batch = status.checkpoint.as_ref().map(|c| {
+                let per = npr.spec.policy.batch.nodes(c.pool_size).max(1);
+                let goal = (u64::from(c.pool_size) * u64::from(npr.spec.policy.percent))
+                    .div_ceil(100) as u32;
+                let total = goal.div_ceil(per).max(1);
+                format!("batch {}/{} · ", c.batches_started.min(total), total)
+            });
+            let soak = if status.phase == Phase::Soaking {
+                " · soaking"
+            } else {
+                ""
+            };
+            (
+                State::Pending,
+                format!("{}{nodes}{soak}", batch.unwrap_or_default()),
+            )
+        }
+        Phase::Pending => (State::Pending, format!("planning {cv}")),
+    };
+    CommitStatus::new(context, state, &format!("{prefix}{text}"))
+}
+
+/// The cluster's status from its pools' statuses.
+pub fn cluster_status(cluster: &str, pools: &[CommitStatus]) -> CommitStatus {
+    let context = cluster_context(cluster);
+    let count = |s: State| pools.iter().filter(|p| p.state == s).count();
+    let (failed, pending, ok) = (
+        count(State::Failure) + count(State::Error),
+        count(State::Pending),
+        count(State::Success),
+    );
+    let n = pools.len();
+    if n == 0 {
+        return CommitStatus::new(context, State::Success, "no pools");
+    }
+    if failed > 0 {
+        CommitStatus::new(
+            context,
+            State::Failure,
+            &format!("{failed}/{n} pools failed, {ok} done"),
+        )
+    } else if pending > 0 {
+        CommitStatus::new(
+            context,
+            State::Pending,
+            &format!("{ok}/{n} pools on the desired image, {pending} in progress or waiting"),
+        )
+    } else {
+        CommitStatus::new(context, State::Success, "all pools on the desired image")
+    }
+}
+
+/// Records what `npr` shows into `record`: a completion of its version when it succeeded with
+/// every node on target (once per version in a row), a gate failure when it stopped on a gate.
+/// Returns true if the record changed.
+pub fn observe_record(record: &mut PoolRecord, npr: &NodePoolRotation, now: DateTime<Utc>) -> bool {
+    let Some(status) = npr.status.as_ref() else {
+        return false;
+    };
+    if npr.spec.mode != Mode::Reconcile {
+        return false;
+    }
+    let current = status.observed_generation.is_some()
+        && status.observed_generation == npr.metadata.generation;
+    if !current {
+        return false;
+    }
+    let (channel, version) = (&npr.spec.channel, &npr.spec.version);
+    match status.phase {
+        Phase::Succeeded if status.total > 0 && status.on_target >= status.total => {
+            let last = record.completions.last();
+            if last.is_some_and(|c| &c.channel == channel && &c.version == version) {
+                return false;
+            }
+            record.record_completion(channel, version, now);
+            true
+        }
+        Phase::Failed | Phase::Paused => {
+            let text = status
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.rollback_reason.clone().or_else(|| c.halted.clone()))
+                .unwrap_or_else(|| status.message.clone());
+            let Some(gate) = gate_named(&text) else {
+                return false;
+            };
+            let last = record.gate_failures.last();
+            let already = last
+                .is_some_and(|g| &g.channel == channel && &g.version == version && g.gate == gate)
+                && record
+                    .latest_completion(channel, version)
+                    .is_none_or(|c| last.is_some_and(|g| g.at > c));
+            if already {
+                return false;
+            }
+            record.record_gate_failure(channel, version, &gate, now);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The gate a stop message names: `gate error-rate failed ...` → `error-rate`.
+fn gate_named(text: &str) -> Option<String> {
+    let mut words = text.split_whitespace();
+    while let Some(w) = words.next() {
+        if w.eq_ignore_ascii_case("gate") {
+            return words
+                .next()
+                .map(|g| g.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-'))
+                .filter(|g| !g.is_empty())
+                .map(str::to_string);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_names_are_read_from_stop_messages() {
+        assert_eq!(
+            gate_named("gate error-rate failed: 0.2 > 0.01").as_deref(),
+            Some("error-rate")
+        );
+        assert_eq!(gate_named("drain timed out on node-1"), None);
+    }
+
+    #[test]
+    fn cluster_status_summarises_pools() {
+        let ok = CommitStatus::new("rota/c/a", State::Success, "4/4");
+        let wait = CommitStatus::new("rota/c/b", State::Pending, "batch 1/2");
+        let bad = CommitStatus::new("rota/c/d", State::Failure, "failed");
+        assert_eq!(
+            cluster_status("c", std::slice::from_ref(&ok)).state,
+            State::Success
+        );
+        let s = cluster_status("c", &[ok.clone(), wait.clone()]);
+        assert_eq!(s.state, State::Pending);
+        assert_eq!(
+            s.description,
+            "1/2 pools on the desired image, 1 in progress or waiting"
+        );
+        assert_eq!(cluster_status("c", &[ok, wait, bad]).state, State::Failure);
+    }
+}

@@ -1,0 +1,248 @@
+//! `rota status`: every cluster and pool of the fleet at one commit, with the statuses the
+//! agents recorded on it (git notes `refs/notes/rota/*` of the repo): progress bars in a
+//! terminal, JSON for scripts, `--watch` to follow.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::report::{CommitStatus, GitNotesStore, cluster_context, pool_context};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Human,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The fleet repo (a local clone or the bare repo the agents push notes to).
+    #[arg(long, env = "ROTA_REPO", default_value = ".")]
+    pub repo: PathBuf,
+    /// The commit to show (default: HEAD).
+    #[arg(long, default_value = "HEAD")]
+    pub rev: String,
+    /// The fleet repo is in this folder of the git tree.
+    #[arg(long = "path")]
+    pub subdir: Option<PathBuf>,
+    /// Redraw every 2 seconds until stopped.
+    #[arg(long)]
+    pub watch: bool,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolView {
+    pub name: String,
+    pub target: String,
+    /// `none` when no agent reported yet.
+    pub state: String,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_target: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub name: String,
+    pub wave: String,
+    pub state: String,
+    pub description: String,
+    pub pools: Vec<PoolView>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetView {
+    pub commit: String,
+    pub clusters: Vec<ClusterView>,
+}
+
+impl FleetView {
+    /// True when every cluster reported success.
+    pub fn all_success(&self) -> bool {
+        self.clusters.iter().all(|c| c.state == "success")
+    }
+}
+
+/// `14/40 nodes` in a description → (14, 40).
+pub fn nodes_of(description: &str) -> Option<(u32, u32)> {
+    let words: Vec<&str> = description.split_whitespace().collect();
+    words.windows(2).find_map(|w| {
+        if w[1] != "nodes" {
+            return None;
+        }
+        let (a, b) = w[0].split_once('/')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    })
+}
+
+/// The fleet at `rev` with the statuses recorded on it.
+pub async fn view(args: &StatusArgs) -> Result<FleetView, String> {
+    let fleet = crate::fleet::load_git_at(&args.repo, &args.rev, args.subdir.as_deref())
+        .map_err(|d| d.to_string())?;
+    let commit = fleet.commit().unwrap_or_default().to_string();
+    let clusters = fleet.resolve_all().map_err(|e| e.to_string())?;
+    let store = GitNotesStore::new(&args.repo, None, None);
+    let recorded: Vec<CommitStatus> = store
+        .docs(&commit)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .flat_map(|d| d.statuses)
+        .map(|s| CommitStatus {
+            context: s.context,
+            state: s.state,
+            description: s.description,
+            target_url: s.target_url,
+        })
+        .collect();
+    let find = |ctx: &str| recorded.iter().find(|s| s.context == ctx);
+    let state = |s: Option<&CommitStatus>| {
+        s.map_or(("none".to_string(), "no status yet".to_string()), |s| {
+            (s.state.as_str().to_string(), s.description.clone())
+        })
+    };
+    let clusters = clusters
+        .iter()
+        .map(|c| {
+            let (st, desc) = state(find(&cluster_context(&c.name)));
+            ClusterView {
+                name: c.name.clone(),
+                wave: c.wave.clone(),
+                state: st,
+                description: desc,
+                pools: c
+                    .pools
+                    .iter()
+                    .map(|p| {
+                        let (st, desc) = state(find(&pool_context(&c.name, &p.name)));
+                        let nodes = nodes_of(&desc);
+                        PoolView {
+                            name: p.name.clone(),
+                            target: format!("{}@{}", p.channel, p.version),
+                            state: st,
+                            description: desc,
+                            on_target: nodes.map(|n| n.0),
+                            total: nodes.map(|n| n.1),
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(FleetView { commit, clusters })
+}
+
+fn bar(on: u32, total: u32, width: usize) -> String {
+    let filled = if total == 0 {
+        0
+    } else {
+        (on as usize * width).div_ceil(total as usize).min(width)
+    };
+    format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
+}
+
+fn mark(state: &str) -> &'static str {
+    match state {
+        "success" => "✓",
+        "pending" => "…",
+        "failure" => "✗",
+        "error" => "!",
+        _ => "·",
+    }
+}
+
+/// The human rendering.
+pub fn render(v: &FleetView) -> String {
+    let mut out = format!("commit {}\n", &v.commit[..v.commit.len().min(12)]);
+    for c in &v.clusters {
+        out += &format!(
+            "{} {:<20} wave {:<10} {}\n",
+            mark(&c.state),
+            c.name,
+            c.wave,
+            c.description
+        );
+        for p in &c.pools {
+            let progress = match (p.on_target, p.total) {
+                (Some(a), Some(b)) => format!("{} ", bar(a, b, 20)),
+                _ => " ".repeat(23),
+            };
+            out += &format!(
+                "    {} {:<16} {progress}{}\n",
+                mark(&p.state),
+                p.name,
+                p.description
+            );
+        }
+    }
+    out
+}
+
+pub fn run(args: StatusArgs) -> ExitCode {
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rota: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    rt.block_on(async move {
+        loop {
+            let v = match view(&args).await {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("rota: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            match args.format {
+                OutputFormat::Json => {
+                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default())
+                }
+                OutputFormat::Human => {
+                    if args.watch && std::io::stdout().is_terminal() {
+                        print!("\x1b[2J\x1b[H");
+                    }
+                    print!("{}", render(&v));
+                }
+            }
+            if !args.watch {
+                // Exit 0 only when every cluster succeeded: usable as a check in scripts.
+                return if v.all_success() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                };
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_counts_are_read_from_descriptions() {
+        assert_eq!(
+            nodes_of("batch 3/8 · 14/40 nodes on general@2026.11.2"),
+            Some((14, 40))
+        );
+        assert_eq!(nodes_of("waiting for wave canary"), None);
+        assert_eq!(bar(1, 4, 8), "[##------]");
+        assert_eq!(bar(4, 4, 4), "[####]");
+        assert_eq!(bar(0, 0, 2), "[--]");
+    }
+}

@@ -1,0 +1,204 @@
+//! `rota sim serve` and `rota agent` as separate processes on a local repo: a commit that
+//! bumps an image rotates the pool, and `rota status` shows success.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn fleet_yaml(version: &str) -> String {
+    format!(
+        r#"apiVersion: rota.dev/v1alpha1
+kind: Fleet
+metadata: {{name: acme}}
+spec:
+  images:
+    general:
+      versions:
+        "2026.11.1": {{aws: ami-0a1b2c3d4e5f60718}}
+        "2026.11.2": {{aws: ami-0f9e8d7c6b5a40312}}
+  waves:
+    - name: canary
+      clusters: [canary-1]
+      images: {{general: "{version}"}}
+  rollout: {{batch: 2}}
+---
+apiVersion: rota.dev/v1alpha1
+kind: Cluster
+metadata: {{name: canary-1}}
+spec:
+  cloud: {{aws: {{region: us-east-1}}}}
+  pools:
+    - name: general
+      channel: general
+      nodeSelector: {{rota.dev/pool: general}}
+      group: {{autoScalingGroup: canary-general}}
+"#
+    )
+}
+
+/// The rota binary; `ROTA_TEST_BIN` overrides it (a private copy when several worktrees
+/// share one target directory and overwrite each other's binary).
+fn rota() -> std::path::PathBuf {
+    std::env::var_os("ROTA_TEST_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_rota").into())
+}
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn status_json(origin: &Path) -> (bool, serde_json::Value) {
+    let out = Command::new(rota())
+        .args(["status", "--format", "json", "--rev", "main", "--repo"])
+        .arg(origin)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (out.status.success(), v)
+}
+
+#[test]
+fn a_bump_rotates_the_pool_and_rota_status_shows_success() {
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("fleet.git");
+    std::fs::create_dir_all(&origin).unwrap();
+    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+    git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
+    let work = tmp.path().join("work");
+    git(&work, &["checkout", "-q", "-b", "main"]);
+    std::fs::write(work.join("fleet.yaml"), fleet_yaml("2026.11.1")).unwrap();
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "fleet"]);
+    git(&work, &["push", "-q", "origin", "main"]);
+
+    let kubeconfig = tmp.path().join("kubeconfig");
+    let workloads = tmp.path().join("workloads.yaml");
+    std::fs::write(
+        &workloads,
+        "nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}\n\
+         deployments:\n\
+         - {name: web, namespace: shop, replicas: 4, pdb: {maxUnavailable: 1}}\n",
+    )
+    .unwrap();
+    let mut sim = Command::new(rota())
+        .args(["sim", "serve", "--repo"])
+        .arg(&work)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--workloads")
+        .arg(&workloads)
+        .args(["--speed", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(sim.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _sim = Kill(sim);
+    assert!(line.starts_with("rota sim: ready: 1 clusters"), "{line}");
+
+    let log = std::fs::File::create(tmp.path().join("agent.log")).unwrap();
+    let agent = Command::new(rota())
+        .arg("agent")
+        .env("ROTA_REPO", &origin)
+        .env("ROTA_CLUSTER", "canary-1")
+        .env("ROTA_KUBECONFIG", &kubeconfig)
+        .env("ROTA_CONTEXT", "canary-1")
+        .env("ROTA_STATE_DIR", tmp.path().join("state"))
+        .env("ROTA_POLL", "1s")
+        .env("ROTA_RESYNC", "1s")
+        .env("ROTA_SPEED", "30")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut agent = Kill(agent);
+    let log_path = tmp.path().join("agent.log");
+    let agent_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+
+    let mut wait_success = |what: &str| {
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(code)) = agent.0.try_wait() {
+                panic!("rota agent exited ({code}):\n{}", agent_log());
+            }
+            let (ok, v) = status_json(&origin);
+            if ok {
+                return v;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(180),
+                "{what}: rota status never showed success: {v}\nagent log:\n{}",
+                agent_log()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    wait_success("initial commit");
+
+    std::fs::write(work.join("fleet.yaml"), fleet_yaml("2026.11.2")).unwrap();
+    git(&work, &["commit", "-q", "-am", "canary: general 2026.11.2"]);
+    git(&work, &["push", "-q", "origin", "main"]);
+    let v = wait_success("bump");
+    let pool = &v["clusters"][0]["pools"][0];
+    assert_eq!(pool["target"], "general@2026.11.2", "{v}");
+    assert_eq!(pool["description"], "4/4 nodes on general@2026.11.2", "{v}");
+    assert_eq!(pool["onTarget"], 4);
+
+    // The human rendering of the same commit.
+    let out = Command::new(rota())
+        .args(["status", "--repo"])
+        .arg(&origin)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[####################] 4/4 nodes on general@2026.11.2"),
+        "{text}"
+    );
+    // Really rotated: the nodes run the new image (kubectl against the simulated cluster).
+    let nodes = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "--context",
+            "canary-1",
+            "get",
+            "npr",
+            "general",
+            "-o",
+            "jsonpath={.spec.image} {.status.phase}",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&nodes.stdout),
+        "ami-0f9e8d7c6b5a40312 Succeeded"
+    );
+}
