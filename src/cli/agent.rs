@@ -112,26 +112,9 @@ pub struct AgentArgs {
 }
 
 pub fn run(args: AgentArgs) -> ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ROTA_LOG")
-                .unwrap_or_else(|_| "rota=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
-    if !(args.speed.is_finite() && args.speed > 0.0) {
-        eprintln!(
-            "rota: --speed must be a positive number, got {}",
-            args.speed
-        );
-        return ExitCode::from(2);
-    }
-    let rt = match tokio::runtime::Runtime::new() {
+    let rt = match super::long_running(args.speed) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("rota: cannot start the runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     rt.block_on(async move {
         match start(args).await {

@@ -72,3 +72,24 @@ pub fn main() -> ExitCode {
         Command::Promote(args) => promote::run(args),
     }
 }
+
+/// Start-up shared by the long-running commands (`agent`, `controller`): logs to stderr
+/// (filter from `ROTA_LOG`, default `rota=info`), a valid `--speed`, a tokio runtime.
+/// A usage or start-up problem is printed and returned as exit code 2.
+fn long_running(speed: f64) -> Result<tokio::runtime::Runtime, ExitCode> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ROTA_LOG")
+                .unwrap_or_else(|_| "rota=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    if !(speed.is_finite() && speed > 0.0) {
+        eprintln!("rota: --speed must be a positive number, got {speed}");
+        return Err(ExitCode::from(2));
+    }
+    tokio::runtime::Runtime::new().map_err(|e| {
+        eprintln!("rota: cannot start the runtime: {e}");
+        ExitCode::from(2)
+    })
+}
