@@ -9,6 +9,7 @@
 
 pub mod http;
 pub mod provider_id;
+pub mod registry;
 pub mod retry;
 
 use std::fmt;
