@@ -216,3 +216,465 @@ mod sim {
         terminate_without_decrement_gets_a_replacement,
     );
 }
+
+// --- Azure: the provider against an HTTP double of the ARM compute API ----------------------
+
+#[path = "support/azure_double.rs"]
+mod azure_double;
+
+mod azure {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use azure_core::credentials::{AccessToken, TokenCredential, TokenRequestOptions};
+    use rota::cloud::azure::arm::LroOptions;
+    use rota::cloud::azure::{AzureNodeGroups, AzureOptions};
+    use rota::cloud::retry::RetryPolicy;
+    use rota::cloud::{CloudError, CloudErrorKind, GroupRef, GroupState, Lifecycle, NodeGroups};
+    use serde_json::json;
+
+    use super::Harness;
+    use super::azure_double::{AzureDouble, Fault, TOKEN};
+
+    const SUB: &str = "1b2c3d4e-0000-4000-8000-000000000001";
+    const RG: &str = "MC_prod_weu_westeurope";
+    const GALLERY: &str = "/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/node/versions/";
+
+    /// A credential that always hands out the double's token (the real one is workload
+    /// identity, which needs Entra ID).
+    #[derive(Debug)]
+    struct FixedToken(&'static str);
+
+    #[async_trait]
+    impl TokenCredential for FixedToken {
+        async fn get_token(
+            &self,
+            scopes: &[&str],
+            _: Option<TokenRequestOptions<'_>>,
+        ) -> azure_core::Result<AccessToken> {
+            assert_eq!(scopes, ["https://management.azure.com/.default"]);
+            Ok(AccessToken::new(
+                self.0.to_string(),
+                azure_core::time::OffsetDateTime::now_utc() + azure_core::time::Duration::hours(1),
+            ))
+        }
+    }
+
+    /// Quick retries and polls: the double's clock moves on each poll, not with real time.
+    fn options(url: &str) -> AzureOptions {
+        AzureOptions {
+            endpoint: url.to_string(),
+            retry: RetryPolicy {
+                max_attempts: 4,
+                base_delay: Duration::from_millis(1),
+                max_delay: Duration::from_millis(20),
+                throttle_floor: Duration::from_millis(2),
+                call_timeout: Duration::from_secs(10),
+            },
+            lro: LroOptions {
+                poll_interval: Duration::from_millis(1),
+                min_poll_interval: Duration::ZERO,
+                max_poll_interval: Duration::from_millis(1),
+                timeout: Duration::from_secs(60),
+            },
+        }
+    }
+
+    fn provider(double: &AzureDouble, token: &'static str) -> AzureNodeGroups {
+        AzureNodeGroups::new(Arc::new(FixedToken(token)), options(&double.url)).unwrap()
+    }
+
+    /// The suite names images symbolically (`img-a`); on Azure they are gallery image
+    /// versions. This adapter maps names to IDs on the way in and back on the way out, and
+    /// passes every call to the real provider unchanged otherwise.
+    pub struct Aliased(pub AzureNodeGroups);
+
+    fn to_azure(image: &str) -> String {
+        if image.starts_with('/') || image.contains(':') {
+            image.to_string()
+        } else {
+            format!("{GALLERY}{image}")
+        }
+    }
+
+    fn from_azure(image: &str) -> String {
+        image.strip_prefix(GALLERY).unwrap_or(image).to_string()
+    }
+
+    #[async_trait]
+    impl NodeGroups for Aliased {
+        async fn describe(&self, group: &GroupRef) -> Result<GroupState, CloudError> {
+            let mut s = self.0.describe(group).await?;
+            s.template_image = from_azure(&s.template_image);
+            for i in &mut s.instances {
+                i.image = from_azure(&i.image);
+            }
+            Ok(s)
+        }
+        async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {
+            self.0.set_image(group, &to_azure(image)).await
+        }
+        async fn set_capacity(
+            &self,
+            group: &GroupRef,
+            desired: u32,
+            max: Option<u32>,
+        ) -> Result<(), CloudError> {
+            self.0.set_capacity(group, desired, max).await
+        }
+        async fn terminate(
+            &self,
+            group: &GroupRef,
+            instance_id: &str,
+            decrement: bool,
+        ) -> Result<(), CloudError> {
+            self.0.terminate(group, instance_id, decrement).await
+        }
+    }
+
+    pub struct AzureHarness {
+        pub double: AzureDouble,
+    }
+
+    impl AzureHarness {
+        pub async fn new() -> Self {
+            AzureHarness {
+                double: AzureDouble::start().await,
+            }
+        }
+    }
+
+    fn group(name: &str) -> GroupRef {
+        GroupRef::Azure {
+            subscription_id: SUB.into(),
+            resource_group: RG.into(),
+            scale_set: name.into(),
+        }
+    }
+
+    #[async_trait]
+    impl Harness for AzureHarness {
+        type Provider = Aliased;
+
+        fn provider(&self) -> Arc<Aliased> {
+            Arc::new(Aliased(provider(&self.double, TOKEN)))
+        }
+
+        async fn create_group(&self, name: &str, desired: u32, max: u32, image: &str) -> GroupRef {
+            self.double.create_scale_set(
+                SUB,
+                RG,
+                name,
+                u64::from(desired),
+                max,
+                json!({ "id": to_azure(image) }),
+                "Manual",
+            );
+            group(name)
+        }
+
+        fn missing_group(&self) -> GroupRef {
+            group("no-such-vmss")
+        }
+
+        async fn pass(&self, d: Duration) {
+            self.double.pass(d);
+        }
+    }
+
+    macro_rules! azure_conformance {
+        ($($check:ident),* $(,)?) => {$(
+            #[tokio::test]
+            async fn $check() {
+                super::$check(&AzureHarness::new().await).await;
+            }
+        )*};
+    }
+
+    azure_conformance!(
+        describe_reports_capacity_image_and_instances,
+        missing_group_is_not_found_for_every_call,
+        set_image_changes_new_instances_only_and_is_idempotent,
+        set_capacity_respects_max_and_raises_it_when_asked,
+        terminate_with_decrement_shrinks_and_is_idempotent,
+        terminate_without_decrement_gets_a_replacement,
+    );
+
+    // --- Azure specifics ---------------------------------------------------------------------
+
+    async fn one_group(desired: u64, max: u32) -> (AzureHarness, AzureNodeGroups, GroupRef) {
+        let h = AzureHarness::new().await;
+        h.double.create_scale_set(
+            SUB,
+            RG,
+            "general",
+            desired,
+            max,
+            json!({ "id": format!("{GALLERY}1.0.0") }),
+            "Manual",
+        );
+        h.double.pass(Duration::from_secs(300));
+        let p = provider(&h.double, TOKEN);
+        (h, p, group("general"))
+    }
+
+    #[tokio::test]
+    async fn throttling_that_clears_is_retried_under_the_policy() {
+        let (h, p, g) = one_group(2, 4).await;
+        h.double.inject(Fault {
+            method: "GET",
+            path_contains: "/virtualMachineScaleSets/general",
+            status: 429,
+            code: "TooManyRequests",
+            message: "The request is being throttled as the limit has been reached for operation type - Read_30Min.",
+            retry_after: Some(1),
+            times: 2,
+        });
+        let before = h.double.count("GET", "/virtualMachineScaleSets/general");
+        let s = p.describe(&g).await.unwrap();
+        assert_eq!(s.desired, 2);
+        // Two 429s, then the answer; the VM list after it.
+        assert_eq!(
+            h.double.count("GET", "/virtualMachineScaleSets/general") - before,
+            4,
+            "3 attempts at the scale set and 1 list page"
+        );
+    }
+
+    #[tokio::test]
+    async fn throttling_that_persists_gives_up_as_throttled_naming_the_call() {
+        let (h, p, g) = one_group(1, 4).await;
+        h.double.inject(Fault {
+            method: "GET",
+            path_contains: "/virtualMachineScaleSets/general",
+            status: 429,
+            code: "TooManyRequests",
+            message: "throttled",
+            retry_after: Some(1),
+            times: 100,
+        });
+        let e = p.describe(&g).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Throttled);
+        assert_eq!(e.call, "VirtualMachineScaleSets_Get");
+        assert!(e.message.contains("after 4 attempts"), "{e}");
+        assert!(e.to_string().contains("general"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn transient_server_errors_are_retried() {
+        let (h, p, g) = one_group(1, 4).await;
+        h.double.inject(Fault {
+            method: "GET",
+            path_contains: "/virtualMachines",
+            status: 503,
+            code: "ServiceUnavailable",
+            message: "The service is temporarily unavailable.",
+            retry_after: None,
+            times: 1,
+        });
+        assert_eq!(p.describe(&g).await.unwrap().instances.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_operation_with_a_quota_error_is_quota_and_not_retried() {
+        let (h, p, g) = one_group(2, 10).await;
+        h.double.fail_next_operation(
+            "QuotaExceeded",
+            "Operation could not be completed as it results in exceeding approved standardDSv5Family Cores quota. Additional details - Deployment Model: Resource Manager, Location: westeurope, Current Limit: 8, Current Usage: 8, Additional Required: 4.",
+        );
+        let e = p.set_capacity(&g, 3, None).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Quota, "{e}");
+        assert_eq!(e.call, "VirtualMachineScaleSets_Update");
+        assert!(
+            e.message.contains("QuotaExceeded") && e.message.contains("quota"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("general"), "{e}");
+        assert_eq!(
+            h.double.count("PATCH", "/general"),
+            1,
+            "sent once, not retried"
+        );
+        assert_eq!(h.double.capacity(SUB, RG, "general"), 2, "nothing changed");
+    }
+
+    #[tokio::test]
+    async fn a_quota_refusal_up_front_is_quota_too() {
+        let (h, p, g) = one_group(2, 10).await;
+        h.double.inject(Fault {
+            method: "PATCH",
+            path_contains: "/general",
+            status: 409,
+            code: "OperationNotAllowed",
+            message: "Operation could not be completed as it results in exceeding approved Total Regional Cores quota.",
+            retry_after: None,
+            times: 1,
+        });
+        let e = p.set_capacity(&g, 5, None).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Quota, "{e}");
+        assert_eq!(h.double.count("PATCH", "/general"), 1);
+    }
+
+    #[tokio::test]
+    async fn missing_permissions_are_permission_errors() {
+        let (h, p, g) = one_group(1, 4).await;
+        h.double.inject(Fault {
+            method: "POST",
+            path_contains: "/delete",
+            status: 403,
+            code: "AuthorizationFailed",
+            message: "The client 'rota' with object id '0000' does not have authorization to perform action 'Microsoft.Compute/virtualMachineScaleSets/delete/action' over scope '/subscriptions/x' or the scope is invalid.",
+            retry_after: None,
+            times: 1,
+        });
+        let victim = p.describe(&g).await.unwrap().instances[0].id.clone();
+        let e = p.terminate(&g, &victim, true).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Permission, "{e}");
+        assert_eq!(e.call, "VirtualMachineScaleSets_DeleteInstances");
+        assert!(e.message.contains("delete/action"), "{e}");
+        assert_eq!(h.double.count("POST", "/delete"), 1, "not retried");
+
+        // A wrong token: ARM says 401, rota says Permission.
+        let wrong = provider(&h.double, "not-the-token");
+        let e = wrong.describe(&g).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Permission, "{e}");
+        assert!(e.message.contains("InvalidAuthenticationToken"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn updates_wait_for_their_operation_to_finish() {
+        let (h, p, g) = one_group(1, 4).await;
+        p.set_capacity(&g, 3, None).await.unwrap();
+        let (in_progress, done) = h.double.polls();
+        assert!(in_progress >= 1, "polled while the operation ran");
+        assert_eq!(done, 1);
+        // The scale-out operation ends when the new instances have booted.
+        let s = p.describe(&g).await.unwrap();
+        assert_eq!(s.instances.len(), 3);
+        assert!(
+            s.instances
+                .iter()
+                .all(|i| i.lifecycle == Lifecycle::InService)
+        );
+        // An unchanged capacity sends nothing.
+        p.set_capacity(&g, 3, None).await.unwrap();
+        assert_eq!(h.double.count("PATCH", "/general"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_operation_of_unknown_cause_is_transient() {
+        let (h, p, g) = one_group(1, 4).await;
+        h.double.fail_next_operation(
+            "InternalExecutionError",
+            "An internal execution error occurred.",
+        );
+        let e = p
+            .set_image(&g, "Canonical:ubuntu-24_04-lts:server:24.04.202611010")
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Transient, "{e}");
+        // Calling again is safe and finishes the job.
+        p.set_image(&g, "Canonical:ubuntu-24_04-lts:server:24.04.202611010")
+            .await
+            .unwrap();
+        assert_eq!(
+            p.describe(&g).await.unwrap().template_image,
+            "Canonical:ubuntu-24_04-lts:server:24.04.202611010"
+        );
+    }
+
+    #[tokio::test]
+    async fn instances_are_pending_while_they_boot() {
+        let h = AzureHarness::new().await;
+        h.double.create_scale_set(
+            SUB,
+            RG,
+            "booting",
+            2,
+            4,
+            json!({ "id": format!("{GALLERY}1.0.0") }),
+            "Manual",
+        );
+        let p = provider(&h.double, TOKEN);
+        let s = p.describe(&group("booting")).await.unwrap();
+        assert_eq!(s.instances.len(), 2);
+        assert!(
+            s.instances
+                .iter()
+                .all(|i| i.lifecycle == Lifecycle::Pending)
+        );
+        h.double.pass(Duration::from_secs(300));
+        let s = p.describe(&group("booting")).await.unwrap();
+        assert!(
+            s.instances
+                .iter()
+                .all(|i| i.lifecycle == Lifecycle::InService)
+        );
+    }
+
+    #[tokio::test]
+    async fn describe_reads_every_page_with_zones_and_provider_ids() {
+        let (_h, p, g) = one_group(5, 10).await;
+        let s = p.describe(&g).await.unwrap();
+        assert_eq!(s.instances.len(), 5, "three pages of two");
+        assert_eq!(s.template_image, format!("{GALLERY}1.0.0"));
+        let mut zones: Vec<_> = s.instances.iter().map(|i| i.zone.as_str()).collect();
+        zones.sort();
+        zones.dedup();
+        assert_eq!(zones, ["westeurope-1", "westeurope-2", "westeurope-3"]);
+        assert_eq!(
+            s.instances[0].provider_id,
+            format!(
+                "azure:///subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachineScaleSets/general/virtualMachines/0"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn images_switch_between_gallery_and_marketplace_forms() {
+        let (_h, p, g) = one_group(1, 4).await;
+        let urn = "Canonical:ubuntu-24_04-lts:server:24.04.202611010";
+        p.set_image(&g, urn).await.unwrap();
+        assert_eq!(p.describe(&g).await.unwrap().template_image, urn);
+        let back = format!("{GALLERY}2.0.0");
+        p.set_image(&g, &back).await.unwrap();
+        assert_eq!(p.describe(&g).await.unwrap().template_image, back);
+        // Resource IDs compare without case: the same image in other case is a no-op.
+        p.set_image(&g, &back.to_ascii_lowercase()).await.unwrap();
+        let e = p.set_image(&g, "not-an-image").await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid);
+        assert!(e.message.contains("not-an-image"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_scale_set_that_would_roll_its_instances_is_refused() {
+        let h = AzureHarness::new().await;
+        h.double.create_scale_set(
+            SUB,
+            RG,
+            "rolling",
+            1,
+            3,
+            json!({ "id": format!("{GALLERY}1.0.0") }),
+            "Automatic",
+        );
+        let p = provider(&h.double, TOKEN);
+        let e = p
+            .set_image(&group("rolling"), &format!("{GALLERY}2.0.0"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid);
+        assert!(e.message.contains("Manual"), "{e}");
+        assert_eq!(h.double.count("PATCH", "/rolling"), 0);
+    }
+
+    #[tokio::test]
+    async fn raising_the_maximum_writes_the_autoscaler_tag_and_keeps_the_others() {
+        let (h, p, g) = one_group(2, 2).await;
+        p.set_capacity(&g, 3, Some(3)).await.unwrap();
+        let tags = h.double.tags(SUB, RG, "general");
+        assert_eq!(tags["max"], "3");
+        assert_eq!(tags["aks-managed-poolName"], "general");
+    }
+}

@@ -7,6 +7,7 @@
 //! with the contracts written on each method, and the conformance suite in `tests/` holds each
 //! provider to them.
 
+pub mod azure;
 pub mod http;
 pub mod provider_id;
 pub mod registry;
@@ -157,7 +158,9 @@ pub trait NodeGroups: Send + Sync {
     /// Set the desired capacity to `desired`. When `max` is given, set the maximum size to it
     /// first (rota raises it for a surge and restores it afterwards); without `max`, a desired
     /// value above the current maximum is `Invalid`. Idempotent: the result is the same
-    /// whether the call is made once or repeated.
+    /// whether the call is made once or repeated. Where the cloud has no maximum of its own
+    /// (an Azure scale set), the provider documents where it keeps one (`azure`: the
+    /// cluster autoscaler's `max` tag, the platform limit without it).
     async fn set_capacity(
         &self,
         group: &GroupRef,
