@@ -160,6 +160,39 @@ impl GcpNodeGroups {
     }
 }
 
+/// The IAM permission each Compute method rota calls needs, as the API reference lists it on
+/// the method's page. `deploy/components/gcp/rota-iam-role.yaml` grants exactly these (a test
+/// holds it and this table to every call this module makes).
+pub const PERMISSIONS: &[(&str, &str)] = &[
+    ("instanceGroupManagers.get", "compute.instanceGroupManagers.get"),
+    ("regionInstanceGroupManagers.get", "compute.instanceGroupManagers.get"),
+    ("instanceGroupManagers.listManagedInstances", "compute.instanceGroupManagers.get"),
+    ("regionInstanceGroupManagers.listManagedInstances", "compute.instanceGroupManagers.get"),
+    ("instanceGroupManagers.resize", "compute.instanceGroupManagers.update"),
+    ("regionInstanceGroupManagers.resize", "compute.instanceGroupManagers.update"),
+    ("instanceGroupManagers.setInstanceTemplate", "compute.instanceGroupManagers.update"),
+    ("instanceGroupManagers.setInstanceTemplate", "compute.instanceTemplates.useReadOnly"),
+    ("regionInstanceGroupManagers.setInstanceTemplate", "compute.instanceGroupManagers.update"),
+    ("regionInstanceGroupManagers.setInstanceTemplate", "compute.instanceTemplates.useReadOnly"),
+    ("instanceGroupManagers.deleteInstances", "compute.instanceGroupManagers.update"),
+    ("regionInstanceGroupManagers.deleteInstances", "compute.instanceGroupManagers.update"),
+    ("instanceTemplates.get", "compute.instanceTemplates.get"),
+    ("regionInstanceTemplates.get", "compute.instanceTemplates.get"),
+    ("instanceTemplates.insert", "compute.instanceTemplates.create"),
+    ("instanceTemplates.insert", "compute.networks.get"),
+    ("instanceTemplates.insert", "compute.subnetworks.get"),
+    ("regionInstanceTemplates.insert", "compute.instanceTemplates.create"),
+    ("regionInstanceTemplates.insert", "compute.networks.get"),
+    ("regionInstanceTemplates.insert", "compute.subnetworks.get"),
+    ("autoscalers.get", "compute.autoscalers.get"),
+    ("regionAutoscalers.get", "compute.autoscalers.get"),
+    ("autoscalers.patch", "compute.autoscalers.update"),
+    ("regionAutoscalers.patch", "compute.autoscalers.update"),
+    ("zoneOperations.get", "compute.zoneOperations.get"),
+    ("regionOperations.get", "compute.regionOperations.get"),
+    ("globalOperations.get", "compute.globalOperations.get"),
+];
+
 /// Zonal or regional: the two halves of the Compute API rota addresses a MIG through.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Loc {
@@ -948,5 +981,92 @@ impl NodeGroups for GcpNodeGroups {
             self.resize(&mig, view.target_size, group).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// The Compute method names this module passes as `call`.
+    fn calls_made() -> BTreeSet<String> {
+        let services = [
+            "instanceGroupManagers",
+            "regionInstanceGroupManagers",
+            "instanceTemplates",
+            "regionInstanceTemplates",
+            "autoscalers",
+            "regionAutoscalers",
+            "zoneOperations",
+            "regionOperations",
+            "globalOperations",
+        ];
+        // The code, without the table itself.
+        let src = include_str!("mod.rs");
+        let table = src.find("pub const PERMISSIONS").unwrap();
+        let end = table + src[table..].find("];").unwrap();
+        let code = format!("{}{}", &src[..table], &src[end..]);
+        code.split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|lit| {
+                lit.split_once('.').is_some_and(|(svc, m)| {
+                    services.contains(&svc) && !m.is_empty() && m.chars().all(|c| c.is_ascii_alphabetic())
+                })
+            })
+            .map(String::from)
+            .collect::<BTreeSet<String>>()
+    }
+
+    #[test]
+    fn every_call_has_its_permission_and_the_role_grants_exactly_those() {
+        let calls = calls_made();
+        assert!(calls.len() >= 20, "{calls:?}");
+        for c in &calls {
+            assert!(PERMISSIONS.iter().any(|(call, _)| call == c), "no permission listed for {c}");
+        }
+        let needed: BTreeSet<&str> = PERMISSIONS.iter().map(|(_, p)| *p).collect();
+        let role = include_str!("../../../deploy/components/gcp/rota-iam-role.yaml");
+        let granted: BTreeSet<&str> = role
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- "))
+            .map(str::trim)
+            .collect();
+        assert_eq!(granted, needed, "the custom role and the table differ");
+    }
+
+    #[test]
+    fn groups_address_one_location() {
+        let g = |zone: Option<&str>, region: Option<&str>| GroupRef::Gcp {
+            project: "p".into(),
+            instance_group_manager: "m".into(),
+            zone: zone.map(Into::into),
+            region: region.map(Into::into),
+        };
+        assert_eq!(Mig::of("x", &g(Some("z"), None)).unwrap().loc, Loc::Zone("z".into()));
+        assert_eq!(Mig::of("x", &g(None, Some("r"))).unwrap().loc, Loc::Region("r".into()));
+        for bad in [g(None, None), g(Some("z"), Some("r"))] {
+            let e = Mig::of("instanceGroupManagers.get", &bad).unwrap_err();
+            assert_eq!(e.kind, CloudErrorKind::Invalid);
+            assert!(e.message.contains("exactly one of zone"), "{e}");
+        }
+        let aws = GroupRef::Aws { region: "r".into(), auto_scaling_group: "a".into() };
+        assert_eq!(Mig::of("x", &aws).unwrap_err().kind, CloudErrorKind::Invalid);
+    }
+
+    #[test]
+    fn failed_operations_name_their_codes() {
+        let op: model::Operation = serde_json::from_value(serde_json::json!({
+            "name": "operation-1", "status": "DONE", "httpErrorStatusCode": 403,
+            "error": {"errors": [{"code": "QUOTA_EXCEEDED", "message": "Quota 'CPUS' exceeded."}]}
+        }))
+        .unwrap();
+        let g = GroupRef::Gcp { project: "p".into(), instance_group_manager: "m".into(), zone: Some("z".into()), region: None };
+        let e = operation_result("instanceGroupManagers.resize", &g, &op).unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Quota);
+        assert!(e.to_string().contains("QUOTA_EXCEEDED: Quota 'CPUS' exceeded."), "{e}");
+        let ok: model::Operation = serde_json::from_value(serde_json::json!({"name": "o", "status": "DONE"})).unwrap();
+        assert!(operation_result("x", &g, &ok).is_ok());
     }
 }
