@@ -369,10 +369,16 @@ mod gcp {
         let h = GcpHarness::new(false).await;
         let g = h.create_group("throttled", 1, 3, "img").await;
         // Compute answers rate limits both as 429 and as 403 rateLimitExceeded.
-        h.double.inject(Fault::new("/resize", 429, "rateLimitExceeded", 1));
-        h.double.inject(Fault::new("/resize", 403, "rateLimitExceeded", 1));
+        h.double
+            .inject(Fault::new("/resize", 429, "rateLimitExceeded", 1));
+        h.double
+            .inject(Fault::new("/resize", 403, "rateLimitExceeded", 1));
         h.provider().set_capacity(&g, 2, None).await.unwrap();
-        assert_eq!(h.count("/resize"), 3, "two throttled attempts, then the one that worked");
+        assert_eq!(
+            h.count("/resize"),
+            3,
+            "two throttled attempts, then the one that worked"
+        );
         assert_eq!(h.provider().describe(&g).await.unwrap().desired, 2);
     }
 
@@ -380,7 +386,12 @@ mod gcp {
     async fn throttling_that_persists_gives_up_as_throttled() {
         let h = GcpHarness::new(false).await;
         let g = h.create_group("throttled-long", 1, 3, "img").await;
-        h.double.inject(Fault::new("instanceGroupManagers/throttled-long", 429, "rateLimitExceeded", 100));
+        h.double.inject(Fault::new(
+            "instanceGroupManagers/throttled-long",
+            429,
+            "rateLimitExceeded",
+            100,
+        ));
         let e = h.provider().describe(&g).await.unwrap_err();
         assert_eq!(e.kind, CloudErrorKind::Throttled);
         assert!(e.message.contains("after 4 attempts"), "{e}");
@@ -391,7 +402,8 @@ mod gcp {
     async fn server_errors_are_retried() {
         let h = GcpHarness::new(true).await;
         let g = h.create_group("flaky", 3, 3, "img").await;
-        h.double.inject(Fault::new("/listManagedInstances", 503, "backendError", 2));
+        h.double
+            .inject(Fault::new("/listManagedInstances", 503, "backendError", 2));
         let s = h.provider().describe(&g).await.unwrap();
         assert_eq!(s.instances.len(), 3, "all pages read after the retries");
     }
@@ -410,8 +422,14 @@ mod gcp {
         assert_eq!(e.kind, CloudErrorKind::Quota, "{e}");
         assert_eq!(e.call, "instanceGroupManagers.resize");
         let shown = e.to_string();
-        assert!(shown.contains("gcp:acme-prod/us-central1-a/mig/quota"), "names the group: {shown}");
-        assert!(shown.contains("QUOTA_EXCEEDED") && shown.contains("CPUS"), "{shown}");
+        assert!(
+            shown.contains("gcp:acme-prod/us-central1-a/mig/quota"),
+            "names the group: {shown}"
+        );
+        assert!(
+            shown.contains("QUOTA_EXCEEDED") && shown.contains("CPUS"),
+            "{shown}"
+        );
         assert_eq!(h.count("/resize"), 1, "quota is not retried");
         assert_eq!(h.provider().describe(&g).await.unwrap().desired, 1);
     }
@@ -442,7 +460,10 @@ mod gcp {
         });
         let e = h.provider().set_capacity(&g, 2, None).await.unwrap_err();
         assert_eq!(e.kind, CloudErrorKind::Permission, "{e}");
-        assert!(e.message.contains("compute.instanceGroupManagers.update"), "{e}");
+        assert!(
+            e.message.contains("compute.instanceGroupManagers.update"),
+            "{e}"
+        );
         assert_eq!(h.count("/resize"), 1);
     }
 
@@ -458,15 +479,22 @@ mod gcp {
             .iter()
             .filter(|r| r.starts_with("GET projects/acme-prod/zones/us-central1-a/operations/"))
             .collect();
-        assert_eq!(polls.len(), 4, "PENDING, RUNNING, RUNNING, RUNNING, DONE: {requests:#?}");
+        assert_eq!(
+            polls.len(),
+            4,
+            "PENDING, RUNNING, RUNNING, RUNNING, DONE: {requests:#?}"
+        );
     }
 
     #[tokio::test]
     async fn set_image_after_a_crash_reuses_the_template_it_made() {
         let h = GcpHarness::new(false).await;
-        let g = h.create_group("crash", 1, 3, "projects/acme/global/images/img-a").await;
+        let g = h
+            .create_group("crash", 1, 3, "projects/acme/global/images/img-a")
+            .await;
         // The template is made, then setInstanceTemplate keeps failing: the call fails...
-        h.double.inject(Fault::new("/setInstanceTemplate", 503, "backendError", 4));
+        h.double
+            .inject(Fault::new("/setInstanceTemplate", 503, "backendError", 4));
         let e = h
             .provider()
             .set_image(&g, "projects/acme/global/images/img-b")
@@ -480,7 +508,10 @@ mod gcp {
             .await
             .unwrap();
         assert_eq!(h.double.template_names(), templates);
-        assert_eq!(h.count("POST projects/acme-prod/global/instanceTemplates"), 1);
+        assert_eq!(
+            h.count("POST projects/acme-prod/global/instanceTemplates"),
+            1
+        );
         let s = h.provider().describe(&g).await.unwrap();
         assert_eq!(s.template_image, "projects/acme/global/images/img-b");
     }
@@ -497,7 +528,12 @@ mod gcp {
             .filter(|t| t.contains("rota-"))
             .collect();
         assert_eq!(made.len(), 1);
-        assert!(made[0].starts_with("projects/acme-prod/regions/us-central1/instanceTemplates/rota-regional-tpl-img-b-"), "{made:?}");
+        assert!(
+            made[0].starts_with(
+                "projects/acme-prod/regions/us-central1/instanceTemplates/rota-regional-tpl-img-b-"
+            ),
+            "{made:?}"
+        );
     }
 
     #[tokio::test]
@@ -511,7 +547,10 @@ mod gcp {
         p.set_capacity(&g, 3, Some(3)).await.unwrap();
         let s = p.describe(&g).await.unwrap();
         assert_eq!((s.desired, s.max), (3, ZONAL_MIG_LIMIT));
-        let e = p.set_capacity(&g, ZONAL_MIG_LIMIT + 1, None).await.unwrap_err();
+        let e = p
+            .set_capacity(&g, ZONAL_MIG_LIMIT + 1, None)
+            .await
+            .unwrap_err();
         assert_eq!(e.kind, CloudErrorKind::Invalid);
     }
 

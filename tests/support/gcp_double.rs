@@ -157,7 +157,12 @@ fn not_found(path: &str) -> (u16, Value) {
 
 fn query(uri: &hyper::Uri) -> HashMap<String, String> {
     let mut out = HashMap::new();
-    for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+    for pair in uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         out.insert(decode(k), decode(v));
     }
@@ -169,12 +174,14 @@ fn decode(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
         }
         out.push(if b[i] == b'+' { b' ' } else { b[i] });
         i += 1;
@@ -204,7 +211,11 @@ impl State {
             let mut mig = self.migs.remove(&k).unwrap();
             mig.instances
                 .retain(|i| i.deleting.is_none_or(|d| clock < d + SHUTDOWN));
-            let live = mig.instances.iter().filter(|i| i.deleting.is_none()).count() as u32;
+            let live = mig
+                .instances
+                .iter()
+                .filter(|i| i.deleting.is_none())
+                .count() as u32;
             if live < mig.target_size {
                 let zones = Self::zones_of(&mig.scope);
                 for n in 0..(mig.target_size - live) {
@@ -239,8 +250,16 @@ impl State {
         if let Some(a) = &m.autoscaler {
             status["autoscaler"] = json!(link(a));
         }
-        let loc_key = if m.scope.starts_with("zones/") { "zone" } else { "region" };
-        let creating = m.instances.iter().filter(|i| i.deleting.is_none() && self.clock < i.created + BOOT).count();
+        let loc_key = if m.scope.starts_with("zones/") {
+            "zone"
+        } else {
+            "region"
+        };
+        let creating = m
+            .instances
+            .iter()
+            .filter(|i| i.deleting.is_none() && self.clock < i.created + BOOT)
+            .count();
         let deleting = m.instances.iter().filter(|i| i.deleting.is_some()).count();
         let mut v = json!({
             "kind": "compute#instanceGroupManager",
@@ -287,7 +306,14 @@ impl State {
     /// Accept a mutation: an operation in `scope` (`projects/p/zones/z`, `.../regions/r`,
     /// `.../global`) reported PENDING; `None` when an injected failure says it must fail
     /// (the effect is then not applied).
-    fn start_op(&mut self, scope: &str, op_type: &str, target: &str, path: &str, request_id: Option<&String>) -> (Value, bool) {
+    fn start_op(
+        &mut self,
+        scope: &str,
+        op_type: &str,
+        target: &str,
+        path: &str,
+        request_id: Option<&String>,
+    ) -> (Value, bool) {
         if let Some(existing) = request_id.and_then(|r| self.request_ids.get(r)).cloned() {
             // Compute's requestId: a retried request gets the first one's operation back.
             let op = &self.operations[&existing];
@@ -316,7 +342,11 @@ impl State {
         });
         let parts: Vec<&str> = scope.split('/').collect();
         if parts.len() == 4 {
-            let k = if parts[2] == "zones" { "zone" } else { "region" };
+            let k = if parts[2] == "zones" {
+                "zone"
+            } else {
+                "region"
+            };
             body[k] = json!(link(scope));
         }
         let failed = failure.is_some();
@@ -345,7 +375,11 @@ impl State {
             if let Some((code, message, http)) = &op.error {
                 op.body["error"] = json!({"errors": [{"code": code, "message": message}]});
                 op.body["httpErrorStatusCode"] = json!(http);
-                op.body["httpErrorMessage"] = json!(if *http == 403 { "FORBIDDEN" } else { "SERVICE UNAVAILABLE" });
+                op.body["httpErrorMessage"] = json!(if *http == 403 {
+                    "FORBIDDEN"
+                } else {
+                    "SERVICE UNAVAILABLE"
+                });
             }
         } else {
             op.body["status"] = json!("RUNNING");
@@ -355,7 +389,13 @@ impl State {
         Some(op.body.clone())
     }
 
-    fn handle(&mut self, method: &str, path: &str, q: &HashMap<String, String>, body: &Value) -> (u16, Value) {
+    fn handle(
+        &mut self,
+        method: &str,
+        path: &str,
+        q: &HashMap<String, String>,
+        body: &Value,
+    ) -> (u16, Value) {
         self.requests.push(format!("{method} {path}"));
         if let Some(f) = self.faults.iter_mut().find(|f| {
             f.times > 0 && f.method.is_none_or(|m| m == method) && path.contains(&f.path_contains)
@@ -387,11 +427,27 @@ impl State {
             ("POST", ["projects", p, "global", "instanceTemplates"])
             | ("POST", ["projects", p, "regions", _, "instanceTemplates"]) => {
                 let Some(name) = body["name"].as_str() else {
-                    return (400, error_body(400, "required", "Required field 'resource.name' not specified"));
+                    return (
+                        400,
+                        error_body(
+                            400,
+                            "required",
+                            "Required field 'resource.name' not specified",
+                        ),
+                    );
                 };
                 let key = format!("{path}/{name}");
-                if self.templates.contains_key(&key) && rid.is_none_or(|r| !self.request_ids.contains_key(r)) {
-                    return (409, error_body(409, "alreadyExists", &format!("The resource '{key}' already exists")));
+                if self.templates.contains_key(&key)
+                    && rid.is_none_or(|r| !self.request_ids.contains_key(r))
+                {
+                    return (
+                        409,
+                        error_body(
+                            409,
+                            "alreadyExists",
+                            &format!("The resource '{key}' already exists"),
+                        ),
+                    );
                 }
                 let scope = path.trim_end_matches("/instanceTemplates").to_string();
                 let (op, apply) = self.start_op(&scope, "insert", &key, path, rid);
@@ -416,13 +472,18 @@ impl State {
                 }
             }
             ("PATCH", ["projects", _, "zones" | "regions", _, "autoscalers"]) => {
-                let name = q.get("autoscaler").cloned().or_else(|| body["name"].as_str().map(String::from)).unwrap_or_default();
+                let name = q
+                    .get("autoscaler")
+                    .cloned()
+                    .or_else(|| body["name"].as_str().map(String::from))
+                    .unwrap_or_default();
                 let key = format!("{path}/{name}");
                 if !self.autoscalers.contains_key(&key) {
                     return not_found(&key);
                 }
                 let scope = path.trim_end_matches("/autoscalers").to_string();
-                let (op, apply) = self.start_op(&scope, "compute.autoscalers.patch", &key, path, rid);
+                let (op, apply) =
+                    self.start_op(&scope, "compute.autoscalers.patch", &key, path, rid);
                 if apply {
                     let a = self.autoscalers.get_mut(&key).unwrap();
                     if let Some(p) = body["autoscalingPolicy"].as_object() {
@@ -434,7 +495,18 @@ impl State {
                 (200, op)
             }
             // --- managed instance groups ---------------------------------------------------
-            (_, ["projects", _, "zones" | "regions", _, "instanceGroupManagers", _, ..]) => {
+            (
+                _,
+                [
+                    "projects",
+                    _,
+                    "zones" | "regions",
+                    _,
+                    "instanceGroupManagers",
+                    _,
+                    ..,
+                ],
+            ) => {
                 let key = seg[..6].join("/");
                 if !self.migs.contains_key(&key) {
                     return not_found(&key);
@@ -443,13 +515,26 @@ impl State {
             }
             _ => (
                 400,
-                error_body(400, "invalid", &format!("the double does not serve {method} {path}")),
+                error_body(
+                    400,
+                    "invalid",
+                    &format!("the double does not serve {method} {path}"),
+                ),
             ),
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn mig_call(&mut self, method: &str, key: &str, verb: Option<&str>, q: &HashMap<String, String>, body: &Value, rid: Option<&String>, path: &str) -> (u16, Value) {
+    fn mig_call(
+        &mut self,
+        method: &str,
+        key: &str,
+        verb: Option<&str>,
+        q: &HashMap<String, String>,
+        body: &Value,
+        rid: Option<&String>,
+        path: &str,
+    ) -> (u16, Value) {
         let scope = key.rsplitn(3, '/').nth(2).unwrap().to_string();
         let zonal = scope.contains("/zones/");
         match (method, verb) {
@@ -460,8 +545,19 @@ impl State {
             ("POST", Some("listManagedInstances")) => {
                 let m = self.migs[key].clone();
                 let start: usize = q.get("pageToken").and_then(|t| t.parse().ok()).unwrap_or(0);
-                let max: usize = q.get("maxResults").and_then(|t| t.parse().ok()).unwrap_or(500).min(self.page_size.max(1));
-                let items: Vec<Value> = m.instances.iter().enumerate().skip(start).take(max).map(|(n, i)| self.managed_json(&m, i, n)).collect();
+                let max: usize = q
+                    .get("maxResults")
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(500)
+                    .min(self.page_size.max(1));
+                let items: Vec<Value> = m
+                    .instances
+                    .iter()
+                    .enumerate()
+                    .skip(start)
+                    .take(max)
+                    .map(|(n, i)| self.managed_json(&m, i, n))
+                    .collect();
                 let mut v = json!({"managedInstances": items});
                 if start + max < m.instances.len() {
                     v["nextPageToken"] = json!((start + max).to_string());
@@ -470,9 +566,18 @@ impl State {
             }
             ("POST", Some("resize")) => {
                 let Some(size) = q.get("size").and_then(|s| s.parse::<u32>().ok()) else {
-                    return (400, error_body(400, "required", "Required field 'size' not specified"));
+                    return (
+                        400,
+                        error_body(400, "required", "Required field 'size' not specified"),
+                    );
                 };
-                let (op, apply) = self.start_op(&scope, "compute.instanceGroupManagers.resize", key, path, rid);
+                let (op, apply) = self.start_op(
+                    &scope,
+                    "compute.instanceGroupManagers.resize",
+                    key,
+                    path,
+                    rid,
+                );
                 if apply {
                     self.migs.get_mut(key).unwrap().target_size = size;
                     self.reconcile();
@@ -482,17 +587,40 @@ impl State {
             ("POST", Some("setInstanceTemplate")) => {
                 let t = partial(body["instanceTemplate"].as_str().unwrap_or(""));
                 if !self.templates.contains_key(&t) {
-                    return (400, error_body(400, "invalid", &format!("Invalid value for field 'resource.instanceTemplate': '{t}'. The referenced instance template does not exist.")));
+                    return (
+                        400,
+                        error_body(
+                            400,
+                            "invalid",
+                            &format!(
+                                "Invalid value for field 'resource.instanceTemplate': '{t}'. The referenced instance template does not exist."
+                            ),
+                        ),
+                    );
                 }
-                let (op, apply) = self.start_op(&scope, "compute.instanceGroupManagers.setInstanceTemplate", key, path, rid);
+                let (op, apply) = self.start_op(
+                    &scope,
+                    "compute.instanceGroupManagers.setInstanceTemplate",
+                    key,
+                    path,
+                    rid,
+                );
                 if apply {
                     self.migs.get_mut(key).unwrap().template = t;
                 }
                 (200, op)
             }
             ("POST", Some("deleteInstances")) => {
-                let skip = body["skipInstancesOnValidationError"].as_bool().unwrap_or(false);
-                let wanted: Vec<String> = body["instances"].as_array().cloned().unwrap_or_default().iter().filter_map(|v| v.as_str().map(partial)).collect();
+                let skip = body["skipInstancesOnValidationError"]
+                    .as_bool()
+                    .unwrap_or(false);
+                let wanted: Vec<String> = body["instances"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|v| v.as_str().map(partial))
+                    .collect();
                 let m = &self.migs[key];
                 let mut names = Vec::new();
                 for w in &wanted {
@@ -501,11 +629,26 @@ impl State {
                         Some(i) if i.deleting.is_none() => names.push(name.to_string()),
                         _ if skip => {}
                         _ => {
-                            return (400, error_body(400, "invalid", &format!("Instance '{w}' is not a member of the group or is already being deleted")));
+                            return (
+                                400,
+                                error_body(
+                                    400,
+                                    "invalid",
+                                    &format!(
+                                        "Instance '{w}' is not a member of the group or is already being deleted"
+                                    ),
+                                ),
+                            );
                         }
                     }
                 }
-                let (op, apply) = self.start_op(&scope, "compute.instanceGroupManagers.deleteInstances", key, path, rid);
+                let (op, apply) = self.start_op(
+                    &scope,
+                    "compute.instanceGroupManagers.deleteInstances",
+                    key,
+                    path,
+                    rid,
+                );
                 if apply {
                     let clock = self.clock;
                     let m = self.migs.get_mut(key).unwrap();
@@ -518,7 +661,14 @@ impl State {
             }
             _ => {
                 let _ = zonal;
-                (400, error_body(400, "invalid", &format!("the double does not serve {method} {path}")))
+                (
+                    400,
+                    error_body(
+                        400,
+                        "invalid",
+                        &format!("the double does not serve {method} {path}"),
+                    ),
+                )
             }
         }
     }
@@ -552,14 +702,18 @@ impl GcpDouble {
         let s = state.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let s = s.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let s = s.clone();
                         async move { Ok::<_, std::convert::Infallible>(serve(&s, req).await) }
                     });
-                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
                 });
             }
         });
@@ -571,7 +725,13 @@ impl GcpDouble {
     }
 
     /// Create a template booting `image`; returns its partial path.
-    pub fn add_template(&self, project: &str, region: Option<&str>, name: &str, image: &str) -> String {
+    pub fn add_template(
+        &self,
+        project: &str,
+        region: Option<&str>,
+        name: &str,
+        image: &str,
+    ) -> String {
         let key = match region {
             Some(r) => format!("projects/{project}/regions/{r}/instanceTemplates/{name}"),
             None => format!("projects/{project}/global/instanceTemplates/{name}"),
@@ -615,9 +775,20 @@ impl GcpDouble {
             (None, Some(r)) => format!("regions/{r}"),
             _ => panic!("a MIG needs a zone or a region"),
         };
-        let template_region = spec.regional_template.then_some(spec.region.as_deref()).flatten();
-        let template = self.add_template(&spec.project, template_region, &format!("{}-tpl", spec.name), &spec.image);
-        let key = format!("projects/{}/{scope}/instanceGroupManagers/{}", spec.project, spec.name);
+        let template_region = spec
+            .regional_template
+            .then_some(spec.region.as_deref())
+            .flatten();
+        let template = self.add_template(
+            &spec.project,
+            template_region,
+            &format!("{}-tpl", spec.name),
+            &spec.image,
+        );
+        let key = format!(
+            "projects/{}/{scope}/instanceGroupManagers/{}",
+            spec.project, spec.name
+        );
         self.with(|s| {
             let autoscaler = spec.autoscaler.map(|(min, max)| {
                 let akey = format!("projects/{}/{scope}/autoscalers/{}-as", spec.project, spec.name);
@@ -672,8 +843,21 @@ impl GcpDouble {
 
     /// The next mutation whose path contains `path_contains` is accepted, and its operation
     /// ends DONE with error `code` (and no effect).
-    pub fn fail_next_operation(&self, path_contains: &str, code: &str, message: &str, http_status: u16) {
-        self.with(|s| s.op_failures.push((path_contains.into(), code.into(), message.into(), http_status)));
+    pub fn fail_next_operation(
+        &self,
+        path_contains: &str,
+        code: &str,
+        message: &str,
+        http_status: u16,
+    ) {
+        self.with(|s| {
+            s.op_failures.push((
+                path_contains.into(),
+                code.into(),
+                message.into(),
+                http_status,
+            ))
+        });
     }
 
     /// Polls an operation takes to report DONE.
@@ -699,17 +883,34 @@ async fn serve(state: &Mutex<State>, req: Request<Incoming>) -> Response<Full<By
     let method = req.method().as_str().to_string();
     let uri = req.uri().clone();
     let q = query(&uri);
-    let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let bytes = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let body: Value = if bytes.is_empty() {
         Value::Null
     } else {
         match serde_json::from_slice(&bytes) {
             Ok(v) => v,
-            Err(e) => return reply(400, error_body(400, "parseError", &format!("This API does not support parsing form-encoded input: {e}"))),
+            Err(e) => {
+                return reply(
+                    400,
+                    error_body(
+                        400,
+                        "parseError",
+                        &format!("This API does not support parsing form-encoded input: {e}"),
+                    ),
+                );
+            }
         }
     };
     let Some(path) = uri.path().strip_prefix("/compute/v1/") else {
-        return reply(404, error_body(404, "notFound", &format!("no such path {}", uri.path())));
+        return reply(
+            404,
+            error_body(404, "notFound", &format!("no such path {}", uri.path())),
+        );
     };
     let (status, v) = state.lock().unwrap().handle(&method, path, &q, &body);
     reply(status, v)

@@ -22,10 +22,11 @@ fn kind_for_reason(reason: &str) -> Option<CloudErrorKind> {
         "backendError" | "internalError" => CloudErrorKind::Transient,
         // A mutation on a group whose previous operation is still running: heals on its own.
         "resourceNotReady" | "resourceInUseByAnotherResource" => CloudErrorKind::Transient,
-        "quotaExceeded" | "QUOTA_EXCEEDED" | "ZONE_RESOURCE_POOL_EXHAUSTED"
-        | "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" | "REGION_RESOURCE_POOL_EXHAUSTED" => {
-            CloudErrorKind::Quota
-        }
+        "quotaExceeded"
+        | "QUOTA_EXCEEDED"
+        | "ZONE_RESOURCE_POOL_EXHAUSTED"
+        | "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
+        | "REGION_RESOURCE_POOL_EXHAUSTED" => CloudErrorKind::Quota,
         "notFound" => CloudErrorKind::NotFound,
         "forbidden" | "insufficientPermissions" | "accessNotConfigured" | "SERVICE_DISABLED" => {
             CloudErrorKind::Permission
@@ -96,7 +97,10 @@ mod tests {
         );
         assert_eq!(classify_response(Some(403), &["quotaExceeded"]), Quota);
         assert_eq!(classify_response(Some(403), &["forbidden"]), Permission);
-        assert_eq!(classify_response(Some(400), &["resourceNotReady"]), Transient);
+        assert_eq!(
+            classify_response(Some(400), &["resourceNotReady"]),
+            Transient
+        );
         assert_eq!(classify_response(Some(500), &["backendError"]), Transient);
         assert_eq!(
             classify_response(Some(400), &["somethingNew", "invalid"]),
@@ -129,10 +133,19 @@ mod tests {
             Quota,
             "a stock-out is not transient: retrying soon will not find capacity"
         );
-        assert_eq!(classify_operation(&["RESOURCE_NOT_FOUND"], Some(404)), NotFound);
+        assert_eq!(
+            classify_operation(&["RESOURCE_NOT_FOUND"], Some(404)),
+            NotFound
+        );
         assert_eq!(classify_operation(&["PERMISSIONS_ERROR"], None), Permission);
-        assert_eq!(classify_operation(&["INTERNAL_ERROR"], Some(500)), Transient);
-        assert_eq!(classify_operation(&["SOMETHING_NEW"], Some(403)), Permission);
+        assert_eq!(
+            classify_operation(&["INTERNAL_ERROR"], Some(500)),
+            Transient
+        );
+        assert_eq!(
+            classify_operation(&["SOMETHING_NEW"], Some(403)),
+            Permission
+        );
         assert_eq!(classify_operation(&["SOMETHING_NEW"], None), Invalid);
     }
 

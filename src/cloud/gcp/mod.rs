@@ -43,9 +43,9 @@ use google_cloud_compute_v1::model;
 use google_cloud_gax::error::rpc::StatusDetails;
 use google_cloud_gax::retry_policy::NeverRetry;
 
+use super::provider_id;
 use super::retry::RetryPolicy;
 use super::{CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups};
-use super::provider_id;
 use names::TemplateRef;
 
 /// Compute's limit on the size of a zonal MIG, the maximum when no autoscaler says less.
@@ -164,24 +164,69 @@ impl GcpNodeGroups {
 /// the method's page. `deploy/components/gcp/rota-iam-role.yaml` grants exactly these (a test
 /// holds it and this table to every call this module makes).
 pub const PERMISSIONS: &[(&str, &str)] = &[
-    ("instanceGroupManagers.get", "compute.instanceGroupManagers.get"),
-    ("regionInstanceGroupManagers.get", "compute.instanceGroupManagers.get"),
-    ("instanceGroupManagers.listManagedInstances", "compute.instanceGroupManagers.get"),
-    ("regionInstanceGroupManagers.listManagedInstances", "compute.instanceGroupManagers.get"),
-    ("instanceGroupManagers.resize", "compute.instanceGroupManagers.update"),
-    ("regionInstanceGroupManagers.resize", "compute.instanceGroupManagers.update"),
-    ("instanceGroupManagers.setInstanceTemplate", "compute.instanceGroupManagers.update"),
-    ("instanceGroupManagers.setInstanceTemplate", "compute.instanceTemplates.useReadOnly"),
-    ("regionInstanceGroupManagers.setInstanceTemplate", "compute.instanceGroupManagers.update"),
-    ("regionInstanceGroupManagers.setInstanceTemplate", "compute.instanceTemplates.useReadOnly"),
-    ("instanceGroupManagers.deleteInstances", "compute.instanceGroupManagers.update"),
-    ("regionInstanceGroupManagers.deleteInstances", "compute.instanceGroupManagers.update"),
+    (
+        "instanceGroupManagers.get",
+        "compute.instanceGroupManagers.get",
+    ),
+    (
+        "regionInstanceGroupManagers.get",
+        "compute.instanceGroupManagers.get",
+    ),
+    (
+        "instanceGroupManagers.listManagedInstances",
+        "compute.instanceGroupManagers.get",
+    ),
+    (
+        "regionInstanceGroupManagers.listManagedInstances",
+        "compute.instanceGroupManagers.get",
+    ),
+    (
+        "instanceGroupManagers.resize",
+        "compute.instanceGroupManagers.update",
+    ),
+    (
+        "regionInstanceGroupManagers.resize",
+        "compute.instanceGroupManagers.update",
+    ),
+    (
+        "instanceGroupManagers.setInstanceTemplate",
+        "compute.instanceGroupManagers.update",
+    ),
+    (
+        "instanceGroupManagers.setInstanceTemplate",
+        "compute.instanceTemplates.useReadOnly",
+    ),
+    (
+        "regionInstanceGroupManagers.setInstanceTemplate",
+        "compute.instanceGroupManagers.update",
+    ),
+    (
+        "regionInstanceGroupManagers.setInstanceTemplate",
+        "compute.instanceTemplates.useReadOnly",
+    ),
+    (
+        "instanceGroupManagers.deleteInstances",
+        "compute.instanceGroupManagers.update",
+    ),
+    (
+        "regionInstanceGroupManagers.deleteInstances",
+        "compute.instanceGroupManagers.update",
+    ),
     ("instanceTemplates.get", "compute.instanceTemplates.get"),
-    ("regionInstanceTemplates.get", "compute.instanceTemplates.get"),
-    ("instanceTemplates.insert", "compute.instanceTemplates.create"),
+    (
+        "regionInstanceTemplates.get",
+        "compute.instanceTemplates.get",
+    ),
+    (
+        "instanceTemplates.insert",
+        "compute.instanceTemplates.create",
+    ),
     ("instanceTemplates.insert", "compute.networks.get"),
     ("instanceTemplates.insert", "compute.subnetworks.get"),
-    ("regionInstanceTemplates.insert", "compute.instanceTemplates.create"),
+    (
+        "regionInstanceTemplates.insert",
+        "compute.instanceTemplates.create",
+    ),
     ("regionInstanceTemplates.insert", "compute.networks.get"),
     ("regionInstanceTemplates.insert", "compute.subnetworks.get"),
     ("autoscalers.get", "compute.autoscalers.get"),
@@ -288,7 +333,11 @@ struct Managed {
 }
 
 /// A refused request as a [`CloudError`], classified by HTTP status and Google error reasons.
-fn api_error(call: &'static str, group: &GroupRef, e: &google_cloud_gax::error::Error) -> CloudError {
+fn api_error(
+    call: &'static str,
+    group: &GroupRef,
+    e: &google_cloud_gax::error::Error,
+) -> CloudError {
     let reasons: Vec<String> = e
         .status()
         .map(|s| {
@@ -329,12 +378,22 @@ fn api_error(call: &'static str, group: &GroupRef, e: &google_cloud_gax::error::
 }
 
 /// The outcome of an operation that is `DONE`.
-fn operation_result(call: &'static str, group: &GroupRef, op: &model::Operation) -> Result<(), CloudError> {
+fn operation_result(
+    call: &'static str,
+    group: &GroupRef,
+    op: &model::Operation,
+) -> Result<(), CloudError> {
     let Some(err) = op.error.as_ref().filter(|e| !e.errors.is_empty()) else {
         return Ok(());
     };
-    let codes: Vec<&str> = err.errors.iter().filter_map(|e| e.code.as_deref()).collect();
-    let status = op.http_error_status_code.and_then(|s| u16::try_from(s).ok());
+    let codes: Vec<&str> = err
+        .errors
+        .iter()
+        .filter_map(|e| e.code.as_deref())
+        .collect();
+    let status = op
+        .http_error_status_code
+        .and_then(|s| u16::try_from(s).ok());
     let kind = classify::classify_operation(&codes, status);
     let detail: Vec<String> = err
         .errors
@@ -371,14 +430,24 @@ fn boot_image(t: &model::InstanceTemplate) -> Option<&str> {
 
 /// A copy of `current` named `name` whose boot disk is created from `image`; `None` when the
 /// template has no boot disk created from an image (nothing rota could change).
-fn with_image(current: &model::InstanceTemplate, name: &str, image: &str, group: &GroupRef) -> Option<model::InstanceTemplate> {
+fn with_image(
+    current: &model::InstanceTemplate,
+    name: &str,
+    image: &str,
+    group: &GroupRef,
+) -> Option<model::InstanceTemplate> {
     let mut t = current.clone();
     let props = t.properties.as_mut()?;
-    let at = props
-        .disks
-        .iter()
-        .position(|d| d.boot == Some(true))
-        .or(if props.disks.is_empty() { None } else { Some(0) })?;
+    let at =
+        props
+            .disks
+            .iter()
+            .position(|d| d.boot == Some(true))
+            .or(if props.disks.is_empty() {
+                None
+            } else {
+                Some(0)
+            })?;
     props.disks[at].initialize_params.as_mut()?.source_image = Some(image.to_string());
     t.name = Some(name.to_string());
     t.description = Some(format!(
@@ -396,7 +465,12 @@ fn with_image(current: &model::InstanceTemplate, name: &str, image: &str, group:
 
 impl GcpNodeGroups {
     /// One request under the retry policy.
-    async fn call<T, F, Fut>(&self, call: &'static str, group: &GroupRef, mut f: F) -> Result<T, CloudError>
+    async fn call<T, F, Fut>(
+        &self,
+        call: &'static str,
+        group: &GroupRef,
+        mut f: F,
+    ) -> Result<T, CloudError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, google_cloud_gax::error::Error>>,
@@ -420,19 +494,31 @@ impl GcpNodeGroups {
     ) -> Result<(), CloudError> {
         let started = tokio::time::Instant::now();
         loop {
-            let status = op.status.as_ref().and_then(|s| s.name()).unwrap_or("PENDING");
+            let status = op
+                .status
+                .as_ref()
+                .and_then(|s| s.name())
+                .unwrap_or("PENDING");
             if status == "DONE" {
                 return operation_result(call, group, &op);
             }
             let name = op.name.clone().ok_or_else(|| {
-                CloudError::new(CloudErrorKind::Transient, call, group, "Compute returned an operation without a name")
+                CloudError::new(
+                    CloudErrorKind::Transient,
+                    call,
+                    group,
+                    "Compute returned an operation without a name",
+                )
             })?;
             if started.elapsed() >= self.operation_timeout {
                 return Err(CloudError::new(
                     CloudErrorKind::Transient,
                     call,
                     group,
-                    format!("operation {name} still {status} after {:?}", self.operation_timeout),
+                    format!(
+                        "operation {name} still {status} after {:?}",
+                        self.operation_timeout
+                    ),
                 ));
             }
             tokio::time::sleep(self.poll_interval).await;
@@ -440,19 +526,33 @@ impl GcpNodeGroups {
             op = match scope {
                 OpScope::Zone(z) => {
                     self.call("zoneOperations.get", group, || {
-                        c.igm.get_operation().set_project(project).set_zone(z).set_operation(&name).send()
+                        c.igm
+                            .get_operation()
+                            .set_project(project)
+                            .set_zone(z)
+                            .set_operation(&name)
+                            .send()
                     })
                     .await?
                 }
                 OpScope::Region(r) => {
                     self.call("regionOperations.get", group, || {
-                        c.rigm.get_operation().set_project(project).set_region(r).set_operation(&name).send()
+                        c.rigm
+                            .get_operation()
+                            .set_project(project)
+                            .set_region(r)
+                            .set_operation(&name)
+                            .send()
                     })
                     .await?
                 }
                 OpScope::Global => {
                     self.call("globalOperations.get", group, || {
-                        c.templates.get_operation().set_project(project).set_operation(&name).send()
+                        c.templates
+                            .get_operation()
+                            .set_project(project)
+                            .set_operation(&name)
+                            .send()
                     })
                     .await?
                 }
@@ -473,13 +573,23 @@ impl GcpNodeGroups {
         let m: model::InstanceGroupManager = match &mig.loc {
             Loc::Zone(z) => {
                 self.call("instanceGroupManagers.get", group, || {
-                    c.igm.get().set_project(p).set_zone(z).set_instance_group_manager(n).send()
+                    c.igm
+                        .get()
+                        .set_project(p)
+                        .set_zone(z)
+                        .set_instance_group_manager(n)
+                        .send()
                 })
                 .await?
             }
             Loc::Region(r) => {
                 self.call("regionInstanceGroupManagers.get", group, || {
-                    c.rigm.get().set_project(p).set_region(r).set_instance_group_manager(n).send()
+                    c.rigm
+                        .get()
+                        .set_project(p)
+                        .set_region(r)
+                        .set_instance_group_manager(n)
+                        .send()
                 })
                 .await?
             }
@@ -493,7 +603,10 @@ impl GcpNodeGroups {
             .ok_or_else(|| {
                 CloudError::new(
                     CloudErrorKind::Invalid,
-                    mig.call("instanceGroupManagers.get", "regionInstanceGroupManagers.get"),
+                    mig.call(
+                        "instanceGroupManagers.get",
+                        "regionInstanceGroupManagers.get",
+                    ),
                     group,
                     "the group has no instance template",
                 )
@@ -501,7 +614,10 @@ impl GcpNodeGroups {
         Ok(MigView {
             target_size: m.target_size.unwrap_or(0).max(0) as u32,
             template,
-            autoscaler: m.status.and_then(|s| s.autoscaler).filter(|a| !a.is_empty()),
+            autoscaler: m
+                .status
+                .and_then(|s| s.autoscaler)
+                .filter(|a| !a.is_empty()),
         })
     }
 
@@ -527,15 +643,19 @@ impl GcpNodeGroups {
                 Loc::Region(r) => {
                     // The regional call answers with its own response type; same fields.
                     let r: model::RegionInstanceGroupManagersListInstancesResponse = self
-                        .call("regionInstanceGroupManagers.listManagedInstances", group, || {
-                            c.rigm
-                                .list_managed_instances()
-                                .set_project(p)
-                                .set_region(r)
-                                .set_instance_group_manager(n)
-                                .set_or_clear_page_token(token.clone())
-                                .send()
-                        })
+                        .call(
+                            "regionInstanceGroupManagers.listManagedInstances",
+                            group,
+                            || {
+                                c.rigm
+                                    .list_managed_instances()
+                                    .set_project(p)
+                                    .set_region(r)
+                                    .set_instance_group_manager(n)
+                                    .set_or_clear_page_token(token.clone())
+                                    .send()
+                            },
+                        )
                         .await?;
                     model::InstanceGroupManagersListManagedInstancesResponse::new()
                         .set_managed_instances(r.managed_instances)
@@ -543,9 +663,16 @@ impl GcpNodeGroups {
                 }
             };
             for mi in page.managed_instances {
-                let Some(url) = mi.instance.clone() else { continue };
-                let name = mi.name.clone().unwrap_or_else(|| names::last_segment(&url).to_string());
-                let zone = names::segment_after(&url, "zones").unwrap_or_default().to_string();
+                let Some(url) = mi.instance.clone() else {
+                    continue;
+                };
+                let name = mi
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| names::last_segment(&url).to_string());
+                let zone = names::segment_after(&url, "zones")
+                    .unwrap_or_default()
+                    .to_string();
                 out.push(Managed {
                     lifecycle: names::lifecycle(
                         mi.current_action.as_ref().and_then(|a| a.name()),
@@ -564,12 +691,20 @@ impl GcpNodeGroups {
         }
     }
 
-    async fn get_template(&self, t: &TemplateRef, group: &GroupRef) -> Result<model::InstanceTemplate, CloudError> {
+    async fn get_template(
+        &self,
+        t: &TemplateRef,
+        group: &GroupRef,
+    ) -> Result<model::InstanceTemplate, CloudError> {
         let c = &self.clients;
         match &t.region {
             None => {
                 self.call("instanceTemplates.get", group, || {
-                    c.templates.get().set_project(&t.project).set_instance_template(&t.name).send()
+                    c.templates
+                        .get()
+                        .set_project(&t.project)
+                        .set_instance_template(&t.name)
+                        .send()
                 })
                 .await
             }
@@ -622,44 +757,76 @@ impl GcpNodeGroups {
     }
 
     /// `(min, max)` of the group: its autoscaler's bounds, or 0 and Compute's size limit.
-    async fn bounds(&self, mig: &Mig, view: &MigView, group: &GroupRef) -> Result<(u32, u32, Option<model::Autoscaler>), CloudError> {
+    async fn bounds(
+        &self,
+        mig: &Mig,
+        view: &MigView,
+        group: &GroupRef,
+    ) -> Result<(u32, u32, Option<model::Autoscaler>), CloudError> {
         let Some(url) = &view.autoscaler else {
             return Ok((0, mig.limit(), None));
         };
-        let a = self.get_autoscaler(mig, names::last_segment(url), group).await?;
+        let a = self
+            .get_autoscaler(mig, names::last_segment(url), group)
+            .await?;
         let policy = a.autoscaling_policy.clone().unwrap_or_default();
         let min = policy.min_num_replicas.unwrap_or(0).max(0) as u32;
-        let max = policy.max_num_replicas.map_or(mig.limit(), |m| m.max(0) as u32);
+        let max = policy
+            .max_num_replicas
+            .map_or(mig.limit(), |m| m.max(0) as u32);
         Ok((min, max, Some(a)))
     }
 
-    async fn get_autoscaler(&self, mig: &Mig, name: &str, group: &GroupRef) -> Result<model::Autoscaler, CloudError> {
+    async fn get_autoscaler(
+        &self,
+        mig: &Mig,
+        name: &str,
+        group: &GroupRef,
+    ) -> Result<model::Autoscaler, CloudError> {
         let c = &self.clients;
         let p = &mig.project;
         match &mig.loc {
             Loc::Zone(z) => {
                 self.call("autoscalers.get", group, || {
-                    c.autoscalers.get().set_project(p).set_zone(z).set_autoscaler(name).send()
+                    c.autoscalers
+                        .get()
+                        .set_project(p)
+                        .set_zone(z)
+                        .set_autoscaler(name)
+                        .send()
                 })
                 .await
             }
             Loc::Region(r) => {
                 self.call("regionAutoscalers.get", group, || {
-                    c.region_autoscalers.get().set_project(p).set_region(r).set_autoscaler(name).send()
+                    c.region_autoscalers
+                        .get()
+                        .set_project(p)
+                        .set_region(r)
+                        .set_autoscaler(name)
+                        .send()
                 })
                 .await
             }
         }
     }
 
-    async fn set_max(&self, mig: &Mig, mut a: model::Autoscaler, max: u32, group: &GroupRef) -> Result<(), CloudError> {
+    async fn set_max(
+        &self,
+        mig: &Mig,
+        mut a: model::Autoscaler,
+        max: u32,
+        group: &GroupRef,
+    ) -> Result<(), CloudError> {
         let c = &self.clients;
         let p = &mig.project;
         let name = a.name.clone().unwrap_or_default();
         let mut policy = a.autoscaling_policy.take().unwrap_or_default();
         policy.max_num_replicas = Some(max as i32);
         // Only the policy is sent: PATCH merges it into the autoscaler.
-        let body = model::Autoscaler::new().set_name(name.clone()).set_autoscaling_policy(policy);
+        let body = model::Autoscaler::new()
+            .set_name(name.clone())
+            .set_autoscaling_policy(policy);
         let rid = names::request_id();
         let call = mig.call("autoscalers.patch", "regionAutoscalers.patch");
         let op = match &mig.loc {
@@ -697,7 +864,10 @@ impl GcpNodeGroups {
         let c = &self.clients;
         let (p, n) = (&mig.project, &mig.name);
         let rid = names::request_id();
-        let call = mig.call("instanceGroupManagers.resize", "regionInstanceGroupManagers.resize");
+        let call = mig.call(
+            "instanceGroupManagers.resize",
+            "regionInstanceGroupManagers.resize",
+        );
         let op = match &mig.loc {
             Loc::Zone(z) => {
                 self.call(call, group, || {
@@ -731,7 +901,12 @@ impl GcpNodeGroups {
 
     /// Create `t` (global or regional as `at` says) and wait; an existing one of that name is
     /// fine (a concurrent or earlier attempt made it; the caller checks its image).
-    async fn insert_template(&self, at: &TemplateRef, t: model::InstanceTemplate, group: &GroupRef) -> Result<(), CloudError> {
+    async fn insert_template(
+        &self,
+        at: &TemplateRef,
+        t: model::InstanceTemplate,
+        group: &GroupRef,
+    ) -> Result<(), CloudError> {
         let c = &self.clients;
         let p = &at.project;
         let rid = names::request_id();
@@ -742,7 +917,12 @@ impl GcpNodeGroups {
         let sent = match &at.region {
             None => {
                 self.call(call, group, || {
-                    c.templates.insert().set_project(p).set_body(t.clone()).set_request_id(&rid).send()
+                    c.templates
+                        .insert()
+                        .set_project(p)
+                        .set_body(t.clone())
+                        .set_request_id(&rid)
+                        .send()
                 })
                 .await
             }
@@ -766,7 +946,12 @@ impl GcpNodeGroups {
         }
     }
 
-    async fn set_template(&self, mig: &Mig, template: &TemplateRef, group: &GroupRef) -> Result<(), CloudError> {
+    async fn set_template(
+        &self,
+        mig: &Mig,
+        template: &TemplateRef,
+        group: &GroupRef,
+    ) -> Result<(), CloudError> {
         let c = &self.clients;
         let (p, n) = (&mig.project, &mig.name);
         let rid = names::request_id();
@@ -777,7 +962,8 @@ impl GcpNodeGroups {
         );
         let op = match &mig.loc {
             Loc::Zone(z) => {
-                let body = model::InstanceGroupManagersSetInstanceTemplateRequest::new().set_instance_template(path.clone());
+                let body = model::InstanceGroupManagersSetInstanceTemplateRequest::new()
+                    .set_instance_template(path.clone());
                 self.call(call, group, || {
                     c.igm
                         .set_instance_template()
@@ -791,7 +977,8 @@ impl GcpNodeGroups {
                 .await?
             }
             Loc::Region(r) => {
-                let body = model::RegionInstanceGroupManagersSetTemplateRequest::new().set_instance_template(path.clone());
+                let body = model::RegionInstanceGroupManagersSetTemplateRequest::new()
+                    .set_instance_template(path.clone());
                 self.call(call, group, || {
                     c.rigm
                         .set_instance_template()
@@ -808,7 +995,12 @@ impl GcpNodeGroups {
         self.wait(call, group, p, &Self::mig_scope(mig), op).await
     }
 
-    async fn delete_instance(&self, mig: &Mig, url: &str, group: &GroupRef) -> Result<(), CloudError> {
+    async fn delete_instance(
+        &self,
+        mig: &Mig,
+        url: &str,
+        group: &GroupRef,
+    ) -> Result<(), CloudError> {
         let c = &self.clients;
         let (p, n) = (&mig.project, &mig.name);
         let rid = names::request_id();
@@ -864,7 +1056,9 @@ impl NodeGroups for GcpNodeGroups {
         let view = self.get_mig(&mig, group).await?;
         let (min, max, _) = self.bounds(&mig, &view, group).await?;
         let mut cache = HashMap::new();
-        let template_image = self.template_image(&view.template, group, &mut cache).await?;
+        let template_image = self
+            .template_image(&view.template, group, &mut cache)
+            .await?;
         let mut instances = Vec::new();
         for m in self.list_managed(&mig, group).await? {
             // An instance still being created may not report its version yet: it is being
@@ -892,14 +1086,24 @@ impl NodeGroups for GcpNodeGroups {
     async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {
         let mig = Mig::of("instanceGroupManagers.get", group)?;
         let view = self.get_mig(&mig, group).await?;
-        let invalid = |call, msg: String| CloudError::new(CloudErrorKind::Invalid, call, group, msg);
+        let invalid =
+            |call, msg: String| CloudError::new(CloudErrorKind::Invalid, call, group, msg);
         let current = TemplateRef::parse(&view.template).ok_or_else(|| {
-            invalid("instanceTemplates.get", format!("unrecognised instance template URL {:?}", view.template))
+            invalid(
+                "instanceTemplates.get",
+                format!("unrecognised instance template URL {:?}", view.template),
+            )
         })?;
         let tpl = match self.get_template(&current, group).await {
             Err(e) if e.kind == CloudErrorKind::NotFound => {
                 // Never report the group missing for its template: that means "no group".
-                return Err(invalid(e.call, format!("the group's template {} is missing: {}", current.name, e.message)));
+                return Err(invalid(
+                    e.call,
+                    format!(
+                        "the group's template {} is missing: {}",
+                        current.name, e.message
+                    ),
+                ));
             }
             r => r?,
         };
@@ -913,7 +1117,10 @@ impl NodeGroups for GcpNodeGroups {
                 if !boot_image(&existing).is_some_and(|i| names::same_image(i, image)) {
                     return Err(invalid(
                         "instanceTemplates.get",
-                        format!("template {} exists but does not boot {image}; rota will not reuse it", target.name),
+                        format!(
+                            "template {} exists but does not boot {image}; rota will not reuse it",
+                            target.name
+                        ),
                     ));
                 }
             }
@@ -921,7 +1128,10 @@ impl NodeGroups for GcpNodeGroups {
                 let copy = with_image(&tpl, &target.name, image, group).ok_or_else(|| {
                     invalid(
                         "instanceTemplates.insert",
-                        format!("template {} has no boot disk created from an image", current.name),
+                        format!(
+                            "template {} has no boot disk created from an image",
+                            current.name
+                        ),
                     )
                 })?;
                 self.insert_template(&target, copy, group).await?;
@@ -931,11 +1141,19 @@ impl NodeGroups for GcpNodeGroups {
         self.set_template(&mig, &target, group).await
     }
 
-    async fn set_capacity(&self, group: &GroupRef, desired: u32, max: Option<u32>) -> Result<(), CloudError> {
+    async fn set_capacity(
+        &self,
+        group: &GroupRef,
+        desired: u32,
+        max: Option<u32>,
+    ) -> Result<(), CloudError> {
         let mig = Mig::of("instanceGroupManagers.resize", group)?;
         let view = self.get_mig(&mig, group).await?;
         let (_, current_max, autoscaler) = self.bounds(&mig, &view, group).await?;
-        let call = mig.call("instanceGroupManagers.resize", "regionInstanceGroupManagers.resize");
+        let call = mig.call(
+            "instanceGroupManagers.resize",
+            "regionInstanceGroupManagers.resize",
+        );
         let bound = match (max, autoscaler) {
             (Some(m), Some(a)) => {
                 if m != current_max {
@@ -961,7 +1179,12 @@ impl NodeGroups for GcpNodeGroups {
         self.resize(&mig, desired, group).await
     }
 
-    async fn terminate(&self, group: &GroupRef, instance_id: &str, decrement: bool) -> Result<(), CloudError> {
+    async fn terminate(
+        &self,
+        group: &GroupRef,
+        instance_id: &str,
+        decrement: bool,
+    ) -> Result<(), CloudError> {
         let mig = Mig::of("instanceGroupManagers.deleteInstances", group)?;
         let view = self.get_mig(&mig, group).await?;
         let managed = self.list_managed(&mig, group).await?;
@@ -1012,7 +1235,9 @@ mod tests {
             .step_by(2)
             .filter(|lit| {
                 lit.split_once('.').is_some_and(|(svc, m)| {
-                    services.contains(&svc) && !m.is_empty() && m.chars().all(|c| c.is_ascii_alphabetic())
+                    services.contains(&svc)
+                        && !m.is_empty()
+                        && m.chars().all(|c| c.is_ascii_alphabetic())
                 })
             })
             .map(String::from)
@@ -1024,7 +1249,10 @@ mod tests {
         let calls = calls_made();
         assert!(calls.len() >= 20, "{calls:?}");
         for c in &calls {
-            assert!(PERMISSIONS.iter().any(|(call, _)| call == c), "no permission listed for {c}");
+            assert!(
+                PERMISSIONS.iter().any(|(call, _)| call == c),
+                "no permission listed for {c}"
+            );
         }
         let needed: BTreeSet<&str> = PERMISSIONS.iter().map(|(_, p)| *p).collect();
         let role = include_str!("../../../deploy/components/gcp/rota-iam-role.yaml");
@@ -1044,15 +1272,27 @@ mod tests {
             zone: zone.map(Into::into),
             region: region.map(Into::into),
         };
-        assert_eq!(Mig::of("x", &g(Some("z"), None)).unwrap().loc, Loc::Zone("z".into()));
-        assert_eq!(Mig::of("x", &g(None, Some("r"))).unwrap().loc, Loc::Region("r".into()));
+        assert_eq!(
+            Mig::of("x", &g(Some("z"), None)).unwrap().loc,
+            Loc::Zone("z".into())
+        );
+        assert_eq!(
+            Mig::of("x", &g(None, Some("r"))).unwrap().loc,
+            Loc::Region("r".into())
+        );
         for bad in [g(None, None), g(Some("z"), Some("r"))] {
             let e = Mig::of("instanceGroupManagers.get", &bad).unwrap_err();
             assert_eq!(e.kind, CloudErrorKind::Invalid);
             assert!(e.message.contains("exactly one of zone"), "{e}");
         }
-        let aws = GroupRef::Aws { region: "r".into(), auto_scaling_group: "a".into() };
-        assert_eq!(Mig::of("x", &aws).unwrap_err().kind, CloudErrorKind::Invalid);
+        let aws = GroupRef::Aws {
+            region: "r".into(),
+            auto_scaling_group: "a".into(),
+        };
+        assert_eq!(
+            Mig::of("x", &aws).unwrap_err().kind,
+            CloudErrorKind::Invalid
+        );
     }
 
     #[test]
@@ -1062,11 +1302,21 @@ mod tests {
             "error": {"errors": [{"code": "QUOTA_EXCEEDED", "message": "Quota 'CPUS' exceeded."}]}
         }))
         .unwrap();
-        let g = GroupRef::Gcp { project: "p".into(), instance_group_manager: "m".into(), zone: Some("z".into()), region: None };
+        let g = GroupRef::Gcp {
+            project: "p".into(),
+            instance_group_manager: "m".into(),
+            zone: Some("z".into()),
+            region: None,
+        };
         let e = operation_result("instanceGroupManagers.resize", &g, &op).unwrap_err();
         assert_eq!(e.kind, CloudErrorKind::Quota);
-        assert!(e.to_string().contains("QUOTA_EXCEEDED: Quota 'CPUS' exceeded."), "{e}");
-        let ok: model::Operation = serde_json::from_value(serde_json::json!({"name": "o", "status": "DONE"})).unwrap();
+        assert!(
+            e.to_string()
+                .contains("QUOTA_EXCEEDED: Quota 'CPUS' exceeded."),
+            "{e}"
+        );
+        let ok: model::Operation =
+            serde_json::from_value(serde_json::json!({"name": "o", "status": "DONE"})).unwrap();
         assert!(operation_result("x", &g, &ok).is_ok());
     }
 }

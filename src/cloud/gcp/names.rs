@@ -23,10 +23,10 @@ pub fn partial(url: &str) -> &str {
         }
     }
     // A test endpoint or another universe: keep from `projects/` on.
-    if url.starts_with("http://") || url.starts_with("https://") {
-        if let Some(at) = url.find("/projects/") {
-            return &url[at + 1..];
-        }
+    if (url.starts_with("http://") || url.starts_with("https://"))
+        && let Some(at) = url.find("/projects/")
+    {
+        return &url[at + 1..];
     }
     url
 }
@@ -79,7 +79,10 @@ impl TemplateRef {
     /// The partial URL Compute accepts wherever a template is referenced.
     pub fn path(&self) -> String {
         match &self.region {
-            None => format!("projects/{}/global/instanceTemplates/{}", self.project, self.name),
+            None => format!(
+                "projects/{}/global/instanceTemplates/{}",
+                self.project, self.name
+            ),
             Some(r) => format!(
                 "projects/{}/regions/{r}/instanceTemplates/{}",
                 self.project, self.name
@@ -133,7 +136,11 @@ pub fn template_name(group: &str, image: &str) -> String {
     // "rota-" (5) + group (≤ 20) + "-" + image (≤ 19) + "-" + hash (16) ≤ 63.
     let g: String = group.chars().take(20).collect();
     let i: String = image_name.chars().take(19).collect();
-    let joined = format!("rota-{}-{}-{suffix}", g.trim_matches('-'), i.trim_matches('-'));
+    let joined = format!(
+        "rota-{}-{}-{suffix}",
+        g.trim_matches('-'),
+        i.trim_matches('-')
+    );
     // Collapse the doubled dashes an empty or dashed part leaves.
     let mut out = String::with_capacity(joined.len());
     for c in joined.chars() {
@@ -149,9 +156,7 @@ pub fn template_name(group: &str, image: &str) -> String {
 pub fn lifecycle(current_action: Option<&str>, instance_status: Option<&str>) -> Lifecycle {
     match current_action.unwrap_or("NONE") {
         "DELETING" | "ABANDONING" => Lifecycle::Terminating,
-        "CREATING" | "CREATING_WITHOUT_RETRIES" | "RECREATING" | "VERIFYING" => {
-            Lifecycle::Pending
-        }
+        "CREATING" | "CREATING_WITHOUT_RETRIES" | "RECREATING" | "VERIFYING" => Lifecycle::Pending,
         // NONE, REFRESHING, RESTARTING, STARTING, ...: the instance itself says.
         _ => match instance_status {
             Some("RUNNING") => Lifecycle::InService,
@@ -198,7 +203,10 @@ mod tests {
             partial("http://127.0.0.1:4000/compute/v1/projects/p/zones/z/instances/n"),
             "projects/p/zones/z/instances/n"
         );
-        assert_eq!(partial("projects/p/global/images/i"), "projects/p/global/images/i");
+        assert_eq!(
+            partial("projects/p/global/images/i"),
+            "projects/p/global/images/i"
+        );
         assert_eq!(partial("img-a"), "img-a");
         assert!(same_image(
             "https://www.googleapis.com/compute/v1/projects/p/global/images/i",
@@ -208,7 +216,8 @@ mod tests {
 
     #[test]
     fn segments_and_templates_parse() {
-        let u = "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instances/gke-x";
+        let u =
+            "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instances/gke-x";
         assert_eq!(segment_after(u, "zones"), Some("us-central1-a"));
         assert_eq!(last_segment(u), "gke-x");
         let g = TemplateRef::parse(
@@ -228,7 +237,10 @@ mod tests {
 
     #[test]
     fn template_names_are_deterministic_valid_and_distinct() {
-        let a = template_name("gke-general-mig", "projects/acme/global/images/general-2026-11-2");
+        let a = template_name(
+            "gke-general-mig",
+            "projects/acme/global/images/general-2026-11-2",
+        );
         assert_eq!(
             a,
             template_name(
@@ -237,8 +249,14 @@ mod tests {
             ),
             "the URL form names the same image"
         );
-        assert_ne!(a, template_name("gke-general-mig", "projects/acme/global/images/other"));
-        assert_ne!(a, template_name("other-mig", "projects/acme/global/images/general-2026-11-2"));
+        assert_ne!(
+            a,
+            template_name("gke-general-mig", "projects/acme/global/images/other")
+        );
+        assert_ne!(
+            a,
+            template_name("other-mig", "projects/acme/global/images/general-2026-11-2")
+        );
         for name in [
             a,
             template_name(&"X".repeat(80), &"Y_".repeat(80)),
