@@ -678,3 +678,366 @@ mod azure {
         assert_eq!(tags["aks-managed-poolName"], "general");
     }
 }
+
+// --- GCP: GcpNodeGroups against a double of the Compute Engine API ----------------------------
+
+#[path = "support/gcp_double.rs"]
+mod gcp_double;
+
+mod gcp {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use rota::cloud::gcp::{GcpCredentials, GcpNodeGroups, GcpOptions, ZONAL_MIG_LIMIT};
+    use rota::cloud::retry::RetryPolicy;
+    use rota::cloud::{CloudErrorKind, GroupRef, NodeGroups};
+
+    use super::Harness;
+    use super::gcp_double::{Fault, GcpDouble, MigSpec};
+
+    const PROJECT: &str = "acme-prod";
+    const ZONE: &str = "us-central1-a";
+    const REGION: &str = "us-central1";
+
+    /// Zonal groups with global templates, or regional groups with regional templates.
+    pub struct GcpHarness {
+        pub double: GcpDouble,
+        provider: Arc<GcpNodeGroups>,
+        regional: bool,
+    }
+
+    /// Retries as in production, with delays cut to milliseconds.
+    fn fast_retries() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 4,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(20),
+            throttle_floor: Duration::from_millis(10),
+            call_timeout: Duration::from_secs(10),
+        }
+    }
+
+    impl GcpHarness {
+        pub async fn new(regional: bool) -> Self {
+            let double = GcpDouble::start().await;
+            let provider = GcpNodeGroups::new(GcpOptions {
+                endpoint: Some(double.url.clone()),
+                credentials: GcpCredentials::Anonymous,
+                retry: fast_retries(),
+                poll_interval: Duration::from_millis(5),
+                operation_timeout: Duration::from_secs(10),
+            })
+            .await
+            .expect("GCP provider against the double");
+            GcpHarness {
+                double,
+                provider: Arc::new(provider),
+                regional,
+            }
+        }
+
+        pub fn group(&self, name: &str) -> GroupRef {
+            GroupRef::Gcp {
+                project: PROJECT.into(),
+                instance_group_manager: name.into(),
+                zone: (!self.regional).then(|| ZONE.into()),
+                region: self.regional.then(|| REGION.into()),
+            }
+        }
+
+        pub fn spec(&self, name: &str, desired: u32, image: &str) -> MigSpec {
+            MigSpec {
+                project: PROJECT.into(),
+                name: name.into(),
+                zone: (!self.regional).then(|| ZONE.into()),
+                region: self.regional.then(|| REGION.into()),
+                target_size: desired,
+                image: image.into(),
+                autoscaler: None,
+                regional_template: self.regional,
+            }
+        }
+
+        /// Requests so far whose `METHOD path` contains `s`.
+        pub fn count(&self, s: &str) -> usize {
+            self.double
+                .requests()
+                .iter()
+                .filter(|r| r.contains(s))
+                .count()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Harness for GcpHarness {
+        type Provider = GcpNodeGroups;
+
+        fn provider(&self) -> Arc<GcpNodeGroups> {
+            self.provider.clone()
+        }
+
+        /// A MIG with an autoscaler in mode OFF: that is where a MIG keeps min and max.
+        async fn create_group(&self, name: &str, desired: u32, max: u32, image: &str) -> GroupRef {
+            let mut spec = self.spec(name, desired, image);
+            spec.autoscaler = Some((0, max));
+            self.double.add_mig(&spec);
+            self.group(name)
+        }
+
+        fn missing_group(&self) -> GroupRef {
+            self.group("no-such-mig")
+        }
+
+        async fn pass(&self, d: Duration) {
+            self.double.advance(d);
+        }
+    }
+
+    macro_rules! gcp_conformance {
+        ($regional:expr; $($check:ident),* $(,)?) => {$(
+            #[tokio::test]
+            async fn $check() {
+                super::super::$check(&super::GcpHarness::new($regional).await).await;
+            }
+        )*};
+    }
+
+    mod zonal {
+        gcp_conformance!(false;
+            describe_reports_capacity_image_and_instances,
+            missing_group_is_not_found_for_every_call,
+            set_image_changes_new_instances_only_and_is_idempotent,
+            set_capacity_respects_max_and_raises_it_when_asked,
+            terminate_with_decrement_shrinks_and_is_idempotent,
+            terminate_without_decrement_gets_a_replacement,
+        );
+    }
+
+    mod regional {
+        gcp_conformance!(true;
+            describe_reports_capacity_image_and_instances,
+            missing_group_is_not_found_for_every_call,
+            set_image_changes_new_instances_only_and_is_idempotent,
+            set_capacity_respects_max_and_raises_it_when_asked,
+            terminate_with_decrement_shrinks_and_is_idempotent,
+            terminate_without_decrement_gets_a_replacement,
+        );
+    }
+
+    // --- GCP specifics: throttling, quota, permissions, long-running operations ---------------
+
+    #[tokio::test]
+    async fn throttling_that_clears_is_retried_and_succeeds() {
+        let h = GcpHarness::new(false).await;
+        let g = h.create_group("throttled", 1, 3, "img").await;
+        // Compute answers rate limits both as 429 and as 403 rateLimitExceeded.
+        h.double
+            .inject(Fault::new("/resize", 429, "rateLimitExceeded", 1));
+        h.double
+            .inject(Fault::new("/resize", 403, "rateLimitExceeded", 1));
+        h.provider().set_capacity(&g, 2, None).await.unwrap();
+        assert_eq!(
+            h.count("/resize"),
+            3,
+            "two throttled attempts, then the one that worked"
+        );
+        assert_eq!(h.provider().describe(&g).await.unwrap().desired, 2);
+    }
+
+    #[tokio::test]
+    async fn throttling_that_persists_gives_up_as_throttled() {
+        let h = GcpHarness::new(false).await;
+        let g = h.create_group("throttled-long", 1, 3, "img").await;
+        h.double.inject(Fault::new(
+            "instanceGroupManagers/throttled-long",
+            429,
+            "rateLimitExceeded",
+            100,
+        ));
+        let e = h.provider().describe(&g).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Throttled);
+        assert!(e.message.contains("after 4 attempts"), "{e}");
+        assert_eq!(h.count("instanceGroupManagers/throttled-long"), 4);
+    }
+
+    #[tokio::test]
+    async fn server_errors_are_retried() {
+        let h = GcpHarness::new(true).await;
+        let g = h.create_group("flaky", 3, 3, "img").await;
+        h.double
+            .inject(Fault::new("/listManagedInstances", 503, "backendError", 2));
+        let s = h.provider().describe(&g).await.unwrap();
+        assert_eq!(s.instances.len(), 3, "all pages read after the retries");
+    }
+
+    #[tokio::test]
+    async fn quota_in_an_operation_is_quota_and_not_retried() {
+        let h = GcpHarness::new(false).await;
+        let g = h.create_group("quota", 1, 5, "img").await;
+        h.double.fail_next_operation(
+            "/resize",
+            "QUOTA_EXCEEDED",
+            "Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1.",
+            403,
+        );
+        let e = h.provider().set_capacity(&g, 4, None).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Quota, "{e}");
+        assert_eq!(e.call, "instanceGroupManagers.resize");
+        let shown = e.to_string();
+        assert!(
+            shown.contains("gcp:acme-prod/us-central1-a/mig/quota"),
+            "names the group: {shown}"
+        );
+        assert!(
+            shown.contains("QUOTA_EXCEEDED") && shown.contains("CPUS"),
+            "{shown}"
+        );
+        assert_eq!(h.count("/resize"), 1, "quota is not retried");
+        assert_eq!(h.provider().describe(&g).await.unwrap().desired, 1);
+    }
+
+    #[tokio::test]
+    async fn a_stock_out_in_an_operation_is_quota() {
+        let h = GcpHarness::new(true).await;
+        let g = h.create_group("stockout", 1, 5, "img-a").await;
+        h.double.fail_next_operation(
+            "/instanceTemplates",
+            "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "The zone 'projects/acme-prod/zones/us-central1-b' does not have enough resources available to fulfill the request.",
+            503,
+        );
+        let e = h.provider().set_image(&g, "img-b").await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Quota, "{e}");
+        assert_eq!(e.call, "regionInstanceTemplates.insert");
+    }
+
+    #[tokio::test]
+    async fn permission_denied_is_permission_and_not_retried() {
+        let h = GcpHarness::new(false).await;
+        let g = h.create_group("forbidden", 1, 3, "img").await;
+        h.double.inject(Fault {
+            method: Some("POST"),
+            message: "Required 'compute.instanceGroupManagers.update' permission for 'projects/acme-prod/zones/us-central1-a/instanceGroupManagers/forbidden'".into(),
+            ..Fault::new("/resize", 403, "forbidden", 1)
+        });
+        let e = h.provider().set_capacity(&g, 2, None).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Permission, "{e}");
+        assert!(
+            e.message.contains("compute.instanceGroupManagers.update"),
+            "{e}"
+        );
+        assert_eq!(h.count("/resize"), 1);
+    }
+
+    #[tokio::test]
+    async fn calls_wait_for_their_operations() {
+        let h = GcpHarness::new(false).await;
+        let g = h.create_group("lro", 1, 3, "img").await;
+        h.double.set_polls_to_done(4);
+        h.provider().set_capacity(&g, 2, None).await.unwrap();
+        let requests = h.double.requests();
+        let resize = requests.iter().position(|r| r.contains("/resize")).unwrap();
+        let polls: Vec<_> = requests[resize + 1..]
+            .iter()
+            .filter(|r| r.starts_with("GET projects/acme-prod/zones/us-central1-a/operations/"))
+            .collect();
+        assert_eq!(
+            polls.len(),
+            4,
+            "PENDING, RUNNING, RUNNING, RUNNING, DONE: {requests:#?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn set_image_after_a_crash_reuses_the_template_it_made() {
+        let h = GcpHarness::new(false).await;
+        let g = h
+            .create_group("crash", 1, 3, "projects/acme/global/images/img-a")
+            .await;
+        // The template is made, then setInstanceTemplate keeps failing: the call fails...
+        h.double
+            .inject(Fault::new("/setInstanceTemplate", 503, "backendError", 4));
+        let e = h
+            .provider()
+            .set_image(&g, "projects/acme/global/images/img-b")
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Transient);
+        let templates = h.double.template_names();
+        // ... and the retried call finds the template by its name instead of making another.
+        h.provider()
+            .set_image(&g, "projects/acme/global/images/img-b")
+            .await
+            .unwrap();
+        assert_eq!(h.double.template_names(), templates);
+        assert_eq!(
+            h.count("POST projects/acme-prod/global/instanceTemplates"),
+            1
+        );
+        let s = h.provider().describe(&g).await.unwrap();
+        assert_eq!(s.template_image, "projects/acme/global/images/img-b");
+    }
+
+    #[tokio::test]
+    async fn regional_groups_get_regional_templates() {
+        let h = GcpHarness::new(true).await;
+        let g = h.create_group("regional-tpl", 1, 3, "img-a").await;
+        h.provider().set_image(&g, "img-b").await.unwrap();
+        let made: Vec<_> = h
+            .double
+            .template_names()
+            .into_iter()
+            .filter(|t| t.contains("rota-"))
+            .collect();
+        assert_eq!(made.len(), 1);
+        assert!(
+            made[0].starts_with(
+                "projects/acme-prod/regions/us-central1/instanceTemplates/rota-regional-tpl-img-b-"
+            ),
+            "{made:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_an_autoscaler_max_is_computes_limit_and_max_is_not_settable() {
+        let h = GcpHarness::new(false).await;
+        h.double.add_mig(&h.spec("plain", 2, "img"));
+        let g = h.group("plain");
+        let p = h.provider();
+        let s = p.describe(&g).await.unwrap();
+        assert_eq!((s.desired, s.min, s.max), (2, 0, ZONAL_MIG_LIMIT));
+        p.set_capacity(&g, 3, Some(3)).await.unwrap();
+        let s = p.describe(&g).await.unwrap();
+        assert_eq!((s.desired, s.max), (3, ZONAL_MIG_LIMIT));
+        let e = p
+            .set_capacity(&g, ZONAL_MIG_LIMIT + 1, None)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid);
+    }
+
+    #[tokio::test]
+    async fn instances_booting_are_pending_and_deleting_ones_terminating() {
+        use rota::cloud::Lifecycle;
+        let h = GcpHarness::new(false).await;
+        let g = h.create_group("life", 1, 3, "img").await;
+        let p = h.provider();
+        p.set_capacity(&g, 2, None).await.unwrap();
+        let s = p.describe(&g).await.unwrap();
+        let mut l: Vec<_> = s.instances.iter().map(|i| i.lifecycle).collect();
+        l.sort_by_key(|l| format!("{l:?}"));
+        assert_eq!(l, [Lifecycle::InService, Lifecycle::Pending]);
+        let victim = s
+            .instances
+            .iter()
+            .find(|i| i.lifecycle == Lifecycle::InService)
+            .unwrap()
+            .id
+            .clone();
+        p.terminate(&g, &victim, true).await.unwrap();
+        let s = p.describe(&g).await.unwrap();
+        let v = s.instances.iter().find(|i| i.id == victim).unwrap();
+        assert_eq!(v.lifecycle, Lifecycle::Terminating);
+        assert!(v.provider_id.starts_with("gce://acme-prod/us-central1-a/"));
+    }
+}

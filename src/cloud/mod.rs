@@ -8,6 +8,7 @@
 //! provider to them.
 
 pub mod azure;
+pub mod gcp;
 pub mod http;
 pub mod provider_id;
 pub mod registry;
