@@ -7,6 +7,7 @@
 //! with the contracts written on each method, and the conformance suite in `tests/` holds each
 //! provider to them.
 
+pub mod aws;
 pub mod http;
 pub mod provider_id;
 pub mod retry;
