@@ -76,8 +76,16 @@ async fn a_mixed_instances_group_is_read_and_repointed_keeping_its_policy() {
                         .version("$Default")
                         .build(),
                 )
-                .overrides(LaunchTemplateOverrides::builder().instance_type("m6i.large").build())
-                .overrides(LaunchTemplateOverrides::builder().instance_type("m7i.large").build())
+                .overrides(
+                    LaunchTemplateOverrides::builder()
+                        .instance_type("m6i.large")
+                        .build(),
+                )
+                .overrides(
+                    LaunchTemplateOverrides::builder()
+                        .instance_type("m7i.large")
+                        .build(),
+                )
                 .build(),
         )
         .instances_distribution(
@@ -116,8 +124,15 @@ async fn a_mixed_instances_group_is_read_and_repointed_keeping_its_policy() {
         .mixed_instances_policy()
         .expect("still a mixed-instances group");
     let lt = mip.launch_template().unwrap();
-    assert_eq!(lt.launch_template_specification().unwrap().version(), Some("2"));
-    let types: Vec<_> = lt.overrides().iter().filter_map(|o| o.instance_type()).collect();
+    assert_eq!(
+        lt.launch_template_specification().unwrap().version(),
+        Some("2")
+    );
+    let types: Vec<_> = lt
+        .overrides()
+        .iter()
+        .filter_map(|o| o.instance_type())
+        .collect();
     assert_eq!(types, ["m6i.large", "m7i.large"], "overrides kept");
     assert_eq!(
         mip.instances_distribution()
@@ -179,7 +194,11 @@ async fn a_version_left_by_a_crash_is_reused_rather_than_duplicated() {
         .send()
         .await
         .unwrap();
-    assert_eq!(versions.launch_template_versions().len(), 2, "no third version");
+    assert_eq!(
+        versions.launch_template_versions().len(),
+        2,
+        "no third version"
+    );
 }
 
 #[tokio::test]
@@ -207,7 +226,10 @@ async fn groups_rota_cannot_manage_and_unreachable_endpoints_say_why() {
     let e = p.set_image(&group("legacy"), &ami).await.unwrap_err();
     assert_eq!(e.kind, CloudErrorKind::Invalid);
     let text = e.to_string();
-    assert!(text.contains("legacy-lc") && text.contains("aws:us-east-1/asg/legacy"), "{text}");
+    assert!(
+        text.contains("legacy-lc") && text.contains("aws:us-east-1/asg/legacy"),
+        "{text}"
+    );
 
     let gcp = GroupRef::Gcp {
         project: "p".into(),
@@ -215,7 +237,10 @@ async fn groups_rota_cannot_manage_and_unreachable_endpoints_say_why() {
         zone: Some("z".into()),
         region: None,
     };
-    assert_eq!(p.describe(&gcp).await.unwrap_err().kind, CloudErrorKind::Invalid);
+    assert_eq!(
+        p.describe(&gcp).await.unwrap_err().kind,
+        CloudErrorKind::Invalid
+    );
 
     // Nothing listens on port 1: a network failure, retryable, naming the call and group.
     let dead = AwsNodeGroups::from_env(
@@ -225,7 +250,11 @@ async fn groups_rota_cannot_manage_and_unreachable_endpoints_say_why() {
     .await;
     let e = dead.describe(&group("general")).await.unwrap_err();
     assert_eq!(e.kind, CloudErrorKind::Transient, "{e}");
-    assert!(e.to_string().starts_with("DescribeAutoScalingGroups on aws:us-east-1/asg/general"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("DescribeAutoScalingGroups on aws:us-east-1/asg/general"),
+        "{e}"
+    );
 }
 
 // --- a whole rotation ----------------------------------------------------------------------
@@ -305,7 +334,11 @@ async fn a_pool_on_moto_rotates_to_the_new_ami_driven_by_the_controller() {
         .unwrap();
     let nodes = Api::<Node>::all(client.clone());
     let pool_nodes = ListParams::default().labels("rota.dev/pool=general");
-    assert_eq!(nodes.list(&pool_nodes).await.unwrap().items.len(), 3, "a node per instance");
+    assert_eq!(
+        nodes.list(&pool_nodes).await.unwrap().items.len(),
+        3,
+        "a node per instance"
+    );
     // Workloads settle (placed, Ready, PDB status written).
     tokio::time::sleep(Duration::from_secs(5)).await;
 
@@ -326,7 +359,10 @@ async fn a_pool_on_moto_rotates_to_the_new_ami_driven_by_the_controller() {
         }
         // Never more than the pool plus one batch, at any point.
         let s = provider.describe(&group("general")).await.unwrap();
-        assert!(s.desired <= 4 && s.instances.len() <= 4, "surge above one batch: {s:?}\n{log}");
+        assert!(
+            s.desired <= 4 && s.instances.len() <= 4,
+            "surge above one batch: {s:?}\n{log}"
+        );
         let st = Api::<NodePoolRotation>::all(client.clone())
             .get("general")
             .await
@@ -337,7 +373,11 @@ async fn a_pool_on_moto_rotates_to_the_new_ami_driven_by_the_controller() {
         {
             break (p, st.unwrap().message);
         }
-        assert!(Instant::now() < deadline, "no end in 5 minutes\n{log}\n{}", m.log());
+        assert!(
+            Instant::now() < deadline,
+            "no end in 5 minutes\n{log}\n{}",
+            m.log()
+        );
         c.wait(Instant::now() + Duration::from_secs(2), true).await;
     };
     assert_eq!(phase.0, Phase::Succeeded, "{}\n{log}", phase.1);
@@ -347,7 +387,11 @@ async fn a_pool_on_moto_rotates_to_the_new_ami_driven_by_the_controller() {
     assert_eq!((s.desired, s.min, s.max), (3, 0, 3), "{log}");
     assert_eq!(s.template_image, new);
     assert_eq!(s.instances.len(), 3, "{:?}", s.instances);
-    assert!(s.instances.iter().all(|i| i.image == new && i.lifecycle == Lifecycle::InService));
+    assert!(
+        s.instances
+            .iter()
+            .all(|i| i.image == new && i.lifecycle == Lifecycle::InService)
+    );
     // No instance leaked: every running EC2 instance is one of the group's.
     let running: BTreeSet<String> = ec2
         .describe_instances()
@@ -380,7 +424,11 @@ async fn a_pool_on_moto_rotates_to_the_new_ami_driven_by_the_controller() {
     let want: BTreeSet<String> = s.instances.iter().map(|i| i.provider_id.clone()).collect();
     assert_eq!(pids, want);
     for n in &items {
-        let info = n.status.as_ref().and_then(|s| s.node_info.as_ref()).unwrap();
+        let info = n
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .unwrap();
         assert_eq!(info.os_image, new);
         assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
     }

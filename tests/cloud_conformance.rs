@@ -91,7 +91,10 @@ async fn set_image_changes_new_instances_only_and_is_idempotent<H: Harness>(h: &
     p.set_image(&g, &img_b).await.unwrap();
     let s = p.describe(&g).await.unwrap();
     assert_eq!(s.template_image, img_b);
-    assert_eq!(s.instances[0].image, img_a, "running instances are untouched");
+    assert_eq!(
+        s.instances[0].image, img_a,
+        "running instances are untouched"
+    );
     p.set_capacity(&g, 2, None).await.unwrap();
     h.pass(Duration::from_secs(300)).await;
     let s = p.describe(&g).await.unwrap();
@@ -175,7 +178,9 @@ async fn terminate_without_decrement_gets_a_replacement<H: Harness>(h: &H) {
 }
 
 async fn terminate_with_decrement_at_min_size_is_refused<H: Harness>(h: &H) {
-    let g = h.create_group_with_min("terminate-min", 2, 2, 3, "img").await;
+    let g = h
+        .create_group_with_min("terminate-min", 2, 2, 3, "img")
+        .await;
     h.pass(Duration::from_secs(300)).await;
     let p = h.provider();
     let victim = p.describe(&g).await.unwrap().instances[0].id.clone();
@@ -198,7 +203,9 @@ async fn terminate_with_decrement_at_min_size_is_refused<H: Harness>(h: &H) {
 }
 
 async fn set_capacity_below_the_minimum_is_invalid<H: Harness>(h: &H) {
-    let g = h.create_group_with_min("capacity-min", 1, 2, 3, "img").await;
+    let g = h
+        .create_group_with_min("capacity-min", 1, 2, 3, "img")
+        .await;
     let p = h.provider();
     let e = p.set_capacity(&g, 0, None).await.unwrap_err();
     assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
@@ -206,7 +213,9 @@ async fn set_capacity_below_the_minimum_is_invalid<H: Harness>(h: &H) {
 }
 
 fn parsed_zone(provider_id: &str) -> String {
-    provider_id::parse(provider_id).map(|r| r.zone).unwrap_or_default()
+    provider_id::parse(provider_id)
+        .map(|r| r.zone)
+        .unwrap_or_default()
 }
 
 // --- the simulated cloud -------------------------------------------------------------------

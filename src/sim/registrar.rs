@@ -57,10 +57,7 @@ impl ExternalCluster {
         let observer: Arc<dyn InstanceObserver> = Arc::new(ProviderObserver(provider));
         let world = World::load(cluster, scenario, None, observer, speed).await?;
         let store = world.store.clone();
-        let tasks = vec![
-            super::pdb::spawn_controller(store.clone()),
-            world.spawn(),
-        ];
+        let tasks = vec![super::pdb::spawn_controller(store.clone()), world.spawn()];
         Ok(ExternalCluster { store, tasks })
     }
 
@@ -101,7 +98,11 @@ mod tests {
             auto_scaling_group: "general".into(),
         };
         cloud
-            .create_group(GroupSpec::new(group.clone(), 2, "ami-1").with_max(3).prebooted())
+            .create_group(
+                GroupSpec::new(group.clone(), 2, "ami-1")
+                    .with_max(3)
+                    .prebooted(),
+            )
             .unwrap();
         let selector = BTreeMap::from([("rota.dev/pool".to_string(), "general".to_string())]);
         let scenario = Scenario {

@@ -6,7 +6,6 @@
 //! come from the EC2 and Auto Scaling API references; a code not listed falls back on the
 //! HTTP status ([`kind_for_status`]).
 
-
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
@@ -258,7 +257,10 @@ mod tests {
     #[test]
     fn throttling_codes_are_throttled() {
         assert_eq!(code("Throttling", "Rate exceeded", 400), Throttled);
-        assert_eq!(code("RequestLimitExceeded", "Request limit exceeded.", 503), Throttled);
+        assert_eq!(
+            code("RequestLimitExceeded", "Request limit exceeded.", 503),
+            Throttled
+        );
         assert_eq!(code("ThrottlingException", "", 400), Throttled);
         assert_eq!(classify(None, "", Some(429), None), Throttled);
     }
@@ -275,7 +277,10 @@ mod tests {
     #[test]
     fn authorization_is_permission() {
         assert_eq!(code("AccessDenied", "not authorized", 403), Permission);
-        assert_eq!(code("UnauthorizedOperation", "You are not authorized", 403), Permission);
+        assert_eq!(
+            code("UnauthorizedOperation", "You are not authorized", 403),
+            Permission
+        );
         assert_eq!(code("AuthFailure", "", 401), Permission);
         assert_eq!(code("ExpiredToken", "", 400), Permission);
         assert_eq!(
@@ -292,7 +297,11 @@ mod tests {
     #[test]
     fn a_missing_group_is_not_found_and_other_validation_is_invalid() {
         assert_eq!(
-            code("ValidationError", "AutoScalingGroup name not found - null", 400),
+            code(
+                "ValidationError",
+                "AutoScalingGroup name not found - null",
+                400
+            ),
             NotFound
         );
         assert_eq!(
@@ -304,11 +313,18 @@ mod tests {
             Invalid
         );
         assert_eq!(
-            code("ValidationError", "Instance Id not found - No managed instance found for instance ID: i-0abc", 400),
+            code(
+                "ValidationError",
+                "Instance Id not found - No managed instance found for instance ID: i-0abc",
+                400
+            ),
             Invalid
         );
         assert_eq!(code("InvalidAMIID.NotFound", "", 400), Invalid);
-        assert_eq!(code("InvalidLaunchTemplateId.VersionNotFound", "", 400), Invalid);
+        assert_eq!(
+            code("InvalidLaunchTemplateId.VersionNotFound", "", 400),
+            Invalid
+        );
         assert_eq!(code("MissingParameter", "", 400), Invalid);
     }
 
@@ -318,12 +334,21 @@ mod tests {
         assert_eq!(code("ScalingActivityInProgress", "", 400), Transient);
         assert_eq!(code("ResourceContention", "", 500), Transient);
         assert_eq!(classify(None, "", Some(503), None), Transient);
-        assert_eq!(classify(Some("SomethingNew"), "", Some(502), None), Transient);
+        assert_eq!(
+            classify(Some("SomethingNew"), "", Some(502), None),
+            Transient
+        );
         for t in [Transport::Io, Transport::Timeout] {
-            assert_eq!(classify(None, "connection refused", None, Some(t)), Transient);
+            assert_eq!(
+                classify(None, "connection refused", None, Some(t)),
+                Transient
+            );
         }
         assert_eq!(classify(None, "", None, None), Transient);
-        assert_eq!(classify(None, "bad", None, Some(Transport::Construction)), Invalid);
+        assert_eq!(
+            classify(None, "bad", None, Some(Transport::Construction)),
+            Invalid
+        );
     }
 
     #[test]
@@ -331,12 +356,17 @@ mod tests {
         assert!(instance_gone(
             "ValidationError (HTTP 400): Instance Id not found - No managed instance found for instance ID: i-0abc"
         ));
-        assert!(!instance_gone("ValidationError (HTTP 400): AutoScalingGroup name not found - null"));
+        assert!(!instance_gone(
+            "ValidationError (HTTP 400): AutoScalingGroup name not found - null"
+        ));
     }
 
     #[test]
     fn unknown_codes_fall_back_on_the_status() {
-        assert_eq!(classify(Some("SomethingNew"), "", Some(403), None), Permission);
+        assert_eq!(
+            classify(Some("SomethingNew"), "", Some(403), None),
+            Permission
+        );
         assert_eq!(classify(Some("SomethingNew"), "", Some(400), None), Invalid);
     }
 }

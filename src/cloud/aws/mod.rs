@@ -26,19 +26,17 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use aws_config::BehaviorVersion;
-use aws_config::meta::region::RegionProviderChain;
 use aws_config::retry::RetryConfig;
+use aws_config::{Region, SdkConfig};
 use aws_sdk_autoscaling::types::AutoScalingGroup;
 use aws_sdk_ec2::types::{Filter, RequestLaunchTemplateData};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
-use aws_config::{Region, SdkConfig};
 
 use self::errors::from_sdk;
 use self::template::{TemplateRef, group_template, lifecycle};
 use super::retry::RetryPolicy;
 use super::{
-    CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups,
-    provider_id,
+    CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups, provider_id,
 };
 
 /// EC2 takes at most 200 values in one filter.
@@ -81,14 +79,19 @@ impl AwsNodeGroups {
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
             .build_https();
-        let region = RegionProviderChain::default_provider().or_else(Region::new("us-east-1"));
+        // The loader's own region chain (environment, profile, instance metadata) shares
+        // the HTTP client above; a chain built apart would have none.
         let sdk = aws_config::defaults(BehaviorVersion::latest())
             .http_client(http)
-            .region(region)
             // One retry policy applies, rota's (see `RetryPolicy::run` around every call).
             .retry_config(RetryConfig::disabled())
             .load()
             .await;
+        let sdk = if sdk.region().is_none() {
+            sdk.into_builder().region(Region::new("us-east-1")).build()
+        } else {
+            sdk
+        };
         AwsNodeGroups::from_sdk_config(sdk, endpoint_url, retry)
     }
 
@@ -134,7 +137,11 @@ impl AwsNodeGroups {
 
     /// The group's Auto Scaling name and the clients of its region; `Invalid` for a group of
     /// another cloud.
-    fn target<'a>(&self, group: &'a GroupRef, call: &'static str) -> Result<(&'a str, Clients), CloudError> {
+    fn target<'a>(
+        &self,
+        group: &'a GroupRef,
+        call: &'static str,
+    ) -> Result<(&'a str, Clients), CloudError> {
         match group {
             GroupRef::Aws {
                 region,
@@ -170,13 +177,22 @@ impl AwsNodeGroups {
             .find(|g| g.auto_scaling_group_name() == Some(name))
             .cloned()
             .ok_or_else(|| {
-                CloudError::new(CloudErrorKind::NotFound, CALL, group, "no such Auto Scaling group")
+                CloudError::new(
+                    CloudErrorKind::NotFound,
+                    CALL,
+                    group,
+                    "no such Auto Scaling group",
+                )
             })?;
         Ok((g, c))
     }
 
     /// The template the group points at, or `Invalid` saying why rota cannot use it.
-    fn template_of(g: &AutoScalingGroup, group: &GroupRef, call: &'static str) -> Result<TemplateRef, CloudError> {
+    fn template_of(
+        g: &AutoScalingGroup,
+        group: &GroupRef,
+        call: &'static str,
+    ) -> Result<TemplateRef, CloudError> {
         group_template(g).map_err(|u| {
             CloudError::new(
                 CloudErrorKind::Invalid,
@@ -271,7 +287,10 @@ impl AwsNodeGroups {
                         }
                     }
                 }
-                token = out.next_token().map(str::to_string).filter(|t| !t.is_empty());
+                token = out
+                    .next_token()
+                    .map(str::to_string)
+                    .filter(|t| !t.is_empty());
                 if token.is_none() {
                     break;
                 }
@@ -375,7 +394,10 @@ impl NodeGroups for AwsNodeGroups {
         const CALL: &str = "UpdateAutoScalingGroup";
         self.retry
             .run(CALL, group, || async {
-                let req = c.asg.update_auto_scaling_group().auto_scaling_group_name(name);
+                let req = c
+                    .asg
+                    .update_auto_scaling_group()
+                    .auto_scaling_group_name(name);
                 let req = match (t.in_mixed_instances_policy, g.mixed_instances_policy()) {
                     (true, Some(mip)) => req.mixed_instances_policy(
                         template::repoint_mixed_instances_policy(mip, &current.template_id, target),
@@ -403,11 +425,19 @@ impl NodeGroups for AwsNodeGroups {
         if desired > max_after {
             return Err(CloudError::new(
                 CloudErrorKind::Invalid,
-                if max.is_some() { "UpdateAutoScalingGroup" } else { "SetDesiredCapacity" },
+                if max.is_some() {
+                    "UpdateAutoScalingGroup"
+                } else {
+                    "SetDesiredCapacity"
+                },
                 group,
                 format!(
                     "desired capacity {desired} is above the maximum size {max_after}{}",
-                    if max.is_none() { " (pass a maximum to raise it)" } else { "" }
+                    if max.is_none() {
+                        " (pass a maximum to raise it)"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }

@@ -106,7 +106,10 @@ pub fn repoint_mixed_instances_policy(
     let old = mip.launch_template();
     let lt = LaunchTemplate::builder()
         .launch_template_specification(spec)
-        .set_overrides(old.map(|l| l.overrides().to_vec()).filter(|o| !o.is_empty()))
+        .set_overrides(
+            old.map(|l| l.overrides().to_vec())
+                .filter(|o| !o.is_empty()),
+        )
         .build();
     MixedInstancesPolicy::builder()
         .launch_template(lt)
@@ -167,8 +170,16 @@ mod tests {
             .launch_template(
                 LaunchTemplate::builder()
                     .launch_template_specification(spec(Some("$Latest")))
-                    .overrides(LaunchTemplateOverrides::builder().instance_type("m6i.large").build())
-                    .overrides(LaunchTemplateOverrides::builder().instance_type("m7i.large").build())
+                    .overrides(
+                        LaunchTemplateOverrides::builder()
+                            .instance_type("m6i.large")
+                            .build(),
+                    )
+                    .overrides(
+                        LaunchTemplateOverrides::builder()
+                            .instance_type("m7i.large")
+                            .build(),
+                    )
                     .build(),
             )
             .instances_distribution(
@@ -186,7 +197,10 @@ mod tests {
         assert!(t.in_mixed_instances_policy);
         let new = repoint_mixed_instances_policy(&mip, "lt-0abc", 7);
         let lt = new.launch_template().unwrap();
-        assert_eq!(lt.launch_template_specification().unwrap().version(), Some("7"));
+        assert_eq!(
+            lt.launch_template_specification().unwrap().version(),
+            Some("7")
+        );
         assert_eq!(lt.overrides().len(), 2);
         assert_eq!(new.instances_distribution(), mip.instances_distribution());
     }
