@@ -3,10 +3,11 @@
 //! A pool's machines live in a cloud group (AWS Auto Scaling group, GCP managed instance group,
 //! Azure scale set). rota needs exactly four things from it: see the group and its instances,
 //! change the image new instances boot from, change the desired capacity, and terminate one
-//! instance. Every provider (`sim`, and later `aws`, `gcp`, `azure`) implements [`NodeGroups`]
+//! instance. Every provider (`sim`, `aws`, and later `gcp`, `azure`) implements [`NodeGroups`]
 //! with the contracts written on each method, and the conformance suite in `tests/` holds each
 //! provider to them.
 
+pub mod aws;
 pub mod azure;
 pub mod gcp;
 pub mod http;
@@ -158,10 +159,12 @@ pub trait NodeGroups: Send + Sync {
 
     /// Set the desired capacity to `desired`. When `max` is given, set the maximum size to it
     /// first (rota raises it for a surge and restores it afterwards); without `max`, a desired
-    /// value above the current maximum is `Invalid`. Idempotent: the result is the same
-    /// whether the call is made once or repeated. Where the cloud has no maximum of its own
-    /// (an Azure scale set), the provider documents where it keeps one (`azure`: the
-    /// cluster autoscaler's `max` tag, the platform limit without it).
+    /// value above the current maximum is `Invalid`, and so is one below the minimum size
+    /// (nothing changes). Idempotent: the result is the same whether the call is made once or
+    /// repeated. Where the cloud has no maximum of its own (a GCP managed instance group
+    /// without an autoscaler, an Azure scale set), the provider documents where it keeps one
+    /// (`gcp`: the autoscaler's bounds, else Compute's size limit; `azure`: the cluster
+    /// autoscaler's `max` tag, else the platform limit).
     async fn set_capacity(
         &self,
         group: &GroupRef,
@@ -170,9 +173,11 @@ pub trait NodeGroups: Send + Sync {
     ) -> Result<(), CloudError>;
 
     /// Terminate one instance. With `decrement`, the desired capacity goes down by one in the
-    /// same call so the cloud does not replace it. Idempotent: an instance that is already
-    /// terminating or gone is a success (and capacity is not decremented twice); `NotFound`
-    /// only if the group is missing.
+    /// same call so the cloud does not replace it; when the desired capacity is already at
+    /// the group's minimum size, a decrementing terminate is refused as `Invalid` and nothing
+    /// changes (as AWS answers). Idempotent: an instance that is already terminating or gone
+    /// (or not a member of the group) is a success (and capacity is not decremented twice);
+    /// `NotFound` only if the group is missing.
     async fn terminate(
         &self,
         group: &GroupRef,

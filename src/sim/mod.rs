@@ -8,7 +8,8 @@
 //!
 //! World side: `cloud` is a simulated cloud account behind `crate::cloud::NodeGroups`, `faults`
 //! what goes wrong in it; `kubelet`, `scheduler` and `workloads` are the cluster's own
-//! controllers; `scenario` says what a simulated fleet holds and `world` runs it on tokio.
+//! controllers; `registrar` runs those controllers against any other `NodeGroups` provider
+//! (moto); `scenario` says what a simulated fleet holds and `world` runs it on tokio.
 
 pub mod apiserver;
 pub mod cloud;
@@ -19,6 +20,7 @@ pub mod kubeconfig;
 pub mod kubelet;
 pub mod pdb;
 pub mod quantity;
+pub mod registrar;
 pub mod scenario;
 pub mod scheduler;
 pub mod selector;

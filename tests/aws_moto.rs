@@ -1,0 +1,435 @@
+//! rota's AWS provider against moto: what the generic conformance suite cannot say (mixed
+//! instances policies, launch template versions, unsupported groups, transport failures),
+//! and a whole rotation driven by the real controller, with the simulated Kubernetes side
+//! registering moto's instances as nodes (`rota::sim::registrar`).
+//!
+//! Real time throughout (moto answers over HTTP); the simulated cluster and the controller
+//! run `SPEED` times faster than real time so that a rotation takes seconds.
+
+#[path = "support/moto.rs"]
+mod moto;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_autoscaling::types::{
+    InstancesDistribution, LaunchTemplate, LaunchTemplateOverrides, LaunchTemplateSpecification,
+    MixedInstancesPolicy,
+};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use rota::cloud::aws::AwsNodeGroups;
+use rota::cloud::retry::RetryPolicy;
+use rota::cloud::{CloudErrorKind, GroupRef, Lifecycle, NodeGroups};
+use rota::controller::{Config, Controller};
+use rota::fleet::duration::GoDuration;
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::rotate::Phase;
+use rota::sim::faults::FaultProfile;
+use rota::sim::registrar::ExternalCluster;
+use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
+use tokio::time::Instant;
+
+const SPEED: f64 = 30.0;
+
+fn group(name: &str) -> GroupRef {
+    GroupRef::Aws {
+        region: moto::REGION.into(),
+        auto_scaling_group: name.into(),
+    }
+}
+
+#[tokio::test]
+async fn a_mixed_instances_group_is_read_and_repointed_keeping_its_policy() {
+    let m = moto::Moto::start();
+    let (ec2, asg, p) = (m.ec2().await, m.asg().await, m.node_groups().await);
+    let (old, new) = (
+        moto::register_ami(&ec2, "old").await,
+        moto::register_ami(&ec2, "new").await,
+    );
+    let lt_id = ec2
+        .create_launch_template()
+        .launch_template_name("mixed-lt")
+        .launch_template_data(
+            aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                .image_id(&old)
+                .instance_type(aws_sdk_ec2::types::InstanceType::M6iLarge)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .launch_template()
+        .unwrap()
+        .launch_template_id()
+        .unwrap()
+        .to_string();
+    let policy = MixedInstancesPolicy::builder()
+        .launch_template(
+            LaunchTemplate::builder()
+                .launch_template_specification(
+                    LaunchTemplateSpecification::builder()
+                        .launch_template_id(&lt_id)
+                        .version("$Default")
+                        .build(),
+                )
+                .overrides(
+                    LaunchTemplateOverrides::builder()
+                        .instance_type("m6i.large")
+                        .build(),
+                )
+                .overrides(
+                    LaunchTemplateOverrides::builder()
+                        .instance_type("m7i.large")
+                        .build(),
+                )
+                .build(),
+        )
+        .instances_distribution(
+            InstancesDistribution::builder()
+                .on_demand_base_capacity(1)
+                .on_demand_percentage_above_base_capacity(100)
+                .build(),
+        )
+        .build();
+    asg.create_auto_scaling_group()
+        .auto_scaling_group_name("mixed")
+        .mixed_instances_policy(policy)
+        .min_size(0)
+        .max_size(3)
+        .desired_capacity(2)
+        .availability_zones("us-east-1a")
+        .send()
+        .await
+        .unwrap();
+    let g = group("mixed");
+    let s = p.describe(&g).await.unwrap();
+    assert_eq!(s.template_image, old);
+    assert_eq!(s.instances.len(), 2);
+    assert!(s.instances.iter().all(|i| i.image == old));
+
+    p.set_image(&g, &new).await.unwrap();
+    p.set_image(&g, &new).await.unwrap();
+    assert_eq!(p.describe(&g).await.unwrap().template_image, new);
+    let raw = asg
+        .describe_auto_scaling_groups()
+        .auto_scaling_group_names("mixed")
+        .send()
+        .await
+        .unwrap();
+    let mip = raw.auto_scaling_groups()[0]
+        .mixed_instances_policy()
+        .expect("still a mixed-instances group");
+    let lt = mip.launch_template().unwrap();
+    assert_eq!(
+        lt.launch_template_specification().unwrap().version(),
+        Some("2")
+    );
+    let types: Vec<_> = lt
+        .overrides()
+        .iter()
+        .filter_map(|o| o.instance_type())
+        .collect();
+    assert_eq!(types, ["m6i.large", "m7i.large"], "overrides kept");
+    assert_eq!(
+        mip.instances_distribution()
+            .and_then(|d| d.on_demand_base_capacity()),
+        Some(1),
+        "distribution kept"
+    );
+    // One new version, not one per call.
+    let versions = ec2
+        .describe_launch_template_versions()
+        .launch_template_id(&lt_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(versions.launch_template_versions().len(), 2);
+}
+
+#[tokio::test]
+async fn a_version_left_by_a_crash_is_reused_rather_than_duplicated() {
+    let m = moto::Moto::start();
+    let (ec2, asg, p) = (m.ec2().await, m.asg().await, m.node_groups().await);
+    let (old, new) = (
+        moto::register_ami(&ec2, "old").await,
+        moto::register_ami(&ec2, "new").await,
+    );
+    let lt_id = moto::create_group(&ec2, &asg, "crashy", (0, 1, 2), &old).await;
+    // Pin the group to version 1, then create version 2 with the new AMI as a set_image
+    // that crashed before UpdateAutoScalingGroup would have.
+    asg.update_auto_scaling_group()
+        .auto_scaling_group_name("crashy")
+        .launch_template(
+            LaunchTemplateSpecification::builder()
+                .launch_template_id(&lt_id)
+                .version("1")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    ec2.create_launch_template_version()
+        .launch_template_id(&lt_id)
+        .source_version("1")
+        .launch_template_data(
+            aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                .image_id(&new)
+                .instance_type(aws_sdk_ec2::types::InstanceType::T3Medium)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let g = group("crashy");
+    assert_eq!(p.describe(&g).await.unwrap().template_image, old);
+    p.set_image(&g, &new).await.unwrap();
+    assert_eq!(p.describe(&g).await.unwrap().template_image, new);
+    let versions = ec2
+        .describe_launch_template_versions()
+        .launch_template_id(&lt_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        versions.launch_template_versions().len(),
+        2,
+        "no third version"
+    );
+}
+
+#[tokio::test]
+async fn groups_rota_cannot_manage_and_unreachable_endpoints_say_why() {
+    let m = moto::Moto::start();
+    let (ec2, asg, p) = (m.ec2().await, m.asg().await, m.node_groups().await);
+    let ami = moto::register_ami(&ec2, "old").await;
+    asg.create_launch_configuration()
+        .launch_configuration_name("legacy-lc")
+        .image_id(&ami)
+        .instance_type("t3.medium")
+        .send()
+        .await
+        .unwrap();
+    asg.create_auto_scaling_group()
+        .auto_scaling_group_name("legacy")
+        .launch_configuration_name("legacy-lc")
+        .min_size(0)
+        .max_size(1)
+        .desired_capacity(0)
+        .availability_zones("us-east-1a")
+        .send()
+        .await
+        .unwrap();
+    let e = p.set_image(&group("legacy"), &ami).await.unwrap_err();
+    assert_eq!(e.kind, CloudErrorKind::Invalid);
+    let text = e.to_string();
+    assert!(
+        text.contains("legacy-lc") && text.contains("aws:us-east-1/asg/legacy"),
+        "{text}"
+    );
+
+    let gcp = GroupRef::Gcp {
+        project: "p".into(),
+        instance_group_manager: "m".into(),
+        zone: Some("z".into()),
+        region: None,
+    };
+    assert_eq!(
+        p.describe(&gcp).await.unwrap_err().kind,
+        CloudErrorKind::Invalid
+    );
+
+    // Nothing listens on port 1: a network failure, retryable, naming the call and group.
+    let dead = AwsNodeGroups::from_env(
+        Some("http://127.0.0.1:1".into()),
+        RetryPolicy::no_retries(Duration::from_secs(10)),
+    )
+    .await;
+    let e = dead.describe(&group("general")).await.unwrap_err();
+    assert_eq!(e.kind, CloudErrorKind::Transient, "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("DescribeAutoScalingGroups on aws:us-east-1/asg/general"),
+        "{e}"
+    );
+}
+
+// --- a whole rotation ----------------------------------------------------------------------
+
+const WORKLOADS: &str = r#"
+nodes: {perPool: 3, registerAfter: 15s, readyAfter: 20s}
+deployments:
+  - {name: web, namespace: shop, replicas: 4, pdb: {maxUnavailable: 1}, readyAfter: 10s}
+daemonSets:
+  - {name: node-exporter, namespace: monitoring, readyAfter: 5s}
+"#;
+
+fn npr(image: &str) -> NodePoolRotation {
+    let mut policy = EffectivePolicy {
+        batch: BatchSize::Count(1),
+        ..EffectivePolicy::default()
+    };
+    policy.node_ready_timeout = GoDuration::from_secs(600);
+    policy.drain.timeout = GoDuration::from_secs(900);
+    let mut n = NodePoolRotation::new(
+        "general",
+        NodePoolRotationSpec {
+            cluster: "moto-1".into(),
+            pool: "general".into(),
+            group: group("general"),
+            node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+            channel: "stable".into(),
+            version: "2026.11.2".into(),
+            image: image.into(),
+            policy,
+            gates: vec![],
+            source_commit: "c0ffee".into(),
+            mode: Mode::Reconcile,
+        },
+    );
+    n.metadata = ObjectMeta {
+        name: Some("general".into()),
+        ..ObjectMeta::default()
+    };
+    n
+}
+
+#[tokio::test]
+async fn a_pool_on_moto_rotates_to_the_new_ami_driven_by_the_controller() {
+    let m = moto::Moto::start();
+    let (ec2, asg) = (m.ec2().await, m.asg().await);
+    let (old, new) = (
+        moto::register_ami(&ec2, "node-2026.11.1").await,
+        moto::register_ami(&ec2, "node-2026.11.2").await,
+    );
+    moto::create_group(&ec2, &asg, "general", (0, 3, 3), &old).await;
+    let provider: Arc<dyn NodeGroups> = Arc::new(m.node_groups().await);
+
+    let scenario = Scenario {
+        clusters: vec![ClusterScenario {
+            name: "moto-1".into(),
+            cloud: Cloud::Aws,
+            pools: vec![PoolScenario {
+                name: "general".into(),
+                group: group("general"),
+                image: old.clone(),
+                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+                nodes: 3,
+            }],
+        }],
+        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+        faults: FaultProfile::default(),
+        seed: 1,
+    };
+    let cluster = ExternalCluster::start(&scenario.clusters[0], &scenario, provider.clone(), SPEED)
+        .await
+        .unwrap();
+    let client = cluster.client();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd::definition())
+        .await
+        .unwrap();
+    let nodes = Api::<Node>::all(client.clone());
+    let pool_nodes = ListParams::default().labels("rota.dev/pool=general");
+    assert_eq!(
+        nodes.list(&pool_nodes).await.unwrap().items.len(),
+        3,
+        "a node per instance"
+    );
+    // Workloads settle (placed, Ready, PDB status written).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    Api::<NodePoolRotation>::all(client.clone())
+        .create(&PostParams::default(), &npr(&new))
+        .await
+        .unwrap();
+    let mut cfg = Config::new("0.1.0", "moto-test");
+    cfg.events = false;
+    cfg.speed = SPEED;
+    let mut c = Controller::new(client.clone(), provider.clone(), cfg);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut log = String::new();
+    let phase = loop {
+        let out = c.step().await;
+        if !out.is_empty() {
+            log.push_str(&format!("{out:?}\n"));
+        }
+        // Never more than the pool plus one batch, at any point.
+        let s = provider.describe(&group("general")).await.unwrap();
+        assert!(
+            s.desired <= 4 && s.instances.len() <= 4,
+            "surge above one batch: {s:?}\n{log}"
+        );
+        let st = Api::<NodePoolRotation>::all(client.clone())
+            .get("general")
+            .await
+            .unwrap()
+            .status;
+        if let Some(p) = st.as_ref().map(|s| s.phase)
+            && matches!(p, Phase::Succeeded | Phase::Paused | Phase::Failed)
+        {
+            break (p, st.unwrap().message);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no end in 5 minutes\n{log}\n{}",
+            m.log()
+        );
+        c.wait(Instant::now() + Duration::from_secs(2), true).await;
+    };
+    assert_eq!(phase.0, Phase::Succeeded, "{}\n{log}", phase.1);
+
+    // The cloud: three instances, all on the new AMI, the maximum restored.
+    let s = provider.describe(&group("general")).await.unwrap();
+    assert_eq!((s.desired, s.min, s.max), (3, 0, 3), "{log}");
+    assert_eq!(s.template_image, new);
+    assert_eq!(s.instances.len(), 3, "{:?}", s.instances);
+    assert!(
+        s.instances
+            .iter()
+            .all(|i| i.image == new && i.lifecycle == Lifecycle::InService)
+    );
+    // No instance leaked: every running EC2 instance is one of the group's.
+    let running: BTreeSet<String> = ec2
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("instance-state-name")
+                .values("running")
+                .values("pending")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.instance_id().map(str::to_string))
+        .collect();
+    let members: BTreeSet<String> = s.instances.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(running, members, "leaked instance(s)");
+
+    // The cluster: every node of the pool is one of those instances, on the new image,
+    // schedulable.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let items = nodes.list(&pool_nodes).await.unwrap().items;
+    let pids: BTreeSet<String> = items
+        .iter()
+        .filter_map(|n| n.spec.as_ref()?.provider_id.clone())
+        .collect();
+    let want: BTreeSet<String> = s.instances.iter().map(|i| i.provider_id.clone()).collect();
+    assert_eq!(pids, want);
+    for n in &items {
+        let info = n
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .unwrap();
+        assert_eq!(info.os_image, new);
+        assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
+    }
+}

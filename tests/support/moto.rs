@@ -1,0 +1,225 @@
+//! moto, the AWS emulator, as a test peer: a `moto_server` on a free loopback port for the
+//! life of a test, and an [`AwsNodeGroups`] and raw SDK clients pointed at it.
+//!
+//! `scripts/test` installs moto into the test peers' venv (`ROTA_PEERS_VENV`, by default
+//! `<target dir>/peers-venv`). Without it these tests fail and say so: they never skip.
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use rota::cloud::aws::AwsNodeGroups;
+use rota::cloud::retry::RetryPolicy;
+
+pub const REGION: &str = "us-east-1";
+
+/// The venv that holds the test peers (moto).
+pub fn peers_venv() -> PathBuf {
+    if let Some(v) = std::env::var_os("ROTA_PEERS_VENV") {
+        return PathBuf::from(v);
+    }
+    // target/<profile>/deps/<test binary>: the venv sits in the target directory, wherever
+    // CARGO_TARGET_DIR put it.
+    let exe = std::env::current_exe().expect("test binary path");
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .expect("test binary lives in <target>/<profile>/deps");
+    target.join("peers-venv")
+}
+
+/// Fake credentials and region for the SDK's standard chain, set once per test process; no
+/// instance metadata lookups. Tests only: rota itself never sets credentials.
+pub fn fake_credentials() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for (k, v) in [
+            ("AWS_ACCESS_KEY_ID", "testing"),
+            ("AWS_SECRET_ACCESS_KEY", "testing"),
+            ("AWS_SESSION_TOKEN", "testing"),
+            ("AWS_REGION", REGION),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+            ("AWS_CONFIG_FILE", "/dev/null"),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null"),
+        ] {
+            // SAFETY: set once, before any client reads the environment; nothing in these
+            // test binaries reads the environment from C code concurrently.
+            unsafe { std::env::set_var(k, v) };
+        }
+    });
+}
+
+/// A running `moto_server`, stopped when dropped.
+pub struct Moto {
+    child: Child,
+    pub url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Moto {
+    /// Start moto on a free loopback port and wait until it answers. Panics, pointing at
+    /// `scripts/test`, when the venv is missing.
+    pub fn start() -> Moto {
+        fake_credentials();
+        let venv = peers_venv();
+        let bin = venv.join("bin/moto_server");
+        assert!(
+            bin.exists(),
+            "moto_server not found at {}: the AWS tests need moto. Run scripts/test (it creates \
+             the test peers' venv and installs moto), or point ROTA_PEERS_VENV at a venv with \
+             `pip install 'moto[server]'`",
+            bin.display()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("moto.log");
+        // A port the kernel just handed out; another process could take it before moto
+        // binds, so a start that fails is tried again on a new port.
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let out = std::fs::File::create(&log).unwrap();
+            let mut child = Command::new(&bin)
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .env("MOTO_ENABLE_AMI_VALIDATION", "true")
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Moto {
+                        child,
+                        url: format!("http://127.0.0.1:{port}"),
+                        log,
+                        _dir: dir,
+                    };
+                }
+                if child.try_wait().unwrap().is_some() || Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!(
+            "moto_server did not start; its log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    /// rota's provider against this moto, with the standard credential chain (the fake
+    /// credentials above) and a retry policy that fails fast.
+    pub async fn node_groups(&self) -> AwsNodeGroups {
+        AwsNodeGroups::from_env(
+            Some(self.url.clone()),
+            RetryPolicy::no_retries(Duration::from_secs(30)),
+        )
+        .await
+    }
+
+    async fn sdk(&self) -> aws_config::SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(REGION))
+            .endpoint_url(&self.url)
+            .http_client(
+                aws_smithy_http_client::Builder::new()
+                    .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                        aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+                    ))
+                    .build_https(),
+            )
+            .load()
+            .await
+    }
+
+    /// A raw EC2 client for setting up what the test needs.
+    pub async fn ec2(&self) -> aws_sdk_ec2::Client {
+        aws_sdk_ec2::Client::new(&self.sdk().await)
+    }
+
+    /// A raw Auto Scaling client for setting up and checking.
+    pub async fn asg(&self) -> aws_sdk_autoscaling::Client {
+        aws_sdk_autoscaling::Client::new(&self.sdk().await)
+    }
+
+    /// What moto printed, for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Register an AMI named `name` in moto (as a snapshot-backed image) and return its ID.
+pub async fn register_ami(ec2: &aws_sdk_ec2::Client, name: &str) -> String {
+    ec2.register_image()
+        .name(name)
+        .root_device_name("/dev/xvda")
+        .architecture(aws_sdk_ec2::types::ArchitectureValues::X8664)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("RegisterImage {name}: {e:?}"))
+        .image_id()
+        .expect("an image ID")
+        .to_string()
+}
+
+/// A launch template booting `ami`, and an Auto Scaling group of `desired` instances on it
+/// (min `min`, max `max`) over two zones. Returns the template ID.
+pub async fn create_group(
+    ec2: &aws_sdk_ec2::Client,
+    asg: &aws_sdk_autoscaling::Client,
+    name: &str,
+    (min, desired, max): (u32, u32, u32),
+    ami: &str,
+) -> String {
+    let lt = ec2
+        .create_launch_template()
+        .launch_template_name(format!("{name}-lt"))
+        .launch_template_data(
+            aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                .image_id(ami)
+                .instance_type(aws_sdk_ec2::types::InstanceType::T3Medium)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateLaunchTemplate: {e:?}"));
+    let lt_id = lt
+        .launch_template()
+        .and_then(|t| t.launch_template_id())
+        .unwrap()
+        .to_string();
+    asg.create_auto_scaling_group()
+        .auto_scaling_group_name(name)
+        .launch_template(
+            aws_sdk_autoscaling::types::LaunchTemplateSpecification::builder()
+                .launch_template_id(&lt_id)
+                .version("$Latest")
+                .build(),
+        )
+        .min_size(min as i32)
+        .max_size(max as i32)
+        .desired_capacity(desired as i32)
+        .availability_zones(format!("{REGION}a"))
+        .availability_zones(format!("{REGION}b"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateAutoScalingGroup {name}: {e:?}"));
+    lt_id
+}
