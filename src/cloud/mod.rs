@@ -8,6 +8,7 @@
 //! provider to them.
 
 pub mod http;
+pub mod metered;
 pub mod provider_id;
 pub mod retry;
 
