@@ -307,7 +307,13 @@ fn container_argv(d: &Deployment) -> Vec<String> {
         vars.insert(e.name.clone(), v);
     }
     let mut argv = vec!["rota".to_string()];
-    for a in c.command.iter().flatten().skip(1).chain(c.args.iter().flatten()) {
+    for a in c
+        .command
+        .iter()
+        .flatten()
+        .skip(1)
+        .chain(c.args.iter().flatten())
+    {
         let mut a = a.clone();
         for (k, v) in &vars {
             a = a.replace(&format!("$({k})"), v);
@@ -345,14 +351,24 @@ fn the_deployment_args_parse_with_rotas_own_parser() {
         assert_eq!(a.ops.metrics_addr.port(), 9090, "{dir}");
         assert_eq!(a.ops.stuck_after.as_duration().as_secs(), 1800, "{dir}");
         // The repo mirror goes to the writable emptyDir (the root filesystem is read-only).
-        let mounts: Vec<String> = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+        let mounts: Vec<String> = d
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
             .containers[0]
             .volume_mounts
             .iter()
             .flatten()
             .map(|m| m.mount_path.clone())
             .collect();
-        assert!(mounts.contains(&a.state_dir.display().to_string()), "{dir}: {mounts:?}");
+        assert!(
+            mounts.contains(&a.state_dir.display().to_string()),
+            "{dir}: {mounts:?}"
+        );
         // The probes and the metrics port are where the agent serves them.
         if dir.ends_with("aws") {
             assert_eq!(
@@ -365,7 +381,9 @@ fn the_deployment_args_parse_with_rotas_own_parser() {
         }
     }
     // A misspelt flag is caught by the same parser.
-    assert!(rota::cli::Cli::try_parse_from(["rota", "agent", "--repo-url=x", "--cluster=c"]).is_err());
+    assert!(
+        rota::cli::Cli::try_parse_from(["rota", "agent", "--repo-url=x", "--cluster=c"]).is_err()
+    );
 }
 
 /// Every `rota_*` metric the alerts and the dashboard query is one rota exports.
@@ -584,7 +602,10 @@ fn apply_all(
         .map(plural)
         .filter(|p| !served.contains(&p.as_str()) && !now_served.contains(&p.as_str()))
         .collect();
-    assert!(missing.is_empty(), "{dir}: not served by the simulated API server: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "{dir}: not served by the simulated API server: {missing:?}"
+    );
     let apply: Vec<&Value> = objects.iter().collect();
     let yaml: String = apply
         .iter()

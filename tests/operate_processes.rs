@@ -117,7 +117,8 @@ fn receiver() -> (String, Arc<Mutex<Vec<(String, Value)>>>) {
             reader.read_exact(&mut body).unwrap_or(());
             let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             g.lock().unwrap().push((path, v));
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
         }
     });
     (format!("http://{addr}{HOOK_SECRET_PATH}"), got)
@@ -126,11 +127,18 @@ fn receiver() -> (String, Arc<Mutex<Vec<(String, Value)>>>) {
 /// A raw HTTP GET: status and body.
 fn get(addr: &str, path: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut buf = String::new();
     s.read_to_string(&mut buf).unwrap();
     let code = buf[9..12].parse().unwrap();
-    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     (code, body)
 }
 
@@ -152,7 +160,7 @@ fn sum(text: &str, name: &str, having: &[&str]) -> f64 {
 
 /// A fleet repo, a simulated fleet and an agent on it.
 struct Run {
-    tmp: tempfile::TempDir,
+    _tmp: tempfile::TempDir,
     work: PathBuf,
     kubeconfig: PathBuf,
     log: PathBuf,
@@ -189,7 +197,11 @@ impl Run {
             std::fs::write(tmp.path().join("faults.yaml"), f).unwrap();
             sim.arg("--faults").arg(tmp.path().join("faults.yaml"));
         }
-        let mut sim = sim.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut sim = sim
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let mut line = String::new();
         BufReader::new(sim.stdout.take().unwrap())
             .read_line(&mut line)
@@ -215,13 +227,18 @@ impl Run {
             .env("ROTA_TEST_HOOK_URL", hook_url)
             .env_remove("RUST_LOG")
             .args(["--log-format", "json", "--log-filter", "rota=debug"])
-            .args(["--metrics-addr", "127.0.0.1:0", "--stuck-after", stuck_after])
+            .args([
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--stuck-after",
+                stuck_after,
+            ])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         let mut run = Run {
-            tmp,
+            _tmp: tmp,
             work,
             kubeconfig,
             log,
@@ -261,7 +278,10 @@ impl Run {
         let start = Instant::now();
         loop {
             if let Ok(Some(code)) = self.agent.0.try_wait() {
-                panic!("rota agent exited ({code}) waiting for {what}:\n{}", self.log_text());
+                panic!(
+                    "rota agent exited ({code}) waiting for {what}:\n{}",
+                    self.log_text()
+                );
             }
             if let Some(v) = f(self) {
                 return v;
@@ -277,7 +297,14 @@ impl Run {
 
     fn log_text(&self) -> String {
         let t = std::fs::read_to_string(&self.log).unwrap_or_default();
-        t.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        t.lines()
+            .rev()
+            .take(60)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     fn kubectl(&self, args: &[&str]) -> String {
@@ -288,7 +315,11 @@ impl Run {
             .args(args)
             .output()
             .unwrap();
-        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -298,7 +329,10 @@ impl Run {
 
     fn bump(&self) {
         std::fs::write(self.work.join("fleet.yaml"), fleet_yaml("2026.11.2")).unwrap();
-        git(&self.work, &["commit", "-q", "-am", "canary: general 2026.11.2"]);
+        git(
+            &self.work,
+            &["commit", "-q", "-am", "canary: general 2026.11.2"],
+        );
         git(&self.work, &["push", "-q", "origin", "main"]);
     }
 
@@ -345,15 +379,26 @@ fn metrics_notifications_and_logs_follow_a_real_rotation() {
     let before = run.wait("the pool settled on the first commit", |r| {
         let m = r.scrape();
         (sample(&m, &series("rota_pool_nodes_on_target")) == Some(4.0)
-            && sample(&m, r#"rota_pool_phase{cluster="canary-1",phase="Succeeded",pool="general"}"#)
-                == Some(1.0))
+            && sample(
+                &m,
+                r#"rota_pool_phase{cluster="canary-1",phase="Succeeded",pool="general"}"#,
+            ) == Some(1.0))
         .then_some(m)
     });
-    assert_eq!(sample(&before, &series("rota_pool_progress_ratio")), Some(1.0));
+    assert_eq!(
+        sample(&before, &series("rota_pool_progress_ratio")),
+        Some(1.0)
+    );
     assert_eq!(sample(&before, "rota_leader"), Some(1.0));
     assert_eq!(get(&run.metrics, "/healthz").0, 200);
-    assert_eq!(get(&run.metrics, "/readyz"), (200, "ready (leader)\n".to_string()));
-    assert!(sum(&before, "rota_git_fetches_total", &[r#"outcome="ok""#]) >= 1.0, "{before}");
+    assert_eq!(
+        get(&run.metrics, "/readyz"),
+        (200, "ready (leader)\n".to_string())
+    );
+    assert!(
+        sum(&before, "rota_git_fetches_total", &[r#"outcome="ok""#]) >= 1.0,
+        "{before}"
+    );
     let brought_up_before = sample(&before, &series("rota_nodes_brought_up_total")).unwrap_or(0.0);
 
     run.bump();
@@ -372,8 +417,10 @@ fn metrics_notifications_and_logs_follow_a_real_rotation() {
         ratios.push(ratio);
         let done = ratio == 1.0
             && sample(&m, &series("rota_nodes_terminated_total")).unwrap_or(0.0) >= 4.0
-            && sample(&m, r#"rota_pool_phase{cluster="canary-1",phase="Succeeded",pool="general"}"#)
-                == Some(1.0);
+            && sample(
+                &m,
+                r#"rota_pool_phase{cluster="canary-1",phase="Succeeded",pool="general"}"#,
+            ) == Some(1.0);
         done.then_some(m)
     });
     let low = ratios.iter().cloned().fold(f64::MAX, f64::min);
@@ -384,26 +431,55 @@ fn metrics_notifications_and_logs_follow_a_real_rotation() {
     );
     assert!(phases.contains("Rotating"), "{phases:?}");
     // After: every node on the new image, counters and histograms filled.
-    assert_eq!(sample(&after, &series("rota_pool_nodes_on_target")), Some(4.0));
+    assert_eq!(
+        sample(&after, &series("rota_pool_nodes_on_target")),
+        Some(4.0)
+    );
     assert_eq!(sample(&after, &series("rota_pool_batch")), Some(0.0));
-    assert!(sample(&after, &series("rota_nodes_brought_up_total")).unwrap() >= brought_up_before + 4.0);
+    assert!(
+        sample(&after, &series("rota_nodes_brought_up_total")).unwrap() >= brought_up_before + 4.0
+    );
     assert!(sample(&after, &series("rota_nodes_drained_total")).unwrap() >= 4.0);
     assert!(sample(&after, &series("rota_nodes_terminated_total")).unwrap() >= 4.0);
-    assert!(sum(&after, "rota_evictions_total", &[r#"outcome="ok""#]) >= 4.0, "{after}");
+    assert!(
+        sum(&after, "rota_evictions_total", &[r#"outcome="ok""#]) >= 4.0,
+        "{after}"
+    );
     for h in [
         "rota_batch_duration_seconds_count",
         "rota_drain_duration_seconds_count",
         "rota_node_boot_to_ready_seconds_count",
         "rota_reconcile_duration_seconds_count",
     ] {
-        assert!(sample(&after, &series(h)).unwrap_or(0.0) > 0.0, "{h}:\n{after}");
+        assert!(
+            sample(&after, &series(h)).unwrap_or(0.0) > 0.0,
+            "{h}:\n{after}"
+        );
     }
-    assert_eq!(sample(&after, &series("rota_batch_duration_seconds_count")), Some(2.0));
+    assert_eq!(
+        sample(&after, &series("rota_batch_duration_seconds_count")),
+        Some(2.0)
+    );
     for call in ["describe", "set_image", "set_capacity", "terminate"] {
-        let n = sum(&after, "rota_cloud_calls_total", &[&format!(r#"call="{call}""#), r#"provider="aws""#, r#"outcome="ok""#]);
+        let n = sum(
+            &after,
+            "rota_cloud_calls_total",
+            &[
+                &format!(r#"call="{call}""#),
+                r#"provider="aws""#,
+                r#"outcome="ok""#,
+            ],
+        );
         assert!(n >= 1.0, "{call}:\n{after}");
     }
-    assert!(sum(&after, "rota_statuses_posted_total", &[r#"backend="git-notes""#, r#"outcome="ok""#]) >= 2.0, "{after}");
+    assert!(
+        sum(
+            &after,
+            "rota_statuses_posted_total",
+            &[r#"backend="git-notes""#, r#"outcome="ok""#]
+        ) >= 2.0,
+        "{after}"
+    );
     assert!(sample(&after, &series("rota_pool_seconds_since_progress")).is_some());
     // Labels stay low-cardinality: no node, pod or instance name anywhere.
     assert!(!after.contains("node=") && !after.contains("pod=") && !after.contains("instance="));
@@ -415,7 +491,10 @@ fn metrics_notifications_and_logs_follow_a_real_rotation() {
             .any(|(_, v)| v["text"].as_str().unwrap_or("").contains("*Completed*"))
             .then_some(g)
     });
-    let texts: Vec<&str> = got.iter().map(|(_, v)| v["text"].as_str().unwrap()).collect();
+    let texts: Vec<&str> = got
+        .iter()
+        .map(|(_, v)| v["text"].as_str().unwrap())
+        .collect();
     assert!(got.iter().all(|(p, _)| p == HOOK_SECRET_PATH), "{got:?}");
     assert!(texts.len() <= 3, "not coalesced: {texts:#?}");
     let all = texts.join("\n");
@@ -436,16 +515,22 @@ fn metrics_notifications_and_logs_follow_a_real_rotation() {
     let in_batch = logs.iter().any(|v| {
         let spans = v["spans"].as_array();
         spans.is_some_and(|s| {
-            s.iter().any(|x| x["name"] == "pool" && x["cluster"] == "canary-1" && x["pool"] == "general")
-                && s.iter().any(|x| x["name"] == "batch" && x["batch"].is_number())
+            s.iter().any(|x| {
+                x["name"] == "pool" && x["cluster"] == "canary-1" && x["pool"] == "general"
+            }) && s
+                .iter()
+                .any(|x| x["name"] == "batch" && x["batch"].is_number())
         })
     });
-    assert!(in_batch, "no line in a pool and batch span:\n{}", run.log_text());
+    assert!(
+        in_batch,
+        "no line in a pool and batch span:\n{}",
+        run.log_text()
+    );
     let text = std::fs::read_to_string(&run.log).unwrap();
     for secret in [GIT_WEBHOOK_SECRET, "hookSECRETq8w7e6r5", HOOK_SECRET_PATH] {
         assert!(!text.contains(secret), "{secret} in the agent's log");
     }
-    drop(run.tmp);
 }
 
 #[test]
@@ -470,19 +555,30 @@ fn a_drain_no_pdb_allows_gets_stuck_once_the_threshold_passes() {
     });
     assert_eq!(cond["reason"], "DrainBlocked", "{cond}");
     let msg = cond["message"].as_str().unwrap();
-    assert!(msg.contains("in stage Draining (batch 1) (threshold 3m)"), "{msg}");
+    assert!(
+        msg.contains("in stage Draining (batch 1) (threshold 3m)"),
+        "{msg}"
+    );
     assert!(msg.contains("last error: EvictionBlocked"), "{msg}");
     // Raised once the threshold passed since the drain began, at the next reconcile (a
     // blocked drain is re-checked on its PDB's changes and at least every minute).
     let npr = run.npr();
-    let since = npr["status"]["checkpoint"]["stage"]["batch"]["stageSince"].as_str().unwrap();
+    let since = npr["status"]["checkpoint"]["stage"]["batch"]["stageSince"]
+        .as_str()
+        .unwrap();
     let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap();
     let raised = parse(cond["lastTransitionTime"].as_str().unwrap());
     let idle = (raised - parse(since)).num_seconds();
-    assert!((180..=180 + 90).contains(&idle), "raised {idle}s after the drain began");
+    assert!(
+        (180..=180 + 90).contains(&idle),
+        "raised {idle}s after the drain began"
+    );
     let m = run.scrape();
     assert_eq!(
-        sample(&m, r#"rota_pool_stuck{cluster="canary-1",pool="general",reason="DrainBlocked"}"#),
+        sample(
+            &m,
+            r#"rota_pool_stuck{cluster="canary-1",pool="general",reason="DrainBlocked"}"#
+        ),
         Some(1.0),
         "{m}"
     );
@@ -491,15 +587,27 @@ fn a_drain_no_pdb_allows_gets_stuck_once_the_threshold_passes() {
         "{m}"
     );
     // Throttled evictions are counted, not alerting.
-    assert!(sum(&m, "rota_evictions_total", &[r#"outcome="throttled""#]) >= 1.0, "{m}");
-    assert_eq!(sum(&m, "rota_errors_total", &[r#"alerting="true""#]), 0.0, "{m}");
+    assert!(
+        sum(&m, "rota_evictions_total", &[r#"outcome="throttled""#]) >= 1.0,
+        "{m}"
+    );
+    assert_eq!(
+        sum(&m, "rota_errors_total", &[r#"alerting="true""#]),
+        0.0,
+        "{m}"
+    );
     // One Warning Event, even after more reconciles while still stuck.
     let events = run.wait("the Stuck event", |r| {
         let e = r.events("Stuck");
         (!e.is_empty()).then_some(e)
     });
     assert_eq!(events[0]["type"], "Warning", "{events:?}");
-    assert!(events[0]["message"].as_str().unwrap().starts_with("DrainBlocked: no progress"));
+    assert!(
+        events[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("DrainBlocked: no progress")
+    );
     let evictions = sum(&m, "rota_evictions_total", &[]);
     run.wait("more reconciles of the stuck pool", |r| {
         (sum(&r.scrape(), "rota_evictions_total", &[]) >= evictions + 2.0).then_some(())
@@ -530,19 +638,36 @@ fn throttling_that_clears_raises_nothing() {
     run.bump();
     let m = run.wait("the rotation to finish", |r| {
         let m = r.scrape();
-        let done = sample(&m, r#"rota_pool_phase{cluster="canary-1",phase="Succeeded",pool="general"}"#)
-            == Some(1.0)
+        let done = sample(
+            &m,
+            r#"rota_pool_phase{cluster="canary-1",phase="Succeeded",pool="general"}"#,
+        ) == Some(1.0)
             && sample(&m, &series("rota_nodes_terminated_total")).unwrap_or(0.0) >= 2.0;
         done.then_some(m)
     });
     // The faults happened and were retried quietly.
     assert!(
-        sum(&m, "rota_cloud_calls_total", &[r#"outcome="throttled""#, r#"provider="aws""#]) >= 3.0,
+        sum(
+            &m,
+            "rota_cloud_calls_total",
+            &[r#"outcome="throttled""#, r#"provider="aws""#]
+        ) >= 3.0,
         "{m}"
     );
-    assert!(sum(&m, "rota_errors_total", &[r#"reason="Throttled""#, r#"alerting="false""#]) >= 1.0, "{m}");
+    assert!(
+        sum(
+            &m,
+            "rota_errors_total",
+            &[r#"reason="Throttled""#, r#"alerting="false""#]
+        ) >= 1.0,
+        "{m}"
+    );
     // Nothing stuck, nothing alerting, no Stuck Event, the condition (if any) False.
-    assert_eq!(sum(&m, "rota_errors_total", &[r#"alerting="true""#]), 0.0, "{m}");
+    assert_eq!(
+        sum(&m, "rota_errors_total", &[r#"alerting="true""#]),
+        0.0,
+        "{m}"
+    );
     assert!(!m.contains("rota_pool_stuck{"), "{m}");
     assert!(run.events("Stuck").is_empty());
     if let Some(c) = run.stuck_condition() {

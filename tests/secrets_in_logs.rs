@@ -198,7 +198,12 @@ async fn a_real_agent_run_logs_none_of_its_secrets() {
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_rota").into());
     let mut child = std::process::Command::new(bin)
         .arg("agent")
-        .args(["--repo", &format!("{base}/acme/fleet.git"), "--cluster", "prod-use1"])
+        .args([
+            "--repo",
+            &format!("{base}/acme/fleet.git"),
+            "--cluster",
+            "prod-use1",
+        ])
         .arg("--token-file")
         .arg(&token)
         .args(["--github-repo", "acme/fleet", "--github-api-url", &base])
@@ -240,6 +245,9 @@ async fn a_real_agent_run_logs_none_of_its_secrets() {
     let json_lines = text.lines().filter(|l| l.starts_with('{')).count();
     assert!(json_lines >= 3, "{text}");
     for secret in [GIT_TOKEN, FORGE_TOKEN, HOOK_SECRET, "slackSECRET"] {
-        assert!(!text.contains(secret), "{secret} in the agent's log:\n{text}");
+        assert!(
+            !text.contains(secret),
+            "{secret} in the agent's log:\n{text}"
+        );
     }
 }

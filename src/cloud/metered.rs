@@ -125,7 +125,12 @@ mod tests {
         async fn set_image(&self, _: &GroupRef, _: &str) -> Result<(), CloudError> {
             Ok(())
         }
-        async fn set_capacity(&self, _: &GroupRef, _: u32, _: Option<u32>) -> Result<(), CloudError> {
+        async fn set_capacity(
+            &self,
+            _: &GroupRef,
+            _: u32,
+            _: Option<u32>,
+        ) -> Result<(), CloudError> {
             Ok(())
         }
         async fn terminate(&self, _: &GroupRef, _: &str, _: bool) -> Result<(), CloudError> {

@@ -35,18 +35,18 @@ use tracing::Instrument;
 
 use crate::cloud::NodeGroups;
 use crate::cloud::metered::MeteredNodeGroups;
-use crate::kube::crd::NodePoolRotationStatus;
-use crate::metrics::{GateResult, Metrics};
-use crate::notify::SharedNotifier;
-use crate::stuck::{self, ErrorTracker};
 use crate::fleet::resolved::Mode;
 use crate::gates::{self, EventRecord, Gate, GateInputs, PodHealth, Tracker};
 use crate::kube::crd::NodePoolRotation;
+use crate::kube::crd::NodePoolRotationStatus;
 use crate::kube::observe::{ObserveError, observe};
 use crate::kube::ownership;
+use crate::metrics::{GateResult, Metrics};
+use crate::notify::SharedNotifier;
 use crate::rotate::apply::{self, ApplyError, Edge, Retry};
 use crate::rotate::parallel::{PoolDemand, admit};
 use crate::rotate::{GateVerdict, Phase, Stage, plan};
+use crate::stuck::{self, ErrorTracker};
 use clock::Clock;
 use leader::Elector;
 
@@ -178,8 +178,7 @@ impl Controller {
         config: Config,
         metrics: Metrics,
     ) -> Controller {
-        let groups: Arc<dyn NodeGroups> =
-            Arc::new(MeteredNodeGroups::new(groups, metrics.clone()));
+        let groups: Arc<dyn NodeGroups> = Arc::new(MeteredNodeGroups::new(groups, metrics.clone()));
         let (tx, wakes) = mpsc::unbounded_channel();
         let watchers = vec![
             tokio::spawn(watch_rotations(client.clone(), tx.clone())),
@@ -250,17 +249,20 @@ impl Controller {
         tokio::pin!(stop);
         loop {
             let leading = match elector.try_acquire(self.clock.now()).await {
-                Ok(l) => l,
+                Ok(l) => {
+                    // The election answered: /readyz knows the leadership state from now on.
+                    self.metrics.set_leader(l);
+                    l
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "leader election failed; not acting");
+                    if self.stats.leading.load(Ordering::Relaxed) {
+                        self.metrics.set_leader(false);
+                    }
                     false
                 }
             };
             self.sync_caches().await;
-            if leading || !self.stats.leading.load(Ordering::Relaxed) {
-                // Known either way once an attempt got an answer (or we lead).
-                self.metrics.set_leader(leading);
-            }
             let was = self.stats.leading.swap(leading, Ordering::Relaxed);
             if leading != was {
                 tracing::info!(lease = %elector.name, identity = %elector.identity, leading, "leadership changed");
@@ -491,7 +493,8 @@ impl Controller {
                 // No new status to write: the stuck metric still follows the last one.
                 let state = self.pools.get_mut(&name).expect("inserted above");
                 if let Some(prev) = &npr.status {
-                    let stuck = stuck::detect(prev, state.errors.last(), now, self.config.stuck_after);
+                    let stuck =
+                        stuck::detect(prev, state.errors.last(), now, self.config.stuck_after);
                     self.metrics
                         .pool(cluster, pool)
                         .set_stuck(stuck.as_ref().map(|s| s.reason));
@@ -556,8 +559,14 @@ impl Controller {
         };
         let written = !unchanged && !matches!(result, Err(ApplyError::Status { .. }));
         if written {
-            self.after_write(npr, &status, &verdict_gate(&observed.gates), transition, now)
-                .await;
+            self.after_write(
+                npr,
+                &status,
+                &verdict_gate(&observed.gates),
+                transition,
+                now,
+            )
+            .await;
         }
         let state = self.pools.get_mut(&name).expect("inserted above");
         match result {

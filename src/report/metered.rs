@@ -33,7 +33,9 @@ impl StatusStore for MeteredStore {
     async fn set(&self, commit: &str, status: &CommitStatus) -> Result<Posted, ReportError> {
         let r = self.inner.set(commit, status).await;
         match &r {
-            Ok(Posted::Created) => self.metrics.record_status_posted(self.backend(), Outcome::Ok),
+            Ok(Posted::Created) => self
+                .metrics
+                .record_status_posted(self.backend(), Outcome::Ok),
             Ok(Posted::Unchanged) => {}
             Err(_) => self
                 .metrics

@@ -170,7 +170,15 @@ impl ResourceType {
     pub fn stored_only() -> Vec<Self> {
         let rbac = "rbac.authorization.k8s.io";
         vec![
-            Self::new("", "v1", "serviceaccounts", "ServiceAccount", true, false, &["sa"]),
+            Self::new(
+                "",
+                "v1",
+                "serviceaccounts",
+                "ServiceAccount",
+                true,
+                false,
+                &["sa"],
+            ),
             Self::new("", "v1", "services", "Service", true, true, &["svc"]),
             Self::new("", "v1", "configmaps", "ConfigMap", true, false, &["cm"]),
             Self::new(
