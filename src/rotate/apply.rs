@@ -251,6 +251,15 @@ pub async fn apply_with_status(
     status: &NodePoolRotationStatus,
 ) -> Result<usize, ApplyError> {
     let name = npr.name_any();
+    if !plan.actions.is_empty() {
+        // Inside the controller's pool (and batch) span: which pool and batch this is.
+        tracing::info!(
+            actions = plan.actions.len(),
+            first = %plan.actions[0].action,
+            phase = ?status.phase,
+            "applying the plan"
+        );
+    }
     let api: Api<NodePoolRotation> = Api::all(edge.client.clone());
     api.patch_status(
         &name,
