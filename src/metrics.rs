@@ -91,6 +91,7 @@ impl GateResult {
 pub struct Readiness {
     caches_synced: AtomicBool,
     leadership_known: AtomicBool,
+    leader: AtomicBool,
 }
 
 impl Readiness {
@@ -102,6 +103,16 @@ impl Readiness {
     /// The leader election has decided whether this replica leads (either way).
     pub fn set_leadership_known(&self, known: bool) {
         self.leadership_known.store(known, Ordering::SeqCst);
+    }
+
+    /// Whether this replica holds the Lease now (reported by `/readyz`; a standby is ready
+    /// too: it serves and takes over when the leader goes).
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.store(leader, Ordering::SeqCst);
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst)
     }
 
     /// `None` when ready, else what is missing.
@@ -142,6 +153,7 @@ struct Inner {
     reconcile_duration: HistogramVec,
     // Process-wide.
     cloud_calls: IntCounterVec,
+    cloud_call_duration: HistogramVec,
     git_fetches: IntCounterVec,
     git_last_success: GaugeVec,
     commits_rejected: IntCounterVec,
@@ -315,6 +327,12 @@ impl Metrics {
                 "Cloud API calls by provider, call and outcome.",
                 &["provider", "call", "outcome"]
             )),
+            cloud_call_duration: reg!(h(
+                "rota_cloud_call_duration_seconds",
+                "Duration of cloud API calls (retries included) by provider and call.",
+                &["provider", "call"],
+                RECONCILE_BUCKETS
+            )),
             git_fetches: reg!(c(
                 "rota_git_fetches_total",
                 "Fetches of the fleet repo by outcome.",
@@ -385,11 +403,22 @@ impl Metrics {
         &self.inner.readiness
     }
 
+    /// This replica's leadership changed (or was decided for the first time): `rota_leader`,
+    /// and `/readyz` knows the leadership state from now on.
     pub fn set_leader(&self, leader: bool) {
+        self.inner.readiness.set_leader(leader);
+        self.inner.readiness.set_leadership_known(true);
         self.inner
             .leader
             .with_label_values::<&str>(&[])
             .set(leader as i64);
+    }
+
+    pub fn observe_cloud_call(&self, provider: &str, call: &str, seconds: f64) {
+        self.inner
+            .cloud_call_duration
+            .with_label_values(&[provider, call])
+            .observe(seconds);
     }
 
     pub fn record_cloud_call(&self, provider: &str, call: &str, outcome: Outcome) {
@@ -540,7 +569,14 @@ impl Metrics {
             // Alive as long as the process answers: a restart would not fix anything else.
             "/healthz" => text(StatusCode::OK, "ok\n".into(), PLAIN),
             "/readyz" => match self.inner.readiness.not_ready_because() {
-                None => text(StatusCode::OK, "ready\n".into(), PLAIN),
+                None if self.inner.readiness.is_leader() => {
+                    text(StatusCode::OK, "ready (leader)\n".into(), PLAIN)
+                }
+                None => text(
+                    StatusCode::OK,
+                    "ready (standby: another replica holds the lease)\n".into(),
+                    PLAIN,
+                ),
                 Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n"), PLAIN),
             },
             _ => text(StatusCode::NOT_FOUND, "not found\n".into(), PLAIN),
@@ -971,7 +1007,19 @@ mod tests {
         let (code, body) = get(addr, "/readyz").await;
         assert_eq!((code, body.as_str()), (503, "leadership not known\n"));
         m.readiness().set_leadership_known(true);
-        assert_eq!(get(addr, "/readyz").await, (200, "ready\n".to_string()));
+        assert_eq!(
+            get(addr, "/readyz").await,
+            (
+                200,
+                "ready (standby: another replica holds the lease)\n".to_string()
+            )
+        );
+        m.set_leader(true);
+        assert_eq!(
+            get(addr, "/readyz").await,
+            (200, "ready (leader)\n".to_string())
+        );
+        assert!(get(addr, "/metrics").await.1.contains("rota_leader 1"));
         assert_eq!(get(addr, "/nope").await.0, 404);
         // The series move between scrapes.
         m.pool("c", "p").set_nodes(2, 2);

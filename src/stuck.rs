@@ -95,6 +95,31 @@ pub fn classify_kube(err: &kube::Error) -> Classified {
     }
 }
 
+/// An error of one apply: a PodDisruptionBudget refusing an eviction is throttling (it clears
+/// when the workload is healthy again, and stuck detection names it if it never does).
+pub fn classify_apply(err: &crate::rotate::apply::ApplyError) -> Classified {
+    use crate::rotate::apply::ApplyError;
+    match err {
+        ApplyError::EvictionBlocked { .. } => Classified {
+            class: ErrorClass::Throttled,
+            reason: "EvictionBlocked",
+        },
+        ApplyError::Cloud { source, .. } => classify_cloud(source),
+        ApplyError::Status { source, .. } | ApplyError::Kube { source, .. } => {
+            classify_kube(source)
+        }
+    }
+}
+
+/// An error observing a pool (listing its nodes, pods, PDBs, describing its group).
+pub fn classify_observe(err: &crate::kube::observe::ObserveError) -> Classified {
+    use crate::kube::observe::ObserveError;
+    match err {
+        ObserveError::Kube { source, .. } => classify_kube(source),
+        ObserveError::Cloud(c) => classify_cloud(c),
+    }
+}
+
 /// Why a pool is stuck, for the condition, the Event and `rota_pool_stuck{reason}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stuck {

@@ -34,22 +34,23 @@ pub struct OperateArgs {
     /// Log line format.
     #[arg(long, value_enum, default_value_t = LogFormat::Human, env = "ROTA_LOG_FORMAT")]
     pub log_format: LogFormat,
-    /// Log filter (`RUST_LOG` syntax); default `warn,rota=info`, or `RUST_LOG` if set.
-    #[arg(long)]
+    /// Log filter (`RUST_LOG` syntax, e.g. `rota=debug`); default `warn,rota=info`, or
+    /// `RUST_LOG` if set.
+    #[arg(long, env = "ROTA_LOG")]
     pub log_filter: Option<String>,
-    /// Where to serve `/metrics`, `/healthz` and `/readyz`.
-    #[arg(long, default_value = "0.0.0.0:9090")]
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` (port 0: any free port, logged).
+    #[arg(long, env = "ROTA_METRICS_ADDR", default_value = "0.0.0.0:9090")]
     pub metrics_addr: std::net::SocketAddr,
     /// A rotation without progress for this long is Stuck (condition, Event, metric, alert).
-    #[arg(long, default_value = "30m")]
+    #[arg(long, env = "ROTA_STUCK_AFTER", default_value = "30m")]
     pub stuck_after: crate::fleet::duration::GoDuration,
 }
 
 /// The default filter when `RUST_LOG` is unset: rota at info, its dependencies at warn.
 pub const DEFAULT_FILTER: &str = "warn,rota=info";
 
-/// Install the global subscriber writing to stderr. `filter` overrides `RUST_LOG`.
-/// Returns an error if a global subscriber is already set (tests, double init).
+/// Install the global subscriber writing to stderr. `filter` overrides `RUST_LOG`. An
+/// invalid filter is an error; a subscriber already installed (tests, a second init) is kept.
 pub fn init(format: LogFormat, filter: Option<&str>) -> Result<(), String> {
     let filter = match filter {
         Some(f) => EnvFilter::try_new(f).map_err(|e| format!("invalid log filter {f:?}: {e}"))?,
@@ -57,8 +58,8 @@ pub fn init(format: LogFormat, filter: Option<&str>) -> Result<(), String> {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
         }
     };
-    tracing::subscriber::set_global_default(subscriber(format, filter, io::stderr))
-        .map_err(|e| e.to_string())
+    let _ = tracing::subscriber::set_global_default(subscriber(format, filter, io::stderr));
+    Ok(())
 }
 
 /// Build a subscriber for `format` writing to `writer` (tests capture logs with this).

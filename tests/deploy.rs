@@ -180,7 +180,10 @@ fn the_base_is_least_privilege_with_two_leader_elected_replicas() {
     assert_eq!(pod.service_account_name.as_deref(), Some("rota"));
     let c = &pod.containers[0];
     let args = c.args.clone().unwrap();
-    assert!(args.contains(&"--leader-elect".to_string()), "{args:?}");
+    assert!(
+        args.contains(&"--lease-namespace=$(POD_NAMESPACE)".to_string()),
+        "{args:?}"
+    );
     let probe = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
         p.as_ref()
             .unwrap()
@@ -287,6 +290,100 @@ fn alert_rules_pass_promtool_checks_and_unit_tests() {
     ] {
         assert!(names.contains(&a), "{names:?}");
     }
+}
+
+/// The container's args, with Kubernetes' `$(VAR)` expansion from the container's env
+/// (`fieldRef`s get a stand-in value), as `rota` receives them.
+fn container_argv(d: &Deployment) -> Vec<String> {
+    let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let c = &pod.containers[0];
+    let mut vars = std::collections::BTreeMap::new();
+    for e in c.env.iter().flatten() {
+        let v = match (&e.value, &e.value_from) {
+            (Some(v), _) => v.clone(),
+            (None, Some(_)) => format!("stand-in-{}", e.name.to_lowercase()),
+            (None, None) => String::new(),
+        };
+        vars.insert(e.name.clone(), v);
+    }
+    let mut argv = vec!["rota".to_string()];
+    for a in c
+        .command
+        .iter()
+        .flatten()
+        .skip(1)
+        .chain(c.args.iter().flatten())
+    {
+        let mut a = a.clone();
+        for (k, v) in &vars {
+            a = a.replace(&format!("$({k})"), v);
+        }
+        assert!(!a.contains("$("), "unexpanded variable in {a}");
+        argv.push(a);
+    }
+    argv
+}
+
+/// The Deployment passes exactly the flags `rota agent` takes: its args (base and every
+/// overlay) go through rota's own command-line parser, so neither side can drift.
+#[test]
+fn the_deployment_args_parse_with_rotas_own_parser() {
+    use clap::Parser;
+    for (dir, objects) in renders() {
+        let d: Deployment = serde_json::from_value(
+            objects
+                .iter()
+                .find(|o| o["kind"] == "Deployment")
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        let argv = container_argv(&d);
+        let cli = rota::cli::Cli::try_parse_from(&argv)
+            .unwrap_or_else(|e| panic!("{dir}: rota {argv:?}:\n{e}"));
+        let rota::cli::Command::Agent(a) = cli.command else {
+            panic!("{dir}: not `rota agent`: {argv:?}");
+        };
+        assert_eq!(a.cluster, "change-me", "{dir}");
+        assert_eq!(a.repo, "https://github.com/OWNER/fleet.git", "{dir}");
+        assert_eq!(a.lease_namespace, "stand-in-pod_namespace", "{dir}");
+        assert_eq!(a.ops.log_format, rota::telemetry::LogFormat::Json, "{dir}");
+        assert_eq!(a.ops.metrics_addr.port(), 9090, "{dir}");
+        assert_eq!(a.ops.stuck_after.as_duration().as_secs(), 1800, "{dir}");
+        // The repo mirror goes to the writable emptyDir (the root filesystem is read-only).
+        let mounts: Vec<String> = d
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| m.mount_path.clone())
+            .collect();
+        assert!(
+            mounts.contains(&a.state_dir.display().to_string()),
+            "{dir}: {mounts:?}"
+        );
+        // The probes and the metrics port are where the agent serves them.
+        if dir.ends_with("aws") {
+            assert_eq!(
+                a.webhook_listen.map(|s| s.port()),
+                Some(8080),
+                "{dir}: the git-webhook component"
+            );
+            let secret = a.webhook_secret_file.unwrap();
+            assert!(mounts.iter().any(|m| secret.starts_with(m)), "{dir}");
+        }
+    }
+    // A misspelt flag is caught by the same parser.
+    assert!(
+        rota::cli::Cli::try_parse_from(["rota", "agent", "--repo-url=x", "--cluster=c"]).is_err()
+    );
 }
 
 /// Every `rota_*` metric the alerts and the dashboard query is one rota exports.
@@ -406,11 +503,11 @@ impl Serve {
     }
 }
 
-/// Applies every rendered object whose kind the simulated API server serves (discovered with
-/// `kubectl api-resources`), and reads each back. Kinds it does not serve are listed in the
-/// test output (see docs/operations.md).
+/// Every rendered object (base and each cloud overlay) applies to the simulated API server
+/// with a real `kubectl apply`, and reads back with `kubectl get`; applying again changes
+/// nothing.
 #[test]
-fn the_base_applies_to_the_simulated_fleet() {
+fn the_base_and_overlays_apply_to_the_simulated_fleet() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let workloads = dir.path().join("workloads.yaml");
@@ -461,30 +558,61 @@ fn the_base_applies_to_the_simulated_fleet() {
             None => p,
         }
     };
-    let objects = render(&root().join("deploy"));
-    let (apply, skip): (Vec<&Value>, Vec<&Value>) = objects
-        .iter()
-        .partition(|o| served.contains(&plural(o).as_str()));
-    let skipped: Vec<String> = skip.iter().map(|o| plural(o)).collect();
-    eprintln!("kinds the simulated API server does not serve (not applied): {skipped:?}");
-    let kinds: Vec<&str> = apply.iter().map(|o| o["kind"].as_str().unwrap()).collect();
-    for k in [
-        "Namespace",
-        "CustomResourceDefinition",
-        "Deployment",
-        "PodDisruptionBudget",
-    ] {
-        assert!(
-            kinds.contains(&k),
-            "{k} not served by the sim? served: {served:?}"
-        );
+    for (dir, objects) in renders() {
+        // The Prometheus Operator's kinds need its CRDs, as on a real cluster: install them
+        // as the operator would (only the names matter to the API server).
+        if dir != "deploy" {
+            for (plural, kind) in [
+                ("prometheusrules", "PrometheusRule"),
+                ("servicemonitors", "ServiceMonitor"),
+            ] {
+                let crd = serde_json::json!({
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "metadata": {"name": format!("{plural}.monitoring.coreos.com")},
+                    "spec": {
+                        "group": "monitoring.coreos.com",
+                        "scope": "Namespaced",
+                        "names": {"plural": plural, "kind": kind, "singular": kind.to_lowercase()},
+                        "versions": [{"name": "v1", "served": true, "storage": true,
+                            "schema": {"openAPIV3Schema": {"type": "object",
+                                "x-kubernetes-preserve-unknown-fields": true}}}]
+                    }
+                });
+                let (ok, out) = s.kubectl(&["apply", "-f", "-"], Some(&crd.to_string()));
+                assert!(ok, "{out}");
+            }
+        }
+        apply_all(&s, &dir, &objects, &served, &plural);
     }
+}
+
+fn apply_all(
+    s: &Serve,
+    dir: &str,
+    objects: &[Value],
+    served: &[&str],
+    plural: &dyn Fn(&Value) -> String,
+) {
+    // Every kind is served (refreshing discovery after the CRDs above).
+    let (_, resources) = s.kubectl(&["api-resources", "--no-headers", "-o", "name"], None);
+    let now_served: Vec<&str> = resources.lines().collect();
+    let missing: Vec<String> = objects
+        .iter()
+        .map(plural)
+        .filter(|p| !served.contains(&p.as_str()) && !now_served.contains(&p.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{dir}: not served by the simulated API server: {missing:?}"
+    );
+    let apply: Vec<&Value> = objects.iter().collect();
     let yaml: String = apply
         .iter()
         .map(|o| format!("---\n{}", serde_yaml::to_string(o).unwrap()))
         .collect();
     let (ok, out) = s.kubectl(&["apply", "--validate=false", "-f", "-"], Some(&yaml));
-    assert!(ok, "kubectl apply: {out}");
+    assert!(ok, "{dir}: kubectl apply: {out}");
     for o in &apply {
         let name = o["metadata"]["name"].as_str().unwrap();
         let mut args = vec!["get", o["kind"].as_str().unwrap(), name, "-o", "json"];
@@ -492,7 +620,7 @@ fn the_base_applies_to_the_simulated_fleet() {
             args.extend(["-n", ns]);
         }
         let (ok, out) = s.kubectl(&args, None);
-        assert!(ok, "kubectl get {args:?}: {out}");
+        assert!(ok, "{dir}: kubectl get {args:?}: {out}");
         let got: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(
             got["metadata"]["labels"]["app.kubernetes.io/part-of"], "rota",
@@ -501,8 +629,8 @@ fn the_base_applies_to_the_simulated_fleet() {
     }
     // Applying again changes nothing (idempotent install).
     let (ok, out) = s.kubectl(&["apply", "--validate=false", "-f", "-"], Some(&yaml));
-    assert!(ok, "{out}");
-    assert!(!out.contains("created"), "{out}");
+    assert!(ok, "{dir}: {out}");
+    assert!(!out.contains("created"), "{dir}: {out}");
 }
 
 /// The unknown-field check catches what the API server would silently drop.

@@ -167,3 +167,87 @@ async fn a_full_run_logs_none_of_its_secrets() {
         }
     }
 }
+
+/// The same secrets given to a real `rota agent` process (JSON logs, every rota event at
+/// trace): its fleet repo and forge are the hostile server, so every fetch is refused with
+/// the request echoed back. The agent keeps running and logging; none of it shows a secret.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_agent_run_logs_none_of_its_secrets() {
+    let base = hostile_server().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let token = file("git-token", GIT_TOKEN);
+    let forge = file("forge-token", FORGE_TOKEN);
+    let hook = file("hook-secret", HOOK_SECRET);
+    // No cluster to reach: the agent still starts, fetches and logs (the controller's
+    // failures to reach the API server are logged too).
+    let kubeconfig = file(
+        "kubeconfig",
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n\
+         contexts: [{name: c, context: {cluster: c, user: u}}]\n\
+         users: [{name: u, user: {token: not-a-secret-of-the-test}}]\n",
+    );
+    let log = tmp.path().join("agent.log");
+    let bin = std::env::var_os("ROTA_TEST_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_rota").into());
+    let mut child = std::process::Command::new(bin)
+        .arg("agent")
+        .args([
+            "--repo",
+            &format!("{base}/acme/fleet.git"),
+            "--cluster",
+            "prod-use1",
+        ])
+        .arg("--token-file")
+        .arg(&token)
+        .args(["--github-repo", "acme/fleet", "--github-api-url", &base])
+        .arg("--github-token-file")
+        .arg(&forge)
+        .args(["--webhook-listen", "127.0.0.1:0"])
+        .arg("--webhook-secret-file")
+        .arg(&hook)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--cloud-endpoint", "http://127.0.0.1:9"])
+        .arg("--state-dir")
+        .arg(tmp.path().join("state"))
+        .args(["--poll", "200ms", "--metrics-addr", "127.0.0.1:0"])
+        .args(["--log-format", "json", "--log-filter", "info,rota=trace"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut text = String::new();
+    for _ in 0..600 {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.matches("fetching the fleet repo failed").count() >= 3 {
+            break;
+        }
+        if let Ok(Some(code)) = child.try_wait() {
+            panic!("rota agent exited ({code}):\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        text.matches("fetching the fleet repo failed").count() >= 3,
+        "{text}"
+    );
+    // The refusal (with the echoed request) reached the log line, redacted.
+    assert!(text.contains("401"), "{text}");
+    let json_lines = text.lines().filter(|l| l.starts_with('{')).count();
+    assert!(json_lines >= 3, "{text}");
+    for secret in [GIT_TOKEN, FORGE_TOKEN, HOOK_SECRET, "slackSECRET"] {
+        assert!(
+            !text.contains(secret),
+            "{secret} in the agent's log:\n{text}"
+        );
+    }
+}

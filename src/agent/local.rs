@@ -96,6 +96,7 @@ impl LocalFleet {
             cc.speed = config.speed;
             cc.events = false;
             let mut controller = Controller::new(client.clone(), Arc::new(sim.cloud.clone()), cc);
+            let notifier = controller.notifier();
             let stop = cancel.clone();
             tokio::spawn(async move { controller.run(stop.cancelled_owned()).await });
 
@@ -126,7 +127,7 @@ impl LocalFleet {
             let mut ac = AgentConfig::new(&c.name);
             ac.resync = config.resync;
             ac.install_crd = false;
-            let agent = Agent::new(
+            let mut agent = Agent::new(
                 ac,
                 source,
                 client.clone(),
@@ -135,6 +136,9 @@ impl LocalFleet {
                 verifier.clone(),
                 clock,
             );
+            // Rollout notices of the fleet repo's `spec.notifications` go out through the
+            // controller of the cluster.
+            agent.set_notifier(notifier);
             agents.insert(c.name.clone(), agent.subscribe());
             tokio::spawn(agent.run(follower.state.clone(), cancel.clone()));
             followers.push(follower);

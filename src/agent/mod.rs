@@ -82,6 +82,8 @@ struct InForce {
     cluster: DesiredCluster,
     waves: Vec<WaveView>,
     guard: bool,
+    /// The cluster's `spec.notifications` (or the fleet's) at this commit.
+    notifications: Vec<crate::fleet::model::WebhookSpec>,
 }
 
 /// What the agent did last (for tests, `rota demo` and logs).
@@ -110,6 +112,11 @@ pub struct Agent {
     in_force: Option<InForce>,
     records: BTreeMap<String, PoolRecord>,
     snapshot: watch::Sender<Snapshot>,
+    /// Operations (see [`Agent::set_metrics`], [`Agent::set_notifier`]).
+    metrics: Option<crate::metrics::Metrics>,
+    notifier: Option<crate::notify::SharedNotifier>,
+    /// The webhooks the notifier was last built from.
+    webhooks: Option<Vec<crate::fleet::model::WebhookSpec>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +150,46 @@ impl Agent {
             in_force: None,
             records: BTreeMap::new(),
             snapshot: watch::channel(Snapshot::default()).0,
+            metrics: None,
+            notifier: None,
+            webhooks: None,
+        }
+    }
+
+    /// Record commits accepted and refused into `metrics`.
+    pub fn set_metrics(&mut self, metrics: crate::metrics::Metrics) {
+        self.metrics = Some(metrics);
+    }
+
+    /// Keep `notifier` (the controller's) on the webhooks of the commit in force.
+    pub fn set_notifier(&mut self, notifier: crate::notify::SharedNotifier) {
+        self.notifier = Some(notifier);
+    }
+
+    /// Rebuild the notifier when the commit in force names other webhooks. A webhook whose
+    /// URL cannot be read is left out, named in a warning (never its URL).
+    fn configure_notifications(&mut self, specs: &[crate::fleet::model::WebhookSpec]) {
+        let Some(notifier) = &self.notifier else {
+            return;
+        };
+        if self.webhooks.as_deref() == Some(specs) {
+            return;
+        }
+        let mut hooks = Vec::new();
+        for spec in specs {
+            match crate::notify::Webhook::from_spec(spec) {
+                Ok(w) => hooks.push(w),
+                Err(e) => tracing::warn!(error = %e, "notification webhook left out"),
+            }
+        }
+        let names: Vec<String> = hooks.iter().map(|w| w.name.clone()).collect();
+        match crate::notify::Notifier::spawn(hooks, self.metrics.clone()) {
+            Ok(n) => {
+                tracing::info!(webhooks = ?names, "notifications configured");
+                notifier.set(n);
+                self.webhooks = Some(specs.to_vec());
+            }
+            Err(e) => tracing::warn!(error = %e, "notifications not configured"),
         }
     }
 
@@ -200,22 +247,31 @@ impl Agent {
         let verdict = match self.check(commit).await {
             Ok(v) => v,
             Err(why) => {
-                return self.reject(commit, &why).await;
+                return self.reject(commit, &why, "check_failed").await;
             }
         };
         match verdict {
             Ok(in_force) => {
                 tracing::info!(cluster = %self.config.cluster, commit = %commit, "acting on fleet commit");
+                if let Some(m) = &self.metrics {
+                    m.record_commit_accepted();
+                }
+                self.configure_notifications(&in_force.notifications);
                 self.in_force = Some(in_force);
                 self.snapshot
                     .send_modify(|s| s.in_force = Some(commit.to_string()));
                 Ok(())
             }
-            Err(why) => self.reject(commit, &why).await,
+            Err((why, kind)) => self.reject(commit, &why, kind).await,
         }
     }
 
-    async fn reject(&mut self, commit: Oid, why: &str) -> Result<(), AgentError> {
+    /// Refuse `commit`; `kind` is the stable reason of `rota_commits_rejected_total`
+    /// (`signature`, `validation`, `check_failed`).
+    async fn reject(&mut self, commit: Oid, why: &str, kind: &str) -> Result<(), AgentError> {
+        if let Some(m) = &self.metrics {
+            m.record_commit_rejected(kind);
+        }
         tracing::warn!(cluster = %self.config.cluster, commit = %commit, reason = %why,
             "not acting on fleet commit; the last good one stays in force");
         let status = CommitStatus::new(cluster_context(&self.config.cluster), State::Error, why);
@@ -227,8 +283,12 @@ impl Agent {
         Ok(())
     }
 
-    /// `Ok(Ok(..))`: act; `Ok(Err(why))`: refuse; `Err(why)`: could not check (refuse too).
-    async fn check(&mut self, commit: Oid) -> Result<Result<InForce, String>, String> {
+    /// `Ok(Ok(..))`: act; `Ok(Err((why, kind)))`: refuse; `Err(why)`: could not check (refuse
+    /// too).
+    async fn check(
+        &mut self,
+        commit: Oid,
+    ) -> Result<Result<InForce, (String, &'static str)>, String> {
         if let Some(verifier) = &self.verifier {
             let source = Arc::clone(&self.source);
             let verifier = Arc::clone(verifier);
@@ -237,7 +297,7 @@ impl Agent {
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
             if let Admission::Keep { reason, .. } = self.last_good.admit(commit, verdict) {
-                return Ok(Err(reason.message));
+                return Ok(Err((reason.message, "signature")));
             }
         }
         let mirror = self.source.mirror_path().to_path_buf();
@@ -251,21 +311,25 @@ impl Agent {
         let short = &commit.to_string()[..12];
         let fleet = match loaded {
             Ok(f) => f,
-            Err(diags) => return Ok(Err(invalid_description(short, &diags))),
+            Err(diags) => return Ok(Err((invalid_description(short, &diags), "validation"))),
         };
         let all = match fleet.resolve_all() {
             Ok(a) => a,
-            Err(e) => return Ok(Err(format!("commit {short}: {e}"))),
+            Err(e) => return Ok(Err((format!("commit {short}: {e}"), "validation"))),
         };
         let Some(desired) = all.iter().find(|c| c.name == cluster).cloned() else {
-            return Ok(Err(format!(
-                "commit {short}: cluster {cluster} is not in the fleet repo; keeping the last good commit"
+            return Ok(Err((
+                format!(
+                    "commit {short}: cluster {cluster} is not in the fleet repo; keeping the last good commit"
+                ),
+                "validation",
             )));
         };
         Ok(Ok(InForce {
             commit,
             waves: desired::wave_views(&fleet, &all),
             guard: fleet.promotion_guard(),
+            notifications: fleet.notifications_for(&cluster).unwrap_or_default(),
             cluster: desired,
         }))
     }

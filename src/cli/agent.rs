@@ -102,6 +102,9 @@ pub struct AgentArgs {
     /// File holding the GitHub token ("Commit statuses: write"). Never logged.
     #[arg(long, env = "ROTA_GITHUB_TOKEN_FILE")]
     pub github_token_file: Option<PathBuf>,
+    /// Logs, metrics and stuck detection.
+    #[command(flatten)]
+    pub ops: crate::telemetry::OperateArgs,
     /// GitHub API base (`https://HOST/api/v3` for GitHub Enterprise Server).
     #[arg(
         long,
@@ -112,7 +115,7 @@ pub struct AgentArgs {
 }
 
 pub fn run(args: AgentArgs) -> ExitCode {
-    let rt = match super::long_running(args.speed) {
+    let rt = match super::long_running(args.speed, &args.ops) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -141,7 +144,9 @@ async fn start(args: AgentArgs) -> Result<(), String> {
         identity: args.identity.clone(),
         lease_namespace: args.lease_namespace.clone(),
         speed: args.speed,
+        ops: args.ops.clone(),
     };
+    let metrics = super::serve_metrics(&args.ops).await?;
     let (kcfg, kubeconfig) = load_config(&cargs).await?;
     let endpoint = match &args.cloud_endpoint {
         Some(u) => u.clone(),
@@ -224,8 +229,14 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     let mut cc = Config::new(&version, &identity);
     cc.lease_namespace = args.lease_namespace.clone();
     cc.speed = args.speed;
-    let mut controller =
-        Controller::new(client.clone(), Arc::new(HttpNodeGroups::new(&endpoint)), cc);
+    cc.stuck_after = args.ops.stuck_after.as_duration();
+    let mut controller = Controller::with_metrics(
+        client.clone(),
+        Arc::new(HttpNodeGroups::new(&endpoint)),
+        cc,
+        metrics.clone(),
+    );
+    tokio::spawn(record_fetches(follower.state.clone(), metrics.clone()));
     let clock = controller.clock();
     let notes = Arc::new(GitNotesStore::for_source(&source, &args.cluster));
     let mut ac = AgentConfig::new(&args.cluster);
@@ -248,7 +259,11 @@ async fn start(args: AgentArgs) -> Result<(), String> {
         }
         _ => Arc::clone(&notes) as Arc<dyn crate::report::StatusStore>,
     };
-    let agent = Agent::new(
+    let store = Arc::new(crate::report::metered::MeteredStore::new(
+        store,
+        metrics.clone(),
+    ));
+    let mut agent = Agent::new(
         ac,
         source,
         client,
@@ -257,6 +272,8 @@ async fn start(args: AgentArgs) -> Result<(), String> {
         verifier,
         clock,
     );
+    agent.set_metrics(metrics.clone());
+    agent.set_notifier(controller.notifier());
     eprintln!(
         "rota agent: cluster {}, repo {} (branch {}), version {version}, identity {identity}, cloud {endpoint}{}",
         args.cluster,
@@ -276,6 +293,31 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     let _ = ctl.await;
     drop(follower);
     Ok(())
+}
+
+/// `rota_git_fetches_total{outcome}` and the last good fetch, from the poll loop's state.
+async fn record_fetches(
+    mut state: tokio::sync::watch::Receiver<crate::source::poll::SourceState>,
+    metrics: crate::metrics::Metrics,
+) {
+    let mut seen = 0;
+    loop {
+        {
+            let s = state.borrow_and_update();
+            if s.fetches > seen {
+                seen = s.fetches;
+                let outcome = if s.last_error.is_none() {
+                    crate::metrics::Outcome::Ok
+                } else {
+                    crate::metrics::Outcome::Error
+                };
+                metrics.record_git_fetch(outcome, chrono::Utc::now());
+            }
+        }
+        if state.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Ctrl-C or SIGTERM.

@@ -55,14 +55,23 @@ pub struct ControllerArgs {
     /// Run the controller's clock this many times faster (match `rota sim serve --speed`).
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
+    #[command(flatten)]
+    pub ops: crate::telemetry::OperateArgs,
 }
 
 pub fn run(args: ControllerArgs) -> ExitCode {
-    let rt = match super::long_running(args.speed) {
+    let rt = match super::long_running(args.speed, &args.ops) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
     rt.block_on(async move {
+        let metrics = match super::serve_metrics(&args.ops).await {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("rota: {e}");
+                return ExitCode::from(2);
+            }
+        };
         let (config, kubeconfig) = match load_config(&args).await {
             Ok(c) => c,
             Err(e) => {
@@ -104,13 +113,19 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         cfg.is_default = !args.not_default;
         cfg.lease_namespace = args.lease_namespace.clone();
         cfg.speed = args.speed;
+        cfg.stuck_after = args.ops.stuck_after.as_duration();
         eprintln!(
             "rota controller: version {version}{}, identity {identity}, lease {}/{}, cloud {endpoint}",
             if cfg.is_default { " (default)" } else { "" },
             cfg.lease_namespace,
             crate::kube::ownership::lease_name(&version),
         );
-        let mut controller = Controller::new(client, Arc::new(HttpNodeGroups::new(&endpoint)), cfg);
+        let mut controller = Controller::with_metrics(
+            client,
+            Arc::new(HttpNodeGroups::new(&endpoint)),
+            cfg,
+            metrics,
+        );
         controller.run(wait_for_stop()).await;
         ExitCode::SUCCESS
     })

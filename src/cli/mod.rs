@@ -73,17 +73,18 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Start-up shared by the long-running commands (`agent`, `controller`): logs to stderr
-/// (filter from `ROTA_LOG`, default `rota=info`), a valid `--speed`, a tokio runtime.
-/// A usage or start-up problem is printed and returned as exit code 2.
-fn long_running(speed: f64) -> Result<tokio::runtime::Runtime, ExitCode> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ROTA_LOG")
-                .unwrap_or_else(|_| "rota=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+/// Start-up shared by the long-running commands (`agent`, `controller`): logs to stderr in
+/// the `--log-format` (filter `--log-filter`/`ROTA_LOG`, else `RUST_LOG`, default
+/// `warn,rota=info`), a valid `--speed`, a tokio runtime. A usage or start-up problem is
+/// printed and returned as exit code 2.
+fn long_running(
+    speed: f64,
+    ops: &crate::telemetry::OperateArgs,
+) -> Result<tokio::runtime::Runtime, ExitCode> {
+    if let Err(e) = crate::telemetry::init(ops.log_format, ops.log_filter.as_deref()) {
+        eprintln!("rota: --log-filter: {e}");
+        return Err(ExitCode::from(2));
+    }
     if !(speed.is_finite() && speed > 0.0) {
         eprintln!("rota: --speed must be a positive number, got {speed}");
         return Err(ExitCode::from(2));
@@ -92,4 +93,19 @@ fn long_running(speed: f64) -> Result<tokio::runtime::Runtime, ExitCode> {
         eprintln!("rota: cannot start the runtime: {e}");
         ExitCode::from(2)
     })
+}
+
+/// The process's metrics, served on `--metrics-addr` (`/metrics`, `/healthz`, `/readyz`).
+/// The bound address is logged (`serving metrics`, field `addr`): with port 0 that is how a
+/// caller learns the port.
+async fn serve_metrics(
+    ops: &crate::telemetry::OperateArgs,
+) -> Result<crate::metrics::Metrics, String> {
+    let metrics = crate::metrics::Metrics::new();
+    let addr = metrics
+        .spawn_server(ops.metrics_addr)
+        .await
+        .map_err(|e| format!("--metrics-addr {}: {e}", ops.metrics_addr))?;
+    tracing::info!(%addr, "serving metrics");
+    Ok(metrics)
 }

@@ -31,16 +31,22 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::cloud::NodeGroups;
+use crate::cloud::metered::MeteredNodeGroups;
 use crate::fleet::resolved::Mode;
 use crate::gates::{self, EventRecord, Gate, GateInputs, PodHealth, Tracker};
 use crate::kube::crd::NodePoolRotation;
+use crate::kube::crd::NodePoolRotationStatus;
 use crate::kube::observe::{ObserveError, observe};
 use crate::kube::ownership;
+use crate::metrics::{GateResult, Metrics};
+use crate::notify::SharedNotifier;
 use crate::rotate::apply::{self, ApplyError, Edge, Retry};
 use crate::rotate::parallel::{PoolDemand, admit};
 use crate::rotate::{GateVerdict, Phase, Stage, plan};
+use crate::stuck::{self, ErrorTracker};
 use clock::Clock;
 use leader::Elector;
 
@@ -59,6 +65,8 @@ pub struct Config {
     pub speed: f64,
     /// Publish Kubernetes events on the resources.
     pub events: bool,
+    /// A rotation without progress for this long is Stuck (`--stuck-after`).
+    pub stuck_after: std::time::Duration,
 }
 
 impl Config {
@@ -70,6 +78,7 @@ impl Config {
             lease_namespace: "kube-system".into(),
             speed: 1.0,
             events: true,
+            stuck_after: std::time::Duration::from_secs(30 * 60),
         }
     }
 }
@@ -112,6 +121,11 @@ struct PoolState {
     last_error: Option<String>,
     /// The PodDisruptionBudget (namespace, name) whose change wakes this pool.
     blocked_on: Option<(String, String)>,
+    /// Errors since the pool last moved: which to report, and the likely cause if it sticks.
+    errors: ErrorTracker,
+    /// The batch under way and when its surge began (for `rota_batch_duration_seconds` and
+    /// boot-to-Ready).
+    batch_started: Option<(u32, chrono::DateTime<chrono::Utc>)>,
 }
 
 enum Wake {
@@ -131,6 +145,8 @@ pub struct Controller {
     recorder: Option<Recorder>,
     wakes: mpsc::UnboundedReceiver<Wake>,
     watchers: Vec<tokio::task::JoinHandle<()>>,
+    metrics: Metrics,
+    notifier: SharedNotifier,
     pub stats: Arc<Stats>,
     /// Test hook: after persisting the checkpoint, run only this many actions of the next
     /// plan that has more, then report [`Outcome::Crashed`] (the caller drops the
@@ -148,8 +164,21 @@ impl Drop for Controller {
 
 impl Controller {
     /// A controller over one cluster (`client`) and the clouds of its pools (`groups`). Starts
-    /// the watches that wake it.
+    /// the watches that wake it. Its metrics go to a registry of its own (see
+    /// [`Controller::with_metrics`]).
     pub fn new(client: kube::Client, groups: Arc<dyn NodeGroups>, config: Config) -> Controller {
+        Self::with_metrics(client, groups, config, Metrics::new())
+    }
+
+    /// [`Controller::new`] recording into `metrics` (the process's registry, served on
+    /// `/metrics`); the cloud calls are counted and timed through [`MeteredNodeGroups`].
+    pub fn with_metrics(
+        client: kube::Client,
+        groups: Arc<dyn NodeGroups>,
+        config: Config,
+        metrics: Metrics,
+    ) -> Controller {
+        let groups: Arc<dyn NodeGroups> = Arc::new(MeteredNodeGroups::new(groups, metrics.clone()));
         let (tx, wakes) = mpsc::unbounded_channel();
         let watchers = vec![
             tokio::spawn(watch_rotations(client.clone(), tx.clone())),
@@ -173,6 +202,8 @@ impl Controller {
             recorder,
             wakes,
             watchers,
+            metrics,
+            notifier: SharedNotifier::default(),
             stats: Arc::new(Stats::default()),
             crash_after: None,
         }
@@ -180,6 +211,28 @@ impl Controller {
 
     pub fn clock(&self) -> Clock {
         self.clock
+    }
+
+    /// The handle rollout notices go through; the agent sets the webhooks of the commit in
+    /// force on it. Only a leading controller reconciles, so only the leader notifies.
+    pub fn notifier(&self) -> SharedNotifier {
+        self.notifier.clone()
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Mark the caches synced for `/readyz` once NodePoolRotations can be listed (the
+    /// controller reads them fresh on each pass; a standby checks once).
+    async fn sync_caches(&self) {
+        if self.metrics.readiness().not_ready_because().is_none() {
+            return;
+        }
+        let api: Api<NodePoolRotation> = Api::all(self.client.clone());
+        if api.list(&ListParams::default().limit(1)).await.is_ok() {
+            self.metrics.readiness().set_caches_synced(true);
+        }
     }
 
     /// Run until `stop` resolves: lead (or wait to lead), reconcile, wait, repeat. Gives the
@@ -196,12 +249,20 @@ impl Controller {
         tokio::pin!(stop);
         loop {
             let leading = match elector.try_acquire(self.clock.now()).await {
-                Ok(l) => l,
+                Ok(l) => {
+                    // The election answered: /readyz knows the leadership state from now on.
+                    self.metrics.set_leader(l);
+                    l
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "leader election failed; not acting");
+                    if self.stats.leading.load(Ordering::Relaxed) {
+                        self.metrics.set_leader(false);
+                    }
                     false
                 }
             };
+            self.sync_caches().await;
             let was = self.stats.leading.swap(leading, Ordering::Relaxed);
             if leading != was {
                 tracing::info!(lease = %elector.name, identity = %elector.identity, leading, "leadership changed");
@@ -316,13 +377,29 @@ impl Controller {
         out
     }
 
-    /// Reconcile one pool once.
+    /// Reconcile one pool once, in the pool's span, timed into
+    /// `rota_reconcile_duration_seconds`.
     pub async fn reconcile(
         &mut self,
         npr: &NodePoolRotation,
         start_hold: Option<String>,
     ) -> Outcome {
+        let span = crate::telemetry::pool_span(&npr.spec.cluster, &npr.spec.pool);
+        let started = std::time::Instant::now();
+        let outcome = self.reconcile_pool(npr, start_hold).instrument(span).await;
+        self.metrics
+            .pool(&npr.spec.cluster, &npr.spec.pool)
+            .observe_reconcile(started.elapsed().as_secs_f64());
+        outcome
+    }
+
+    async fn reconcile_pool(
+        &mut self,
+        npr: &NodePoolRotation,
+        start_hold: Option<String>,
+    ) -> Outcome {
         self.stats.reconciles.fetch_add(1, Ordering::Relaxed);
+        let (cluster, pool) = (npr.spec.cluster.as_str(), npr.spec.pool.as_str());
         let name = npr.name_any();
         let desired = npr.spec.desired();
         let gate_spec = serde_json::to_string(&desired.gates).unwrap_or_default();
@@ -335,6 +412,8 @@ impl Controller {
             failures: 0,
             last_error: None,
             blocked_on: None,
+            errors: ErrorTracker::default(),
+            batch_started: None,
         });
         if state.gate_spec != gate_spec {
             state.gates = desired.gates.iter().map(gates::build).collect();
@@ -370,7 +449,16 @@ impl Controller {
                         events: &events,
                         now,
                     };
-                    gates::sample_due(gs, &mut state.trackers, &inputs).await;
+                    let taken = gates::sample_due(gs, &mut state.trackers, &inputs).await;
+                    let pm = self.metrics.pool(cluster, pool);
+                    for (gate, passed) in taken {
+                        let r = if passed {
+                            GateResult::Pass
+                        } else {
+                            GateResult::Fail
+                        };
+                        pm.record_gate(&gate, r);
+                    }
                 }
                 gates::combine(&state.trackers)
             }
@@ -397,6 +485,21 @@ impl Controller {
                 let state = self.pools.get_mut(&name).expect("inserted above");
                 state.failures += 1;
                 state.last_error = Some(error.clone());
+                let classified = stuck::classify_observe(&e);
+                let alert = self.record_error(&name, npr, classified).await;
+                if alert.is_some() {
+                    tracing::error!(pool = %name, %error, "observing failed and will not heal by retrying");
+                }
+                // No new status to write: the stuck metric still follows the last one.
+                let state = self.pools.get_mut(&name).expect("inserted above");
+                if let Some(prev) = &npr.status {
+                    let stuck =
+                        stuck::detect(prev, state.errors.last(), now, self.config.stuck_after);
+                    self.metrics
+                        .pool(cluster, pool)
+                        .set_stuck(stuck.as_ref().map(|s| s.reason));
+                }
+                let state = self.pools.get_mut(&name).expect("inserted above");
                 state.due = self
                     .clock
                     .after(requeue::after_error(retry, state.failures));
@@ -422,25 +525,49 @@ impl Controller {
             client: self.client.clone(),
             groups: self.groups.as_ref(),
             recorder: self.recorder.clone(),
+            metrics: Some(self.metrics.clone()),
         };
+        let prev = npr.status.as_ref();
+        let mut status = apply::status_for(
+            &p,
+            prev,
+            &npr.spec.source_commit,
+            npr.metadata.generation,
+            now,
+        );
+        // Real progress (a new stage, batch or phase) heals whatever failed before.
+        if progressed(prev, &status) {
+            state.errors.healed();
+        }
+        let transition = self.evaluate_stuck(npr, &mut status, now);
         // Nothing to do and nothing new to say: skip the status write (most reconciles of a
         // pool that waits for a boot or a soak).
-        let unchanged = p.actions.is_empty()
-            && npr.status.as_ref().is_some_and(|prev| {
-                *prev
-                    == apply::status_for(
-                        &p,
-                        Some(prev),
-                        &npr.spec.source_commit,
-                        npr.metadata.generation,
-                        now,
-                    )
-            });
+        let unchanged = p.actions.is_empty() && prev.is_some_and(|prev| *prev == status);
+        let batch = p
+            .checkpoint
+            .as_ref()
+            .and_then(|c| c.stage.batch())
+            .map(|b| b.number);
         let result = if unchanged {
             Ok(0)
         } else {
-            apply::apply(&edge, npr, &p, now).await
+            let write = apply::apply_with_status(&edge, npr, &p, &status);
+            match batch {
+                Some(n) => write.instrument(crate::telemetry::batch_span(n)).await,
+                None => write.await,
+            }
         };
+        let written = !unchanged && !matches!(result, Err(ApplyError::Status { .. }));
+        if written {
+            self.after_write(
+                npr,
+                &status,
+                &verdict_gate(&observed.gates),
+                transition,
+                now,
+            )
+            .await;
+        }
         let state = self.pools.get_mut(&name).expect("inserted above");
         match result {
             Ok(ran) => {
@@ -465,6 +592,11 @@ impl Controller {
                 let error = e.to_string();
                 tracing::info!(pool = %name, %error, ?retry, "apply stopped");
                 state.failures += 1;
+                let classified = stuck::classify_apply(&e);
+                if self.record_error(&name, npr, classified).await.is_some() {
+                    tracing::error!(pool = %name, %error, "an action failed and will not heal by retrying");
+                }
+                let state = self.pools.get_mut(&name).expect("inserted above");
                 if let ApplyError::EvictionBlocked { namespace, pod } = &e {
                     // Wait for the PDB that covers the pod to change; the timer is only a
                     // safety net for a missed watch event.
@@ -485,6 +617,227 @@ impl Controller {
             }
         }
     }
+}
+
+impl Controller {
+    /// Count an error of `pool` and remember it as the likely cause should the pool stick;
+    /// one that cannot heal by retrying is reported once (a Warning Event naming its
+    /// reason). Returns the reason when it alerts now.
+    async fn record_error(
+        &mut self,
+        name: &str,
+        npr: &NodePoolRotation,
+        err: stuck::Classified,
+    ) -> Option<&'static str> {
+        let alerts = err.class.alerts();
+        self.metrics
+            .pool(&npr.spec.cluster, &npr.spec.pool)
+            .record_error(err.reason, alerts);
+        let state = self.pools.get_mut(name)?;
+        let alert = state.errors.record(err)?;
+        self.event(
+            npr,
+            true,
+            alert,
+            "an error that retrying will not fix; see the status message",
+        )
+        .await;
+        Some(alert)
+    }
+
+    /// Stuck detection on the status about to be written: carries the previous `Stuck`
+    /// condition over (the planner's status does not know it), evaluates it against
+    /// `--stuck-after`, sets `rota_pool_stuck`. While the pool stays stuck for the same
+    /// reason the condition is kept as it was, so a stuck pool is not rewritten on every
+    /// reconcile just to update "no progress for ...".
+    fn evaluate_stuck(
+        &self,
+        npr: &NodePoolRotation,
+        status: &mut NodePoolRotationStatus,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<stuck::Transition> {
+        let previous = npr.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == stuck::CONDITION_TYPE)
+                .cloned()
+        });
+        if let Some(c) = &previous {
+            status.conditions.push(c.clone());
+        }
+        let errors = self
+            .pools
+            .get(&npr.name_any())
+            .map(|s| s.errors.clone())
+            .unwrap_or_default();
+        let pm = self.metrics.pool(&npr.spec.cluster, &npr.spec.pool);
+        let transition = stuck::evaluate(status, &errors, now, self.config.stuck_after, &pm);
+        if transition.is_none()
+            && let Some(prev) = previous
+            && let Some(c) = status
+                .conditions
+                .iter_mut()
+                .find(|c| c.type_ == stuck::CONDITION_TYPE)
+            && c.status == prev.status
+            && c.reason == prev.reason
+        {
+            *c = prev;
+        }
+        transition
+    }
+
+    /// After a status write: the pool's gauges, the counters and histograms of the stages it
+    /// left, the Stuck Event, gate failures and the rollout notices.
+    async fn after_write(
+        &mut self,
+        npr: &NodePoolRotation,
+        status: &NodePoolRotationStatus,
+        failed_gate: &Option<String>,
+        transition: Option<stuck::Transition>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        let (cluster, pool) = (npr.spec.cluster.as_str(), npr.spec.pool.as_str());
+        let prev = npr.status.as_ref();
+        {
+            let pm = self.metrics.pool(cluster, pool);
+            pm.observe_status(status);
+            if let Some(s) = self.pools.get_mut(&npr.name_any()) {
+                s.batch_started = stage_transitions(prev, status, s.batch_started, now, &pm);
+            }
+            // A gate that stopped the rotation holds rota_pool_gate_failed until it moves.
+            let stopped = matches!(
+                status.phase,
+                Phase::Failed | Phase::RollingBack | Phase::Paused
+            );
+            let was_stopped = prev.is_some_and(|p| {
+                matches!(p.phase, Phase::Failed | Phase::RollingBack | Phase::Paused)
+            });
+            match failed_gate {
+                Some(g) if stopped && !was_stopped => pm.record_gate_failed(g),
+                _ if !stopped => pm.clear_gate_failed(),
+                _ => {}
+            }
+        }
+        if let Some(t) = transition {
+            let (warning, reason, note) = t.event();
+            if warning {
+                tracing::warn!(%note, "pool stuck");
+            } else {
+                tracing::info!("pool moves again");
+            }
+            self.event(npr, warning, reason, &note).await;
+        }
+        for notice in crate::notify::notices_for(&npr.spec, prev, status) {
+            tracing::info!(?notice.kind, "rollout notice");
+            self.notifier.notify(notice);
+        }
+    }
+
+    /// Publish an Event on the NodePoolRotation (when events are on); failures are logged.
+    async fn event(&self, npr: &NodePoolRotation, warning: bool, reason: &str, note: &str) {
+        use kube::runtime::events::{Event, EventType};
+        let Some(rec) = &self.recorder else { return };
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Rotate".into(),
+            secondary: None,
+        };
+        if let Err(e) = rec.publish(&ev, &npr.object_ref(&())).await {
+            tracing::warn!(error = %e, "publishing an event failed");
+        }
+    }
+}
+
+/// The gate whose failure the observation carries, if any.
+fn verdict_gate(v: &GateVerdict) -> Option<String> {
+    match v {
+        GateVerdict::Failed { gate, .. } => Some(gate.clone()),
+        _ => None,
+    }
+}
+
+/// Whether the rotation moved between two statuses: a new phase, stage or batch.
+fn progressed(prev: Option<&NodePoolRotationStatus>, next: &NodePoolRotationStatus) -> bool {
+    let key = |s: &NodePoolRotationStatus| {
+        let stage = s.checkpoint.as_ref().map(|c| &c.stage);
+        (
+            s.phase,
+            stage.map(|st| st.name()),
+            stage.and_then(|st| st.batch()).map(|b| b.number),
+        )
+    };
+    prev.is_none_or(|p| key(p) != key(next))
+}
+
+/// Count what finished between the status before and after a reconcile (pure but for the
+/// metrics): a batch's new nodes Ready (brought up, boot-to-Ready from the surge), its old
+/// nodes drained (drain duration from the drain's start), the batch done (batch duration
+/// from the surge). Returns the batch under way and when its surge began.
+fn stage_transitions(
+    prev: Option<&NodePoolRotationStatus>,
+    next: &NodePoolRotationStatus,
+    started: Option<(u32, chrono::DateTime<chrono::Utc>)>,
+    now: chrono::DateTime<chrono::Utc>,
+    pm: &crate::metrics::PoolMetrics<'_>,
+) -> Option<(u32, chrono::DateTime<chrono::Utc>)> {
+    let secs = |since: chrono::DateTime<chrono::Utc>| {
+        (now - since).num_milliseconds().max(0) as f64 / 1000.0
+    };
+    let before = prev.and_then(|p| p.checkpoint.as_ref()).map(|c| &c.stage);
+    let after = next.checkpoint.as_ref().map(|c| &c.stage);
+    let mut started = started;
+    // The surge's start: the Surging stage's own start, seen before or after.
+    for st in [before, after].into_iter().flatten() {
+        if let Stage::Surging { batch } = st
+            && started.is_none_or(|(n, _)| n != batch.number)
+        {
+            started = Some((batch.number, batch.stage_since));
+        }
+    }
+    let same_batch = |a: &Stage, b: Option<&Stage>| {
+        a.batch().map(|x| x.number) == b.and_then(|s| s.batch()).map(|x| x.number)
+    };
+    let Some(before) = before else {
+        return started;
+    };
+    if before.name() == after.map(|s| s.name()).unwrap_or("Done") && same_batch(before, after) {
+        return started;
+    }
+    let surge = started
+        .filter(|(n, _)| before.batch().is_some_and(|b| b.number == *n))
+        .map(|(_, t)| t);
+    match before {
+        // Every new node of the batch is Ready (the stage moved on to the gates).
+        Stage::WaitingReady { batch } if !matches!(after, Some(Stage::Abandoning { .. })) => {
+            let n = batch.new_instances.len() as u64;
+            pm.record_brought_up(n);
+            if let Some(t) = surge {
+                for _ in 0..n {
+                    pm.observe_boot_to_ready(secs(t));
+                }
+            }
+        }
+        Stage::Draining { batch } if matches!(after, Some(Stage::Terminating { .. })) => {
+            let n = batch.old_nodes.len() as u64;
+            pm.record_drained(n);
+            for _ in 0..n {
+                pm.observe_drain_duration(secs(batch.stage_since));
+            }
+        }
+        Stage::Terminating { .. } => {
+            if let Some(t) = surge {
+                pm.observe_batch_duration(secs(t));
+            }
+        }
+        _ => {}
+    }
+    started
 }
 
 /// The evaluation of stages whose gates are not sampled yet (their verdict is pending).

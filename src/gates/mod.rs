@@ -179,18 +179,22 @@ pub fn combine<'a>(trackers: impl IntoIterator<Item = &'a Tracker>) -> GateVerdi
     pending.unwrap_or(GateVerdict::Passing)
 }
 
-/// Sample every due gate once (the edge calls this on each reconcile).
+/// Sample every due gate once (the edge calls this on each reconcile). Returns each sample
+/// taken as (gate, passed), for `rota_gate_evaluations_total`.
 pub async fn sample_due(
     gates: &[Box<dyn Gate>],
     trackers: &mut [Tracker],
     inputs: &GateInputs<'_>,
-) {
+) -> Vec<(String, bool)> {
+    let mut taken = Vec::new();
     for (g, t) in gates.iter().zip(trackers.iter_mut()) {
         if t.due(inputs.now) {
             let s = g.sample(inputs).await;
+            taken.push((t.gate.clone(), matches!(s, Sample::Pass(_))));
             t.record(s, inputs.now);
         }
     }
+    taken
 }
 
 #[cfg(test)]
@@ -297,7 +301,8 @@ mod tests {
             events: &events,
             now: t(0),
         };
-        sample_due(&gates, &mut trackers, &inputs).await;
+        let taken = sample_due(&gates, &mut trackers, &inputs).await;
+        assert_eq!(taken, [("g".to_string(), false)]);
         assert!(matches!(combine(&trackers), GateVerdict::Failed { .. }));
     }
 }

@@ -95,6 +95,10 @@ impl Webhook {
             // Do not echo the value: it may be a token pasted in the wrong place.
             return Err(err("the URL must start with https:// or http://".into()));
         }
+        let min_interval = spec
+            .min_interval
+            .map(|d| d.as_duration())
+            .unwrap_or(DEFAULT_MIN_INTERVAL);
         let events = spec
             .events
             .clone()
@@ -112,11 +116,9 @@ impl Webhook {
             name: spec.name.clone(),
             url,
             events,
-            window: DEFAULT_WINDOW,
-            min_interval: spec
-                .min_interval
-                .map(|d| d.as_duration())
-                .unwrap_or(DEFAULT_MIN_INTERVAL),
+            // A burst gathers for 15 s, or less when the webhook allows messages more often.
+            window: DEFAULT_WINDOW.min(min_interval),
+            min_interval,
         })
     }
 }
@@ -233,6 +235,85 @@ impl Notifier {
             let _ = s.send(notice.clone());
         }
     }
+}
+
+/// The notifier the controller holds while the agent may replace it (a new fleet commit
+/// changes `spec.notifications`): cheap to clone, shared.
+#[derive(Clone, Debug)]
+pub struct SharedNotifier(std::sync::Arc<std::sync::Mutex<Notifier>>);
+
+impl Default for SharedNotifier {
+    fn default() -> Self {
+        SharedNotifier(std::sync::Arc::new(std::sync::Mutex::new(
+            Notifier::disabled(),
+        )))
+    }
+}
+
+impl SharedNotifier {
+    /// Use `notifier` from now on; the previous one's tasks flush what they hold and end.
+    pub fn set(&self, notifier: Notifier) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = notifier;
+    }
+
+    pub fn notify(&self, notice: Notice) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .notify(notice);
+    }
+}
+
+/// What a status change of one pool is worth telling (pure): the controller calls this with
+/// the status before and after each reconcile it writes.
+/// - rollout started: the pool enters `Rotating` from anything but a rotation or a pause;
+/// - batch failed: it enters `Failed` or `RollingBack` (a gate or a timeout failed a batch);
+/// - paused: it enters `Paused` (halted by rota, or asked for in git);
+/// - completed: it enters `Succeeded` from a rotation (not a pool that was already there).
+pub fn notices_for(
+    spec: &crate::kube::crd::NodePoolRotationSpec,
+    before: Option<&crate::kube::crd::NodePoolRotationStatus>,
+    after: &crate::kube::crd::NodePoolRotationStatus,
+) -> Vec<Notice> {
+    use crate::rotate::Phase;
+    let was = before.map(|b| b.phase).unwrap_or_default();
+    let now = after.phase;
+    if was == now {
+        return Vec::new();
+    }
+    let rotating = |p: Phase| matches!(p, Phase::Rotating | Phase::Soaking | Phase::RollingBack);
+    let batch = after
+        .checkpoint
+        .as_ref()
+        .and_then(|c| c.stage.batch())
+        .or_else(|| {
+            before
+                .and_then(|b| b.checkpoint.as_ref())
+                .and_then(|c| c.stage.batch())
+        })
+        .map(|b| b.number)
+        .unwrap_or(0);
+    let kind = match now {
+        Phase::Rotating if !rotating(was) && was != Phase::Paused => NoticeKind::RolloutStarted {
+            version: spec.version.clone(),
+        },
+        Phase::Failed | Phase::RollingBack if was != Phase::Failed => NoticeKind::BatchFailed {
+            batch,
+            reason: after.message.clone(),
+        },
+        Phase::Paused => NoticeKind::Paused {
+            reason: after.message.clone(),
+        },
+        Phase::Succeeded if rotating(was) => NoticeKind::Completed {
+            version: spec.version.clone(),
+        },
+        _ => return Vec::new(),
+    };
+    vec![Notice {
+        cluster: spec.cluster.clone(),
+        pool: spec.pool.clone(),
+        kind,
+    }]
 }
 
 /// One webhook's loop: gather notices, post each due message, retry failures after the rate

@@ -12,6 +12,7 @@ pub mod gitea;
 pub mod github;
 pub mod gitlab;
 pub mod http;
+pub mod metered;
 pub mod notes;
 
 use std::sync::Arc;

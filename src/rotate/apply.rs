@@ -107,6 +107,8 @@ pub struct Edge<'a> {
     pub groups: &'a dyn NodeGroups,
     /// Publishes Kubernetes events; `None` to publish none (tests, readOnly tooling).
     pub recorder: Option<Recorder>,
+    /// Counts evictions by outcome and terminations (`None`: not measured).
+    pub metrics: Option<crate::metrics::Metrics>,
 }
 
 /// The status to write for `plan`, given the previous one (pure).
@@ -230,8 +232,6 @@ pub async fn apply(
     plan: &Plan,
     now: DateTime<Utc>,
 ) -> Result<usize, ApplyError> {
-    let name = npr.name_any();
-    let api: Api<NodePoolRotation> = Api::all(edge.client.clone());
     let status = status_for(
         plan,
         npr.status.as_ref(),
@@ -239,10 +239,32 @@ pub async fn apply(
         npr.metadata.generation,
         now,
     );
+    apply_with_status(edge, npr, plan, &status).await
+}
+
+/// [`apply`] with the status already computed (the controller adds the conditions it owns
+/// besides the plan's, such as `Stuck`, before it is written).
+pub async fn apply_with_status(
+    edge: &Edge<'_>,
+    npr: &NodePoolRotation,
+    plan: &Plan,
+    status: &NodePoolRotationStatus,
+) -> Result<usize, ApplyError> {
+    let name = npr.name_any();
+    if !plan.actions.is_empty() {
+        // Inside the controller's pool (and batch) span: which pool and batch this is.
+        tracing::info!(
+            actions = plan.actions.len(),
+            first = %plan.actions[0].action,
+            phase = ?status.phase,
+            "applying the plan"
+        );
+    }
+    let api: Api<NodePoolRotation> = Api::all(edge.client.clone());
     api.patch_status(
         &name,
         &PatchParams::apply(FIELD_MANAGER),
-        &Patch::Merge(status_patch(&status)),
+        &Patch::Merge(status_patch(status)),
     )
     .await
     .map_err(|source| ApplyError::Status {
@@ -251,8 +273,16 @@ pub async fn apply(
     })?;
 
     let group = &npr.spec.group;
+    let metrics = edge
+        .metrics
+        .as_ref()
+        .map(|m| m.pool(&npr.spec.cluster, &npr.spec.pool));
     for (done, p) in plan.actions.iter().enumerate() {
-        if let Err(e) = execute(edge, group, p).await {
+        let result = execute(edge, group, p).await;
+        if let Some(m) = &metrics {
+            record(m, &p.action, &result);
+        }
+        if let Err(e) = result {
             publish(
                 edge,
                 npr,
@@ -275,6 +305,22 @@ pub async fn apply(
     Ok(plan.actions.len())
 }
 
+/// Count what an action did: evictions by outcome (a PDB refusal is `throttled`), instances
+/// terminated.
+fn record(m: &crate::metrics::PoolMetrics<'_>, action: &Action, result: &Result<bool, ApplyError>) {
+    use crate::metrics::Outcome;
+    match (action, result) {
+        (Action::Evict { .. }, Ok(true)) => m.record_eviction(Outcome::Ok),
+        (Action::Evict { .. }, Ok(false)) => m.record_eviction(Outcome::NotFound),
+        (Action::Evict { .. }, Err(ApplyError::EvictionBlocked { .. })) => {
+            m.record_eviction(Outcome::Throttled)
+        }
+        (Action::Evict { .. }, Err(_)) => m.record_eviction(Outcome::Error),
+        (Action::Terminate { .. }, Ok(_)) => m.record_terminated(1),
+        _ => {}
+    }
+}
+
 fn event_reason(a: &Action) -> &'static str {
     match a {
         Action::SetImage { .. } => "SetImage",
@@ -288,11 +334,13 @@ fn event_reason(a: &Action) -> &'static str {
     }
 }
 
+/// Run one action. `Ok(false)`: nothing to do, its goal was already reached (a pod already
+/// gone).
 async fn execute(
     edge: &Edge<'_>,
     group: &crate::cloud::GroupRef,
     p: &Planned,
-) -> Result<(), ApplyError> {
+) -> Result<bool, ApplyError> {
     let cloud = |source| ApplyError::Cloud {
         action: p.action.to_string(),
         source,
@@ -304,26 +352,32 @@ async fn execute(
     let nodes: Api<Node> = Api::all(edge.client.clone());
     let merge = PatchParams::default();
     match &p.action {
-        Action::SetImage { image } => edge.groups.set_image(group, image).await.map_err(cloud),
+        Action::SetImage { image } => edge
+            .groups
+            .set_image(group, image)
+            .await
+            .map(|()| true)
+            .map_err(cloud),
         Action::SetCapacity { desired, max } => edge
             .groups
             .set_capacity(group, *desired, *max)
             .await
+            .map(|()| true)
             .map_err(cloud),
         Action::Cordon { node, owner } => nodes
             .patch(node, &merge, &Patch::Merge(cordon_patch(owner)))
             .await
-            .map(drop)
+            .map(|_| true)
             .map_err(kube),
         Action::Uncordon { node } => nodes
             .patch(node, &merge, &Patch::Merge(uncordon_patch()))
             .await
-            .map(drop)
+            .map(|_| true)
             .map_err(kube),
         Action::SetScaleDownDisabled { node, disabled } => nodes
             .patch(node, &merge, &Patch::Merge(scale_down_patch(*disabled)))
             .await
-            .map(drop)
+            .map(|_| true)
             .map_err(kube),
         Action::Evict {
             namespace,
@@ -333,9 +387,9 @@ async fn execute(
         } => {
             let pods: Api<Pod> = Api::namespaced(edge.client.clone(), namespace);
             match pods.evict(pod, &evict_params(*grace_period)).await {
-                Ok(_) => Ok(()),
+                Ok(_) => Ok(true),
                 // Already gone: the eviction's goal is reached.
-                Err(e) if api_code(&e) == Some(404) => Ok(()),
+                Err(e) if api_code(&e) == Some(404) => Ok(false),
                 Err(e) if api_code(&e) == Some(429) => Err(ApplyError::EvictionBlocked {
                     namespace: namespace.clone(),
                     pod: pod.clone(),
@@ -346,8 +400,8 @@ async fn execute(
         Action::DeletePod { namespace, pod, .. } => {
             let pods: Api<Pod> = Api::namespaced(edge.client.clone(), namespace);
             match pods.delete(pod, &DeleteParams::default()).await {
-                Ok(_) => Ok(()),
-                Err(e) if api_code(&e) == Some(404) => Ok(()),
+                Ok(_) => Ok(true),
+                Err(e) if api_code(&e) == Some(404) => Ok(false),
                 Err(e) => Err(kube(e)),
             }
         }
@@ -355,6 +409,7 @@ async fn execute(
             .groups
             .terminate(group, instance_id, true)
             .await
+            .map(|()| true)
             .map_err(cloud),
     }
 }

@@ -164,9 +164,50 @@ impl ResourceType {
         )
     }
 
+    /// Kinds the simulation stores and serves without acting on them (enough for
+    /// `kubectl apply -k deploy/` to install rota itself): RBAC, ServiceAccounts, Services,
+    /// ConfigMaps, NetworkPolicies.
+    pub fn stored_only() -> Vec<Self> {
+        let rbac = "rbac.authorization.k8s.io";
+        vec![
+            Self::new(
+                "",
+                "v1",
+                "serviceaccounts",
+                "ServiceAccount",
+                true,
+                false,
+                &["sa"],
+            ),
+            Self::new("", "v1", "services", "Service", true, true, &["svc"]),
+            Self::new("", "v1", "configmaps", "ConfigMap", true, false, &["cm"]),
+            Self::new(
+                "networking.k8s.io",
+                "v1",
+                "networkpolicies",
+                "NetworkPolicy",
+                true,
+                false,
+                &["netpol"],
+            ),
+            Self::new(rbac, "v1", "clusterroles", "ClusterRole", false, false, &[]),
+            Self::new(
+                rbac,
+                "v1",
+                "clusterrolebindings",
+                "ClusterRoleBinding",
+                false,
+                false,
+                &[],
+            ),
+            Self::new(rbac, "v1", "roles", "Role", true, false, &[]),
+            Self::new(rbac, "v1", "rolebindings", "RoleBinding", true, false, &[]),
+        ]
+    }
+
     /// The built-in types every simulated cluster serves.
     pub fn builtins() -> Vec<Self> {
-        vec![
+        let mut all = vec![
             Self::namespaces(),
             Self::nodes(),
             Self::pods(),
@@ -179,7 +220,9 @@ impl ResourceType {
             Self::statefulsets(),
             Self::leases(),
             Self::crds(),
-        ]
+        ];
+        all.extend(Self::stored_only());
+        all
     }
 
     /// `v1` or `group/version`.
