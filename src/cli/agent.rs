@@ -9,9 +9,8 @@ use std::sync::Arc;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::controller::{ControllerArgs, load_config, sim_cloud_endpoint};
+use super::controller::{ControllerArgs, load_config};
 use crate::agent::{Agent, AgentConfig};
-use crate::cloud::http::HttpNodeGroups;
 use crate::controller::{Config, Controller};
 use crate::fleet::duration::GoDuration;
 use crate::report::github::GitHubConfig;
@@ -80,9 +79,8 @@ pub struct AgentArgs {
     /// Act only on commits signed by a key in this OpenPGP keyring (armored export).
     #[arg(long, env = "ROTA_GPG_KEYRING")]
     pub gpg_keyring: Option<PathBuf>,
-    /// The simulated cloud's endpoint (default: from the kubeconfig `rota sim serve` wrote).
-    #[arg(long, env = "ROTA_CLOUD_ENDPOINT")]
-    pub cloud_endpoint: Option<String>,
+    #[command(flatten)]
+    pub cloud: super::cloud::CloudArgs,
     /// The version the agent labels its resources with and its controller acts as.
     #[arg(long, env = "ROTA_AGENT_VERSION")]
     pub agent_version: Option<String>,
@@ -137,8 +135,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
             .clone()
             .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from)),
         context: args.context.clone(),
-        cloud: super::controller::CloudKind::Sim,
-        cloud_endpoint: args.cloud_endpoint.clone(),
+        cloud: args.cloud.clone(),
         agent_version: args.agent_version.clone(),
         not_default: false,
         identity: args.identity.clone(),
@@ -148,13 +145,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     };
     let metrics = super::serve_metrics(&args.ops).await?;
     let (kcfg, kubeconfig) = load_config(&cargs).await?;
-    let endpoint = match &args.cloud_endpoint {
-        Some(u) => u.clone(),
-        None => kubeconfig
-            .as_ref()
-            .and_then(|(k, ctx)| sim_cloud_endpoint(k, ctx.as_deref()))
-            .ok_or("the cloud's endpoint is unknown: pass --cloud-endpoint (this build drives the simulated cloud of `rota sim serve`, whose kubeconfig names it)")?,
-    };
+    let (groups, cloud) = super::cloud::build(&args.cloud, kubeconfig.as_ref())?;
     let client = kube::Client::try_from(kcfg).map_err(|e| format!("Kubernetes client: {e}"))?;
     let auth = if let Some(key) = &args.ssh_key {
         Auth::SshKey {
@@ -232,7 +223,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     cc.stuck_after = args.ops.stuck_after.as_duration();
     let mut controller = Controller::with_metrics(
         client.clone(),
-        Arc::new(HttpNodeGroups::new(&endpoint)),
+        groups,
         cc,
         metrics.clone(),
     );
@@ -275,7 +266,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     agent.set_metrics(metrics.clone());
     agent.set_notifier(controller.notifier());
     eprintln!(
-        "rota agent: cluster {}, repo {} (branch {}), version {version}, identity {identity}, cloud {endpoint}{}",
+        "rota agent: cluster {}, repo {} (branch {}), version {version}, identity {identity}, cloud {cloud}{}",
         args.cluster,
         crate::source::redact_url(&args.repo),
         args.branch,

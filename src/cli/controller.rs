@@ -1,28 +1,22 @@
 //! `rota controller`: the rotation controller alone, on the NodePoolRotation resources of one
 //! cluster (the agent embeds the same runtime).
 //!
-//! The cloud comes from `--cloud`. This build has one: `sim`, the simulated cloud of a
-//! `rota sim serve` process, reached over the loopback endpoint that process names in the
-//! kubeconfig it writes (cluster extension `rota.dev/sim-cloud`), or `--cloud-endpoint`.
+//! The cloud comes from `--cloud` (see `cli::cloud`): the simulated cloud of a `rota sim serve`
+//! process, reached over the loopback endpoint that process names in the kubeconfig it writes
+//! (cluster extension `rota.dev/sim-cloud`) or `--cloud-endpoint`, or the real AWS, GCP and
+//! Azure providers.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::cloud::http::HttpNodeGroups;
 use crate::controller::{Config, Controller};
 
 /// Kubeconfig cluster extension naming the simulated cloud's endpoint.
 pub const SIM_CLOUD_EXTENSION: &str = "rota.dev/sim-cloud";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum CloudKind {
-    /// The simulated cloud of `rota sim serve`.
-    Sim,
-}
 
 #[derive(Args, Debug)]
 pub struct ControllerArgs {
@@ -32,12 +26,8 @@ pub struct ControllerArgs {
     /// Context of the kubeconfig (default: its current context).
     #[arg(long)]
     pub context: Option<String>,
-    /// The cloud of the pools' groups.
-    #[arg(long, value_enum, default_value = "sim")]
-    pub cloud: CloudKind,
-    /// The simulated cloud's endpoint (default: from the kubeconfig `rota sim serve` wrote).
-    #[arg(long)]
-    pub cloud_endpoint: Option<String>,
+    #[command(flatten)]
+    pub cloud: super::cloud::CloudArgs,
     /// The version this controller acts as: names its Lease and selects the resources
     /// labelled `rota.dev/agent-version` with it. Default: rota's own version.
     #[arg(long)]
@@ -79,20 +69,12 @@ pub fn run(args: ControllerArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        let endpoint = match (&args.cloud_endpoint, args.cloud) {
-            (Some(u), _) => u.clone(),
-            (None, CloudKind::Sim) => match kubeconfig
-                .as_ref()
-                .and_then(|(k, ctx)| sim_cloud_endpoint(k, ctx.as_deref()))
-            {
-                Some(u) => u,
-                None => {
-                    eprintln!(
-                        "rota: --cloud sim needs the simulated cloud's endpoint: the kubeconfig names none (cluster extension {SIM_CLOUD_EXTENSION}, written by `rota sim serve`); pass --cloud-endpoint"
-                    );
-                    return ExitCode::from(2);
-                }
-            },
+        let (groups, cloud) = match super::cloud::build(&args.cloud, kubeconfig.as_ref()) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("rota: {e}");
+                return ExitCode::from(2);
+            }
         };
         let client = match kube::Client::try_from(config) {
             Ok(c) => c,
@@ -115,14 +97,14 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         cfg.speed = args.speed;
         cfg.stuck_after = args.ops.stuck_after.as_duration();
         eprintln!(
-            "rota controller: version {version}{}, identity {identity}, lease {}/{}, cloud {endpoint}",
+            "rota controller: version {version}{}, identity {identity}, lease {}/{}, cloud {cloud}",
             if cfg.is_default { " (default)" } else { "" },
             cfg.lease_namespace,
             crate::kube::ownership::lease_name(&version),
         );
         let mut controller = Controller::with_metrics(
             client,
-            Arc::new(HttpNodeGroups::new(&endpoint)),
+            groups,
             cfg,
             metrics,
         );

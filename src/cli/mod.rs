@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod agent;
+pub mod cloud;
 pub mod diff;
 pub mod promote;
 pub mod render;

@@ -1,0 +1,239 @@
+//! Which cloud provider the agent and the controller drive, from flags (and `ROTA_*`
+//! environment variables).
+//!
+//! `--cloud auto`, the default, picks the simulated cloud when the kubeconfig was written by
+//! `rota sim serve` (it names the cloud's loopback endpoint) or `--cloud-endpoint` is given,
+//! and the real providers otherwise: every call then goes to the provider of its group's
+//! cloud, AWS, GCP or Azure as the fleet repo says, each built on first use with the
+//! platform's workload identity (see `docs/cloud-providers.md`). `--cloud aws|gcp|azure`
+//! allows only that one, so a misconfigured pool in another cloud pauses with a clear error
+//! instead of reaching for credentials the agent should not have.
+
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use kube::config::Kubeconfig;
+
+use super::controller::{SIM_CLOUD_EXTENSION, sim_cloud_endpoint};
+use crate::cloud::aws::AwsNodeGroups;
+use crate::cloud::azure::{AzureNodeGroups, AzureOptions};
+use crate::cloud::gcp::{GcpNodeGroups, GcpOptions};
+use crate::cloud::http::HttpNodeGroups;
+use crate::cloud::registry::Providers;
+use crate::cloud::retry::RetryPolicy;
+use crate::cloud::{Cloud, NodeGroups};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CloudKind {
+    /// The simulated cloud if the kubeconfig names one (or --cloud-endpoint is given), else
+    /// the real provider of each group's cloud.
+    Auto,
+    /// The simulated cloud of `rota sim serve`.
+    Sim,
+    /// AWS Auto Scaling groups only.
+    Aws,
+    /// GCP managed instance groups only.
+    Gcp,
+    /// Azure virtual machine scale sets only.
+    Azure,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct CloudArgs {
+    /// The cloud of the pools' groups.
+    #[arg(long, value_enum, env = "ROTA_CLOUD", default_value = "auto")]
+    pub cloud: CloudKind,
+    /// The simulated cloud's endpoint (default: from the kubeconfig `rota sim serve` wrote).
+    #[arg(long, env = "ROTA_CLOUD_ENDPOINT")]
+    pub cloud_endpoint: Option<String>,
+    /// AWS API endpoint override (a VPC endpoint, or moto in tests); default: the SDK's own,
+    /// which also honours AWS_ENDPOINT_URL.
+    #[arg(long, env = "ROTA_AWS_ENDPOINT_URL")]
+    pub aws_endpoint_url: Option<String>,
+    /// Compute Engine API root (default https://compute.googleapis.com).
+    #[arg(long, env = "ROTA_GCP_ENDPOINT")]
+    pub gcp_endpoint: Option<String>,
+    /// Azure Resource Manager endpoint (default https://management.azure.com; sovereign
+    /// clouds have their own).
+    #[arg(long, env = "ROTA_AZURE_ENDPOINT")]
+    pub azure_endpoint: Option<String>,
+}
+
+/// What the flags resolve to, before anything is built (pure, so that it can be tested).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Choice {
+    Sim { endpoint: String },
+    Real { clouds: Vec<Cloud> },
+}
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Choice::Sim { endpoint } => write!(f, "simulated ({endpoint})"),
+            Choice::Real { clouds } => {
+                let names: Vec<String> = clouds.iter().map(|c| c.to_string()).collect();
+                write!(f, "{}", names.join(", "))
+            }
+        }
+    }
+}
+
+/// Decide which cloud(s) to drive. `sim_endpoint` is what the kubeconfig names, if anything.
+pub fn choose(args: &CloudArgs, sim_endpoint: Option<String>) -> Result<Choice, String> {
+    let sim = args.cloud_endpoint.clone().or(sim_endpoint);
+    match args.cloud {
+        CloudKind::Sim => sim.map(|endpoint| Choice::Sim { endpoint }).ok_or_else(|| {
+            format!(
+                "--cloud sim needs the simulated cloud's endpoint: the kubeconfig names none (cluster extension {SIM_CLOUD_EXTENSION}, written by `rota sim serve`); pass --cloud-endpoint"
+            )
+        }),
+        CloudKind::Auto => Ok(match sim {
+            Some(endpoint) => Choice::Sim { endpoint },
+            None => Choice::Real {
+                clouds: vec![Cloud::Aws, Cloud::Gcp, Cloud::Azure],
+            },
+        }),
+        CloudKind::Aws => Ok(Choice::Real {
+            clouds: vec![Cloud::Aws],
+        }),
+        CloudKind::Gcp => Ok(Choice::Real {
+            clouds: vec![Cloud::Gcp],
+        }),
+        CloudKind::Azure => Ok(Choice::Real {
+            clouds: vec![Cloud::Azure],
+        }),
+    }
+}
+
+/// The provider the flags ask for, and how to describe it in the start-up line.
+pub fn build(
+    args: &CloudArgs,
+    kubeconfig: Option<&(Kubeconfig, Option<String>)>,
+) -> Result<(Arc<dyn NodeGroups>, Choice), String> {
+    let sim = kubeconfig.and_then(|(k, ctx)| sim_cloud_endpoint(k, ctx.as_deref()));
+    let choice = choose(args, sim)?;
+    let groups: Arc<dyn NodeGroups> = match &choice {
+        Choice::Sim { endpoint } => Arc::new(HttpNodeGroups::new(endpoint)),
+        Choice::Real { clouds } => {
+            let mut p = Providers::new();
+            for cloud in clouds {
+                p = match cloud {
+                    Cloud::Aws => {
+                        let endpoint = args.aws_endpoint_url.clone();
+                        p.with(
+                            Cloud::Aws,
+                            Box::new(move || {
+                                let endpoint = endpoint.clone();
+                                Box::pin(async move {
+                                    let g = AwsNodeGroups::from_env(endpoint, RetryPolicy::default())
+                                        .await;
+                                    Ok(Arc::new(g) as Arc<dyn NodeGroups>)
+                                })
+                            }),
+                        )
+                    }
+                    Cloud::Gcp => {
+                        let endpoint = args.gcp_endpoint.clone();
+                        p.with(
+                            Cloud::Gcp,
+                            Box::new(move || {
+                                let options = GcpOptions {
+                                    endpoint: endpoint.clone(),
+                                    ..GcpOptions::default()
+                                };
+                                Box::pin(async move {
+                                    GcpNodeGroups::new(options)
+                                        .await
+                                        .map(|g| Arc::new(g) as Arc<dyn NodeGroups>)
+                                        .map_err(|e| format!("{e:#}"))
+                                })
+                            }),
+                        )
+                    }
+                    Cloud::Azure => {
+                        let endpoint = args.azure_endpoint.clone();
+                        p.with(
+                            Cloud::Azure,
+                            Box::new(move || {
+                                let mut options = AzureOptions::default();
+                                if let Some(e) = &endpoint {
+                                    options.endpoint = e.clone();
+                                }
+                                Box::pin(async move {
+                                    AzureNodeGroups::with_workload_identity(options)
+                                        .map(|g| Arc::new(g) as Arc<dyn NodeGroups>)
+                                })
+                            }),
+                        )
+                    }
+                };
+            }
+            Arc::new(p)
+        }
+    };
+    Ok((groups, choice))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(cloud: CloudKind, endpoint: Option<&str>) -> CloudArgs {
+        CloudArgs {
+            cloud,
+            cloud_endpoint: endpoint.map(str::to_string),
+            aws_endpoint_url: None,
+            gcp_endpoint: None,
+            azure_endpoint: None,
+        }
+    }
+
+    #[test]
+    fn auto_prefers_the_simulated_cloud_a_kubeconfig_names() {
+        let c = choose(&args(CloudKind::Auto, None), Some("http://127.0.0.1:1".into())).unwrap();
+        assert_eq!(
+            c,
+            Choice::Sim {
+                endpoint: "http://127.0.0.1:1".into()
+            }
+        );
+        let c = choose(&args(CloudKind::Auto, None), None).unwrap();
+        assert_eq!(
+            c,
+            Choice::Real {
+                clouds: vec![Cloud::Aws, Cloud::Gcp, Cloud::Azure]
+            }
+        );
+    }
+
+    #[test]
+    fn a_named_cloud_allows_only_that_cloud_and_sim_needs_an_endpoint() {
+        assert_eq!(
+            choose(&args(CloudKind::Gcp, None), Some("http://x".into())).unwrap(),
+            Choice::Real {
+                clouds: vec![Cloud::Gcp]
+            }
+        );
+        let e = choose(&args(CloudKind::Sim, None), None).unwrap_err();
+        assert!(e.contains("--cloud-endpoint"), "{e}");
+        assert_eq!(
+            choose(&args(CloudKind::Sim, Some("http://e")), None).unwrap(),
+            Choice::Sim {
+                endpoint: "http://e".into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unconfigured_cloud_pauses_with_a_clear_error() {
+        let (groups, _) = build(&args(CloudKind::Aws, None), None).unwrap();
+        let g = crate::cloud::GroupRef::Azure {
+            subscription_id: "s".into(),
+            resource_group: "rg".into(),
+            scale_set: "vmss".into(),
+        };
+        let e = groups.describe(&g).await.unwrap_err();
+        assert_eq!(e.kind, crate::cloud::CloudErrorKind::Permission);
+        assert!(e.message.contains("no azure provider"), "{e}");
+    }
+}
