@@ -151,7 +151,12 @@ async fn prometheus_errors_name_the_gate_and_the_query() {
 /// The query error a server that is not Prometheus causes, and the failing sample.
 async fn impostor_error(response: Option<Vec<u8>>, timeout: Duration) -> QueryError {
     let port = prom::impostor(response);
-    let spec = gate(&format!("http://127.0.0.1:{port}"), "up", 0.05, NoData::Pass);
+    let spec = gate(
+        &format!("http://127.0.0.1:{port}"),
+        "up",
+        0.05,
+        NoData::Pass,
+    );
     let g = PrometheusGate::new(&spec).unwrap().with_timeout(timeout);
     let e = g.query(Utc::now()).await.unwrap_err();
     assert_eq!((e.gate.as_str(), e.query.as_str()), ("error-rate", "up"));
@@ -423,7 +428,11 @@ async fn a_high_error_rate_from_prometheus_pauses_the_pool_after_the_first_batch
         .filter(|i| i.lifecycle != Lifecycle::Terminating)
         .collect();
     assert_eq!(live.len(), 3, "{live:?}");
-    assert_eq!(live.iter().filter(|i| i.image == NEW).count(), 1, "{live:?}");
+    assert_eq!(
+        live.iter().filter(|i| i.image == NEW).count(),
+        1,
+        "{live:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

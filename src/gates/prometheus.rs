@@ -213,9 +213,11 @@ fn parse_data(data: Option<&Value>) -> Result<Answer, QueryError> {
             Ok(Answer::Vector(out))
         }
         Some("scalar") => Ok(Answer::Scalar(pair(result, "data.result")?)),
-        Some("matrix") => Err(bad("the query returns a range vector (matrix); a gate needs an \
+        Some("matrix") => Err(bad(
+            "the query returns a range vector (matrix); a gate needs an \
              instant vector or a scalar: wrap the range selector in a function such as rate()"
-            .into())),
+                .into(),
+        )),
         Some("string") => Err(bad(
             "the query returns a string; a gate needs an instant vector or a scalar".into(),
         )),
@@ -315,7 +317,7 @@ pub fn evaluate(rule: &Rule, answer: &Answer) -> Sample {
     // The worst violation: the farthest outside its bound.
     let mut worst: Option<(&Series, String, f64)> = None;
     let mut violations = 0;
-    for s in &numbers {
+    for &s in &numbers {
         if let Some((why, by)) = rule.violation(s.value) {
             violations += 1;
             if worst.as_ref().is_none_or(|(_, _, b)| by > *b) {
@@ -329,11 +331,7 @@ pub fn evaluate(rule: &Rule, answer: &Answer) -> Sample {
         } else {
             String::new()
         };
-        return Sample::Fail(format!(
-            "{}{} {why}{of}",
-            num(s.value),
-            labels(&s.labels)
-        ));
+        return Sample::Fail(format!("{}{} {why}{of}", num(s.value), labels(&s.labels)));
     }
     if numbers.is_empty() {
         return rule.no_data(format!("no data (NaN{})", labels(&nan[0].labels)));
@@ -552,7 +550,7 @@ async fn fetch(url: &str) -> Result<Answer, QueryError> {
             if e.is::<http_body_util::LengthLimitError>() {
                 QueryError::TooLarge(MAX_ANSWER_BYTES)
             } else {
-                QueryError::Transport(format!("reading the answer: {}", chain(e.as_ref())))
+                QueryError::Transport(format!("reading the answer: {}", chain(&*e)))
             }
         })?
         .to_bytes();
@@ -681,10 +679,12 @@ mod tests {
 
     #[test]
     fn a_vector_and_a_scalar_parse() {
-        let a = ok(r#"{"status":"success","data":{"resultType":"vector","result":[
+        let a = ok(
+            r#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"code":"500"},"value":[1700000000.5,"0.25"]},
             {"metric":{},"value":[1700000000,"NaN"]},
-            {"value":[1700000000,"+Inf"]}]},"warnings":["x"]}"#)
+            {"value":[1700000000,"+Inf"]}]},"warnings":["x"]}"#,
+        )
         .unwrap();
         let Answer::Vector(s) = a else { panic!() };
         assert_eq!(s.len(), 3);
@@ -718,7 +718,12 @@ mod tests {
         );
         assert!(e.to_string().contains("bad_data"));
         // A proxy's 502 page.
-        let e = parse(502, Some("text/html"), b"<html><body>Bad Gateway</body></html>").unwrap_err();
+        let e = parse(
+            502,
+            Some("text/html"),
+            b"<html><body>Bad Gateway</body></html>",
+        )
+        .unwrap_err();
         assert!(
             matches!(&e, QueryError::Http { status: 502, body } if body.contains("Bad Gateway")),
             "{e:?}"
@@ -741,14 +746,20 @@ mod tests {
             b"<!doctype html><title>Sign in</title>",
         );
         let m = malformed(html);
-        assert!(m.contains("not JSON") && m.contains("text/html") && m.contains("Sign in"), "{m}");
+        assert!(
+            m.contains("not JSON") && m.contains("text/html") && m.contains("Sign in"),
+            "{m}"
+        );
         let cases = [
             (r#"[1,2]"#, "not a JSON object"),
             (r#"{"data":{}}"#, "no `status`"),
             (r#"{"status":"ok"}"#, "\"ok\""),
             (r#"{"status":"success"}"#, "`data` is missing"),
             (r#"{"status":"success","data":{"result":[]}}"#, "resultType"),
-            (r#"{"status":"success","data":{"resultType":"vector"}}"#, "`data.result` is missing"),
+            (
+                r#"{"status":"success","data":{"resultType":"vector"}}"#,
+                "`data.result` is missing",
+            ),
             (
                 r#"{"status":"success","data":{"resultType":"vector","result":{}}}"#,
                 "not an array",
@@ -808,7 +819,10 @@ mod tests {
     #[test]
     fn max_and_min_are_inclusive_bounds() {
         let r = rule(None, Some(0.01), NoData::Fail);
-        assert!(matches!(evaluate(&r, &Answer::Scalar(0.01)), Sample::Pass(_)));
+        assert!(matches!(
+            evaluate(&r, &Answer::Scalar(0.01)),
+            Sample::Pass(_)
+        ));
         match evaluate(&r, &Answer::Scalar(0.25)) {
             Sample::Fail(d) => assert_eq!(d, "0.25 above max 0.01"),
             s => panic!("{s:?}"),
@@ -834,7 +848,9 @@ mod tests {
         let a = vector(&[("200", 0.0), ("500", 0.31), ("503", 0.07)]);
         assert_eq!(
             evaluate(&r, &a),
-            Sample::Fail("0.31 for {code=\"500\"} above max 0.05 (2 of 3 series out of bounds)".into())
+            Sample::Fail(
+                "0.31 for {code=\"500\"} above max 0.05 (2 of 3 series out of bounds)".into()
+            )
         );
         let a = vector(&[("200", 0.0), ("500", 0.04)]);
         assert_eq!(
@@ -848,7 +864,10 @@ mod tests {
         for (answer, what) in [
             (Answer::Vector(vec![]), "no data (empty result)"),
             (Answer::Scalar(f64::NAN), "no data (NaN)"),
-            (vector(&[("500", f64::NAN)]), "no data (NaN for {code=\"500\"})"),
+            (
+                vector(&[("500", f64::NAN)]),
+                "no data (NaN for {code=\"500\"})",
+            ),
         ] {
             assert_eq!(
                 evaluate(&rule(None, Some(1.0), NoData::Fail), &answer),
@@ -930,7 +949,10 @@ mod tests {
         ] {
             let e = PrometheusGate::new(&spec(address, query)).err().unwrap();
             let m = e.to_string();
-            assert!(m.contains("error-rate") && m.contains(want), "{address}: {m}");
+            assert!(
+                m.contains("error-rate") && m.contains(want),
+                "{address}: {m}"
+            );
             assert!(!m.contains("hunter2"), "{m}");
         }
     }

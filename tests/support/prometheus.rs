@@ -181,7 +181,10 @@ exit $s"#;
                 .arg("sh")
                 .arg(&bin)
                 .arg(format!("--config.file={}", config.display()))
-                .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.join("data").display()
+                ))
                 .arg(format!("--web.listen-address=127.0.0.1:{port}"))
                 .arg("--log.level=warn")
                 .env("ROTA_PROM_DIR", &dir)
@@ -279,7 +282,9 @@ pub fn app_at(app: &str, ratio: f64) -> &'static (Prometheus, Target) {
     let s = shared();
     s.1.app(app, ratio);
     s.0.wait_for(&error_ratio_query(app), |v| {
-        v.is_some_and(|v| (ratio.is_nan() && v.is_nan()) || (v - ratio).abs() <= 1e-6 * ratio.abs().max(1e-3))
+        v.is_some_and(|v| {
+            (ratio.is_nan() && v.is_nan()) || (v - ratio).abs() <= 1e-6 * ratio.abs().max(1e-3)
+        })
     });
     s
 }
@@ -305,7 +310,8 @@ pub fn get(port: u16, path: &str) -> Result<(u16, String), String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| e.to_string())?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").map_err(|e| e.to_string())?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n")
+        .map_err(|e| e.to_string())?;
     let mut raw = String::new();
     s.read_to_string(&mut raw).map_err(|e| e.to_string())?;
     let status = raw
