@@ -436,8 +436,7 @@ impl Controller {
             }
             Err(e) => GateVerdict::Failed {
                 gate: match e {
-                    gates::GateError::Invalid { gate, .. }
-                    | gates::GateError::Unsupported { gate, .. } => gate.clone(),
+                    gates::GateError::Invalid { gate, .. } => gate.clone(),
                 },
                 reason: e.to_string(),
             },

@@ -8,11 +8,13 @@
 //! failures fail the gate). The edge (the controller) samples due gates and hands the
 //! combined [`GateVerdict`] to `rotate::plan`; the planner never runs a gate itself.
 //!
-//! Adding the Prometheus gate means one more `Gate` implementation in its own file and one arm
-//! in [`build`]; the tracker and the planner do not change.
+//! The gates: [`pods`] and [`events`] look at the observed cluster, [`prometheus`] sends an
+//! instant query to the Prometheus the gate names. Each is one `Gate` implementation in its
+//! own file and one arm in [`build`]; the tracker and the planner know none of them.
 
 pub mod events;
 pub mod pods;
+pub mod prometheus;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
@@ -70,8 +72,6 @@ pub trait Gate: Send + Sync {
 pub enum GateError {
     #[error("health gate {gate}: {why}")]
     Invalid { gate: String, why: String },
-    #[error("health gate {gate}: {kind} gates are not available in this build of rota")]
-    Unsupported { gate: String, kind: &'static str },
 }
 
 /// The gate for a resolved HealthGate spec.
@@ -79,10 +79,7 @@ pub fn build(spec: &ResolvedGate) -> Result<Box<dyn Gate>, GateError> {
     match &spec.check {
         GateCheck::Pods { .. } => Ok(Box::new(pods::PodsGate::new(spec)?)),
         GateCheck::Events { .. } => Ok(Box::new(events::EventsGate::new(spec)?)),
-        GateCheck::Prometheus { .. } => Err(GateError::Unsupported {
-            gate: spec.name.clone(),
-            kind: "prometheus",
-        }),
+        GateCheck::Prometheus { .. } => Ok(Box::new(prometheus::PrometheusGate::new(spec)?)),
     }
 }
 
@@ -273,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn prometheus_gates_are_reported_unsupported_not_passed() {
+    fn prometheus_gates_are_built_and_invalid_ones_rejected() {
         let mut s = spec(1, 0);
         s.check = GateCheck::Prometheus {
             address: "http://prom:9090".into(),
@@ -282,8 +279,15 @@ mod tests {
             max: None,
             on_no_data: Default::default(),
         };
+        let g = build(&s).unwrap();
+        assert_eq!(g.name(), "g");
+        // A bad address is an invalid gate (which fails the pool's gate check), not a pass.
+        if let GateCheck::Prometheus { address, .. } = &mut s.check {
+            *address = "prom:9090".into();
+        }
         let e = build(&s).err().unwrap();
-        assert!(e.to_string().contains("prometheus gates are not available"));
+        assert!(matches!(e, GateError::Invalid { .. }), "{e}");
+        assert!(e.to_string().contains("health gate g"), "{e}");
     }
 
     #[tokio::test]
