@@ -176,7 +176,8 @@ pub trait NodeGroups: Send + Sync {
     /// Terminate one instance. With `decrement`, the desired capacity goes down by one in the
     /// same call so the cloud does not replace it; when the desired capacity is already at
     /// the group's minimum size, a decrementing terminate is refused as `Invalid` and nothing
-    /// changes (as AWS answers). Idempotent: an instance that is already terminating or gone
+    /// changes (as AWS answers; the simulated cloud does the same; the GCP and Azure
+    /// providers do not check a minimum yet, rota's controller never relies on the refusal). Idempotent: an instance that is already terminating or gone
     /// (or not a member of the group) is a success (and capacity is not decremented twice);
     /// `NotFound` only if the group is missing.
     async fn terminate(
