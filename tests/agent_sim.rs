@@ -130,6 +130,8 @@ async fn setup(trust: Option<rota::source::trust::TrustPolicy>) -> Setup {
         poll: Duration::from_secs(10),
         resync: Duration::from_secs(5),
         trust,
+        webhook: None,
+        statuses: None,
     })
     .await
     .unwrap();
@@ -234,6 +236,8 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
             check: true,
             base: bump.clone(),
             subdir: None,
+            branch: None,
+            dry_run: false,
         };
         async move { rota::cli::promote::checks_at(&args, now).await.unwrap() }
     };

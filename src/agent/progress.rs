@@ -21,6 +21,9 @@ use crate::waves::PoolRecord;
 
 use super::desired::PoolIntent;
 
+/// How a pool outside its maintenance window describes itself.
+pub const WINDOW_WAIT: &str = "waiting for a maintenance window";
+
 /// The status of one pool at `commit`.
 pub fn pool_status(
     cluster: &str,
@@ -66,6 +69,9 @@ pub fn pool_status(
         ),
         Phase::Paused => (State::Pending, format!("paused: {}", status.message)),
         Phase::RollingBack => (State::Pending, format!("rolling back: {}", status.message)),
+        Phase::Waiting if status.message.contains("maintenance window") => {
+            (State::Pending, format!("{WINDOW_WAIT} · {nodes}"))
+        }
         Phase::Rotating | Phase::Soaking | Phase::Waiting => {
             let batch = status.checkpoint.as_ref().map(|c| {
                 let per = npr.spec.policy.batch.nodes(c.pool_size).max(1);
