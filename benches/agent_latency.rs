@@ -123,8 +123,12 @@ impl Rig {
             fleet,
             hook,
         };
-        rig.until(|n| n.status.as_ref().is_some_and(|s| s.total > 0 && s.on_target == s.total))
-            .await;
+        rig.until(|n| {
+            n.status
+                .as_ref()
+                .is_some_and(|s| s.total > 0 && s.on_target == s.total)
+        })
+        .await;
         rig
     }
 
@@ -152,8 +156,7 @@ impl Rig {
         let t = Instant::now();
         if let Some(url) = &self.hook {
             let body = r#"{"ref":"refs/heads/main"}"#;
-            let client: Client<_, Full<Bytes>> =
-                Client::builder(TokioExecutor::new()).build_http();
+            let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
             let req = http::Request::post(url)
                 .header("X-GitHub-Event", "push")
                 .header("X-GitHub-Delivery", format!("bench-{n}"))
@@ -171,7 +174,10 @@ impl Rig {
 
     fn commit(&self, version: &str) {
         std::fs::write(self.work.join("fleet.yaml"), fleet_yaml(version)).unwrap();
-        git(&self.work, &["commit", "-q", "-am", &format!("general {version}")]);
+        git(
+            &self.work,
+            &["commit", "-q", "-am", &format!("general {version}")],
+        );
     }
 }
 
@@ -181,8 +187,12 @@ async fn sample(rig: &Rig, n: usize) -> (Duration, Duration) {
     let pushed = rig.push(2 * n).await;
     let acted = rig.until(|x| x.spec.version == "2026.11.2").await;
     // Midway: the first new node is up and the batch soaks.
-    rig.until(|x| x.status.as_ref().is_some_and(|s| s.on_target >= 1 && s.on_target < s.total))
-        .await;
+    rig.until(|x| {
+        x.status
+            .as_ref()
+            .is_some_and(|s| s.on_target >= 1 && s.on_target < s.total)
+    })
+    .await;
     git(&rig.work, &["revert", "--no-edit", "HEAD"]);
     let reverted = rig.push(2 * n + 1).await;
     let rolled = rig
@@ -197,7 +207,9 @@ async fn sample(rig: &Rig, n: usize) -> (Duration, Duration) {
     rig.until(|x| {
         x.spec.version == "2026.11.1"
             && x.status.as_ref().is_some_and(|s| {
-                s.observed_generation == x.metadata.generation && s.total > 0 && s.on_target == s.total
+                s.observed_generation == x.metadata.generation
+                    && s.total > 0
+                    && s.on_target == s.total
             })
     })
     .await;

@@ -15,8 +15,8 @@ fn status<'a>(o: &'a Outcome, step: &str, context: &str) -> (State, &'a str) {
 
 /// Whether this build evaluates Prometheus gates (prod-use1's pools have one).
 fn prometheus_gates_supported() -> bool {
-    let fleet = rota::fleet::load_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/fleet-repo"))
-        .unwrap();
+    let fleet =
+        rota::fleet::load_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/fleet-repo")).unwrap();
     let clusters = fleet.resolve_all().unwrap();
     let prod = clusters.iter().find(|c| c.name == "prod-use1").unwrap();
     let gate = prod.pools[0]
@@ -35,15 +35,28 @@ async fn the_demo_plays_bump_promotion_and_revert() {
     let o = result.unwrap_or_else(|e| panic!("{e}\n--- output:\n{text}"));
 
     // The story in git: a merge commit for the promotion and a revert.
-    assert!(o.log.contains("Merge branch 'promote/early-general-2026.11.2'"), "{}", o.log);
-    assert!(o.log.contains("Revert \"canary: general 2026.11.3\""), "{}", o.log);
-    assert!(text.contains("== the story in git"), "{text}");
+    assert!(
+        o.log
+            .contains("Merge branch 'promote/early-general-2026.11.2'"),
+        "{}",
+        o.log
+    );
+    assert!(
+        o.log.contains("Revert \"canary: general 2026.11.3\""),
+        "{}",
+        o.log
+    );
+    assert!(text.contains("] the story in git"), "{text}");
 
     // (a) the canary wave rolled 2026.11.2, every node.
     for pool in ["canary-use1/general", "dev-usc1/general"] {
         let p = &o.pools[pool];
         assert_eq!(p.version, "2026.11.2", "{pool}: {p:?}");
-        assert_eq!((p.phase.as_str(), p.on_target), ("Succeeded", p.total), "{pool}: {p:?}");
+        assert_eq!(
+            (p.phase.as_str(), p.on_target),
+            ("Succeeded", p.total),
+            "{pool}: {p:?}"
+        );
     }
     assert_eq!(
         status(&o, "bump", "rota/canary-use1/general"),
@@ -53,7 +66,9 @@ async fn the_demo_plays_bump_promotion_and_revert() {
 
     // (b) merged before the canary soaked: the guard said wait, then the wave rolled.
     assert!(
-        o.guard_at_merge.iter().any(|l| l.contains("waiting for wave canary to soak general@2026.11.2")),
+        o.guard_at_merge
+            .iter()
+            .any(|l| l.contains("waiting for wave canary to soak general@2026.11.2")),
         "{:?}",
         o.guard_at_merge
     );
@@ -68,7 +83,10 @@ async fn the_demo_plays_bump_promotion_and_revert() {
         assert_eq!(o.pools["prod-use1/general"].version, "2026.11.2");
     } else {
         assert_eq!(prod.0, State::Failure, "{prod:?}");
-        assert!(prod.1.contains("prometheus gates are not available"), "{prod:?}");
+        assert!(
+            prod.1.contains("prometheus gates are not available"),
+            "{prod:?}"
+        );
     }
     // The main wave was never promoted.
     assert_eq!(o.pools["prod-usw2/general"].version, "2026.11.1");
@@ -79,7 +97,9 @@ async fn the_demo_plays_bump_promotion_and_revert() {
 
     // (c) reverted midway: rolled back, and the reverted commit is final, superseded.
     assert!(
-        o.revert_progress.iter().any(|d| d.starts_with("rolling back")),
+        o.revert_progress
+            .iter()
+            .any(|d| d.starts_with("rolling back")),
         "{:?}",
         o.revert_progress
     );
@@ -87,7 +107,11 @@ async fn the_demo_plays_bump_promotion_and_revert() {
         let p = &o.pools[pool];
         assert_eq!(p.version, "2026.11.2", "{pool}: {p:?}");
         assert_eq!(p.image, "ami-0f9e8d7c6b5a40312", "{pool}: {p:?}");
-        assert_eq!((p.phase.as_str(), p.on_target), ("Succeeded", p.total), "{pool}: {p:?}");
+        assert_eq!(
+            (p.phase.as_str(), p.on_target),
+            ("Succeeded", p.total),
+            "{pool}: {p:?}"
+        );
     }
     assert_eq!(
         status(&o, "revert", "rota/canary-use1/general"),
@@ -97,10 +121,16 @@ async fn the_demo_plays_bump_promotion_and_revert() {
     let (state, d) = status(&o, "bump-again", "rota/canary-use1/general");
     assert_eq!(state, State::Error, "{d}");
     assert!(
-        d.starts_with(&format!("superseded by {revert_short} before it finished: batch 2/3")),
+        d.starts_with(&format!(
+            "superseded by {revert_short} before it finished: batch 2/3"
+        )),
         "{d}"
     );
     assert_eq!(status(&o, "bump-again", "rota/canary-use1").0, State::Error);
     // Hours of policy (soaks) in fleet time.
-    assert!(o.fleet_time >= chrono::Duration::hours(2), "{:?}", o.fleet_time);
+    assert!(
+        o.fleet_time >= chrono::Duration::hours(2),
+        "{:?}",
+        o.fleet_time
+    );
 }

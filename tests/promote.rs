@@ -90,8 +90,14 @@ async fn when_the_guard_allows_the_promotion_commit_is_written_with_its_evidence
     let (_tmp, work, head) = repo(45).await;
     let (code, out, err) = promote(&work, &[]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("✓ wave main: general 2026.11.1 → 2026.11.2: allowed"), "{out}");
-    assert!(out.contains("promote wave main: general 2026.11.1 → 2026.11.2"), "{out}");
+    assert!(
+        out.contains("✓ wave main: general 2026.11.1 → 2026.11.2: allowed"),
+        "{out}"
+    );
+    assert!(
+        out.contains("promote wave main: general 2026.11.1 → 2026.11.2"),
+        "{out}"
+    );
 
     // A commit on main, on top of the old head, that changes only the pin's scalar.
     assert_eq!(git(&work, &["rev-parse", "HEAD~1"]), head);
@@ -110,7 +116,11 @@ async fn when_the_guard_allows_the_promotion_commit_is_written_with_its_evidence
         diff.contains("-        general: \"2026.11.1\"   # the one to promote\n+        general: \"2026.11.2\"   # the one to promote"),
         "{diff}"
     );
-    assert_eq!(diff.matches("\n+ ").count() + diff.matches("\n+\t").count(), 1, "{diff}");
+    assert_eq!(
+        diff.matches("\n+ ").count() + diff.matches("\n+\t").count(),
+        1,
+        "{diff}"
+    );
     // The work tree follows, and the result is a valid fleet.
     assert_eq!(git(&work, &["status", "--porcelain"]), "");
     let fleet = rota::fleet::load_dir(&work).unwrap();
@@ -141,7 +151,11 @@ async fn a_branch_for_a_pull_request_and_refusals() {
     let (code, out, err) = promote(&work, &["--branch", "promote/main"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("git push origin promote/main"), "{out}");
-    assert_eq!(git(&work, &["rev-parse", "HEAD"]), head, "main stays where it was");
+    assert_eq!(
+        git(&work, &["rev-parse", "HEAD"]),
+        head,
+        "main stays where it was"
+    );
     assert_eq!(git(&work, &["rev-parse", "promote/main~1"]), head);
     // The same branch again: refused, exit 2.
     let (code, _, err) = promote(&work, &["--branch", "promote/main"]);

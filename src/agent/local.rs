@@ -19,8 +19,8 @@ use crate::sim::faults::FaultProfile;
 use crate::sim::scenario::{Scenario, WorkloadProfile};
 use crate::sim::world::Fleet;
 use crate::source::follow::{FollowConfig, follow};
-use crate::source::webhook::WebhookConfig;
 use crate::source::trust::{TrustPolicy, Verifier};
+use crate::source::webhook::WebhookConfig;
 use crate::source::{Auth, GitSource, SourceConfig};
 
 /// How to build the local fleet.

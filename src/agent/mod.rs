@@ -212,7 +212,8 @@ impl Agent {
         let pools = format!("{cluster}/");
         let short = &new.to_string()[..12];
         for s in self.store.list(&commit).await? {
-            if s.state != State::Pending || !(s.context == cluster || s.context.starts_with(&pools)) {
+            if s.state != State::Pending || !(s.context == cluster || s.context.starts_with(&pools))
+            {
                 continue;
             }
             let done = superseded(&s, short);
@@ -444,7 +445,10 @@ pub fn superseded(pending: &CommitStatus, by: &str) -> CommitStatus {
     CommitStatus::new(
         pending.context.clone(),
         State::Error,
-        &format!("superseded by {by} before it finished: {}", pending.description),
+        &format!(
+            "superseded by {by} before it finished: {}",
+            pending.description
+        ),
     )
 }
 

@@ -50,12 +50,14 @@ pub fn pool_status(
     };
     // The status must be about the current spec: a pool released by the guard keeps its
     // commit but gets a new version (a new generation), and its old status is stale.
-    let Some(status) = npr.status.as_ref().filter(|s| {
-        match (s.observed_generation, npr.metadata.generation) {
-            (Some(seen), Some(now)) => seen == now,
-            _ => s.observed_commit.as_deref() == Some(commit),
-        }
-    }) else {
+    let Some(status) =
+        npr.status
+            .as_ref()
+            .filter(|s| match (s.observed_generation, npr.metadata.generation) {
+                (Some(seen), Some(now)) => seen == now,
+                _ => s.observed_commit.as_deref() == Some(commit),
+            })
+    else {
         return CommitStatus::new(
             context,
             State::Pending,

@@ -28,7 +28,7 @@ pub struct DemoArgs {
     pub step_limit: u64,
     /// With `--speed max`: the simulation's speed factor (fleet seconds per tick of the
     /// agents' and controllers' loops); tuning only.
-    #[arg(long, default_value_t = 60.0, hide = true)]
+    #[arg(long, default_value_t = 600.0, hide = true)]
     pub jump_speed: f64,
 }
 
@@ -96,6 +96,10 @@ mod tests {
         assert_eq!(pace("max").unwrap(), Pace::Jump);
         assert_eq!(pace("60").unwrap(), Pace::Speed(60.0));
         assert!(pace("0").is_err());
-        assert!(pace("fast").unwrap_err().contains("`max` or a positive number"));
+        assert!(
+            pace("fast")
+                .unwrap_err()
+                .contains("`max` or a positive number")
+        );
     }
 }

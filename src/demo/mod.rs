@@ -38,10 +38,10 @@ use tokio::sync::watch;
 
 use crate::agent::Snapshot;
 use crate::agent::local::{LocalConfig, LocalFleet};
+use crate::agent::progress::WINDOW_WAIT;
 use crate::kube::crd::NodePoolRotation;
 use crate::report::{CommitStatus, GitNotesStore, State};
 use crate::sim::scenario::WorkloadProfile;
-use crate::agent::progress::WINDOW_WAIT;
 use repo::DemoRepo;
 use view::ClusterView;
 
@@ -81,7 +81,7 @@ impl Default for DemoOptions {
             serve: false,
             tty: false,
             step_limit: Duration::from_secs(300),
-            jump_speed: 60.0,
+            jump_speed: 600.0,
         }
     }
 }
@@ -316,10 +316,9 @@ impl<'a> Story<'a> {
                 contexts.push((name.clone(), s.url()));
                 served.push(Box::new(s));
             }
-            let cloud =
-                crate::cloud::http::serve(std::sync::Arc::new(fleet.sim.cloud.clone()))
-                    .await
-                    .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
+            let cloud = crate::cloud::http::serve(std::sync::Arc::new(fleet.sim.cloud.clone()))
+                .await
+                .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
             let kc = dir.join("kubeconfig");
             crate::cli::sim::write_kubeconfig(&kc, &contexts, &cloud.url)
                 .map_err(|e| format!("demo: cannot write {}: {e}", kc.display()))?;
@@ -448,18 +447,20 @@ impl<'a> Story<'a> {
         for line in &guard {
             self.note(&format!("rota promote --check: {line}"));
         }
-        self.wait("wave early waits for the canary's soak, then rolls", |s, v| {
-            // A pool outside its maintenance window waits for it (prod-use1/general: Mon-Thu
-            // 14:00-20:00 New York); the story goes on meanwhile.
-            early.iter().all(|c| {
-                let st = s.statuses_on(v, c, &merge);
-                !st.is_empty()
-                    && st.iter().skip(1).all(|p| {
-                        p.state != State::Pending
-                            || p.description.starts_with(WINDOW_WAIT)
-                    })
-            })
-        })
+        self.wait(
+            "wave early waits for the canary's soak, then rolls",
+            |s, v| {
+                // A pool outside its maintenance window waits for it (prod-use1/general: Mon-Thu
+                // 14:00-20:00 New York); the story goes on meanwhile.
+                early.iter().all(|c| {
+                    let st = s.statuses_on(v, c, &merge);
+                    !st.is_empty()
+                        && st.iter().skip(1).all(|p| {
+                            p.state != State::Pending || p.description.starts_with(WINDOW_WAIT)
+                        })
+                })
+            },
+        )
         .await?;
 
         // (c) bump again, revert midway.
@@ -485,7 +486,9 @@ impl<'a> Story<'a> {
         self.fleet.poke();
         self.wait("canary-use1/general is midway (batch 2)", |s, v| {
             s.pool(v, "canary-use1", "general", &again)
-                .is_some_and(|st| st.state == State::Pending && st.description.starts_with("batch 2/"))
+                .is_some_and(|st| {
+                    st.state == State::Pending && st.description.starts_with("batch 2/")
+                })
         })
         .await?;
         self.say("2026.11.3 misbehaves: git revert, midway");
@@ -529,8 +532,7 @@ impl<'a> Story<'a> {
         for sha in list.lines() {
             let r = self.repo.clone();
             let s = sha.to_string();
-            let subject =
-                blocking(move || r.git(&["log", "-1", "--format=%h %s", &s])).await?;
+            let subject = blocking(move || r.git(&["log", "-1", "--format=%h %s", &s])).await?;
             let docs = store.docs(sha).await.map_err(|e| format!("demo: {e}"))?;
             let mut all: Vec<CommitStatus> = Vec::new();
             let _ = writeln!(self.out, "{subject}");
@@ -621,14 +623,25 @@ impl<'a> Story<'a> {
     }
 
     /// The statuses `cluster` reports, if its commit in force is `commit`.
-    fn statuses_on<'v>(&self, v: &'v [ClusterView], cluster: &str, commit: &str) -> Vec<&'v CommitStatus> {
+    fn statuses_on<'v>(
+        &self,
+        v: &'v [ClusterView],
+        cluster: &str,
+        commit: &str,
+    ) -> Vec<&'v CommitStatus> {
         v.iter()
             .find(|c| c.name == cluster && c.in_force.as_deref() == Some(commit))
             .map(|c| c.statuses.iter().collect())
             .unwrap_or_default()
     }
 
-    fn pool<'v>(&self, v: &'v [ClusterView], cluster: &str, pool: &str, commit: &str) -> Option<&'v CommitStatus> {
+    fn pool<'v>(
+        &self,
+        v: &'v [ClusterView],
+        cluster: &str,
+        pool: &str,
+        commit: &str,
+    ) -> Option<&'v CommitStatus> {
         let context = crate::report::pool_context(cluster, pool);
         self.statuses_on(v, cluster, commit)
             .into_iter()
@@ -714,9 +727,7 @@ impl<'a> Story<'a> {
                 ));
             }
             let changed = futures::future::select_all(
-                self.agents
-                    .values_mut()
-                    .map(|r| Box::pin(r.changed())),
+                self.agents.values_mut().map(|r| Box::pin(r.changed())),
             );
             // A timer too, so that the wall-time limit is checked even if nothing reports.
             let _ = tokio::time::timeout(Duration::from_secs(60), changed).await;

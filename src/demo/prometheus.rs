@@ -28,9 +28,11 @@ pub async fn serve() -> std::io::Result<Served> {
     let task = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(|req: http::Request<hyper::body::Incoming>| async move {
-                    Ok::<_, Infallible>(answer(req.uri()))
-                });
+                let svc = hyper::service::service_fn(
+                    |req: http::Request<hyper::body::Incoming>| async move {
+                        Ok::<_, Infallible>(answer(req.uri()))
+                    },
+                );
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), svc)
                     .await;

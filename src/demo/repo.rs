@@ -162,7 +162,11 @@ mod tests {
                 if p.is_dir() {
                     stack.push(p);
                 } else {
-                    let rel = p.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+                    let rel = p
+                        .strip_prefix(&root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .replace('\\', "/");
                     on_disk.push((rel.clone(), std::fs::read_to_string(&p).unwrap()));
                 }
             }

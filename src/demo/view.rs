@@ -53,7 +53,12 @@ pub fn table(clusters: &[ClusterView]) -> Vec<String> {
         ));
         for s in c.statuses.iter().skip(1) {
             let pool = s.context.rsplit('/').next().unwrap_or(&s.context);
-            out.push(format!("    {} {:<10} {}", icon(s.state), pool, s.description));
+            out.push(format!(
+                "    {} {:<10} {}",
+                icon(s.state),
+                pool,
+                s.description
+            ));
         }
     }
     out
@@ -118,7 +123,10 @@ mod tests {
     fn the_table_has_a_line_per_cluster_and_pool() {
         let t = table(&view());
         assert_eq!(t.len(), 2);
-        assert!(t[0].starts_with("… canary-use1  canary  0123456  0/1 pools"), "{t:?}");
+        assert!(
+            t[0].starts_with("… canary-use1  canary  0123456  0/1 pools"),
+            "{t:?}"
+        );
         assert_eq!(
             t[1],
             "    … general    batch 1/3 · 0/3 nodes on general@2026.11.2"

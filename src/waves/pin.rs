@@ -40,11 +40,11 @@ pub fn edit_pins(
             if doc.value.get("kind").and_then(|k| k.as_str()) != Some("Fleet") {
                 continue;
             }
-            let waves = doc.value["spec"]["waves"].as_array().cloned().unwrap_or_default();
-            let Some(k) = waves
-                .iter()
-                .position(|w| w["name"].as_str() == Some(wave))
-            else {
+            let waves = doc.value["spec"]["waves"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let Some(k) = waves.iter().position(|w| w["name"].as_str() == Some(wave)) else {
                 return Err(format!("{}: the Fleet has no wave named {wave}", f.path));
             };
             // Replace from the end of the file backwards: earlier offsets stay valid.
@@ -59,7 +59,10 @@ pub fn edit_pins(
                 }
                 let pos = doc.positions.value(&pointer);
                 let start = offset(text, pos.line, pos.column).ok_or_else(|| {
-                    format!("{}:{}:{}: cannot locate the pin of {}", f.path, pos.line, pos.column, c.channel)
+                    format!(
+                        "{}:{}:{}: cannot locate the pin of {}",
+                        f.path, pos.line, pos.column, c.channel
+                    )
                 })?;
                 let (len, scalar, quote) = scalar_at(&text[start..]);
                 if scalar != c.from {
@@ -71,7 +74,7 @@ pub fn edit_pins(
                 let q = quote.unwrap_or('"');
                 edits.push((start, len, format!("{q}{}{q}", c.to)));
             }
-            edits.sort_by(|a, b| b.0.cmp(&a.0));
+            edits.sort_by_key(|e| std::cmp::Reverse(e.0));
             let mut out = text.to_string();
             for (start, len, with) in edits {
                 out.replace_range(start..start + len, &with);
@@ -103,10 +106,10 @@ fn offset(text: &str, line: u32, column: u32) -> Option<usize> {
 /// The scalar at the start of `s`: (bytes it spans, its value, its quote character).
 fn scalar_at(s: &str) -> (usize, String, Option<char>) {
     let first = s.chars().next();
-    if let Some(q @ ('"' | '\'')) = first {
-        if let Some(end) = s[1..].find(q) {
-            return (end + 2, s[1..end + 1].to_string(), Some(q));
-        }
+    if let Some(q @ ('"' | '\'')) = first
+        && let Some(end) = s[1..].find(q)
+    {
+        return (end + 2, s[1..end + 1].to_string(), Some(q));
     }
     let len = s
         .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
@@ -134,8 +137,13 @@ pub fn commit_file(
     message: &str,
     target: &Target,
 ) -> Result<(Oid, String), String> {
-    let repo = Repository::open(repo_path)
-        .map_err(|e| format!("{}: not a git repository: {}", repo_path.display(), e.message()))?;
+    let repo = Repository::open(repo_path).map_err(|e| {
+        format!(
+            "{}: not a git repository: {}",
+            repo_path.display(),
+            e.message()
+        )
+    })?;
     let parent = repo
         .revparse_single(parent)
         .and_then(|o| o.peel_to_commit())
@@ -177,7 +185,12 @@ pub fn commit_file(
         .blob(text.as_bytes())
         .map_err(|e| format!("writing {path}: {}", e.message()))?;
     let parts: Vec<&str> = path.split('/').collect();
-    let tree = replace_in_tree(&repo, Some(parent.tree().map_err(|e| e.message().to_string())?), &parts, blob)?;
+    let tree = replace_in_tree(
+        &repo,
+        Some(parent.tree().map_err(|e| e.message().to_string())?),
+        &parts,
+        blob,
+    )?;
     let tree = repo.find_tree(tree).map_err(|e| e.message().to_string())?;
     let sig = repo
         .signature()
@@ -187,8 +200,13 @@ pub fn commit_file(
     let id = repo
         .commit(None, &sig, &sig, message, &tree, &[&parent])
         .map_err(|e| format!("writing the commit: {}", e.message()))?;
-    repo.reference(&refname, id, matches!(target, Target::CurrentBranch), "rota promote")
-        .map_err(|e| format!("moving {refname}: {}", e.message()))?;
+    repo.reference(
+        &refname,
+        id,
+        matches!(target, Target::CurrentBranch),
+        "rota promote",
+    )
+    .map_err(|e| format!("moving {refname}: {}", e.message()))?;
     if *target == Target::CurrentBranch && !repo.is_bare() {
         let mut co = git2::build::CheckoutBuilder::new();
         co.force().path(path);
@@ -262,20 +280,33 @@ spec:
         assert_eq!(
             text,
             FLEET
-                .replace("general: 2026.11.1   # plain", "general: \"2026.11.2\"   # plain")
+                .replace(
+                    "general: 2026.11.1   # plain",
+                    "general: \"2026.11.2\"   # plain"
+                )
                 .replace("gpu: '2026.10.3'", "gpu: '2026.11.1'")
         );
         let (_, flow) =
             edit_pins(&files, "canary", &[change("gpu", "2026.11.1", "2026.11.9")]).unwrap();
-        assert!(flow.contains(r#"{general: "2026.11.2", gpu: '2026.11.9'}   # newest"#), "{flow}");
+        assert!(
+            flow.contains(r#"{general: "2026.11.2", gpu: '2026.11.9'}   # newest"#),
+            "{flow}"
+        );
     }
 
     #[test]
     fn a_stale_or_missing_pin_is_refused() {
         let files = [SourceFile::new("fleet.yaml", FLEET)];
-        let e = edit_pins(&files, "main", &[change("general", "2026.10.1", "2026.11.2")])
-            .unwrap_err();
-        assert!(e.contains("expected the pin general = \"2026.10.1\""), "{e}");
+        let e = edit_pins(
+            &files,
+            "main",
+            &[change("general", "2026.10.1", "2026.11.2")],
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("expected the pin general = \"2026.10.1\""),
+            "{e}"
+        );
         let e = edit_pins(&files, "main", &[change("arm", "1", "2")]).unwrap_err();
         assert!(e.contains("does not pin channel arm"), "{e}");
         let e = edit_pins(&files, "nope", &[]).unwrap_err();

@@ -63,7 +63,12 @@ const WORKLOADS: &str = "nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s
 deployments:\n- {name: web, namespace: shop, replicas: 4, pdb: {maxUnavailable: 1}}\n";
 
 /// A bare origin and a work clone on 2026.11.1; returns (tmp, origin, work, first commit).
-fn repo() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf, String) {
+fn repo() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    String,
+) {
     let tmp = tempfile::tempdir().unwrap();
     let origin = tmp.path().join("fleet.git");
     std::fs::create_dir_all(&origin).unwrap();
@@ -78,7 +83,10 @@ fn repo() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf, String)
 fn bump(work: &Path, version: &str) -> String {
     std::fs::write(work.join("fleet.yaml"), fleet_yaml(version)).unwrap();
     git(work, &["add", "-A"]);
-    git(work, &["commit", "-q", "-m", &format!("canary: general {version}")]);
+    git(
+        work,
+        &["commit", "-q", "-m", &format!("canary: general {version}")],
+    );
     git(work, &["push", "-q", "origin", "main"]);
     git(work, &["rev-parse", "HEAD"])
 }
@@ -104,7 +112,11 @@ async fn until(fleet: &LocalFleet, what: &str, f: impl Fn(&rota::agent::Snapshot
     let reached = tokio::time::timeout(Duration::from_secs(60), rx.wait_for(|s| f(s)))
         .await
         .is_ok();
-    assert!(reached, "{what}: not reached; agent: {:?}", fleet.agents["canary-1"].borrow());
+    assert!(
+        reached,
+        "{what}: not reached; agent: {:?}",
+        fleet.agents["canary-1"].borrow()
+    );
 }
 
 /// A log sink for this test's thread (current-thread runtime: every task logs here).
@@ -121,8 +133,7 @@ impl std::io::Write for Logs {
 }
 
 async fn post(url: &str, signature: &str, delivery: &str, body: &str) -> u16 {
-    let client: Client<_, Full<Bytes>> =
-        Client::builder(TokioExecutor::new()).build_http();
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let req = http::Request::post(url)
         .header("X-GitHub-Event", "push")
         .header("X-GitHub-Delivery", delivery)
@@ -177,8 +188,8 @@ async fn a_forged_push_webhook_is_rejected_and_a_signed_one_makes_the_agent_act_
     // Signed right: fetched at once, and the agent acts on it.
     let code = post(&url, &sign(SECRET, body), "d-2", body).await;
     assert_eq!(code, 202);
-    until(&fleet, "the pushed commit in force", |s| {
-        s.in_force.as_deref() == Some(next.as_str())
+    until(&fleet, "the pushed commit applied and reported", |s| {
+        s.reported.as_deref() == Some(next.as_str())
     })
     .await;
     let n = npr.get("general").await.unwrap();
@@ -222,21 +233,32 @@ async fn a_rotation_posts_exactly_its_statuses_to_a_github_compatible_api() {
     let fleet = LocalFleet::start(c).await.unwrap();
     until(&fleet, "the first commit reported", |s| {
         s.reported.as_deref() == Some(first.as_str())
-            && s.statuses.first().is_some_and(|st| st.state == rota::report::State::Success)
+            && s.statuses
+                .first()
+                .is_some_and(|st| st.state == rota::report::State::Success)
     })
     .await;
     let next = bump(&work, "2026.11.2");
     fleet.poke();
     until(&fleet, "the rotation reported done", |s| {
         s.reported.as_deref() == Some(next.as_str())
-            && s.statuses.first().is_some_and(|st| st.state == rota::report::State::Success)
+            && s.statuses
+                .first()
+                .is_some_and(|st| st.state == rota::report::State::Success)
     })
     .await;
     // The statuses of the rotated commit, as GitHub received them.
     let posts = posts_for(&double, &next);
-    let pool: Vec<_> = posts.iter().filter(|p| p.0 == "rota/canary-1/general").collect();
+    let pool: Vec<_> = posts
+        .iter()
+        .filter(|p| p.0 == "rota/canary-1/general")
+        .collect();
     let cluster: Vec<_> = posts.iter().filter(|p| p.0 == "rota/canary-1").collect();
-    assert_eq!(pool.len() + cluster.len(), posts.len(), "only rota's contexts: {posts:?}");
+    assert_eq!(
+        pool.len() + cluster.len(),
+        posts.len(),
+        "only rota's contexts: {posts:?}"
+    );
     // Posted only on change: never the same status twice in a row for a context.
     for seq in [&pool, &cluster] {
         for w in seq.windows(2) {
@@ -245,7 +267,10 @@ async fn a_rotation_posts_exactly_its_statuses_to_a_github_compatible_api() {
     }
     // The pool: pending progress through both batches, then success, in that order.
     assert!(pool.len() >= 3, "{pool:?}");
-    assert!(pool[..pool.len() - 1].iter().all(|p| p.1 == "pending"), "{pool:?}");
+    assert!(
+        pool[..pool.len() - 1].iter().all(|p| p.1 == "pending"),
+        "{pool:?}"
+    );
     assert_eq!(
         pool.last().map(|p| (p.1.as_str(), p.2.as_str())),
         Some(("success", "4/4 nodes on general@2026.11.2"))
@@ -254,12 +279,19 @@ async fn a_rotation_posts_exactly_its_statuses_to_a_github_compatible_api() {
         .iter()
         .filter_map(|p| p.2.split(" · ").next().filter(|b| b.starts_with("batch ")))
         .collect();
-    assert!(batches.contains(&"batch 1/2") && batches.contains(&"batch 2/2"), "{pool:?}");
+    assert!(
+        batches.contains(&"batch 1/2") && batches.contains(&"batch 2/2"),
+        "{pool:?}"
+    );
     let mut sorted = batches.clone();
     sorted.sort();
     assert_eq!(batches, sorted, "batches go forward: {pool:?}");
     // The cluster: pending, then success last.
-    assert_eq!(cluster.first().map(|p| p.1.as_str()), Some("pending"), "{cluster:?}");
+    assert_eq!(
+        cluster.first().map(|p| p.1.as_str()),
+        Some("pending"),
+        "{cluster:?}"
+    );
     assert_eq!(
         cluster.last().map(|p| (p.1.as_str(), p.2.as_str())),
         Some(("success", "all pools on the desired image"))
