@@ -106,7 +106,12 @@ async fn the_demo_plays_bump_promotion_and_revert() {
     for pool in ["canary-use1/general", "dev-usc1/general"] {
         let p = &o.pools[pool];
         assert_eq!(p.version, "2026.11.2", "{pool}: {p:?}");
-        assert_eq!(p.image, "ami-0f9e8d7c6b5a40312", "{pool}: {p:?}");
+        let image = if pool.starts_with("canary-use1") {
+            "ami-0f9e8d7c6b5a40312"
+        } else {
+            "projects/acme-images/global/images/general-2026-11-2"
+        };
+        assert_eq!(p.image, image, "{pool}: {p:?}");
         assert_eq!(
             (p.phase.as_str(), p.on_target),
             ("Succeeded", p.total),
