@@ -9,6 +9,7 @@ pub mod agent;
 pub mod cli;
 pub mod cloud;
 pub mod controller;
+pub mod demo;
 pub mod fleet;
 pub mod gates;
 pub mod kube;

@@ -1,28 +1,14 @@
 //! `rota sim serve` and `rota agent` as separate processes on a local repo: a commit that
 //! bumps an image rotates the pool, and `rota status` shows success.
 
+#[path = "support/git.rs"]
+mod git_support;
+use git_support::{git, rota};
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 fn fleet_yaml(version: &str) -> String {
     format!(
@@ -53,14 +39,6 @@ spec:
       group: {{autoScalingGroup: canary-general}}
 "#
     )
-}
-
-/// The rota binary; `ROTA_TEST_BIN` overrides it (a private copy when several worktrees
-/// share one target directory and overwrite each other's binary).
-fn rota() -> std::path::PathBuf {
-    std::env::var_os("ROTA_TEST_BIN")
-        .map(Into::into)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_rota").into())
 }
 
 struct Kill(Child);

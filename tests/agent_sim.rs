@@ -2,8 +2,11 @@
 //! (each with its own mirror, statuses in git notes), the rotation controllers and the
 //! simulated clusters, all in process with paused tokio time.
 
+#[path = "support/git.rs"]
+mod git_support;
+use git_support::git;
+
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use kube::api::{Api, ListParams};
@@ -61,24 +64,6 @@ deployments:
   - {name: web, namespace: shop, replicas: 4, pdb: {maxUnavailable: 1}, readyAfter: 10s}
 "#;
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 fn commit(dir: &Path, files: &[(&str, &str)], message: &str) -> String {
     for (p, c) in files {
         std::fs::write(dir.join(p), c).unwrap();
@@ -130,6 +115,8 @@ async fn setup(trust: Option<rota::source::trust::TrustPolicy>) -> Setup {
         poll: Duration::from_secs(10),
         resync: Duration::from_secs(5),
         trust,
+        webhook: None,
+        statuses: None,
     })
     .await
     .unwrap();
@@ -234,6 +221,8 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
             check: true,
             base: bump.clone(),
             subdir: None,
+            branch: None,
+            dry_run: false,
         };
         async move { rota::cli::promote::checks_at(&args, now).await.unwrap() }
     };
@@ -290,6 +279,20 @@ async fn a_revert_midway_rolls_back() {
     let n = npr(&s, "canary-1").await;
     assert_eq!(n.spec.image, V1);
     assert_eq!(n.spec.source_commit, revert);
+    // The reverted commit stopped mid-rotation: its pending statuses were made final.
+    let (st, d) = state_of(&s.origin, &bump, "rota/canary-1/general")
+        .await
+        .unwrap();
+    assert_eq!(st, State::Error, "{d}");
+    assert!(
+        d.starts_with(&format!(
+            "superseded by {} before it finished: batch",
+            &revert[..12]
+        )),
+        "{d}"
+    );
+    let (st, _) = state_of(&s.origin, &bump, "rota/canary-1").await.unwrap();
+    assert_eq!(st, State::Error);
 }
 
 #[tokio::test(start_paused = true)]

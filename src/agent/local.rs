@@ -14,12 +14,13 @@ use tokio_util::sync::CancellationToken;
 use super::{Agent, AgentConfig, Snapshot};
 use crate::controller::clock::Clock;
 use crate::controller::{Config, Controller};
-use crate::report::GitNotesStore;
+use crate::report::{GitNotesStore, StoreConfig, store_from_config};
 use crate::sim::faults::FaultProfile;
 use crate::sim::scenario::{Scenario, WorkloadProfile};
 use crate::sim::world::Fleet;
 use crate::source::follow::{FollowConfig, follow};
 use crate::source::trust::{TrustPolicy, Verifier};
+use crate::source::webhook::WebhookConfig;
 use crate::source::{Auth, GitSource, SourceConfig};
 
 /// How to build the local fleet.
@@ -37,6 +38,10 @@ pub struct LocalConfig {
     pub poll: Duration,
     pub resync: Duration,
     pub trust: Option<TrustPolicy>,
+    /// Each agent also receives push webhooks on a loopback port (see `LocalFleet::webhooks`).
+    pub webhook: Option<WebhookConfig>,
+    /// Where statuses go (default: git notes); promotion records stay in git notes.
+    pub statuses: Option<StoreConfig>,
 }
 
 /// A running local fleet; everything stops when dropped.
@@ -48,6 +53,8 @@ pub struct LocalFleet {
     pub agents: BTreeMap<String, watch::Receiver<Snapshot>>,
     /// The shared clock: controllers and guards agree on time.
     pub clock: Clock,
+    /// Where each agent's webhook receiver listens (with `LocalConfig::webhook`).
+    pub webhooks: BTreeMap<String, std::net::SocketAddr>,
     cancel: CancellationToken,
     _followers: Vec<crate::source::follow::Follower>,
 }
@@ -83,6 +90,7 @@ impl LocalFleet {
         let mut clients = BTreeMap::new();
         let mut agents = BTreeMap::new();
         let mut followers = Vec::new();
+        let mut webhooks = BTreeMap::new();
         for c in &clusters {
             let store = sim
                 .store(&c.name)
@@ -117,13 +125,23 @@ impl LocalFleet {
                 Arc::clone(&source),
                 FollowConfig {
                     interval: config.poll,
-                    webhook: None,
+                    webhook: config
+                        .webhook
+                        .clone()
+                        .map(|w| (std::net::SocketAddr::from(([127, 0, 0, 1], 0)), w)),
                     watch_dir: None,
                 },
                 cancel.clone(),
             )
             .await
             .map_err(|e| e.to_string())?;
+            if let Some(addr) = follower.webhook_addr {
+                webhooks.insert(c.name.clone(), addr);
+            }
+            let store = match &config.statuses {
+                Some(sc) => store_from_config(sc, Arc::clone(&notes)).map_err(|e| e.to_string())?,
+                None => notes.clone(),
+            };
             let mut ac = AgentConfig::new(&c.name);
             ac.resync = config.resync;
             ac.install_crd = false;
@@ -132,7 +150,7 @@ impl LocalFleet {
                 source,
                 client.clone(),
                 Arc::clone(&notes),
-                notes,
+                store,
                 verifier.clone(),
                 clock,
             );
@@ -149,6 +167,7 @@ impl LocalFleet {
             clients,
             agents,
             clock,
+            webhooks,
             cancel,
             _followers: followers,
         })

@@ -17,6 +17,10 @@
 //!
 //! The loop runs on every fetched commit and every `resync` (the guard's soak ends with time,
 //! the controller moves pools between commits).
+//!
+//! When a newer commit comes into force, the statuses of the one it replaces that are still
+//! `pending` are made final ([`superseded`]): `error`, `superseded by <short sha> before it
+//! finished: <what it showed>`, so that no commit stays pending forever.
 
 pub mod desired;
 pub mod local;
@@ -97,6 +101,8 @@ pub struct Snapshot {
     pub rejected: Vec<(String, String)>,
     /// The statuses last reported on the commit in force (cluster first).
     pub statuses: Vec<CommitStatus>,
+    /// The commit `statuses` are on (it lags `in_force` until the first pass on a new one).
+    pub reported: Option<String>,
 }
 
 pub struct Agent {
@@ -117,6 +123,8 @@ pub struct Agent {
     notifier: Option<crate::notify::SharedNotifier>,
     /// The webhooks the notifier was last built from.
     webhooks: Option<Vec<crate::fleet::model::WebhookSpec>>,
+    /// (old, new): the old commit's pending statuses still have to be made final.
+    superseding: Option<(Oid, Oid)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +161,7 @@ impl Agent {
             metrics: None,
             notifier: None,
             webhooks: None,
+            superseding: None,
         }
     }
 
@@ -232,10 +241,34 @@ impl Agent {
                 return Err(e);
             }
         }
+        if let Some((old, new)) = self.superseding {
+            // Retried every pass until the store took it.
+            self.supersede(old, new).await?;
+            self.superseding = None;
+        }
         let Some(in_force) = self.in_force.clone() else {
             return Ok(());
         };
         self.sync(&in_force).await
+    }
+
+    /// Makes `old`'s pending statuses of this cluster final: superseded by `new`.
+    async fn supersede(&self, old: Oid, new: Oid) -> Result<(), AgentError> {
+        let commit = old.to_string();
+        let cluster = cluster_context(&self.config.cluster);
+        let pools = format!("{cluster}/");
+        let short = &new.to_string()[..12];
+        for s in self.store.list(&commit).await? {
+            if s.state != State::Pending || !(s.context == cluster || s.context.starts_with(&pools))
+            {
+                continue;
+            }
+            let done = superseded(&s, short);
+            tracing::info!(cluster = %self.config.cluster, commit = %commit, context = %s.context,
+                by = %short, "superseded before it finished");
+            self.store.set(&commit, &done).await?;
+        }
+        Ok(())
     }
 
     /// Trust, load and resolve `commit`; on any failure report `error` on it and keep the
@@ -257,6 +290,11 @@ impl Agent {
                     m.record_commit_accepted();
                 }
                 self.configure_notifications(&in_force.notifications);
+                if let Some(old) = self.in_force.as_ref().map(|f| f.commit)
+                    && old != commit
+                {
+                    self.superseding = Some((old, commit));
+                }
                 self.in_force = Some(in_force);
                 self.snapshot
                     .send_modify(|s| s.in_force = Some(commit.to_string()));
@@ -441,7 +479,10 @@ impl Agent {
         for s in &statuses {
             self.store.set(&commit, s).await?;
         }
-        self.snapshot.send_modify(|snap| snap.statuses = statuses);
+        self.snapshot.send_modify(|snap| {
+            snap.statuses = statuses;
+            snap.reported = Some(commit);
+        });
         Ok(())
     }
 
@@ -459,6 +500,20 @@ impl Agent {
             "spec": spec,
         })
     }
+}
+
+/// The final form of a status left pending on a commit that `by` (a short id) replaced:
+/// `error` (rota stopped acting on that commit, as for a refused one), saying by what and how
+/// far it got.
+pub fn superseded(pending: &CommitStatus, by: &str) -> CommitStatus {
+    CommitStatus::new(
+        pending.context.clone(),
+        State::Error,
+        &format!(
+            "superseded by {by} before it finished: {}",
+            pending.description
+        ),
+    )
 }
 
 /// `commit 3f2a9c1d0b7e is invalid: clusters/prod.yaml:12:7 spec.pools[0].group: ... (and 2 more)`.

@@ -21,6 +21,9 @@ use crate::waves::PoolRecord;
 
 use super::desired::PoolIntent;
 
+/// How a pool outside its maintenance window describes itself.
+pub const WINDOW_WAIT: &str = "waiting for a maintenance window";
+
 /// The status of one pool at `commit`.
 pub fn pool_status(
     cluster: &str,
@@ -45,10 +48,16 @@ pub fn pool_status(
     } else {
         ""
     };
-    let Some(status) = npr.status.as_ref().filter(|s| {
-        s.observed_commit.as_deref() == Some(commit)
-            || s.observed_generation.is_some() && s.observed_generation == npr.metadata.generation
-    }) else {
+    // The status must be about the current spec: a pool released by the guard keeps its
+    // commit but gets a new version (a new generation), and its old status is stale.
+    let Some(status) =
+        npr.status
+            .as_ref()
+            .filter(|s| match (s.observed_generation, npr.metadata.generation) {
+                (Some(seen), Some(now)) => seen == now,
+                _ => s.observed_commit.as_deref() == Some(commit),
+            })
+    else {
         return CommitStatus::new(
             context,
             State::Pending,
@@ -66,6 +75,9 @@ pub fn pool_status(
         ),
         Phase::Paused => (State::Pending, format!("paused: {}", status.message)),
         Phase::RollingBack => (State::Pending, format!("rolling back: {}", status.message)),
+        Phase::Waiting if status.message.contains("maintenance window") => {
+            (State::Pending, format!("{WINDOW_WAIT} · {nodes}"))
+        }
         Phase::Rotating | Phase::Soaking | Phase::Waiting => {
             let batch = status.checkpoint.as_ref().map(|c| {
                 let per = npr.spec.policy.batch.nodes(c.pool_size).max(1);

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 pub mod agent;
 pub mod cloud;
+pub mod demo;
 pub mod diff;
 pub mod promote;
 pub mod render;
@@ -34,6 +35,8 @@ pub struct Cli {
 pub enum Command {
     /// Print rota's version.
     Version,
+    /// The GitOps story on a simulated fleet with real git commits: bump, promote, revert.
+    Demo(demo::DemoArgs),
     /// Check a fleet repo; report every problem with file, line and column.
     Validate(validate::ValidateArgs),
     /// Print the resolved desired state of one cluster.
@@ -62,6 +65,7 @@ pub fn main() -> ExitCode {
             println!("rota {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Demo(args) => demo::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Render(args) => render::run(args),
         Command::Diff(args) => diff::run(args),

@@ -1,7 +1,13 @@
 //! `rota promote --wave NAME`: may wave NAME take the versions the wave before it runs? The
-//! promotion guard answers from the statuses the agents recorded (git notes). `--check`
-//! instead checks a promotion already written (a PR): every pin a wave changed between
-//! `--base` and `--rev` must be allowed by the guard (for a required status check).
+//! promotion guard answers from the statuses the agents recorded (git notes); when it allows,
+//! the commit that moves the wave's pins is written (on the current branch, or on a new
+//! `--branch` for a pull request), its message listing the evidence. `--check` instead
+//! checks a promotion already written (a PR): every pin a wave changed between `--base` and
+//! `--rev` must be allowed by the guard (for a required status check).
+//!
+//! Exit codes: 0 allowed (and, without `--check`, the commit written) or nothing to promote;
+//! 1 the guard says wait (nothing written); 2 the promotion could not be written or checked
+//! (not a repo, unknown wave or revision, local changes, a pin rota cannot edit).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +38,13 @@ pub struct PromoteArgs {
     pub base: String,
     #[arg(long = "path")]
     pub subdir: Option<PathBuf>,
+    /// Write the promotion commit on this new branch (for a pull request) instead of
+    /// advancing the current branch.
+    #[arg(long, conflicts_with = "check")]
+    pub branch: Option<String>,
+    /// Only say what the guard answers; write nothing (the old behaviour of `--wave`).
+    #[arg(long, conflicts_with = "check")]
+    pub dry_run: bool,
 }
 
 /// One pin change a wave asks for, and the guard's answer.
@@ -42,6 +55,74 @@ pub struct PinCheck {
     pub from: Option<String>,
     pub to: String,
     pub decision: GuardDecision,
+    /// The records the decision rests on: each earlier-wave pool's completion of the
+    /// version and each earlier wave's soak.
+    pub evidence: Vec<String>,
+}
+
+/// `✓ wave main: general 2026.11.1 → 2026.11.2: allowed (...)` or `… wave ...: waiting ...`.
+pub fn describe(c: &PinCheck) -> String {
+    let from = c.from.as_deref().unwrap_or("(unpinned)");
+    match &c.decision {
+        GuardDecision::Allowed { reason } => format!(
+            "✓ wave {}: {} {from} → {}: allowed ({reason})",
+            c.wave, c.channel, c.to
+        ),
+        GuardDecision::Waiting(w) => format!(
+            "… wave {}: {} {from} → {}: {}",
+            c.wave,
+            c.channel,
+            c.to,
+            w.describe(&c.channel, &c.to)
+        ),
+    }
+}
+
+/// What the guard's answer rests on, for wave index `k` taking `channel@version`.
+fn evidence(
+    views: &[crate::waves::WaveView],
+    k: usize,
+    channel: &str,
+    version: &str,
+    records: &[crate::waves::PoolRecord],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for w in views.iter().take(k) {
+        let mut newest = None;
+        for p in w.pools.iter().filter(|p| p.channel == channel) {
+            let at = records
+                .iter()
+                .rev()
+                .find(|r| r.cluster == p.cluster && r.pool == p.pool)
+                .and_then(|r| r.latest_completion(channel, version));
+            match at {
+                Some(at) => {
+                    newest = newest.max(Some(at));
+                    out.push(format!(
+                        "{}/{} (wave {}) completed {channel}@{version} at {}",
+                        p.cluster,
+                        p.pool,
+                        w.name,
+                        at.format("%Y-%m-%dT%H:%M:%SZ")
+                    ));
+                }
+                None => out.push(format!(
+                    "{}/{} (wave {}) has no completion of {channel}@{version}",
+                    p.cluster, p.pool, w.name
+                )),
+            }
+        }
+        if let Some(at) = newest {
+            let soak = chrono::Duration::from_std(w.soak).unwrap_or_default();
+            out.push(format!(
+                "wave {} soaked {} from its newest completion (until {})",
+                w.name,
+                crate::fleet::duration::GoDuration::from_secs(w.soak.as_secs()),
+                (at + soak).format("%Y-%m-%dT%H:%M:%SZ")
+            ));
+        }
+    }
+    out
 }
 
 pub async fn checks(args: &PromoteArgs) -> Result<Vec<PinCheck>, String> {
@@ -113,6 +194,7 @@ pub async fn checks_at(
                 .collect()
         };
         for (channel, from, to) in wanted {
+            let evidence = evidence(&views, k, &channel, &to, &records);
             let decision = promotion_guard(
                 target.promotion_guard(),
                 &views,
@@ -130,6 +212,7 @@ pub async fn checks_at(
                 from,
                 to,
                 decision,
+                evidence,
             });
         }
     }
@@ -153,7 +236,7 @@ pub fn run(args: PromoteArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             eprintln!("rota: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(2);
         }
     };
     if checks.is_empty() {
@@ -162,30 +245,121 @@ pub fn run(args: PromoteArgs) -> ExitCode {
     }
     let mut ok = true;
     for c in &checks {
-        let from = c.from.as_deref().unwrap_or("(unpinned)");
-        match &c.decision {
-            GuardDecision::Allowed { reason } => println!(
-                "✓ wave {}: {} {from} → {}: allowed ({reason})",
-                c.wave, c.channel, c.to
-            ),
-            GuardDecision::Waiting(w) => {
-                ok = false;
-                println!(
-                    "… wave {}: {} {from} → {}: {}",
-                    c.wave,
-                    c.channel,
-                    c.to,
-                    w.describe(&c.channel, &c.to)
-                );
+        ok &= c.decision.is_allowed();
+        println!("{}", describe(c));
+    }
+    if !ok {
+        if !args.check {
+            println!("nothing written: the promotion guard says wait");
+        }
+        return ExitCode::from(1);
+    }
+    if args.check || args.dry_run {
+        return ExitCode::SUCCESS;
+    }
+    match write_promotion(&args, &checks) {
+        Ok((id, branch, title)) => {
+            let short = &id.to_string()[..7];
+            println!("[{branch} {short}] {title}");
+            match &args.branch {
+                Some(b) => println!("push it and open a pull request: git push origin {b}"),
+                None => println!("push it: merging it is the promotion (git push)"),
             }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rota: {e}");
+            ExitCode::from(2)
         }
     }
-    if !args.check && ok {
-        println!("set these pins in the wave's `images` and merge: that is the promotion");
+}
+
+/// Writes the promotion commit for `checks` (all allowed, one wave): returns the commit,
+/// its branch and its title.
+pub fn write_promotion(
+    args: &PromoteArgs,
+    checks: &[PinCheck],
+) -> Result<(git2::Oid, String, String), String> {
+    use crate::waves::pin::{PinChange, Target, commit_file, edit_pins};
+    let Some(wave) = &args.wave else {
+        return Err("--wave NAME is required to write a promotion".into());
+    };
+    let mut changes = Vec::new();
+    for c in checks {
+        let Some(from) = &c.from else {
+            return Err(format!(
+                "wave {wave} does not pin channel {} yet; add `{}: \"{}\"` to its images by hand",
+                c.channel, c.channel, c.to
+            ));
+        };
+        changes.push(PinChange {
+            channel: c.channel.clone(),
+            from: from.clone(),
+            to: c.to.clone(),
+        });
     }
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    let (files, _, commit) =
+        crate::fleet::source::read_git(&args.repo, &args.rev, args.subdir.as_deref())
+            .map_err(|d| d.to_string())?;
+    let (path, text) = edit_pins(&files, wave, &changes)?;
+    // The edited fleet must load and pin exactly what was asked.
+    let edited: Vec<_> = files
+        .iter()
+        .map(|f| {
+            if f.path == path {
+                crate::fleet::source::SourceFile::new(path.clone(), text.clone())
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+    let fleet = crate::fleet::load_files(&edited)
+        .map_err(|d| format!("the promotion would make the fleet invalid: {d}"))?;
+    let pins = fleet
+        .waves()
+        .iter()
+        .find(|w| &w.name == wave)
+        .map(|w| w.images.clone())
+        .unwrap_or_default();
+    for c in &changes {
+        if pins.get(&c.channel) != Some(&c.to) {
+            return Err(format!(
+                "editing {path} did not pin {}@{} in wave {wave}",
+                c.channel, c.to
+            ));
+        }
     }
+    let title = format!(
+        "promote wave {wave}: {}",
+        changes
+            .iter()
+            .map(|c| format!("{} {} → {}", c.channel, c.from, c.to))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut message = format!(
+        "{title}\n\nThe promotion guard allows it, from the agents' records (git notes) on {}:\n",
+        &commit[..12]
+    );
+    for c in checks {
+        if let GuardDecision::Allowed { reason } = &c.decision {
+            message += &format!("\n{}@{}: {reason}\n", c.channel, c.to);
+        }
+        for e in &c.evidence {
+            message += &format!("- {e}\n");
+        }
+    }
+    message += "\nWritten by rota promote.\n";
+    let full_path = match &args.subdir {
+        Some(d) if !d.as_os_str().is_empty() && d != std::path::Path::new(".") => {
+            format!("{}/{path}", d.display().to_string().trim_end_matches('/'))
+        }
+        _ => path,
+    };
+    let target = match &args.branch {
+        Some(b) => Target::NewBranch(b.clone()),
+        None => Target::CurrentBranch,
+    };
+    let (id, branch) = commit_file(&args.repo, &commit, &full_path, &text, &message, &target)?;
+    Ok((id, branch, title))
 }

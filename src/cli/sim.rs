@@ -170,7 +170,7 @@ fn serve(args: ServeArgs) -> ExitCode {
 
 /// The kubeconfig of `sim::kubeconfig`, with the simulated cloud's endpoint as the cluster
 /// extension `rota controller --cloud sim` reads (kubectl ignores extensions).
-fn write_kubeconfig(
+pub(crate) fn write_kubeconfig(
     path: &std::path::Path,
     contexts: &[(String, String)],
     cloud: &str,
@@ -190,7 +190,7 @@ fn write_kubeconfig(
 }
 
 /// Ctrl-C or SIGTERM.
-async fn wait_for_stop() {
+pub(crate) async fn wait_for_stop() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -3,6 +3,7 @@
 //! write about their pools (completions, gate failures) and `guard` decides from it.
 
 pub mod guard;
+pub mod pin;
 pub mod records;
 
 pub use guard::{GuardDecision, Promotion, Wait, WaveView, promotion_guard};

@@ -2,6 +2,7 @@
 //! for signatures, real HTTP on loopback for webhooks and a GitHub-compatible status API
 //! double.
 
+mod agent;
 mod forge_double;
 mod notes;
 mod source;

@@ -1,0 +1,777 @@
+//! `rota demo`: the GitOps story on a simulated fleet, with real git commits.
+//!
+//! The fleet of `examples/fleet-repo` (7 clusters, 13 pools, 3 waves) becomes a git repo (a
+//! bare origin and a work clone, in a temporary folder or `--keep DIR`), a simulated fleet
+//! ([`crate::agent::local::LocalFleet`]: per cluster a simulated API server, the rotation
+//! controller and an agent following the origin, statuses in git notes), and the story is
+//! played with the `git` command, as people would:
+//!
+//! 1. every wave starts on `general 2026.11.1`;
+//! 2. (a) a commit bumps the canary wave to `2026.11.2`: its pools roll, batch by batch;
+//! 3. (b) a branch moving wave `early`'s pin is merged (a merge commit) right away: the
+//!    promotion guard holds the wave until the canary has soaked (2h), then it rolls;
+//! 4. (c) a commit bumps the canary to `2026.11.3`; midway, `git revert`: the pools roll back.
+//!
+//! It ends with `git log --graph` and every commit's statuses, read from the status store.
+//!
+//! **Time.** The example's policy is kept as written (batch soaks of 5-10 minutes, pool soak
+//! 15m, canary soak 2h, maintenance windows), so the story spans hours of fleet time. With the
+//! default pace ([`Pace::Jump`]) the whole fleet runs on tokio's paused clock: nothing waits in
+//! real time, and whenever every task is idle (waiting only on timers: a soak, a node boot,
+//! the next poll) the clock jumps to the next timer. Every controller, agent and guard reads
+//! that one [`crate::controller::clock::Clock`], so soaks are honoured in fleet time and the
+//! times in statuses and records are consistent. [`Pace::Speed`] runs in real time instead,
+//! that many times faster (for watching with kubectl at a human pace).
+
+pub mod prometheus;
+pub mod repo;
+pub mod view;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use tokio::sync::watch;
+
+use crate::agent::Snapshot;
+use crate::agent::local::{LocalConfig, LocalFleet};
+use crate::agent::progress::WINDOW_WAIT;
+use crate::kube::crd::NodePoolRotation;
+use crate::report::{CommitStatus, GitNotesStore, State};
+use crate::sim::scenario::WorkloadProfile;
+use repo::DemoRepo;
+use view::ClusterView;
+
+/// How fleet time relates to wall time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// Paused tokio time that jumps ahead whenever the fleet is idle (the default): the
+    /// runtime must be a current-thread runtime with time paused (see `cli::demo`).
+    Jump,
+    /// Real time, this many times faster.
+    Speed(f64),
+}
+
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    pub pace: Pace,
+    /// Keep the repo (and the kubeconfig) in this folder; otherwise a temporary one.
+    pub keep: Option<PathBuf>,
+    /// Serve the simulated clusters and cloud over loopback HTTP (a kubeconfig in the folder).
+    pub http: bool,
+    /// After the story, keep serving until Ctrl-C.
+    pub serve: bool,
+    /// Redraw a table in place (a terminal) instead of printing one line per change.
+    pub tty: bool,
+    /// Give up when one step takes longer than this in wall time.
+    pub step_limit: Duration,
+    /// With [`Pace::Jump`]: the speed factor of the simulation and the controllers' clock.
+    pub jump_speed: f64,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        DemoOptions {
+            pace: Pace::Jump,
+            keep: None,
+            http: false,
+            serve: false,
+            tty: false,
+            step_limit: Duration::from_secs(300),
+            jump_speed: 600.0,
+        }
+    }
+}
+
+/// Where a pool ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolEnd {
+    pub version: String,
+    pub image: String,
+    pub phase: String,
+    pub on_target: u32,
+    pub total: u32,
+}
+
+/// What the story did, for the caller (and the tests).
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The story's commits by step name (`initial`, `prometheus`, `bump`, `promotion-branch`,
+    /// `merge`, `bump-again`, `revert`).
+    pub commits: BTreeMap<String, String>,
+    /// Every commit's statuses (all clusters), from the git notes on the origin.
+    pub statuses: BTreeMap<String, Vec<CommitStatus>>,
+    /// `cluster/pool` → where its NodePoolRotation ended.
+    pub pools: BTreeMap<String, PoolEnd>,
+    /// Descriptions of canary pools seen on the revert commit (the rollback as it happened).
+    pub revert_progress: Vec<String>,
+    /// What the promotion guard answered for the merged promotion right after the merge.
+    pub guard_at_merge: Vec<String>,
+    /// `git log --oneline --graph` of the story.
+    pub log: String,
+    /// Fleet time the story covered.
+    pub fleet_time: chrono::Duration,
+    pub wall_time: Duration,
+    /// The folder (removed at the end unless kept).
+    pub dir: PathBuf,
+}
+
+/// The workloads of every simulated cluster: the default profile without its singleton
+/// license server (whose `minAvailable: 1` PDB blocks every drain, on purpose, in other
+/// scenarios: here it would only stop the story on a drain timeout).
+pub const WORKLOADS: &str = r#"
+nodes: {perPool: 3, registerAfter: 15s, readyAfter: 20s}
+deployments:
+  - {name: web, namespace: shop, replicas: 6, pdb: {minAvailable: "50%"}}
+  - {name: api, namespace: shop, replicas: 4, pdb: {maxUnavailable: "25%"}}
+  - {name: worker, namespace: shop, replicas: 3}
+  - {name: postgres, namespace: data, replicas: 3, memory: 1Gi, emptyDir: true, gracePeriod: 60s, pdb: {maxUnavailable: 1}}
+daemonSets:
+  - {name: node-exporter, namespace: monitoring, cpu: 50m, memory: 64Mi, readyAfter: 5s}
+  - {name: log-shipper, namespace: logging, cpu: 100m, memory: 128Mi, readyAfter: 5s}
+"#;
+
+const CANARY_V1: &str = r#"images: {general: "2026.11.1", gpu: "2026.11.1"}"#;
+const CANARY_V2: &str = r#"images: {general: "2026.11.2", gpu: "2026.11.1"}"#;
+const CANARY_V3: &str = r#"images: {general: "2026.11.3", gpu: "2026.11.1"}"#;
+const EARLY_V1: &str = r#"images: {general: "2026.11.1", gpu: "2026.10.3"}
+      soak: 24h"#;
+const EARLY_V2: &str = r#"images: {general: "2026.11.2", gpu: "2026.10.3"}
+      soak: 24h"#;
+const GUARD_ON: &str = "promotion:\n    guard: true";
+const GUARD_OFF: &str = "promotion:\n    guard: false";
+const PROMETHEUS: &str = "http://prometheus.monitoring:9090";
+/// The new version (c) adds to the `general` channel, before the `gpu` channel.
+const GPU_CHANNEL: &str = "    gpu:\n      description:";
+const V3_IMAGES: &str = r#"        "2026.11.3":
+          aws: ami-0c3b2a1908f7e6d54
+          gcp: projects/acme-images/global/images/general-2026-11-3
+          azure: /subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.3
+"#;
+const PROMOTION_BRANCH: &str = "promote/early-general-2026.11.2";
+
+/// Plays the story; writes what happens to `out`.
+pub async fn run(opts: DemoOptions, out: &mut dyn Write) -> Result<Outcome, String> {
+    let tmp;
+    let dir = match &opts.keep {
+        Some(d) => {
+            if d.exists()
+                && std::fs::read_dir(d)
+                    .map_err(|e| format!("--keep {}: {e}", d.display()))?
+                    .next()
+                    .is_some()
+            {
+                return Err(format!(
+                    "--keep {}: the folder exists and is not empty",
+                    d.display()
+                ));
+            }
+            std::fs::create_dir_all(d).map_err(|e| format!("--keep {}: {e}", d.display()))?;
+            tmp = None;
+            d.canonicalize()
+                .map_err(|e| format!("--keep {}: {e}", d.display()))?
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("rota-demo.")
+                .tempdir()
+                .map_err(|e| format!("cannot create a temporary folder: {e}"))?;
+            let p = t.path().to_path_buf();
+            tmp = Some(t);
+            p
+        }
+    };
+    let result = Story::play(&opts, &dir, out).await;
+    drop(tmp);
+    result
+}
+
+struct Story<'a> {
+    opts: &'a DemoOptions,
+    out: &'a mut dyn Write,
+    repo: DemoRepo,
+    fleet: LocalFleet,
+    /// Clusters in wave order: (cluster, wave).
+    order: Vec<(String, String)>,
+    agents: BTreeMap<String, watch::Receiver<Snapshot>>,
+    seen: view::Seen,
+    drawn: usize,
+    last_draw: Option<std::time::Instant>,
+    start_fleet: chrono::DateTime<chrono::Utc>,
+    start_wall: std::time::Instant,
+    commits: BTreeMap<String, String>,
+}
+
+/// Run a blocking closure (git, files) off the runtime; on paused time this also stops the
+/// clock from jumping while it runs.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("demo: {e}"))?
+}
+
+impl<'a> Story<'a> {
+    async fn play(
+        opts: &'a DemoOptions,
+        dir: &std::path::Path,
+        out: &'a mut dyn Write,
+    ) -> Result<Outcome, String> {
+        let start_wall = std::time::Instant::now();
+        let say = |out: &mut dyn Write, s: &str| {
+            let _ = writeln!(out, "\n== {s}");
+        };
+        say(
+            out,
+            &format!(
+                "a fleet git repo from examples/fleet-repo in {} (origin fleet.git, clone work)",
+                dir.display()
+            ),
+        );
+        let d = dir.to_path_buf();
+        let repo = blocking(move || DemoRepo::create(&d)).await?;
+        let prom = prometheus::serve()
+            .await
+            .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
+        let (r, url) = (repo.clone(), prom.url.clone());
+        let (initial, prometheus) = blocking(move || {
+            // The example pins the canary and early waves one version ahead: start every wave
+            // on 2026.11.1, so that the story can move them.
+            r.edit("fleet.yaml", CANARY_V2, CANARY_V1)?;
+            r.edit("fleet.yaml", EARLY_V2, EARLY_V1)?;
+            r.edit("fleet.yaml", GUARD_ON, GUARD_OFF)?;
+            let initial = r.commit(
+                "fleet: acme, every wave on general 2026.11.1 (adopted with the promotion guard off)\n\n\
+                 The agents have no completion records yet: with the guard on, pools of later\n\
+                 waves would wait for the canary to complete versions it is past (gpu 2026.10.3).",
+            )?;
+            let path = "gates/prometheus.yaml";
+            let text = r.read(path)?;
+            std::fs::write(r.work.join(path), text.replace(PROMETHEUS, &url))
+                .map_err(|e| format!("cannot write {path}: {e}"))?;
+            let prometheus = r.commit(&format!(
+                "demo: the Prometheus gates query the demo's stand-in at {url}\n\n\
+                 prometheus.monitoring:9090 does not exist next to the simulated fleet; the\n\
+                 stand-in answers every query with 0 (no errors). Nothing else changes."
+            ))?;
+            r.push()?;
+            Ok((initial, prometheus))
+        })
+        .await?;
+        let _ = writeln!(
+            out,
+            "{} fleet: acme, every wave on general 2026.11.1\n{} demo: the Prometheus gates query the demo's stand-in at {}",
+            &initial[..7],
+            &prometheus[..7],
+            prom.url
+        );
+
+        // On paused time the speed only sets how much fleet time one tick of the agents' and
+        // controllers' own loops covers (less work per fleet hour); soaks, boots and timeouts
+        // are fleet time either way.
+        let speed = match opts.pace {
+            Pace::Jump => opts.jump_speed,
+            Pace::Speed(s) => s,
+        };
+        // Fetches are also triggered right after each push (`poke`).
+        // Other clusters' records (which the guard reads) arrive with fetches: poll often.
+        let (poll, resync) = (Duration::from_secs(2), Duration::from_secs(1));
+        let workloads = WorkloadProfile::from_yaml(WORKLOADS, "demo workloads")
+            .map_err(|e| format!("demo: {e}"))?;
+        let fleet = LocalFleet::start(LocalConfig {
+            repo: repo.origin.clone(),
+            branch: "main".into(),
+            state_dir: dir.join("state"),
+            workloads,
+            speed,
+            poll,
+            resync,
+            trust: None,
+            webhook: None,
+            statuses: None,
+        })
+        .await
+        .map_err(|e| format!("demo: cannot start the simulated fleet: {e}"))?;
+        let loaded = crate::fleet::load_git(&repo.origin, "refs/heads/main")
+            .map_err(|d| format!("demo: {d}"))?;
+        let mut order = Vec::new();
+        for (k, w) in loaded.waves().iter().enumerate() {
+            for c in loaded.clusters_in_wave(k) {
+                order.push((c.to_string(), w.name.clone()));
+            }
+        }
+        // Handles of what is served over loopback: dropping them stops serving.
+        let mut served: Vec<Box<dyn std::any::Any>> = Vec::new();
+        if opts.http {
+            let mut contexts = Vec::new();
+            for (name, store) in &fleet.sim.clusters {
+                let server = crate::sim::apiserver::ApiServer::new(store.clone()).with_speed(speed);
+                let s = crate::sim::apiserver::serve_http(server)
+                    .await
+                    .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
+                contexts.push((name.clone(), s.url()));
+                served.push(Box::new(s));
+            }
+            let cloud = crate::cloud::http::serve(std::sync::Arc::new(fleet.sim.cloud.clone()))
+                .await
+                .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
+            let kc = dir.join("kubeconfig");
+            crate::cli::sim::write_kubeconfig(&kc, &contexts, &cloud.url)
+                .map_err(|e| format!("demo: cannot write {}: {e}", kc.display()))?;
+            let _ = writeln!(
+                out,
+                "the simulated clusters are served on loopback: kubectl --kubeconfig {} --context canary-use1 get npr",
+                kc.display()
+            );
+            served.push(Box::new(cloud));
+        }
+        let agents = fleet.agents.clone();
+        let start_fleet = fleet.clock.now();
+        let mut commits = BTreeMap::new();
+        commits.insert("initial".to_string(), initial);
+        commits.insert("prometheus".to_string(), prometheus.clone());
+        let mut story = Story {
+            opts,
+            out,
+            repo,
+            fleet,
+            order,
+            agents,
+            seen: view::Seen::new(),
+            drawn: 0,
+            last_draw: None,
+            start_fleet,
+            start_wall,
+            commits,
+        };
+        let result = story.chapters(&prometheus).await;
+        let outcome = match result {
+            Ok(o) => o,
+            Err(e) => {
+                let table = view::table(&story.views()).join("\n");
+                return Err(format!("{e}\nlast statuses:\n{table}"));
+            }
+        };
+        if opts.serve {
+            story.serve_on(dir).await;
+        }
+        drop(served);
+        drop(prom);
+        Ok(Outcome {
+            dir: dir.to_path_buf(),
+            ..outcome
+        })
+    }
+
+    async fn chapters(&mut self, head: &str) -> Result<Outcome, String> {
+        self.say("every cluster takes the fleet repo's head: each pool on its wave's pins");
+        let all: Vec<String> = self.order.iter().map(|(c, _)| c.clone()).collect();
+        let canary = self.clusters_of("canary");
+        let early = self.clusters_of("early");
+        self.wait("every cluster reports its pools", |s, v| {
+            s.all_on(v, &all, head, |st| st == State::Success)
+        })
+        .await?;
+        self.say("every pool adopted and recorded on its version: the promotion guard goes on");
+        let r = self.repo.clone();
+        let guard_on = blocking(move || {
+            r.edit("fleet.yaml", GUARD_OFF, GUARD_ON)?;
+            let c = r.commit("fleet: promotion guard on")?;
+            r.push()?;
+            Ok(c)
+        })
+        .await?;
+        self.note(&format!("{} fleet: promotion guard on", &guard_on[..7]));
+        self.commits.insert("guard-on".into(), guard_on.clone());
+        self.fleet.poke();
+        self.wait("every cluster takes the guard", |s, v| {
+            s.all_on(v, &all, &guard_on, |st| st == State::Success)
+        })
+        .await?;
+
+        // (a) bump the canary wave.
+        self.say("(a) PR merged: the canary wave takes general 2026.11.2");
+        let r = self.repo.clone();
+        let bump = blocking(move || {
+            r.edit("fleet.yaml", CANARY_V1, CANARY_V2)?;
+            let c = r.commit("canary: general 2026.11.2")?;
+            r.push()?;
+            Ok(c)
+        })
+        .await?;
+        self.note(&format!("{} canary: general 2026.11.2", &bump[..7]));
+        self.commits.insert("bump".into(), bump.clone());
+        self.fleet.poke();
+        self.wait("the canary wave rolls general 2026.11.2", |s, v| {
+            s.all_on(v, &canary, &bump, |st| st == State::Success)
+        })
+        .await?;
+
+        // (b) promote wave early through a merged branch, before the canary soaked.
+        self.say(&format!(
+            "(b) a PR moves wave early's pin to general 2026.11.2 (branch {PROMOTION_BRANCH}), merged at once"
+        ));
+        let r = self.repo.clone();
+        let (branch, merge) = blocking(move || {
+            r.git(&["checkout", "-q", "-b", PROMOTION_BRANCH])?;
+            r.edit("fleet.yaml", EARLY_V1, EARLY_V2)?;
+            let b = r.commit("early: general 2026.11.2")?;
+            r.git(&["checkout", "-q", "main"])?;
+            r.git(&[
+                "merge",
+                "-q",
+                "--no-ff",
+                "-m",
+                &format!("Merge branch '{PROMOTION_BRANCH}'"),
+                PROMOTION_BRANCH,
+            ])?;
+            let m = r.git(&["rev-parse", "HEAD"])?;
+            r.push()?;
+            Ok((b, m))
+        })
+        .await?;
+        self.note(&format!(
+            "{} early: general 2026.11.2\n{} Merge branch '{PROMOTION_BRANCH}'",
+            &branch[..7],
+            &merge[..7]
+        ));
+        self.commits
+            .insert("promotion-branch".into(), branch.clone());
+        self.commits.insert("merge".into(), merge.clone());
+        self.fleet.poke();
+        let guard = self.guard(&bump, &merge).await?;
+        for line in &guard {
+            self.note(&format!("rota promote --check: {line}"));
+        }
+        self.wait(
+            "wave early waits for the canary's soak, then rolls",
+            |s, v| {
+                // A pool outside its maintenance window waits for it (prod-use1/general: Mon-Thu
+                // 14:00-20:00 New York); the story goes on meanwhile.
+                early.iter().all(|c| {
+                    let st = s.statuses_on(v, c, &merge);
+                    !st.is_empty()
+                        && st.iter().skip(1).all(|p| {
+                            p.state != State::Pending || p.description.starts_with(WINDOW_WAIT)
+                        })
+                })
+            },
+        )
+        .await?;
+
+        // (c) bump again, revert midway.
+        self.say("(c) PR merged: the canary wave takes general 2026.11.3");
+        let r = self.repo.clone();
+        let again = blocking(move || {
+            let text = r.read("fleet.yaml")?;
+            let Some(at) = text.find(GPU_CHANNEL) else {
+                return Err("demo: fleet.yaml has no gpu channel".into());
+            };
+            let mut text = text;
+            text.insert_str(at, V3_IMAGES);
+            std::fs::write(r.work.join("fleet.yaml"), text)
+                .map_err(|e| format!("cannot write fleet.yaml: {e}"))?;
+            r.edit("fleet.yaml", CANARY_V2, CANARY_V3)?;
+            let c = r.commit("canary: general 2026.11.3")?;
+            r.push()?;
+            Ok(c)
+        })
+        .await?;
+        self.note(&format!("{} canary: general 2026.11.3", &again[..7]));
+        self.commits.insert("bump-again".into(), again.clone());
+        self.fleet.poke();
+        self.wait("canary-use1/general is midway (batch 2)", |s, v| {
+            s.pool(v, "canary-use1", "general", &again)
+                .is_some_and(|st| {
+                    st.state == State::Pending && st.description.starts_with("batch 2/")
+                })
+        })
+        .await?;
+        self.say("2026.11.3 misbehaves: git revert, midway");
+        let r = self.repo.clone();
+        let revert = blocking(move || {
+            r.git(&["revert", "--no-edit", "HEAD"])?;
+            let c = r.git(&["rev-parse", "HEAD"])?;
+            r.push()?;
+            Ok(c)
+        })
+        .await?;
+        self.note(&format!(
+            "{} Revert \"canary: general 2026.11.3\"",
+            &revert[..7]
+        ));
+        self.commits.insert("revert".into(), revert.clone());
+        self.fleet.poke();
+        let mut revert_progress = Vec::new();
+        self.wait("the canary wave rolls back to general 2026.11.2", |s, v| {
+            for c in &canary {
+                for st in s.statuses_on(v, c, &revert).into_iter().skip(1) {
+                    if revert_progress.last() != Some(&st.description) {
+                        revert_progress.push(st.description.clone());
+                    }
+                }
+            }
+            s.all_on(v, &canary, &revert, |st| st == State::Success)
+        })
+        .await?;
+
+        // The story in git.
+        self.say("the story in git");
+        let r = self.repo.clone();
+        let log = blocking(move || r.git(&["log", "--oneline", "--graph", "main"])).await?;
+        let _ = writeln!(self.out, "{log}");
+        self.say("each commit's statuses (git notes on the origin, refs/notes/rota/<cluster>)");
+        let r = self.repo.clone();
+        let list = blocking(move || r.git(&["rev-list", "main"])).await?;
+        let store = GitNotesStore::new(&self.repo.origin, None, None);
+        let mut statuses = BTreeMap::new();
+        for sha in list.lines() {
+            let r = self.repo.clone();
+            let s = sha.to_string();
+            let subject = blocking(move || r.git(&["log", "-1", "--format=%h %s", &s])).await?;
+            let docs = store.docs(sha).await.map_err(|e| format!("demo: {e}"))?;
+            let mut all: Vec<CommitStatus> = Vec::new();
+            let _ = writeln!(self.out, "{subject}");
+            for doc in &docs {
+                for s in &doc.statuses {
+                    all.push(CommitStatus {
+                        context: s.context.clone(),
+                        state: s.state,
+                        description: s.description.clone(),
+                        target_url: s.target_url.clone(),
+                    });
+                }
+            }
+            all.sort_by(|a, b| a.context.cmp(&b.context));
+            if all.is_empty() {
+                let _ = writeln!(self.out, "    (no statuses: no agent acted on it)");
+            }
+            for s in &all {
+                let _ = writeln!(
+                    self.out,
+                    "    {} {:<26} {}",
+                    view::icon(s.state),
+                    s.context,
+                    s.description
+                );
+            }
+            statuses.insert(sha.to_string(), all);
+        }
+        let pools = self.pools().await?;
+        let fleet_time = self.fleet.clock.now() - self.start_fleet;
+        let wall_time = self.start_wall.elapsed();
+        self.say(&format!(
+            "done: {} of fleet time in {:.1}s",
+            view::elapsed(fleet_time),
+            wall_time.as_secs_f64()
+        ));
+        Ok(Outcome {
+            commits: self.commits.clone(),
+            statuses,
+            pools,
+            revert_progress,
+            guard_at_merge: guard,
+            log,
+            fleet_time,
+            wall_time,
+            dir: PathBuf::new(),
+        })
+    }
+
+    fn clusters_of(&self, wave: &str) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|(_, w)| w == wave)
+            .map(|(c, _)| c.clone())
+            .collect()
+    }
+
+    /// What `rota promote --check` says about the merged promotion, as of the fleet's clock.
+    async fn guard(&self, base: &str, merge: &str) -> Result<Vec<String>, String> {
+        let args = crate::cli::promote::PromoteArgs {
+            wave: Some("early".into()),
+            repo: self.repo.origin.clone(),
+            rev: merge.into(),
+            check: true,
+            base: base.into(),
+            subdir: None,
+            branch: None,
+            dry_run: false,
+        };
+        let checks = crate::cli::promote::checks_at(&args, self.fleet.clock.now()).await?;
+        Ok(checks.iter().map(crate::cli::promote::describe).collect())
+    }
+
+    fn views(&self) -> Vec<ClusterView> {
+        self.order
+            .iter()
+            .map(|(c, w)| {
+                let snap = self.agents.get(c).map(|r| r.borrow().clone());
+                ClusterView {
+                    name: c.clone(),
+                    wave: w.clone(),
+                    // The commit the statuses are on, not the newer one in force.
+                    in_force: snap.as_ref().and_then(|s| s.reported.clone()),
+                    statuses: snap.map(|s| s.statuses).unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+
+    /// The statuses `cluster` reports, if its commit in force is `commit`.
+    fn statuses_on<'v>(
+        &self,
+        v: &'v [ClusterView],
+        cluster: &str,
+        commit: &str,
+    ) -> Vec<&'v CommitStatus> {
+        v.iter()
+            .find(|c| c.name == cluster && c.in_force.as_deref() == Some(commit))
+            .map(|c| c.statuses.iter().collect())
+            .unwrap_or_default()
+    }
+
+    fn pool<'v>(
+        &self,
+        v: &'v [ClusterView],
+        cluster: &str,
+        pool: &str,
+        commit: &str,
+    ) -> Option<&'v CommitStatus> {
+        let context = crate::report::pool_context(cluster, pool);
+        self.statuses_on(v, cluster, commit)
+            .into_iter()
+            .find(|s| s.context == context)
+    }
+
+    /// Every cluster of `clusters` has `commit` in force and a cluster status that `ok`s.
+    fn all_on(
+        &self,
+        v: &[ClusterView],
+        clusters: &[String],
+        commit: &str,
+        ok: impl Fn(State) -> bool,
+    ) -> bool {
+        clusters.iter().all(|c| {
+            self.statuses_on(v, c, commit)
+                .first()
+                .is_some_and(|s| ok(s.state))
+        })
+    }
+
+    fn say(&mut self, s: &str) {
+        let t = view::elapsed(self.fleet.clock.now() - self.start_fleet);
+        let _ = writeln!(self.out, "\n== [{t}] {s}");
+        self.drawn = 0;
+    }
+
+    fn note(&mut self, s: &str) {
+        let _ = writeln!(self.out, "{s}");
+        self.drawn = 0;
+    }
+
+    /// Shows the fleet: in a terminal, the table redrawn in place (at most 10 times a
+    /// second unless `force`); otherwise one line per status that changed.
+    fn show(&mut self, v: &[ClusterView], force: bool) {
+        let t = view::elapsed(self.fleet.clock.now() - self.start_fleet);
+        if self.opts.tty {
+            let due = self
+                .last_draw
+                .is_none_or(|l| l.elapsed() >= Duration::from_millis(100));
+            if !(due || force) {
+                return;
+            }
+            self.last_draw = Some(std::time::Instant::now());
+            let mut lines = vec![format!("fleet time +{t}")];
+            lines.extend(view::table(v));
+            let mut s = String::new();
+            if self.drawn > 0 {
+                s += &format!("\x1b[{}A\x1b[J", self.drawn);
+            }
+            for l in &lines {
+                s += l;
+                s += "\n";
+            }
+            let _ = self.out.write_all(s.as_bytes());
+            let _ = self.out.flush();
+            self.drawn = lines.len();
+        } else {
+            for line in view::changes(v, &mut self.seen) {
+                let _ = writeln!(self.out, "  +{t:>6}  {line}");
+            }
+        }
+    }
+
+    /// Waits until `done` holds over the agents' reports, showing progress meanwhile.
+    async fn wait(
+        &mut self,
+        what: &str,
+        mut done: impl FnMut(&Self, &[ClusterView]) -> bool,
+    ) -> Result<(), String> {
+        let start = std::time::Instant::now();
+        loop {
+            let v = self.views();
+            let finished = done(self, &v);
+            self.show(&v, finished);
+            if finished {
+                return Ok(());
+            }
+            if start.elapsed() > self.opts.step_limit {
+                return Err(format!(
+                    "demo: {what}: not done after {}s of wall time",
+                    self.opts.step_limit.as_secs()
+                ));
+            }
+            let changed = futures::future::select_all(
+                self.agents.values_mut().map(|r| Box::pin(r.changed())),
+            );
+            // A timer too, so that the wall-time limit is checked even if nothing reports.
+            let _ = tokio::time::timeout(Duration::from_secs(60), changed).await;
+        }
+    }
+
+    /// Where every pool's NodePoolRotation ended.
+    async fn pools(&self) -> Result<BTreeMap<String, PoolEnd>, String> {
+        let mut out = BTreeMap::new();
+        for (cluster, client) in &self.fleet.clients {
+            let list = Api::<NodePoolRotation>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| format!("demo: listing NodePoolRotations of {cluster}: {e}"))?;
+            for n in list.items {
+                let st = n.status.clone().unwrap_or_default();
+                out.insert(
+                    format!("{cluster}/{}", n.name_any()),
+                    PoolEnd {
+                        version: n.spec.version.clone(),
+                        image: n.spec.image.clone(),
+                        phase: format!("{:?}", st.phase),
+                        on_target: st.on_target,
+                        total: st.total,
+                    },
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// `--serve`: keep the fleet served (in real time from now on) until Ctrl-C.
+    async fn serve_on(&mut self, dir: &std::path::Path) {
+        if self.opts.pace == Pace::Jump {
+            // From here on the clock runs in real time: there is nothing left to skip.
+            tokio::time::resume();
+        }
+        let _ = writeln!(
+            self.out,
+            "\nserving until Ctrl-C. Try:\n  export KUBECONFIG={}\n  kubectl config get-contexts\n  kubectl --context canary-use1 get nodepoolrotations\n  kubectl --context canary-use1 get nodes -L eks.amazonaws.com/nodegroup\n  git -C {} log --notes='rota/*' --oneline -3",
+            dir.join("kubeconfig").display(),
+            self.repo.origin.display()
+        );
+        let _ = self.out.flush();
+        crate::cli::sim::wait_for_stop().await;
+    }
+}

@@ -1,0 +1,141 @@
+//! `rota demo` end to end, in process on paused time (as the command runs it): the story's
+//! commits, where every pool ended, and the statuses each commit carries in git notes.
+
+use rota::demo::{DemoOptions, Outcome, run};
+use rota::report::State;
+
+fn status<'a>(o: &'a Outcome, step: &str, context: &str) -> (State, &'a str) {
+    let sha = &o.commits[step];
+    let s = o.statuses[sha]
+        .iter()
+        .find(|s| s.context == context)
+        .unwrap_or_else(|| panic!("no {context} on {step} ({sha}): {:?}", o.statuses[sha]));
+    (s.state, s.description.as_str())
+}
+
+/// Whether this build evaluates Prometheus gates (prod-use1's pools have one).
+fn prometheus_gates_supported() -> bool {
+    let fleet =
+        rota::fleet::load_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/fleet-repo")).unwrap();
+    let clusters = fleet.resolve_all().unwrap();
+    let prod = clusters.iter().find(|c| c.name == "prod-use1").unwrap();
+    let gate = prod.pools[0]
+        .gates
+        .iter()
+        .find(|g| g.name == "error-rate")
+        .unwrap();
+    rota::gates::build(gate).is_ok()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_demo_plays_bump_promotion_and_revert() {
+    let mut out = Vec::new();
+    let result = run(DemoOptions::default(), &mut out).await;
+    let text = String::from_utf8_lossy(&out).to_string();
+    let o = result.unwrap_or_else(|e| panic!("{e}\n--- output:\n{text}"));
+
+    // The story in git: a merge commit for the promotion and a revert.
+    assert!(
+        o.log
+            .contains("Merge branch 'promote/early-general-2026.11.2'"),
+        "{}",
+        o.log
+    );
+    assert!(
+        o.log.contains("Revert \"canary: general 2026.11.3\""),
+        "{}",
+        o.log
+    );
+    assert!(text.contains("] the story in git"), "{text}");
+
+    // (a) the canary wave rolled 2026.11.2, every node.
+    for pool in ["canary-use1/general", "dev-usc1/general"] {
+        let p = &o.pools[pool];
+        assert_eq!(p.version, "2026.11.2", "{pool}: {p:?}");
+        assert_eq!(
+            (p.phase.as_str(), p.on_target),
+            ("Succeeded", p.total),
+            "{pool}: {p:?}"
+        );
+    }
+    assert_eq!(
+        status(&o, "bump", "rota/canary-use1/general"),
+        (State::Success, "3/3 nodes on general@2026.11.2")
+    );
+    assert_eq!(o.pools["canary-use1/gpu"].version, "2026.11.1");
+
+    // (b) merged before the canary soaked: the guard said wait, then the wave rolled.
+    assert!(
+        o.guard_at_merge
+            .iter()
+            .any(|l| l.contains("waiting for wave canary to soak general@2026.11.2")),
+        "{:?}",
+        o.guard_at_merge
+    );
+    assert_eq!(o.pools["staging-neu/general"].version, "2026.11.2");
+    assert_eq!(
+        status(&o, "merge", "rota/staging-neu/general"),
+        (State::Success, "3/3 nodes on general@2026.11.2")
+    );
+    let prod = status(&o, "merge", "rota/prod-use1/batch");
+    if prometheus_gates_supported() {
+        assert_eq!(prod, (State::Success, "3/3 nodes on general@2026.11.2"));
+        assert_eq!(o.pools["prod-use1/general"].version, "2026.11.2");
+    } else {
+        assert_eq!(prod.0, State::Failure, "{prod:?}");
+        assert!(
+            prod.1.contains("prometheus gates are not available"),
+            "{prod:?}"
+        );
+    }
+    // The main wave was never promoted.
+    assert_eq!(o.pools["prod-usw2/general"].version, "2026.11.1");
+    assert_eq!(
+        status(&o, "merge", "rota/prod-usw2/general"),
+        (State::Success, "3/3 nodes on general@2026.11.1")
+    );
+
+    // (c) reverted midway: rolled back, and the reverted commit is final, superseded.
+    assert!(
+        o.revert_progress
+            .iter()
+            .any(|d| d.starts_with("rolling back")),
+        "{:?}",
+        o.revert_progress
+    );
+    for pool in ["canary-use1/general", "dev-usc1/general"] {
+        let p = &o.pools[pool];
+        assert_eq!(p.version, "2026.11.2", "{pool}: {p:?}");
+        let image = if pool.starts_with("canary-use1") {
+            "ami-0f9e8d7c6b5a40312"
+        } else {
+            "projects/acme-images/global/images/general-2026-11-2"
+        };
+        assert_eq!(p.image, image, "{pool}: {p:?}");
+        assert_eq!(
+            (p.phase.as_str(), p.on_target),
+            ("Succeeded", p.total),
+            "{pool}: {p:?}"
+        );
+    }
+    assert_eq!(
+        status(&o, "revert", "rota/canary-use1/general"),
+        (State::Success, "3/3 nodes on general@2026.11.2")
+    );
+    let revert_short = &o.commits["revert"][..12];
+    let (state, d) = status(&o, "bump-again", "rota/canary-use1/general");
+    assert_eq!(state, State::Error, "{d}");
+    assert!(
+        d.starts_with(&format!(
+            "superseded by {revert_short} before it finished: batch 2/3"
+        )),
+        "{d}"
+    );
+    assert_eq!(status(&o, "bump-again", "rota/canary-use1").0, State::Error);
+    // Hours of policy (soaks) in fleet time.
+    assert!(
+        o.fleet_time >= chrono::Duration::hours(2),
+        "{:?}",
+        o.fleet_time
+    );
+}
