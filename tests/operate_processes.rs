@@ -90,8 +90,11 @@ impl Drop for Kill {
     }
 }
 
+/// Every request a receiver got: path and JSON body.
+type Received = Arc<Mutex<Vec<(String, Value)>>>;
+
 /// A chat webhook receiver: records every request's path and JSON body, answers 200.
-fn receiver() -> (String, Arc<Mutex<Vec<(String, Value)>>>) {
+fn receiver() -> (String, Received) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let got = Arc::new(Mutex::new(Vec::new()));

@@ -221,12 +221,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     cc.lease_namespace = args.lease_namespace.clone();
     cc.speed = args.speed;
     cc.stuck_after = args.ops.stuck_after.as_duration();
-    let mut controller = Controller::with_metrics(
-        client.clone(),
-        groups,
-        cc,
-        metrics.clone(),
-    );
+    let mut controller = Controller::with_metrics(client.clone(), groups, cc, metrics.clone());
     tokio::spawn(record_fetches(follower.state.clone(), metrics.clone()));
     let clock = controller.clock();
     let notes = Arc::new(GitNotesStore::for_source(&source, &args.cluster));

@@ -125,8 +125,9 @@ pub fn build(
                             Box::new(move || {
                                 let endpoint = endpoint.clone();
                                 Box::pin(async move {
-                                    let g = AwsNodeGroups::from_env(endpoint, RetryPolicy::default())
-                                        .await;
+                                    let g =
+                                        AwsNodeGroups::from_env(endpoint, RetryPolicy::default())
+                                            .await;
                                     Ok(Arc::new(g) as Arc<dyn NodeGroups>)
                                 })
                             }),
@@ -190,7 +191,11 @@ mod tests {
 
     #[test]
     fn auto_prefers_the_simulated_cloud_a_kubeconfig_names() {
-        let c = choose(&args(CloudKind::Auto, None), Some("http://127.0.0.1:1".into())).unwrap();
+        let c = choose(
+            &args(CloudKind::Auto, None),
+            Some("http://127.0.0.1:1".into()),
+        )
+        .unwrap();
         assert_eq!(
             c,
             Choice::Sim {

@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Args;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -102,12 +101,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             cfg.lease_namespace,
             crate::kube::ownership::lease_name(&version),
         );
-        let mut controller = Controller::with_metrics(
-            client,
-            groups,
-            cfg,
-            metrics,
-        );
+        let mut controller = Controller::with_metrics(client, groups, cfg, metrics);
         controller.run(wait_for_stop()).await;
         ExitCode::SUCCESS
     })
