@@ -476,7 +476,10 @@ impl Agent {
         self.notes
             .set_pool_records(&commit, self.records.values().cloned().collect())
             .await?;
-        for s in &statuses {
+        // Pools first, the cluster's summary last: a reader (`rota status`, a required check)
+        // that sees the cluster succeed must also see every pool's success, never an older
+        // pool status beside a newer summary.
+        for s in statuses.iter().skip(1).chain(statuses.first()) {
             self.store.set(&commit, s).await?;
         }
         self.snapshot.send_modify(|snap| {
