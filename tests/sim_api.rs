@@ -576,7 +576,9 @@ mod raw {
                 "apps",
                 "coordination.k8s.io",
                 "events.k8s.io",
-                "policy"
+                "networking.k8s.io",
+                "policy",
+                "rbac.authorization.k8s.io"
             ]
         );
         let (c, v) = call(&server, "GET", "/apis/nope.example/v1/things", Value::Null).await;
