@@ -11,6 +11,8 @@
 //! Prints figures; asserts nothing about time. Run: `cargo bench --bench agent_latency`.
 //! Without `--bench` (as `cargo test --all-targets` runs it) one sample of each, as a smoke run.
 
+#[path = "../tests/support/canary_fleet.rs"]
+mod canary_fleet;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -41,34 +43,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 fn fleet_yaml(version: &str) -> String {
-    format!(
-        r#"apiVersion: rota.dev/v1alpha1
-kind: Fleet
-metadata: {{name: acme}}
-spec:
-  images:
-    general:
-      versions:
-        "2026.11.1": {{aws: ami-0a1b2c3d4e5f60718}}
-        "2026.11.2": {{aws: ami-0f9e8d7c6b5a40312}}
-  waves:
-    - name: canary
-      clusters: [canary-1]
-      images: {{general: "{version}"}}
-  rollout: {{batch: 1, batchSoak: 10m}}
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: canary-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - name: general
-      channel: general
-      nodeSelector: {{rota.dev/pool: general}}
-      group: {{autoScalingGroup: canary-general}}
-"#
-    )
+    canary_fleet::canary_fleet_yaml(version, "{batch: 1, batchSoak: 10m}", "")
 }
 
 struct Rig {

@@ -1,6 +1,8 @@
 //! `rota sim serve` and `rota agent` as separate processes on a local repo: a commit that
 //! bumps an image rotates the pool, and `rota status` shows success.
 
+#[path = "support/canary_fleet.rs"]
+mod canary_fleet;
 #[path = "support/git.rs"]
 mod git_support;
 use git_support::{git, rota};
@@ -11,34 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn fleet_yaml(version: &str) -> String {
-    format!(
-        r#"apiVersion: rota.dev/v1alpha1
-kind: Fleet
-metadata: {{name: acme}}
-spec:
-  images:
-    general:
-      versions:
-        "2026.11.1": {{aws: ami-0a1b2c3d4e5f60718}}
-        "2026.11.2": {{aws: ami-0f9e8d7c6b5a40312}}
-  waves:
-    - name: canary
-      clusters: [canary-1]
-      images: {{general: "{version}"}}
-  rollout: {{batch: 2}}
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: canary-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - name: general
-      channel: general
-      nodeSelector: {{rota.dev/pool: general}}
-      group: {{autoScalingGroup: canary-general}}
-"#
-    )
+    canary_fleet::canary_fleet_yaml(version, "{batch: 2}", "")
 }
 
 struct Kill(Child);

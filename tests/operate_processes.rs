@@ -12,6 +12,8 @@
 //!
 //! Waits have deadlines (a hung run fails instead of hanging); no assertion is on wall time.
 
+#[path = "support/canary_fleet.rs"]
+mod canary_fleet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -48,37 +50,10 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 fn fleet_yaml(version: &str) -> String {
-    format!(
-        r#"apiVersion: rota.dev/v1alpha1
-kind: Fleet
-metadata: {{name: acme}}
-spec:
-  images:
-    general:
-      versions:
-        "2026.11.1": {{aws: ami-0a1b2c3d4e5f60718}}
-        "2026.11.2": {{aws: ami-0f9e8d7c6b5a40312}}
-  waves:
-    - name: canary
-      clusters: [canary-1]
-      images: {{general: "{version}"}}
-  rollout: {{batch: 2}}
-  notifications:
-    - name: ops-chat
-      urlEnv: ROTA_TEST_HOOK_URL
-      minInterval: 2s
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: canary-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - name: general
-      channel: general
-      nodeSelector: {{rota.dev/pool: general}}
-      group: {{autoScalingGroup: canary-general}}
-"#
+    canary_fleet::canary_fleet_yaml(
+        version,
+        "{batch: 2}",
+        "  notifications:\n    - name: ops-chat\n      urlEnv: ROTA_TEST_HOOK_URL\n      minInterval: 2s\n",
     )
 }
 

@@ -29,34 +29,7 @@ use crate::support::git;
 const SECRET: &str = "hook-secret-4d1f9a";
 
 fn fleet_yaml(version: &str) -> String {
-    format!(
-        r#"apiVersion: rota.dev/v1alpha1
-kind: Fleet
-metadata: {{name: acme}}
-spec:
-  images:
-    general:
-      versions:
-        "2026.11.1": {{aws: ami-0a1b2c3d4e5f60718}}
-        "2026.11.2": {{aws: ami-0f9e8d7c6b5a40312}}
-  waves:
-    - name: canary
-      clusters: [canary-1]
-      images: {{general: "{version}"}}
-  rollout: {{batch: 2}}
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: canary-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - name: general
-      channel: general
-      nodeSelector: {{rota.dev/pool: general}}
-      group: {{autoScalingGroup: canary-general}}
-"#
-    )
+    crate::canary_fleet::canary_fleet_yaml(version, "{batch: 2}", "")
 }
 
 const WORKLOADS: &str = "nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}\n\

@@ -3,6 +3,8 @@
 //! double.
 
 mod agent;
+#[path = "../support/canary_fleet.rs"]
+mod canary_fleet;
 mod forge_double;
 mod notes;
 mod source;
