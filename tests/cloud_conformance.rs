@@ -277,18 +277,20 @@ impl Harness for SimHarness {
     }
 }
 
-macro_rules! sim_conformance {
-    ($($check:ident),* $(,)?) => {$(
-        #[tokio::test(start_paused = true)]
+/// One test per listed check, each on a fresh harness `$harness` (evaluated in the test, so
+/// it may `.await`), under the test attribute given first.
+macro_rules! conformance {
+    (#[$test:meta] $harness:expr; $($check:ident),* $(,)?) => {$(
+        #[$test]
         async fn $check() {
-            super::$check(&SimHarness::new()).await;
+            crate::$check(&$harness).await;
         }
     )*};
 }
 
 mod sim {
     use super::SimHarness;
-    sim_conformance!(
+    conformance!(#[tokio::test(start_paused = true)] SimHarness::new();
         describe_reports_capacity_image_and_instances,
         missing_group_is_not_found_for_every_call,
         set_image_changes_new_instances_only_and_is_idempotent,
@@ -378,19 +380,9 @@ impl Harness for AwsHarness {
     }
 }
 
-macro_rules! aws_conformance {
-    ($($check:ident),* $(,)?) => {$(
-        #[tokio::test]
-        async fn $check() {
-            let h = AwsHarness::new().await;
-            super::$check(&h).await;
-        }
-    )*};
-}
-
 mod aws_on_moto {
     use super::AwsHarness;
-    aws_conformance!(
+    conformance!(#[tokio::test] AwsHarness::new().await;
         describe_reports_capacity_image_and_instances,
         missing_group_is_not_found_for_every_call,
         set_image_changes_new_instances_only_and_is_idempotent,
@@ -583,16 +575,7 @@ mod azure {
         }
     }
 
-    macro_rules! azure_conformance {
-        ($($check:ident),* $(,)?) => {$(
-            #[tokio::test]
-            async fn $check() {
-                super::$check(&AzureHarness::new().await).await;
-            }
-        )*};
-    }
-
-    azure_conformance!(
+    conformance!(#[tokio::test] AzureHarness::new().await;
         describe_reports_capacity_image_and_instances,
         missing_group_is_not_found_for_every_call,
         set_image_changes_new_instances_only_and_is_idempotent,
@@ -1004,17 +987,8 @@ mod gcp {
         }
     }
 
-    macro_rules! gcp_conformance {
-        ($regional:expr; $($check:ident),* $(,)?) => {$(
-            #[tokio::test]
-            async fn $check() {
-                super::super::$check(&super::GcpHarness::new($regional).await).await;
-            }
-        )*};
-    }
-
     mod zonal {
-        gcp_conformance!(false;
+        conformance!(#[tokio::test] super::GcpHarness::new(false).await;
             describe_reports_capacity_image_and_instances,
             missing_group_is_not_found_for_every_call,
             set_image_changes_new_instances_only_and_is_idempotent,
@@ -1025,7 +999,7 @@ mod gcp {
     }
 
     mod regional {
-        gcp_conformance!(true;
+        conformance!(#[tokio::test] super::GcpHarness::new(true).await;
             describe_reports_capacity_image_and_instances,
             missing_group_is_not_found_for_every_call,
             set_image_changes_new_instances_only_and_is_idempotent,
