@@ -489,3 +489,114 @@ fn rota_validate_accepts_the_example_and_reports_json() {
     let usage = rota(&["validate", "--format", "xml"]);
     assert_eq!(usage.status.code(), Some(2));
 }
+
+/// Everything agents act on shows in `rota diff`, not only images, and the working tree can
+/// be the new side: a rollout policy and a gate list changed at the cluster level (seen on
+/// every pool they reach), a cluster moving to another wave, a cluster removed, the promotion
+/// guard and a wave's soak.
+#[test]
+fn diff_shows_every_change_agents_act_on_against_the_working_tree() {
+    let h = history();
+    let repo = h.repo.to_str().unwrap();
+    let dev = h.repo.join("clusters/gcp/dev-usc1.yaml");
+    edit(&dev, "batch: \"50%\"", "batch: 2");
+    edit(&dev, "gates: [gpu-errors]", "gates: []");
+    edit(
+        &h.repo.join("clusters/azure/staging-neu.yaml"),
+        "ring: early",
+        "ring: main",
+    );
+    std::fs::remove_file(h.repo.join("clusters/aws/prod-euc1.yaml")).unwrap();
+    let fleet_yaml = h.repo.join("fleet.yaml");
+    edit(&fleet_yaml, "guard: true", "guard: false");
+    edit(&fleet_yaml, "soak: 24h", "soak: 12h");
+
+    let out = rota(&["diff", "--repo", repo, "--from", "HEAD", "--worktree"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let has = |l: &str| lines.contains(&l);
+    assert!(has("wave 1: canary"), "{text}");
+    assert!(has("  dev-usc1/general: rollout.batch: 50% -> 2"), "{text}");
+    let gpu = lines
+        .iter()
+        .find(|l| l.starts_with("  dev-usc1/gpu: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(gpu.contains("rollout.batch: 50% -> 2"), "{gpu}");
+    assert!(
+        gpu.contains("gates: [") && gpu.contains("gpu-errors] -> ["),
+        "{gpu}"
+    );
+    assert!(has("wave 3: main"), "{text}");
+    assert!(
+        has("  staging-neu: joins this wave (was in early)"),
+        "{text}"
+    );
+    assert!(
+        has(
+            "  prod-euc1/general: removed (was general@2026.11.2; rota stops managing it, nodes stay)"
+        ),
+        "{text}"
+    );
+    assert!(
+        has("fleet: promotion.guard: true -> false, waves.early.soak: 24h -> 12h"),
+        "{text}"
+    );
+    assert!(text.ends_with(
+        "2 pools change image\n2 pools change settings\n1 cluster changes wave\n2 fleet settings change\n"
+    ), "{text}");
+
+    // The same as JSON: settings per pool, moves per wave, the fleet's settings.
+    let j = rota(&[
+        "diff",
+        "--repo",
+        repo,
+        "--from",
+        "HEAD",
+        "--worktree",
+        "--format",
+        "json",
+    ]);
+    assert!(j.status.success(), "{}", stderr(&j));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&j)).unwrap();
+    assert_eq!(
+        v["to"],
+        serde_json::Value::Null,
+        "the working tree has no commit"
+    );
+    assert_eq!(v["fleet"][0]["field"], "promotion.guard");
+    let main = v["waves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["wave"] == "main")
+        .unwrap();
+    assert_eq!(main["moved"][0]["cluster"], "staging-neu");
+    assert_eq!(main["moved"][0]["from"], "early");
+    let canary = &v["waves"][0]["changes"];
+    let general = canary
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cluster"] == "dev-usc1" && c["pool"] == "general")
+        .unwrap();
+    assert_eq!(general["kind"], "settings");
+    assert_eq!(general["settings"][0]["field"], "rollout.batch");
+
+    // Committed, the same change reads the same between two revisions; --to and
+    // --worktree are one or the other.
+    let after = commit(&h.repo, "settings");
+    let committed = rota(&["diff", "--repo", repo, "--from", &h.bumped, "--to", &after]);
+    assert_eq!(stdout(&committed), text);
+    let both = rota(&[
+        "diff",
+        "--repo",
+        repo,
+        "--from",
+        "HEAD",
+        "--to",
+        "HEAD",
+        "--worktree",
+    ]);
+    assert_eq!(both.status.code(), Some(2), "{}", stderr(&both));
+}

@@ -1,5 +1,8 @@
-//! `rota diff --from REV [--to REV] [--repo PATH] [--format human|json|markdown]`: which clusters and
-//! pools change image between two revisions of the fleet repo, grouped by wave.
+//! `rota diff --from REV [--to REV | --worktree] [--repo PATH] [--format human|json|markdown]`:
+//! what changes for the agents between two revisions of the fleet repo (or a revision and the
+//! working tree), grouped by wave: pools that change image, pools whose settings change
+//! (rollout policy, gates, mode, group, node selector), pools and clusters added or removed,
+//! clusters that change wave, and the fleet's promotion guard and waves.
 //!
 //! Exit 0 with the summary (also when nothing changes), 1 when either revision is invalid,
 //! 2 when a revision or the repository cannot be read.
@@ -28,6 +31,10 @@ pub struct DiffArgs {
     /// The new revision.
     #[arg(long, default_value = "HEAD")]
     pub to: String,
+    /// Compare with the working tree (the files under --repo and --path as they are on disk,
+    /// committed or not) instead of --to.
+    #[arg(long, conflicts_with = "to")]
+    pub worktree: bool,
     /// The git repository holding the fleet repo.
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
@@ -47,10 +54,15 @@ pub fn run(args: DiffArgs) -> ExitCode {
             return f.report(Format::Human);
         }
     };
-    let to = match load(&args.repo, Some(&args.to), sub) {
+    let (to_rev, to_name) = if args.worktree {
+        (None, "the working tree".to_string())
+    } else {
+        (Some(args.to.as_str()), format!("revision {}", args.to))
+    };
+    let to = match load(&args.repo, to_rev, sub) {
         Ok(f) => f,
         Err(f) => {
-            eprintln!("rota: revision {} is invalid:", args.to);
+            eprintln!("rota: {to_name} is invalid:");
             return f.report(Format::Human);
         }
     };
@@ -64,6 +76,7 @@ pub fn run(args: DiffArgs) -> ExitCode {
                 "from": from.commit(),
                 "to": to.commit(),
                 "waves": d.waves,
+                "fleet": d.fleet,
             }))
             .expect("diff serializes")
         ),

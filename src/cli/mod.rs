@@ -41,7 +41,7 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Print the resolved desired state of one cluster.
     Render(render::RenderArgs),
-    /// Show which pools change image between two revisions, by wave.
+    /// Show what changes for the agents between two revisions (or the working tree), by wave.
     Diff(diff::DiffArgs),
     /// The simulated fleet: Kubernetes API servers and clouds in one process.
     Sim(sim::SimArgs),
