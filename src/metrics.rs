@@ -162,6 +162,11 @@ struct Inner {
     notifications: IntCounterVec,
     leader: IntGaugeVec,
     build_info: IntGaugeVec,
+    pool_info: IntGaugeVec,
+    /// What each pool's `rota_pool_info` series says (channel, version, image), to replace it.
+    pool_infos: Mutex<BTreeMap<String, [String; 3]>>,
+    /// The `cluster` label of the process-wide series (`""`: none).
+    cluster: String,
     /// Last progress instant per (cluster, pool), for `rota_pool_seconds_since_progress`.
     last_progress: Mutex<BTreeMap<(String, String), DateTime<Utc>>>,
     /// The reason each stuck pool's `rota_pool_stuck` series carries (to clear it).
@@ -186,6 +191,9 @@ impl std::fmt::Debug for Metrics {
 
 const POOL: &[&str] = &["cluster", "pool"];
 
+/// The info metric of what each pool runs (a Grafana panel and `rota status` read it by name).
+pub const POOL_INFO: &str = "rota_pool_info";
+
 // Rotations are slow: batches take minutes to an hour, drains seconds to tens of minutes.
 const BATCH_BUCKETS: &[f64] = &[
     30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0,
@@ -205,7 +213,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Metrics of a process that serves no one cluster (`rota controller`): the process-wide
+    /// series carry `cluster=""`, which PromQL reads as no label.
     pub fn new() -> Self {
+        Self::for_cluster("")
+    }
+
+    /// The metrics of `cluster`'s agent: every series carries `cluster`, so that alerts and
+    /// dashboards over many clusters (one Prometheus, or federated) see each one apart.
+    pub fn for_cluster(cluster: &str) -> Self {
         let registry = Registry::new();
         macro_rules! reg {
             ($m:expr) => {{
@@ -325,66 +341,73 @@ impl Metrics {
             cloud_calls: reg!(c(
                 "rota_cloud_calls_total",
                 "Cloud API calls by provider, call and outcome.",
-                &["provider", "call", "outcome"]
+                &["cluster", "provider", "call", "outcome"]
             )),
             cloud_call_duration: reg!(h(
                 "rota_cloud_call_duration_seconds",
                 "Duration of cloud API calls (retries included) by provider and call.",
-                &["provider", "call"],
+                &["cluster", "provider", "call"],
                 RECONCILE_BUCKETS
             )),
             git_fetches: reg!(c(
                 "rota_git_fetches_total",
                 "Fetches of the fleet repo by outcome.",
-                &["outcome"]
+                &["cluster", "outcome"]
             )),
             git_last_success: reg!(g(
                 "rota_git_last_fetch_success_timestamp_seconds",
                 "Unix time of the last successful fetch of the fleet repo.",
-                &[]
+                &["cluster"]
             )),
             commits_rejected: reg!(c(
                 "rota_commits_rejected_total",
                 "Fleet commits refused (validation, signature); the last good commit stays in force.",
-                &["reason"]
+                &["cluster", "reason"]
             )),
             commit_rejected: reg!(ig(
                 "rota_fleet_commit_rejected",
                 "1 while the newest fleet commit is refused (the last good one stays in force).",
-                &["reason"]
+                &["cluster", "reason"]
             )),
             statuses_posted: reg!(c(
                 "rota_statuses_posted_total",
                 "Commit statuses posted, by backend and outcome.",
-                &["backend", "outcome"]
+                &["cluster", "backend", "outcome"]
             )),
             notifications: reg!(c(
                 "rota_notifications_total",
                 "Notification messages sent, by outcome.",
-                &["outcome"]
+                &["cluster", "outcome"]
             )),
             leader: reg!(ig(
                 "rota_leader",
                 "1 if this replica holds the leader Lease.",
-                &[]
+                &["cluster"]
             )),
             build_info: reg!(ig(
                 "rota_build_info",
-                "Always 1; the version as a label.",
-                &["version"]
+                "Always 1; rota's version as a label.",
+                &["cluster", "version"]
+            )),
+            pool_info: reg!(ig(
+                POOL_INFO,
+                "Always 1; the channel, version and image every node of the pool runs.",
+                &["cluster", "pool", "channel", "version", "image"]
             )),
             last_progress: Mutex::new(BTreeMap::new()),
             stuck_reasons: Mutex::new(BTreeMap::new()),
             failed_gates: Mutex::new(BTreeMap::new()),
             rejected: Mutex::new(None),
+            pool_infos: Mutex::new(BTreeMap::new()),
+            cluster: cluster.to_string(),
             readiness: Readiness::default(),
             registry,
         };
         inner
             .build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .with_label_values(&[cluster, env!("CARGO_PKG_VERSION")])
             .set(1);
-        inner.leader.with_label_values::<&str>(&[]).set(0);
+        inner.leader.with_label_values(&[cluster]).set(0);
         Metrics {
             inner: Arc::new(inner),
         }
@@ -410,21 +433,26 @@ impl Metrics {
         self.inner.readiness.set_leadership_known(true);
         self.inner
             .leader
-            .with_label_values::<&str>(&[])
+            .with_label_values(&[self.inner.cluster.as_str()])
             .set(leader as i64);
     }
 
     pub fn observe_cloud_call(&self, provider: &str, call: &str, seconds: f64) {
         self.inner
             .cloud_call_duration
-            .with_label_values(&[provider, call])
+            .with_label_values(&[self.inner.cluster.as_str(), provider, call])
             .observe(seconds);
     }
 
     pub fn record_cloud_call(&self, provider: &str, call: &str, outcome: Outcome) {
         self.inner
             .cloud_calls
-            .with_label_values(&[provider, call, outcome.as_str()])
+            .with_label_values(&[
+                self.inner.cluster.as_str(),
+                provider,
+                call,
+                outcome.as_str(),
+            ])
             .inc();
     }
 
@@ -432,12 +460,12 @@ impl Metrics {
     pub fn record_git_fetch(&self, outcome: Outcome, at: DateTime<Utc>) {
         self.inner
             .git_fetches
-            .with_label_values(&[outcome.as_str()])
+            .with_label_values(&[self.inner.cluster.as_str(), outcome.as_str()])
             .inc();
         if outcome == Outcome::Ok {
             self.inner
                 .git_last_success
-                .with_label_values::<&str>(&[])
+                .with_label_values(&[self.inner.cluster.as_str()])
                 .set(at.timestamp_millis() as f64 / 1000.0);
         }
     }
@@ -447,18 +475,18 @@ impl Metrics {
     pub fn record_commit_rejected(&self, reason: &str) {
         self.inner
             .commits_rejected
-            .with_label_values(&[reason])
+            .with_label_values(&[self.inner.cluster.as_str(), reason])
             .inc();
         let mut rejected = self.inner.rejected.lock().expect("not poisoned");
         if let Some(old) = rejected.take() {
             let _ = self
                 .inner
                 .commit_rejected
-                .remove_label_values(&[old.as_str()]);
+                .remove_label_values(&[self.inner.cluster.as_str(), old.as_str()]);
         }
         self.inner
             .commit_rejected
-            .with_label_values(&[reason])
+            .with_label_values(&[self.inner.cluster.as_str(), reason])
             .set(1);
         *rejected = Some(reason.to_string());
     }
@@ -469,21 +497,60 @@ impl Metrics {
             let _ = self
                 .inner
                 .commit_rejected
-                .remove_label_values(&[old.as_str()]);
+                .remove_label_values(&[self.inner.cluster.as_str(), old.as_str()]);
         }
     }
 
     pub fn record_status_posted(&self, backend: &str, outcome: Outcome) {
         self.inner
             .statuses_posted
-            .with_label_values(&[backend, outcome.as_str()])
+            .with_label_values(&[self.inner.cluster.as_str(), backend, outcome.as_str()])
             .inc();
+    }
+
+    /// `rota_pool_info{cluster,pool,channel,version,image} 1`: what every node of `pool`
+    /// runs (the old series of the pool goes, so there is one per pool).
+    pub fn set_pool_info(&self, pool: &str, channel: &str, version: &str, image: &str) {
+        let cluster = self.inner.cluster.as_str();
+        let now = [channel.to_string(), version.to_string(), image.to_string()];
+        let mut infos = self.inner.pool_infos.lock().expect("not poisoned");
+        if let Some(old) = infos.get(pool) {
+            if *old == now {
+                return;
+            }
+            let _ = self
+                .inner
+                .pool_info
+                .remove_label_values(&[cluster, pool, &old[0], &old[1], &old[2]]);
+        }
+        self.inner
+            .pool_info
+            .with_label_values(&[cluster, pool, channel, version, image])
+            .set(1);
+        infos.insert(pool.to_string(), now);
+    }
+
+    /// The pool left git: its `rota_pool_info` goes.
+    pub fn clear_pool_info(&self, pool: &str) {
+        let cluster = self.inner.cluster.as_str();
+        if let Some(old) = self
+            .inner
+            .pool_infos
+            .lock()
+            .expect("not poisoned")
+            .remove(pool)
+        {
+            let _ = self
+                .inner
+                .pool_info
+                .remove_label_values(&[cluster, pool, &old[0], &old[1], &old[2]]);
+        }
     }
 
     pub fn record_notification(&self, outcome: Outcome) {
         self.inner
             .notifications
-            .with_label_values(&[outcome.as_str()])
+            .with_label_values(&[self.inner.cluster.as_str(), outcome.as_str()])
             .inc();
     }
 
@@ -905,7 +972,7 @@ mod tests {
 
     #[test]
     fn counters_and_histograms_use_only_low_cardinality_labels() {
-        let m = Metrics::new();
+        let m = Metrics::for_cluster("c1");
         let p = m.pool("c1", "p1");
         p.record_eviction(Outcome::Ok);
         p.record_eviction(Outcome::Throttled);
@@ -939,12 +1006,20 @@ mod tests {
         assert!(text.contains(r#"rota_drain_duration_seconds_count{cluster="c1",pool="p1"} 1"#));
         assert!(text.contains(r#"rota_node_boot_to_ready_seconds_sum{cluster="c1",pool="p1"} 70"#));
         assert!(text.contains(
-            r#"rota_cloud_calls_total{call="set_launch_image",outcome="ok",provider="aws"} 1"#
+            r#"rota_cloud_calls_total{call="set_launch_image",cluster="c1",outcome="ok",provider="aws"} 1"#
         ));
-        assert!(text.contains("rota_git_last_fetch_success_timestamp_seconds 1700000005"));
-        assert!(text.contains(r#"rota_commits_rejected_total{reason="signature"} 1"#));
-        assert!(text.contains(r#"rota_fleet_commit_rejected{reason="signature"} 1"#));
-        assert!(!text.contains(r#"rota_fleet_commit_rejected{reason="validation"}"#));
+        assert!(
+            text.contains(
+                r#"rota_git_last_fetch_success_timestamp_seconds{cluster="c1"} 1700000005"#
+            )
+        );
+        assert!(text.contains(r#"rota_git_fetches_total{cluster="c1",outcome="ok"} 1"#));
+        assert!(text.contains(r#"rota_commits_rejected_total{cluster="c1",reason="signature"} 1"#));
+        assert!(text.contains(r#"rota_fleet_commit_rejected{cluster="c1",reason="signature"} 1"#));
+        assert!(!text.contains(r#"rota_fleet_commit_rejected{cluster="c1",reason="validation"}"#));
+        assert!(text.contains(
+            r#"rota_statuses_posted_total{backend="github",cluster="c1",outcome="ok"} 1"#
+        ));
         assert!(
             text.contains(r#"rota_pool_gate_failed{cluster="c1",gate="error-rate",pool="p1"} 1"#)
         );
@@ -956,8 +1031,12 @@ mod tests {
         // Every label name in the output is one of the allowed few.
         let allowed = [
             "cluster", "pool", "phase", "reason", "alerting", "gate", "result", "outcome",
-            "provider", "call", "backend", "version", "le",
+            "provider", "call", "backend", "version", "le", "channel", "image",
         ];
+        // Every series of the agent's own process names its cluster.
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(l.contains(r#"cluster="c1""#), "no cluster label: {l}");
+        }
         for l in text.lines().filter(|l| !l.starts_with('#')) {
             if let Some((_, rest)) = l.split_once('{') {
                 let labels = rest.split_once('}').unwrap().0;
@@ -967,6 +1046,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn pool_info_has_one_series_per_pool_naming_what_it_runs() {
+        let m = Metrics::for_cluster("canary-use1");
+        m.set_pool_info("gpu", "gpu", "2026.10.3", "ami-0a");
+        m.set_pool_info("gpu", "gpu", "2026.11.1", "ami-0b");
+        m.set_pool_info("general", "general", "2026.11.1", "ami-0c");
+        let text = m.render_at(at(0));
+        assert!(text.contains(
+            r#"rota_pool_info{channel="gpu",cluster="canary-use1",image="ami-0b",pool="gpu",version="2026.11.1"} 1"#
+        ), "{text}");
+        assert!(!text.contains("2026.10.3"), "{text}");
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("rota_pool_info{"))
+                .count(),
+            2
+        );
+        m.clear_pool_info("gpu");
+        let text = m.render_at(at(0));
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("rota_pool_info{"))
+                .count(),
+            1
+        );
     }
 
     #[test]
@@ -989,7 +1095,7 @@ mod tests {
 
     #[tokio::test]
     async fn serves_metrics_health_and_readiness_over_loopback() {
-        let m = Metrics::new();
+        let m = Metrics::for_cluster("c");
         m.pool("c", "p").set_nodes(2, 1);
         let addr = m
             .spawn_server("127.0.0.1:0".parse().unwrap())
@@ -998,7 +1104,7 @@ mod tests {
         let (code, body) = get(addr, "/metrics").await;
         assert_eq!(code, 200);
         assert!(body.contains(r#"rota_pool_nodes{cluster="c",pool="p"} 2"#));
-        assert!(body.contains("rota_build_info{version="));
+        assert!(body.contains(r#"rota_build_info{cluster="c",version="#));
         assert_eq!(get(addr, "/healthz").await.0, 200);
         let (code, body) = get(addr, "/readyz").await;
         assert_eq!(code, 503);
@@ -1019,7 +1125,12 @@ mod tests {
             get(addr, "/readyz").await,
             (200, "ready (leader)\n".to_string())
         );
-        assert!(get(addr, "/metrics").await.1.contains("rota_leader 1"));
+        assert!(
+            get(addr, "/metrics")
+                .await
+                .1
+                .contains(r#"rota_leader{cluster="c"} 1"#)
+        );
         assert_eq!(get(addr, "/nope").await.0, 404);
         // The series move between scrapes.
         m.pool("c", "p").set_nodes(2, 2);

@@ -81,6 +81,8 @@ fn a_bump_rotates_the_pool_and_rota_status_shows_success() {
         .arg("agent")
         .env("ROTA_REPO", &origin)
         .env("ROTA_CLUSTER", "canary-1")
+        // The simulated cluster has no CRD yet: the agent installs it (the sim grants it).
+        .env("ROTA_INSTALL_CRD", "true")
         .env("ROTA_KUBECONFIG", &kubeconfig)
         .env("ROTA_CONTEXT", "canary-1")
         .env("ROTA_STATE_DIR", tmp.path().join("state"))
@@ -153,5 +155,75 @@ fn a_bump_rotates_the_pool_and_rota_status_shows_success() {
     assert_eq!(
         String::from_utf8_lossy(&nodes.stdout),
         "ami-0f9e8d7c6b5a40312 Succeeded"
+    );
+}
+
+/// Without `--install-crd` the agent does not install the CRD (its RBAC in deploy/ grants no
+/// write on CRDs): where the CRD is missing it stops at once and says how to install it.
+#[test]
+fn an_agent_without_the_crd_stops_at_start_and_says_how_to_install_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("fleet.git");
+    std::fs::create_dir_all(&origin).unwrap();
+    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+    git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
+    let work = tmp.path().join("work");
+    git(&work, &["checkout", "-q", "-b", "main"]);
+    std::fs::write(work.join("fleet.yaml"), fleet_yaml("2026.11.1")).unwrap();
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "fleet"]);
+    git(&work, &["push", "-q", "origin", "main"]);
+    let kubeconfig = tmp.path().join("kubeconfig");
+    let mut sim = Command::new(rota())
+        .args(["sim", "serve", "--repo"])
+        .arg(&work)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(sim.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _sim = Kill(sim);
+    assert!(line.starts_with("rota sim: ready: 1 clusters"), "{line}");
+    let out = Command::new(rota())
+        .arg("agent")
+        .env("ROTA_REPO", &origin)
+        .env("ROTA_CLUSTER", "canary-1")
+        .env("ROTA_KUBECONFIG", &kubeconfig)
+        .env("ROTA_CONTEXT", "canary-1")
+        .env("ROTA_STATE_DIR", tmp.path().join("state"))
+        .env_remove("ROTA_INSTALL_CRD")
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the NodePoolRotation CRD is not installed in this cluster")
+            && err.contains("rota crd | kubectl apply -f -")
+            && err.contains("--install-crd"),
+        "{err}"
+    );
+    // A working copy as --repo is refused before anything else, saying why.
+    let out = Command::new(rota())
+        .arg("agent")
+        .env("ROTA_REPO", &work)
+        .env("ROTA_CLUSTER", "canary-1")
+        .env("ROTA_KUBECONFIG", &kubeconfig)
+        .env("ROTA_CONTEXT", "canary-1")
+        .env("ROTA_STATE_DIR", tmp.path().join("state"))
+        .env("ROTA_INSTALL_CRD", "true")
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("a working copy (not a bare repository)"),
+        "{err}"
     );
 }

@@ -214,17 +214,19 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
     assert!(soak.starts_with("waiting"), "{soak}");
     // `rota promote --check` on the promotion says the same, from the same records.
     let check = |now| {
-        let args = rota::cli::promote::PromoteArgs {
+        let query = rota::waves::promotion::Query {
             wave: Some("main".into()),
             repo: s.origin.clone(),
             rev: promote.clone(),
             check: true,
             base: bump.clone(),
             subdir: None,
-            branch: None,
-            dry_run: false,
         };
-        async move { rota::cli::promote::checks_at(&args, now).await.unwrap() }
+        async move {
+            rota::waves::promotion::checks_at(&query, now)
+                .await
+                .unwrap()
+        }
     };
     let during = check(s.fleet.clock.now()).await;
     assert_eq!(during.len(), 1, "{during:?}");

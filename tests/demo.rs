@@ -48,6 +48,36 @@ async fn the_demo_plays_bump_promotion_and_revert() {
     );
     assert!(text.contains("] the story in git"), "{text}");
 
+    // Adoption first, with the promotion guard on from the start (no guard-off commit): every
+    // pool, wave early's gpu pools on 2026.10.3 (which the canary is past) included, is
+    // adopted on its pins and reports success on the head the agents started on.
+    assert!(!o.log.contains("guard"), "{}", o.log);
+    let fleet = std::fs::read_to_string(o.dir.join("work/fleet.yaml"));
+    if let Ok(f) = fleet {
+        assert!(f.contains("guard: true"), "{f}");
+    }
+    assert!(
+        text.contains(
+            "] adoption: every agent starts on a fleet already running, the promotion guard on"
+        ),
+        "{text}"
+    );
+    let first_step = text
+        .lines()
+        .find(|l| l.starts_with("== ["))
+        .unwrap_or_default();
+    assert!(
+        first_step.ends_with(
+            "] adoption: every agent starts on a fleet already running, the promotion guard on"
+        ),
+        "{first_step}"
+    );
+    assert!(text.contains("13 pools adopted"), "{text}");
+    assert!(text.contains("gpu@2026.10.3"), "{text}");
+    let (state, text) = status(&o, "prometheus", "rota/prod-use1/gpu");
+    assert_eq!(state, State::Success, "{text}");
+    assert!(text.ends_with("nodes on gpu@2026.10.3"), "{text}");
+
     // (a) the canary wave rolled 2026.11.2, every node.
     for pool in ["canary-use1/general", "dev-usc1/general"] {
         let p = &o.pools[pool];

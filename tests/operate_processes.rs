@@ -194,6 +194,8 @@ impl Run {
             .arg("agent")
             .env("ROTA_REPO", &origin)
             .env("ROTA_CLUSTER", "canary-1")
+            // The simulated cluster has no CRD yet: the agent installs it.
+            .env("ROTA_INSTALL_CRD", "true")
             .env("ROTA_KUBECONFIG", &kubeconfig)
             .env("ROTA_CONTEXT", "canary-1")
             .env("ROTA_STATE_DIR", tmp.path().join("state"))
@@ -360,14 +362,26 @@ fn metrics_notifications_and_logs_follow_a_real_rotation() {
             && sample(
                 &m,
                 r#"rota_pool_phase{cluster="canary-1",phase="Succeeded",pool="general"}"#,
-            ) == Some(1.0))
+            ) == Some(1.0)
+            // The agent's next pass records what the pool runs.
+            && m.contains("rota_pool_info{"))
         .then_some(m)
     });
     assert_eq!(
         sample(&before, &series("rota_pool_progress_ratio")),
         Some(1.0)
     );
-    assert_eq!(sample(&before, "rota_leader"), Some(1.0));
+    assert_eq!(
+        sample(&before, r#"rota_leader{cluster="canary-1"}"#),
+        Some(1.0)
+    );
+    // What the pool runs, by name (the dashboard's panel reads it).
+    assert!(
+        before.lines().any(|l| l
+            .starts_with(r#"rota_pool_info{channel="general",cluster="canary-1",image="ami-"#)
+            && l.contains(r#"pool="general",version="#)),
+        "{before}"
+    );
     assert_eq!(get(&run.metrics, "/healthz").0, 200);
     assert_eq!(
         get(&run.metrics, "/readyz"),
@@ -479,7 +493,10 @@ fn metrics_notifications_and_logs_follow_a_real_rotation() {
     assert_eq!(all.matches("*Completed*").count(), 1, "{all}");
     let m = run.scrape();
     assert_eq!(
-        sample(&m, r#"rota_notifications_total{outcome="ok"}"#),
+        sample(
+            &m,
+            r#"rota_notifications_total{cluster="canary-1",outcome="ok"}"#
+        ),
         Some(texts.len() as f64),
         "{m}"
     );

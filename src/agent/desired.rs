@@ -57,6 +57,7 @@ pub fn wave_views(fleet: &Fleet, clusters: &[DesiredCluster]) -> Vec<WaveView> {
 /// Plans every pool of `cluster` at `commit`. `existing` are this cluster's current specs by
 /// pool name (from the NodePoolRotations). A pool whose current spec already runs toward the
 /// pinned version is not asked again: the guard gates starting a version, not finishing it.
+/// Nor is a pool without a spec whose own record says it was adopted on the pin.
 #[allow(clippy::too_many_arguments)]
 pub fn plan_cluster(
     cluster: &DesiredCluster,
@@ -74,8 +75,16 @@ pub fn plan_cluster(
         let previous = existing.get(&pool.name);
         let already =
             previous.is_some_and(|p| p.channel == pool.channel && p.version == pool.version);
+        // A pool met for the first time already running its pin on every node (see
+        // `agent::adopt`): there is nothing to start, so nothing for the guard to hold.
+        let adopted = previous.is_none()
+            && records.iter().any(|r| {
+                r.cluster == cluster.name
+                    && r.pool == pool.name
+                    && r.adopted_at(&pool.channel, &pool.version).is_some()
+            });
         // An ignored pool is left alone entirely, the guard has nothing to hold.
-        let decision = if already || pool.mode == Mode::Ignore {
+        let decision = if already || adopted || pool.mode == Mode::Ignore {
             GuardDecision::Allowed {
                 reason: "already on this version".into(),
             }
@@ -193,7 +202,9 @@ mod tests {
         let new = cluster("m1", "main", "2026.11.2", Mode::Reconcile);
         let prev = NodePoolRotationSpec::from_desired(&old.pools[0], "c0");
         let existing = BTreeMap::from([("general".to_string(), prev.clone())]);
-        let plan = plan_cluster(&new, "c1", true, &waves(), &[], &existing, at(10));
+        // The canary's agent runs (it has a record) but has not completed the version.
+        let running = [PoolRecord::new("c1", "general")];
+        let plan = plan_cluster(&new, "c1", true, &waves(), &running, &existing, at(10));
         let pool = &plan.pools[0];
         let spec = pool.spec.as_ref().unwrap();
         assert_eq!(
@@ -218,6 +229,15 @@ mod tests {
         let free = plan_cluster(&new, "c1", true, &waves(), &records, &existing, at(11));
         assert_eq!(free.pools[0].waiting, None);
         assert_eq!(free.pools[0].spec.as_ref().unwrap().version, "2026.11.2");
+        // No record at all from the canary: its agent never reported, and that is what is
+        // said.
+        let silent = plan_cluster(&new, "c1", true, &waves(), &[], &existing, at(10));
+        assert_eq!(
+            silent.pools[0].waiting.as_deref(),
+            Some(
+                "waiting for wave canary: no rota agent has reported from c1 (is one running there?)"
+            )
+        );
         // Guard off: nothing waits.
         let off = plan_cluster(&new, "c1", false, &waves(), &[], &existing, at(10));
         assert_eq!(off.pools[0].waiting, None);
@@ -232,6 +252,46 @@ mod tests {
         let canary = cluster("c1", "canary", "2026.11.2", Mode::Reconcile);
         let plan = plan_cluster(&canary, "c1", true, &waves(), &[], &BTreeMap::new(), at(10));
         assert!(plan.pools[0].spec.is_some() && plan.pools[0].waiting.is_none());
+    }
+
+    #[test]
+    fn a_new_pool_adopted_on_its_pin_is_created_with_the_guard_on() {
+        let m1 = cluster("m1", "main", "2026.11.2", Mode::Reconcile);
+        let adopted = [PoolRecord::new("m1", "general").adopted("general", "2026.11.2", at(10))];
+        let plan = plan_cluster(
+            &m1,
+            "c1",
+            true,
+            &waves(),
+            &adopted,
+            &BTreeMap::new(),
+            at(10),
+        );
+        assert_eq!(plan.pools[0].waiting, None);
+        assert_eq!(plan.pools[0].spec.as_ref().unwrap().version, "2026.11.2");
+        // An adoption of another version, or of another cluster's pool, does not count.
+        for other in [
+            PoolRecord::new("m1", "general").adopted("general", "2026.11.1", at(10)),
+            PoolRecord::new("m2", "general").adopted("general", "2026.11.2", at(10)),
+        ] {
+            let plan = plan_cluster(
+                &m1,
+                "c1",
+                true,
+                &waves(),
+                &[other],
+                &BTreeMap::new(),
+                at(10),
+            );
+            assert_eq!(plan.pools[0].spec, None);
+        }
+        // Once the pool has a spec, an old adoption does not let it start the version again.
+        let old = cluster("m1", "main", "2026.11.1", Mode::Reconcile);
+        let prev = NodePoolRotationSpec::from_desired(&old.pools[0], "c0");
+        let existing = BTreeMap::from([("general".to_string(), prev)]);
+        let plan = plan_cluster(&m1, "c1", true, &waves(), &adopted, &existing, at(10));
+        assert_eq!(plan.pools[0].spec.as_ref().unwrap().version, "2026.11.1");
+        assert!(plan.pools[0].waiting.is_some());
     }
 
     #[test]

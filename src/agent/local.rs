@@ -1,27 +1,29 @@
 //! A whole GitOps fleet in one process: the simulated clusters and cloud of a fleet repo,
 //! and per cluster a rotation controller and an agent following the repo (each with its own
 //! bare mirror, statuses in git notes pushed back to the repo). What `rota demo` and the
-//! end-to-end tests run; every part is the production code, only the clusters are simulated.
+//! end-to-end tests run; every agent is assembled by [`super::wiring`], exactly as `rota
+//! agent` assembles it, only the clusters and their cloud are simulated.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Agent, AgentConfig, Snapshot};
+use super::wiring::{self, AgentParts};
+use super::{AgentConfig, Snapshot};
+use crate::controller::Config;
 use crate::controller::clock::Clock;
-use crate::controller::{Config, Controller};
-use crate::report::{GitNotesStore, StoreConfig, store_from_config};
+use crate::report::StoreConfig;
 use crate::sim::faults::FaultProfile;
 use crate::sim::scenario::{Scenario, WorkloadProfile};
 use crate::sim::world::Fleet;
-use crate::source::follow::{FollowConfig, follow};
+use crate::source::follow::FollowConfig;
 use crate::source::trust::{TrustPolicy, Verifier};
 use crate::source::webhook::WebhookConfig;
-use crate::source::{Auth, GitSource, SourceConfig};
+use crate::source::{Auth, SourceConfig};
 
 /// How to build the local fleet.
 #[derive(Debug, Clone)]
@@ -56,7 +58,7 @@ pub struct LocalFleet {
     /// Where each agent's webhook receiver listens (with `LocalConfig::webhook`).
     pub webhooks: BTreeMap<String, std::net::SocketAddr>,
     cancel: CancellationToken,
-    _followers: Vec<crate::source::follow::Follower>,
+    _followers: Vec<super::wiring::RunningAgent>,
 }
 
 impl Drop for LocalFleet {
@@ -97,69 +99,50 @@ impl LocalFleet {
                 .ok_or("cluster missing from the sim")?
                 .clone();
             let client = crate::sim::apiserver::client(store);
+            // The CRD is installed as an administrator would have installed it.
             super::install_crd(&client)
                 .await
                 .map_err(|e| e.to_string())?;
             let mut cc = Config::new(env!("CARGO_PKG_VERSION"), &format!("rota-{}", c.name));
             cc.speed = config.speed;
             cc.events = false;
-            let mut controller = Controller::new(client.clone(), Arc::new(sim.cloud.clone()), cc);
-            let notifier = controller.notifier();
-            let stop = cancel.clone();
-            tokio::spawn(async move { controller.run(stop.cancelled_owned()).await });
-
-            let source = Arc::new(
-                GitSource::open(
-                    SourceConfig {
+            let mut ac = AgentConfig::new(&c.name);
+            ac.resync = config.resync;
+            let running = wiring::start(
+                AgentParts {
+                    agent: ac,
+                    controller: cc,
+                    client: client.clone(),
+                    groups: Arc::new(sim.cloud.clone()),
+                    source: SourceConfig {
                         url: config.repo.display().to_string(),
                         branch: config.branch.clone(),
                         auth: Auth::None,
                         depth: None,
                     },
-                    &mirror_dir(&config.state_dir, &c.name),
-                )
-                .map_err(|e| e.to_string())?,
-            );
-            let notes = Arc::new(GitNotesStore::for_source(&source, &c.name));
-            let follower = follow(
-                Arc::clone(&source),
-                FollowConfig {
-                    interval: config.poll,
-                    webhook: config
-                        .webhook
-                        .clone()
-                        .map(|w| (std::net::SocketAddr::from(([127, 0, 0, 1], 0)), w)),
-                    watch_dir: None,
+                    state_dir: config.state_dir.clone(),
+                    follow: FollowConfig {
+                        interval: config.poll,
+                        webhook: config
+                            .webhook
+                            .clone()
+                            .map(|w| (std::net::SocketAddr::from(([127, 0, 0, 1], 0)), w)),
+                        watch_dir: None,
+                    },
+                    verifier: verifier.clone(),
+                    statuses: config.statuses.clone(),
+                    metrics: crate::metrics::Metrics::for_cluster(&c.name),
+                    clock: Some(clock),
                 },
                 cancel.clone(),
             )
             .await
             .map_err(|e| e.to_string())?;
-            if let Some(addr) = follower.webhook_addr {
+            if let Some(addr) = running.webhook_addr() {
                 webhooks.insert(c.name.clone(), addr);
             }
-            let store = match &config.statuses {
-                Some(sc) => store_from_config(sc, Arc::clone(&notes)).map_err(|e| e.to_string())?,
-                None => notes.clone(),
-            };
-            let mut ac = AgentConfig::new(&c.name);
-            ac.resync = config.resync;
-            ac.install_crd = false;
-            let mut agent = Agent::new(
-                ac,
-                source,
-                client.clone(),
-                Arc::clone(&notes),
-                store,
-                verifier.clone(),
-                clock,
-            );
-            // Rollout notices of the fleet repo's `spec.notifications` go out through the
-            // controller of the cluster.
-            agent.set_notifier(notifier);
-            agents.insert(c.name.clone(), agent.subscribe());
-            tokio::spawn(agent.run(follower.state.clone(), cancel.clone()));
-            followers.push(follower);
+            agents.insert(c.name.clone(), running.snapshot.clone());
+            followers.push(running);
             clients.insert(c.name.clone(), client);
         }
         Ok(LocalFleet {
@@ -175,12 +158,8 @@ impl LocalFleet {
 
     /// Fetch now in every agent (after a commit, instead of waiting for the poll).
     pub fn poke(&self) {
-        for f in &self._followers {
-            f.trigger.fire();
+        for a in &self._followers {
+            a.follower.trigger.fire();
         }
     }
-}
-
-fn mirror_dir(state: &Path, cluster: &str) -> PathBuf {
-    state.join(format!("{cluster}.git"))
 }

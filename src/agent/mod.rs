@@ -22,9 +22,11 @@
 //! `pending` are made final ([`superseded`]): `error`, `superseded by <short sha> before it
 //! finished: <what it showed>`, so that no commit stays pending forever.
 
+pub mod adopt;
 pub mod desired;
 pub mod local;
 pub mod progress;
+pub mod wiring;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -63,7 +65,8 @@ pub struct AgentConfig {
     pub subdir: Option<PathBuf>,
     /// Re-plan and re-report this often even without a new commit.
     pub resync: Duration,
-    /// Install (server-side-apply) the NodePoolRotation CRD at start.
+    /// Install (server-side-apply) the NodePoolRotation CRD at start (`--install-crd`);
+    /// otherwise it must be installed already (see `wiring::start`).
     pub install_crd: bool,
 }
 
@@ -74,7 +77,7 @@ impl AgentConfig {
             version: env!("CARGO_PKG_VERSION").into(),
             subdir: None,
             resync: Duration::from_secs(5),
-            install_crd: true,
+            install_crd: false,
         }
     }
 }
@@ -125,6 +128,8 @@ pub struct Agent {
     webhooks: Option<Vec<crate::fleet::model::WebhookSpec>>,
     /// (old, new): the old commit's pending statuses still have to be made final.
     superseding: Option<(Oid, Oid)>,
+    /// The cloud groups, read to adopt pools already on their pins (see [`adopt`]).
+    groups: Option<Arc<dyn crate::cloud::NodeGroups>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +167,14 @@ impl Agent {
             notifier: None,
             webhooks: None,
             superseding: None,
+            groups: None,
         }
+    }
+
+    /// Adopt pools met for the first time already on their pins, reading their groups from
+    /// `groups` (without it, no pool is adopted: every pool goes through the guard).
+    pub fn set_groups(&mut self, groups: Arc<dyn crate::cloud::NodeGroups>) {
+        self.groups = Some(groups);
     }
 
     /// Record commits accepted and refused into `metrics`.
@@ -209,11 +221,6 @@ impl Agent {
 
     /// Runs until `cancel`: a pass on every new commit of `state` and every `resync`.
     pub async fn run(mut self, mut state: watch::Receiver<SourceState>, cancel: CancellationToken) {
-        if self.config.install_crd
-            && let Err(e) = install_crd(&self.client).await
-        {
-            tracing::warn!(error = %e, "installing the NodePoolRotation CRD failed (install it with `rota crd | kubectl apply -f -`)");
-        }
         loop {
             let head = state.borrow_and_update().commit;
             if let Err(e) = self.step(head).await {
@@ -406,7 +413,8 @@ impl Agent {
     /// Apply the commit in force and report.
     async fn sync(&mut self, f: &InForce) -> Result<(), AgentError> {
         let commit = f.commit.to_string();
-        let cluster = &self.config.cluster;
+        // Owned: the pass also changes `self` (adoption records).
+        let cluster = &self.config.cluster.clone();
         let api: Api<NodePoolRotation> = Api::all(self.client.clone());
         let mine = |n: &NodePoolRotation| &n.spec.cluster == cluster;
         let existing: BTreeMap<String, NodePoolRotationSpec> = api
@@ -417,6 +425,7 @@ impl Agent {
             .filter(mine)
             .map(|n| (n.name_any(), n.spec))
             .collect();
+        self.adopt(&f.cluster, &existing).await;
         let records = self.notes.pool_records(&commit).await.unwrap_or_default();
         // Our own records are authoritative in memory (the note may lag one pass).
         let mut all: Vec<PoolRecord> = records
@@ -424,6 +433,20 @@ impl Agent {
             .filter(|r| &r.cluster != cluster)
             .collect();
         all.extend(self.records.values().cloned());
+        // A cluster whose agent has reported before (it has a notes ref) but not yet on this
+        // commit is running, not silent: its pools count as recorded with nothing completed,
+        // so that the guard names them as a rollout to wait for, not as clusters without an
+        // agent (`waves::Wait::NeverReported`).
+        for other in self.notes.reporting_clusters().await.unwrap_or_default() {
+            if all.iter().any(|r| r.cluster == other) {
+                continue;
+            }
+            for p in f.waves.iter().flat_map(|w| &w.pools) {
+                if p.cluster == other {
+                    all.push(PoolRecord::new(&p.cluster, &p.pool));
+                }
+            }
+        }
         let now = self.clock.now();
         let intent =
             desired::plan_cluster(&f.cluster, &commit, f.guard, &f.waves, &all, &existing, now);
@@ -457,12 +480,25 @@ impl Agent {
             .collect();
         let mut records_changed = false;
         for pool in &intent.pools {
+            // Every pool has a record, even one held with no NodePoolRotation yet: the
+            // guards of later waves tell an agent that reports from none (see
+            // `waves::Wait::NeverReported`).
+            let record = self
+                .records
+                .entry(pool.name.clone())
+                .or_insert_with(|| PoolRecord::new(cluster, &pool.name));
             if let Some(npr) = nprs.get(&pool.name) {
-                let record = self
-                    .records
-                    .entry(pool.name.clone())
-                    .or_insert_with(|| PoolRecord::new(cluster, &pool.name));
                 records_changed |= progress::observe_record(record, npr, now);
+                if let (Some(m), Some((channel, version, image))) =
+                    (&self.metrics, progress::runs(npr))
+                {
+                    m.set_pool_info(&pool.name, channel, version, image);
+                }
+            }
+        }
+        if let Some(m) = &self.metrics {
+            for name in &intent.released {
+                m.clear_pool_info(name);
             }
         }
         let mut statuses: Vec<CommitStatus> = intent
@@ -487,6 +523,54 @@ impl Agent {
             snap.reported = Some(commit);
         });
         Ok(())
+    }
+
+    /// Records an adoption for every pool of `cluster` without a NodePoolRotation whose
+    /// nodes already all run its pin ([`adopt::judge`]). A pool that cannot be observed now
+    /// is tried again next pass; until adopted it goes through the guard.
+    async fn adopt(
+        &mut self,
+        cluster: &DesiredCluster,
+        existing: &BTreeMap<String, NodePoolRotationSpec>,
+    ) {
+        let Some(groups) = self.groups.clone() else {
+            return;
+        };
+        for pool in &cluster.pools {
+            let done = self
+                .records
+                .get(&pool.name)
+                .is_some_and(|r| r.adopted_at(&pool.channel, &pool.version).is_some());
+            if done
+                || existing.contains_key(&pool.name)
+                || pool.mode == crate::fleet::resolved::Mode::Ignore
+            {
+                continue;
+            }
+            let verdict = match adopt::observe(&self.client, groups.as_ref(), pool).await {
+                Ok((group, nodes)) => adopt::judge(&group, &nodes, &pool.image),
+                Err(e) => {
+                    tracing::warn!(cluster = %cluster.name, pool = %pool.name, error = %e,
+                        "cannot observe the pool to adopt it; retrying");
+                    continue;
+                }
+            };
+            match verdict {
+                adopt::Verdict::OnPin { nodes } => {
+                    tracing::info!(cluster = %cluster.name, pool = %pool.name, nodes,
+                        version = %format!("{}@{}", pool.channel, pool.version),
+                        "adopted: every node already runs the pinned image");
+                    self.records
+                        .entry(pool.name.clone())
+                        .or_insert_with(|| PoolRecord::new(&cluster.name, &pool.name))
+                        .record_adoption(&pool.channel, &pool.version, self.clock.now());
+                }
+                adopt::Verdict::Not(why) => {
+                    tracing::debug!(cluster = %cluster.name, pool = %pool.name, reason = %why,
+                        "not adopted: the pool goes through the promotion guard");
+                }
+            }
+        }
     }
 
     fn object(&self, name: &str, spec: &NodePoolRotationSpec) -> serde_json::Value {
@@ -542,6 +626,17 @@ pub fn invalid_description(short: &str, diags: &crate::fleet::Diagnostics) -> St
         "commit {short} is invalid: {at}: {}{more}",
         first.message
     ))
+}
+
+/// Whether the NodePoolRotation CRD is served: `Ok(false)` when the API answers 404 for
+/// its resources (a list needs only the agent's own RBAC, not read access to CRDs).
+pub async fn crd_installed(client: &kube::Client) -> Result<bool, kube::Error> {
+    let api: Api<NodePoolRotation> = Api::all(client.clone());
+    match api.list(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Server-side-applies the NodePoolRotation CRD.

@@ -181,6 +181,23 @@ pub fn observe_record(record: &mut PoolRecord, npr: &NodePoolRotation, now: Date
     }
 }
 
+/// The channel, version and image every node of the pool runs, when its NodePoolRotation
+/// shows it (succeeded on its current spec, every node on target); `None` while it rotates.
+pub fn runs(npr: &NodePoolRotation) -> Option<(&str, &str, &str)> {
+    let status = npr.status.as_ref()?;
+    let current = status.observed_generation.is_some()
+        && status.observed_generation == npr.metadata.generation;
+    (current
+        && status.phase == Phase::Succeeded
+        && status.total > 0
+        && status.on_target >= status.total)
+        .then_some((
+            npr.spec.channel.as_str(),
+            npr.spec.version.as_str(),
+            npr.spec.image.as_str(),
+        ))
+}
+
 /// The gate a stop message names: `gate error-rate failed ...` → `error-rate`.
 fn gate_named(text: &str) -> Option<String> {
     let mut words = text.split_whitespace();

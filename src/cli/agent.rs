@@ -2,23 +2,26 @@
 //! Every flag can also be set by an environment variable (`ROTA_*`, shown by `--help`).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::controller::{ControllerArgs, load_config};
-use crate::agent::{Agent, AgentConfig};
-use crate::controller::{Config, Controller};
+use crate::agent::AgentConfig;
+use crate::agent::wiring::{self, AgentParts};
+use crate::controller::Config;
 use crate::fleet::duration::GoDuration;
+use crate::report::StoreConfig;
+use crate::report::gitea::GiteaConfig;
 use crate::report::github::GitHubConfig;
-use crate::report::{GitNotesStore, StoreConfig, store_from_config};
-use crate::source::follow::{FollowConfig, follow};
+use crate::report::gitlab::GitLabConfig;
+use crate::shutdown::wait_for_stop;
+use crate::source::follow::FollowConfig;
 use crate::source::trust::{TrustPolicy, Verifier};
 use crate::source::webhook::WebhookConfig;
-use crate::source::{Auth, GitSource, Secret, SourceConfig};
+use crate::source::{Auth, Secret, SourceConfig};
 
 #[derive(Args, Debug)]
 pub struct AgentArgs {
@@ -58,7 +61,8 @@ pub struct AgentArgs {
     /// known_hosts file the SSH server's key must be listed in.
     #[arg(long, env = "ROTA_KNOWN_HOSTS")]
     pub known_hosts: Option<PathBuf>,
-    /// File holding an HTTPS token (https URLs). Never logged.
+    /// File holding an HTTPS token (https URLs), else the environment variable ROTA_TOKEN.
+    /// Never logged.
     #[arg(long, env = "ROTA_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
     /// User name sent with the token (`x-access-token` for GitHub, `oauth2` for GitLab).
@@ -84,6 +88,11 @@ pub struct AgentArgs {
     /// The version the agent labels its resources with and its controller acts as.
     #[arg(long, env = "ROTA_AGENT_VERSION")]
     pub agent_version: Option<String>,
+    /// Install (server-side-apply) the NodePoolRotation CRD at start; needs RBAC to write
+    /// CustomResourceDefinitions, which the deploy/ manifests do not grant. Without it the
+    /// CRD must be installed already (`rota crd | kubectl apply -f -`).
+    #[arg(long, env = "ROTA_INSTALL_CRD")]
+    pub install_crd: bool,
     /// Identity in the leader Lease (default: host name and process ID).
     #[arg(long, env = "ROTA_IDENTITY")]
     pub identity: Option<String>,
@@ -95,11 +104,42 @@ pub struct AgentArgs {
     pub speed: f64,
     /// Post statuses to this GitHub repository (`owner/repo`) instead of git notes (the
     /// promotion records stay in git notes).
-    #[arg(long, env = "ROTA_GITHUB_REPO", requires = "github_token_file")]
+    #[arg(long, env = "ROTA_GITHUB_REPO", conflicts_with_all = ["gitlab_project", "gitea_repo"])]
     pub github_repo: Option<String>,
-    /// File holding the GitHub token ("Commit statuses: write"). Never logged.
+    /// File holding the GitHub token ("Commit statuses: write"), else the environment
+    /// variable ROTA_GITHUB_TOKEN. Never logged.
     #[arg(long, env = "ROTA_GITHUB_TOKEN_FILE")]
     pub github_token_file: Option<PathBuf>,
+    /// Post statuses to this GitLab project (its numeric ID or path, `acme/platform/fleet`)
+    /// instead of git notes (the promotion records stay in git notes).
+    #[arg(long, env = "ROTA_GITLAB_PROJECT", conflicts_with = "gitea_repo")]
+    pub gitlab_project: Option<String>,
+    /// File holding the GitLab token (`api` scope), else the environment variable
+    /// ROTA_GITLAB_TOKEN. Never logged.
+    #[arg(long, env = "ROTA_GITLAB_TOKEN_FILE")]
+    pub gitlab_token_file: Option<PathBuf>,
+    /// GitLab API base (`https://HOST/api/v4` for a self-managed GitLab).
+    #[arg(
+        long,
+        env = "ROTA_GITLAB_API_URL",
+        default_value = "https://gitlab.com/api/v4"
+    )]
+    pub gitlab_api_url: String,
+    /// Post statuses to this Gitea or Forgejo repository (`owner/repo`) instead of git notes
+    /// (the promotion records stay in git notes); needs --gitea-api-url.
+    #[arg(long, env = "ROTA_GITEA_REPO", requires = "gitea_api_url")]
+    pub gitea_repo: Option<String>,
+    /// Gitea API base (`https://gitea.example.com/api/v1`).
+    #[arg(long, env = "ROTA_GITEA_API_URL")]
+    pub gitea_api_url: Option<String>,
+    /// File holding the Gitea token (`write:repository`), else the environment variable
+    /// ROTA_GITEA_TOKEN. Never logged.
+    #[arg(long, env = "ROTA_GITEA_TOKEN_FILE")]
+    pub gitea_token_file: Option<PathBuf>,
+    /// File holding the passphrase of --ssh-key, else the environment variable
+    /// ROTA_SSH_KEY_PASSPHRASE (neither: the key has none). Never logged.
+    #[arg(long, env = "ROTA_SSH_KEY_PASSPHRASE_FILE", requires = "ssh_key")]
+    pub ssh_key_passphrase_file: Option<PathBuf>,
     /// Logs, metrics and stuck detection.
     #[command(flatten)]
     pub ops: crate::telemetry::OperateArgs,
@@ -129,55 +169,13 @@ pub fn run(args: AgentArgs) -> ExitCode {
 }
 
 async fn start(args: AgentArgs) -> Result<(), String> {
-    let cargs = ControllerArgs {
-        kubeconfig: args
-            .kubeconfig
-            .clone()
-            .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from)),
-        context: args.context.clone(),
-        cloud: args.cloud.clone(),
-        agent_version: args.agent_version.clone(),
-        not_default: false,
-        identity: args.identity.clone(),
-        lease_namespace: args.lease_namespace.clone(),
-        speed: args.speed,
-        ops: args.ops.clone(),
-    };
-    let metrics = super::serve_metrics(&args.ops).await?;
-    let (kcfg, kubeconfig) = load_config(&cargs).await?;
+    let metrics = super::serve_metrics(&args.ops, &args.cluster).await?;
+    let (kcfg, kubeconfig) =
+        crate::kube::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let (groups, cloud) = super::cloud::build(&args.cloud, kubeconfig.as_ref())?;
     let client = kube::Client::try_from(kcfg).map_err(|e| format!("Kubernetes client: {e}"))?;
-    let auth = if let Some(key) = &args.ssh_key {
-        Auth::SshKey {
-            user: None,
-            private_key: key.clone(),
-            public_key: None,
-            passphrase: None,
-            known_hosts: args.known_hosts.clone().unwrap_or_default(),
-        }
-    } else if let Some(f) = &args.token_file {
-        Auth::HttpsToken {
-            username: args.token_user.clone(),
-            token: Secret::from_file(f).map_err(|e| e.to_string())?,
-        }
-    } else {
-        Auth::None
-    };
-    std::fs::create_dir_all(&args.state_dir)
-        .map_err(|e| format!("{}: {e}", args.state_dir.display()))?;
-    let mirror = args.state_dir.join(format!("fleet-{}.git", args.cluster));
-    let source = Arc::new(
-        GitSource::open(
-            SourceConfig {
-                url: args.repo.clone(),
-                branch: args.branch.clone(),
-                auth,
-                depth: args.depth,
-            },
-            &mirror,
-        )
-        .map_err(|e| e.to_string())?,
-    );
+    let env = |var: &str| std::env::var(var).ok();
+    let auth = fetch_auth(&args, &env)?;
     let policy = TrustPolicy {
         ssh_allowed_signers: args.allowed_signers.clone(),
         gpg_keyring: args.gpg_keyring.clone(),
@@ -205,119 +203,160 @@ async fn start(args: AgentArgs) -> Result<(), String> {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "rota".into());
         format!("{host}-{}", std::process::id())
     });
+    let mut cc = Config::new(&version, &identity);
+    cc.lease_namespace = args.lease_namespace.clone();
+    cc.speed = args.speed;
+    cc.stuck_after = args.ops.stuck_after.as_duration();
+    let mut ac = AgentConfig::new(&args.cluster);
+    ac.version = version.clone();
+    ac.subdir = args.subdir.clone();
+    ac.resync = args.resync.as_duration();
+    ac.install_crd = args.install_crd;
+    let statuses = status_store(&args, &env)?;
     let cancel = CancellationToken::new();
-    let follower = follow(
-        Arc::clone(&source),
-        FollowConfig {
-            interval: args.poll.as_duration(),
-            webhook,
-            watch_dir: args.watch.clone(),
+    let running = wiring::start(
+        AgentParts {
+            agent: ac,
+            controller: cc,
+            client,
+            groups,
+            source: SourceConfig {
+                url: args.repo.clone(),
+                branch: args.branch.clone(),
+                auth,
+                depth: args.depth,
+            },
+            state_dir: args.state_dir.clone(),
+            follow: FollowConfig {
+                interval: args.poll.as_duration(),
+                webhook,
+                watch_dir: args.watch.clone(),
+            },
+            verifier,
+            statuses,
+            metrics,
+            clock: None,
         },
         cancel.clone(),
     )
     .await
     .map_err(|e| e.to_string())?;
-    let mut cc = Config::new(&version, &identity);
-    cc.lease_namespace = args.lease_namespace.clone();
-    cc.speed = args.speed;
-    cc.stuck_after = args.ops.stuck_after.as_duration();
-    let mut controller = Controller::with_metrics(client.clone(), groups, cc, metrics.clone());
-    tokio::spawn(record_fetches(follower.state.clone(), metrics.clone()));
-    let clock = controller.clock();
-    let notes = Arc::new(GitNotesStore::for_source(&source, &args.cluster));
-    let mut ac = AgentConfig::new(&args.cluster);
-    ac.version = version.clone();
-    ac.subdir = args.subdir.clone();
-    ac.resync = args.resync.as_duration();
-    let store = match (&args.github_repo, &args.github_token_file) {
-        (Some(full), Some(token)) => {
-            let (owner, repo) = full
-                .split_once('/')
-                .ok_or_else(|| format!("--github-repo must be owner/repo, got {full:?}"))?;
-            let mut gh = GitHubConfig::new(
-                owner,
-                repo,
-                Secret::from_file(token).map_err(|e| e.to_string())?,
-            );
-            gh.api_url = args.github_api_url.clone();
-            store_from_config(&StoreConfig::GitHub(gh), Arc::clone(&notes))
-                .map_err(|e| e.to_string())?
-        }
-        _ => Arc::clone(&notes) as Arc<dyn crate::report::StatusStore>,
-    };
-    let store = Arc::new(crate::report::metered::MeteredStore::new(
-        store,
-        metrics.clone(),
-    ));
-    let mut agent = Agent::new(
-        ac,
-        source,
-        client,
-        Arc::clone(&notes),
-        store,
-        verifier,
-        clock,
-    );
-    agent.set_metrics(metrics.clone());
-    agent.set_notifier(controller.notifier());
     eprintln!(
         "rota agent: cluster {}, repo {} (branch {}), version {version}, identity {identity}, cloud {cloud}{}",
         args.cluster,
         crate::source::redact_url(&args.repo),
         args.branch,
-        follower
-            .webhook_addr
+        running
+            .webhook_addr()
             .map(|a| format!(", webhooks on {a}"))
             .unwrap_or_default(),
     );
-    let agent_task = tokio::spawn(agent.run(follower.state.clone(), cancel.clone()));
-    let stop = cancel.clone();
-    let ctl = tokio::spawn(async move { controller.run(stop.cancelled_owned()).await });
     wait_for_stop().await;
     cancel.cancel();
-    let _ = agent_task.await;
-    let _ = ctl.await;
-    drop(follower);
+    running.join().await;
     Ok(())
 }
 
-/// `rota_git_fetches_total{outcome}` and the last good fetch, from the poll loop's state.
-async fn record_fetches(
-    mut state: tokio::sync::watch::Receiver<crate::source::poll::SourceState>,
-    metrics: crate::metrics::Metrics,
-) {
-    let mut seen = 0;
-    loop {
-        {
-            let s = state.borrow_and_update();
-            if s.fetches > seen {
-                seen = s.fetches;
-                let outcome = if s.last_error.is_none() {
-                    crate::metrics::Outcome::Ok
-                } else {
-                    crate::metrics::Outcome::Error
-                };
-                metrics.record_git_fetch(outcome, chrono::Utc::now());
-            }
-        }
-        if state.changed().await.is_err() {
-            return;
-        }
+/// A secret from `file` when given, else from the environment variable `var` (looked up
+/// through `env`), else `None`. An empty one is an error naming where it came from.
+fn secret_from(
+    file: Option<&Path>,
+    var: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Secret>, String> {
+    if let Some(f) = file {
+        return Secret::from_file(f).map(Some).map_err(|e| e.to_string());
+    }
+    match env(var) {
+        Some(v) if v.is_empty() => Err(format!("the environment variable {var} is empty")),
+        Some(v) => Ok(Some(Secret::new(v))),
+        None => Ok(None),
     }
 }
 
-/// Ctrl-C or SIGTERM.
-async fn wait_for_stop() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
+/// How to fetch the fleet repo: an SSH key (and its passphrase, from
+/// --ssh-key-passphrase-file or ROTA_SSH_KEY_PASSPHRASE), an HTTPS token (--token-file or
+/// ROTA_TOKEN), or nothing.
+pub fn fetch_auth(args: &AgentArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Auth, String> {
+    if let Some(key) = &args.ssh_key {
+        return Ok(Auth::SshKey {
+            user: None,
+            private_key: key.clone(),
+            public_key: None,
+            passphrase: secret_from(
+                args.ssh_key_passphrase_file.as_deref(),
+                "ROTA_SSH_KEY_PASSPHRASE",
+                env,
+            )?,
+            known_hosts: args.known_hosts.clone().unwrap_or_default(),
+        });
     }
-    let _ = tokio::signal::ctrl_c().await;
+    Ok(
+        match secret_from(args.token_file.as_deref(), "ROTA_TOKEN", env)? {
+            Some(token) => Auth::HttpsToken {
+                username: args.token_user.clone(),
+                token,
+            },
+            None => Auth::None,
+        },
+    )
+}
+
+/// Where statuses go: GitHub (--github-repo), GitLab (--gitlab-project) or Gitea
+/// (--gitea-repo), each with its token from a file or the environment; `None`: git notes.
+pub fn status_store(
+    args: &AgentArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<StoreConfig>, String> {
+    let token = |file: &Option<PathBuf>, var: &str, flag: &str| {
+        secret_from(file.as_deref(), var, env)?.ok_or_else(|| {
+            format!(
+                "{flag} needs a token: {flag}-token-file FILE or the environment variable {var}"
+            )
+        })
+    };
+    let owner_repo = |flag: &str, full: &str| -> Result<(String, String), String> {
+        match full.split_once('/') {
+            Some((o, r)) if !o.is_empty() && !r.is_empty() && !r.contains('/') => {
+                Ok((o.to_string(), r.to_string()))
+            }
+            _ => Err(format!("{flag} must be owner/repo, got {full:?}")),
+        }
+    };
+    if let Some(full) = &args.github_repo {
+        let (owner, repo) = owner_repo("--github-repo", full)?;
+        let mut gh = GitHubConfig::new(
+            &owner,
+            &repo,
+            token(&args.github_token_file, "ROTA_GITHUB_TOKEN", "--github")?,
+        );
+        gh.api_url = args.github_api_url.clone();
+        return Ok(Some(StoreConfig::GitHub(gh)));
+    }
+    if let Some(project) = &args.gitlab_project {
+        if project.is_empty() {
+            return Err("--gitlab-project must not be empty".into());
+        }
+        return Ok(Some(StoreConfig::GitLab(GitLabConfig {
+            api_url: args.gitlab_api_url.clone(),
+            project: project.clone(),
+            token: token(&args.gitlab_token_file, "ROTA_GITLAB_TOKEN", "--gitlab")?,
+            requests_per_second: 1.0,
+        })));
+    }
+    if let Some(full) = &args.gitea_repo {
+        let (owner, repo) = owner_repo("--gitea-repo", full)?;
+        let api_url = args
+            .gitea_api_url
+            .clone()
+            .ok_or("--gitea-repo needs --gitea-api-url")?;
+        return Ok(Some(StoreConfig::Gitea(GiteaConfig {
+            api_url,
+            owner,
+            repo,
+            token: token(&args.gitea_token_file, "ROTA_GITEA_TOKEN", "--gitea")?,
+            requests_per_second: 1.0,
+        })));
+    }
+    Ok(None)
 }

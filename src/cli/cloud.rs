@@ -14,7 +14,6 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use kube::config::Kubeconfig;
 
-use super::controller::{SIM_CLOUD_EXTENSION, sim_cloud_endpoint};
 use crate::cloud::aws::AwsNodeGroups;
 use crate::cloud::azure::{AzureNodeGroups, AzureOptions};
 use crate::cloud::gcp::{GcpNodeGroups, GcpOptions};
@@ -22,6 +21,7 @@ use crate::cloud::http::HttpNodeGroups;
 use crate::cloud::registry::Providers;
 use crate::cloud::retry::RetryPolicy;
 use crate::cloud::{Cloud, NodeGroups};
+use crate::kube::kubeconfig::{SIM_CLOUD_EXTENSION, sim_cloud_endpoint};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CloudKind {

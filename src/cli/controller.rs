@@ -6,16 +6,12 @@
 //! (cluster extension `rota.dev/sim-cloud`) or `--cloud-endpoint`, or the real AWS, GCP and
 //! Azure providers.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::controller::{Config, Controller};
-
-/// Kubeconfig cluster extension naming the simulated cloud's endpoint.
-pub const SIM_CLOUD_EXTENSION: &str = "rota.dev/sim-cloud";
 
 #[derive(Args, Debug)]
 pub struct ControllerArgs {
@@ -54,14 +50,19 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         Err(code) => return code,
     };
     rt.block_on(async move {
-        let metrics = match super::serve_metrics(&args.ops).await {
+        let metrics = match super::serve_metrics(&args.ops, "").await {
             Ok(m) => m,
             Err(e) => {
                 eprintln!("rota: {e}");
                 return ExitCode::from(2);
             }
         };
-        let (config, kubeconfig) = match load_config(&args).await {
+        let (config, kubeconfig) = match crate::kube::kubeconfig::load(
+            args.kubeconfig.as_deref(),
+            args.context.as_deref(),
+        )
+        .await
+        {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("rota: {e}");
@@ -102,119 +103,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
             crate::kube::ownership::lease_name(&version),
         );
         let mut controller = Controller::with_metrics(client, groups, cfg, metrics);
-        controller.run(wait_for_stop()).await;
+        controller.run(crate::shutdown::wait_for_stop()).await;
         ExitCode::SUCCESS
     })
-}
-
-pub type Loaded = (kube::Config, Option<(Kubeconfig, Option<String>)>);
-
-pub async fn load_config(args: &ControllerArgs) -> Result<Loaded, String> {
-    let path = args
-        .kubeconfig
-        .clone()
-        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
-    let Some(path) = path else {
-        let c = kube::Config::infer()
-            .await
-            .map_err(|e| format!("no Kubernetes configuration: {e}"))?;
-        return Ok((c, None));
-    };
-    let k = read(&path)?;
-    let opts = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let c = kube::Config::from_custom_kubeconfig(k.clone(), &opts)
-        .await
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((c, Some((k, args.context.clone()))))
-}
-
-fn read(path: &Path) -> Result<Kubeconfig, String> {
-    Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// The simulated cloud's endpoint named in the kubeconfig, for `context` (or the current
-/// context).
-pub fn sim_cloud_endpoint(k: &Kubeconfig, context: Option<&str>) -> Option<String> {
-    let ctx = context
-        .map(String::from)
-        .or_else(|| k.current_context.clone())?;
-    let cluster = k
-        .contexts
-        .iter()
-        .find(|c| c.name == ctx)?
-        .context
-        .as_ref()?
-        .cluster
-        .clone();
-    let cluster = k
-        .clusters
-        .iter()
-        .find(|c| c.name == cluster)?
-        .cluster
-        .as_ref()?;
-    cluster
-        .extensions
-        .iter()
-        .flatten()
-        .find(|e| e.name == SIM_CLOUD_EXTENSION)?
-        .extension
-        .get("url")?
-        .as_str()
-        .map(String::from)
-}
-
-/// Ctrl-C or SIGTERM.
-async fn wait_for_stop() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sim_cloud_endpoint_is_read_from_the_contexts_cluster() {
-        let k = Kubeconfig::from_yaml(
-            r#"
-apiVersion: v1
-kind: Config
-current-context: a
-clusters:
-- name: a
-  cluster:
-    server: http://127.0.0.1:1
-    extensions:
-    - name: rota.dev/sim-cloud
-      extension: {url: "http://127.0.0.1:9"}
-- name: b
-  cluster: {server: "http://127.0.0.1:2"}
-contexts:
-- {name: a, context: {cluster: a, user: a}}
-- {name: b, context: {cluster: b, user: b}}
-users:
-- {name: a, user: {token: t}}
-- {name: b, user: {token: t}}
-"#,
-        )
-        .unwrap();
-        assert_eq!(
-            sim_cloud_endpoint(&k, None).as_deref(),
-            Some("http://127.0.0.1:9")
-        );
-        assert_eq!(sim_cloud_endpoint(&k, Some("b")), None);
-    }
 }

@@ -100,13 +100,15 @@ fn long_running(
     })
 }
 
-/// The process's metrics, served on `--metrics-addr` (`/metrics`, `/healthz`, `/readyz`).
+/// The process's metrics, served on `--metrics-addr` (`/metrics`, `/healthz`, `/readyz`),
+/// labelled with `cluster` (`""` for a process that serves no one cluster).
 /// The bound address is logged (`serving metrics`, field `addr`): with port 0 that is how a
 /// caller learns the port.
 async fn serve_metrics(
     ops: &crate::telemetry::OperateArgs,
+    cluster: &str,
 ) -> Result<crate::metrics::Metrics, String> {
-    let metrics = crate::metrics::Metrics::new();
+    let metrics = crate::metrics::Metrics::for_cluster(cluster);
     let addr = metrics
         .spawn_server(ops.metrics_addr)
         .await

@@ -14,9 +14,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::agent::desired::wave_views;
-use crate::report::GitNotesStore;
-use crate::waves::{GuardDecision, Promotion, promotion_guard};
+use crate::waves::GuardDecision;
+use crate::waves::promotion::{PinCheck, Query, checks_at, describe};
 
 #[derive(Args, Debug)]
 pub struct PromoteArgs {
@@ -47,181 +46,22 @@ pub struct PromoteArgs {
     pub dry_run: bool,
 }
 
-/// One pin change a wave asks for, and the guard's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PinCheck {
-    pub wave: String,
-    pub channel: String,
-    pub from: Option<String>,
-    pub to: String,
-    pub decision: GuardDecision,
-    /// The records the decision rests on: each earlier-wave pool's completion of the
-    /// version and each earlier wave's soak.
-    pub evidence: Vec<String>,
-}
-
-/// `✓ wave main: general 2026.11.1 → 2026.11.2: allowed (...)` or `… wave ...: waiting ...`.
-pub fn describe(c: &PinCheck) -> String {
-    let from = c.from.as_deref().unwrap_or("(unpinned)");
-    match &c.decision {
-        GuardDecision::Allowed { reason } => format!(
-            "✓ wave {}: {} {from} → {}: allowed ({reason})",
-            c.wave, c.channel, c.to
-        ),
-        GuardDecision::Waiting(w) => format!(
-            "… wave {}: {} {from} → {}: {}",
-            c.wave,
-            c.channel,
-            c.to,
-            w.describe(&c.channel, &c.to)
-        ),
-    }
-}
-
-/// What the guard's answer rests on, for wave index `k` taking `channel@version`.
-fn evidence(
-    views: &[crate::waves::WaveView],
-    k: usize,
-    channel: &str,
-    version: &str,
-    records: &[crate::waves::PoolRecord],
-) -> Vec<String> {
-    let mut out = Vec::new();
-    for w in views.iter().take(k) {
-        let mut newest = None;
-        for p in w.pools.iter().filter(|p| p.channel == channel) {
-            let at = records
-                .iter()
-                .rev()
-                .find(|r| r.cluster == p.cluster && r.pool == p.pool)
-                .and_then(|r| r.latest_completion(channel, version));
-            match at {
-                Some(at) => {
-                    newest = newest.max(Some(at));
-                    out.push(format!(
-                        "{}/{} (wave {}) completed {channel}@{version} at {}",
-                        p.cluster,
-                        p.pool,
-                        w.name,
-                        at.format("%Y-%m-%dT%H:%M:%SZ")
-                    ));
-                }
-                None => out.push(format!(
-                    "{}/{} (wave {}) has no completion of {channel}@{version}",
-                    p.cluster, p.pool, w.name
-                )),
-            }
-        }
-        if let Some(at) = newest {
-            let soak = chrono::Duration::from_std(w.soak).unwrap_or_default();
-            out.push(format!(
-                "wave {} soaked {} from its newest completion (until {})",
-                w.name,
-                crate::fleet::duration::GoDuration::from_secs(w.soak.as_secs()),
-                (at + soak).format("%Y-%m-%dT%H:%M:%SZ")
-            ));
+impl PromoteArgs {
+    /// What to check, for [`crate::waves::promotion::checks_at`].
+    pub fn query(&self) -> Query {
+        Query {
+            repo: self.repo.clone(),
+            rev: self.rev.clone(),
+            base: self.base.clone(),
+            check: self.check,
+            wave: self.wave.clone(),
+            subdir: self.subdir.clone(),
         }
     }
-    out
 }
 
 pub async fn checks(args: &PromoteArgs) -> Result<Vec<PinCheck>, String> {
-    checks_at(args, chrono::Utc::now()).await
-}
-
-/// [`checks`] as of `now`.
-pub async fn checks_at(
-    args: &PromoteArgs,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<Vec<PinCheck>, String> {
-    let at = |rev: &str| {
-        crate::fleet::load_git_at(&args.repo, rev, args.subdir.as_deref())
-            .map_err(|d| d.to_string())
-    };
-    let target = at(&args.rev)?;
-    let base = if args.check {
-        at(&args.base)?
-    } else {
-        target.clone()
-    };
-    let clusters = target.resolve_all().map_err(|e| e.to_string())?;
-    let views = wave_views(&target, &clusters);
-    // Records live on the commits the agents acted on: for a PR, its base; when the
-    // promotion is already in force, the commit itself. Both are read, the newer (rev) last,
-    // so that it wins for a pool recorded on both (records are cumulative).
-    let store = GitNotesStore::new(&args.repo, None, None);
-    let mut records = Vec::new();
-    for f in [&base, &target] {
-        let commit = f.commit().unwrap_or_default().to_string();
-        records.extend(
-            store
-                .pool_records(&commit)
-                .await
-                .map_err(|e| e.to_string())?,
-        );
-    }
-    let mut out = Vec::new();
-    let waves = target.waves();
-    for (k, w) in waves.iter().enumerate() {
-        if args.wave.as_deref().is_some_and(|n| n != w.name) {
-            continue;
-        }
-        let wanted: Vec<(String, Option<String>, String)> = if args.check {
-            let before = base.waves().iter().find(|b| b.name == w.name);
-            w.images
-                .iter()
-                .filter(|(c, v)| before.and_then(|b| b.images.get(*c)) != Some(*v))
-                .map(|(c, v)| {
-                    (
-                        c.clone(),
-                        before.and_then(|b| b.images.get(c)).cloned(),
-                        v.clone(),
-                    )
-                })
-                .collect()
-        } else {
-            if k == 0 {
-                return Err(format!(
-                    "wave {} is the first wave: nothing to promote from",
-                    w.name
-                ));
-            }
-            waves[k - 1]
-                .images
-                .iter()
-                .filter(|(c, v)| w.images.get(*c) != Some(*v))
-                .map(|(c, v)| (c.clone(), w.images.get(c).cloned(), v.clone()))
-                .collect()
-        };
-        for (channel, from, to) in wanted {
-            let evidence = evidence(&views, k, &channel, &to, &records);
-            let decision = promotion_guard(
-                target.promotion_guard(),
-                &views,
-                Promotion {
-                    wave: &w.name,
-                    channel: &channel,
-                    version: &to,
-                },
-                &records,
-                now,
-            );
-            out.push(PinCheck {
-                wave: w.name.clone(),
-                channel,
-                from,
-                to,
-                decision,
-                evidence,
-            });
-        }
-    }
-    if let Some(name) = &args.wave
-        && !waves.iter().any(|w| &w.name == name)
-    {
-        return Err(format!("no wave named {name} in the fleet"));
-    }
-    Ok(out)
+    checks_at(&args.query(), chrono::Utc::now()).await
 }
 
 pub fn run(args: PromoteArgs) -> ExitCode {

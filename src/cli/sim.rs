@@ -146,7 +146,7 @@ fn serve(args: ServeArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        if let Err(e) = write_kubeconfig(&args.kubeconfig, &contexts, &cloud.url) {
+        if let Err(e) = kubeconfig::write_with_cloud(&args.kubeconfig, &contexts, &cloud.url) {
             eprintln!("rota: cannot write {}: {e}", args.kubeconfig.display());
             return ExitCode::from(2);
         }
@@ -160,47 +160,10 @@ fn serve(args: ServeArgs) -> ExitCode {
             args.speed,
             args.seed,
         );
-        wait_for_stop().await;
+        crate::shutdown::wait_for_stop().await;
         drop(servers);
         drop(cloud);
         drop(fleet);
         ExitCode::SUCCESS
     })
-}
-
-/// The kubeconfig of `sim::kubeconfig`, with the simulated cloud's endpoint as the cluster
-/// extension `rota controller --cloud sim` reads (kubectl ignores extensions).
-pub(crate) fn write_kubeconfig(
-    path: &std::path::Path,
-    contexts: &[(String, String)],
-    cloud: &str,
-) -> std::io::Result<()> {
-    kubeconfig::write(path, contexts)?;
-    let mut doc: serde_json::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(path)?).map_err(std::io::Error::other)?;
-    for c in doc["clusters"].as_array_mut().into_iter().flatten() {
-        c["cluster"]["extensions"] = serde_json::json!([
-            {"name": super::controller::SIM_CLOUD_EXTENSION, "extension": {"url": cloud}}
-        ]);
-    }
-    std::fs::write(
-        path,
-        serde_yaml::to_string(&doc).map_err(std::io::Error::other)?,
-    )
-}
-
-/// Ctrl-C or SIGTERM.
-pub(crate) async fn wait_for_stop() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

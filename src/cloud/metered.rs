@@ -151,10 +151,10 @@ mod tests {
         g.set_capacity(&group, 2, Some(3)).await.unwrap();
         let text = metrics.render();
         for line in [
-            r#"rota_cloud_calls_total{call="describe",outcome="throttled",provider="aws"} 1"#,
-            r#"rota_cloud_calls_total{call="describe",outcome="ok",provider="aws"} 1"#,
-            r#"rota_cloud_calls_total{call="set_capacity",outcome="ok",provider="aws"} 1"#,
-            r#"rota_cloud_call_duration_seconds_count{call="describe",provider="aws"} 2"#,
+            r#"rota_cloud_calls_total{call="describe",cluster="",outcome="throttled",provider="aws"} 1"#,
+            r#"rota_cloud_calls_total{call="describe",cluster="",outcome="ok",provider="aws"} 1"#,
+            r#"rota_cloud_calls_total{call="set_capacity",cluster="",outcome="ok",provider="aws"} 1"#,
+            r#"rota_cloud_call_duration_seconds_count{call="describe",cluster="",provider="aws"} 2"#,
         ] {
             assert!(text.contains(line), "{line} not in\n{text}");
         }

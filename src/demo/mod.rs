@@ -6,7 +6,8 @@
 //! controller and an agent following the origin, statuses in git notes), and the story is
 //! played with the `git` command, as people would:
 //!
-//! 1. every wave starts on `general 2026.11.1`;
+//! 1. every wave starts on `general 2026.11.1`, already running on every node: the agents
+//!    adopt each pool on its pins, with the promotion guard on;
 //! 2. (a) a commit bumps the canary wave to `2026.11.2`: its pools roll, batch by batch;
 //! 3. (b) a branch moving wave `early`'s pin is merged (a merge commit) right away: the
 //!    promotion guard holds the wave until the canary has soaked (2h), then it rolls;
@@ -141,8 +142,6 @@ const EARLY_V1: &str = r#"images: {general: "2026.11.1", gpu: "2026.10.3"}
       soak: 24h"#;
 const EARLY_V2: &str = r#"images: {general: "2026.11.2", gpu: "2026.10.3"}
       soak: 24h"#;
-const GUARD_ON: &str = "promotion:\n    guard: true";
-const GUARD_OFF: &str = "promotion:\n    guard: false";
 const PROMETHEUS: &str = "http://prometheus.monitoring:9090";
 /// The new version (c) adds to the `general` channel, before the `gpu` channel.
 const GPU_CHANNEL: &str = "    gpu:\n      description:";
@@ -243,12 +242,7 @@ impl<'a> Story<'a> {
             // on 2026.11.1, so that the story can move them.
             r.edit("fleet.yaml", CANARY_V2, CANARY_V1)?;
             r.edit("fleet.yaml", EARLY_V2, EARLY_V1)?;
-            r.edit("fleet.yaml", GUARD_ON, GUARD_OFF)?;
-            let initial = r.commit(
-                "fleet: acme, every wave on general 2026.11.1 (adopted with the promotion guard off)\n\n\
-                 The agents have no completion records yet: with the guard on, pools of later\n\
-                 waves would wait for the canary to complete versions it is past (gpu 2026.10.3).",
-            )?;
+            let initial = r.commit("fleet: acme, every wave on general 2026.11.1")?;
             let path = "gates/prometheus.yaml";
             let text = r.read(path)?;
             std::fs::write(r.work.join(path), text.replace(PROMETHEUS, &url))
@@ -320,7 +314,7 @@ impl<'a> Story<'a> {
                 .await
                 .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
             let kc = dir.join("kubeconfig");
-            crate::cli::sim::write_kubeconfig(&kc, &contexts, &cloud.url)
+            crate::sim::kubeconfig::write_with_cloud(&kc, &contexts, &cloud.url)
                 .map_err(|e| format!("demo: cannot write {}: {e}", kc.display()))?;
             let _ = writeln!(
                 out,
@@ -368,30 +362,28 @@ impl<'a> Story<'a> {
     }
 
     async fn chapters(&mut self, head: &str) -> Result<Outcome, String> {
-        self.say("every cluster takes the fleet repo's head: each pool on its wave's pins");
+        self.say("adoption: every agent starts on a fleet already running, the promotion guard on");
         let all: Vec<String> = self.order.iter().map(|(c, _)| c.clone()).collect();
         let canary = self.clusters_of("canary");
         let early = self.clusters_of("early");
-        self.wait("every cluster reports its pools", |s, v| {
+        self.wait("every pool is adopted on its wave's pins", |s, v| {
             s.all_on(v, &all, head, |st| st == State::Success)
         })
         .await?;
-        self.say("every pool adopted and recorded on its version: the promotion guard goes on");
-        let r = self.repo.clone();
-        let guard_on = blocking(move || {
-            r.edit("fleet.yaml", GUARD_OFF, GUARD_ON)?;
-            let c = r.commit("fleet: promotion guard on")?;
-            r.push()?;
-            Ok(c)
-        })
-        .await?;
-        self.note(&format!("{} fleet: promotion guard on", &guard_on[..7]));
-        self.commits.insert("guard-on".into(), guard_on.clone());
-        self.fleet.poke();
-        self.wait("every cluster takes the guard", |s, v| {
-            s.all_on(v, &all, &guard_on, |st| st == State::Success)
-        })
-        .await?;
+        // The evidence the guards of later waves read: a record of kind `adopted` per pool
+        // (wave early pins gpu 2026.10.3, which the canary is past: without adoption its gpu
+        // pools would wait for the canary forever).
+        let adopted = self.adopted(head).await?;
+        self.note(&format!(
+            "{} pools adopted (records of kind `adopted` in refs/notes/rota/<cluster>), e.g. {}",
+            adopted.len(),
+            adopted
+                .iter()
+                .find(|a| a.contains("gpu@2026.10.3"))
+                .or(adopted.first())
+                .cloned()
+                .unwrap_or_default()
+        ));
 
         // (a) bump the canary wave.
         self.say("(a) PR merged: the canary wave takes general 2026.11.2");
@@ -590,20 +582,54 @@ impl<'a> Story<'a> {
             .collect()
     }
 
+    /// `cluster/pool channel@version` of every pool recorded as adopted on `commit`; an error
+    /// unless every pool of the fleet is (the story starts on a fleet already on its pins).
+    async fn adopted(&self, commit: &str) -> Result<Vec<String>, String> {
+        let store = GitNotesStore::new(&self.repo.origin, None, None);
+        let records = store
+            .pool_records(commit)
+            .await
+            .map_err(|e| format!("demo: reading the records on {commit}: {e}"))?;
+        let mut out = Vec::new();
+        let mut not = Vec::new();
+        for r in &records {
+            match r
+                .completions
+                .iter()
+                .find(|c| c.kind == crate::waves::CompletionKind::Adopted)
+            {
+                Some(c) => out.push(format!(
+                    "{}/{} {}@{}",
+                    r.cluster, r.pool, c.channel, c.version
+                )),
+                None => not.push(format!("{}/{}", r.cluster, r.pool)),
+            }
+        }
+        if !not.is_empty() || out.is_empty() {
+            return Err(format!(
+                "demo: pools not adopted on their pins: [{}] (of {} records)",
+                not.join(", "),
+                records.len()
+            ));
+        }
+        Ok(out)
+    }
+
     /// What `rota promote --check` says about the merged promotion, as of the fleet's clock.
     async fn guard(&self, base: &str, merge: &str) -> Result<Vec<String>, String> {
-        let args = crate::cli::promote::PromoteArgs {
+        let query = crate::waves::promotion::Query {
             wave: Some("early".into()),
             repo: self.repo.origin.clone(),
             rev: merge.into(),
             check: true,
             base: base.into(),
             subdir: None,
-            branch: None,
-            dry_run: false,
         };
-        let checks = crate::cli::promote::checks_at(&args, self.fleet.clock.now()).await?;
-        Ok(checks.iter().map(crate::cli::promote::describe).collect())
+        let checks = crate::waves::promotion::checks_at(&query, self.fleet.clock.now()).await?;
+        Ok(checks
+            .iter()
+            .map(crate::waves::promotion::describe)
+            .collect())
     }
 
     fn views(&self) -> Vec<ClusterView> {
@@ -772,6 +798,6 @@ impl<'a> Story<'a> {
             self.repo.origin.display()
         );
         let _ = self.out.flush();
-        crate::cli::sim::wait_for_stop().await;
+        crate::shutdown::wait_for_stop().await;
     }
 }

@@ -507,7 +507,7 @@ mod tests {
         assert!(
             metrics
                 .render()
-                .contains(r#"rota_notifications_total{outcome="ok"} 2"#)
+                .contains(r#"rota_notifications_total{cluster="",outcome="ok"} 2"#)
         );
     }
 

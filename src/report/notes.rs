@@ -144,6 +144,19 @@ impl GitNotesStore {
         blocking(move || inner.read_all(&commit)).await
     }
 
+    /// The clusters that have a notes ref here: their agents have reported at least once (on
+    /// some commit).
+    pub async fn reporting_clusters(
+        &self,
+    ) -> Result<std::collections::BTreeSet<String>, ReportError> {
+        let inner = Arc::clone(&self.inner);
+        blocking(move || {
+            let repo = inner.open()?;
+            Ok(inner.refs_by_cluster(&repo)?.into_keys().collect())
+        })
+        .await
+    }
+
     /// Records this cluster's pool records on `commit` (written only on change).
     pub async fn set_pool_records(
         &self,

@@ -30,13 +30,36 @@ pub fn render(clusters: &[(String, String)]) -> String {
 
 /// Writes the kubeconfig to `path` (mode 0600, as kubectl does for files with credentials).
 pub fn write(path: &Path, clusters: &[(String, String)]) -> std::io::Result<()> {
-    std::fs::write(path, render(clusters))?;
+    write_text(path, &render(clusters))
+}
+
+fn write_text(path: &Path, text: &str) -> std::io::Result<()> {
+    std::fs::write(path, text)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     }
     Ok(())
+}
+
+/// [`write`], with the simulated cloud's endpoint `cloud` as the cluster extension
+/// `rota controller --cloud sim` reads (kubectl ignores extensions).
+pub fn write_with_cloud(
+    path: &Path,
+    clusters: &[(String, String)],
+    cloud: &str,
+) -> std::io::Result<()> {
+    let mut doc: Value = serde_yaml::from_str(&render(clusters)).map_err(std::io::Error::other)?;
+    for c in doc["clusters"].as_array_mut().into_iter().flatten() {
+        c["cluster"]["extensions"] = json!([
+            {"name": crate::kube::kubeconfig::SIM_CLOUD_EXTENSION, "extension": {"url": cloud}}
+        ]);
+    }
+    write_text(
+        path,
+        &serde_yaml::to_string(&doc).map_err(std::io::Error::other)?,
+    )
 }
 
 #[cfg(test)]

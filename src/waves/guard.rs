@@ -1,7 +1,8 @@
 //! The promotion guard (contract: "Waves and the promotion guard"). With `promotion.guard:
 //! true`, a pool in wave k starts rotating to version v of channel c only when
 //!
-//! 1. every pool on channel c in every earlier wave has a recorded completion of v,
+//! 1. every pool on channel c in every earlier wave has a recorded completion of v (a
+//!    rotation to v, or an adoption: the pool already ran v when its agent first met it),
 //! 2. the newest of those completions is at least that earlier wave's `soak` old, and
 //! 3. no gate failure on v was recorded after it.
 //!
@@ -9,7 +10,11 @@
 //! function of (waves, records, now): the records come from the status store, the clock from
 //! the caller.
 //!
-//! Two readings the contract leaves open, decided here:
+//! Readings the contract leaves open, decided here:
+//! - An adopted pool counts as having completed v, and imposes no soak: nothing rotated.
+//! - Pools missing a completion whose cluster has no record at all are reported as clusters
+//!   no agent has reported from (`no rota agent has reported from canary-use1`), not as a
+//!   rollout to wait for.
 //! - An earlier wave with no pool on channel c imposes nothing (neither completion nor soak):
 //!   it has nothing to prove about c.
 //! - A gate failure blocks when recorded after the wave's newest completion, and also when
@@ -25,7 +30,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::records::{PoolRecord, PoolRef};
+use super::records::{CompletionKind, PoolRecord, PoolRef};
 
 /// One wave as the guard sees it: its name, soak, and every pool of its clusters with the
 /// channel each follows (from the resolved fleet).
@@ -61,6 +66,8 @@ impl GuardDecision {
 pub enum Wait {
     /// These pools of `wave` have no recorded completion of the version.
     Completion { wave: String, pools: Vec<PoolRef> },
+    /// These clusters of `wave` have no record at all: no agent has reported from them.
+    NeverReported { wave: String, clusters: Vec<String> },
     /// A gate failed on the version after the wave completed it.
     GateFailure {
         wave: String,
@@ -93,6 +100,16 @@ impl Wait {
                 format!(
                     "waiting for {}/{}{more} (wave {wave}) to complete {cv}",
                     first.cluster, first.pool
+                )
+            }
+            Wait::NeverReported { wave, clusters } => {
+                let more = match clusters.len() {
+                    1 => String::new(),
+                    n => format!(" and {} more", n - 1),
+                };
+                format!(
+                    "waiting for wave {wave}: no rota agent has reported from {}{more} (is one running there?)",
+                    clusters[0]
                 )
             }
             Wait::GateFailure {
@@ -174,6 +191,7 @@ pub fn promotion_guard(
         .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
         .collect();
     let record_of = |p: &PoolRef| index.get(&(p.cluster.as_str(), p.pool.as_str())).copied();
+    let mut adopted = 0;
     for earlier in &waves[..k] {
         let on_channel: Vec<&PoolRef> = earlier
             .pools
@@ -183,16 +201,39 @@ pub fn promotion_guard(
         if on_channel.is_empty() {
             continue;
         }
-        // 1. every pool on c has completed v (its latest completion of v).
+        // 1. every pool on c has completed v (its latest completion of v), or was adopted
+        //    on it (found running it when its agent first met it).
         let mut missing = Vec::new();
         let mut completions = Vec::new();
+        let mut soak_from = None;
         for p in &on_channel {
-            match record_of(p).and_then(|r| r.latest_completion(channel, version)) {
-                Some(at) => completions.push((*p, at)),
+            match record_of(p).and_then(|r| r.latest(channel, version)) {
+                Some(c) => {
+                    completions.push((*p, c.completed_at));
+                    if c.kind == CompletionKind::Rotated {
+                        soak_from = soak_from.max(Some(c.completed_at));
+                    } else {
+                        adopted += 1;
+                    }
+                }
                 None => missing.push((*p).clone()),
             }
         }
         if !missing.is_empty() {
+            // A cluster with no record at all has no agent reporting: say so, it is the
+            // one thing to fix, not a rollout to wait for.
+            let mut silent: Vec<String> = Vec::new();
+            for p in &missing {
+                if !records.iter().any(|r| r.cluster == p.cluster) && !silent.contains(&p.cluster) {
+                    silent.push(p.cluster.clone());
+                }
+            }
+            if !silent.is_empty() {
+                return GuardDecision::Waiting(Wait::NeverReported {
+                    wave: earlier.name.clone(),
+                    clusters: silent,
+                });
+            }
             return GuardDecision::Waiting(Wait::Completion {
                 wave: earlier.name.clone(),
                 pools: missing,
@@ -230,7 +271,11 @@ pub fn promotion_guard(
                 at: f.at,
             });
         }
-        // 2. the newest completion is at least the wave's soak old.
+        // 2. the newest completion is at least the wave's soak old. Adoptions have nothing
+        //    to soak: the version ran there before rota did.
+        let Some(newest) = soak_from else {
+            continue;
+        };
         let soak = chrono::Duration::from_std(earlier.soak).unwrap_or(chrono::Duration::MAX);
         let until = newest
             .checked_add_signed(soak)
@@ -244,9 +289,13 @@ pub fn promotion_guard(
             });
         }
     }
-    GuardDecision::Allowed {
-        reason: format!("every earlier wave completed {channel}@{version} and soaked"),
-    }
+    let reason = match adopted {
+        0 => format!("every earlier wave completed {channel}@{version} and soaked"),
+        n => format!(
+            "every earlier wave completed or already ran {channel}@{version} ({n} pools adopted) and soaked"
+        ),
+    };
+    GuardDecision::Allowed { reason }
 }
 
 #[cfg(test)]
@@ -338,7 +387,10 @@ mod tests {
                 name: "no earlier pool completed v",
                 enabled: true,
                 promotion: main_general(),
-                records: vec![],
+                records: vec![
+                    PoolRecord::new("canary-use1", "general"),
+                    PoolRecord::new("canary-euw1", "general"),
+                ],
                 now: t(12, 0),
                 want: Err(
                     "waiting for canary-use1/general and 1 more (wave canary) to complete general@2026.11.2",
@@ -348,11 +400,10 @@ mod tests {
                 name: "one earlier pool on c still missing",
                 enabled: true,
                 promotion: main_general(),
-                records: vec![PoolRecord::new("canary-use1", "general").completed(
-                    "general",
-                    V,
-                    t(10, 0),
-                )],
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general"),
+                ],
                 now: t(12, 0),
                 want: Err(
                     "waiting for canary-euw1/general (wave canary) to complete general@2026.11.2",
@@ -373,6 +424,65 @@ mod tests {
                 now: t(12, 0),
                 want: Err(
                     "waiting for canary-euw1/general (wave canary) to complete general@2026.11.2",
+                ),
+            },
+            Case {
+                name: "clusters with no record at all are named as having no agent",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![],
+                now: t(12, 0),
+                want: Err(
+                    "waiting for wave canary: no rota agent has reported from canary-use1 and 1 more (is one running there?)",
+                ),
+            },
+            Case {
+                name: "only the silent cluster is named, not the one whose agent reports",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![PoolRecord::new("canary-use1", "general")],
+                now: t(12, 0),
+                want: Err(
+                    "waiting for wave canary: no rota agent has reported from canary-euw1 (is one running there?)",
+                ),
+            },
+            Case {
+                name: "pools adopted on v count as done, with nothing to soak",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").adopted("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").adopted("general", V, t(10, 0)),
+                ],
+                now: t(10, 1),
+                want: Ok(()),
+            },
+            Case {
+                name: "an adoption beside a rotation: the soak counts from the rotation",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").adopted("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(10, 20)),
+                ],
+                now: t(11, 5),
+                want: Err(
+                    "waiting for wave canary to soak general@2026.11.2: 15m left (until 2026-11-22T11:20Z)",
+                ),
+            },
+            Case {
+                name: "a gate failure after an adoption blocks",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .adopted("general", V, t(10, 0))
+                        .gate_failed("general", V, "error-rate", t(10, 30)),
+                    PoolRecord::new("canary-euw1", "general").adopted("general", V, t(10, 0)),
+                ],
+                now: t(15, 0),
+                want: Err(
+                    "waiting: gate error-rate failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:30Z",
                 ),
             },
             Case {
@@ -483,6 +593,7 @@ mod tests {
                 },
                 records: vec![
                     PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general"),
                     PoolRecord::new("prod-use1", "general").completed("general", V, t(12, 0)),
                 ],
                 now: t(15, 0),

@@ -4,7 +4,8 @@
 
 pub mod guard;
 pub mod pin;
+pub mod promotion;
 pub mod records;
 
 pub use guard::{GuardDecision, Promotion, Wait, WaveView, promotion_guard};
-pub use records::{Completion, GateFailure, PoolRecord, PoolRef};
+pub use records::{Completion, CompletionKind, GateFailure, PoolRecord, PoolRef};

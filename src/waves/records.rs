@@ -24,13 +24,36 @@ impl PoolRef {
     }
 }
 
-/// A pool finished rotating to `channel@version` (every node on it, pool soak passed).
+/// A pool runs `channel@version` on every node: it finished rotating to it (pool soak passed),
+/// or the agent found it already there ([`CompletionKind::Adopted`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Completion {
     pub channel: String,
     pub version: String,
     pub completed_at: DateTime<Utc>,
+    /// Absent in records written before adoption existed (and for rotations): `rotated`. An
+    /// older agent that ignores the field reads an adoption as a completion.
+    #[serde(default, skip_serializing_if = "CompletionKind::is_rotated")]
+    pub kind: CompletionKind,
+}
+
+/// How a pool came to run a version.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CompletionKind {
+    /// rota rotated the pool to it (its soak counts from `completedAt`).
+    #[default]
+    Rotated,
+    /// The pool already ran it, every node, when its agent first met the pool: no rotation
+    /// happened, so there is nothing to soak (`completedAt` is when it was observed).
+    Adopted,
+}
+
+impl CompletionKind {
+    pub fn is_rotated(&self) -> bool {
+        *self == CompletionKind::Rotated
+    }
 }
 
 /// A health gate failed while the pool ran or rolled to `channel@version`.
@@ -77,9 +100,38 @@ impl PoolRecord {
             .max()
     }
 
+    /// The newest completion of `channel@version` of either kind, with its kind.
+    pub fn latest(&self, channel: &str, version: &str) -> Option<&Completion> {
+        self.completions
+            .iter()
+            .filter(|c| c.channel == channel && c.version == version)
+            .max_by_key(|c| c.completed_at)
+    }
+
+    /// When this pool was adopted on `channel@version`, if it was.
+    pub fn adopted_at(&self, channel: &str, version: &str) -> Option<DateTime<Utc>> {
+        self.completions
+            .iter()
+            .filter(|c| {
+                c.channel == channel && c.version == version && c.kind == CompletionKind::Adopted
+            })
+            .map(|c| c.completed_at)
+            .max()
+    }
+
     pub fn completed(mut self, channel: &str, version: &str, at: DateTime<Utc>) -> Self {
         self.record_completion(channel, version, at);
         self
+    }
+
+    pub fn adopted(mut self, channel: &str, version: &str, at: DateTime<Utc>) -> Self {
+        self.record_adoption(channel, version, at);
+        self
+    }
+
+    /// Records that the pool was found already running `channel@version` on every node.
+    pub fn record_adoption(&mut self, channel: &str, version: &str, at: DateTime<Utc>) {
+        self.push_completion(channel, version, at, CompletionKind::Adopted);
     }
 
     pub fn gate_failed(
@@ -94,10 +146,21 @@ impl PoolRecord {
     }
 
     pub fn record_completion(&mut self, channel: &str, version: &str, at: DateTime<Utc>) {
+        self.push_completion(channel, version, at, CompletionKind::Rotated);
+    }
+
+    fn push_completion(
+        &mut self,
+        channel: &str,
+        version: &str,
+        at: DateTime<Utc>,
+        kind: CompletionKind,
+    ) {
         self.completions.push(Completion {
             channel: channel.into(),
             version: version.into(),
             completed_at: at,
+            kind,
         });
         self.completions.sort_by_key(|c| c.completed_at);
         let excess = self.completions.len().saturating_sub(KEPT_PER_POOL);
@@ -120,5 +183,30 @@ impl PoolRecord {
         self.gate_failures.sort_by_key(|g| g.at);
         let excess = self.gate_failures.len().saturating_sub(KEPT_PER_POOL);
         self.gate_failures.drain(..excess);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adoption_is_an_additive_kind_old_records_read_as_rotations() {
+        let at = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let old = r#"{"cluster":"c","pool":"p","completions":[{"channel":"general","version":"1","completedAt":"2026-11-22T10:00:00Z"}]}"#;
+        let r: PoolRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(r.completions[0].kind, CompletionKind::Rotated);
+        assert_eq!(r.adopted_at("general", "1"), None);
+        let a = PoolRecord::new("c", "p").adopted("general", "1", at);
+        let json = serde_json::to_string(&a).unwrap();
+        assert!(json.contains(r#""kind":"adopted""#), "{json}");
+        // A rotation is written exactly as before (no `kind`).
+        let rotated = serde_json::to_string(&r).unwrap();
+        assert!(!rotated.contains("kind"), "{rotated}");
+        let back: PoolRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.adopted_at("general", "1"), Some(at));
+        assert_eq!(back.latest_completion("general", "1"), Some(at));
     }
 }

@@ -3,6 +3,7 @@
 //! double.
 
 mod agent;
+mod agent_flags;
 #[path = "../support/canary_fleet.rs"]
 mod canary_fleet;
 mod forge_double;

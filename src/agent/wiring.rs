@@ -1,0 +1,280 @@
+//! The one place the agent of a cluster is assembled: git source and its follower, rotation
+//! controller, status store (metered), fetch metrics and the agent loop. `rota agent` builds
+//! an [`AgentParts`] from its flags and the demo's fleet (`agent::local`) from its simulated
+//! clusters; both start it here, so that what the demo runs is what ships.
+//!
+//! Knows nothing of the simulated fleet: the caller hands over a Kubernetes client and the
+//! cloud's `NodeGroups`, whatever serves them.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{Agent, AgentConfig, Snapshot};
+use crate::cloud::NodeGroups;
+use crate::controller::clock::Clock;
+use crate::controller::{Config, Controller};
+use crate::metrics::{Metrics, Outcome};
+use crate::report::metered::MeteredStore;
+use crate::report::{GitNotesStore, StatusStore, StoreConfig, store_from_config};
+use crate::source::follow::{FollowConfig, Follower, follow};
+use crate::source::poll::SourceState;
+use crate::source::trust::Verifier;
+use crate::source::{GitSource, SourceConfig};
+
+/// Everything one cluster's agent is made of, decided by the caller.
+pub struct AgentParts {
+    /// The agent loop's settings (its `cluster` names the mirror, the notes ref, the metrics).
+    pub agent: AgentConfig,
+    /// The rotation controller's settings (version, identity, lease, speed, events).
+    pub controller: Config,
+    /// The cluster's Kubernetes API.
+    pub client: kube::Client,
+    /// The cloud groups of its pools.
+    pub groups: Arc<dyn NodeGroups>,
+    /// The fleet repo to follow.
+    pub source: SourceConfig,
+    /// Where the bare mirror of the fleet repo is kept (see [`mirror_dir`]).
+    pub state_dir: PathBuf,
+    /// Poll interval, webhook receiver, watched working copy.
+    pub follow: FollowConfig,
+    /// Only commits this verifier admits are acted on.
+    pub verifier: Option<Arc<Verifier>>,
+    /// Where statuses go (`None`: git notes); promotion records stay in git notes.
+    pub statuses: Option<StoreConfig>,
+    /// The registry the controller, the store, the fetches and the agent record into.
+    pub metrics: Metrics,
+    /// The clock the agent's promotion guard reads (`None`: the controller's). A fleet in
+    /// one process passes one clock to all its agents, so that they agree on soaks.
+    pub clock: Option<Clock>,
+}
+
+/// Why an agent could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum WiringError {
+    #[error("{}: {source}", dir.display())]
+    StateDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("fleet repo: {0}")]
+    Source(#[from] crate::source::SourceError),
+    #[error("following the fleet repo: {0}")]
+    Follow(#[from] crate::source::follow::FollowError),
+    #[error("status store: {0}")]
+    Store(#[from] crate::report::ReportError),
+    #[error(
+        "--repo {}: a working copy (not a bare repository): the agent pushes its git notes \
+         (statuses and promotion records) to the repo it follows, which git refuses for a \
+         working copy; follow a bare repository (`git clone --bare {} fleet.git`, or the \
+         working copy's remote), and commit in the working copy then push", .0.display(), .0.display()
+    )]
+    WorkingCopy(PathBuf),
+    #[error(
+        "the NodePoolRotation CRD is not installed in this cluster: install it with \
+         `rota crd | kubectl apply -f -` (it is in deploy/crd.yaml), or start the agent with \
+         --install-crd (its RBAC must then allow writing CustomResourceDefinitions)"
+    )]
+    CrdMissing,
+    #[error("installing the NodePoolRotation CRD (--install-crd): {0}")]
+    CrdInstall(kube::Error),
+    #[error("checking for the NodePoolRotation CRD: {0}")]
+    CrdCheck(kube::Error),
+}
+
+/// A started agent; it runs until the cancellation token given to [`start`] fires.
+pub struct RunningAgent {
+    /// What the agent did last.
+    pub snapshot: watch::Receiver<Snapshot>,
+    /// The fetch loop (its `trigger` fetches at once; `webhook_addr` is where webhooks land).
+    pub follower: Follower,
+    /// The clock the agent's guard reads.
+    pub clock: Clock,
+    /// Where the bare mirror is.
+    pub mirror: PathBuf,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningAgent {
+    /// Where the webhook receiver listens, if it does.
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.follower.webhook_addr
+    }
+
+    /// Waits for the agent loop and the controller to return (after the cancellation), the
+    /// controller having given its Lease up.
+    pub async fn join(self) {
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        drop(self.follower);
+    }
+}
+
+/// The bare mirror of the fleet repo for `cluster` under `state_dir`.
+pub fn mirror_dir(state_dir: &Path, cluster: &str) -> PathBuf {
+    state_dir.join(format!("fleet-{cluster}.git"))
+}
+
+/// Opens the mirror, starts following the repo, the controller and the agent loop.
+pub async fn start(
+    parts: AgentParts,
+    cancel: CancellationToken,
+) -> Result<RunningAgent, WiringError> {
+    let AgentParts {
+        agent: ac,
+        controller: cc,
+        client,
+        groups,
+        source,
+        state_dir,
+        follow: fc,
+        verifier,
+        statuses,
+        metrics,
+        clock,
+    } = parts;
+    std::fs::create_dir_all(&state_dir).map_err(|source| WiringError::StateDir {
+        dir: state_dir.clone(),
+        source,
+    })?;
+    refuse_working_copy(&source.url)?;
+    // Only a definite answer stops the start: an API server that cannot be reached now is
+    // retried by every pass, as any other Kubernetes error.
+    if ac.install_crd {
+        if let Err(e) = super::install_crd(&client).await {
+            tracing::warn!(error = %WiringError::CrdInstall(e), "continuing without it");
+        }
+    } else {
+        match super::crd_installed(&client).await {
+            Ok(true) => {}
+            Ok(false) => return Err(WiringError::CrdMissing),
+            Err(e) => tracing::warn!(error = %WiringError::CrdCheck(e), "continuing"),
+        }
+    }
+    let mirror = mirror_dir(&state_dir, &ac.cluster);
+    let source = Arc::new(GitSource::open(source, &mirror)?);
+    let follower = follow(Arc::clone(&source), fc, cancel.clone()).await?;
+    let mut controller =
+        Controller::with_metrics(client.clone(), Arc::clone(&groups), cc, metrics.clone());
+    let clock = clock.unwrap_or_else(|| controller.clock());
+    let notes = Arc::new(GitNotesStore::for_source(&source, &ac.cluster));
+    let store: Arc<dyn StatusStore> = match &statuses {
+        Some(sc) => store_from_config(sc, Arc::clone(&notes))?,
+        None => Arc::clone(&notes) as Arc<dyn StatusStore>,
+    };
+    let store = Arc::new(MeteredStore::new(store, metrics.clone()));
+    let mut agent = Agent::new(
+        ac,
+        source,
+        client,
+        Arc::clone(&notes),
+        store,
+        verifier,
+        clock,
+    );
+    agent.set_metrics(metrics.clone());
+    agent.set_groups(groups);
+    // Rollout notices of the fleet repo's `spec.notifications` go out through the
+    // controller of the cluster.
+    agent.set_notifier(controller.notifier());
+    let snapshot = agent.subscribe();
+    let mut tasks = vec![tokio::spawn(record_fetches(
+        follower.state.clone(),
+        metrics,
+    ))];
+    tasks.push(tokio::spawn(
+        agent.run(follower.state.clone(), cancel.clone()),
+    ));
+    tasks.push(tokio::spawn(async move {
+        controller.run(cancel.cancelled_owned()).await
+    }));
+    Ok(RunningAgent {
+        snapshot,
+        follower,
+        clock,
+        mirror,
+        tasks,
+    })
+}
+
+/// A local repo (a path or `file://`) with a working tree cannot take the agent's pushes
+/// (libgit2's local transport refuses to push to a non-bare repository): refused at start,
+/// rather than failing every pass. Remote URLs and paths that are not repositories (yet)
+/// are left to the fetch.
+pub fn refuse_working_copy(url: &str) -> Result<(), WiringError> {
+    let normal = crate::source::normalise_url(url);
+    let Some(path) = normal.strip_prefix("file://") else {
+        return Ok(());
+    };
+    match git2::Repository::open(path) {
+        Ok(repo) if !repo.is_bare() => Err(WiringError::WorkingCopy(PathBuf::from(path))),
+        _ => Ok(()),
+    }
+}
+
+/// `rota_git_fetches_total{outcome}` and the last good fetch, from the poll loop's state.
+async fn record_fetches(mut state: watch::Receiver<SourceState>, metrics: Metrics) {
+    let mut seen = 0;
+    loop {
+        {
+            let s = state.borrow_and_update();
+            if s.fetches > seen {
+                seen = s.fetches;
+                let outcome = if s.last_error.is_none() {
+                    Outcome::Ok
+                } else {
+                    Outcome::Error
+                };
+                metrics.record_git_fetch(outcome, chrono::Utc::now());
+            }
+        }
+        if state.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git is installed (apt-get install git)")
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    #[test]
+    fn a_local_working_copy_is_refused_a_bare_repo_or_remote_url_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let work = tmp.path().join("work");
+        let bare = tmp.path().join("fleet.git");
+        std::fs::create_dir_all(&work).unwrap();
+        git(&work, &["init", "-q"]);
+        git(tmp.path(), &["init", "-q", "--bare", "fleet.git"]);
+        let e = refuse_working_copy(work.to_str().unwrap()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("a working copy (not a bare repository)"),
+            "{text}"
+        );
+        assert!(text.contains("git clone --bare"), "{text}");
+        let file_url = format!("file://{}", work.display());
+        assert!(refuse_working_copy(&file_url).is_err());
+        refuse_working_copy(bare.to_str().unwrap()).unwrap();
+        refuse_working_copy("ssh://git@example.com/acme/fleet.git").unwrap();
+        refuse_working_copy("https://example.com/acme/fleet.git").unwrap();
+        // Not a repository (yet): the fetch reports it.
+        refuse_working_copy(tmp.path().join("missing").to_str().unwrap()).unwrap();
+    }
+}
