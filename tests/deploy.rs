@@ -242,6 +242,22 @@ fn each_cloud_overlay_sets_its_workload_identity() {
     }
 }
 
+#[test]
+fn the_example_overlays_label_rules_and_scrapes_for_kube_prometheus_stack() {
+    // kube-prometheus-stack's default ruleSelector and serviceMonitorSelector match
+    // `release: <helm release>`: without the label the alerts are never loaded.
+    for cloud in ["aws", "gcp", "azure"] {
+        let objects = render(&root().join(format!("examples/deploy/{cloud}")));
+        for kind in ["PrometheusRule", "ServiceMonitor"] {
+            let o = objects.iter().find(|o| o["kind"] == kind).unwrap();
+            assert_eq!(
+                o["metadata"]["labels"]["release"], "kube-prometheus-stack",
+                "{cloud}: {o}"
+            );
+        }
+    }
+}
+
 fn monitoring() -> PathBuf {
     root().join("deploy/components/monitoring")
 }
