@@ -2,6 +2,9 @@
 //! and per cluster a rotation controller and an agent following the repo (each with its own
 //! bare mirror, statuses in git notes pushed back to the repo). What `rota demo` and the
 //! end-to-end tests run; every part is the production code, only the clusters are simulated.
+//!
+//! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
+#![cfg(feature = "sim")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
