@@ -342,6 +342,50 @@ fn ssh_keygen_in_the_image_verifies_a_signature_as_the_images_user() {
     );
 }
 
+/// The image's agent cannot drive a simulated cloud: given a kubeconfig written by `rota sim
+/// serve`, it refuses at start, naming the missing feature, instead of falling through to the
+/// real providers.
+#[test]
+fn the_images_controller_refuses_a_simulated_clouds_kubeconfig() {
+    let rootfs = rootfs();
+    let dir = rootfs.join("tmp/sim-kubeconfig");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config"),
+        r#"apiVersion: v1
+kind: Config
+current-context: a
+clusters:
+- name: a
+  cluster:
+    server: http://127.0.0.1:1
+    extensions:
+    - name: rota.dev/sim-cloud
+      extension: {url: "http://127.0.0.1:9"}
+contexts:
+- {name: a, context: {cluster: a, user: a}}
+users:
+- {name: a, user: {token: t}}
+"#,
+    )
+    .unwrap();
+    let out = in_image(&[
+        "/usr/local/bin/rota",
+        "controller",
+        "--kubeconfig",
+        "/tmp/sim-kubeconfig/config",
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("names a simulated cloud (http://127.0.0.1:9")
+            && err.contains("built without the `sim` feature"),
+        "{err}"
+    );
+}
+
 /// `kubectl kustomize deploy/`: the images its Deployments run.
 fn deployed_images() -> Vec<String> {
     let out = Command::new("kubectl")
