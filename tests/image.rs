@@ -334,11 +334,111 @@ fn ssh_keygen_in_the_image_verifies_a_signature_as_the_images_user() {
     );
     let bad = check("tree 4567\n");
     assert!(!bad.status.success(), "a changed message must not verify");
-    let out = in_image(&["/usr/bin/gpg", "--version"]);
+}
+
+/// OpenPGP trust runs gpg as src/source/trust.rs does: import the armored keyring into a
+/// private home (which starts gpg-agent: without it the import fails), verify a detached
+/// signature, stop the agent with gpgconf. All inside the image, as 65532.
+#[test]
+fn gpg_in_the_image_imports_a_keyring_and_verifies_a_signature_as_the_images_user() {
+    let rootfs = rootfs();
+    let work = rootfs.join("tmp/gpg-test");
+    if work.exists() {
+        std::fs::remove_dir_all(&work).unwrap();
+    }
+    std::fs::create_dir_all(&work).unwrap();
+    // The signer's key lives on the host, in a home of its own.
+    let signer = tempfile::tempdir().unwrap();
+    let host_gpg = |args: &[&str]| {
+        let out = Command::new("gpg")
+            .arg("--homedir")
+            .arg(signer.path())
+            .args(["--batch", "--no-tty", "--passphrase", ""])
+            .args(args)
+            .output()
+            .expect("gpg is installed (gnupg)");
+        assert!(
+            out.status.success(),
+            "gpg {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    host_gpg(&[
+        "--quick-gen-key",
+        "ci <ci@rota>",
+        "ed25519",
+        "sign",
+        "never",
+    ]);
+    std::fs::write(work.join("keyring.asc"), host_gpg(&["--export", "--armor"])).unwrap();
+    std::fs::write(work.join("msg"), "tree 0123\n").unwrap();
+    let msg = work.join("msg");
+    let sig = work.join("msg.asc");
+    host_gpg(&[
+        "--detach-sign",
+        "--armor",
+        "-o",
+        sig.to_str().unwrap(),
+        msg.to_str().unwrap(),
+    ]);
+    let _ = Command::new("gpgconf")
+        .arg("--homedir")
+        .arg(signer.path())
+        .args(["--kill", "all"])
+        .status();
+    let home = work.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let chown = Command::new("chown")
+        .arg("65532:65532")
+        .arg(&home)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+
+    let gpg = |args: &[&str]| {
+        let mut argv = vec![
+            "/usr/bin/gpg",
+            "--homedir",
+            "/tmp/gpg-test/home",
+            "--batch",
+            "--no-tty",
+            "--status-fd",
+            "1",
+            "--trust-model",
+            "always",
+        ];
+        argv.extend_from_slice(args);
+        in_image(&argv)
+    };
+    let import = gpg(&["--import", "/tmp/gpg-test/keyring.asc"]);
+    let stdout = String::from_utf8_lossy(&import.stdout);
+    let _ = in_image(&[
+        "/usr/bin/gpgconf",
+        "--homedir",
+        "/tmp/gpg-test/home",
+        "--kill",
+        "all",
+    ]);
     assert!(
-        out.status.success(),
-        "gpg --version in the image: {}",
-        String::from_utf8_lossy(&out.stderr)
+        import.status.success() && stdout.contains("IMPORT_OK"),
+        "gpg --import in the image: {stdout}{}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+    let verify = gpg(&["--verify", "/tmp/gpg-test/msg.asc", "/tmp/gpg-test/msg"]);
+    let stdout = String::from_utf8_lossy(&verify.stdout);
+    let _ = in_image(&[
+        "/usr/bin/gpgconf",
+        "--homedir",
+        "/tmp/gpg-test/home",
+        "--kill",
+        "all",
+    ]);
+    assert!(
+        verify.status.success() && stdout.contains("VALIDSIG"),
+        "gpg --verify in the image: {stdout}{}",
+        String::from_utf8_lossy(&verify.stderr)
     );
 }
 
