@@ -164,7 +164,7 @@ fn the_base_is_least_privilege_with_two_leader_elected_replicas() {
             "events.k8s.io/events: create,patch",
             "policy/poddisruptionbudgets: get,list,watch",
             "rota.dev/nodepoolrotations/status: get,update,patch",
-            "rota.dev/nodepoolrotations: get,list,watch,create,update,patch,delete",
+            "rota.dev/nodepoolrotations: get,list,watch,create,update,patch",
         ]
     );
     // Leases only in rota's namespace.

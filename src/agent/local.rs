@@ -3,6 +3,9 @@
 //! bare mirror, statuses in git notes pushed back to the repo). What `rota demo` and the
 //! end-to-end tests run; every agent is assembled by [`super::wiring`], exactly as `rota
 //! agent` assembles it, only the clusters and their cloud are simulated.
+//!
+//! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
+#![cfg(feature = "sim")]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

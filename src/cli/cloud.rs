@@ -17,6 +17,7 @@ use kube::config::Kubeconfig;
 use crate::cloud::aws::AwsNodeGroups;
 use crate::cloud::azure::{AzureNodeGroups, AzureOptions};
 use crate::cloud::gcp::{GcpNodeGroups, GcpOptions};
+#[cfg(feature = "sim")]
 use crate::cloud::http::HttpNodeGroups;
 use crate::cloud::registry::Providers;
 use crate::cloud::retry::RetryPolicy;
@@ -25,10 +26,18 @@ use crate::kube::kubeconfig::{SIM_CLOUD_EXTENSION, sim_cloud_endpoint};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CloudKind {
-    /// The simulated cloud if the kubeconfig names one (or --cloud-endpoint is given), else
-    /// the real provider of each group's cloud.
+    // The help text depends on whether this build can reach a simulated cloud.
+    #[cfg_attr(
+        feature = "sim",
+        doc = "The simulated cloud if the kubeconfig names one (or --cloud-endpoint is given), else the real provider of each group's cloud."
+    )]
+    #[cfg_attr(
+        not(feature = "sim"),
+        doc = "The real provider of each group's cloud (AWS, GCP or Azure)."
+    )]
     Auto,
     /// The simulated cloud of `rota sim serve`.
+    #[cfg(feature = "sim")]
     Sim,
     /// AWS Auto Scaling groups only.
     Aws,
@@ -44,6 +53,7 @@ pub struct CloudArgs {
     #[arg(long, value_enum, env = "ROTA_CLOUD", default_value = "auto")]
     pub cloud: CloudKind,
     /// The simulated cloud's endpoint (default: from the kubeconfig `rota sim serve` wrote).
+    #[cfg(feature = "sim")]
     #[arg(long, env = "ROTA_CLOUD_ENDPOINT")]
     pub cloud_endpoint: Option<String>,
     /// AWS API endpoint override (a VPC endpoint, or moto in tests); default: the SDK's own,
@@ -62,13 +72,19 @@ pub struct CloudArgs {
 /// What the flags resolve to, before anything is built (pure, so that it can be tested).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Choice {
-    Sim { endpoint: String },
-    Real { clouds: Vec<Cloud> },
+    #[cfg(feature = "sim")]
+    Sim {
+        endpoint: String,
+    },
+    Real {
+        clouds: Vec<Cloud>,
+    },
 }
 
 impl std::fmt::Display for Choice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            #[cfg(feature = "sim")]
             Choice::Sim { endpoint } => write!(f, "simulated ({endpoint})"),
             Choice::Real { clouds } => {
                 let names: Vec<String> = clouds.iter().map(|c| c.to_string()).collect();
@@ -80,18 +96,33 @@ impl std::fmt::Display for Choice {
 
 /// Decide which cloud(s) to drive. `sim_endpoint` is what the kubeconfig names, if anything.
 pub fn choose(args: &CloudArgs, sim_endpoint: Option<String>) -> Result<Choice, String> {
+    #[cfg(feature = "sim")]
     let sim = args.cloud_endpoint.clone().or(sim_endpoint);
+    // A build without the simulated fleet cannot reach one: say so rather than fall through
+    // to real providers with a kubeconfig that points at a simulated API server.
+    #[cfg(not(feature = "sim"))]
+    if let Some(endpoint) = sim_endpoint {
+        return Err(format!(
+            "the kubeconfig names a simulated cloud ({endpoint}, cluster extension {SIM_CLOUD_EXTENSION}) but this rota was built without the `sim` feature; use a build with default features for the simulated fleet"
+        ));
+    }
     match args.cloud {
+        #[cfg(feature = "sim")]
         CloudKind::Sim => sim.map(|endpoint| Choice::Sim { endpoint }).ok_or_else(|| {
             format!(
                 "--cloud sim needs the simulated cloud's endpoint: the kubeconfig names none (cluster extension {SIM_CLOUD_EXTENSION}, written by `rota sim serve`); pass --cloud-endpoint"
             )
         }),
+        #[cfg(feature = "sim")]
         CloudKind::Auto => Ok(match sim {
             Some(endpoint) => Choice::Sim { endpoint },
             None => Choice::Real {
                 clouds: vec![Cloud::Aws, Cloud::Gcp, Cloud::Azure],
             },
+        }),
+        #[cfg(not(feature = "sim"))]
+        CloudKind::Auto => Ok(Choice::Real {
+            clouds: vec![Cloud::Aws, Cloud::Gcp, Cloud::Azure],
         }),
         CloudKind::Aws => Ok(Choice::Real {
             clouds: vec![Cloud::Aws],
@@ -113,6 +144,7 @@ pub fn build(
     let sim = kubeconfig.and_then(|(k, ctx)| sim_cloud_endpoint(k, ctx.as_deref()));
     let choice = choose(args, sim)?;
     let groups: Arc<dyn NodeGroups> = match &choice {
+        #[cfg(feature = "sim")]
         Choice::Sim { endpoint } => Arc::new(HttpNodeGroups::new(endpoint)),
         Choice::Real { clouds } => {
             let mut p = Providers::new();

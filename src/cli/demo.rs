@@ -1,5 +1,8 @@
 //! `rota demo [--speed X] [--keep DIR] [--serve]`: the GitOps story on a simulated fleet (see
 //! [`crate::demo`] and docs/demo.md).
+//!
+//! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
+#![cfg(feature = "sim")]
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -12,8 +12,10 @@ use clap::{Parser, Subcommand};
 
 pub mod agent;
 pub mod cloud;
+pub mod completions;
 pub mod demo;
 pub mod diff;
+pub mod man;
 pub mod promote;
 pub mod render;
 pub mod sim;
@@ -35,7 +37,12 @@ pub struct Cli {
 pub enum Command {
     /// Print rota's version.
     Version,
+    /// Print a shell completion script (`rota completions bash > /etc/bash_completion.d/rota`).
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page (`rota man | man -l -`), or write one page per command (--dir).
+    Man(man::ManArgs),
     /// The GitOps story on a simulated fleet with real git commits: bump, promote, revert.
+    #[cfg(feature = "sim")]
     Demo(demo::DemoArgs),
     /// Check a fleet repo; report every problem with file, line and column.
     Validate(validate::ValidateArgs),
@@ -44,6 +51,7 @@ pub enum Command {
     /// Show what changes for the agents between two revisions (or the working tree), by wave.
     Diff(diff::DiffArgs),
     /// The simulated fleet: Kubernetes API servers and clouds in one process.
+    #[cfg(feature = "sim")]
     Sim(sim::SimArgs),
     /// Print the NodePoolRotation CRD as YAML (`rota crd | kubectl apply -f -`).
     Crd(crd::Args),
@@ -65,10 +73,14 @@ pub fn main() -> ExitCode {
             println!("rota {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
+        #[cfg(feature = "sim")]
         Command::Demo(args) => demo::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Render(args) => render::run(args),
         Command::Diff(args) => diff::run(args),
+        #[cfg(feature = "sim")]
         Command::Sim(args) => sim::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Controller(args) => controller::run(args),

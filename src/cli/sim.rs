@@ -3,6 +3,9 @@
 //! Every cluster of the repo becomes a simulated cluster (its pools N nodes each, on the image
 //! their wave pins) behind its own loopback Kubernetes API; a kubeconfig with one context per
 //! cluster, named after it, is written; a ready line is printed; it serves until stopped.
+//!
+//! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
+#![cfg(feature = "sim")]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

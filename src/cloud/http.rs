@@ -8,6 +8,9 @@
 //! the controller uses it exactly like a real provider. Errors travel as the `CloudError`
 //! fields, so a quota error on the server is a quota error in the controller. A connection
 //! failure is `Transient`. Loopback only: this is a test double's wire, not a cloud API.
+//!
+//! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
+#![cfg(feature = "sim")]
 
 use std::sync::Arc;
 

@@ -23,6 +23,9 @@
 //! that one [`crate::controller::clock::Clock`], so soaks are honoured in fleet time and the
 //! times in statuses and records are consistent. [`Pace::Speed`] runs in real time instead,
 //! that many times faster (for watching with kubectl at a human pace).
+//!
+//! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
+#![cfg(feature = "sim")]
 
 pub mod prometheus;
 pub mod repo;
