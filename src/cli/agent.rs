@@ -79,6 +79,22 @@ pub struct AgentArgs {
     /// Act only on commits signed by a key in this OpenPGP keyring (armored export).
     #[arg(long, env = "ROTA_GPG_KEYRING")]
     pub gpg_keyring: Option<PathBuf>,
+    /// Abort a fetch that receives more pack data than this many bytes (before any
+    /// signature check).
+    #[arg(long, env = "ROTA_MAX_PACK_BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_pack_bytes: u64,
+    /// Confirm one history rewrite: `<commit in force>..<new head>` (full ids). Without it a
+    /// head that does not descend from the commit in force is never acted on.
+    #[arg(long, env = "ROTA_CONFIRM_REWRITE")]
+    pub confirm_rewrite: Option<crate::source::history::ConfirmedRewrite>,
+    /// This agent's SSH private key: its promotion records are signed with it.
+    #[arg(long, env = "ROTA_RECORDS_SIGNING_KEY")]
+    pub records_signing_key: Option<PathBuf>,
+    /// Allowed-signers file of the agents (principal: cluster name, namespace
+    /// `rota-records`): the promotion guard then counts only records signed by the agent of
+    /// the cluster they speak for.
+    #[arg(long, env = "ROTA_AGENT_SIGNERS")]
+    pub agent_signers: Option<PathBuf>,
     #[command(flatten)]
     pub cloud: super::cloud::CloudArgs,
     /// The version the agent labels its resources with and its controller acts as.
@@ -176,7 +192,11 @@ async fn start(args: AgentArgs) -> Result<(), String> {
             },
             &mirror,
         )
-        .map_err(|e| e.to_string())?,
+        .map_err(|e| e.to_string())?
+        .with_limits(crate::source::FetchLimits {
+            max_pack_bytes: args.max_pack_bytes,
+            ..Default::default()
+        }),
     );
     let policy = TrustPolicy {
         ssh_allowed_signers: args.allowed_signers.clone(),
@@ -224,11 +244,22 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     let mut controller = Controller::with_metrics(client.clone(), groups, cc, metrics.clone());
     tokio::spawn(record_fetches(follower.state.clone(), metrics.clone()));
     let clock = controller.clock();
-    let notes = Arc::new(GitNotesStore::for_source(&source, &args.cluster));
+    for f in [&args.records_signing_key, &args.agent_signers]
+        .into_iter()
+        .flatten()
+    {
+        std::fs::metadata(f).map_err(|e| format!("{}: {e}", f.display()))?;
+    }
+    let keys = crate::report::evidence::EvidenceKeys {
+        signing_key: args.records_signing_key.clone(),
+        agent_signers: args.agent_signers.clone(),
+    };
+    let notes = Arc::new(GitNotesStore::for_source(&source, &args.cluster).with_evidence(&keys));
     let mut ac = AgentConfig::new(&args.cluster);
     ac.version = version.clone();
     ac.subdir = args.subdir.clone();
     ac.resync = args.resync.as_duration();
+    ac.confirm_rewrite = args.confirm_rewrite;
     let store = match (&args.github_repo, &args.github_token_file) {
         (Some(full), Some(token)) => {
             let (owner, repo) = full

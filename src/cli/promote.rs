@@ -38,6 +38,10 @@ pub struct PromoteArgs {
     pub base: String,
     #[arg(long = "path")]
     pub subdir: Option<PathBuf>,
+    /// Allowed-signers file of the agents (principal: cluster name): count only records
+    /// signed by the agent of the cluster they speak for.
+    #[arg(long, env = "ROTA_AGENT_SIGNERS")]
+    pub agent_signers: Option<PathBuf>,
     /// Write the promotion commit on this new branch (for a pull request) instead of
     /// advancing the current branch.
     #[arg(long, conflicts_with = "check")]
@@ -149,7 +153,12 @@ pub async fn checks_at(
     // Records live on the commits the agents acted on: for a PR, its base; when the
     // promotion is already in force, the commit itself. Both are read, the newer (rev) last,
     // so that it wins for a pool recorded on both (records are cumulative).
-    let store = GitNotesStore::new(&args.repo, None, None);
+    let store = GitNotesStore::new(&args.repo, None, None).with_evidence(
+        &crate::report::evidence::EvidenceKeys {
+            signing_key: None,
+            agent_signers: args.agent_signers.clone(),
+        },
+    );
     let mut records = Vec::new();
     for f in [&base, &target] {
         let commit = f.commit().unwrap_or_default().to_string();

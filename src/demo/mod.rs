@@ -599,6 +599,7 @@ impl<'a> Story<'a> {
             check: true,
             base: base.into(),
             subdir: None,
+            agent_signers: None,
             branch: None,
             dry_run: false,
         };
