@@ -725,6 +725,17 @@ fn a_forged_canary_note_does_not_start_a_later_wave() {
 /// Writes a tree whose `levels` levels each hold `fanout` entries naming the level below:
 /// (fanout)^(levels) paths from a few objects. Returns the commit (on branch main).
 fn tree_bomb(repo: &Path, fanout: usize, levels: usize, leaf: &str) -> String {
+    tree_bomb_on(repo, None, fanout, levels, leaf)
+}
+
+/// [`tree_bomb`] as a child of `parent`.
+fn tree_bomb_on(
+    repo: &Path,
+    parent: Option<&str>,
+    fanout: usize,
+    levels: usize,
+    leaf: &str,
+) -> String {
     let blob = git_stdin(repo, &["hash-object", "-w", "--stdin"], leaf.as_bytes());
     let mut tree = git_stdin(
         repo,
@@ -747,9 +758,55 @@ fn tree_bomb(repo: &Path, fanout: usize, levels: usize, leaf: &str) -> String {
         &["mktree"],
         format!("100644 blob {fleet}\tfleet.yaml\n040000 tree {tree}\tbomb\n").as_bytes(),
     );
-    let c = git(repo, &["commit-tree", &root, "-m", "bomb"]);
+    let mut args = vec!["commit-tree", root.as_str(), "-m", "bomb"];
+    if let Some(p) = parent {
+        args.extend(["-p", p]);
+    }
+    let c = git(repo, &args);
     git(repo, &["update-ref", "refs/heads/main", &c]);
     c
+}
+
+/// The agent side of the tree bomb: it spun without end (SIGTERM did not stop it). Now the
+/// bomb gets an `error` status naming the path, the last good commit stays in force, and
+/// SIGTERM stops the agent.
+#[test]
+fn an_agent_refuses_a_tree_bomb_and_stops_on_sigterm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let (origin, work) = origin_and_work(t);
+    std::fs::write(work.join("fleet.yaml"), two_waves("2026.11.1", "2026.11.1")).unwrap();
+    let good = commit(&work, "fleet", None, None);
+    git(&work, &["push", "-q", "origin", "main"]);
+    let (_sim, kubeconfig) = sim(t, &work);
+    let mut agent = Agent::start(t, "agent", &origin, "canary-1", &kubeconfig, &[]);
+    agent.wait("the good commit in force", || {
+        npr(&kubeconfig, "canary-1").filter(|(_, c)| c == &good)
+    });
+    let bomb = tree_bomb_on(&origin, Some(&good), 10, 14, "# not a fleet file\n");
+    let (state, description) = agent.wait("an error status on the bomb", || {
+        status(&origin, "canary-1", &bomb, "rota/canary-1")
+    });
+    assert_eq!(state, "error", "{description}");
+    assert!(
+        description.contains("a tree repeated over 256 times"),
+        "{description}"
+    );
+    assert_eq!(
+        npr(&kubeconfig, "canary-1").map(|(_, c)| c),
+        Some(good.clone())
+    );
+    let pid = agent.child.0.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let start = Instant::now();
+    while agent.child.0.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "SIGTERM did not stop the agent:\n{}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// `rota validate --rev` with a time limit: (exit code or None if it had to be killed,
@@ -800,7 +857,7 @@ fn a_tree_bomb_is_refused_naming_the_path() {
     let (code, out) = validate_rev(&repo, "main", Duration::from_secs(120));
     assert_eq!(code, Some(1), "rota validate --rev did not finish: {out}");
     assert!(
-        out.contains("bomb/d0/") && out.contains("appears more than 256 times"),
+        out.contains("bomb/d0/") && out.contains("a tree repeated over 256 times"),
         "{out}"
     );
 }
@@ -833,12 +890,12 @@ fn hostile_trees_finish_with_a_named_reason() {
         Case {
             name: "binary fan-out, 15 levels (2^15 paths)",
             build: |r| tree_bomb(r, 2, 15, "kind: Nothing\n"),
-            expect: "appears more than 256 times",
+            expect: "a tree repeated over 256 times",
         },
         Case {
             name: "fan-out 1000 over two levels (10^6 paths)",
             build: |r| tree_bomb(r, 1000, 2, "x: 1\n"),
-            expect: "appears more than 256 times",
+            expect: "a tree repeated over 256 times",
         },
         Case {
             name: "one folder repeated 300 times side by side",
@@ -850,7 +907,7 @@ fn hostile_trees_finish_with_a_named_reason() {
                     .collect();
                 with_fleet(r, &entries)
             },
-            expect: "appears more than 256 times",
+            expect: "a tree repeated over 256 times",
         },
         Case {
             name: "a flat tree of 100 001 entries",

@@ -319,14 +319,15 @@ fn walk_tree(
                 let walks = budget.subtrees.entry(entry.id()).or_default();
                 *walks += 1;
                 if *walks > MAX_SUBTREE_REPEATS {
+                    // Short: it goes into a 140-character status after a long path.
                     return Err(whole_file(
                         &rel_path,
-                        format!(
-                            "the same folder content (git tree {}) appears more than {MAX_SUBTREE_REPEATS} times: not read",
-                            &entry.id().to_string()[..12]
-                        ),
+                        format!("a tree repeated over {MAX_SUBTREE_REPEATS} times: not read"),
                     )
-                    .with_hint("a tree that reuses one subtree at every level is a tree bomb"));
+                    .with_hint(format!(
+                        "git tree {} is reused at every level: a tree bomb",
+                        &entry.id().to_string()[..12]
+                    )));
                 }
                 if let Ok(sub) = repo.find_tree(entry.id()) {
                     walk_tree(
