@@ -366,16 +366,32 @@ impl Agent {
         let source = Arc::clone(&self.source);
         let confirmed = self.config.confirm_rewrite;
         let judged = tokio::task::spawn_blocking(move || {
-            let repo = source.repository().ok();
-            history::judge(head, &in_force, confirmed, |a, b| {
-                repo.as_ref().is_some_and(|r| history::descends(r, a, b))
-            })
+            let judge = || {
+                let repo = source.repository().ok();
+                history::judge(head, &in_force, confirmed, |a, b| {
+                    repo.as_ref().is_some_and(|r| history::descends(r, a, b))
+                })
+            };
+            let first = judge();
+            let shallow = source.repository().is_ok_and(|r| r.is_shallow());
+            if !matches!(first, Lineage::Rewrite { .. }) || !shallow {
+                return Ok(first);
+            }
+            // A shallow mirror (--depth) hides ancestry: make it whole and look again. A
+            // failed fetch is no verdict: checked again on the next pass.
+            source
+                .unshallow()
+                .map(|()| judge())
+                .map_err(|e| format!("deepening the shallow mirror to check ancestry: {e}"))
         })
         .await;
-        judged.map_err(|e| AgentError::Check {
+        let check = |message: String| AgentError::Check {
             commit: head.to_string(),
-            message: format!("ancestry check failed: {e}"),
-        })
+            message,
+        };
+        judged
+            .map_err(|e| check(format!("ancestry check failed: {e}")))?
+            .map_err(check)
     }
 
     /// The fleet commits this cluster's NodePoolRotations were last given (none before the

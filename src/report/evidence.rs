@@ -135,11 +135,14 @@ impl std::fmt::Display for Refused {
     }
 }
 
+/// A cached verdict per (cluster, signed records): when it was reached, and what.
+type Verdicts = HashMap<(String, SignedRecords), (Instant, Result<(), String>)>;
+
 /// Verifies notes' signed records against an agents' allowed-signers file, caching verdicts.
 #[derive(Debug)]
 pub struct RecordVerifier {
     signers: PathBuf,
-    verdicts: Mutex<HashMap<(String, SignedRecords), (Instant, Result<(), String>)>>,
+    verdicts: Mutex<Verdicts>,
 }
 
 impl RecordVerifier {

@@ -229,6 +229,33 @@ impl GitSource {
         Ok(Fetched { commit, previous })
     }
 
+    /// Makes a shallow mirror whole (the followed branch's full history): ancestry, which
+    /// the forward-only check needs, cannot be seen across a shallow boundary. Nothing to do
+    /// for a mirror that is not shallow. Blocking.
+    pub fn unshallow(&self) -> Result<(), SourceError> {
+        let repo = self.repository()?;
+        if !repo.is_shallow() {
+            return Ok(());
+        }
+        let branch = &self.config.branch;
+        let refusal = credentials::Refusal::default();
+        let fetch_err = |e: git2::Error| SourceError::Fetch {
+            url: redact_url(&self.config.url),
+            branch: branch.clone(),
+            message: credentials::explain(&e, &refusal),
+        };
+        let mut remote = repo.find_remote("origin").map_err(fetch_err)?;
+        let mut opts = self.fetch_options(&refusal);
+        // libgit2's GIT_FETCH_DEPTH_UNSHALLOW.
+        opts.depth(i32::MAX);
+        let spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
+        remote
+            .fetch(&[spec.as_str()], Some(&mut opts), None)
+            .map_err(fetch_err)?;
+        tracing::info!(url = %redact_url(&self.config.url), "shallow mirror made whole to check ancestry");
+        Ok(())
+    }
+
     /// The refspecs of the rota notes refs to fetch: all of them with one glob while the
     /// remote has at most `max_notes_refs`, else the first ones by name, one by one (a flood
     /// of refs pushed by anyone with push access is not mirrored whole).
