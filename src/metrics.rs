@@ -158,6 +158,7 @@ struct Inner {
     git_last_success: GaugeVec,
     commits_rejected: IntCounterVec,
     commit_rejected: IntGaugeVec,
+    history_rewritten: IntGaugeVec,
     statuses_posted: IntCounterVec,
     notifications: IntCounterVec,
     leader: IntGaugeVec,
@@ -369,6 +370,11 @@ impl Metrics {
                 "1 while the newest fleet commit is refused (the last good one stays in force).",
                 &["cluster", "reason"]
             )),
+            history_rewritten: reg!(ig(
+                "rota_fleet_history_rewritten",
+                "1 while the branch head does not descend from the commit in force (a force-push or another branch); nothing of it is acted on until confirmed.",
+                &["in_force", "head"]
+            )),
             statuses_posted: reg!(c(
                 "rota_statuses_posted_total",
                 "Commit statuses posted, by backend and outcome.",
@@ -498,6 +504,18 @@ impl Metrics {
                 .inner
                 .commit_rejected
                 .remove_label_values(&[self.inner.cluster.as_str(), old.as_str()]);
+        }
+    }
+
+    /// The branch head `head` does not descend from `in_force` (both full commit ids), or,
+    /// with `None`, no longer: `rota_fleet_history_rewritten{in_force, head}` is 1 while so.
+    pub fn set_history_rewritten(&self, rewrite: Option<(&str, &str)>) {
+        self.inner.history_rewritten.reset();
+        if let Some((in_force, head)) = rewrite {
+            self.inner
+                .history_rewritten
+                .with_label_values(&[in_force, head])
+                .set(1);
         }
     }
 

@@ -221,6 +221,7 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
             check: true,
             base: bump.clone(),
             subdir: None,
+            agent_signers: None,
         };
         async move {
             rota::waves::promotion::checks_at(&query, now)

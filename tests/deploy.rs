@@ -280,7 +280,7 @@ fn promtool(args: &[&str]) -> String {
 #[test]
 fn alert_rules_pass_promtool_checks_and_unit_tests() {
     let checked = promtool(&["check", "rules", "rules.yaml"]);
-    assert!(checked.contains("SUCCESS: 6 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 7 rules found"), "{checked}");
     promtool(&["test", "rules", "rules_test.yaml"]);
     // The PrometheusRule carries exactly the same groups.
     let plain: serde_yaml::Value =
@@ -303,6 +303,7 @@ fn alert_rules_pass_promtool_checks_and_unit_tests() {
         "RotaAgentDown",
         "RotaRepoFetchFailing",
         "RotaCommitRejected",
+        "RotaHistoryRewritten",
     ] {
         assert!(names.contains(&a), "{names:?}");
     }
@@ -427,6 +428,7 @@ fn rules_and_dashboard_query_only_exported_metrics() {
     m.record_cloud_call("aws", "x", Outcome::Ok);
     m.record_git_fetch(Outcome::Ok, chrono::Utc::now());
     m.record_commit_rejected("signature");
+    m.set_history_rewritten(Some(("a", "b")));
     m.record_status_posted("github", Outcome::Ok);
     m.record_notification(Outcome::Ok);
     let exported: std::collections::BTreeSet<String> = m

@@ -132,6 +132,8 @@ impl LocalFleet {
                             .map(|w| (std::net::SocketAddr::from(([127, 0, 0, 1], 0)), w)),
                         watch_dir: None,
                     },
+                    fetch_limits: Default::default(),
+                    evidence: Default::default(),
                     verifier: verifier.clone(),
                     statuses: config.statuses.clone(),
                     metrics: crate::metrics::Metrics::for_cluster(&c.name),

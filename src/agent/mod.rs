@@ -2,7 +2,9 @@
 //! NodePoolRotation per pool, and reports the pools' progress back onto the commit.
 //!
 //! One pass of the loop ([`Agent::step`]):
-//! 1. A new commit on the followed branch is checked: its signature (when a trust policy is
+//! 1. A new commit on the followed branch is checked: that it descends from the commit in
+//!    force ([`crate::source::history`]: a force-push back to an older commit or to another
+//!    branch waits for a human's `--confirm-rewrite`), its signature (when a trust policy is
 //!    set), then the fleet at that commit is loaded, validated and this cluster resolved. A
 //!    commit that fails any of these gets an `error` status on `rota/<cluster>` naming why,
 //!    and the last good commit stays in force: nothing of it is acted on.
@@ -45,6 +47,7 @@ use crate::fleet::resolved::DesiredCluster;
 use crate::kube::crd::{AGENT_VERSION_LABEL, NodePoolRotation, NodePoolRotationSpec};
 use crate::report::{CommitStatus, GitNotesStore, State, StatusStore, cluster_context};
 use crate::source::GitSource;
+use crate::source::history::{self, ConfirmedRewrite, Lineage};
 use crate::source::poll::SourceState;
 use crate::source::trust::{Admission, LastGood, Verifier};
 use crate::waves::{PoolRecord, WaveView};
@@ -68,6 +71,8 @@ pub struct AgentConfig {
     /// Install (server-side-apply) the NodePoolRotation CRD at start (`--install-crd`);
     /// otherwise it must be installed already (see `wiring::start`).
     pub install_crd: bool,
+    /// A human's confirmation of one history rewrite (see [`crate::source::history`]).
+    pub confirm_rewrite: Option<ConfirmedRewrite>,
 }
 
 impl AgentConfig {
@@ -78,6 +83,7 @@ impl AgentConfig {
             subdir: None,
             resync: Duration::from_secs(5),
             install_crd: false,
+            confirm_rewrite: None,
         }
     }
 }
@@ -130,6 +136,9 @@ pub struct Agent {
     superseding: Option<(Oid, Oid)>,
     /// The cloud groups, read to adopt pools already on their pins (see [`adopt`]).
     groups: Option<Arc<dyn crate::cloud::NodeGroups>>,
+    /// Before a commit is in force in this process (after a restart): the commits this
+    /// cluster's NodePoolRotations were last given, which a new head must descend from.
+    resumed_from: Option<Vec<Oid>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +147,10 @@ pub enum AgentError {
     Kube(#[from] kube::Error),
     #[error("statuses: {0}")]
     Report(#[from] crate::report::ReportError),
+    /// The commit could not be checked (a verifier that did not run, a task that failed):
+    /// not a verdict on the commit, which is checked again on the next pass.
+    #[error("could not check commit {commit} (retrying): {message}")]
+    Check { commit: String, message: String },
 }
 
 impl Agent {
@@ -168,6 +181,7 @@ impl Agent {
             webhooks: None,
             superseding: None,
             groups: None,
+            resumed_from: None,
         }
     }
 
@@ -284,10 +298,40 @@ impl Agent {
         if self.records.is_empty() {
             self.records = self.restore_records(commit).await;
         }
+        match self.lineage(commit).await? {
+            Lineage::Forward => {
+                if let Some(m) = &self.metrics {
+                    m.set_history_rewritten(None);
+                }
+            }
+            Lineage::Confirmed { from } => {
+                tracing::warn!(cluster = %self.config.cluster, from = %from, to = %commit,
+                    "history rewrite confirmed by --confirm-rewrite: checking the new head");
+                if let Some(m) = &self.metrics {
+                    m.set_history_rewritten(None);
+                }
+            }
+            Lineage::Rewrite { in_force, head } => {
+                if let Some(m) = &self.metrics {
+                    m.set_history_rewritten(Some((&in_force.to_string(), &head.to_string())));
+                }
+                tracing::error!(cluster = %self.config.cluster, in_force = %in_force, head = %head,
+                    confirm = %format!("{in_force}..{head}"),
+                    "the branch head does not descend from the commit in force (history rewritten); \
+                     not acting on it. If this rewrite is intended, set --confirm-rewrite (ROTA_CONFIRM_REWRITE) to the confirm value");
+                let why = history::rewrite_description(in_force, head);
+                return self.reject(commit, &why, "history").await;
+            }
+        }
         let verdict = match self.check(commit).await {
             Ok(v) => v,
-            Err(why) => {
-                return self.reject(commit, &why, "check_failed").await;
+            // Not a verdict: a verifier that failed to run is retried, never a permanent
+            // rejection of a commit that may be good.
+            Err(message) => {
+                return Err(AgentError::Check {
+                    commit: commit.to_string(),
+                    message,
+                });
             }
         };
         match verdict {
@@ -311,8 +355,74 @@ impl Agent {
         }
     }
 
+    /// How `head` relates to the commit in force (or, after a restart, to the commits this
+    /// cluster's NodePoolRotations carry).
+    async fn lineage(&mut self, head: Oid) -> Result<Lineage, AgentError> {
+        let in_force = match (&self.in_force, &self.resumed_from) {
+            (Some(f), _) => vec![f.commit],
+            (None, Some(r)) => r.clone(),
+            (None, None) => {
+                let r = self.resumed_commits().await?;
+                self.resumed_from = Some(r.clone());
+                r
+            }
+        };
+        if in_force.is_empty() {
+            return Ok(Lineage::Forward);
+        }
+        let source = Arc::clone(&self.source);
+        let confirmed = self.config.confirm_rewrite;
+        let judged = tokio::task::spawn_blocking(move || {
+            let judge = || {
+                let repo = source.repository().ok();
+                history::judge(head, &in_force, confirmed, |a, b| {
+                    repo.as_ref().is_some_and(|r| history::descends(r, a, b))
+                })
+            };
+            let first = judge();
+            let shallow = source.repository().is_ok_and(|r| r.is_shallow());
+            if !matches!(first, Lineage::Rewrite { .. }) || !shallow {
+                return Ok(first);
+            }
+            // A shallow mirror (--depth) hides ancestry: make it whole and look again. A
+            // failed fetch is no verdict: checked again on the next pass.
+            source
+                .unshallow()
+                .map(|()| judge())
+                .map_err(|e| format!("deepening the shallow mirror to check ancestry: {e}"))
+        })
+        .await;
+        let check = |message: String| AgentError::Check {
+            commit: head.to_string(),
+            message,
+        };
+        judged
+            .map_err(|e| check(format!("ancestry check failed: {e}")))?
+            .map_err(check)
+    }
+
+    /// The fleet commits this cluster's NodePoolRotations were last given (none before the
+    /// CRD exists).
+    async fn resumed_commits(&self) -> Result<Vec<Oid>, AgentError> {
+        let api: Api<NodePoolRotation> = Api::all(self.client.clone());
+        let list = match api.list(&ListParams::default()).await {
+            Ok(l) => l,
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out: Vec<Oid> = list
+            .items
+            .into_iter()
+            .filter(|n| n.spec.cluster == self.config.cluster)
+            .filter_map(|n| Oid::from_str(&n.spec.source_commit).ok())
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
     /// Refuse `commit`; `kind` is the stable reason of `rota_commits_rejected_total`
-    /// (`signature`, `validation`, `check_failed`).
+    /// (`signature`, `validation`, `history`).
     async fn reject(&mut self, commit: Oid, why: &str, kind: &str) -> Result<(), AgentError> {
         if let Some(m) = &self.metrics {
             m.record_commit_rejected(kind);
@@ -400,11 +510,19 @@ impl Agent {
         .await
         .unwrap_or_default();
         for commit in commits {
-            let Ok(docs) = self.notes.docs(&commit).await else {
+            // As the guard reads them: from our own ref, about us, signed when required.
+            let Ok(records) = self.notes.records(&commit).await else {
                 continue;
             };
-            if let Some(doc) = docs.into_iter().find(|d| d.cluster == self.config.cluster) {
-                return doc.pools.into_iter().map(|r| (r.pool.clone(), r)).collect();
+            if let Some(ours) = records
+                .into_iter()
+                .find(|c| c.cluster == self.config.cluster)
+            {
+                return ours
+                    .pools
+                    .into_iter()
+                    .map(|r| (r.pool.clone(), r))
+                    .collect();
             }
         }
         BTreeMap::new()

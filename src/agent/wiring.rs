@@ -42,6 +42,11 @@ pub struct AgentParts {
     pub state_dir: PathBuf,
     /// Poll interval, webhook receiver, watched working copy.
     pub follow: FollowConfig,
+    /// Caps on what one fetch may bring in (pack bytes, notes refs).
+    pub fetch_limits: crate::source::FetchLimits,
+    /// This agent's records signing key and the agents' allowed signers (see
+    /// [`crate::report::evidence`]).
+    pub evidence: crate::report::evidence::EvidenceKeys,
     /// Only commits this verifier admits are acted on.
     pub verifier: Option<Arc<Verifier>>,
     /// Where statuses go (`None`: git notes); promotion records stay in git notes.
@@ -133,6 +138,8 @@ pub async fn start(
         source,
         state_dir,
         follow: fc,
+        fetch_limits,
+        evidence,
         verifier,
         statuses,
         metrics,
@@ -157,12 +164,12 @@ pub async fn start(
         }
     }
     let mirror = mirror_dir(&state_dir, &ac.cluster);
-    let source = Arc::new(GitSource::open(source, &mirror)?);
+    let source = Arc::new(GitSource::open(source, &mirror)?.with_limits(fetch_limits));
     let follower = follow(Arc::clone(&source), fc, cancel.clone()).await?;
     let mut controller =
         Controller::with_metrics(client.clone(), Arc::clone(&groups), cc, metrics.clone());
     let clock = clock.unwrap_or_else(|| controller.clock());
-    let notes = Arc::new(GitNotesStore::for_source(&source, &ac.cluster));
+    let notes = Arc::new(GitNotesStore::for_source(&source, &ac.cluster).with_evidence(&evidence));
     let store: Arc<dyn StatusStore> = match &statuses {
         Some(sc) => store_from_config(sc, Arc::clone(&notes))?,
         None => Arc::clone(&notes) as Arc<dyn StatusStore>,

@@ -83,6 +83,22 @@ pub struct AgentArgs {
     /// Act only on commits signed by a key in this OpenPGP keyring (armored export).
     #[arg(long, env = "ROTA_GPG_KEYRING")]
     pub gpg_keyring: Option<PathBuf>,
+    /// Abort a fetch that receives more pack data than this many bytes (before any
+    /// signature check).
+    #[arg(long, env = "ROTA_MAX_PACK_BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_pack_bytes: u64,
+    /// Confirm one history rewrite: `<commit in force>..<new head>` (full ids). Without it a
+    /// head that does not descend from the commit in force is never acted on.
+    #[arg(long, env = "ROTA_CONFIRM_REWRITE")]
+    pub confirm_rewrite: Option<crate::source::history::ConfirmedRewrite>,
+    /// This agent's SSH private key: its promotion records are signed with it.
+    #[arg(long, env = "ROTA_RECORDS_SIGNING_KEY")]
+    pub records_signing_key: Option<PathBuf>,
+    /// Allowed-signers file of the agents (principal: cluster name, namespace
+    /// `rota-records`): the promotion guard then counts only records signed by the agent of
+    /// the cluster they speak for.
+    #[arg(long, env = "ROTA_AGENT_SIGNERS")]
+    pub agent_signers: Option<PathBuf>,
     #[command(flatten)]
     pub cloud: super::cloud::CloudArgs,
     /// The version the agent labels its resources with and its controller acts as.
@@ -212,6 +228,13 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     ac.subdir = args.subdir.clone();
     ac.resync = args.resync.as_duration();
     ac.install_crd = args.install_crd;
+    ac.confirm_rewrite = args.confirm_rewrite;
+    for f in [&args.records_signing_key, &args.agent_signers]
+        .into_iter()
+        .flatten()
+    {
+        std::fs::metadata(f).map_err(|e| format!("{}: {e}", f.display()))?;
+    }
     let statuses = status_store(&args, &env)?;
     let cancel = CancellationToken::new();
     let running = wiring::start(
@@ -231,6 +254,14 @@ async fn start(args: AgentArgs) -> Result<(), String> {
                 interval: args.poll.as_duration(),
                 webhook,
                 watch_dir: args.watch.clone(),
+            },
+            fetch_limits: crate::source::FetchLimits {
+                max_pack_bytes: args.max_pack_bytes,
+                ..Default::default()
+            },
+            evidence: crate::report::evidence::EvidenceKeys {
+                signing_key: args.records_signing_key.clone(),
+                agent_signers: args.agent_signers.clone(),
             },
             verifier,
             statuses,

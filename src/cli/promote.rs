@@ -37,6 +37,10 @@ pub struct PromoteArgs {
     pub base: String,
     #[arg(long = "path")]
     pub subdir: Option<PathBuf>,
+    /// Allowed-signers file of the agents (principal: cluster name): count only records
+    /// signed by the agent of the cluster they speak for.
+    #[arg(long, env = "ROTA_AGENT_SIGNERS")]
+    pub agent_signers: Option<PathBuf>,
     /// Write the promotion commit on this new branch (for a pull request) instead of
     /// advancing the current branch.
     #[arg(long, conflicts_with = "check")]
@@ -56,6 +60,7 @@ impl PromoteArgs {
             check: self.check,
             wave: self.wave.clone(),
             subdir: self.subdir.clone(),
+            agent_signers: self.agent_signers.clone(),
         }
     }
 }

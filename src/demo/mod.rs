@@ -627,6 +627,7 @@ impl<'a> Story<'a> {
             check: true,
             base: base.into(),
             subdir: None,
+            agent_signers: None,
         };
         let checks = crate::waves::promotion::checks_at(&query, self.fleet.clock.now()).await?;
         Ok(checks

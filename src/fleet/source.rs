@@ -17,6 +17,13 @@ pub const MAX_TOTAL_BYTES: u64 = 64 * 1024 * 1024;
 pub const MAX_FILES: usize = 20_000;
 /// Deepest folder nesting walked.
 const MAX_DIR_DEPTH: usize = 16;
+/// Most git tree entries (files, folders, anything) visited in one load of a revision. A
+/// fleet repo has hundreds; a tree that reuses one subtree at every level has as many as
+/// (fan-out)^(depth) from a few KiB of objects, and must stop here rather than spin.
+pub const MAX_TREE_ENTRIES: usize = 100_000;
+/// Most times one git tree object (the same folder content) is walked in one load: a real
+/// repo repeats a folder a few times (identical overlays); a tree bomb repeats it at will.
+pub const MAX_SUBTREE_REPEATS: u32 = 256;
 
 /// One YAML file of the repo.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +72,9 @@ fn too_large(file: &str, size: u64) -> Diagnostic {
 struct Budget {
     files: usize,
     bytes: u64,
+    /// Git tree entries visited, and walks per tree object (reading from git only).
+    entries: usize,
+    subtrees: std::collections::HashMap<git2::Oid, u32>,
 }
 
 impl Budget {
@@ -247,6 +257,7 @@ pub fn read_git(
     let mut files = Vec::new();
     let mut diags = Diagnostics::new();
     let mut budget = Budget::default();
+    // Over a budget the whole revision is refused: half a fleet must never be acted on.
     walk_tree(
         &repo,
         &odb,
@@ -257,7 +268,8 @@ pub fn read_git(
         &mut files,
         &mut diags,
         &mut budget,
-    );
+    )
+    .map_err(Diagnostics::from)?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, diags, commit.id().to_string()))
 }
@@ -273,8 +285,19 @@ fn walk_tree(
     files: &mut Vec<SourceFile>,
     diags: &mut Diagnostics,
     budget: &mut Budget,
-) {
+) -> Result<(), Diagnostic> {
     for entry in tree.iter() {
+        budget.entries += 1;
+        if budget.entries > MAX_TREE_ENTRIES {
+            let at = format!("{rel}/{}", String::from_utf8_lossy(entry.name_bytes()));
+            return Err(whole_file(
+                at.trim_start_matches('/'),
+                format!("the git tree has more than {MAX_TREE_ENTRIES} entries: not read"),
+            )
+            .with_hint(
+                "a fleet repo has hundreds of files; is this tree built to reuse folders?",
+            ));
+        }
         let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
         if name.starts_with('.') {
             continue;
@@ -293,6 +316,19 @@ fn walk_tree(
                     ));
                     continue;
                 }
+                let walks = budget.subtrees.entry(entry.id()).or_default();
+                *walks += 1;
+                if *walks > MAX_SUBTREE_REPEATS {
+                    // Short: it goes into a 140-character status after a long path.
+                    return Err(whole_file(
+                        &rel_path,
+                        format!("a tree repeated over {MAX_SUBTREE_REPEATS} times: not read"),
+                    )
+                    .with_hint(format!(
+                        "git tree {} is reused at every level: a tree bomb",
+                        &entry.id().to_string()[..12]
+                    )));
+                }
                 if let Ok(sub) = repo.find_tree(entry.id()) {
                     walk_tree(
                         repo,
@@ -304,7 +340,7 @@ fn walk_tree(
                         files,
                         diags,
                         budget,
-                    );
+                    )?;
                 }
             }
             Some(git2::ObjectType::Blob) if is_yaml(&name) => {
@@ -365,6 +401,7 @@ fn walk_tree(
             _ => {}
         }
     }
+    Ok(())
 }
 
 /// The repo-relative path a symlink in folder `dir` pointing at `target` names, or `None`

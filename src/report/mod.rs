@@ -7,6 +7,7 @@
 //! Contexts follow the contract: `rota/<cluster>` and `rota/<cluster>/<pool>`; descriptions
 //! are at most 140 characters (the forges' limit), cut with `…` when longer.
 
+pub mod evidence;
 pub mod forge;
 pub mod gitea;
 pub mod github;

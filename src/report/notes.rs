@@ -32,6 +32,7 @@ use chrono::{DateTime, Utc};
 use git2::{Oid, PushOptions, Repository};
 use serde::{Deserialize, Serialize};
 
+use super::evidence::{self, EvidenceKeys, RecordVerifier, SignedRecords};
 use super::{CommitStatus, Posted, ReportError, State, StatusStore, validate};
 use crate::source::credentials::{self, Auth, KnownHosts};
 use crate::source::{NOTES_PREFIX, REMOTE_NOTES_PREFIX};
@@ -46,6 +47,10 @@ pub struct NoteDoc {
     pub statuses: Vec<NoteStatus>,
     #[serde(default)]
     pub pools: Vec<PoolRecord>,
+    /// `pools`, signed by the agent's key (see [`super::evidence`]); absent when the agent
+    /// has no signing key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed: Option<SignedRecords>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +96,22 @@ struct Inner {
     /// The cluster this store writes for (`None`: read-only, e.g. `rota status`).
     cluster: Option<String>,
     push: Option<PushTarget>,
+    /// Signs this cluster's records (when a key is set).
+    signing_key: Option<PathBuf>,
+    /// Accepts only signed records (when agents' signers are set).
+    verifier: Option<RecordVerifier>,
+}
+
+/// Most notes refs (clusters) read on one commit: the rest is ignored, named in a warning.
+/// A fleet has a few hundred clusters; a flood of refs pushed by anyone with push access
+/// must not make every pass of every agent read without end.
+pub const MAX_NOTES_REFS: usize = 2048;
+
+/// One cluster's records on one commit, as accepted by the store's policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterRecords {
+    pub cluster: String,
+    pub pools: Vec<PoolRecord>,
 }
 
 /// `refs/notes/rota/<cluster>`.
@@ -111,6 +132,8 @@ impl GitNotesStore {
                 repo: repo.to_path_buf(),
                 cluster: cluster.map(str::to_string),
                 push,
+                signing_key: None,
+                verifier: None,
             }),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
         }
@@ -131,10 +154,31 @@ impl GitNotesStore {
         )
     }
 
-    /// Every cluster's pool records on `commit` (what the promotion guard reads).
+    /// Sign this cluster's records with `keys.signing_key` and accept only records signed by
+    /// their cluster's key in `keys.agent_signers` (each when set). Call before sharing.
+    pub fn with_evidence(mut self, keys: &EvidenceKeys) -> Self {
+        let inner = Arc::get_mut(&mut self.inner).expect("with_evidence on a fresh store");
+        inner.signing_key = keys.signing_key.clone();
+        inner.verifier = keys.agent_signers.as_deref().map(RecordVerifier::new);
+        self
+    }
+
+    /// Every cluster's pool records on `commit` (what the promotion guard reads), as
+    /// [`GitNotesStore::records`] accepts them.
     pub async fn pool_records(&self, commit: &str) -> Result<Vec<PoolRecord>, ReportError> {
+        let records = self.records(commit).await?;
+        Ok(records.into_iter().flat_map(|c| c.pools).collect())
+    }
+
+    /// Each cluster's records on `commit`, accepted only from that cluster's own notes ref
+    /// and only about that cluster (a record naming another cluster is dropped); with agents'
+    /// signers configured, only when signed by that cluster's key for this commit. A note
+    /// that fails holds nothing: its records are left out, named in a warning.
+    pub async fn records(&self, commit: &str) -> Result<Vec<ClusterRecords>, ReportError> {
         let docs = self.docs(commit).await?;
-        Ok(docs.into_iter().flat_map(|d| d.pools).collect())
+        let inner = Arc::clone(&self.inner);
+        let commit = commit.to_string();
+        blocking(move || Ok(inner.accept_records(&commit, docs))).await
     }
 
     /// Every cluster's note document on `commit`, by cluster name.
@@ -220,7 +264,9 @@ impl Inner {
         let mut out = BTreeMap::new();
         let err = self.git_err(NOTES_PREFIX);
         for prefix in [NOTES_PREFIX, REMOTE_NOTES_PREFIX] {
-            for r in repo.references_glob(&format!("{prefix}*")).map_err(&err)? {
+            // One past the limit is enough to know it is exceeded; never walk a flood whole.
+            let glob = repo.references_glob(&format!("{prefix}*")).map_err(&err)?;
+            for r in glob.take(MAX_NOTES_REFS + 1) {
                 let r = r.map_err(&err)?;
                 let Ok(name) = r.name() else { continue };
                 let cluster = name[prefix.len()..].to_string();
@@ -264,12 +310,54 @@ impl Inner {
         Ok(Some(doc))
     }
 
+    fn accept_records(&self, commit: &str, docs: Vec<NoteDoc>) -> Vec<ClusterRecords> {
+        let mut out = Vec::new();
+        for doc in docs {
+            let cluster = doc.cluster.clone();
+            let pools = match &self.verifier {
+                None => doc.pools,
+                Some(v) => match v.accept(&cluster, commit, doc.signed.as_ref()) {
+                    Ok(Ok(pools)) => pools,
+                    Ok(Err(why)) => {
+                        tracing::warn!(cluster = %cluster, commit = %commit, reason = %why,
+                            "promotion records refused: they hold nothing");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(cluster = %cluster, commit = %commit, reason = e.reason(),
+                            error = %e, "promotion records not verified (retried next pass)");
+                        continue;
+                    }
+                },
+            };
+            let (own, foreign): (Vec<_>, Vec<_>) =
+                pools.into_iter().partition(|r| r.cluster == cluster);
+            if !foreign.is_empty() {
+                tracing::warn!(cluster = %cluster, commit = %commit, records = foreign.len(),
+                    "records about other clusters in this cluster's note are ignored");
+            }
+            out.push(ClusterRecords {
+                cluster,
+                pools: own,
+            });
+        }
+        out
+    }
+
     fn read_all(&self, commit: &str) -> Result<Vec<NoteDoc>, ReportError> {
         let repo = self.open()?;
         let oid = Oid::from_str(commit)
             .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
         let mut docs = Vec::new();
-        for (cluster, r) in self.refs_by_cluster(&repo)? {
+        let refs = self.refs_by_cluster(&repo)?;
+        if refs.len() > MAX_NOTES_REFS {
+            tracing::warn!(
+                refs = refs.len(),
+                read = MAX_NOTES_REFS,
+                "more rota notes refs than the limit: the rest are not read"
+            );
+        }
+        for (cluster, r) in refs.into_iter().take(MAX_NOTES_REFS) {
             match self.read_doc(&repo, &r, &cluster, oid) {
                 Ok(Some(doc)) => docs.push(doc),
                 Ok(None) => {}
@@ -355,8 +443,26 @@ impl Inner {
                 }
             }
         };
-        if !mutate(&mut doc, Utc::now()) {
+        let changed = mutate(&mut doc, Utc::now());
+        let payload = self
+            .signing_key
+            .as_ref()
+            .map(|_| evidence::payload(cluster, &oid.to_string(), &doc.pools));
+        let signed_as_is = match (&payload, &doc.signed) {
+            (None, _) => true,
+            (Some(p), Some(s)) => &s.payload == p,
+            (Some(_), None) => false,
+        };
+        if !changed && signed_as_is {
             return Ok(Posted::Unchanged);
+        }
+        if let (Some(key), Some(p)) = (&self.signing_key, &payload)
+            && !signed_as_is
+        {
+            doc.signed = Some(evidence::sign(key, p).map_err(|e| ReportError::Git {
+                notes_ref: local.to_string(),
+                message: e.to_string(),
+            })?);
         }
         let text = serde_json::to_string_pretty(&doc).expect("serialisable") + "\n";
         let sig = git2::Signature::now("rota", &format!("rota+{cluster}@rota.dev"))

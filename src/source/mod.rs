@@ -9,6 +9,7 @@
 
 pub mod credentials;
 pub mod follow;
+pub mod history;
 pub mod poll;
 pub mod trust;
 pub mod watch;
@@ -34,6 +35,27 @@ pub struct SourceConfig {
     /// agent; `rota status` over old revisions wants the full history. Ignored for file://
     /// URLs and local paths (libgit2's local transport has no shallow mode).
     pub depth: Option<u32>,
+}
+
+/// Caps on what one fetch may bring in, before anything in it is checked (signatures are
+/// checked after the fetch, on the commit it brought).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchLimits {
+    /// Bytes of pack data received; past it the fetch is aborted and nothing is updated.
+    pub max_pack_bytes: u64,
+    /// Notes refs (`refs/notes/rota/*`, one per cluster) fetched: with more on the remote,
+    /// only the first ones by name are fetched, and a warning names the count.
+    pub max_notes_refs: usize,
+}
+
+impl Default for FetchLimits {
+    fn default() -> Self {
+        FetchLimits {
+            // A fleet repo's whole history is a few MiB.
+            max_pack_bytes: 256 * 1024 * 1024,
+            max_notes_refs: crate::report::notes::MAX_NOTES_REFS,
+        }
+    }
 }
 
 /// What one fetch found.
@@ -102,6 +124,7 @@ pub struct GitSource {
     mirror: PathBuf,
     /// Loaded once: a broken credentials setup fails at start, not at the first fetch.
     known_hosts: Option<KnownHosts>,
+    limits: FetchLimits,
 }
 
 /// The remote-tracking ref a fetch updates.
@@ -139,7 +162,14 @@ impl GitSource {
             config,
             mirror: mirror.to_path_buf(),
             known_hosts,
+            limits: FetchLimits::default(),
         })
+    }
+
+    /// Replace the default [`FetchLimits`].
+    pub fn with_limits(mut self, limits: FetchLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn config(&self) -> &SourceConfig {
@@ -179,15 +209,12 @@ impl GitSource {
             message: credentials::explain(&e, &refusal),
         };
         let mut remote = repo.find_remote("origin").map_err(fetch_err)?;
-        let mut opts = self.fetch_options(&refusal);
         let branch_spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
-        let notes_spec = format!("+{}*:{}*", NOTES_PREFIX, REMOTE_NOTES_PREFIX);
+        let mut specs = vec![branch_spec];
+        specs.extend(self.notes_specs(&mut remote, &refusal).map_err(fetch_err)?);
+        let mut opts = self.fetch_options(&refusal);
         remote
-            .fetch(
-                &[branch_spec.as_str(), notes_spec.as_str()],
-                Some(&mut opts),
-                None,
-            )
+            .fetch(&specs[..], Some(&mut opts), None)
             .map_err(fetch_err)?;
         let commit =
             repo.refname_to_id(&tracking_ref(branch))
@@ -202,16 +229,91 @@ impl GitSource {
         Ok(Fetched { commit, previous })
     }
 
-    /// Fetch options with this source's credentials, host key check and depth; the
+    /// Makes a shallow mirror whole (the followed branch's full history): ancestry, which
+    /// the forward-only check needs, cannot be seen across a shallow boundary. Nothing to do
+    /// for a mirror that is not shallow. Blocking.
+    pub fn unshallow(&self) -> Result<(), SourceError> {
+        let repo = self.repository()?;
+        if !repo.is_shallow() {
+            return Ok(());
+        }
+        let branch = &self.config.branch;
+        let refusal = credentials::Refusal::default();
+        let fetch_err = |e: git2::Error| SourceError::Fetch {
+            url: redact_url(&self.config.url),
+            branch: branch.clone(),
+            message: credentials::explain(&e, &refusal),
+        };
+        let mut remote = repo.find_remote("origin").map_err(fetch_err)?;
+        let mut opts = self.fetch_options(&refusal);
+        // libgit2's GIT_FETCH_DEPTH_UNSHALLOW.
+        opts.depth(i32::MAX);
+        let spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
+        remote
+            .fetch(&[spec.as_str()], Some(&mut opts), None)
+            .map_err(fetch_err)?;
+        tracing::info!(url = %redact_url(&self.config.url), "shallow mirror made whole to check ancestry");
+        Ok(())
+    }
+
+    /// The refspecs of the rota notes refs to fetch: all of them with one glob while the
+    /// remote has at most `max_notes_refs`, else the first ones by name, one by one (a flood
+    /// of refs pushed by anyone with push access is not mirrored whole).
+    fn notes_specs(
+        &self,
+        remote: &mut git2::Remote<'_>,
+        refusal: &credentials::Refusal,
+    ) -> Result<Vec<String>, git2::Error> {
+        let names: Vec<String> = {
+            let cbs = credentials::callbacks(
+                &self.config.auth,
+                &self.config.url,
+                self.known_hosts.as_ref(),
+                refusal,
+            );
+            let conn = remote.connect_auth(git2::Direction::Fetch, Some(cbs), None)?;
+            conn.list()?
+                .iter()
+                .map(|h| h.name().to_string())
+                .filter(|n| n.starts_with(NOTES_PREFIX) && n.len() > NOTES_PREFIX.len())
+                .collect()
+        };
+        let cap = self.limits.max_notes_refs;
+        if names.len() <= cap {
+            return Ok(vec![format!("+{NOTES_PREFIX}*:{REMOTE_NOTES_PREFIX}*")]);
+        }
+        tracing::warn!(refs = names.len(), fetched = cap, url = %redact_url(&self.config.url),
+            "the remote has more rota notes refs than the limit: only the first ones are fetched");
+        let mut names = names;
+        names.sort();
+        Ok(names
+            .iter()
+            .take(cap)
+            .map(|n| format!("+{n}:{REMOTE_NOTES_PREFIX}{}", &n[NOTES_PREFIX.len()..]))
+            .collect())
+    }
+
+    /// Fetch options with this source's credentials, host key check, depth and pack cap; the
     /// callbacks leave the reason of a refusal in `refusal`.
     pub fn fetch_options<'a>(&'a self, refusal: &'a credentials::Refusal) -> FetchOptions<'a> {
         let mut opts = FetchOptions::new();
-        opts.remote_callbacks(credentials::callbacks(
+        let mut cbs = credentials::callbacks(
             &self.config.auth,
             &self.config.url,
             self.known_hosts.as_ref(),
             refusal,
-        ));
+        );
+        let cap = self.limits.max_pack_bytes;
+        cbs.transfer_progress(move |p| {
+            if p.received_bytes() as u64 > cap {
+                *refusal.borrow_mut() = Some(format!(
+                    "the remote sent more than {cap} bytes of pack data: fetch aborted, nothing of it used (--max-pack-bytes)"
+                ));
+                return false;
+            }
+            true
+        });
+        opts.remote_callbacks(cbs);
         // libgit2's local transport (file:// and paths) copies objects directly and refuses
         // a depth; a local repo has nothing to save anyway.
         let local = normalise_url(&self.config.url).starts_with("file://");
@@ -290,7 +392,15 @@ pub fn read_tree_files(
     };
     let mut files = Vec::new();
     let mut failure = None;
+    let mut entries = 0usize;
+    let mut over_budget = None;
     root.walk(git2::TreeWalkMode::PreOrder, |parent, entry| {
+        // The same budget as the fleet loader: a tree bomb stops here, named.
+        entries += 1;
+        if entries > crate::fleet::source::MAX_TREE_ENTRIES {
+            over_budget = Some(format!("{parent}{}", entry.name().unwrap_or("")));
+            return git2::TreeWalkResult::Abort;
+        }
         if entry.kind() != Some(git2::ObjectType::Blob) || entry.filemode() == 0o120000 {
             return git2::TreeWalkResult::Ok;
         }
@@ -312,7 +422,23 @@ pub fn read_tree_files(
             }
         }
     })
+    .or_else(|e| {
+        if over_budget.is_some() {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })
     .map_err(read_err)?;
+    if let Some(at) = over_budget {
+        return Err(SourceError::Read {
+            commit: commit.to_string(),
+            message: format!(
+                "the tree has more than {} entries (stopped at {at})",
+                crate::fleet::source::MAX_TREE_ENTRIES
+            ),
+        });
+    }
     if let Some(e) = failure {
         return Err(read_err(e));
     }

@@ -127,11 +127,24 @@ impl Verifier {
         })
     }
 
-    /// Checks one commit of `repo`.
+    /// Checks one commit of `repo`, judging key validity now.
     pub fn verify(
         &self,
         repo: &Repository,
         commit: Oid,
+    ) -> Result<Result<Trusted, Rejection>, TrustError> {
+        self.verify_at(repo, commit, chrono::Utc::now())
+    }
+
+    /// Checks one commit of `repo`, judging the validity of SSH keys (`valid-after`,
+    /// `valid-before` in allowed signers) at `now`, the time of verification. Never at the
+    /// commit's own date: the committer sets that date, so a key retired yesterday would
+    /// otherwise keep signing commits that claim to be from last year.
+    pub fn verify_at(
+        &self,
+        repo: &Repository,
+        commit: Oid,
+        now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Result<Trusted, Rejection>, TrustError> {
         let short = &commit.to_string()[..12];
         let (signature, data) = match repo.extract_signature(&commit, None) {
@@ -161,7 +174,7 @@ impl Verifier {
         let armor = String::from_utf8_lossy(&signature);
         if armor.starts_with("-----BEGIN SSH SIGNATURE-----") {
             match &self.allowed_signers {
-                Some(allowed) => verify_ssh(allowed, &signature, &data, committed_at, short),
+                Some(allowed) => verify_ssh(allowed, &signature, &data, now, committed_at, short),
                 None => Ok(Err(untrusted_format(short, "SSH", "OpenPGP"))),
             }
         } else if armor.starts_with("-----BEGIN PGP SIGNATURE-----") {
@@ -215,7 +228,7 @@ fn gpg(home: &Path) -> Command {
     c
 }
 
-fn temp_file(contents: &[u8]) -> Result<tempfile::NamedTempFile, TrustError> {
+pub(crate) fn temp_file(contents: &[u8]) -> Result<tempfile::NamedTempFile, TrustError> {
     let mut f = tempfile::NamedTempFile::new().map_err(|e| TrustError::File {
         path: std::env::temp_dir(),
         message: e.to_string(),
@@ -230,7 +243,7 @@ fn temp_file(contents: &[u8]) -> Result<tempfile::NamedTempFile, TrustError> {
 }
 
 /// Runs `cmd` with `stdin` as input; returns (success, stdout, stderr).
-fn run_with_input(
+pub(crate) fn run_with_input(
     tool: &'static str,
     mut cmd: Command,
     stdin: &[u8],
@@ -253,6 +266,14 @@ fn run_with_input(
         .write_all(stdin)
         .map_err(tool_err)?;
     let out = child.wait_with_output().map_err(tool_err)?;
+    // Killed (out of memory, a signal): the tool said nothing about the input. A transient
+    // failure to retry, never a verdict on the commit.
+    if out.status.code().is_none() {
+        return Err(TrustError::Tool {
+            tool,
+            message: format!("terminated by a signal ({})", out.status),
+        });
+    }
     Ok((
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -260,10 +281,16 @@ fn run_with_input(
     ))
 }
 
+/// `-Overify-time=` for ssh-keygen (local time, as ssh-keygen reads it, in UTC here).
+fn verify_time_arg(at: chrono::DateTime<chrono::Utc>) -> String {
+    format!("-Overify-time={}", at.format("%Y%m%d%H%M%SZ"))
+}
+
 fn verify_ssh(
     allowed: &Path,
     signature: &[u8],
     data: &[u8],
+    now: chrono::DateTime<chrono::Utc>,
     committed_at: i64,
     short: &str,
 ) -> Result<Result<Trusted, Rejection>, TrustError> {
@@ -289,21 +316,35 @@ fn verify_ssh(
         .unwrap_or("(unknown key)")
         .to_string();
 
-    // Like git: the signature is checked as of the commit time, so keys with valid-before /
-    // valid-after options in allowed signers bound which commits they may sign.
-    let verify_time = chrono::DateTime::from_timestamp(committed_at, 0)
-        .map(|t| t.format("%Y%m%d%H%M%S").to_string());
-    let time_opt = |c: &mut Command| {
-        if let Some(t) = &verify_time {
-            c.arg(format!("-Overify-time={t}"));
-        }
+    // Key validity (valid-after / valid-before) is judged now, at verification: the commit
+    // date is whatever the committer wrote, so judging at it (as `git verify-commit` does)
+    // lets a retired key sign "old" commits for ever.
+    let find = |at: chrono::DateTime<chrono::Utc>| {
+        let mut find = Command::new("ssh-keygen");
+        find.args(["-Y", "find-principals", "-f"])
+            .arg(allowed)
+            .arg(verify_time_arg(at))
+            .arg("-s")
+            .arg(sig.path());
+        run_with_input("ssh-keygen", find, b"")
     };
-    let mut find = Command::new("ssh-keygen");
-    find.args(["-Y", "find-principals", "-f"]).arg(allowed);
-    time_opt(&mut find);
-    find.arg("-s").arg(sig.path());
-    let (found, principals, _) = run_with_input("ssh-keygen", find, b"")?;
+    let (found, principals, _) = find(now)?;
     let Some(principal) = principals.lines().next().filter(|p| found && !p.is_empty()) else {
+        // Listed, but not valid now? Say so rather than "not in the file".
+        let listed_then = chrono::DateTime::from_timestamp(committed_at, 0)
+            .map(find)
+            .transpose()?
+            .filter(|(ok, p, _)| *ok && !p.trim().is_empty());
+        if let Some((_, p, _)) = listed_then {
+            return Ok(Err(Rejection {
+                reason: RejectReason::KeyNotValid,
+                message: format!(
+                    "commit {short} is signed by SSH key {fingerprint} ({}), which is not valid now (valid-after/valid-before in {})",
+                    p.lines().next().unwrap_or("").trim(),
+                    allowed.display()
+                ),
+            }));
+        }
         return Ok(Err(Rejection {
             reason: RejectReason::UnknownKey,
             message: format!(
@@ -316,9 +357,10 @@ fn verify_ssh(
     verify
         .args(["-Y", "verify", "-n", "git", "-f"])
         .arg(allowed)
-        .args(["-I", principal]);
-    time_opt(&mut verify);
-    verify.arg("-s").arg(sig.path());
+        .args(["-I", principal])
+        .arg(verify_time_arg(now))
+        .arg("-s")
+        .arg(sig.path());
     let (good, out, err) = run_with_input("ssh-keygen", verify, data)?;
     if good {
         Ok(Ok(Trusted {
@@ -335,7 +377,7 @@ fn verify_ssh(
     }
 }
 
-fn first_line<'a>(a: &'a str, b: &'a str) -> &'a str {
+pub(crate) fn first_line<'a>(a: &'a str, b: &'a str) -> &'a str {
     a.lines()
         .chain(b.lines())
         .map(str::trim)

@@ -24,6 +24,9 @@ pub struct Query {
     pub wave: Option<String>,
     /// The fleet lives in this folder of the repo.
     pub subdir: Option<PathBuf>,
+    /// Allowed-signers file of the agents (principal: cluster name): count only records
+    /// signed by the agent of the cluster they speak for.
+    pub agent_signers: Option<PathBuf>,
 }
 
 /// One pin change a wave asks for, and the guard's answer.
@@ -125,7 +128,12 @@ pub async fn checks_at(
     // Records live on the commits the agents acted on: for a PR, its base; when the
     // promotion is already in force, the commit itself. Both are read, the newer (rev) last,
     // so that it wins for a pool recorded on both (records are cumulative).
-    let store = GitNotesStore::new(&args.repo, None, None);
+    let store = GitNotesStore::new(&args.repo, None, None).with_evidence(
+        &crate::report::evidence::EvidenceKeys {
+            signing_key: None,
+            agent_signers: args.agent_signers.clone(),
+        },
+    );
     let mut records = Vec::new();
     for f in [&base, &target] {
         let commit = f.commit().unwrap_or_default().to_string();

@@ -113,6 +113,38 @@ fn a_plain_path_is_a_file_url_and_a_missing_branch_is_named() {
     ok.fetch().unwrap();
 }
 
+/// The forward-only check needs ancestry, which a shallow mirror hides: `unshallow` makes
+/// the mirror whole, and a new head is then seen to descend from the one before.
+#[test]
+fn a_shallow_mirror_is_made_whole_to_show_ancestry() {
+    use rota::source::history::descends;
+    let t = tmp();
+    let served = t.path().join("served");
+    let work = served.join("fleet");
+    let first = init_repo(&work);
+    let daemon = GitDaemon::start(&served);
+    let mut c = config(&daemon.url("fleet"));
+    c.depth = Some(1);
+    let src = GitSource::open(c, &t.path().join("mirror")).unwrap();
+    src.fetch().unwrap();
+    // Two commits between fetches: at depth 1 the one in between is not fetched, so the
+    // new head's history ends at a shallow boundary before `first`.
+    commit_file(&work, "fleet.yaml", "kind: Fleet\n# 2\n", "two");
+    let third = commit_file(&work, "fleet.yaml", "kind: Fleet\n# 3\n", "three");
+    src.fetch().unwrap();
+    let (new, old) = (
+        git2::Oid::from_str(&third).unwrap(),
+        git2::Oid::from_str(&first).unwrap(),
+    );
+    let repo = src.repository().unwrap();
+    assert!(repo.is_shallow());
+    assert!(!descends(&repo, new, old), "hidden by the shallow boundary");
+    src.unshallow().unwrap();
+    let repo = src.repository().unwrap();
+    assert!(!repo.is_shallow());
+    assert!(descends(&repo, new, old));
+}
+
 #[test]
 fn shallow_fetch_over_git_daemon() {
     let t = tmp();
