@@ -105,6 +105,7 @@ impl LocalFleet {
             cc.events = false;
             let mut controller = Controller::new(client.clone(), Arc::new(sim.cloud.clone()), cc);
             let notifier = controller.notifier();
+            let leadership = controller.leadership();
             let stop = cancel.clone();
             tokio::spawn(async move { controller.run(stop.cancelled_owned()).await });
 
@@ -157,6 +158,7 @@ impl LocalFleet {
             // Rollout notices of the fleet repo's `spec.notifications` go out through the
             // controller of the cluster.
             agent.set_notifier(notifier);
+            agent.set_leadership(leadership);
             agents.insert(c.name.clone(), agent.subscribe());
             tokio::spawn(agent.run(follower.state.clone(), cancel.clone()));
             followers.push(follower);

@@ -260,6 +260,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     );
     agent.set_metrics(metrics.clone());
     agent.set_notifier(controller.notifier());
+    agent.set_leadership(controller.leadership());
     eprintln!(
         "rota agent: cluster {}, repo {} (branch {}), version {version}, identity {identity}, cloud {cloud}{}",
         args.cluster,
