@@ -230,6 +230,8 @@ fn two_agents_one_writer_and_the_standby_takes_over() {
             .env("ROTA_CONTEXT", "canary-1")
             .env("ROTA_STATE_DIR", tmp.path().join(format!("state-{id}")))
             .env("ROTA_IDENTITY", id)
+            // Two agents on one machine: each its own metrics port.
+            .env("ROTA_METRICS_ADDR", "127.0.0.1:0")
             .env("ROTA_POLL", "1s")
             .env("ROTA_RESYNC", "1s")
             .env("ROTA_SPEED", "30")
