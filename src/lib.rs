@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cloud;
 pub mod controller;
 pub mod demo;
+pub mod errors;
 pub mod fleet;
 pub mod gates;
 pub mod kube;

@@ -1,4 +1,4 @@
-//! Stuck detection and error classification: what deserves a page.
+//! Stuck detection: what deserves a page (errors are classified in [`crate::errors`]).
 //!
 //! Pure functions, no clock: the controller passes `now`. Two rules keep pages rare and
 //! meaningful:
@@ -17,7 +17,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::cloud::{CloudError, CloudErrorKind};
 use crate::kube::crd::NodePoolRotationStatus;
 use crate::rotate::Phase;
 use crate::rotate::checkpoint::Stage;
@@ -25,100 +24,9 @@ use crate::rotate::checkpoint::Stage;
 /// The condition type rota sets on a NodePoolRotation.
 pub const CONDITION_TYPE: &str = "Stuck";
 
-/// What a retry should do with an error (the kube-rs controller idiom).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// Network blip, 5xx, conflict: retry soon with backoff.
-    Transient,
-    /// 429, rate exceeded, a PodDisruptionBudget refusing an eviction for now: retry later.
-    Throttled,
-    /// Needs a human or a change in git: permission, quota, invalid input, failed gate.
-    Stalled,
-}
-
-impl ErrorClass {
-    /// Whether this error by itself should page someone.
-    pub fn alerts(self) -> bool {
-        self == ErrorClass::Stalled
-    }
-}
-
-/// An error as the controller and agent see it: a class and a stable, low-cardinality reason
-/// (for the `reason` label, Events and the condition). Never holds a secret or a node name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Classified {
-    pub class: ErrorClass,
-    pub reason: &'static str,
-}
-
-/// Cloud errors carry their own kind; quota is stalled because capacity rarely appears on the
-/// timescale of a retry loop and someone has to raise a limit.
-pub fn classify_cloud(err: &CloudError) -> Classified {
-    let class = match err.kind {
-        CloudErrorKind::Transient => ErrorClass::Transient,
-        CloudErrorKind::Throttled => ErrorClass::Throttled,
-        // NotFound of a group: the repo names a group that does not exist (needs a human).
-        CloudErrorKind::NotFound
-        | CloudErrorKind::Quota
-        | CloudErrorKind::Permission
-        | CloudErrorKind::Invalid => ErrorClass::Stalled,
-    };
-    Classified {
-        class,
-        reason: err.kind.reason(),
-    }
-}
-
-/// An HTTP status from the Kubernetes API or a forge: 409 conflicts and 5xx heal, 429 is
-/// throttling, 401/403 need credentials or RBAC, other 4xx mean rota sent something wrong.
-pub fn classify_http(status: u16) -> Classified {
-    let (class, reason) = match status {
-        429 => (ErrorClass::Throttled, "Throttled"),
-        409 => (ErrorClass::Transient, "Conflict"),
-        408 | 500..=599 => (ErrorClass::Transient, "ServerError"),
-        401 => (ErrorClass::Stalled, "Unauthorized"),
-        403 => (ErrorClass::Stalled, "Forbidden"),
-        404 => (ErrorClass::Stalled, "NotFound"),
-        _ => (ErrorClass::Stalled, "InvalidRequest"),
-    };
-    Classified { class, reason }
-}
-
-/// A kube-rs client error: API answers by status, transport failures are transient.
-pub fn classify_kube(err: &kube::Error) -> Classified {
-    match err {
-        kube::Error::Api(status) => classify_http(status.code),
-        _ => Classified {
-            class: ErrorClass::Transient,
-            reason: "ApiUnreachable",
-        },
-    }
-}
-
-/// An error of one apply: a PodDisruptionBudget refusing an eviction is throttling (it clears
-/// when the workload is healthy again, and stuck detection names it if it never does).
-pub fn classify_apply(err: &crate::rotate::apply::ApplyError) -> Classified {
-    use crate::rotate::apply::ApplyError;
-    match err {
-        ApplyError::EvictionBlocked { .. } => Classified {
-            class: ErrorClass::Throttled,
-            reason: "EvictionBlocked",
-        },
-        ApplyError::Cloud { source, .. } => classify_cloud(source),
-        ApplyError::Status { source, .. } | ApplyError::Kube { source, .. } => {
-            classify_kube(source)
-        }
-    }
-}
-
-/// An error observing a pool (listing its nodes, pods, PDBs, describing its group).
-pub fn classify_observe(err: &crate::kube::observe::ObserveError) -> Classified {
-    use crate::kube::observe::ObserveError;
-    match err {
-        ObserveError::Kube { source, .. } => classify_kube(source),
-        ObserveError::Cloud(c) => classify_cloud(c),
-    }
-}
+/// Errors are classified once, in [`crate::errors`]: retry, stuck detection, metrics and
+/// events all read the same class and reason.
+pub use crate::errors::{Class, Classified};
 
 /// Why a pool is stuck, for the condition, the Event and `rota_pool_stuck{reason}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -328,6 +236,12 @@ impl ErrorTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cloud::{CloudError, CloudErrorKind};
+    use crate::errors::{Classify, KubeCall, kube_status};
+
+    fn http(code: u16) -> Classified {
+        kube_status(code, KubeCall::Act)
+    }
     use crate::rotate::checkpoint::{Batch, Checkpoint};
     use chrono::TimeZone;
 
@@ -386,7 +300,7 @@ mod tests {
             None,
             "at the threshold: not yet"
         );
-        let err = classify_http(429);
+        let err = http(429);
         let stuck = detect(&s, Some(&err), t(601), TEN_MIN).expect("stuck");
         assert_eq!(stuck.reason, "DrainBlocked");
         assert_eq!(stuck.since, t(0));
@@ -504,29 +418,21 @@ mod tests {
 
     #[test]
     fn only_what_cannot_heal_alerts() {
-        assert!(!classify_http(429).class.alerts());
-        assert!(!classify_http(503).class.alerts());
-        assert!(!classify_http(409).class.alerts());
-        assert!(classify_http(403).class.alerts());
+        assert!(!http(429).class.alerts());
+        assert!(!http(503).class.alerts());
+        assert!(!http(409).class.alerts());
+        assert!(http(403).class.alerts());
         let cloud = |kind| CloudError {
             kind,
             call: "SetDesiredCapacity",
             group: "asg/general".into(),
             message: "x".into(),
         };
-        assert!(
-            !classify_cloud(&cloud(CloudErrorKind::Throttled))
-                .class
-                .alerts()
-        );
-        assert!(
-            !classify_cloud(&cloud(CloudErrorKind::Transient))
-                .class
-                .alerts()
-        );
-        assert!(classify_cloud(&cloud(CloudErrorKind::Quota)).class.alerts());
+        assert!(!cloud(CloudErrorKind::Throttled).classify().class.alerts());
+        assert!(!cloud(CloudErrorKind::Transient).classify().class.alerts());
+        assert!(cloud(CloudErrorKind::Quota).classify().class.alerts());
         assert_eq!(
-            classify_cloud(&cloud(CloudErrorKind::Permission)).reason,
+            cloud(CloudErrorKind::Permission).classify().reason,
             "PermissionDenied"
         );
     }
@@ -538,7 +444,7 @@ mod tests {
         let mut s = status(Phase::Rotating, Some(Stage::Surging { batch: batch(0) }), 0);
         for minute in 0..8 {
             let now = t(minute * 60);
-            assert_eq!(tracker.record(classify_http(429)), None);
+            assert_eq!(tracker.record(http(429)), None);
             let stuck = detect(&s, tracker.last(), now, TEN_MIN);
             assert_eq!(stuck, None);
             assert_eq!(apply_condition(&mut s, stuck.as_ref(), now), None);
@@ -563,7 +469,7 @@ mod tests {
         let mut raised_at = None;
         for minute in 0..20 {
             let now = t(minute * 60);
-            tracker.record(classify_http(429));
+            tracker.record(http(429));
             let stuck = detect(&s, tracker.last(), now, TEN_MIN);
             if let Some(Transition::Raised(st)) = apply_condition(&mut s, stuck.as_ref(), now) {
                 assert!(
@@ -580,10 +486,10 @@ mod tests {
     #[test]
     fn a_stalled_error_alerts_once_per_reason() {
         let mut tracker = ErrorTracker::default();
-        assert_eq!(tracker.record(classify_http(403)), Some("Forbidden"));
-        assert_eq!(tracker.record(classify_http(403)), None);
-        assert_eq!(tracker.record(classify_http(429)), None);
+        assert_eq!(tracker.record(http(403)), Some("Forbidden"));
+        assert_eq!(tracker.record(http(403)), None);
+        assert_eq!(tracker.record(http(429)), None);
         tracker.healed();
-        assert_eq!(tracker.record(classify_http(403)), Some("Forbidden"));
+        assert_eq!(tracker.record(http(403)), Some("Forbidden"));
     }
 }

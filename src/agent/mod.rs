@@ -20,6 +20,11 @@
 //! The loop runs on every fetched commit and every `resync` (the guard's soak ends with time,
 //! the controller moves pools between commits).
 //!
+//! Only the leader acts: with [`Agent::set_leadership`] (the controller's handle, see
+//! `controller::leader`) a standby replica writes nothing (no commit status, no git-notes
+//! push, no NodePoolRotation apply) and every write is preceded by a check that the lease is
+//! still held with margin. It still follows the repo (reads), so that it takes over at once.
+//!
 //! When a newer commit comes into force, the statuses of the one it replaces that are still
 //! `pending` are made final ([`superseded`]): `error`, `superseded by <short sha> before it
 //! finished: <what it showed>`, so that no commit stays pending forever.
@@ -139,6 +144,8 @@ pub struct Agent {
     /// Before a commit is in force in this process (after a restart): the commits this
     /// cluster's NodePoolRotations were last given, which a new head must descend from.
     resumed_from: Option<Vec<Oid>>,
+    /// Checked before every write; `None`: the only agent by construction (tests).
+    leadership: Option<crate::controller::leader::Leadership>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -151,6 +158,9 @@ pub enum AgentError {
     /// not a verdict on the commit, which is checked again on the next pass.
     #[error("could not check commit {commit} (retrying): {message}")]
     Check { commit: String, message: String },
+    /// The lease is not held with margin: this replica writes nothing now.
+    #[error("{0}")]
+    NotLeading(#[from] crate::controller::leader::LeaseError),
 }
 
 impl Agent {
@@ -182,6 +192,21 @@ impl Agent {
             superseding: None,
             groups: None,
             resumed_from: None,
+            leadership: None,
+        }
+    }
+
+    /// Act only while `leadership` (the controller's, [`crate::controller::Controller::leadership`])
+    /// holds the lease: one writer per cluster (invariant 7).
+    pub fn set_leadership(&mut self, leadership: crate::controller::leader::Leadership) {
+        self.leadership = Some(leadership);
+    }
+
+    /// Right before a write: the lease must be held with margin.
+    fn may_write(&self) -> Result<(), AgentError> {
+        match &self.leadership {
+            Some(l) => Ok(l.check().map(|_| ())?),
+            None => Ok(()),
         }
     }
 
@@ -237,8 +262,15 @@ impl Agent {
     pub async fn run(mut self, mut state: watch::Receiver<SourceState>, cancel: CancellationToken) {
         loop {
             let head = state.borrow_and_update().commit;
-            if let Err(e) = self.step(head).await {
-                tracing::warn!(cluster = %self.config.cluster, error = %e, "agent pass failed; retrying");
+            match self.step(head).await {
+                Ok(()) => {}
+                // A standby, or a leader whose lease runs out: not a failure.
+                Err(AgentError::NotLeading(e)) => {
+                    tracing::debug!(cluster = %self.config.cluster, error = %e, "agent pass skipped")
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %self.config.cluster, error = %e, "agent pass failed; retrying")
+                }
             }
             tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -250,6 +282,8 @@ impl Agent {
 
     /// One pass: admit `head` if new, then apply and report the commit in force.
     pub async fn step(&mut self, head: Option<Oid>) -> Result<(), AgentError> {
+        // A standby does not even admit commits: the verdicts are the leader's to report.
+        self.may_write()?;
         if let Some(head) = head
             && self.seen != Some(head)
         {
@@ -287,6 +321,7 @@ impl Agent {
             let done = superseded(&s, short);
             tracing::info!(cluster = %self.config.cluster, commit = %commit, context = %s.context,
                 by = %short, "superseded before it finished");
+            self.may_write()?;
             self.store.set(&commit, &done).await?;
         }
         Ok(())
@@ -434,6 +469,7 @@ impl Agent {
             s.rejected
                 .push((commit.to_string(), status.description.clone()))
         });
+        self.may_write()?;
         self.store.set(&commit.to_string(), &status).await?;
         Ok(())
     }
@@ -573,6 +609,7 @@ impl Agent {
             if let Some(spec) = &pool.spec
                 && existing.get(&pool.name) != Some(spec)
             {
+                self.may_write()?;
                 api.patch(
                     &pool.name,
                     &params,
@@ -584,6 +621,7 @@ impl Agent {
         for name in &intent.released {
             let spec = desired::released_spec(&existing[name], &commit);
             tracing::info!(cluster = %cluster, pool = %name, "pool removed from git: released (mode: ignore, nodes untouched)");
+            self.may_write()?;
             api.patch(name, &params, &Patch::Apply(self.object(name, &spec)))
                 .await?;
         }
@@ -627,6 +665,7 @@ impl Agent {
         let summary = progress::cluster_status(cluster, &statuses);
         statuses.insert(0, summary);
         let _ = records_changed;
+        self.may_write()?;
         self.notes
             .set_pool_records(&commit, self.records.values().cloned().collect())
             .await?;
@@ -634,6 +673,7 @@ impl Agent {
         // that sees the cluster succeed must also see every pool's success, never an older
         // pool status beside a newer summary.
         for s in statuses.iter().skip(1).chain(statuses.first()) {
+            self.may_write()?;
             self.store.set(&commit, s).await?;
         }
         self.snapshot.send_modify(|snap| {

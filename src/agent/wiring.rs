@@ -189,6 +189,8 @@ pub async fn start(
     // Rollout notices of the fleet repo's `spec.notifications` go out through the
     // controller of the cluster.
     agent.set_notifier(controller.notifier());
+    // One writer per cluster: the agent writes only while its controller holds the Lease.
+    agent.set_leadership(controller.leadership());
     let snapshot = agent.subscribe();
     let mut tasks = vec![tokio::spawn(record_fetches(
         follower.state.clone(),

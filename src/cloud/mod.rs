@@ -83,7 +83,8 @@ pub enum CloudErrorKind {
 impl CloudErrorKind {
     /// Whether retrying the same call may succeed without anyone changing anything.
     pub fn is_retryable(self) -> bool {
-        matches!(self, CloudErrorKind::Transient | CloudErrorKind::Throttled)
+        use crate::errors::Classify;
+        self.classify().class == crate::errors::Class::Transient
     }
 
     /// A stable, low-cardinality label for metrics and events.

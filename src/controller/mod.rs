@@ -8,11 +8,16 @@
 //! PodDisruptionBudget that blocked an eviction with 429 (that wait is on the PDB, not on a
 //! fixed timer).
 //!
-//! Only the leader of the version's Lease acts ([`leader`]); only resources this version owns
-//! are touched (`kube::ownership`). `maxParallelPools` is applied per cluster through
-//! `rotate::parallel::admit` before each pass. Errors are classified by
-//! `rotate::apply::Retry`: transient ones back off exponentially, waits wait for their
-//! object, stalled ones retry slowly and are named in the pool's status message.
+//! Only the leader of the version's Lease acts ([`leader`]): [`Controller::run`] renews the
+//! Lease in a task of its own, a pass starts only while the lease is held with margin, stops
+//! early when it is not any more (or when it ran longer than one lease duration), and
+//! `rotate::apply` checks it again before every side effect. The same [`Leadership`] handle
+//! gates the agent ([`Controller::leadership`]). A controller driven through
+//! [`Controller::step`] without [`Controller::elect`] is the only writer by construction (a
+//! test). Only resources this version owns are touched (`kube::ownership`). `maxParallelPools` is applied per cluster through
+//! `rotate::parallel::admit` before each pass. Errors are classified once, by
+//! [`crate::errors`]: transient ones back off exponentially, waits wait for their object,
+//! stalled ones retry slowly, alert and are named in the pool's status message.
 
 pub mod clock;
 pub mod leader;
@@ -35,11 +40,12 @@ use tracing::Instrument;
 
 use crate::cloud::NodeGroups;
 use crate::cloud::metered::MeteredNodeGroups;
+use crate::errors::Classify;
 use crate::fleet::resolved::Mode;
 use crate::gates::{self, EventRecord, Gate, GateInputs, PodHealth, Tracker};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::crd::NodePoolRotationStatus;
-use crate::kube::observe::{ObserveError, observe};
+use crate::kube::observe::observe;
 use crate::kube::ownership;
 use crate::metrics::{GateResult, Metrics};
 use crate::notify::SharedNotifier;
@@ -48,7 +54,7 @@ use crate::rotate::parallel::{PoolDemand, admit};
 use crate::rotate::{GateVerdict, Phase, Stage, plan};
 use crate::stuck::{self, ErrorTracker};
 use clock::Clock;
-use leader::Elector;
+use leader::{Elector, Leadership, Renewal};
 
 /// How a controller identifies itself and what it owns.
 #[derive(Clone, Debug)]
@@ -82,6 +88,10 @@ impl Config {
         }
     }
 }
+
+/// The longest a pass (and one pool's reconcile) runs: one lease duration, so that a pass
+/// never outlives the lease it started under by more than the renewal task lets it.
+pub const PASS_BOUND: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What one reconcile of one pool ended with.
 #[derive(Clone, Debug, PartialEq)]
@@ -148,6 +158,11 @@ pub struct Controller {
     metrics: Metrics,
     notifier: SharedNotifier,
     pub stats: Arc<Stats>,
+    /// Whether this process leads; shared with the agent.
+    leadership: Leadership,
+    /// The renewal task once [`Controller::elect`] started it: from then on every pass and
+    /// every side effect is gated on `leadership`.
+    election: Option<Renewal>,
     /// Test hook: after persisting the checkpoint, run only this many actions of the next
     /// plan that has more, then report [`Outcome::Crashed`] (the caller drops the
     /// controller and starts another, as after a crash).
@@ -205,8 +220,42 @@ impl Controller {
             metrics,
             notifier: SharedNotifier::default(),
             stats: Arc::new(Stats::default()),
+            leadership: Leadership::new(),
+            election: None,
             crash_after: None,
         }
+    }
+
+    /// Whether this process leads, as the election decides once [`run`](Self::run) (or
+    /// [`elect`](Self::elect)) started it. The agent checks the same handle before each of
+    /// its writes, so the whole process acts only while it leads.
+    pub fn leadership(&self) -> Leadership {
+        self.leadership.clone()
+    }
+
+    /// Start the election: the Lease is renewed in a task of its own from now on, and every
+    /// pass and side effect of this controller is gated on holding it. Idempotent. A harness
+    /// that drives [`step`](Self::step) itself calls this to run several controllers as
+    /// replicas of one process.
+    pub fn elect(&mut self) {
+        if self.election.is_some() {
+            return;
+        }
+        let elector = Elector::new(
+            self.client.clone(),
+            &self.config.lease_namespace,
+            ownership::lease_name(&self.config.version),
+            self.config.identity.clone(),
+        )
+        .with_leadership(self.leadership.clone());
+        let clock = self.clock;
+        self.election = Some(elector.spawn(move || clock.now()));
+    }
+
+    /// Whether a pass may act now: always without election, else only while the lease is
+    /// held with margin.
+    fn may_act(&self) -> bool {
+        self.election.is_none() || self.leadership.leading()
     }
 
     pub fn clock(&self) -> Clock {
@@ -236,51 +285,41 @@ impl Controller {
     }
 
     /// Run until `stop` resolves: lead (or wait to lead), reconcile, wait, repeat. Gives the
-    /// Lease up on the way out.
+    /// Lease up on the way out; aborted (a killed process), it stops renewing and the Lease
+    /// expires for the others.
     pub async fn run(&mut self, stop: impl std::future::Future<Output = ()>) {
-        let elector = Elector::new(
-            self.client.clone(),
-            &self.config.lease_namespace,
-            ownership::lease_name(&self.config.version),
-            self.config.identity.clone(),
-        );
-        // Renew well within the lease duration (client-go uses 2/3 for the deadline).
-        let renew = elector.duration / 3;
+        self.elect();
+        let lease = ownership::lease_name(&self.config.version);
+        // Look at the leadership as often as the renewal task may change it.
+        let look = std::time::Duration::from_secs(3);
         tokio::pin!(stop);
         loop {
-            let leading = match elector.try_acquire(self.clock.now()).await {
-                Ok(l) => {
+            let leading = match self.leadership.state() {
+                Some(l) => {
                     // The election answered: /readyz knows the leadership state from now on.
                     self.metrics.set_leader(l);
                     l
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "leader election failed; not acting");
-                    if self.stats.leading.load(Ordering::Relaxed) {
-                        self.metrics.set_leader(false);
-                    }
-                    false
-                }
+                None => false,
             };
             self.sync_caches().await;
             let was = self.stats.leading.swap(leading, Ordering::Relaxed);
             if leading != was {
-                tracing::info!(lease = %elector.name, identity = %elector.identity, leading, "leadership changed");
+                tracing::info!(%lease, identity = %self.config.identity, leading, "leadership changed");
             }
             if leading {
                 self.step().await;
             }
-            let cap = self.clock.after(renew);
+            let cap = Instant::now() + look;
             tokio::select! {
                 _ = &mut stop => break,
                 _ = self.wait(cap, leading) => {}
             }
         }
-        if self.stats.leading.load(Ordering::Relaxed)
-            && let Err(e) = elector.release().await
-        {
-            tracing::warn!(error = %e, "releasing the lease failed");
+        if let Some(election) = self.election.take() {
+            election.release().await;
         }
+        self.stats.leading.store(false, Ordering::Relaxed);
     }
 
     /// Wait until a pool is due, a watch wakes one, or `cap`. A follower only drains its
@@ -345,6 +384,9 @@ impl Controller {
     /// One pass: reconcile every owned pool that is due. Returns each reconciled pool's
     /// outcome.
     pub async fn step(&mut self) -> Vec<(String, Outcome)> {
+        if !self.may_act() {
+            return Vec::new();
+        }
         let api: Api<NodePoolRotation> = Api::all(self.client.clone());
         let list = match api.list(&ListParams::default()).await {
             Ok(l) => l.items,
@@ -364,14 +406,28 @@ impl Controller {
             .retain(|name, _| owned.iter().any(|n| n.name_any() == *name));
         let holds = start_holds(&owned);
         let now = Instant::now();
+        // A pass is bounded: a pool left when it ran a whole lease duration waits for the
+        // next pass (it stays due), so the lease is looked at again in between.
+        let bound = PASS_BOUND;
         let mut out = Vec::new();
         for npr in &owned {
             let name = npr.name_any();
             if self.pools.get(&name).is_some_and(|p| p.due > now) {
                 continue;
             }
+            if !self.may_act() || now.elapsed() >= bound {
+                break;
+            }
             let hold = holds.get(&name).cloned().flatten();
-            let o = self.reconcile(npr, hold).await;
+            let o = match tokio::time::timeout(bound, self.reconcile(npr, hold)).await {
+                Ok(o) => o,
+                // Cut short as a crash would be: the checkpoint was written before any side
+                // effect, the next pass resumes from it.
+                Err(_) => Outcome::Failed {
+                    retry: Retry::Transient,
+                    error: format!("the reconcile ran longer than {bound:?}; resuming next pass"),
+                },
+            };
             out.push((name, o));
         }
         out
@@ -442,13 +498,16 @@ impl Controller {
             },
             Ok(gs) => {
                 if state.trackers.iter().any(|t| t.due(now)) {
-                    let (pods, events) = gate_inputs(&self.client).await;
+                    let (pods, events, unseen) = gate_inputs(&self.client).await;
                     let inputs = GateInputs {
                         pods: &pods,
                         events: &events,
                         now,
                     };
-                    let taken = gates::sample_due(gs, &mut state.trackers, &inputs).await;
+                    // Fail closed: a gate whose input could not be read fails its sample.
+                    let mut taken =
+                        gates::record_blind(&desired.gates, &mut state.trackers, &unseen, now);
+                    taken.extend(gates::sample_due(gs, &mut state.trackers, &inputs).await);
                     let pm = self.metrics.pool(cluster, pool);
                     for (gate, passed) in taken {
                         let r = if passed {
@@ -474,17 +533,14 @@ impl Controller {
         {
             Ok(o) => o,
             Err(e) => {
-                let retry = match &e {
-                    ObserveError::Kube { .. } => Retry::Transient,
-                    ObserveError::Cloud(c) if c.kind.is_retryable() => Retry::Transient,
-                    ObserveError::Cloud(_) => Retry::Stalled,
-                };
+                // One classification for the retry, the alert, the metric and the event.
+                let classified = e.classify();
+                let retry = classified.class;
                 let error = e.to_string();
                 tracing::warn!(pool = %name, %error, "observing failed");
                 let state = self.pools.get_mut(&name).expect("inserted above");
                 state.failures += 1;
                 state.last_error = Some(error.clone());
-                let classified = stuck::classify_observe(&e);
                 let alert = self.record_error(&name, npr, classified).await;
                 if alert.is_some() {
                     tracing::error!(pool = %name, %error, "observing failed and will not heal by retrying");
@@ -525,6 +581,7 @@ impl Controller {
             groups: self.groups.as_ref(),
             recorder: self.recorder.clone(),
             metrics: Some(self.metrics.clone()),
+            lease: self.election.as_ref().map(|_| self.leadership.clone()),
         };
         let prev = npr.status.as_ref();
         let mut status = apply::status_for(
@@ -534,6 +591,12 @@ impl Controller {
             npr.metadata.generation,
             now,
         );
+        // The term that writes: ours under election (a new term rewrites the status once),
+        // else the one already there.
+        status.fence = match &edge.lease {
+            Some(l) => l.fence(),
+            None => prev.and_then(|p| p.fence.clone()),
+        };
         // Real progress (a new stage, batch or phase) heals whatever failed before.
         if progressed(prev, &status) {
             state.errors.healed();
@@ -556,7 +619,15 @@ impl Controller {
                 None => write.await,
             }
         };
-        let written = !unchanged && !matches!(result, Err(ApplyError::Status { .. }));
+        // The status is written unless the write itself failed or was refused.
+        let written = !unchanged
+            && !matches!(
+                result,
+                Err(ApplyError::Status { .. }
+                    | ApplyError::Conflict { .. }
+                    | ApplyError::NotLeading(_)
+                    | ApplyError::Fenced { .. })
+            );
         if written {
             self.after_write(
                 npr,
@@ -586,12 +657,25 @@ impl Controller {
                     phase: p.status.phase,
                 }
             }
+            Err(
+                e @ (ApplyError::Conflict { .. }
+                | ApplyError::NotLeading(_)
+                | ApplyError::Fenced { .. }),
+            ) => {
+                // Not a failure of the pool: someone else wrote (or leads). Nothing planned
+                // from this read is acted on; the next pass observes again.
+                let retry = e.retry();
+                let error = e.to_string();
+                tracing::info!(pool = %name, %error, "not acting on this read");
+                state.due = Instant::now();
+                Outcome::Failed { retry, error }
+            }
             Err(e) => {
                 let retry = e.retry();
                 let error = e.to_string();
                 tracing::info!(pool = %name, %error, ?retry, "apply stopped");
                 state.failures += 1;
-                let classified = stuck::classify_apply(&e);
+                let classified = e.classify();
                 if self.record_error(&name, npr, classified).await.is_some() {
                     tracing::error!(pool = %name, %error, "an action failed and will not heal by retrying");
                 }
@@ -904,12 +988,20 @@ pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>>
     out
 }
 
-async fn gate_inputs(client: &kube::Client) -> (Vec<PodHealth>, Vec<EventRecord>) {
-    let pods = Api::<Pod>::all(client.clone())
+/// The pods and events the gates look at, and which of the two lists could not be read (a
+/// failed list is never an empty cluster: see `gates::record_blind`).
+async fn gate_inputs(client: &kube::Client) -> (Vec<PodHealth>, Vec<EventRecord>, gates::Unseen) {
+    let mut unseen = gates::Unseen::default();
+    let pods = match Api::<Pod>::all(client.clone())
         .list(&ListParams::default())
         .await
-        .map(|l| l.items)
-        .unwrap_or_default();
+    {
+        Ok(l) => l.items,
+        Err(e) => {
+            unseen.pods = Some(e.to_string());
+            Vec::new()
+        }
+    };
     let pods = pods
         .iter()
         .map(|p| {
@@ -924,11 +1016,16 @@ async fn gate_inputs(client: &kube::Client) -> (Vec<PodHealth>, Vec<EventRecord>
             }
         })
         .collect();
-    let events = Api::<CoreEvent>::all(client.clone())
+    let events = match Api::<CoreEvent>::all(client.clone())
         .list(&ListParams::default())
         .await
-        .map(|l| l.items)
-        .unwrap_or_default();
+    {
+        Ok(l) => l.items,
+        Err(e) => {
+            unseen.events = Some(e.to_string());
+            Vec::new()
+        }
+    };
     let events = events
         .iter()
         .filter_map(|e| {
@@ -944,7 +1041,7 @@ async fn gate_inputs(client: &kube::Client) -> (Vec<PodHealth>, Vec<EventRecord>
             })
         })
         .collect();
-    (pods, events)
+    (pods, events, unseen)
 }
 
 /// Wake on NodePoolRotations added or whose spec changed; status writes (our own) do not

@@ -176,6 +176,47 @@ pub fn combine<'a>(trackers: impl IntoIterator<Item = &'a Tracker>) -> GateVerdi
     pending.unwrap_or(GateVerdict::Passing)
 }
 
+/// What the edge could not read for this round of samples: why the pods list, the events
+/// list failed. A gate that looks at an input it could not read cannot see, and a gate that
+/// cannot see must not pass ("0 of 0 pods not Ready" is not health).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unseen {
+    pub pods: Option<String>,
+    pub events: Option<String>,
+}
+
+/// Why the gate of `spec` cannot see, given what could not be read (pure); `None` when it
+/// can (Prometheus gates read their own source).
+pub fn blind(spec: &ResolvedGate, unseen: &Unseen) -> Option<String> {
+    let (what, err) = match &spec.check {
+        GateCheck::Pods { .. } => ("pods", unseen.pods.as_ref()?),
+        GateCheck::Events { .. } => ("events", unseen.events.as_ref()?),
+        GateCheck::Prometheus { .. } => return None,
+    };
+    Some(format!("cannot see: listing {what} failed: {err}"))
+}
+
+/// Record a failed sample for every due gate that cannot see (pure); the caller samples the
+/// others with [`sample_due`] (the blind ones are no longer due). Returns the samples taken
+/// as (gate, passed).
+pub fn record_blind(
+    specs: &[ResolvedGate],
+    trackers: &mut [Tracker],
+    unseen: &Unseen,
+    now: DateTime<Utc>,
+) -> Vec<(String, bool)> {
+    let mut taken = Vec::new();
+    for (spec, t) in specs.iter().zip(trackers.iter_mut()) {
+        if t.due(now)
+            && let Some(why) = blind(spec, unseen)
+        {
+            t.record(Sample::Fail(why), now);
+            taken.push((t.gate.clone(), false));
+        }
+    }
+    taken
+}
+
 /// Sample every due gate once (the edge calls this on each reconcile). Returns each sample
 /// taken as (gate, passed), for `rota_gate_evaluations_total`.
 pub async fn sample_due(
@@ -198,6 +239,52 @@ pub async fn sample_due(
 mod tests {
     use super::*;
     use crate::fleet::duration::GoDuration;
+
+    #[test]
+    fn a_gate_that_cannot_see_fails_its_sample_and_never_passes() {
+        let pods_gate = ResolvedGate {
+            name: "pods".into(),
+            interval: GoDuration::from_secs(30),
+            samples: 1,
+            failure_limit: 0,
+            check: GateCheck::Pods {
+                namespaces: vec![],
+                max_not_ready: None,
+                max_pending: None,
+            },
+        };
+        let events_gate = ResolvedGate {
+            name: "events".into(),
+            check: GateCheck::Events {
+                reasons: vec!["BackOff".into()],
+                max: 0,
+                window: GoDuration::from_secs(600),
+            },
+            ..pods_gate.clone()
+        };
+        let specs = vec![pods_gate.clone(), events_gate.clone()];
+        let mut trackers: Vec<Tracker> = specs.iter().map(Tracker::new).collect();
+        let now = DateTime::from_timestamp(1_790_000_000, 0).unwrap();
+        let unseen = Unseen {
+            pods: Some("500 Internal Server Error".into()),
+            events: None,
+        };
+        let taken = record_blind(&specs, &mut trackers, &unseen, now);
+        assert_eq!(taken, vec![("pods".to_string(), false)]);
+        // The events gate could see: still due, for `sample_due` to take.
+        assert!(trackers[1].due(now) && !trackers[0].due(now));
+        match combine(&trackers) {
+            GateVerdict::Failed { gate, reason } => {
+                assert_eq!(gate, "pods");
+                assert!(
+                    reason.contains("cannot see: listing pods failed"),
+                    "{reason}"
+                );
+            }
+            v => panic!("{v:?}"),
+        }
+        assert_eq!(blind(&events_gate, &Unseen::default()), None);
+    }
 
     fn spec(samples: u32, failure_limit: u32) -> ResolvedGate {
         ResolvedGate {

@@ -101,6 +101,28 @@ pub struct NodePoolRotationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::rotate::checkpoint::opt_date_time")]
     pub last_progress_time: Option<DateTime<Utc>>,
+    /// The leadership term that wrote this status (see `controller::leader`): a controller
+    /// whose own term is older refuses to write over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<Fence>,
+}
+
+/// A leadership term: the Lease's holder and its `leaseTransitions` when it was won. Terms
+/// are ordered by `transitions` (every takeover increments it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Fence {
+    pub holder: String,
+    pub transitions: i32,
+}
+
+impl Fence {
+    /// Whether a status written under `self` may be written over by the term `by` (pure):
+    /// only by the same term or a later one.
+    pub fn admits(&self, by: &Fence) -> bool {
+        by.transitions > self.transitions
+            || (by.transitions == self.transitions && by.holder == self.holder)
+    }
 }
 
 impl NodePoolRotationSpec {

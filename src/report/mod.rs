@@ -147,17 +147,8 @@ impl ReportError {
     /// Worth retrying later (network trouble, rate limits, server errors); the others need
     /// someone to fix a token or the configuration.
     pub fn is_transient(&self) -> bool {
-        match self {
-            // GitHub answers 403 to both "no permission" and "secondary rate limit"; only the
-            // latter comes with a time to wait.
-            ReportError::Http {
-                status,
-                retry_after,
-                ..
-            } => *status == 429 || *status >= 500 || (*status == 403 && retry_after.is_some()),
-            ReportError::Transport { .. } | ReportError::Git { .. } => true,
-            ReportError::Invalid(_) | ReportError::Config(_) => false,
-        }
+        use crate::errors::Classify;
+        self.classify().class == crate::errors::Class::Transient
     }
 
     /// A stable, low-cardinality reason for metrics and events.

@@ -5,38 +5,37 @@
 //! later action may depend on an earlier one: the image must be set before the surge), and
 //! the next reconcile plans again from the checkpoint and what it observes.
 //!
-//! Untested end to end: there is no API server to run against yet (the simulated one comes
-//! with `sim`). The pure parts (status, patches, eviction parameters, error classes) are
-//! unit-tested here.
+//! The status is written whole (a `PUT` of the status subresource) with the
+//! `resourceVersion` the pass read: a field that became empty is empty on the server too (a
+//! merge patch would keep the stale value), and a write based on a resource someone changed
+//! since is refused with 409 Conflict; the controller then observes again instead of acting.
+//! Under leader election every side effect is preceded by a check that the lease is still
+//! held with margin, and the status carries the writer's [`Fence`]: a term older than the one
+//! that wrote the stored status never writes over it (invariant 7). End to end in
+//! `tests/resume_sim.rs` and `tests/leadership_sim.rs`.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::observed::{CORDONED_BY, SCALE_DOWN_DISABLED};
 use super::{Action, Phase, Plan, Planned};
-use crate::cloud::{CloudError, CloudErrorKind, NodeGroups};
+use crate::cloud::{CloudError, NodeGroups};
+use crate::controller::leader::{Leadership, LeaseError};
+use crate::errors::Classify;
 use crate::fleet::duration::GoDuration;
-use crate::kube::crd::{NodePoolRotation, NodePoolRotationStatus};
+use crate::kube::crd::{Fence, NodePoolRotation, NodePoolRotationStatus};
 
 /// The field manager rota's writes are recorded under.
 pub const FIELD_MANAGER: &str = "rota";
 
-/// What a retry should do about a failed apply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Retry {
-    /// Retry soon with backoff (network, 5xx, throttling, a write conflict).
-    Transient,
-    /// Something must change first (a PDB allows no disruption now): wait for it, watching
-    /// the object that blocks, not on a fixed timer.
-    Wait,
-    /// Needs a human (permissions, quota, an invalid request).
-    Stalled,
-}
+/// What a retry should do about a failed apply: the one classification of
+/// [`crate::errors`].
+pub use crate::errors::Class as Retry;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -61,36 +60,34 @@ pub enum ApplyError {
     /// The Eviction API answered 429: a PodDisruptionBudget allows no disruption now.
     #[error("evicting {namespace}/{pod}: a PodDisruptionBudget allows no disruption now")]
     EvictionBlocked { namespace: String, pod: String },
+    /// The resource changed since this pass read it (409 on the status write): observe
+    /// again, act on nothing planned from the old read.
+    #[error("NodePoolRotation {name} changed since it was read; observing again")]
+    Conflict { name: String },
+    /// The lease is not held (or not with margin) right before a side effect.
+    #[error("{0}")]
+    NotLeading(#[from] LeaseError),
+    /// The stored status was written by a later leadership term than ours.
+    #[error(
+        "NodePoolRotation {name} was written by {} (term {}), newer than ours (term {}): not writing over it",
+        .stored.holder, .stored.transitions, .ours.transitions
+    )]
+    Fenced {
+        name: String,
+        stored: Fence,
+        ours: Fence,
+    },
 }
 
 impl ApplyError {
+    /// What a retry should do ([`crate::errors`]).
     pub fn retry(&self) -> Retry {
-        match self {
-            ApplyError::EvictionBlocked { .. } => Retry::Wait,
-            ApplyError::Cloud { source, .. } => match source.kind {
-                CloudErrorKind::Transient | CloudErrorKind::Throttled => Retry::Transient,
-                CloudErrorKind::NotFound
-                | CloudErrorKind::Quota
-                | CloudErrorKind::Permission
-                | CloudErrorKind::Invalid => Retry::Stalled,
-            },
-            ApplyError::Status { source, .. } | ApplyError::Kube { source, .. } => {
-                match api_code(source) {
-                    Some(401) | Some(403) | Some(422) => Retry::Stalled,
-                    _ => Retry::Transient,
-                }
-            }
-        }
+        self.classify().class
     }
 
-    /// A stable, low-cardinality reason for events and metrics.
+    /// A stable, low-cardinality reason for events and metrics ([`crate::errors`]).
     pub fn reason(&self) -> &'static str {
-        match self {
-            ApplyError::Status { .. } => "StatusWriteFailed",
-            ApplyError::Kube { .. } => "KubernetesCallFailed",
-            ApplyError::Cloud { source, .. } => source.kind.reason(),
-            ApplyError::EvictionBlocked { .. } => "EvictionBlocked",
-        }
+        self.classify().reason
     }
 }
 
@@ -109,6 +106,20 @@ pub struct Edge<'a> {
     pub recorder: Option<Recorder>,
     /// Counts evictions by outcome and terminations (`None`: not measured).
     pub metrics: Option<crate::metrics::Metrics>,
+    /// Checked before every side effect; `None` when the caller is the only writer by
+    /// construction (a test driving one controller, no election).
+    pub lease: Option<Leadership>,
+}
+
+impl Edge<'_> {
+    /// The fence to act under: `Ok(None)` without election, an error when the lease is not
+    /// held with margin.
+    pub fn may_act(&self) -> Result<Option<Fence>, ApplyError> {
+        match &self.lease {
+            None => Ok(None),
+            Some(l) => Ok(Some(l.check()?)),
+        }
+    }
 }
 
 /// The status to write for `plan`, given the previous one (pure).
@@ -170,6 +181,8 @@ pub fn status_for(
         observed_commit: Some(commit.to_string()),
         observed_generation: generation,
         last_progress_time,
+        // Kept; a leader stamps its own term when it writes (`apply_with_status`).
+        fence: previous.and_then(|p| p.fence.clone()),
     }
 }
 
@@ -180,21 +193,23 @@ fn time(t: DateTime<Utc>) -> Time {
     )
 }
 
-/// The merge patch of the status. Optional fields the status does not carry are sent as
-/// `null`, so that a merge patch removes them rather than keeping a stale checkpoint.
-pub fn status_patch(status: &NodePoolRotationStatus) -> serde_json::Value {
-    let mut v = serde_json::to_value(status).expect("a status always serializes");
-    if let Some(obj) = v.as_object_mut() {
-        for key in [
-            "checkpoint",
-            "observedCommit",
-            "observedGeneration",
-            "lastProgressTime",
-        ] {
-            obj.entry(key).or_insert(serde_json::Value::Null);
-        }
+/// The object to `PUT` on the status subresource: the resource as this pass read it (its
+/// `resourceVersion` is the precondition) with the whole new status (pure).
+pub fn status_object(npr: &NodePoolRotation, status: &NodePoolRotationStatus) -> NodePoolRotation {
+    let mut next = npr.clone();
+    next.status = Some(status.clone());
+    // The server keeps its own managed fields; sending them back is noise.
+    next.metadata.managed_fields = None;
+    next
+}
+
+/// Whether `ours` may write over the status stored now (pure): refused only when the stored
+/// status carries a later term.
+pub fn fence_admits(stored: Option<&Fence>, ours: Option<&Fence>) -> bool {
+    match (stored, ours) {
+        (Some(s), Some(o)) => s.admits(o),
+        _ => true,
     }
-    json!({ "status": v })
 }
 
 /// The merge patch that cordons a node and records its owner.
@@ -260,17 +275,35 @@ pub async fn apply_with_status(
             "applying the plan"
         );
     }
+    let ours = edge.may_act()?;
+    let stored = npr.status.as_ref().and_then(|s| s.fence.as_ref());
+    if !fence_admits(stored, ours.as_ref()) {
+        return Err(ApplyError::Fenced {
+            name,
+            stored: stored.cloned().expect("refused only with a stored fence"),
+            ours: ours.expect("refused only with a fence of ours"),
+        });
+    }
+    let mut status = status.clone();
+    if ours.is_some() {
+        status.fence = ours;
+    }
     let api: Api<NodePoolRotation> = Api::all(edge.client.clone());
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER),
-        &Patch::Merge(status_patch(status)),
-    )
-    .await
-    .map_err(|source| ApplyError::Status {
-        name: name.clone(),
-        source,
-    })?;
+    match api
+        .replace_status(
+            &name,
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            },
+            &status_object(npr, &status),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(e) if api_code(&e) == Some(409) => return Err(ApplyError::Conflict { name }),
+        Err(source) => return Err(ApplyError::Status { name, source }),
+    }
 
     let group = &npr.spec.group;
     let metrics = edge
@@ -278,6 +311,11 @@ pub async fn apply_with_status(
         .as_ref()
         .map(|m| m.pool(&npr.spec.cluster, &npr.spec.pool));
     for (done, p) in plan.actions.iter().enumerate() {
+        // The lease may have run out while earlier actions ran (a slow cloud call).
+        if let Err(e) = edge.may_act() {
+            tracing::warn!(done, error = %e, "apply stopped: the lease is not held");
+            return Err(e);
+        }
         let result = execute(edge, group, p).await;
         if let Some(m) = &metrics {
             record(m, &p.action, &result);
@@ -423,6 +461,9 @@ async fn publish(
     note: &str,
 ) {
     let Some(rec) = &edge.recorder else { return };
+    if edge.may_act().is_err() {
+        return;
+    }
     let reference: ObjectReference = npr.object_ref(&());
     let ev = Event {
         type_,
@@ -440,6 +481,7 @@ async fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cloud::CloudErrorKind;
     use crate::rotate::StatusSummary;
 
     fn plan(phase: Phase, actions: usize) -> Plan {
@@ -493,12 +535,38 @@ mod tests {
     }
 
     #[test]
-    fn the_status_patch_clears_a_checkpoint_that_is_gone() {
+    fn the_status_is_written_whole_with_the_resource_version_read() {
+        use crate::kube::crd::NodePoolRotationSpec;
+        let spec: NodePoolRotationSpec = serde_json::from_value(json!({
+            "cluster": "c", "pool": "p", "channel": "stable", "version": "v", "image": "i",
+            "sourceCommit": "abc",
+            "group": {"aws": {"region": "r", "autoScalingGroup": "g"}},
+            "policy": serde_json::to_value(crate::fleet::resolved::EffectivePolicy::default()).unwrap(),
+        }))
+        .unwrap();
+        let mut npr = NodePoolRotation::new("p", spec);
+        npr.metadata.resource_version = Some("42".into());
         let s = status_for(&plan(Phase::Succeeded, 0), None, "abc", None, at(0));
-        let p = status_patch(&s);
-        assert_eq!(p["status"]["checkpoint"], serde_json::Value::Null);
-        assert!(p["status"].as_object().unwrap().contains_key("checkpoint"));
-        assert_eq!(p["status"]["phase"], "Succeeded");
+        let v = serde_json::to_value(status_object(&npr, &s)).unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], "42");
+        assert_eq!(v["status"]["phase"], "Succeeded");
+        // No checkpoint: the key is absent from a whole status, which a PUT drops on the
+        // server (a merge patch would have kept the old one).
+        assert!(!v["status"].as_object().unwrap().contains_key("checkpoint"));
+    }
+
+    #[test]
+    fn a_later_term_is_never_written_over() {
+        let f = |h: &str, t| Fence {
+            holder: h.into(),
+            transitions: t,
+        };
+        assert!(fence_admits(None, Some(&f("a", 1))));
+        assert!(fence_admits(Some(&f("a", 1)), None));
+        assert!(fence_admits(Some(&f("a", 1)), Some(&f("a", 1))));
+        assert!(fence_admits(Some(&f("a", 1)), Some(&f("b", 2))));
+        assert!(!fence_admits(Some(&f("b", 2)), Some(&f("a", 1))));
+        assert!(!fence_admits(Some(&f("b", 1)), Some(&f("a", 1))));
     }
 
     #[test]

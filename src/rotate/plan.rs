@@ -322,7 +322,11 @@ impl<'a> Planner<'a> {
                     cp.rolling_back = false;
                     cp.rejected_image = None;
                     cp.rollback_reason = None;
-                    cp.halted = None;
+                    // A new version lifts a halt as unpausing does: the stage's timeout counts
+                    // from now, or a drain halted by its timeout would halt again at once.
+                    if cp.halted.take().is_some() {
+                        restart_stage_clock(&mut cp.stage, self.now);
+                    }
                     cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
                         s if s.before_disruption() => {
                             let batch = s.batch().cloned().expect("a batch stage has a batch");

@@ -1,0 +1,359 @@
+//! One writer per cluster (invariant 7) on the simulated fleet, through kube-rs: two
+//! controllers of one version elect a leader on the Lease; the leader killed mid-batch is
+//! replaced without a second surge or a leaked instance; a writer whose lease ran out, or
+//! whose term was replaced, writes nothing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ObjectMeta, PostParams};
+use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
+use rota::controller::leader::Elector;
+use rota::controller::{Config, Controller};
+use rota::fleet::duration::GoDuration;
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::rotate::apply::{self, ApplyError, Edge};
+use rota::rotate::{Action, Phase, Plan, Planned, StatusSummary};
+use rota::sim::faults::FaultProfile;
+use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
+use rota::sim::world::Fleet;
+use tokio::time::Instant;
+
+const OLD: &str = "ami-0000000000000old1";
+const NEW: &str = "ami-0000000000000new2";
+const LEASE: &str = "rota-controller-0-1-0";
+
+const WORKLOADS: &str = r#"
+nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}
+deployments:
+  - {name: web, namespace: shop, replicas: 6, pdb: {minAvailable: "50%"}, readyAfter: 10s}
+  - {name: api, namespace: shop, replicas: 3, pdb: {maxUnavailable: 1}, readyAfter: 5s}
+daemonSets:
+  - {name: node-exporter, namespace: monitoring, readyAfter: 5s}
+"#;
+
+fn group() -> GroupRef {
+    GroupRef::Aws {
+        region: "us-east-1".into(),
+        auto_scaling_group: "general".into(),
+    }
+}
+
+struct Sim {
+    fleet: Fleet,
+    client: kube::Client,
+}
+
+async fn sim(seed: u64) -> Sim {
+    let scenario = Scenario {
+        clusters: vec![ClusterScenario {
+            name: "sim-1".into(),
+            cloud: Cloud::Aws,
+            pools: vec![PoolScenario {
+                name: "general".into(),
+                group: group(),
+                image: OLD.into(),
+                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+                nodes: 4,
+            }],
+        }],
+        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+        faults: FaultProfile::from_yaml("{}", "faults").unwrap(),
+        seed,
+    };
+    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
+    let client = rota::sim::apiserver::client(fleet.store("sim-1").unwrap().clone());
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd::definition())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    Sim { fleet, client }
+}
+
+async fn create_pool(s: &Sim, batch: u32) {
+    let mut policy = EffectivePolicy {
+        batch: BatchSize::Count(batch),
+        ..EffectivePolicy::default()
+    };
+    policy.node_ready_timeout = GoDuration::from_secs(600);
+    policy.drain.timeout = GoDuration::from_secs(900);
+    let mut n = NodePoolRotation::new(
+        "general",
+        NodePoolRotationSpec {
+            cluster: "sim-1".into(),
+            pool: "general".into(),
+            group: group(),
+            node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+            channel: "stable".into(),
+            version: "2026.11.2".into(),
+            image: NEW.into(),
+            policy,
+            gates: vec![],
+            source_commit: "c0ffee".into(),
+            mode: Mode::Reconcile,
+        },
+    );
+    n.metadata = ObjectMeta {
+        name: Some("general".into()),
+        ..ObjectMeta::default()
+    };
+    Api::<NodePoolRotation>::all(s.client.clone())
+        .create(&PostParams::default(), &n)
+        .await
+        .unwrap();
+}
+
+async fn get(s: &Sim) -> NodePoolRotation {
+    Api::<NodePoolRotation>::all(s.client.clone())
+        .get("general")
+        .await
+        .unwrap()
+}
+
+fn controller(s: &Sim, identity: &str) -> Controller {
+    let mut cfg = Config::new("0.1.0", identity);
+    cfg.events = false;
+    Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
+}
+
+async fn holder(s: &Sim) -> Option<(String, i32)> {
+    let l = Api::<Lease>::namespaced(s.client.clone(), "kube-system")
+        .get_opt(LEASE)
+        .await
+        .unwrap()?;
+    let spec = l.spec?;
+    Some((spec.holder_identity?, spec.lease_transitions.unwrap_or(0)))
+}
+
+async fn group_state(s: &Sim) -> rota::cloud::GroupState {
+    loop {
+        match s.fleet.cloud.describe(&group()).await {
+            Ok(g) => return g,
+            Err(e) if e.kind.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// Invariant 1, and the instances the cloud holds that are not terminating.
+async fn live_within(s: &Sim, start: u32, batch: u32, log: &str) -> usize {
+    let g = group_state(s).await;
+    let live: Vec<_> = g
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle != Lifecycle::Terminating)
+        .collect();
+    assert!(
+        live.len() as u32 <= start + batch && g.desired <= start + batch,
+        "invariant 1: {} live, desired {}, above {start} + {batch}\n{log}",
+        live.len(),
+        g.desired
+    );
+    live.len()
+}
+
+fn spawn_run(mut c: Controller) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move { c.run(std::future::pending()).await })
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_leader_killed_mid_batch_is_replaced_without_a_second_surge_or_a_leak() {
+    let s = sim(31).await;
+    create_pool(&s, 1).await;
+    let a = controller(&s, "a");
+    let (la, sa) = (a.leadership(), a.stats.clone());
+    let ta = spawn_run(a);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let b = controller(&s, "b");
+    let (lb, sb) = (b.leadership(), b.stats.clone());
+    let tb = spawn_run(b);
+
+    // Wait until a leads and its first batch is past the surge, before any drain finished.
+    let mut log = String::new();
+    let end = Instant::now() + Duration::from_secs(1800);
+    loop {
+        assert!(Instant::now() < end, "never mid-batch\n{log}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        live_within(&s, 4, 1, &log).await;
+        let st = get(&s).await.status.unwrap_or_default();
+        let stage = st
+            .checkpoint
+            .as_ref()
+            .map(|c| c.stage.name())
+            .unwrap_or("-");
+        let line = format!("{:?} {stage}: {}\n", st.phase, st.message);
+        if !log.ends_with(&line) {
+            log.push_str(&line);
+        }
+        if matches!(stage, "WaitingReady" | "Gating" | "Cordoning" | "Draining") {
+            break;
+        }
+    }
+    assert!(la.leading() && !lb.leading(), "{log}");
+    assert_eq!(sb.reconciles.load(std::sync::atomic::Ordering::Relaxed), 0);
+    let (who, term) = holder(&s).await.unwrap();
+    assert_eq!(who, "a");
+    let fence = get(&s).await.status.unwrap().fence.unwrap();
+    assert_eq!((fence.holder.as_str(), fence.transitions), ("a", term));
+
+    // Kill a: no release, no clean-up; its renewal task dies with it.
+    ta.abort();
+    let _ = ta.await;
+    drop(la);
+    log.push_str("--- a killed\n");
+    let end = Instant::now() + Duration::from_secs(4 * 3600);
+    loop {
+        assert!(Instant::now() < end, "b never finished\n{log}");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        live_within(&s, 4, 1, &log).await;
+        let st = get(&s).await.status.unwrap_or_default();
+        let stage = st
+            .checkpoint
+            .as_ref()
+            .map(|c| c.stage.name())
+            .unwrap_or("-");
+        let line = format!("{:?} {stage}: {}\n", st.phase, st.message);
+        if !log.ends_with(&line) {
+            log.push_str(&line);
+        }
+        if st.phase == Phase::Succeeded {
+            break;
+        }
+    }
+    assert!(lb.leading(), "{log}");
+    assert!(sb.reconciles.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    let (who, term_b) = holder(&s).await.unwrap();
+    assert_eq!(who, "b");
+    assert!(
+        term_b > term,
+        "a takeover is a new term: {term_b} after {term}"
+    );
+    let st = get(&s).await.status.unwrap();
+    assert_eq!(st.fence.unwrap().holder, "b");
+    // No leaked instance: exactly the pool's size, all on the new image, capacity back.
+    let g = group_state(&s).await;
+    let live: Vec<_> = g
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle != Lifecycle::Terminating)
+        .collect();
+    assert_eq!(live.len(), 4, "{live:?}\n{log}");
+    assert!(live.iter().all(|i| i.image == NEW), "{live:?}\n{log}");
+    assert_eq!(g.desired, 4, "{log}");
+    tb.abort();
+    let _ = sa;
+}
+
+fn set_capacity_plan(desired: u32) -> Plan {
+    Plan {
+        actions: vec![Planned {
+            action: Action::SetCapacity { desired, max: None },
+            reason: "test".into(),
+        }],
+        dry_run: vec![],
+        checkpoint: None,
+        status: StatusSummary {
+            phase: Phase::Rotating,
+            reason: "Test",
+            message: "a write from a stale writer".into(),
+            total: 4,
+            on_target: 0,
+            ready: 4,
+        },
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_writer_whose_lease_ran_out_or_whose_term_was_replaced_writes_nothing() {
+    let s = sim(32).await;
+    create_pool(&s, 1).await;
+    let cloud = s.fleet.cloud.clone();
+    let before = group_state(&s).await;
+
+    // a wins the Lease once and never renews (its renewal task is stuck, say).
+    let mut ea = Elector::new(s.client.clone(), "kube-system", LEASE.into(), "a".into());
+    assert!(ea.try_acquire(chrono::Utc::now()).await.unwrap());
+    let la = ea.leadership();
+    let read = get(&s).await;
+    let edge = |lease| Edge {
+        client: s.client.clone(),
+        groups: &cloud,
+        recorder: None,
+        metrics: None,
+        lease: Some(lease),
+    };
+    let plan = set_capacity_plan(5);
+    let status = apply::status_for(
+        &plan,
+        None,
+        "c0ffee",
+        read.metadata.generation,
+        chrono::Utc::now(),
+    );
+
+    // 1. Mid-pass the lease runs down to its margin: the pass writes nothing more.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let r = apply::apply_with_status(&edge(la.clone()), &read, &plan, &status).await;
+    assert!(matches!(r, Err(ApplyError::NotLeading(_))), "{r:?}");
+    assert_eq!(
+        get(&s).await.metadata.resource_version,
+        read.metadata.resource_version
+    );
+    assert_eq!(group_state(&s).await.desired, before.desired);
+
+    // 2. b takes the expired Lease over (a new term) and writes the status.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut eb = Elector::new(s.client.clone(), "kube-system", LEASE.into(), "b".into());
+    // b saw a's record unchanged for a whole lease duration on its own clock.
+    assert!(!eb.try_acquire(chrono::Utc::now()).await.unwrap());
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert!(eb.try_acquire(chrono::Utc::now()).await.unwrap());
+    let lb = eb.leadership();
+    let mut b_plan = set_capacity_plan(4);
+    b_plan.status.message = "b leads".into();
+    let b_status = apply::status_for(
+        &b_plan,
+        None,
+        "c0ffee",
+        read.metadata.generation,
+        chrono::Utc::now(),
+    );
+    apply::apply_with_status(&edge(lb.clone()), &read, &b_plan, &b_status)
+        .await
+        .unwrap();
+    let after_b = get(&s).await;
+    let fence_b = after_b.status.as_ref().unwrap().fence.clone().unwrap();
+    assert_eq!(fence_b.holder, "b");
+
+    // 3. a, partitioned, believes for a moment that it still leads (its last renewal just
+    // succeeded, as far as it knows): its write based on the old read is refused by the
+    // resourceVersion, and even on a fresh read by the fence. Nothing of its plan runs.
+    let stale = stale_leadership(&s).await;
+    let r = apply::apply_with_status(&edge(stale.clone()), &read, &plan, &status).await;
+    assert!(matches!(r, Err(ApplyError::Conflict { .. })), "{r:?}");
+    let r = apply::apply_with_status(&edge(stale), &after_b, &plan, &status).await;
+    assert!(matches!(r, Err(ApplyError::Fenced { .. })), "{r:?}");
+    let now = get(&s).await;
+    assert_eq!(
+        now.metadata.resource_version,
+        after_b.metadata.resource_version
+    );
+    assert_eq!(now.status.unwrap().message, "b leads");
+    assert_eq!(group_state(&s).await.desired, before.desired);
+}
+
+/// A leadership for "a" at term 0, as a partitioned replica that won the first term would
+/// still hold in memory: won on a Lease of its own in another namespace (same term number),
+/// so that the real Lease stays b's.
+async fn stale_leadership(s: &Sim) -> rota::controller::leader::Leadership {
+    let mut other = Elector::new(s.client.clone(), "default", LEASE.into(), "a".into());
+    assert!(other.try_acquire(chrono::Utc::now()).await.unwrap());
+    let l = other.leadership();
+    assert_eq!(l.fence().unwrap().transitions, 0);
+    l
+}
