@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod notify;
 pub mod report;
 pub mod rotate;
+pub mod serving;
 pub mod sim;
 pub mod source;
 pub mod stuck;

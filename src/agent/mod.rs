@@ -25,6 +25,7 @@
 pub mod desired;
 pub mod local;
 pub mod progress;
+pub mod supervise;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -65,6 +66,8 @@ pub struct AgentConfig {
     pub resync: Duration,
     /// Install (server-side-apply) the NodePoolRotation CRD at start.
     pub install_crd: bool,
+    /// Where secrets the fleet repo names (`urlSecret`) are read (`--secrets-dir`).
+    pub secrets_dir: Option<PathBuf>,
 }
 
 impl AgentConfig {
@@ -75,6 +78,7 @@ impl AgentConfig {
             subdir: None,
             resync: Duration::from_secs(5),
             install_crd: true,
+            secrets_dir: None,
         }
     }
 }
@@ -185,8 +189,13 @@ impl Agent {
             return;
         }
         let mut hooks = Vec::new();
+        let secrets = self
+            .config
+            .secrets_dir
+            .as_ref()
+            .map(crate::notify::secrets::SecretsDir::new);
         for spec in specs {
-            match crate::notify::Webhook::from_spec(spec) {
+            match crate::notify::Webhook::from_spec(spec, secrets.as_ref()) {
                 Ok(w) => hooks.push(w),
                 Err(e) => tracing::warn!(error = %e, "notification webhook left out"),
             }
@@ -242,9 +251,13 @@ impl Agent {
             }
         }
         if let Some((old, new)) = self.superseding {
-            // Retried every pass until the store took it.
-            self.supersede(old, new).await?;
-            self.superseding = None;
+            // Retried every pass until the store took it; a store that fails (a forge that
+            // rate-limits) must not stop the agent acting on the commit in force.
+            match self.supersede(old, new).await {
+                Ok(()) => self.superseding = None,
+                Err(e) => tracing::warn!(cluster = %self.config.cluster, error = %e,
+                    "finalising the replaced commit's statuses failed; retrying next pass"),
+            }
         }
         let Some(in_force) = self.in_force.clone() else {
             return Ok(());

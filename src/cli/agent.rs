@@ -100,6 +100,10 @@ pub struct AgentArgs {
     /// File holding the GitHub token ("Commit statuses: write"). Never logged.
     #[arg(long, env = "ROTA_GITHUB_TOKEN_FILE")]
     pub github_token_file: Option<PathBuf>,
+    /// Directory of secrets the fleet repo names (`urlSecret`), a mounted Secret: names are
+    /// resolved here only, read with a size cap; paths are never taken from the repo.
+    #[arg(long, env = "ROTA_SECRETS_DIR")]
+    pub secrets_dir: Option<PathBuf>,
     /// Logs, metrics and stuck detection.
     #[command(flatten)]
     pub ops: crate::telemetry::OperateArgs,
@@ -222,13 +226,14 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     cc.speed = args.speed;
     cc.stuck_after = args.ops.stuck_after.as_duration();
     let mut controller = Controller::with_metrics(client.clone(), groups, cc, metrics.clone());
-    tokio::spawn(record_fetches(follower.state.clone(), metrics.clone()));
+    let fetches = tokio::spawn(record_fetches(follower.state.clone(), metrics.clone()));
     let clock = controller.clock();
     let notes = Arc::new(GitNotesStore::for_source(&source, &args.cluster));
     let mut ac = AgentConfig::new(&args.cluster);
     ac.version = version.clone();
     ac.subdir = args.subdir.clone();
     ac.resync = args.resync.as_duration();
+    ac.secrets_dir = args.secrets_dir.clone();
     let store = match (&args.github_repo, &args.github_token_file) {
         (Some(full), Some(token)) => {
             let (owner, repo) = full
@@ -273,10 +278,21 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     let agent_task = tokio::spawn(agent.run(follower.state.clone(), cancel.clone()));
     let stop = cancel.clone();
     let ctl = tokio::spawn(async move { controller.run(stop.cancelled_owned()).await });
-    wait_for_stop().await;
+    // A task that ends on its own (or panics) takes the process down: never a zombie whose
+    // probes stay green while nothing acts.
+    let mut tasks = vec![
+        ("agent", agent_task),
+        ("controller", ctl),
+        ("fetch metrics", fetches),
+    ];
+    let ended = crate::agent::supervise::until_stop_or_end(wait_for_stop(), &mut tasks).await;
     cancel.cancel();
-    let _ = agent_task.await;
-    let _ = ctl.await;
+    if let Err(e) = ended {
+        return Err(format!("{e}: exiting so that the agent is restarted"));
+    }
+    for (_, t) in tasks {
+        let _ = t.await;
+    }
     drop(follower);
     Ok(())
 }
