@@ -106,7 +106,7 @@ fn billion_laughs_is_refused_at_the_first_alias() {
             (b'a' + i - 1) as char
         ));
     }
-    refused("billion laughs", &t, "", "aliases");
+    refused("billion laughs", t, "", "aliases");
 }
 
 #[test]
