@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod notify;
 pub mod report;
 pub mod rotate;
+pub mod serving;
 pub mod shutdown;
 pub mod sim;
 pub mod source;

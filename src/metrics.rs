@@ -20,7 +20,6 @@ use chrono::{DateTime, Utc};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use prometheus::{
@@ -602,6 +601,8 @@ impl Metrics {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> std::io::Result<()> {
         tokio::pin!(shutdown);
+        // Capped and timed (crate::serving): half-open or idle connections cannot pile up.
+        let slots = crate::serving::Slots::new(crate::serving::METRICS);
         loop {
             let (stream, _) = tokio::select! {
                 accepted = listener.accept() => match accepted {
@@ -611,15 +612,18 @@ impl Metrics {
                 },
                 () = &mut shutdown => return Ok(()),
             };
+            let Some(slot) = slots.admit() else {
+                continue;
+            };
             let metrics = self.clone();
+            let slots = slots.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |req| {
                     let metrics = metrics.clone();
                     async move { Ok::<_, Infallible>(metrics.respond(&req)) }
                 });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
+                let conn = slots.http1().serve_connection(TokioIo::new(stream), svc);
+                let _ = slots.run(slot, conn).await;
             });
         }
     }

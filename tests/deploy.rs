@@ -521,6 +521,130 @@ impl Serve {
     }
 }
 
+/// Whether the NetworkPolicies among `objects` that select rota's pods let it open a TCP or
+/// UDP connection to `port` on a pod of namespace `namespace` (labels `pod_labels`): the
+/// union of their egress rules, as Kubernetes evaluates it (a rule without `to` or `ports`
+/// allows any peer or any port; a peer with only a podSelector is in the policy's namespace).
+fn egress_allowed(
+    objects: &[Value],
+    namespace: &str,
+    pod_labels: &[(&str, &str)],
+    port: i32,
+    protocol: &str,
+) -> bool {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let matches = |sel: &LabelSelector, labels: &[(&str, &str)]| {
+        sel.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+            && sel.match_labels.as_ref().is_none_or(|m| {
+                m.iter()
+                    .all(|(k, v)| labels.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+    };
+    let ns_labels = [("kubernetes.io/metadata.name", namespace)];
+    let rota = [("app.kubernetes.io/name", "rota")];
+    let mut selected = false;
+    for o in objects.iter().filter(|o| o["kind"] == "NetworkPolicy") {
+        let np: NetworkPolicy = serde_json::from_value(o.clone()).unwrap();
+        let own_ns = np.metadata.namespace.clone().unwrap_or_default();
+        let spec = np.spec.unwrap();
+        let egress_policy = spec
+            .policy_types
+            .as_ref()
+            .is_some_and(|t| t.iter().any(|t| t == "Egress"));
+        if !egress_policy || !matches(&spec.pod_selector.unwrap_or_default(), &rota) {
+            continue;
+        }
+        selected = true;
+        for rule in spec.egress.unwrap_or_default() {
+            let peer_ok = rule.to.as_ref().is_none_or(|to| {
+                to.is_empty()
+                    || to.iter().any(|peer| {
+                        let ns_ok = match &peer.namespace_selector {
+                            Some(sel) => matches(sel, &ns_labels),
+                            None => peer.pod_selector.is_some() && own_ns == namespace,
+                        };
+                        let pod_ok = peer
+                            .pod_selector
+                            .as_ref()
+                            .is_none_or(|sel| matches(sel, pod_labels));
+                        let ip_ok = peer
+                            .ip_block
+                            .as_ref()
+                            .is_some_and(|b| b.cidr == "0.0.0.0/0" && b.except.is_none());
+                        ip_ok || (peer.ip_block.is_none() && ns_ok && pod_ok)
+                    })
+            });
+            let port_ok = rule.ports.as_ref().is_none_or(|ports| {
+                ports.is_empty()
+                    || ports.iter().any(|p| {
+                        p.protocol.as_deref().unwrap_or("TCP") == protocol
+                            && match &p.port {
+                                None => true,
+                                Some(IntOrString::Int(n)) => match p.end_port {
+                                    Some(end) => (*n..=end).contains(&port),
+                                    None => *n == port,
+                                },
+                                Some(IntOrString::String(_)) => false,
+                            }
+                    })
+            });
+            if peer_ok && port_ok {
+                return true;
+            }
+        }
+    }
+    // No policy selects the pod for egress: everything is allowed.
+    !selected
+}
+
+/// The shipped NetworkPolicy blocked a plain-http in-cluster Prometheus, so every Prometheus
+/// gate failed: the gates' addresses (the example fleet's, `http://prometheus.monitoring:9090`)
+/// must be reachable from every rendering, while egress stays restricted otherwise.
+#[test]
+fn the_network_policies_let_the_agent_reach_its_gates_prometheus() {
+    let mut addresses = Vec::new();
+    for entry in std::fs::read_dir(root().join("examples/fleet-repo/gates")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let v: Value = serde::Deserialize::deserialize(doc).unwrap();
+            if let Some(a) = v["spec"]["prometheus"]["address"].as_str() {
+                addresses.push(a.parse::<http::Uri>().unwrap());
+            }
+        }
+    }
+    assert!(
+        !addresses.is_empty(),
+        "the example fleet has Prometheus gates"
+    );
+    for (dir, objects) in renders() {
+        for uri in &addresses {
+            let host = uri.host().unwrap();
+            // `service.namespace[.svc...]`: the Prometheus pods live in that namespace.
+            let namespace = host.split('.').nth(1).unwrap_or("default");
+            let port = uri.port_u16().map(i32::from).unwrap_or(80);
+            assert!(
+                egress_allowed(
+                    &objects,
+                    namespace,
+                    &[("app.kubernetes.io/name", "prometheus")],
+                    port,
+                    "TCP"
+                ),
+                "{dir}: rota cannot reach its gate's Prometheus at {uri}"
+            );
+        }
+        assert!(
+            egress_allowed(&objects, "kube-system", &[], 53, "UDP"),
+            "{dir}: DNS"
+        );
+        assert!(
+            !egress_allowed(&objects, "shop", &[], 5432, "TCP"),
+            "{dir}: egress must stay restricted"
+        );
+    }
+}
+
 /// Every rendered object (base and each cloud overlay) applies to the simulated API server
 /// with a real `kubectl apply`, and reads back with `kubectl get`; applying again changes
 /// nothing.

@@ -2,6 +2,11 @@
 //! random mutations of a valid fleet. The loader must never panic; whatever it accepts must
 //! resolve for every cluster and render to YAML that reads back identically.
 //!
+//! The YAML reader's own target builds documents from long keys, deep and wide nesting and
+//! many scalars, and checks that what it keeps (the position tree) stays linear in the input
+//! (a key tens of kilobytes long above many nodes used to cost memory with the square of the
+//! file), and that every diagnostic stays bounded.
+//!
 //! Case counts default to a few hundred per property so the suite stays fast; set
 //! `PROPTEST_CASES=100000` for a long run.
 
@@ -142,6 +147,54 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         any::<usize>().prop_map(Mutation::Delete),
         (any::<usize>(), any::<usize>()).prop_map(|(i, n)| Mutation::Duplicate(i, n)),
     ]
+}
+
+/// A YAML document made of `depth` nested block mappings under keys of `key_len` bytes, each
+/// level holding `width` flow sequences of `items` scalars: the shapes that multiply.
+fn shaped_document() -> impl Strategy<Value = String> {
+    (
+        1usize..20_000,
+        1usize..12,
+        1usize..6,
+        0usize..1_500,
+        any::<bool>(),
+    )
+        .prop_map(|(key_len, depth, width, items, quoted)| {
+            let mut out = String::new();
+            for d in 0..depth {
+                let pad = "  ".repeat(d);
+                let key: String =
+                    std::iter::repeat_n((b'a' + (d % 26) as u8) as char, key_len).collect();
+                for w in 0..width {
+                    let seq = vec![if quoted { "\"v\"" } else { "1" }; items].join(",");
+                    out.push_str(&format!("{pad}s{w}: [{seq}]\n"));
+                }
+                out.push_str(&format!("{pad}{key}:\n"));
+            }
+            out.push_str(&format!("{}leaf: x\n", "  ".repeat(depth)));
+            out
+        })
+}
+
+proptest! {
+    // Each case is up to a megabyte of YAML: a quarter of the usual count.
+    #![proptest_config(ProptestConfig { cases: config().cases.div_ceil(4), ..config() })]
+
+    /// The YAML reader on hostile shapes: it answers, and the positions it keeps are linear in
+    /// the input whatever the shape.
+    #[test]
+    fn the_yaml_reader_stays_linear_in_memory(text in shaped_document()) {
+        match yaml::parse("fuzz.yaml", &text) {
+            Ok(docs) => {
+                for d in &docs {
+                    let kept = d.positions.stored_bytes();
+                    prop_assert!(kept <= 64 * text.len() + 4096, "{} bytes kept for {} of input", kept, text.len());
+                }
+            }
+            Err(d) => prop_assert!(d.message.len() <= rota::fleet::diagnostics::MAX_MESSAGE),
+        }
+        check(text.into_bytes())?;
+    }
 }
 
 proptest! {

@@ -462,6 +462,7 @@ fn notification_webhooks_inherit_from_the_fleet_unless_a_cluster_sets_its_own() 
     let c2 = fleet.notifications_for("c2").unwrap();
     assert_eq!(c2.len(), 1);
     assert_eq!(c2[0].name, "team-gcp");
+    assert_eq!(c2[0].url_secret.as_deref(), Some("team-gcp-webhook"));
     assert_eq!(fleet.notifications_for("nope"), None);
     // Files without the extension stay valid and notify nowhere.
     let base = load_files(&[SourceFile {

@@ -117,14 +117,18 @@ async fn a_full_run_logs_none_of_its_secrets() {
     assert!(!sig.contains(HOOK_SECRET));
 
     // 4. A notification webhook whose URL is the credential.
-    let mut w = Webhook::from_spec(&rota::fleet::model::WebhookSpec {
-        name: "ops".into(),
-        url: Some(format!("{base}{SLACK_PATH}")),
-        url_env: None,
-        url_file: None,
-        events: None,
-        min_interval: None,
-    })
+    let mut w = Webhook::from_spec(
+        &rota::fleet::model::WebhookSpec {
+            name: "ops".into(),
+            url: Some(format!("{base}{SLACK_PATH}")),
+            url_env: None,
+            url_secret: None,
+            url_file: None,
+            events: None,
+            min_interval: None,
+        },
+        None,
+    )
     .unwrap();
     w.window = Duration::from_millis(10);
     w.min_interval = Duration::from_millis(10);

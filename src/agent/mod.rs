@@ -33,6 +33,7 @@ pub mod adopt;
 pub mod desired;
 pub mod local;
 pub mod progress;
+pub mod supervise;
 pub mod wiring;
 
 use std::collections::BTreeMap;
@@ -78,6 +79,8 @@ pub struct AgentConfig {
     pub install_crd: bool,
     /// A human's confirmation of one history rewrite (see [`crate::source::history`]).
     pub confirm_rewrite: Option<ConfirmedRewrite>,
+    /// Where secrets the fleet repo names (`urlSecret`) are read (`--secrets-dir`).
+    pub secrets_dir: Option<PathBuf>,
 }
 
 impl AgentConfig {
@@ -89,6 +92,7 @@ impl AgentConfig {
             resync: Duration::from_secs(5),
             install_crd: false,
             confirm_rewrite: None,
+            secrets_dir: None,
         }
     }
 }
@@ -236,8 +240,13 @@ impl Agent {
             return;
         }
         let mut hooks = Vec::new();
+        let secrets = self
+            .config
+            .secrets_dir
+            .as_ref()
+            .map(crate::notify::secrets::SecretsDir::new);
         for spec in specs {
-            match crate::notify::Webhook::from_spec(spec) {
+            match crate::notify::Webhook::from_spec(spec, secrets.as_ref()) {
                 Ok(w) => hooks.push(w),
                 Err(e) => tracing::warn!(error = %e, "notification webhook left out"),
             }
@@ -297,9 +306,13 @@ impl Agent {
             }
         }
         if let Some((old, new)) = self.superseding {
-            // Retried every pass until the store took it.
-            self.supersede(old, new).await?;
-            self.superseding = None;
+            // Retried every pass until the store took it; a store that fails (a forge that
+            // rate-limits) must not stop the agent acting on the commit in force.
+            match self.supersede(old, new).await {
+                Ok(()) => self.superseding = None,
+                Err(e) => tracing::warn!(cluster = %self.config.cluster, error = %e,
+                    "finalising the replaced commit's statuses failed; retrying next pass"),
+            }
         }
         let Some(in_force) = self.in_force.clone() else {
             return Ok(());

@@ -101,7 +101,7 @@ pub struct RunningAgent {
     pub clock: Clock,
     /// Where the bare mirror is.
     pub mirror: PathBuf,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<(&'static str, JoinHandle<()>)>,
 }
 
 impl RunningAgent {
@@ -110,10 +110,19 @@ impl RunningAgent {
         self.follower.webhook_addr
     }
 
+    /// Runs until `stop`, or until one of the agent's tasks ends on its own or panics (an
+    /// error: the process should exit and be restarted, never linger with green probes).
+    pub async fn supervise(
+        &mut self,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<(), super::supervise::TaskEnded> {
+        super::supervise::until_stop_or_end(stop, &mut self.tasks).await
+    }
+
     /// Waits for the agent loop and the controller to return (after the cancellation), the
     /// controller having given its Lease up.
     pub async fn join(self) {
-        for t in self.tasks {
+        for (_, t) in self.tasks {
             let _ = t.await;
         }
         drop(self.follower);
@@ -192,16 +201,18 @@ pub async fn start(
     // One writer per cluster: the agent writes only while its controller holds the Lease.
     agent.set_leadership(controller.leadership());
     let snapshot = agent.subscribe();
-    let mut tasks = vec![tokio::spawn(record_fetches(
-        follower.state.clone(),
-        metrics,
-    ))];
-    tasks.push(tokio::spawn(
-        agent.run(follower.state.clone(), cancel.clone()),
+    let mut tasks = vec![(
+        "fetch metrics",
+        tokio::spawn(record_fetches(follower.state.clone(), metrics)),
+    )];
+    tasks.push((
+        "agent",
+        tokio::spawn(agent.run(follower.state.clone(), cancel.clone())),
     ));
-    tasks.push(tokio::spawn(async move {
-        controller.run(cancel.cancelled_owned()).await
-    }));
+    tasks.push((
+        "controller",
+        tokio::spawn(async move { controller.run(cancel.cancelled_owned()).await }),
+    ));
     Ok(RunningAgent {
         snapshot,
         follower,

@@ -156,6 +156,10 @@ pub struct AgentArgs {
     /// ROTA_SSH_KEY_PASSPHRASE (neither: the key has none). Never logged.
     #[arg(long, env = "ROTA_SSH_KEY_PASSPHRASE_FILE", requires = "ssh_key")]
     pub ssh_key_passphrase_file: Option<PathBuf>,
+    /// Directory of secrets the fleet repo names (`urlSecret`), a mounted Secret: names are
+    /// resolved here only, read with a size cap; paths are never taken from the repo.
+    #[arg(long, env = "ROTA_SECRETS_DIR")]
+    pub secrets_dir: Option<PathBuf>,
     /// Logs, metrics and stuck detection.
     #[command(flatten)]
     pub ops: crate::telemetry::OperateArgs,
@@ -228,6 +232,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     ac.subdir = args.subdir.clone();
     ac.resync = args.resync.as_duration();
     ac.install_crd = args.install_crd;
+    ac.secrets_dir = args.secrets_dir.clone();
     ac.confirm_rewrite = args.confirm_rewrite;
     for f in [&args.records_signing_key, &args.agent_signers]
         .into_iter()
@@ -237,7 +242,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     }
     let statuses = status_store(&args, &env)?;
     let cancel = CancellationToken::new();
-    let running = wiring::start(
+    let mut running = wiring::start(
         AgentParts {
             agent: ac,
             controller: cc,
@@ -282,8 +287,13 @@ async fn start(args: AgentArgs) -> Result<(), String> {
             .map(|a| format!(", webhooks on {a}"))
             .unwrap_or_default(),
     );
-    wait_for_stop().await;
+    // A task that ends on its own (or panics) takes the process down: never a zombie whose
+    // probes stay green while nothing acts.
+    let ended = running.supervise(wait_for_stop()).await;
     cancel.cancel();
+    if let Err(e) = ended {
+        return Err(format!("{e}: exiting so that the agent is restarted"));
+    }
     running.join().await;
     Ok(())
 }

@@ -106,6 +106,7 @@ fn long_running(
         eprintln!("rota: --speed must be a positive number, got {speed}");
         return Err(ExitCode::from(2));
     }
+    crate::agent::supervise::exit_on_panic();
     tokio::runtime::Runtime::new().map_err(|e| {
         eprintln!("rota: cannot start the runtime: {e}");
         ExitCode::from(2)

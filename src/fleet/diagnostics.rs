@@ -27,6 +27,25 @@ pub struct Diagnostic {
     pub hint: Option<String>,
 }
 
+/// Longest field path or file name a diagnostic keeps (longer ones end in `…`).
+pub const MAX_PATH: usize = 256;
+/// Longest message or hint a diagnostic keeps (longer ones end in `…`).
+pub const MAX_MESSAGE: usize = 512;
+
+/// `s` cut to at most `max` characters (an ellipsis marks the cut), on a char boundary.
+pub fn shorten(s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = s[..end].to_string();
+    out.push('…');
+    out
+}
+
 /// The location part of a diagnostic, as the loaders know it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Location {
@@ -36,19 +55,22 @@ pub struct Location {
 }
 
 impl Diagnostic {
+    /// Path, message and hint are cut to [`MAX_PATH`] and [`MAX_MESSAGE`] characters: they
+    /// quote keys and values of the repo, and a hostile repo must not make one error line a
+    /// megabyte long (a 1 MB `timeZone` used to be echoed whole).
     pub fn new(at: &Location, path: impl Into<String>, message: impl Into<String>) -> Self {
         Diagnostic {
-            file: at.file.clone(),
+            file: shorten(at.file.clone(), MAX_PATH),
             line: at.line,
             column: at.column,
-            path: path.into(),
-            message: message.into(),
+            path: shorten(path.into(), MAX_PATH),
+            message: shorten(message.into(), MAX_MESSAGE),
             hint: None,
         }
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        self.hint = Some(shorten(hint.into(), MAX_MESSAGE));
         self
     }
 
@@ -220,17 +242,28 @@ fn escape_property(s: &str) -> String {
     escape_data(s).replace(':', "%3A").replace(',', "%2C")
 }
 
+/// Longest word "did you mean" compares: a typo of a name is about as long as the name, and
+/// names here (fields, time zones, channels) are far shorter. Comparing a 1 MB `timeZone`
+/// with every zone name took 13 s.
+pub const MAX_SUGGEST_LEN: usize = 64;
+
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
 ///
 /// Jaro-Winkler favours a shared prefix, which is how field names are usually mistyped
 /// (`batchSoak` vs `batchsoak`, `nodeSelectr`); the threshold keeps unrelated names out.
+/// Words longer than [`MAX_SUGGEST_LEN`] get no suggestion and candidates longer than twice
+/// that are skipped, so one comparison costs at most a few thousand steps.
 pub fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    if word.len() > MAX_SUGGEST_LEN {
+        return None;
+    }
     let lower = word.to_ascii_lowercase();
     candidates
         .into_iter()
+        .filter(|c| c.len() <= 2 * MAX_SUGGEST_LEN)
         .map(|c| (strsim::jaro_winkler(&lower, &c.to_ascii_lowercase()), c))
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
@@ -304,5 +337,27 @@ mod tests {
         assert_eq!(did_you_mean("batchSoke", fields), Some("batchSoak"));
         assert_eq!(did_you_mean("window", fields), Some("windows"));
         assert_eq!(did_you_mean("zzz", fields), None);
+    }
+
+    #[test]
+    fn huge_words_get_no_suggestion_and_are_not_echoed_whole() {
+        let huge = "Europe/Berlin".repeat(80_000);
+        assert_eq!(did_you_mean(&huge, ["Europe/Berlin"]), None);
+        let d = Diagnostic::new(
+            &Location::default(),
+            format!("spec.{huge}"),
+            format!("unknown time zone {huge:?}"),
+        )
+        .with_hint(huge.clone());
+        assert!(
+            d.path.len() <= MAX_PATH && d.path.ends_with('…'),
+            "{}",
+            d.path.len()
+        );
+        assert!(d.message.len() <= MAX_MESSAGE && d.message.ends_with('…'));
+        assert!(d.hint.unwrap().len() <= MAX_MESSAGE);
+        // Multi-byte characters are cut on a boundary.
+        let d = Diagnostic::new(&Location::default(), "", "é".repeat(1000));
+        assert!(d.message.len() <= MAX_MESSAGE);
     }
 }

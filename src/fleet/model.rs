@@ -60,7 +60,9 @@ pub struct FleetSpec {
 
 /// One notification webhook (Slack-compatible `{"text": ...}` payloads). The URL of a Slack
 /// incoming webhook is itself a credential, so it is normally read from the agent's
-/// environment (`urlEnv`) or a mounted file (`urlFile`) rather than written in git (`url`).
+/// environment (`urlEnv`) or a secret of the agent's `--secrets-dir` named by `urlSecret`,
+/// rather than written in git (`url`). `urlFile` (a path) is refused with a migration error:
+/// the fleet repo never names a file the agent opens.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WebhookSpec {
@@ -69,6 +71,11 @@ pub struct WebhookSpec {
     pub url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url_env: Option<String>,
+    /// The name of a secret in the agent's `--secrets-dir` (a key of a mounted Secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_secret: Option<String>,
+    /// Refused since secrets are named, not located (kept so that old repos get a migration
+    /// error naming the line rather than "unknown field").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url_file: Option<String>,
     /// Which notices to send (default: all four).

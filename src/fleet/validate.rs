@@ -83,6 +83,9 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             ));
         }
         if let Some(p) = &s.prometheus {
+            if has_userinfo(&p.address) {
+                diags.push(origin.error("/spec/prometheus/address", CREDENTIALS_IN_URL));
+            }
             match (p.min, p.max) {
                 (None, None) => diags.push(origin.key_error(
                     "/spec/prometheus",
@@ -165,6 +168,7 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             &mut diags,
         );
         check_policy(origin, "/spec/rollout", &c.spec.rollout, &mut diags);
+        check_notifications(origin, c.spec.notifications.as_deref(), &mut diags);
 
         let mut pool_names: BTreeMap<&str, usize> = BTreeMap::new();
         let mut selectors: BTreeMap<&BTreeMap<String, String>, usize> = BTreeMap::new();
@@ -298,6 +302,7 @@ fn check_fleet(
     }
     check_gate_refs(fleet_origin, "/spec/gates", &spec.gates, gate_names, diags);
     check_policy(fleet_origin, "/spec/rollout", &spec.rollout, diags);
+    check_notifications(fleet_origin, spec.notifications.as_deref(), diags);
 
     let mut seen_waves: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, w) in spec.waves.iter().enumerate() {
@@ -411,6 +416,43 @@ fn check_gate_refs(
                 d = d.with_hint(format!("did you mean `{s}`?"));
             }
             diags.push(d);
+        }
+    }
+}
+
+/// Said instead of the URL, which is not echoed: it holds a password.
+const CREDENTIALS_IN_URL: &str = "a user name or password in a URL is refused: it would be in git and in every log line that names the URL (the URL is not repeated here)";
+
+/// Whether an `http(s)://` URL carries `user[:password]@` before its host.
+fn has_userinfo(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .unwrap_or(url);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority.contains('@')
+}
+
+/// `urlFile` named a path the agent opened (`/dev/zero` made it read without end): refused,
+/// with the way to migrate.
+fn check_notifications(
+    origin: &Origin,
+    hooks: Option<&[super::model::WebhookSpec]>,
+    diags: &mut Diagnostics,
+) {
+    for (i, h) in hooks.unwrap_or_default().iter().enumerate() {
+        if h.url.as_deref().is_some_and(has_userinfo) {
+            diags.push(origin.error(&format!("/spec/notifications/{i}/url"), CREDENTIALS_IN_URL));
+        }
+        if h.url_file.is_some() {
+            diags.push(
+                origin
+                    .key_error(
+                        &format!("/spec/notifications/{i}/urlFile"),
+                        "urlFile is no longer supported: the fleet repo names secrets, it never names a file the agent opens",
+                    )
+                    .with_hint("put the URL in the Secret mounted at the agent's --secrets-dir and write `urlSecret: <key of that Secret>`"),
+            );
         }
     }
 }

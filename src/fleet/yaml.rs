@@ -33,36 +33,150 @@ impl From<&Marker> for Pos {
     }
 }
 
-/// Positions of the nodes of one document, by JSON pointer (`/spec/pools/0/name`).
-#[derive(Clone, Debug, Default)]
+/// Positions of the nodes of one document, looked up by JSON pointer (`/spec/pools/0/name`).
+///
+/// Stored as a tree that mirrors the document (each node keeps its own key once), not as a map
+/// from full pointer strings: with full pointers, a key tens of kilobytes long was copied into
+/// the pointer of every node below it, and memory grew with the square of the file (a 90 KB
+/// file took 1 GiB). Here memory is linear in the input: one node per YAML node, one copy of
+/// each key.
+#[derive(Clone, Debug)]
 pub struct Positions {
-    values: HashMap<String, Pos>,
-    keys: HashMap<String, Pos>,
+    nodes: Vec<PosNode>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct PosNode {
+    value: Pos,
+    /// Where the key of this member is written (`None` for sequence items and the root).
+    key: Option<Pos>,
+    /// Boxed: most nodes are scalars without children, and every node counts.
+    children: Option<Box<Children>>,
+}
+
+#[derive(Clone, Debug)]
+enum Children {
+    Map(HashMap<Box<str>, u32>),
+    Seq(Vec<u32>),
+}
+
+impl Default for Positions {
+    fn default() -> Self {
+        Positions {
+            nodes: vec![PosNode::default()],
+        }
+    }
 }
 
 impl Positions {
+    const ROOT: u32 = 0;
+
+    /// The deepest node written on the way to `pointer`, and whether it is `pointer` itself.
+    fn walk(&self, pointer: &str) -> (u32, bool) {
+        let mut at = Self::ROOT;
+        for raw in pointer.split('/').skip(1) {
+            let token = if raw.contains('~') {
+                std::borrow::Cow::Owned(raw.replace("~1", "/").replace("~0", "~"))
+            } else {
+                std::borrow::Cow::Borrowed(raw)
+            };
+            let next = match self.nodes[at as usize].children.as_deref() {
+                Some(Children::Map(m)) => m.get(token.as_ref()).copied(),
+                Some(Children::Seq(items)) => token
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| items.get(i).copied()),
+                None => None,
+            };
+            match next {
+                Some(n) => at = n,
+                None => return (at, false),
+            }
+        }
+        (at, true)
+    }
+
     /// Where the value at `pointer` starts; falls back to the nearest ancestor that is known
     /// (a missing field is reported where its parent object starts).
     pub fn value(&self, pointer: &str) -> Pos {
-        let mut p = pointer;
-        loop {
-            if let Some(pos) = self.values.get(p) {
-                return *pos;
-            }
-            match p.rfind('/') {
-                Some(i) => p = &p[..i],
-                None => return Pos::default(),
-            }
-        }
+        self.nodes[self.walk(pointer).0 as usize].value
     }
 
     /// Where the key of the member at `pointer` is written (for unknown or duplicate fields);
     /// the value position when it has no key (a sequence item).
     pub fn key(&self, pointer: &str) -> Pos {
-        self.keys
-            .get(pointer)
-            .copied()
-            .unwrap_or_else(|| self.value(pointer))
+        let (at, exact) = self.walk(pointer);
+        let node = &self.nodes[at as usize];
+        match (exact, node.key) {
+            (true, Some(k)) => k,
+            _ => node.value,
+        }
+    }
+
+    /// Bytes held by the position tree (keys and nodes), for the bound tests: linear in the
+    /// input whatever its shape.
+    pub fn stored_bytes(&self) -> usize {
+        let mut total = self.nodes.capacity() * std::mem::size_of::<PosNode>();
+        for n in &self.nodes {
+            total += match n.children.as_deref() {
+                None => 0,
+                Some(Children::Seq(v)) => std::mem::size_of::<Children>() + v.capacity() * 4,
+                Some(Children::Map(m)) => {
+                    std::mem::size_of::<Children>()
+                        + m.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1)
+                        + m.keys().map(|k| k.len()).sum::<usize>()
+                }
+            };
+        }
+        total
+    }
+
+    /// A new child of `parent` (the member `key`, or the next item of a sequence).
+    fn add(&mut self, parent: u32, key: Option<(&str, Pos)>, value: Pos) -> u32 {
+        let id = self.nodes.len() as u32;
+        self.nodes.push(PosNode {
+            value,
+            key: key.map(|(_, p)| p),
+            children: None,
+        });
+        let children = &mut self.nodes[parent as usize].children;
+        match key {
+            Some((k, _)) => {
+                if !matches!(children.as_deref(), Some(Children::Map(_))) {
+                    *children = Some(Box::new(Children::Map(HashMap::new())));
+                }
+                if let Some(Children::Map(m)) = children.as_deref_mut() {
+                    m.insert(k.into(), id);
+                }
+            }
+            None => {
+                if !matches!(children.as_deref(), Some(Children::Seq(_))) {
+                    *children = Some(Box::new(Children::Seq(Vec::new())));
+                }
+                if let Some(Children::Seq(v)) = children.as_deref_mut() {
+                    v.push(id);
+                }
+            }
+        }
+        id
+    }
+
+    /// Gives back what growing the tree over-allocated (the document is complete).
+    fn shrink(&mut self) {
+        self.nodes.shrink_to_fit();
+        for n in &mut self.nodes {
+            if let Some(Children::Seq(v)) = n.children.as_deref_mut() {
+                v.shrink_to_fit();
+            }
+        }
+    }
+
+    /// Where the key `k` of the mapping node `map` was written, if it was.
+    fn key_of(&self, map: u32, k: &str) -> Option<Pos> {
+        match self.nodes[map as usize].children.as_deref() {
+            Some(Children::Map(m)) => m.get(k).and_then(|id| self.nodes[*id as usize].key),
+            _ => None,
+        }
     }
 }
 
@@ -104,13 +218,14 @@ pub fn pointer_to_path(pointer: &str) -> String {
 enum Frame {
     Map {
         map: Map<String, Value>,
-        pointer: String,
-        /// The key read, waiting for its value.
-        key: Option<String>,
+        /// This mapping's node in [`Positions`].
+        node: u32,
+        /// The key read and where it is written, waiting for its value.
+        key: Option<(String, Pos)>,
     },
     Seq {
         items: Vec<Value>,
-        pointer: String,
+        node: u32,
     },
 }
 
@@ -135,17 +250,28 @@ impl Builder<'_> {
         )
     }
 
-    /// The pointer of the node that starts now, or `None` when the node is a mapping key.
-    fn next_pointer(&self) -> Option<String> {
-        match self.stack.last() {
-            None => Some(String::new()),
-            Some(Frame::Seq { items, pointer }) => Some(format!("{pointer}/{}", items.len())),
-            Some(Frame::Map { key: None, .. }) => None,
+    /// Whether the node that starts now is a mapping key.
+    fn expects_key(&self) -> bool {
+        matches!(self.stack.last(), Some(Frame::Map { key: None, .. }))
+    }
+
+    /// Record where the (non-key) node that starts now is, returning its position node.
+    fn place(&mut self, at: Pos) -> u32 {
+        let Builder {
+            stack, positions, ..
+        } = self;
+        match stack.last() {
+            None => {
+                positions.nodes[Positions::ROOT as usize].value = at;
+                Positions::ROOT
+            }
+            Some(Frame::Seq { node, .. }) => positions.add(*node, None, at),
             Some(Frame::Map {
-                key: Some(k),
-                pointer,
+                node,
+                key: Some((k, kp)),
                 ..
-            }) => Some(format!("{pointer}/{}", escape_token(k))),
+            }) => positions.add(*node, Some((k, *kp)), at),
+            Some(Frame::Map { key: None, .. }) => unreachable!("checked by expects_key"),
         }
     }
 
@@ -155,32 +281,32 @@ impl Builder<'_> {
             None => self.root = Some(value),
             Some(Frame::Seq { items, .. }) => items.push(value),
             Some(Frame::Map { map, key, .. }) => {
-                let k = key.take().expect("a value follows its key");
+                let (k, _) = key.take().expect("a value follows its key");
                 map.insert(k, value);
             }
         }
     }
 
     fn start_collection(&mut self, m: &Marker, seq: bool) -> Result<(), Diagnostic> {
-        let Some(pointer) = self.next_pointer() else {
+        if self.expects_key() {
             return Err(self.err(m, "mapping keys must be plain strings, not collections"));
-        };
+        }
         if self.stack.len() >= MAX_DEPTH {
             return Err(self.err(
                 m,
                 format!("nesting deeper than {MAX_DEPTH} levels is not allowed"),
             ));
         }
-        self.positions.values.insert(pointer.clone(), Pos::from(m));
+        let node = self.place(Pos::from(m));
         self.stack.push(if seq {
             Frame::Seq {
                 items: Vec::new(),
-                pointer,
+                node,
             }
         } else {
             Frame::Map {
                 map: Map::new(),
-                pointer,
+                node,
                 key: None,
             }
         });
@@ -188,32 +314,23 @@ impl Builder<'_> {
     }
 
     fn scalar(&mut self, m: &Marker, text: &str, style: ScalarStyle) -> Result<(), Diagnostic> {
-        match self.next_pointer() {
-            Some(pointer) => {
-                self.positions.values.insert(pointer, Pos::from(m));
-                let v = resolve_scalar(text, style);
-                self.attach(v);
-            }
-            None => {
-                let Some(Frame::Map { map, pointer, key }) = self.stack.last_mut() else {
-                    unreachable!("keys only exist in mappings");
-                };
-                let member = format!("{pointer}/{}", escape_token(text));
-                if map.contains_key(text) {
-                    let first = self
-                        .positions
-                        .keys
-                        .get(&member)
-                        .copied()
-                        .unwrap_or_default();
-                    let text = text.to_string();
-                    return Err(self
-                        .err(m, format!("duplicate key `{text}`"))
-                        .with_hint(format!("first defined at line {}", first.line)));
-                }
-                *key = Some(text.to_string());
-                self.positions.keys.insert(member, Pos::from(m));
-            }
+        if !self.expects_key() {
+            self.place(Pos::from(m));
+            let v = resolve_scalar(text, style);
+            self.attach(v);
+            return Ok(());
+        }
+        let Some(Frame::Map { map, node, .. }) = self.stack.last() else {
+            unreachable!("keys only exist in mappings");
+        };
+        if map.contains_key(text) {
+            let first = self.positions.key_of(*node, text).unwrap_or_default();
+            return Err(self
+                .err(m, format!("duplicate key `{text}`"))
+                .with_hint(format!("first defined at line {}", first.line)));
+        }
+        if let Some(Frame::Map { key, .. }) = self.stack.last_mut() {
+            *key = Some((text.to_string(), Pos::from(m)));
         }
         Ok(())
     }
@@ -328,7 +445,8 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Document>, Diagnostic> {
             Event::MappingStart(_, None) => b.start_collection(m, false)?,
             Event::SequenceEnd | Event::MappingEnd => b.end_collection(),
             Event::DocumentEnd => {
-                let positions = std::mem::take(&mut b.positions);
+                let mut positions = std::mem::take(&mut b.positions);
+                positions.shrink();
                 if let Some(value) = b.root.take()
                     && !value.is_null()
                 {

@@ -418,7 +418,15 @@ fn client() -> &'static HttpClient {
                 hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
             }
         };
-        let connector = builder.https_or_http().enable_http1().build();
+        // Connecting has its own bound inside the query's timeout: an address that drops
+        // SYNs fails in 10 s with "connect timed out", not as a vague query timeout.
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(Duration::from_secs(10)));
+        let connector = builder
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
         Client::builder(TokioExecutor::new()).build(connector)
     })
 }

@@ -4,9 +4,11 @@
 //! paused, completed, per pool); never blocks. One task per configured webhook coalesces and
 //! rate-limits notices ([`coalesce`]) and posts the messages. Webhooks come from the fleet
 //! repo (`spec.notifications` of the Fleet or the Cluster, see [`crate::fleet::Fleet::notifications_for`]);
-//! their URLs are secrets: read from the environment or a file, never logged.
+//! their URLs are secrets: read from the environment or, by name, from the agent's
+//! `--secrets-dir` ([`secrets`]), never logged.
 
 pub mod coalesce;
+pub mod secrets;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -76,19 +78,33 @@ pub struct Webhook {
 }
 
 impl Webhook {
-    /// Resolve a webhook of the fleet repo: read its URL from `url`, `urlEnv` or `urlFile`.
-    pub fn from_spec(spec: &WebhookSpec) -> Result<Webhook, NotifyError> {
+    /// Resolve a webhook of the fleet repo: read its URL from `url`, `urlEnv` or the secret
+    /// `urlSecret` of `secrets` (the agent's `--secrets-dir`). `urlFile` (a path) is refused.
+    pub fn from_spec(
+        spec: &WebhookSpec,
+        secrets: Option<&secrets::SecretsDir>,
+    ) -> Result<Webhook, NotifyError> {
         let err = |message: String| NotifyError::Config {
             name: spec.name.clone(),
             message,
         };
-        let url = match (&spec.url, &spec.url_env, &spec.url_file) {
+        if spec.url_file.is_some() {
+            return Err(err(
+                "urlFile is no longer supported (rota never opens a path the fleet repo names): use urlSecret with --secrets-dir".into(),
+            ));
+        }
+        let url = match (&spec.url, &spec.url_env, &spec.url_secret) {
             (Some(u), None, None) => Secret::new(u.clone()),
             (None, Some(var), None) => Secret::from_env(var).map_err(|e| err(e.to_string()))?,
-            (None, None, Some(path)) => {
-                Secret::from_file(std::path::Path::new(path)).map_err(|e| err(e.to_string()))?
-            }
-            _ => return Err(err("set exactly one of url, urlEnv, urlFile".into())),
+            (None, None, Some(name)) => match secrets {
+                Some(dir) => dir.read(name).map_err(|e| err(e.to_string()))?,
+                None => {
+                    return Err(err(
+                        secrets::SecretsError::NoDir { name: name.clone() }.to_string()
+                    ));
+                }
+            },
+            _ => return Err(err("set exactly one of url, urlEnv, urlSecret".into())),
         };
         let u = url.expose();
         if !(u.starts_with("https://") || u.starts_with("http://")) {
@@ -420,14 +436,18 @@ mod tests {
     }
 
     fn webhook(url: &str, window_ms: u64, interval_ms: u64) -> Webhook {
-        let mut w = Webhook::from_spec(&WebhookSpec {
-            name: "ops".into(),
-            url: Some(url.into()),
-            url_env: None,
-            url_file: None,
-            events: None,
-            min_interval: None,
-        })
+        let mut w = Webhook::from_spec(
+            &WebhookSpec {
+                name: "ops".into(),
+                url: Some(url.into()),
+                url_env: None,
+                url_secret: None,
+                url_file: None,
+                events: None,
+                min_interval: None,
+            },
+            None,
+        )
         .unwrap();
         w.window = Duration::from_millis(window_ms);
         w.min_interval = Duration::from_millis(interval_ms);
@@ -546,24 +566,58 @@ mod tests {
             name: "ops".into(),
             url: url.map(Into::into),
             url_env: env.map(Into::into),
+            url_secret: None,
             url_file: None,
             events: None,
             min_interval: None,
         };
-        let e = Webhook::from_spec(&spec(Some("http://a"), Some("X"))).unwrap_err();
+        let e = Webhook::from_spec(&spec(Some("http://a"), Some("X")), None).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "notification webhook ops: set exactly one of url, urlEnv, urlFile"
+            "notification webhook ops: set exactly one of url, urlEnv, urlSecret"
         );
-        let e = Webhook::from_spec(&spec(Some("xoxb-secret-token"), None)).unwrap_err();
+        let e = Webhook::from_spec(&spec(Some("xoxb-secret-token"), None), None).unwrap_err();
         assert!(!e.to_string().contains("xoxb"));
-        let w = Webhook::from_spec(&spec(
-            Some("https://hooks.slack.com/services/T/B/secret"),
+        let w = Webhook::from_spec(
+            &spec(Some("https://hooks.slack.com/services/T/B/secret"), None),
             None,
-        ))
+        )
         .unwrap();
         assert!(!format!("{w:?}").contains("secret"));
-        let e = Webhook::from_spec(&spec(None, Some("ROTA_TEST_UNSET_WEBHOOK_VAR"))).unwrap_err();
+        let e =
+            Webhook::from_spec(&spec(None, Some("ROTA_TEST_UNSET_WEBHOOK_VAR")), None).unwrap_err();
         assert!(e.to_string().contains("ROTA_TEST_UNSET_WEBHOOK_VAR"), "{e}");
+    }
+
+    /// `urlFile: /dev/zero` made the agent read without end; now a path is never opened and
+    /// a secret comes by name from the secrets dir only.
+    #[test]
+    fn a_path_is_never_opened_and_secrets_come_by_name() {
+        let mut s = WebhookSpec {
+            name: "ops".into(),
+            url: None,
+            url_env: None,
+            url_secret: None,
+            url_file: Some("/dev/zero".into()),
+            events: None,
+            min_interval: None,
+        };
+        let e = Webhook::from_spec(&s, None).unwrap_err();
+        assert!(
+            e.to_string().contains("urlFile is no longer supported"),
+            "{e}"
+        );
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("ops-slack"), "https://hooks.example/T/B/x\n").unwrap();
+        let dir = secrets::SecretsDir::new(d.path());
+        s.url_file = None;
+        s.url_secret = Some("ops-slack".into());
+        let w = Webhook::from_spec(&s, Some(&dir)).unwrap();
+        assert_eq!(w.url.expose(), "https://hooks.example/T/B/x");
+        let e = Webhook::from_spec(&s, None).unwrap_err();
+        assert!(e.to_string().contains("no --secrets-dir"), "{e}");
+        s.url_secret = Some("/dev/zero".into());
+        let e = Webhook::from_spec(&s, Some(&dir)).unwrap_err();
+        assert!(e.to_string().contains("not a secret name"), "{e}");
     }
 }

@@ -107,36 +107,46 @@ impl<A: ForgeApi> StatusStore for ForgeStore<A> {
         let wanted = self.api.as_stored(status);
         // One writer per context (this agent), so the cache stays true once filled; it is
         // filled from the forge on the first report of each commit (after a restart too).
-        let mut cache = self.cache.lock().await;
-        if !cache.by_commit.contains_key(commit) {
+        // The cache lock is never held across a request: a forge that answers slowly (or
+        // not at all) must not queue every other report behind it.
+        let cached = self.cache.lock().await.by_commit.contains_key(commit);
+        if !cached {
             let fresh = rota_only(self.api.fetch(&self.client, commit).await?);
-            cache.put(commit, fresh);
+            let mut cache = self.cache.lock().await;
+            if !cache.by_commit.contains_key(commit) {
+                cache.put(commit, fresh);
+            }
         }
-        let known = &cache.by_commit[commit];
-        if known
-            .get(&wanted.context)
-            .is_some_and(|r| wanted.same_as(r))
-        {
-            return Ok(Posted::Unchanged);
-        }
-        // Within the forge's per-context limit, progress updates stop one short of it so the
-        // last slot is left for the final state (success, failure or error).
         let key = (commit.to_string(), wanted.context.clone());
-        let count = cache.posts.get(&key).copied().unwrap_or(0);
-        if let Some(limit) = self.api.max_per_context() {
-            let room = if wanted.state == super::State::Pending {
-                limit.saturating_sub(1)
-            } else {
-                limit
-            };
-            if count >= room {
-                tracing::warn!(backend = self.api.backend(), commit, context = %wanted.context,
-                    limit, "forge status limit reached for this commit and context; not posting");
+        {
+            let cache = self.cache.lock().await;
+            if cache
+                .by_commit
+                .get(commit)
+                .and_then(|known| known.get(&wanted.context))
+                .is_some_and(|r| wanted.same_as(r))
+            {
                 return Ok(Posted::Unchanged);
+            }
+            // Within the forge's per-context limit, progress updates stop one short of it so
+            // the last slot is left for the final state (success, failure or error).
+            let count = cache.posts.get(&key).copied().unwrap_or(0);
+            if let Some(limit) = self.api.max_per_context() {
+                let room = if wanted.state == super::State::Pending {
+                    limit.saturating_sub(1)
+                } else {
+                    limit
+                };
+                if count >= room {
+                    tracing::warn!(backend = self.api.backend(), commit, context = %wanted.context,
+                        limit, "forge status limit reached for this commit and context; not posting");
+                    return Ok(Posted::Unchanged);
+                }
             }
         }
         let posted = self.api.post(&self.client, commit, status).await?;
-        cache.posts.insert(key, count + 1);
+        let mut cache = self.cache.lock().await;
+        *cache.posts.entry(key).or_insert(0) += 1;
         if let Some(m) = cache.by_commit.get_mut(commit) {
             m.insert(wanted.context.clone(), wanted);
         }

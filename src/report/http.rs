@@ -20,6 +20,20 @@ use crate::source::Secret;
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
+/// The longest wait a forge can impose (`Retry-After`, rate-limit reset): the header is the
+/// forge's to set, and `Retry-After: 9223372036854775807` once overflowed an `Instant` and
+/// killed the status task.
+pub const MAX_SERVER_WAIT: Duration = Duration::from_secs(3600);
+/// A request waits at most this long for its turn; beyond it fails at once as rate limited
+/// (transient), so that a forge holding statuses back never holds the agent's loop.
+pub const MAX_QUEUE_WAIT: Duration = Duration::from_secs(30);
+/// Connecting to the forge.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// One request, from sending it to the last byte of the answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest answer read (a page of statuses is a few hundred KiB at most).
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
 /// A token bucket: `burst` requests at once, then one every `1/per_second`. Waiting callers
 /// reserve their slot before sleeping, so they are served in order.
 #[derive(Debug)]
@@ -54,8 +68,9 @@ impl RateLimiter {
         }
     }
 
-    /// Waits until a request may go.
-    pub async fn acquire(&self) {
+    /// Waits until a request may go; `Err(wait)` without waiting when the turn is more than
+    /// [`MAX_QUEUE_WAIT`] away (the forge said to hold off).
+    pub async fn acquire(&self) -> Result<(), Duration> {
         let wait = {
             let mut b = self.state.lock().await;
             let now = Instant::now();
@@ -72,17 +87,25 @@ impl RateLimiter {
                 .blocked_until
                 .map(|t| t.saturating_duration_since(now))
                 .unwrap_or_default();
+            if blocked > MAX_QUEUE_WAIT {
+                // Not taken: give the token back.
+                b.tokens += 1.0;
+                return Err(blocked);
+            }
             refill.max(blocked)
         };
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
+        Ok(())
     }
 
-    /// Holds every request until `wait` has passed (the forge's rate limit is exhausted).
+    /// Holds every request until `wait` (at most [`MAX_SERVER_WAIT`]) has passed (the
+    /// forge's rate limit is exhausted).
     pub async fn block_for(&self, wait: Duration) {
         let mut b = self.state.lock().await;
-        let until = Instant::now() + wait;
+        let now = Instant::now();
+        let until = now.checked_add(wait.min(MAX_SERVER_WAIT)).unwrap_or(now);
         b.blocked_until = Some(b.blocked_until.map_or(until, |t| t.max(until)));
     }
 }
@@ -126,12 +149,15 @@ impl ForgeClient {
         let mut value = HeaderValue::from_str(&auth_value(token.expose()))
             .map_err(|_| config_err("the token holds characters not allowed in a header".into()))?;
         value.set_sensitive(true);
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
             .map_err(|e| config_err(format!("loading the system's TLS roots: {e}")))?
             .https_or_http()
             .enable_http1()
-            .build();
+            .wrap_connector(http);
         Ok(ForgeClient {
             backend,
             base: api_url.trim_end_matches('/').to_string(),
@@ -148,8 +174,19 @@ impl ForgeClient {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Bytes, ReportError> {
-        self.limiter.acquire().await;
         let url = format!("{}{path}", self.base);
+        if let Err(wait) = self.limiter.acquire().await {
+            return Err(ReportError::Http {
+                backend: self.backend,
+                status: 429,
+                url,
+                message: format!(
+                    "rate limited by the forge for {}s more: not waiting",
+                    wait.as_secs()
+                ),
+                retry_after: Some(wait),
+            });
+        }
         let mut req = Request::builder()
             .method(method)
             .uri(&url)
@@ -168,25 +205,36 @@ impl ForgeClient {
                 backend: self.backend,
                 message: format!("building request to {url}: {e}"),
             })?;
-        let resp = self
-            .client
-            .request(req)
+        let exchange = async {
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            let status = resp.status();
+            let headers = resp.headers().clone();
+            let body = http_body_util::Limited::new(resp.into_body(), MAX_BODY)
+                .collect()
+                .await
+                .map_err(|e| {
+                    format!("reading the answer of {url} (at most {MAX_BODY} bytes): {e}")
+                })?
+                .to_bytes();
+            Ok::<_, String>((status, headers, body))
+        };
+        let (status, headers, body) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
             .await
-            .map_err(|e| ReportError::Transport {
+            .map_err(|_| {
+                format!(
+                    "{url}: no complete answer within {}s",
+                    REQUEST_TIMEOUT.as_secs()
+                )
+            })
+            .and_then(|r| r)
+            .map_err(|message| ReportError::Transport {
                 backend: self.backend,
-                message: format!("{url}: {e}"),
+                message,
             })?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| ReportError::Transport {
-                backend: self.backend,
-                message: format!("reading the answer of {url}: {e}"),
-            })?
-            .to_bytes();
         let retry_after = retry_after(&headers);
         if let Some(wait) = retry_after {
             self.limiter.block_for(wait).await;
@@ -224,7 +272,9 @@ impl ForgeClient {
 fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
     let num = |name: &str| -> Option<i64> { headers.get(name)?.to_str().ok()?.trim().parse().ok() };
     if let Some(secs) = num("retry-after") {
-        return Some(Duration::from_secs(secs.max(0) as u64));
+        return Some(Duration::from_secs(
+            secs.clamp(0, MAX_SERVER_WAIT.as_secs() as i64) as u64,
+        ));
     }
     let remaining = num("x-ratelimit-remaining").or_else(|| num("ratelimit-remaining"))?;
     if remaining > 0 {
@@ -232,7 +282,11 @@ fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
     }
     let reset = num("x-ratelimit-reset").or_else(|| num("ratelimit-reset"))?;
     let now = chrono::Utc::now().timestamp();
-    Some(Duration::from_secs((reset - now).clamp(1, 3600) as u64))
+    Some(Duration::from_secs(
+        reset
+            .saturating_sub(now)
+            .clamp(1, MAX_SERVER_WAIT.as_secs() as i64) as u64,
+    ))
 }
 
 /// The forge's own error text (`{"message": ...}` on all three), shortened.
@@ -271,23 +325,23 @@ mod tests {
     async fn token_bucket_spaces_requests_after_the_burst() {
         let limiter = RateLimiter::new(2, 1.0);
         let start = Instant::now();
-        limiter.acquire().await;
-        limiter.acquire().await;
+        limiter.acquire().await.unwrap();
+        limiter.acquire().await.unwrap();
         assert_eq!(start.elapsed(), Duration::ZERO, "the burst goes at once");
-        limiter.acquire().await;
+        limiter.acquire().await.unwrap();
         assert_eq!(start.elapsed(), Duration::from_secs(1));
-        limiter.acquire().await;
+        limiter.acquire().await.unwrap();
         assert_eq!(start.elapsed(), Duration::from_secs(2));
         tokio::time::sleep(Duration::from_secs(10)).await;
         let idle = Instant::now();
-        limiter.acquire().await;
-        limiter.acquire().await;
+        limiter.acquire().await.unwrap();
+        limiter.acquire().await.unwrap();
         assert_eq!(
             idle.elapsed(),
             Duration::ZERO,
             "refilled up to the burst only"
         );
-        limiter.acquire().await;
+        limiter.acquire().await.unwrap();
         assert_eq!(idle.elapsed(), Duration::from_secs(1));
     }
 
@@ -296,8 +350,35 @@ mod tests {
         let limiter = RateLimiter::new(10, 10.0);
         limiter.block_for(Duration::from_secs(30)).await;
         let start = Instant::now();
-        limiter.acquire().await;
+        limiter.acquire().await.unwrap();
         assert_eq!(start.elapsed(), Duration::from_secs(30));
+    }
+
+    /// `Retry-After: 9223372036854775807` made `Instant + wait` panic in the status task.
+    #[tokio::test(start_paused = true)]
+    async fn a_huge_retry_after_is_clamped_and_fails_fast() {
+        let mut h = http::HeaderMap::new();
+        h.insert("retry-after", "9223372036854775807".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(MAX_SERVER_WAIT));
+        h.insert("retry-after", "-5".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        let mut h = http::HeaderMap::new();
+        h.insert("x-ratelimit-remaining", "0".parse().unwrap());
+        h.insert("x-ratelimit-reset", i64::MIN.to_string().parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(1)));
+        h.insert("x-ratelimit-reset", i64::MAX.to_string().parse().unwrap());
+        assert_eq!(retry_after(&h), Some(MAX_SERVER_WAIT));
+
+        let limiter = RateLimiter::new(10, 10.0);
+        limiter.block_for(Duration::MAX).await;
+        let start = Instant::now();
+        let wait = limiter.acquire().await.unwrap_err();
+        assert!(wait > MAX_QUEUE_WAIT && wait <= MAX_SERVER_WAIT, "{wait:?}");
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "fails at once, never sleeps an hour"
+        );
     }
 
     #[test]

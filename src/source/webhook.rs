@@ -12,6 +12,15 @@
 //! Secrets and signatures are compared in constant time; a delivery id seen before is
 //! acknowledged and ignored (forges redeliver on timeouts). Rejections are logged with the
 //! reason, the forge and the delivery id, never with a secret or a signature.
+//!
+//! Hardening against a hostile network ([`crate::serving`] caps connections and times their
+//! headers): method, forge headers, the signature's framing (or GitLab's token, in full) and
+//! the declared size are checked *before* any body byte is read ([`Receiver::precheck`]), so
+//! an unauthenticated client costs no buffer; bodies are capped at [`MAX_BODY_BYTES`]. A
+//! replay of a signed delivery is ignored: the delivery id is not signed (an attacker who
+//! captured a delivery can send it under a new id), so the signed body itself is remembered
+//! for [`REPLAY_WINDOW`], and a GitHub push older than the window (`repository.pushed_at`,
+//! inside the signed body) is ignored as stale.
 
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
@@ -23,7 +32,7 @@ use hmac::{Hmac, Mac};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
@@ -32,15 +41,17 @@ use tokio_util::sync::CancellationToken;
 use super::credentials::Secret;
 use super::poll::Trigger;
 
-/// Push payloads are small; anything bigger is not a push we care about.
-pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
-/// Time allowed for a request's headers, then for its body.
-const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Push payloads are small (GitHub lists at most 20 commits); anything bigger is not a push
+/// we care about, and the poll loop still finds the commit.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Time allowed for a request's body (its headers: [`crate::serving::WEBHOOK`]).
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-/// Delivery ids remembered to ignore redeliveries.
+/// Delivery ids (and signed bodies) remembered to ignore redeliveries and replays.
 const REMEMBERED_DELIVERIES: usize = 4096;
+/// How long a signed body is remembered; a GitHub push older than this is stale.
+pub const REPLAY_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Forge {
     GitHub,
     GitLab,
@@ -100,9 +111,29 @@ pub struct Receiver {
 struct Deliveries {
     order: VecDeque<String>,
     set: HashSet<String>,
+    /// Signed bodies acted on: (forge, SHA-256 of the body) and when (Unix seconds).
+    bodies: VecDeque<((Forge, [u8; 32]), u64)>,
 }
 
 impl Deliveries {
+    /// Records the body digest `key` seen at `now`; false if it was seen within the window.
+    fn insert_body(&mut self, key: (Forge, [u8; 32]), now: u64) -> bool {
+        let window = REPLAY_WINDOW.as_secs();
+        while self
+            .bodies
+            .front()
+            .is_some_and(|(_, at)| now.saturating_sub(*at) > window)
+            || self.bodies.len() >= REMEMBERED_DELIVERIES
+        {
+            self.bodies.pop_front();
+        }
+        if self.bodies.iter().any(|(k, _)| *k == key) {
+            return false;
+        }
+        self.bodies.push_back((key, now));
+        true
+    }
+
     /// Records `id`; false if it was already there.
     fn insert(&mut self, id: &str) -> bool {
         if self.set.contains(id) {
@@ -138,10 +169,17 @@ impl Receiver {
         }
     }
 
-    /// Decides what to do with one delivery.
-    pub fn check(&self, method: &Method, headers: &HeaderMap, body: &[u8]) -> Verdict {
+    /// What can be decided before reading the body: the method, which forge, the declared
+    /// size, and the authentication's framing (a signature header of the right form; GitLab's
+    /// token in full). `Ok(forge)`: read the body (at most [`MAX_BODY_BYTES`]) and [`check`].
+    ///
+    /// [`check`]: Receiver::check
+    pub fn precheck(&self, method: &Method, headers: &HeaderMap) -> Result<Forge, Verdict> {
         if method != Method::POST {
-            return Verdict::reject(StatusCode::METHOD_NOT_ALLOWED, "webhooks are POST requests");
+            return Err(Verdict::reject(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "webhooks are POST requests",
+            ));
         }
         // Gitea first: for compatibility it also sends X-GitHub-Event and X-GitHub-Delivery
         // (and, on older versions, no X-Hub-Signature-256), never the other way round.
@@ -156,11 +194,52 @@ impl Receiver {
         } else if headers.contains_key("x-gitlab-event") || headers.contains_key("x-gitlab-token") {
             Forge::GitLab
         } else {
-            return Verdict::reject(
+            return Err(Verdict::reject(
                 StatusCode::BAD_REQUEST,
                 "not a GitHub, GitLab or Gitea webhook (no X-GitHub-Event, X-Gitlab-Event or X-Gitea-Event header)",
-            );
+            ));
         };
+        let declared = header(headers, "content-length").map(|v| v.trim().parse::<u64>());
+        match declared {
+            Some(Ok(n)) if n > MAX_BODY_BYTES as u64 => {
+                return Err(Verdict::reject(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("a push payload is at most {MAX_BODY_BYTES} bytes"),
+                ));
+            }
+            Some(Err(_)) => {
+                return Err(Verdict::reject(
+                    StatusCode::BAD_REQUEST,
+                    "Content-Length is not a number",
+                ));
+            }
+            _ => {}
+        }
+        self.authenticate_headers(forge, headers)?;
+        Ok(forge)
+    }
+
+    /// Decides what to do with one delivery, at the current time.
+    pub fn check(&self, method: &Method, headers: &HeaderMap, body: &[u8]) -> Verdict {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        self.check_at(method, headers, body, now)
+    }
+
+    /// Decides what to do with one delivery received at `now` (Unix seconds).
+    pub fn check_at(&self, method: &Method, headers: &HeaderMap, body: &[u8], now: u64) -> Verdict {
+        let forge = match self.precheck(method, headers) {
+            Ok(f) => f,
+            Err(v) => return v,
+        };
+        if body.len() > MAX_BODY_BYTES {
+            return Verdict::reject(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a push payload is at most {MAX_BODY_BYTES} bytes"),
+            );
+        }
         if let Err(v) = self.authenticate(forge, headers, body) {
             return v;
         }
@@ -196,6 +275,14 @@ impl Receiver {
         struct Push {
             #[serde(rename = "ref")]
             reference: String,
+            #[serde(default)]
+            repository: Option<Repository>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Repository {
+            /// GitHub: when the push happened (Unix seconds; other events send a date string).
+            #[serde(default)]
+            pushed_at: Option<serde_json::Value>,
         }
         let push: Push = match serde_json::from_slice(body) {
             Ok(p) => p,
@@ -215,19 +302,91 @@ impl Receiver {
                 };
             }
         }
+        // A signed push from long ago is a replay whatever its delivery id says.
+        if let Some(pushed) = push
+            .repository
+            .as_ref()
+            .and_then(|r| r.pushed_at.as_ref())
+            .and_then(serde_json::Value::as_u64)
+            && now.saturating_sub(pushed) > REPLAY_WINDOW.as_secs()
+        {
+            return Verdict::Ignored {
+                forge,
+                why: format!(
+                    "stale delivery: pushed {}s ago (more than {}s)",
+                    now - pushed,
+                    REPLAY_WINDOW.as_secs()
+                ),
+            };
+        }
         // Remember the delivery only once it is authentic and acted on: an attacker cannot
         // burn ids, and a failed delivery can be redelivered.
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(id) = delivery
-            && !self.seen.lock().expect("not poisoned").insert(id)
+            && !seen.insert(id)
         {
             return Verdict::Ignored {
                 forge,
                 why: format!("delivery {id} already received"),
             };
         }
+        let digest: [u8; 32] = <Sha256 as sha2::Digest>::digest(body).into();
+        if !seen.insert_body((forge, digest), now) {
+            return Verdict::Ignored {
+                forge,
+                why: "a replay of a delivery already received (same signed body)".to_string(),
+            };
+        }
+        drop(seen);
         Verdict::Fetch {
             forge,
             delivery: delivery.map(str::to_string),
+        }
+    }
+
+    /// The part of authentication that needs no body: the signature header is there and of
+    /// the right form (64 hex digits of an HMAC-SHA256); GitLab's token is checked in full.
+    fn authenticate_headers(&self, forge: Forge, headers: &HeaderMap) -> Result<(), Verdict> {
+        let framed = |sig: &str, name: &str| -> Result<(), Verdict> {
+            let sig = sig.trim();
+            if !sig.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(Verdict::reject(
+                    StatusCode::BAD_REQUEST,
+                    format!("{name} is not hexadecimal"),
+                ));
+            }
+            if sig.len() != 64 {
+                return Err(Verdict::reject(
+                    StatusCode::UNAUTHORIZED,
+                    format!("{name} is not an HMAC-SHA256 (64 hex digits)"),
+                ));
+            }
+            Ok(())
+        };
+        match forge {
+            Forge::GitHub => {
+                let sig = header(headers, "x-hub-signature-256").ok_or_else(|| {
+                    Verdict::reject(
+                        StatusCode::UNAUTHORIZED,
+                        "missing X-Hub-Signature-256 header",
+                    )
+                })?;
+                let hex_sig = sig.strip_prefix("sha256=").ok_or_else(|| {
+                    Verdict::reject(
+                        StatusCode::BAD_REQUEST,
+                        "X-Hub-Signature-256 must be sha256=<hex>",
+                    )
+                })?;
+                framed(hex_sig, "X-Hub-Signature-256")
+            }
+            Forge::Gitea => {
+                let sig = header(headers, "x-gitea-signature").ok_or_else(|| {
+                    Verdict::reject(StatusCode::UNAUTHORIZED, "missing X-Gitea-Signature header")
+                })?;
+                framed(sig, "X-Gitea-Signature")
+            }
+            // The token is the whole authentication: checked in full.
+            Forge::GitLab => self.authenticate(forge, headers, b""),
         }
     }
 
@@ -308,6 +467,13 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
+    // Nothing is read from a client that is not even framed as an authentic forge delivery.
+    if let Err(Verdict::Rejected { status, reason }) =
+        receiver.precheck(&parts.method, &parts.headers)
+    {
+        tracing::warn!(status = status.as_u16(), reason = %reason, path = %parts.uri.path(), "webhook rejected before its body");
+        return text(status, reason);
+    }
     let collected =
         tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect()).await;
     let Ok(collected) = collected else {
@@ -354,6 +520,7 @@ pub async fn serve(
     trigger: Trigger,
     cancel: CancellationToken,
 ) {
+    let slots = crate::serving::Slots::new(crate::serving::WEBHOOK);
     loop {
         let (stream, peer): (_, SocketAddr) = tokio::select! {
             r = listener.accept() => match r {
@@ -367,20 +534,26 @@ pub async fn serve(
             },
             _ = cancel.cancelled() => return,
         };
+        // Over the cap, the connection is closed unread.
+        let Some(slot) = slots.admit() else {
+            tracing::debug!(peer = %peer, "webhook connection refused: too many open");
+            continue;
+        };
         let receiver = Arc::clone(&receiver);
         let trigger = trigger.clone();
+        let slots = slots.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let receiver = Arc::clone(&receiver);
                 let trigger = trigger.clone();
                 async move { Ok::<_, Infallible>(handle(&receiver, &trigger, req).await) }
             });
-            // Slow or stalled clients must not pin connections: headers within 10s.
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
+            // Slow or stalled clients must not pin connections: headers in time, and a
+            // connection lives at most its age limit.
+            let conn = slots
+                .http1()
                 .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
+            if let Err(e) = slots.run(slot, conn).await {
                 tracing::debug!(peer = %peer, error = %e, "webhook connection");
             }
         });
@@ -442,6 +615,9 @@ mod tests {
         let s = r.config.secret.clone();
         let gh_sig = format!("sha256={}", sign_hex(&s, push_main));
         let gitea_sig = sign_hex(&s, push_main);
+        // Another push (a new body): the same body again would be a replay.
+        let push_main_again = br#"{"ref":"refs/heads/main","after":"def"}"#;
+        let gitea_sig_again = sign_hex(&s, push_main_again);
         let wrong = format!("sha256={}", sign_hex(&Secret::new("other"), push_main));
         use StatusCode as S;
         let reject = |status: S, reason: &str| Verdict::Rejected {
@@ -597,9 +773,9 @@ mod tests {
                     ("x-github-delivery", "g2"),
                     ("x-gitea-event", "push"),
                     ("x-gitea-delivery", "g2"),
-                    ("x-gitea-signature", &gitea_sig),
+                    ("x-gitea-signature", &gitea_sig_again),
                 ]),
-                push_main,
+                push_main_again,
                 Verdict::Fetch {
                     forge: Forge::Gitea,
                     delivery: Some("g2".into()),
@@ -675,6 +851,95 @@ mod tests {
             let v = r.check(&Method::POST, &h, &body);
             proptest::prop_assert!(!matches!(v, Verdict::Fetch { .. }), "{:?}", v);
         }
+    }
+
+    /// The delivery id is not signed: a captured delivery sent again under a new id used to
+    /// trigger a fetch each time.
+    #[test]
+    fn a_replayed_signed_body_fetches_once_and_old_pushes_are_stale() {
+        let r = receiver();
+        let now = 1_800_000_000;
+        let body = format!(r#"{{"ref":"refs/heads/main","repository":{{"pushed_at":{now}}}}}"#);
+        let sig = format!("sha256={}", sign_hex(&r.config.secret, body.as_bytes()));
+        let h = |id: &str| {
+            headers(&[
+                ("x-github-event", "push"),
+                ("x-github-delivery", id),
+                ("x-hub-signature-256", &sig),
+            ])
+        };
+        assert!(matches!(
+            r.check_at(&Method::POST, &h("a"), body.as_bytes(), now),
+            Verdict::Fetch { .. }
+        ));
+        assert_eq!(
+            r.check_at(&Method::POST, &h("b"), body.as_bytes(), now + 5),
+            Verdict::Ignored {
+                forge: Forge::GitHub,
+                why: "a replay of a delivery already received (same signed body)".into()
+            }
+        );
+        // Past the window the digest is forgotten, but the signed push time is old.
+        let later = now + REPLAY_WINDOW.as_secs() + 1;
+        assert_eq!(
+            r.check_at(&Method::POST, &h("c"), body.as_bytes(), later),
+            Verdict::Ignored {
+                forge: Forge::GitHub,
+                why: format!(
+                    "stale delivery: pushed {}s ago (more than 3600s)",
+                    later - now
+                ),
+            }
+        );
+    }
+
+    /// Nothing of the body is needed to turn away a client that is not framed as a forge.
+    #[test]
+    fn prechecks_need_no_body() {
+        let r = receiver();
+        let too_big = (MAX_BODY_BYTES + 1).to_string();
+        let cases = [
+            (Method::GET, headers(&[]), StatusCode::METHOD_NOT_ALLOWED),
+            (Method::POST, headers(&[]), StatusCode::BAD_REQUEST),
+            (
+                Method::POST,
+                headers(&[("x-github-event", "push")]),
+                StatusCode::UNAUTHORIZED,
+            ),
+            (
+                Method::POST,
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("x-hub-signature-256", "sha256=00"),
+                ]),
+                StatusCode::UNAUTHORIZED,
+            ),
+            (
+                Method::POST,
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("content-length", &too_big),
+                    ("x-hub-signature-256", &format!("sha256={}", "0".repeat(64))),
+                ]),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            (
+                Method::POST,
+                headers(&[("x-gitlab-event", "Push Hook"), ("x-gitlab-token", "guess")]),
+                StatusCode::UNAUTHORIZED,
+            ),
+        ];
+        for (m, h, want) in cases {
+            match r.precheck(&m, &h) {
+                Err(Verdict::Rejected { status, .. }) => assert_eq!(status, want, "{h:?}"),
+                other => panic!("{h:?}: {other:?}"),
+            }
+        }
+        let framed = headers(&[
+            ("x-github-event", "push"),
+            ("x-hub-signature-256", &format!("sha256={}", "0".repeat(64))),
+        ]);
+        assert_eq!(r.precheck(&Method::POST, &framed), Ok(Forge::GitHub));
     }
 
     #[test]
