@@ -18,7 +18,9 @@ pub mod promote;
 pub mod render;
 pub mod sim;
 pub mod status;
+pub mod ui;
 pub mod validate;
+pub mod whereis;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -55,6 +57,11 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Whether a wave may take the previous wave's versions (the promotion guard), or check a promotion.
     Promote(promote::PromoteArgs),
+    /// A read-only web page of the whole fleet: waves, pools, holds, versions, commit statuses.
+    Ui(ui::UiArgs),
+    /// Where CHANNEL@VERSION stands in the fleet: which waves and pools run it, move to it, or
+    /// are held before it.
+    Where(whereis::WhereArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -75,6 +82,8 @@ pub fn main() -> ExitCode {
         Command::Agent(args) => agent::run(*args),
         Command::Status(args) => status::run(args),
         Command::Promote(args) => promote::run(args),
+        Command::Ui(args) => ui::run(args),
+        Command::Where(args) => whereis::run(args),
     }
 }
 
