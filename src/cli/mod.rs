@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 pub mod agent;
 pub mod cloud;
+pub mod ctl;
 pub mod demo;
 pub mod diff;
 pub mod promote;
@@ -62,6 +63,8 @@ pub enum Command {
     /// Where CHANNEL@VERSION stands in the fleet: which waves and pools run it, move to it, or
     /// are held before it.
     Where(whereis::WhereArgs),
+    /// Steer the rotation under way outside git: pause, resume, retry after a halt, end a soak.
+    Ctl(ctl::CtlArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -84,6 +87,7 @@ pub fn main() -> ExitCode {
         Command::Promote(args) => promote::run(args),
         Command::Ui(args) => ui::run(args),
         Command::Where(args) => whereis::run(args),
+        Command::Ctl(args) => ctl::run(args),
     }
 }
 
