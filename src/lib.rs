@@ -24,4 +24,5 @@ pub mod sim;
 pub mod source;
 pub mod stuck;
 pub mod telemetry;
+pub mod ui;
 pub mod waves;

@@ -281,6 +281,8 @@ mod tests {
                 rollback_reason: None,
                 last_eviction: None,
                 halted: None,
+                operator_paused: None,
+                operator_request: None,
                 annotated_nodes: vec![],
                 stage,
             }),

@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 pub mod agent;
 pub mod cloud;
 pub mod completions;
+pub mod ctl;
 pub mod demo;
 pub mod diff;
 pub mod man;
@@ -20,7 +21,9 @@ pub mod promote;
 pub mod render;
 pub mod sim;
 pub mod status;
+pub mod ui;
 pub mod validate;
+pub mod whereis;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -63,6 +66,13 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Whether a wave may take the previous wave's versions (the promotion guard), or check a promotion.
     Promote(promote::PromoteArgs),
+    /// A read-only web page of the whole fleet: waves, pools, holds, versions, commit statuses.
+    Ui(ui::UiArgs),
+    /// Where CHANNEL@VERSION stands in the fleet: which waves and pools run it, move to it, or
+    /// are held before it.
+    Where(whereis::WhereArgs),
+    /// Steer the rotation under way outside git: pause, resume, retry after a halt, end a soak.
+    Ctl(ctl::CtlArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -87,6 +97,9 @@ pub fn main() -> ExitCode {
         Command::Agent(args) => agent::run(*args),
         Command::Status(args) => status::run(args),
         Command::Promote(args) => promote::run(args),
+        Command::Ui(args) => ui::run(args),
+        Command::Where(args) => whereis::run(args),
+        Command::Ctl(args) => ctl::run(args),
     }
 }
 

@@ -34,6 +34,16 @@ pub struct StatusArgs {
     pub watch: bool,
     #[arg(long, value_enum, default_value = "human")]
     pub format: OutputFormat,
+    /// The whole fleet by wave, as `rota ui` shows it: versions in force and targets,
+    /// progress bars, phases and what holds each held pool.
+    #[arg(long)]
+    pub fleet: bool,
+    /// With --fleet: only this wave.
+    #[arg(long, requires = "fleet")]
+    pub wave: Option<String>,
+    /// With --fleet: only this cluster.
+    #[arg(long, requires = "fleet")]
+    pub cluster: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -198,6 +208,9 @@ pub fn run(args: StatusArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
+        if args.fleet {
+            return fleet_loop(&args).await;
+        }
         loop {
             let v = match view(&args).await {
                 Ok(v) => v,
@@ -228,6 +241,64 @@ pub fn run(args: StatusArgs) -> ExitCode {
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
     })
+}
+
+/// `--fleet`: the view model of `rota ui`, in the terminal. Exit 0 when every pool is done.
+async fn fleet_loop(args: &StatusArgs) -> ExitCode {
+    let at = crate::ui::load::RepoAt {
+        repo: args.repo.clone(),
+        rev: args.rev.clone(),
+        subdir: args.subdir.clone(),
+    };
+    let filter = crate::ui::text::Filter {
+        wave: args.wave.clone(),
+        cluster: args.cluster.clone(),
+    };
+    loop {
+        let page = match crate::ui::load::page(&at, chrono::Utc::now()).await {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("rota: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        match args.format {
+            OutputFormat::Json => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&page).unwrap_or_default()
+                )
+            }
+            OutputFormat::Human => match crate::ui::text::fleet(&page, &filter) {
+                Ok(text) => {
+                    if args.watch && std::io::stdout().is_terminal() {
+                        print!("\x1b[2J\x1b[H");
+                    }
+                    print!("{text}");
+                }
+                Err(e) => {
+                    eprintln!("rota status: {e}");
+                    return ExitCode::from(2);
+                }
+            },
+        }
+        if !args.watch {
+            let done = page
+                .waves
+                .iter()
+                .filter(|w| args.wave.as_ref().is_none_or(|n| n == &w.name))
+                .flat_map(|w| &w.clusters)
+                .filter(|c| args.cluster.as_ref().is_none_or(|n| n == &c.name))
+                .flat_map(|c| &c.pools)
+                .all(|p| p.phase == crate::ui::model::Phase::Done);
+            return if done {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            };
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
 
 #[cfg(test)]

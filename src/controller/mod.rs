@@ -562,7 +562,12 @@ impl Controller {
             }
         };
 
-        let mut p = plan(&desired, &observed, checkpoint, now);
+        // An operator's request (`rota ctl`, an annotation) is one more input to the plan.
+        let request = operator_request(npr);
+        let (mut p, steered) = match &request {
+            Some(Ok(r)) => crate::rotate::plan_with(&desired, &observed, checkpoint, Some(r), now),
+            _ => (plan(&desired, &observed, checkpoint, now), None),
+        };
         let state = self.pools.get_mut(&name).expect("inserted above");
         if let Some(e) = &state.last_error
             && p.status.phase != Phase::Succeeded
@@ -628,6 +633,14 @@ impl Controller {
                     | ApplyError::NotLeading(_)
                     | ApplyError::Fenced { .. })
             );
+        // The request is consumed only once the status that records it is written (or already
+        // says the same): a crash before this leaves the annotation, and the checkpoint's
+        // `operator_request` keeps it from being applied twice.
+        if let Some(request) = &request
+            && (written || (unchanged && result.is_ok()))
+        {
+            self.consume_request(npr, request, steered.as_deref()).await;
+        }
         if written {
             self.after_write(
                 npr,
@@ -816,6 +829,67 @@ impl Controller {
         }
     }
 
+    /// Records an operator's request in an Event and removes its annotation (only if it
+    /// still holds this request: a newer one stays for the next reconcile).
+    async fn consume_request(
+        &self,
+        npr: &NodePoolRotation,
+        request: &Result<crate::rotate::operator::Request, crate::rotate::operator::OperatorError>,
+        steered: Option<&str>,
+    ) {
+        use crate::rotate::operator::REQUEST_ANNOTATION;
+        use crate::rotate::operator::Verb;
+        // One reason per verb: the event recorder folds repeats of a reason into one Event
+        // (a count), which would hide a resume behind the pause before it.
+        let (value, warning, reason, note) = match request {
+            Ok(r) => (
+                r.id.clone(),
+                false,
+                match r.verb {
+                    Verb::Pause => "OperatorPause",
+                    Verb::Resume => "OperatorResume",
+                    Verb::Retry => "OperatorRetry",
+                    Verb::CompleteSoak => "OperatorCompleteSoak",
+                },
+                steered.unwrap_or("applied").to_string(),
+            ),
+            Err(e @ crate::rotate::operator::OperatorError::Malformed { value }) => (
+                value.clone(),
+                true,
+                "OperatorRequestInvalid",
+                format!("ignored: {e}"),
+            ),
+        };
+        self.event(npr, warning, reason, &note).await;
+        let path = format!(
+            "/metadata/annotations/{}",
+            REQUEST_ANNOTATION.replace('/', "~1")
+        );
+        let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
+            {"op": "test", "path": path, "value": value},
+            {"op": "remove", "path": path},
+        ])) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "building the request-clearing patch failed");
+                return;
+            }
+        };
+        let api: Api<NodePoolRotation> = Api::all(self.client.clone());
+        if let Err(e) = api
+            .patch(
+                &npr.name_any(),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::<()>::Json(patch),
+            )
+            .await
+        {
+            // A newer request replaced it (the test op fails), or a transient error: the next
+            // reconcile sees the annotation again and the checkpoint knows it was applied.
+            tracing::info!(error = %e, "clearing the operator request annotation failed");
+        }
+    }
+
     /// Publish an Event on the NodePoolRotation (when events are on); failures are logged.
     async fn event(&self, npr: &NodePoolRotation, warning: bool, reason: &str, note: &str) {
         use kube::runtime::events::{Event, EventType};
@@ -835,6 +909,18 @@ impl Controller {
             tracing::warn!(error = %e, "publishing an event failed");
         }
     }
+}
+
+/// The operator's request on the NodePoolRotation (`rota.dev/request`), if any.
+fn operator_request(
+    npr: &NodePoolRotation,
+) -> Option<Result<crate::rotate::operator::Request, crate::rotate::operator::OperatorError>> {
+    let value = npr
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(crate::rotate::operator::REQUEST_ANNOTATION)?;
+    Some(crate::rotate::operator::Request::parse(value))
 }
 
 /// The gate whose failure the observation carries, if any.

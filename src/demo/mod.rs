@@ -795,6 +795,27 @@ impl<'a> Story<'a> {
             // From here on the clock runs in real time: there is nothing left to skip.
             tokio::time::resume();
         }
+        // The fleet page (`rota ui`) over the repo the agents push their notes to.
+        let page = crate::ui::server::Ui::new(
+            crate::ui::load::RepoAt {
+                repo: self.repo.origin.clone(),
+                rev: "refs/heads/main".into(),
+                subdir: None,
+            },
+            crate::ui::server::Limits::default(),
+        )
+        .spawn(([127, 0, 0, 1], 0).into())
+        .await;
+        let _ui = match page {
+            Ok((addr, task)) => {
+                let _ = writeln!(self.out, "\nthe fleet page: http://{addr}/");
+                Some(AbortOnDrop(task))
+            }
+            Err(e) => {
+                let _ = writeln!(self.out, "\nthe fleet page is not served: {e}");
+                None
+            }
+        };
         let _ = writeln!(
             self.out,
             "\nserving until Ctrl-C. Try:\n  export KUBECONFIG={}\n  kubectl config get-contexts\n  kubectl --context canary-use1 get nodepoolrotations\n  kubectl --context canary-use1 get nodes -L eks.amazonaws.com/nodegroup\n  git -C {} log --notes='rota/*' --oneline -3",
@@ -803,5 +824,14 @@ impl<'a> Story<'a> {
         );
         let _ = self.out.flush();
         crate::shutdown::wait_for_stop().await;
+    }
+}
+
+/// Stops a served task when the story ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -13,7 +13,7 @@ use kube::core::{Selector, SelectorExt};
 
 use crate::cloud::{CloudError, NodeGroups};
 use crate::fleet::resolved::DesiredPool;
-use crate::rotate::observed::{CORDONED_BY, DO_NOT_DISRUPT, SCALE_DOWN_DISABLED};
+use crate::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
 use crate::rotate::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
 
 /// Node label naming the image a node booted, for clouds where no instance matches it.
@@ -125,7 +125,7 @@ pub fn observed_node(node: &Node, pods: &[&Pod], pdbs: &[PodDisruptionBudget]) -
             .and_then(|s| s.unschedulable)
             .unwrap_or(false),
         cordoned_by: annotation(meta, CORDONED_BY).map(String::from),
-        do_not_disrupt: truthy(annotation(meta, DO_NOT_DISRUPT)),
+        do_not_disrupt: opts_out_of_disruption(meta.annotations.as_ref()),
         scale_down_disabled: truthy(annotation(meta, SCALE_DOWN_DISABLED)),
         pods: pods.iter().filter_map(|p| observed_pod(p, pdbs)).collect(),
     }
@@ -198,7 +198,7 @@ pub fn observed_pod(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Option<ObservedP
         namespace,
         name: meta.name.clone().unwrap_or_default(),
         kind,
-        do_not_disrupt: truthy(annotation(meta, DO_NOT_DISRUPT)),
+        do_not_disrupt: opts_out_of_disruption(meta.annotations.as_ref()),
         uses_empty_dir: pod
             .spec
             .as_ref()
@@ -294,6 +294,32 @@ mod tests {
         assert!(n.ready && n.cordoned && n.scale_down_disabled && !n.do_not_disrupt);
         assert_eq!(n.cordoned_by.as_deref(), Some("general/batch-2"));
         assert_eq!(n.image_label.as_deref(), Some("ami-1"));
+    }
+
+    #[test]
+    fn karpenters_do_not_disrupt_is_honoured_on_pods_and_nodes() {
+        let with = |key: &str, value: &str| json!({key: value});
+        for (annotations, opted_out) in [
+            (with("karpenter.sh/do-not-disrupt", "true"), true),
+            (with("rota.dev/do-not-disrupt", "true"), true),
+            (with("karpenter.sh/do-not-disrupt", "false"), false),
+            (json!({}), false),
+        ] {
+            let p = pod(json!({
+                "metadata": {"name": "web-1", "namespace": "app", "annotations": annotations},
+                "spec": {"containers": []}, "status": {"phase": "Running"}
+            }));
+            let p = observed_pod(&p, &[]).unwrap();
+            assert_eq!(p.do_not_disrupt, opted_out, "pod {annotations}");
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {"name": "n1", "annotations": annotations},
+                "spec": {"providerID": "aws:///us-east-1a/i-1"}
+            }))
+            .unwrap();
+            let n = observed_node(&node, &[], &[]);
+            assert_eq!(n.do_not_disrupt, opted_out, "node {annotations}");
+            assert_eq!(n.disruption_blocker().is_some(), opted_out);
+        }
     }
 
     #[test]

@@ -53,6 +53,16 @@ pub struct Checkpoint {
     /// by setting `paused: true` (unpausing then resumes from here with fresh timeouts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub halted: Option<String>,
+    /// Set by `rota ctl pause` (what asked, by whom, when): the rotation holds where it is
+    /// until `rota ctl resume` (see `rotate::operator`). Serialized as `null` when unset:
+    /// the status is written with a merge patch, where an absent field would keep the old
+    /// value and `resume` would never stick.
+    #[serde(default)]
+    pub operator_paused: Option<String>,
+    /// The last operator request applied (the `rota.dev/request` annotation's value), so
+    /// that a request is applied once even when its annotation outlives a crash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_request: Option<String>,
     /// Nodes rota annotated with the autoscaler's scale-down-disabled annotation; cleared at
     /// the end of the rotation (only these: someone else's annotation is left alone).
     #[serde(default)]

@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod checkpoint;
 pub mod observed;
+pub mod operator;
 pub mod parallel;
 pub mod plan;
 pub mod window;
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
 pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
-pub use plan::plan;
+pub use plan::{plan, plan_with};
 
 use crate::fleet::duration::GoDuration;
 

@@ -6,6 +6,22 @@ use crate::cloud::{GroupState, Instance, Lifecycle};
 
 /// Annotation that blocks the disruption of a node (on the node or on any of its pods).
 pub const DO_NOT_DISRUPT: &str = "rota.dev/do-not-disrupt";
+/// Karpenter's opt-out, honoured the same way: a cluster that already marks its pods and
+/// nodes for Karpenter should not have to mark them twice for rota.
+pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+
+/// Whether an object's annotations opt it out of disruption: [`DO_NOT_DISRUPT`] or
+/// [`KARPENTER_DO_NOT_DISRUPT`] set to `"true"` (Karpenter's own reading: any other value,
+/// `"false"` included, does not opt out). The one place both annotations are read.
+pub fn opts_out_of_disruption(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> bool {
+    annotations.is_some_and(|a| {
+        [DO_NOT_DISRUPT, KARPENTER_DO_NOT_DISRUPT]
+            .iter()
+            .any(|k| a.get(*k).is_some_and(|v| v == "true"))
+    })
+}
 /// Annotation rota puts on a node it cordons, naming the rotation and batch that own the
 /// cordon (`<pool>/batch-<n>`). A cordon without it is a human's and is never undone by rota.
 pub const CORDONED_BY: &str = "rota.dev/cordoned-by";
@@ -39,7 +55,7 @@ pub struct ObservedNode {
     pub cordoned: bool,
     /// The value of [`CORDONED_BY`], if any.
     pub cordoned_by: Option<String>,
-    /// [`DO_NOT_DISRUPT`] on the node itself.
+    /// [`DO_NOT_DISRUPT`] or [`KARPENTER_DO_NOT_DISRUPT`] on the node itself.
     pub do_not_disrupt: bool,
     /// [`SCALE_DOWN_DISABLED`] is set.
     pub scale_down_disabled: bool,
@@ -63,7 +79,7 @@ pub struct ObservedPod {
     pub namespace: String,
     pub name: String,
     pub kind: PodKind,
-    /// [`DO_NOT_DISRUPT`] on the pod.
+    /// [`DO_NOT_DISRUPT`] or [`KARPENTER_DO_NOT_DISRUPT`] on the pod.
     pub do_not_disrupt: bool,
     pub uses_empty_dir: bool,
     /// Deletion under way (an eviction was accepted): still running, not evicted again.
@@ -113,12 +129,18 @@ impl ObservedNode {
     /// Why this node may not be disrupted, if it may not.
     pub fn disruption_blocker(&self) -> Option<String> {
         if self.do_not_disrupt {
-            return Some(format!("node {} has {DO_NOT_DISRUPT}", self.name));
+            return Some(format!(
+                "node {} has {DO_NOT_DISRUPT} (or {KARPENTER_DO_NOT_DISRUPT})",
+                self.name
+            ));
         }
-        self.pods
-            .iter()
-            .find(|p| p.do_not_disrupt)
-            .map(|p| format!("pod {} on node {} has {DO_NOT_DISRUPT}", p.key(), self.name))
+        self.pods.iter().find(|p| p.do_not_disrupt).map(|p| {
+            format!(
+                "pod {} on node {} has {DO_NOT_DISRUPT} (or {KARPENTER_DO_NOT_DISRUPT})",
+                p.key(),
+                self.name
+            )
+        })
     }
 }
 

@@ -24,6 +24,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
 use super::observed::{GateVerdict, Observed, ObservedNode};
+use super::operator::Request;
 use super::window;
 use super::{Action, Phase, Plan, Planned, StatusSummary};
 use crate::fleet::duration::GoDuration;
@@ -34,6 +35,46 @@ pub fn plan(
     desired: &DesiredPool,
     observed: &Observed,
     checkpoint: Option<&Checkpoint>,
+    now: DateTime<Utc>,
+) -> Plan {
+    plan_with(desired, observed, checkpoint, None, now).0
+}
+
+/// [`plan`] with an operator's request (`rota ctl`, see [`super::operator`]) as one more
+/// input. Also returns what the request did, or why it did nothing (no rotation under way).
+pub fn plan_with(
+    desired: &DesiredPool,
+    observed: &Observed,
+    checkpoint: Option<&Checkpoint>,
+    request: Option<&Request>,
+    now: DateTime<Utc>,
+) -> (Plan, Option<String>) {
+    let mut steered = None;
+    let plan = plan_steered(desired, observed, checkpoint, request, &mut steered, now);
+    let steered = match (request, steered) {
+        (Some(r), None)
+            if plan
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.operator_request.as_deref())
+                != Some(r.id.as_str()) =>
+        {
+            Some(format!(
+                "{}: no rotation under way, nothing to steer",
+                r.describe()
+            ))
+        }
+        (_, s) => s,
+    };
+    (plan, steered)
+}
+
+fn plan_steered(
+    desired: &DesiredPool,
+    observed: &Observed,
+    checkpoint: Option<&Checkpoint>,
+    request: Option<&Request>,
+    steered: &mut Option<String>,
     now: DateTime<Utc>,
 ) -> Plan {
     let counts = Counts::of(desired, observed);
@@ -54,8 +95,11 @@ pub fn plan(
         obs: observed,
         now,
         actions: Vec::new(),
+        request,
+        steered: None,
     };
     let out = p.run(checkpoint.cloned());
+    *steered = p.steered.take();
     let mut plan = Plan {
         actions: p.actions,
         dry_run: Vec::new(),
@@ -145,6 +189,9 @@ struct Planner<'a> {
     obs: &'a Observed,
     now: DateTime<Utc>,
     actions: Vec<Planned>,
+    /// An operator's request (`rota ctl`), and what applying it did.
+    request: Option<&'a Request>,
+    steered: Option<String>,
 }
 
 fn dur(d: GoDuration) -> Duration {
@@ -170,6 +217,20 @@ impl<'a> Planner<'a> {
             Err(outcome) => return *outcome,
         };
 
+        // An operator's request steers the rotation under way (rotate::operator); a pause
+        // holds it here like `rollout.paused`, without forgetting a halt.
+        if let Some(r) = self.request {
+            self.steered = super::operator::apply(&mut cp, r, self.now);
+        }
+        if let Some(by) = cp.operator_paused.clone() {
+            let at = cp.stage.name();
+            return Outcome {
+                checkpoint: Some(cp),
+                phase: Phase::Paused,
+                reason: "PausedByOperator",
+                message: format!("{by} at stage {at}; `rota ctl resume` continues"),
+            };
+        }
         if d.policy.paused {
             // A paused pool forgets a halt: unpausing is how a human resumes it.
             if cp.halted.take().is_some() {
@@ -404,6 +465,9 @@ impl<'a> Planner<'a> {
             rollback_reason: None,
             last_eviction: None,
             halted: None,
+            // An operator's pause and the last request applied outlive one rotation.
+            operator_paused: previous.and_then(|p| p.operator_paused.clone()),
+            operator_request: previous.and_then(|p| p.operator_request.clone()),
             annotated_nodes: Vec::new(),
             stage: Stage::Between,
         }

@@ -204,6 +204,8 @@ fn cp(stage: Stage) -> Checkpoint {
         rollback_reason: None,
         last_eviction: None,
         halted: None,
+        operator_paused: None,
+        operator_request: None,
         annotated_nodes: vec![],
         stage,
     }

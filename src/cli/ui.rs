@@ -1,0 +1,165 @@
+//! `rota ui --repo URL|PATH [--listen ADDR]`: serves the fleet page (see [`crate::ui`]) from
+//! a local clone, or from a bare mirror of a URL that it fetches every `--poll`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::fleet::duration::GoDuration;
+use crate::source::{Auth, GitSource, Secret, SourceConfig};
+use crate::ui::load::RepoAt;
+use crate::ui::server::{Limits, Ui};
+
+#[derive(Args, Debug)]
+pub struct UiArgs {
+    /// The fleet repo: a local clone or bare repo (read as it is), or a URL (mirrored under
+    /// --state-dir and fetched every --poll, statuses notes included).
+    #[arg(long, env = "ROTA_REPO", default_value = ".")]
+    pub repo: String,
+    /// Serve the page here.
+    #[arg(long, env = "ROTA_UI_LISTEN", default_value = "127.0.0.1:8088")]
+    pub listen: SocketAddr,
+    /// The revision shown, for a local repo (default: HEAD).
+    #[arg(long, default_value = "HEAD")]
+    pub rev: String,
+    /// The branch followed, for a URL.
+    #[arg(long, env = "ROTA_BRANCH", default_value = "main")]
+    pub branch: String,
+    /// The fleet repo is in this folder of the git tree.
+    #[arg(long = "path")]
+    pub subdir: Option<PathBuf>,
+    /// Fetch a URL this often.
+    #[arg(long, env = "ROTA_POLL", default_value = "30s")]
+    pub poll: GoDuration,
+    /// Where the mirror of a URL is kept.
+    #[arg(long, env = "ROTA_STATE_DIR", default_value = "/var/lib/rota")]
+    pub state_dir: PathBuf,
+    /// SSH private key (ssh URLs); needs --known-hosts.
+    #[arg(long, env = "ROTA_SSH_KEY", requires = "known_hosts")]
+    pub ssh_key: Option<PathBuf>,
+    /// known_hosts file the SSH server's key must be listed in.
+    #[arg(long, env = "ROTA_KNOWN_HOSTS")]
+    pub known_hosts: Option<PathBuf>,
+    /// File holding an HTTPS token (https URLs). Never logged.
+    #[arg(long, env = "ROTA_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// User name sent with the token.
+    #[arg(long, env = "ROTA_TOKEN_USER", default_value = "x-access-token")]
+    pub token_user: String,
+    /// Connections served at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_connections: usize,
+}
+
+/// A local repository when `repo` is a directory, else a URL.
+fn is_local(repo: &str) -> bool {
+    !repo.contains("://") && std::path::Path::new(repo).is_dir()
+}
+
+/// The mirror of a URL, fetched once now (so a wrong URL fails at start).
+fn mirror(args: &UiArgs) -> Result<std::sync::Arc<GitSource>, String> {
+    let auth = if let Some(key) = &args.ssh_key {
+        Auth::SshKey {
+            user: None,
+            private_key: key.clone(),
+            public_key: None,
+            passphrase: None,
+            known_hosts: args.known_hosts.clone().unwrap_or_default(),
+        }
+    } else if let Some(f) = &args.token_file {
+        Auth::HttpsToken {
+            username: args.token_user.clone(),
+            token: Secret::from_file(f).map_err(|e| e.to_string())?,
+        }
+    } else {
+        Auth::None
+    };
+    std::fs::create_dir_all(&args.state_dir)
+        .map_err(|e| format!("--state-dir {}: {e}", args.state_dir.display()))?;
+    let source = GitSource::open(
+        SourceConfig {
+            url: args.repo.clone(),
+            branch: args.branch.clone(),
+            auth,
+            depth: None,
+        },
+        &args.state_dir.join("fleet-ui.git"),
+    )
+    .map_err(|e| e.to_string())?;
+    source.fetch().map_err(|e| e.to_string())?;
+    Ok(std::sync::Arc::new(source))
+}
+
+pub fn run(args: UiArgs) -> ExitCode {
+    let _ = crate::telemetry::init(crate::telemetry::LogFormat::Human, None);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rota: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    rt.block_on(async move {
+        let (at, source) = if is_local(&args.repo) {
+            let at = RepoAt {
+                repo: PathBuf::from(&args.repo),
+                rev: args.rev.clone(),
+                subdir: args.subdir.clone(),
+            };
+            (at, None)
+        } else {
+            let source = match tokio::task::block_in_place(|| mirror(&args)) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("rota ui: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let at = RepoAt {
+                repo: source.mirror_path().to_path_buf(),
+                rev: format!("refs/remotes/origin/{}", args.branch),
+                subdir: args.subdir.clone(),
+            };
+            (at, Some(source))
+        };
+        // Check the repo once before serving: a wrong path fails here, not per request.
+        if let Err(e) = crate::ui::load::page(&at, chrono::Utc::now()).await {
+            eprintln!("rota ui: {e}");
+            return ExitCode::from(1);
+        }
+        let limits = Limits {
+            max_connections: args.max_connections,
+            ..Limits::default()
+        };
+        let (addr, server) = match Ui::new(at, limits).spawn(args.listen).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("rota ui: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        println!("rota ui: serving the fleet page on http://{addr}/");
+        if let Some(source) = source {
+            let every = args
+                .poll
+                .as_duration()
+                .max(std::time::Duration::from_secs(1));
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let s = std::sync::Arc::clone(&source);
+                    match tokio::task::spawn_blocking(move || s.fetch()).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => tracing::warn!(error = %e, "rota ui: fetch failed"),
+                        Err(e) => tracing::warn!(error = %e, "rota ui: fetch task failed"),
+                    }
+                }
+            });
+        }
+        let _ = tokio::signal::ctrl_c().await;
+        server.abort();
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,73 @@
+// rota ui: keeps the page live without a framework. Every few seconds it fetches the
+// server-rendered fragment and swaps it in when it changed (keeping keyboard focus on the
+// same link), and ticks the countdowns once a second. Without JavaScript the page still
+// reads fine; it just does not refresh by itself.
+(function () {
+  "use strict";
+  var main = document.getElementById("main");
+  var live = main && main.getAttribute("data-live");
+  var liveText = document.getElementById("live-text");
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function left(ms) {
+    var s = Math.max(0, Math.floor(ms / 1000));
+    var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+    s = s % 60;
+    if (h > 0) return h + "h" + pad(m) + "m";
+    if (m > 0) return m + "m" + pad(s) + "s";
+    return s + "s";
+  }
+  // The server's clock decides; the page only counts down from what the server rendered.
+  var skew = 0;
+  function tick() {
+    var now = Date.now() + skew;
+    var els = document.querySelectorAll(".countdown[data-until]");
+    for (var i = 0; i < els.length; i++) {
+      var until = Date.parse(els[i].getAttribute("data-until"));
+      if (!isNaN(until)) els[i].textContent = left(until - now) + " left";
+    }
+  }
+  function syncClock() {
+    var t = main && main.querySelector(".updated time[datetime]");
+    if (t) {
+      var server = Date.parse(t.getAttribute("datetime"));
+      if (!isNaN(server)) skew = server - Date.now();
+    }
+  }
+
+  var last = null;
+  function refresh() {
+    fetch(live, { headers: { "accept": "text/html" }, cache: "no-store" })
+      .then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.text();
+      })
+      .then(function (html) {
+        if (liveText) liveText.textContent = "live";
+        document.body.classList.remove("stale");
+        if (html === last) return;
+        last = html;
+        var focused = document.activeElement;
+        var href = focused && main.contains(focused) && focused.getAttribute("href");
+        main.innerHTML = html;
+        syncClock();
+        tick();
+        if (href) {
+          var again = main.querySelector('a[href="' + href.replace(/"/g, '\\"') + '"]');
+          if (again) again.focus();
+        }
+      })
+      .catch(function () {
+        if (liveText) liveText.textContent = "disconnected, retrying";
+        document.body.classList.add("stale");
+      });
+  }
+
+  syncClock();
+  tick();
+  setInterval(tick, 1000);
+  if (live) {
+    last = null;
+    setInterval(refresh, 3000);
+  }
+})();

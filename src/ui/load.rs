@@ -1,0 +1,192 @@
+//! The I/O edge of the fleet page: reads the fleet at a revision of a git repository and the
+//! agents' git notes on it and on the commits before it, then hands them to the pure
+//! [`super::model`]. The same reads `rota status` does; no cluster access.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, TimeZone, Utc};
+use git2::{Oid, Repository};
+use serde::Serialize;
+
+use super::UiError;
+use super::model::{FleetPage, Inputs, fleet_page};
+use crate::report::GitNotesStore;
+use crate::report::notes::NoteDoc;
+use crate::waves::PoolRecord;
+
+/// How far back the page looks for each pool's newest records: the agents write records on
+/// the commits they act on, so right after a push the newest commit has none yet.
+pub const RECORD_DEPTH: usize = 64;
+/// Commits listed in the page's commit list.
+pub const RECENT_COMMITS: usize = 15;
+
+/// Where the page reads from.
+#[derive(Debug, Clone)]
+pub struct RepoAt {
+    /// A local clone, or the bare mirror `rota ui` keeps of a URL.
+    pub repo: PathBuf,
+    /// The revision shown (a branch, `HEAD`, a commit).
+    pub rev: String,
+    /// The fleet repo is in this folder of the git tree.
+    pub subdir: Option<PathBuf>,
+}
+
+/// One commit as a forge lists it: its id, subject, author, time and statuses.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitView {
+    pub id: String,
+    pub subject: String,
+    pub author: String,
+    pub time: DateTime<Utc>,
+    /// Every status any agent recorded on it, by context.
+    pub statuses: Vec<StatusRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusRow {
+    pub context: String,
+    pub state: String,
+    pub description: String,
+    pub updated_at: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_url: Option<String>,
+}
+
+impl CommitView {
+    /// The combined state a forge shows beside the commit: failure over pending over success.
+    pub fn combined(&self) -> &'static str {
+        let has = |s: &str| self.statuses.iter().any(|r| r.state == s);
+        if self.statuses.is_empty() {
+            "none"
+        } else if has("failure") || has("error") {
+            "failure"
+        } else if has("pending") {
+            "pending"
+        } else {
+            "success"
+        }
+    }
+}
+
+fn git(repo: &Path) -> impl Fn(git2::Error) -> UiError + '_ {
+    move |e| UiError::Git {
+        repo: repo.to_path_buf(),
+        message: e.message().to_string(),
+    }
+}
+
+/// Resolves `rev` in `repo` to a commit id.
+pub fn resolve(repo: &Path, rev: &str) -> Result<Oid, UiError> {
+    let r = Repository::open(repo).map_err(git(repo))?;
+    let obj = r.revparse_single(rev).map_err(|e| UiError::Git {
+        repo: repo.to_path_buf(),
+        message: format!("revision {rev:?}: {}", e.message()),
+    })?;
+    let commit = obj.peel_to_commit().map_err(git(repo))?;
+    Ok(commit.id())
+}
+
+/// The first-parent history from `from`, newest first, at most `n` commits.
+fn history(repo: &Path, from: Oid, n: usize) -> Result<Vec<Oid>, UiError> {
+    let r = Repository::open(repo).map_err(git(repo))?;
+    let mut walk = r.revwalk().map_err(git(repo))?;
+    walk.push(from).map_err(git(repo))?;
+    walk.simplify_first_parent().map_err(git(repo))?;
+    walk.take(n)
+        .map(|o| o.map_err(git(repo)))
+        .collect::<Result<Vec<_>, _>>()
+}
+
+async fn docs(store: &GitNotesStore, commit: Oid) -> Result<Vec<NoteDoc>, UiError> {
+    store
+        .docs(&commit.to_string())
+        .await
+        .map_err(|e| UiError::Notes(e.to_string()))
+}
+
+/// The page for `at` as of `now`.
+pub async fn page(at: &RepoAt, now: DateTime<Utc>) -> Result<FleetPage, UiError> {
+    let commit = resolve(&at.repo, &at.rev)?;
+    let fleet = crate::fleet::load_git_at(&at.repo, &commit.to_string(), at.subdir.as_deref())
+        .map_err(|d| UiError::Fleet(d.to_string()))?;
+    let clusters = fleet
+        .resolve_all()
+        .map_err(|e| UiError::Fleet(e.to_string()))?;
+    let store = GitNotesStore::new(&at.repo, None, None);
+    let head_docs = docs(&store, commit).await?;
+    // Each pool's newest records: records are cumulative, so the newest commit that carries
+    // a pool's record has everything the pool ever recorded (up to KEPT_PER_POOL).
+    let mut records: Vec<PoolRecord> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for c in history(&at.repo, commit, RECORD_DEPTH)? {
+        let d = if c == commit {
+            head_docs.clone()
+        } else {
+            docs(&store, c).await?
+        };
+        for r in d.into_iter().flat_map(|d| d.pools) {
+            if seen.insert((r.cluster.clone(), r.pool.clone())) {
+                records.push(r);
+            }
+        }
+    }
+    Ok(fleet_page(&Inputs {
+        fleet: &fleet,
+        clusters: &clusters,
+        docs: &head_docs,
+        records: &records,
+        now,
+    }))
+}
+
+/// The statuses of the commit `rev` names, as a forge shows them.
+pub async fn commit(repo: &Path, rev: &str) -> Result<CommitView, UiError> {
+    let id = resolve(repo, rev)?;
+    let (subject, author, time) = {
+        let r = Repository::open(repo).map_err(git(repo))?;
+        let c = r.find_commit(id).map_err(git(repo))?;
+        let time = Utc
+            .timestamp_opt(c.time().seconds(), 0)
+            .single()
+            .unwrap_or_default();
+        (
+            c.summary().ok().flatten().unwrap_or_default().to_string(),
+            c.author().name().unwrap_or_default().to_string(),
+            time,
+        )
+    };
+    let store = GitNotesStore::new(repo, None, None);
+    let mut statuses: Vec<StatusRow> = docs(&store, id)
+        .await?
+        .into_iter()
+        .flat_map(|d| d.statuses)
+        .map(|s| StatusRow {
+            context: s.context,
+            state: s.state.as_str().to_string(),
+            description: s.description,
+            updated_at: s.updated_at,
+            target_url: s.target_url,
+        })
+        .collect();
+    statuses.sort_by(|a, b| a.context.cmp(&b.context));
+    Ok(CommitView {
+        id: id.to_string(),
+        subject,
+        author,
+        time,
+        statuses,
+    })
+}
+
+/// The newest commits of `at`'s revision, with their statuses.
+pub async fn recent(at: &RepoAt) -> Result<Vec<CommitView>, UiError> {
+    let head = resolve(&at.repo, &at.rev)?;
+    let mut out = Vec::new();
+    for c in history(&at.repo, head, RECENT_COMMITS)? {
+        out.push(commit(&at.repo, &c.to_string()).await?);
+    }
+    Ok(out)
+}

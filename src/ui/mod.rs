@@ -1,0 +1,45 @@
+//! `rota ui`: the fleet at a glance, as a read-only web page served from the fleet repo and
+//! the agents' status notes (no cluster access). `model` is what the page shows (pure, also
+//! behind `rota status --fleet` and `rota where`), `load` reads git, `html` renders, `server`
+//! serves it over HTTP with the embedded assets.
+
+pub mod html;
+pub mod load;
+pub mod metrics;
+pub mod model;
+pub mod server;
+pub mod text;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use hyper::StatusCode;
+
+/// What can keep the page from showing.
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    #[error("git repository {}: {message}", repo.display())]
+    Git { repo: PathBuf, message: String },
+    #[error("status notes: {0}")]
+    Notes(String),
+    #[error("the fleet repo at this commit is not valid:\n{0}")]
+    Fleet(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+impl UiError {
+    /// The HTTP status a request that hit this error gets.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            // An unknown revision is the caller's mistake; the rest is ours or the repo's.
+            UiError::Git { message, .. } if message.starts_with("revision") => {
+                StatusCode::NOT_FOUND
+            }
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}

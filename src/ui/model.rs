@@ -1,0 +1,699 @@
+//! What the fleet page shows, as data: waves in order with their clusters and pools (target,
+//! version in force, progress, phase, what holds a held pool), a version timeline per channel
+//! and the statuses of one commit. Pure: a function of the fleet at one commit, the agents'
+//! note documents and the clock; the terminal views (`rota status --fleet`, `rota where`) and
+//! the web page (`rota ui`) both render it, so they cannot disagree.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::agent::desired::wave_views;
+use crate::agent::progress::WINDOW_WAIT;
+use crate::fleet::Fleet;
+use crate::fleet::resolved::DesiredCluster;
+use crate::report::notes::NoteDoc;
+use crate::report::{cluster_context, pool_context};
+use crate::waves::{GuardDecision, PoolRecord, Promotion, Wait, promotion_guard};
+
+/// Everything the view is computed from.
+pub struct Inputs<'a> {
+    pub fleet: &'a Fleet,
+    /// `fleet` resolved (every cluster's desired state).
+    pub clusters: &'a [DesiredCluster],
+    /// The agents' note documents on the fleet's commit (their statuses).
+    pub docs: &'a [NoteDoc],
+    /// The newest records of each pool (completions, gate failures), which may come from
+    /// older commits when the agents have not acted on this one yet.
+    pub records: &'a [PoolRecord],
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetPage {
+    pub fleet: String,
+    pub commit: String,
+    pub now: DateTime<Utc>,
+    pub waves: Vec<WavePanel>,
+    pub channels: Vec<ChannelTimeline>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WavePanel {
+    pub name: String,
+    /// `1h` after the wave completes a version, before later waves may take it.
+    pub soak: String,
+    pub pins: BTreeMap<String, String>,
+    pub clusters: Vec<ClusterPanel>,
+    /// Nodes on their pool's target, over all pools of the wave that reported counts.
+    pub on_target: u32,
+    pub total: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPanel {
+    pub name: String,
+    pub state: String,
+    pub description: String,
+    pub pools: Vec<PoolPanel>,
+}
+
+/// What a pool is doing, in one word a reader can filter on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// No agent reported on this commit yet.
+    Unknown,
+    Held,
+    Planning,
+    Rotating,
+    Soaking,
+    RollingBack,
+    Paused,
+    Failed,
+    Done,
+    Ignored,
+}
+
+impl Phase {
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Unknown => "no report",
+            Phase::Held => "held",
+            Phase::Planning => "planning",
+            Phase::Rotating => "rotating",
+            Phase::Soaking => "soaking",
+            Phase::RollingBack => "rolling back",
+            Phase::Paused => "paused",
+            Phase::Failed => "failed",
+            Phase::Done => "done",
+            Phase::Ignored => "ignored",
+        }
+    }
+}
+
+/// Why a held pool does not move, in words, with the moment it may move when one is known.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hold {
+    /// `guard`, `soak`, `gate`, `window`, `paused`.
+    pub kind: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolPanel {
+    pub cluster: String,
+    pub name: String,
+    pub channel: String,
+    /// The version git pins for the pool's wave at this commit.
+    pub target: String,
+    /// The newest version the pool completed (its records), if any.
+    pub in_force: Option<String>,
+    pub phase: Phase,
+    pub state: String,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<(u32, u32)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<(u32, u32)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Hold>,
+}
+
+impl PoolPanel {
+    /// `batch 3/8 · 14/40 nodes`, or the part of it that is known.
+    pub fn progress_text(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some((a, b)) = self.batch {
+            parts.push(format!("batch {a}/{b}"));
+        }
+        if let Some((a, b)) = self.nodes {
+            parts.push(format!("{a}/{b} nodes"));
+        }
+        parts.join(" · ")
+    }
+}
+
+/// Per channel, per version, per wave: how far the wave got with the version.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelTimeline {
+    pub channel: String,
+    /// Newest version first.
+    pub versions: Vec<VersionRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionRow {
+    pub version: String,
+    /// One per wave, in wave order.
+    pub waves: Vec<WaveStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveStep {
+    pub wave: String,
+    /// The wave's pools following the channel, and how many completed the version.
+    pub pools: u32,
+    pub completed: u32,
+    /// The first and the last completion of the version in the wave.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_completion: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<DateTime<Utc>>,
+    /// When the wave's soak of the version ends (later waves may take it from then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soaked_at: Option<DateTime<Utc>>,
+    /// Gate failures on the version in the wave (each stopped or rolled back a pool).
+    pub gate_failures: Vec<String>,
+    /// The wave pins this version now.
+    pub pinned: bool,
+}
+
+/// `batch 3/8` and `14/40 nodes` in a status description.
+pub fn counts_of(description: &str, word: &str) -> Option<(u32, u32)> {
+    let words: Vec<&str> = description
+        .split(|c: char| c.is_whitespace() || c == '·')
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.windows(2).find_map(|w| {
+        let (pair, label) = if word == "batch" {
+            (w[1], w[0])
+        } else {
+            (w[0], w[1])
+        };
+        if label != word {
+            return None;
+        }
+        let (a, b) = pair.split_once('/')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    })
+}
+
+/// The phase a status says a pool is in (the wording of `agent::progress::pool_status`).
+pub fn phase_of(state: Option<&str>, description: &str) -> Phase {
+    let d = description
+        .strip_prefix("readOnly: ")
+        .unwrap_or(description);
+    match state {
+        None => Phase::Unknown,
+        Some(_) if d.starts_with("ignored") => Phase::Ignored,
+        Some("success") => Phase::Done,
+        Some(_) if d.starts_with("failed") => Phase::Failed,
+        Some(_) if d.starts_with("paused") => Phase::Paused,
+        Some(_) if d.starts_with("rolling back") => Phase::RollingBack,
+        Some(_) if d.starts_with("planning") || d.starts_with("waiting for the controller") => {
+            Phase::Planning
+        }
+        Some(_) if d.starts_with(WINDOW_WAIT) || d.starts_with("wait") => Phase::Held,
+        Some(_) if d.ends_with("soaking") => Phase::Soaking,
+        Some(_) if d.contains(" nodes") => Phase::Rotating,
+        Some("failure") | Some("error") => Phase::Failed,
+        Some(_) => Phase::Planning,
+    }
+}
+
+/// The page for `inputs`.
+pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
+    let statuses: BTreeMap<&str, (&str, &str)> = inputs
+        .docs
+        .iter()
+        .flat_map(|d| &d.statuses)
+        .map(|s| {
+            (
+                s.context.as_str(),
+                (s.state.as_str(), s.description.as_str()),
+            )
+        })
+        .collect();
+    let views = wave_views(inputs.fleet, inputs.clusters);
+    let guard_on = inputs.fleet.promotion_guard();
+    let records: BTreeMap<(&str, &str), &PoolRecord> = inputs
+        .records
+        .iter()
+        .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
+        .collect();
+    let mut waves = Vec::new();
+    for w in inputs.fleet.waves() {
+        let mut panel = WavePanel {
+            name: w.name.clone(),
+            soak: w.soak.map(|s| s.to_string()).unwrap_or_else(|| "0s".into()),
+            pins: w.images.clone(),
+            clusters: Vec::new(),
+            on_target: 0,
+            total: 0,
+        };
+        for c in inputs.clusters.iter().filter(|c| c.wave == w.name) {
+            let (state, description) = statuses
+                .get(cluster_context(&c.name).as_str())
+                .map_or(("none", "no status yet"), |s| *s);
+            let mut cluster = ClusterPanel {
+                name: c.name.clone(),
+                state: state.into(),
+                description: description.into(),
+                pools: Vec::new(),
+            };
+            for p in &c.pools {
+                let status = statuses.get(pool_context(&c.name, &p.name).as_str());
+                let (state, description) = status.map_or(("none", "no status yet"), |s| *s);
+                let record = records.get(&(c.name.as_str(), p.name.as_str()));
+                let in_force = record.and_then(|r| {
+                    r.completions
+                        .iter()
+                        .filter(|x| x.channel == p.channel)
+                        .max_by_key(|x| x.completed_at)
+                        .map(|x| x.version.clone())
+                });
+                let mut phase = phase_of(status.map(|s| s.0), description);
+                let nodes = counts_of(description, "nodes");
+                if let Some((a, b)) = nodes {
+                    panel.on_target += a;
+                    panel.total += b;
+                }
+                let promotion = Promotion {
+                    wave: &c.wave,
+                    channel: &p.channel,
+                    version: &p.version,
+                };
+                let hold = if in_force.as_deref() == Some(p.version.as_str()) {
+                    None
+                } else {
+                    match promotion_guard(guard_on, &views, promotion, inputs.records, inputs.now) {
+                        GuardDecision::Waiting(wait) if phase != Phase::Done => {
+                            phase = Phase::Held;
+                            Some(guard_hold(&wait, &p.channel, &p.version))
+                        }
+                        _ => None,
+                    }
+                };
+                let hold = hold.or_else(|| status_hold(phase, description));
+                cluster.pools.push(PoolPanel {
+                    cluster: c.name.clone(),
+                    name: p.name.clone(),
+                    channel: p.channel.clone(),
+                    target: p.version.clone(),
+                    in_force,
+                    phase,
+                    state: state.into(),
+                    description: description.into(),
+                    batch: counts_of(description, "batch"),
+                    nodes,
+                    hold,
+                });
+            }
+            panel.clusters.push(cluster);
+        }
+        waves.push(panel);
+    }
+    FleetPage {
+        fleet: inputs.fleet.name().to_string(),
+        commit: inputs.fleet.commit().unwrap_or_default().to_string(),
+        now: inputs.now,
+        channels: timelines(inputs),
+        waves,
+    }
+}
+
+fn guard_hold(wait: &Wait, channel: &str, version: &str) -> Hold {
+    let (kind, until) = match wait {
+        Wait::Soak { until, .. } => ("soak", Some(*until)),
+        Wait::GateFailure { .. } => ("gate", None),
+        Wait::Completion { .. } | Wait::UnknownWave { .. } => ("guard", None),
+    };
+    Hold {
+        kind: kind.into(),
+        text: wait.describe(channel, version),
+        until,
+    }
+}
+
+/// A hold the agent reported (window, pause, a stop for a human).
+fn status_hold(phase: Phase, description: &str) -> Option<Hold> {
+    let d = description
+        .strip_prefix("readOnly: ")
+        .unwrap_or(description);
+    let kind = if d.starts_with(WINDOW_WAIT) {
+        "window"
+    } else if phase == Phase::Paused {
+        "paused"
+    } else if phase == Phase::Failed && d.contains("gate") {
+        "gate"
+    } else if phase == Phase::Held {
+        "guard"
+    } else {
+        return None;
+    };
+    Some(Hold {
+        kind: kind.into(),
+        text: d.into(),
+        until: None,
+    })
+}
+
+fn timelines(inputs: &Inputs<'_>) -> Vec<ChannelTimeline> {
+    let waves = inputs.fleet.waves();
+    let mut channels: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for c in inputs.clusters {
+        for p in &c.pools {
+            channels
+                .entry(p.channel.clone())
+                .or_default()
+                .insert(p.version.clone());
+        }
+    }
+    for r in inputs.records {
+        for c in &r.completions {
+            if let Some(v) = channels.get_mut(&c.channel) {
+                v.insert(c.version.clone());
+            }
+        }
+    }
+    channels
+        .into_iter()
+        .map(|(channel, versions)| {
+            let mut versions: Vec<VersionRow> = versions
+                .into_iter()
+                .map(|version| VersionRow {
+                    waves: waves
+                        .iter()
+                        .map(|w| wave_step(inputs, w, &channel, &version))
+                        .collect(),
+                    version,
+                })
+                .collect();
+            // Versions are CalVer or SemVer-like: newest first by numeric parts.
+            versions.sort_by(|a, b| version_key(&b.version).cmp(&version_key(&a.version)));
+            ChannelTimeline { channel, versions }
+        })
+        .collect()
+}
+
+fn version_key(v: &str) -> Vec<(u64, String)> {
+    v.split(['.', '-', '+'])
+        .map(|p| (p.parse().unwrap_or(0), p.to_string()))
+        .collect()
+}
+
+fn wave_step(
+    inputs: &Inputs<'_>,
+    wave: &crate::fleet::model::Wave,
+    channel: &str,
+    version: &str,
+) -> WaveStep {
+    let pools: Vec<(&str, &str)> = inputs
+        .clusters
+        .iter()
+        .filter(|c| c.wave == wave.name)
+        .flat_map(|c| {
+            c.pools
+                .iter()
+                .filter(|p| p.channel == channel)
+                .map(|p| (c.name.as_str(), p.name.as_str()))
+        })
+        .collect();
+    let mut done = Vec::new();
+    let mut gate_failures = Vec::new();
+    for (cluster, pool) in &pools {
+        let Some(r) = inputs
+            .records
+            .iter()
+            .find(|r| r.cluster == *cluster && r.pool == *pool)
+        else {
+            continue;
+        };
+        if let Some(at) = r.latest_completion(channel, version) {
+            done.push(at);
+        }
+        for g in r
+            .gate_failures
+            .iter()
+            .filter(|g| g.channel == channel && g.version == version)
+        {
+            gate_failures.push(format!(
+                "gate {} failed on {cluster}/{pool} at {}",
+                g.gate,
+                g.at.format("%Y-%m-%d %H:%M UTC")
+            ));
+        }
+    }
+    let all = !pools.is_empty() && done.len() == pools.len();
+    let completed_at = all.then(|| done.iter().max().copied()).flatten();
+    let soak = wave
+        .soak
+        .map(|s| chrono::Duration::from_std(s.as_duration()).unwrap_or_default())
+        .unwrap_or_default();
+    WaveStep {
+        wave: wave.name.clone(),
+        pools: pools.len() as u32,
+        completed: done.len() as u32,
+        first_completion: done.iter().min().copied(),
+        completed_at,
+        soaked_at: completed_at.map(|t| t + soak),
+        gate_failures,
+        pinned: wave.images.get(channel).map(String::as_str) == Some(version),
+    }
+}
+
+/// `rota where CHANNEL@VERSION`: where one pool stands with `version`.
+pub fn relation(pool: &PoolPanel, version: &str) -> &'static str {
+    let on = pool.in_force.as_deref() == Some(version);
+    match (pool.target == version, on) {
+        (true, true) if pool.phase == Phase::Done => "on it",
+        (true, true) => "on it, reporting",
+        (true, false) if pool.hold.is_some() => "held before it",
+        (true, false) if pool.phase == Phase::Done => "on it",
+        (true, false) => "moving to it",
+        (false, true) => "left it (git pins another version)",
+        (false, false) => "not pinned to it",
+    }
+}
+
+/// `rota where CHANNEL@VERSION`: every pool following `channel`, by wave in order (waves
+/// with no such pool left out).
+pub fn pools_following<'p>(
+    page: &'p FleetPage,
+    channel: &str,
+) -> Vec<(&'p WavePanel, Vec<&'p PoolPanel>)> {
+    page.waves
+        .iter()
+        .map(|w| {
+            let pools: Vec<&PoolPanel> = w
+                .clusters
+                .iter()
+                .flat_map(|c| &c.pools)
+                .filter(|p| p.channel == channel)
+                .collect();
+            (w, pools)
+        })
+        .filter(|(_, pools)| !pools.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::State;
+    use crate::report::notes::NoteStatus;
+
+    fn example() -> (Fleet, Vec<DesiredCluster>) {
+        let fleet = crate::fleet::load_dir(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
+        )
+        .unwrap();
+        let clusters = fleet.resolve_all().unwrap();
+        (fleet, clusters)
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-11-23T12:00:00Z".parse().unwrap()
+    }
+
+    fn doc(cluster: &str, pools: &[(&str, State, &str)]) -> NoteDoc {
+        NoteDoc {
+            cluster: cluster.into(),
+            statuses: pools
+                .iter()
+                .map(|(p, state, d)| NoteStatus {
+                    context: pool_context(cluster, p),
+                    state: *state,
+                    description: (*d).into(),
+                    target_url: None,
+                    updated_at: now(),
+                })
+                .collect(),
+            pools: Vec::new(),
+        }
+    }
+
+    fn pool<'p>(page: &'p FleetPage, cluster: &str, name: &str) -> &'p PoolPanel {
+        page.waves
+            .iter()
+            .flat_map(|w| &w.clusters)
+            .flat_map(|c| &c.pools)
+            .find(|p| p.cluster == cluster && p.name == name)
+            .unwrap()
+    }
+
+    #[test]
+    fn statuses_read_as_phases_and_counts() {
+        let rotating = "batch 3/8 · 14/40 nodes on general@2026.11.2";
+        assert_eq!(counts_of(rotating, "batch"), Some((3, 8)));
+        assert_eq!(counts_of(rotating, "nodes"), Some((14, 40)));
+        assert_eq!(phase_of(Some("pending"), rotating), Phase::Rotating);
+        assert_eq!(
+            phase_of(Some("pending"), "batch 8/8 · 40/40 nodes on g@1 · soaking"),
+            Phase::Soaking
+        );
+        assert_eq!(
+            phase_of(Some("failure"), "paused: gate pods-healthy failed"),
+            Phase::Paused
+        );
+        assert_eq!(
+            phase_of(
+                Some("pending"),
+                "waiting for a maintenance window · 0/4 nodes on g@1"
+            ),
+            Phase::Held
+        );
+        assert_eq!(
+            phase_of(Some("pending"), "waiting for the controller to take g@1"),
+            Phase::Planning
+        );
+        assert_eq!(phase_of(Some("success"), "40/40 nodes on g@1"), Phase::Done);
+        assert_eq!(phase_of(None, "no status yet"), Phase::Unknown);
+    }
+
+    #[test]
+    fn waves_come_in_fleet_order_with_progress_summed() {
+        let (fleet, clusters) = example();
+        let docs = [doc(
+            "canary-use1",
+            &[
+                (
+                    "general",
+                    State::Pending,
+                    "batch 1/4 · 3/12 nodes on general@2026.11.2",
+                ),
+                ("gpu", State::Success, "4/4 nodes on gpu@2026.11.1"),
+            ],
+        )];
+        let page = fleet_page(&Inputs {
+            fleet: &fleet,
+            clusters: &clusters,
+            docs: &docs,
+            records: &[],
+            now: now(),
+        });
+        let names: Vec<&str> = page.waves.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, ["canary", "early", "main"]);
+        assert_eq!((page.waves[0].on_target, page.waves[0].total), (7, 16));
+        let g = pool(&page, "canary-use1", "general");
+        assert_eq!((g.batch, g.nodes), (Some((1, 4)), Some((3, 12))));
+        assert_eq!(g.progress_text(), "batch 1/4 · 3/12 nodes");
+        assert_eq!(g.hold, None, "the first wave is never held by the guard");
+        assert_eq!(pool(&page, "dev-usc1", "general").phase, Phase::Unknown);
+    }
+
+    #[test]
+    fn a_soaking_earlier_wave_holds_the_next_with_a_countdown() {
+        let (fleet, clusters) = example();
+        let done = now() - chrono::Duration::minutes(30);
+        let records: Vec<PoolRecord> = ["canary-use1", "dev-usc1"]
+            .iter()
+            .map(|c| PoolRecord::new(c, "general").completed("general", "2026.11.2", done))
+            .chain([PoolRecord::new("prod-use1", "general").completed(
+                "general",
+                "2026.11.1",
+                done - chrono::Duration::days(3),
+            )])
+            .collect();
+        let page = fleet_page(&Inputs {
+            fleet: &fleet,
+            clusters: &clusters,
+            docs: &[],
+            records: &records,
+            now: now(),
+        });
+        let p = pool(&page, "prod-use1", "general");
+        assert_eq!(p.phase, Phase::Held);
+        assert_eq!(p.in_force.as_deref(), Some("2026.11.1"));
+        let hold = p.hold.as_ref().unwrap();
+        assert_eq!(hold.kind, "soak");
+        // canary soaks 2h from its last completion, 30 minutes ago.
+        assert_eq!(hold.until, Some(done + chrono::Duration::hours(2)));
+        assert!(hold.text.contains("1h30m left"), "{}", hold.text);
+        assert_eq!(
+            relation(p, "2026.11.2"),
+            "held before it",
+            "rota where general@2026.11.2"
+        );
+        // The canary pools are on it.
+        let c = pool(&page, "canary-use1", "general");
+        assert_eq!(c.hold, None);
+        assert_eq!(c.in_force.as_deref(), Some("2026.11.2"));
+        // The timeline: canary completed 2026.11.2 and soaks until +2h; early has not.
+        let general = page
+            .channels
+            .iter()
+            .find(|c| c.channel == "general")
+            .unwrap();
+        assert_eq!(general.versions[0].version, "2026.11.2", "newest first");
+        let canary = &general.versions[0].waves[0];
+        assert_eq!((canary.completed, canary.pools), (2, 2));
+        assert_eq!(canary.completed_at, Some(done));
+        assert_eq!(canary.soaked_at, Some(done + chrono::Duration::hours(2)));
+        let early = &general.versions[0].waves[1];
+        assert_eq!((early.completed, early.completed_at), (0, None));
+        assert!(early.pinned);
+    }
+
+    #[test]
+    fn a_gate_failure_holds_the_next_wave_and_shows_in_the_timeline() {
+        let (fleet, clusters) = example();
+        let at = now() - chrono::Duration::minutes(10);
+        let records = vec![
+            PoolRecord::new("canary-use1", "general")
+                .completed("general", "2026.11.2", at - chrono::Duration::hours(5))
+                .gate_failed("general", "2026.11.2", "pods-healthy", at),
+            PoolRecord::new("dev-usc1", "general").completed(
+                "general",
+                "2026.11.2",
+                at - chrono::Duration::hours(5),
+            ),
+        ];
+        let page = fleet_page(&Inputs {
+            fleet: &fleet,
+            clusters: &clusters,
+            docs: &[],
+            records: &records,
+            now: now(),
+        });
+        let hold = pool(&page, "staging-neu", "general").hold.clone().unwrap();
+        assert_eq!(hold.kind, "gate");
+        assert!(
+            hold.text.contains("gate pods-healthy failed"),
+            "{}",
+            hold.text
+        );
+        let general = page
+            .channels
+            .iter()
+            .find(|c| c.channel == "general")
+            .unwrap();
+        let canary = &general.versions[0].waves[0];
+        assert_eq!(canary.gate_failures.len(), 1);
+        assert!(
+            canary.gate_failures[0].starts_with("gate pods-healthy failed on canary-use1/general")
+        );
+    }
+}

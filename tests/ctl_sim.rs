@@ -1,0 +1,291 @@
+//! `rota ctl` on the simulated fleet: the real binary sets the request annotation over the
+//! loopback API server, the controller consumes it (planner input, status, Event, then the
+//! annotation cleared), and the installed `kubectl` shows the effect. Real time, with the
+//! simulation and the controller running 60x faster.
+
+#[path = "support/git.rs"]
+mod git_support;
+use git_support::rota;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ObjectMeta, PostParams};
+use rota::cloud::GroupRef;
+use rota::controller::{Config, Controller};
+use rota::fleet::duration::GoDuration;
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::sim::apiserver::{ApiServer, serve_http};
+use rota::sim::faults::FaultProfile;
+use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
+use rota::sim::world::Fleet;
+use serde_json::Value;
+
+const SPEED: f64 = 60.0;
+const OLD: &str = "ami-0000000000000old1";
+const NEW: &str = "ami-0000000000000new2";
+
+const WORKLOADS: &str = r#"
+nodes: {perPool: 2, registerAfter: 15s, readyAfter: 20s}
+deployments:
+  - {name: web, namespace: shop, replicas: 2, pdb: {maxUnavailable: 1}, readyAfter: 5s}
+"#;
+
+fn group() -> GroupRef {
+    GroupRef::Aws {
+        region: "us-east-1".into(),
+        auto_scaling_group: "general".into(),
+    }
+}
+
+fn kubectl(kc: &Path, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kc)
+        .args(["--context", "sim-1"])
+        .args(args)
+        .env("HOME", kc.parent().unwrap())
+        .output()
+        .expect("kubectl is missing (scripts/test installs it)");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ctl(kc: &Path, verb: &str) {
+    let out = Command::new(rota())
+        .args([
+            "ctl",
+            verb,
+            "--cluster",
+            "sim-1",
+            "--pool",
+            "general",
+            "--by",
+            "ana",
+        ])
+        .arg("--kubeconfig")
+        .arg(kc)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rota ctl {verb}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rota.dev/request="));
+}
+
+/// The NodePoolRotation as kubectl shows it.
+fn npr_json(kc: &Path) -> Value {
+    serde_json::from_str(&kubectl(
+        kc,
+        &["get", "nodepoolrotation", "general", "-o", "json"],
+    ))
+    .unwrap()
+}
+
+/// Steps the controller until `done` holds for what kubectl shows (at most 5 minutes).
+async fn until(c: &mut Controller, kc: &Path, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let end = tokio::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        c.step().await;
+        let kc2 = kc.to_path_buf();
+        let v = tokio::task::spawn_blocking(move || npr_json(&kc2))
+            .await
+            .unwrap();
+        if done(&v) {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "never {what}: {:#}",
+            v["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn stage(v: &Value) -> &str {
+    v["status"]["checkpoint"]["stage"]["name"]
+        .as_str()
+        .unwrap_or("")
+}
+
+fn annotated(v: &Value) -> bool {
+    v["metadata"]["annotations"]
+        .get("rota.dev/request")
+        .is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_and_complete_soak_steer_the_rotation_and_kubectl_shows_it() {
+    let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
+    workloads.nodes.overrides.insert("sim-1/general".into(), 2);
+    let scenario = Scenario {
+        clusters: vec![ClusterScenario {
+            name: "sim-1".into(),
+            cloud: Cloud::Aws,
+            pools: vec![PoolScenario {
+                name: "general".into(),
+                group: group(),
+                image: OLD.into(),
+                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+                nodes: 2,
+            }],
+        }],
+        workloads,
+        faults: FaultProfile::from_yaml("{}", "faults").unwrap(),
+        seed: 7,
+    };
+    let fleet = Fleet::start(&scenario, SPEED).await.unwrap();
+    let store = fleet.store("sim-1").unwrap().clone();
+    let client = rota::sim::apiserver::client(store.clone());
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd::definition())
+        .await
+        .unwrap();
+    let http = serve_http(ApiServer::new(store).with_speed(SPEED))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    rota::sim::kubeconfig::write(&kc, &[("sim-1".to_string(), http.url())]).unwrap();
+
+    // One node per batch, and a batch soak long enough to be ended by hand.
+    let mut policy = EffectivePolicy {
+        batch: BatchSize::Count(1),
+        ..EffectivePolicy::default()
+    };
+    policy.drain.delete_empty_dir_data = true;
+    policy.batch_soak = GoDuration::from_secs(6 * 3600);
+    let mut npr = NodePoolRotation::new(
+        "general",
+        NodePoolRotationSpec {
+            cluster: "sim-1".into(),
+            pool: "general".into(),
+            group: group(),
+            node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+            channel: "stable".into(),
+            version: "2026.11.2".into(),
+            image: NEW.into(),
+            policy,
+            gates: vec![],
+            source_commit: "c0ffee".into(),
+            mode: Mode::Reconcile,
+        },
+    );
+    npr.metadata = ObjectMeta {
+        name: Some("general".into()),
+        ..ObjectMeta::default()
+    };
+    Api::<NodePoolRotation>::all(client.clone())
+        .create(&PostParams::default(), &npr)
+        .await
+        .unwrap();
+    let mut cfg = Config::new("0.1.0", "test-ctl");
+    cfg.speed = SPEED;
+    let mut c = Controller::new(client.clone(), Arc::new(fleet.cloud.clone()), cfg);
+
+    let v = until(&mut c, &kc, "soaking batch 1", |v| stage(v) == "soaking").await;
+    assert_eq!(v["status"]["checkpoint"]["stage"]["batch"]["number"], 1);
+
+    // pause: the rotation holds, says who paused it, and the annotation is consumed.
+    ctl(&kc, "pause");
+    let v = until(&mut c, &kc, "paused", |v| {
+        v["status"]["phase"] == "Paused" && !annotated(v)
+    })
+    .await;
+    let message = v["status"]["message"].as_str().unwrap();
+    assert!(message.contains("rota ctl pause by ana"), "{message}");
+    assert!(v["status"]["checkpoint"]["operatorPaused"].is_string());
+    let paused = v["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Paused")
+        .unwrap();
+    assert_eq!(paused["status"], "True");
+    let events = kubectl(&kc, &["get", "events", "-A", "-o", "json"]);
+    assert!(
+        events.contains("OperatorPause") && events.contains("paused (rota ctl pause by ana"),
+        "{events}"
+    );
+
+    // resume: back to the soak, still in batch 1.
+    ctl(&kc, "resume");
+    let v = until(&mut c, &kc, "resumed", |v| {
+        v["status"]["phase"] != "Paused" && !annotated(v)
+    })
+    .await;
+    assert_eq!(stage(&v), "soaking");
+    assert!(v["status"]["checkpoint"]["operatorPaused"].is_null());
+
+    // complete-soak: the 6h soak ends now and batch 2 starts.
+    ctl(&kc, "complete-soak");
+    let v = until(&mut c, &kc, "past the soak of batch 1", |v| {
+        v["status"]["checkpoint"]["batchesStarted"].as_u64() >= Some(2) && !annotated(v)
+    })
+    .await;
+    assert!(
+        v["status"]["checkpoint"]["operatorRequest"]
+            .as_str()
+            .unwrap()
+            .starts_with("complete-soak@"),
+        "{:#}",
+        v["status"]
+    );
+    let events = kubectl(&kc, &["get", "events", "-A", "-o", "json"]);
+    assert!(
+        events.contains("OperatorResume") && events.contains("resumed (rota ctl resume by ana"),
+        "{events}"
+    );
+    assert!(
+        events.contains("OperatorCompleteSoak")
+            && events.contains("soak ended early (rota ctl complete-soak by ana"),
+        "{events}"
+    );
+}
+
+#[test]
+fn retry_clears_a_halt_once_and_a_malformed_request_is_refused() {
+    use rota::rotate::operator::{Request, Verb, apply};
+    // The planner side of `retry` and of a request seen twice (a crash between the status
+    // write and the clearing): pure, on a halted checkpoint.
+    let at: chrono::DateTime<chrono::Utc> = "2026-11-24T06:00:00Z".parse().unwrap();
+    let status: Value = serde_json::json!({
+        "originImage": OLD, "targetImage": NEW, "targetVersion": "2", "originalDesired": 2,
+        "originalMax": 2, "poolSize": 2, "batchesStarted": 1,
+        "halted": "drain timed out on node n1",
+        "stage": {"name": "draining", "batch": {"number": 1, "oldNodes": [], "targetCapacity": 3,
+                  "instancesBefore": [], "newInstances": [], "stageSince": "2026-11-24T05:00:00Z"}}
+    });
+    let mut cp: rota::rotate::Checkpoint = match serde_json::from_value(status) {
+        Ok(cp) => cp,
+        Err(e) => panic!("checkpoint fixture: {e}"),
+    };
+    let retry = Request::new(Verb::Retry, at, Some("ana"));
+    let done = apply(&mut cp, &retry, at).unwrap();
+    assert!(
+        done.contains("retrying after \"drain timed out on node n1\""),
+        "{done}"
+    );
+    assert_eq!(cp.halted, None);
+    assert_eq!(cp.stage.batch().unwrap().stage_since, at, "fresh timeouts");
+    cp.halted = Some("again".into());
+    assert_eq!(
+        apply(&mut cp, &retry, at),
+        None,
+        "the same request is applied once"
+    );
+    assert_eq!(cp.halted.as_deref(), Some("again"));
+    assert!(Request::parse("stop-everything@now").is_err());
+}
