@@ -104,6 +104,10 @@ pub fn classify_apply(err: &crate::rotate::apply::ApplyError) -> Classified {
             class: ErrorClass::Throttled,
             reason: "EvictionBlocked",
         },
+        ApplyError::NotDrained { .. } => Classified {
+            class: ErrorClass::Transient,
+            reason: "NotDrained",
+        },
         ApplyError::Cloud { source, .. } => classify_cloud(source),
         ApplyError::Status { source, .. } | ApplyError::Kube { source, .. } => {
             classify_kube(source)
@@ -115,7 +119,10 @@ pub fn classify_apply(err: &crate::rotate::apply::ApplyError) -> Classified {
 pub fn classify_observe(err: &crate::kube::observe::ObserveError) -> Classified {
     use crate::kube::observe::ObserveError;
     match err {
-        ObserveError::Kube { source, .. } => classify_kube(source),
+        ObserveError::NotObserved(_) => Classified {
+            class: ErrorClass::Transient,
+            reason: "NotObserved",
+        },
         ObserveError::Cloud(c) => classify_cloud(c),
     }
 }

@@ -2,5 +2,6 @@
 //! node and pod access, cordon, eviction and drain, leases, events).
 
 pub mod crd;
+pub mod index;
 pub mod observe;
 pub mod ownership;
