@@ -156,6 +156,8 @@ struct Counts {
     reads: u64,
     preterminate_reads: u64,
     writes: u64,
+    /// rota's writes by what they wrote: (events, Lease, NodePoolRotations, nodes, other).
+    writes_by: [u64; 5],
     evictions: u64,
     cloud: u64,
 }
@@ -174,8 +176,30 @@ fn count(reqs: &[Req]) -> Counts {
                 c.reads += 1;
             }
             "GET" => c.reads += 1,
-            "POST" if r.target.ends_with("/eviction") => c.evictions += 1,
-            "POST" | "PUT" | "PATCH" | "DELETE" => c.writes += 1,
+            "POST"
+                if r.target
+                    .split('?')
+                    .next()
+                    .is_some_and(|p| p.ends_with("/eviction")) =>
+            {
+                c.evictions += 1
+            }
+            "POST" | "PUT" | "PATCH" | "DELETE" => {
+                c.writes += 1;
+                let path = r.target.split('?').next().unwrap_or_default();
+                let i = if path.contains("/events") {
+                    0
+                } else if path.contains("/leases/") {
+                    1
+                } else if path.contains("/nodepoolrotations") {
+                    2
+                } else if path.contains("/nodes/") {
+                    3
+                } else {
+                    4
+                };
+                c.writes_by[i] += 1;
+            }
             _ => {}
         }
     }
@@ -367,6 +391,18 @@ fn run(per_pool: u32, speed: f64) -> Figures {
         per(during.preterminate_reads),
     );
     fig.put("rota_writes_per_rotated_node", per(during.writes));
+    for (i, name) in [
+        "writes_events_per_rotated_node",
+        "writes_lease_per_rotated_node",
+        "writes_nodepoolrotations_per_rotated_node",
+        "writes_nodes_per_rotated_node",
+        "writes_other_per_rotated_node",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        fig.put(name, per(during.writes_by[i]));
+    }
     fig.put("evictions_per_rotated_node", per(during.evictions));
     fig.put("cloud_calls_per_rotated_node", per(during.cloud));
     fig.put(
