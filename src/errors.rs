@@ -122,6 +122,9 @@ impl Classify for crate::rotate::apply::ApplyError {
         use crate::rotate::apply::ApplyError;
         match self {
             ApplyError::EvictionBlocked { .. } => c(Class::Wait, "EvictionBlocked"),
+            // The index was behind the fresh read before a terminate; it catches up within
+            // moments and the next plan drains the pods.
+            ApplyError::NotDrained { .. } => c(Class::Transient, "NotDrained"),
             ApplyError::Conflict { .. } => c(Class::Transient, "Conflict"),
             ApplyError::NotLeading(_) => c(Class::Wait, "NotLeading"),
             ApplyError::Fenced { .. } => c(Class::Wait, "Fenced"),
@@ -133,11 +136,26 @@ impl Classify for crate::rotate::apply::ApplyError {
     }
 }
 
+impl Classify for crate::kube::index::NotObserved {
+    /// Not listed yet: transient. A watch the API server refuses (403, 401) needs RBAC and
+    /// never heals by retrying: stalled, as any observe call with that answer.
+    fn classify(&self) -> Classified {
+        use crate::kube::index::NotObserved;
+        match self {
+            NotObserved::NotSynced(_) => c(Class::Transient, "NotObserved"),
+            NotObserved::WatchFailing { code: Some(code), .. } => {
+                kube_status(*code, KubeCall::Observe)
+            }
+            NotObserved::WatchFailing { code: None, .. } => c(Class::Transient, "WatchFailing"),
+        }
+    }
+}
+
 impl Classify for crate::kube::observe::ObserveError {
     fn classify(&self) -> Classified {
         use crate::kube::observe::ObserveError;
         match self {
-            ObserveError::Kube { source, .. } => kube_error(source, KubeCall::Observe),
+            ObserveError::NotObserved(n) => n.classify(),
             ObserveError::Cloud(e) => e.classify(),
         }
     }
@@ -196,9 +214,12 @@ mod tests {
     #[test]
     fn every_error_has_one_class_and_one_reason() {
         use Class::*;
-        let observe = |code| ObserveError::Kube {
-            what: "nodes",
-            source: api(code),
+        let observe = |code| {
+            ObserveError::NotObserved(crate::kube::index::NotObserved::WatchFailing {
+                kind: crate::kube::index::Kind::Nodes,
+                why: "refused".into(),
+                code: Some(code),
+            })
         };
         let act = |code| ApplyError::Kube {
             action: "cordon n1".into(),
@@ -241,12 +262,13 @@ mod tests {
             ),
             (
                 "observe unreachable".into(),
-                ObserveError::Kube {
-                    what: "nodes",
-                    source: kube::Error::LinesCodecMaxLineLengthExceeded,
-                }
+                ObserveError::NotObserved(crate::kube::index::NotObserved::WatchFailing {
+                    kind: crate::kube::index::Kind::Nodes,
+                    why: "connection reset".into(),
+                    code: None,
+                })
                 .classify(),
-                c(Transient, "ApiUnreachable"),
+                c(Transient, "WatchFailing"),
             ),
             // A 404 on an action: the object went away since it was observed; transient, and
             // it neither alerts nor backs off slowly.

@@ -662,3 +662,93 @@ async fn two_controllers_one_leader_and_the_follower_takes_over() {
     assert_clean(&s, "general", 4, "").await;
     tb.abort();
 }
+
+/// A client of the simulated cluster whose pod lists and watches fail (HTTP 500) while
+/// `broken` is set: everything else reaches the API server.
+fn client_with_broken_pods(s: &Sim, broken: Arc<std::sync::atomic::AtomicBool>) -> kube::Client {
+    use http_body_util::BodyExt;
+    let server = rota::sim::apiserver::ApiServer::new(s.fleet.store("sim-1").unwrap().clone());
+    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let mut server = server.clone();
+        let broken = broken.clone();
+        async move {
+            if req.uri().path() == "/api/v1/pods" && broken.load(Ordering::SeqCst) {
+                let body = serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                    "status": "Failure", "message": "etcd unavailable", "code": 500});
+                return Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .status(500)
+                        .header("content-type", "application/json")
+                        .body(
+                            http_body_util::Full::new(bytes::Bytes::from(body.to_string()))
+                                .map_err(|e| match e {})
+                                .boxed_unsync(),
+                        )
+                        .unwrap(),
+                );
+            }
+            tower::Service::call(&mut server, req).await
+        }
+    });
+    kube::Client::new(svc, "default")
+}
+
+/// Safety: a pod watch that cannot list never reads as a cluster without pods (where every
+/// node would look drained). The pool is not observed, nothing is planned or written; once
+/// the watch lists, the rotation goes on.
+#[tokio::test(start_paused = true)]
+async fn a_failing_pod_watch_plans_nothing() {
+    let s = sim(&[("general", 4)], WORKLOADS, "{}", 21).await;
+    create(&s.client, &npr("general", policy(2), None)).await;
+    let broken = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let client = client_with_broken_pods(&s, broken.clone());
+    let mut cfg = Config::new("0.1.0", "test-broken");
+    cfg.events = false;
+    let mut c = Controller::new(client, Arc::new(s.fleet.cloud.clone()), cfg);
+    let before = describe_group(&s, "general").await;
+    for _ in 0..5 {
+        let out = c.step().await;
+        assert_eq!(out.len(), 1, "{out:?}");
+        match &out[0].1 {
+            Outcome::Failed { error, .. } => {
+                assert!(error.contains("pods not observed"), "{error}")
+            }
+            o => panic!("a pool was planned without its pods: {o:?}"),
+        }
+        c.wait(Instant::now() + Duration::from_secs(120), true)
+            .await;
+    }
+    // Nothing acted on: no status, no surge, no cordon.
+    assert!(get(&s.client, "general").await.status.is_none());
+    let after = describe_group(&s, "general").await;
+    assert_eq!(after.desired, before.desired);
+    assert_eq!(after.template_image, before.template_image);
+    let nodes = Api::<Node>::all(s.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        nodes
+            .items
+            .iter()
+            .all(|n| n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true))
+    );
+    // The watch heals: the index lists the pods and the pool is planned.
+    broken.store(false, Ordering::SeqCst);
+    let mut applied = false;
+    for _ in 0..20 {
+        let out = c.step().await;
+        if out
+            .iter()
+            .any(|(_, o)| matches!(o, Outcome::Applied { actions, .. } if *actions > 0))
+        {
+            applied = true;
+            break;
+        }
+        c.wait(Instant::now() + Duration::from_secs(60), true).await;
+    }
+    assert!(
+        applied,
+        "the pool was never planned once the pods were listed"
+    );
+}

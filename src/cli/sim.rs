@@ -14,9 +14,10 @@ use clap::{Args, Subcommand};
 
 use super::validate::load;
 use crate::fleet::Format;
-use crate::sim::apiserver::{ApiServer, serve_http};
+use crate::sim::apiserver::{ApiServer, serve_http_logged};
 use crate::sim::faults::FaultProfile;
 use crate::sim::kubeconfig;
+use crate::sim::requestlog::RequestLog;
 use crate::sim::scenario::{Scenario, WorkloadProfile};
 use crate::sim::store::{ListOptions, ResourceType};
 use crate::sim::world::Fleet;
@@ -53,6 +54,10 @@ pub struct ServeArgs {
     /// Fault profile (YAML); default: no faults, boots of 60-120 s.
     #[arg(long)]
     pub faults: Option<PathBuf>,
+    /// Write a line per HTTP request served (Kubernetes APIs and the cloud endpoint: server,
+    /// method, path and query, status, bytes sent) to this file; the `agent_scale` bench reads it.
+    #[arg(long)]
+    pub request_log: Option<PathBuf>,
 }
 
 pub fn run(args: SimArgs) -> ExitCode {
@@ -120,12 +125,20 @@ fn serve(args: ServeArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
+        let log = match args.request_log.as_deref().map(RequestLog::create).transpose() {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("rota: cannot write the request log: {e}");
+                return ExitCode::from(2);
+            }
+        };
         let mut servers = Vec::new();
         let mut contexts = Vec::new();
         let (mut nodes, mut pods) = (0, 0);
         for (name, store) in &fleet.clusters {
             let server = ApiServer::new(store.clone()).with_speed(args.speed);
-            match serve_http(server).await {
+            let named = log.clone().map(|l| (l, format!("kube:{name}")));
+            match serve_http_logged(server, named).await {
                 Ok(s) => {
                     contexts.push((name.clone(), s.url()));
                     servers.push(s);
@@ -142,7 +155,12 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
         // The simulated cloud, for a `rota controller` in another process: served on
         // loopback and named in every cluster of the kubeconfig (see docs/rotation.md).
-        let cloud = match crate::cloud::http::serve(std::sync::Arc::new(fleet.cloud.clone())).await {
+        let cloud = match crate::cloud::http::serve_logged(
+            std::sync::Arc::new(fleet.cloud.clone()),
+            log.clone(),
+        )
+        .await
+        {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("rota: cannot listen on loopback: {e}");

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use super::{CloudError, CloudErrorKind, GroupRef, GroupState, NodeGroups};
+use crate::sim::requestlog::Counted;
 
 /// The calls a provider names in its errors, so that a name read off the wire keeps its
 /// `&'static str` form.
@@ -87,6 +88,15 @@ impl Drop for Served {
 
 /// Serve `groups` on a free loopback port.
 pub async fn serve(groups: Arc<dyn NodeGroups>) -> std::io::Result<Served> {
+    serve_logged(groups, None).await
+}
+
+/// [`serve`], writing a line per call to the simulated fleet's request log when one is given
+/// (the `agent_scale` bench counts cloud calls from it).
+pub async fn serve_logged(
+    groups: Arc<dyn NodeGroups>,
+    log: Option<crate::sim::requestlog::RequestLog>,
+) -> std::io::Result<Served> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let task = tokio::spawn(async move {
@@ -100,11 +110,14 @@ pub async fn serve(groups: Arc<dyn NodeGroups>) -> std::io::Result<Served> {
                 continue;
             };
             let groups = groups.clone();
+            let log = log.clone();
             connections.spawn(async move {
                 let svc = service_fn(move |req: hyper::Request<Incoming>| {
                     let groups = groups.clone();
+                    let log = log.clone();
                     async move {
                         let path = req.uri().path().to_string();
+                        let method = req.method().to_string();
                         let body = req.into_body().collect().await.map(|b| b.to_bytes());
                         let (code, v) = match body {
                             Ok(b) => handle(groups.as_ref(), &path, &b).await,
@@ -114,7 +127,15 @@ pub async fn serve(groups: Arc<dyn NodeGroups>) -> std::io::Result<Served> {
                             hyper::Response::builder()
                                 .status(code)
                                 .header("content-type", "application/json")
-                                .body(Full::new(Bytes::from(v.to_string())))
+                                .body({
+                                    let body = Full::new(Bytes::from(v.to_string()));
+                                    match log {
+                                        Some(log) => {
+                                            Counted::new(body, log, "cloud", &method, &path, code)
+                                        }
+                                        None => Counted::unlogged(body),
+                                    }
+                                })
                                 .expect("a valid response"),
                         )
                     }

@@ -1,12 +1,13 @@
 //! The rotation controller: the runtime that drives every NodePoolRotation it owns.
 //!
-//! One reconcile of one pool is: observe (kube lists and the cloud group's `describe`) →
-//! sample the due health gates (here, at the edge) → `rotate::plan` (pure) →
-//! `rotate::apply` (status and checkpoint first, then the actions). Between reconciles the
-//! controller waits for the earliest pool that is due (the interval depends on the stage, see
-//! [`requeue`]), or for a watch event: a NodePoolRotation whose spec changed, or the
-//! PodDisruptionBudget that blocked an eviction with 429 (that wait is on the PDB, not on a
-//! fixed timer).
+//! One reconcile of one pool is: observe (a synchronous read of the cluster's watch-fed
+//! index, `kube::index`, and the cloud group's `describe`) → sample the due health gates
+//! (here, at the edge, from the same index) → `rotate::plan` (pure) → `rotate::apply`
+//! (status and checkpoint first, then the actions). Between reconciles the controller waits
+//! for the earliest pool that is due (the interval depends on the stage, see [`requeue`]),
+//! or for a change that concerns a pool: a NodePoolRotation whose spec changed, one of its
+//! nodes, a pod on one of its nodes while it rotates, or the PodDisruptionBudget that
+//! blocked an eviction with 429 (that wait is on the PDB, not on a fixed timer).
 //!
 //! Only the leader of the version's Lease acts ([`leader`]): [`Controller::run`] renews the
 //! Lease in a task of its own, a pass starts only while the lease is held with margin, stops
@@ -28,8 +29,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -41,10 +40,12 @@ use tracing::Instrument;
 use crate::cloud::NodeGroups;
 use crate::cloud::metered::MeteredNodeGroups;
 use crate::errors::Classify;
+use crate::fleet::resolved::GateCheck;
 use crate::fleet::resolved::Mode;
 use crate::gates::{self, EventRecord, Gate, GateInputs, PodHealth, Tracker};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::crd::NodePoolRotationStatus;
+use crate::kube::index::{Changes, ClusterIndex};
 use crate::kube::observe::observe;
 use crate::kube::ownership;
 use crate::metrics::{GateResult, Metrics};
@@ -136,13 +137,24 @@ struct PoolState {
     /// The batch under way and when its surge began (for `rota_batch_duration_seconds` and
     /// boot-to-Ready).
     batch_started: Option<(u32, chrono::DateTime<chrono::Utc>)>,
+    /// What wakes the pool on an index change: its node selector, and whether a rotation
+    /// is under way (only then do its pods' changes matter).
+    selector: BTreeMap<String, String>,
+    rotating: bool,
+    /// When it was last reconciled: wake-ups are spaced by [`MIN_WAKE_GAP`].
+    last: Instant,
 }
+
+/// A pool woken by index changes is reconciled at most this often (controller time): a drain
+/// moves dozens of pods at once and one look at them all is enough.
+const MIN_WAKE_GAP: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long the first pass waits for the index's first complete lists (controller-runtime's
+/// WaitForCacheSync): until then every pool is "not observed".
+const FIRST_SYNC: std::time::Duration = std::time::Duration::from_secs(60);
 
 enum Wake {
     /// A NodePoolRotation was added, or its spec (generation) changed.
     Npr(String),
-    /// A PodDisruptionBudget changed.
-    Pdb(String, String),
 }
 
 /// The rotation controller of one cluster.
@@ -155,6 +167,10 @@ pub struct Controller {
     recorder: Option<Recorder>,
     wakes: mpsc::UnboundedReceiver<Wake>,
     watchers: Vec<tokio::task::JoinHandle<()>>,
+    /// The cluster's watch-fed index: every read of nodes, pods, PDBs and events.
+    index: Arc<ClusterIndex>,
+    /// Whether the first pass waited for the index's first sync already.
+    first_sync: bool,
     metrics: Metrics,
     notifier: SharedNotifier,
     pub stats: Arc<Stats>,
@@ -195,10 +211,8 @@ impl Controller {
     ) -> Controller {
         let groups: Arc<dyn NodeGroups> = Arc::new(MeteredNodeGroups::new(groups, metrics.clone()));
         let (tx, wakes) = mpsc::unbounded_channel();
-        let watchers = vec![
-            tokio::spawn(watch_rotations(client.clone(), tx.clone())),
-            tokio::spawn(watch_pdbs(client.clone(), tx)),
-        ];
+        let watchers = vec![tokio::spawn(watch_rotations(client.clone(), tx))];
+        let index = Arc::new(ClusterIndex::start(client.clone()));
         let recorder = config.events.then(|| {
             Recorder::new(
                 client.clone(),
@@ -217,6 +231,8 @@ impl Controller {
             recorder,
             wakes,
             watchers,
+            index,
+            first_sync: false,
             metrics,
             notifier: SharedNotifier::default(),
             stats: Arc::new(Stats::default()),
@@ -272,10 +288,18 @@ impl Controller {
         &self.metrics
     }
 
-    /// Mark the caches synced for `/readyz` once NodePoolRotations can be listed (the
-    /// controller reads them fresh on each pass; a standby checks once).
+    /// The cluster index the controller observes through.
+    pub fn index(&self) -> &Arc<ClusterIndex> {
+        &self.index
+    }
+
+    /// Mark the caches synced for `/readyz` once the index has listed nodes, pods and PDBs
+    /// and NodePoolRotations can be listed (the controller reads them fresh on each pass).
     async fn sync_caches(&self) {
         if self.metrics.readiness().not_ready_because().is_none() {
+            return;
+        }
+        if !self.index.is_synced() {
             return;
         }
         let api: Api<NodePoolRotation> = Api::all(self.client.clone());
@@ -337,9 +361,18 @@ impl Controller {
         };
         let sleep = tokio::time::sleep_until(due);
         tokio::pin!(sleep);
+        let index = self.index.clone();
         loop {
             tokio::select! {
                 _ = &mut sleep => return,
+                changes = index.changed() => {
+                    if leading && self.wake_concerned(&changes) {
+                        // Sleep until the earliest pool is due: changes that arrive in the
+                        // meantime join the same pass instead of each starting one.
+                        let due = self.pools.values().map(|p| p.due).min().unwrap_or(cap).min(cap);
+                        sleep.as_mut().reset(due);
+                    }
+                }
                 w = self.wakes.recv() => {
                     let Some(w) = w else {
                         (&mut sleep).await;
@@ -348,32 +381,62 @@ impl Controller {
                     if !leading {
                         continue;
                     }
-                    let now = Instant::now();
-                    match w {
-                        Wake::Npr(name) => {
-                            // A new pool is due by default on the next pass.
-                            if let Some(p) = self.pools.get_mut(&name) {
-                                p.due = now;
-                            }
-                            return;
-                        }
-                        Wake::Pdb(ns, name) => {
-                            let mut woke = false;
-                            for p in self.pools.values_mut() {
-                                if p.blocked_on.as_ref().is_some_and(|(a, b)| *a == ns && *b == name) {
-                                    p.blocked_on = None;
-                                    p.due = now;
-                                    woke = true;
-                                }
-                            }
-                            if woke {
-                                return;
-                            }
-                        }
+                    let Wake::Npr(name) = w;
+                    // A new pool is due by default on the next pass.
+                    if let Some(p) = self.pools.get_mut(&name) {
+                        p.due = Instant::now();
                     }
+                    return;
                 }
             }
         }
+    }
+
+    /// Make the pools that `changes` concern due (spaced by [`MIN_WAKE_GAP`]); whether any
+    /// became due earlier than it was. A pool is concerned by a change of one of its nodes (its selector
+    /// picks it, or it went away), by a pod change on one of its nodes while it rotates, by
+    /// the PDB it waits on, and by a relist (anything may have changed).
+    fn wake_concerned(&mut self, changes: &Changes) -> bool {
+        let now = Instant::now();
+        let gap = MIN_WAKE_GAP.div_f64(self.config.speed.max(f64::MIN_POSITIVE));
+        let index = self.index.read();
+        let mut woke = false;
+        for p in self.pools.values_mut() {
+            let blocked = p
+                .blocked_on
+                .as_ref()
+                .is_some_and(|b| changes.pdbs.contains(b));
+            let concerned = changes.all
+                || blocked
+                || changes.nodes.iter().any(|n| match index.node(n) {
+                    Some(node) => p
+                        .selector
+                        .iter()
+                        .all(|(k, v)| node.labels.get(k) == Some(v)),
+                    // Gone: it may have been one of ours.
+                    None => p.rotating,
+                })
+                || (p.rotating
+                    && changes.pods_on.iter().any(|n| {
+                        index.node(n).is_some_and(|node| {
+                            p.selector
+                                .iter()
+                                .all(|(k, v)| node.labels.get(k) == Some(v))
+                        })
+                    }));
+            if !concerned {
+                continue;
+            }
+            if blocked {
+                p.blocked_on = None;
+            }
+            let at = now.max(p.last + gap);
+            if at < p.due {
+                p.due = at;
+                woke = true;
+            }
+        }
+        woke
     }
 
     /// The earliest time a pool is due (for callers that drive [`step`](Self::step) themselves).
@@ -386,6 +449,12 @@ impl Controller {
     pub async fn step(&mut self) -> Vec<(String, Outcome)> {
         if !self.may_act() {
             return Vec::new();
+        }
+        if !self.first_sync {
+            // The first pass waits (bounded) for complete lists; a pool observed before
+            // them would only be "not observed" and back off.
+            self.first_sync = true;
+            let _ = tokio::time::timeout(FIRST_SYNC, self.index.synced()).await;
         }
         let api: Api<NodePoolRotation> = Api::all(self.client.clone());
         let list = match api.list(&ListParams::default()).await {
@@ -470,13 +539,19 @@ impl Controller {
             blocked_on: None,
             errors: ErrorTracker::default(),
             batch_started: None,
+            selector: BTreeMap::new(),
+            rotating: false,
+            last: Instant::now(),
         });
+        state.last = Instant::now();
+        state.selector = desired.node_selector.clone();
         if state.gate_spec != gate_spec {
             state.gates = desired.gates.iter().map(gates::build).collect();
             state.trackers = desired.gates.iter().map(Tracker::new).collect();
             state.gate_spec = gate_spec;
         }
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+        state.rotating = checkpoint.is_some_and(|c| !matches!(c.stage, Stage::Done));
         let now = self.clock.now();
 
         // Gates, sampled at the edge for the evaluation the checkpoint is in.
@@ -497,8 +572,17 @@ impl Controller {
                 reason: e.to_string(),
             },
             Ok(gs) => {
+                if desired
+                    .gates
+                    .iter()
+                    .any(|g| matches!(g.check, GateCheck::Events { .. }))
+                {
+                    self.index.want_events();
+                }
                 if state.trackers.iter().any(|t| t.due(now)) {
-                    let (pods, events, unseen) = gate_inputs(&self.client).await;
+                    // What the index cannot answer for (not listed yet, or its watch fails)
+                    // is unseen: those gates fail their sample, never pass on an empty view.
+                    let (pods, events, unseen) = gate_inputs(&self.index, &desired.gates);
                     let inputs = GateInputs {
                         pods: &pods,
                         events: &events,
@@ -523,7 +607,7 @@ impl Controller {
         };
 
         let observed = match observe(
-            &self.client,
+            &self.index,
             self.groups.as_ref(),
             &desired,
             verdict,
@@ -1074,59 +1158,32 @@ pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>>
     out
 }
 
-/// The pods and events the gates look at, and which of the two lists could not be read (a
-/// failed list is never an empty cluster: see `gates::record_blind`).
-async fn gate_inputs(client: &kube::Client) -> (Vec<PodHealth>, Vec<EventRecord>, gates::Unseen) {
+/// The gates' view of the cluster, from the index: every pod's health and, when an events
+/// gate asks, the index's window of events; what the index cannot answer for is reported in
+/// `Unseen` (never an empty cluster: see `gates::record_blind`).
+fn gate_inputs(
+    index: &ClusterIndex,
+    gates: &[crate::fleet::resolved::ResolvedGate],
+) -> (Vec<PodHealth>, Vec<EventRecord>, gates::Unseen) {
+    let state = index.read();
+    let wants = |f: fn(&GateCheck) -> bool| gates.iter().any(|g| f(&g.check));
     let mut unseen = gates::Unseen::default();
-    let pods = match Api::<Pod>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => l.items,
-        Err(e) => {
+    let pods = if wants(|c| matches!(c, GateCheck::Pods { .. })) {
+        state.pod_health().unwrap_or_else(|e| {
             unseen.pods = Some(e.to_string());
             Vec::new()
-        }
-    };
-    let pods = pods
-        .iter()
-        .map(|p| {
-            let status = p.status.as_ref();
-            PodHealth {
-                namespace: p.namespace().unwrap_or_default(),
-                name: p.name_any(),
-                pending: status.and_then(|s| s.phase.as_deref()) == Some("Pending"),
-                ready: status
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
-            }
         })
-        .collect();
-    let events = match Api::<CoreEvent>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => l.items,
-        Err(e) => {
+    } else {
+        Vec::new()
+    };
+    let events = if wants(|c| matches!(c, GateCheck::Events { .. })) {
+        state.events().unwrap_or_else(|e| {
             unseen.events = Some(e.to_string());
             Vec::new()
-        }
-    };
-    let events = events
-        .iter()
-        .filter_map(|e| {
-            let t = e
-                .last_timestamp
-                .as_ref()
-                .map(|t| t.0)
-                .or_else(|| e.event_time.as_ref().map(|t| t.0))?;
-            Some(EventRecord {
-                reason: e.reason.clone().unwrap_or_default(),
-                last_seen: chrono::DateTime::from_timestamp(t.as_second(), 0)?,
-                count: e.count.map_or(1, |c| c.max(1) as u32),
-            })
         })
-        .collect();
+    } else {
+        Vec::new()
+    };
     (pods, events, unseen)
 }
 
@@ -1145,23 +1202,6 @@ async fn watch_rotations(client: kube::Client, tx: mpsc::UnboundedSender<Wake>) 
         let generation = n.meta().generation;
         if seen.insert(name.clone(), generation) != Some(generation)
             && tx.send(Wake::Npr(name)).is_err()
-        {
-            return;
-        }
-    }
-}
-
-async fn watch_pdbs(client: kube::Client, tx: mpsc::UnboundedSender<Wake>) {
-    let api: Api<PodDisruptionBudget> = Api::all(client);
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .applied_objects();
-    tokio::pin!(stream);
-    while let Some(ev) = stream.next().await {
-        let Ok(p) = ev else { continue };
-        if tx
-            .send(Wake::Pdb(p.namespace().unwrap_or_default(), p.name_any()))
-            .is_err()
         {
             return;
         }

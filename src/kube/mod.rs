@@ -2,6 +2,7 @@
 //! node and pod access, cordon, eviction and drain, leases, events).
 
 pub mod crd;
+pub mod index;
 pub mod kubeconfig;
 pub mod observe;
 pub mod ownership;

@@ -1,18 +1,23 @@
-//! Reading one pool from the Kubernetes API: its nodes, the pods on them and the
-//! PodDisruptionBudgets that cover those pods, turned into `rotate::Observed`.
+//! Reading one pool: its nodes, the pods on them and the PodDisruptionBudgets that cover
+//! those pods, turned into `rotate::Observed`.
 //!
-//! The conversions are pure functions of the API objects (unit-tested without a server);
-//! [`observe`] only lists and hands the lists to them.
+//! Kubernetes objects are first trimmed to summaries ([`NodeSummary`], [`PodSummary`],
+//! [`PdbSummary`]: what the decisions read and nothing more) as the watches of
+//! `kube::index` deliver them; [`pool_nodes`] is then a synchronous, pure read of that index.
+//! A kind the index has not observed (not listed yet, or its watch failing) makes the pool
+//! not observed: an error, never an empty pool. The cloud group's `describe` is the only
+//! call [`observe`] makes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, ListParams};
-use kube::core::{Selector, SelectorExt};
+use kube::core::{ObjectMeta, Selector, SelectorExt};
 
 use crate::cloud::{CloudError, NodeGroups};
 use crate::fleet::resolved::DesiredPool;
+use crate::kube::index::{ClusterIndex, Interner, Kind, NotObserved, PodKey, State};
 use crate::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
 use crate::rotate::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
 
@@ -23,65 +28,28 @@ const MIRROR: &str = "kubernetes.io/config.mirror";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
-    #[error("listing {what}: {source}")]
-    Kube {
-        what: &'static str,
-        #[source]
-        source: kube::Error,
-    },
+    /// The index cannot answer for nodes, pods or PDBs yet: nothing is planned.
+    #[error(transparent)]
+    NotObserved(#[from] NotObserved),
     #[error(transparent)]
     Cloud(#[from] CloudError),
 }
 
-/// Read one pool: the group from its cloud, nodes by the pool's selector, their pods and the
-/// PDBs. The gates' verdict comes from the gates framework, the start hold from
-/// `rotate::parallel::admit` over the cluster's pools.
+/// Read one pool: the group from its cloud, nodes by the pool's selector with their pods and
+/// PDBs from the index. The gates' verdict comes from the gates framework, the start hold
+/// from `rotate::parallel::admit` over the cluster's pools.
 pub async fn observe(
-    client: &kube::Client,
+    index: &ClusterIndex,
     groups: &dyn NodeGroups,
     desired: &DesiredPool,
     gates: GateVerdict,
     start_hold: Option<String>,
 ) -> Result<Observed, ObserveError> {
+    // The index first: a pool that cannot be observed costs no cloud call.
+    pool_nodes(&index.read(), &desired.node_selector)?;
     let group = groups.describe(&desired.group).await?;
-    let selector: Selector = desired.node_selector.clone().into_iter().collect();
-    let nodes = Api::<Node>::all(client.clone())
-        .list(&ListParams::default().labels_from(&selector))
-        .await
-        .map_err(|source| ObserveError::Kube {
-            what: "nodes",
-            source,
-        })?;
-    // One list of all pods rather than one per node: a drain looks at a handful of nodes
-    // but the pods gate and the PDB arithmetic need the cluster's view anyway.
-    let pods = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| ObserveError::Kube {
-            what: "pods",
-            source,
-        })?;
-    let pdbs = Api::<PodDisruptionBudget>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| ObserveError::Kube {
-            what: "poddisruptionbudgets",
-            source,
-        })?;
-    let mut by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-    for p in &pods.items {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            by_node.entry(n).or_default().push(p);
-        }
-    }
-    let nodes = nodes
-        .items
-        .iter()
-        .map(|n| {
-            let name = n.metadata.name.as_deref().unwrap_or_default();
-            observed_node(n, by_node.get(name).map_or(&[][..], |v| v), &pdbs.items)
-        })
-        .collect();
+    // Read again after the describe so nodes are at least as new as the group.
+    let nodes = pool_nodes(&index.read(), &desired.node_selector)?;
     Ok(Observed {
         group,
         nodes,
@@ -90,7 +58,25 @@ pub async fn observe(
     })
 }
 
-fn annotation<'a>(meta: &'a kube::core::ObjectMeta, key: &str) -> Option<&'a str> {
+/// The nodes a pool's selector picks, with their pods and PDBs (pure read of the index).
+pub fn pool_nodes(
+    index: &State,
+    selector: &BTreeMap<String, String>,
+) -> Result<Vec<ObservedNode>, NotObserved> {
+    index.ready(Kind::Nodes)?;
+    index.ready(Kind::Pods)?;
+    index.ready(Kind::PodDisruptionBudgets)?;
+    let pdbs: Vec<&PdbSummary> = index.pdbs().collect();
+    let mut nodes: Vec<ObservedNode> = index
+        .nodes_matching(selector)
+        .map(|(n, pods)| observed_node(n, &pods, &pdbs))
+        .collect();
+    // Name order, as a list would return them: plans (and golden logs) stay deterministic.
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(nodes)
+}
+
+fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.annotations.as_ref()?.get(key).map(|s| s.as_str())
 }
 
@@ -98,115 +84,221 @@ fn truthy(v: Option<&str>) -> bool {
     matches!(v, Some("true"))
 }
 
-/// A node as the planner sees it.
-pub fn observed_node(node: &Node, pods: &[&Pod], pdbs: &[PodDisruptionBudget]) -> ObservedNode {
-    let meta = &node.metadata;
-    // A node is ready for the rotation once the kubelet says Ready *and* its DaemonSet pods
-    // (CNI, log shippers, node exporters) are Ready: a new node is no use before its node
-    // agents run, and gating right after the kubelet's Ready would sample those agents'
-    // start-up as if it were the rotation's damage (and fail a `maxNotReady` pods gate).
-    let ready = condition_true(node.status.as_ref().and_then(|s| s.conditions.as_ref()))
-        && pods.iter().all(|p| !daemon_pod_starting(p));
-    ObservedNode {
-        name: meta.name.clone().unwrap_or_default(),
-        provider_id: node
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.clone())
-            .unwrap_or_default(),
-        image_label: meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(IMAGE_LABEL).cloned()),
-        ready,
-        cordoned: node
-            .spec
-            .as_ref()
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false),
-        cordoned_by: annotation(meta, CORDONED_BY).map(String::from),
-        do_not_disrupt: opts_out_of_disruption(meta.annotations.as_ref()),
-        scale_down_disabled: truthy(annotation(meta, SCALE_DOWN_DISABLED)),
-        pods: pods.iter().filter_map(|p| observed_pod(p, pdbs)).collect(),
+/// Whether an object (node or pod) asks not to be disrupted: the one place that decides it.
+pub fn do_not_disrupt(meta: &ObjectMeta) -> bool {
+    // rota's own annotation and Karpenter's (`karpenter.sh/do-not-disrupt`).
+    opts_out_of_disruption(meta.annotations.as_ref())
+}
+
+/// A node as the index keeps it: the fields the planner reads, and the labels (for the
+/// pools' selectors).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSummary {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub provider_id: String,
+    /// The kubelet's Ready condition is True.
+    pub kubelet_ready: bool,
+    /// `spec.unschedulable`.
+    pub cordoned: bool,
+    pub cordoned_by: Option<String>,
+    pub do_not_disrupt: bool,
+    pub scale_down_disabled: bool,
+}
+
+impl NodeSummary {
+    pub fn from_node(node: &Node) -> NodeSummary {
+        let meta = &node.metadata;
+        let spec = node.spec.as_ref();
+        NodeSummary {
+            name: meta.name.clone().unwrap_or_default(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
+            kubelet_ready: node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            cordoned: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            cordoned_by: annotation(meta, CORDONED_BY).map(String::from),
+            do_not_disrupt: do_not_disrupt(meta),
+            scale_down_disabled: truthy(annotation(meta, SCALE_DOWN_DISABLED)),
+        }
     }
 }
 
-fn condition_true(conditions: Option<&Vec<k8s_openapi::api::core::v1::NodeCondition>>) -> bool {
-    conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+/// A pod as the index keeps it (its namespace and name are the index's key): what draining,
+/// readiness, the pods gate and PDB matching need. About 100 bytes of its own plus its name;
+/// label sets and namespaces are shared between pods (`index::Interner`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSummary {
+    /// `spec.nodeName`; `None` while unscheduled.
+    pub node: Option<Arc<str>>,
+    /// For PDB selectors.
+    pub labels: Arc<BTreeMap<String, String>>,
+    /// Owned by a DaemonSet.
+    pub daemon_set: bool,
+    /// A static pod's mirror.
+    pub mirror: bool,
+    /// `Succeeded` or `Failed`: holds nothing.
+    pub finished: bool,
+    /// `status.phase` is `Pending`.
+    pub pending: bool,
+    /// The Ready condition is True.
+    pub ready: bool,
+    pub do_not_disrupt: bool,
+    pub uses_empty_dir: bool,
+    /// `deletionTimestamp` is set.
+    pub terminating: bool,
 }
 
-/// A live DaemonSet pod that is not Ready yet.
-fn daemon_pod_starting(pod: &Pod) -> bool {
-    let daemon = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet");
-    let status = pod.status.as_ref();
-    let finished = matches!(
-        status.and_then(|s| s.phase.as_deref()),
-        Some("Succeeded") | Some("Failed")
-    );
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    daemon && !finished && pod.metadata.deletion_timestamp.is_none() && !ready
-}
-
-/// A pod as a drain sees it; `None` for pods that have finished (they hold nothing).
-pub fn observed_pod(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Option<ObservedPod> {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded") | Some("Failed")) {
-        return None;
+impl PodSummary {
+    pub fn from_pod(pod: &Pod, interner: &mut Interner) -> PodSummary {
+        let meta = &pod.metadata;
+        let status = pod.status.as_ref();
+        let phase = status.and_then(|s| s.phase.as_deref());
+        PodSummary {
+            node: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .map(|n| interner.str(n)),
+            labels: interner.labels(meta.labels.clone().unwrap_or_default()),
+            daemon_set: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "DaemonSet"),
+            mirror: annotation(meta, MIRROR).is_some(),
+            finished: matches!(phase, Some("Succeeded") | Some("Failed")),
+            pending: phase == Some("Pending"),
+            ready: status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            do_not_disrupt: do_not_disrupt(meta),
+            uses_empty_dir: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.volumes.as_ref())
+                .is_some_and(|vs| vs.iter().any(|v| v.empty_dir.is_some())),
+            terminating: meta.deletion_timestamp.is_some(),
+        }
     }
-    let meta = &pod.metadata;
-    let kind = if annotation(meta, MIRROR).is_some() {
-        PodKind::Mirror
-    } else if meta
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet")
-    {
-        PodKind::DaemonSet
-    } else {
-        PodKind::Workload
-    };
-    let namespace = meta.namespace.clone().unwrap_or_default();
-    let labels = meta.labels.clone().unwrap_or_default();
-    let pdb = pdbs
-        .iter()
-        .filter(|b| b.metadata.namespace.as_deref() == Some(namespace.as_str()))
-        .find(|b| {
-            b.spec
+
+    /// A live DaemonSet pod that is not Ready yet.
+    fn daemon_starting(&self) -> bool {
+        self.daemon_set && !self.finished && !self.terminating && !self.ready
+    }
+}
+
+/// A PodDisruptionBudget as the index keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PdbSummary {
+    pub namespace: String,
+    pub name: String,
+    /// `None` when the selector is absent or cannot be parsed (matches nothing).
+    pub selector: Option<Selector>,
+    /// `status.disruptionsAllowed`.
+    pub disruptions_allowed: u32,
+}
+
+impl PdbSummary {
+    pub fn from_pdb(b: &PodDisruptionBudget) -> PdbSummary {
+        PdbSummary {
+            namespace: b.metadata.namespace.clone().unwrap_or_default(),
+            name: b.metadata.name.clone().unwrap_or_default(),
+            selector: b
+                .spec
                 .as_ref()
                 .and_then(|s| s.selector.clone())
-                .and_then(|sel| Selector::try_from(sel).ok())
-                // An empty selector matches every pod of the namespace (policy/v1).
-                .is_some_and(|sel| sel.matches(&labels))
-        })
-        .map(|b| PdbRef {
-            namespace: namespace.clone(),
-            name: b.metadata.name.clone().unwrap_or_default(),
+                .and_then(|sel| Selector::try_from(sel).ok()),
             disruptions_allowed: b
                 .status
                 .as_ref()
                 .map_or(0, |s| u32::try_from(s.disruptions_allowed).unwrap_or(0)),
+        }
+    }
+}
+
+/// A node as the planner sees it.
+pub fn observed_node(
+    node: &NodeSummary,
+    pods: &[(&PodKey, &PodSummary)],
+    pdbs: &[&PdbSummary],
+) -> ObservedNode {
+    // A node is ready for the rotation once the kubelet says Ready *and* its DaemonSet pods
+    // (CNI, log shippers, node exporters) are Ready: a new node is no use before its node
+    // agents run, and gating right after the kubelet's Ready would sample those agents'
+    // start-up as if it were the rotation's damage (and fail a `maxNotReady` pods gate).
+    let ready = node.kubelet_ready && pods.iter().all(|(_, p)| !p.daemon_starting());
+    let mut pods: Vec<ObservedPod> = pods
+        .iter()
+        .filter_map(|(k, p)| observed_pod(k, p, pdbs))
+        .collect();
+    pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    ObservedNode {
+        name: node.name.clone(),
+        provider_id: node.provider_id.clone(),
+        image_label: node.labels.get(IMAGE_LABEL).cloned(),
+        ready,
+        cordoned: node.cordoned,
+        cordoned_by: node.cordoned_by.clone(),
+        do_not_disrupt: node.do_not_disrupt,
+        scale_down_disabled: node.scale_down_disabled,
+        pods,
+    }
+}
+
+/// A pod as a drain sees it; `None` for pods that have finished (they hold nothing).
+pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Option<ObservedPod> {
+    if pod.finished {
+        return None;
+    }
+    let kind = if pod.mirror {
+        PodKind::Mirror
+    } else if pod.daemon_set {
+        PodKind::DaemonSet
+    } else {
+        PodKind::Workload
+    };
+    let namespace = key.0.to_string();
+    let pdb = pdbs
+        .iter()
+        .filter(|b| b.namespace == namespace)
+        // An empty selector matches every pod of the namespace (policy/v1).
+        .find(|b| b.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)))
+        .map(|b| PdbRef {
+            namespace: namespace.clone(),
+            name: b.name.clone(),
+            disruptions_allowed: b.disruptions_allowed,
         });
     Some(ObservedPod {
         namespace,
-        name: meta.name.clone().unwrap_or_default(),
+        name: key.1.to_string(),
         kind,
-        do_not_disrupt: opts_out_of_disruption(meta.annotations.as_ref()),
-        uses_empty_dir: pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.volumes.as_ref())
-            .is_some_and(|vs| vs.iter().any(|v| v.empty_dir.is_some())),
-        terminating: meta.deletion_timestamp.is_some(),
+        do_not_disrupt: pod.do_not_disrupt,
+        uses_empty_dir: pod.uses_empty_dir,
+        terminating: pod.terminating,
         pdb,
     })
+}
+
+/// The pods on `node` that still hold it, from a fresh read (`fieldSelector=spec.nodeName`)
+/// made right before it is terminated: the same rule the planner applies to the index
+/// ([`ObservedPod::must_evict`]), so invariant 3 never rests on a stale cache.
+pub fn pods_holding(pods: &[Pod]) -> Vec<String> {
+    let mut interner = Interner::default();
+    pods.iter()
+        .filter_map(|p| {
+            let key: PodKey = (
+                Arc::from(p.metadata.namespace.as_deref().unwrap_or_default()),
+                Arc::from(p.metadata.name.as_deref().unwrap_or_default()),
+            );
+            let s = PodSummary::from_pod(p, &mut interner);
+            observed_pod(&key, &s, &[]).filter(|o| o.must_evict())
+        })
+        .map(|o| o.key())
+        .collect()
 }
 
 #[cfg(test)]
@@ -216,6 +308,37 @@ mod tests {
 
     fn pod(v: serde_json::Value) -> Pod {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// A pod through the index's trimming, as the planner sees it.
+    fn op(p: &Pod, pdbs: &[PodDisruptionBudget]) -> Option<ObservedPod> {
+        let pdbs: Vec<PdbSummary> = pdbs.iter().map(PdbSummary::from_pdb).collect();
+        let refs: Vec<&PdbSummary> = pdbs.iter().collect();
+        let key: PodKey = (
+            Arc::from(p.metadata.namespace.as_deref().unwrap_or_default()),
+            Arc::from(p.metadata.name.as_deref().unwrap_or_default()),
+        );
+        observed_pod(
+            &key,
+            &PodSummary::from_pod(p, &mut Interner::default()),
+            &refs,
+        )
+    }
+
+    fn on(node: &Node, pods: &[&Pod]) -> ObservedNode {
+        let mut i = Interner::default();
+        let owned: Vec<(PodKey, PodSummary)> = pods
+            .iter()
+            .map(|p| {
+                let key: PodKey = (
+                    Arc::from(p.metadata.namespace.as_deref().unwrap_or_default()),
+                    Arc::from(p.metadata.name.as_deref().unwrap_or_default()),
+                );
+                (key, PodSummary::from_pod(p, &mut i))
+            })
+            .collect();
+        let refs: Vec<(&PodKey, &PodSummary)> = owned.iter().map(|(k, s)| (k, s)).collect();
+        observed_node(&NodeSummary::from_node(node), &refs, &[])
     }
 
     fn pdbs() -> Vec<PodDisruptionBudget> {
@@ -245,7 +368,7 @@ mod tests {
             "spec": {"containers": [], "volumes": [{"name": "scratch", "emptyDir": {}}]},
             "status": {"phase": "Running"}
         }));
-        let p = observed_pod(&web, &pdbs()).unwrap();
+        let p = op(&web, &pdbs()).unwrap();
         assert_eq!(p.kind, PodKind::Workload);
         assert!(p.do_not_disrupt && p.uses_empty_dir && !p.terminating);
         assert_eq!(
@@ -262,21 +385,18 @@ mod tests {
                                               "name": "node-exporter", "uid": "u"}]},
             "spec": {"containers": []}
         }));
-        assert_eq!(observed_pod(&ds, &pdbs()).unwrap().kind, PodKind::DaemonSet);
+        assert_eq!(op(&ds, &pdbs()).unwrap().kind, PodKind::DaemonSet);
         let mirror = pod(json!({
             "metadata": {"name": "etcd", "namespace": "kube-system",
                          "annotations": {"kubernetes.io/config.mirror": "abc"}},
             "spec": {"containers": []}
         }));
-        assert_eq!(
-            observed_pod(&mirror, &pdbs()).unwrap().kind,
-            PodKind::Mirror
-        );
+        assert_eq!(op(&mirror, &pdbs()).unwrap().kind, PodKind::Mirror);
         let done = pod(json!({
             "metadata": {"name": "job-1", "namespace": "app"},
             "spec": {"containers": []}, "status": {"phase": "Succeeded"}
         }));
-        assert!(observed_pod(&done, &pdbs()).is_none());
+        assert!(op(&done, &pdbs()).is_none());
     }
 
     #[test]
@@ -289,7 +409,7 @@ mod tests {
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}
         }))
         .unwrap();
-        let n = observed_node(&node, &[], &[]);
+        let n = on(&node, &[]);
         assert_eq!(n.provider_id, "aws:///us-east-1a/i-1");
         assert!(n.ready && n.cordoned && n.scale_down_disabled && !n.do_not_disrupt);
         assert_eq!(n.cordoned_by.as_deref(), Some("general/batch-2"));
@@ -346,9 +466,9 @@ mod tests {
             "status": {"phase": "Pending"}
         }));
         let (starting, running) = (ds("False"), ds("True"));
-        assert!(!observed_node(&node, &[&starting], &[]).ready);
-        assert!(observed_node(&node, &[&running], &[]).ready);
+        assert!(!on(&node, &[&starting]).ready);
+        assert!(on(&node, &[&running]).ready);
         // Only node agents hold a node back: a workload pod starting on it does not.
-        assert!(observed_node(&node, &[&running, &workload_starting], &[]).ready);
+        assert!(on(&node, &[&running, &workload_starting]).ready);
     }
 }

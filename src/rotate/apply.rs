@@ -17,7 +17,7 @@
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -77,6 +77,10 @@ pub enum ApplyError {
         stored: Fence,
         ours: Fence,
     },
+    /// The fresh read of a node's pods right before its termination found pods a drain must
+    /// still evict (the index was behind): nothing was terminated (invariant 3).
+    #[error("not terminating {node}: {} still run on it ({})", pods.len(), pods.join(", "))]
+    NotDrained { node: String, pods: Vec<String> },
 }
 
 impl ApplyError {
@@ -443,13 +447,36 @@ async fn execute(
                 Err(e) => Err(kube(e)),
             }
         }
-        Action::Terminate { instance_id, .. } => edge
-            .groups
-            .terminate(group, instance_id, true)
-            .await
-            .map(|()| true)
-            .map_err(cloud),
+        Action::Terminate { instance_id, node } => {
+            // Re-validate against fresh state right before the destructive call: the plan
+            // came from the watch-fed index, which may be behind (invariant 3).
+            if let Some(node) = node {
+                let fresh = fresh_pods_on(edge, node).await.map_err(kube)?;
+                let holding = crate::kube::observe::pods_holding(&fresh);
+                if !holding.is_empty() {
+                    return Err(ApplyError::NotDrained {
+                        node: node.clone(),
+                        pods: holding,
+                    });
+                }
+            }
+            edge.groups
+                .terminate(group, instance_id, true)
+                .await
+                .map(|()| true)
+                .map_err(cloud)
+        }
     }
+}
+
+/// One read of the pods bound to `node` (`fieldSelector=spec.nodeName=<node>`): a list the
+/// API server answers from the node's pods alone (the `agent_scale` bench counts these
+/// reads apart from the writes).
+async fn fresh_pods_on(edge: &Edge<'_>, node: &str) -> Result<Vec<Pod>, kube::Error> {
+    let pods: Api<Pod> = Api::all(edge.client.clone());
+    let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let list = pods.list(&lp).await?;
+    Ok(list.items)
 }
 
 /// Publish an event on the resource; failures to publish are logged, never fatal.

@@ -24,6 +24,7 @@ pub mod kubelet;
 pub mod pdb;
 pub mod quantity;
 pub mod registrar;
+pub mod requestlog;
 pub mod scenario;
 pub mod scheduler;
 pub mod selector;

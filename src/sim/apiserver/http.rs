@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::ApiServer;
+use crate::sim::requestlog::{Counted, RequestLog};
 
 /// A running HTTP listener; dropping it stops accepting (open connections finish on their own).
 pub struct HttpServer {
@@ -33,6 +34,14 @@ impl Drop for HttpServer {
 
 /// Binds 127.0.0.1 on a free port and serves `server` there until the returned handle drops.
 pub async fn serve_http(server: ApiServer) -> std::io::Result<HttpServer> {
+    serve_http_logged(server, None).await
+}
+
+/// [`serve_http`], writing a line per request to `log` (named `name`) when one is given.
+pub async fn serve_http_logged(
+    server: ApiServer,
+    log: Option<(RequestLog, String)>,
+) -> std::io::Result<HttpServer> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {
@@ -41,9 +50,27 @@ pub async fn serve_http(server: ApiServer) -> std::io::Result<HttpServer> {
                 continue;
             };
             let server = server.clone();
+            let log = log.clone();
             let svc = service_fn(move |req: hyper::Request<Incoming>| {
                 let mut s = server.clone();
-                tower::Service::call(&mut s, req)
+                let log = log.clone();
+                async move {
+                    let Some((log, name)) = log else {
+                        return tower::Service::call(&mut s, req).await;
+                    };
+                    let method = req.method().to_string();
+                    let target = req
+                        .uri()
+                        .path_and_query()
+                        .map_or_else(|| req.uri().path().to_string(), |p| p.to_string());
+                    let resp = tower::Service::call(&mut s, req).await?;
+                    let status = resp.status().as_u16();
+                    Ok(resp.map(|b| {
+                        http_body_util::BodyExt::boxed_unsync(Counted::new(
+                            b, log, &name, &method, &target, status,
+                        ))
+                    }))
+                }
             });
             tokio::spawn(async move {
                 // A client going away mid-watch is normal; nothing to report.

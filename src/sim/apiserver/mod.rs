@@ -27,7 +27,7 @@ use hyper::body::Frame;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-pub use self::http::{HttpServer, serve_http};
+pub use self::http::{HttpServer, serve_http, serve_http_logged};
 use super::eviction::{self, DeleteOptions};
 use super::store::{ApiError, ListOptions, ResourceType, Store, WatchEvent};
 
