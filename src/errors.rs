@@ -143,9 +143,9 @@ impl Classify for crate::kube::index::NotObserved {
         use crate::kube::index::NotObserved;
         match self {
             NotObserved::NotSynced(_) => c(Class::Transient, "NotObserved"),
-            NotObserved::WatchFailing { code: Some(code), .. } => {
-                kube_status(*code, KubeCall::Observe)
-            }
+            NotObserved::WatchFailing {
+                code: Some(code), ..
+            } => kube_status(*code, KubeCall::Observe),
             NotObserved::WatchFailing { code: None, .. } => c(Class::Transient, "WatchFailing"),
         }
     }

@@ -713,7 +713,10 @@ mod tests {
         // Listed, then the pods watch failed: not observed until it has relisted.
         s.set_sync(Kind::Pods, WatchState::Synced);
         assert_eq!(pool_nodes(&s, &selector()).unwrap().len(), 1);
-        s.set_sync(Kind::Pods, WatchState::Failing("connection reset".into(), None));
+        s.set_sync(
+            Kind::Pods,
+            WatchState::Failing("connection reset".into(), None),
+        );
         assert!(matches!(
             pool_nodes(&s, &selector()),
             Err(NotObserved::WatchFailing {

@@ -425,18 +425,16 @@ mod tests {
             (with("karpenter.sh/do-not-disrupt", "false"), false),
             (json!({}), false),
         ] {
-            let p = pod(json!({
-                "metadata": {"name": "web-1", "namespace": "app", "annotations": annotations},
-                "spec": {"containers": []}, "status": {"phase": "Running"}
-            }));
-            let p = observed_pod(&p, &[]).unwrap();
-            assert_eq!(p.do_not_disrupt, opted_out, "pod {annotations}");
+            // Pods and nodes are both summarised through the one function.
+            let meta: ObjectMeta =
+                serde_json::from_value(json!({"name": "x", "annotations": annotations})).unwrap();
+            assert_eq!(do_not_disrupt(&meta), opted_out, "{annotations}");
             let node: Node = serde_json::from_value(json!({
                 "metadata": {"name": "n1", "annotations": annotations},
                 "spec": {"providerID": "aws:///us-east-1a/i-1"}
             }))
             .unwrap();
-            let n = observed_node(&node, &[], &[]);
+            let n = observed_node(&NodeSummary::from_node(&node), &[], &[]);
             assert_eq!(n.do_not_disrupt, opted_out, "node {annotations}");
             assert_eq!(n.disruption_blocker().is_some(), opted_out);
         }

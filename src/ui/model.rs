@@ -328,7 +328,9 @@ fn guard_hold(wait: &Wait, channel: &str, version: &str) -> Hold {
     let (kind, until) = match wait {
         Wait::Soak { until, .. } => ("soak", Some(*until)),
         Wait::GateFailure { .. } => ("gate", None),
-        Wait::Completion { .. } | Wait::UnknownWave { .. } => ("guard", None),
+        Wait::Completion { .. } | Wait::UnknownWave { .. } | Wait::NeverReported { .. } => {
+            ("guard", None)
+        }
     };
     Hold {
         kind: kind.into(),
@@ -532,6 +534,7 @@ mod tests {
                 })
                 .collect(),
             pools: Vec::new(),
+            signed: None,
         }
     }
 
