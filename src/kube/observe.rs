@@ -45,8 +45,10 @@ pub async fn observe(
 ) -> Result<Observed, ObserveError> {
     let group = groups.describe(&desired.group).await?;
     let selector: Selector = desired.node_selector.clone().into_iter().collect();
+    // All nodes, not only the selected ones: a node of the group that left the selector
+    // mid-rotation must still be seen (drained) before its instance is terminated.
     let nodes = Api::<Node>::all(client.clone())
-        .list(&ListParams::default().labels_from(&selector))
+        .list(&ListParams::default())
         .await
         .map_err(|source| ObserveError::Kube {
             what: "nodes",
@@ -74,20 +76,43 @@ pub async fn observe(
             by_node.entry(n).or_default().push(p);
         }
     }
-    let nodes = nodes
-        .items
-        .iter()
-        .map(|n| {
-            let name = n.metadata.name.as_deref().unwrap_or_default();
-            observed_node(n, by_node.get(name).map_or(&[][..], |v| v), &pdbs.items)
-        })
-        .collect();
+    let (selected, departed) = pool_nodes(&nodes.items, &selector, &group, |n| {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        observed_node(n, by_node.get(name).map_or(&[][..], |v| v), &pdbs.items)
+    });
     Ok(Observed {
         group,
-        nodes,
+        nodes: selected,
+        departed,
         gates,
         start_hold,
     })
+}
+
+/// Split the cluster's nodes into the pool's (the selector picks them) and the departed
+/// ones (backing an instance of the group, no longer picked); other nodes are dropped.
+pub fn pool_nodes(
+    nodes: &[Node],
+    selector: &Selector,
+    group: &crate::cloud::GroupState,
+    mut observe: impl FnMut(&Node) -> ObservedNode,
+) -> (Vec<ObservedNode>, Vec<ObservedNode>) {
+    let (mut selected, mut departed) = (Vec::new(), Vec::new());
+    for n in nodes {
+        let labels = n.metadata.labels.clone().unwrap_or_default();
+        let picked = selector.matches(&labels);
+        let provider_id = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+        let of_group = group
+            .instances
+            .iter()
+            .any(|i| Some(i.provider_id.as_str()) == provider_id);
+        if picked {
+            selected.push(observe(n));
+        } else if of_group {
+            departed.push(observe(n));
+        }
+    }
+    (selected, departed)
 }
 
 fn annotation<'a>(meta: &'a kube::core::ObjectMeta, key: &str) -> Option<&'a str> {
@@ -175,10 +200,10 @@ pub fn observed_pod(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Option<ObservedP
     };
     let namespace = meta.namespace.clone().unwrap_or_default();
     let labels = meta.labels.clone().unwrap_or_default();
-    let pdb = pdbs
+    let covering: Vec<&PodDisruptionBudget> = pdbs
         .iter()
         .filter(|b| b.metadata.namespace.as_deref() == Some(namespace.as_str()))
-        .find(|b| {
+        .filter(|b| {
             b.spec
                 .as_ref()
                 .and_then(|s| s.selector.clone())
@@ -186,14 +211,15 @@ pub fn observed_pod(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Option<ObservedP
                 // An empty selector matches every pod of the namespace (policy/v1).
                 .is_some_and(|sel| sel.matches(&labels))
         })
-        .map(|b| PdbRef {
-            namespace: namespace.clone(),
-            name: b.metadata.name.clone().unwrap_or_default(),
-            disruptions_allowed: b
-                .status
-                .as_ref()
-                .map_or(0, |s| u32::try_from(s.disruptions_allowed).unwrap_or(0)),
-        });
+        .collect();
+    let pdb = covering.first().map(|b| PdbRef {
+        namespace: namespace.clone(),
+        name: b.metadata.name.clone().unwrap_or_default(),
+        disruptions_allowed: b
+            .status
+            .as_ref()
+            .map_or(0, |s| u32::try_from(s.disruptions_allowed).unwrap_or(0)),
+    });
     Some(ObservedPod {
         namespace,
         name: meta.name.clone().unwrap_or_default(),
@@ -206,6 +232,7 @@ pub fn observed_pod(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Option<ObservedP
             .is_some_and(|vs| vs.iter().any(|v| v.empty_dir.is_some())),
         terminating: meta.deletion_timestamp.is_some(),
         pdb,
+        pdb_count: covering.len() as u32,
     })
 }
 
@@ -277,6 +304,70 @@ mod tests {
             "spec": {"containers": []}, "status": {"phase": "Succeeded"}
         }));
         assert!(observed_pod(&done, &pdbs()).is_none());
+    }
+
+    #[test]
+    fn a_pod_under_two_pdbs_is_counted_as_such() {
+        let mut both = pdbs();
+        both.push(
+            serde_json::from_value(json!({
+                "metadata": {"name": "all", "namespace": "app"},
+                "spec": {"selector": {"matchLabels": {"tier": "front"}}, "maxUnavailable": 1},
+                "status": {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2,
+                           "expectedPods": 3}
+            }))
+            .unwrap(),
+        );
+        let web = pod(json!({
+            "metadata": {"name": "web-1", "namespace": "app",
+                         "labels": {"app": "web", "tier": "front"}},
+            "spec": {"containers": []}
+        }));
+        assert_eq!(observed_pod(&web, &pdbs()).unwrap().pdb_count, 1);
+        assert_eq!(observed_pod(&web, &both).unwrap().pdb_count, 2);
+    }
+
+    #[test]
+    fn nodes_of_the_group_that_left_the_selector_are_kept_apart() {
+        let node = |name: &str, pool: &str, id: &str| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"rota.dev/pool": pool}},
+                "spec": {"providerID": format!("aws:///us-east-1a/{id}")}
+            }))
+            .unwrap()
+        };
+        let nodes = [
+            node("a", "general", "i-a"),
+            node("b", "gpu", "i-b"),
+            node("c", "gpu", "i-c"),
+        ];
+        let selector: Selector = [("rota.dev/pool".to_string(), "general".to_string())]
+            .into_iter()
+            .collect();
+        let inst = |id: &str| crate::cloud::Instance {
+            id: id.into(),
+            provider_id: format!("aws:///us-east-1a/{id}"),
+            image: "ami-1".into(),
+            zone: "us-east-1a".into(),
+            lifecycle: crate::cloud::Lifecycle::InService,
+        };
+        let group = crate::cloud::GroupState {
+            group: crate::cloud::GroupRef::Aws {
+                region: "us-east-1".into(),
+                auto_scaling_group: "general".into(),
+            },
+            desired: 2,
+            min: 0,
+            max: 2,
+            template_image: "ami-1".into(),
+            instances: vec![inst("i-a"), inst("i-b")],
+        };
+        let (selected, departed) =
+            pool_nodes(&nodes, &selector, &group, |n| observed_node(n, &[], &[]));
+        let names = |v: &[ObservedNode]| v.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&selected), ["a"]);
+        // b lost the pool's label but its instance is the group's; c is another pool's.
+        assert_eq!(names(&departed), ["b"]);
     }
 
     #[test]

@@ -94,6 +94,19 @@ impl ApplyError {
     }
 }
 
+/// Whether an Eviction API error is a PodDisruptionBudget refusal: a 429 whose details name
+/// the `DisruptionBudget` cause (as the API server and the simulated one send it). A bare
+/// 429 is API Priority and Fairness throttling the client.
+pub fn is_pdb_refusal(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) if s.code == 429 => s
+            .details
+            .as_ref()
+            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "DisruptionBudget")),
+        _ => false,
+    }
+}
+
 fn api_code(e: &kube::Error) -> Option<u16> {
     match e {
         kube::Error::Api(s) => Some(s.code),
@@ -331,6 +344,7 @@ fn event_reason(a: &Action) -> &'static str {
         Action::DeletePod { .. } => "ForceDelete",
         Action::Terminate { .. } => "Terminate",
         Action::SetScaleDownDisabled { .. } => "ScaleDownDisabled",
+        Action::WithdrawSurge { .. } => "WithdrawSurge",
     }
 }
 
@@ -390,7 +404,9 @@ async fn execute(
                 Ok(_) => Ok(true),
                 // Already gone: the eviction's goal is reached.
                 Err(e) if api_code(&e) == Some(404) => Ok(false),
-                Err(e) if api_code(&e) == Some(429) => Err(ApplyError::EvictionBlocked {
+                // Only a 429 that names a disruption budget is a PDB refusal; one from API
+                // Priority and Fairness is throttling, retried as transient below.
+                Err(e) if is_pdb_refusal(&e) => Err(ApplyError::EvictionBlocked {
                     namespace: namespace.clone(),
                     pod: pod.clone(),
                 }),
@@ -404,6 +420,22 @@ async fn execute(
                 Err(e) if api_code(&e) == Some(404) => Ok(false),
                 Err(e) => Err(kube(e)),
             }
+        }
+        Action::WithdrawSurge { desired, instances } => {
+            // Re-validated against a fresh description right before the call: an instance
+            // listed since the plan would be the one the cloud removes.
+            let now = edge.groups.describe(group).await.map_err(cloud)?;
+            let appeared = now.instances.iter().any(|i| {
+                i.lifecycle != crate::cloud::Lifecycle::Terminating && !instances.contains(&i.id)
+            });
+            if appeared {
+                return Ok(false);
+            }
+            edge.groups
+                .set_capacity(group, *desired, None)
+                .await
+                .map(|()| true)
+                .map_err(cloud)
         }
         Action::Terminate { instance_id, .. } => edge
             .groups
@@ -516,6 +548,24 @@ mod tests {
             scale_down_patch(true)["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/scale-down-disabled"],
             "true"
         );
+    }
+
+    #[test]
+    fn only_a_429_naming_a_disruption_budget_is_a_pdb_refusal() {
+        let status = |causes: serde_json::Value| {
+            kube::Error::Api(Box::new(
+                serde_json::from_value(json!({
+                    "status": "Failure", "code": 429, "reason": "TooManyRequests",
+                    "message": "m", "details": {"causes": causes}
+                }))
+                .unwrap(),
+            ))
+        };
+        let pdb = status(json!([{"reason": "DisruptionBudget", "message": "needs 2"}]));
+        assert!(is_pdb_refusal(&pdb));
+        // API Priority and Fairness: 429 with no disruption-budget cause.
+        let apf = status(json!([]));
+        assert!(!is_pdb_refusal(&apf));
     }
 
     #[test]
