@@ -258,6 +258,7 @@ mod tests {
             target_capacity: 6,
             instances_before: vec![],
             new_instances: vec![],
+            replaced: vec![],
             stage_since: t(since),
         }
     }

@@ -8,6 +8,7 @@
 //! simulation whose delays are divided by N: policy durations (soaks, timeouts) then mean
 //! simulated time on both sides.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -21,11 +22,17 @@ pub struct Clock {
 }
 
 impl Clock {
-    /// A clock starting at the real time now, running `speed` times faster (1.0 = real time).
+    /// A clock running `speed` times faster (1.0 = real time), anchored at the real time
+    /// the process's first clock was made. Every clock of a process shares that anchor: a
+    /// controller started later (a restarted replica in the simulation, on paused tokio
+    /// time) reads the same time as the others, instead of a wall time hours behind what
+    /// they wrote in the checkpoint.
     pub fn new(speed: f64) -> Clock {
+        static ANCHOR: OnceLock<(DateTime<Utc>, Instant)> = OnceLock::new();
+        let (start_wall, start) = *ANCHOR.get_or_init(|| (Utc::now(), Instant::now()));
         Clock {
-            start_wall: Utc::now(),
-            start: Instant::now(),
+            start_wall,
+            start,
             speed: if speed.is_finite() && speed > 0.0 {
                 speed
             } else {

@@ -194,6 +194,11 @@ impl State {
             .collect()
     }
 
+    /// Every node of the cluster (trimmed).
+    pub fn all_nodes(&self) -> impl Iterator<Item = &NodeSummary> {
+        self.nodes.values()
+    }
+
     pub fn pdbs(&self) -> impl Iterator<Item = &PdbSummary> {
         self.pdbs.values()
     }

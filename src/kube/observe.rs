@@ -48,11 +48,15 @@ pub async fn observe(
     // The index first: a pool that cannot be observed costs no cloud call.
     pool_nodes(&index.read(), &desired.node_selector)?;
     let group = groups.describe(&desired.group).await?;
-    // Read again after the describe so nodes are at least as new as the group.
-    let nodes = pool_nodes(&index.read(), &desired.node_selector)?;
+    // Read again after the describe so nodes are at least as new as the group. Nodes of the
+    // group that left the selector mid-rotation are kept apart: they are still drained
+    // before their instance is terminated.
+    let (selected, departed) =
+        pool_and_departed_nodes(&index.read(), &desired.node_selector, &group)?;
     Ok(Observed {
         group,
-        nodes,
+        nodes: selected,
+        departed,
         gates,
         start_hold,
     })
@@ -74,6 +78,52 @@ pub fn pool_nodes(
     // Name order, as a list would return them: plans (and golden logs) stay deterministic.
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(nodes)
+}
+
+/// Which side of a pool a node stands on: `Some(true)` when the selector picks it,
+/// `Some(false)` when it has departed (it backs an instance of the group but the selector no
+/// longer picks it: a commit changed `nodeSelector`, a label was removed), `None` when it is
+/// none of the pool's business.
+pub fn pool_side(
+    node: &NodeSummary,
+    selector: &BTreeMap<String, String>,
+    group: &crate::cloud::GroupState,
+) -> Option<bool> {
+    if selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)) {
+        Some(true)
+    } else if group
+        .instances
+        .iter()
+        .any(|i| i.provider_id == node.provider_id)
+    {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The pool's nodes and its departed ones ([`pool_side`]), with their pods and PDBs (pure
+/// read of the index), each in name order.
+pub fn pool_and_departed_nodes(
+    index: &State,
+    selector: &BTreeMap<String, String>,
+    group: &crate::cloud::GroupState,
+) -> Result<(Vec<ObservedNode>, Vec<ObservedNode>), NotObserved> {
+    index.ready(Kind::Nodes)?;
+    index.ready(Kind::Pods)?;
+    index.ready(Kind::PodDisruptionBudgets)?;
+    let pdbs: Vec<&PdbSummary> = index.pdbs().collect();
+    let (mut selected, mut departed) = (Vec::new(), Vec::new());
+    for n in index.all_nodes() {
+        match pool_side(n, selector, group) {
+            Some(true) => selected.push(observed_node(n, &index.pods_on(&n.name), &pdbs)),
+            Some(false) => departed.push(observed_node(n, &index.pods_on(&n.name), &pdbs)),
+            None => {}
+        }
+    }
+    selected.sort_by(|a, b| a.name.cmp(&b.name));
+    departed.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((selected, departed))
 }
 
 fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
@@ -262,12 +312,14 @@ pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Opt
         PodKind::Workload
     };
     let namespace = key.0.to_string();
-    let pdb = pdbs
+    // Every PDB that covers the pod: the Eviction API refuses (500) a pod under more than one.
+    let covering: Vec<&&PdbSummary> = pdbs
         .iter()
         .filter(|b| b.namespace == namespace)
         // An empty selector matches every pod of the namespace (policy/v1).
-        .find(|b| b.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)))
-        .map(|b| PdbRef {
+        .filter(|b| b.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)))
+        .collect();
+    let pdb = covering.first().map(|b| PdbRef {
             namespace: namespace.clone(),
             name: b.name.clone(),
             disruptions_allowed: b.disruptions_allowed,
@@ -280,13 +332,17 @@ pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Opt
         uses_empty_dir: pod.uses_empty_dir,
         terminating: pod.terminating,
         pdb,
+        pdb_count: covering.len() as u32,
     })
 }
 
 /// The pods on `node` that still hold it, from a fresh read (`fieldSelector=spec.nodeName`)
 /// made right before it is terminated: the same rule the planner applies to the index
 /// ([`ObservedPod::must_evict`]), so invariant 3 never rests on a stale cache.
-pub fn pods_holding(pods: &[Pod]) -> Vec<String> {
+///
+/// With `kubelet_ready` false, pods already terminating do not hold the node: a dead kubelet
+/// never finishes their shutdown (`ObservedNode::blocking_termination`).
+pub fn pods_holding(pods: &[Pod], kubelet_ready: bool) -> Vec<String> {
     let mut interner = Interner::default();
     pods.iter()
         .filter_map(|p| {
@@ -295,7 +351,8 @@ pub fn pods_holding(pods: &[Pod]) -> Vec<String> {
                 Arc::from(p.metadata.name.as_deref().unwrap_or_default()),
             );
             let s = PodSummary::from_pod(p, &mut interner);
-            observed_pod(&key, &s, &[]).filter(|o| o.must_evict())
+            observed_pod(&key, &s, &[])
+                .filter(|o| o.must_evict() && !(o.terminating && !kubelet_ready))
         })
         .map(|o| o.key())
         .collect()
@@ -397,6 +454,68 @@ mod tests {
             "spec": {"containers": []}, "status": {"phase": "Succeeded"}
         }));
         assert!(op(&done, &pdbs()).is_none());
+    }
+
+    #[test]
+    fn a_pod_under_two_pdbs_is_counted_as_such() {
+        let mut both = pdbs();
+        both.push(
+            serde_json::from_value(json!({
+                "metadata": {"name": "all", "namespace": "app"},
+                "spec": {"selector": {"matchLabels": {"tier": "front"}}, "maxUnavailable": 1},
+                "status": {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2,
+                           "expectedPods": 3}
+            }))
+            .unwrap(),
+        );
+        let web = pod(json!({
+            "metadata": {"name": "web-1", "namespace": "app",
+                         "labels": {"app": "web", "tier": "front"}},
+            "spec": {"containers": []}
+        }));
+        assert_eq!(op(&web, &pdbs()).unwrap().pdb_count, 1);
+        assert_eq!(op(&web, &both).unwrap().pdb_count, 2);
+    }
+
+    #[test]
+    fn nodes_of_the_group_that_left_the_selector_are_kept_apart() {
+        let node = |name: &str, pool: &str, id: &str| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"rota.dev/pool": pool}},
+                "spec": {"providerID": format!("aws:///us-east-1a/{id}")}
+            }))
+            .unwrap()
+        };
+        let nodes = [
+            node("a", "general", "i-a"),
+            node("b", "gpu", "i-b"),
+            node("c", "gpu", "i-c"),
+        ];
+        let selector: BTreeMap<String, String> =
+            [("rota.dev/pool".to_string(), "general".to_string())].into();
+        let inst = |id: &str| crate::cloud::Instance {
+            id: id.into(),
+            provider_id: format!("aws:///us-east-1a/{id}"),
+            image: "ami-1".into(),
+            zone: "us-east-1a".into(),
+            lifecycle: crate::cloud::Lifecycle::InService,
+        };
+        let group = crate::cloud::GroupState {
+            group: crate::cloud::GroupRef::Aws {
+                region: "us-east-1".into(),
+                auto_scaling_group: "general".into(),
+            },
+            desired: 2,
+            min: 0,
+            max: 2,
+            template_image: "ami-1".into(),
+            instances: vec![inst("i-a"), inst("i-b")],
+        };
+        let side = |n: &Node| pool_side(&NodeSummary::from_node(n), &selector, &group);
+        assert_eq!(side(&nodes[0]), Some(true));
+        // b lost the pool's label but its instance is the group's; c is another pool's.
+        assert_eq!(side(&nodes[1]), Some(false));
+        assert_eq!(side(&nodes[2]), None);
     }
 
     #[test]

@@ -95,6 +95,19 @@ impl ApplyError {
     }
 }
 
+/// Whether an Eviction API error is a PodDisruptionBudget refusal: a 429 whose details name
+/// the `DisruptionBudget` cause (as the API server and the simulated one send it). A bare
+/// 429 is API Priority and Fairness throttling the client.
+pub fn is_pdb_refusal(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) if s.code == 429 => s
+            .details
+            .as_ref()
+            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "DisruptionBudget")),
+        _ => false,
+    }
+}
+
 fn api_code(e: &kube::Error) -> Option<u16> {
     match e {
         kube::Error::Api(s) => Some(s.code),
@@ -373,6 +386,7 @@ fn event_reason(a: &Action) -> &'static str {
         Action::DeletePod { .. } => "ForceDelete",
         Action::Terminate { .. } => "Terminate",
         Action::SetScaleDownDisabled { .. } => "ScaleDownDisabled",
+        Action::WithdrawSurge { .. } => "WithdrawSurge",
     }
 }
 
@@ -432,7 +446,9 @@ async fn execute(
                 Ok(_) => Ok(true),
                 // Already gone: the eviction's goal is reached.
                 Err(e) if api_code(&e) == Some(404) => Ok(false),
-                Err(e) if api_code(&e) == Some(429) => Err(ApplyError::EvictionBlocked {
+                // Only a 429 that names a disruption budget is a PDB refusal; one from API
+                // Priority and Fairness is throttling, retried as transient below.
+                Err(e) if is_pdb_refusal(&e) => Err(ApplyError::EvictionBlocked {
                     namespace: namespace.clone(),
                     pod: pod.clone(),
                 }),
@@ -447,12 +463,31 @@ async fn execute(
                 Err(e) => Err(kube(e)),
             }
         }
+        Action::WithdrawSurge { desired, instances } => {
+            // Re-validated against a fresh description right before the call: an instance
+            // listed since the plan would be the one the cloud removes.
+            let now = edge.groups.describe(group).await.map_err(cloud)?;
+            let appeared = now.instances.iter().any(|i| {
+                i.lifecycle != crate::cloud::Lifecycle::Terminating && !instances.contains(&i.id)
+            });
+            if appeared {
+                return Ok(false);
+            }
+            edge.groups
+                .set_capacity(group, *desired, None)
+                .await
+                .map(|()| true)
+                .map_err(cloud)
+        }
         Action::Terminate { instance_id, node } => {
             // Re-validate against fresh state right before the destructive call: the plan
             // came from the watch-fed index, which may be behind (invariant 3).
             if let Some(node) = node {
                 let fresh = fresh_pods_on(edge, node).await.map_err(kube)?;
-                let holding = crate::kube::observe::pods_holding(&fresh);
+                // As the planner judges it (`ObservedNode::blocking_termination`): the pods a
+                // dead kubelet can never finish shutting down do not hold its node.
+                let kubelet_ready = fresh_kubelet_ready(edge, node).await.map_err(kube)?;
+                let holding = crate::kube::observe::pods_holding(&fresh, kubelet_ready);
                 if !holding.is_empty() {
                     return Err(ApplyError::NotDrained {
                         node: node.clone(),
@@ -477,6 +512,16 @@ async fn fresh_pods_on(edge: &Edge<'_>, node: &str) -> Result<Vec<Pod>, kube::Er
     let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let list = pods.list(&lp).await?;
     Ok(list.items)
+}
+
+/// One read of `node`: whether its kubelet reports Ready (a node that is gone has none).
+async fn fresh_kubelet_ready(edge: &Edge<'_>, node: &str) -> Result<bool, kube::Error> {
+    let nodes: Api<Node> = Api::all(edge.client.clone());
+    Ok(nodes.get_opt(node).await?.is_some_and(|n| {
+        n.status
+            .and_then(|s| s.conditions)
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    }))
 }
 
 /// Publish an event on the resource; failures to publish are logged, never fatal.
@@ -611,6 +656,24 @@ mod tests {
             scale_down_patch(true)["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/scale-down-disabled"],
             "true"
         );
+    }
+
+    #[test]
+    fn only_a_429_naming_a_disruption_budget_is_a_pdb_refusal() {
+        let status = |causes: serde_json::Value| {
+            kube::Error::Api(Box::new(
+                serde_json::from_value(json!({
+                    "status": "Failure", "code": 429, "reason": "TooManyRequests",
+                    "message": "m", "details": {"causes": causes}
+                }))
+                .unwrap(),
+            ))
+        };
+        let pdb = status(json!([{"reason": "DisruptionBudget", "message": "needs 2"}]));
+        assert!(is_pdb_refusal(&pdb));
+        // API Priority and Fairness: 429 with no disruption-budget cause.
+        let apf = status(json!([]));
+        assert!(!is_pdb_refusal(&apf));
     }
 
     #[test]

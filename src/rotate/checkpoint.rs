@@ -98,6 +98,11 @@ pub struct Batch {
     /// Instances the surge brought up (filled once the group shows them).
     #[serde(default)]
     pub new_instances: Vec<String>,
+    /// Surge instances the cloud took away after they were recorded (a failed boot it
+    /// replaced). Each replacement gets a fresh `nodeReadyTimeout`, at most one per surge
+    /// instance, so a image that never boots still fails the batch in bounded time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<String>,
     /// When the current stage began (timeouts are measured from it).
     #[schemars(schema_with = "date_time")]
     pub stage_since: DateTime<Utc>,

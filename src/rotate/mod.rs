@@ -84,6 +84,15 @@ pub enum Action {
     },
     /// Set or remove the cluster autoscaler's scale-down-disabled annotation on a node.
     SetScaleDownDisabled { node: String, disabled: bool },
+    /// Take back surge capacity the cloud never fulfilled: set the desired capacity to
+    /// `desired` (the instances the group lists), but only if the group, described again
+    /// right before the call, lists no live instance outside `instances`. Lowering the
+    /// capacity past an instance would let the cloud choose which one to remove, undrained;
+    /// one that appeared since the plan is terminated by ID on the next plan instead.
+    WithdrawSurge {
+        desired: u32,
+        instances: Vec<String>,
+    },
 }
 
 impl fmt::Display for Action {
@@ -108,6 +117,9 @@ impl fmt::Display for Action {
                 node,
                 disabled: false,
             } => write!(f, "remove scale-down-disabled from {node}"),
+            Action::WithdrawSurge { desired, .. } => {
+                write!(f, "withdraw the unfulfilled surge (capacity {desired})")
+            }
         }
     }
 }

@@ -35,6 +35,10 @@ pub struct Observed {
     pub group: GroupState,
     /// The nodes the pool's node selector picks.
     pub nodes: Vec<ObservedNode>,
+    /// Nodes of the group's instances that the selector no longer picks (a commit changed
+    /// `nodeSelector`, someone removed a label). They are not the pool's any more, but a batch
+    /// that chose one must still see its pods: it is drained before it is terminated.
+    pub departed: Vec<ObservedNode>,
     /// The health gates' verdict right now.
     pub gates: GateVerdict,
     /// Why this pool may not start a new rotation now (the cluster's `maxParallelPools`
@@ -86,6 +90,10 @@ pub struct ObservedPod {
     pub terminating: bool,
     /// The PodDisruptionBudget that covers the pod, with the disruptions it allows now.
     pub pdb: Option<PdbRef>,
+    /// How many PodDisruptionBudgets select the pod. The Eviction API refuses a pod under
+    /// more than one (500), so such a pod is never evicted: it waits, named, for a human
+    /// or for `drain.onTimeout: force`.
+    pub pdb_count: u32,
 }
 
 /// A PodDisruptionBudget as a drain needs it.
@@ -126,6 +134,17 @@ impl ObservedNode {
         self.pods.iter().filter(|p| p.must_evict())
     }
 
+    /// Pods that keep the node's instance from being terminated: those a drain must evict,
+    /// except pods whose eviction was accepted on a node that is not Ready. Their kubelet is
+    /// gone, so nobody will ever confirm their deletion (they stay Terminating forever), and
+    /// they were evicted within their budgets (invariant 3 holds); waiting for them would
+    /// halt the batch or loop forcing them.
+    pub fn blocking_termination(&self) -> impl Iterator<Item = &ObservedPod> {
+        let dead_kubelet = !self.ready;
+        self.evictable()
+            .filter(move |p| !(p.terminating && dead_kubelet))
+    }
+
     /// Why this node may not be disrupted, if it may not.
     pub fn disruption_blocker(&self) -> Option<String> {
         if self.do_not_disrupt {
@@ -153,16 +172,22 @@ impl Observed {
             .find(|i| i.provider_id == node.provider_id)
     }
 
-    /// The node an instance registered as.
+    /// The node an instance registered as (selected by the pool or departed from it).
     pub fn node_of(&self, instance_id: &str) -> Option<&ObservedNode> {
         let inst = self.group.instances.iter().find(|i| i.id == instance_id)?;
         self.nodes
             .iter()
+            .chain(&self.departed)
             .find(|n| n.provider_id == inst.provider_id)
     }
 
+    /// A node by name, selected by the pool or departed from it: a batch's nodes stay in
+    /// view when they leave the selector mid-rotation.
     pub fn node(&self, name: &str) -> Option<&ObservedNode> {
-        self.nodes.iter().find(|n| n.name == name)
+        self.nodes
+            .iter()
+            .chain(&self.departed)
+            .find(|n| n.name == name)
     }
 
     pub fn instance(&self, id: &str) -> Option<&Instance> {

@@ -250,6 +250,7 @@ impl<'a> Planner<'a> {
         self.clean_orphaned_cordons(&cp);
 
         if let Some(why) = &cp.halted {
+            self.template_on_origin(&cp);
             return Outcome {
                 phase: Phase::Paused,
                 reason: "Halted",
@@ -275,6 +276,11 @@ impl<'a> Planner<'a> {
                     message,
                 } => {
                     cp.stage = stage;
+                    if cp.halted.is_some() {
+                        // The batch stopped on this plan: the group must not go on booting
+                        // the image it stopped on (invariant 8).
+                        self.template_on_origin(&cp);
+                    }
                     let phase = match phase {
                         Phase::Rotating if cp.rolling_back => Phase::RollingBack,
                         p => p,
@@ -522,7 +528,7 @@ impl<'a> Planner<'a> {
     fn clean_orphaned_cordons(&mut self, cp: &Checkpoint) {
         let claimed = self.claimed_cordons(cp);
         let owner = cp.stage.batch().map(|b| owner(&self.desired.name, b));
-        for n in &self.obs.nodes {
+        for n in self.obs.nodes.iter().chain(&self.obs.departed) {
             let Some(by) = &n.cordoned_by else { continue };
             if !n.cordoned {
                 continue;
@@ -547,6 +553,29 @@ impl<'a> Planner<'a> {
                 ),
             );
         }
+    }
+
+    /// Invariant 8: a batch that stopped (halted, or being undone) leaves the group able to
+    /// make only nodes of the image the pool came from. Without this, every replacement the
+    /// cloud or the autoscaler makes while a human looks at the halt boots the image that
+    /// may be what broke. The next batch's surge sets the target again.
+    fn template_on_origin(&mut self, cp: &Checkpoint) {
+        if self.obs.group.template_image == cp.origin_image
+            || self.actions.iter().any(
+                |a| matches!(&a.action, Action::SetImage { image } if *image == cp.origin_image),
+            )
+        {
+            return;
+        }
+        self.push(
+            Action::SetImage {
+                image: cp.origin_image.clone(),
+            },
+            format!(
+                "the batch stopped: replacements the cloud or the autoscaler makes must boot the image the pool came from, {}",
+                cp.origin_image
+            ),
+        );
     }
 
     /// Until the rotation is done, the nodes rota brought up keep the autoscaler's
@@ -646,8 +675,9 @@ impl<'a> Planner<'a> {
         }
 
         // Candidates: nodes not on the target, backed by a running instance of the group,
-        // not protected by do-not-disrupt. Not-Ready nodes go first (replacing a broken node
-        // costs nothing), then by name so that plans are deterministic.
+        // not protected by do-not-disrupt. Ready nodes go first, then by name so that plans
+        // are deterministic: a not-Ready node may be a kubelet that is down, whose pods can
+        // be evicted but never confirmed gone, so it goes last, when nothing else is left.
         let mut blocked = Vec::new();
         let mut orphans = Vec::new();
         let mut candidates: Vec<(&ObservedNode, String)> = Vec::new();
@@ -668,7 +698,7 @@ impl<'a> Planner<'a> {
             }
             candidates.push((n, inst.id.clone()));
         }
-        candidates.sort_by_key(|(n, _)| (n.ready, n.name.clone()));
+        candidates.sort_by_key(|(n, _)| (!n.ready, n.name.clone()));
         if candidates.is_empty() {
             let mut why = Vec::new();
             if !blocked.is_empty() {
@@ -734,6 +764,7 @@ impl<'a> Planner<'a> {
             target_capacity: obs.group.desired + n,
             instances_before: obs.group.instances.iter().map(|i| i.id.clone()).collect(),
             new_instances: Vec::new(),
+            replaced: Vec::new(),
             stage_since: self.now,
         };
         Step::Next(Stage::Surging { batch })
@@ -799,9 +830,49 @@ impl<'a> Planner<'a> {
         Step::Next(Stage::WaitingReady { batch })
     }
 
-    fn waiting_ready(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
+    fn waiting_ready(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
         let d = self.desired;
+        let n = batch.old_nodes.len();
+        // The cloud replaces a surge instance that failed to boot (desired capacity is
+        // unchanged): the batch follows it to its replacement rather than wait for an
+        // instance that is gone. Worked example: i-m2 fails its boot at minute 5 and the
+        // cloud launches i-m3 at minute 6; the batch now waits for i-m1 and i-m3, and i-m3
+        // gets its own nodeReadyTimeout from minute 6.
+        let alive = |id: &String| {
+            self.obs
+                .instance(id)
+                .is_some_and(|i| i.lifecycle != crate::cloud::Lifecycle::Terminating)
+        };
+        let (kept, gone): (Vec<String>, Vec<String>) = batch
+            .new_instances
+            .iter()
+            .cloned()
+            .partition(|id| alive(id));
+        // Newcomers only fill the places of the gone (an instance the autoscaler added
+        // meanwhile is not the batch's).
+        let newcomers: Vec<String> = self
+            .new_instances_of(&batch)
+            .into_iter()
+            .filter(|id| !batch.new_instances.contains(id) && !batch.replaced.contains(id))
+            .filter(|id| alive(id))
+            .take(n.saturating_sub(kept.len()))
+            .collect();
+        if !gone.is_empty() || !newcomers.is_empty() {
+            batch.replaced.extend(gone);
+            batch.new_instances = kept;
+            if !newcomers.is_empty() && batch.replaced.len() <= n {
+                batch.stage_since = self.now;
+            }
+            batch.new_instances.extend(newcomers);
+        }
         let mut not_ready = Vec::new();
+        if batch.new_instances.len() < n {
+            not_ready.push(format!(
+                "{} replacement(s) of surge instance(s) {} the cloud took back",
+                n - batch.new_instances.len(),
+                batch.replaced.join(", ")
+            ));
+        }
         for id in &batch.new_instances {
             match self.obs.node_of(id) {
                 Some(n) if n.ready => {
@@ -978,7 +1049,7 @@ impl<'a> Planner<'a> {
             let Some(n) = self.obs.node(name) else {
                 continue;
             };
-            for pod in n.evictable() {
+            for pod in n.blocking_termination() {
                 if pod.terminating {
                     waiting.push(format!("{} (terminating)", pod.key()));
                     continue;
@@ -991,6 +1062,16 @@ impl<'a> Planner<'a> {
                     waiting.push(format!(
                         "{} (uses emptyDir and drain.deleteEmptyDirData is false)",
                         pod.key()
+                    ));
+                    continue;
+                }
+                if pod.pdb_count > 1 {
+                    // The Eviction API answers 500 for such a pod: asking would fail the
+                    // plan on every pass and starve the evictions behind it.
+                    waiting.push(format!(
+                        "{} (covered by {} PodDisruptionBudgets; the Eviction API refuses it)",
+                        pod.key(),
+                        pod.pdb_count
                     ));
                     continue;
                 }
@@ -1086,15 +1167,24 @@ impl<'a> Planner<'a> {
                 }
                 OnDrainTimeout::Force => {
                     // Force deletes what eviction could not move, except what a human
-                    // protected with do-not-disrupt: that always wins.
+                    // protected with do-not-disrupt (that always wins) and the data of
+                    // emptyDir pods the policy keeps (`deleteEmptyDirData: false`).
+                    let keep_data = !d.policy.drain.delete_empty_dir_data;
+                    let mut forced = 0;
+                    let mut kept = Vec::new();
                     for name in &old {
                         let Some(n) = self.obs.node(name) else {
                             continue;
                         };
-                        for pod in n.evictable() {
+                        for pod in n.blocking_termination() {
                             if pod.do_not_disrupt || pod.terminating {
                                 continue;
                             }
+                            if pod.uses_empty_dir && keep_data {
+                                kept.push(pod.key());
+                                continue;
+                            }
+                            forced += 1;
                             self.actions.push(Planned {
                                 action: Action::DeletePod {
                                     namespace: pod.namespace.clone(),
@@ -1108,12 +1198,31 @@ impl<'a> Planner<'a> {
                             });
                         }
                     }
-                    return stop(
-                        Stage::Draining { batch },
-                        Phase::Rotating,
-                        "DrainForced",
-                        format!("forcing the drain: {}", waiting.join(", ")),
-                    );
+                    if forced == 0 && !kept.is_empty() {
+                        // Nothing left that force may delete, and waiting changes nothing:
+                        // halt, naming the pods, rather than loop.
+                        let why = format!(
+                            "batch {}: drain not done within drain.timeout {}; drain.onTimeout force keeps {} (emptyDir data, drain.deleteEmptyDirData is false)",
+                            batch.number,
+                            d.policy.drain.timeout,
+                            kept.join(", ")
+                        );
+                        cp.halted = Some(why.clone());
+                        return stop(
+                            Stage::Draining { batch },
+                            Phase::Paused,
+                            "DrainTimeout",
+                            why,
+                        );
+                    }
+                    if forced > 0 {
+                        return stop(
+                            Stage::Draining { batch },
+                            Phase::Rotating,
+                            "DrainForced",
+                            format!("forcing the drain: {}", waiting.join(", ")),
+                        );
+                    }
                 }
             }
         }
@@ -1145,7 +1254,7 @@ impl<'a> Planner<'a> {
             // Re-validate right before the destructive call (invariant 3): a pod may have been
             // scheduled on the cordoned node since the drain (one that tolerates it).
             if let Some(n) = self.obs.node(&c.node) {
-                if n.evictable().next().is_some() {
+                if n.blocking_termination().next().is_some() {
                     undrained = true;
                     continue;
                 }
@@ -1239,6 +1348,9 @@ impl<'a> Planner<'a> {
         halt: Option<String>,
     ) -> Step {
         let owner = owner(&self.desired.name, &batch);
+        // Invariant 8 while the batch is undone: what the cloud makes meanwhile boots the
+        // image the pool came from.
+        self.template_on_origin(cp);
         // Give the old nodes back first: capacity returns before anything else is drained.
         for c in &batch.old_nodes {
             if let Some(n) = self.obs.node(&c.node)
@@ -1253,11 +1365,17 @@ impl<'a> Planner<'a> {
                 );
             }
         }
-        // The instances the batch brought up leave like any replaced node: cordoned, drained
-        // (pods may already have landed on them), then terminated with decrement.
+        // The instances the batch brought up leave like any replaced node: cordoned, then
+        // re-observed and drained, then terminated with decrement. Never cordon and terminate
+        // in the same plan: a pod scheduled onto a Ready, apparently empty node between this
+        // observation and the cordon would die without eviction (invariant 3).
         let mut left = Vec::new();
         let mut to_drain = Vec::new();
-        let new = self.new_instances_of(&batch);
+        let new: Vec<String> = self
+            .new_instances_of(&batch)
+            .into_iter()
+            .filter(|id| !batch.replaced.contains(id))
+            .collect();
         let expected = batch.old_nodes.len();
         for id in &new {
             let Some(inst) = self.obs.instance(id) else {
@@ -1267,24 +1385,27 @@ impl<'a> Planner<'a> {
             if inst.lifecycle == crate::cloud::Lifecycle::Terminating {
                 continue;
             }
-            let node = self.obs.node_of(id);
-            if let Some(n) = node
-                && !n.cordoned
-            {
-                // Cordoned first, so that nothing new lands on it before it goes.
-                self.push(
-                    Action::Cordon {
-                        node: n.name.clone(),
-                        owner: owner.clone(),
-                    },
-                    format!(
-                        "batch {} abandoned: its new node {} leaves",
-                        batch.number, n.name
-                    ),
-                );
-            }
-            match node {
-                Some(n) if n.evictable().next().is_some() => to_drain.push(n.name.clone()),
+            match self.obs.node_of(id) {
+                Some(n) if !n.cordoned => {
+                    // Cordoned first, so that nothing new lands on it; terminated once an
+                    // observation made after the cordon shows it empty.
+                    self.push(
+                        Action::Cordon {
+                            node: n.name.clone(),
+                            owner: owner.clone(),
+                        },
+                        format!(
+                            "batch {} abandoned: its new node {} leaves",
+                            batch.number, n.name
+                        ),
+                    );
+                    if n.evictable().next().is_some() {
+                        to_drain.push(n.name.clone());
+                    }
+                }
+                Some(n) if n.blocking_termination().next().is_some() => {
+                    to_drain.push(n.name.clone())
+                }
                 n => self.push(
                     Action::Terminate {
                         instance_id: id.clone(),
@@ -1305,20 +1426,23 @@ impl<'a> Planner<'a> {
         if pending_surge
             && self.now >= batch.stage_since + dur(self.desired.policy.node_ready_timeout)
         {
-            // The cloud still has not created them: take the request back. (If it creates
-            // one between our read and this call, the group shrinks by terminating an
-            // instance of its choosing; the long wait before this makes that unlikely.)
+            // The cloud still has not created them: take the request back, down to exactly
+            // the instances it lists, re-checked right before the call (`WithdrawSurge`), so
+            // that the cloud never gets to choose an instance to remove.
+            let listed: Vec<String> = self.obs.live_instances().map(|i| i.id.clone()).collect();
             let missing = (expected - new.len()) as u32;
-            self.push(
-                Action::SetCapacity {
-                    desired: self.obs.group.desired.saturating_sub(missing),
-                    max: None,
-                },
-                format!(
-                    "batch {} abandoned: withdraw the {missing} surge instance(s) the cloud never created",
-                    batch.number
-                ),
-            );
+            if (listed.len() as u32) < self.obs.group.desired {
+                self.push(
+                    Action::WithdrawSurge {
+                        desired: listed.len() as u32,
+                        instances: listed,
+                    },
+                    format!(
+                        "batch {} abandoned: withdraw the {missing} surge instance(s) the cloud never created",
+                        batch.number
+                    ),
+                );
+            }
             pending_surge = false;
         }
         if left.is_empty() && !pending_surge && self.actions.is_empty() {
@@ -1370,15 +1494,27 @@ impl<'a> Planner<'a> {
 
     fn cleanup(&mut self, cp: &mut Checkpoint) -> Step {
         let g = &self.obs.group;
-        if g.max != cp.original_max && g.desired <= cp.original_max {
+        // Worked example: max 4 raised to 6 for the surge; the autoscaler grew the group to 5
+        // meanwhile. The max goes back to 5: as close to 4 as it can without the cloud
+        // removing an instance of its choosing, and no headroom is left for more growth.
+        let max = cp.original_max.max(g.desired);
+        if g.max != max {
+            let grew = if max > cp.original_max {
+                format!(
+                    " (not {}: the group grew to {} meanwhile)",
+                    cp.original_max, g.desired
+                )
+            } else {
+                String::new()
+            };
             self.push(
                 Action::SetCapacity {
                     desired: g.desired,
-                    max: Some(cp.original_max),
+                    max: Some(max),
                 },
                 format!(
-                    "rotation done: restore the group's maximum size from {} to {}",
-                    g.max, cp.original_max
+                    "rotation done: restore the group's maximum size from {} to {max}{grew}",
+                    g.max
                 ),
             );
         }

@@ -98,6 +98,7 @@ fn pod(name: &str) -> PodB {
         uses_empty_dir: false,
         terminating: false,
         pdb: None,
+        pdb_count: 0,
     })
 }
 
@@ -108,6 +109,15 @@ impl PodB {
             name: name.into(),
             disruptions_allowed: allowed,
         });
+        self.0.pdb_count += 1;
+        self
+    }
+    fn empty_dir(mut self) -> Self {
+        self.0.uses_empty_dir = true;
+        self
+    }
+    fn terminating(mut self) -> Self {
+        self.0.terminating = true;
         self
     }
     fn kind(mut self, k: PodKind) -> Self {
@@ -153,6 +163,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
             .filter(|b| b.registered)
             .map(|b| b.node)
             .collect(),
+        departed: vec![],
         gates: GateVerdict::Passing,
         start_hold: None,
     }
@@ -228,6 +239,7 @@ fn batch12() -> Batch {
         target_capacity: 6,
         instances_before: ["i-n1", "i-n2", "i-n3", "i-n4"].map(String::from).to_vec(),
         new_instances: vec!["i-m1".into(), "i-m2".into()],
+        replaced: vec![],
         stage_since: t0(),
     }
 }
@@ -266,9 +278,9 @@ fn a_new_image_starts_batch_one_by_setting_the_image_and_surging() {
     let Stage::Surging { batch } = &cp.stage else {
         panic!("{:?}", cp.stage)
     };
-    // The not-Ready node goes first, then by name.
+    // Ready nodes first (the not-Ready n3 goes last), then by name.
     let chosen: Vec<&str> = batch.old_nodes.iter().map(|c| c.node.as_str()).collect();
-    assert_eq!(chosen, ["n3", "n1"]);
+    assert_eq!(chosen, ["n1", "n2"]);
     assert_eq!(batch.target_capacity, 6);
     assert_eq!((cp.original_desired, cp.original_max), (4, 4));
     assert_eq!(p.status.phase, Phase::Rotating);
@@ -371,7 +383,8 @@ fn gates_hold_pause_or_roll_back_before_anything_is_cordoned() {
         reason: "0.07 > max 0.01".into(),
     };
     let p = plan(&desired(2), &w, Some(&c), t0());
-    assert!(p.actions.is_empty());
+    // Halted: the group's template goes back to the origin image (invariant 8).
+    assert_eq!(shown(&p), ["set image ami-0000000000000000a"]);
     assert_eq!(p.status.phase, Phase::Paused);
     assert!(p.status.message.contains("0.07 > max 0.01"));
     assert!(p.checkpoint.unwrap().halted.is_some());
@@ -379,10 +392,10 @@ fn gates_hold_pause_or_roll_back_before_anything_is_cordoned() {
     let mut d = desired(2);
     d.policy.on_gate_failure = OnGateFailure::Rollback;
     let p = plan(&d, &w, Some(&c), t0());
-    // The surge instances run nothing: cordoned and terminated at once.
+    // The surge instances are cordoned; they are terminated once seen empty after that.
     assert_eq!(
         shown(&p),
-        ["cordon m1", "terminate i-m1", "cordon m2", "terminate i-m2"]
+        ["set image ami-0000000000000000a", "cordon m1", "cordon m2"]
     );
     let next = p.checkpoint.unwrap();
     assert!(next.rolling_back);
@@ -470,10 +483,13 @@ fn a_drain_timeout_pauses_naming_the_blockers_or_forces() {
     assert_eq!(p.status.reason, "DrainTimeout");
     assert!(p.status.message.contains("app/db-0"));
     assert!(p.status.message.contains("PodDisruptionBudget app/db"));
-    assert!(p.actions.is_empty());
-    // Halted: the next plan does nothing until a human resumes.
+    assert_eq!(shown(&p), ["set image ami-0000000000000000a"]);
+    // Halted: the next plan does nothing but keep the template on the origin until a human
+    // resumes.
     let halted = p.checkpoint.unwrap();
-    let p = plan(&desired(2), &w, Some(&halted), mins(31));
+    let mut w_old = w.clone();
+    w_old.group.template_image = OLD.into();
+    let p = plan(&desired(2), &w_old, Some(&halted), mins(31));
     assert!(p.actions.is_empty());
     assert_eq!(p.status.phase, Phase::Paused);
     // Pausing and unpausing resumes with a fresh timeout.
@@ -607,11 +623,11 @@ fn going_back_to_the_origin_mid_drain_abandons_the_batch() {
     assert_eq!(
         shown(&p),
         [
+            "set image ami-0000000000000000a",
             "uncordon n1",
             "uncordon n2",
             "cordon m1",
             "cordon m2",
-            "terminate i-m2",
             "evict app/web-0"
         ]
     );
@@ -636,7 +652,7 @@ fn a_newer_version_abandons_an_undisrupted_batch_and_finishes_a_started_one() {
     );
     assert_eq!(
         shown(&p),
-        ["cordon m1", "terminate i-m1", "cordon m2", "terminate i-m2"]
+        ["set image ami-0000000000000000a", "cordon m1", "cordon m2"]
     );
     let next = p.checkpoint.unwrap();
     assert_eq!(next.target_image, NEWER);
@@ -669,8 +685,16 @@ fn new_nodes_never_ready_abandon_the_batch_and_pause() {
     let p = plan(&desired(2), &w, Some(&c), mins(14));
     assert!(p.actions.is_empty());
     let p = plan(&desired(2), &w, Some(&c), mins(15));
-    // m2 never registered: there is no node to cordon.
-    assert_eq!(shown(&p), ["cordon m1", "terminate i-m1", "terminate i-m2"]);
+    // m2 never registered: there is no node to cordon. m1 is cordoned, and terminated on
+    // a later observation.
+    assert_eq!(
+        shown(&p),
+        [
+            "set image ami-0000000000000000a",
+            "cordon m1",
+            "terminate i-m2"
+        ]
+    );
     assert!(
         p.status
             .message
@@ -768,4 +792,324 @@ fn empty_dir_pods_stay_when_the_policy_keeps_their_data() {
     );
     let p = plan(&desired(2), &w, Some(&c), t0());
     assert_eq!(shown(&p), ["evict app/cache-0"]);
+}
+
+// --- issue 11 item 3: each defect, a test written before its fix -------------------------
+
+/// The shown form of setting the group's template back to the origin image.
+const BACK_TO_OLD: &str = "set image ami-0000000000000000a";
+
+#[test]
+fn undoing_a_batch_cordons_its_new_nodes_and_terminates_them_only_once_seen_empty() {
+    // (a) A newer version abandons an undisrupted batch whose new nodes are Ready and look
+    // empty. A pod may land on them between this observation and the cordon: the plan only
+    // cordons; termination waits for an observation made after the cordons.
+    let mut d = desired(2);
+    d.image = NEWER.into();
+    d.version = "v3".into();
+    let c = cp(Stage::WaitingReady { batch: batch12() });
+    let p = plan(&d, &surged(old4()), Some(&c), t0());
+    assert!(
+        !shown(&p).iter().any(|a| a.starts_with("terminate")),
+        "{:?}",
+        shown(&p)
+    );
+    assert_eq!(shown(&p), [BACK_TO_OLD, "cordon m1", "cordon m2"]);
+    // Observed again: m1 cordoned and empty goes; m2 got a pod in between and is drained.
+    let next = p.checkpoint.unwrap();
+    let mut w = surged(old4());
+    w.group.template_image = OLD.into();
+    w.nodes[4].cordoned = true;
+    w.nodes[5].cordoned = true;
+    w.nodes[5].pods.push(pod("web-9").0);
+    let p = plan(&d, &w, Some(&next), mins(1));
+    assert_eq!(shown(&p), ["terminate i-m1", "evict app/web-9"]);
+}
+
+#[test]
+fn a_batch_node_that_left_the_selector_is_drained_before_it_is_terminated() {
+    // (b) n1 lost the pool's label mid-drain: the selector no longer picks it, but its
+    // instance is the batch's and it still runs web-1.
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("web-1")),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let mut w = surged(nodes);
+    let n1 = w.nodes.remove(0);
+    w.departed.push(n1);
+    let c = cp(Stage::Draining { batch: batch12() });
+    let p = plan(&desired(2), &w, Some(&c), t0());
+    assert!(
+        !shown(&p).contains(&"terminate i-n1".to_string()),
+        "{:?}",
+        shown(&p)
+    );
+    assert_eq!(shown(&p), ["evict app/web-1"]);
+    // Terminating, with the pod back (scheduled before the cordon): still not terminated.
+    let c = cp(Stage::Terminating { batch: batch12() });
+    let p = plan(&desired(2), &w, Some(&c), t0());
+    assert!(
+        !shown(&p).contains(&"terminate i-n1".to_string()),
+        "{:?}",
+        shown(&p)
+    );
+}
+
+#[test]
+fn a_surge_instance_the_cloud_replaced_is_followed_to_its_replacement() {
+    // (c) i-m2 failed its boot and the cloud replaced it with i-m3 at minute 14; at minute
+    // 16 (past the batch's first nodeReadyTimeout of 15m) the batch waits for i-m3.
+    let mut nodes = old4();
+    nodes.push(node("m1").ready().image(NEW));
+    nodes.push(node("m3").image(NEW).unregistered());
+    let mut w = world(nodes);
+    w.group.desired = 6;
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let c = cp(Stage::WaitingReady { batch: batch12() });
+    let p = plan(&desired(2), &w, Some(&c), mins(16));
+    assert_eq!(p.status.phase, Phase::Rotating, "{}", p.status.message);
+    assert!(p.status.message.contains("i-m3"), "{}", p.status.message);
+    let next = p.checkpoint.unwrap();
+    let Stage::WaitingReady { batch } = &next.stage else {
+        panic!("{:?}", next.stage)
+    };
+    assert_eq!(batch.new_instances, ["i-m1", "i-m3"]);
+    assert_eq!(batch.replaced, ["i-m2"]);
+    assert_eq!(batch.stage_since, mins(16));
+    // Its own nodeReadyTimeout runs out at minute 31: then the batch fails.
+    let p = plan(&desired(2), &w, Some(&next), mins(30));
+    assert_eq!(p.status.phase, Phase::Rotating);
+    let p = plan(&desired(2), &w, Some(&next), mins(31));
+    assert!(
+        p.status.message.contains("nodeReadyTimeout"),
+        "{}",
+        p.status.message
+    );
+    // Bounded: an image that never boots, replaced again and again, gets no fresh timeout
+    // once every surge instance has been replaced once.
+    let mut b = batch12();
+    b.replaced = vec!["i-x1".into(), "i-x2".into()];
+    b.new_instances = vec!["i-m1".into(), "i-m2".into()];
+    let c = cp(Stage::WaitingReady { batch: b });
+    let p = plan(&desired(2), &w, Some(&c), mins(16));
+    assert!(
+        p.status.message.contains("nodeReadyTimeout"),
+        "{}",
+        p.status.message
+    );
+}
+
+#[test]
+fn a_halted_batch_puts_the_template_back_on_the_origin_image() {
+    // (d) A drain timeout halts batch 1 while the group's template boots NEW: every
+    // replacement the cloud or the autoscaler makes while halted would boot it.
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("db-0").pdb("db", 0)),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let w = surged(nodes);
+    let c = cp(Stage::Draining { batch: batch12() });
+    let p = plan(&desired(2), &w, Some(&c), mins(30));
+    assert_eq!(p.status.reason, "DrainTimeout");
+    assert_eq!(shown(&p), [BACK_TO_OLD]);
+    assert!(p.actions[0].reason.contains("the batch stopped"));
+    // Still halted, still on NEW (the call failed): sent again.
+    let halted = p.checkpoint.unwrap();
+    let p = plan(&desired(2), &w, Some(&halted), mins(31));
+    assert_eq!(shown(&p), [BACK_TO_OLD]);
+    // A failed gate with onGateFailure: pause, the same.
+    let mut w = surged(old4());
+    w.gates = GateVerdict::Failed {
+        gate: "error-rate".into(),
+        reason: "0.07 > max 0.01".into(),
+    };
+    let c = cp(Stage::Gating { batch: batch12() });
+    let p = plan(&desired(2), &w, Some(&c), t0());
+    assert_eq!(p.status.reason, "GateFailed");
+    assert_eq!(shown(&p), [BACK_TO_OLD]);
+}
+
+#[test]
+fn cleanup_restores_the_raised_max_even_when_the_group_grew() {
+    // (e) max 4 was raised to 6 for the surge; the autoscaler grew the group to 5 since.
+    let nodes = (1..=5)
+        .map(|i| node(&format!("n{i}")).ready().image(NEW))
+        .collect();
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(2), &w, Some(&cp(Stage::Cleanup)), t0());
+    assert_eq!(shown(&p), ["set capacity 5 (max 5)"]);
+    assert!(
+        p.actions[0].reason.contains("grew to 5"),
+        "{}",
+        p.actions[0].reason
+    );
+}
+
+#[test]
+fn ready_old_nodes_go_first_and_a_dead_kubelets_evicted_pods_do_not_hold_the_batch() {
+    // (f) n3 is not Ready (old4): it is chosen last.
+    let p = plan(&desired(2), &world(old4()), None, t0());
+    let chosen: Vec<String> = p
+        .checkpoint
+        .unwrap()
+        .stage
+        .batch()
+        .unwrap()
+        .old_nodes
+        .iter()
+        .map(|c| c.node.clone())
+        .collect();
+    assert_eq!(chosen, ["n1", "n2"]);
+    // n1's kubelet died after web-1's eviction was accepted: the pod stays Terminating
+    // forever. It was evicted; the node is terminated rather than waited on (or forced).
+    let nodes = vec![
+        node("n1")
+            .cordoned_by("general/batch-1")
+            .pod(pod("web-1").terminating()),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let c = cp(Stage::Draining { batch: batch12() });
+    let p = plan(&desired(2), &surged(nodes), Some(&c), mins(1));
+    assert_eq!(shown(&p), ["terminate i-n1", "terminate i-n2"]);
+    // On a Ready node a terminating pod is still shutting down: it is waited for.
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("web-1").terminating()),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let p = plan(&desired(2), &surged(nodes), Some(&c), mins(1));
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+}
+
+#[test]
+fn withdrawing_an_unfulfilled_surge_never_lets_the_cloud_choose_an_instance() {
+    // (g) Batch 1 is undone; the cloud never created its two surge instances and the group's
+    // capacity is still 6 with 4 instances listed. Lowering it to 4 blindly lets the cloud
+    // pick an instance to remove if one appears in between; the withdrawal names the
+    // instances it expects, for `apply` to re-check against a fresh description.
+    let mut w = world(old4());
+    w.group.desired = 6;
+    w.group.max = 6;
+    let mut b = batch12();
+    b.new_instances.clear();
+    let c = cp(Stage::Abandoning {
+        batch: b,
+        why: "quota".into(),
+        halt: Some("quota".into()),
+    });
+    let p = plan(&desired(2), &w, Some(&c), mins(15));
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a.action, Action::SetCapacity { .. })),
+        "{:?}",
+        shown(&p)
+    );
+    let withdraw = p
+        .actions
+        .iter()
+        .find_map(|a| match &a.action {
+            Action::WithdrawSurge { desired, instances } => Some((*desired, instances.clone())),
+            _ => None,
+        })
+        .expect("a withdrawal");
+    assert_eq!(
+        withdraw,
+        (
+            4,
+            ["i-n1", "i-n2", "i-n3", "i-n4"].map(String::from).to_vec()
+        )
+    );
+}
+
+#[test]
+fn a_pod_under_two_pdbs_waits_named_and_does_not_stop_the_drain() {
+    // (i) The Eviction API answers 500 for web-1 (two PDBs select it): asking again on every
+    // pass would fail the plan and starve web-2's eviction behind it.
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("web-1").pdb("web", 1).pdb("all", 1)),
+        node("n2")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("api-2")),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let c = cp(Stage::Draining { batch: batch12() });
+    let p = plan(&desired(2), &surged(nodes), Some(&c), t0());
+    assert_eq!(shown(&p), ["evict app/api-2"]);
+    assert!(
+        p.status
+            .message
+            .contains("app/web-1 (covered by 2 PodDisruptionBudgets"),
+        "{}",
+        p.status.message
+    );
+}
+
+#[test]
+fn force_keeps_empty_dir_pods_when_the_policy_keeps_their_data() {
+    // (j) drain.onTimeout force, deleteEmptyDirData false: the timeout passes with only the
+    // emptyDir pod left. Force must not delete it; the batch halts naming it.
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("cache-0").empty_dir())
+            .pod(pod("db-0").pdb("db", 0)),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let mut d = desired(2);
+    d.policy.drain.on_timeout = OnDrainTimeout::Force;
+    d.policy.drain.delete_empty_dir_data = false;
+    let c = cp(Stage::Draining { batch: batch12() });
+    let p = plan(&d, &surged(nodes), Some(&c), mins(30));
+    assert!(
+        !shown(&p).contains(&"force-delete app/cache-0".to_string()),
+        "{:?}",
+        shown(&p)
+    );
+    assert_eq!(shown(&p), ["force-delete app/db-0"]);
+    // Only the emptyDir pod left: halted, named, not an endless force loop.
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("cache-0").empty_dir()),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let p = plan(&d, &surged(nodes), Some(&c), mins(30));
+    assert_eq!(p.status.phase, Phase::Paused);
+    assert!(
+        p.status.message.contains("app/cache-0"),
+        "{}",
+        p.status.message
+    );
+    assert!(p.checkpoint.unwrap().halted.is_some());
 }

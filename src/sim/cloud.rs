@@ -143,6 +143,9 @@ struct Inner {
     serial: u64,
     events: Vec<CloudEvent>,
     record_events: bool,
+    /// Past states of each group, oldest first, kept for `consistency.describeLag` (empty
+    /// when reads are consistent).
+    history: BTreeMap<GroupRef, Vec<(Instant, GroupState)>>,
 }
 
 /// A simulated cloud account. Cheap to clone; clones share state.
@@ -170,6 +173,7 @@ impl SimCloud {
                 serial: 0,
                 events: Vec::new(),
                 record_events: true,
+                history: BTreeMap::new(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -230,6 +234,7 @@ impl SimCloud {
             inner.record_events = true;
         }
         inner.groups.insert(group.spec.group.clone(), group);
+        inner.snapshot(now);
         drop(inner);
         self.changed();
         Ok(())
@@ -281,6 +286,9 @@ impl SimCloud {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
             inner.groups.insert(r, group);
+        }
+        if changed {
+            inner.snapshot(now);
         }
         drop(inner);
         if changed {
@@ -335,9 +343,24 @@ impl SimCloud {
             ));
         }
         let (value, changed) = f(&mut inner, now)?;
+        if changed {
+            inner.snapshot(now);
+        }
+        // A write that took effect may still answer an error (the response was lost, the
+        // client timed out): the caller cannot tell it from one that did not.
+        let lost = inner.faults.api.lost_response_rate;
+        let lost = call != Call::Describe && lost > 0.0 && inner.rng.random::<f64>() < lost;
         drop(inner);
         if changed {
             self.changed();
+        }
+        if lost {
+            return Err(CloudError::new(
+                CloudErrorKind::Transient,
+                call.api_name(),
+                group,
+                "504 Gateway Timeout (the request may have taken effect)",
+            ));
         }
         Ok(value)
     }
@@ -346,6 +369,49 @@ impl SimCloud {
 impl Inner {
     fn scale(&self, d: Duration) -> Duration {
         d.div_f64(self.speed)
+    }
+
+    /// Remember every group's state at `now` for lagging describes; forget what is older
+    /// than the lag (keeping the last state before it, which is what such a read answers).
+    fn snapshot(&mut self, now: Instant) {
+        let lag = self.faults.consistency.describe_lag.as_duration();
+        if lag.is_zero() {
+            return;
+        }
+        let states: Vec<(GroupRef, GroupState)> = self
+            .groups
+            .iter()
+            .map(|(r, g)| (r.clone(), g.state()))
+            .collect();
+        for (r, st) in states {
+            let h = self.history.entry(r).or_default();
+            h.push((now, st));
+            if let Some(horizon) = now.checked_sub(lag) {
+                let keep_from = h.iter().rposition(|(t, _)| *t <= horizon).unwrap_or(0);
+                h.drain(..keep_from);
+            }
+        }
+    }
+
+    /// The group as a describe sees it at `now`: with a lag, as it was at a moment drawn
+    /// within the lag.
+    fn described(&mut self, group: &GroupRef, now: Instant) -> GroupState {
+        let lag = self.faults.consistency.describe_lag.as_duration();
+        let current = self.groups[group].state();
+        if lag.is_zero() {
+            return current;
+        }
+        let back = Duration::from_millis(self.rng.random_range(0..=lag.as_millis() as u64));
+        let Some(at) = now.checked_sub(back) else {
+            return current;
+        };
+        let Some(h) = self.history.get(group) else {
+            return current;
+        };
+        match h.iter().rposition(|(t, _)| *t <= at) {
+            Some(i) => h[i].1.clone(),
+            None => h.first().map_or(current, |(_, st)| st.clone()),
+        }
     }
 
     fn record(&mut self, e: CloudEvent) {
@@ -593,8 +659,8 @@ fn default_zones(group: &GroupRef) -> Vec<String> {
 #[async_trait]
 impl NodeGroups for SimCloud {
     async fn describe(&self, group: &GroupRef) -> Result<GroupState, CloudError> {
-        self.call(Call::Describe, group, |inner, _| {
-            Ok((inner.groups[group].state(), false))
+        self.call(Call::Describe, group, |inner, now| {
+            Ok((inner.described(group, now), false))
         })
     }
 

@@ -2,8 +2,12 @@
 //!
 //! Faults are drawn from the cloud's seeded generator, so a scenario with the same seed and
 //! the same sequence of calls fails in exactly the same places. Two kinds exist:
-//! - rates: every API call may be throttled (429) or fail with a 5xx; every launch may fail for
-//!   lack of capacity; every boot may fail (the instance dies before it is in service);
+//! - rates: every API call may be throttled (429) or fail with a 5xx; a call that changes
+//!   something may take effect and still answer an error (a lost response, a timeout); every
+//!   launch may fail for lack of capacity; every boot may fail (the instance dies before it
+//!   is in service, and the cloud replaces it);
+//! - eventual consistency: a describe may answer the group as it was a while ago
+//!   (`consistency.describeLag`), as EC2 and the Auto Scaling API do after writes;
 //! - scripts: "the next N `SetDesiredCapacity` calls on group X answer `Throttled`", for tests
 //!   and demos that need a fault at a precise point.
 //!
@@ -11,7 +15,8 @@
 //!
 //! ```yaml
 //! boot: {min: 60s, max: 120s, failureRate: 0.05}
-//! api: {throttleRate: 0.02, serverErrorRate: 0.01}
+//! api: {throttleRate: 0.02, serverErrorRate: 0.01, lostResponseRate: 0.01}
+//! consistency: {describeLag: 5s}
 //! launch: {capacityErrorRate: 0.1}
 //! quota: {instances: 500}
 //! scripted:
@@ -33,7 +38,18 @@ pub struct FaultProfile {
     pub api: ApiFaults,
     pub launch: LaunchFaults,
     pub quota: Quota,
+    pub consistency: Consistency,
     pub scripted: Vec<ScriptedFault>,
+}
+
+/// How far behind the writes a read of the cloud may be.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Consistency {
+    /// Each describe answers the group as it was up to this long ago (drawn uniformly per
+    /// call, so two reads in a row may even go back in time, as behind a load balancer).
+    /// Zero: reads see every write at once.
+    pub describe_lag: GoDuration,
 }
 
 /// How long an instance takes from launch to in-service, and how often it never gets there.
@@ -68,6 +84,9 @@ pub struct ApiFaults {
     pub throttle_rate: f64,
     /// Share of calls (0..=1) answered with a 5xx.
     pub server_error_rate: f64,
+    /// Share of calls that change something (0..=1) which take effect and then answer a
+    /// 5xx anyway, as when the response is lost or the client times out.
+    pub lost_response_rate: f64,
 }
 
 /// Faults of launching instances (asynchronous, as scaling activities fail in real clouds).
@@ -207,6 +226,7 @@ impl FaultProfile {
             ("boot.failureRate", self.boot.failure_rate),
             ("api.throttleRate", self.api.throttle_rate),
             ("api.serverErrorRate", self.api.server_error_rate),
+            ("api.lostResponseRate", self.api.lost_response_rate),
             ("launch.capacityErrorRate", self.launch.capacity_error_rate),
         ];
         for (field, rate) in rates {
@@ -256,12 +276,14 @@ mod tests {
              api: {throttleRate: 0.2, serverErrorRate: 0.05}\n\
              launch: {capacityErrorRate: 0.5}\n\
              quota: {instances: 40}\n\
+             consistency: {describeLag: 5s}\n\
              scripted:\n  - {call: setCapacity, group: g, error: throttled, times: 2}\n",
             "<t>",
         )
         .unwrap();
         assert_eq!(p.boot.max, GoDuration::from_secs(120));
         assert_eq!(p.quota.instances, Some(40));
+        assert_eq!(p.consistency.describe_lag, GoDuration::from_secs(5));
         assert_eq!(p.scripted[0].call, Call::SetCapacity);
         assert_eq!(p.scripted[0].times, 2);
     }

@@ -12,6 +12,10 @@
 //! Pods: a pod bound to a node starts running a second later and turns Ready after its
 //! readiness probe's `initialDelaySeconds`; a pod marked for deletion is removed once its
 //! grace period has passed.
+//!
+//! A kubelet can die ([`kill_kubelet`], a fault): its node turns NotReady (Unknown) while its
+//! instance keeps running, and nothing on it changes any more. Pods marked for deletion there
+//! stay Terminating forever (nobody confirms their end), and no pod starts there.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -190,6 +194,44 @@ fn node_conditions(ready: bool, now: &str) -> Value {
         {"type": "Ready", "status": status, "reason": reason, "message": message,
          "lastHeartbeatTime": now, "lastTransitionTime": now},
     ])
+}
+
+/// Annotation on a Node whose kubelet is dead (set by [`kill_kubelet`]).
+pub const KUBELET_DEAD: &str = "sim.rota.dev/kubelet-dead";
+
+/// Kill the kubelet of `node`: it stops posting status (Ready turns Unknown) and stops
+/// acting on its pods. The instance keeps running.
+pub fn kill_kubelet(store: &Store, node: &str) -> Result<(), super::store::ApiError> {
+    let now = store.timestamp();
+    store
+        .modify(&ResourceType::nodes(), None, node, |n| {
+            n["metadata"]["annotations"][KUBELET_DEAD] = json!("true");
+            set_ready(
+                n,
+                "Unknown",
+                "NodeStatusUnknown",
+                "Kubelet stopped posting node status.",
+                &now,
+            );
+            Ok(())
+        })
+        .map(|_| ())
+}
+
+/// Whether the kubelet of the node named `node` is dead.
+fn kubelet_dead(store: &Store, node: &str) -> bool {
+    store
+        .get(&ResourceType::nodes(), None, node)
+        .is_ok_and(|n| n["metadata"]["annotations"][KUBELET_DEAD] == "true")
+}
+
+/// Whether the kubelet that runs pod `ns/name` is dead.
+fn pods_kubelet_dead(store: &Store, ns: &str, name: &str) -> bool {
+    store
+        .get(&ResourceType::pods(), Some(ns), name)
+        .ok()
+        .and_then(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+        .is_some_and(|node| kubelet_dead(store, &node))
 }
 
 fn set_ready(node: &mut Value, status: &str, reason: &str, message: &str, now: &str) {
@@ -467,7 +509,7 @@ impl Kubelets {
                 else {
                     return;
                 };
-                if k.phase != Phase::Registered {
+                if k.phase != Phase::Registered || kubelet_dead(&store, name) {
                     return;
                 }
                 k.phase = Phase::Ready;
@@ -484,6 +526,9 @@ impl Kubelets {
                 });
             }
             Timer::PodStart { ns, name, uid } | Timer::PodReady { ns, name, uid } => {
+                if pods_kubelet_dead(&store, ns, name) {
+                    return;
+                }
                 let ready = matches!(timer, Timer::PodReady { .. });
                 let now = store.timestamp();
                 let mut delay = None;
@@ -530,6 +575,11 @@ impl Kubelets {
                 }
             }
             Timer::PodDelete { ns, name, uid } => {
+                // A dead kubelet never confirms the end of its pods: they stay Terminating
+                // until the node goes (the pod garbage collector then removes them).
+                if pods_kubelet_dead(&store, ns, name) {
+                    return;
+                }
                 let _ = store.delete_if(&ResourceType::pods(), Some(ns), name, Some(uid));
             }
             _ => {}

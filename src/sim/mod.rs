@@ -8,13 +8,14 @@
 //!
 //! World side: `cloud` is a simulated cloud account behind `crate::cloud::NodeGroups`, `faults`
 //! what goes wrong in it; `kubelet`, `scheduler` and `workloads` are the cluster's own
-//! controllers; `registrar` runs those controllers against any other `NodeGroups` provider
+//! controllers, `autoscaler` a cluster autoscaler sharing a group with the rotation; `registrar` runs those controllers against any other `NodeGroups` provider
 //! (moto); `scenario` says what a simulated fleet holds and `world` runs it on tokio.
 //!
 //! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
 #![cfg(feature = "sim")]
 
 pub mod apiserver;
+pub mod autoscaler;
 pub mod cloud;
 pub mod events;
 pub mod eviction;

@@ -353,10 +353,12 @@ impl Model {
                             uses_empty_dir: false,
                             terminating: p.terminating.is_some(),
                             pdb: pdb_of(&p.workload),
+                            pdb_count: u32::from(pdb_of(&p.workload).is_some()),
                         })
                         .collect(),
                 })
                 .collect(),
+            departed: Vec::new(),
             gates,
             start_hold: None,
         }
@@ -453,6 +455,16 @@ impl Model {
                     i.lifecycle = Lifecycle::Terminating;
                     i.ticks_left = 2;
                     self.desired -= 1;
+                }
+            }
+            Action::WithdrawSurge { desired, instances } => {
+                // Re-checked as `apply` does: only when no instance appeared since the plan.
+                let appeared = self
+                    .instances
+                    .iter()
+                    .any(|i| i.lifecycle != Lifecycle::Terminating && !instances.contains(&i.id));
+                if !appeared {
+                    self.desired = *desired;
                 }
             }
             Action::SetScaleDownDisabled { node, disabled } => {

@@ -10,6 +10,7 @@
 //! `pods/eviction`. Errors are `metav1.Status` bodies with the Kubernetes codes and reasons.
 
 pub mod discovery;
+pub mod faults;
 mod http;
 pub mod patch;
 mod table;
@@ -40,6 +41,8 @@ pub struct ApiServer {
     store: Store,
     speed: f64,
     bookmark_every: Duration,
+    /// Injected faults (`None`: a healthy control plane).
+    faults: Option<faults::ApiFaults>,
 }
 
 /// A kube-rs client talking in process to a new API server over `store`.
@@ -91,6 +94,18 @@ fn json_response(code: u16, v: &Value) -> Response<Body> {
         .expect("valid response")
 }
 
+/// Requests injected faults may hit: resource requests, not discovery, not watches.
+fn faultable(req: &Request<Bytes>) -> bool {
+    let path = req.uri().path();
+    let resource = path.split('/').filter(|s| !s.is_empty()).count()
+        > if path.starts_with("/apis/") { 3 } else { 2 };
+    let watch = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    (path.starts_with("/api/") || path.starts_with("/apis/")) && resource && !watch
+}
+
 fn not_found_path() -> ApiError {
     ApiError::new(
         404,
@@ -135,7 +150,14 @@ impl ApiServer {
             store,
             speed: 1.0,
             bookmark_every: Duration::from_secs(60),
+            faults: None,
         }
+    }
+
+    /// Answer requests with the faults `f` draws (throttling, 5xx, lost responses).
+    pub fn with_faults(mut self, f: faults::ApiFaults) -> Self {
+        self.faults = Some(f);
+        self
     }
 
     /// Grace periods (and other server-side delays) are divided by `speed`.
@@ -162,10 +184,26 @@ impl ApiServer {
 
     /// Answers one request.
     pub async fn handle(&self, req: Request<Bytes>) -> Response<Body> {
-        match self.route(req).await {
+        let mut lose = false;
+        if let Some(f) = &self.faults
+            && faultable(&req)
+            && f.applies_to(req.uri().path())
+        {
+            if let Some(e) = f.before() {
+                return json_response(e.code, &e.to_status());
+            }
+            lose = req.method() != Method::GET && f.lose_response();
+        }
+        let answer = match self.route(req).await {
             Ok(r) => r,
             Err(e) => json_response(e.code, &e.to_status()),
+        };
+        if lose {
+            // Handled (the write took effect), but the client never hears so.
+            let e = faults::lost_response();
+            return json_response(e.code, &e.to_status());
         }
+        answer
     }
 
     async fn route(&self, req: Request<Bytes>) -> Result<Response<Body>, ApiError> {

@@ -1,0 +1,795 @@
+//! The chaos suite: seeded random scenarios on the simulated fleet, through kube-rs, with the
+//! faults real clouds and clusters have, and the safety invariants checked all along.
+//!
+//! Each seed draws a cluster of two pools (sizes, rollout policies) and a fault model:
+//! cloud API throttling and 5xx, writes that take effect and answer an error, describes that
+//! lag behind writes, launches that fail for capacity, boots that fail (the cloud replaces
+//! the instance), Kubernetes API 429s (API Priority and Fairness), 500s and lost responses,
+//! and, while the rotation runs, a cluster autoscaler scaling the groups up and down, a
+//! kubelet that dies, and controller replicas killed at random points (a task aborted at
+//! whatever await it is in) and started again. Two replicas run the real leader election.
+//!
+//! Every `CHECK_EVERY` of fleet time the invariants are checked on what the cloud and the
+//! cluster hold: 1 (a pool never holds more than its size at start plus one batch, plus what
+//! the autoscaler added), 2 (no PodDisruptionBudget below its healthy minimum), 3 (no
+//! instance terminating under a workload pod that was not evicted). When the pools settle
+//! (or the time bound passes), the end state: every pool `Succeeded` or stopped with a
+//! status naming its cause within the bound; no instance leaked (a succeeded pool's group
+//! holds exactly its nodes, all on the target image, at its size at start plus the
+//! autoscaler's net change); no cordon rota set that no batch owns (invariant 4); no group
+//! template left on an image the pool stopped on (invariant 8).
+//!
+//! `cargo test --test chaos` runs 50 seeds. `ROTA_CHAOS_SEEDS=1000 cargo test --release
+//! --test chaos -- --nocapture` runs 1,000 and prints the table (seeds, outcomes by cause,
+//! violations, and the command replaying each failing seed); `ROTA_CHAOS_SEED=N` replays one
+//! seed with its log.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rota::cloud::{GroupRef, GroupState, Lifecycle};
+use rota::controller::{Config, Controller};
+use rota::fleet::duration::GoDuration;
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::rotate::observed::CORDONED_BY;
+use rota::rotate::{Phase, Stage};
+use rota::sim::apiserver::ApiServer;
+use rota::sim::apiserver::faults::{ApiFaultProfile, ApiFaults};
+use rota::sim::autoscaler::{self, Scaled};
+use rota::sim::faults::FaultProfile;
+use rota::sim::kubelet;
+use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
+use rota::sim::store::Store;
+use rota::sim::world::Fleet;
+use tokio::time::Instant;
+
+const OLD: &str = "ami-0000000000000old1";
+const NEW: &str = "ami-0000000000000new2";
+const CLUSTER: &str = "sim-1";
+/// How often the invariants are checked (fleet time).
+const CHECK_EVERY: Duration = Duration::from_secs(10);
+/// The bound on a run: every pool settles within it.
+const BOUND: Duration = Duration::from_secs(12 * 3600);
+
+const WORKLOADS: &str = r#"
+nodes: {perPool: 3, registerAfter: 15s, readyAfter: 20s}
+deployments:
+  - {name: web, namespace: shop, replicas: 6, pdb: {minAvailable: "50%"}, readyAfter: 10s}
+  - {name: api, namespace: shop, replicas: 3, pdb: {maxUnavailable: 1}, readyAfter: 5s}
+  - {name: db, namespace: data, replicas: 2, emptyDir: true, pdb: {maxUnavailable: 1}}
+daemonSets:
+  - {name: node-exporter, namespace: monitoring, readyAfter: 5s}
+"#;
+
+fn group(name: &str) -> GroupRef {
+    GroupRef::Aws {
+        region: "us-east-1".into(),
+        auto_scaling_group: name.into(),
+    }
+}
+
+/// One pool of a seed's scenario.
+#[derive(Clone, Debug)]
+struct PoolPlan {
+    name: String,
+    size: u32,
+    policy: EffectivePolicy,
+}
+
+/// What a seed draws.
+#[derive(Clone, Debug)]
+struct Draw {
+    pools: Vec<PoolPlan>,
+    cloud_faults: String,
+    api_faults: ApiFaultProfile,
+    autoscaler_rate: f64,
+    kubelet_deaths: u32,
+    kill_rate: f64,
+}
+
+fn pick<T: Copy>(rng: &mut ChaCha8Rng, xs: &[T]) -> T {
+    xs[rng.random_range(0..xs.len())]
+}
+
+fn draw(seed: u64) -> Draw {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let pools = ["general", "batch"]
+        .iter()
+        .map(|name| {
+            let size = rng.random_range(2..=5);
+            let mut p = EffectivePolicy {
+                batch: BatchSize::Count(rng.random_range(1..=3)),
+                ..EffectivePolicy::default()
+            };
+            p.drain.delete_empty_dir_data = rng.random_bool(0.8);
+            p.drain.timeout = GoDuration::from_secs(pick(&mut rng, &[600, 1200, 1800]));
+            p.node_ready_timeout = GoDuration::from_secs(pick(&mut rng, &[600, 900]));
+            p.batch_soak = GoDuration::from_secs(pick(&mut rng, &[0, 60, 300]));
+            p.pool_soak = GoDuration::from_secs(pick(&mut rng, &[0, 120]));
+            PoolPlan {
+                name: name.to_string(),
+                size,
+                policy: p,
+            }
+        })
+        .collect();
+    let cloud_faults = format!(
+        "boot: {{min: {}s, max: {}s, failureRate: {}}}\n\
+         api: {{throttleRate: {}, serverErrorRate: {}, lostResponseRate: {}}}\n\
+         launch: {{capacityErrorRate: {}}}\n\
+         consistency: {{describeLag: {}s}}\n",
+        rng.random_range(20..60),
+        rng.random_range(60..150),
+        pick(&mut rng, &[0.0, 0.0, 0.1, 0.3]),
+        pick(&mut rng, &[0.0, 0.05]),
+        pick(&mut rng, &[0.0, 0.03]),
+        pick(&mut rng, &[0.0, 0.05]),
+        pick(&mut rng, &[0.0, 0.0, 0.2]),
+        pick(&mut rng, &[0, 0, 10, 30]),
+    );
+    let api_faults = ApiFaultProfile {
+        throttle_rate: pick(&mut rng, &[0.0, 0.02, 0.05]),
+        server_error_rate: pick(&mut rng, &[0.0, 0.02]),
+        lost_response_rate: pick(&mut rng, &[0.0, 0.02]),
+        paths: vec![],
+    };
+    Draw {
+        pools,
+        cloud_faults,
+        api_faults,
+        autoscaler_rate: pick(&mut rng, &[0.0, 0.02, 0.05]),
+        kubelet_deaths: pick(&mut rng, &[0, 0, 1]),
+        kill_rate: pick(&mut rng, &[0.0, 0.01, 0.03]),
+    }
+}
+
+fn npr(pool: &PoolPlan) -> NodePoolRotation {
+    let mut n = NodePoolRotation::new(
+        &pool.name,
+        NodePoolRotationSpec {
+            cluster: CLUSTER.into(),
+            pool: pool.name.clone(),
+            group: group(&pool.name),
+            node_selector: BTreeMap::from([("rota.dev/pool".into(), pool.name.clone())]),
+            channel: "stable".into(),
+            version: "2026.11.2".into(),
+            image: NEW.into(),
+            policy: pool.policy.clone(),
+            gates: vec![],
+            source_commit: "c0ffee".into(),
+            mode: Mode::Reconcile,
+        },
+    );
+    n.metadata = ObjectMeta {
+        name: Some(pool.name.clone()),
+        ..ObjectMeta::default()
+    };
+    n
+}
+
+/// One controller replica: its task and how to stop it cleanly.
+struct Replica {
+    id: String,
+    task: tokio::task::JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// A seed being run.
+struct Run {
+    seed: u64,
+    fleet: Fleet,
+    store: Store,
+    /// A fault-free client for the checks.
+    client: kube::Client,
+    draw: Draw,
+    log: String,
+    violations: Vec<String>,
+    /// Net instances the autoscaler added (or removed), per pool.
+    autoscaled: BTreeMap<String, i64>,
+    replicas: Vec<Option<Replica>>,
+    restarts: u32,
+    started: Instant,
+}
+
+impl Run {
+    fn note(&mut self, line: String) {
+        self.log.push_str(&format!(
+            "t+{:>6}s {line}\n",
+            (Instant::now() - self.started).as_secs()
+        ));
+    }
+
+    fn violate(&mut self, what: String) {
+        if !self.violations.contains(&what) {
+            self.note(format!("VIOLATION {what}"));
+            self.violations.push(what);
+        }
+    }
+
+    fn replica(&mut self, slot: usize) -> Replica {
+        self.restarts += 1;
+        let id = format!("replica-{slot}-{}", self.restarts);
+        // Each replica has its own faulty view of the API server (its own draws).
+        let faults = ApiFaults::new(
+            self.seed * 1000 + u64::from(self.restarts),
+            self.draw.api_faults.clone(),
+        )
+        .expect("drawn rates are valid");
+        let client = ApiServer::new(self.store.clone())
+            .with_faults(faults)
+            .client();
+        let mut cfg = Config::new("0.1.0", &id);
+        cfg.events = false;
+        let mut c = Controller::new(client, Arc::new(self.fleet.cloud.clone()), cfg);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            c.run(async {
+                let _ = rx.await;
+            })
+            .await
+        });
+        Replica {
+            id,
+            task,
+            stop: Some(tx),
+        }
+    }
+
+    async fn group_state(&self, pool: &str) -> GroupState {
+        self.fleet
+            .cloud
+            .observer()
+            .observe(&group(pool))
+            .await
+            .expect("the group exists")
+    }
+
+    async fn status(&self, pool: &str) -> Option<rota::kube::crd::NodePoolRotationStatus> {
+        Api::<NodePoolRotation>::all(self.client.clone())
+            .get(pool)
+            .await
+            .ok()
+            .and_then(|n| n.status)
+    }
+
+    /// Invariants 1-3, now.
+    async fn check(&mut self) {
+        for p in self.draw.pools.clone() {
+            let g = self.group_state(&p.name).await;
+            let live = g
+                .instances
+                .iter()
+                .filter(|i| i.lifecycle != Lifecycle::Terminating)
+                .count() as i64;
+            let batch = i64::from(p.policy.batch.nodes(p.size));
+            let grown = self.autoscaled.get(&p.name).copied().unwrap_or(0).max(0);
+            let bound = i64::from(p.size) + batch + grown;
+            if live > bound || i64::from(g.desired) > bound {
+                self.violate(format!(
+                    "invariant 1: pool {} holds {live} instance(s), desired {}, above {} + batch {batch} + autoscaled {grown}",
+                    p.name, g.desired, p.size
+                ));
+            }
+        }
+        let pdbs = Api::<PodDisruptionBudget>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .expect("list pdbs");
+        for b in &pdbs.items {
+            let st = b.status.as_ref().expect("pdb status");
+            if st.current_healthy < st.desired_healthy {
+                self.violate(format!(
+                    "invariant 2: PDB {}/{} has {} healthy, needs {}",
+                    b.metadata.namespace.as_deref().unwrap_or_default(),
+                    b.metadata.name.as_deref().unwrap_or_default(),
+                    st.current_healthy,
+                    st.desired_healthy
+                ));
+            }
+        }
+        let nodes = Api::<Node>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .expect("list nodes");
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .expect("list pods");
+        for p in self.draw.pools.clone() {
+            let g = self.group_state(&p.name).await;
+            for i in g
+                .instances
+                .iter()
+                .filter(|i| i.lifecycle == Lifecycle::Terminating)
+            {
+                let Some(node) = nodes.items.iter().find(|n| {
+                    n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(&i.provider_id)
+                }) else {
+                    continue;
+                };
+                let name = node.metadata.name.as_deref().unwrap_or_default();
+                for pod in &pods.items {
+                    let on = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name);
+                    let ds = pod
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.kind == "DaemonSet");
+                    let evicted = pod.metadata.deletion_timestamp.is_some();
+                    let done = matches!(
+                        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        Some("Succeeded" | "Failed")
+                    );
+                    if on && !ds && !evicted && !done {
+                        self.violate(format!(
+                            "invariant 3: instance {} of pool {} terminating with pod {}/{} not evicted",
+                            i.id,
+                            p.name,
+                            pod.metadata.namespace.as_deref().unwrap_or_default(),
+                            pod.metadata.name.as_deref().unwrap_or_default()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The faults of the world while the rotation runs: the autoscaler, a dying kubelet, a
+    /// replica killed and another started.
+    async fn disturb(&mut self, rng: &mut ChaCha8Rng, kubelets_left: &mut u32) {
+        let cloud = self.fleet.cloud.clone();
+        for p in self.draw.pools.clone() {
+            if rng.random_bool(self.draw.autoscaler_rate) {
+                // The net change is measured on the group itself: a call whose response was
+                // lost may have taken effect. (The simulated cloud answers at once, so no
+                // other task acts between the two reads.)
+                let before = i64::from(self.group_state(&p.name).await.desired);
+                let r = if rng.random_bool(0.5) {
+                    autoscaler::scale_up(&cloud, &group(&p.name)).await
+                } else {
+                    autoscaler::scale_down(&cloud, &self.store, &group(&p.name)).await
+                };
+                let after = i64::from(self.group_state(&p.name).await.desired);
+                *self.autoscaled.entry(p.name.clone()).or_default() += after - before;
+                match r {
+                    Ok(Scaled::Up(to)) => {
+                        self.note(format!("autoscaler: {} up to {to}", p.name));
+                    }
+                    Ok(Scaled::Down { node, instance }) => {
+                        self.note(format!(
+                            "autoscaler: {} down, node {node} ({instance})",
+                            p.name
+                        ));
+                    }
+                    Ok(Scaled::Nothing) => {}
+                    // The cloud's own faults hit the autoscaler as well.
+                    Err(e) => self.note(format!("autoscaler: {} failed: {e}", p.name)),
+                }
+            }
+        }
+        if *kubelets_left > 0 && rng.random_bool(0.02) {
+            let nodes = Api::<Node>::all(self.client.clone())
+                .list(&ListParams::default())
+                .await
+                .expect("list nodes");
+            if !nodes.items.is_empty() {
+                let n = &nodes.items[rng.random_range(0..nodes.items.len())];
+                let name = n.metadata.name.clone().unwrap_or_default();
+                if kubelet::kill_kubelet(&self.store, &name).is_ok() {
+                    *kubelets_left -= 1;
+                    self.note(format!("kubelet of {name} died"));
+                }
+            }
+        }
+        for slot in 0..self.replicas.len() {
+            match &self.replicas[slot] {
+                Some(_) if rng.random_bool(self.draw.kill_rate) => {
+                    let r = self.replicas[slot].take().expect("present");
+                    // kill -9: no clean stop, no lease release.
+                    r.task.abort();
+                    self.note(format!("{} killed", r.id));
+                }
+                None if rng.random_bool(0.3) => {
+                    let r = self.replica(slot);
+                    self.note(format!("{} started", r.id));
+                    self.replicas[slot] = Some(r);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The end state of every pool.
+    async fn finish(&mut self) -> Vec<String> {
+        let nodes = Api::<Node>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .expect("list nodes");
+        let mut outcomes = Vec::new();
+        for p in self.draw.pools.clone() {
+            let st = self.status(&p.name).await;
+            let Some(st) = st else {
+                self.violate(format!("pool {} has no status", p.name));
+                outcomes.push("NoStatus".into());
+                continue;
+            };
+            let reason = st
+                .conditions
+                .first()
+                .map(|c| c.reason.clone())
+                .unwrap_or_default();
+            let g = self.group_state(&p.name).await;
+            let cp = st.checkpoint.clone();
+            match st.phase {
+                Phase::Succeeded => outcomes.push("Succeeded".into()),
+                _ if stopped(&st) => outcomes.push(format!("{}:{reason}", st.phase)),
+                other => {
+                    self.violate(format!(
+                        "pool {} did not settle within {}h: {other} ({reason}) {}",
+                        p.name,
+                        BOUND.as_secs() / 3600,
+                        st.message
+                    ));
+                    outcomes.push(format!("Unsettled:{other}"));
+                }
+            }
+            let live: Vec<_> = g
+                .instances
+                .iter()
+                .filter(|i| i.lifecycle != Lifecycle::Terminating)
+                .collect();
+            if st.phase == Phase::Succeeded {
+                let expect = i64::from(p.size) + self.autoscaled.get(&p.name).copied().unwrap_or(0);
+                let with_node = live
+                    .iter()
+                    .filter(|i| {
+                        nodes.items.iter().any(|n| {
+                            n.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+                                == Some(&i.provider_id)
+                        })
+                    })
+                    .count();
+                if live.len() as i64 != expect
+                    || i64::from(g.desired) != expect
+                    || with_node != live.len()
+                {
+                    self.violate(format!(
+                        "leaked instance: pool {} holds {} live instance(s) ({with_node} with a node), desired {}, expected {expect}",
+                        p.name,
+                        live.len(),
+                        g.desired
+                    ));
+                }
+                if let Some(i) = live.iter().find(|i| i.image != NEW) {
+                    self.violate(format!(
+                        "pool {} Succeeded with instance {} on {}",
+                        p.name, i.id, i.image
+                    ));
+                }
+            }
+            // Invariant 8: a pool that stopped leaves its group making origin nodes only.
+            if let Some(cp) = &cp
+                && (cp.halted.is_some() || cp.rejected_image.is_some())
+                && g.template_image != cp.origin_image
+            {
+                self.violate(format!(
+                    "invariant 8: pool {} stopped ({}) with its template on {}, not {}",
+                    p.name, reason, g.template_image, cp.origin_image
+                ));
+            }
+            // Cordons rota set: only the batch in progress may own one.
+            let owned_now = cp.as_ref().and_then(|c| match &c.stage {
+                Stage::Cordoning { batch }
+                | Stage::Draining { batch }
+                | Stage::Terminating { batch }
+                | Stage::Abandoning { batch, .. } => {
+                    Some(format!("{}/batch-{}", p.name, batch.number))
+                }
+                _ => None,
+            });
+            for n in &nodes.items {
+                let by = n
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(CORDONED_BY))
+                    .cloned();
+                let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+                if let Some(by) = by
+                    && cordoned
+                    && by.starts_with(&format!("{}/", p.name))
+                    && owned_now.as_deref() != Some(by.as_str())
+                {
+                    self.violate(format!(
+                        "orphaned cordon: node {} cordoned by {by}, which no batch in progress owns",
+                        n.metadata.name.as_deref().unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        outcomes
+    }
+}
+
+/// Whether a pool has settled: `Succeeded`, or stopped with a message naming the cause
+/// (`Paused`, `Failed`, or `Waiting` for a `maxParallelPools` slot that a stopped pool
+/// keeps).
+fn stopped(st: &rota::kube::crd::NodePoolRotationStatus) -> bool {
+    let reason = st.conditions.first().map(|c| c.reason.as_str());
+    match st.phase {
+        Phase::Succeeded => true,
+        Phase::Paused | Phase::Failed => !st.message.is_empty(),
+        Phase::Waiting => reason == Some("MaxParallelPools") && !st.message.is_empty(),
+        _ => false,
+    }
+}
+
+/// What one seed ended with.
+struct SeedReport {
+    seed: u64,
+    outcomes: Vec<String>,
+    violations: Vec<String>,
+    log: String,
+}
+
+async fn run_seed(seed: u64) -> SeedReport {
+    let d = draw(seed);
+    let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
+    for p in &d.pools {
+        workloads
+            .nodes
+            .overrides
+            .insert(format!("{CLUSTER}/{}", p.name), p.size);
+    }
+    let scenario = Scenario {
+        clusters: vec![ClusterScenario {
+            name: CLUSTER.into(),
+            cloud: Cloud::Aws,
+            pools: d
+                .pools
+                .iter()
+                .map(|p| PoolScenario {
+                    name: p.name.clone(),
+                    group: group(&p.name),
+                    image: OLD.into(),
+                    node_selector: BTreeMap::from([("rota.dev/pool".into(), p.name.clone())]),
+                    nodes: p.size,
+                })
+                .collect(),
+        }],
+        workloads,
+        faults: FaultProfile::from_yaml(&d.cloud_faults, "faults").unwrap(),
+        seed,
+    };
+    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
+    let store = fleet.store(CLUSTER).unwrap().clone();
+    let client = rota::sim::apiserver::client(store.clone());
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd::definition())
+        .await
+        .unwrap();
+    // Let the workloads settle (placed, running, Ready; PDB statuses written).
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let mut run = Run {
+        seed,
+        fleet,
+        store,
+        client,
+        log: format!("seed {seed}: {d:?}\n"),
+        draw: d,
+        violations: Vec::new(),
+        autoscaled: BTreeMap::new(),
+        replicas: vec![None, None],
+        restarts: 0,
+        started: Instant::now(),
+    };
+    for p in run.draw.pools.clone() {
+        Api::<NodePoolRotation>::all(run.client.clone())
+            .create(&PostParams::default(), &npr(&p))
+            .await
+            .unwrap();
+    }
+    for slot in 0..2 {
+        let r = run.replica(slot);
+        run.replicas[slot] = Some(r);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    let mut kubelets_left = run.draw.kubelet_deaths;
+    let end = Instant::now() + BOUND;
+    let mut settled_for = 0;
+    while Instant::now() < end {
+        tokio::time::sleep(CHECK_EVERY).await;
+        run.check().await;
+        let mut settled = true;
+        for p in run.draw.pools.clone() {
+            let st = run.status(&p.name).await;
+            settled &= st.as_ref().is_some_and(stopped);
+        }
+        // Settled for a while (a stopped pool's leftovers are undone on the passes after).
+        settled_for = if settled { settled_for + 1 } else { 0 };
+        if settled_for >= 60 {
+            break;
+        }
+        if !settled {
+            run.disturb(&mut rng, &mut kubelets_left).await;
+        } else if run.replicas.iter().all(Option::is_none) {
+            // Someone must be there to undo leftovers.
+            let r = run.replica(0);
+            run.replicas[0] = Some(r);
+        }
+    }
+    // Stop the replicas cleanly, then judge the end state.
+    for r in run.replicas.iter_mut().flatten() {
+        if let Some(tx) = r.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+    for r in run.replicas.iter_mut().filter_map(Option::take) {
+        let _ = r.task.await;
+    }
+    let outcomes = run.finish().await;
+    SeedReport {
+        seed,
+        outcomes,
+        violations: run.violations,
+        log: run.log,
+    }
+}
+
+fn seeds() -> Vec<u64> {
+    if let Some(one) = std::env::var("ROTA_CHAOS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return vec![one];
+    }
+    let n: u64 = std::env::var("ROTA_CHAOS_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    (0..n).collect()
+}
+
+/// The replay command of one seed.
+fn replay(seed: u64) -> String {
+    format!("ROTA_CHAOS_SEED={seed} cargo test --release --test chaos -- --nocapture")
+}
+
+#[tokio::test(start_paused = true)]
+async fn seeded_chaos_keeps_the_invariants() {
+    let seeds = seeds();
+    let single = seeds.len() == 1;
+    let mut by_cause: BTreeMap<String, u32> = BTreeMap::new();
+    let mut failing = Vec::new();
+    let mut violations = 0;
+    for seed in &seeds {
+        let r = run_seed(*seed).await;
+        for o in &r.outcomes {
+            *by_cause.entry(o.clone()).or_default() += 1;
+        }
+        violations += r.violations.len();
+        if single {
+            println!("{}", r.log);
+        }
+        if !r.violations.is_empty() {
+            println!("seed {} FAILED: {}", r.seed, r.violations.join("; "));
+            failing.push((r.seed, r.violations.clone()));
+        }
+    }
+    // The table (a script can read it: one `key value` per line).
+    println!("chaos seeds {}", seeds.len());
+    println!("chaos pools {}", seeds.len() * 2);
+    for (cause, n) in &by_cause {
+        println!("chaos outcome {cause} {n}");
+    }
+    println!("chaos violations {violations}");
+    for (seed, v) in &failing {
+        println!(
+            "chaos failing {seed}: {}  # {}",
+            replay(*seed),
+            v.join("; ")
+        );
+    }
+    assert_eq!(
+        violations,
+        0,
+        "{} seed(s) broke an invariant; replay each with the command above",
+        failing.len()
+    );
+}
+
+// --- issue 11 item 3, where the API server is involved ---------------------------------
+
+/// A one-pool fleet whose controller talks to the API server through `faults`.
+async fn one_pool(faults: ApiFaultProfile, seed: u64) -> (Fleet, kube::Client, Controller) {
+    let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
+    workloads
+        .nodes
+        .overrides
+        .insert(format!("{CLUSTER}/general"), 3);
+    let scenario = Scenario {
+        clusters: vec![ClusterScenario {
+            name: CLUSTER.into(),
+            cloud: Cloud::Aws,
+            pools: vec![PoolScenario {
+                name: "general".into(),
+                group: group("general"),
+                image: OLD.into(),
+                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+                nodes: 3,
+            }],
+        }],
+        workloads,
+        faults: FaultProfile::default(),
+        seed,
+    };
+    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
+    let store = fleet.store(CLUSTER).unwrap().clone();
+    let client = rota::sim::apiserver::client(store.clone());
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd::definition())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let mut policy = EffectivePolicy {
+        batch: BatchSize::Count(1),
+        ..EffectivePolicy::default()
+    };
+    policy.drain.delete_empty_dir_data = true;
+    let pool = PoolPlan {
+        name: "general".into(),
+        size: 3,
+        policy,
+    };
+    Api::<NodePoolRotation>::all(client.clone())
+        .create(&PostParams::default(), &npr(&pool))
+        .await
+        .unwrap();
+    let faulty = ApiServer::new(store)
+        .with_faults(ApiFaults::new(seed, faults).unwrap())
+        .client();
+    let mut cfg = Config::new("0.1.0", "only");
+    cfg.events = false;
+    let c = Controller::new(faulty, Arc::new(fleet.cloud.clone()), cfg);
+    (fleet, client, c)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_apf_429_on_an_eviction_is_throttling_not_a_pdb_refusal() {
+    // (h) Every eviction is answered 429 by API Priority and Fairness (no disruption-budget
+    // cause). That is throttling: retried soon as transient, not parked waiting for a PDB
+    // to change (which may never happen) nor reported as one.
+    let faults = ApiFaultProfile {
+        throttle_rate: 1.0,
+        paths: vec!["/eviction".into()],
+        ..ApiFaultProfile::default()
+    };
+    let (_fleet, _client, mut c) = one_pool(faults, 5).await;
+    let end = Instant::now() + Duration::from_secs(3 * 3600);
+    let mut seen = None;
+    while Instant::now() < end && seen.is_none() {
+        for (_, o) in c.step().await {
+            if let rota::controller::Outcome::Failed { retry, error } = o
+                && error.contains("evict")
+            {
+                seen = Some((retry, error));
+            }
+        }
+        c.wait(Instant::now() + Duration::from_secs(60), true).await;
+    }
+    let (retry, error) = seen.expect("an eviction was refused");
+    assert!(
+        !error.contains("PodDisruptionBudget"),
+        "an APF 429 read as a PDB refusal: {error}"
+    );
+    assert_eq!(retry, rota::rotate::apply::Retry::Transient, "{error}");
+}
