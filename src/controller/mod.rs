@@ -579,10 +579,12 @@ impl Controller {
                 {
                     self.index.want_events();
                 }
-                if state.trackers.iter().any(|t| t.due(now)) {
-                    // What the index cannot answer for (not listed yet, or its watch fails)
-                    // is unseen: those gates fail their sample, never pass on an empty view.
-                    let (pods, events, unseen) = gate_inputs(&self.index, &desired.gates);
+                // What the index has not listed yet is no sample (the gates stay pending);
+                // what its failing watch cannot answer for is unseen: those gates fail their
+                // sample, never pass on an empty view.
+                if state.trackers.iter().any(|t| t.due(now))
+                    && let Some((pods, events, unseen)) = gate_inputs(&self.index, &desired.gates)
+                {
                     let inputs = GateInputs {
                         pods: &pods,
                         events: &events,
@@ -742,7 +744,13 @@ impl Controller {
                 if let Some(k) = crash {
                     return Outcome::Crashed { ran: k, of: total };
                 }
-                if ran > 0 {
+                // Progress clears the last error; the undoing of a stopped batch does not (a
+                // paused pool keeps naming the error that stopped it: quota, throttling).
+                let stopping = matches!(p.status.phase, Phase::Paused | Phase::Failed)
+                    || p.checkpoint.as_ref().is_some_and(|c| {
+                        c.halted.is_some() || matches!(c.stage, Stage::Abandoning { .. })
+                    });
+                if ran > 0 && !stopping {
                     state.last_error = None;
                 }
                 state.failures = 0;
@@ -1160,31 +1168,41 @@ pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>>
 
 /// The gates' view of the cluster, from the index: every pod's health and, when an events
 /// gate asks, the index's window of events; what the index cannot answer for is reported in
-/// `Unseen` (never an empty cluster: see `gates::record_blind`).
+/// `Unseen` (never an empty cluster: see `gates::record_blind`). `None` while a kind the
+/// gates read has not been listed yet (a watch just started): no sample this pass.
 fn gate_inputs(
     index: &ClusterIndex,
     gates: &[crate::fleet::resolved::ResolvedGate],
-) -> (Vec<PodHealth>, Vec<EventRecord>, gates::Unseen) {
+) -> Option<(Vec<PodHealth>, Vec<EventRecord>, gates::Unseen)> {
+    use crate::kube::index::NotObserved;
     let state = index.read();
     let wants = |f: fn(&GateCheck) -> bool| gates.iter().any(|g| f(&g.check));
     let mut unseen = gates::Unseen::default();
     let pods = if wants(|c| matches!(c, GateCheck::Pods { .. })) {
-        state.pod_health().unwrap_or_else(|e| {
-            unseen.pods = Some(e.to_string());
-            Vec::new()
-        })
+        match state.pod_health() {
+            Ok(p) => p,
+            Err(NotObserved::NotSynced(_)) => return None,
+            Err(e) => {
+                unseen.pods = Some(e.to_string());
+                Vec::new()
+            }
+        }
     } else {
         Vec::new()
     };
     let events = if wants(|c| matches!(c, GateCheck::Events { .. })) {
-        state.events().unwrap_or_else(|e| {
-            unseen.events = Some(e.to_string());
-            Vec::new()
-        })
+        match state.events() {
+            Ok(e) => e,
+            Err(NotObserved::NotSynced(_)) => return None,
+            Err(e) => {
+                unseen.events = Some(e.to_string());
+                Vec::new()
+            }
+        }
     } else {
         Vec::new()
     };
-    (pods, events, unseen)
+    Some((pods, events, unseen))
 }
 
 /// Wake on NodePoolRotations added or whose spec changed; status writes (our own) do not

@@ -320,10 +320,10 @@ pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Opt
         .filter(|b| b.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)))
         .collect();
     let pdb = covering.first().map(|b| PdbRef {
-            namespace: namespace.clone(),
-            name: b.name.clone(),
-            disruptions_allowed: b.disruptions_allowed,
-        });
+        namespace: namespace.clone(),
+        name: b.name.clone(),
+        disruptions_allowed: b.disruptions_allowed,
+    });
     Some(ObservedPod {
         namespace,
         name: key.1.to_string(),
@@ -352,7 +352,7 @@ pub fn pods_holding(pods: &[Pod], kubelet_ready: bool) -> Vec<String> {
             );
             let s = PodSummary::from_pod(p, &mut interner);
             observed_pod(&key, &s, &[])
-                .filter(|o| o.must_evict() && !(o.terminating && !kubelet_ready))
+                .filter(|o| o.must_evict() && (kubelet_ready || !o.terminating))
         })
         .map(|o| o.key())
         .collect()

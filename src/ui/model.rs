@@ -394,7 +394,7 @@ fn timelines(inputs: &Inputs<'_>) -> Vec<ChannelTimeline> {
                 })
                 .collect();
             // Versions are CalVer or SemVer-like: newest first by numeric parts.
-            versions.sort_by(|a, b| version_key(&b.version).cmp(&version_key(&a.version)));
+            versions.sort_by_key(|v| std::cmp::Reverse(version_key(&v.version)));
             ChannelTimeline { channel, versions }
         })
         .collect()
