@@ -130,7 +130,9 @@ impl Rig {
         git(&self.work, &["push", "-q", "origin", "main"]);
         let t = Instant::now();
         if let Some(url) = &self.hook {
-            let body = r#"{"ref":"refs/heads/main"}"#;
+            // Each push is a different delivery body (as GitHub's `after` makes it): the
+            // receiver ignores a replayed body.
+            let body = format!(r#"{{"ref":"refs/heads/main","after":"{n:040x}"}}"#);
             let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
             let req = http::Request::post(url)
                 .header("X-GitHub-Event", "push")

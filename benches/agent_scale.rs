@@ -281,6 +281,7 @@ fn run(per_pool: u32, speed: f64) -> Figures {
         .arg("agent")
         .env("ROTA_REPO", &origin)
         .env("ROTA_CLUSTER", "scale")
+        .env("ROTA_INSTALL_CRD", "true")
         .env("ROTA_KUBECONFIG", &kubeconfig)
         .env("ROTA_CONTEXT", "scale")
         .env("ROTA_STATE_DIR", tmp.path().join("state"))

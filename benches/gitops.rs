@@ -110,7 +110,8 @@ async fn push_to_fetch(webhook: bool, interval: Duration, rounds: usize) -> Vec<
         let start = Instant::now();
         let head = commit(&work, n);
         if webhook {
-            let body = br#"{"ref":"refs/heads/main"}"#.to_vec();
+            // A different body per push, as GitHub's `after` makes it (a replay is ignored).
+            let body = format!(r#"{{"ref":"refs/heads/main","after":"{head}"}}"#).into_bytes();
             let req = http::Request::post(&url)
                 .header("x-github-event", "push")
                 .header("x-github-delivery", format!("bench-{n}"))

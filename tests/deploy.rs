@@ -431,6 +431,7 @@ fn rules_and_dashboard_query_only_exported_metrics() {
     m.set_history_rewritten(Some(("a", "b")));
     m.record_status_posted("github", Outcome::Ok);
     m.record_notification(Outcome::Ok);
+    m.set_pool_info("p", "general", "2026.11.1", "ami-1");
     let exported: std::collections::BTreeSet<String> = m
         .render()
         .lines()

@@ -97,6 +97,7 @@ impl Run {
         cmd.arg("agent")
             .env("ROTA_REPO", &origin)
             .env("ROTA_CLUSTER", "canary-1")
+            .env("ROTA_INSTALL_CRD", "true")
             .env("ROTA_KUBECONFIG", &kubeconfig)
             .env("ROTA_CONTEXT", "canary-1")
             .env("ROTA_STATE_DIR", tmp.path().join("state"))
