@@ -19,7 +19,7 @@
 //! autoscaler's net change); no cordon rota set that no batch owns (invariant 4); no group
 //! template left on an image the pool stopped on (invariant 8).
 //!
-//! `cargo test --test chaos` runs 12 seeds (`ROTA_CHAOS_SEEDS=50` for the 50). `ROTA_CHAOS_SEEDS=1000 cargo test --release
+//! `cargo test --test chaos` runs 50 seeds (about a minute in debug). `ROTA_CHAOS_SEEDS=1000 cargo test --release
 //! --test chaos -- --nocapture` runs 1,000 and prints the table (seeds, outcomes by cause,
 //! violations, and the command replaying each failing seed); `ROTA_CHAOS_SEED=N` replays one
 //! seed with its log.
@@ -655,7 +655,7 @@ fn seeds() -> Vec<u64> {
     let n: u64 = std::env::var("ROTA_CHAOS_SEEDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(12);
+        .unwrap_or(50);
     (0..n).collect()
 }
 
