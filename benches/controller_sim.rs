@@ -66,6 +66,10 @@ impl NodeGroups for Counted {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.set_capacity(g, d, m).await
     }
+    async fn set_max(&self, g: &GroupRef, max: u32) -> Result<(), CloudError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.set_max(g, max).await
+    }
     async fn terminate(&self, g: &GroupRef, id: &str, dec: bool) -> Result<(), CloudError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.terminate(g, id, dec).await

@@ -360,6 +360,12 @@ impl Run {
                 };
                 let after = i64::from(self.group_state(&p.name).await.desired);
                 *self.autoscaled.entry(p.name.clone()).or_default() += after - before;
+                if after != before {
+                    self.note(format!(
+                        "autoscaler: {} desired {before} -> {after} (net {})",
+                        p.name, self.autoscaled[&p.name]
+                    ));
+                }
                 match r {
                     Ok(Scaled::Up(to)) => {
                         self.note(format!("autoscaler: {} up to {to}", p.name));
@@ -603,11 +609,18 @@ async fn run_seed(seed: u64) -> SeedReport {
         run.replicas[slot] = Some(r);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    let trace = std::env::var("ROTA_CHAOS_SEED").is_ok();
     let mut kubelets_left = run.draw.kubelet_deaths;
     let end = Instant::now() + BOUND;
     let mut settled_for = 0;
     while Instant::now() < end {
         tokio::time::sleep(CHECK_EVERY).await;
+        // The cloud's own record of what changed (a replayed seed prints it).
+        for e in run.fleet.cloud.take_events() {
+            if trace {
+                run.note(format!("cloud: {e:?}"));
+            }
+        }
         run.check().await;
         let mut settled = true;
         for p in run.draw.pools.clone() {
@@ -666,6 +679,11 @@ fn replay(seed: u64) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn seeded_chaos_keeps_the_invariants() {
+    // `RUST_LOG=rota=info` with a replayed seed shows every action the replicas took.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let seeds = seeds();
     let single = seeds.len() == 1;
     let mut by_cause: BTreeMap<String, u32> = BTreeMap::new();

@@ -135,6 +135,27 @@ async fn set_capacity_respects_max_and_raises_it_when_asked<H: Harness>(h: &H) {
     assert_eq!((s.desired, s.max, s.instances.len()), (2, 2, 2));
 }
 
+/// Restoring the maximum never writes a desired capacity (one read earlier could undo a
+/// concurrent resize) and never sets the maximum below the desired capacity.
+async fn set_max_leaves_the_desired_capacity<H: Harness>(h: &H) {
+    let g = h.create_group("setmax", 2, 2, "img").await;
+    let p = h.provider();
+    p.set_capacity(&g, 3, Some(4)).await.unwrap();
+    p.set_max(&g, 2).await.unwrap();
+    let s = p.describe(&g).await.unwrap();
+    assert_eq!(s.desired, 3, "set_max left the desired capacity alone");
+    assert!(
+        s.max >= 3,
+        "the maximum {} is not below the desired 3",
+        s.max
+    );
+    p.set_capacity(&g, 2, None).await.unwrap();
+    p.set_max(&g, 3).await.unwrap();
+    let s = p.describe(&g).await.unwrap();
+    assert_eq!(s.desired, 2);
+    assert!(s.max >= 2);
+}
+
 async fn terminate_with_decrement_shrinks_and_is_idempotent<H: Harness>(h: &H) {
     let g = h.create_group("terminate-dec", 3, 3, "img").await;
     h.pass(Duration::from_secs(300)).await;
@@ -295,6 +316,7 @@ mod sim {
         missing_group_is_not_found_for_every_call,
         set_image_changes_new_instances_only_and_is_idempotent,
         set_capacity_respects_max_and_raises_it_when_asked,
+        set_max_leaves_the_desired_capacity,
         terminate_with_decrement_shrinks_and_is_idempotent,
         terminate_without_decrement_gets_a_replacement,
         terminate_with_decrement_at_min_size_is_refused,
@@ -387,6 +409,7 @@ mod aws_on_moto {
         missing_group_is_not_found_for_every_call,
         set_image_changes_new_instances_only_and_is_idempotent,
         set_capacity_respects_max_and_raises_it_when_asked,
+        set_max_leaves_the_desired_capacity,
         terminate_with_decrement_shrinks_and_is_idempotent,
         terminate_without_decrement_gets_a_replacement,
         terminate_with_decrement_at_min_size_is_refused,
@@ -500,6 +523,9 @@ mod azure {
         ) -> Result<(), CloudError> {
             self.0.set_capacity(group, desired, max).await
         }
+        async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), CloudError> {
+            self.0.set_max(group, max).await
+        }
         async fn terminate(
             &self,
             group: &GroupRef,
@@ -580,6 +606,7 @@ mod azure {
         missing_group_is_not_found_for_every_call,
         set_image_changes_new_instances_only_and_is_idempotent,
         set_capacity_respects_max_and_raises_it_when_asked,
+        set_max_leaves_the_desired_capacity,
         terminate_with_decrement_shrinks_and_is_idempotent,
         terminate_without_decrement_gets_a_replacement,
     );
@@ -993,6 +1020,7 @@ mod gcp {
             missing_group_is_not_found_for_every_call,
             set_image_changes_new_instances_only_and_is_idempotent,
             set_capacity_respects_max_and_raises_it_when_asked,
+            set_max_leaves_the_desired_capacity,
             terminate_with_decrement_shrinks_and_is_idempotent,
             terminate_without_decrement_gets_a_replacement,
         );
@@ -1004,6 +1032,7 @@ mod gcp {
             missing_group_is_not_found_for_every_call,
             set_image_changes_new_instances_only_and_is_idempotent,
             set_capacity_respects_max_and_raises_it_when_asked,
+            set_max_leaves_the_desired_capacity,
             terminate_with_decrement_shrinks_and_is_idempotent,
             terminate_without_decrement_gets_a_replacement,
         );

@@ -3,8 +3,8 @@
 //!
 //! The simulated cloud lives inside `rota sim serve` (its boots, shutdowns and faults run on
 //! that process's clock), so a controller in another process cannot embed it. `serve` puts
-//! any `NodeGroups` behind four JSON POST endpoints on 127.0.0.1 (`/describe`, `/setImage`,
-//! `/setCapacity`, `/terminate`); [`HttpNodeGroups`] is the client, itself a `NodeGroups`, so
+//! any `NodeGroups` behind five JSON POST endpoints on 127.0.0.1 (`/describe`, `/setImage`,
+//! `/setCapacity`, `/setMax`, `/terminate`); [`HttpNodeGroups`] is the client, itself a `NodeGroups`, so
 //! the controller uses it exactly like a real provider. Errors travel as the `CloudError`
 //! fields, so a quota error on the server is a quota error in the controller. A connection
 //! failure is `Transient`. Loopback only: this is a test double's wire, not a cloud API.
@@ -183,6 +183,10 @@ async fn handle(groups: &dyn NodeGroups, path: &str, body: &[u8]) -> (u16, Value
             .set_capacity(&req.group, req.desired, req.max)
             .await
             .map(|_| json!({})),
+        "/setMax" => match req.max {
+            Some(max) => groups.set_max(&req.group, max).await.map(|_| json!({})),
+            None => return (400, json!({"message": "bad request: /setMax needs max"})),
+        },
         "/terminate" => groups
             .terminate(&req.group, &req.instance_id, req.decrement)
             .await
@@ -288,6 +292,17 @@ impl NodeGroups for HttpNodeGroups {
             "/setCapacity",
             group,
             json!({"group": group, "desired": desired, "max": max}),
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), CloudError> {
+        self.call(
+            "SetMaxSize",
+            "/setMax",
+            group,
+            json!({"group": group, "max": max}),
         )
         .await
         .map(drop)

@@ -79,6 +79,13 @@ impl NodeGroups for MeteredNodeGroups {
         r
     }
 
+    async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.set_max(group, max).await;
+        self.record(group, "set_max", t, &r);
+        r
+    }
+
     async fn terminate(
         &self,
         group: &GroupRef,
@@ -123,6 +130,9 @@ mod tests {
             })
         }
         async fn set_image(&self, _: &GroupRef, _: &str) -> Result<(), CloudError> {
+            Ok(())
+        }
+        async fn set_max(&self, _: &GroupRef, _: u32) -> Result<(), CloudError> {
             Ok(())
         }
         async fn set_capacity(

@@ -174,6 +174,13 @@ pub trait NodeGroups: Send + Sync {
         max: Option<u32>,
     ) -> Result<(), CloudError>;
 
+    /// Set the maximum size to `max` without touching the desired capacity, and never below
+    /// the desired capacity the group holds at the moment of the call (the cloud's own value,
+    /// read in the same call, not a describe the caller made earlier): rota restores the
+    /// maximum after a rotation, and a desired capacity written back from a describe that
+    /// lags behind a concurrent change (the cluster autoscaler's) would undo that change.
+    async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), CloudError>;
+
     /// Terminate one instance. With `decrement`, the desired capacity goes down by one in the
     /// same call so the cloud does not replace it; when the desired capacity is already at
     /// the group's minimum size, a decrementing terminate is refused as `Invalid` and nothing

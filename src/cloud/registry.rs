@@ -124,6 +124,13 @@ impl NodeGroups for Providers {
             .await
     }
 
+    async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), CloudError> {
+        self.provider(group, "SetMaxSize")
+            .await?
+            .set_max(group, max)
+            .await
+    }
+
     async fn terminate(
         &self,
         group: &GroupRef,

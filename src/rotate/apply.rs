@@ -288,6 +288,8 @@ pub async fn apply_with_status(
         tracing::info!(
             actions = plan.actions.len(),
             first = %plan.actions[0].action,
+            why = %plan.actions[0].reason,
+            pool = %name,
             phase = ?status.phase,
             "applying the plan"
         );
@@ -380,6 +382,7 @@ fn event_reason(a: &Action) -> &'static str {
     match a {
         Action::SetImage { .. } => "SetImage",
         Action::SetCapacity { .. } => "SetCapacity",
+        Action::SetMax { .. } => "SetMaxSize",
         Action::Cordon { .. } => "Cordon",
         Action::Uncordon { .. } => "Uncordon",
         Action::Evict { .. } => "Evict",
@@ -417,6 +420,12 @@ async fn execute(
         Action::SetCapacity { desired, max } => edge
             .groups
             .set_capacity(group, *desired, *max)
+            .await
+            .map(|()| true)
+            .map_err(cloud),
+        Action::SetMax { max } => edge
+            .groups
+            .set_max(group, *max)
             .await
             .map(|()| true)
             .map_err(cloud),

@@ -82,6 +82,10 @@ pub enum Action {
         instance_id: String,
         node: Option<String>,
     },
+    /// Set the group's maximum size, leaving its desired capacity to whoever holds it now
+    /// (never below it): restoring the maximum must not write back a capacity read from a
+    /// describe that a concurrent resize has overtaken.
+    SetMax { max: u32 },
     /// Set or remove the cluster autoscaler's scale-down-disabled annotation on a node.
     SetScaleDownDisabled { node: String, disabled: bool },
     /// Take back surge capacity the cloud never fulfilled: set the desired capacity to
@@ -104,6 +108,7 @@ impl fmt::Display for Action {
                 desired,
                 max: Some(m),
             } => write!(f, "set capacity {desired} (max {m})"),
+            Action::SetMax { max } => write!(f, "set max size {max}"),
             Action::Cordon { node, .. } => write!(f, "cordon {node}"),
             Action::Uncordon { node } => write!(f, "uncordon {node}"),
             Action::Evict { namespace, pod, .. } => write!(f, "evict {namespace}/{pod}"),

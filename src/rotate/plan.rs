@@ -1508,10 +1508,7 @@ impl<'a> Planner<'a> {
                 String::new()
             };
             self.push(
-                Action::SetCapacity {
-                    desired: g.desired,
-                    max: Some(max),
-                },
+                Action::SetMax { max },
                 format!(
                     "rotation done: restore the group's maximum size from {} to {max}{grew}",
                     g.max

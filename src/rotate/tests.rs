@@ -723,7 +723,7 @@ fn a_partial_rollout_stops_at_its_percent_and_restores_the_template() {
     let p = plan(&d, &w, Some(&cp(Stage::Between)), t0());
     assert_eq!(
         shown(&p),
-        ["set capacity 4 (max 4)", "set image ami-0000000000000000a"]
+        ["set max size 4", "set image ami-0000000000000000a"]
     );
     assert!(p.actions[1].reason.contains("partial rollout (50%)"));
     // Restored: done, and it stays done.
@@ -950,7 +950,7 @@ fn cleanup_restores_the_raised_max_even_when_the_group_grew() {
     w.group.max = 6;
     w.group.template_image = NEW.into();
     let p = plan(&desired(2), &w, Some(&cp(Stage::Cleanup)), t0());
-    assert_eq!(shown(&p), ["set capacity 5 (max 5)"]);
+    assert_eq!(shown(&p), ["set max size 5"]);
     assert!(
         p.actions[0].reason.contains("grew to 5"),
         "{}",

@@ -125,12 +125,36 @@ impl SimGroup {
 /// What happened in the cloud, for tests, logs and the demo: one line per event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CloudEvent {
-    Launched { group: String, instance: String },
-    InService { group: String, instance: String },
-    BootFailed { group: String, instance: String },
-    LaunchFailed { group: String, reason: String },
-    Terminating { group: String, instance: String },
-    Gone { group: String, instance: String },
+    Launched {
+        group: String,
+        instance: String,
+    },
+    InService {
+        group: String,
+        instance: String,
+    },
+    BootFailed {
+        group: String,
+        instance: String,
+    },
+    LaunchFailed {
+        group: String,
+        reason: String,
+    },
+    Terminating {
+        group: String,
+        instance: String,
+    },
+    Gone {
+        group: String,
+        instance: String,
+    },
+    /// A capacity call changed the desired capacity (a chaos replay shows who raced whom).
+    Capacity {
+        group: String,
+        from: u32,
+        to: u32,
+    },
 }
 
 struct Inner {
@@ -727,8 +751,35 @@ impl NodeGroups for SimCloud {
             }
             let g = inner.groups.get_mut(group).expect("checked");
             let changed = g.desired != desired || g.max != new_max;
+            let from = g.desired;
             g.desired = desired;
             g.max = new_max;
+            if from != desired {
+                inner.record(CloudEvent::Capacity {
+                    group: group.name().to_string(),
+                    from,
+                    to: desired,
+                });
+            }
+            Ok(((), changed))
+        })
+    }
+
+    async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), CloudError> {
+        let api = Call::SetCapacity.api_name();
+        self.call(Call::SetCapacity, group, |inner, _| {
+            let g = inner.groups.get_mut(group).expect("checked");
+            let max = max.max(g.desired);
+            if max < g.min {
+                return Err(CloudError::new(
+                    CloudErrorKind::Invalid,
+                    api,
+                    group,
+                    format!("maximum size {max} is below the minimum size {}", g.min),
+                ));
+            }
+            let changed = g.max != max;
+            g.max = max;
             Ok(((), changed))
         })
     }
@@ -767,6 +818,11 @@ impl NodeGroups for SimCloud {
                 g.instances[i] = inst;
                 if decrement {
                     g.desired -= 1;
+                    inner.record(CloudEvent::Capacity {
+                        group: group.name().to_string(),
+                        from: g.desired + 1,
+                        to: g.desired,
+                    });
                 }
                 changed = true;
             }
@@ -891,6 +947,33 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn set_max_never_writes_the_desired_capacity_back() {
+        // The rotation restores the maximum after a concurrent scale-down it has not seen
+        // yet (describes lag): the desired capacity the other writer set must stay.
+        let cloud = SimCloud::new(3, FaultProfile::default(), 1.0);
+        let g = asg("g");
+        cloud
+            .create_group(GroupSpec::new(g.clone(), 3, "ami-1").with_max(6))
+            .unwrap();
+        cloud.set_capacity(&g, 5, None).await.unwrap();
+        cloud.set_max(&g, 4).await.unwrap();
+        let s = cloud.describe(&g).await.unwrap();
+        assert_eq!(
+            (s.desired, s.max),
+            (5, 5),
+            "never below the desired capacity"
+        );
+        cloud.set_capacity(&g, 2, None).await.unwrap();
+        cloud.set_max(&g, 4).await.unwrap();
+        let s = cloud.describe(&g).await.unwrap();
+        assert_eq!(
+            (s.desired, s.max),
+            (2, 4),
+            "the desired capacity is left as it is"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn failed_boots_are_replaced_and_seeds_repeat() {
         let story = |seed| async move {
             let mut faults = FaultProfile::default();
@@ -954,12 +1037,10 @@ mod tests {
         cloud.set_capacity(&g, 5, None).await.unwrap();
         settle(&cloud, 300).await;
         assert!(cloud.describe(&g).await.unwrap().instances.is_empty());
-        assert!(
-            cloud
-                .take_events()
-                .iter()
-                .all(|e| matches!(e, CloudEvent::LaunchFailed { .. }))
-        );
+        assert!(cloud.take_events().iter().all(|e| matches!(
+            e,
+            CloudEvent::LaunchFailed { .. } | CloudEvent::Capacity { .. }
+        )));
     }
 
     #[tokio::test(start_paused = true)]

@@ -394,6 +394,7 @@ impl Model {
                     }
                 }
             }
+            Action::SetMax { max } => self.max = (*max).max(self.desired),
             Action::Cordon { node, owner } => {
                 if let Some(n) = self.nodes.get_mut(node) {
                     n.cordoned = true;

@@ -486,6 +486,32 @@ impl NodeGroups for AwsNodeGroups {
         Ok(())
     }
 
+    async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), CloudError> {
+        const CALL: &str = "UpdateAutoScalingGroup";
+        let (g, c) = self.asg(group).await?;
+        let name = group.name();
+        // MaxSize alone leaves DesiredCapacity to whoever else sets it (the cluster
+        // autoscaler). AWS refuses a maximum below the desired capacity; the floor is the
+        // value just read, so only a change in the round trip can make it refuse (Invalid,
+        // and the next pass reads again).
+        let max = max.max(capacity(g.desired_capacity())) as i32;
+        if g.max_size() == Some(max) {
+            return Ok(());
+        }
+        self.retry
+            .run(CALL, group, || async {
+                c.asg
+                    .update_auto_scaling_group()
+                    .auto_scaling_group_name(name)
+                    .max_size(max)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(e, CALL, group))
+            })
+            .await?;
+        Ok(())
+    }
+
     async fn terminate(
         &self,
         group: &GroupRef,

@@ -230,15 +230,22 @@ impl AzureNodeGroups {
 
     /// Bring the capacity (and the `max` tag) to the wanted values: read, check, write with
     /// `If-Match`, again from the read if someone else wrote in between.
+    /// Write the capacity (`None`: keep the one read in the same round, under its ETag, so
+    /// that a maximum-only change cannot undo a concurrent resize) and the maximum tag.
     async fn apply_capacity(
         &self,
         group: &GroupRef,
-        desired: u32,
+        desired: Option<u32>,
         max: Option<u32>,
         call: &'static str,
     ) -> Result<(), CloudError> {
         for _ in 0..5 {
             let (path, vmss) = self.get_scale_set(group, call).await?;
+            let current = u32::try_from(vmss.sku.capacity.unwrap_or(0)).unwrap_or(u32::MAX);
+            let (desired, max) = match desired {
+                Some(d) => (d, max),
+                None => (current, max.map(|m| m.max(current))),
+            };
             let bounds = bounds(&vmss.tags).map_err(|m| {
                 CloudError::new(CloudErrorKind::Invalid, UPDATE_SCALE_SET, group, m)
             })?;
@@ -476,7 +483,12 @@ impl NodeGroups for AzureNodeGroups {
         desired: u32,
         max: Option<u32>,
     ) -> Result<(), CloudError> {
-        self.apply_capacity(group, desired, max, GET_SCALE_SET)
+        self.apply_capacity(group, Some(desired), max, GET_SCALE_SET)
+            .await
+    }
+
+    async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), CloudError> {
+        self.apply_capacity(group, None, Some(max), GET_SCALE_SET)
             .await
     }
 
@@ -539,7 +551,7 @@ impl NodeGroups for AzureNodeGroups {
             let (_, after) = self.get_scale_set(group, GET_SCALE_SET).await?;
             if after.sku.capacity.unwrap_or(0) < capacity_before {
                 let desired = u32::try_from(capacity_before).unwrap_or(u32::MAX);
-                self.apply_capacity(group, desired, None, GET_SCALE_SET)
+                self.apply_capacity(group, Some(desired), None, GET_SCALE_SET)
                     .await?;
             }
         }

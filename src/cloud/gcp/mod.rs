@@ -811,7 +811,7 @@ impl GcpNodeGroups {
         }
     }
 
-    async fn set_max(
+    async fn set_autoscaler_max(
         &self,
         mig: &Mig,
         mut a: model::Autoscaler,
@@ -1157,7 +1157,7 @@ impl NodeGroups for GcpNodeGroups {
         let bound = match (max, autoscaler) {
             (Some(m), Some(a)) => {
                 if m != current_max {
-                    self.set_max(&mig, a, m, group).await?;
+                    self.set_autoscaler_max(&mig, a, m, group).await?;
                 }
                 m
             }
@@ -1177,6 +1177,22 @@ impl NodeGroups for GcpNodeGroups {
             return Ok(());
         }
         self.resize(&mig, desired, group).await
+    }
+
+    async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), CloudError> {
+        let mig = Mig::of("autoscalers.patch", group)?;
+        let view = self.get_mig(&mig, group).await?;
+        let (_, current_max, autoscaler) = self.bounds(&mig, &view, group).await?;
+        // Without an autoscaler a managed instance group has no maximum of its own (Compute's
+        // limit is the bound): nothing to restore. The target size is never written here.
+        let Some(a) = autoscaler else {
+            return Ok(());
+        };
+        let max = max.max(view.target_size);
+        if max == current_max {
+            return Ok(());
+        }
+        self.set_autoscaler_max(&mig, a, max, group).await
     }
 
     async fn terminate(
