@@ -158,6 +158,7 @@ fn the_base_is_least_privilege_with_two_leader_elected_replicas() {
         rules,
         [
             "/events: create,patch",
+            "/events: list,watch",
             "/nodes: get,list,watch,patch",
             "/pods/eviction: create",
             "/pods: get,list,watch,delete",

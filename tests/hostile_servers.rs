@@ -353,7 +353,7 @@ fn slow_unauthenticated_webhook_connections_do_not_grow_memory() {
     // Not even framed as a forge delivery: refused before any body byte is read.
     let (code, text) = request(
         &hook,
-        "POST /hooks HTTP/1.1\r\nhost: x\r\nx-github-event: push\r\ncontent-length: 1000000\r\n\r\n",
+        "POST /hooks/push HTTP/1.1\r\nhost: x\r\nx-github-event: push\r\ncontent-length: 1000000\r\n\r\n",
         b"",
     );
     assert_eq!(code, 401, "{text}");
@@ -369,7 +369,7 @@ fn slow_unauthenticated_webhook_connections_do_not_grow_memory() {
         };
         s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
         let head = format!(
-            "POST /hooks HTTP/1.1\r\nhost: x\r\nx-github-event: push\r\nx-github-delivery: slow\r\nx-hub-signature-256: sha256={fake}\r\ncontent-length: 1040000\r\n\r\n"
+            "POST /hooks/push HTTP/1.1\r\nhost: x\r\nx-github-event: push\r\nx-github-delivery: slow\r\nx-hub-signature-256: sha256={fake}\r\ncontent-length: 1040000\r\n\r\n"
         );
         // Over the connection cap the server closes at once: writes may fail, that is fine.
         let _ = s
@@ -413,7 +413,7 @@ fn a_replayed_signed_delivery_causes_no_second_fetch() {
         request(
             &hook,
             &format!(
-                "POST /hooks HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\nx-github-event: push\r\nx-github-delivery: {id}\r\nx-hub-signature-256: sha256={sig}\r\ncontent-length: {}\r\n\r\n",
+                "POST /hooks/push HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\nx-github-event: push\r\nx-github-delivery: {id}\r\nx-hub-signature-256: sha256={sig}\r\ncontent-length: {}\r\n\r\n",
                 body.len()
             ),
             body,

@@ -53,7 +53,7 @@ fn fleet_yaml(version: &str) -> String {
     canary_fleet::canary_fleet_yaml(
         version,
         "{batch: 2}",
-        "  notifications:\n    - name: ops-chat\n      urlEnv: ROTA_TEST_HOOK_URL\n      minInterval: 2s\n",
+        "  notifications:\n    - name: ops-chat\n      urlEnv: ROTA_TEST_WEBHOOK_URL\n      minInterval: 2s\n",
     )
 }
 
@@ -204,7 +204,7 @@ impl Run {
             .env("ROTA_SPEED", "30")
             .env("ROTA_WEBHOOK_LISTEN", "127.0.0.1:0")
             .env("ROTA_WEBHOOK_SECRET_FILE", &secret_file)
-            .env("ROTA_TEST_HOOK_URL", hook_url)
+            .env("ROTA_TEST_WEBHOOK_URL", hook_url)
             .env_remove("RUST_LOG")
             .args(["--log-format", "json", "--log-filter", "rota=debug"])
             .args([

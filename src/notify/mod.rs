@@ -77,6 +77,17 @@ pub struct Webhook {
     pub min_interval: Duration,
 }
 
+/// Whether `name` may be read as a webhook URL: `^[A-Z][A-Z0-9_]*_WEBHOOK_URL$`, at most 128.
+pub fn webhook_env_name(name: &str) -> bool {
+    name.len() <= 128
+        && name.ends_with("_WEBHOOK_URL")
+        && name.len() > "_WEBHOOK_URL".len()
+        && name.starts_with(|c: char| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
 impl Webhook {
     /// Resolve a webhook of the fleet repo: read its URL from `url`, `urlEnv` or the secret
     /// `urlSecret` of `secrets` (the agent's `--secrets-dir`). `urlFile` (a path) is refused.
@@ -95,7 +106,17 @@ impl Webhook {
         }
         let url = match (&spec.url, &spec.url_env, &spec.url_secret) {
             (Some(u), None, None) => Secret::new(u.clone()),
-            (None, Some(var), None) => Secret::from_env(var).map_err(|e| err(e.to_string()))?,
+            (None, Some(var), None) => {
+                // The repo is not trusted with the agent's environment: only a variable named
+                // for this purpose may be read (the schema says the same at load time).
+                if !webhook_env_name(var) {
+                    return Err(err(format!(
+                        "urlEnv {:?} is not a webhook variable: its name must be upper case and end in _WEBHOOK_URL (the agent's other variables hold tokens and endpoints)",
+                        var.chars().take(64).collect::<String>()
+                    )));
+                }
+                Secret::from_env(var).map_err(|e| err(e.to_string()))?
+            }
             (None, None, Some(name)) => match secrets {
                 Some(dir) => dir.read(name).map_err(|e| err(e.to_string()))?,
                 None => {
@@ -585,8 +606,21 @@ mod tests {
         .unwrap();
         assert!(!format!("{w:?}").contains("secret"));
         let e =
-            Webhook::from_spec(&spec(None, Some("ROTA_TEST_UNSET_WEBHOOK_VAR")), None).unwrap_err();
-        assert!(e.to_string().contains("ROTA_TEST_UNSET_WEBHOOK_VAR"), "{e}");
+            Webhook::from_spec(&spec(None, Some("ROTA_TEST_UNSET_WEBHOOK_URL")), None).unwrap_err();
+        assert!(e.to_string().contains("ROTA_TEST_UNSET_WEBHOOK_URL"), "{e}");
+        // A fleet repo cannot make the agent read its other variables (the repo URL may carry
+        // a token; endpoints; anything of the pod's environment).
+        for var in [
+            "ROTA_REPO",
+            "AWS_SECRET_ACCESS_KEY",
+            "HOME",
+            "rota_ops_webhook_url",
+        ] {
+            let e = Webhook::from_spec(&spec(None, Some(var)), None).unwrap_err();
+            assert!(e.to_string().contains("_WEBHOOK_URL"), "{var}: {e}");
+        }
+        assert!(webhook_env_name("ROTA_SLACK_WEBHOOK_URL"));
+        assert!(!webhook_env_name("_WEBHOOK_URL"));
     }
 
     /// `urlFile: /dev/zero` made the agent read without end; now a path is never opened and

@@ -467,6 +467,14 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
+    // One path: anything else is a scanner or a typo, answered without reading a byte of it.
+    if parts.uri.path() != WEBHOOK_PATH {
+        tracing::debug!(path = %parts.uri.path().chars().take(128).collect::<String>(), "webhook request to an unknown path");
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("no such path: push webhooks go to {WEBHOOK_PATH}"),
+        );
+    }
     // Nothing is read from a client that is not even framed as an authentic forge delivery.
     if let Err(Verdict::Rejected { status, reason }) =
         receiver.precheck(&parts.method, &parts.headers)
@@ -512,8 +520,11 @@ pub async fn handle(
     }
 }
 
-/// Serves webhooks on `listener` until `cancel` fires. Any path is accepted: forges are
-/// configured with the full URL, e.g. `https://rota.example.com/hooks/push`.
+/// The one path the receiver answers: forges are configured with the full URL, e.g.
+/// `https://rota.example.com/hooks/push`. Any other path is 404, before the body is read.
+pub const WEBHOOK_PATH: &str = "/hooks/push";
+
+/// Serves webhooks on `listener` until `cancel` fires, at [`WEBHOOK_PATH`] only.
 pub async fn serve(
     listener: TcpListener,
     receiver: Arc<Receiver>,

@@ -102,6 +102,25 @@ async fn signed_push_fetches_at_once_forged_push_is_rejected() {
     let second = commit_file(&work, "fleet.yaml", "kind: Fleet\n# 2\n", "bump");
     let body = br#"{"ref":"refs/heads/main","after":"x"}"#.to_vec();
 
+    // A correctly signed delivery to another path: 404 before the body is read, no fetch.
+    let good = format!("sha256={}", sign_hex(&secret, &body));
+    let elsewhere = url.replace("/hooks/push", "/admin");
+    let (status, text) = post(
+        &client,
+        &elsewhere,
+        &[
+            ("x-github-event", "push".into()),
+            ("x-github-delivery", "p-1".into()),
+            ("x-hub-signature-256", good),
+        ],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(
+        (status, text.as_str()),
+        (404, "no such path: push webhooks go to /hooks/push")
+    );
+
     // Forged: signed with another secret. 401, and no fetch follows.
     let forged = format!("sha256={}", sign_hex(&Secret::new("guess"), &body));
     let (status, text) = post(
