@@ -285,6 +285,8 @@ mod tests {
                 operator_paused: None,
                 operator_request: None,
                 annotated_nodes: vec![],
+                fenced_at: None,
+                capacity_changed_at: None,
                 stage,
             }),
             ..Default::default()

@@ -3,26 +3,35 @@
 //!
 //! Each seed draws a cluster of two pools (sizes, rollout policies) and a fault model:
 //! cloud API throttling and 5xx, writes that take effect and answer an error, describes that
-//! lag behind writes, launches that fail for capacity, boots that fail (the cloud replaces
-//! the instance), Kubernetes API 429s (API Priority and Fairness), 500s and lost responses,
-//! and, while the rotation runs, a cluster autoscaler scaling the groups up and down, a
-//! kubelet that dies, and controller replicas killed at random points (a task aborted at
-//! whatever await it is in) and started again. Two replicas run the real leader election.
+//! lag behind writes (the replicas are told the lag, `--describe-lag`, as an operator would
+//! tell them), launches that fail for capacity, boots that fail (the cloud replaces the
+//! instance), Kubernetes API 429s (API Priority and Fairness), 500s and lost responses, and,
+//! while the rotation runs, load that changes what a cluster autoscaler wants (it reconciles
+//! every loop like the real one: scales up while fewer nodes can take pods than the load
+//! needs, removes an empty unprotected node after 10 minutes unneeded, from its own lagging
+//! describe), a kubelet that dies, and controller replicas killed at random points (a task
+//! aborted at whatever await it is in) and started again. Two replicas run the real leader
+//! election.
 //!
 //! Every `CHECK_EVERY` of fleet time the invariants are checked on what the cloud and the
 //! cluster hold: 1 (a pool never holds more than its size at start plus one batch, plus what
 //! the autoscaler added), 2 (no PodDisruptionBudget below its healthy minimum), 3 (no
 //! instance terminating under a workload pod that was not evicted). When the pools settle
-//! (or the time bound passes), the end state: every pool `Succeeded` or stopped with a
-//! status naming its cause within the bound; no instance leaked (a succeeded pool's group
-//! holds exactly its nodes, all on the target image, at its size at start plus the
-//! autoscaler's net change); no cordon rota set that no batch owns (invariant 4); no group
-//! template left on an image the pool stopped on (invariant 8).
+//! and the autoscaler has nothing left to do (or the time bound passes), the end state: every
+//! pool `Succeeded` or stopped with a status naming its cause within the bound (a pool
+//! waiting for its surge bound counts only when the autoscaler really grew the group to it);
+//! no instance leaked (without an autoscaler, a succeeded pool's group holds exactly its
+//! nodes, all on the target image, at its size at start; with one, every instance has a node,
+//! the desired capacity matches them, and no node is still kept from the autoscaler); no
+//! cordon rota set that no batch owns (invariant 4); no group template left on an image the
+//! pool stopped on (invariant 8).
 //!
 //! `cargo test --test chaos` runs 50 seeds (about a minute in debug). `ROTA_CHAOS_SEEDS=1000 cargo test --release
 //! --test chaos -- --nocapture` runs 1,000 and prints the table (seeds, outcomes by cause,
 //! violations, and the command replaying each failing seed); `ROTA_CHAOS_SEED=N` replays one
-//! seed with its log.
+//! seed with its log (and the cloud's capacity changes, and with `RUST_LOG=rota::rotate=info`
+//! every action with its reason). `ROTA_CHAOS_FROM=K` starts at seed K, so a long run can be
+//! split over cores.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,7 +43,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rota::cloud::{GroupRef, GroupState, Lifecycle};
+use rota::cloud::{GroupRef, GroupState, Lifecycle, NodeGroups};
 use rota::controller::{Config, Controller};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
@@ -93,6 +102,12 @@ struct Draw {
     autoscaler_rate: f64,
     kubelet_deaths: u32,
     kill_rate: f64,
+    /// The cloud's describe lag, which the replicas are told (`--describe-lag`).
+    describe_lag_s: u64,
+    /// How far each replica slot's wall clock is off (seconds, either way).
+    clock_skew_s: [i64; 2],
+    /// Chance per check that a replica is cut off from the API server for a while.
+    partition_rate: f64,
 }
 
 fn pick<T: Copy>(rng: &mut ChaCha8Rng, xs: &[T]) -> T {
@@ -121,19 +136,21 @@ fn draw(seed: u64) -> Draw {
             }
         })
         .collect();
-    let cloud_faults = format!(
-        "boot: {{min: {}s, max: {}s, failureRate: {}}}\n\
-         api: {{throttleRate: {}, serverErrorRate: {}, lostResponseRate: {}}}\n\
-         launch: {{capacityErrorRate: {}}}\n\
-         consistency: {{describeLag: {}s}}\n",
-        rng.random_range(20..60),
-        rng.random_range(60..150),
-        pick(&mut rng, &[0.0, 0.0, 0.1, 0.3]),
+    // Drawn in this order (seeds replay the same runs as before the lag was kept).
+    let (boot_min, boot_max) = (rng.random_range(20..60), rng.random_range(60..150));
+    let boot_fail = pick(&mut rng, &[0.0, 0.0, 0.1, 0.3]);
+    let (throttle, server, lost) = (
         pick(&mut rng, &[0.0, 0.05]),
         pick(&mut rng, &[0.0, 0.03]),
         pick(&mut rng, &[0.0, 0.05]),
-        pick(&mut rng, &[0.0, 0.0, 0.2]),
-        pick(&mut rng, &[0, 0, 10, 30]),
+    );
+    let capacity = pick(&mut rng, &[0.0, 0.0, 0.2]);
+    let describe_lag_s: u64 = pick(&mut rng, &[0, 0, 10, 30]);
+    let cloud_faults = format!(
+        "boot: {{min: {boot_min}s, max: {boot_max}s, failureRate: {boot_fail}}}\n\
+         api: {{throttleRate: {throttle}, serverErrorRate: {server}, lostResponseRate: {lost}}}\n\
+         launch: {{capacityErrorRate: {capacity}}}\n\
+         consistency: {{describeLag: {describe_lag_s}s}}\n",
     );
     let api_faults = ApiFaultProfile {
         throttle_rate: pick(&mut rng, &[0.0, 0.02, 0.05]),
@@ -148,6 +165,13 @@ fn draw(seed: u64) -> Draw {
         autoscaler_rate: pick(&mut rng, &[0.0, 0.02, 0.05]),
         kubelet_deaths: pick(&mut rng, &[0, 0, 1]),
         kill_rate: pick(&mut rng, &[0.0, 0.01, 0.03]),
+        describe_lag_s,
+        // Drawn last, so that every other draw of a seed is what it was before.
+        clock_skew_s: [
+            pick(&mut rng, &[0, 0, -120, -30, 30, 120]),
+            pick(&mut rng, &[0, 0, -120, -30, 30, 120]),
+        ],
+        partition_rate: pick(&mut rng, &[0.0, 0.0, 0.01, 0.03]),
     }
 }
 
@@ -178,9 +202,28 @@ fn npr(pool: &PoolPlan) -> NodePoolRotation {
 /// One controller replica: its task and how to stop it cleanly.
 struct Replica {
     id: String,
+    /// Its API server's faults: `partition` cuts it off from the control plane.
+    faults: ApiFaults,
+    /// Until when it is cut off.
+    partitioned_until: Option<Instant>,
     task: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
+
+/// The cluster autoscaler of one pool, as the real one behaves: it reconciles the nodes the
+/// load needs (`target`, moved by the seed's load changes) every loop; it scales up while
+/// fewer nodes can take pods (Ready, schedulable, or still booting) than the load needs, and
+/// removes an empty, unprotected node only after it has been unneeded for 10 minutes
+/// (`--scale-down-unneeded-time`). Both through the cloud's API, from its own describe
+/// (which lags like everyone's).
+#[derive(Default)]
+struct Autoscaler {
+    target: i64,
+    unneeded_since: BTreeMap<String, Instant>,
+}
+
+/// The real autoscaler's default `--scale-down-unneeded-time`.
+const UNNEEDED_TIME: Duration = Duration::from_secs(600);
 
 /// A seed being run.
 struct Run {
@@ -194,6 +237,8 @@ struct Run {
     violations: Vec<String>,
     /// Net instances the autoscaler added (or removed), per pool.
     autoscaled: BTreeMap<String, i64>,
+    /// The simulated cluster autoscaler's state, per pool.
+    ca: BTreeMap<String, Autoscaler>,
     replicas: Vec<Option<Replica>>,
     restarts: u32,
     started: Instant,
@@ -224,10 +269,14 @@ impl Run {
         )
         .expect("drawn rates are valid");
         let client = ApiServer::new(self.store.clone())
-            .with_faults(faults)
+            .with_faults(faults.clone())
             .client();
         let mut cfg = Config::new("0.1.0", &id);
         cfg.events = false;
+        // As an operator sets `--describe-lag` to what their cloud's describes lag.
+        cfg.describe_lag = Duration::from_secs(self.draw.describe_lag_s);
+        // Each replica's wall clock is off by up to two minutes, its own way.
+        cfg.clock_skew = chrono::Duration::seconds(self.draw.clock_skew_s[slot]);
         let mut c = Controller::new(client, Arc::new(self.fleet.cloud.clone()), cfg);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -238,6 +287,8 @@ impl Run {
         });
         Replica {
             id,
+            faults,
+            partitioned_until: None,
             task,
             stop: Some(tx),
         }
@@ -349,39 +400,23 @@ impl Run {
         let cloud = self.fleet.cloud.clone();
         for p in self.draw.pools.clone() {
             if rng.random_bool(self.draw.autoscaler_rate) {
-                // The net change is measured on the group itself: a call whose response was
-                // lost may have taken effect. (The simulated cloud answers at once, so no
-                // other task acts between the two reads.)
-                let before = i64::from(self.group_state(&p.name).await.desired);
-                let r = if rng.random_bool(0.5) {
-                    autoscaler::scale_up(&cloud, &group(&p.name)).await
+                // The load changes: the autoscaler now wants one node more or one less (never
+                // fewer than 1, never more than 2 above the pool's size at start).
+                let up = rng.random_bool(0.5);
+                let ca = self.ca.entry(p.name.clone()).or_default();
+                let before = ca.target;
+                ca.target = if up {
+                    (ca.target + 1).min(i64::from(p.size) + 2)
                 } else {
-                    autoscaler::scale_down(&cloud, &self.store, &group(&p.name)).await
+                    (ca.target - 1).max(1)
                 };
-                let after = i64::from(self.group_state(&p.name).await.desired);
-                *self.autoscaled.entry(p.name.clone()).or_default() += after - before;
+                let after = ca.target;
                 if after != before {
-                    self.note(format!(
-                        "autoscaler: {} desired {before} -> {after} (net {})",
-                        p.name, self.autoscaled[&p.name]
-                    ));
-                }
-                match r {
-                    Ok(Scaled::Up(to)) => {
-                        self.note(format!("autoscaler: {} up to {to}", p.name));
-                    }
-                    Ok(Scaled::Down { node, instance }) => {
-                        self.note(format!(
-                            "autoscaler: {} down, node {node} ({instance})",
-                            p.name
-                        ));
-                    }
-                    Ok(Scaled::Nothing) => {}
-                    // The cloud's own faults hit the autoscaler as well.
-                    Err(e) => self.note(format!("autoscaler: {} failed: {e}", p.name)),
+                    self.note(format!("load: {} needs {after} node(s)", p.name));
                 }
             }
         }
+        let _ = &cloud;
         if *kubelets_left > 0 && rng.random_bool(0.02) {
             let nodes = Api::<Node>::all(self.client.clone())
                 .list(&ListParams::default())
@@ -394,6 +429,32 @@ impl Run {
                     *kubelets_left -= 1;
                     self.note(format!("kubelet of {name} died"));
                 }
+            }
+        }
+        // A replica cut off from the control plane for 20 to 60 s: its renewals fail, its
+        // lease expires while it still runs, mid-pass; the other replica takes over.
+        let now = Instant::now();
+        for r in self.replicas.iter_mut().flatten() {
+            if r.partitioned_until.is_some_and(|t| now >= t) {
+                r.faults.partition(false);
+                r.partitioned_until = None;
+                let id = r.id.clone();
+                self.log.push_str(&format!(
+                    "t+{:>6}s {id} reconnected\n",
+                    (now - self.started).as_secs()
+                ));
+            }
+        }
+        if rng.random_bool(self.draw.partition_rate) {
+            let slot = rng.random_range(0..self.replicas.len());
+            let secs = rng.random_range(20..=60);
+            if let Some(r) = self.replicas[slot].as_mut()
+                && r.partitioned_until.is_none()
+            {
+                r.faults.partition(true);
+                r.partitioned_until = Some(now + Duration::from_secs(secs));
+                let id = r.id.clone();
+                self.note(format!("{id} cut off from the API server for {secs}s"));
             }
         }
         for slot in 0..self.replicas.len() {
@@ -410,6 +471,189 @@ impl Run {
                     self.replicas[slot] = Some(r);
                 }
                 _ => {}
+            }
+        }
+    }
+
+    /// A pool waiting for its surge bound while the group really holds at least the size at
+    /// start plus one batch: the autoscaler grew it, and the rotation waits for it to shrink
+    /// with a status saying so (a wait on another owner, like `MaxParallelPools`).
+    async fn held_by_growth(
+        &self,
+        p: &PoolPlan,
+        st: &rota::kube::crd::NodePoolRotationStatus,
+    ) -> bool {
+        let reason = st.conditions.first().map(|c| c.reason.as_str());
+        if st.phase != Phase::Waiting || reason != Some("SurgeBudget") {
+            return false;
+        }
+        let Some(cp) = &st.checkpoint else {
+            return false;
+        };
+        let g = self.group_state(&p.name).await;
+        g.desired >= cp.original_desired + p.policy.batch.nodes(cp.pool_size)
+    }
+
+    /// Whether every pool's autoscaler is done: as many schedulable or booting nodes as the
+    /// load needs, and no node it could remove (empty, unprotected) while above it.
+    async fn autoscaler_settled(&self) -> bool {
+        if self.draw.autoscaler_rate == 0.0 {
+            return true;
+        }
+        let all = rota::sim::store::ListOptions::default();
+        let nodes = self
+            .store
+            .list(&rota::sim::store::ResourceType::nodes(), None, &all)
+            .map(|(v, _)| v)
+            .unwrap_or_default();
+        let pods = self
+            .store
+            .list(&rota::sim::store::ResourceType::pods(), None, &all)
+            .map(|(v, _)| v)
+            .unwrap_or_default();
+        for p in &self.draw.pools {
+            let g = self.group_state(&p.name).await;
+            let pool: Vec<serde_json::Value> = nodes
+                .iter()
+                .filter(|n| n["metadata"]["labels"]["rota.dev/pool"] == p.name.as_str())
+                .cloned()
+                .collect();
+            let live = g
+                .instances
+                .iter()
+                .filter(|i| i.lifecycle != Lifecycle::Terminating)
+                .count() as i64;
+            let target = self.ca.get(&p.name).map_or(i64::from(p.size), |c| c.target);
+            let at_max = i64::from(g.max) <= live;
+            if std::env::var("ROTA_CHAOS_DEBUG").is_ok() {
+                eprintln!(
+                    "SETTLED? {} live {live} target {target} desired {} max {} candidates {:?}",
+                    p.name,
+                    g.desired,
+                    g.max,
+                    autoscaler::scale_down_candidates(&g, &pool, &pods)
+                );
+            }
+            if (live < target && !at_max)
+                || i64::from(g.desired) != live
+                || (live > target
+                    && !autoscaler::scale_down_candidates(&g, &pool, &pods).is_empty())
+            {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// One loop of each pool's cluster autoscaler (pools whose seed has one).
+    async fn autoscale(&mut self) {
+        if self.draw.autoscaler_rate == 0.0 {
+            return;
+        }
+        let cloud = self.fleet.cloud.clone();
+        let all = rota::sim::store::ListOptions::default();
+        for p in self.draw.pools.clone() {
+            let g = match cloud.describe(&group(&p.name)).await {
+                Ok(g) => g,
+                Err(e) => {
+                    self.note(format!("autoscaler: {} cannot describe: {e}", p.name));
+                    continue;
+                }
+            };
+            let nodes: Vec<serde_json::Value> = self
+                .store
+                .list(&rota::sim::store::ResourceType::nodes(), None, &all)
+                .map(|(v, _)| v)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|n| n["metadata"]["labels"]["rota.dev/pool"] == p.name.as_str())
+                .collect();
+            let pods = self
+                .store
+                .list(&rota::sim::store::ResourceType::pods(), None, &all)
+                .map(|(v, _)| v)
+                .unwrap_or_default();
+            let schedulable = nodes
+                .iter()
+                .filter(|n| {
+                    n["spec"]["unschedulable"] != true
+                        && n["status"]["conditions"].as_array().is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        })
+                })
+                .count() as i64;
+            let booting = g
+                .instances
+                .iter()
+                .filter(|i| i.lifecycle == Lifecycle::Pending)
+                .count() as i64;
+            let target = self.ca.entry(p.name.clone()).or_default().target;
+            let before = i64::from(self.group_state(&p.name).await.desired);
+            let r = if schedulable + booting < target {
+                self.ca
+                    .get_mut(&p.name)
+                    .expect("entry")
+                    .unneeded_since
+                    .clear();
+                Some(autoscaler::scale_up(&cloud, &group(&p.name)).await)
+            } else if schedulable > target {
+                let now = Instant::now();
+                let candidates = autoscaler::scale_down_candidates(&g, &nodes, &pods);
+                let ca = self.ca.get_mut(&p.name).expect("entry");
+                ca.unneeded_since
+                    .retain(|n, _| candidates.iter().any(|(c, _)| c == n));
+                for (n, _) in &candidates {
+                    ca.unneeded_since.entry(n.clone()).or_insert(now);
+                }
+                if std::env::var("ROTA_CHAOS_DEBUG").is_ok() {
+                    eprintln!(
+                        "CA {} schedulable {schedulable} target {target} candidates {:?} since {:?}",
+                        p.name, candidates, ca.unneeded_since
+                    );
+                }
+                let due = candidates.into_iter().find(|(n, _)| {
+                    ca.unneeded_since
+                        .get(n)
+                        .is_some_and(|t| now.duration_since(*t) >= UNNEEDED_TIME)
+                });
+                match due {
+                    Some((node, instance)) => {
+                        ca.unneeded_since.remove(&node);
+                        Some(
+                            cloud
+                                .terminate(&group(&p.name), &instance, true)
+                                .await
+                                .map(|()| Scaled::Down { node, instance }),
+                        )
+                    }
+                    None => None,
+                }
+            } else {
+                self.ca
+                    .get_mut(&p.name)
+                    .expect("entry")
+                    .unneeded_since
+                    .clear();
+                None
+            };
+            // The net change is measured on the group itself: a call whose response was lost
+            // may have taken effect. (The simulated cloud answers at once, so no other task
+            // acts between the two reads.)
+            let after = i64::from(self.group_state(&p.name).await.desired);
+            *self.autoscaled.entry(p.name.clone()).or_default() += after - before;
+            match r {
+                Some(Ok(Scaled::Up(to))) => self.note(format!(
+                    "autoscaler: {} up to {to} ({schedulable} schedulable + {booting} booting < {target}; desired {before} -> {after})",
+                    p.name
+                )),
+                Some(Ok(Scaled::Down { node, instance })) => self.note(format!(
+                    "autoscaler: {} down, node {node} ({instance}) unneeded for 10 min; desired {before} -> {after}",
+                    p.name
+                )),
+                Some(Ok(Scaled::Nothing)) | None => {}
+                // The cloud's own faults hit the autoscaler as well.
+                Some(Err(e)) => self.note(format!("autoscaler: {} failed: {e}", p.name)),
             }
         }
     }
@@ -435,9 +679,15 @@ impl Run {
                 .unwrap_or_default();
             let g = self.group_state(&p.name).await;
             let cp = st.checkpoint.clone();
+            self.note(format!(
+                "pool {} ends {} ({reason}): {}",
+                p.name, st.phase, st.message
+            ));
             match st.phase {
                 Phase::Succeeded => outcomes.push("Succeeded".into()),
-                _ if stopped(&st) => outcomes.push(format!("{}:{reason}", st.phase)),
+                _ if stopped(&st) || self.held_by_growth(&p, &st).await => {
+                    outcomes.push(format!("{}:{reason}", st.phase))
+                }
                 other => {
                     self.violate(format!(
                         "pool {} did not settle within {}h: {other} ({reason}) {}",
@@ -454,7 +704,6 @@ impl Run {
                 .filter(|i| i.lifecycle != Lifecycle::Terminating)
                 .collect();
             if st.phase == Phase::Succeeded {
-                let expect = i64::from(p.size) + self.autoscaled.get(&p.name).copied().unwrap_or(0);
                 let with_node = live
                     .iter()
                     .filter(|i| {
@@ -464,16 +713,55 @@ impl Run {
                         })
                     })
                     .count();
-                if live.len() as i64 != expect
-                    || i64::from(g.desired) != expect
-                    || with_node != live.len()
-                {
-                    self.violate(format!(
-                        "leaked instance: pool {} holds {} live instance(s) ({with_node} with a node), desired {}, expected {expect}",
-                        p.name,
-                        live.len(),
-                        g.desired
-                    ));
+                if self.draw.autoscaler_rate == 0.0 {
+                    // No other writer: exactly the size at start.
+                    let expect = i64::from(p.size);
+                    if live.len() as i64 != expect
+                        || i64::from(g.desired) != expect
+                        || with_node != live.len()
+                    {
+                        self.violate(format!(
+                            "leaked instance: pool {} holds {} live instance(s) ({with_node} with a node), desired {}, expected {expect}",
+                            p.name,
+                            live.len(),
+                            g.desired
+                        ));
+                    }
+                } else {
+                    // The autoscaler owns the size: the run ended once it had nothing left to
+                    // do (`autoscaler_settled`), so an instance without a node, a desired
+                    // capacity the instances do not match, or a node rota still keeps from
+                    // it after the rotation is what the rotation left behind.
+                    if i64::from(g.desired) != live.len() as i64 || with_node != live.len() {
+                        self.violate(format!(
+                            "leaked instance: pool {} holds {} live instance(s) ({with_node} with a node), desired {}",
+                            p.name,
+                            live.len(),
+                            g.desired
+                        ));
+                    }
+                    let kept: Vec<&str> = nodes
+                        .items
+                        .iter()
+                        .filter(|n| {
+                            n.metadata
+                                .labels
+                                .as_ref()
+                                .and_then(|l| l.get("rota.dev/pool"))
+                                == Some(&p.name)
+                                && n.metadata.annotations.as_ref().and_then(|a| {
+                                    a.get(rota::rotate::observed::SCALE_DOWN_DISABLED)
+                                }) == Some(&"true".to_string())
+                        })
+                        .filter_map(|n| n.metadata.name.as_deref())
+                        .collect();
+                    if !kept.is_empty() {
+                        self.violate(format!(
+                            "pool {} Succeeded but keeps the autoscaler off node(s) {}",
+                            p.name,
+                            kept.join(", ")
+                        ));
+                    }
                 }
                 if let Some(i) = live.iter().find(|i| i.image != NEW) {
                     self.violate(format!(
@@ -585,6 +873,19 @@ async fn run_seed(seed: u64) -> SeedReport {
         .unwrap();
     // Let the workloads settle (placed, running, Ready; PDB statuses written).
     tokio::time::sleep(Duration::from_secs(120)).await;
+    let ca = d
+        .pools
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone(),
+                Autoscaler {
+                    target: i64::from(p.size),
+                    ..Autoscaler::default()
+                },
+            )
+        })
+        .collect();
     let mut run = Run {
         seed,
         fleet,
@@ -594,6 +895,8 @@ async fn run_seed(seed: u64) -> SeedReport {
         draw: d,
         violations: Vec::new(),
         autoscaled: BTreeMap::new(),
+        ca,
+
         replicas: vec![None, None],
         restarts: 0,
         started: Instant::now(),
@@ -622,14 +925,25 @@ async fn run_seed(seed: u64) -> SeedReport {
             }
         }
         run.check().await;
+        run.autoscale().await;
         let mut settled = true;
         for p in run.draw.pools.clone() {
             let st = run.status(&p.name).await;
-            settled &= st.as_ref().is_some_and(stopped);
+            settled &= match &st {
+                Some(st) => stopped(st) || run.held_by_growth(&p, st).await,
+                None => false,
+            };
         }
         // Settled for a while (a stopped pool's leftovers are undone on the passes after).
         settled_for = if settled { settled_for + 1 } else { 0 };
-        if settled_for >= 60 {
+        // And, where the seed has an autoscaler, until it has nothing left to do (it removes
+        // an unneeded node after 10 minutes), for at most an hour more.
+        if settled_for >= 60 && (settled_for >= 420 || run.autoscaler_settled().await) {
+            if settled_for >= 420 && !run.autoscaler_settled().await {
+                // The simulated autoscaler's own liveness, not rota's: logged, and the end
+                // state is judged as it is (a leak or a fenced node is still a violation).
+                run.note("the autoscaler did not settle within an hour of the rotation".into());
+            }
             break;
         }
         if !settled {
@@ -669,7 +983,13 @@ fn seeds() -> Vec<u64> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
-    (0..n).collect()
+    // `ROTA_CHAOS_FROM=500 ROTA_CHAOS_SEEDS=500` runs seeds 500..1000: a long run split over
+    // processes (one per core), each printing its own table.
+    let from: u64 = std::env::var("ROTA_CHAOS_FROM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (from..from + n).collect()
 }
 
 /// The replay command of one seed.
@@ -705,6 +1025,9 @@ async fn seeded_chaos_keeps_the_invariants() {
     }
     // The table (a script can read it: one `key value` per line).
     println!("chaos seeds {}", seeds.len());
+    if let (Some(a), Some(b)) = (seeds.first(), seeds.last()) {
+        println!("chaos range {a}..={b}");
+    }
     println!("chaos pools {}", seeds.len() * 2);
     for (cause, n) in &by_cause {
         println!("chaos outcome {cause} {n}");

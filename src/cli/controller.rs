@@ -96,6 +96,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         cfg.lease_namespace = args.lease_namespace.clone();
         cfg.speed = args.speed;
         cfg.stuck_after = args.ops.stuck_after.as_duration();
+        cfg.describe_lag = args.ops.describe_lag.as_duration();
         eprintln!(
             "rota controller: version {version}{}, identity {identity}, lease {}/{}, cloud {cloud}",
             if cfg.is_default { " (default)" } else { "" },

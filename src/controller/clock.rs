@@ -41,6 +41,13 @@ impl Clock {
         }
     }
 
+    /// This clock with its wall time off by `by` (a replica on a machine whose clock is
+    /// wrong: the chaos suite's clock skew between replicas).
+    pub fn skewed(mut self, by: chrono::Duration) -> Clock {
+        self.start_wall += by;
+        self
+    }
+
     /// The controller's wall-clock time now.
     pub fn now(&self) -> DateTime<Utc> {
         self.wall(Instant::now())

@@ -74,6 +74,11 @@ pub struct Config {
     pub events: bool,
     /// A rotation without progress for this long is Stuck (`--stuck-after`).
     pub stuck_after: std::time::Duration,
+    /// How far the cloud's describes may lag behind writes (`--describe-lag`); see
+    /// [`crate::rotate::observed::Observed::describe_lag`].
+    pub describe_lag: std::time::Duration,
+    /// This replica's wall clock is off by this much (tests: clock skew between replicas).
+    pub clock_skew: chrono::Duration,
 }
 
 impl Config {
@@ -86,6 +91,8 @@ impl Config {
             speed: 1.0,
             events: true,
             stuck_after: std::time::Duration::from_secs(30 * 60),
+            describe_lag: std::time::Duration::ZERO,
+            clock_skew: chrono::Duration::zero(),
         }
     }
 }
@@ -179,6 +186,8 @@ pub struct Controller {
     /// The renewal task once [`Controller::elect`] started it: from then on every pass and
     /// every side effect is gated on `leadership`.
     election: Option<Renewal>,
+    /// The leadership term this replica acts under and when (its clock) it was first seen.
+    term: Option<(crate::kube::crd::Fence, chrono::DateTime<chrono::Utc>)>,
     /// Test hook: after persisting the checkpoint, run only this many actions of the next
     /// plan that has more, then report [`Outcome::Crashed`] (the caller drops the
     /// controller and starts another, as after a crash).
@@ -223,7 +232,7 @@ impl Controller {
             )
         });
         Controller {
-            clock: Clock::new(config.speed),
+            clock: Clock::new(config.speed).skewed(config.clock_skew),
             client,
             groups,
             config,
@@ -237,6 +246,7 @@ impl Controller {
             notifier: SharedNotifier::default(),
             stats: Arc::new(Stats::default()),
             leadership: Leadership::new(),
+            term: None,
             election: None,
             crash_after: None,
         }
@@ -608,7 +618,7 @@ impl Controller {
             }
         };
 
-        let observed = match observe(
+        let mut observed = match observe(
             &self.index,
             self.groups.as_ref(),
             &desired,
@@ -647,6 +657,16 @@ impl Controller {
                 return Outcome::Failed { retry, error };
             }
         };
+        observed.describe_lag = self.config.describe_lag;
+        // A new term (this replica took over, or won the lease back) restarts the waits that
+        // are measured from times another replica may have written on its own clock.
+        let fence = self.leadership.fence();
+        match (&fence, &self.term) {
+            (Some(f), Some((t, _))) if f == t => {}
+            (Some(f), _) => self.term = Some((f.clone(), now)),
+            (None, _) => self.term = None,
+        }
+        observed.leading_since = self.term.as_ref().map(|(_, at)| *at);
 
         // An operator's request (`rota ctl`, an annotation) is one more input to the plan.
         let request = operator_request(npr);

@@ -59,6 +59,9 @@ pub async fn observe(
         departed,
         gates,
         start_hold,
+        // The controller sets its `--describe-lag`.
+        describe_lag: std::time::Duration::ZERO,
+        leading_since: None,
     })
 }
 

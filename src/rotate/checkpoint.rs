@@ -67,6 +67,18 @@ pub struct Checkpoint {
     /// the end of the rotation (only these: someone else's annotation is left alone).
     #[serde(default)]
     pub annotated_nodes: Vec<String>,
+    /// With `--describe-lag`: when every node of the pool was first seen carrying the
+    /// autoscaler's scale-down-disabled annotation. A describe made a lag after this misses
+    /// no scale-down, so only then is a capacity computed from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opt_date_time")]
+    pub fenced_at: Option<DateTime<Utc>>,
+    /// With `--describe-lag`: when this rotation last changed the group's capacity (a surge,
+    /// a terminate with decrement, a withdrawal). The next batch's capacity is computed from
+    /// a describe made at least a lag after it, so that the change is in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opt_date_time")]
+    pub capacity_changed_at: Option<DateTime<Utc>>,
     /// Where the rotation is.
     #[schemars(schema_with = "stage_schema")]
     pub stage: Stage,

@@ -45,6 +45,16 @@ pub struct Observed {
     /// slots are taken, see `rotate::parallel`); `None` when it may. A rotation under way
     /// always continues.
     pub start_hold: Option<String>,
+    /// How far the group's describe may lag behind writes (`--describe-lag`). Non-zero: the
+    /// rotation fences the cluster autoscaler's scale-downs off the pool's nodes and lets
+    /// this much time pass after the fence and after each capacity change of its own before
+    /// it computes a capacity from a describe (see `rotate::plan`).
+    pub describe_lag: std::time::Duration,
+    /// When this replica's current leadership began, on its own clock. Waits measured from
+    /// times in the checkpoint (`fenced_at`, `capacity_changed_at`, a stage's start) may have
+    /// been written by another replica whose clock disagrees; with `describe_lag` they also
+    /// start again from here, so that skew can only lengthen them.
+    pub leading_since: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A node of the pool.

@@ -98,8 +98,23 @@ fn plan_steered(
         request,
         steered: None,
     };
-    let out = p.run(checkpoint.cloned());
+    let mut out = p.run(checkpoint.cloned());
     *steered = p.steered.take();
+    // With lagging describes, the next capacity computed must come from a describe that
+    // already shows this plan's capacity changes (see `Planner::lag_wait`).
+    if !observed.describe_lag.is_zero()
+        && p.actions.iter().any(|a| {
+            matches!(
+                a.action,
+                Action::SetCapacity { .. }
+                    | Action::Terminate { .. }
+                    | Action::WithdrawSurge { .. }
+            )
+        })
+        && let Some(cp) = out.checkpoint.as_mut()
+    {
+        cp.capacity_changed_at = Some(now);
+    }
     let mut plan = Plan {
         actions: p.actions,
         dry_run: Vec::new(),
@@ -261,7 +276,7 @@ impl<'a> Planner<'a> {
             };
         }
 
-        self.keep_annotations(&cp);
+        self.keep_annotations(&mut cp);
 
         // Stage 2 and 3: the stage machine. Each stage is evaluated at most a few times per
         // call; the bound only guards against a bug turning into a busy loop.
@@ -475,6 +490,8 @@ impl<'a> Planner<'a> {
             operator_paused: previous.and_then(|p| p.operator_paused.clone()),
             operator_request: previous.and_then(|p| p.operator_request.clone()),
             annotated_nodes: Vec::new(),
+            fenced_at: None,
+            capacity_changed_at: None,
             stage: Stage::Between,
         }
     }
@@ -581,23 +598,101 @@ impl<'a> Planner<'a> {
     /// Until the rotation is done, the nodes rota brought up keep the autoscaler's
     /// scale-down-disabled annotation: one lost (a crash before it was set, someone removing
     /// it) is set again.
-    fn keep_annotations(&mut self, cp: &Checkpoint) {
+    fn keep_annotations(&mut self, cp: &mut Checkpoint) {
         if matches!(cp.stage, Stage::Cleanup | Stage::Done) {
             return;
         }
+        if !self.obs.describe_lag.is_zero() {
+            self.fence_autoscaler(cp);
+        }
         for name in &cp.annotated_nodes {
+            let again = Action::SetScaleDownDisabled {
+                node: name.clone(),
+                disabled: true,
+            };
             if let Some(n) = self.obs.node(name)
                 && !n.scale_down_disabled
+                && !self.actions.iter().any(|a| a.action == again)
             {
                 self.push(
-                    Action::SetScaleDownDisabled {
-                        node: name.clone(),
-                        disabled: true,
-                    },
+                    again,
                     format!("keep the autoscaler off node {name} until the pool is done"),
                 );
             }
         }
+    }
+
+    /// With `--describe-lag`: keep the cluster autoscaler from scaling down any node of the
+    /// pool while it rotates. The autoscaler's scale-down is a terminate with decrement, and
+    /// a describe that lags behind one makes a surge computed from it overshoot the bound
+    /// (invariant 1) by what it missed. With every node fenced, and a lag waited out after
+    /// the fence (`lag_wait`), no describe rota computes a capacity from misses a scale-down;
+    /// a scale-up it misses makes it ask for less, never more. Nodes that carry the annotation
+    /// from someone else are left alone (and not recorded, so cleanup leaves them as well).
+    fn fence_autoscaler(&mut self, cp: &mut Checkpoint) {
+        let mut unfenced = 0;
+        let live: Vec<&ObservedNode> = self.live_nodes().collect();
+        for n in live {
+            if n.scale_down_disabled {
+                continue;
+            }
+            unfenced += 1;
+            if !cp.annotated_nodes.contains(&n.name) {
+                cp.annotated_nodes.push(n.name.clone());
+            }
+            self.actions.push(Planned {
+                action: Action::SetScaleDownDisabled {
+                    node: n.name.clone(),
+                    disabled: true,
+                },
+                reason: format!(
+                    "keep the autoscaler from scaling down node {} while the pool rotates (describes lag up to {}s)",
+                    n.name,
+                    self.obs.describe_lag.as_secs()
+                ),
+            });
+        }
+        // Forget nodes that are gone, so the list stays the size of the pool.
+        let present: BTreeSet<&str> = self
+            .obs
+            .nodes
+            .iter()
+            .chain(&self.obs.departed)
+            .map(|n| n.name.as_str())
+            .collect();
+        cp.annotated_nodes.retain(|n| present.contains(n.as_str()));
+        if unfenced == 0 && cp.fenced_at.is_none() {
+            cp.fenced_at = Some(self.now);
+        }
+    }
+
+    /// With `--describe-lag`: why the next batch may not compute its capacity yet (the fence
+    /// not yet seen, or seen less than a lag ago; the last capacity change less than a lag
+    /// ago), or `None`.
+    fn lag_wait(&self, cp: &Checkpoint) -> Option<String> {
+        let lag = self.obs.describe_lag;
+        if lag.is_zero() {
+            return None;
+        }
+        let lag_c = chrono::Duration::from_std(lag).unwrap_or(chrono::Duration::MAX);
+        let Some(fenced) = cp.fenced_at else {
+            return Some(
+                "keeping the cluster autoscaler from scaling down the pool's nodes before the first batch".into(),
+            );
+        };
+        let since = [Some(fenced), cp.capacity_changed_at, self.obs.leading_since]
+            .into_iter()
+            .flatten()
+            .max()
+            .expect("fenced is some");
+        let ready = since + lag_c;
+        (self.now < ready).then(|| {
+            format!(
+                "waiting until {} for the group's describe to catch up ({}s lag) before computing the next surge",
+                ready.to_rfc3339(),
+                lag.as_secs()
+            )
+        })
     }
 
     /// Node names of the instances a batch brought up.
@@ -674,6 +769,15 @@ impl<'a> Planner<'a> {
             }
         }
 
+        if let Some(why) = self.lag_wait(cp) {
+            return stop(
+                Stage::Between,
+                Phase::Rotating,
+                "DescribeLag",
+                format!("{remaining} node(s) left; {why}"),
+            );
+        }
+
         // Candidates: nodes not on the target, backed by a running instance of the group,
         // not protected by do-not-disrupt. Ready nodes go first, then by name so that plans
         // are deterministic: a not-Ready node may be a kubelet that is down, whose pods can
@@ -733,7 +837,17 @@ impl<'a> Planner<'a> {
         // pool of 10 with batch 3 may hold 13 instances; if the autoscaler grew it to 12 in
         // the meantime, this batch surges by 1 only.
         let batch_size = d.policy.batch.nodes(cp.pool_size);
-        let bound = cp.original_desired + batch_size;
+        // With `--describe-lag`, a describe here shows every capacity change of this rotation
+        // and every scale-down (`lag_wait`, `fence_autoscaler`); it can only miss a scale-up.
+        // So the pool's size is what it shows when that is more than at the start (the
+        // autoscaler grew the pool) and the bound follows it; otherwise a pool the autoscaler
+        // grew by a batch would wait for it to shrink again.
+        let size = if self.obs.describe_lag.is_zero() {
+            cp.original_desired
+        } else {
+            cp.original_desired.max(obs.group.desired)
+        };
+        let bound = size + batch_size;
         let held = obs.group.desired.max(obs.group.instances.len() as u32);
         let n = batch_size
             .min(remaining)
@@ -745,8 +859,12 @@ impl<'a> Planner<'a> {
                 Phase::Waiting,
                 "SurgeBudget",
                 format!(
-                    "the group holds {held} instances; the surge bound is {bound} (size at start {} + batch {batch_size})",
-                    cp.original_desired
+                    "the group holds {held} instances; the surge bound is {bound} (size {size} + batch {batch_size}); waiting for it to shrink{}",
+                    if self.obs.describe_lag.is_zero() {
+                        " (with --describe-lag set, the bound follows a size the autoscaler grew)"
+                    } else {
+                        ""
+                    }
                 ),
             );
         }
@@ -843,11 +961,25 @@ impl<'a> Planner<'a> {
                 .instance(id)
                 .is_some_and(|i| i.lifecycle != crate::cloud::Lifecycle::Terminating)
         };
-        let (kept, gone): (Vec<String>, Vec<String>) = batch
+        // With lagging describes, an instance missing from one may simply be newer than what
+        // it shows: missing counts as gone only once the describe is a lag newer than the
+        // moment every instance of the batch had been seen (`stage_since`). Listed as
+        // terminating is gone at once.
+        let lag =
+            chrono::Duration::from_std(self.obs.describe_lag).unwrap_or(chrono::Duration::MAX);
+        let seen = batch
+            .stage_since
+            .max(self.obs.leading_since.unwrap_or(batch.stage_since));
+        let absence_proves = self.obs.describe_lag.is_zero() || self.now >= seen + lag;
+        let taken_back = |id: &String| match self.obs.instance(id) {
+            Some(i) => i.lifecycle == crate::cloud::Lifecycle::Terminating,
+            None => absence_proves,
+        };
+        let (gone, kept): (Vec<String>, Vec<String>) = batch
             .new_instances
             .iter()
             .cloned()
-            .partition(|id| alive(id));
+            .partition(|id| taken_back(id));
         // Newcomers only fill the places of the gone (an instance the autoscaler added
         // meanwhile is not the batch's).
         let newcomers: Vec<String> = self

@@ -166,6 +166,8 @@ fn world(nodes: Vec<NodeB>) -> Observed {
         departed: vec![],
         gates: GateVerdict::Passing,
         start_hold: None,
+        describe_lag: std::time::Duration::ZERO,
+        leading_since: None,
     }
 }
 
@@ -218,6 +220,8 @@ fn cp(stage: Stage) -> Checkpoint {
         operator_paused: None,
         operator_request: None,
         annotated_nodes: vec![],
+        fenced_at: None,
+        capacity_changed_at: None,
         stage,
     }
 }
@@ -303,6 +307,77 @@ fn replanning_a_surge_after_a_crash_does_not_surge_twice() {
     );
     assert!(p.actions.is_empty(), "{:?}", shown(&p));
     assert!(p.status.message.contains("waiting for 2 of 2"));
+}
+
+#[test]
+fn with_lagging_describes_the_autoscaler_is_fenced_and_the_lag_waited_out_before_a_surge() {
+    // Describes lag up to 30 s: a scale-down the describe misses would make the surge
+    // overshoot. First every node gets scale-down-disabled, no capacity is written.
+    let lagging = |mut w: Observed| {
+        w.describe_lag = std::time::Duration::from_secs(30);
+        w
+    };
+    let p = plan(&desired(2), &lagging(world(old4())), None, t0());
+    assert_eq!(
+        shown(&p),
+        [
+            "annotate n1 scale-down-disabled",
+            "annotate n2 scale-down-disabled",
+            "annotate n3 scale-down-disabled",
+            "annotate n4 scale-down-disabled",
+        ]
+    );
+    assert_eq!(p.status.reason, "DescribeLag");
+    let c = p.checkpoint.unwrap();
+    assert_eq!(c.annotated_nodes, ["n1", "n2", "n3", "n4"]);
+    assert_eq!(c.fenced_at, None);
+
+    // The fence is seen: every node carries the annotation.
+    let fenced = || {
+        lagging(world(
+            old4()
+                .into_iter()
+                .map(|n| n.scale_down_disabled())
+                .collect(),
+        ))
+    };
+    let p = plan(&desired(2), &fenced(), Some(&c), mins(1));
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert!(
+        p.status.message.contains("catch up"),
+        "{}",
+        p.status.message
+    );
+    let c = p.checkpoint.unwrap();
+    assert_eq!(c.fenced_at, Some(mins(1)));
+
+    // A lag later, the surge; its capacity change is recorded for the next batch's wait.
+    let later = mins(1) + chrono::Duration::seconds(30);
+    let p = plan(&desired(2), &fenced(), Some(&c), later);
+    assert!(
+        shown(&p).contains(&"set capacity 6 (max 6)".to_string()),
+        "{:?}",
+        shown(&p)
+    );
+    let c = p.checkpoint.unwrap();
+    assert_eq!(c.capacity_changed_at, Some(later));
+
+    // Between batches, a capacity change less than a lag ago holds the next batch.
+    let mut c = c;
+    c.stage = Stage::Between;
+    c.capacity_changed_at = Some(mins(10));
+    let p = plan(
+        &desired(2),
+        &fenced(),
+        Some(&c),
+        mins(10) + chrono::Duration::seconds(10),
+    );
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.status.reason, "DescribeLag");
+
+    // Without a lag nothing changes: the first plan surges at once.
+    let p = plan(&desired(2), &world(old4()), None, t0());
+    assert!(shown(&p).iter().all(|a| !a.starts_with("annotate")));
 }
 
 #[test]

@@ -33,8 +33,19 @@ pub fn scale_down_candidate(
     nodes: &[Value],
     pods: &[Value],
 ) -> Option<(String, String)> {
+    scale_down_candidates(group, nodes, pods).into_iter().next()
+}
+
+/// Every node a scale-down may remove, by name, with its instance (pure; see
+/// [`scale_down_candidate`]). The real autoscaler removes one only after it has been
+/// unneeded for a while (`--scale-down-unneeded-time`, 10 minutes by default).
+pub fn scale_down_candidates(
+    group: &GroupState,
+    nodes: &[Value],
+    pods: &[Value],
+) -> Vec<(String, String)> {
     if group.desired <= group.min {
-        return None;
+        return Vec::new();
     }
     let mut found: Vec<(String, String)> = Vec::new();
     for n in nodes {
@@ -65,7 +76,7 @@ pub fn scale_down_candidate(
         }
     }
     found.sort();
-    found.into_iter().next()
+    found
 }
 
 /// Raise the group's desired capacity by one, within its maximum size.

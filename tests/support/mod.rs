@@ -361,6 +361,8 @@ impl Model {
             departed: Vec::new(),
             gates,
             start_hold: None,
+            describe_lag: std::time::Duration::ZERO,
+            leading_since: None,
         }
     }
 

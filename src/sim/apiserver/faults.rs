@@ -70,6 +70,9 @@ impl ApiFaultProfile {
 pub struct ApiFaults {
     profile: ApiFaultProfile,
     rng: Arc<Mutex<ChaCha8Rng>>,
+    /// While set, every resource request fails (this client is cut off from the control
+    /// plane: its lease renewals fail, so the lease expires while it still runs).
+    partitioned: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ApiFaults {
@@ -78,7 +81,21 @@ impl ApiFaults {
         Ok(ApiFaults {
             profile,
             rng: Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(seed))),
+            partitioned: Arc::default(),
         })
+    }
+
+    /// Cut this client off from the control plane (`true`) or reconnect it.
+    pub fn partition(&self, on: bool) {
+        self.partitioned
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The error a partitioned client gets for every request.
+    pub fn cut_off(&self) -> Option<ApiError> {
+        self.partitioned
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| ApiError::new(503, "ServiceUnavailable", "network partition (injected)"))
     }
 
     /// Whether faults may hit a request for `path`.

@@ -187,6 +187,12 @@ impl ApiServer {
         let mut lose = false;
         if let Some(f) = &self.faults
             && faultable(&req)
+            && let Some(e) = f.cut_off()
+        {
+            return json_response(e.code, &e.to_status());
+        }
+        if let Some(f) = &self.faults
+            && faultable(&req)
             && f.applies_to(req.uri().path())
         {
             if let Some(e) = f.before() {
