@@ -494,30 +494,28 @@ impl Run {
         g.desired >= cp.original_desired + p.policy.batch.nodes(cp.pool_size)
     }
 
+    /// Every node and every pod in the cluster's store, read once.
+    fn nodes_and_pods(&self) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+        use rota::sim::store::{ListOptions, ResourceType};
+        let list = |ty: ResourceType| {
+            self.store
+                .list(&ty, None, &ListOptions::default())
+                .map(|(v, _)| v)
+                .unwrap_or_default()
+        };
+        (list(ResourceType::nodes()), list(ResourceType::pods()))
+    }
+
     /// Whether every pool's autoscaler is done: as many schedulable or booting nodes as the
     /// load needs, and no node it could remove (empty, unprotected) while above it.
     async fn autoscaler_settled(&self) -> bool {
         if self.draw.autoscaler_rate == 0.0 {
             return true;
         }
-        let all = rota::sim::store::ListOptions::default();
-        let nodes = self
-            .store
-            .list(&rota::sim::store::ResourceType::nodes(), None, &all)
-            .map(|(v, _)| v)
-            .unwrap_or_default();
-        let pods = self
-            .store
-            .list(&rota::sim::store::ResourceType::pods(), None, &all)
-            .map(|(v, _)| v)
-            .unwrap_or_default();
+        let (nodes, pods) = self.nodes_and_pods();
         for p in &self.draw.pools {
             let g = self.group_state(&p.name).await;
-            let pool: Vec<serde_json::Value> = nodes
-                .iter()
-                .filter(|n| n["metadata"]["labels"]["rota.dev/pool"] == p.name.as_str())
-                .cloned()
-                .collect();
+            let pool = pool_nodes(&nodes, &p.name);
             let live = g
                 .instances
                 .iter()
@@ -525,15 +523,6 @@ impl Run {
                 .count() as i64;
             let target = self.ca.get(&p.name).map_or(i64::from(p.size), |c| c.target);
             let at_max = i64::from(g.max) <= live;
-            if std::env::var("ROTA_CHAOS_DEBUG").is_ok() {
-                eprintln!(
-                    "SETTLED? {} live {live} target {target} desired {} max {} candidates {:?}",
-                    p.name,
-                    g.desired,
-                    g.max,
-                    autoscaler::scale_down_candidates(&g, &pool, &pods)
-                );
-            }
             if (live < target && !at_max)
                 || i64::from(g.desired) != live
                 || (live > target
@@ -551,7 +540,9 @@ impl Run {
             return;
         }
         let cloud = self.fleet.cloud.clone();
-        let all = rota::sim::store::ListOptions::default();
+        // One read of the cluster per loop (the runtime is single-threaded and paused: no
+        // pod lands between the pools).
+        let (all_nodes, pods) = self.nodes_and_pods();
         for p in self.draw.pools.clone() {
             let g = match cloud.describe(&group(&p.name)).await {
                 Ok(g) => g,
@@ -560,19 +551,7 @@ impl Run {
                     continue;
                 }
             };
-            let nodes: Vec<serde_json::Value> = self
-                .store
-                .list(&rota::sim::store::ResourceType::nodes(), None, &all)
-                .map(|(v, _)| v)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|n| n["metadata"]["labels"]["rota.dev/pool"] == p.name.as_str())
-                .collect();
-            let pods = self
-                .store
-                .list(&rota::sim::store::ResourceType::pods(), None, &all)
-                .map(|(v, _)| v)
-                .unwrap_or_default();
+            let nodes = pool_nodes(&all_nodes, &p.name);
             let schedulable = nodes
                 .iter()
                 .filter(|n| {
@@ -605,12 +584,6 @@ impl Run {
                     .retain(|n, _| candidates.iter().any(|(c, _)| c == n));
                 for (n, _) in &candidates {
                     ca.unneeded_since.entry(n.clone()).or_insert(now);
-                }
-                if std::env::var("ROTA_CHAOS_DEBUG").is_ok() {
-                    eprintln!(
-                        "CA {} schedulable {schedulable} target {target} candidates {:?} since {:?}",
-                        p.name, candidates, ca.unneeded_since
-                    );
                 }
                 let due = candidates.into_iter().find(|(n, _)| {
                     ca.unneeded_since
@@ -1133,4 +1106,13 @@ async fn an_apf_429_on_an_eviction_is_throttling_not_a_pdb_refusal() {
         "an APF 429 read as a PDB refusal: {error}"
     );
     assert_eq!(retry, rota::rotate::apply::Retry::Transient, "{error}");
+}
+
+/// The nodes of one pool (its `rota.dev/pool` label) among `nodes`.
+fn pool_nodes(nodes: &[serde_json::Value], pool: &str) -> Vec<serde_json::Value> {
+    nodes
+        .iter()
+        .filter(|n| n["metadata"]["labels"]["rota.dev/pool"] == pool)
+        .cloned()
+        .collect()
 }
