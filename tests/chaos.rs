@@ -397,7 +397,6 @@ impl Run {
     /// The faults of the world while the rotation runs: the autoscaler, a dying kubelet, a
     /// replica killed and another started.
     async fn disturb(&mut self, rng: &mut ChaCha8Rng, kubelets_left: &mut u32) {
-        let cloud = self.fleet.cloud.clone();
         for p in self.draw.pools.clone() {
             if rng.random_bool(self.draw.autoscaler_rate) {
                 // The load changes: the autoscaler now wants one node more or one less (never
@@ -416,7 +415,6 @@ impl Run {
                 }
             }
         }
-        let _ = &cloud;
         if *kubelets_left > 0 && rng.random_bool(0.02) {
             let nodes = Api::<Node>::all(self.client.clone())
                 .list(&ListParams::default())
