@@ -981,7 +981,16 @@ async fn seeded_chaos_keeps_the_invariants() {
     let mut failing = Vec::new();
     let mut violations = 0;
     for seed in &seeds {
+        let wall = std::time::Instant::now();
+        let fleet_start = Instant::now();
         let r = run_seed(*seed).await;
+        // Progress on stderr (the table stays on stdout): which seed is slow, in wall and
+        // fleet time.
+        eprintln!(
+            "chaos seed {seed}: {:.1}s wall, {} min fleet time",
+            wall.elapsed().as_secs_f64(),
+            fleet_start.elapsed().as_secs() / 60
+        );
         for o in &r.outcomes {
             *by_cause.entry(o.clone()).or_default() += 1;
         }
@@ -1022,7 +1031,10 @@ async fn seeded_chaos_keeps_the_invariants() {
 // --- issue 11 item 3, where the API server is involved ---------------------------------
 
 /// A one-pool fleet whose controller talks to the API server through `faults`.
-async fn one_pool(faults: ApiFaultProfile, seed: u64) -> (Fleet, kube::Client, Controller) {
+async fn one_pool(
+    faults: ApiFaultProfile,
+    seed: u64,
+) -> (Fleet, kube::Client, Controller, ApiFaults) {
     let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
     workloads
         .nodes
@@ -1066,13 +1078,12 @@ async fn one_pool(faults: ApiFaultProfile, seed: u64) -> (Fleet, kube::Client, C
         .create(&PostParams::default(), &npr(&pool))
         .await
         .unwrap();
-    let faulty = ApiServer::new(store)
-        .with_faults(ApiFaults::new(seed, faults).unwrap())
-        .client();
+    let faults = ApiFaults::new(seed, faults).unwrap();
+    let faulty = ApiServer::new(store).with_faults(faults.clone()).client();
     let mut cfg = Config::new("0.1.0", "only");
     cfg.events = false;
     let c = Controller::new(faulty, Arc::new(fleet.cloud.clone()), cfg);
-    (fleet, client, c)
+    (fleet, client, c, faults)
 }
 
 #[tokio::test(start_paused = true)]
@@ -1085,7 +1096,7 @@ async fn an_apf_429_on_an_eviction_is_throttling_not_a_pdb_refusal() {
         paths: vec!["/eviction".into()],
         ..ApiFaultProfile::default()
     };
-    let (_fleet, _client, mut c) = one_pool(faults, 5).await;
+    let (_fleet, _client, mut c, _) = one_pool(faults, 5).await;
     let end = Instant::now() + Duration::from_secs(3 * 3600);
     let mut seen = None;
     while Instant::now() < end && seen.is_none() {
@@ -1113,4 +1124,45 @@ fn pool_nodes(nodes: &[serde_json::Value], pool: &str) -> Vec<serde_json::Value>
         .filter(|n| n["metadata"]["labels"]["rota.dev/pool"] == pool)
         .cloned()
         .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_cut_off_from_the_api_server_backs_off_instead_of_spinning() {
+    // (i) A partition: every request of this replica is answered 503. Its pool stays due
+    // (nothing could be reconciled), so without a backoff on the failed NodePoolRotation list
+    // each pass would start the next at once: a loop hammering the API server (and, under a
+    // paused test clock, one that never lets fleet time move; chaos seed 2 hung on it).
+    let (_fleet, _client, mut c, faults) = one_pool(ApiFaultProfile::default(), 9).await;
+    c.step().await;
+    faults.partition(true);
+    let start = Instant::now();
+    let mut gaps = Vec::new();
+    for _ in 0..12 {
+        let before = Instant::now();
+        assert!(
+            c.step().await.is_empty(),
+            "nothing is reconciled while cut off"
+        );
+        c.wait(Instant::now() + Duration::from_secs(3600), true)
+            .await;
+        gaps.push(Instant::now().duration_since(before).as_secs());
+    }
+    // Exponential, then capped at a minute: 12 passes span minutes, not an instant.
+    assert!(
+        gaps.iter().all(|g| *g >= 1),
+        "a pass right after a failed one: {gaps:?}"
+    );
+    assert!(
+        gaps.last().is_some_and(|g| *g >= 60),
+        "the backoff does not reach a minute: {gaps:?}"
+    );
+    assert!(start.elapsed() >= Duration::from_secs(6 * 60), "{gaps:?}");
+    // Reconnected, the next pass reconciles again.
+    faults.partition(false);
+    c.wait(Instant::now() + Duration::from_secs(3600), true)
+        .await;
+    assert!(
+        !c.step().await.is_empty(),
+        "the pool is reconciled after the partition"
+    );
 }

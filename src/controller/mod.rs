@@ -178,6 +178,11 @@ pub struct Controller {
     index: Arc<ClusterIndex>,
     /// Whether the first pass waited for the index's first sync already.
     first_sync: bool,
+    /// Failed NodePoolRotation lists in a row, and no pass before the time they back off to:
+    /// an API server that cannot be reached is retried like a pool's transient error, not in
+    /// a loop (every pool is due while nothing could be reconciled).
+    list_failures: u32,
+    list_backoff: Option<Instant>,
     metrics: Metrics,
     notifier: SharedNotifier,
     pub stats: Arc<Stats>,
@@ -242,6 +247,8 @@ impl Controller {
             watchers,
             index,
             first_sync: false,
+            list_failures: 0,
+            list_backoff: None,
             metrics,
             notifier: SharedNotifier::default(),
             stats: Arc::new(Stats::default()),
@@ -359,16 +366,7 @@ impl Controller {
     /// Wait until a pool is due, a watch wakes one, or `cap`. A follower only drains its
     /// wake-ups until `cap` (its next election attempt).
     pub async fn wait(&mut self, cap: Instant, leading: bool) {
-        let due = if leading {
-            self.pools
-                .values()
-                .map(|p| p.due)
-                .min()
-                .unwrap_or(cap)
-                .min(cap)
-        } else {
-            cap
-        };
+        let due = if leading { self.next_pass(cap) } else { cap };
         let sleep = tokio::time::sleep_until(due);
         tokio::pin!(sleep);
         let index = self.index.clone();
@@ -379,8 +377,7 @@ impl Controller {
                     if leading && self.wake_concerned(&changes) {
                         // Sleep until the earliest pool is due: changes that arrive in the
                         // meantime join the same pass instead of each starting one.
-                        let due = self.pools.values().map(|p| p.due).min().unwrap_or(cap).min(cap);
-                        sleep.as_mut().reset(due);
+                        sleep.as_mut().reset(self.next_pass(cap));
                     }
                 }
                 w = self.wakes.recv() => {
@@ -396,10 +393,22 @@ impl Controller {
                     if let Some(p) = self.pools.get_mut(&name) {
                         p.due = Instant::now();
                     }
+                    // Not before a failed list's backoff: the pass would only fail again.
+                    if self.list_backoff.is_some_and(|b| b > Instant::now()) {
+                        sleep.as_mut().reset(self.next_pass(cap));
+                        continue;
+                    }
                     return;
                 }
             }
         }
+    }
+
+    /// When the next pass is due, at the latest `cap`: the earliest pool, but not before a
+    /// failed list's backoff.
+    fn next_pass(&self, cap: Instant) -> Instant {
+        let due = self.pools.values().map(|p| p.due).min().unwrap_or(cap);
+        self.list_backoff.map_or(due, |b| due.max(b)).min(cap)
     }
 
     /// Make the pools that `changes` concern due (spaced by [`MIN_WAKE_GAP`]); whether any
@@ -466,11 +475,21 @@ impl Controller {
             self.first_sync = true;
             let _ = tokio::time::timeout(FIRST_SYNC, self.index.synced()).await;
         }
+        if self.list_backoff.is_some_and(|b| b > Instant::now()) {
+            return Vec::new();
+        }
         let api: Api<NodePoolRotation> = Api::all(self.client.clone());
         let list = match api.list(&ListParams::default()).await {
-            Ok(l) => l.items,
+            Ok(l) => {
+                self.list_failures = 0;
+                self.list_backoff = None;
+                l.items
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "listing NodePoolRotations failed");
+                self.list_failures += 1;
+                let after = requeue::after_error(Retry::Transient, self.list_failures);
+                self.list_backoff = Some(self.clock.after(after));
+                tracing::warn!(error = %e, retry_in = ?after, "listing NodePoolRotations failed");
                 return Vec::new();
             }
         };
