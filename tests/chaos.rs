@@ -31,7 +31,8 @@
 //! violations, and the command replaying each failing seed); `ROTA_CHAOS_SEED=N` replays one
 //! seed with its log (and the cloud's capacity changes, and with `RUST_LOG=rota::rotate=info`
 //! every action with its reason). `ROTA_CHAOS_FROM=K` starts at seed K, so a long run can be
-//! split over cores.
+//! split over cores. Each seed's wall and fleet time go to stderr; a seed running longer than
+//! `ROTA_CHAOS_SEED_WALL_S` (300) of wall time fails the run naming it, rather than hanging.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -980,7 +981,33 @@ async fn seeded_chaos_keeps_the_invariants() {
     let mut by_cause: BTreeMap<String, u32> = BTreeMap::new();
     let mut failing = Vec::new();
     let mut violations = 0;
+    // A seed that spins (a task that never waits on time holds the paused clock still) would
+    // hang the suite; the watchdog turns that into a failure naming the seed to replay.
+    let current = Arc::new(std::sync::Mutex::new((0u64, std::time::Instant::now())));
+    {
+        let current = current.clone();
+        let limit = std::time::Duration::from_secs(
+            std::env::var("ROTA_CHAOS_SEED_WALL_S")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(300),
+        );
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                let (seed, since) = *current.lock().unwrap();
+                if since.elapsed() > limit {
+                    eprintln!(
+                        "chaos seed {seed} ran {limit:?} of wall time without finishing (a task spinning under the paused clock?); replay: {}",
+                        replay(seed)
+                    );
+                    std::process::exit(101);
+                }
+            }
+        });
+    }
     for seed in &seeds {
+        *current.lock().unwrap() = (*seed, std::time::Instant::now());
         let wall = std::time::Instant::now();
         let fleet_start = Instant::now();
         let r = run_seed(*seed).await;
