@@ -23,15 +23,14 @@
 pub mod clock;
 pub mod leader;
 pub mod requeue;
+mod rotations;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use futures::StreamExt;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -173,11 +172,15 @@ pub struct Controller {
     pools: BTreeMap<String, PoolState>,
     recorder: Option<Recorder>,
     wakes: mpsc::UnboundedReceiver<Wake>,
+    /// The NodePoolRotations, from a watch (a pass reads them here, not with a list).
+    rotations: rotations::Rotations,
     watchers: Vec<tokio::task::JoinHandle<()>>,
     /// The cluster's watch-fed index: every read of nodes, pods, PDBs and events.
     index: Arc<ClusterIndex>,
     /// Whether the first pass waited for the index's first sync already.
     first_sync: bool,
+    /// Whether the first pass waited for the first NodePoolRotation list already.
+    rotations_synced: bool,
     /// Failed NodePoolRotation lists in a row, and no pass before the time they back off to:
     /// an API server that cannot be reached is retried like a pool's transient error, not in
     /// a loop (every pool is due while nothing could be reconciled).
@@ -225,7 +228,8 @@ impl Controller {
     ) -> Controller {
         let groups: Arc<dyn NodeGroups> = Arc::new(MeteredNodeGroups::new(groups, metrics.clone()));
         let (tx, wakes) = mpsc::unbounded_channel();
-        let watchers = vec![tokio::spawn(watch_rotations(client.clone(), tx))];
+        let (rotations, watch) = rotations::Rotations::start(client.clone(), tx);
+        let watchers = vec![watch];
         let index = Arc::new(ClusterIndex::start(client.clone()));
         let recorder = config.events.then(|| {
             Recorder::new(
@@ -245,8 +249,10 @@ impl Controller {
             recorder,
             wakes,
             watchers,
+            rotations,
             index,
             first_sync: false,
+            rotations_synced: false,
             list_failures: 0,
             list_backoff: None,
             metrics,
@@ -311,7 +317,7 @@ impl Controller {
     }
 
     /// Mark the caches synced for `/readyz` once the index has listed nodes, pods and PDBs
-    /// and NodePoolRotations can be listed (the controller reads them fresh on each pass).
+    /// and the NodePoolRotation watch has listed them once.
     async fn sync_caches(&self) {
         if self.metrics.readiness().not_ready_because().is_none() {
             return;
@@ -319,8 +325,7 @@ impl Controller {
         if !self.index.is_synced() {
             return;
         }
-        let api: Api<NodePoolRotation> = Api::all(self.client.clone());
-        if api.list(&ListParams::default().limit(1)).await.is_ok() {
+        if self.rotations.snapshot().is_ok() {
             self.metrics.readiness().set_caches_synced(true);
         }
     }
@@ -478,18 +483,27 @@ impl Controller {
         if self.list_backoff.is_some_and(|b| b > Instant::now()) {
             return Vec::new();
         }
-        let api: Api<NodePoolRotation> = Api::all(self.client.clone());
-        let list = match api.list(&ListParams::default()).await {
+        if !self.rotations_synced {
+            // The first pass waits (bounded) for the first list of NodePoolRotations too.
+            self.rotations_synced = true;
+            let _ = tokio::time::timeout(FIRST_SYNC, async {
+                while self.rotations.snapshot().is_err() {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            })
+            .await;
+        }
+        let list = match self.rotations.snapshot() {
             Ok(l) => {
                 self.list_failures = 0;
                 self.list_backoff = None;
-                l.items
+                l
             }
             Err(e) => {
                 self.list_failures += 1;
                 let after = requeue::after_error(Retry::Transient, self.list_failures);
                 self.list_backoff = Some(self.clock.after(after));
-                tracing::warn!(error = %e, retry_in = ?after, "listing NodePoolRotations failed");
+                tracing::warn!(error = %e, retry_in = ?after, "no NodePoolRotations to reconcile yet");
                 return Vec::new();
             }
         };
@@ -1242,25 +1256,4 @@ fn gate_inputs(
         Vec::new()
     };
     Some((pods, events, unseen))
-}
-
-/// Wake on NodePoolRotations added or whose spec changed; status writes (our own) do not
-/// change the generation and wake nobody.
-async fn watch_rotations(client: kube::Client, tx: mpsc::UnboundedSender<Wake>) {
-    let api: Api<NodePoolRotation> = Api::all(client);
-    let mut seen: HashMap<String, Option<i64>> = HashMap::new();
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .applied_objects();
-    tokio::pin!(stream);
-    while let Some(ev) = stream.next().await {
-        let Ok(n) = ev else { continue };
-        let name = n.name_any();
-        let generation = n.meta().generation;
-        if seen.insert(name.clone(), generation) != Some(generation)
-            && tx.send(Wake::Npr(name)).is_err()
-        {
-            return;
-        }
-    }
 }

@@ -329,10 +329,14 @@ pub async fn apply_with_status(
         .metrics
         .as_ref()
         .map(|m| m.pool(&npr.spec.cluster, &npr.spec.pool));
+    // One Normal event per kind of action in the plan, not one per action: a batch evicts
+    // hundreds of pods, and an event write for each was most of rota's API writes.
+    let mut done_by_kind = EventDigest::default();
     for (done, p) in plan.actions.iter().enumerate() {
         // The lease may have run out while earlier actions ran (a slow cloud call).
         if let Err(e) = edge.may_act() {
             tracing::warn!(done, error = %e, "apply stopped: the lease is not held");
+            publish_digest(edge, npr, &done_by_kind).await;
             return Err(e);
         }
         let result = execute(edge, group, p).await;
@@ -340,6 +344,7 @@ pub async fn apply_with_status(
             record(m, &p.action, &result);
         }
         if let Err(e) = result {
+            publish_digest(edge, npr, &done_by_kind).await;
             publish(
                 edge,
                 npr,
@@ -350,16 +355,60 @@ pub async fn apply_with_status(
             .await;
             return Err(e).inspect_err(|_| tracing::warn!(done, "apply stopped"));
         }
-        publish(
-            edge,
-            npr,
-            EventType::Normal,
-            event_reason(&p.action),
-            &p.reason,
-        )
-        .await;
+        done_by_kind.add(event_reason(&p.action), &p.reason);
     }
+    publish_digest(edge, npr, &done_by_kind).await;
     Ok(plan.actions.len())
+}
+
+/// The actions of one plan that were carried out, by event reason, in plan order.
+#[derive(Default)]
+struct EventDigest {
+    kinds: Vec<(&'static str, Vec<String>)>,
+}
+
+impl EventDigest {
+    fn add(&mut self, reason: &'static str, note: &str) {
+        match self.kinds.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, notes)) => notes.push(note.to_string()),
+            None => self.kinds.push((reason, vec![note.to_string()])),
+        }
+    }
+
+    /// One `(reason, note)` per kind: the action's own reason alone, or the count and as many
+    /// of the reasons as fit an event note (Kubernetes caps it at 1 kB).
+    fn events(&self) -> Vec<(&'static str, String)> {
+        self.kinds
+            .iter()
+            .map(|(reason, notes)| {
+                if let [one] = notes.as_slice() {
+                    return (*reason, one.clone());
+                }
+                let mut note = format!("{} actions: ", notes.len());
+                let mut shown = 0;
+                for n in notes {
+                    let sep = if shown == 0 { "" } else { "; " };
+                    // Room left for the "and N more" tail.
+                    if note.len() + sep.len() + n.len() > 960 {
+                        break;
+                    }
+                    note.push_str(sep);
+                    note.push_str(n);
+                    shown += 1;
+                }
+                if shown < notes.len() {
+                    note.push_str(&format!("; and {} more", notes.len() - shown));
+                }
+                (*reason, note)
+            })
+            .collect()
+    }
+}
+
+async fn publish_digest(edge: &Edge<'_>, npr: &NodePoolRotation, digest: &EventDigest) {
+    for (reason, note) in digest.events() {
+        publish(edge, npr, EventType::Normal, reason, &note).await;
+    }
 }
 
 /// Count what an action did: evictions by outcome (a PDB refusal is `throttled`), instances
@@ -562,6 +611,29 @@ async fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_publishes_one_event_per_kind_of_action_with_the_count() {
+        let mut d = EventDigest::default();
+        d.add("Cordon", "cordon n1: batch 1");
+        for i in 0..200 {
+            d.add("Evict", &format!("evict default/web-{i} from n1: batch 1"));
+        }
+        let ev = d.events();
+        assert_eq!(ev.len(), 2, "{ev:?}");
+        assert_eq!(ev[0], ("Cordon", "cordon n1: batch 1".to_string()));
+        assert_eq!(ev[1].0, "Evict");
+        assert!(
+            ev[1]
+                .1
+                .starts_with("200 actions: evict default/web-0 from n1"),
+            "{}",
+            ev[1].1
+        );
+        assert!(ev[1].1.ends_with("more"), "{}", ev[1].1);
+        assert!(ev[1].1.len() <= 1000, "{}", ev[1].1.len());
+        assert!(EventDigest::default().events().is_empty());
+    }
     use crate::cloud::CloudErrorKind;
     use crate::rotate::StatusSummary;
 
