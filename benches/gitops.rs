@@ -96,7 +96,7 @@ async fn push_to_fetch(webhook: bool, interval: Duration, rounds: usize) -> Vec<
     ));
     let secret = Secret::new("bench");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    let url = format!("http://{}/hooks/push", listener.local_addr().unwrap());
     let receiver = Arc::new(Receiver::new(WebhookConfig {
         secret: secret.clone(),
         branch: Some("main".into()),

@@ -1013,6 +1013,80 @@ fn a_flood_of_notes_refs_is_capped_at_fetch() {
     );
 }
 
+/// The flood sorts before the fleet's own cluster ("aaa-..." < "prod-east"): with the first
+/// refs by name fetched, that cluster's evidence would be crowded out (rollouts held). Once
+/// the fleet's clusters are known, their refs are fetched first and read by name, and the
+/// flood is not read at all.
+#[test]
+fn a_flood_of_notes_refs_sorting_first_does_not_crowd_out_the_fleets_clusters() {
+    use rota::source::{Auth, FetchLimits, GitSource, SourceConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let (origin, work) = origin_and_work(tmp.path());
+    std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
+    let c = commit(&work, "fleet", None, None);
+    git(&work, &["push", "-q", "origin", "main"]);
+    let mut refs: String = (0..300)
+        .map(|i| format!("create refs/notes/rota/aaa-flood-{i:04} {c}\n"))
+        .collect();
+    refs.push_str(&format!("create refs/notes/rota/prod-east {c}\n"));
+    git_stdin(&origin, &["update-ref", "--stdin"], refs.as_bytes());
+    let open = |dir: &str| {
+        GitSource::open(
+            SourceConfig {
+                url: origin.display().to_string(),
+                branch: "main".into(),
+                auth: Auth::None,
+                depth: None,
+            },
+            &tmp.path().join(dir),
+        )
+        .unwrap()
+        .with_limits(FetchLimits {
+            max_notes_refs: 50,
+            ..FetchLimits::default()
+        })
+    };
+    let has_prod = |src: &GitSource| {
+        src.repository()
+            .unwrap()
+            .find_reference("refs/rota/remote-notes/prod-east")
+            .is_ok()
+    };
+    // Before the fleet is known (the first fetch): the first refs by name, prod-east lost.
+    let blind = open("blind");
+    blind.fetch().unwrap();
+    assert!(
+        !has_prod(&blind),
+        "the flood no longer sorts first: the test proves nothing"
+    );
+    // Known: prod-east is fetched within the cap.
+    let src = open("mirror");
+    src.set_notes_clusters(["prod-east".to_string()]);
+    src.fetch().unwrap();
+    assert!(
+        has_prod(&src),
+        "the fleet's cluster was crowded out of the fetch"
+    );
+    let mirrored = src
+        .repository()
+        .unwrap()
+        .references_glob("refs/rota/remote-notes/*")
+        .unwrap()
+        .count();
+    assert_eq!(mirrored, 50);
+    // Reading: scoped to the fleet, only its clusters' refs, by name.
+    let store = GitNotesStore::new(&tmp.path().join("mirror"), Some("canary"), None);
+    store.scope_to(["prod-east".to_string(), "canary".to_string()]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let read = rt.block_on(store.reporting_clusters()).unwrap();
+    assert_eq!(
+        read.into_iter().collect::<Vec<_>>(),
+        vec!["prod-east".to_string()]
+    );
+}
+
 /// A pack larger than the cap is aborted before anything in it is used (the signature check
 /// comes after the fetch): the branch stays where it was.
 #[test]

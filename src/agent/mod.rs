@@ -521,6 +521,11 @@ impl Agent {
             Ok(a) => a,
             Err(e) => return Ok(Err((format!("commit {short}: {e}"), "validation"))),
         };
+        // From now on the notes of the fleet's clusters are fetched and read by name (a flood
+        // of refs pushed by anyone cannot crowd them out of the caps).
+        self.source
+            .set_notes_clusters(all.iter().map(|c| c.name.clone()));
+        self.notes.scope_to(all.iter().map(|c| c.name.clone()));
         let Some(desired) = all.iter().find(|c| c.name == cluster).cloned() else {
             return Ok(Err((
                 format!(

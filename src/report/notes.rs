@@ -100,6 +100,10 @@ struct Inner {
     signing_key: Option<PathBuf>,
     /// Accepts only signed records (when agents' signers are set).
     verifier: Option<RecordVerifier>,
+    /// The clusters the fleet declares, once known ([`GitNotesStore::scope_to`]): their refs
+    /// are read by name, so refs pushed by anyone else (a flood sorting first) cannot crowd
+    /// them out of the [`MAX_NOTES_REFS`] read.
+    scope: std::sync::Mutex<Option<std::collections::BTreeSet<String>>>,
 }
 
 /// Most notes refs (clusters) read on one commit: the rest is ignored, named in a warning.
@@ -134,6 +138,7 @@ impl GitNotesStore {
                 push,
                 signing_key: None,
                 verifier: None,
+                scope: std::sync::Mutex::new(None),
             }),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
         }
@@ -186,6 +191,13 @@ impl GitNotesStore {
         let inner = Arc::clone(&self.inner);
         let commit = commit.to_string();
         blocking(move || inner.read_all(&commit)).await
+    }
+
+    /// Read only the records of these clusters (the fleet's), each from its own ref by name.
+    /// Without a scope every rota notes ref is read, up to [`MAX_NOTES_REFS`] of them.
+    pub fn scope_to(&self, clusters: impl IntoIterator<Item = String>) {
+        *self.inner.scope.lock().expect("no panics under the lock") =
+            Some(clusters.into_iter().collect());
     }
 
     /// The clusters that have a notes ref here: their agents have reported at least once (on
@@ -263,6 +275,25 @@ impl Inner {
     fn refs_by_cluster(&self, repo: &Repository) -> Result<BTreeMap<String, String>, ReportError> {
         let mut out = BTreeMap::new();
         let err = self.git_err(NOTES_PREFIX);
+        let scope = self.scope.lock().expect("no panics under the lock").clone();
+        if let Some(clusters) = scope {
+            // Only the declared clusters, each by name: no glob over what pushers added.
+            for cluster in clusters.iter().take(MAX_NOTES_REFS) {
+                let own = self.cluster.as_deref() == Some(cluster.as_str());
+                let (first, second) = if own {
+                    (notes_ref(cluster), remote_notes_ref(cluster))
+                } else {
+                    (remote_notes_ref(cluster), notes_ref(cluster))
+                };
+                if let Some(name) = [first, second]
+                    .into_iter()
+                    .find(|n| repo.find_reference(n).is_ok())
+                {
+                    out.insert(cluster.clone(), name);
+                }
+            }
+            return Ok(out);
+        }
         for prefix in [NOTES_PREFIX, REMOTE_NOTES_PREFIX] {
             // One past the limit is enough to know it is exceeded; never walk a flood whole.
             let glob = repo.references_glob(&format!("{prefix}*")).map_err(&err)?;

@@ -125,6 +125,9 @@ pub struct GitSource {
     /// Loaded once: a broken credentials setup fails at start, not at the first fetch.
     known_hosts: Option<KnownHosts>,
     limits: FetchLimits,
+    /// The clusters the fleet declares, once known: their notes refs are fetched first when
+    /// the remote has more than `max_notes_refs` (a flood cannot crowd them out).
+    notes_clusters: std::sync::Mutex<Vec<String>>,
 }
 
 /// The remote-tracking ref a fetch updates.
@@ -163,7 +166,17 @@ impl GitSource {
             mirror: mirror.to_path_buf(),
             known_hosts,
             limits: FetchLimits::default(),
+            notes_clusters: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// The clusters the fleet declares (the agent sets them from each commit it loads): when
+    /// the remote holds more rota notes refs than the limit, theirs are fetched first.
+    pub fn set_notes_clusters(&self, clusters: impl IntoIterator<Item = String>) {
+        *self
+            .notes_clusters
+            .lock()
+            .expect("no panics under the lock") = clusters.into_iter().collect();
     }
 
     /// Replace the default [`FetchLimits`].
@@ -283,9 +296,17 @@ impl GitSource {
             return Ok(vec![format!("+{NOTES_PREFIX}*:{REMOTE_NOTES_PREFIX}*")]);
         }
         tracing::warn!(refs = names.len(), fetched = cap, url = %redact_url(&self.config.url),
-            "the remote has more rota notes refs than the limit: only the first ones are fetched");
+            "the remote has more rota notes refs than the limit: the fleet's clusters' and then the first ones are fetched");
+        let declared: std::collections::BTreeSet<String> = self
+            .notes_clusters
+            .lock()
+            .expect("no panics under the lock")
+            .iter()
+            .map(|c| format!("{NOTES_PREFIX}{c}"))
+            .collect();
         let mut names = names;
-        names.sort();
+        // The declared clusters' refs first, then the rest by name.
+        names.sort_by_key(|n| (!declared.contains(n), n.clone()));
         Ok(names
             .iter()
             .take(cap)

@@ -134,6 +134,14 @@ pub async fn checks_at(
             agent_signers: args.agent_signers.clone(),
         },
     );
+    // The fleet's clusters only, each from its own ref by name (a flood of pushed refs
+    // cannot crowd them out).
+    store.scope_to(
+        clusters
+            .iter()
+            .map(|c| c.name.clone())
+            .chain(base.resolve_all().into_iter().flatten().map(|c| c.name)),
+    );
     let mut records = Vec::new();
     for f in [&base, &target] {
         let commit = f.commit().unwrap_or_default().to_string();
