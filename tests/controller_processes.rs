@@ -167,11 +167,18 @@ fn kubectl_applied_rotation_runs_in_a_separate_controller_process() {
     );
 
     // The controller, in its own process, finds the cloud through the kubeconfig.
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let controller = rota()
         .arg("controller")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .args(["--context", CONTEXT, "--cloud", "sim", "--speed", SPEED])
+        .args(["--cluster", CONTEXT])
+        .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
         .env("ROTA_LOG", "rota=warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -199,6 +206,35 @@ fn kubectl_applied_rotation_runs_in_a_separate_controller_process() {
     };
     let history = seen.join("\n");
     assert!(last.contains("Succeeded"), "{history}");
+    // Its metrics carry the cluster it was told (`--cluster`), as an agent's do.
+    let scraped = {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let mut body = String::new();
+        c.read_to_string(&mut body).unwrap();
+        body
+    };
+    // The process-wide series too (the pools' carry their NodePoolRotation's cluster anyway).
+    for series in ["rota_leader", "rota_cloud_calls_total"] {
+        assert!(
+            scraped
+                .lines()
+                .any(|l| l.starts_with(&format!("{series}{{"))
+                    && l.contains(&format!("cluster=\"{CONTEXT}\""))),
+            "no {series} series labelled with the cluster:\n{}",
+            scraped
+                .lines()
+                .filter(|l| l.starts_with(series))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    assert!(
+        !scraped.contains("cluster=\"\""),
+        "a series without its cluster"
+    );
     assert!(
         last.lines().next().unwrap().contains("PHASE"),
         "printer columns: {last}"

@@ -37,6 +37,10 @@ pub struct ControllerArgs {
     /// Namespace of the Lease.
     #[arg(long, default_value = "kube-system")]
     pub lease_namespace: String,
+    /// The cluster this controller runs in, as the fleet repo names it: the `cluster` label
+    /// of its metrics (empty when unset), so that per-cluster alerts see it apart.
+    #[arg(long, env = "ROTA_CLUSTER", default_value = "")]
+    pub cluster: String,
     /// Run the controller's clock this many times faster (match `rota sim serve --speed`).
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
@@ -50,7 +54,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         Err(code) => return code,
     };
     rt.block_on(async move {
-        let metrics = match super::serve_metrics(&args.ops, "").await {
+        let metrics = match super::serve_metrics(&args.ops, &args.cluster).await {
             Ok(m) => m,
             Err(e) => {
                 eprintln!("rota: {e}");
