@@ -1181,7 +1181,8 @@ async fn a_replica_cut_off_from_the_api_server_backs_off_instead_of_spinning() {
     // (i) A partition: every request of this replica is answered 503. Nothing can be
     // reconciled, and without a backoff each pass would start the next at once: a loop
     // hammering the API server (and, under a paused test clock, one that never lets fleet
-    // time move; chaos seed 2 hung on a failed NodePoolRotation list that way).
+    // time move; chaos seed 2 hung on a NodePoolRotation list retried that way, before they
+    // came from a watch).
     let (_fleet, _client, mut c, faults) = one_pool(ApiFaultProfile::default(), 9).await;
     c.step().await;
     faults.partition(true);

@@ -971,11 +971,31 @@ fn hostile_trees_finish_with_a_named_reason() {
 // ---------------------------------------------------------------------------------------
 // fetch caps
 
+/// A source mirroring `origin` into `mirror` with `limits`.
+fn capped_source(
+    origin: &Path,
+    mirror: &Path,
+    limits: rota::source::FetchLimits,
+) -> rota::source::GitSource {
+    use rota::source::{Auth, GitSource, SourceConfig};
+    GitSource::open(
+        SourceConfig {
+            url: origin.display().to_string(),
+            branch: "main".into(),
+            auth: Auth::None,
+            depth: None,
+        },
+        mirror,
+    )
+    .unwrap()
+    .with_limits(limits)
+}
+
 /// Notes-ref flood: thousands of `refs/notes/rota/*` pushed by anyone with push access are
 /// not mirrored whole; the first ones by name are.
 #[test]
 fn a_flood_of_notes_refs_is_capped_at_fetch() {
-    use rota::source::{Auth, FetchLimits, GitSource, SourceConfig};
+    use rota::source::FetchLimits;
     let tmp = tempfile::tempdir().unwrap();
     let (origin, work) = origin_and_work(tmp.path());
     std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
@@ -985,20 +1005,14 @@ fn a_flood_of_notes_refs_is_capped_at_fetch() {
         .map(|i| format!("create refs/notes/rota/flood-{i:04} {c}\n"))
         .collect();
     git_stdin(&origin, &["update-ref", "--stdin"], refs.as_bytes());
-    let src = GitSource::open(
-        SourceConfig {
-            url: origin.display().to_string(),
-            branch: "main".into(),
-            auth: Auth::None,
-            depth: None,
-        },
+    let src = capped_source(
+        &origin,
         &tmp.path().join("mirror"),
-    )
-    .unwrap()
-    .with_limits(FetchLimits {
-        max_notes_refs: 50,
-        ..FetchLimits::default()
-    });
+        FetchLimits {
+            max_notes_refs: 50,
+            ..FetchLimits::default()
+        },
+    );
     let f = src.fetch().unwrap();
     assert_eq!(f.commit.to_string(), c);
     let repo = src.repository().unwrap();
@@ -1019,7 +1033,7 @@ fn a_flood_of_notes_refs_is_capped_at_fetch() {
 /// flood is not read at all.
 #[test]
 fn a_flood_of_notes_refs_sorting_first_does_not_crowd_out_the_fleets_clusters() {
-    use rota::source::{Auth, FetchLimits, GitSource, SourceConfig};
+    use rota::source::{FetchLimits, GitSource};
     let tmp = tempfile::tempdir().unwrap();
     let (origin, work) = origin_and_work(tmp.path());
     std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
@@ -1031,20 +1045,14 @@ fn a_flood_of_notes_refs_sorting_first_does_not_crowd_out_the_fleets_clusters() 
     refs.push_str(&format!("create refs/notes/rota/prod-east {c}\n"));
     git_stdin(&origin, &["update-ref", "--stdin"], refs.as_bytes());
     let open = |dir: &str| {
-        GitSource::open(
-            SourceConfig {
-                url: origin.display().to_string(),
-                branch: "main".into(),
-                auth: Auth::None,
-                depth: None,
-            },
+        capped_source(
+            &origin,
             &tmp.path().join(dir),
+            FetchLimits {
+                max_notes_refs: 50,
+                ..FetchLimits::default()
+            },
         )
-        .unwrap()
-        .with_limits(FetchLimits {
-            max_notes_refs: 50,
-            ..FetchLimits::default()
-        })
     };
     let has_prod = |src: &GitSource| {
         src.repository()
@@ -1091,26 +1099,20 @@ fn a_flood_of_notes_refs_sorting_first_does_not_crowd_out_the_fleets_clusters() 
 /// comes after the fetch): the branch stays where it was.
 #[test]
 fn a_pack_over_the_cap_is_refused_before_it_is_used() {
-    use rota::source::{Auth, FetchLimits, GitSource, SourceConfig};
+    use rota::source::FetchLimits;
     let tmp = tempfile::tempdir().unwrap();
     let (origin, work) = origin_and_work(tmp.path());
     std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
     let small = commit(&work, "fleet", None, None);
     git(&work, &["push", "-q", "origin", "main"]);
-    let src = GitSource::open(
-        SourceConfig {
-            url: origin.display().to_string(),
-            branch: "main".into(),
-            auth: Auth::None,
-            depth: None,
-        },
+    let src = capped_source(
+        &origin,
         &tmp.path().join("mirror"),
-    )
-    .unwrap()
-    .with_limits(FetchLimits {
-        max_pack_bytes: 1024 * 1024,
-        ..FetchLimits::default()
-    });
+        FetchLimits {
+            max_pack_bytes: 1024 * 1024,
+            ..FetchLimits::default()
+        },
+    );
     assert_eq!(src.fetch().unwrap().commit.to_string(), small);
     // 4 MiB that does not compress.
     let mut noise = Vec::with_capacity(4 << 20);

@@ -179,13 +179,6 @@ pub struct Controller {
     index: Arc<ClusterIndex>,
     /// Whether the first pass waited for the index's first sync already.
     first_sync: bool,
-    /// Whether the first pass waited for the first NodePoolRotation list already.
-    rotations_synced: bool,
-    /// Failed NodePoolRotation lists in a row, and no pass before the time they back off to:
-    /// an API server that cannot be reached is retried like a pool's transient error, not in
-    /// a loop (every pool is due while nothing could be reconciled).
-    list_failures: u32,
-    list_backoff: Option<Instant>,
     metrics: Metrics,
     notifier: SharedNotifier,
     pub stats: Arc<Stats>,
@@ -252,9 +245,6 @@ impl Controller {
             rotations,
             index,
             first_sync: false,
-            rotations_synced: false,
-            list_failures: 0,
-            list_backoff: None,
             metrics,
             notifier: SharedNotifier::default(),
             stats: Arc::new(Stats::default()),
@@ -398,22 +388,21 @@ impl Controller {
                     if let Some(p) = self.pools.get_mut(&name) {
                         p.due = Instant::now();
                     }
-                    // Not before a failed list's backoff: the pass would only fail again.
-                    if self.list_backoff.is_some_and(|b| b > Instant::now()) {
-                        sleep.as_mut().reset(self.next_pass(cap));
-                        continue;
-                    }
                     return;
                 }
             }
         }
     }
 
-    /// When the next pass is due, at the latest `cap`: the earliest pool, but not before a
-    /// failed list's backoff.
+    /// When the next pass is due: the earliest pool, at the latest `cap`. (No pool is known
+    /// before the NodePoolRotations are listed, so an unsynced controller waits for `cap`.)
     fn next_pass(&self, cap: Instant) -> Instant {
-        let due = self.pools.values().map(|p| p.due).min().unwrap_or(cap);
-        self.list_backoff.map_or(due, |b| due.max(b)).min(cap)
+        self.pools
+            .values()
+            .map(|p| p.due)
+            .min()
+            .unwrap_or(cap)
+            .min(cap)
     }
 
     /// Make the pools that `changes` concern due (spaced by [`MIN_WAKE_GAP`]); whether any
@@ -475,35 +464,19 @@ impl Controller {
             return Vec::new();
         }
         if !self.first_sync {
-            // The first pass waits (bounded) for complete lists; a pool observed before
-            // them would only be "not observed" and back off.
+            // The first pass waits (bounded) for complete lists (the index's and the
+            // NodePoolRotations'); a pool observed before them would only be "not observed"
+            // and back off.
             self.first_sync = true;
-            let _ = tokio::time::timeout(FIRST_SYNC, self.index.synced()).await;
-        }
-        if self.list_backoff.is_some_and(|b| b > Instant::now()) {
-            return Vec::new();
-        }
-        if !self.rotations_synced {
-            // The first pass waits (bounded) for the first list of NodePoolRotations too.
-            self.rotations_synced = true;
             let _ = tokio::time::timeout(FIRST_SYNC, async {
-                while self.rotations.snapshot().is_err() {
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
+                tokio::join!(self.index.synced(), self.rotations.synced())
             })
             .await;
         }
         let list = match self.rotations.snapshot() {
-            Ok(l) => {
-                self.list_failures = 0;
-                self.list_backoff = None;
-                l
-            }
+            Ok(l) => l,
             Err(e) => {
-                self.list_failures += 1;
-                let after = requeue::after_error(Retry::Transient, self.list_failures);
-                self.list_backoff = Some(self.clock.after(after));
-                tracing::warn!(error = %e, retry_in = ?after, "no NodePoolRotations to reconcile yet");
+                tracing::warn!(error = %e, "no NodePoolRotations to reconcile yet");
                 return Vec::new();
             }
         };

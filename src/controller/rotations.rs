@@ -29,9 +29,11 @@ struct State {
 
 /// The watched NodePoolRotations of the cluster (every version's; ownership is the
 /// controller's filter).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(super) struct Rotations {
     state: Arc<RwLock<State>>,
+    /// Turns true once, when the first list completes.
+    listed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Rotations {
@@ -41,7 +43,10 @@ impl Rotations {
         client: kube::Client,
         wakes: mpsc::UnboundedSender<Wake>,
     ) -> (Rotations, tokio::task::JoinHandle<()>) {
-        let r = Rotations::default();
+        let r = Rotations {
+            state: Arc::default(),
+            listed: tokio::sync::watch::Sender::new(false),
+        };
         let task = tokio::spawn(r.clone().watch(client, wakes));
         (r, task)
     }
@@ -56,6 +61,11 @@ impl Rotations {
             return Err("the NodePoolRotations have not been listed yet".into());
         }
         Ok(s.items.values().cloned().collect())
+    }
+
+    /// Resolves once the first list has completed.
+    pub(super) async fn synced(&self) {
+        let _ = self.listed.subscribe().wait_for(|listed| *listed).await;
     }
 
     async fn watch(self, client: kube::Client, wakes: mpsc::UnboundedSender<Wake>) {
@@ -76,7 +86,7 @@ impl Rotations {
                 match ev {
                     Ok(watcher::Event::Init) => relist = Some(BTreeMap::new()),
                     Ok(watcher::Event::InitApply(n)) => {
-                        changed = Some(n.clone());
+                        changed = Some((n.name_any(), n.metadata.generation));
                         relist
                             .get_or_insert_with(BTreeMap::new)
                             .insert(n.name_any(), n);
@@ -84,10 +94,11 @@ impl Rotations {
                     Ok(watcher::Event::InitDone) => {
                         s.items = relist.take().unwrap_or_default();
                         s.synced = true;
+                        self.listed.send_replace(true);
                         generations.retain(|name, _| s.items.contains_key(name));
                     }
                     Ok(watcher::Event::Apply(n)) => {
-                        changed = Some(n.clone());
+                        changed = Some((n.name_any(), n.metadata.generation));
                         s.items.insert(n.name_any(), n);
                     }
                     Ok(watcher::Event::Delete(n)) => {
@@ -99,9 +110,7 @@ impl Rotations {
                     }
                 }
             }
-            if let Some(n) = changed {
-                let name = n.name_any();
-                let generation = n.metadata.generation;
+            if let Some((name, generation)) = changed {
                 if generations.insert(name.clone(), generation) != Some(generation)
                     && wakes.send(Wake::Npr(name)).is_err()
                 {

@@ -137,10 +137,10 @@ pub async fn checks_at(
     // The fleet's clusters only, each from its own ref by name (a flood of pushed refs
     // cannot crowd them out).
     store.scope_to(
-        clusters
-            .iter()
-            .map(|c| c.name.clone())
-            .chain(base.resolve_all().into_iter().flatten().map(|c| c.name)),
+        target
+            .cluster_names()
+            .chain(base.cluster_names())
+            .map(str::to_string),
     );
     let mut records = Vec::new();
     for f in [&base, &target] {
