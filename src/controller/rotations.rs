@@ -110,12 +110,11 @@ impl Rotations {
                     }
                 }
             }
-            if let Some((name, generation)) = changed {
-                if generations.insert(name.clone(), generation) != Some(generation)
-                    && wakes.send(Wake::Npr(name)).is_err()
-                {
-                    return;
-                }
+            if let Some((name, generation)) = changed
+                && generations.insert(name.clone(), generation) != Some(generation)
+                && wakes.send(Wake::Npr(name)).is_err()
+            {
+                return;
             }
         }
     }
