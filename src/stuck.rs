@@ -260,6 +260,8 @@ mod tests {
             new_instances: vec![],
             replaced: vec![],
             stage_since: t(since),
+            started_at: None,
+            cordoned_at: None,
         }
     }
 
@@ -288,6 +290,8 @@ mod tests {
                 fenced_at: None,
                 capacity_changed_at: None,
                 stage,
+                next: None,
+                pace: None,
             }),
             ..Default::default()
         }

@@ -221,6 +221,26 @@ fn a_crash_at_every_step_and_every_prefix_recovers() {
         }
     }
     assert!(runs > 40, "only {runs} crash runs");
+    // And with soaks, so that every step of a pipelined batch (brought up while the one
+    // before it soaks) is crashed at too.
+    let mut s = scenario("crash-pipelined");
+    s.size = 4;
+    s.batch = BatchSize::Count(1);
+    s.changes = vec![];
+    s.policy = |p| p.batch_soak = GoDuration::from_secs(300);
+    let base = run(&s, None).unwrap();
+    assert!(
+        base.log.contains("meanwhile"),
+        "no batch was pipelined:\n{}",
+        base.log
+    );
+    for step in 0..=base.steps {
+        for prefix in 0..4 {
+            let o = run(&s, Some(CrashAt { step, prefix }))
+                .unwrap_or_else(|e| panic!("crash at step {step} after {prefix}: {e}"));
+            assert_clean_success(&s, &o);
+        }
+    }
     // And the same with a fast rollback in the middle.
     let mut s = scenario("crash-rollback");
     s.size = 4;

@@ -46,7 +46,7 @@ pub fn after_plan(
         Phase::Succeeded | Phase::Failed | Phase::Pending | Phase::Paused => return RESYNC,
         _ => {}
     }
-    match plan.checkpoint.as_ref().map(|c| &c.stage) {
+    let base = match plan.checkpoint.as_ref().map(|c| &c.stage) {
         Some(Stage::Surging { .. } | Stage::WaitingReady { .. }) => Duration::from_secs(10),
         Some(Stage::Gating { .. }) => gate_interval,
         Some(Stage::Soaking { until: t, .. } | Stage::PoolSoak { until: t }) => {
@@ -59,6 +59,15 @@ pub fn after_plan(
         // Between batches with nothing to do: a window or the surge budget holds it.
         Some(Stage::Between) | None => Duration::from_secs(60),
         Some(Stage::Done) => RESYNC,
+    };
+    // A pipelined next batch booting during the soak is looked at as often as a current one
+    // would be, so that it is ready to cordon when the soak ends.
+    match plan.checkpoint.as_ref().and_then(|c| c.next.as_deref()) {
+        Some(Stage::Surging { .. } | Stage::WaitingReady { .. }) => {
+            base.min(Duration::from_secs(10))
+        }
+        Some(Stage::Abandoning { .. }) => base.min(Duration::from_secs(5)),
+        _ => base,
     }
 }
 

@@ -181,6 +181,8 @@ pub struct RolloutPolicy {
     pub on_gate_failure: Option<OnGateFailure>,
     #[serde(default)]
     pub paused: Option<bool>,
+    #[serde(default)]
+    pub pipeline: Option<bool>,
     /// Replaced as a whole by a lower level (lists are not merged).
     #[serde(default)]
     pub windows: Option<Vec<WindowSpec>>,

@@ -88,6 +88,9 @@ pub fn merge_policy(eff: &mut EffectivePolicy, p: &RolloutPolicy) {
     if let Some(v) = p.paused {
         eff.paused = v;
     }
+    if let Some(v) = p.pipeline {
+        eff.pipeline = v;
+    }
     if let Some(ws) = &p.windows {
         eff.windows = ws
             .iter()

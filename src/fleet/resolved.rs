@@ -259,7 +259,15 @@ pub struct EffectivePolicy {
     pub drain: DrainPolicy,
     pub on_gate_failure: OnGateFailure,
     pub paused: bool,
+    /// Bring the next batch up while the current one soaks (`rotate::plan`); false: one
+    /// batch after the other, as before pipelining.
+    #[serde(default = "pipeline_default")]
+    pub pipeline: bool,
     pub windows: Vec<Window>,
+}
+
+fn pipeline_default() -> bool {
+    true
 }
 
 impl Default for EffectivePolicy {
@@ -274,6 +282,7 @@ impl Default for EffectivePolicy {
             drain: DrainPolicy::default(),
             on_gate_failure: OnGateFailure::Pause,
             paused: false,
+            pipeline: true,
             windows: Vec::new(),
         }
     }

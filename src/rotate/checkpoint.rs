@@ -82,6 +82,43 @@ pub struct Checkpoint {
     /// Where the rotation is.
     #[schemars(schema_with = "stage_schema")]
     pub stage: Stage,
+    /// Pipelining (`rollout.pipeline`, on by default): the next batch, brought up while the
+    /// current one soaks. It only ever holds a batch that has disrupted nothing (Surging,
+    /// WaitingReady, Gating) or the undoing of one (Abandoning); it cordons nothing until the
+    /// soak passes and it becomes `stage`. Its surge is computed like any other, after the
+    /// current batch's old instances are gone, so invariant 1 holds exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opt_stage_schema")]
+    pub next: Option<Box<Stage>>,
+    /// How long this rotation's batches took so far (for the estimate of what is left).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<Pace>,
+}
+
+/// Measured durations of the batches of one rotation: the inputs of the remaining-time
+/// estimate (`rotate::eta`), taken from the last batch that passed each step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Pace {
+    /// From a batch's surge to its new nodes Ready and gated, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_seconds: Option<u64>,
+    /// From a batch's first cordon to its last old instance gone, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_seconds: Option<u64>,
+}
+
+impl Checkpoint {
+    /// After a halt is lifted (unpausing, `rota ctl retry`, a new version), timeouts count
+    /// from now, not from before the halt: a drain halted by its timeout gets a whole
+    /// `drain.timeout` again. The pipelined next batch's too.
+    pub fn restart_clocks(&mut self, now: DateTime<Utc>) {
+        for stage in std::iter::once(&mut self.stage).chain(self.next.as_deref_mut()) {
+            if let Some(batch) = stage.batch_mut() {
+                batch.stage_since = now;
+            }
+        }
+    }
 }
 
 /// A node chosen for replacement, with the instance behind it.
@@ -118,6 +155,14 @@ pub struct Batch {
     /// When the current stage began (timeouts are measured from it).
     #[schemars(schema_with = "date_time")]
     pub stage_since: DateTime<Utc>,
+    /// When the batch started (its surge was planned) and when it first cordoned: what
+    /// `Checkpoint::pace` is measured from. Absent in checkpoints written before they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opt_date_time")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opt_date_time")]
+    pub cordoned_at: Option<DateTime<Utc>>,
 }
 
 /// Where a rotation is. The batch stages follow each other in this order; `Abandoning`
@@ -199,6 +244,21 @@ impl Stage {
         }
     }
 
+    /// The batch under way, if any, to change.
+    pub fn batch_mut(&mut self) -> Option<&mut Batch> {
+        match self {
+            Stage::Surging { batch }
+            | Stage::WaitingReady { batch }
+            | Stage::Gating { batch }
+            | Stage::Cordoning { batch }
+            | Stage::Draining { batch }
+            | Stage::Terminating { batch }
+            | Stage::Soaking { batch, .. }
+            | Stage::Abandoning { batch, .. } => Some(batch),
+            _ => None,
+        }
+    }
+
     /// Whether the batch has not yet disrupted an old node: abandoning it costs nothing but
     /// the surge instances.
     pub fn before_disruption(&self) -> bool {
@@ -218,6 +278,13 @@ pub fn date_time(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// [`date_time`], optional.
 pub fn opt_date_time(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "format": "date-time", "nullable": true})
+}
+
+/// [`stage_schema`], optional (the pipelined next batch).
+pub fn opt_stage_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut s = stage_schema(g);
+    s.insert("nullable".into(), true.into());
+    s
 }
 
 /// Schema of [`Stage`] in the CRD: the stage's `name` is typed (printer columns use it), the

@@ -134,7 +134,7 @@ pub fn apply(cp: &mut Checkpoint, request: &Request, now: DateTime<Utc>) -> Opti
         },
         Verb::Retry => match cp.halted.take() {
             Some(why) => {
-                restart_clock(&mut cp.stage, now);
+                cp.restart_clocks(now);
                 format!("retrying after \"{why}\" ({what})")
             }
             None => format!("{what}: the rotation was not halted"),
@@ -148,22 +148,6 @@ pub fn apply(cp: &mut Checkpoint, request: &Request, now: DateTime<Utc>) -> Opti
         },
     };
     Some(done)
-}
-
-/// A retried stage gets fresh timeouts (a drain that timed out has a whole `drain.timeout`
-/// again).
-fn restart_clock(stage: &mut Stage, now: DateTime<Utc>) {
-    match stage {
-        Stage::Surging { batch }
-        | Stage::WaitingReady { batch }
-        | Stage::Gating { batch }
-        | Stage::Cordoning { batch }
-        | Stage::Draining { batch }
-        | Stage::Terminating { batch }
-        | Stage::Soaking { batch, .. }
-        | Stage::Abandoning { batch, .. } => batch.stage_since = now,
-        _ => {}
-    }
 }
 
 #[cfg(test)]

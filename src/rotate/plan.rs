@@ -249,7 +249,7 @@ impl<'a> Planner<'a> {
         if d.policy.paused {
             // A paused pool forgets a halt: unpausing is how a human resumes it.
             if cp.halted.take().is_some() {
-                restart_stage_clock(&mut cp.stage, self.now);
+                cp.restart_clocks(self.now);
             }
             let at = cp.stage.name();
             return Outcome {
@@ -264,7 +264,12 @@ impl<'a> Planner<'a> {
         // with nothing owning it (invariant 4).
         self.clean_orphaned_cordons(&cp);
 
-        if let Some(why) = &cp.halted {
+        if let Some(why) = cp.halted.clone() {
+            // A pipelined batch cancelled by the halt is still undone: it only takes back
+            // instances this rotation brought up, draining them first.
+            if matches!(cp.next.as_deref(), Some(Stage::Abandoning { .. })) {
+                self.advance_next(&mut cp);
+            }
             self.template_on_origin(&cp);
             return Outcome {
                 phase: Phase::Paused,
@@ -281,6 +286,14 @@ impl<'a> Planner<'a> {
         // Stage 2 and 3: the stage machine. Each stage is evaluated at most a few times per
         // call; the bound only guards against a bug turning into a busy loop.
         for _ in 0..16 {
+            if cp.stage == Stage::Between
+                && let Some(next) = cp.next.take()
+            {
+                // The soak passed (or was cut short): the pipelined batch, Ready and gated
+                // by now or still on its way, becomes the current one. Cancelled, it is
+                // undone first.
+                cp.stage = *next;
+            }
             let stage = std::mem::replace(&mut cp.stage, Stage::Between);
             match self.step(&mut cp, stage) {
                 Step::Next(next) => cp.stage = next,
@@ -376,6 +389,14 @@ impl<'a> Planner<'a> {
                     cp.halted = None;
                     cp.rollback_reason =
                         Some(format!("the desired version went back to {}", d.version));
+                    cancel_next(
+                        &mut cp,
+                        format!(
+                            "the desired version went back to {} (fast rollback)",
+                            d.version
+                        ),
+                        self.now,
+                    );
                     cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
                         Stage::Surging { batch }
                         | Stage::WaitingReady { batch }
@@ -407,8 +428,13 @@ impl<'a> Planner<'a> {
                     // A new version lifts a halt as unpausing does: the stage's timeout counts
                     // from now, or a drain halted by its timeout would halt again at once.
                     if cp.halted.take().is_some() {
-                        restart_stage_clock(&mut cp.stage, self.now);
+                        cp.restart_clocks(self.now);
                     }
+                    cancel_next(
+                        &mut cp,
+                        format!("version {} superseded it", d.version),
+                        self.now,
+                    );
                     cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
                         s if s.before_disruption() => {
                             let batch = s.batch().cloned().expect("a batch stage has a batch");
@@ -493,6 +519,8 @@ impl<'a> Planner<'a> {
             fenced_at: None,
             capacity_changed_at: None,
             stage: Stage::Between,
+            next: None,
+            pace: previous.and_then(|p| p.pace),
         }
     }
 
@@ -529,35 +557,47 @@ impl<'a> Planner<'a> {
         })
     }
 
-    /// Nodes the current stage may have cordoned.
-    fn claimed_cordons(&self, cp: &Checkpoint) -> BTreeSet<String> {
-        match &cp.stage {
+    /// Nodes a stage may have cordoned, with the owner of those cordons.
+    fn claimed_cordons(&self, stage: &Stage) -> BTreeSet<(String, String)> {
+        let Some(batch) = stage.batch() else {
+            return BTreeSet::new();
+        };
+        let owner = owner(&self.desired.name, batch);
+        let nodes = match stage {
             Stage::Cordoning { batch }
             | Stage::Draining { batch }
             | Stage::Terminating { batch } => {
                 batch.old_nodes.iter().map(|c| c.node.clone()).collect()
             }
-            Stage::Abandoning { batch, .. } => self.new_nodes_of(batch).into_iter().collect(),
-            _ => BTreeSet::new(),
-        }
+            Stage::Abandoning { batch, .. } => self.new_nodes_of(batch),
+            _ => Vec::new(),
+        };
+        nodes.into_iter().map(|n| (n, owner.clone())).collect()
     }
 
     fn clean_orphaned_cordons(&mut self, cp: &Checkpoint) {
-        let claimed = self.claimed_cordons(cp);
-        let owner = cp.stage.batch().map(|b| owner(&self.desired.name, b));
+        // The current batch and the pipelined next one (which only cordons when undone).
+        let stages: Vec<&Stage> = std::iter::once(&cp.stage)
+            .chain(cp.next.as_deref())
+            .collect();
+        let claimed: BTreeSet<(String, String)> = stages
+            .iter()
+            .flat_map(|s| self.claimed_cordons(s))
+            .collect();
         for n in self.obs.nodes.iter().chain(&self.obs.departed) {
             let Some(by) = &n.cordoned_by else { continue };
             if !n.cordoned {
                 continue;
             }
-            if claimed.contains(&n.name) && owner.as_deref() == Some(by.as_str()) {
+            if claimed.contains(&(n.name.clone(), by.clone())) {
                 continue;
             }
             // In Abandoning, the old nodes' cordons are undone by the stage itself (with a
             // more specific reason).
-            if let Stage::Abandoning { batch, .. } = &cp.stage
-                && batch.old_nodes.iter().any(|c| c.node == n.name)
-            {
+            if stages.iter().any(|s| {
+                matches!(s, Stage::Abandoning { batch, .. }
+                    if batch.old_nodes.iter().any(|c| c.node == n.name))
+            }) {
                 continue;
             }
             self.push(
@@ -737,7 +777,6 @@ impl<'a> Planner<'a> {
     /// Between batches: start the next one, or go to the pool soak.
     fn between(&mut self, cp: &mut Checkpoint) -> Step {
         let d = self.desired;
-        let obs = self.obs;
         let remaining = self.remaining(Some(cp));
         if remaining == 0 {
             if cp.rolling_back {
@@ -747,35 +786,47 @@ impl<'a> Planner<'a> {
                 until: self.now + dur(d.policy.pool_soak),
             });
         }
+        match self.choose_batch(cp, remaining) {
+            Ok(batch) => Step::Next(Stage::Surging { batch }),
+            Err(step) => *step,
+        }
+    }
+
+    /// The next batch: its old nodes and its surge, within the window, the describe lag and
+    /// the surge bound (invariant 1); or why none may start now. Used between batches and,
+    /// pipelined, while the current batch soaks (its old instances are gone by then).
+    fn choose_batch(&mut self, cp: &mut Checkpoint, remaining: u32) -> Result<Batch, Box<Step>> {
+        let d = self.desired;
+        let obs = self.obs;
         match window::is_open(&d.policy.windows, self.now) {
             Ok(true) => {}
             Ok(false) => {
-                return stop(
+                return Err(Box::new(stop(
                     Stage::Between,
                     Phase::Waiting,
                     "OutsideWindow",
                     format!(
                         "{remaining} node(s) left; the next batch starts inside a maintenance window"
                     ),
-                );
+                )));
             }
             Err(e) => {
-                return stop(
+                return Err(Box::new(stop(
                     Stage::Between,
                     Phase::Failed,
                     "InvalidWindow",
                     e.to_string(),
-                );
+                )));
             }
         }
 
         if let Some(why) = self.lag_wait(cp) {
-            return stop(
+            return Err(Box::new(stop(
                 Stage::Between,
                 Phase::Rotating,
                 "DescribeLag",
                 format!("{remaining} node(s) left; {why}"),
-            );
+            )));
         }
 
         // Candidates: nodes not on the target, backed by a running instance of the group,
@@ -818,7 +869,7 @@ impl<'a> Planner<'a> {
             if why.is_empty() {
                 why.push("the remaining old instances are terminating".into());
             }
-            return stop(
+            return Err(Box::new(stop(
                 Stage::Between,
                 Phase::Paused,
                 if blocked.is_empty() {
@@ -830,7 +881,7 @@ impl<'a> Planner<'a> {
                     "{remaining} node(s) left but none can be replaced: {}",
                     why.join("; ")
                 ),
-            );
+            )));
         }
 
         // Invariant 1: never more than the size at start plus one batch. Worked example: a
@@ -854,7 +905,7 @@ impl<'a> Planner<'a> {
             .min(candidates.len() as u32)
             .min(bound.saturating_sub(held));
         if n == 0 {
-            return stop(
+            return Err(Box::new(stop(
                 Stage::Between,
                 Phase::Waiting,
                 "SurgeBudget",
@@ -866,7 +917,7 @@ impl<'a> Planner<'a> {
                         ""
                     }
                 ),
-            );
+            )));
         }
         cp.batches_started += 1;
         let batch = Batch {
@@ -884,8 +935,10 @@ impl<'a> Planner<'a> {
             new_instances: Vec::new(),
             replaced: Vec::new(),
             stage_since: self.now,
+            started_at: Some(self.now),
+            cordoned_at: None,
         };
-        Step::Next(Stage::Surging { batch })
+        Ok(batch)
     }
 
     fn surging(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
@@ -1030,6 +1083,9 @@ impl<'a> Planner<'a> {
         if not_ready.is_empty() {
             // The annotations are independent of what follows: go on in the same step.
             let mut batch = batch;
+            if let Some(t) = batch.started_at {
+                cp.pace.get_or_insert_default().boot_seconds = Some(seconds(self.now - t));
+            }
             batch.stage_since = self.now;
             return Step::Next(Stage::Gating { batch });
         }
@@ -1150,6 +1206,7 @@ impl<'a> Planner<'a> {
             );
         }
         let mut batch = batch;
+        batch.cordoned_at.get_or_insert(self.now);
         if cordons > 0 {
             // Evictions can go out right behind the cordons (apply runs them in order), but
             // termination waits for a fresh observation: one taken before the cordon may miss
@@ -1371,7 +1428,7 @@ impl<'a> Planner<'a> {
         )
     }
 
-    fn terminating(&mut self, _cp: &mut Checkpoint, batch: Batch) -> Step {
+    fn terminating(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
         let pushed_before = self.actions.len();
         let mut left = Vec::new();
         let mut undrained = false;
@@ -1423,6 +1480,9 @@ impl<'a> Planner<'a> {
             return Step::Next(Stage::Draining { batch });
         }
         if left.is_empty() {
+            if let Some(t) = batch.cordoned_at {
+                cp.pace.get_or_insert_default().drain_seconds = Some(seconds(self.now - t));
+            }
             let until = self.now + dur(self.desired.policy.batch_soak);
             return Step::Next(Stage::Soaking { batch, until });
         }
@@ -1442,10 +1502,15 @@ impl<'a> Planner<'a> {
                         "health gate {gate} failed during the soak of batch {}: {reason}",
                         batch.number
                     );
+                    cancel_next(cp, why.clone(), self.now);
                     return self.gate_failed(cp, Stage::Soaking { batch, until }, why);
                 }
                 GateVerdict::Pending(g) if self.now >= until => {
-                    let msg = format!("batch {} soaked; waiting for health gate {g}", batch.number);
+                    let mut msg =
+                        format!("batch {} soaked; waiting for health gate {g}", batch.number);
+                    if let Some(next) = self.advance_next(cp) {
+                        msg.push_str(&format!("; meanwhile {next}"));
+                    }
                     return stop(
                         Stage::Soaking { batch, until },
                         Phase::Soaking,
@@ -1459,17 +1524,96 @@ impl<'a> Planner<'a> {
         if self.now >= until {
             return Step::Next(Stage::Between);
         }
-        let msg = format!(
+        // Pipelining: the next batch boots while this one soaks.
+        let next = self.advance_next(cp);
+        if let Some(why) = cp.halted.clone() {
+            // The next batch failed to come up (and is undone): the pool stops here.
+            return stop(
+                Stage::Soaking { batch, until },
+                Phase::Paused,
+                "BatchFailed",
+                why,
+            );
+        }
+        let mut msg = format!(
             "batch {} done; soaking until {}",
             batch.number,
             until.to_rfc3339()
         );
+        if let Some(next) = next {
+            msg.push_str(&format!("; meanwhile {next}"));
+        }
         stop(
             Stage::Soaking { batch, until },
             Phase::Soaking,
             "BatchSoak",
             msg,
         )
+    }
+
+    /// Pipelining: start or advance the next batch while the current one soaks, through the
+    /// stages that disrupt nothing (surge, Ready, gates); it stops short of cordoning, which
+    /// waits until it is the current batch. A cancelled one is undone here. Returns what it
+    /// does or waits for, for the status.
+    fn advance_next(&mut self, cp: &mut Checkpoint) -> Option<String> {
+        let mut stage = match cp.next.take() {
+            Some(next) => *next,
+            None => {
+                if !self.desired.policy.pipeline || cp.halted.is_some() {
+                    return None;
+                }
+                let remaining = self.remaining(Some(cp));
+                if remaining == 0 {
+                    return None;
+                }
+                Stage::Surging {
+                    batch: self.choose_batch(cp, remaining).ok()?,
+                }
+            }
+        };
+        for _ in 0..8 {
+            let number = stage.batch().map_or(0, |b| b.number);
+            let named = move |m: String| {
+                if m.starts_with("batch ") || m.starts_with("undoing batch") {
+                    m
+                } else {
+                    format!("batch {number}: {m}")
+                }
+            };
+            let step = match stage {
+                Stage::Surging { batch } => self.surging(cp, batch),
+                Stage::WaitingReady { batch } => self.waiting_ready(cp, batch),
+                Stage::Gating { batch } => self.gating(cp, batch),
+                Stage::Abandoning { batch, why, halt } => self.abandoning(cp, batch, why, halt),
+                other => {
+                    // Never recorded as a next batch; kept rather than lost.
+                    cp.next = Some(Box::new(other));
+                    return None;
+                }
+            };
+            match step {
+                Step::Next(Stage::Cordoning { batch }) => {
+                    let note = format!(
+                        "batch {} is Ready and gated and cordons when the soak ends",
+                        batch.number
+                    );
+                    cp.next = Some(Box::new(Stage::Gating { batch }));
+                    return Some(note);
+                }
+                Step::Next(Stage::Between) => return None,
+                Step::Next(s) => stage = s,
+                Step::Stop {
+                    stage: Stage::Between,
+                    message,
+                    ..
+                } => return Some(named(message)),
+                Step::Stop { stage, message, .. } => {
+                    cp.next = Some(Box::new(stage));
+                    return Some(named(message));
+                }
+            }
+        }
+        None
     }
 
     fn abandoning(
@@ -1730,6 +1874,18 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// Cancel the pipelined next batch (it has disrupted nothing): it is undone, and becomes the
+/// current batch when the soak it overlapped ends.
+fn cancel_next(cp: &mut Checkpoint, why: String, now: DateTime<Utc>) {
+    cp.next = cp.next.take().map(|next| match *next {
+        s @ Stage::Abandoning { .. } => Box::new(s),
+        s => {
+            let batch = s.batch().cloned().expect("a next batch has a batch");
+            Box::new(abandon(batch, why, None, now))
+        }
+    });
+}
+
 /// Cancel a batch: timeouts of the undoing count from now.
 fn abandon(mut batch: Batch, why: String, halt: Option<String>, now: DateTime<Utc>) -> Stage {
     batch.stage_since = now;
@@ -1741,25 +1897,15 @@ pub fn owner(pool: &str, batch: &Batch) -> String {
     format!("{pool}/batch-{}", batch.number)
 }
 
+/// Whole seconds of a non-negative duration (a clock that went back counts as zero).
+fn seconds(d: Duration) -> u64 {
+    d.num_seconds().max(0) as u64
+}
+
 fn names(nodes: &[ChosenNode]) -> String {
     nodes
         .iter()
         .map(|c| c.node.as_str())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// After a halt is lifted, timeouts count from now, not from before the halt.
-fn restart_stage_clock(stage: &mut Stage, now: DateTime<Utc>) {
-    match stage {
-        Stage::Surging { batch }
-        | Stage::WaitingReady { batch }
-        | Stage::Gating { batch }
-        | Stage::Cordoning { batch }
-        | Stage::Draining { batch }
-        | Stage::Terminating { batch }
-        | Stage::Soaking { batch, .. }
-        | Stage::Abandoning { batch, .. } => batch.stage_since = now,
-        _ => {}
-    }
 }

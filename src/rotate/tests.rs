@@ -223,6 +223,8 @@ fn cp(stage: Stage) -> Checkpoint {
         fenced_at: None,
         capacity_changed_at: None,
         stage,
+        next: None,
+        pace: None,
     }
 }
 
@@ -245,6 +247,8 @@ fn batch12() -> Batch {
         new_instances: vec!["i-m1".into(), "i-m2".into()],
         replaced: vec![],
         stage_since: t0(),
+        started_at: None,
+        cordoned_at: None,
     }
 }
 
@@ -1187,4 +1191,238 @@ fn force_keeps_empty_dir_pods_when_the_policy_keeps_their_data() {
         p.status.message
     );
     assert!(p.checkpoint.unwrap().halted.is_some());
+}
+
+// --- pipelining: the next batch boots while the current one soaks -------------------------
+
+/// `old4` after batch 1 (`batch12`): n1 and n2 are gone, m1 and m2 run the new image; plus
+/// `extra` (the pipelined batch's new nodes, when they are up).
+fn after_batch1(extra: Vec<NodeB>) -> Observed {
+    let mut nodes = vec![
+        node("n3").ready(),
+        node("n4").ready(),
+        node("m1").ready().image(NEW).scale_down_disabled(),
+        node("m2").ready().image(NEW).scale_down_disabled(),
+    ];
+    nodes.extend(extra);
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    w
+}
+
+/// Batch 2 of `old4`: n3 and n4, replaced by m3 and m4.
+fn batch34() -> Batch {
+    Batch {
+        number: 2,
+        old_nodes: ["n3", "n4"]
+            .map(|n| ChosenNode {
+                node: n.into(),
+                instance_id: format!("i-{n}"),
+            })
+            .to_vec(),
+        target_capacity: 6,
+        instances_before: ["i-n3", "i-n4", "i-m1", "i-m2"].map(String::from).to_vec(),
+        new_instances: vec!["i-m3".into(), "i-m4".into()],
+        replaced: vec![],
+        stage_since: mins(1),
+        started_at: Some(mins(1)),
+        cordoned_at: None,
+    }
+}
+
+/// Batch 1 soaking until minute 10, with 10-minute soaks in the policy.
+fn soaking() -> (DesiredPool, Checkpoint) {
+    let mut d = desired(2);
+    d.policy.batch_soak = GoDuration::from_secs(600);
+    let mut c = cp(Stage::Soaking {
+        batch: batch12(),
+        until: mins(10),
+    });
+    c.batches_started = 1;
+    c.annotated_nodes = vec!["m1".into(), "m2".into()];
+    (d, c)
+}
+
+fn cordons(p: &Plan) -> Vec<String> {
+    shown(p)
+        .into_iter()
+        .filter(|a| a.starts_with("cordon"))
+        .collect()
+}
+
+#[test]
+fn the_next_batch_boots_while_the_current_one_soaks_and_cordons_when_the_soak_ends() {
+    let (d, c) = soaking();
+    // Batch 1's old instances are gone: batch 2 surges at once, within the bound (4 + 2).
+    let p = plan(&d, &after_batch1(vec![]), Some(&c), mins(1));
+    assert_eq!(shown(&p), ["set capacity 6"]);
+    assert_eq!(p.status.phase, Phase::Soaking);
+    assert!(
+        p.status.message.contains("meanwhile batch 2"),
+        "{}",
+        p.status.message
+    );
+    let c = p.checkpoint.unwrap();
+    assert_eq!(c.stage.name(), "Soaking");
+    let Some(Stage::Surging { batch }) = c.next.as_deref() else {
+        panic!("{:?}", c.next)
+    };
+    let old: Vec<&str> = batch.old_nodes.iter().map(|o| o.node.as_str()).collect();
+    assert_eq!((batch.number, old), (2, vec!["n3", "n4"]));
+    assert_eq!(c.batches_started, 2);
+
+    // Its nodes come up Ready during the soak: annotated and gated, never cordoned yet.
+    let up = || {
+        let mut w = after_batch1(vec![
+            node("m3").ready().image(NEW),
+            node("m4").ready().image(NEW),
+        ]);
+        w.group.desired = 6;
+        w
+    };
+    let p = plan(&d, &up(), Some(&c), mins(5));
+    assert_eq!(
+        shown(&p),
+        [
+            "annotate m3 scale-down-disabled",
+            "annotate m4 scale-down-disabled"
+        ]
+    );
+    assert!(
+        p.status.message.contains("cordons when the soak ends"),
+        "{}",
+        p.status.message
+    );
+    let c = p.checkpoint.unwrap();
+    assert!(matches!(c.next.as_deref(), Some(Stage::Gating { .. })));
+    assert_eq!(c.pace.unwrap().boot_seconds, Some(4 * 60));
+
+    // The soak ends: batch 2 is the current batch and cordons in the same plan.
+    let mut w = up();
+    for n in &mut w.nodes {
+        n.scale_down_disabled |= n.name.starts_with('m');
+    }
+    let p = plan(&d, &w, Some(&c), mins(10));
+    assert_eq!(cordons(&p), ["cordon n3", "cordon n4"]);
+    let c = p.checkpoint.unwrap();
+    assert_eq!(c.stage.name(), "Draining");
+    assert_eq!(c.next, None);
+}
+
+#[test]
+fn with_pipeline_false_the_next_batch_waits_for_the_soak() {
+    let (mut d, c) = soaking();
+    d.policy.pipeline = false;
+    let p = plan(&d, &after_batch1(vec![]), Some(&c), mins(1));
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.checkpoint.unwrap().next, None);
+    // And it starts when the soak ends, as before pipelining.
+    let p = plan(&d, &after_batch1(vec![]), Some(&c), mins(10));
+    assert_eq!(shown(&p), ["set capacity 6"]);
+    assert_eq!(p.checkpoint.unwrap().stage.name(), "Surging");
+}
+
+#[test]
+fn a_gate_failing_during_the_soak_undoes_the_pipelined_batch() {
+    let booting = || {
+        let mut w = after_batch1(vec![node("m3").image(NEW), node("m4").image(NEW)]);
+        w.group.desired = 6;
+        w.gates = GateVerdict::Failed {
+            gate: "errors".into(),
+            reason: "5% > 1%".into(),
+        };
+        w
+    };
+    let with_next = || {
+        let (d, mut c) = soaking();
+        c.batches_started = 2;
+        c.next = Some(Box::new(Stage::WaitingReady { batch: batch34() }));
+        (d, c)
+    };
+
+    // onGateFailure rollback: batch 2, which disrupted nothing, is undone first.
+    let (mut d, c) = with_next();
+    d.policy.on_gate_failure = OnGateFailure::Rollback;
+    let p = plan(&d, &booting(), Some(&c), mins(3));
+    let c2 = p.checkpoint.clone().unwrap();
+    let Stage::Abandoning { batch, why, .. } = &c2.stage else {
+        panic!("{:?}", c2.stage)
+    };
+    assert_eq!(batch.number, 2);
+    assert!(why.contains("health gate errors failed"), "{why}");
+    assert!(c2.rolling_back);
+    assert_eq!(c2.next, None);
+    assert!(
+        shown(&p).contains(&"cordon m3".to_string()),
+        "{:?}",
+        shown(&p)
+    );
+    assert!(
+        !cordons(&p)
+            .iter()
+            .any(|a| a.contains("n3") || a.contains("n4"))
+    );
+
+    // onGateFailure pause: the pool halts in the soak, and batch 2 is undone all the same.
+    let (d, c) = with_next();
+    let p = plan(&d, &booting(), Some(&c), mins(3));
+    assert_eq!(p.status.reason, "GateFailed");
+    let c2 = p.checkpoint.clone().unwrap();
+    assert!(c2.halted.is_some());
+    assert!(matches!(c2.next.as_deref(), Some(Stage::Abandoning { .. })));
+    let p = plan(&d, &booting(), Some(&c2), mins(4));
+    assert_eq!(p.status.reason, "Halted");
+    assert!(
+        shown(&p).contains(&"cordon m3".to_string()),
+        "{:?}",
+        shown(&p)
+    );
+}
+
+#[test]
+fn a_newer_version_during_the_soak_undoes_the_pipelined_batch() {
+    let (mut d, mut c) = soaking();
+    c.batches_started = 2;
+    c.next = Some(Box::new(Stage::Gating { batch: batch34() }));
+    d.image = NEWER.into();
+    d.version = "v3".into();
+    let mut w = after_batch1(vec![
+        node("m3").ready().image(NEW).scale_down_disabled(),
+        node("m4").ready().image(NEW).scale_down_disabled(),
+    ]);
+    w.group.desired = 6;
+    let p = plan(&d, &w, Some(&c), mins(3));
+    let c2 = p.checkpoint.clone().unwrap();
+    let Stage::Abandoning { batch, why, .. } = &c2.stage else {
+        panic!("{:?}", c2.stage)
+    };
+    assert_eq!(batch.number, 2);
+    assert!(why.contains("superseded"), "{why}");
+    assert_eq!(c2.next, None);
+    assert_eq!(cordons(&p), ["cordon m3", "cordon m4"]);
+}
+
+#[test]
+fn a_pipelined_batch_that_never_becomes_ready_halts_the_pool() {
+    let (d, mut c) = soaking();
+    c.batches_started = 2;
+    c.next = Some(Box::new(Stage::WaitingReady { batch: batch34() }));
+    // Soaks are long here; the nodes are still not Ready after nodeReadyTimeout (15m).
+    let mut c = c;
+    c.stage = Stage::Soaking {
+        batch: batch12(),
+        until: mins(60),
+    };
+    let mut w = after_batch1(vec![node("m3").image(NEW), node("m4").image(NEW)]);
+    w.group.desired = 6;
+    let p = plan(&d, &w, Some(&c), mins(17));
+    // Undone: its instances are cordoned and leave; nothing of batch 1's soak is touched.
+    assert_eq!(cordons(&p), ["cordon m3", "cordon m4"]);
+    let c2 = p.checkpoint.clone().unwrap();
+    assert_eq!(c2.stage.name(), "Soaking");
+    let Some(Stage::Abandoning { halt, .. }) = c2.next.as_deref() else {
+        panic!("{:?}", c2.next)
+    };
+    assert!(halt.as_deref().unwrap().contains("not Ready within"));
 }

@@ -687,8 +687,17 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
             model
                 .apply(&a.action, force)
                 .map_err(|e| format!("{}: step {step}: {e}\n--- log ---\n{log}", s.name))?;
+            // The batch that surged: the pipelined next one when it is surging, else the
+            // current one.
+            let surging = persisted.as_ref().and_then(|c| {
+                c.next
+                    .as_deref()
+                    .filter(|n| matches!(n, Stage::Surging { .. }))
+                    .or(Some(&c.stage))
+                    .and_then(|st| st.batch())
+            });
             if model.desired > before
-                && let Some(b) = persisted.as_ref().and_then(|c| c.stage.batch())
+                && let Some(b) = surging
             {
                 let key = (
                     generation,
@@ -734,6 +743,19 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
             ));
         }
         if !crashed {
+            // Only one batch disrupts at a time (pipelining brings the next one up, never
+            // cordons it early): rota's cordons name one batch.
+            let owners: BTreeSet<&String> = model
+                .nodes
+                .values()
+                .filter_map(|n| n.cordoned_by.as_ref())
+                .collect();
+            if owners.len() > 1 {
+                return Err(format!(
+                    "{}: step {step}: cordons of more than one batch at once: {owners:?}\n{log}",
+                    s.name
+                ));
+            }
             let claimed = claimed(persisted.as_ref(), &model);
             for (name, n) in &model.nodes {
                 if n.cordoned_by.is_some() && !claimed.contains(name) {
@@ -788,7 +810,16 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
 /// Nodes the persisted stage may hold cordoned.
 pub fn claimed(cp: Option<&Checkpoint>, model: &Model) -> BTreeSet<String> {
     let Some(cp) = cp else { return BTreeSet::new() };
-    match &cp.stage {
+    // The current batch and the pipelined next one (which cordons only when undone).
+    let mut all = claimed_by(&cp.stage, model);
+    if let Some(next) = cp.next.as_deref() {
+        all.extend(claimed_by(next, model));
+    }
+    all
+}
+
+fn claimed_by(stage: &Stage, model: &Model) -> BTreeSet<String> {
+    match stage {
         Stage::Cordoning { batch } | Stage::Draining { batch } | Stage::Terminating { batch } => {
             batch.old_nodes.iter().map(|c| c.node.clone()).collect()
         }
