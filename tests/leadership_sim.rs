@@ -264,6 +264,7 @@ fn set_capacity_plan(desired: u32) -> Plan {
             total: 4,
             on_target: 0,
             ready: 4,
+            remaining: None,
         },
     }
 }

@@ -678,7 +678,7 @@ impl Agent {
         let mut statuses: Vec<CommitStatus> = intent
             .pools
             .iter()
-            .map(|p| progress::pool_status(cluster, p, nprs.get(&p.name), &commit))
+            .map(|p| progress::pool_status(cluster, p, nprs.get(&p.name), &commit, now))
             .collect();
         let summary = progress::cluster_status(cluster, &statuses);
         statuses.insert(0, summary);

@@ -3,7 +3,8 @@
 //!
 //! Pool status (`rota/<cluster>/<pool>`):
 //! - held by the guard: `pending`, the guard's description;
-//! - rotating or soaking: `pending`, `batch 3/8 · 14/40 nodes on general@2026.11.2`;
+//! - rotating or soaking: `pending`, `batch 3/8 · 14/40 nodes on general@2026.11.2`, and
+//!   once a batch has been timed `· about 25m left`;
 //! - succeeded on the pinned version: `success`, `40/40 nodes on general@2026.11.2`;
 //! - stopped for a human (a gate failed with `pause`, a drain timed out) or failed: `failure`;
 //! - `mode: ignore`: `success`, `ignored (mode: ignore)`; `readOnly` prefixes its description.
@@ -30,6 +31,7 @@ pub fn pool_status(
     intent: &PoolIntent,
     npr: Option<&NodePoolRotation>,
     commit: &str,
+    now: DateTime<Utc>,
 ) -> CommitStatus {
     let context = pool_context(cluster, &intent.name);
     let (channel, version) = &intent.pinned;
@@ -91,9 +93,16 @@ pub fn pool_status(
             } else {
                 ""
             };
+            // Said coarsely (`eta::about`), so that the status changes every few minutes
+            // at most, not on every pass.
+            let eta = status
+                .estimated_completion
+                .and_then(|t| (t - now).to_std().ok())
+                .map(|d| format!(" · {} left", crate::rotate::eta::about(d)))
+                .unwrap_or_default();
             (
                 State::Pending,
-                format!("{}{nodes}{soak}", batch.unwrap_or_default()),
+                format!("{}{nodes}{soak}{eta}", batch.unwrap_or_default()),
             )
         }
         Phase::Pending => (State::Pending, format!("planning {cv}")),

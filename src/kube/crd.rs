@@ -101,6 +101,12 @@ pub struct NodePoolRotationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::rotate::checkpoint::opt_date_time")]
     pub last_progress_time: Option<DateTime<Utc>>,
+    /// When the rotation should be done, at the pace its batches went so far
+    /// (`rotate::eta`); set anew when the stage changes, so that it does not move with
+    /// every pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::rotate::checkpoint::opt_date_time")]
+    pub estimated_completion: Option<DateTime<Utc>>,
     /// The leadership term that wrote this status (see `controller::leader`): a controller
     /// whose own term is older refuses to write over it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

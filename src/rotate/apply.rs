@@ -159,6 +159,17 @@ pub fn status_for(
     } else {
         previous.and_then(|p| p.last_progress_time)
     };
+    // The estimate is taken when the stage (or phase) changes and kept in between: it is a
+    // time, not a countdown, and a status that changed on every pass would be written on
+    // every pass.
+    let estimated_completion = match (moved, previous) {
+        (false, Some(p)) => p.estimated_completion,
+        _ => s.remaining.and_then(|d| {
+            chrono::Duration::from_std(d)
+                .ok()
+                .and_then(|d| now.checked_add_signed(d))
+        }),
+    };
     let old = previous
         .map(|p| p.conditions.as_slice())
         .unwrap_or_default();
@@ -198,6 +209,7 @@ pub fn status_for(
         observed_commit: Some(commit.to_string()),
         observed_generation: generation,
         last_progress_time,
+        estimated_completion,
         // Kept; a leader stamps its own term when it writes (`apply_with_status`).
         fence: previous.and_then(|p| p.fence.clone()),
     }
@@ -656,6 +668,7 @@ mod tests {
                 total: 4,
                 on_target: 2,
                 ready: 4,
+                remaining: None,
             },
         }
     }
@@ -685,6 +698,36 @@ mod tests {
         assert_eq!(paused.status, "True");
         assert_eq!(paused.last_transition_time, time(at(120)));
         assert_eq!(s3.last_progress_time, Some(at(120)));
+    }
+
+    #[test]
+    fn the_estimated_completion_is_a_time_kept_until_the_rotation_moves() {
+        let timed = |phase, actions, mins: u64| {
+            let mut p = plan(phase, actions);
+            p.status.remaining = Some(std::time::Duration::from_secs(mins * 60));
+            p
+        };
+        let s1 = status_for(&timed(Phase::Rotating, 1, 30), None, "abc", Some(3), at(0));
+        assert_eq!(s1.estimated_completion, Some(at(1800)));
+        // A pass later, nothing moved: the same time, even if the estimate drifted (so the
+        // status is not rewritten for it).
+        let s2 = status_for(
+            &timed(Phase::Rotating, 0, 29),
+            Some(&s1),
+            "abc",
+            Some(3),
+            at(90),
+        );
+        assert_eq!(s2.estimated_completion, Some(at(1800)));
+        // The rotation moved: estimated again.
+        let s3 = status_for(
+            &timed(Phase::Soaking, 0, 10),
+            Some(&s2),
+            "abc",
+            Some(3),
+            at(600),
+        );
+        assert_eq!(s3.estimated_completion, Some(at(1200)));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod checkpoint;
+pub mod eta;
 pub mod observed;
 pub mod operator;
 pub mod parallel;
@@ -147,6 +148,8 @@ pub struct StatusSummary {
     pub total: u32,
     pub on_target: u32,
     pub ready: u32,
+    /// About how long the rotation has left (`rotate::eta`), once a batch has been timed.
+    pub remaining: Option<std::time::Duration>,
 }
 
 /// The output of [`plan()`]: persist `checkpoint`, then execute `actions` in order, stopping

@@ -115,12 +115,21 @@ fn plan_steered(
     {
         cp.capacity_changed_at = Some(now);
     }
+    let left = out.checkpoint.as_ref().map(|c| p.remaining(Some(c)));
     let mut plan = Plan {
         actions: p.actions,
         dry_run: Vec::new(),
         checkpoint: out.checkpoint,
         status: counts.status(out.phase, out.reason, out.message),
     };
+    if let (Some(cp), Some(left)) = (plan.checkpoint.as_ref(), left)
+        && matches!(
+            plan.status.phase,
+            Phase::Rotating | Phase::Soaking | Phase::RollingBack
+        )
+    {
+        plan.status.remaining = super::eta::remaining(&desired.policy, cp, left, now);
+    }
     if desired.mode == Mode::ReadOnly {
         // Plans and reports, changes nothing: the checkpoint does not move either, since none
         // of the actions it would record happened.
@@ -165,6 +174,7 @@ impl Counts {
             total: self.total,
             on_target: self.on_target,
             ready: self.ready,
+            remaining: None,
         }
     }
 }

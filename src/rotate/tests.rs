@@ -1409,7 +1409,6 @@ fn a_pipelined_batch_that_never_becomes_ready_halts_the_pool() {
     c.batches_started = 2;
     c.next = Some(Box::new(Stage::WaitingReady { batch: batch34() }));
     // Soaks are long here; the nodes are still not Ready after nodeReadyTimeout (15m).
-    let mut c = c;
     c.stage = Stage::Soaking {
         batch: batch12(),
         until: mins(60),
@@ -1425,4 +1424,31 @@ fn a_pipelined_batch_that_never_becomes_ready_halts_the_pool() {
         panic!("{:?}", c2.next)
     };
     assert!(halt.as_deref().unwrap().contains("not Ready within"));
+}
+
+#[test]
+fn the_status_estimates_what_is_left_from_the_batches_timed_so_far() {
+    let (d, mut c) = soaking();
+    // Not timed yet: no estimate rather than a guess.
+    let p = plan(&d, &after_batch1(vec![]), Some(&c), mins(1));
+    assert_eq!(p.status.remaining, None);
+    // Batch 1 booted in 4 minutes and drained in 2. Left: n3 and n4, one batch: its boot
+    // runs during the 9 minutes of soak left, then its drain (2m) and its soak (10m).
+    c.pace = Some(super::checkpoint::Pace {
+        boot_seconds: Some(240),
+        drain_seconds: Some(120),
+    });
+    let p = plan(&d, &after_batch1(vec![]), Some(&c), mins(1));
+    assert_eq!(
+        p.status.remaining,
+        Some(std::time::Duration::from_secs((9 + 2 + 10) * 60))
+    );
+    // Sequentially the boot would come after the soak.
+    let mut d = d;
+    d.policy.pipeline = false;
+    let p = plan(&d, &after_batch1(vec![]), Some(&c), mins(1));
+    assert_eq!(
+        p.status.remaining,
+        Some(std::time::Duration::from_secs((9 + 4 + 2 + 10) * 60))
+    );
 }
