@@ -382,7 +382,11 @@ fn main() {
             baseline.makespan.as_secs_f64() / pipelined.makespan.as_secs_f64()
         );
         // The floor is a floor: a makespan below it means the bound or the bench is wrong.
-        assert!(pipelined.makespan >= bound, "{}: below the bound", shape.name);
+        assert!(
+            pipelined.makespan >= bound,
+            "{}: below the bound",
+            shape.name
+        );
         assert!(
             pipelined.peak_surge <= 1.0 && sequential.peak_surge <= 1.0,
             "{}: surge above one batch",

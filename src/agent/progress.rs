@@ -4,7 +4,8 @@
 //! Pool status (`rota/<cluster>/<pool>`):
 //! - held by the guard: `pending`, the guard's description;
 //! - rotating or soaking: `pending`, `batch 3/8 · 14/40 nodes on general@2026.11.2`, and
-//!   once a batch has been timed `· about 25m left`;
+//!   once a batch has been timed `· about 25m left`, and after an operator's `rota ctl
+//!   retry` or `complete-soak` `· after rota ctl retry by ana`;
 //! - succeeded on the pinned version: `success`, `40/40 nodes on general@2026.11.2`;
 //! - stopped for a human (a gate failed with `pause`, a drain timed out) or failed: `failure`;
 //! - `mode: ignore`: `success`, `ignored (mode: ignore)`; `readOnly` prefixes its description.
@@ -102,12 +103,37 @@ pub fn pool_status(
                 .unwrap_or_default();
             (
                 State::Pending,
-                format!("{}{nodes}{soak}{eta}", batch.unwrap_or_default()),
+                format!(
+                    "{}{nodes}{soak}{eta}{}",
+                    batch.unwrap_or_default(),
+                    steered(status)
+                ),
             )
         }
         Phase::Pending => (State::Pending, format!("planning {cv}")),
     };
     CommitStatus::new(context, state, &format!("{prefix}{text}"))
+}
+
+/// The operator request (`rota ctl`) that last steered the rotation under way, for its
+/// commit status: ` · after rota ctl retry by ana` (a pause shows as the phase itself).
+fn steered(status: &crate::kube::crd::NodePoolRotationStatus) -> String {
+    status
+        .checkpoint
+        .as_ref()
+        .and_then(|c| c.operator_request.as_deref())
+        .and_then(|id| crate::rotate::operator::Request::parse(id).ok())
+        .filter(|r| {
+            matches!(
+                r.verb,
+                crate::rotate::operator::Verb::Retry | crate::rotate::operator::Verb::CompleteSoak
+            )
+        })
+        .map(|r| {
+            let by = r.by.map(|w| format!(" by {w}")).unwrap_or_default();
+            format!(" · after rota ctl {}{by}", r.verb.as_str())
+        })
+        .unwrap_or_default()
 }
 
 /// The cluster's status from its pools' statuses.
@@ -233,6 +259,70 @@ mod tests {
             Some("error-rate")
         );
         assert_eq!(gate_named("drain timed out on node-1"), None);
+    }
+
+    #[test]
+    fn a_rotating_pool_says_how_long_it_has_left_and_who_steered_it() {
+        use crate::cloud::GroupRef;
+        use crate::fleet::resolved::{DesiredPool, EffectivePolicy};
+        use crate::kube::crd::{NodePoolRotationSpec, NodePoolRotationStatus};
+        let pool = DesiredPool {
+            cluster: "prod".into(),
+            name: "general".into(),
+            channel: "general".into(),
+            version: "2026.11.2".into(),
+            image: "ami-new".into(),
+            group: GroupRef::Aws {
+                region: "us-east-1".into(),
+                auto_scaling_group: "eks-general".into(),
+            },
+            node_selector: Default::default(),
+            policy: EffectivePolicy::default(),
+            gates: vec![],
+            mode: Mode::Reconcile,
+        };
+        let now = DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let mut npr =
+            NodePoolRotation::new("general", NodePoolRotationSpec::from_desired(&pool, "abc"));
+        let checkpoint = serde_json::from_value(serde_json::json!({
+            "originImage": "ami-old", "targetImage": "ami-new", "targetVersion": "2026.11.2",
+            "originalDesired": 10, "originalMax": 10, "poolSize": 10, "batchesStarted": 3,
+            "operatorRequest": "complete-soak@2026-11-24T09:50:00Z@ana",
+            "stage": {"name": "between"}
+        }))
+        .unwrap();
+        npr.status = Some(NodePoolRotationStatus {
+            phase: Phase::Soaking,
+            total: 10,
+            on_target: 3,
+            checkpoint: Some(checkpoint),
+            observed_commit: Some("abc".into()),
+            estimated_completion: Some(now + chrono::Duration::minutes(23)),
+            ..Default::default()
+        });
+        let intent = PoolIntent {
+            name: "general".into(),
+            spec: None,
+            pinned: ("general".into(), "2026.11.2".into()),
+            waiting: None,
+        };
+        let s = pool_status("prod", &intent, Some(&npr), "abc", now);
+        assert_eq!(s.state, State::Pending);
+        assert_eq!(
+            s.description,
+            "batch 3/10 · 3/10 nodes on general@2026.11.2 · soaking · about 25m left · after rota ctl complete-soak by ana"
+        );
+        // Past the estimate: nothing said rather than a negative time.
+        let s = pool_status(
+            "prod",
+            &intent,
+            Some(&npr),
+            "abc",
+            now + chrono::Duration::hours(1),
+        );
+        assert!(!s.description.contains("left"), "{}", s.description);
     }
 
     #[test]
