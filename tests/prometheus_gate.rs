@@ -398,6 +398,29 @@ async fn run_with_error_spike(
     }
 }
 
+/// Steps a controller until the checkpoint holds no pipelined batch any more.
+async fn until_the_pipelined_batch_is_undone(
+    s: &Sim,
+    mut st: rota::kube::crd::NodePoolRotationStatus,
+) -> rota::kube::crd::NodePoolRotationStatus {
+    let mut cfg = Config::new("0.1.0", "test");
+    cfg.events = false;
+    cfg.speed = SPEED;
+    let mut c = Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg);
+    let end = Instant::now() + Duration::from_secs(120);
+    while st.checkpoint.as_ref().is_some_and(|c| c.next.is_some()) {
+        assert!(
+            Instant::now() < end,
+            "the pipelined batch was not undone: {}",
+            st.message
+        );
+        c.step().await;
+        c.wait(Instant::now() + Duration::from_secs(1), true).await;
+        st = status(s).await;
+    }
+    st
+}
+
 /// The "done when": the Prometheus gate fails a batch when the real Prometheus
 /// reports a high error rate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -415,12 +438,16 @@ async fn a_high_error_rate_from_prometheus_pauses_the_pool_after_the_first_batch
         st.message
     );
     // Batch 1 passed its gate check at the low rate (it reached its soak) and replaced one
-    // node; nothing was disrupted after it.
-    assert_eq!(st.on_target, 1, "{log}");
+    // node; nothing was disrupted after it. Batch 2 may have been brought up during batch
+    // 1's soak (pipelining): it disrupted nothing and is undone while the pool is halted.
+    // (Its Ready node counts as on the target until it is gone: the live instances below
+    // are what shows the pool's state.)
     let cp = st.checkpoint.as_ref().unwrap();
-    assert_eq!(cp.batches_started, 1, "{log}");
+    assert!(cp.batches_started <= 2, "{log}");
     let paused = st.conditions.iter().find(|c| c.type_ == "Paused").unwrap();
     assert_eq!(paused.reason, "GateFailed", "{log}");
+    let st = until_the_pipelined_batch_is_undone(&s, st).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
     let g = s.fleet.cloud.describe(&group()).await.unwrap();
     let live: Vec<_> = g
         .instances

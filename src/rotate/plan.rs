@@ -320,7 +320,8 @@ impl<'a> Planner<'a> {
                         self.template_on_origin(&cp);
                     }
                     let phase = match phase {
-                        Phase::Rotating if cp.rolling_back => Phase::RollingBack,
+                        // A rollback says so until it is done, its soaks included.
+                        Phase::Rotating | Phase::Soaking if cp.rolling_back => Phase::RollingBack,
                         p => p,
                     };
                     return Outcome {
