@@ -228,6 +228,27 @@ fn render_shows_the_resolved_cluster_at_a_revision() {
 }
 
 #[test]
+fn a_reader_that_stops_early_ends_render_quietly() {
+    // `rota render ... | head -1` with a reader that closed the pipe before rota wrote: no
+    // panic and no backtrace, success (the reader chose to stop).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_rota"))
+        .args([
+            "render",
+            "--repo",
+            example().to_str().unwrap(),
+            "--cluster",
+            "prod-use1",
+        ])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+    assert_eq!(stderr(&out), "");
+}
+
+#[test]
 fn diff_groups_image_changes_by_wave() {
     let h = history();
     let repo = h.repo.to_str().unwrap();

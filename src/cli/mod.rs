@@ -77,6 +77,7 @@ pub enum Command {
 
 /// Parse the process arguments and run the chosen command.
 pub fn main() -> ExitCode {
+    quiet_when_the_reader_leaves();
     let cli = Cli::parse();
     match cli.command {
         Command::Version => {
@@ -101,6 +102,26 @@ pub fn main() -> ExitCode {
         Command::Where(args) => whereis::run(args),
         Command::Ctl(args) => ctl::run(args),
     }
+}
+
+/// A reader that stops early (`rota render ... | head -1`) closes the pipe, and the next
+/// print to stdout panics inside std (Rust ignores SIGPIPE). That is the reader's choice, not
+/// an error of rota's: end quietly with success, as Unix tools do, instead of a panic and a
+/// backtrace. Every other panic goes to the default hook.
+fn quiet_when_the_reader_leaves() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info)
+    }));
 }
 
 /// Start-up shared by the long-running commands (`agent`, `controller`): logs to stderr in
