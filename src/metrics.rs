@@ -372,7 +372,7 @@ impl Metrics {
             history_rewritten: reg!(ig(
                 "rota_fleet_history_rewritten",
                 "1 while the branch head does not descend from the commit in force (a force-push or another branch); nothing of it is acted on until confirmed.",
-                &["in_force", "head"]
+                &["cluster", "in_force", "head"]
             )),
             statuses_posted: reg!(c(
                 "rota_statuses_posted_total",
@@ -507,13 +507,14 @@ impl Metrics {
     }
 
     /// The branch head `head` does not descend from `in_force` (both full commit ids), or,
-    /// with `None`, no longer: `rota_fleet_history_rewritten{in_force, head}` is 1 while so.
+    /// with `None`, no longer: `rota_fleet_history_rewritten{cluster, in_force, head}` is 1
+    /// while so.
     pub fn set_history_rewritten(&self, rewrite: Option<(&str, &str)>) {
         self.inner.history_rewritten.reset();
         if let Some((in_force, head)) = rewrite {
             self.inner
                 .history_rewritten
-                .with_label_values(&[in_force, head])
+                .with_label_values(&[self.inner.cluster.as_str(), in_force, head])
                 .set(1);
         }
     }

@@ -68,9 +68,10 @@ pub fn detect(
     let since = stage
         .and_then(|s| s.batch().map(|b| b.stage_since))
         .or(status.last_progress_time)?;
-    // A soak is a wait the plan chose: the clock starts when it should have ended.
+    // A soak is a wait the plan chose: the clock starts when it should have ended (unless
+    // the pool halted in it: a pipelined batch that failed during the soak).
     let (since, stage_reason) = match stage {
-        Some(Stage::Soaking { until, .. }) | Some(Stage::PoolSoak { until }) => {
+        Some(Stage::Soaking { until, .. }) | Some(Stage::PoolSoak { until }) if !halted => {
             (since.max(*until), "SoakNotConcluding")
         }
         Some(Stage::Surging { .. }) => (since, "SurgeNotLaunched"),
@@ -345,6 +346,24 @@ mod tests {
             let s = status(phase, Some(Stage::Draining { batch: batch(0) }), 0);
             assert_eq!(detect(&s, None, t(100_000), TEN_MIN), None, "{phase}");
         }
+    }
+
+    #[test]
+    fn a_pool_halted_during_a_soak_is_stuck_from_the_halt_not_the_soak_end() {
+        // A pipelined batch failed during batch 2's soak: the pool halts in Soaking, whose
+        // planned end (t = 100,000) does not delay the alert.
+        let mut s = status(
+            Phase::Paused,
+            Some(Stage::Soaking {
+                batch: batch(0),
+                until: t(100_000),
+            }),
+            0,
+        );
+        s.checkpoint.as_mut().unwrap().halted = Some("batch 3: not Ready within 15m".into());
+        let stuck = detect(&s, None, t(601), TEN_MIN).expect("stuck");
+        assert_eq!(stuck.reason, "Halted");
+        assert_eq!(stuck.since, t(0));
     }
 
     #[test]

@@ -1078,9 +1078,18 @@ fn stage_transitions(
     };
     let before = prev.and_then(|p| p.checkpoint.as_ref()).map(|c| &c.stage);
     let after = next.checkpoint.as_ref().map(|c| &c.stage);
+    let before_next = prev
+        .and_then(|p| p.checkpoint.as_ref())
+        .and_then(|c| c.next.as_deref());
+    let after_next = next.checkpoint.as_ref().and_then(|c| c.next.as_deref());
     let mut started = started;
-    // The surge's start: the Surging stage's own start, seen before or after.
-    for st in [before, after].into_iter().flatten() {
+    // The surge's start: the Surging stage's own start, seen before or after, of the
+    // current batch or of the pipelined one (`checkpoint.next`, brought up during a soak;
+    // the soaking batch's duration was taken when its soak began).
+    for st in [before, after, before_next, after_next]
+        .into_iter()
+        .flatten()
+    {
         if let Stage::Surging { batch } = st
             && started.is_none_or(|(n, _)| n != batch.number)
         {
@@ -1090,6 +1099,27 @@ fn stage_transitions(
     let same_batch = |a: &Stage, b: Option<&Stage>| {
         a.batch().map(|x| x.number) == b.and_then(|s| s.batch()).map(|x| x.number)
     };
+    // The pipelined batch's nodes all Ready: it left WaitingReady, in `next` or promoted.
+    if let Some(Stage::WaitingReady { batch }) = before_next {
+        let now_at = [after_next, after]
+            .into_iter()
+            .flatten()
+            .find(|s| s.batch().is_some_and(|b| b.number == batch.number));
+        if now_at.is_some_and(|s| {
+            !matches!(
+                s,
+                Stage::WaitingReady { .. } | Stage::Surging { .. } | Stage::Abandoning { .. }
+            )
+        }) {
+            let n = batch.new_instances.len() as u64;
+            pm.record_brought_up(n);
+            if let Some((_, t)) = started.filter(|(n, _)| *n == batch.number) {
+                for _ in 0..n {
+                    pm.observe_boot_to_ready(secs(t));
+                }
+            }
+        }
+    }
     let Some(before) = before else {
         return started;
     };

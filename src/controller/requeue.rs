@@ -42,8 +42,18 @@ pub fn after_plan(
         // Evictions are spaced by the policy; everything else shows within seconds.
         return policy.drain.eviction_interval.0.max(Duration::from_secs(2));
     }
+    // A pipelined next batch booting during the soak is looked at as often as a current one
+    // would be, so that it is ready to cordon when the soak ends; one being undone, as
+    // often as any undoing, even while the pool is halted.
+    let next = match plan.checkpoint.as_ref().and_then(|c| c.next.as_deref()) {
+        Some(Stage::Surging { .. } | Stage::WaitingReady { .. }) => Duration::from_secs(10),
+        Some(Stage::Abandoning { .. }) => Duration::from_secs(5),
+        _ => RESYNC,
+    };
     match plan.status.phase {
-        Phase::Succeeded | Phase::Failed | Phase::Pending | Phase::Paused => return RESYNC,
+        Phase::Succeeded | Phase::Failed | Phase::Pending | Phase::Paused => {
+            return RESYNC.min(next);
+        }
         _ => {}
     }
     let base = match plan.checkpoint.as_ref().map(|c| &c.stage) {
@@ -60,15 +70,7 @@ pub fn after_plan(
         Some(Stage::Between) | None => Duration::from_secs(60),
         Some(Stage::Done) => RESYNC,
     };
-    // A pipelined next batch booting during the soak is looked at as often as a current one
-    // would be, so that it is ready to cordon when the soak ends.
-    match plan.checkpoint.as_ref().and_then(|c| c.next.as_deref()) {
-        Some(Stage::Surging { .. } | Stage::WaitingReady { .. }) => {
-            base.min(Duration::from_secs(10))
-        }
-        Some(Stage::Abandoning { .. }) => base.min(Duration::from_secs(5)),
-        _ => base,
-    }
+    base.min(next)
 }
 
 /// The wait after the `failures`-th failure in a row of class `retry`.
@@ -86,6 +88,44 @@ pub fn after_error(retry: Retry, failures: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_halted_pool_undoing_a_pipelined_batch_is_looked_at_soon() {
+        use crate::rotate::{Phase, StatusSummary};
+        let checkpoint = serde_json::from_value(serde_json::json!({
+            "originImage": "a", "targetImage": "b", "targetVersion": "v2",
+            "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 2,
+            "halted": "batch 2: not Ready",
+            "stage": {"name": "soaking", "until": "2026-11-24T11:00:00Z", "batch": {
+                "number": 1, "oldNodes": [], "targetCapacity": 5, "instancesBefore": [],
+                "stageSince": "2026-11-24T10:00:00Z"}},
+            "next": {"name": "abandoning", "why": "not Ready", "batch": {
+                "number": 2, "oldNodes": [], "targetCapacity": 5, "instancesBefore": [],
+                "stageSince": "2026-11-24T10:00:00Z"}}
+        }))
+        .unwrap();
+        let mut plan = Plan {
+            actions: vec![],
+            dry_run: vec![],
+            checkpoint: Some(checkpoint),
+            status: StatusSummary {
+                phase: Phase::Paused,
+                reason: "Halted",
+                message: "halted".into(),
+                total: 4,
+                on_target: 1,
+                ready: 4,
+                remaining: None,
+            },
+        };
+        let now = DateTime::parse_from_rfc3339("2026-11-24T10:05:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let p = EffectivePolicy::default();
+        assert_eq!(after_plan(&plan, &p, &[], now), Duration::from_secs(5));
+        plan.checkpoint.as_mut().unwrap().next = None;
+        assert_eq!(after_plan(&plan, &p, &[], now), RESYNC);
+    }
 
     #[test]
     fn transient_errors_back_off_exponentially_up_to_a_minute() {

@@ -1887,13 +1887,22 @@ impl<'a> Planner<'a> {
 
 /// Cancel the pipelined next batch (it has disrupted nothing): it is undone, and becomes the
 /// current batch when the soak it overlapped ends.
+///
+/// An undoing already under way keeps going but no longer halts the pool when done: what
+/// cancels it now (a new version, a revert, a gate failure with its own halt) decides what
+/// follows. A next stage without a batch (never written by rota; a hand-edited status) holds
+/// nothing and is dropped.
 fn cancel_next(cp: &mut Checkpoint, why: String, now: DateTime<Utc>) {
-    cp.next = cp.next.take().map(|next| match *next {
-        s @ Stage::Abandoning { .. } => Box::new(s),
-        s => {
-            let batch = s.batch().cloned().expect("a next batch has a batch");
-            Box::new(abandon(batch, why, None, now))
-        }
+    cp.next = cp.next.take().and_then(|next| match *next {
+        Stage::Abandoning { batch, why, .. } => Some(Box::new(Stage::Abandoning {
+            batch,
+            why,
+            halt: None,
+        })),
+        s => s
+            .batch()
+            .cloned()
+            .map(|batch| Box::new(abandon(batch, why, None, now))),
     });
 }
 

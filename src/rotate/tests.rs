@@ -1452,3 +1452,27 @@ fn the_status_estimates_what_is_left_from_the_batches_timed_so_far() {
         Some(std::time::Duration::from_secs((9 + 4 + 2 + 10) * 60))
     );
 }
+
+#[test]
+fn a_newer_version_lifts_the_halt_a_failed_pipelined_batch_would_leave() {
+    // Batch 2 was not Ready in time during batch 1's soak and is being undone (it would halt
+    // the pool when done); then the repo moves on. The undoing goes on, the halt does not.
+    let (mut d, mut c) = soaking();
+    c.batches_started = 2;
+    c.next = Some(Box::new(Stage::Abandoning {
+        batch: batch34(),
+        why: "batch 2: new instance(s) not Ready".into(),
+        halt: Some("batch 2: new instance(s) not Ready".into()),
+    }));
+    d.image = NEWER.into();
+    d.version = "v3".into();
+    let mut w = after_batch1(vec![node("m3").image(NEW), node("m4").image(NEW)]);
+    w.group.desired = 6;
+    let p = plan(&d, &w, Some(&c), mins(3));
+    let c2 = p.checkpoint.unwrap();
+    let Stage::Abandoning { batch, halt, .. } = &c2.stage else {
+        panic!("{:?}", c2.stage)
+    };
+    assert_eq!((batch.number, halt), (2, &None));
+    assert_eq!(c2.halted, None);
+}
