@@ -264,6 +264,12 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
         };
         match args.format {
             OutputFormat::Json => {
+                // The same check of --wave and --cluster as the text: an unknown name is a
+                // usage error (exit 2) in either format.
+                if let Err(e) = crate::ui::text::fleet(&page, &filter) {
+                    eprintln!("rota status: {e}");
+                    return ExitCode::from(2);
+                }
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&page).unwrap_or_default()

@@ -100,7 +100,7 @@ pub struct Checkpoint {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Pace {
-    /// From a batch's surge to its new nodes Ready and gated, in seconds.
+    /// From a batch's surge to all its new nodes Ready, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_seconds: Option<u64>,
     /// From a batch's first cordon to its last old instance gone, in seconds.

@@ -28,7 +28,7 @@ use crate::fleet::resolved::EffectivePolicy;
 /// The durations a rotation's length depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timings {
-    /// A batch's surge to its new nodes Ready and gated.
+    /// A batch's surge to its new nodes Ready (the gates' first samples come on top).
     pub boot: Duration,
     /// A batch's first cordon to its last old instance gone.
     pub drain: Duration,
