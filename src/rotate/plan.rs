@@ -555,6 +555,11 @@ impl<'a> Planner<'a> {
                 off_target += 1;
             }
         }
+        if percent == 100 {
+            // Every node: one the autoscaler added on the target image must not stand in
+            // for an old node still running (the count would say done with one left).
+            return off_target;
+        }
         // Never more than the nodes left to replace: the pool may have shrunk since the start.
         needed.saturating_sub(on_target).min(off_target)
     }
@@ -744,6 +749,24 @@ impl<'a> Planner<'a> {
                 lag.as_secs()
             )
         })
+    }
+
+    /// The capacity a batch's surge asks for now: its recorded absolute target, less the
+    /// instances of the group before the surge that someone else has since removed (the
+    /// autoscaler's scale-down decrements the capacity too). Re-sending the recorded target
+    /// after such a removal would surge a second time (invariant 1); after a crash before
+    /// the first request, nothing is gone and the target is sent as recorded.
+    fn surge_capacity(&self, batch: &Batch) -> u32 {
+        let gone = batch
+            .instances_before
+            .iter()
+            .filter(|id| {
+                self.obs
+                    .instance(id)
+                    .is_none_or(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
+            })
+            .count() as u32;
+        batch.target_capacity.saturating_sub(gone)
     }
 
     /// Node names of the instances a batch brought up.
@@ -967,16 +990,14 @@ impl<'a> Planner<'a> {
                 ),
             );
         }
-        if g.desired < batch.target_capacity {
-            let max = (batch.target_capacity > g.max).then_some(batch.target_capacity);
+        let want = self.surge_capacity(&batch);
+        if g.desired < want {
+            let max = (want > g.max).then_some(want);
             let raise = max
                 .map(|m| format!(", raising the maximum size from {} to {m}", g.max))
                 .unwrap_or_default();
             self.push(
-                Action::SetCapacity {
-                    desired: batch.target_capacity,
-                    max,
-                },
+                Action::SetCapacity { desired: want, max },
                 format!(
                     "batch {}: surge {n} new node(s) to replace {}{raise}",
                     batch.number,
@@ -1709,7 +1730,7 @@ impl<'a> Planner<'a> {
         // The surge may still be listed late: a group whose capacity is still raised for this
         // batch has instances to come, and they must be terminated too.
         let mut pending_surge =
-            self.obs.group.desired >= batch.target_capacity && new.len() < expected;
+            self.obs.group.desired >= self.surge_capacity(&batch) && new.len() < expected;
         if pending_surge
             && self.now >= batch.stage_since + dur(self.desired.policy.node_ready_timeout)
         {

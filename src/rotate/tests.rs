@@ -1476,3 +1476,52 @@ fn a_newer_version_lifts_the_halt_a_failed_pipelined_batch_would_leave() {
     assert_eq!((batch.number, halt), (2, &None));
     assert_eq!(c2.halted, None);
 }
+
+#[test]
+fn a_node_the_autoscaler_added_on_the_new_image_does_not_finish_the_rotation_early() {
+    // Pool of 4 at the start; 3 replaced, and the autoscaler added m9 on the new image: 4
+    // nodes on the target, but n4 still runs the old one.
+    let mut w = world(vec![
+        node("n4").ready(),
+        node("m1").ready().image(NEW),
+        node("m2").ready().image(NEW),
+        node("m3").ready().image(NEW),
+        node("m9").ready().image(NEW),
+    ]);
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(1), &w, Some(&cp(Stage::Between)), t0());
+    // Not done: n4 waits for the surge budget (the group already holds 4 + 1).
+    assert_eq!(p.status.reason, "SurgeBudget", "{}", p.status.message);
+    assert_eq!(p.checkpoint.unwrap().stage, Stage::Between);
+}
+
+#[test]
+fn a_surge_is_not_sent_again_for_an_instance_the_autoscaler_removed_meanwhile() {
+    // Batch 1 asked for 6 (4 + 2). Before the surge shows, the autoscaler scaled n4 down
+    // (terminate with decrement: capacity 5). Sending 6 again would make room for a third
+    // new instance: the surge now needs 5.
+    let mut b = batch12();
+    b.new_instances.clear();
+    let mut w = world(vec![node("n1").ready(), node("n2").ready(), node("n3")]);
+    w.group.desired = 5;
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(
+        &desired(2),
+        &w,
+        Some(&cp(Stage::Surging { batch: b.clone() })),
+        t0(),
+    );
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    // Nothing removed: after a crash before the request, the recorded target is sent.
+    let mut w = world(old4());
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(
+        &desired(2),
+        &w,
+        Some(&cp(Stage::Surging { batch: b })),
+        t0(),
+    );
+    assert_eq!(shown(&p), ["set capacity 6"]);
+}
