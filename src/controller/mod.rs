@@ -1260,3 +1260,66 @@ fn gate_inputs(
     };
     Some((pods, events, unseen))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(value: serde_json::Value) -> NodePoolRotationStatus {
+        NodePoolRotationStatus {
+            checkpoint: Some(serde_json::from_value(value).unwrap()),
+            ..Default::default()
+        }
+    }
+
+    fn soaking_with_next(next: &str) -> NodePoolRotationStatus {
+        status(serde_json::json!({
+            "originImage": "a", "targetImage": "b", "targetVersion": "v2",
+            "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 2,
+            "stage": {"name": "soaking", "until": "2026-11-24T11:00:00Z", "batch": {
+                "number": 1, "oldNodes": [], "targetCapacity": 6, "instancesBefore": [],
+                "stageSince": "2026-11-24T10:00:00Z"}},
+            "next": {"name": next, "batch": {
+                "number": 2, "oldNodes": [], "targetCapacity": 6, "instancesBefore": [],
+                "newInstances": ["i-m3", "i-m4"], "stageSince": "2026-11-24T10:01:00Z"}}
+        }))
+    }
+
+    #[test]
+    fn a_pipelined_batch_counts_its_nodes_brought_up_and_their_boot() {
+        let m = crate::metrics::Metrics::new();
+        let pm = m.pool("c", "p");
+        let at = |min: i64| {
+            chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
+                .unwrap()
+                .with_timezone(&chrono::Utc)
+                + chrono::Duration::minutes(min)
+        };
+        // Batch 2 surges during batch 1's soak: its start is taken from `next`.
+        let started = stage_transitions(
+            Some(&soaking_with_next("surging")),
+            &soaking_with_next("waitingReady"),
+            None,
+            at(2),
+            &pm,
+        );
+        assert_eq!(started, Some((2, at(1))));
+        // Its nodes are Ready (it moved on to the gates): two brought up, booted in 3 min.
+        stage_transitions(
+            Some(&soaking_with_next("waitingReady")),
+            &soaking_with_next("gating"),
+            started,
+            at(4),
+            &pm,
+        );
+        let text = m.render_at(at(4));
+        assert!(
+            text.contains(r#"rota_nodes_brought_up_total{cluster="c",pool="p"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"rota_node_boot_to_ready_seconds_sum{cluster="c",pool="p"} 360"#),
+            "{text}"
+        );
+    }
+}
