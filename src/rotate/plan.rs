@@ -557,8 +557,14 @@ impl<'a> Planner<'a> {
         }
         if percent == 100 {
             // Every node: one the autoscaler added on the target image must not stand in
-            // for an old node still running (the count would say done with one left).
-            return off_target;
+            // for an old node still running (the count would say done with one left). Only
+            // nodes the group still runs count: a node object whose instance is gone (being
+            // removed) or was never the group's cannot be replaced by it.
+            return self
+                .live_nodes()
+                .filter(|n| self.image_of(n).as_deref() != Some(target))
+                .filter(|n| self.obs.instance_of(n).is_some())
+                .count() as u32;
         }
         // Never more than the nodes left to replace: the pool may have shrunk since the start.
         needed.saturating_sub(on_target).min(off_target)
