@@ -22,6 +22,7 @@
 //! expectedPods.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
@@ -76,6 +77,57 @@ pub fn controller_of(obj: &Value) -> Option<ControllerRef> {
 /// `None` when the controller has no scale or does not exist.
 pub type ScaleOf<'a> = dyn Fn(&str, &ControllerRef) -> Option<(String, i64)> + 'a;
 
+/// What the disruption arithmetic reads of a pod, and no more: the controller keeps one of
+/// these per pod (about 200 bytes with a few labels) instead of listing and parsing every pod
+/// of a namespace on each change, which at 100,000 pods in a namespace cost gigabytes and
+/// most of the simulated fleet's CPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodFacts {
+    pub name: Box<str>,
+    pub labels: Box<[(Box<str>, Box<str>)]>,
+    pub ready: bool,
+    pub deleting: bool,
+    /// Shared between the pods of one controller (the index interns them by uid).
+    pub controller: Option<Arc<ControllerRef>>,
+}
+
+impl PodFacts {
+    pub fn of(pod: &Value) -> Self {
+        let labels = pod
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.as_str().into(), v.as_str().unwrap_or("").into()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        PodFacts {
+            name: pod
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            labels,
+            ready: pod_ready(pod),
+            deleting: deleting(pod),
+            controller: controller_of(pod).map(Arc::new),
+        }
+    }
+
+    fn label(&self, k: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(lk, _)| &**lk == k)
+            .map(|(_, v)| &**v)
+    }
+
+    /// Does the PDB's selector select this pod?
+    pub fn selected_by(&self, selector: &LabelSelector) -> bool {
+        selector.matches_with(|k| self.label(k))
+    }
+}
+
 /// Is the pod Ready (condition `Ready=True`)? This is what "healthy" means to a PDB.
 pub fn pod_ready(pod: &Value) -> bool {
     pod.pointer("/status/conditions")
@@ -124,17 +176,22 @@ pub fn selects(pdb: &Value, pod: &Value) -> bool {
         .unwrap_or(false)
 }
 
-/// Computes a PDB's status from the pods it selects. `scale_of` finds the scale of a pod's
-/// controller: `Ok(Some((controller uid, replicas)))`, `Ok(None)` if the controller has no
-/// scale (or does not exist), `Err` on a lookup failure. Pure: `now` is given.
+/// Computes a PDB's status from the pods it selects (all in the PDB's namespace). `scale_of`
+/// finds the scale of a pod's controller: `Some((controller uid, replicas))`, `None` if the
+/// controller has no scale or does not exist; it is asked once per controller. Pure: `now` is
+/// given.
 pub fn compute_status(
     pdb: &Value,
-    pods: &[&Value],
+    pods: &[&PodFacts],
     scale_of: &ScaleOf<'_>,
     now: DateTime<Utc>,
 ) -> PdbStatus {
     let mut st = PdbStatus::default();
-    let result = expected_and_desired(pdb, pods, scale_of);
+    let ns = pdb
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let result = expected_and_desired(pdb, ns, pods, scale_of);
     // Recently evicted pods, still present and not yet being deleted, do not count as healthy.
     let prev: BTreeMap<String, String> = pdb
         .pointer("/status/disruptedPods")
@@ -146,30 +203,18 @@ pub fn compute_status(
         })
         .unwrap_or_default();
     for pod in pods {
-        let name = pod
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if deleting(pod) {
+        if pod.deleting {
             continue;
         }
-        if let Some(t) = prev.get(name)
+        if let Some(t) = prev.get(&*pod.name)
             && parse_time(t).is_some_and(|t| t + DELETION_TIMEOUT >= now)
         {
-            st.disrupted_pods.insert(name.to_string(), t.clone());
+            st.disrupted_pods.insert(pod.name.to_string(), t.clone());
         }
     }
     st.current_healthy = pods
         .iter()
-        .filter(|p| !deleting(p))
-        .filter(|p| {
-            let name = p
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            !st.disrupted_pods.contains_key(name)
-        })
-        .filter(|p| pod_ready(p))
+        .filter(|p| !p.deleting && p.ready && !st.disrupted_pods.contains_key(&*p.name))
         .count() as i64;
     match result {
         Ok((expected, desired)) => {
@@ -188,30 +233,29 @@ pub fn compute_status(
 
 fn expected_and_desired(
     pdb: &Value,
-    pods: &[&Value],
+    ns: &str,
+    pods: &[&PodFacts],
     scale_of: &ScaleOf<'_>,
 ) -> Result<(i64, i64), String> {
     let spec = pdb.get("spec").cloned().unwrap_or(Value::Null);
     let expected_scale = || -> Result<i64, String> {
+        // scale owner uid -> replicas; a controller's answer is asked once (100,000 pods of
+        // one Deployment are one lookup, not 100,000).
         let mut scales: HashMap<String, i64> = HashMap::new();
+        let mut asked: HashMap<&str, Option<(String, i64)>> = HashMap::new();
         for pod in pods {
-            let Some(c) = controller_of(pod) else {
+            let Some(c) = pod.controller.as_deref() else {
                 // Unmanaged pods are ignored (Kubernetes records an UnmanagedPods event).
                 continue;
             };
-            let ns = pod
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let name = pod
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            match scale_of(ns, &c) {
+            let found = asked
+                .entry(c.uid.as_str())
+                .or_insert_with(|| scale_of(ns, c));
+            match found {
                 Some((uid, n)) => {
-                    scales.insert(uid, n);
+                    scales.insert(uid.clone(), *n);
                 }
-                None => return Err(format!("found no controllers for pod {name:?}")),
+                None => return Err(format!("found no controllers for pod {:?}", pod.name)),
             }
         }
         Ok(scales.values().sum())
@@ -350,19 +394,126 @@ pub fn store_scale(store: &Store, ns: &str, c: &ControllerRef) -> Option<(String
     }
 }
 
-/// Recomputes and writes the status of one PDB. Returns the time at which a `disruptedPods`
-/// entry expires and the PDB must be looked at again, if any.
-pub fn reconcile(store: &Store, ns: &str, name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
-    let pdb = store.get(&ResourceType::pdbs(), Some(ns), name)?;
+/// The pods of a cluster as the disruption controller knows them: namespace → name → facts,
+/// fed by a pod watch. Controller references are interned by uid, so the 50,000 pods of one
+/// ReplicaSet share one.
+#[derive(Default)]
+pub struct PodIndex {
+    pods: HashMap<Box<str>, HashMap<Box<str>, PodFacts>>,
+    controllers: HashMap<String, std::sync::Weak<ControllerRef>>,
+}
+
+/// One pod event as the index takes it: made where the event is received, so a backlog holds
+/// facts, not parsed pods.
+pub enum PodChange {
+    Put { ns: String, facts: PodFacts },
+    Gone { ns: String, name: String },
+}
+
+impl PodChange {
+    pub fn of(ev: &WatchEvent) -> Option<PodChange> {
+        let (pod, gone) = match ev {
+            WatchEvent::Added(p) | WatchEvent::Modified(p) => (p, false),
+            WatchEvent::Deleted(p) => (p, true),
+            WatchEvent::Bookmark(_) => return None,
+        };
+        let ns = pod
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        Some(if gone {
+            let name = pod
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            PodChange::Gone { ns, name }
+        } else {
+            PodChange::Put {
+                ns,
+                facts: PodFacts::of(pod),
+            }
+        })
+    }
+}
+
+impl PodIndex {
+    /// Applies one pod change; returns the pod's namespace.
+    pub fn apply(&mut self, change: PodChange) -> String {
+        match change {
+            PodChange::Gone { ns, name } => {
+                if let Some(m) = self.pods.get_mut(ns.as_str()) {
+                    m.remove(name.as_str());
+                    if m.is_empty() {
+                        self.pods.remove(ns.as_str());
+                    }
+                }
+                ns
+            }
+            PodChange::Put { ns, mut facts } => {
+                if let Some(c) = facts.controller.take() {
+                    let shared = match self.controllers.get(&c.uid).and_then(|w| w.upgrade()) {
+                        Some(known) if *known == *c => known,
+                        _ => {
+                            if self.controllers.len() > 1024 {
+                                self.controllers.retain(|_, w| w.strong_count() > 0);
+                            }
+                            self.controllers.insert(c.uid.clone(), Arc::downgrade(&c));
+                            c
+                        }
+                    };
+                    facts.controller = Some(shared);
+                }
+                self.pods
+                    .entry(ns.as_str().into())
+                    .or_default()
+                    .insert(facts.name.clone(), facts);
+                ns
+            }
+        }
+    }
+
+    /// The pods of `ns` a selector selects.
+    pub fn selected(&self, ns: &str, selector: &LabelSelector) -> Vec<&PodFacts> {
+        self.pods
+            .get(ns)
+            .map(|m| m.values().filter(|p| p.selected_by(selector)).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.pods.values().map(HashMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+}
+
+/// Recomputes and writes the status of one PDB from the pod index. Returns the time at which
+/// a `disruptedPods` entry expires and the PDB must be looked at again, if any.
+pub fn reconcile(
+    store: &Store,
+    index: &PodIndex,
+    pdb: &Value,
+) -> Result<Option<DateTime<Utc>>, ApiError> {
+    let ns = pdb
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let name = pdb
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let selector =
         LabelSelector::from_object(pdb.pointer("/spec/selector")).unwrap_or(LabelSelector {
             reqs: vec![],
             nothing: true,
         });
-    let pods = store.list_selected(&ResourceType::pods(), Some(ns), &selector)?;
-    let refs: Vec<&Value> = pods.iter().collect();
+    let pods = index.selected(ns, &selector);
     let now = store.now();
-    let st = compute_status(&pdb, &refs, &|ns, c| store_scale(store, ns, c), now);
+    let st = compute_status(pdb, &pods, &|ns, c| store_scale(store, ns, c), now);
     let recheck = st
         .disrupted_pods
         .values()
@@ -370,6 +521,9 @@ pub fn reconcile(store: &Store, ns: &str, name: &str) -> Result<Option<DateTime<
         .map(|t| t + DELETION_TIMEOUT)
         .min();
     let stamp = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    // Read-modify-write of the stored PDB: an eviction may have added to `disruptedPods` since
+    // the PDB was listed; that entry is kept for the next pass (the eviction's own write
+    // already lowered `disruptionsAllowed`).
     store.modify(&ResourceType::pdbs(), Some(ns), name, |p| {
         apply_status(p, &st, &stamp);
         Ok(())
@@ -378,18 +532,28 @@ pub fn reconcile(store: &Store, ns: &str, name: &str) -> Result<Option<DateTime<
 }
 
 /// Recomputes every PDB in a namespace.
-pub fn reconcile_namespace(store: &Store, ns: &str) -> Option<DateTime<Utc>> {
+pub fn reconcile_namespace(store: &Store, index: &PodIndex, ns: &str) -> Option<DateTime<Utc>> {
     let Ok((pdbs, _)) = store.list(&ResourceType::pdbs(), Some(ns), &ListOptions::default()) else {
         return None;
     };
     pdbs.iter()
-        .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
-        .filter_map(|name| reconcile(store, ns, name).ok().flatten())
+        .filter_map(|pdb| reconcile(store, index, pdb).ok().flatten())
         .min()
+}
+
+/// What the watches tell the controller's loop.
+enum Seen {
+    Pod(PodChange),
+    /// A PDB or a scalable workload of this namespace changed.
+    Namespace(String),
 }
 
 /// The disruption controller: watches pods, PDBs and scalable workloads and keeps every PDB's
 /// status current. Runs until the store's watches close (or the task is aborted).
+///
+/// Pods are held as [`PodFacts`] in a [`PodIndex`] fed by the pod watch (its first events are
+/// every existing pod), so a change costs a pass over the facts of its namespace, not a list
+/// of its pods.
 pub fn spawn_controller(store: Store) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let types = [
@@ -399,39 +563,58 @@ pub fn spawn_controller(store: Store) -> tokio::task::JoinHandle<()> {
             ResourceType::deployments(),
             ResourceType::statefulsets(),
         ];
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Seen>();
         for rt in types {
             let Ok(mut w) = store.watch_lazy(&rt, None, &ListOptions::default(), None) else {
                 continue;
             };
             let tx = tx.clone();
+            let pods = rt == ResourceType::pods();
             tokio::spawn(async move {
                 while let Some(ev) = w.recv().await {
-                    let obj = match &ev {
-                        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                            o
+                    let seen = if pods {
+                        match PodChange::of(&ev) {
+                            Some(c) => Seen::Pod(c),
+                            None => continue,
                         }
-                        WatchEvent::Bookmark(_) => continue,
+                    } else {
+                        let obj = match &ev {
+                            WatchEvent::Added(o)
+                            | WatchEvent::Modified(o)
+                            | WatchEvent::Deleted(o) => o,
+                            WatchEvent::Bookmark(_) => continue,
+                        };
+                        Seen::Namespace(
+                            obj.pointer("/metadata/namespace")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                        )
                     };
-                    let ns = obj
-                        .pointer("/metadata/namespace")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    if tx.send(ns.to_string()).is_err() {
+                    if tx.send(seen).is_err() {
                         return;
                     }
                 }
             });
         }
         drop(tx);
+        let mut index = PodIndex::default();
         let mut rechecks: BTreeMap<DateTime<Utc>, BTreeSet<String>> = BTreeMap::new();
+        let take = |seen: Seen, index: &mut PodIndex, dirty: &mut BTreeSet<String>| match seen {
+            Seen::Pod(change) => {
+                dirty.insert(index.apply(change));
+            }
+            Seen::Namespace(ns) => {
+                dirty.insert(ns);
+            }
+        };
         loop {
             let next = rechecks.keys().next().copied();
             let wait = next.map(|t| (t - store.now()).to_std().unwrap_or_default());
             let mut dirty = BTreeSet::new();
             tokio::select! {
-                ns = rx.recv() => match ns {
-                    Some(ns) => { dirty.insert(ns); }
+                seen = rx.recv() => match seen {
+                    Some(seen) => take(seen, &mut index, &mut dirty),
                     None => return,
                 },
                 _ = async { match wait { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {
@@ -442,14 +625,14 @@ pub fn spawn_controller(store: Store) -> tokio::task::JoinHandle<()> {
                     }
                 }
             }
-            // Batch whatever else is queued: one recomputation per namespace.
-            while let Ok(ns) = rx.try_recv() {
-                dirty.insert(ns);
+            // Take whatever else is queued: one recomputation per namespace for a burst.
+            while let Ok(seen) = rx.try_recv() {
+                take(seen, &mut index, &mut dirty);
             }
             for ns in dirty {
                 // Our own status writes come back as PDB events; recomputing them is a no-op
                 // write (unchanged status does not create a new resourceVersion), so this settles.
-                if let Some(t) = reconcile_namespace(&store, &ns) {
+                if let Some(t) = reconcile_namespace(&store, &index, &ns) {
                     // A second later than the expiry, so the entry is really gone then.
                     rechecks
                         .entry(t + chrono::Duration::seconds(1))
@@ -491,7 +674,8 @@ mod tests {
                 )
             })
             .collect();
-        let refs: Vec<&Value> = pods.iter().collect();
+        let facts: Vec<PodFacts> = pods.iter().map(PodFacts::of).collect();
+        let refs: Vec<&PodFacts> = facts.iter().collect();
         compute_status(
             &pdb(spec),
             &refs,
@@ -581,8 +765,12 @@ mod tests {
 
     #[test]
     fn daemonset_pods_fail_percentages_but_not_integer_min() {
-        let pods = [pod("d", true, Some(("DaemonSet", "ds", "u9")))];
-        let refs: Vec<&Value> = pods.iter().collect();
+        let facts = [PodFacts::of(&pod(
+            "d",
+            true,
+            Some(("DaemonSet", "ds", "u9")),
+        ))];
+        let refs: Vec<&PodFacts> = facts.iter().collect();
         let none = |_: &str, _: &ControllerRef| None;
         let s = compute_status(&pdb(json!({"maxUnavailable": 1})), &refs, &none, Utc::now());
         assert_eq!(
@@ -600,10 +788,16 @@ mod tests {
     #[test]
     fn disrupted_pods_are_not_healthy_until_they_expire() {
         let now = Utc::now();
-        let pods: Vec<Value> = (0..3)
-            .map(|i| pod(&format!("p{i}"), true, Some(("ReplicaSet", "rs", "u1"))))
+        let pods: Vec<PodFacts> = (0..3)
+            .map(|i| {
+                PodFacts::of(&pod(
+                    &format!("p{i}"),
+                    true,
+                    Some(("ReplicaSet", "rs", "u1")),
+                ))
+            })
             .collect();
-        let refs: Vec<&Value> = pods.iter().collect();
+        let refs: Vec<&PodFacts> = pods.iter().collect();
         let scale = |_: &str, _: &ControllerRef| Some(("u1".to_string(), 3));
         let mut p = pdb(json!({"minAvailable": 2}));
         let t = now.to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -614,5 +808,44 @@ mod tests {
         let s = compute_status(&p, &refs, &scale, later);
         assert_eq!(summary(&s), (3, 3, 2, 1));
         assert!(s.disrupted_pods.is_empty());
+    }
+
+    #[test]
+    fn the_pod_index_follows_events_and_shares_controllers() {
+        let mut index = PodIndex::default();
+        let a = pod("a", true, Some(("ReplicaSet", "rs", "u1")));
+        let b = pod("b", false, Some(("ReplicaSet", "rs", "u1")));
+        let mut other = pod("c", true, None);
+        other["metadata"]["namespace"] = json!("elsewhere");
+        for p in [&a, &b, &other] {
+            index.apply(PodChange::of(&WatchEvent::Added(p.clone())).unwrap());
+        }
+        assert_eq!(index.len(), 3);
+        let sel = LabelSelector::parse("app=a").unwrap();
+        let mut picked: Vec<(&str, bool)> = index
+            .selected("ns", &sel)
+            .iter()
+            .map(|p| (&*p.name, p.ready))
+            .collect();
+        picked.sort();
+        assert_eq!(picked, [("a", true), ("b", false)]);
+        let both = index.selected("ns", &sel);
+        let (ca, cb) = (
+            both[0].controller.as_ref().unwrap(),
+            both[1].controller.as_ref().unwrap(),
+        );
+        assert!(Arc::ptr_eq(ca, cb), "one ReplicaSet, one shared reference");
+        // b becomes Ready, a is deleted: the index says so.
+        let b_ready = pod("b", true, Some(("ReplicaSet", "rs", "u1")));
+        index.apply(PodChange::of(&WatchEvent::Modified(b_ready)).unwrap());
+        index.apply(PodChange::of(&WatchEvent::Deleted(a)).unwrap());
+        let picked: Vec<(&str, bool)> = index
+            .selected("ns", &sel)
+            .iter()
+            .map(|p| (&*p.name, p.ready))
+            .collect();
+        assert_eq!(picked, [("b", true)]);
+        assert_eq!(index.selected("elsewhere", &sel).len(), 1);
+        assert!(index.selected("nowhere", &sel).is_empty());
     }
 }
