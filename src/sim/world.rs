@@ -176,8 +176,8 @@ impl World {
         let store = self.store.clone();
         let all = ListOptions::default();
         // Follow every change from now on, then index what exists: lists rather than a
-        // watch's initial events, and pods one namespace at a time, so that a 150,000-pod
-        // cluster is never held twice in memory. Replayed changes are harmless: every
+        // watch's initial events, and pods a page at a time, so that a 150,000-pod cluster is
+        // never held twice in memory. Replayed changes are harmless: every
         // handler is idempotent.
         let rv = store.resource_version();
         // Lazy watches: a queued event costs its compact form until the loop takes it.
@@ -215,16 +215,27 @@ impl World {
         for d in existing(ResourceType::daemonsets(), None) {
             workloads.on_daemonset(&WatchEvent::Added(d));
         }
-        for ns in existing(ResourceType::namespaces(), None) {
-            let ns = ns["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            for p in existing(ResourceType::pods(), Some(&ns)) {
+        // Pods a page at a time: one namespace may hold 100,000 of them (9 KiB each parsed).
+        let mut after: Option<(String, String)> = None;
+        loop {
+            let Ok(page) = store.list_page(
+                &ResourceType::pods(),
+                None,
+                &all,
+                1000,
+                after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+            ) else {
+                break;
+            };
+            for p in page.items {
                 let ev = WatchEvent::Added(p);
                 scheduler.on_pod(&ev);
                 workloads.on_pod(&ev);
                 self.kubelets.on_pod(&mut ctx, &ev);
+            }
+            match page.next {
+                Some(k) => after = Some(k),
+                None => break,
             }
         }
         let mut status_armed = false;
