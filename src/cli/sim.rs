@@ -19,7 +19,7 @@ use crate::sim::faults::FaultProfile;
 use crate::sim::kubeconfig;
 use crate::sim::requestlog::RequestLog;
 use crate::sim::scenario::{Scenario, WorkloadProfile};
-use crate::sim::store::{ListOptions, ResourceType};
+use crate::sim::store::ResourceType;
 use crate::sim::world::Fleet;
 
 #[derive(Args, Debug)]
@@ -149,9 +149,8 @@ fn serve(args: ServeArgs) -> ExitCode {
                 }
             }
             nodes += store.count(&ResourceType::nodes());
-            pods += store
-                .list(&ResourceType::pods(), None, &ListOptions::default())
-                .map_or(0, |(p, _)| p.len());
+            // Counted, not listed: a list parses every pod (9 KiB each, 1.3 GiB at 150,000).
+            pods += store.count(&ResourceType::pods());
         }
         // The simulated cloud, for a `rota controller` in another process: served on
         // loopback and named in every cluster of the kubeconfig (see docs/rotation.md).
