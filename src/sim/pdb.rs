@@ -77,6 +77,9 @@ pub fn controller_of(obj: &Value) -> Option<ControllerRef> {
 /// `None` when the controller has no scale or does not exist.
 pub type ScaleOf<'a> = dyn Fn(&str, &ControllerRef) -> Option<(String, i64)> + 'a;
 
+/// A pod's labels; interned, since the pods of one workload carry the same set.
+pub type Labels = Arc<[(Box<str>, Box<str>)]>;
+
 /// What the disruption arithmetic reads of a pod, and no more: the controller keeps one of
 /// these per pod (about 200 bytes with a few labels) instead of listing and parsing every pod
 /// of a namespace on each change, which at 100,000 pods in a namespace cost gigabytes and
@@ -84,7 +87,8 @@ pub type ScaleOf<'a> = dyn Fn(&str, &ControllerRef) -> Option<(String, i64)> + '
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodFacts {
     pub name: Box<str>,
-    pub labels: Box<[(Box<str>, Box<str>)]>,
+    /// Shared between the pods of one workload (the index interns label sets).
+    pub labels: Labels,
     pub ready: bool,
     pub deleting: bool,
     /// Shared between the pods of one controller (the index interns them by uid).
@@ -202,7 +206,7 @@ pub fn compute_status(
                 .collect()
         })
         .unwrap_or_default();
-    for pod in pods {
+    for pod in pods.iter().filter(|_| !prev.is_empty()) {
         if pod.deleting {
             continue;
         }
@@ -214,7 +218,11 @@ pub fn compute_status(
     }
     st.current_healthy = pods
         .iter()
-        .filter(|p| !p.deleting && p.ready && !st.disrupted_pods.contains_key(&*p.name))
+        .filter(|p| {
+            !p.deleting
+                && p.ready
+                && (st.disrupted_pods.is_empty() || !st.disrupted_pods.contains_key(&*p.name))
+        })
         .count() as i64;
     match result {
         Ok((expected, desired)) => {
@@ -242,16 +250,21 @@ fn expected_and_desired(
         // scale owner uid -> replicas; a controller's answer is asked once (100,000 pods of
         // one Deployment are one lookup, not 100,000).
         let mut scales: HashMap<String, i64> = HashMap::new();
-        let mut asked: HashMap<&str, Option<(String, i64)>> = HashMap::new();
+        // By reference: the index shares one per controller, so this is a short list.
+        let mut asked: Vec<(*const ControllerRef, Option<(String, i64)>)> = Vec::new();
         for pod in pods {
-            let Some(c) = pod.controller.as_deref() else {
+            let Some(c) = pod.controller.as_ref() else {
                 // Unmanaged pods are ignored (Kubernetes records an UnmanagedPods event).
                 continue;
             };
-            let found = asked
-                .entry(c.uid.as_str())
-                .or_insert_with(|| scale_of(ns, c));
-            match found {
+            let at = match asked.iter().position(|(p, _)| *p == Arc::as_ptr(c)) {
+                Some(i) => i,
+                None => {
+                    asked.push((Arc::as_ptr(c), scale_of(ns, c)));
+                    asked.len() - 1
+                }
+            };
+            match &asked[at].1 {
                 Some((uid, n)) => {
                     scales.insert(uid.clone(), *n);
                 }
@@ -394,13 +407,34 @@ pub fn store_scale(store: &Store, ns: &str, c: &ControllerRef) -> Option<(String
     }
 }
 
-/// The pods of a cluster as the disruption controller knows them: namespace → name → facts,
-/// fed by a pod watch. Controller references are interned by uid, so the 50,000 pods of one
-/// ReplicaSet share one.
+/// The pods of a cluster as the disruption controller knows them, fed by a pod watch: per
+/// namespace, grouped by label set, so a PDB's selector is matched once per distinct set (a
+/// handful per namespace) rather than once per pod. Label sets and controller references are
+/// interned, so the 50,000 pods of one ReplicaSet share one of each.
 #[derive(Default)]
 pub struct PodIndex {
-    pods: HashMap<Box<str>, HashMap<Box<str>, PodFacts>>,
+    namespaces: HashMap<Box<str>, NamespacePods>,
+    label_sets: std::collections::HashSet<Labels>,
     controllers: HashMap<String, std::sync::Weak<ControllerRef>>,
+}
+
+#[derive(Default)]
+struct NamespacePods {
+    groups: HashMap<Labels, HashMap<Box<str>, PodFacts>>,
+    labels_of: HashMap<Box<str>, Labels>,
+}
+
+impl NamespacePods {
+    fn remove(&mut self, name: &str) {
+        if let Some(labels) = self.labels_of.remove(name)
+            && let Some(g) = self.groups.get_mut(&labels)
+        {
+            g.remove(name);
+            if g.is_empty() {
+                self.groups.remove(&labels);
+            }
+        }
+    }
 }
 
 /// One pod event as the index takes it: made where the event is received, so a backlog holds
@@ -443,30 +477,24 @@ impl PodIndex {
     pub fn apply(&mut self, change: PodChange) -> String {
         match change {
             PodChange::Gone { ns, name } => {
-                if let Some(m) = self.pods.get_mut(ns.as_str()) {
-                    m.remove(name.as_str());
-                    if m.is_empty() {
-                        self.pods.remove(ns.as_str());
+                if let Some(n) = self.namespaces.get_mut(ns.as_str()) {
+                    n.remove(&name);
+                    if n.labels_of.is_empty() {
+                        self.namespaces.remove(ns.as_str());
                     }
                 }
                 ns
             }
             PodChange::Put { ns, mut facts } => {
                 if let Some(c) = facts.controller.take() {
-                    let shared = match self.controllers.get(&c.uid).and_then(|w| w.upgrade()) {
-                        Some(known) if *known == *c => known,
-                        _ => {
-                            if self.controllers.len() > 1024 {
-                                self.controllers.retain(|_, w| w.strong_count() > 0);
-                            }
-                            self.controllers.insert(c.uid.clone(), Arc::downgrade(&c));
-                            c
-                        }
-                    };
-                    facts.controller = Some(shared);
+                    facts.controller = Some(self.intern_controller(c));
                 }
-                self.pods
-                    .entry(ns.as_str().into())
+                facts.labels = self.intern_labels(facts.labels);
+                let n = self.namespaces.entry(ns.as_str().into()).or_default();
+                n.remove(&facts.name);
+                n.labels_of.insert(facts.name.clone(), facts.labels.clone());
+                n.groups
+                    .entry(facts.labels.clone())
                     .or_default()
                     .insert(facts.name.clone(), facts);
                 ns
@@ -474,20 +502,52 @@ impl PodIndex {
         }
     }
 
+    fn intern_controller(&mut self, c: Arc<ControllerRef>) -> Arc<ControllerRef> {
+        if let Some(known) = self.controllers.get(&c.uid).and_then(|w| w.upgrade())
+            && *known == *c
+        {
+            return known;
+        }
+        if self.controllers.len() > 1024 {
+            self.controllers.retain(|_, w| w.strong_count() > 0);
+        }
+        self.controllers.insert(c.uid.clone(), Arc::downgrade(&c));
+        c
+    }
+
+    fn intern_labels(&mut self, labels: Labels) -> Labels {
+        if let Some(known) = self.label_sets.get(&labels) {
+            return known.clone();
+        }
+        if self.label_sets.len() > 1024 {
+            // Sets no pod holds any more (only the interner's reference is left).
+            self.label_sets.retain(|l| Arc::strong_count(l) > 1);
+        }
+        self.label_sets.insert(labels.clone());
+        labels
+    }
+
     /// The pods of `ns` a selector selects.
     pub fn selected(&self, ns: &str, selector: &LabelSelector) -> Vec<&PodFacts> {
-        self.pods
-            .get(ns)
-            .map(|m| m.values().filter(|p| p.selected_by(selector)).collect())
-            .unwrap_or_default()
+        let Some(n) = self.namespaces.get(ns) else {
+            return Vec::new();
+        };
+        n.groups
+            .iter()
+            .filter(|(labels, _)| {
+                selector
+                    .matches_with(|k| labels.iter().find(|(lk, _)| &**lk == k).map(|(_, v)| &**v))
+            })
+            .flat_map(|(_, pods)| pods.values())
+            .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.pods.values().map(HashMap::len).sum()
+        self.namespaces.values().map(|n| n.labels_of.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pods.is_empty()
+        self.namespaces.is_empty()
     }
 }
 
@@ -847,5 +907,13 @@ mod tests {
         assert_eq!(picked, [("b", true)]);
         assert_eq!(index.selected("elsewhere", &sel).len(), 1);
         assert!(index.selected("nowhere", &sel).is_empty());
+        // Relabelled, b leaves the selection (and its old label group).
+        let mut b_moved = pod("b", true, Some(("ReplicaSet", "rs", "u1")));
+        b_moved["metadata"]["labels"] = json!({"app": "z"});
+        index.apply(PodChange::of(&WatchEvent::Modified(b_moved)).unwrap());
+        assert!(index.selected("ns", &sel).is_empty());
+        assert_eq!(index.len(), 2);
+        index.apply(PodChange::of(&WatchEvent::Deleted(pod("b", true, None))).unwrap());
+        assert_eq!(index.len(), 1);
     }
 }

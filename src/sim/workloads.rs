@@ -513,16 +513,13 @@ impl Workloads {
             return;
         };
         let want = rs.obj["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
-        let active: Vec<(String, PodInfo)> = rs
-            .pods
-            .iter()
-            .filter(|(_, p)| p.active())
-            .map(|(n, p)| (n.clone(), p.clone()))
-            .collect();
+        // Counted, not copied: a ReplicaSet of the scale scenario has 50,000 pods and is
+        // dirty after every change to any of them.
+        let active = rs.pods.values().filter(|p| p.active()).count();
         let pods_rt = ResourceType::pods();
-        if active.len() < want {
+        if active < want {
             let owner = owner_ref("ReplicaSet", "apps/v1", &rs.obj);
-            for _ in active.len()..want {
+            for _ in active..want {
                 let pod = pod_from_template(
                     &rs.obj["spec"]["template"],
                     &format!("{}-", k.1),
@@ -541,10 +538,15 @@ impl Workloads {
                     }
                 }
             }
-        } else if active.len() > want {
+        } else if active > want {
             // Scale down: unscheduled first, then not ready, then the newest.
-            let extra = active.len() - want;
-            let mut victims = active;
+            let extra = active - want;
+            let mut victims: Vec<(String, PodInfo)> = rs
+                .pods
+                .iter()
+                .filter(|(_, p)| p.active())
+                .map(|(n, p)| (n.clone(), p.clone()))
+                .collect();
             victims.sort_by(|(an, a), (bn, b)| {
                 (a.bound, a.ready, std::cmp::Reverse(&a.created), an).cmp(&(
                     b.bound,
@@ -572,18 +574,19 @@ impl Workloads {
             return;
         };
         let pods_rt = ResourceType::pods();
+        // Only the nodes asked about: a change of one node must not copy the names of a
+        // DaemonSet's 5,000 pods.
+        let wanted: BTreeSet<&String> = nodes.collect();
         let mut on_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (name, p) in ds.pods.iter().filter(|(_, p)| p.active()) {
-            if let Some(n) = &p.node {
+            if let Some(n) = &p.node
+                && wanted.contains(n)
+            {
                 on_node.entry(n.clone()).or_default().push(name.clone());
             }
         }
         let owner = owner_ref("DaemonSet", "apps/v1", &ds.obj);
-        let mut seen = BTreeSet::new();
-        for node in nodes {
-            if !seen.insert(node.clone()) {
-                continue;
-            }
+        for node in wanted {
             let exists = self.nodes.contains(node);
             let have = on_node.get(node).map_or(0, Vec::len);
             if exists && have == 0 {

@@ -217,16 +217,13 @@ impl World {
         }
         // Pods a page at a time: one namespace may hold 100,000 of them (9 KiB each parsed).
         let mut after: Option<(String, String)> = None;
-        loop {
-            let Ok(page) = store.list_page(
-                &ResourceType::pods(),
-                None,
-                &all,
-                1000,
-                after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
-            ) else {
-                break;
-            };
+        while let Ok(page) = store.list_page(
+            &ResourceType::pods(),
+            None,
+            &all,
+            1000,
+            after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+        ) {
             for p in page.items {
                 let ev = WatchEvent::Added(p);
                 scheduler.on_pod(&ev);
