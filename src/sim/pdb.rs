@@ -251,22 +251,19 @@ fn expected_and_desired(
         // one Deployment are one lookup, not 100,000).
         let mut scales: HashMap<String, i64> = HashMap::new();
         // By reference: the index shares one per controller, so this is a short list.
-        let mut asked: Vec<(*const ControllerRef, Option<(String, i64)>)> = Vec::new();
+        let mut asked: Vec<*const ControllerRef> = Vec::new();
         for pod in pods {
             let Some(c) = pod.controller.as_ref() else {
                 // Unmanaged pods are ignored (Kubernetes records an UnmanagedPods event).
                 continue;
             };
-            let at = match asked.iter().position(|(p, _)| *p == Arc::as_ptr(c)) {
-                Some(i) => i,
-                None => {
-                    asked.push((Arc::as_ptr(c), scale_of(ns, c)));
-                    asked.len() - 1
-                }
-            };
-            match &asked[at].1 {
+            if asked.contains(&Arc::as_ptr(c)) {
+                continue;
+            }
+            asked.push(Arc::as_ptr(c));
+            match scale_of(ns, c) {
                 Some((uid, n)) => {
-                    scales.insert(uid.clone(), *n);
+                    scales.insert(uid, n);
                 }
                 None => return Err(format!("found no controllers for pod {:?}", pod.name)),
             }

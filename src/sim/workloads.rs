@@ -239,8 +239,49 @@ impl PodInfo {
 #[derive(Clone, Debug)]
 struct Owned {
     obj: Value,
-    /// Pod name → what we know of it.
-    pods: BTreeMap<String, PodInfo>,
+    pods: PodSet,
+}
+
+/// The pods of one owner by name, with the counts the controllers and statuses read kept as
+/// pods come and go: an owner of the scale scenario has 50,000 pods and is looked at after
+/// every change to any of them.
+#[derive(Clone, Debug, Default)]
+struct PodSet {
+    by_name: BTreeMap<String, PodInfo>,
+    active: usize,
+    active_ready: usize,
+}
+
+impl PodSet {
+    fn count(&mut self, p: &PodInfo, sign: isize) {
+        if p.active() {
+            self.active = self.active.saturating_add_signed(sign);
+            if p.ready {
+                self.active_ready = self.active_ready.saturating_add_signed(sign);
+            }
+        }
+    }
+
+    fn insert(&mut self, name: String, info: PodInfo) {
+        self.count(&info, 1);
+        if let Some(old) = self.by_name.insert(name, info) {
+            self.count(&old, -1);
+        }
+    }
+
+    fn remove(&mut self, name: &str) {
+        if let Some(old) = self.by_name.remove(name) {
+            self.count(&old, -1);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&String, &PodInfo)> {
+        self.by_name.iter()
+    }
+
+    fn into_names(self) -> Vec<String> {
+        self.by_name.into_keys().collect()
+    }
 }
 
 /// The Deployment, ReplicaSet and DaemonSet controllers of one cluster.
@@ -296,7 +337,7 @@ impl Workloads {
                 let k = key_of(o);
                 let e = self.replicasets.entry(k.clone()).or_insert_with(|| Owned {
                     obj: Value::Null,
-                    pods: BTreeMap::new(),
+                    pods: PodSet::default(),
                 });
                 e.obj = o.clone();
                 self.dirty_rs.insert(k.clone());
@@ -309,8 +350,7 @@ impl Workloads {
             WatchEvent::Deleted(o) => {
                 let k = key_of(o);
                 if let Some(rs) = self.replicasets.remove(&k) {
-                    self.orphans
-                        .push(Orphan::Pods(k.0, rs.pods.into_keys().collect()));
+                    self.orphans.push(Orphan::Pods(k.0, rs.pods.into_names()));
                 }
             }
             WatchEvent::Bookmark(_) => {}
@@ -323,7 +363,7 @@ impl Workloads {
                 let k = key_of(o);
                 let e = self.daemonsets.entry(k.clone()).or_insert_with(|| Owned {
                     obj: Value::Null,
-                    pods: BTreeMap::new(),
+                    pods: PodSet::default(),
                 });
                 e.obj = o.clone();
                 self.dirty_ds.insert(k);
@@ -331,8 +371,7 @@ impl Workloads {
             WatchEvent::Deleted(o) => {
                 let k = key_of(o);
                 if let Some(ds) = self.daemonsets.remove(&k) {
-                    self.orphans
-                        .push(Orphan::Pods(k.0, ds.pods.into_keys().collect()));
+                    self.orphans.push(Orphan::Pods(k.0, ds.pods.into_names()));
                 }
             }
             WatchEvent::Bookmark(_) => {}
@@ -387,7 +426,7 @@ impl Workloads {
         }
         let o = map.entry(k.clone()).or_insert_with(|| Owned {
             obj: Value::Null,
-            pods: BTreeMap::new(),
+            pods: PodSet::default(),
         });
         if deleted {
             o.pods.remove(&name);
@@ -515,7 +554,7 @@ impl Workloads {
         let want = rs.obj["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
         // Counted, not copied: a ReplicaSet of the scale scenario has 50,000 pods and is
         // dirty after every change to any of them.
-        let active = rs.pods.values().filter(|p| p.active()).count();
+        let active = rs.pods.active;
         let pods_rt = ResourceType::pods();
         if active < want {
             let owner = owner_ref("ReplicaSet", "apps/v1", &rs.obj);
@@ -616,11 +655,10 @@ impl Workloads {
             let Some(rs) = self.replicasets.get(&k).filter(|o| !o.obj.is_null()) else {
                 continue;
             };
-            let active: Vec<&PodInfo> = rs.pods.values().filter(|p| p.active()).collect();
-            let ready = active.iter().filter(|p| p.ready).count();
+            let (active, ready) = (rs.pods.active, rs.pods.active_ready);
             let status = json!({
-                "replicas": active.len(),
-                "fullyLabeledReplicas": active.len(),
+                "replicas": active,
+                "fullyLabeledReplicas": active,
                 "readyReplicas": ready,
                 "availableReplicas": ready,
                 "observedGeneration": rs.obj["metadata"]["generation"],
@@ -651,11 +689,10 @@ impl Workloads {
                 if !owned {
                     continue;
                 }
-                let active: Vec<&PodInfo> = rs.pods.values().filter(|p| p.active()).collect();
-                replicas += active.len();
-                ready += active.iter().filter(|p| p.ready).count();
+                replicas += rs.pods.active;
+                ready += rs.pods.active_ready;
                 if rk.1 == format!("{}-{hash}", k.1) {
-                    updated += active.len();
+                    updated += rs.pods.active;
                 }
             }
             let want = d["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
@@ -681,12 +718,11 @@ impl Workloads {
             let Some(ds) = self.daemonsets.get(&k).filter(|o| !o.obj.is_null()) else {
                 continue;
             };
-            let active: Vec<&PodInfo> = ds.pods.values().filter(|p| p.active()).collect();
-            let ready = active.iter().filter(|p| p.ready).count();
+            let (active, ready) = (ds.pods.active, ds.pods.active_ready);
             let status = json!({
                 "desiredNumberScheduled": self.nodes.len(),
-                "currentNumberScheduled": active.len(),
-                "updatedNumberScheduled": active.len(),
+                "currentNumberScheduled": active,
+                "updatedNumberScheduled": active,
                 "numberReady": ready,
                 "numberAvailable": ready,
                 "numberUnavailable": self.nodes.len().saturating_sub(ready),
