@@ -14,6 +14,7 @@ pub mod errors;
 pub mod fleet;
 pub mod gates;
 pub mod kube;
+pub mod memory;
 pub mod metrics;
 pub mod notify;
 pub mod report;

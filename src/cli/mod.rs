@@ -141,10 +141,13 @@ fn long_running(
         return Err(ExitCode::from(2));
     }
     crate::agent::supervise::exit_on_panic();
-    tokio::runtime::Runtime::new().map_err(|e| {
+    crate::memory::limit_arenas();
+    let rt = tokio::runtime::Runtime::new().map_err(|e| {
         eprintln!("rota: cannot start the runtime: {e}");
         ExitCode::from(2)
-    })
+    })?;
+    rt.spawn(crate::memory::trim_periodically());
+    Ok(rt)
 }
 
 /// The process's metrics, served on `--metrics-addr` (`/metrics`, `/healthz`, `/readyz`),
