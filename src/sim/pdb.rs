@@ -27,7 +27,7 @@ use std::sync::Arc;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
-use super::selector::LabelSelector;
+use super::selector::{LabelSelector, label_in, label_pairs};
 use super::store::{ApiError, ListOptions, ResourceType, Store, WatchEvent};
 
 /// How long an eviction's entry in `disruptedPods` keeps the pod out of currentHealthy while
@@ -97,15 +97,7 @@ pub struct PodFacts {
 
 impl PodFacts {
     pub fn of(pod: &Value) -> Self {
-        let labels = pod
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.as_str().into(), v.as_str().unwrap_or("").into()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let labels = label_pairs(pod).collect();
         PodFacts {
             name: pod
                 .pointer("/metadata/name")
@@ -120,10 +112,7 @@ impl PodFacts {
     }
 
     fn label(&self, k: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|(lk, _)| &**lk == k)
-            .map(|(_, v)| &**v)
+        label_in(&self.labels, k)
     }
 
     /// Does the PDB's selector select this pod?
@@ -531,10 +520,7 @@ impl PodIndex {
         };
         n.groups
             .iter()
-            .filter(|(labels, _)| {
-                selector
-                    .matches_with(|k| labels.iter().find(|(lk, _)| &**lk == k).map(|(_, v)| &**v))
-            })
+            .filter(|(labels, _)| selector.matches_with(|k| label_in(labels, k)))
             .flat_map(|(_, pods)| pods.values())
             .collect()
     }
@@ -555,14 +541,8 @@ pub fn reconcile(
     index: &PodIndex,
     pdb: &Value,
 ) -> Result<Option<DateTime<Utc>>, ApiError> {
-    let ns = pdb
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let name = pdb
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let field = |p: &str| pdb.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let (ns, name) = (field("/metadata/namespace"), field("/metadata/name"));
     let selector =
         LabelSelector::from_object(pdb.pointer("/spec/selector")).unwrap_or(LabelSelector {
             reqs: vec![],

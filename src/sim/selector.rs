@@ -4,6 +4,21 @@
 
 use serde_json::Value;
 
+/// An object's `metadata.labels` as owned pairs, for indexes that keep labels outside the
+/// JSON (the store, the disruption controller); non-string values read as "".
+pub fn label_pairs(obj: &Value) -> impl Iterator<Item = (Box<str>, Box<str>)> + '_ {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str().into(), v.as_str().unwrap_or("").into()))
+}
+
+/// The value of label `k` among such pairs.
+pub fn label_in<'a>(pairs: &'a [(Box<str>, Box<str>)], k: &str) -> Option<&'a str> {
+    pairs.iter().find(|(lk, _)| &**lk == k).map(|(_, v)| &**v)
+}
+
 /// One requirement of a label selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LabelReq {

@@ -437,15 +437,7 @@ struct Stored {
 
 impl Stored {
     fn new(v: &Value) -> Self {
-        let labels = v
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.as_str().into(), v.as_str().unwrap_or("").into()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let labels = super::selector::label_pairs(v).collect();
         Stored {
             json: v.to_string().into_boxed_str(),
             ns: ns_of(v).into(),
@@ -459,10 +451,7 @@ impl Stored {
     }
 
     fn label(&self, k: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|(lk, _)| &**lk == k)
-            .map(|(_, v)| &**v)
+        super::selector::label_in(&self.labels, k)
     }
 }
 
