@@ -621,3 +621,41 @@ fn diff_shows_every_change_agents_act_on_against_the_working_tree() {
     ]);
     assert_eq!(both.status.code(), Some(2), "{}", stderr(&both));
 }
+
+#[test]
+fn status_of_the_fleet_names_an_unknown_wave_or_cluster_in_either_format() {
+    let h = history();
+    let repo = h.repo.to_str().unwrap();
+    for format in ["human", "json"] {
+        for (flag, name, said) in [
+            ("--wave", "nope", "no wave \"nope\"; the fleet's waves: "),
+            (
+                "--cluster",
+                "nowhere",
+                "no cluster \"nowhere\" in the fleet",
+            ),
+        ] {
+            let out = rota(&[
+                "status", "--fleet", "--format", format, flag, name, "--repo", repo,
+            ]);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{format} {flag}: {}",
+                stderr(&out)
+            );
+            assert!(
+                stderr(&out).contains(said),
+                "{format} {flag}: {}",
+                stderr(&out)
+            );
+            assert_eq!(stdout(&out), "", "{format} {flag}: nothing is printed");
+        }
+    }
+    // A known wave is not refused (pools are not done, so the exit says "not done", not 2).
+    let out = rota(&[
+        "status", "--fleet", "--format", "json", "--wave", "canary", "--repo", repo,
+    ]);
+    assert_ne!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stdout(&out).contains("\"waves\""), "{}", stdout(&out));
+}

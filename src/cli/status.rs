@@ -266,7 +266,7 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
             OutputFormat::Json => {
                 // The same check of --wave and --cluster as the text: an unknown name is a
                 // usage error (exit 2) in either format.
-                if let Err(e) = crate::ui::text::fleet(&page, &filter) {
+                if let Err(e) = filter.check(&page) {
                     eprintln!("rota status: {e}");
                     return ExitCode::from(2);
                 }

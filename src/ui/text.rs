@@ -11,6 +11,31 @@ pub struct Filter {
     pub cluster: Option<String>,
 }
 
+impl Filter {
+    /// An unknown wave or cluster is the caller's mistake, said with what there is.
+    pub fn check(&self, page: &FleetPage) -> Result<(), String> {
+        if let Some(w) = &self.wave
+            && !page.waves.iter().any(|x| &x.name == w)
+        {
+            let names: Vec<&str> = page.waves.iter().map(|w| w.name.as_str()).collect();
+            return Err(format!(
+                "no wave {w:?}; the fleet's waves: {}",
+                names.join(", ")
+            ));
+        }
+        if let Some(c) = &self.cluster
+            && !page
+                .waves
+                .iter()
+                .flat_map(|w| &w.clusters)
+                .any(|x| &x.name == c)
+        {
+            return Err(format!("no cluster {c:?} in the fleet"));
+        }
+        Ok(())
+    }
+}
+
 fn bar(on: u32, total: u32, width: usize) -> String {
     let filled = if total == 0 {
         0
@@ -62,24 +87,7 @@ fn pool_line(p: &PoolPanel, now: chrono::DateTime<chrono::Utc>) -> String {
 
 /// `rota status --fleet`.
 pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
-    if let Some(w) = &filter.wave
-        && !page.waves.iter().any(|x| &x.name == w)
-    {
-        let names: Vec<&str> = page.waves.iter().map(|w| w.name.as_str()).collect();
-        return Err(format!(
-            "no wave {w:?}; the fleet's waves: {}",
-            names.join(", ")
-        ));
-    }
-    if let Some(c) = &filter.cluster
-        && !page
-            .waves
-            .iter()
-            .flat_map(|w| &w.clusters)
-            .any(|x| &x.name == c)
-    {
-        return Err(format!("no cluster {c:?} in the fleet"));
-    }
+    filter.check(page)?;
     let mut out = format!(
         "fleet {} at commit {}\n",
         page.fleet,
