@@ -110,15 +110,6 @@ impl PodFacts {
             controller: controller_of(pod).map(Arc::new),
         }
     }
-
-    fn label(&self, k: &str) -> Option<&str> {
-        label_in(&self.labels, k)
-    }
-
-    /// Does the PDB's selector select this pod?
-    pub fn selected_by(&self, selector: &LabelSelector) -> bool {
-        selector.matches_with(|k| self.label(k))
-    }
 }
 
 /// Is the pod Ready (condition `Ready=True`)? This is what "healthy" means to a PDB.
@@ -398,7 +389,7 @@ pub fn store_scale(store: &Store, ns: &str, c: &ControllerRef) -> Option<(String
 /// handful per namespace) rather than once per pod. Label sets and controller references are
 /// interned, so the 50,000 pods of one ReplicaSet share one of each.
 #[derive(Default)]
-pub struct PodIndex {
+struct PodIndex {
     namespaces: HashMap<Box<str>, NamespacePods>,
     label_sets: std::collections::HashSet<Labels>,
     controllers: HashMap<String, std::sync::Weak<ControllerRef>>,
@@ -425,13 +416,13 @@ impl NamespacePods {
 
 /// One pod event as the index takes it: made where the event is received, so a backlog holds
 /// facts, not parsed pods.
-pub enum PodChange {
+enum PodChange {
     Put { ns: String, facts: PodFacts },
     Gone { ns: String, name: String },
 }
 
 impl PodChange {
-    pub fn of(ev: &WatchEvent) -> Option<PodChange> {
+    fn of(ev: &WatchEvent) -> Option<PodChange> {
         let (pod, gone) = match ev {
             WatchEvent::Added(p) | WatchEvent::Modified(p) => (p, false),
             WatchEvent::Deleted(p) => (p, true),
@@ -460,7 +451,7 @@ impl PodChange {
 
 impl PodIndex {
     /// Applies one pod change; returns the pod's namespace.
-    pub fn apply(&mut self, change: PodChange) -> String {
+    fn apply(&mut self, change: PodChange) -> String {
         match change {
             PodChange::Gone { ns, name } => {
                 if let Some(n) = self.namespaces.get_mut(ns.as_str()) {
@@ -514,7 +505,7 @@ impl PodIndex {
     }
 
     /// The pods of `ns` a selector selects.
-    pub fn selected(&self, ns: &str, selector: &LabelSelector) -> Vec<&PodFacts> {
+    fn selected(&self, ns: &str, selector: &LabelSelector) -> Vec<&PodFacts> {
         let Some(n) = self.namespaces.get(ns) else {
             return Vec::new();
         };
@@ -525,18 +516,15 @@ impl PodIndex {
             .collect()
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.namespaces.values().map(|n| n.labels_of.len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.namespaces.is_empty()
     }
 }
 
 /// Recomputes and writes the status of one PDB from the pod index. Returns the time at which
 /// a `disruptedPods` entry expires and the PDB must be looked at again, if any.
-pub fn reconcile(
+fn reconcile(
     store: &Store,
     index: &PodIndex,
     pdb: &Value,
@@ -569,7 +557,7 @@ pub fn reconcile(
 }
 
 /// Recomputes every PDB in a namespace.
-pub fn reconcile_namespace(store: &Store, index: &PodIndex, ns: &str) -> Option<DateTime<Utc>> {
+fn reconcile_namespace(store: &Store, index: &PodIndex, ns: &str) -> Option<DateTime<Utc>> {
     let Ok((pdbs, _)) = store.list(&ResourceType::pdbs(), Some(ns), &ListOptions::default()) else {
         return None;
     };

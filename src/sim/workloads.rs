@@ -745,6 +745,28 @@ mod tests {
     use crate::sim::scenario::WorkloadProfile;
 
     #[test]
+    fn a_pod_set_keeps_its_counts_through_replacements_and_removals() {
+        let info = |ready, deleting| PodInfo {
+            ready,
+            deleting,
+            ..Default::default()
+        };
+        let mut set = PodSet::default();
+        set.insert("a".into(), info(true, false));
+        set.insert("b".into(), info(false, false));
+        assert_eq!((set.active, set.active_ready), (2, 1));
+        // b becomes Ready, then a is being deleted: replaced entries are uncounted first.
+        set.insert("b".into(), info(true, false));
+        set.insert("a".into(), info(true, true));
+        assert_eq!((set.active, set.active_ready), (1, 1));
+        set.remove("a");
+        set.remove("a");
+        set.remove("b");
+        assert_eq!((set.active, set.active_ready), (0, 0));
+        assert!(set.into_names().is_empty());
+    }
+
+    #[test]
     fn profile_entries_become_kubernetes_objects() {
         let w = WorkloadProfile::default();
         let db = w.deployments.iter().find(|d| d.name == "postgres").unwrap();
