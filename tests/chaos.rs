@@ -1164,7 +1164,7 @@ async fn an_apf_429_on_an_eviction_is_throttling_not_a_pdb_refusal() {
         !error.contains("PodDisruptionBudget"),
         "an APF 429 read as a PDB refusal: {error}"
     );
-    assert_eq!(retry, rota::rotate::apply::Retry::Transient, "{error}");
+    assert_eq!(retry, rota::errors::Class::Transient, "{error}");
 }
 
 /// The nodes of one pool (its `rota.dev/pool` label) among `nodes`.

@@ -21,6 +21,7 @@ use std::fmt;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::errors::{Class, Classified, Classify};
 pub use crate::fleet::resolved::{Cloud, GroupRef};
 
 /// Where an instance is in its life, as far as rota cares.
@@ -83,8 +84,7 @@ pub enum CloudErrorKind {
 impl CloudErrorKind {
     /// Whether retrying the same call may succeed without anyone changing anything.
     pub fn is_retryable(self) -> bool {
-        use crate::errors::Classify;
-        self.classify().class == crate::errors::Class::Transient
+        self.classify().class == Class::Transient
     }
 
     /// A stable, low-cardinality label for metrics and events.
@@ -97,6 +97,21 @@ impl CloudErrorKind {
             CloudErrorKind::Permission => "PermissionDenied",
             CloudErrorKind::Invalid => "InvalidRequest",
         }
+    }
+}
+
+impl Classify for CloudErrorKind {
+    /// Quota is stalled: capacity rarely appears on the timescale of a retry loop and someone
+    /// has to raise a limit. NotFound of a group: the repo names a group that does not exist.
+    fn classify(&self) -> Classified {
+        let class = match self {
+            CloudErrorKind::Transient | CloudErrorKind::Throttled => Class::Transient,
+            CloudErrorKind::NotFound
+            | CloudErrorKind::Quota
+            | CloudErrorKind::Permission
+            | CloudErrorKind::Invalid => Class::Stalled,
+        };
+        Classified::new(class, self.reason())
     }
 }
 
@@ -137,6 +152,12 @@ impl CloudError {
             group: group.to_string(),
             message: message.into(),
         }
+    }
+}
+
+impl Classify for CloudError {
+    fn classify(&self) -> Classified {
+        self.kind.classify()
     }
 }
 

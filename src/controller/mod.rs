@@ -21,6 +21,8 @@
 //! stalled ones retry slowly, alert and are named in the pool's status message.
 
 pub mod clock;
+#[cfg(test)]
+mod error_classes;
 pub mod leader;
 pub mod requeue;
 mod rotations;
@@ -38,6 +40,7 @@ use tracing::Instrument;
 
 use crate::cloud::NodeGroups;
 use crate::cloud::metered::MeteredNodeGroups;
+use crate::errors::Class;
 use crate::errors::Classify;
 use crate::fleet::resolved::GateCheck;
 use crate::fleet::resolved::Mode;
@@ -49,7 +52,7 @@ use crate::kube::observe::observe;
 use crate::kube::ownership;
 use crate::metrics::{GateResult, Metrics};
 use crate::notify::SharedNotifier;
-use crate::rotate::apply::{self, ApplyError, Edge, Retry};
+use crate::rotate::apply::{self, ApplyError, Edge};
 use crate::rotate::parallel::{PoolDemand, admit};
 use crate::rotate::{GateVerdict, Phase, Stage, plan};
 use crate::stuck::{self, ErrorTracker};
@@ -106,7 +109,7 @@ pub enum Outcome {
     /// Planned and applied: every action ran.
     Applied { actions: usize, phase: Phase },
     /// Observation or an action failed; `retry` says how the next attempt waits.
-    Failed { retry: Retry, error: String },
+    Failed { retry: Class, error: String },
     /// Test hook ([`Controller::crash_after`]): stopped after a prefix of the actions, as a
     /// crash would.
     Crashed { ran: usize, of: usize },
@@ -509,7 +512,7 @@ impl Controller {
                 // Cut short as a crash would be: the checkpoint was written before any side
                 // effect, the next pass resumes from it.
                 Err(_) => Outcome::Failed {
-                    retry: Retry::Transient,
+                    retry: Class::Transient,
                     error: format!("the reconcile ran longer than {bound:?}; resuming next pass"),
                 },
             };

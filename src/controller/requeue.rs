@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::errors::Class;
 use crate::fleet::resolved::{EffectivePolicy, ResolvedGate};
-use crate::rotate::apply::Retry;
 use crate::rotate::{Phase, Plan, Stage};
 
 /// A stopped or finished pool is looked at again after this long (spec changes wake it
@@ -74,14 +74,14 @@ pub fn after_plan(
 }
 
 /// The wait after the `failures`-th failure in a row of class `retry`.
-pub fn after_error(retry: Retry, failures: u32) -> Duration {
+pub fn after_error(retry: Class, failures: u32) -> Duration {
     match retry {
-        Retry::Transient => {
+        Class::Transient => {
             let exp = failures.saturating_sub(1).min(6);
             (Duration::from_secs(1) * 2u32.pow(exp)).min(Duration::from_secs(60))
         }
-        Retry::Wait => Duration::from_secs(60),
-        Retry::Stalled => Duration::from_secs(60),
+        Class::Wait => Duration::from_secs(60),
+        Class::Stalled => Duration::from_secs(60),
     }
 }
 
@@ -130,9 +130,9 @@ mod tests {
     #[test]
     fn transient_errors_back_off_exponentially_up_to_a_minute() {
         let d: Vec<u64> = (1..=9)
-            .map(|n| after_error(Retry::Transient, n).as_secs())
+            .map(|n| after_error(Class::Transient, n).as_secs())
             .collect();
         assert_eq!(d, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
-        assert_eq!(after_error(Retry::Stalled, 1), Duration::from_secs(60));
+        assert_eq!(after_error(Class::Stalled, 1), Duration::from_secs(60));
     }
 }

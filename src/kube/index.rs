@@ -660,6 +660,24 @@ fn adopt(s: &mut State, fresh: State, kind: Kind) {
     s.interner.labels.extend(fresh.interner.labels);
 }
 
+impl crate::errors::Classify for NotObserved {
+    /// Not listed yet: transient. A watch the API server refuses (403, 401) needs RBAC and
+    /// never heals by retrying: stalled, as any observe call with that answer.
+    fn classify(&self) -> crate::errors::Classified {
+        match self {
+            NotObserved::NotSynced(_) => {
+                crate::errors::Classified::new(crate::errors::Class::Transient, "NotObserved")
+            }
+            NotObserved::WatchFailing {
+                code: Some(code), ..
+            } => crate::errors::kube_status(*code, crate::errors::KubeCall::Observe),
+            NotObserved::WatchFailing { code: None, .. } => {
+                crate::errors::Classified::new(crate::errors::Class::Transient, "WatchFailing")
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

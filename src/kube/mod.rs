@@ -6,3 +6,13 @@ pub mod index;
 pub mod kubeconfig;
 pub mod observe;
 pub mod ownership;
+
+use crate::errors::{Class, Classified, KubeCall, kube_status};
+
+/// A kube-rs client error: API answers by status, transport failures are transient.
+pub fn kube_error(err: &::kube::Error, call: KubeCall) -> Classified {
+    match err {
+        ::kube::Error::Api(s) => kube_status(s.code, call),
+        _ => Classified::new(Class::Transient, "ApiUnreachable"),
+    }
+}

@@ -16,6 +16,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::{ObjectMeta, Selector, SelectorExt};
 
 use crate::cloud::{CloudError, NodeGroups};
+use crate::errors::{Classified, Classify};
 use crate::fleet::resolved::DesiredPool;
 use crate::kube::index::{ClusterIndex, Interner, Kind, NotObserved, PodKey, State};
 use crate::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
@@ -33,6 +34,15 @@ pub enum ObserveError {
     NotObserved(#[from] NotObserved),
     #[error(transparent)]
     Cloud(#[from] CloudError),
+}
+
+impl Classify for ObserveError {
+    fn classify(&self) -> Classified {
+        match self {
+            ObserveError::NotObserved(n) => n.classify(),
+            ObserveError::Cloud(e) => e.classify(),
+        }
+    }
 }
 
 /// Read one pool: the group from its cloud, nodes by the pool's selector with their pods and

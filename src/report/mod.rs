@@ -22,6 +22,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::errors::{Class, Classified, Classify};
+
 pub use notes::GitNotesStore;
 
 /// The longest description the forges accept (GitHub and Gitea cut or reject longer ones).
@@ -143,12 +145,35 @@ pub enum ReportError {
     Config(String),
 }
 
+impl Classify for ReportError {
+    /// GitHub answers 403 to both "no permission" and "secondary rate limit"; only the latter
+    /// comes with a time to wait.
+    fn classify(&self) -> Classified {
+        use crate::report::ReportError;
+        let class = match self {
+            ReportError::Http {
+                status,
+                retry_after,
+                ..
+            } => {
+                if *status == 429 || *status >= 500 || (*status == 403 && retry_after.is_some()) {
+                    Class::Transient
+                } else {
+                    Class::Stalled
+                }
+            }
+            ReportError::Transport { .. } | ReportError::Git { .. } => Class::Transient,
+            ReportError::Invalid(_) | ReportError::Config(_) => Class::Stalled,
+        };
+        Classified::new(class, self.reason())
+    }
+}
+
 impl ReportError {
     /// Worth retrying later (network trouble, rate limits, server errors); the others need
     /// someone to fix a token or the configuration.
     pub fn is_transient(&self) -> bool {
-        use crate::errors::Classify;
-        self.classify().class == crate::errors::Class::Transient
+        self.classify().class == Class::Transient
     }
 
     /// A stable, low-cardinality reason for metrics and events.

@@ -26,16 +26,12 @@ use super::observed::{CORDONED_BY, SCALE_DOWN_DISABLED};
 use super::{Action, Phase, Plan, Planned};
 use crate::cloud::{CloudError, NodeGroups};
 use crate::controller::leader::{Leadership, LeaseError};
-use crate::errors::Classify;
+use crate::errors::{Class, Classified, Classify, KubeCall};
 use crate::fleet::duration::GoDuration;
 use crate::kube::crd::{Fence, NodePoolRotation, NodePoolRotationStatus};
 
 /// The field manager rota's writes are recorded under.
 pub const FIELD_MANAGER: &str = "rota";
-
-/// What a retry should do about a failed apply: the one classification of
-/// [`crate::errors`].
-pub use crate::errors::Class as Retry;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -83,9 +79,27 @@ pub enum ApplyError {
     NotDrained { node: String, pods: Vec<String> },
 }
 
+impl Classify for ApplyError {
+    fn classify(&self) -> Classified {
+        match self {
+            ApplyError::EvictionBlocked { .. } => Classified::new(Class::Wait, "EvictionBlocked"),
+            // The index was behind the fresh read before a terminate; it catches up within
+            // moments and the next plan drains the pods.
+            ApplyError::NotDrained { .. } => Classified::new(Class::Transient, "NotDrained"),
+            ApplyError::Conflict { .. } => Classified::new(Class::Transient, "Conflict"),
+            ApplyError::NotLeading(_) => Classified::new(Class::Wait, "NotLeading"),
+            ApplyError::Fenced { .. } => Classified::new(Class::Wait, "Fenced"),
+            ApplyError::Cloud { source, .. } => source.classify(),
+            ApplyError::Status { source, .. } | ApplyError::Kube { source, .. } => {
+                crate::kube::kube_error(source, KubeCall::Act)
+            }
+        }
+    }
+}
+
 impl ApplyError {
     /// What a retry should do ([`crate::errors`]).
-    pub fn retry(&self) -> Retry {
+    pub fn retry(&self) -> Class {
         self.classify().class
     }
 
@@ -818,14 +832,14 @@ mod tests {
                 message: "m".into(),
             },
         };
-        assert_eq!(cloud(CloudErrorKind::Throttled).retry(), Retry::Transient);
-        assert_eq!(cloud(CloudErrorKind::Quota).retry(), Retry::Stalled);
+        assert_eq!(cloud(CloudErrorKind::Throttled).retry(), Class::Transient);
+        assert_eq!(cloud(CloudErrorKind::Quota).retry(), Class::Stalled);
         assert_eq!(cloud(CloudErrorKind::Quota).reason(), "QuotaExceeded");
         let blocked = ApplyError::EvictionBlocked {
             namespace: "app".into(),
             pod: "db-0".into(),
         };
-        assert_eq!(blocked.retry(), Retry::Wait);
+        assert_eq!(blocked.retry(), Class::Wait);
         assert!(blocked.to_string().contains("app/db-0"));
     }
 }
