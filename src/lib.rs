@@ -23,7 +23,6 @@ pub mod serving;
 pub mod shutdown;
 pub mod sim;
 pub mod source;
-pub mod stuck;
 pub mod telemetry;
 pub mod ui;
 pub mod waves;

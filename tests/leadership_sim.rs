@@ -11,12 +11,13 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ObjectMeta, PostParams};
 use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
+use rota::controller::apply::{self, ApplyError, Edge};
 use rota::controller::leader::Elector;
 use rota::controller::{Config, Controller};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
 use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
-use rota::rotate::apply::{self, ApplyError, Edge};
+use rota::rotate::status::{Reconciled, compose};
 use rota::rotate::{Action, Phase, Plan, Planned, StatusSummary};
 use rota::sim::faults::FaultProfile;
 use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
@@ -289,17 +290,18 @@ async fn a_writer_whose_lease_ran_out_or_whose_term_was_replaced_writes_nothing(
         lease: Some(lease),
     };
     let plan = set_capacity_plan(5);
-    let status = apply::status_for(
+    let status = compose(&Reconciled::new(
         &plan,
         None,
         "c0ffee",
         read.metadata.generation,
         chrono::Utc::now(),
-    );
+    ))
+    .status;
 
     // 1. Mid-pass the lease runs down to its margin: the pass writes nothing more.
     tokio::time::sleep(Duration::from_secs(11)).await;
-    let r = apply::apply_with_status(&edge(la.clone()), &read, &plan, &status).await;
+    let r = apply::apply(&edge(la.clone()), &read, &plan, &status).await;
     assert!(matches!(r, Err(ApplyError::NotLeading(_))), "{r:?}");
     assert_eq!(
         get(&s).await.metadata.resource_version,
@@ -317,14 +319,15 @@ async fn a_writer_whose_lease_ran_out_or_whose_term_was_replaced_writes_nothing(
     let lb = eb.leadership();
     let mut b_plan = set_capacity_plan(4);
     b_plan.status.message = "b leads".into();
-    let b_status = apply::status_for(
+    let b_status = compose(&Reconciled::new(
         &b_plan,
         None,
         "c0ffee",
         read.metadata.generation,
         chrono::Utc::now(),
-    );
-    apply::apply_with_status(&edge(lb.clone()), &read, &b_plan, &b_status)
+    ))
+    .status;
+    apply::apply(&edge(lb.clone()), &read, &b_plan, &b_status)
         .await
         .unwrap();
     let after_b = get(&s).await;
@@ -335,9 +338,9 @@ async fn a_writer_whose_lease_ran_out_or_whose_term_was_replaced_writes_nothing(
     // succeeded, as far as it knows): its write based on the old read is refused by the
     // resourceVersion, and even on a fresh read by the fence. Nothing of its plan runs.
     let stale = stale_leadership(&s).await;
-    let r = apply::apply_with_status(&edge(stale.clone()), &read, &plan, &status).await;
+    let r = apply::apply(&edge(stale.clone()), &read, &plan, &status).await;
     assert!(matches!(r, Err(ApplyError::Conflict { .. })), "{r:?}");
-    let r = apply::apply_with_status(&edge(stale), &after_b, &plan, &status).await;
+    let r = apply::apply(&edge(stale), &after_b, &plan, &status).await;
     assert!(matches!(r, Err(ApplyError::Fenced { .. })), "{r:?}");
     let now = get(&s).await;
     assert_eq!(

@@ -12,9 +12,9 @@ use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{BatchSize, DesiredPool, EffectivePolicy, Mode};
 use rota::kube::crd::NodePoolRotationStatus;
 use rota::metrics::Metrics;
-use rota::rotate::apply::status_for;
+use rota::rotate::status::{Reconciled, compose};
+use rota::rotate::stuck::{ErrorTracker, Transition};
 use rota::rotate::{GateVerdict, Phase, plan};
-use rota::stuck::{ErrorTracker, Transition, evaluate};
 use support::{Model, NEW, TICK, Workload, group_ref};
 
 const THRESHOLD: StdDuration = StdDuration::from_secs(600);
@@ -75,16 +75,11 @@ fn run(ticks: u32, block: impl Fn(u32) -> bool) -> Run {
         let obs = model.observe(GateVerdict::Passing);
         let checkpoint = status.as_ref().and_then(|s| s.checkpoint.clone());
         let p = plan(&desired, &obs, checkpoint.as_ref(), model.now);
-        let mut next = status_for(&p, status.as_ref(), "c0ffee", Some(1), model.now);
-        // The controller keeps the conditions it does not own from the previous status.
-        if let Some(prev) = &status {
-            next.conditions.extend(
-                prev.conditions
-                    .iter()
-                    .filter(|c| c.type_ == "Stuck")
-                    .cloned(),
-            );
-        }
+        let mut reconciled = Reconciled::new(&p, status.as_ref(), "c0ffee", Some(1), model.now);
+        reconciled.stuck_after = THRESHOLD;
+        reconciled.cause = errors.last();
+        let composed = compose(&reconciled);
+        let next = composed.status;
         let secs = (model.now - start).num_seconds();
         if out.draining_since.is_none()
             && next
@@ -96,7 +91,8 @@ fn run(ticks: u32, block: impl Fn(u32) -> bool) -> Run {
         }
         let pm = metrics.pool("sim", "general");
         pm.observe_status(&next);
-        match evaluate(&mut next, &errors, model.now, THRESHOLD, &pm) {
+        pm.set_stuck(composed.stuck.as_ref().map(|s| s.reason));
+        match composed.transition {
             Some(t @ Transition::Raised(_)) => {
                 let (warning, reason, note) = t.event();
                 assert!(warning && reason == "Stuck", "{note}");

@@ -3,10 +3,10 @@
 //! Each error type classifies itself beside its definition; this checks them side by side.
 
 use crate::cloud::{CloudError, CloudErrorKind};
+use crate::controller::apply::ApplyError;
 use crate::errors::{Class, Classified, Classify};
 use crate::kube::observe::ObserveError;
 use crate::report::ReportError;
-use crate::rotate::apply::ApplyError;
 
 const fn c(class: Class, reason: &'static str) -> Classified {
     Classified::new(class, reason)
@@ -29,30 +29,37 @@ fn cloud(kind: CloudErrorKind) -> CloudError {
     }
 }
 
-/// Every error source, with what retry, stuck detection, metrics and events all read
-/// from it.
-#[test]
-fn every_error_has_one_class_and_one_reason() {
-    use Class::*;
-    let observe = |code| {
-        ObserveError::NotObserved(crate::kube::index::NotObserved::WatchFailing {
-            kind: crate::kube::index::Kind::Nodes,
-            why: "refused".into(),
-            code: Some(code),
-        })
-    };
-    let act = |code| ApplyError::Kube {
+type Row = (String, Classified, Classified);
+
+fn observe(code: u16) -> ObserveError {
+    ObserveError::NotObserved(crate::kube::index::NotObserved::WatchFailing {
+        kind: crate::kube::index::Kind::Nodes,
+        why: "refused".into(),
+        code: Some(code),
+    })
+}
+
+fn act(code: u16) -> ApplyError {
+    ApplyError::Kube {
         action: "cordon n1".into(),
         source: api(code),
-    };
-    let http = |status, retry_after| ReportError::Http {
+    }
+}
+
+fn http(status: u16, retry_after: Option<std::time::Duration>) -> ReportError {
+    ReportError::Http {
         backend: "github",
         status,
         url: "u".into(),
         message: "m".into(),
         retry_after,
-    };
-    let table: Vec<(String, Classified, Classified)> = vec![
+    }
+}
+
+/// Observing the pool (watches of the cluster index).
+fn observe_rows() -> Vec<Row> {
+    use Class::*;
+    vec![
         // An observe 403 needs RBAC: stalled (alerts, slow retry), never retried quietly
         // forever.
         (
@@ -90,6 +97,18 @@ fn every_error_has_one_class_and_one_reason() {
             .classify(),
             c(Transient, "WatchFailing"),
         ),
+        (
+            "observe cloud".into(),
+            ObserveError::Cloud(cloud(CloudErrorKind::Throttled)).classify(),
+            c(Transient, "Throttled"),
+        ),
+    ]
+}
+
+/// Acting on Kubernetes: a 404 means the object went away since it was observed.
+fn act_rows() -> Vec<Row> {
+    use Class::*;
+    vec![
         // A 404 on an action: the object went away since it was observed; transient, and
         // it neither alerts nor backs off slowly.
         (
@@ -132,6 +151,22 @@ fn every_error_has_one_class_and_one_reason() {
             c(Wait, "NotLeading"),
         ),
         (
+            "apply cloud".into(),
+            ApplyError::Cloud {
+                action: "set capacity 6".into(),
+                source: cloud(CloudErrorKind::Quota),
+            }
+            .classify(),
+            c(Stalled, "QuotaExceeded"),
+        ),
+    ]
+}
+
+/// The clouds, by kind, directly and through observe and apply.
+fn cloud_rows() -> Vec<Row> {
+    use Class::*;
+    vec![
+        (
             "cloud throttled".into(),
             cloud(CloudErrorKind::Throttled).classify(),
             c(Transient, "Throttled"),
@@ -161,20 +196,13 @@ fn every_error_has_one_class_and_one_reason() {
             cloud(CloudErrorKind::Invalid).classify(),
             c(Stalled, "InvalidRequest"),
         ),
-        (
-            "apply cloud".into(),
-            ApplyError::Cloud {
-                action: "set capacity 6".into(),
-                source: cloud(CloudErrorKind::Quota),
-            }
-            .classify(),
-            c(Stalled, "QuotaExceeded"),
-        ),
-        (
-            "observe cloud".into(),
-            ObserveError::Cloud(cloud(CloudErrorKind::Throttled)).classify(),
-            c(Transient, "Throttled"),
-        ),
+    ]
+}
+
+/// Commit-status backends (forges).
+fn forge_rows() -> Vec<Row> {
+    use Class::*;
+    vec![
         (
             "forge 401".into(),
             http(401, None).classify(),
@@ -200,7 +228,15 @@ fn every_error_has_one_class_and_one_reason() {
             http(502, None).classify(),
             c(Transient, "HttpError"),
         ),
-    ];
+    ]
+}
+
+/// Every error source, with what retry, stuck detection, metrics and events all read
+/// from it.
+#[test]
+fn every_error_has_one_class_and_one_reason() {
+    use Class::*;
+    let table: Vec<Row> = [observe_rows(), act_rows(), cloud_rows(), forge_rows()].concat();
     let wrong: Vec<String> = table
         .iter()
         .filter(|(_, got, want)| got != want)

@@ -23,7 +23,7 @@
 //!
 //! The [`Fence`] (holder identity and `leaseTransitions`) goes into every status the leader
 //! writes: a controller whose leadership ended finds a newer fence in the status and refuses
-//! to write over it (see `rotate::apply`).
+//! to write over it (see `controller::apply`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //!
 //! One reconcile of one pool is: observe (a synchronous read of the cluster's watch-fed
 //! index, `kube::index`, and the cloud group's `describe`) → sample the due health gates
-//! (here, at the edge, from the same index) → `rotate::plan` (pure) → `rotate::apply`
+//! (here, at the edge, from the same index) → `rotate::plan` (pure) → `controller::apply`
 //! (status and checkpoint first, then the actions). Between reconciles the controller waits
 //! for the earliest pool that is due (the interval depends on the stage, see [`requeue`]),
 //! or for a change that concerns a pool: a NodePoolRotation whose spec changed, one of its
@@ -12,7 +12,7 @@
 //! Only the leader of the version's Lease acts ([`leader`]): [`Controller::run`] renews the
 //! Lease in a task of its own, a pass starts only while the lease is held with margin, stops
 //! early when it is not any more (or when it ran longer than one lease duration), and
-//! `rotate::apply` checks it again before every side effect. The same [`Leadership`] handle
+//! `controller::apply` checks it again before every side effect. The same [`Leadership`] handle
 //! gates the agent ([`Controller::leadership`]). A controller driven through
 //! [`Controller::step`] without [`Controller::elect`] is the only writer by construction (a
 //! test). Only resources this version owns are touched (`kube::ownership`). `maxParallelPools` is applied per cluster through
@@ -20,12 +20,14 @@
 //! [`crate::errors`]: transient ones back off exponentially, waits wait for their object,
 //! stalled ones retry slowly, alert and are named in the pool's status message.
 
+pub mod apply;
 pub mod clock;
 #[cfg(test)]
 mod error_classes;
 pub mod leader;
 pub mod requeue;
 mod rotations;
+mod transitions;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -52,10 +54,12 @@ use crate::kube::observe::observe;
 use crate::kube::ownership;
 use crate::metrics::{GateResult, Metrics};
 use crate::notify::SharedNotifier;
-use crate::rotate::apply::{self, ApplyError, Edge};
+use crate::rotate::operator::{OperatorError, Request};
 use crate::rotate::parallel::{PoolDemand, admit};
+use crate::rotate::status::{Composed, Reconciled, compose};
+use crate::rotate::stuck::{self, ErrorTracker};
 use crate::rotate::{GateVerdict, Phase, Stage, plan};
-use crate::stuck::{self, ErrorTracker};
+use apply::{ApplyError, Edge};
 use clock::Clock;
 use leader::{Elector, Leadership, Renewal};
 
@@ -152,6 +156,26 @@ struct PoolState {
     rotating: bool,
     /// When it was last reconciled: wake-ups are spaced by [`MIN_WAKE_GAP`].
     last: Instant,
+}
+
+impl PoolState {
+    fn new() -> PoolState {
+        PoolState {
+            gate_spec: String::new(),
+            gates: Ok(Vec::new()),
+            trackers: Vec::new(),
+            evaluation: String::new(),
+            due: Instant::now(),
+            failures: 0,
+            last_error: None,
+            blocked_on: None,
+            errors: ErrorTracker::default(),
+            batch_started: None,
+            selector: BTreeMap::new(),
+            rotating: false,
+            last: Instant::now(),
+        }
+    }
 }
 
 /// A pool woken by index changes is reconciled at most this often (controller time): a drain
@@ -537,31 +561,62 @@ impl Controller {
         outcome
     }
 
+    /// One reconcile of one pool, as a sequence: the pool's runtime state, its gates, what is
+    /// observed, the plan (pure), the status composed from them (pure), the side effects, and
+    /// what the outcome means for the next look.
     async fn reconcile_pool(
         &mut self,
         npr: &NodePoolRotation,
         start_hold: Option<String>,
     ) -> Outcome {
         self.stats.reconciles.fetch_add(1, Ordering::Relaxed);
-        let (cluster, pool) = (npr.spec.cluster.as_str(), npr.spec.pool.as_str());
-        let name = npr.name_any();
         let desired = npr.spec.desired();
+        let now = self.clock.now();
+        self.prepare(npr, &desired);
+        let verdict = self.sample_gates(npr, &desired, now).await;
+        let observed = match self.observe(&desired, verdict, start_hold, now).await {
+            Ok(o) => o,
+            Err(e) => return self.observe_failed(npr, e, now).await,
+        };
+        let request = operator_request(npr);
+        let (mut plan, steered) = self.plan(npr, &desired, &observed, request.as_ref(), now);
+        // Test hook: run only a prefix of the actions, as a crash would.
+        let crash = self.crash_after.filter(|k| *k < plan.actions.len());
+        let total = plan.actions.len();
+        if let Some(k) = crash {
+            plan.actions.truncate(k);
+        }
+        let composed = self.compose(npr, &plan, now);
+        let acted = self.act(npr, &plan, &composed.status).await;
+        if let Some(request) = &request
+            && acted.recorded()
+        {
+            self.consume_request(npr, request, steered.as_deref()).await;
+        }
+        if acted.written {
+            let gate = verdict_gate(&observed.gates);
+            self.after_write(npr, &composed, &gate, now).await;
+        }
+        match (acted.result, crash) {
+            (Ok(ran), Some(k)) => {
+                self.stats.actions.fetch_add(ran as u64, Ordering::Relaxed);
+                Outcome::Crashed { ran: k, of: total }
+            }
+            (result, _) => {
+                self.settle(npr, &desired, &plan, &observed, result, now)
+                    .await
+            }
+        }
+    }
+
+    /// The pool's runtime state for this reconcile: created on first sight, its gates rebuilt
+    /// when their spec changed, what wakes it brought up to date.
+    fn prepare(&mut self, npr: &NodePoolRotation, desired: &crate::fleet::resolved::DesiredPool) {
         let gate_spec = serde_json::to_string(&desired.gates).unwrap_or_default();
-        let state = self.pools.entry(name.clone()).or_insert_with(|| PoolState {
-            gate_spec: String::new(),
-            gates: Ok(Vec::new()),
-            trackers: Vec::new(),
-            evaluation: String::new(),
-            due: Instant::now(),
-            failures: 0,
-            last_error: None,
-            blocked_on: None,
-            errors: ErrorTracker::default(),
-            batch_started: None,
-            selector: BTreeMap::new(),
-            rotating: false,
-            last: Instant::now(),
-        });
+        let state = self
+            .pools
+            .entry(npr.name_any())
+            .or_insert_with(PoolState::new);
         state.last = Instant::now();
         state.selector = desired.node_selector.clone();
         if state.gate_spec != gate_spec {
@@ -571,130 +626,193 @@ impl Controller {
         }
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
         state.rotating = checkpoint.is_some_and(|c| !matches!(c.stage, Stage::Done));
-        let now = self.clock.now();
+    }
 
-        // Gates, sampled at the edge for the evaluation the checkpoint is in.
+    /// The health gates' verdict for the evaluation the checkpoint is in, sampled here at the
+    /// edge from the cluster index (and Prometheus) when a sample is due.
+    async fn sample_gates(
+        &mut self,
+        npr: &NodePoolRotation,
+        desired: &crate::fleet::resolved::DesiredPool,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> GateVerdict {
+        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
         let evaluation = evaluation(checkpoint.map(|c| &c.stage));
+        let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
         if evaluation != state.evaluation {
             state.trackers.iter_mut().for_each(Tracker::reset);
             state.evaluation = evaluation.clone();
         }
-        let verdict = match &state.gates {
-            _ if evaluation.is_empty() || desired.gates.is_empty() => GateVerdict::Passing,
+        let gs = match &state.gates {
+            _ if evaluation.is_empty() || desired.gates.is_empty() => {
+                return GateVerdict::Passing;
+            }
             _ if evaluation == NOT_YET => {
-                GateVerdict::Pending("health gates are checked once the new nodes are Ready".into())
+                return GateVerdict::Pending(
+                    "health gates are checked once the new nodes are Ready".into(),
+                );
             }
-            Err(e) => GateVerdict::Failed {
-                gate: match e {
-                    gates::GateError::Invalid { gate, .. } => gate.clone(),
-                },
-                reason: e.to_string(),
-            },
-            Ok(gs) => {
-                if desired
-                    .gates
-                    .iter()
-                    .any(|g| matches!(g.check, GateCheck::Events { .. }))
-                {
-                    self.index.want_events();
-                }
-                // What the index has not listed yet is no sample (the gates stay pending);
-                // what its failing watch cannot answer for is unseen: those gates fail their
-                // sample, never pass on an empty view.
-                if state.trackers.iter().any(|t| t.due(now))
-                    && let Some((pods, events, unseen)) = gate_inputs(&self.index, &desired.gates)
-                {
-                    let inputs = GateInputs {
-                        pods: &pods,
-                        events: &events,
-                        now,
-                    };
-                    // Fail closed: a gate whose input could not be read fails its sample.
-                    let mut taken =
-                        gates::record_blind(&desired.gates, &mut state.trackers, &unseen, now);
-                    taken.extend(gates::sample_due(gs, &mut state.trackers, &inputs).await);
-                    let pm = self.metrics.pool(cluster, pool);
-                    for (gate, passed) in taken {
-                        let r = if passed {
-                            GateResult::Pass
-                        } else {
-                            GateResult::Fail
-                        };
-                        pm.record_gate(&gate, r);
-                    }
-                }
-                gates::combine(&state.trackers)
+            Err(gates::GateError::Invalid { gate, .. }) => {
+                let reason = state.gates.as_ref().err().map(|e| e.to_string());
+                return GateVerdict::Failed {
+                    gate: gate.clone(),
+                    reason: reason.unwrap_or_default(),
+                };
             }
+            Ok(gs) => gs,
         };
+        if desired
+            .gates
+            .iter()
+            .any(|g| matches!(g.check, GateCheck::Events { .. }))
+        {
+            self.index.want_events();
+        }
+        if state.trackers.iter().any(|t| t.due(now)) {
+            let pm = self.metrics.pool(&npr.spec.cluster, &npr.spec.pool);
+            take_samples(
+                &self.index,
+                &desired.gates,
+                gs,
+                &mut state.trackers,
+                &pm,
+                now,
+            )
+            .await;
+        }
+        gates::combine(&state.trackers)
+    }
 
-        let mut observed = match observe(
+    /// The pool as observed now (the index and the cloud group), with the leadership term it
+    /// is acted on under.
+    async fn observe(
+        &mut self,
+        desired: &crate::fleet::resolved::DesiredPool,
+        verdict: GateVerdict,
+        start_hold: Option<String>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<crate::rotate::Observed, crate::kube::observe::ObserveError> {
+        let mut observed = observe(
             &self.index,
             self.groups.as_ref(),
-            &desired,
+            desired,
             verdict,
             start_hold,
         )
-        .await
-        {
-            Ok(o) => o,
-            Err(e) => {
-                // One classification for the retry, the alert, the metric and the event.
-                let classified = e.classify();
-                let retry = classified.class;
-                let error = e.to_string();
-                tracing::warn!(pool = %name, %error, "observing failed");
-                let state = self.pools.get_mut(&name).expect("inserted above");
-                state.failures += 1;
-                state.last_error = Some(error.clone());
-                let alert = self.record_error(&name, npr, classified).await;
-                if alert.is_some() {
-                    tracing::error!(pool = %name, %error, "observing failed and will not heal by retrying");
-                }
-                // No new status to write: the stuck metric still follows the last one.
-                let state = self.pools.get_mut(&name).expect("inserted above");
-                if let Some(prev) = &npr.status {
-                    let stuck =
-                        stuck::detect(prev, state.errors.last(), now, self.config.stuck_after);
-                    self.metrics
-                        .pool(cluster, pool)
-                        .set_stuck(stuck.as_ref().map(|s| s.reason));
-                }
-                let state = self.pools.get_mut(&name).expect("inserted above");
-                state.due = self
-                    .clock
-                    .after(requeue::after_error(retry, state.failures));
-                return Outcome::Failed { retry, error };
-            }
-        };
+        .await?;
         observed.describe_lag = self.config.describe_lag;
         // A new term (this replica took over, or won the lease back) restarts the waits that
         // are measured from times another replica may have written on its own clock.
-        let fence = self.leadership.fence();
-        match (&fence, &self.term) {
+        match (&self.leadership.fence(), &self.term) {
             (Some(f), Some((t, _))) if f == t => {}
             (Some(f), _) => self.term = Some((f.clone(), now)),
             (None, _) => self.term = None,
         }
         observed.leading_since = self.term.as_ref().map(|(_, at)| *at);
+        Ok(observed)
+    }
 
-        // An operator's request (`rota ctl`, an annotation) is one more input to the plan.
-        let request = operator_request(npr);
-        let (mut p, steered) = match &request {
-            Some(Ok(r)) => crate::rotate::plan_with(&desired, &observed, checkpoint, Some(r), now),
-            _ => (plan(&desired, &observed, checkpoint, now), None),
-        };
-        let state = self.pools.get_mut(&name).expect("inserted above");
-        if let Some(e) = &state.last_error
-            && p.status.phase != Phase::Succeeded
-        {
-            // The cause of a stall is often an error only the edge saw (quota, throttling):
-            // name it in the status next to what the planner says.
-            p.status.message = format!("{} (last error: {e})", p.status.message);
+    /// Observing failed: nothing is planned. One classification for the retry, the alert,
+    /// the metric and the event; the stuck metric still follows the last status.
+    async fn observe_failed(
+        &mut self,
+        npr: &NodePoolRotation,
+        e: crate::kube::observe::ObserveError,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Outcome {
+        let name = npr.name_any();
+        let classified = e.classify();
+        let retry = classified.class;
+        let error = e.to_string();
+        tracing::warn!(pool = %name, %error, "observing failed");
+        let state = self.pools.get_mut(&name).expect("prepared");
+        state.failures += 1;
+        state.last_error = Some(error.clone());
+        if self.record_error(&name, npr, classified).await.is_some() {
+            tracing::error!(pool = %name, %error, "observing failed and will not heal by retrying");
         }
-        let total = p.actions.len();
-        let crash = self.crash_after.filter(|k| *k < total);
-        if let Some(k) = crash {
-            p.actions.truncate(k);
+        let state = self.pools.get_mut(&name).expect("prepared");
+        if let Some(prev) = &npr.status {
+            let stuck = stuck::detect(prev, state.errors.last(), now, self.config.stuck_after);
+            self.metrics
+                .pool(&npr.spec.cluster, &npr.spec.pool)
+                .set_stuck(stuck.as_ref().map(|s| s.reason));
+        }
+        state.due = self
+            .clock
+            .after(requeue::after_error(retry, state.failures));
+        Outcome::Failed { retry, error }
+    }
+
+    /// The plan (pure), with an operator's request (`rota ctl`, an annotation) as one more
+    /// input; returns what the request steered, if anything.
+    fn plan(
+        &self,
+        npr: &NodePoolRotation,
+        desired: &crate::fleet::resolved::DesiredPool,
+        observed: &crate::rotate::Observed,
+        request: Option<&Result<Request, OperatorError>>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> (crate::rotate::Plan, Option<String>) {
+        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+        match request {
+            Some(Ok(r)) => crate::rotate::plan_with(desired, observed, checkpoint, Some(r), now),
+            _ => (plan(desired, observed, checkpoint, now), None),
+        }
+    }
+
+    /// The status this reconcile writes, composed in one place (`rotate::status`) from the
+    /// plan, the previous status, the pool's errors and the writing term.
+    fn compose(
+        &mut self,
+        npr: &NodePoolRotation,
+        plan: &crate::rotate::Plan,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Composed {
+        let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
+        let previous = npr.status.as_ref();
+        // The term that writes: ours under election (a new term rewrites the status once),
+        // else the one already there.
+        let fence = match &self.election {
+            Some(_) => self.leadership.fence(),
+            None => previous.and_then(|p| p.fence.clone()),
+        };
+        let composed = compose(&Reconciled {
+            plan,
+            previous,
+            commit: &npr.spec.source_commit,
+            generation: npr.metadata.generation,
+            now,
+            last_error: state.last_error.as_deref(),
+            cause: state.errors.last(),
+            stuck_after: self.config.stuck_after,
+            fence,
+        });
+        if composed.progressed {
+            state.errors.healed();
+        }
+        self.metrics
+            .pool(&npr.spec.cluster, &npr.spec.pool)
+            .set_stuck(composed.stuck.as_ref().map(|s| s.reason));
+        composed
+    }
+
+    /// The side effects: the status (skipped when nothing is to be done and nothing new is
+    /// to be said, as for most reconciles of a pool waiting for a boot or a soak), then the
+    /// plan's actions, in the batch's span.
+    async fn act(
+        &self,
+        npr: &NodePoolRotation,
+        plan: &crate::rotate::Plan,
+        status: &NodePoolRotationStatus,
+    ) -> Acted {
+        let unchanged = plan.actions.is_empty() && npr.status.as_ref() == Some(status);
+        if unchanged {
+            return Acted {
+                result: Ok(0),
+                unchanged,
+                written: false,
+            };
         }
         let edge = Edge {
             client: self.client.clone(),
@@ -703,80 +821,51 @@ impl Controller {
             metrics: Some(self.metrics.clone()),
             lease: self.election.as_ref().map(|_| self.leadership.clone()),
         };
-        let prev = npr.status.as_ref();
-        let mut status = apply::status_for(
-            &p,
-            prev,
-            &npr.spec.source_commit,
-            npr.metadata.generation,
-            now,
-        );
-        // The term that writes: ours under election (a new term rewrites the status once),
-        // else the one already there.
-        status.fence = match &edge.lease {
-            Some(l) => l.fence(),
-            None => prev.and_then(|p| p.fence.clone()),
-        };
-        // Real progress (a new stage, batch or phase) heals whatever failed before.
-        if progressed(prev, &status) {
-            state.errors.healed();
-        }
-        let transition = self.evaluate_stuck(npr, &mut status, now);
-        // Nothing to do and nothing new to say: skip the status write (most reconciles of a
-        // pool that waits for a boot or a soak).
-        let unchanged = p.actions.is_empty() && prev.is_some_and(|prev| *prev == status);
-        let batch = p
+        let batch = plan
             .checkpoint
             .as_ref()
             .and_then(|c| c.stage.batch())
             .map(|b| b.number);
-        let result = if unchanged {
-            Ok(0)
-        } else {
-            let write = apply::apply_with_status(&edge, npr, &p, &status);
-            match batch {
-                Some(n) => write.instrument(crate::telemetry::batch_span(n)).await,
-                None => write.await,
-            }
+        let write = apply::apply(&edge, npr, plan, status);
+        let result = match batch {
+            Some(n) => write.instrument(crate::telemetry::batch_span(n)).await,
+            None => write.await,
         };
         // The status is written unless the write itself failed or was refused.
-        let written = !unchanged
-            && !matches!(
-                result,
-                Err(ApplyError::Status { .. }
-                    | ApplyError::Conflict { .. }
-                    | ApplyError::NotLeading(_)
-                    | ApplyError::Fenced { .. })
-            );
-        // The request is consumed only once the status that records it is written (or already
-        // says the same): a crash before this leaves the annotation, and the checkpoint's
-        // `operator_request` keeps it from being applied twice.
-        if let Some(request) = &request
-            && (written || (unchanged && result.is_ok()))
-        {
-            self.consume_request(npr, request, steered.as_deref()).await;
+        let written = !matches!(
+            result,
+            Err(ApplyError::Status { .. }
+                | ApplyError::Conflict { .. }
+                | ApplyError::NotLeading(_)
+                | ApplyError::Fenced { .. })
+        );
+        Acted {
+            result,
+            unchanged,
+            written,
         }
-        if written {
-            self.after_write(
-                npr,
-                &status,
-                &verdict_gate(&observed.gates),
-                transition,
-                now,
-            )
-            .await;
-        }
-        let state = self.pools.get_mut(&name).expect("inserted above");
-        match result {
+    }
+
+    /// What the outcome means for the pool's next look: progress clears the last error and
+    /// the pool is looked at again when what it waits for is due; a failure is [`Self::failed`].
+    async fn settle(
+        &mut self,
+        npr: &NodePoolRotation,
+        desired: &crate::fleet::resolved::DesiredPool,
+        plan: &crate::rotate::Plan,
+        observed: &crate::rotate::Observed,
+        result: Result<usize, ApplyError>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Outcome {
+        let name = npr.name_any();
+        let e = match result {
             Ok(ran) => {
                 self.stats.actions.fetch_add(ran as u64, Ordering::Relaxed);
-                if let Some(k) = crash {
-                    return Outcome::Crashed { ran: k, of: total };
-                }
-                // Progress clears the last error; the undoing of a stopped batch does not (a
-                // paused pool keeps naming the error that stopped it: quota, throttling).
-                let stopping = matches!(p.status.phase, Phase::Paused | Phase::Failed)
-                    || p.checkpoint.as_ref().is_some_and(|c| {
+                let state = self.pools.get_mut(&name).expect("prepared");
+                // The undoing of a stopped batch does not clear the last error: a paused pool
+                // keeps naming the error that stopped it (quota, throttling).
+                let stopping = matches!(plan.status.phase, Phase::Paused | Phase::Failed)
+                    || plan.checkpoint.as_ref().is_some_and(|c| {
                         c.halted.is_some() || matches!(c.stage, Stage::Abandoning { .. })
                     });
                 if ran > 0 && !stopping {
@@ -784,55 +873,80 @@ impl Controller {
                 }
                 state.failures = 0;
                 state.blocked_on = None;
-                let wait = requeue::after_plan(&p, &desired.policy, &desired.gates, now);
+                let wait = requeue::after_plan(plan, &desired.policy, &desired.gates, now);
                 state.due = self.clock.after(wait);
-                Outcome::Applied {
+                return Outcome::Applied {
                     actions: ran,
-                    phase: p.status.phase,
-                }
+                    phase: plan.status.phase,
+                };
             }
-            Err(
-                e @ (ApplyError::Conflict { .. }
-                | ApplyError::NotLeading(_)
-                | ApplyError::Fenced { .. }),
-            ) => {
-                // Not a failure of the pool: someone else wrote (or leads). Nothing planned
-                // from this read is acted on; the next pass observes again.
-                let retry = e.retry();
-                let error = e.to_string();
-                tracing::info!(pool = %name, %error, "not acting on this read");
-                state.due = Instant::now();
-                Outcome::Failed { retry, error }
-            }
-            Err(e) => {
-                let retry = e.retry();
-                let error = e.to_string();
-                tracing::info!(pool = %name, %error, ?retry, "apply stopped");
-                state.failures += 1;
-                let classified = e.classify();
-                if self.record_error(&name, npr, classified).await.is_some() {
-                    tracing::error!(pool = %name, %error, "an action failed and will not heal by retrying");
-                }
-                let state = self.pools.get_mut(&name).expect("inserted above");
-                if let ApplyError::EvictionBlocked { namespace, pod } = &e {
-                    // Wait for the PDB that covers the pod to change; the timer is only a
-                    // safety net for a missed watch event.
-                    state.blocked_on = observed
-                        .nodes
-                        .iter()
-                        .flat_map(|n| &n.pods)
-                        .find(|x| x.namespace == *namespace && x.name == *pod)
-                        .and_then(|x| x.pdb.as_ref())
-                        .map(|b| (b.namespace.clone(), b.name.clone()));
-                } else {
-                    state.last_error = Some(error.clone());
-                }
-                state.due = self
-                    .clock
-                    .after(requeue::after_error(retry, state.failures));
-                Outcome::Failed { retry, error }
-            }
+            Err(e) => e,
+        };
+        self.failed(npr, observed, e).await
+    }
+
+    /// An action (or the status write) failed: a refusal observes again at once, a failure
+    /// is counted, classified once and backs off by its class; a blocked eviction waits for
+    /// the PodDisruptionBudget that covers the pod.
+    async fn failed(
+        &mut self,
+        npr: &NodePoolRotation,
+        observed: &crate::rotate::Observed,
+        e: ApplyError,
+    ) -> Outcome {
+        let name = npr.name_any();
+        let retry = e.retry();
+        let error = e.to_string();
+        if matches!(
+            e,
+            ApplyError::Conflict { .. } | ApplyError::NotLeading(_) | ApplyError::Fenced { .. }
+        ) {
+            // Not a failure of the pool: someone else wrote (or leads). Nothing planned from
+            // this read is acted on; the next pass observes again.
+            tracing::info!(pool = %name, %error, "not acting on this read");
+            self.pools.get_mut(&name).expect("prepared").due = Instant::now();
+            return Outcome::Failed { retry, error };
         }
+        tracing::info!(pool = %name, %error, ?retry, "apply stopped");
+        self.pools.get_mut(&name).expect("prepared").failures += 1;
+        if self.record_error(&name, npr, e.classify()).await.is_some() {
+            tracing::error!(pool = %name, %error, "an action failed and will not heal by retrying");
+        }
+        let state = self.pools.get_mut(&name).expect("prepared");
+        if let ApplyError::EvictionBlocked { namespace, pod } = &e {
+            // The timer is only a safety net for a missed watch event.
+            state.blocked_on = observed
+                .nodes
+                .iter()
+                .flat_map(|n| &n.pods)
+                .find(|x| x.namespace == *namespace && x.name == *pod)
+                .and_then(|x| x.pdb.as_ref())
+                .map(|b| (b.namespace.clone(), b.name.clone()));
+        } else {
+            state.last_error = Some(error.clone());
+        }
+        state.due = self
+            .clock
+            .after(requeue::after_error(retry, state.failures));
+        Outcome::Failed { retry, error }
+    }
+}
+
+/// What [`Controller::act`] did.
+struct Acted {
+    result: Result<usize, ApplyError>,
+    /// Nothing to do and nothing new to say: nothing was written.
+    unchanged: bool,
+    /// The status was written.
+    written: bool,
+}
+
+impl Acted {
+    /// Whether the status now records this reconcile (written, or already saying the same):
+    /// only then is an operator's request consumed. A crash before this leaves the
+    /// annotation, and the checkpoint's `operator_request` keeps it from being applied twice.
+    fn recorded(&self) -> bool {
+        self.written || (self.unchanged && self.result.is_ok())
     }
 }
 
@@ -844,7 +958,7 @@ impl Controller {
         &mut self,
         name: &str,
         npr: &NodePoolRotation,
-        err: stuck::Classified,
+        err: crate::errors::Classified,
     ) -> Option<&'static str> {
         let alerts = err.class.alerts();
         self.metrics
@@ -862,64 +976,23 @@ impl Controller {
         Some(alert)
     }
 
-    /// Stuck detection on the status about to be written: carries the previous `Stuck`
-    /// condition over (the planner's status does not know it), evaluates it against
-    /// `--stuck-after`, sets `rota_pool_stuck`. While the pool stays stuck for the same
-    /// reason the condition is kept as it was, so a stuck pool is not rewritten on every
-    /// reconcile just to update "no progress for ...".
-    fn evaluate_stuck(
-        &self,
-        npr: &NodePoolRotation,
-        status: &mut NodePoolRotationStatus,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Option<stuck::Transition> {
-        let previous = npr.status.as_ref().and_then(|s| {
-            s.conditions
-                .iter()
-                .find(|c| c.type_ == stuck::CONDITION_TYPE)
-                .cloned()
-        });
-        if let Some(c) = &previous {
-            status.conditions.push(c.clone());
-        }
-        let errors = self
-            .pools
-            .get(&npr.name_any())
-            .map(|s| s.errors.clone())
-            .unwrap_or_default();
-        let pm = self.metrics.pool(&npr.spec.cluster, &npr.spec.pool);
-        let transition = stuck::evaluate(status, &errors, now, self.config.stuck_after, &pm);
-        if transition.is_none()
-            && let Some(prev) = previous
-            && let Some(c) = status
-                .conditions
-                .iter_mut()
-                .find(|c| c.type_ == stuck::CONDITION_TYPE)
-            && c.status == prev.status
-            && c.reason == prev.reason
-        {
-            *c = prev;
-        }
-        transition
-    }
-
     /// After a status write: the pool's gauges, the counters and histograms of the stages it
     /// left, the Stuck Event, gate failures and the rollout notices.
     async fn after_write(
         &mut self,
         npr: &NodePoolRotation,
-        status: &NodePoolRotationStatus,
+        composed: &Composed,
         failed_gate: &Option<String>,
-        transition: Option<stuck::Transition>,
         now: chrono::DateTime<chrono::Utc>,
     ) {
+        let status = &composed.status;
         let (cluster, pool) = (npr.spec.cluster.as_str(), npr.spec.pool.as_str());
         let prev = npr.status.as_ref();
         {
             let pm = self.metrics.pool(cluster, pool);
             pm.observe_status(status);
             if let Some(s) = self.pools.get_mut(&npr.name_any()) {
-                s.batch_started = stage_transitions(prev, status, s.batch_started, now, &pm);
+                s.batch_started = transitions::count(prev, status, s.batch_started, now, &pm);
             }
             // A gate that stopped the rotation holds rota_pool_gate_failed until it moves.
             let stopped = matches!(
@@ -935,7 +1008,7 @@ impl Controller {
                 _ => {}
             }
         }
-        if let Some(t) = transition {
+        if let Some(t) = &composed.transition {
             let (warning, reason, note) = t.event();
             if warning {
                 tracing::warn!(%note, "pool stuck");
@@ -1052,114 +1125,6 @@ fn verdict_gate(v: &GateVerdict) -> Option<String> {
     }
 }
 
-/// Whether the rotation moved between two statuses: a new phase, stage or batch.
-fn progressed(prev: Option<&NodePoolRotationStatus>, next: &NodePoolRotationStatus) -> bool {
-    let key = |s: &NodePoolRotationStatus| {
-        let stage = s.checkpoint.as_ref().map(|c| &c.stage);
-        (
-            s.phase,
-            stage.map(|st| st.name()),
-            stage.and_then(|st| st.batch()).map(|b| b.number),
-        )
-    };
-    prev.is_none_or(|p| key(p) != key(next))
-}
-
-/// Count what finished between the status before and after a reconcile (pure but for the
-/// metrics): a batch's new nodes Ready (brought up, boot-to-Ready from the surge), its old
-/// nodes drained (drain duration from the drain's start), the batch done (batch duration
-/// from the surge). Returns the batch under way and when its surge began.
-fn stage_transitions(
-    prev: Option<&NodePoolRotationStatus>,
-    next: &NodePoolRotationStatus,
-    started: Option<(u32, chrono::DateTime<chrono::Utc>)>,
-    now: chrono::DateTime<chrono::Utc>,
-    pm: &crate::metrics::PoolMetrics<'_>,
-) -> Option<(u32, chrono::DateTime<chrono::Utc>)> {
-    let secs = |since: chrono::DateTime<chrono::Utc>| {
-        (now - since).num_milliseconds().max(0) as f64 / 1000.0
-    };
-    let before = prev.and_then(|p| p.checkpoint.as_ref()).map(|c| &c.stage);
-    let after = next.checkpoint.as_ref().map(|c| &c.stage);
-    let before_next = prev
-        .and_then(|p| p.checkpoint.as_ref())
-        .and_then(|c| c.next.as_deref());
-    let after_next = next.checkpoint.as_ref().and_then(|c| c.next.as_deref());
-    let mut started = started;
-    // The surge's start: the Surging stage's own start, seen before or after, of the
-    // current batch or of the pipelined one (`checkpoint.next`, brought up during a soak;
-    // the soaking batch's duration was taken when its soak began).
-    for st in [before, after, before_next, after_next]
-        .into_iter()
-        .flatten()
-    {
-        if let Stage::Surging { batch } = st
-            && started.is_none_or(|(n, _)| n != batch.number)
-        {
-            started = Some((batch.number, batch.stage_since));
-        }
-    }
-    let same_batch = |a: &Stage, b: Option<&Stage>| {
-        a.batch().map(|x| x.number) == b.and_then(|s| s.batch()).map(|x| x.number)
-    };
-    // The pipelined batch's nodes all Ready: it left WaitingReady, in `next` or promoted.
-    if let Some(Stage::WaitingReady { batch }) = before_next {
-        let now_at = [after_next, after]
-            .into_iter()
-            .flatten()
-            .find(|s| s.batch().is_some_and(|b| b.number == batch.number));
-        if now_at.is_some_and(|s| {
-            !matches!(
-                s,
-                Stage::WaitingReady { .. } | Stage::Surging { .. } | Stage::Abandoning { .. }
-            )
-        }) {
-            let n = batch.new_instances.len() as u64;
-            pm.record_brought_up(n);
-            if let Some((_, t)) = started.filter(|(n, _)| *n == batch.number) {
-                for _ in 0..n {
-                    pm.observe_boot_to_ready(secs(t));
-                }
-            }
-        }
-    }
-    let Some(before) = before else {
-        return started;
-    };
-    if before.name() == after.map(|s| s.name()).unwrap_or("Done") && same_batch(before, after) {
-        return started;
-    }
-    let surge = started
-        .filter(|(n, _)| before.batch().is_some_and(|b| b.number == *n))
-        .map(|(_, t)| t);
-    match before {
-        // Every new node of the batch is Ready (the stage moved on to the gates).
-        Stage::WaitingReady { batch } if !matches!(after, Some(Stage::Abandoning { .. })) => {
-            let n = batch.new_instances.len() as u64;
-            pm.record_brought_up(n);
-            if let Some(t) = surge {
-                for _ in 0..n {
-                    pm.observe_boot_to_ready(secs(t));
-                }
-            }
-        }
-        Stage::Draining { batch } if matches!(after, Some(Stage::Terminating { .. })) => {
-            let n = batch.old_nodes.len() as u64;
-            pm.record_drained(n);
-            for _ in 0..n {
-                pm.observe_drain_duration(secs(batch.stage_since));
-            }
-        }
-        Stage::Terminating { .. } => {
-            if let Some(t) = surge {
-                pm.observe_batch_duration(secs(t));
-            }
-        }
-        _ => {}
-    }
-    started
-}
-
 /// The evaluation of stages whose gates are not sampled yet (their verdict is pending).
 const NOT_YET: &str = "not-yet";
 
@@ -1225,6 +1190,38 @@ pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>>
     out
 }
 
+/// Sample the gates that are due from the index (and Prometheus) and count each sample. What
+/// the index has not listed yet is no sample (the gates stay pending); what its failing watch
+/// cannot answer for is unseen: those gates fail their sample (fail closed), never pass on an
+/// empty view.
+async fn take_samples(
+    index: &ClusterIndex,
+    specs: &[crate::fleet::resolved::ResolvedGate],
+    gs: &[Box<dyn Gate>],
+    trackers: &mut [Tracker],
+    pm: &crate::metrics::PoolMetrics<'_>,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    let Some((pods, events, unseen)) = gate_inputs(index, specs) else {
+        return;
+    };
+    let inputs = GateInputs {
+        pods: &pods,
+        events: &events,
+        now,
+    };
+    let mut taken = gates::record_blind(specs, trackers, &unseen, now);
+    taken.extend(gates::sample_due(gs, trackers, &inputs).await);
+    for (gate, passed) in taken {
+        let r = if passed {
+            GateResult::Pass
+        } else {
+            GateResult::Fail
+        };
+        pm.record_gate(&gate, r);
+    }
+}
+
 /// The gates' view of the cluster, from the index: every pod's health and, when an events
 /// gate asks, the index's window of events; what the index cannot answer for is reported in
 /// `Unseen` (never an empty cluster: see `gates::record_blind`). `None` while a kind the
@@ -1262,67 +1259,4 @@ fn gate_inputs(
         Vec::new()
     };
     Some((pods, events, unseen))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn status(value: serde_json::Value) -> NodePoolRotationStatus {
-        NodePoolRotationStatus {
-            checkpoint: Some(serde_json::from_value(value).unwrap()),
-            ..Default::default()
-        }
-    }
-
-    fn soaking_with_next(next: &str) -> NodePoolRotationStatus {
-        status(serde_json::json!({
-            "originImage": "a", "targetImage": "b", "targetVersion": "v2",
-            "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 2,
-            "stage": {"name": "soaking", "until": "2026-11-24T11:00:00Z", "batch": {
-                "number": 1, "oldNodes": [], "targetCapacity": 6, "instancesBefore": [],
-                "stageSince": "2026-11-24T10:00:00Z"}},
-            "next": {"name": next, "batch": {
-                "number": 2, "oldNodes": [], "targetCapacity": 6, "instancesBefore": [],
-                "newInstances": ["i-m3", "i-m4"], "stageSince": "2026-11-24T10:01:00Z"}}
-        }))
-    }
-
-    #[test]
-    fn a_pipelined_batch_counts_its_nodes_brought_up_and_their_boot() {
-        let m = crate::metrics::Metrics::new();
-        let pm = m.pool("c", "p");
-        let at = |min: i64| {
-            chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
-                .unwrap()
-                .with_timezone(&chrono::Utc)
-                + chrono::Duration::minutes(min)
-        };
-        // Batch 2 surges during batch 1's soak: its start is taken from `next`.
-        let started = stage_transitions(
-            Some(&soaking_with_next("surging")),
-            &soaking_with_next("waitingReady"),
-            None,
-            at(2),
-            &pm,
-        );
-        assert_eq!(started, Some((2, at(1))));
-        // Its nodes are Ready (it moved on to the gates): two brought up, booted in 3 min.
-        stage_transitions(
-            Some(&soaking_with_next("waitingReady")),
-            &soaking_with_next("gating"),
-            started,
-            at(4),
-            &pm,
-        );
-        let text = m.render_at(at(4));
-        assert!(
-            text.contains(r#"rota_nodes_brought_up_total{cluster="c",pool="p"} 2"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"rota_node_boot_to_ready_seconds_sum{cluster="c",pool="p"} 360"#),
-            "{text}"
-        );
-    }
 }

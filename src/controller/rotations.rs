@@ -3,7 +3,7 @@
 //!
 //! What a pass reads here may lag its own last status write by the watch's latency. That is
 //! safe: the checkpoint is written with the object's `resourceVersion` as a precondition
-//! before any side effect (`rotate::apply`), so a plan made from an older status loses with
+//! before any side effect (`controller::apply`), so a plan made from an older status loses with
 //! 409 Conflict and the pool is observed again on a later pass. Until the first list has
 //! completed there is no answer ([`Rotations::snapshot`] is an error), never an empty set of
 //! pools. A watch that fails after that keeps the last set it saw while it reconnects (the

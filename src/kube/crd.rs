@@ -1,184 +1,216 @@
 //! The NodePoolRotation custom resource: one per managed pool, its spec the pool's desired
 //! state, its status the rotation's progress and checkpoint.
 //!
+//! The spec and status are plain data of the core (`rotate::resource`); this file makes them
+//! a Kubernetes resource (the object with its metadata, its `kube::Resource` identity) and
+//! derives the CRD from their schemas, as kube's `CustomResource` derive would, with the
+//! printer columns `kubectl get npr` shows.
+//!
 //! The resource is cluster-scoped. What it drives (nodes, a cloud group) is cluster-wide; a
 //! namespace would be an arbitrary extra name to know, and the RBAC rota needs for nodes is
 //! cluster-wide anyway. Its name is the pool's name (unique within a cluster by the fleet
 //! contract), so `kubectl get npr general` finds the pool.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
-use chrono::{DateTime, Utc};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray,
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresourceStatus,
+    CustomResourceSubresources, CustomResourceValidation, JSONSchemaProps, JSONSchemaPropsOrArray,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::{CustomResource, CustomResourceExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ClusterResourceScope, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::fleet::resolved::{DesiredPool, EffectivePolicy, GroupRef, Mode, ResolvedGate};
-use crate::rotate::{Checkpoint, Phase};
+pub use crate::rotate::resource::{Condition, Fence, NodePoolRotationSpec, NodePoolRotationStatus};
 
 /// Label naming the rota version that owns a resource (version-scoped ownership).
 pub const AGENT_VERSION_LABEL: &str = "rota.dev/agent-version";
 
-/// The desired state of one pool, as resolved from one fleet commit.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "rota.dev",
-    version = "v1alpha1",
-    kind = "NodePoolRotation",
-    plural = "nodepoolrotations",
-    singular = "nodepoolrotation",
-    shortname = "npr",
-    category = "rota",
-    status = "NodePoolRotationStatus",
-    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.cluster","priority":1}"#,
-    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version"}"#,
-    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Batch","type":"integer","jsonPath":".status.checkpoint.batchesStarted"}"#,
-    printcolumn = r#"{"name":"Stage","type":"string","jsonPath":".status.checkpoint.stage.name"}"#,
-    printcolumn = r#"{"name":"On-Target","type":"integer","jsonPath":".status.onTarget"}"#,
-    printcolumn = r#"{"name":"Total","type":"integer","jsonPath":".status.total"}"#,
-    printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.ready","priority":1}"#,
-    printcolumn = r#"{"name":"Message","type":"string","jsonPath":".status.message","priority":1}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
+const GROUP: &str = "rota.dev";
+const VERSION: &str = "v1alpha1";
+const KIND: &str = "NodePoolRotation";
+const PLURAL: &str = "nodepoolrotations";
+const SINGULAR: &str = "nodepoolrotation";
+const SHORT_NAMES: &[&str] = &["npr"];
+
+/// One managed pool: its desired state at one fleet commit and the progress of its rotation.
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct NodePoolRotationSpec {
-    pub cluster: String,
-    pub pool: String,
-    /// The pool's cloud group.
-    pub group: GroupRef,
-    /// Labels that pick the pool's nodes.
+#[schemars(title = "NodePoolRotation")]
+pub struct NodePoolRotation {
+    /// `apiVersion`, `kind` and `metadata` are the API server's to validate: not in the schema.
+    #[schemars(skip)]
+    pub metadata: ObjectMeta,
+    pub spec: NodePoolRotationSpec,
     #[serde(default)]
-    pub node_selector: BTreeMap<String, String>,
-    pub channel: String,
-    pub version: String,
-    /// The image ID for the pool's cloud.
-    pub image: String,
-    /// The effective RolloutPolicy (every default applied).
-    pub policy: EffectivePolicy,
-    #[serde(default)]
-    pub gates: Vec<ResolvedGate>,
-    /// The fleet commit this desired state was resolved from.
-    pub source_commit: String,
-    #[serde(default)]
-    pub mode: Mode,
+    pub status: Option<NodePoolRotationStatus>,
 }
 
-/// The progress of the pool's rotation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodePoolRotationStatus {
-    #[serde(default)]
-    pub phase: Phase,
-    /// What the pool waits for, or why it stopped.
-    #[serde(default)]
-    pub message: String,
-    /// Nodes in the pool.
-    #[serde(default)]
-    pub total: u32,
-    /// Nodes running the desired image.
-    #[serde(default)]
-    pub on_target: u32,
-    /// Ready nodes.
-    #[serde(default)]
-    pub ready: u32,
-    /// The rotation's checkpoint: written before every side effect.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint: Option<Checkpoint>,
-    /// `Progressing`, `Ready`, `Paused` (standard Kubernetes conditions).
-    #[serde(default)]
-    pub conditions: Vec<Condition>,
-    /// The fleet commit whose desired state this status reflects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_commit: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// When the rotation last moved forward.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::rotate::checkpoint::opt_date_time")]
-    pub last_progress_time: Option<DateTime<Utc>>,
-    /// When the rotation should be done, at the pace its batches went so far
-    /// (`rotate::eta`); set anew when the stage changes, so that it does not move with
-    /// every pass.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::rotate::checkpoint::opt_date_time")]
-    pub estimated_completion: Option<DateTime<Utc>>,
-    /// The leadership term that wrote this status (see `controller::leader`): a controller
-    /// whose own term is older refuses to write over it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fence: Option<Fence>,
-}
-
-/// A leadership term: the Lease's holder and its `leaseTransitions` when it was won. Terms
-/// are ordered by `transitions` (every takeover increments it).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Fence {
-    pub holder: String,
-    pub transitions: i32,
-}
-
-impl Fence {
-    /// Whether a status written under `self` may be written over by the term `by` (pure):
-    /// only by the same term or a later one.
-    pub fn admits(&self, by: &Fence) -> bool {
-        by.transitions > self.transitions
-            || (by.transitions == self.transitions && by.holder == self.holder)
-    }
-}
-
-impl NodePoolRotationSpec {
-    /// The spec for one pool of a resolved cluster at one fleet commit.
-    pub fn from_desired(pool: &DesiredPool, source_commit: &str) -> Self {
-        NodePoolRotationSpec {
-            cluster: pool.cluster.clone(),
-            pool: pool.name.clone(),
-            group: pool.group.clone(),
-            node_selector: pool.node_selector.clone(),
-            channel: pool.channel.clone(),
-            version: pool.version.clone(),
-            image: pool.image.clone(),
-            policy: pool.policy.clone(),
-            gates: pool.gates.clone(),
-            source_commit: source_commit.to_string(),
-            mode: pool.mode,
+impl NodePoolRotation {
+    /// A new resource named `name` (the pool's name) with `spec` and no status.
+    pub fn new(name: &str, spec: NodePoolRotationSpec) -> Self {
+        NodePoolRotation {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status: None,
         }
     }
 
-    /// The desired pool this spec carries (what `rotate::plan` takes).
-    pub fn desired(&self) -> DesiredPool {
-        DesiredPool {
-            cluster: self.cluster.clone(),
-            name: self.pool.clone(),
-            channel: self.channel.clone(),
-            version: self.version.clone(),
-            image: self.image.clone(),
-            group: self.group.clone(),
-            node_selector: self.node_selector.clone(),
-            policy: self.policy.clone(),
-            gates: self.gates.clone(),
-            mode: self.mode,
-        }
+    /// The resource as the API names it (for dynamic clients and discovery).
+    pub fn api_resource() -> kube::core::ApiResource {
+        kube::core::ApiResource::erase::<Self>(&())
     }
+}
+
+impl Serialize for NodePoolRotation {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut obj = ser.serialize_struct(KIND, 4 + usize::from(self.status.is_some()))?;
+        obj.serialize_field("apiVersion", &Self::api_version(&()))?;
+        obj.serialize_field("kind", KIND)?;
+        obj.serialize_field("metadata", &self.metadata)?;
+        obj.serialize_field("spec", &self.spec)?;
+        if let Some(status) = &self.status {
+            obj.serialize_field("status", status)?;
+        }
+        obj.end()
+    }
+}
+
+impl Resource for NodePoolRotation {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        KIND.into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        VERSION.into()
+    }
+    fn api_version(_: &()) -> Cow<'_, str> {
+        format!("{GROUP}/{VERSION}").into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        PLURAL.into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl kube::core::object::HasSpec for NodePoolRotation {
+    type Spec = NodePoolRotationSpec;
+    fn spec(&self) -> &NodePoolRotationSpec {
+        &self.spec
+    }
+    fn spec_mut(&mut self) -> &mut NodePoolRotationSpec {
+        &mut self.spec
+    }
+}
+
+impl kube::core::object::HasStatus for NodePoolRotation {
+    type Status = NodePoolRotationStatus;
+    fn status(&self) -> Option<&NodePoolRotationStatus> {
+        self.status.as_ref()
+    }
+    fn status_mut(&mut self) -> &mut Option<NodePoolRotationStatus> {
+        &mut self.status
+    }
+}
+
+/// What `kubectl get npr` shows: (name, type, JSONPath, priority).
+const PRINTER_COLUMNS: &[(&str, &str, &str, i32)] = &[
+    ("Cluster", "string", ".spec.cluster", 1),
+    ("Version", "string", ".spec.version", 0),
+    ("Phase", "string", ".status.phase", 0),
+    ("Batch", "integer", ".status.checkpoint.batchesStarted", 0),
+    ("Stage", "string", ".status.checkpoint.stage.name", 0),
+    ("On-Target", "integer", ".status.onTarget", 0),
+    ("Total", "integer", ".status.total", 0),
+    ("Ready", "integer", ".status.ready", 1),
+    ("Message", "string", ".status.message", 1),
+    ("Age", "date", ".metadata.creationTimestamp", 0),
+];
+
+/// The OpenAPI v3 schema of the resource, generated as kube's derive does: inlined, no
+/// `$schema`, optional fields nullable, rewritten to the structural form Kubernetes requires.
+fn open_api_schema() -> JSONSchemaProps {
+    let generator = schemars::generate::SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .with_transform(schemars::transform::AddNullable::default())
+        .with_transform(kube::core::schema::StructuralSchemaRewriter)
+        .with_transform(kube::core::schema::OptionalEnum)
+        .with_transform(kube::core::schema::OptionalIntOrString)
+        .into_generator();
+    serde_json::to_value(generator.into_root_schema_for::<NodePoolRotation>())
+        .and_then(serde_json::from_value)
+        .expect("the resource's schema is a valid JSONSchemaProps")
 }
 
 /// The CRD as rota installs it.
 pub fn definition() -> CustomResourceDefinition {
-    let mut crd = NodePoolRotation::crd();
-    for v in &mut crd.spec.versions {
-        if let Some(schema) = v
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-        {
-            type_untyped_values(schema);
-        }
+    let mut schema = open_api_schema();
+    type_untyped_values(&mut schema);
+    let columns = PRINTER_COLUMNS
+        .iter()
+        .map(
+            |(name, type_, path, priority)| CustomResourceColumnDefinition {
+                name: (*name).into(),
+                type_: (*type_).into(),
+                json_path: (*path).into(),
+                priority: (*priority > 0).then_some(*priority),
+                ..CustomResourceColumnDefinition::default()
+            },
+        )
+        .collect();
+    CustomResourceDefinition {
+        metadata: ObjectMeta {
+            name: Some(format!("{PLURAL}.{GROUP}")),
+            ..ObjectMeta::default()
+        },
+        spec: CustomResourceDefinitionSpec {
+            group: GROUP.into(),
+            names: CustomResourceDefinitionNames {
+                categories: Some(vec!["rota".into()]),
+                kind: KIND.into(),
+                plural: PLURAL.into(),
+                short_names: Some(SHORT_NAMES.iter().map(|s| s.to_string()).collect()),
+                singular: Some(SINGULAR.into()),
+                ..CustomResourceDefinitionNames::default()
+            },
+            scope: "Cluster".into(),
+            versions: vec![CustomResourceDefinitionVersion {
+                additional_printer_columns: Some(columns),
+                name: VERSION.into(),
+                schema: Some(CustomResourceValidation {
+                    open_api_v3_schema: Some(schema),
+                }),
+                served: true,
+                storage: true,
+                subresources: Some(CustomResourceSubresources {
+                    scale: None,
+                    status: Some(CustomResourceSubresourceStatus(serde_json::json!({}))),
+                }),
+                ..CustomResourceDefinitionVersion::default()
+            }],
+            ..CustomResourceDefinitionSpec::default()
+        },
+        ..CustomResourceDefinition::default()
     }
-    crd
 }
 
 /// Kubernetes requires a structural schema: every field typed. The fleet contract has two
@@ -291,31 +323,5 @@ mod tests {
             have == want,
             "deploy/crd.yaml is stale; regenerate it with ROTA_BLESS=1 cargo test --lib kube::crd"
         );
-    }
-
-    #[test]
-    fn spec_round_trips_a_desired_pool() {
-        let pool = DesiredPool {
-            cluster: "prod-use1".into(),
-            name: "general".into(),
-            channel: "general".into(),
-            version: "2026.11.2".into(),
-            image: "ami-0f9e8d7c6b5a40312".into(),
-            group: GroupRef::Aws {
-                region: "us-east-1".into(),
-                auto_scaling_group: "eks-general".into(),
-            },
-            node_selector: [("pool".to_string(), "general".to_string())].into(),
-            policy: EffectivePolicy::default(),
-            gates: vec![],
-            mode: Mode::Reconcile,
-        };
-        let spec = NodePoolRotationSpec::from_desired(&pool, "abc123");
-        assert_eq!(spec.desired(), pool);
-        let json = serde_json::to_value(&spec).unwrap();
-        assert_eq!(json["sourceCommit"], "abc123");
-        assert_eq!(json["policy"]["batch"], "10%");
-        let back: NodePoolRotationSpec = serde_json::from_value(json).unwrap();
-        assert_eq!(back, spec);
     }
 }

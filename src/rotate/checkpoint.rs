@@ -1,7 +1,7 @@
 //! The checkpoint: the one piece of rotation state that survives a crash.
 //!
 //! It lives in the status of the pool's NodePoolRotation resource. `rotate::plan` reads the
-//! last checkpoint and returns the next one; `rotate::apply` writes the next one *before* it
+//! last checkpoint and returns the next one; `controller::apply` writes the next one *before* it
 //! executes any action of the plan. So whatever a crash interrupts, the persisted checkpoint
 //! already names everything the interrupted step may have touched (the capacity it surged to,
 //! the old nodes it chose and may have cordoned, the instances it brought up), and the next

@@ -1,16 +1,20 @@
-//! Blue-green rotation of one node pool: `plan` decides (pure), `apply` acts.
+//! Blue-green rotation of one node pool, decided purely: `plan` takes the desired pool, what
+//! was observed, the checkpoint and the time and returns the actions with their reasons;
+//! `controller::apply` acts on them.
 //!
 //! The types here are the vocabulary shared by both and by the NodePoolRotation resource:
 //! [`Action`] (what to do, always with a reason), [`Plan`] (the actions and the next
 //! [`checkpoint::Checkpoint`]) and [`Phase`] (what `kubectl get` shows).
 
-pub mod apply;
 pub mod checkpoint;
 pub mod eta;
 pub mod observed;
 pub mod operator;
 pub mod parallel;
 pub mod plan;
+pub mod resource;
+pub mod status;
+pub mod stuck;
 pub mod window;
 
 use std::fmt;

@@ -2,7 +2,7 @@
 //!
 //! `plan` never reads a clock, never calls an API and never mutates its inputs. It returns the
 //! actions to take now, each with the reason it was chosen, and the next checkpoint. The caller
-//! (`rotate::apply`) must persist `Plan::checkpoint` *before* executing `Plan::actions`, in
+//! (`controller::apply`) must persist `Plan::checkpoint` *before* executing `Plan::actions`, in
 //! order, stopping at the first failure: the checkpoint then already names everything the
 //! actions may touch, and a crash anywhere is recovered by planning again from it.
 //!

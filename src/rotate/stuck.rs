@@ -1,4 +1,5 @@
-//! Stuck detection: what deserves a page (errors are classified in [`crate::errors`]).
+//! Stuck detection: what deserves a page (errors are classified in [`crate::errors`]); the
+//! status composer ([`super::status`]) runs it on every status it composes.
 //!
 //! Pure functions, no clock: the controller passes `now`. Two rules keep pages rare and
 //! meaningful:
@@ -15,18 +16,14 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::kube::crd::NodePoolRotationStatus;
-use crate::rotate::Phase;
-use crate::rotate::checkpoint::Stage;
+use super::Phase;
+use super::checkpoint::Stage;
+use super::resource::{Condition, NodePoolRotationStatus};
+use crate::errors::Classified;
 
 /// The condition type rota sets on a NodePoolRotation.
 pub const CONDITION_TYPE: &str = "Stuck";
-
-/// Errors are classified once, in [`crate::errors`]: retry, stuck detection, metrics and
-/// events all read the same class and reason.
-pub use crate::errors::{Class, Classified};
 
 /// Why a pool is stuck, for the condition, the Event and `rota_pool_stuck{reason}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,21 +138,6 @@ impl Transition {
     }
 }
 
-/// Everything the controller does about stuckness after computing a pool's new status, in one
-/// call: detect, set the condition on `status`, set `rota_pool_stuck`; returns the transition
-/// to post as an Event (see [`Transition::event`]).
-pub fn evaluate(
-    status: &mut NodePoolRotationStatus,
-    errors: &ErrorTracker,
-    now: DateTime<Utc>,
-    threshold: Duration,
-    metrics: &crate::metrics::PoolMetrics<'_>,
-) -> Option<Transition> {
-    let stuck = detect(status, errors.last(), now, threshold);
-    metrics.set_stuck(stuck.as_ref().map(|s| s.reason));
-    apply_condition(status, stuck.as_ref(), now)
-}
-
 /// Set the `Stuck` condition on `status` (keeping `lastTransitionTime` while it holds) and
 /// return the transition, if any, against the condition already there.
 pub fn apply_condition(
@@ -179,15 +161,18 @@ pub fn apply_condition(
     let kept_time = previous
         .as_ref()
         .filter(|c| c.status == cond_status)
-        .map(|c| c.last_transition_time.clone());
-    let condition = Condition {
-        type_: CONDITION_TYPE.into(),
-        status: cond_status.into(),
-        reason: reason.clone(),
-        message,
-        observed_generation: status.observed_generation,
-        last_transition_time: kept_time.unwrap_or_else(|| time(now)),
-    };
+        .map(|c| c.last_transition_time);
+    let mut condition = Condition::new(
+        CONDITION_TYPE,
+        cond_status,
+        &reason,
+        &message,
+        status.observed_generation,
+        now,
+    );
+    if let Some(kept) = kept_time {
+        condition.last_transition_time = kept;
+    }
     status.conditions.retain(|c| c.type_ != CONDITION_TYPE);
     status.conditions.push(condition);
     match (was, stuck) {
@@ -196,13 +181,6 @@ pub fn apply_condition(
         (Some(_), None) => Some(Transition::Cleared),
         (None, None) => None,
     }
-}
-
-fn time(t: DateTime<Utc>) -> Time {
-    Time(
-        k8s_openapi::jiff::Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32)
-            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-    )
 }
 
 /// Remembers a pool's errors since its last progress: the first one that alerts is reported
@@ -428,7 +406,7 @@ mod tests {
             (c.status.as_str(), c.reason.as_str()),
             ("True", "DrainBlocked")
         );
-        assert_eq!(c.last_transition_time, time(t(700)));
+        assert_eq!(c.last_transition_time, t(700));
         assert_eq!(
             s.conditions.iter().filter(|c| c.type_ == "Stuck").count(),
             1
