@@ -236,64 +236,76 @@ impl<'a> Planner<'a> {
     }
 
     fn run(&mut self, cp: Option<Checkpoint>) -> Outcome {
-        let d = self.desired;
         let mut cp = match self.reconcile_desired(cp) {
             Ok(cp) => cp,
             Err(outcome) => return *outcome,
         };
 
+        if let Some(stopped) = self.stopped(&mut cp) {
+            return stopped;
+        }
+        self.keep_annotations(&mut cp);
+        self.stage_machine(cp)
+    }
+
+    /// What holds the rotation where it is before any stage runs: an operator's request (a
+    /// pause from `rota ctl`), `rollout.paused`, a halt; cordons left over from a crash are
+    /// undone first. `None`: the stage machine runs.
+    fn stopped(&mut self, cp: &mut Checkpoint) -> Option<Outcome> {
         // An operator's request steers the rotation under way (rotate::operator); a pause
         // holds it here like `rollout.paused`, without forgetting a halt.
         if let Some(r) = self.request {
-            self.steered = super::operator::apply(&mut cp, r, self.now);
+            self.steered = super::operator::apply(cp, r, self.now);
         }
         if let Some(by) = cp.operator_paused.clone() {
             let at = cp.stage.name();
-            return Outcome {
-                checkpoint: Some(cp),
+            return Some(Outcome {
+                checkpoint: Some(cp.clone()),
                 phase: Phase::Paused,
                 reason: "PausedByOperator",
                 message: format!("{by} at stage {at}; `rota ctl resume` continues"),
-            };
+            });
         }
-        if d.policy.paused {
+        if self.desired.policy.paused {
             // A paused pool forgets a halt: unpausing is how a human resumes it.
             if cp.halted.take().is_some() {
                 cp.restart_clocks(self.now);
             }
             let at = cp.stage.name();
-            return Outcome {
-                checkpoint: Some(cp),
+            return Some(Outcome {
+                checkpoint: Some(cp.clone()),
                 phase: Phase::Paused,
                 reason: "PausedByPolicy",
                 message: format!("paused by policy (rollout.paused: true) at stage {at}"),
-            };
+            });
         }
         // Stage 1: cordons rota set that the current stage does not claim are leftovers of a
         // crash or a cancelled batch; undoing them first means a node is never left cordoned
         // with nothing owning it (invariant 4).
-        self.clean_orphaned_cordons(&cp);
+        self.clean_orphaned_cordons(cp);
 
         if let Some(why) = cp.halted.clone() {
             // A pipelined batch cancelled by the halt is still undone: it only takes back
             // instances this rotation brought up, draining them first.
             if matches!(cp.next.as_deref(), Some(Stage::Abandoning { .. })) {
-                self.advance_next(&mut cp);
+                self.advance_next(cp);
             }
-            self.template_on_origin(&cp);
-            return Outcome {
+            self.template_on_origin(cp);
+            return Some(Outcome {
                 phase: Phase::Paused,
                 reason: "Halted",
                 message: format!(
                     "{why}; set rollout.paused to true and back to false to resume, or change the version"
                 ),
-                checkpoint: Some(cp),
-            };
+                checkpoint: Some(cp.clone()),
+            });
         }
+        None
+    }
 
-        self.keep_annotations(&mut cp);
-
-        // Stage 2 and 3: the stage machine. Each stage is evaluated at most a few times per
+    /// Stages 2 and 3: run the stage machine from the checkpoint's stage until a stage stops.
+    fn stage_machine(&mut self, mut cp: Checkpoint) -> Outcome {
+        // The stage machine. Each stage is evaluated at most a few times per
         // call; the bound only guards against a bug turning into a busy loop.
         for _ in 0..16 {
             if cp.stage == Stage::Between
@@ -391,76 +403,9 @@ impl<'a> Planner<'a> {
             Some(cp) if cp.stage == Stage::Done => cp,
             Some(mut cp) if cp.target_image != d.image => {
                 if d.image == cp.origin_image {
-                    // Back to where the pool came from: fast rollback. A batch that has not
-                    // finished draining is undone rather than finished.
-                    cp.target_image = cp.origin_image.clone();
-                    cp.target_version = d.version.clone();
-                    cp.rolling_back = true;
-                    cp.rejected_image = None;
-                    cp.halted = None;
-                    cp.rollback_reason =
-                        Some(format!("the desired version went back to {}", d.version));
-                    cancel_next(
-                        &mut cp,
-                        format!(
-                            "the desired version went back to {} (fast rollback)",
-                            d.version
-                        ),
-                        self.now,
-                    );
-                    cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
-                        Stage::Surging { batch }
-                        | Stage::WaitingReady { batch }
-                        | Stage::Gating { batch }
-                        | Stage::Cordoning { batch }
-                        | Stage::Draining { batch } => abandon(
-                            batch,
-                            format!(
-                                "the desired version went back to {} (fast rollback)",
-                                d.version
-                            ),
-                            None,
-                            self.now,
-                        ),
-                        Stage::Soaking { .. } | Stage::PoolSoak { .. } | Stage::Cleanup => {
-                            Stage::Between
-                        }
-                        other => other,
-                    };
+                    self.roll_back_fast(&mut cp);
                 } else {
-                    // A newer version supersedes the one being rolled out. A batch that has
-                    // not disrupted anything is undone (its surge runs the superseded image);
-                    // one that has started cordoning finishes, and its nodes are rotated again.
-                    cp.target_image = d.image.clone();
-                    cp.target_version = d.version.clone();
-                    cp.rolling_back = false;
-                    cp.rejected_image = None;
-                    cp.rollback_reason = None;
-                    // A new version lifts a halt as unpausing does: the stage's timeout counts
-                    // from now, or a drain halted by its timeout would halt again at once.
-                    if cp.halted.take().is_some() {
-                        cp.restart_clocks(self.now);
-                    }
-                    cancel_next(
-                        &mut cp,
-                        format!("version {} superseded it", d.version),
-                        self.now,
-                    );
-                    cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
-                        s if s.before_disruption() => {
-                            let batch = s.batch().cloned().expect("a batch stage has a batch");
-                            abandon(
-                                batch,
-                                format!("version {} superseded it", d.version),
-                                None,
-                                self.now,
-                            )
-                        }
-                        Stage::Soaking { .. } | Stage::PoolSoak { .. } | Stage::Cleanup => {
-                            Stage::Between
-                        }
-                        other => other,
-                    };
+                    self.supersede(&mut cp);
                 }
                 cp
             }
@@ -481,6 +426,74 @@ impl<'a> Planner<'a> {
             }
         };
         Ok(cp)
+    }
+
+    /// Back to the image the pool came from, mid-rotation: a fast rollback. A batch that has
+    /// not finished draining is undone rather than finished.
+    fn roll_back_fast(&self, cp: &mut Checkpoint) {
+        let d = self.desired;
+        cp.target_image = cp.origin_image.clone();
+        cp.target_version = d.version.clone();
+        cp.rolling_back = true;
+        cp.rejected_image = None;
+        cp.halted = None;
+        cp.rollback_reason = Some(format!("the desired version went back to {}", d.version));
+        cancel_next(
+            cp,
+            format!(
+                "the desired version went back to {} (fast rollback)",
+                d.version
+            ),
+            self.now,
+        );
+        cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
+            Stage::Surging { batch }
+            | Stage::WaitingReady { batch }
+            | Stage::Gating { batch }
+            | Stage::Cordoning { batch }
+            | Stage::Draining { batch } => abandon(
+                batch,
+                format!(
+                    "the desired version went back to {} (fast rollback)",
+                    d.version
+                ),
+                None,
+                self.now,
+            ),
+            Stage::Soaking { .. } | Stage::PoolSoak { .. } | Stage::Cleanup => Stage::Between,
+            other => other,
+        };
+    }
+
+    /// A newer version supersedes the one being rolled out. A batch that has not disrupted
+    /// anything is undone (its surge runs the superseded image); one that has started
+    /// cordoning finishes, and its nodes are rotated again.
+    fn supersede(&self, cp: &mut Checkpoint) {
+        let d = self.desired;
+        cp.target_image = d.image.clone();
+        cp.target_version = d.version.clone();
+        cp.rolling_back = false;
+        cp.rejected_image = None;
+        cp.rollback_reason = None;
+        // A new version lifts a halt as unpausing does: the stage's timeout counts
+        // from now, or a drain halted by its timeout would halt again at once.
+        if cp.halted.take().is_some() {
+            cp.restart_clocks(self.now);
+        }
+        cancel_next(cp, format!("version {} superseded it", d.version), self.now);
+        cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
+            s if s.before_disruption() => {
+                let batch = s.batch().cloned().expect("a batch stage has a batch");
+                abandon(
+                    batch,
+                    format!("version {} superseded it", d.version),
+                    None,
+                    self.now,
+                )
+            }
+            Stage::Soaking { .. } | Stage::PoolSoak { .. } | Stage::Cleanup => Stage::Between,
+            other => other,
+        };
     }
 
     /// A rotation that may not start yet (`maxParallelPools`).
@@ -836,8 +849,36 @@ impl<'a> Planner<'a> {
     /// the surge bound (invariant 1); or why none may start now. Used between batches and,
     /// pipelined, while the current batch soaks (its old instances are gone by then).
     fn choose_batch(&mut self, cp: &mut Checkpoint, remaining: u32) -> Result<Batch, Box<Step>> {
-        let d = self.desired;
         let obs = self.obs;
+        self.may_start_batch(cp, remaining)?;
+        let candidates = self.candidates(cp, remaining)?;
+        let n = self.batch_surge(cp, remaining, candidates.len() as u32)?;
+        cp.batches_started += 1;
+        let batch = Batch {
+            number: cp.batches_started,
+            old_nodes: candidates
+                .iter()
+                .take(n as usize)
+                .map(|(n, id)| ChosenNode {
+                    node: n.name.clone(),
+                    instance_id: id.clone(),
+                })
+                .collect(),
+            target_capacity: obs.group.desired + n,
+            instances_before: obs.group.instances.iter().map(|i| i.id.clone()).collect(),
+            new_instances: Vec::new(),
+            replaced: Vec::new(),
+            stage_since: self.now,
+            started_at: Some(self.now),
+            cordoned_at: None,
+        };
+        Ok(batch)
+    }
+
+    /// Whether a batch may start now: inside a maintenance window, and with a describe that
+    /// shows the rotation's own capacity changes (`--describe-lag`).
+    fn may_start_batch(&self, cp: &Checkpoint, remaining: u32) -> Result<(), Box<Step>> {
+        let d = self.desired;
         match window::is_open(&d.policy.windows, self.now) {
             Ok(true) => {}
             Ok(false) => {
@@ -868,9 +909,20 @@ impl<'a> Planner<'a> {
                 format!("{remaining} node(s) left; {why}"),
             )));
         }
+        Ok(())
+    }
 
-        // Candidates: nodes not on the target, backed by a running instance of the group,
-        // not protected by do-not-disrupt. Ready nodes go first, then by name so that plans
+    /// The old nodes a batch may take, in the order it takes them: nodes not on the target,
+    /// backed by a running instance of the group, not protected by do-not-disrupt; or why
+    /// none can be replaced.
+    fn candidates(
+        &self,
+        cp: &Checkpoint,
+        remaining: u32,
+    ) -> Result<Vec<(&'a ObservedNode, String)>, Box<Step>> {
+        let d = self.desired;
+        let obs = self.obs;
+        // Ready nodes go first, then by name so that plans
         // are deterministic: a not-Ready node may be a kubelet that is down, whose pods can
         // be evicted but never confirmed gone, so it goes last, when nothing else is left.
         let mut blocked = Vec::new();
@@ -923,7 +975,19 @@ impl<'a> Planner<'a> {
                 ),
             )));
         }
+        Ok(candidates)
+    }
 
+    /// How many nodes the next batch replaces: the batch size, what is left, the candidates,
+    /// and the surge bound (invariant 1); or why the group must shrink first.
+    fn batch_surge(
+        &self,
+        cp: &Checkpoint,
+        remaining: u32,
+        candidates: u32,
+    ) -> Result<u32, Box<Step>> {
+        let d = self.desired;
+        let obs = self.obs;
         // Invariant 1: never more than the size at start plus one batch. Worked example: a
         // pool of 10 with batch 3 may hold 13 instances; if the autoscaler grew it to 12 in
         // the meantime, this batch surges by 1 only.
@@ -942,7 +1006,7 @@ impl<'a> Planner<'a> {
         let held = obs.group.desired.max(obs.group.instances.len() as u32);
         let n = batch_size
             .min(remaining)
-            .min(candidates.len() as u32)
+            .min(candidates)
             .min(bound.saturating_sub(held));
         if n == 0 {
             return Err(Box::new(stop(
@@ -959,26 +1023,7 @@ impl<'a> Planner<'a> {
                 ),
             )));
         }
-        cp.batches_started += 1;
-        let batch = Batch {
-            number: cp.batches_started,
-            old_nodes: candidates
-                .iter()
-                .take(n as usize)
-                .map(|(n, id)| ChosenNode {
-                    node: n.name.clone(),
-                    instance_id: id.clone(),
-                })
-                .collect(),
-            target_capacity: obs.group.desired + n,
-            instances_before: obs.group.instances.iter().map(|i| i.id.clone()).collect(),
-            new_instances: Vec::new(),
-            replaced: Vec::new(),
-            stage_since: self.now,
-            started_at: Some(self.now),
-            cordoned_at: None,
-        };
-        Ok(batch)
+        Ok(n)
     }
 
     fn surging(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
@@ -1041,12 +1086,42 @@ impl<'a> Planner<'a> {
 
     fn waiting_ready(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
         let d = self.desired;
+        self.follow_replacements(&mut batch);
+        let not_ready = self.not_ready(cp, &batch);
+        if not_ready.is_empty() {
+            // The annotations are independent of what follows: go on in the same step.
+            let mut batch = batch;
+            if let Some(t) = batch.started_at {
+                cp.pace.get_or_insert_default().boot_seconds = Some(seconds(self.now - t));
+            }
+            batch.stage_since = self.now;
+            return Step::Next(Stage::Gating { batch });
+        }
+        let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
+        if self.now >= deadline {
+            let why = format!(
+                "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {}",
+                batch.number,
+                not_ready.join(", "),
+                d.policy.node_ready_timeout
+            );
+            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
+        }
+        stop(
+            Stage::WaitingReady { batch },
+            Phase::Rotating,
+            "WaitingReady",
+            format!("waiting for {} to be Ready", not_ready.join(", ")),
+        )
+    }
+
+    /// The cloud replaces a surge instance that failed to boot (desired capacity is
+    /// unchanged): the batch follows it to its replacement rather than wait for an instance
+    /// that is gone. Worked example: i-m2 fails its boot at minute 5 and the cloud launches
+    /// i-m3 at minute 6; the batch now waits for i-m1 and i-m3, and i-m3 gets its own
+    /// nodeReadyTimeout from minute 6.
+    fn follow_replacements(&self, batch: &mut Batch) {
         let n = batch.old_nodes.len();
-        // The cloud replaces a surge instance that failed to boot (desired capacity is
-        // unchanged): the batch follows it to its replacement rather than wait for an
-        // instance that is gone. Worked example: i-m2 fails its boot at minute 5 and the
-        // cloud launches i-m3 at minute 6; the batch now waits for i-m1 and i-m3, and i-m3
-        // gets its own nodeReadyTimeout from minute 6.
         let alive = |id: &String| {
             self.obs
                 .instance(id)
@@ -1074,7 +1149,7 @@ impl<'a> Planner<'a> {
         // Newcomers only fill the places of the gone (an instance the autoscaler added
         // meanwhile is not the batch's).
         let newcomers: Vec<String> = self
-            .new_instances_of(&batch)
+            .new_instances_of(batch)
             .into_iter()
             .filter(|id| !batch.new_instances.contains(id) && !batch.replaced.contains(id))
             .filter(|id| alive(id))
@@ -1088,6 +1163,12 @@ impl<'a> Planner<'a> {
             }
             batch.new_instances.extend(newcomers);
         }
+    }
+
+    /// What keeps the batch's new instances from counting as Ready (none: all are); each
+    /// Ready node is kept off the autoscaler's scale-down until the pool is done.
+    fn not_ready(&mut self, cp: &mut Checkpoint, batch: &Batch) -> Vec<String> {
+        let n = batch.old_nodes.len();
         let mut not_ready = Vec::new();
         if batch.new_instances.len() < n {
             not_ready.push(format!(
@@ -1118,31 +1199,7 @@ impl<'a> Planner<'a> {
                 None => not_ready.push(format!("{id} (no node registered)")),
             }
         }
-        if not_ready.is_empty() {
-            // The annotations are independent of what follows: go on in the same step.
-            let mut batch = batch;
-            if let Some(t) = batch.started_at {
-                cp.pace.get_or_insert_default().boot_seconds = Some(seconds(self.now - t));
-            }
-            batch.stage_since = self.now;
-            return Step::Next(Stage::Gating { batch });
-        }
-        let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
-        if self.now >= deadline {
-            let why = format!(
-                "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {}",
-                batch.number,
-                not_ready.join(", "),
-                d.policy.node_ready_timeout
-            );
-            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
-        }
-        stop(
-            Stage::WaitingReady { batch },
-            Phase::Rotating,
-            "WaitingReady",
-            format!("waiting for {} to be Ready", not_ready.join(", ")),
-        )
+        not_ready
     }
 
     fn gating(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
@@ -1372,86 +1429,10 @@ impl<'a> Planner<'a> {
             return Step::Next(Stage::Terminating { batch });
         }
         let deadline = batch.stage_since + dur(d.policy.drain.timeout);
-        if self.now >= deadline {
-            // Evictions planned in this very call are dropped: the timeout decides first.
-            self.actions
-                .retain(|a| !matches!(a.action, Action::Evict { .. }));
-            match d.policy.drain.on_timeout {
-                OnDrainTimeout::Pause => {
-                    let why = format!(
-                        "batch {}: drain not done within drain.timeout {}; blocked by: {}",
-                        batch.number,
-                        d.policy.drain.timeout,
-                        waiting.join(", ")
-                    );
-                    cp.halted = Some(why.clone());
-                    return stop(
-                        Stage::Draining { batch },
-                        Phase::Paused,
-                        "DrainTimeout",
-                        why,
-                    );
-                }
-                OnDrainTimeout::Force => {
-                    // Force deletes what eviction could not move, except what a human
-                    // protected with do-not-disrupt (that always wins) and the data of
-                    // emptyDir pods the policy keeps (`deleteEmptyDirData: false`).
-                    let keep_data = !d.policy.drain.delete_empty_dir_data;
-                    let mut forced = 0;
-                    let mut kept = Vec::new();
-                    for name in &old {
-                        let Some(n) = self.obs.node(name) else {
-                            continue;
-                        };
-                        for pod in n.blocking_termination() {
-                            if pod.do_not_disrupt || pod.terminating {
-                                continue;
-                            }
-                            if pod.uses_empty_dir && keep_data {
-                                kept.push(pod.key());
-                                continue;
-                            }
-                            forced += 1;
-                            self.actions.push(Planned {
-                                action: Action::DeletePod {
-                                    namespace: pod.namespace.clone(),
-                                    pod: pod.name.clone(),
-                                    node: n.name.clone(),
-                                },
-                                reason: format!(
-                                    "batch {}: drain.timeout {} passed and drain.onTimeout is force",
-                                    batch.number, d.policy.drain.timeout
-                                ),
-                            });
-                        }
-                    }
-                    if forced == 0 && !kept.is_empty() {
-                        // Nothing left that force may delete, and waiting changes nothing:
-                        // halt, naming the pods, rather than loop.
-                        let why = format!(
-                            "batch {}: drain not done within drain.timeout {}; drain.onTimeout force keeps {} (emptyDir data, drain.deleteEmptyDirData is false)",
-                            batch.number,
-                            d.policy.drain.timeout,
-                            kept.join(", ")
-                        );
-                        cp.halted = Some(why.clone());
-                        return stop(
-                            Stage::Draining { batch },
-                            Phase::Paused,
-                            "DrainTimeout",
-                            why,
-                        );
-                    }
-                    if forced > 0 {
-                        return stop(
-                            Stage::Draining { batch },
-                            Phase::Rotating,
-                            "DrainForced",
-                            format!("forcing the drain: {}", waiting.join(", ")),
-                        );
-                    }
-                }
-            }
+        if self.now >= deadline
+            && let Some(step) = self.drain_timed_out(cp, &batch, &old, &waiting)
+        {
+            return step;
         }
         let blocked = waiting.iter().any(|w| w.contains("do-not-disrupt"));
         stop(
@@ -1464,6 +1445,110 @@ impl<'a> Planner<'a> {
             if blocked { "DoNotDisrupt" } else { "Draining" },
             format!("draining: {}", waiting.join(", ")),
         )
+    }
+
+    /// The drain ran past `drain.timeout`: halt (`pause`), or force-delete what eviction
+    /// could not move (`force`). `None`: nothing new to do, the drain goes on.
+    fn drain_timed_out(
+        &mut self,
+        cp: &mut Checkpoint,
+        batch: &Batch,
+        old: &[String],
+        waiting: &[String],
+    ) -> Option<Step> {
+        let d = self.desired;
+        // Evictions planned in this very call are dropped: the timeout decides first.
+        self.actions
+            .retain(|a| !matches!(a.action, Action::Evict { .. }));
+        match d.policy.drain.on_timeout {
+            OnDrainTimeout::Pause => {
+                let why = format!(
+                    "batch {}: drain not done within drain.timeout {}; blocked by: {}",
+                    batch.number,
+                    d.policy.drain.timeout,
+                    waiting.join(", ")
+                );
+                cp.halted = Some(why.clone());
+                return Some(stop(
+                    Stage::Draining {
+                        batch: batch.clone(),
+                    },
+                    Phase::Paused,
+                    "DrainTimeout",
+                    why,
+                ));
+            }
+            OnDrainTimeout::Force => {
+                let (forced, kept) = self.force_drain(batch, old);
+                if forced == 0 && !kept.is_empty() {
+                    // Nothing left that force may delete, and waiting changes nothing:
+                    // halt, naming the pods, rather than loop.
+                    let why = format!(
+                        "batch {}: drain not done within drain.timeout {}; drain.onTimeout force keeps {} (emptyDir data, drain.deleteEmptyDirData is false)",
+                        batch.number,
+                        d.policy.drain.timeout,
+                        kept.join(", ")
+                    );
+                    cp.halted = Some(why.clone());
+                    return Some(stop(
+                        Stage::Draining {
+                            batch: batch.clone(),
+                        },
+                        Phase::Paused,
+                        "DrainTimeout",
+                        why,
+                    ));
+                }
+                if forced > 0 {
+                    return Some(stop(
+                        Stage::Draining {
+                            batch: batch.clone(),
+                        },
+                        Phase::Rotating,
+                        "DrainForced",
+                        format!("forcing the drain: {}", waiting.join(", ")),
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// Force-delete the pods that block the batch's old nodes, except what a human protected
+    /// with do-not-disrupt (that always wins) and the data of emptyDir pods the policy keeps
+    /// (`deleteEmptyDirData: false`). Returns how many it deletes and the pods it keeps.
+    fn force_drain(&mut self, batch: &Batch, old: &[String]) -> (usize, Vec<String>) {
+        let d = self.desired;
+        let keep_data = !d.policy.drain.delete_empty_dir_data;
+        let mut forced = 0;
+        let mut kept = Vec::new();
+        for name in old {
+            let Some(n) = self.obs.node(name) else {
+                continue;
+            };
+            for pod in n.blocking_termination() {
+                if pod.do_not_disrupt || pod.terminating {
+                    continue;
+                }
+                if pod.uses_empty_dir && keep_data {
+                    kept.push(pod.key());
+                    continue;
+                }
+                forced += 1;
+                self.actions.push(Planned {
+                    action: Action::DeletePod {
+                        namespace: pod.namespace.clone(),
+                        pod: pod.name.clone(),
+                        node: n.name.clone(),
+                    },
+                    reason: format!(
+                        "batch {}: drain.timeout {} passed and drain.onTimeout is force",
+                        batch.number, d.policy.drain.timeout
+                    ),
+                });
+            }
+        }
+        (forced, kept)
     }
 
     fn terminating(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
@@ -1665,11 +1750,39 @@ impl<'a> Planner<'a> {
         // Invariant 8 while the batch is undone: what the cloud makes meanwhile boots the
         // image the pool came from.
         self.template_on_origin(cp);
-        // Give the old nodes back first: capacity returns before anything else is drained.
+        self.give_back_old_nodes(&batch, &owner, &why);
+        let (left, to_drain, new) = self.take_back_new_nodes(&batch, &owner, &why);
+        let waiting = self.drain(cp, batch.number, &to_drain);
+        let pending_surge = self.pending_surge(&batch, new.len());
+        if left.is_empty() && !pending_surge && self.actions.is_empty() {
+            if let Some(why) = halt {
+                cp.halted = Some(why.clone());
+                return stop(Stage::Between, Phase::Paused, "BatchFailed", why);
+            }
+            return Step::Next(Stage::Between);
+        }
+        let mut msg = format!("undoing batch {}: {why}", batch.number);
+        if !waiting.is_empty() {
+            msg.push_str(&format!("; draining {}", waiting.join(", ")));
+        }
+        if pending_surge {
+            msg.push_str("; waiting for the cloud to list the surge instances");
+        }
+        stop(
+            Stage::Abandoning { batch, why, halt },
+            Phase::RollingBack,
+            "Abandoning",
+            msg,
+        )
+    }
+
+    /// Undoing a batch gives its old nodes back first: capacity returns before anything
+    /// else is drained.
+    fn give_back_old_nodes(&mut self, batch: &Batch, owner: &str, why: &str) {
         for c in &batch.old_nodes {
             if let Some(n) = self.obs.node(&c.node)
                 && n.cordoned
-                && n.cordoned_by.as_deref() == Some(owner.as_str())
+                && n.cordoned_by.as_deref() == Some(owner)
             {
                 self.push(
                     Action::Uncordon {
@@ -1679,18 +1792,26 @@ impl<'a> Planner<'a> {
                 );
             }
         }
-        // The instances the batch brought up leave like any replaced node: cordoned, then
-        // re-observed and drained, then terminated with decrement. Never cordon and terminate
-        // in the same plan: a pod scheduled onto a Ready, apparently empty node between this
-        // observation and the cordon would die without eviction (invariant 3).
+    }
+
+    /// The instances an undone batch brought up leave like any replaced node: cordoned, then
+    /// re-observed and drained, then terminated with decrement. Never cordon and terminate in
+    /// the same plan: a pod scheduled onto a Ready, apparently empty node between this
+    /// observation and the cordon would die without eviction (invariant 3). Returns the
+    /// instances still there, the nodes to drain, and the batch's new instances.
+    fn take_back_new_nodes(
+        &mut self,
+        batch: &Batch,
+        owner: &str,
+        why: &str,
+    ) -> (Vec<String>, Vec<String>, Vec<String>) {
         let mut left = Vec::new();
         let mut to_drain = Vec::new();
         let new: Vec<String> = self
-            .new_instances_of(&batch)
+            .new_instances_of(batch)
             .into_iter()
             .filter(|id| !batch.replaced.contains(id))
             .collect();
-        let expected = batch.old_nodes.len();
         for id in &new {
             let Some(inst) = self.obs.instance(id) else {
                 continue;
@@ -1706,7 +1827,7 @@ impl<'a> Planner<'a> {
                     self.push(
                         Action::Cordon {
                             node: n.name.clone(),
-                            owner: owner.clone(),
+                            owner: owner.to_string(),
                         },
                         format!(
                             "batch {} abandoned: its new node {} leaves",
@@ -1732,11 +1853,16 @@ impl<'a> Planner<'a> {
                 ),
             }
         }
-        let waiting = self.drain(cp, batch.number, &to_drain);
-        // The surge may still be listed late: a group whose capacity is still raised for this
-        // batch has instances to come, and they must be terminated too.
+        (left, to_drain, new)
+    }
+
+    /// Whether surge instances of an undone batch may still be listed late: a group whose
+    /// capacity is still raised for the batch has instances to come, and they must be
+    /// terminated too. Once `nodeReadyTimeout` has passed, the request is taken back instead.
+    fn pending_surge(&mut self, batch: &Batch, listed_new: usize) -> bool {
+        let expected = batch.old_nodes.len();
         let mut pending_surge =
-            self.obs.group.desired >= self.surge_capacity(&batch) && new.len() < expected;
+            self.obs.group.desired >= self.surge_capacity(batch) && listed_new < expected;
         if pending_surge
             && self.now >= batch.stage_since + dur(self.desired.policy.node_ready_timeout)
         {
@@ -1744,7 +1870,7 @@ impl<'a> Planner<'a> {
             // the instances it lists, re-checked right before the call (`WithdrawSurge`), so
             // that the cloud never gets to choose an instance to remove.
             let listed: Vec<String> = self.obs.live_instances().map(|i| i.id.clone()).collect();
-            let missing = (expected - new.len()) as u32;
+            let missing = (expected - listed_new) as u32;
             if (listed.len() as u32) < self.obs.group.desired {
                 self.push(
                     Action::WithdrawSurge {
@@ -1759,26 +1885,7 @@ impl<'a> Planner<'a> {
             }
             pending_surge = false;
         }
-        if left.is_empty() && !pending_surge && self.actions.is_empty() {
-            if let Some(why) = halt {
-                cp.halted = Some(why.clone());
-                return stop(Stage::Between, Phase::Paused, "BatchFailed", why);
-            }
-            return Step::Next(Stage::Between);
-        }
-        let mut msg = format!("undoing batch {}: {why}", batch.number);
-        if !waiting.is_empty() {
-            msg.push_str(&format!("; draining {}", waiting.join(", ")));
-        }
-        if pending_surge {
-            msg.push_str("; waiting for the cloud to list the surge instances");
-        }
-        stop(
-            Stage::Abandoning { batch, why, halt },
-            Phase::RollingBack,
-            "Abandoning",
-            msg,
-        )
+        pending_surge
     }
 
     fn pool_soak(&mut self, cp: &mut Checkpoint, until: DateTime<Utc>) -> Step {
