@@ -17,6 +17,7 @@ pub mod kube;
 pub mod memory;
 pub mod metrics;
 pub mod notify;
+pub mod promotion;
 pub mod report;
 pub mod rotate;
 pub mod serving;

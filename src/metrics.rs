@@ -724,7 +724,7 @@ impl PoolMetrics<'_> {
 
     /// Set the pool's gauges from its NodePoolRotation status: what the controller calls after
     /// every status write (nodes, progress, phase, batch, last progress).
-    pub fn observe_status(&self, status: &crate::kube::crd::NodePoolRotationStatus) {
+    pub fn observe_status(&self, status: &crate::rotate::resource::NodePoolRotationStatus) {
         self.set_nodes(status.total, status.on_target);
         self.set_phase(status.phase);
         self.set_batch(
@@ -978,7 +978,7 @@ mod tests {
     #[test]
     fn a_status_sets_the_pool_gauges() {
         let m = Metrics::new();
-        let status = crate::kube::crd::NodePoolRotationStatus {
+        let status = crate::rotate::resource::NodePoolRotationStatus {
             phase: Phase::Soaking,
             total: 8,
             on_target: 2,

@@ -214,7 +214,7 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
     assert!(soak.starts_with("waiting"), "{soak}");
     // `rota promote --check` on the promotion says the same, from the same records.
     let check = |now| {
-        let query = rota::waves::promotion::Query {
+        let query = rota::promotion::Query {
             wave: Some("main".into()),
             repo: s.origin.clone(),
             rev: promote.clone(),
@@ -223,11 +223,7 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
             subdir: None,
             agent_signers: None,
         };
-        async move {
-            rota::waves::promotion::checks_at(&query, now)
-                .await
-                .unwrap()
-        }
+        async move { rota::promotion::checks_at(&query, now).await.unwrap() }
     };
     let during = check(s.fleet.clock.now()).await;
     assert_eq!(during.len(), 1, "{during:?}");

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::fleet::Fleet;
 use crate::fleet::resolved::{DesiredCluster, Mode};
-use crate::kube::crd::NodePoolRotationSpec;
-use crate::waves::{GuardDecision, PoolRecord, PoolRef, Promotion, WaveView, promotion_guard};
+use crate::rotate::resource::NodePoolRotationSpec;
+use crate::waves::{GuardDecision, PoolRecord, Promotion, WaveView, promotion_guard};
 
 /// One pool's desired NodePoolRotation spec, and why it is not the commit's pin (if not).
 #[derive(Debug, Clone, PartialEq)]
@@ -31,27 +30,6 @@ pub struct ClusterIntent {
     /// NodePoolRotations of this cluster whose pool is no longer in git: released (their spec
     /// set to `mode: ignore`, nodes untouched).
     pub released: Vec<String>,
-}
-
-/// The waves as the guard sees them, from the resolved fleet.
-pub fn wave_views(fleet: &Fleet, clusters: &[DesiredCluster]) -> Vec<WaveView> {
-    fleet
-        .waves()
-        .iter()
-        .map(|w| WaveView {
-            name: w.name.clone(),
-            soak: w.soak.map(|s| s.as_duration()).unwrap_or_default(),
-            pools: clusters
-                .iter()
-                .filter(|c| c.wave == w.name)
-                .flat_map(|c| {
-                    c.pools
-                        .iter()
-                        .map(|p| PoolRef::new(&c.name, &p.name, &p.channel))
-                })
-                .collect(),
-        })
-        .collect()
 }
 
 /// Plans every pool of `cluster` at `commit`. `existing` are this cluster's current specs by
@@ -147,6 +125,7 @@ pub fn released_spec(existing: &NodePoolRotationSpec, commit: &str) -> NodePoolR
 mod tests {
     use super::*;
     use crate::fleet::resolved::{Cloud, DesiredPool, EffectivePolicy, GroupRef};
+    use crate::waves::PoolRef;
     use std::time::Duration;
 
     fn cluster(name: &str, wave: &str, version: &str, mode: Mode) -> DesiredCluster {

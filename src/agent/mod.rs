@@ -50,8 +50,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::controller::clock::Clock;
 use crate::fleet::resolved::DesiredCluster;
-use crate::kube::crd::{AGENT_VERSION_LABEL, NodePoolRotation, NodePoolRotationSpec};
+use crate::kube::crd::{AGENT_VERSION_LABEL, NodePoolRotation};
 use crate::report::{CommitStatus, GitNotesStore, State, StatusStore, cluster_context};
+use crate::rotate::resource::NodePoolRotationSpec;
 use crate::source::GitSource;
 use crate::source::history::{self, ConfirmedRewrite, Lineage};
 use crate::source::poll::SourceState;
@@ -536,7 +537,7 @@ impl Agent {
         };
         Ok(Ok(InForce {
             commit,
-            waves: desired::wave_views(&fleet, &all),
+            waves: crate::waves::wave_views(&fleet, &all),
             guard: fleet.promotion_guard(),
             notifications: fleet.notifications_for(&cluster).unwrap_or_default(),
             cluster: desired,

@@ -117,7 +117,7 @@ pub fn pool_status(
 
 /// The operator request (`rota ctl`) that last steered the rotation under way, for its
 /// commit status: ` · after rota ctl retry by ana` (a pause shows as the phase itself).
-fn steered(status: &crate::kube::crd::NodePoolRotationStatus) -> String {
+fn steered(status: &crate::rotate::resource::NodePoolRotationStatus) -> String {
     status
         .checkpoint
         .as_ref()
@@ -265,7 +265,7 @@ mod tests {
     fn a_rotating_pool_says_how_long_it_has_left_and_who_steered_it() {
         use crate::cloud::GroupRef;
         use crate::fleet::resolved::{DesiredPool, EffectivePolicy};
-        use crate::kube::crd::{NodePoolRotationSpec, NodePoolRotationStatus};
+        use crate::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
         let pool = DesiredPool {
             cluster: "prod".into(),
             name: "general".into(),

@@ -17,12 +17,12 @@ use kube::config::Kubeconfig;
 use crate::cloud::aws::AwsNodeGroups;
 use crate::cloud::azure::{AzureNodeGroups, AzureOptions};
 use crate::cloud::gcp::{GcpNodeGroups, GcpOptions};
-#[cfg(feature = "sim")]
-use crate::cloud::http::HttpNodeGroups;
 use crate::cloud::registry::Providers;
 use crate::cloud::retry::RetryPolicy;
 use crate::cloud::{Cloud, NodeGroups};
 use crate::kube::kubeconfig::{SIM_CLOUD_EXTENSION, sim_cloud_endpoint};
+#[cfg(feature = "sim")]
+use crate::sim::wire::HttpNodeGroups;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CloudKind {

@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use crate::promotion::{PinCheck, Query, checks_at, describe};
 use crate::waves::GuardDecision;
-use crate::waves::promotion::{PinCheck, Query, checks_at, describe};
 
 #[derive(Args, Debug)]
 pub struct PromoteArgs {
@@ -51,7 +51,7 @@ pub struct PromoteArgs {
 }
 
 impl PromoteArgs {
-    /// What to check, for [`crate::waves::promotion::checks_at`].
+    /// What to check, for [`crate::promotion::checks_at`].
     pub fn query(&self) -> Query {
         Query {
             repo: self.repo.clone(),
@@ -125,7 +125,7 @@ pub fn write_promotion(
     args: &PromoteArgs,
     checks: &[PinCheck],
 ) -> Result<(git2::Oid, String, String), String> {
-    use crate::waves::pin::{PinChange, Target, commit_file, edit_pins};
+    use crate::promotion::pin::{PinChange, Target, commit_file, edit_pins};
     let Some(wave) = &args.wave else {
         return Err("--wave NAME is required to write a promotion".into());
     };

@@ -154,7 +154,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
         // The simulated cloud, for a `rota controller` in another process: served on
         // loopback and named in every cluster of the kubeconfig (see docs/rotation.md).
-        let cloud = match crate::cloud::http::serve_logged(
+        let cloud = match crate::sim::wire::serve_logged(
             std::sync::Arc::new(fleet.cloud.clone()),
             log.clone(),
         )

@@ -10,7 +10,6 @@
 pub mod aws;
 pub mod azure;
 pub mod gcp;
-pub mod http;
 pub mod metered;
 pub mod provider_id;
 pub mod registry;

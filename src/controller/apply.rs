@@ -24,8 +24,9 @@ use super::leader::{Leadership, LeaseError};
 use crate::cloud::{CloudError, NodeGroups};
 use crate::errors::{Class, Classified, Classify, KubeCall};
 use crate::fleet::duration::GoDuration;
-use crate::kube::crd::{Fence, NodePoolRotation, NodePoolRotationStatus};
+use crate::kube::crd::NodePoolRotation;
 use crate::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED};
+use crate::rotate::resource::{Fence, NodePoolRotationStatus};
 use crate::rotate::{Action, Plan, Planned};
 
 /// The field manager rota's writes are recorded under.
@@ -608,7 +609,7 @@ mod tests {
     use crate::cloud::CloudErrorKind;
     #[test]
     fn the_status_is_written_whole_with_the_resource_version_read() {
-        use crate::kube::crd::NodePoolRotationSpec;
+        use crate::rotate::resource::NodePoolRotationSpec;
         let spec: NodePoolRotationSpec = serde_json::from_value(json!({
             "cluster": "c", "pool": "p", "channel": "stable", "version": "v", "image": "i",
             "sourceCommit": "abc",

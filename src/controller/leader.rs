@@ -35,7 +35,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::kube::crd::Fence;
+pub use crate::rotate::resource::Fence;
 
 /// Why this process may not act now.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -48,7 +48,6 @@ use crate::fleet::resolved::GateCheck;
 use crate::fleet::resolved::Mode;
 use crate::gates::{self, EventRecord, Gate, GateInputs, PodHealth, Tracker};
 use crate::kube::crd::NodePoolRotation;
-use crate::kube::crd::NodePoolRotationStatus;
 use crate::kube::index::{Changes, ClusterIndex};
 use crate::kube::observe::observe;
 use crate::kube::ownership;
@@ -56,6 +55,7 @@ use crate::metrics::{GateResult, Metrics};
 use crate::notify::SharedNotifier;
 use crate::rotate::operator::{OperatorError, Request};
 use crate::rotate::parallel::{PoolDemand, admit};
+use crate::rotate::resource::NodePoolRotationStatus;
 use crate::rotate::status::{Composed, Reconciled, compose};
 use crate::rotate::stuck::{self, ErrorTracker};
 use crate::rotate::{GateVerdict, Phase, Stage, plan};
@@ -215,7 +215,10 @@ pub struct Controller {
     /// every side effect is gated on `leadership`.
     election: Option<Renewal>,
     /// The leadership term this replica acts under and when (its clock) it was first seen.
-    term: Option<(crate::kube::crd::Fence, chrono::DateTime<chrono::Utc>)>,
+    term: Option<(
+        crate::rotate::resource::Fence,
+        chrono::DateTime<chrono::Utc>,
+    )>,
     /// Test hook: after persisting the checkpoint, run only this many actions of the next
     /// plan that has more, then report [`Outcome::Crashed`] (the caller drops the
     /// controller and starts another, as after a crash).

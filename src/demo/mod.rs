@@ -313,7 +313,7 @@ impl<'a> Story<'a> {
                 contexts.push((name.clone(), s.url()));
                 served.push(Box::new(s));
             }
-            let cloud = crate::cloud::http::serve(std::sync::Arc::new(fleet.sim.cloud.clone()))
+            let cloud = crate::sim::wire::serve(std::sync::Arc::new(fleet.sim.cloud.clone()))
                 .await
                 .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
             let kc = dir.join("kubeconfig");
@@ -620,7 +620,7 @@ impl<'a> Story<'a> {
 
     /// What `rota promote --check` says about the merged promotion, as of the fleet's clock.
     async fn guard(&self, base: &str, merge: &str) -> Result<Vec<String>, String> {
-        let query = crate::waves::promotion::Query {
+        let query = crate::promotion::Query {
             wave: Some("early".into()),
             repo: self.repo.origin.clone(),
             rev: merge.into(),
@@ -629,11 +629,8 @@ impl<'a> Story<'a> {
             subdir: None,
             agent_signers: None,
         };
-        let checks = crate::waves::promotion::checks_at(&query, self.fleet.clock.now()).await?;
-        Ok(checks
-            .iter()
-            .map(crate::waves::promotion::describe)
-            .collect())
+        let checks = crate::promotion::checks_at(&query, self.fleet.clock.now()).await?;
+        Ok(checks.iter().map(crate::promotion::describe).collect())
     }
 
     fn views(&self) -> Vec<ClusterView> {

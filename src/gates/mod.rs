@@ -20,28 +20,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::fleet::resolved::{GateCheck, ResolvedGate};
+/// The pods and events the gates judge, as the cluster index keeps them.
+pub use crate::kube::summary::{EventRecord, PodHealth};
 pub use crate::rotate::GateVerdict;
-
-/// A pod as the pods gate needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodHealth {
-    pub namespace: String,
-    pub name: String,
-    /// `status.phase` is `Pending`.
-    pub pending: bool,
-    /// The `Ready` condition is true.
-    pub ready: bool,
-}
-
-/// A Kubernetes event as the events gate needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventRecord {
-    pub reason: String,
-    /// `lastTimestamp` (or `eventTime`).
-    pub last_seen: DateTime<Utc>,
-    /// `count` (1 for a single occurrence).
-    pub count: u32,
-}
 
 /// What a gate may look at when it samples.
 #[derive(Clone, Copy, Debug)]

@@ -28,8 +28,7 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-use crate::gates::{EventRecord, PodHealth};
-use crate::kube::observe::{NodeSummary, PdbSummary, PodSummary};
+use super::summary::{EventRecord, Interner, NodeSummary, PdbSummary, PodHealth, PodSummary};
 
 /// Events older than this (behind the newest one seen) are dropped: no events gate window
 /// may look further back (`docs/fleet-repo` caps gate windows well below it).
@@ -114,35 +113,6 @@ impl Default for State {
             events: HashMap::new(),
             interner: Interner::default(),
         }
-    }
-}
-
-/// Shares the strings that repeat across pods (namespaces, node names, whole label sets: the
-/// pods of one workload carry the same labels) so 150,000 pods do not hold 150,000 copies.
-/// Entries are never removed: their number follows the workloads and nodes, not the pods.
-#[derive(Debug, Default)]
-pub struct Interner {
-    strings: HashSet<Arc<str>>,
-    labels: HashSet<Arc<BTreeMap<String, String>>>,
-}
-
-impl Interner {
-    pub fn str(&mut self, s: &str) -> Arc<str> {
-        if let Some(a) = self.strings.get(s) {
-            return a.clone();
-        }
-        let a: Arc<str> = Arc::from(s);
-        self.strings.insert(a.clone());
-        a
-    }
-
-    pub fn labels(&mut self, l: BTreeMap<String, String>) -> Arc<BTreeMap<String, String>> {
-        if let Some(a) = self.labels.get(&l) {
-            return a.clone();
-        }
-        let a = Arc::new(l);
-        self.labels.insert(a.clone());
-        a
     }
 }
 
@@ -656,8 +626,7 @@ fn adopt(s: &mut State, fresh: State, kind: Kind) {
         Kind::Events => s.events = fresh.events,
     }
     // The fresh list interned its own strings; keep both sets (they are shared by value).
-    s.interner.strings.extend(fresh.interner.strings);
-    s.interner.labels.extend(fresh.interner.labels);
+    s.interner.absorb(fresh.interner);
 }
 
 impl crate::errors::Classify for NotObserved {
@@ -781,7 +750,7 @@ mod tests {
         assert!(pool_nodes(&s, &selector()).unwrap()[0].pods.is_empty());
         assert_eq!(s.len(Kind::Pods), 1);
         // Both pods share one label set.
-        assert_eq!(s.interner.labels.len(), 1);
+        assert_eq!(s.interner.label_sets(), 1);
     }
 
     #[test]

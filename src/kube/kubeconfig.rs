@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-/// Kubeconfig cluster extension naming the simulated cloud's endpoint.
+/// Kubeconfig cluster extension naming the simulated cloud's endpoint (as the simulated
+/// fleet writes it, `sim::kubeconfig::CLOUD_EXTENSION`; also known to a build without it, to
+/// say why such a kubeconfig cannot be used).
 pub const SIM_CLOUD_EXTENSION: &str = "rota.dev/sim-cloud";
 
 /// The client configuration, and the kubeconfig it came from (with the context asked for)
@@ -71,6 +73,12 @@ pub fn sim_cloud_endpoint(k: &Kubeconfig, context: Option<&str>) -> Option<Strin
 
 #[cfg(test)]
 mod tests {
+    #[cfg(feature = "sim")]
+    #[test]
+    fn the_simulated_fleet_writes_the_extension_read_here() {
+        assert_eq!(SIM_CLOUD_EXTENSION, crate::sim::kubeconfig::CLOUD_EXTENSION);
+    }
+
     use super::*;
 
     #[test]

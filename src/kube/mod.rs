@@ -6,6 +6,7 @@ pub mod index;
 pub mod kubeconfig;
 pub mod observe;
 pub mod ownership;
+pub mod summary;
 
 use crate::errors::{Class, Classified, KubeCall, kube_status};
 

@@ -11,21 +11,18 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::core::{ObjectMeta, Selector, SelectorExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::SelectorExt;
 
 use crate::cloud::{CloudError, NodeGroups};
 use crate::errors::{Classified, Classify};
 use crate::fleet::resolved::DesiredPool;
-use crate::kube::index::{ClusterIndex, Interner, Kind, NotObserved, PodKey, State};
-use crate::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
+use crate::kube::index::{ClusterIndex, Kind, NotObserved, PodKey, State};
+use crate::kube::summary::{Interner, NodeSummary, PdbSummary, PodSummary};
 use crate::rotate::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
 
 /// Node label naming the image a node booted, for clouds where no instance matches it.
 pub const IMAGE_LABEL: &str = "rota.dev/image";
-/// Annotation the kubelet puts on the mirror of a static pod.
-const MIRROR: &str = "kubernetes.io/config.mirror";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
@@ -139,150 +136,6 @@ pub fn pool_and_departed_nodes(
     Ok((selected, departed))
 }
 
-fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref()?.get(key).map(|s| s.as_str())
-}
-
-fn truthy(v: Option<&str>) -> bool {
-    matches!(v, Some("true"))
-}
-
-/// Whether an object (node or pod) asks not to be disrupted: the one place that decides it.
-pub fn do_not_disrupt(meta: &ObjectMeta) -> bool {
-    // rota's own annotation and Karpenter's (`karpenter.sh/do-not-disrupt`).
-    opts_out_of_disruption(meta.annotations.as_ref())
-}
-
-/// A node as the index keeps it: the fields the planner reads, and the labels (for the
-/// pools' selectors).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeSummary {
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub provider_id: String,
-    /// The kubelet's Ready condition is True.
-    pub kubelet_ready: bool,
-    /// `spec.unschedulable`.
-    pub cordoned: bool,
-    pub cordoned_by: Option<String>,
-    pub do_not_disrupt: bool,
-    pub scale_down_disabled: bool,
-}
-
-impl NodeSummary {
-    pub fn from_node(node: &Node) -> NodeSummary {
-        let meta = &node.metadata;
-        let spec = node.spec.as_ref();
-        NodeSummary {
-            name: meta.name.clone().unwrap_or_default(),
-            labels: meta.labels.clone().unwrap_or_default(),
-            provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
-            kubelet_ready: node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
-            cordoned: spec.and_then(|s| s.unschedulable).unwrap_or(false),
-            cordoned_by: annotation(meta, CORDONED_BY).map(String::from),
-            do_not_disrupt: do_not_disrupt(meta),
-            scale_down_disabled: truthy(annotation(meta, SCALE_DOWN_DISABLED)),
-        }
-    }
-}
-
-/// A pod as the index keeps it (its namespace and name are the index's key): what draining,
-/// readiness, the pods gate and PDB matching need. About 100 bytes of its own plus its name;
-/// label sets and namespaces are shared between pods (`index::Interner`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodSummary {
-    /// `spec.nodeName`; `None` while unscheduled.
-    pub node: Option<Arc<str>>,
-    /// For PDB selectors.
-    pub labels: Arc<BTreeMap<String, String>>,
-    /// Owned by a DaemonSet.
-    pub daemon_set: bool,
-    /// A static pod's mirror.
-    pub mirror: bool,
-    /// `Succeeded` or `Failed`: holds nothing.
-    pub finished: bool,
-    /// `status.phase` is `Pending`.
-    pub pending: bool,
-    /// The Ready condition is True.
-    pub ready: bool,
-    pub do_not_disrupt: bool,
-    pub uses_empty_dir: bool,
-    /// `deletionTimestamp` is set.
-    pub terminating: bool,
-}
-
-impl PodSummary {
-    pub fn from_pod(pod: &Pod, interner: &mut Interner) -> PodSummary {
-        let meta = &pod.metadata;
-        let status = pod.status.as_ref();
-        let phase = status.and_then(|s| s.phase.as_deref());
-        PodSummary {
-            node: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .map(|n| interner.str(n)),
-            labels: interner.labels(meta.labels.clone().unwrap_or_default()),
-            daemon_set: meta
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.kind == "DaemonSet"),
-            mirror: annotation(meta, MIRROR).is_some(),
-            finished: matches!(phase, Some("Succeeded") | Some("Failed")),
-            pending: phase == Some("Pending"),
-            ready: status
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
-            do_not_disrupt: do_not_disrupt(meta),
-            uses_empty_dir: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.volumes.as_ref())
-                .is_some_and(|vs| vs.iter().any(|v| v.empty_dir.is_some())),
-            terminating: meta.deletion_timestamp.is_some(),
-        }
-    }
-
-    /// A live DaemonSet pod that is not Ready yet.
-    fn daemon_starting(&self) -> bool {
-        self.daemon_set && !self.finished && !self.terminating && !self.ready
-    }
-}
-
-/// A PodDisruptionBudget as the index keeps it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PdbSummary {
-    pub namespace: String,
-    pub name: String,
-    /// `None` when the selector is absent or cannot be parsed (matches nothing).
-    pub selector: Option<Selector>,
-    /// `status.disruptionsAllowed`.
-    pub disruptions_allowed: u32,
-}
-
-impl PdbSummary {
-    pub fn from_pdb(b: &PodDisruptionBudget) -> PdbSummary {
-        PdbSummary {
-            namespace: b.metadata.namespace.clone().unwrap_or_default(),
-            name: b.metadata.name.clone().unwrap_or_default(),
-            selector: b
-                .spec
-                .as_ref()
-                .and_then(|s| s.selector.clone())
-                .and_then(|sel| Selector::try_from(sel).ok()),
-            disruptions_allowed: b
-                .status
-                .as_ref()
-                .map_or(0, |s| u32::try_from(s.disruptions_allowed).unwrap_or(0)),
-        }
-    }
-}
-
 /// A node as the planner sees it.
 pub fn observed_node(
     node: &NodeSummary,
@@ -374,6 +227,11 @@ pub fn pods_holding(pods: &[Pod], kubelet_ready: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::core::ObjectMeta;
+
+    use crate::kube::summary::do_not_disrupt;
     use serde_json::json;
 
     fn pod(v: serde_json::Value) -> Pod {

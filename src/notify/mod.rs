@@ -308,9 +308,9 @@ impl SharedNotifier {
 /// - paused: it enters `Paused` (halted by rota, or asked for in git);
 /// - completed: it enters `Succeeded` from a rotation (not a pool that was already there).
 pub fn notices_for(
-    spec: &crate::kube::crd::NodePoolRotationSpec,
-    before: Option<&crate::kube::crd::NodePoolRotationStatus>,
-    after: &crate::kube::crd::NodePoolRotationStatus,
+    spec: &crate::rotate::resource::NodePoolRotationSpec,
+    before: Option<&crate::rotate::resource::NodePoolRotationStatus>,
+    after: &crate::rotate::resource::NodePoolRotationStatus,
 ) -> Vec<Notice> {
     use crate::rotate::Phase;
     let was = before.map(|b| b.phase).unwrap_or_default();

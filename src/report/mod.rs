@@ -271,6 +271,30 @@ mod tests {
     }
 
     #[test]
+    fn a_guard_wait_on_many_pools_fits_a_pending_status() {
+        use crate::waves::{PoolRef, Wait};
+        let pools: Vec<PoolRef> = (0..50)
+            .map(|i| {
+                PoolRef::new(
+                    &format!("a-very-long-cluster-name-number-{i}"),
+                    "general-purpose-pool",
+                    "general",
+                )
+            })
+            .collect();
+        let w = Wait::Completion {
+            wave: "canary".into(),
+            pools,
+        };
+        let s = CommitStatus::new(
+            "rota/c/p",
+            State::Pending,
+            &w.describe("general", "2026.11.2"),
+        );
+        assert!(s.description.chars().count() <= 140, "{}", s.description);
+    }
+
+    #[test]
     fn factory_builds_each_backend_and_refuses_bad_urls() {
         let dir = tempfile::tempdir().unwrap();
         let notes = Arc::new(GitNotesStore::new(dir.path(), Some("c1"), None));

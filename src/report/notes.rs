@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::evidence::{self, EvidenceKeys, RecordVerifier, SignedRecords};
 use super::{CommitStatus, Posted, ReportError, State, StatusStore, validate};
 use crate::source::credentials::{self, Auth, KnownHosts};
-use crate::source::{NOTES_PREFIX, REMOTE_NOTES_PREFIX};
+use crate::source::{MAX_NOTES_REFS, NOTES_PREFIX, REMOTE_NOTES_PREFIX};
 use crate::waves::PoolRecord;
 
 /// The note document of one cluster on one commit.
@@ -105,11 +105,6 @@ struct Inner {
     /// them out of the [`MAX_NOTES_REFS`] read.
     scope: std::sync::Mutex<Option<std::collections::BTreeSet<String>>>,
 }
-
-/// Most notes refs (clusters) read on one commit: the rest is ignored, named in a warning.
-/// A fleet has a few hundred clusters; a flood of refs pushed by anyone with push access
-/// must not make every pass of every agent read without end.
-pub const MAX_NOTES_REFS: usize = 2048;
 
 /// One cluster's records on one commit, as accepted by the store's policy.
 #[derive(Debug, Clone, PartialEq, Eq)]

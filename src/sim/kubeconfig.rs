@@ -6,6 +6,10 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+/// The cluster extension in which the kubeconfig names the simulated cloud's endpoint (what
+/// `kube::kubeconfig::SIM_CLOUD_EXTENSION` reads, a test holds the two equal).
+pub const CLOUD_EXTENSION: &str = "rota.dev/sim-cloud";
+
 /// A kubeconfig (YAML) for `(cluster name, server URL)` pairs; the first is the current context.
 pub fn render(clusters: &[(String, String)]) -> String {
     let cl: Vec<Value> = clusters
@@ -53,7 +57,7 @@ pub fn write_with_cloud(
     let mut doc: Value = serde_yaml::from_str(&render(clusters)).map_err(std::io::Error::other)?;
     for c in doc["clusters"].as_array_mut().into_iter().flatten() {
         c["cluster"]["extensions"] = json!([
-            {"name": crate::kube::kubeconfig::SIM_CLOUD_EXTENSION, "extension": {"url": cloud}}
+            {"name": CLOUD_EXTENSION, "extension": {"url": cloud}}
         ]);
     }
     write_text(

@@ -30,5 +30,6 @@ pub mod scenario;
 pub mod scheduler;
 pub mod selector;
 pub mod store;
+pub mod wire;
 pub mod workloads;
 pub mod world;

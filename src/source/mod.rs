@@ -37,6 +37,11 @@ pub struct SourceConfig {
     pub depth: Option<u32>,
 }
 
+/// Most notes refs (clusters) read on one commit: the rest is ignored, named in a warning.
+/// A fleet has a few hundred clusters; a flood of refs pushed by anyone with push access
+/// must not make every pass of every agent read without end.
+pub const MAX_NOTES_REFS: usize = 2048;
+
 /// Caps on what one fetch may bring in, before anything in it is checked (signatures are
 /// checked after the fetch, on the commit it brought).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +58,7 @@ impl Default for FetchLimits {
         FetchLimits {
             // A fleet repo's whole history is a few MiB.
             max_pack_bytes: 256 * 1024 * 1024,
-            max_notes_refs: crate::report::notes::MAX_NOTES_REFS,
+            max_notes_refs: MAX_NOTES_REFS,
         }
     }
 }

@@ -548,17 +548,3 @@ impl LastGood {
         }
     }
 }
-
-impl Admission {
-    /// The `error` status a rejected commit gets under `context` (e.g. `rota/<cluster>`).
-    pub fn error_status(&self, context: &str) -> Option<crate::report::CommitStatus> {
-        match self {
-            Admission::Act { .. } => None,
-            Admission::Keep { reason, .. } => Some(crate::report::CommitStatus::new(
-                context,
-                crate::report::State::Error,
-                &reason.message,
-            )),
-        }
-    }
-}

@@ -9,12 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::agent::desired::wave_views;
 use crate::agent::progress::WINDOW_WAIT;
 use crate::fleet::Fleet;
 use crate::fleet::resolved::DesiredCluster;
 use crate::report::notes::NoteDoc;
 use crate::report::{cluster_context, pool_context};
+use crate::waves::wave_views;
 use crate::waves::{GuardDecision, PoolRecord, Promotion, Wait, promotion_guard};
 
 /// Everything the view is computed from.

@@ -3,9 +3,7 @@
 //! write about their pools (completions, gate failures) and `guard` decides from it.
 
 pub mod guard;
-pub mod pin;
-pub mod promotion;
 pub mod records;
 
-pub use guard::{GuardDecision, Promotion, Wait, WaveView, promotion_guard};
+pub use guard::{GuardDecision, Promotion, Wait, WaveView, promotion_guard, wave_views};
 pub use records::{Completion, CompletionKind, GateFailure, PoolRecord, PoolRef};

@@ -366,7 +366,12 @@ async fn unsigned_commit_keeps_the_last_good_one_and_gets_an_error_status() {
         Some(good),
         "the last good commit stays in force"
     );
-    let status = a.error_status("rota/canary-use1").unwrap();
+    // As the agent reports a commit it refuses: an `error` status saying why.
+    let status = rota::report::CommitStatus::new(
+        "rota/canary-use1",
+        rota::report::State::Error,
+        &reason.message,
+    );
     notes.set(&f.commit.to_string(), &status).await.unwrap();
     let shown = git(
         &origin,

@@ -8,9 +8,6 @@
 //! the controller uses it exactly like a real provider. Errors travel as the `CloudError`
 //! fields, so a quota error on the server is a quota error in the controller. A connection
 //! failure is `Transient`. Loopback only: this is a test double's wire, not a cloud API.
-//!
-//! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
-#![cfg(feature = "sim")]
 
 use std::sync::Arc;
 
@@ -27,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use super::{CloudError, CloudErrorKind, GroupRef, GroupState, NodeGroups};
+use crate::cloud::{CloudError, CloudErrorKind, GroupRef, GroupState, NodeGroups};
 use crate::sim::requestlog::Counted;
 
 /// The calls a provider names in its errors, so that a name read off the wire keeps its

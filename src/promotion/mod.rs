@@ -1,13 +1,16 @@
-//! Checking a promotion: for each pin a wave takes (from the wave before it, or changed by a
-//! commit under review), the promotion guard's answer and the records it rests on. Read by
+//! Promotion at the edge: checking a promotion (for each pin a wave takes, from the wave
+//! before it or changed by a commit under review, the promotion guard's answer and the
+//! records it rests on) and, in [`pin`], writing the commit that moves a wave's pins. Read by
 //! `rota promote` and the demo; the fleet and the records come from the fleet repo (a clone
-//! or the bare repo with the agents' notes).
+//! or the bare repo with the agents' notes). The guard itself is pure, in `waves`.
+
+pub mod pin;
 
 use std::path::PathBuf;
 
-use super::{GuardDecision, Promotion, promotion_guard};
-use crate::agent::desired::wave_views;
 use crate::report::GitNotesStore;
+use crate::waves::wave_views;
+use crate::waves::{GuardDecision, Promotion, promotion_guard};
 
 /// What to check.
 #[derive(Debug, Clone)]

@@ -1,0 +1,224 @@
+//! What the cluster index keeps of each object it watches: Kubernetes objects trimmed, as
+//! they arrive, to the fields the decisions read ([`NodeSummary`], [`PodSummary`],
+//! [`PdbSummary`]) and what the gates judge ([`PodHealth`], [`EventRecord`]); strings that
+//! repeat across pods are shared ([`Interner`]). `kube::index` stores them, `kube::observe`
+//! reads them into what the planner sees.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::core::{ObjectMeta, Selector};
+
+use crate::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
+
+/// Annotation the kubelet puts on the mirror of a static pod.
+const MIRROR: &str = "kubernetes.io/config.mirror";
+
+fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(|s| s.as_str())
+}
+
+fn truthy(v: Option<&str>) -> bool {
+    matches!(v, Some("true"))
+}
+
+/// Whether an object (node or pod) asks not to be disrupted: the one place that decides it.
+pub fn do_not_disrupt(meta: &ObjectMeta) -> bool {
+    // rota's own annotation and Karpenter's (`karpenter.sh/do-not-disrupt`).
+    opts_out_of_disruption(meta.annotations.as_ref())
+}
+
+/// A pod as the pods gate needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodHealth {
+    pub namespace: String,
+    pub name: String,
+    /// `status.phase` is `Pending`.
+    pub pending: bool,
+    /// The `Ready` condition is true.
+    pub ready: bool,
+}
+
+/// A Kubernetes event as the events gate needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventRecord {
+    pub reason: String,
+    /// `lastTimestamp` (or `eventTime`).
+    pub last_seen: DateTime<Utc>,
+    /// `count` (1 for a single occurrence).
+    pub count: u32,
+}
+
+/// A node as the index keeps it: the fields the planner reads, and the labels (for the
+/// pools' selectors).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSummary {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub provider_id: String,
+    /// The kubelet's Ready condition is True.
+    pub kubelet_ready: bool,
+    /// `spec.unschedulable`.
+    pub cordoned: bool,
+    pub cordoned_by: Option<String>,
+    pub do_not_disrupt: bool,
+    pub scale_down_disabled: bool,
+}
+
+impl NodeSummary {
+    pub fn from_node(node: &Node) -> NodeSummary {
+        let meta = &node.metadata;
+        let spec = node.spec.as_ref();
+        NodeSummary {
+            name: meta.name.clone().unwrap_or_default(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
+            kubelet_ready: node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            cordoned: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            cordoned_by: annotation(meta, CORDONED_BY).map(String::from),
+            do_not_disrupt: do_not_disrupt(meta),
+            scale_down_disabled: truthy(annotation(meta, SCALE_DOWN_DISABLED)),
+        }
+    }
+}
+
+/// A pod as the index keeps it (its namespace and name are the index's key): what draining,
+/// readiness, the pods gate and PDB matching need. About 100 bytes of its own plus its name;
+/// label sets and namespaces are shared between pods (`index::Interner`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSummary {
+    /// `spec.nodeName`; `None` while unscheduled.
+    pub node: Option<Arc<str>>,
+    /// For PDB selectors.
+    pub labels: Arc<BTreeMap<String, String>>,
+    /// Owned by a DaemonSet.
+    pub daemon_set: bool,
+    /// A static pod's mirror.
+    pub mirror: bool,
+    /// `Succeeded` or `Failed`: holds nothing.
+    pub finished: bool,
+    /// `status.phase` is `Pending`.
+    pub pending: bool,
+    /// The Ready condition is True.
+    pub ready: bool,
+    pub do_not_disrupt: bool,
+    pub uses_empty_dir: bool,
+    /// `deletionTimestamp` is set.
+    pub terminating: bool,
+}
+
+impl PodSummary {
+    pub fn from_pod(pod: &Pod, interner: &mut Interner) -> PodSummary {
+        let meta = &pod.metadata;
+        let status = pod.status.as_ref();
+        let phase = status.and_then(|s| s.phase.as_deref());
+        PodSummary {
+            node: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .map(|n| interner.str(n)),
+            labels: interner.labels(meta.labels.clone().unwrap_or_default()),
+            daemon_set: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "DaemonSet"),
+            mirror: annotation(meta, MIRROR).is_some(),
+            finished: matches!(phase, Some("Succeeded") | Some("Failed")),
+            pending: phase == Some("Pending"),
+            ready: status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            do_not_disrupt: do_not_disrupt(meta),
+            uses_empty_dir: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.volumes.as_ref())
+                .is_some_and(|vs| vs.iter().any(|v| v.empty_dir.is_some())),
+            terminating: meta.deletion_timestamp.is_some(),
+        }
+    }
+
+    /// A live DaemonSet pod that is not Ready yet.
+    pub fn daemon_starting(&self) -> bool {
+        self.daemon_set && !self.finished && !self.terminating && !self.ready
+    }
+}
+
+/// A PodDisruptionBudget as the index keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PdbSummary {
+    pub namespace: String,
+    pub name: String,
+    /// `None` when the selector is absent or cannot be parsed (matches nothing).
+    pub selector: Option<Selector>,
+    /// `status.disruptionsAllowed`.
+    pub disruptions_allowed: u32,
+}
+
+impl PdbSummary {
+    pub fn from_pdb(b: &PodDisruptionBudget) -> PdbSummary {
+        PdbSummary {
+            namespace: b.metadata.namespace.clone().unwrap_or_default(),
+            name: b.metadata.name.clone().unwrap_or_default(),
+            selector: b
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.clone())
+                .and_then(|sel| Selector::try_from(sel).ok()),
+            disruptions_allowed: b
+                .status
+                .as_ref()
+                .map_or(0, |s| u32::try_from(s.disruptions_allowed).unwrap_or(0)),
+        }
+    }
+}
+
+/// Shares the strings that repeat across pods (namespaces, node names, whole label sets: the
+/// pods of one workload carry the same labels) so 150,000 pods do not hold 150,000 copies.
+/// Entries are never removed: their number follows the workloads and nodes, not the pods.
+#[derive(Debug, Default)]
+pub struct Interner {
+    strings: HashSet<Arc<str>>,
+    labels: HashSet<Arc<BTreeMap<String, String>>>,
+}
+
+impl Interner {
+    pub fn str(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.strings.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(s);
+        self.strings.insert(a.clone());
+        a
+    }
+
+    /// How many distinct label sets are shared.
+    pub fn label_sets(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// Keep what another interner shared too (a fresh list interned its own strings; both
+    /// sets stay shared by value).
+    pub fn absorb(&mut self, other: Interner) {
+        self.strings.extend(other.strings);
+        self.labels.extend(other.labels);
+    }
+
+    pub fn labels(&mut self, l: BTreeMap<String, String>) -> Arc<BTreeMap<String, String>> {
+        if let Some(a) = self.labels.get(&l) {
+            return a.clone();
+        }
+        let a = Arc::new(l);
+        self.labels.insert(a.clone());
+        a
+    }
+}
