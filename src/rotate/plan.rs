@@ -797,6 +797,48 @@ impl<'a> Planner<'a> {
         ids.into_iter().collect()
     }
 
+    /// The instances among `ids` that have no Ready node and whose creation the cloud reports
+    /// failed (GCP's per-instance `lastAttempt`, an Azure VM whose provisioning failed), each
+    /// named with its zone and the cloud's code.
+    fn launch_failures(&self, ids: &[String]) -> Vec<(String, &'a crate::cloud::LaunchError)> {
+        let obs = self.obs;
+        ids.iter()
+            .filter(|id| obs.node_of(id).is_none_or(|n| !n.ready))
+            .filter_map(|id| {
+                let i = obs.instance(id)?;
+                let e = i.launch_error.as_ref()?;
+                let zone = if i.zone.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in zone {}", i.zone)
+                };
+                Some((format!("{id}{zone}"), e))
+            })
+            .collect()
+    }
+
+    /// A launch failure that retrying cannot fix (quota, a stock-out, an invalid template:
+    /// classified as a failed call would be, [`crate::errors::Class::Stalled`]) fails the batch
+    /// at once and pauses the pool, naming instance, zone and code; others (the cloud retries
+    /// a transient failure itself) are waited out within `nodeReadyTimeout`.
+    fn stalled_launch(&self, batch: &Batch, ids: &[String]) -> Option<String> {
+        use crate::errors::{Class, Classify};
+        let failed: Vec<String> = self
+            .launch_failures(ids)
+            .into_iter()
+            .filter(|(_, e)| e.kind.classify().class == Class::Stalled)
+            .map(|(at, e)| format!("{at}: {e} ({})", e.kind.reason()))
+            .collect();
+        (!failed.is_empty()).then(|| {
+            format!(
+                "batch {}: group {} cannot create surge instance(s): {}",
+                batch.number,
+                self.desired.group,
+                failed.join("; ")
+            )
+        })
+    }
+
     fn step(&mut self, cp: &mut Checkpoint, stage: Stage) -> Step {
         match stage {
             Stage::Between => self.between(cp),
@@ -1012,6 +1054,13 @@ impl<'a> Planner<'a> {
             );
         }
         let new = self.new_instances_of(&batch);
+        if let Some(why) = self.stalled_launch(&batch, &new) {
+            // The cloud listed the surge but cannot create it (quota, a stock-out): waiting
+            // out nodeReadyTimeout would only delay the same end. The batch fails and is
+            // undone; the pool pauses with the cloud's reason.
+            self.actions.clear();
+            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
+        }
         let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
         if new.len() < n && self.now >= deadline {
             // Capacity was asked for but the cloud never listed the instances: typically a
@@ -1027,12 +1076,15 @@ impl<'a> Planner<'a> {
             return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
         }
         if !self.actions.is_empty() || new.len() < n {
-            let msg = format!(
+            let mut msg = format!(
                 "batch {}: waiting for {} of {n} new instance(s) of group {}",
                 batch.number,
                 n - new.len().min(n),
                 d.group
             );
+            for (at, e) in self.launch_failures(&new) {
+                msg.push_str(&format!("; the cloud retries {at}: {e}"));
+            }
             return stop(Stage::Surging { batch }, Phase::Rotating, "Surging", msg);
         }
         batch.new_instances = new;
@@ -1088,6 +1140,9 @@ impl<'a> Planner<'a> {
             }
             batch.new_instances.extend(newcomers);
         }
+        if let Some(why) = self.stalled_launch(&batch, &batch.new_instances) {
+            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
+        }
         let mut not_ready = Vec::new();
         if batch.new_instances.len() < n {
             not_ready.push(format!(
@@ -1115,7 +1170,19 @@ impl<'a> Planner<'a> {
                     }
                 }
                 Some(n) => not_ready.push(format!("{id} (node {} not Ready)", n.name)),
-                None => not_ready.push(format!("{id} (no node registered)")),
+                None => match self.obs.instance(id).and_then(|i| i.launch_error.as_ref()) {
+                    // The cloud retries it; say why it has not come yet.
+                    Some(e) => not_ready.push(format!(
+                        "{id} (no node registered; the cloud's last attempt to create it{} failed: {e})",
+                        self.obs
+                            .instance(id)
+                            .map(|i| i.zone.as_str())
+                            .filter(|z| !z.is_empty())
+                            .map(|z| format!(" in zone {z}"))
+                            .unwrap_or_default()
+                    )),
+                    None => not_ready.push(format!("{id} (no node registered)")),
+                },
             }
         }
         if not_ready.is_empty() {
