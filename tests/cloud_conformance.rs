@@ -1601,6 +1601,151 @@ mod gcp {
         }
     }
 
+    /// The headline of per-instance launch failures, through the real controller: a surge
+    /// that GCP cannot create (the resize is DONE, the instance stays CREATING with a
+    /// stock-out in lastAttempt) fails its batch at once, is undone, and pauses the pool
+    /// naming zone and code, instead of waiting out nodeReadyTimeout for a vague cause.
+    #[tokio::test]
+    async fn a_rotation_meeting_a_stock_out_pauses_the_pool_naming_zone_and_code() {
+        use std::collections::BTreeMap;
+
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::api::{Api, ObjectMeta, PostParams};
+        use rota::cloud::Lifecycle;
+        use rota::controller::{Config, Controller};
+        use rota::fleet::duration::GoDuration;
+        use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+        use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+        use rota::rotate::Phase;
+        use rota::sim::faults::FaultProfile;
+        use rota::sim::registrar::ExternalCluster;
+        use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
+
+        const SPEED: f64 = 30.0;
+        let (old, new) = (
+            "projects/acme-images/global/images/node-2026-11-1",
+            "projects/acme-images/global/images/node-2026-11-2",
+        );
+        let h = GcpHarness::new(false).await;
+        let key = h.double.add_mig(&h.spec("general", 3, old));
+        let g = h.group("general");
+        let provider: Arc<dyn NodeGroups> = h.provider();
+        let scenario = Scenario {
+            clusters: vec![ClusterScenario {
+                name: "gke-1".into(),
+                cloud: Cloud::Gcp,
+                pools: vec![PoolScenario {
+                    name: "general".into(),
+                    group: g.clone(),
+                    image: old.into(),
+                    node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+                    nodes: 3,
+                }],
+            }],
+            workloads: WorkloadProfile::from_yaml(
+                "nodes: {perPool: 3, registerAfter: 15s, readyAfter: 20s}\ndeployments:\n  - {name: web, namespace: shop, replicas: 3, pdb: {maxUnavailable: 1}, readyAfter: 10s}\n",
+                "workloads",
+            )
+            .unwrap(),
+            faults: FaultProfile::default(),
+            seed: 1,
+        };
+        let cluster =
+            ExternalCluster::start(&scenario.clusters[0], &scenario, provider.clone(), SPEED)
+                .await
+                .unwrap();
+        let client = cluster.client();
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .create(&PostParams::default(), &crd::definition())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Every zone of the group is out of the machine type from now on.
+        h.double.stock_out(
+            "",
+            "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "The zone 'projects/acme-prod/zones/us-central1-a' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.",
+        );
+        let mut policy = EffectivePolicy {
+            batch: BatchSize::Count(1),
+            ..EffectivePolicy::default()
+        };
+        policy.node_ready_timeout = GoDuration::from_secs(3600);
+        let mut npr = NodePoolRotation::new(
+            "general",
+            NodePoolRotationSpec {
+                cluster: "gke-1".into(),
+                pool: "general".into(),
+                group: g.clone(),
+                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+                channel: "stable".into(),
+                version: "2026.11.2".into(),
+                image: new.into(),
+                policy,
+                gates: vec![],
+                source_commit: "c0ffee".into(),
+                mode: Mode::Reconcile,
+            },
+        );
+        npr.metadata = ObjectMeta {
+            name: Some("general".into()),
+            ..ObjectMeta::default()
+        };
+        Api::<NodePoolRotation>::all(client.clone())
+            .create(&PostParams::default(), &npr)
+            .await
+            .unwrap();
+        let mut cfg = Config::new("0.1.0", "gcp-test");
+        cfg.events = false;
+        cfg.speed = SPEED;
+        let mut c = Controller::new(client.clone(), provider.clone(), cfg);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        let mut log = String::new();
+        let (phase, message) = loop {
+            let out = c.step().await;
+            if !out.is_empty() {
+                log.push_str(&format!("{out:?}\n"));
+            }
+            // The group's own clock: 20 s of cloud time per pass.
+            h.double.advance(Duration::from_secs(20));
+            let st = Api::<NodePoolRotation>::all(client.clone())
+                .get("general")
+                .await
+                .unwrap()
+                .status;
+            if let Some(st) = st.filter(|s| s.phase == Phase::Paused) {
+                break (st.phase, st.message);
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "not paused in time\n{log}"
+            );
+            c.wait(tokio::time::Instant::now() + Duration::from_secs(1), true)
+                .await;
+        };
+        assert_eq!(phase, Phase::Paused);
+        assert!(
+            message.contains("ZONE_RESOURCE_POOL_EXHAUSTED")
+                && message.contains("in zone us-central1-a")
+                && message.contains("QuotaExceeded"),
+            "{message}\n{log}"
+        );
+        // Undone: the template back on the image the pool came from, the target size back to
+        // three, no instance left trying to be created.
+        h.double.advance(Duration::from_secs(120));
+        let s = provider.describe(&g).await.unwrap();
+        assert_eq!(s.template_image, old, "{log}");
+        assert_eq!(s.desired, 3, "{log}");
+        assert_eq!(s.instances.len(), 3, "{s:#?}");
+        assert!(
+            s.instances.iter().all(|i| i.image == old
+                && i.lifecycle == Lifecycle::InService
+                && i.launch_error.is_none()),
+            "{s:#?}"
+        );
+        assert_eq!(h.double.target_size(&key), 3);
+    }
+
     /// The schema check is not a formality: answers that drift from the published
     /// description in the ways a double could drift are caught, each named.
     #[test]
