@@ -3,8 +3,8 @@
 //!
 //! | `NodeGroups` | ARM calls (api-version 2024-07-01) |
 //! |---|---|
-//! | `describe` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_List` (all pages) |
-//! | `set_image` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (the model's `imageReference`), wait |
+//! | `describe` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_List` (all pages), `VirtualMachineScaleSetVMs_Get` with the instance view for a VM whose provisioning failed |
+//! | `set_image` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (the model's `imageReference`, same publisher and offer), wait |
 //! | `set_capacity` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (`sku.capacity`, the `max` tag; `If-Match`), wait |
 //! | `terminate` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_Get`, `VirtualMachineScaleSets_DeleteInstances`, wait; without `decrement`, `VirtualMachineScaleSets_Update` to put the capacity back |
 //!
