@@ -1083,7 +1083,9 @@ impl<'a> Planner<'a> {
                 d.group
             );
             for (at, e) in self.launch_failures(&new) {
-                msg.push_str(&format!("; the cloud retries {at}: {e}"));
+                msg.push_str(&format!(
+                    "; the cloud's last attempt to create {at} failed: {e}"
+                ));
             }
             return stop(Stage::Surging { batch }, Phase::Rotating, "Surging", msg);
         }
@@ -1170,16 +1172,11 @@ impl<'a> Planner<'a> {
                     }
                 }
                 Some(n) => not_ready.push(format!("{id} (node {} not Ready)", n.name)),
-                None => match self.obs.instance(id).and_then(|i| i.launch_error.as_ref()) {
-                    // The cloud retries it; say why it has not come yet.
-                    Some(e) => not_ready.push(format!(
-                        "{id} (no node registered; the cloud's last attempt to create it{} failed: {e})",
-                        self.obs
-                            .instance(id)
-                            .map(|i| i.zone.as_str())
-                            .filter(|z| !z.is_empty())
-                            .map(|z| format!(" in zone {z}"))
-                            .unwrap_or_default()
+                // A cause that may still clear (the cloud retries it, or the node comes up
+                // after all): say why the node has not come yet.
+                None => match self.launch_failures(std::slice::from_ref(id)).first() {
+                    Some((at, e)) => not_ready.push(format!(
+                        "{id} (no node registered; the cloud's last attempt to create {at} failed: {e})"
                     )),
                     None => not_ready.push(format!("{id} (no node registered)")),
                 },
