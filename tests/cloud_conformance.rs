@@ -779,19 +779,12 @@ mod azure {
             "InternalExecutionError",
             "An internal execution error occurred.",
         );
-        let e = p
-            .set_image(&g, "Canonical:ubuntu-24_04-lts:server:24.04.202611010")
-            .await
-            .unwrap_err();
+        let next = format!("{GALLERY}2.0.0");
+        let e = p.set_image(&g, &next).await.unwrap_err();
         assert_eq!(e.kind, CloudErrorKind::Transient, "{e}");
         // Calling again is safe and finishes the job.
-        p.set_image(&g, "Canonical:ubuntu-24_04-lts:server:24.04.202611010")
-            .await
-            .unwrap();
-        assert_eq!(
-            p.describe(&g).await.unwrap().template_image,
-            "Canonical:ubuntu-24_04-lts:server:24.04.202611010"
-        );
+        p.set_image(&g, &next).await.unwrap();
+        assert_eq!(p.describe(&g).await.unwrap().template_image, next);
     }
 
     #[tokio::test]
@@ -842,19 +835,186 @@ mod azure {
     }
 
     #[tokio::test]
-    async fn images_switch_between_gallery_and_marketplace_forms() {
-        let (_h, p, g) = one_group(1, 4).await;
-        let urn = "Canonical:ubuntu-24_04-lts:server:24.04.202611010";
-        p.set_image(&g, urn).await.unwrap();
-        assert_eq!(p.describe(&g).await.unwrap().template_image, urn);
-        let back = format!("{GALLERY}2.0.0");
-        p.set_image(&g, &back).await.unwrap();
-        assert_eq!(p.describe(&g).await.unwrap().template_image, back);
+    async fn image_forms_fixed_at_creation_are_refused_before_touching_the_group() {
+        let (h, p, g) = one_group(1, 4).await;
+        // A gallery image moves to another gallery image version.
+        let next = format!("{GALLERY}2.0.0");
+        p.set_image(&g, &next).await.unwrap();
+        assert_eq!(p.describe(&g).await.unwrap().template_image, next);
         // Resource IDs compare without case: the same image in other case is a no-op.
-        p.set_image(&g, &back.to_ascii_lowercase()).await.unwrap();
+        p.set_image(&g, &next.to_ascii_lowercase()).await.unwrap();
+        assert_eq!(h.double.count("PATCH", "/general"), 1);
+        // Gallery -> marketplace would set publisher and offer, which Azure allows only when
+        // the scale set is created: refused with the reason, nothing sent.
+        let urn = "Canonical:ubuntu-24_04-lts:server:24.04.202611010";
+        let e = p.set_image(&g, urn).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+        assert!(
+            e.message.contains("publisher (none) -> Canonical")
+                && e.message.contains("only when the scale set is created"),
+            "{e}"
+        );
+        assert_eq!(h.double.count("PATCH", "/general"), 1, "nothing sent");
+        assert_eq!(p.describe(&g).await.unwrap().template_image, next);
         let e = p.set_image(&g, "not-an-image").await.unwrap_err();
         assert_eq!(e.kind, CloudErrorKind::Invalid);
         assert!(e.message.contains("not-an-image"), "{e}");
+
+        // A marketplace scale set changes sku and version, never its offer or publisher.
+        h.double.create_scale_set(
+            SUB,
+            RG,
+            "market",
+            1,
+            4,
+            json!({"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.202610010"}),
+            "Manual",
+        );
+        let m = group("market");
+        p.set_image(&m, urn).await.unwrap();
+        assert_eq!(p.describe(&m).await.unwrap().template_image, urn);
+        let arm = "Canonical:ubuntu-24_04-lts:server-arm64:24.04.202611010";
+        p.set_image(&m, arm).await.unwrap();
+        assert_eq!(p.describe(&m).await.unwrap().template_image, arm);
+        for (other, field) in [
+            (
+                "Canonical:0001-com-ubuntu-server-jammy:22_04-lts:22.04.202611010",
+                "offer",
+            ),
+            (next.as_str(), "publisher Canonical -> (none)"),
+        ] {
+            let e = p.set_image(&m, other).await.unwrap_err();
+            assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+            assert!(e.message.contains(field), "{e}");
+        }
+        assert_eq!(
+            h.double.count("PATCH", "/market"),
+            2,
+            "only the allowed changes sent"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_double_refuses_what_azure_refuses_and_rota_maps_it_to_invalid() {
+        // Were rota to send a publisher change anyway (an older rota, another tool), ARM
+        // answers 409 PropertyChangeNotAllowed: a request no retry fixes.
+        use rota::cloud::azure::classify::classify;
+        assert_eq!(
+            classify(
+                Some(409),
+                "PropertyChangeNotAllowed",
+                "Changing property 'imageReference.publisher' is not allowed."
+            ),
+            CloudErrorKind::Invalid
+        );
+    }
+
+    #[tokio::test]
+    async fn updates_answered_with_a_location_only_are_waited_for() {
+        use super::azure_double::LroStyle;
+        for status in [200, 202] {
+            let (h, p, g) = one_group(1, 10).await;
+            h.double.set_lro_style(LroStyle::Location(status));
+            p.set_capacity(&g, 3, None).await.unwrap();
+            let (in_progress, done) = h.double.polls();
+            assert!(
+                in_progress >= 1,
+                "polled the Location while it ran (HTTP {status})"
+            );
+            assert_eq!(done, 1);
+            let s = p.describe(&g).await.unwrap();
+            assert!(
+                s.instances.len() == 3
+                    && s.instances
+                        .iter()
+                        .all(|i| i.lifecycle == Lifecycle::InService),
+                "the call returned once the scale set had settled (HTTP {status}): {s:?}"
+            );
+            // A failure reported at the Location is the operation's failure.
+            h.double.fail_next_operation(
+                "QuotaExceeded",
+                "Operation could not be completed as it results in exceeding approved standardDSv5Family Cores quota.",
+            );
+            let e = p.set_capacity(&g, 5, None).await.unwrap_err();
+            assert_eq!(e.kind, CloudErrorKind::Quota, "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn updates_answered_with_a_provisioning_state_only_are_waited_for() {
+        use super::azure_double::LroStyle;
+        let (h, p, g) = one_group(1, 4).await;
+        h.double.set_lro_style(LroStyle::ProvisioningState);
+        let reads = h.double.count("GET", "/virtualMachineScaleSets/general");
+        p.set_capacity(&g, 3, None).await.unwrap();
+        assert!(
+            h.double.count("GET", "/virtualMachineScaleSets/general") - reads >= 2,
+            "the scale set read again until its provisioningState left Updating"
+        );
+        let s = p.describe(&g).await.unwrap();
+        assert!(
+            s.instances
+                .iter()
+                .all(|i| i.lifecycle == Lifecycle::InService),
+            "{s:?}"
+        );
+        // An update that leaves the scale set Failed is an error, not a success.
+        h.double.fail_next_operation(
+            "InternalExecutionError",
+            "An internal execution error occurred.",
+        );
+        let e = p.set_capacity(&g, 4, None).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Transient, "{e}");
+        assert!(e.message.contains("Failed"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_vm_whose_provisioning_failed_names_its_cause() {
+        let (h, p, g) = one_group(2, 4).await;
+        h.double.fail_next_vms(
+            1,
+            "AllocationFailed",
+            "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.",
+        );
+        // The scale-out's operation fails with the VM's cause...
+        let e = p.set_capacity(&g, 3, None).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Quota, "{e}");
+        assert!(e.message.contains("AllocationFailed"), "{e}");
+        // ...and the VM stays, Failed; describe says why, per instance, for the planner.
+        let s = p.describe(&g).await.unwrap();
+        assert_eq!(s.instances.len(), 3);
+        let failed: Vec<_> = s
+            .instances
+            .iter()
+            .filter(|i| i.launch_error.is_some())
+            .collect();
+        assert_eq!(failed.len(), 1, "{s:#?}");
+        let e = failed[0].launch_error.as_ref().unwrap();
+        assert_eq!(
+            (e.kind, e.code.as_str()),
+            (CloudErrorKind::Quota, "AllocationFailed")
+        );
+        assert!(e.message.contains("sufficient capacity"), "{e}");
+        assert_eq!(
+            failed[0].lifecycle,
+            Lifecycle::InService,
+            "it exists and counts"
+        );
+        assert!(!failed[0].zone.is_empty());
+        assert_eq!(
+            h.double
+                .count("GET", &format!("/virtualMachines/{}", failed[0].id)),
+            1,
+            "one instance view read, for the failed VM only"
+        );
+        // It can be removed like any instance.
+        p.terminate(&g, &failed[0].id.clone(), true).await.unwrap();
+        h.double.pass(Duration::from_secs(300));
+        let s = p.describe(&g).await.unwrap();
+        assert!(
+            s.instances.iter().all(|i| i.launch_error.is_none()),
+            "{s:#?}"
+        );
     }
 
     #[tokio::test]
@@ -893,6 +1053,9 @@ mod azure {
 
 #[path = "support/gcp_double.rs"]
 mod gcp_double;
+
+#[path = "support/api_schemas.rs"]
+mod api_schemas;
 
 mod gcp {
     use std::sync::Arc;
@@ -965,6 +1128,8 @@ mod gcp {
                 image: image.into(),
                 autoscaler: None,
                 regional_template: self.regional,
+                update_policy: "OPPORTUNISTIC",
+                autoscaler_mode: "OFF",
             }
         }
 
@@ -1044,17 +1209,33 @@ mod gcp {
     async fn throttling_that_clears_is_retried_and_succeeds() {
         let h = GcpHarness::new(false).await;
         let g = h.create_group("throttled", 1, 3, "img").await;
-        // Compute answers rate limits both as 429 and as 403 rateLimitExceeded.
+        // Compute answers rate limits both as 429 and as 403 rateLimitExceeded, in the legacy
+        // shape (errors[] only) and in the one Google's client reads first (error.details
+        // with a google.rpc.ErrorInfo, errors[] then ignored): a 403 whose status says
+        // PERMISSION_DENIED is still a rate limit.
         h.double
             .inject(Fault::new("/resize", 429, "rateLimitExceeded", 1));
         h.double
             .inject(Fault::new("/resize", 403, "rateLimitExceeded", 1));
+        h.double.inject(Fault::rate_limited("/resize", 403, 1));
         h.provider().set_capacity(&g, 2, None).await.unwrap();
         assert_eq!(
             h.count("/resize"),
-            3,
-            "two throttled attempts, then the one that worked"
+            4,
+            "three throttled attempts, then the one that worked"
         );
+        h.double.inject(Fault::rate_limited("/resize", 429, 1));
+        // Details without an ErrorInfo (a Help link only): the status code still says so.
+        h.double.inject(Fault {
+            details: vec![serde_json::json!({"@type": "type.googleapis.com/google.rpc.Help",
+                "links": [{"description": "Request a higher quota limit.", "url": "https://cloud.google.com/docs/quotas/help/request_increase"}]})],
+            rpc_status: Some("RESOURCE_EXHAUSTED"),
+            ..Fault::new("/resize", 429, "rateLimitExceeded", 1)
+        });
+        h.provider().set_capacity(&g, 3, Some(3)).await.unwrap();
+        assert_eq!(h.count("/resize"), 7);
+        assert_eq!(h.provider().describe(&g).await.unwrap().desired, 3);
+        h.provider().set_capacity(&g, 2, None).await.unwrap();
         assert_eq!(h.provider().describe(&g).await.unwrap().desired, 2);
     }
 
@@ -1132,6 +1313,10 @@ mod gcp {
         h.double.inject(Fault {
             method: Some("POST"),
             message: "Required 'compute.instanceGroupManagers.update' permission for 'projects/acme-prod/zones/us-central1-a/instanceGroupManagers/forbidden'".into(),
+            details: vec![serde_json::json!({"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "IAM_PERMISSION_DENIED", "domain": "iam.googleapis.com",
+                "metadata": {"permission": "compute.instanceGroupManagers.update",
+                             "resource": "projects/acme-prod/zones/us-central1-a/instanceGroupManagers/forbidden"}})],
             ..Fault::new("/resize", 403, "forbidden", 1)
         });
         let e = h.provider().set_capacity(&g, 2, None).await.unwrap_err();
@@ -1253,5 +1438,430 @@ mod gcp {
         let v = s.instances.iter().find(|i| i.id == victim).unwrap();
         assert_eq!(v.lifecycle, Lifecycle::Terminating);
         assert!(v.provider_id.starts_with("gce://acme-prod/us-central1-a/"));
+    }
+
+    // --- what Compute reports per instance, and groups that would fight the rotation ------
+
+    #[tokio::test]
+    async fn a_stock_out_shows_per_instance_after_the_resize_is_done_and_is_quota() {
+        use rota::cloud::Lifecycle;
+        for regional in [false, true] {
+            let h = GcpHarness::new(regional).await;
+            let g = h.create_group("stockout-mi", 1, 5, "img").await;
+            let p = h.provider();
+            h.double.stock_out(
+                "",
+                "ZONE_RESOURCE_POOL_EXHAUSTED",
+                "The zone 'projects/acme-prod/zones/us-central1-a' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.",
+            );
+            // Compute accepts the resize and reports it DONE: the creations are scheduled.
+            p.set_capacity(&g, 3, None).await.unwrap();
+            h.double.advance(Duration::from_secs(600));
+            let s = p.describe(&g).await.unwrap();
+            assert_eq!(s.desired, 3);
+            let failing: Vec<_> = s
+                .instances
+                .iter()
+                .filter(|i| i.launch_error.is_some())
+                .collect();
+            assert_eq!(failing.len(), 2, "{s:#?}");
+            for i in &failing {
+                assert_eq!(i.lifecycle, Lifecycle::Pending, "still CREATING");
+                let e = i.launch_error.as_ref().unwrap();
+                assert_eq!(e.kind, CloudErrorKind::Quota, "{e}");
+                assert_eq!(e.code, "ZONE_RESOURCE_POOL_EXHAUSTED");
+                assert!(e.message.contains("does not have enough resources"), "{e}");
+                assert!(
+                    i.zone.starts_with("us-central1-"),
+                    "the zone is named: {i:?}"
+                );
+            }
+            // Capacity comes back: the group's retries succeed, the error is gone.
+            h.double.end_stock_out();
+            h.double.advance(Duration::from_secs(300));
+            let s = p.describe(&g).await.unwrap();
+            assert_eq!(s.instances.len(), 3);
+            assert!(
+                s.instances
+                    .iter()
+                    .all(|i| i.launch_error.is_none() && i.lifecycle == Lifecycle::InService),
+                "{s:#?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_quota_shortage_shows_per_instance_naming_the_quota() {
+        let h = GcpHarness::new(false).await;
+        let g = h.create_group("quota-mi", 1, 5, "img").await;
+        let p = h.provider();
+        h.double.stock_out(
+            ZONE,
+            "QUOTA_EXCEEDED",
+            "Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1.",
+        );
+        p.set_capacity(&g, 2, None).await.unwrap();
+        let s = p.describe(&g).await.unwrap();
+        let e = s
+            .instances
+            .iter()
+            .find_map(|i| i.launch_error.clone())
+            .expect("the new instance reports its failed creation");
+        assert_eq!(e.kind, CloudErrorKind::Quota);
+        assert_eq!(e.code, "QUOTA_EXCEEDED");
+        assert!(e.to_string().contains("Quota 'CPUS' exceeded"), "{e}");
+        // Stalled, like a quota refusal of a call: the planner pauses the pool on it.
+        use rota::errors::Classify;
+        assert_eq!(e.kind.classify().class, rota::errors::Class::Stalled);
+    }
+
+    #[tokio::test]
+    async fn a_proactive_group_is_refused_before_anything_is_written() {
+        let h = GcpHarness::new(false).await;
+        let spec = super::gcp_double::MigSpec {
+            update_policy: "PROACTIVE",
+            ..h.spec("proactive", 2, "img-a")
+        };
+        let key = h.double.add_mig(&spec);
+        let g = h.group("proactive");
+        let p = h.provider();
+        let before = h.double.instances(&key);
+        let e = p.set_image(&g, "img-b").await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+        assert!(
+            e.message.contains("PROACTIVE") && e.message.contains("OPPORTUNISTIC"),
+            "{e}"
+        );
+        assert_eq!(e.call, "instanceGroupManagers.setInstanceTemplate");
+        assert_eq!(h.count("/setInstanceTemplate"), 0);
+        assert_eq!(
+            h.count("POST projects/acme-prod/global/instanceTemplates"),
+            0
+        );
+        assert_eq!(h.double.instances(&key), before, "no instance replaced");
+        // The same image again is no change, and no refusal: nothing would be written.
+        p.set_image(&g, "img-a").await.unwrap();
+        // What rota refuses to do, the double does as Compute would: a new template on a
+        // PROACTIVE group replaces its running instances, without any drain.
+        let tpl = h.double.add_template(PROJECT, None, "other", "img-b");
+        let (status, _) = h.double.serve_direct(
+            "POST",
+            &format!("{key}/setInstanceTemplate"),
+            serde_json::json!({"instanceTemplate": format!("https://www.googleapis.com/compute/v1/{tpl}")}),
+        );
+        assert_eq!(status, 200);
+        let after = h.double.instances(&key);
+        assert!(
+            before
+                .iter()
+                .all(|(n, _)| after.iter().any(|(m, deleting)| m == n && *deleting)),
+            "Compute deletes the old instances itself: {after:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_autoscaler_that_acts_on_the_group_is_refused_before_anything_is_written() {
+        for (regional, mode) in [(true, "ON"), (false, "ONLY_SCALE_OUT")] {
+            let h = GcpHarness::new(regional).await;
+            let spec = super::gcp_double::MigSpec {
+                autoscaler: Some((0, 5)),
+                autoscaler_mode: mode,
+                ..h.spec("autoscaled", 2, "img-a")
+            };
+            h.double.add_mig(&spec);
+            let g = h.group("autoscaled");
+            let p = h.provider();
+            let e = p.set_capacity(&g, 3, Some(4)).await.unwrap_err();
+            assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+            assert!(
+                e.message.contains(&format!("mode {mode}")) && e.message.contains("OFF"),
+                "{e}"
+            );
+            let e = p.set_image(&g, "img-b").await.unwrap_err();
+            assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+            assert_eq!(h.count("/resize"), 0);
+            assert_eq!(h.count("PATCH"), 0, "the autoscaler's maximum untouched");
+            assert_eq!(h.count("/setInstanceTemplate"), 0);
+            // Reading the group, restoring its maximum and removing an instance stay allowed:
+            // they are what undoing a rotation needs.
+            let s = p.describe(&g).await.unwrap();
+            assert_eq!((s.desired, s.max), (2, 5));
+            p.set_max(&g, 5).await.unwrap();
+            if regional {
+                // And Compute itself refuses the manual resize of such a regional group.
+                let key =
+                    format!("projects/{PROJECT}/regions/{REGION}/instanceGroupManagers/autoscaled");
+                let (status, body) = h.double.serve_direct(
+                    "POST",
+                    &format!("{key}/resize?size=3"),
+                    serde_json::Value::Null,
+                );
+                assert_eq!(status, 412, "{body}");
+            }
+        }
+    }
+
+    /// The headline of per-instance launch failures, through the real controller: a surge
+    /// that GCP cannot create (the resize is DONE, the instance stays CREATING with a
+    /// stock-out in lastAttempt) fails its batch at once, is undone, and pauses the pool
+    /// naming zone and code, instead of waiting out nodeReadyTimeout for a vague cause.
+    #[tokio::test]
+    async fn a_rotation_meeting_a_stock_out_pauses_the_pool_naming_zone_and_code() {
+        use std::collections::BTreeMap;
+
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::api::{Api, ObjectMeta, PostParams};
+        use rota::cloud::Lifecycle;
+        use rota::controller::{Config, Controller};
+        use rota::fleet::duration::GoDuration;
+        use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+        use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+        use rota::rotate::Phase;
+        use rota::sim::faults::FaultProfile;
+        use rota::sim::registrar::ExternalCluster;
+        use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
+
+        const SPEED: f64 = 30.0;
+        let (old, new) = (
+            "projects/acme-images/global/images/node-2026-11-1",
+            "projects/acme-images/global/images/node-2026-11-2",
+        );
+        let h = GcpHarness::new(false).await;
+        let key = h.double.add_mig(&h.spec("general", 3, old));
+        let g = h.group("general");
+        let provider: Arc<dyn NodeGroups> = h.provider();
+        let scenario = Scenario {
+            clusters: vec![ClusterScenario {
+                name: "gke-1".into(),
+                cloud: Cloud::Gcp,
+                pools: vec![PoolScenario {
+                    name: "general".into(),
+                    group: g.clone(),
+                    image: old.into(),
+                    node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+                    nodes: 3,
+                }],
+            }],
+            workloads: WorkloadProfile::from_yaml(
+                "nodes: {perPool: 3, registerAfter: 15s, readyAfter: 20s}\ndeployments:\n  - {name: web, namespace: shop, replicas: 3, pdb: {maxUnavailable: 1}, readyAfter: 10s}\n",
+                "workloads",
+            )
+            .unwrap(),
+            faults: FaultProfile::default(),
+            seed: 1,
+        };
+        let cluster =
+            ExternalCluster::start(&scenario.clusters[0], &scenario, provider.clone(), SPEED)
+                .await
+                .unwrap();
+        let client = cluster.client();
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .create(&PostParams::default(), &crd::definition())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Every zone of the group is out of the machine type from now on.
+        h.double.stock_out(
+            "",
+            "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "The zone 'projects/acme-prod/zones/us-central1-a' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.",
+        );
+        let mut policy = EffectivePolicy {
+            batch: BatchSize::Count(1),
+            ..EffectivePolicy::default()
+        };
+        policy.node_ready_timeout = GoDuration::from_secs(3600);
+        let mut npr = NodePoolRotation::new(
+            "general",
+            NodePoolRotationSpec {
+                cluster: "gke-1".into(),
+                pool: "general".into(),
+                group: g.clone(),
+                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
+                channel: "stable".into(),
+                version: "2026.11.2".into(),
+                image: new.into(),
+                policy,
+                gates: vec![],
+                source_commit: "c0ffee".into(),
+                mode: Mode::Reconcile,
+            },
+        );
+        npr.metadata = ObjectMeta {
+            name: Some("general".into()),
+            ..ObjectMeta::default()
+        };
+        Api::<NodePoolRotation>::all(client.clone())
+            .create(&PostParams::default(), &npr)
+            .await
+            .unwrap();
+        let mut cfg = Config::new("0.1.0", "gcp-test");
+        cfg.events = false;
+        cfg.speed = SPEED;
+        let mut c = Controller::new(client.clone(), provider.clone(), cfg);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        let mut log = String::new();
+        let (phase, message) = loop {
+            let out = c.step().await;
+            if !out.is_empty() {
+                log.push_str(&format!("{out:?}\n"));
+            }
+            // The group's own clock: 20 s of cloud time per pass.
+            h.double.advance(Duration::from_secs(20));
+            let st = Api::<NodePoolRotation>::all(client.clone())
+                .get("general")
+                .await
+                .unwrap()
+                .status;
+            if let Some(st) = st.filter(|s| s.phase == Phase::Paused) {
+                break (st.phase, st.message);
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "not paused in time\n{log}"
+            );
+            c.wait(tokio::time::Instant::now() + Duration::from_secs(1), true)
+                .await;
+        };
+        assert_eq!(phase, Phase::Paused);
+        assert!(
+            message.contains("ZONE_RESOURCE_POOL_EXHAUSTED")
+                && message.contains("in zone us-central1-a")
+                && message.contains("QuotaExceeded"),
+            "{message}\n{log}"
+        );
+        // Undone: the template back on the image the pool came from, the target size back to
+        // three, no instance left trying to be created.
+        h.double.advance(Duration::from_secs(120));
+        let s = provider.describe(&g).await.unwrap();
+        assert_eq!(s.template_image, old, "{log}");
+        assert_eq!(s.desired, 3, "{log}");
+        assert_eq!(s.instances.len(), 3, "{s:#?}");
+        assert!(
+            s.instances.iter().all(|i| i.image == old
+                && i.lifecycle == Lifecycle::InService
+                && i.launch_error.is_none()),
+            "{s:#?}"
+        );
+        assert_eq!(h.double.target_size(&key), 3);
+    }
+
+    /// The schema check is not a formality: answers that drift from the published
+    /// description in the ways a double could drift are caught, each named.
+    #[test]
+    fn the_schema_check_catches_answers_that_drift_from_the_description() {
+        use super::api_schemas::{Api, Exchange, check};
+        let x = |method: &str, path: &str, status: u16, response: serde_json::Value| Exchange {
+            method: method.into(),
+            path: path.into(),
+            status,
+            request: serde_json::Value::Null,
+            response,
+            headers: Vec::new(),
+        };
+        let list = "projects/p/zones/z/instanceGroupManagers/m/listManagedInstances";
+        let good = serde_json::json!({"managedInstances": [{
+            "instance": "https://www.googleapis.com/compute/v1/projects/p/zones/z/instances/m-1",
+            "name": "m-1", "currentAction": "CREATING",
+            "lastAttempt": {"errors": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "m"}]}}}]});
+        assert_eq!(
+            check(Api::Compute, &[x("POST", list, 200, good)]),
+            Vec::<String>::new()
+        );
+        let drifted = [
+            // lastAttempt.errors is an object holding `errors`, not a list.
+            x(
+                "POST",
+                list,
+                200,
+                serde_json::json!({"managedInstances": [{"name": "m-1",
+                "lastAttempt": {"errors": [{"code": "QUOTA_EXCEEDED"}]}}]}),
+            ),
+            // An enum value the description does not list.
+            x(
+                "POST",
+                list,
+                200,
+                serde_json::json!({"managedInstances": [{"currentAction": "BOOTING"}]}),
+            ),
+            // ids are uint64 strings.
+            x(
+                "GET",
+                "projects/p/zones/z/instanceGroupManagers/m",
+                200,
+                serde_json::json!({"id": 5}),
+            ),
+            // A reason google.api.ErrorReason does not have.
+            x(
+                "POST",
+                "projects/p/zones/z/instanceGroupManagers/m/resize",
+                403,
+                serde_json::json!({"error": {
+                "code": 403, "message": "m", "status": "PERMISSION_DENIED",
+                "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SLOW_DOWN", "domain": "googleapis.com"}]}}),
+            ),
+            // A status that does not go with the HTTP status.
+            x(
+                "GET",
+                "projects/p/zones/z/instanceGroupManagers/m",
+                404,
+                serde_json::json!({"error": {
+                "code": 404, "message": "m", "status": "UNAVAILABLE"}}),
+            ),
+            // No such method.
+            x(
+                "GET",
+                "projects/p/zones/z/instanceGroupManagers/m/frobnicate",
+                200,
+                serde_json::json!({}),
+            ),
+        ];
+        for d in &drifted {
+            let problems = check(Api::Compute, std::slice::from_ref(d));
+            assert_eq!(problems.len(), 1, "{} {}: {problems:?}", d.method, d.path);
+        }
+        let vmss = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/v?api-version=2024-07-01";
+        let drifted = [
+            x(
+                "GET",
+                vmss,
+                200,
+                serde_json::json!({"location": "westeurope", "properties": {"upgradePolicy": {"mode": "Sometimes"}}}),
+            ),
+            x(
+                "GET",
+                vmss,
+                200,
+                serde_json::json!({"location": "westeurope", "sku": {"capacity": "3"}}),
+            ),
+            x(
+                "GET",
+                vmss,
+                200,
+                serde_json::json!({"sku": {"capacity": 3}}),
+            ),
+            x(
+                "GET",
+                vmss,
+                404,
+                serde_json::json!({"code": "ResourceNotFound"}),
+            ),
+        ];
+        for d in &drifted {
+            let problems = check(Api::Arm, std::slice::from_ref(d));
+            assert_eq!(problems.len(), 1, "{}: {problems:?}", d.response);
+        }
+        assert_eq!(
+            check(
+                Api::Arm,
+                &[x(
+                    "GET",
+                    vmss,
+                    200,
+                    serde_json::json!({"location": "westeurope", "sku": {"capacity": 3}})
+                )]
+            ),
+            Vec::<String>::new()
+        );
     }
 }

@@ -131,6 +131,7 @@ mod tests {
             image: image.into(),
             zone: "us-east-1a".into(),
             lifecycle,
+            launch_error: None,
         }
     }
 

@@ -47,6 +47,32 @@ pub struct Instance {
     pub image: String,
     pub zone: String,
     pub lifecycle: Lifecycle,
+    /// Why the cloud's last attempt to create (provision) this instance failed, when it says
+    /// so per instance: GCP's `lastAttempt.errors` of a managed instance still `CREATING`, an
+    /// Azure scale set VM whose provisioning `Failed`. `None` for an instance that is fine or
+    /// a cloud that reports launch failures elsewhere (AWS: scaling activities).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_error: Option<LaunchError>,
+}
+
+/// A failed attempt to create an instance, classified like a failed call (its [`CloudErrorKind`]
+/// decides what the rotation does about it: see `rotate::plan`, a stalled kind such as `Quota`
+/// fails the batch at once, the others are waited out within `nodeReadyTimeout`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaunchError {
+    pub kind: CloudErrorKind,
+    /// The cloud's own code, e.g. `ZONE_RESOURCE_POOL_EXHAUSTED`, `QUOTA_EXCEEDED`,
+    /// `AllocationFailed`.
+    pub code: String,
+    /// The cloud's message.
+    pub message: String,
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
 }
 
 /// A group as described by its cloud at one moment.
@@ -172,7 +198,8 @@ impl Classify for CloudError {
 #[async_trait]
 pub trait NodeGroups: Send + Sync {
     /// The group now: capacity bounds, template image and its live instances (terminated ones
-    /// are omitted). Read-only.
+    /// are omitted). Read-only. An instance the cloud has not managed to create carries the
+    /// cause in `launch_error` where the cloud reports one per instance (GCP, Azure).
     async fn describe(&self, group: &GroupRef) -> Result<GroupState, CloudError>;
 
     /// Make instances created from now on boot `image`. Running instances are not touched.

@@ -370,6 +370,7 @@ mod tests {
             image: "ami-1".into(),
             zone: "us-east-1a".into(),
             lifecycle: crate::cloud::Lifecycle::InService,
+            launch_error: None,
         };
         let group = crate::cloud::GroupState {
             group: crate::cloud::GroupRef::Aws {

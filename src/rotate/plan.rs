@@ -810,6 +810,48 @@ impl<'a> Planner<'a> {
         ids.into_iter().collect()
     }
 
+    /// The instances among `ids` that have no Ready node and whose creation the cloud reports
+    /// failed (GCP's per-instance `lastAttempt`, an Azure VM whose provisioning failed), each
+    /// named with its zone and the cloud's code.
+    fn launch_failures(&self, ids: &[String]) -> Vec<(String, &'a crate::cloud::LaunchError)> {
+        let obs = self.obs;
+        ids.iter()
+            .filter(|id| obs.node_of(id).is_none_or(|n| !n.ready))
+            .filter_map(|id| {
+                let i = obs.instance(id)?;
+                let e = i.launch_error.as_ref()?;
+                let zone = if i.zone.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in zone {}", i.zone)
+                };
+                Some((format!("{id}{zone}"), e))
+            })
+            .collect()
+    }
+
+    /// A launch failure that retrying cannot fix (quota, a stock-out, an invalid template:
+    /// classified as a failed call would be, [`crate::errors::Class::Stalled`]) fails the batch
+    /// at once and pauses the pool, naming instance, zone and code; others (the cloud retries
+    /// a transient failure itself) are waited out within `nodeReadyTimeout`.
+    fn stalled_launch(&self, batch: &Batch, ids: &[String]) -> Option<String> {
+        use crate::errors::{Class, Classify};
+        let failed: Vec<String> = self
+            .launch_failures(ids)
+            .into_iter()
+            .filter(|(_, e)| e.kind.classify().class == Class::Stalled)
+            .map(|(at, e)| format!("{at}: {e} ({})", e.kind.reason()))
+            .collect();
+        (!failed.is_empty()).then(|| {
+            format!(
+                "batch {}: group {} cannot create surge instance(s): {}",
+                batch.number,
+                self.desired.group,
+                failed.join("; ")
+            )
+        })
+    }
+
     fn step(&mut self, cp: &mut Checkpoint, stage: Stage) -> Step {
         match stage {
             Stage::Between => self.between(cp),
@@ -1057,6 +1099,13 @@ impl<'a> Planner<'a> {
             );
         }
         let new = self.new_instances_of(&batch);
+        if let Some(why) = self.stalled_launch(&batch, &new) {
+            // The cloud listed the surge but cannot create it (quota, a stock-out): waiting
+            // out nodeReadyTimeout would only delay the same end. The batch fails and is
+            // undone; the pool pauses with the cloud's reason.
+            self.actions.clear();
+            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
+        }
         let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
         if new.len() < n && self.now >= deadline {
             // Capacity was asked for but the cloud never listed the instances: typically a
@@ -1072,12 +1121,17 @@ impl<'a> Planner<'a> {
             return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
         }
         if !self.actions.is_empty() || new.len() < n {
-            let msg = format!(
+            let mut msg = format!(
                 "batch {}: waiting for {} of {n} new instance(s) of group {}",
                 batch.number,
                 n - new.len().min(n),
                 d.group
             );
+            for (at, e) in self.launch_failures(&new) {
+                msg.push_str(&format!(
+                    "; the cloud's last attempt to create {at} failed: {e}"
+                ));
+            }
             return stop(Stage::Surging { batch }, Phase::Rotating, "Surging", msg);
         }
         batch.new_instances = new;
@@ -1087,6 +1141,9 @@ impl<'a> Planner<'a> {
     fn waiting_ready(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
         let d = self.desired;
         self.follow_replacements(&mut batch);
+        if let Some(why) = self.stalled_launch(&batch, &batch.new_instances) {
+            return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
+        }
         let not_ready = self.not_ready(cp, &batch);
         if not_ready.is_empty() {
             // The annotations are independent of what follows: go on in the same step.
@@ -1196,7 +1253,14 @@ impl<'a> Planner<'a> {
                     }
                 }
                 Some(n) => not_ready.push(format!("{id} (node {} not Ready)", n.name)),
-                None => not_ready.push(format!("{id} (no node registered)")),
+                // A cause that may still clear (the cloud retries it, or the node comes up
+                // after all): say why the node has not come yet.
+                None => match self.launch_failures(std::slice::from_ref(id)).first() {
+                    Some((at, e)) => not_ready.push(format!(
+                        "{id} (no node registered; the cloud's last attempt to create {at} failed: {e})"
+                    )),
+                    None => not_ready.push(format!("{id} (no node registered)")),
+                },
             }
         }
         not_ready

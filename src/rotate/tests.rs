@@ -155,6 +155,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
                     image: b.image.clone(),
                     zone: "us-east-1a".into(),
                     lifecycle: b.lifecycle,
+                    launch_error: None,
                 })
                 .collect(),
         },
@@ -784,6 +785,111 @@ fn new_nodes_never_ready_abandon_the_batch_and_pause() {
     let p = plan(&desired(2), &w, p.checkpoint.as_ref(), mins(16));
     assert_eq!(p.status.phase, Phase::Paused);
     assert!(p.status.message.contains("nodeReadyTimeout"));
+}
+
+/// `old4` plus the surge of `batch12` listed by the cloud but not created: m1 booted and
+/// Ready, m2 still being created, its last attempt failed with `error`.
+fn surge_failing(error: crate::cloud::LaunchError) -> Observed {
+    let mut nodes = old4();
+    nodes.push(node("m1").ready().image(NEW).scale_down_disabled());
+    nodes.push(node("m2").image(NEW).unregistered());
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    for i in &mut w.group.instances {
+        if i.id == "i-m2" {
+            i.zone = "us-central1-b".into();
+            i.launch_error = Some(error.clone());
+        }
+    }
+    w
+}
+
+#[test]
+fn a_surge_the_cloud_cannot_create_for_quota_fails_the_batch_at_once_naming_zone_and_code() {
+    use crate::cloud::{CloudErrorKind, LaunchError};
+    let w = surge_failing(LaunchError {
+        kind: CloudErrorKind::Quota,
+        code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
+        message: "The zone 'projects/p/zones/us-central1-b' does not have enough resources available to fulfill the request.".into(),
+    });
+    // Long before nodeReadyTimeout (15m): waiting would only delay the same end.
+    for stage in [
+        Stage::WaitingReady { batch: batch12() },
+        Stage::Surging {
+            batch: Batch {
+                new_instances: vec![],
+                ..batch12()
+            },
+        },
+    ] {
+        let p = plan(&desired(2), &w, Some(&cp(stage)), mins(1));
+        assert_eq!(p.status.phase, Phase::RollingBack, "{:?}", p.status);
+        let msg = &p.status.message;
+        assert!(
+            msg.contains("i-m2 in zone us-central1-b")
+                && msg.contains("ZONE_RESOURCE_POOL_EXHAUSTED")
+                && msg.contains("QuotaExceeded"),
+            "{msg}"
+        );
+        // Undone like any failed batch: the template back on the origin image, the new
+        // node cordoned, the instance never created terminated.
+        assert_eq!(
+            shown(&p),
+            [
+                "set image ami-0000000000000000a",
+                "cordon m1",
+                "terminate i-m2"
+            ]
+        );
+        // Once the surge is gone the pool is paused with the cloud's reason.
+        let p = plan(&desired(2), &world(old4()), p.checkpoint.as_ref(), mins(2));
+        assert_eq!(p.status.phase, Phase::Paused);
+        assert!(
+            p.status.message.contains("ZONE_RESOURCE_POOL_EXHAUSTED"),
+            "{}",
+            p.status.message
+        );
+        assert!(
+            p.checkpoint
+                .as_ref()
+                .and_then(|c| c.halted.as_deref())
+                .is_some_and(|h| h.contains("us-central1-b")),
+            "halted with the reason"
+        );
+    }
+}
+
+#[test]
+fn a_launch_failure_the_cloud_retries_is_waited_out_and_named() {
+    use crate::cloud::{CloudErrorKind, LaunchError};
+    let w = surge_failing(LaunchError {
+        kind: CloudErrorKind::Transient,
+        code: "INTERNAL_ERROR".into(),
+        message: "Internal error. Please try again.".into(),
+    });
+    let c = cp(Stage::WaitingReady { batch: batch12() });
+    let p = plan(&desired(2), &w, Some(&c), mins(1));
+    assert_eq!(p.status.phase, Phase::Rotating);
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert!(
+        p.status.message.contains("i-m2")
+            && p.status
+                .message
+                .contains("in zone us-central1-b failed: INTERNAL_ERROR"),
+        "{}",
+        p.status.message
+    );
+    // Still not created at the deadline: the batch fails as any that never came Ready, and
+    // says why.
+    let p = plan(&desired(2), &w, Some(&c), mins(15));
+    assert_eq!(p.status.phase, Phase::RollingBack);
+    assert!(
+        p.status.message.contains("nodeReadyTimeout")
+            && p.status.message.contains("INTERNAL_ERROR"),
+        "{}",
+        p.status.message
+    );
 }
 
 #[test]

@@ -126,6 +126,7 @@ mod tests {
             image: "ami-1".into(),
             zone: "us-east-1a".into(),
             lifecycle: Lifecycle::InService,
+            launch_error: None,
         };
         let group = GroupState {
             group: GroupRef::Aws {

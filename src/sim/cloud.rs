@@ -545,6 +545,7 @@ impl Inner {
                 image: group.template_image.clone(),
                 zone,
                 lifecycle: Lifecycle::Pending,
+                launch_error: None,
             },
             due: now + boot_time,
             boot_fails,

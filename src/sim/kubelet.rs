@@ -392,6 +392,7 @@ impl Kubelets {
                     .into(),
                 zone: String::new(),
                 lifecycle: Lifecycle::InService,
+                launch_error: None,
             };
             self.by_name.insert(name.clone(), pid.clone());
             self.nodes.insert(
@@ -729,6 +730,7 @@ mod tests {
             image: "ami-1".into(),
             zone: zone.into(),
             lifecycle: Lifecycle::InService,
+            launch_error: None,
         }
     }
 

@@ -12,7 +12,19 @@
 //!   status goes `InProgress` until the scale set has settled, then `Succeeded` (or `Failed`
 //!   with an `error` when a fault says so);
 //! - errors as `{"error":{"code","message"}}`: 404 `ResourceNotFound`, 401 without the
-//!   bearer token, 429 `TooManyRequests` with `Retry-After` when a fault says so.
+//!   bearer token, 429 `TooManyRequests` with `Retry-After` when a fault says so, 409
+//!   `PropertyChangeNotAllowed` for an update that would change the image reference's
+//!   publisher or offer (the API reference: they "can only be set when you create the scale
+//!   set");
+//! - the other ways ARM answers a long-running update ([`LroStyle`]): a `Location` header
+//!   only, on a 200 or a 202; or no header at all, the scale set's `provisioningState`
+//!   `Updating` until it has settled;
+//! - VMs whose provisioning `Failed` ([`AzureDouble::fail_next_vms`]), their instance view
+//!   (`$expand=instanceView`) naming the cause as `ProvisioningState/failed/{code}`.
+//!
+//! Every exchange is recorded and, when the double is dropped, checked against the
+//! api-version's models as PyPI `azure-mgmt-compute` publishes them
+//! (`tests/support/api_schemas.rs`).
 //!
 //! Time is the double's own clock in seconds: instances boot in [`BOOT_SECS`] and go in
 //! [`DELETE_SECS`]. It moves when a test says [`AzureDouble::pass`], and by the advertised
@@ -42,10 +54,24 @@ pub const POLL_SECS: u64 = 10;
 /// Instances per page of the VM list, small so that paging is exercised.
 pub const PAGE: usize = 2;
 
+/// How an update's long-running operation is announced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LroStyle {
+    /// 200 with `Azure-AsyncOperation` (and `Retry-After`).
+    #[default]
+    AsyncOperation,
+    /// `Location` only, on an answer of this status (200 or 202): 202 while running.
+    Location(u16),
+    /// 200 and no header: the scale set's `provisioningState` says `Updating` until done.
+    ProvisioningState,
+}
+
 #[derive(Clone, Debug)]
 struct Vm {
     image: Value,
     zone: String,
+    /// Provisioning ends `Failed` with this (code, message) instead of `Succeeded`.
+    fails: Option<(String, String)>,
     /// `Creating` until then.
     ready_at: u64,
     /// `Deleting`, gone at this time.
@@ -66,6 +92,8 @@ struct ScaleSet {
     vms: BTreeMap<u64, Vm>,
     next_id: u64,
     zones: Vec<String>,
+    /// The last update failed (reported as `provisioningState` `Failed`).
+    failed_update: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -115,6 +143,11 @@ struct World {
     polls_in_progress: u32,
     polls_done: u32,
     base: String,
+    lro_style: LroStyle,
+    /// The next VMs created fail their provisioning with these.
+    vm_failures: VecDeque<(String, String)>,
+    /// Every exchange, for the schema check.
+    answers: Vec<super::api_schemas::Exchange>,
 }
 
 fn key(sub: &str, rg: &str, name: &str) -> String {
@@ -125,6 +158,7 @@ impl World {
     /// Boots finish, deletions end, and the scale set makes its instances match capacity.
     fn settle(&mut self) {
         let now = self.now;
+        let vm_failures = &mut self.vm_failures;
         for s in self.scale_sets.values_mut() {
             s.vms.retain(|_, vm| vm.gone_at.is_none_or(|t| t > now));
             let live: Vec<u64> = s
@@ -142,6 +176,7 @@ impl World {
                     s.vms.insert(
                         id,
                         Vm {
+                            fails: vm_failures.pop_front(),
                             image: s.image.clone(),
                             zone,
                             ready_at: now + BOOT_SECS,
@@ -166,6 +201,16 @@ impl World {
                 .values()
                 .all(|vm| vm.gone_at.is_none() && vm.ready_at <= self.now)
         })
+    }
+
+    /// The failure of a VM of the scale set whose provisioning failed, if any.
+    fn failed_vm(&self, key: &str) -> Option<(String, String)> {
+        self.scale_sets
+            .get(key)?
+            .vms
+            .values()
+            .filter(|vm| vm.gone_at.is_none())
+            .find_map(|vm| vm.fails.clone())
     }
 
     fn start_op(&mut self, key: &str, location: &str, sub: &str) -> (String, String) {
@@ -201,7 +246,7 @@ impl World {
                 "singlePlacementGroup": false,
                 "orchestrationMode": "Uniform",
                 "upgradePolicy": {"mode": s.upgrade_mode},
-                "provisioningState": if self.settled(&key(&s.sub, &s.rg, &s.name)) { "Succeeded" } else { "Updating" },
+                "provisioningState": if s.failed_update { "Failed" } else if self.settled(&key(&s.sub, &s.rg, &s.name)) { "Succeeded" } else { "Updating" },
                 "overprovision": false,
                 "uniqueId": "afa2afa8-9e49-48fb-9d18-c86323b5d064",
                 "virtualMachineProfile": {
@@ -223,11 +268,13 @@ impl World {
         })
     }
 
-    fn vm_json(&self, s: &ScaleSet, id: u64, vm: &Vm) -> Value {
+    fn vm_json(&self, s: &ScaleSet, id: u64, vm: &Vm, instance_view: bool) -> Value {
         let state = if vm.gone_at.is_some() {
             "Deleting"
         } else if vm.ready_at > self.now {
             "Creating"
+        } else if vm.fails.is_some() {
+            "Failed"
         } else {
             "Succeeded"
         };
@@ -235,7 +282,7 @@ impl World {
         if image.get("version").is_some() {
             image["exactVersion"] = image["version"].clone();
         }
-        json!({
+        let mut v = json!({
             "name": format!("{}_{id}", s.name),
             "id": format!("/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{id}", s.sub, s.rg, s.name),
             "type": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
@@ -250,7 +297,26 @@ impl World {
                 "osProfile": {"computerName": format!("{}{id:06}", s.name)},
                 "storageProfile": {"imageReference": image}
             }
-        })
+        });
+        if instance_view {
+            let mut statuses = vec![match (state, &vm.fails) {
+                ("Failed", Some((code, message))) => json!({
+                    "code": format!("ProvisioningState/failed/{code}"), "level": "Error",
+                    "displayStatus": "Provisioning failed", "message": message,
+                    "time": "2026-11-22T07:00:00.0000000+00:00"}),
+                _ => json!({"code": format!("ProvisioningState/{}", state.to_ascii_lowercase()),
+                    "level": "Info", "displayStatus": format!("Provisioning {}", state.to_ascii_lowercase())}),
+            }];
+            if state == "Succeeded" {
+                statuses.push(json!({"code": "PowerState/running", "level": "Info", "displayStatus": "VM running"}));
+            }
+            v["properties"]["instanceView"] = json!({
+                "platformUpdateDomain": 0, "platformFaultDomain": 0,
+                "computerName": format!("{}{id:06}", s.name),
+                "statuses": statuses,
+            });
+        }
+        v
     }
 }
 
@@ -274,6 +340,9 @@ pub struct AzureDouble {
 impl Drop for AzureDouble {
     fn drop(&mut self) {
         self.task.abort();
+        // Every answer the double gave, held to the published models.
+        let answers = std::mem::take(&mut self.world.lock().unwrap().answers);
+        super::api_schemas::check_on_drop(super::api_schemas::Api::Arm, answers);
     }
 }
 
@@ -310,14 +379,18 @@ impl AzureDouble {
                                 .await
                                 .map(|b| b.to_bytes())
                                 .unwrap_or_default();
-                            let (status, extra, v) = handle(
-                                &mut w.lock().unwrap(),
-                                &method,
-                                &path,
-                                &query,
-                                &headers,
-                                &body,
-                            );
+                            let mut world = w.lock().unwrap();
+                            let (status, extra, v) =
+                                handle(&mut world, &method, &path, &query, &headers, &body);
+                            world.answers.push(super::api_schemas::Exchange {
+                                method: method.clone(),
+                                path: format!("{path}?{query}"),
+                                status,
+                                request: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                                response: v.clone(),
+                                headers: extra.clone(),
+                            });
+                            drop(world);
                             let mut resp = hyper::Response::builder()
                                 .status(status)
                                 .header("content-type", "application/json; charset=utf-8")
@@ -376,6 +449,7 @@ impl AzureDouble {
             vms: BTreeMap::new(),
             next_id: 0,
             zones: vec!["1".into(), "2".into(), "3".into()],
+            failed_update: false,
         };
         w.scale_sets.insert(key(sub, rg, name), s);
         w.settle();
@@ -399,6 +473,19 @@ impl AzureDouble {
             .unwrap()
             .lro_failures
             .push_back((code.into(), message.into()));
+    }
+
+    /// How updates announce their long-running operation from now on.
+    pub fn set_lro_style(&self, style: LroStyle) {
+        self.world.lock().unwrap().lro_style = style;
+    }
+
+    /// The next `n` VMs created end their provisioning `Failed` with `code` and `message`.
+    pub fn fail_next_vms(&self, n: usize, code: &str, message: &str) {
+        let mut w = self.world.lock().unwrap();
+        for _ in 0..n {
+            w.vm_failures.push_back((code.into(), message.into()));
+        }
     }
 
     /// How many requests matched `METHOD` and a piece of the path.
@@ -498,7 +585,7 @@ fn handle(
         && is(4, "locations")
         && is(6, "operations")
     {
-        return poll(w, parts[7]);
+        return poll(w, parts[7], query.split('&').any(|kv| kv == "monitor=true"));
     }
     // /subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/{n}[/...]
     if !(lp.len() >= 8
@@ -534,6 +621,11 @@ fn handle(
     }
     match (method, &lp[8..]) {
         ("GET", []) => {
+            if w.lro_style == LroStyle::ProvisioningState && !w.settled(&k) {
+                // With no operation to poll, the client polls the scale set: it waited too.
+                w.now += POLL_SECS;
+                w.settle();
+            }
             let s = &w.scale_sets[&k];
             (200, Vec::new(), w.vmss_json(s))
         }
@@ -547,7 +639,11 @@ fn handle(
                 .ok()
                 .and_then(|n| s.vms.get(&n).map(|vm| (n, vm)))
             {
-                Some((n, vm)) => (200, Vec::new(), w.vm_json(s, n, vm)),
+                Some((n, vm)) => (
+                    200,
+                    Vec::new(),
+                    w.vm_json(s, n, vm, query.contains("$expand=instanceView")),
+                ),
                 None => err(
                     404,
                     "NotFound",
@@ -588,6 +684,30 @@ fn update(w: &mut World, k: &str, headers: &hyper::HeaderMap, body: &[u8]) -> An
             );
         }
     }
+    if let Some(img) = patch
+        .pointer("/properties/virtualMachineProfile/storageProfile/imageReference")
+        .and_then(Value::as_object)
+    {
+        // "Image reference publisher and offer can only be set when you create the scale set."
+        let cur = &w.scale_sets[k].image;
+        for field in ["publisher", "offer"] {
+            let now = cur
+                .get(field)
+                .and_then(Value::as_str)
+                .map(str::to_ascii_lowercase);
+            let asked = match img.get(field) {
+                None => continue,
+                Some(v) => v.as_str().map(str::to_ascii_lowercase),
+            };
+            if asked != now {
+                return err(
+                    409,
+                    "PropertyChangeNotAllowed",
+                    &format!("Changing property 'imageReference.{field}' is not allowed."),
+                );
+            }
+        }
+    }
     let (location, sub) = {
         let s = &w.scale_sets[k];
         (s.location.clone(), s.sub.clone())
@@ -595,8 +715,10 @@ fn update(w: &mut World, k: &str, headers: &hyper::HeaderMap, body: &[u8]) -> An
     let (op_id, url) = w.start_op(k, &location, &sub);
     if let Some((code, message)) = w.lro_failures.pop_front() {
         w.ops.get_mut(&op_id).unwrap().kind = OpKind::Failed { code, message };
+        w.scale_sets.get_mut(k).unwrap().failed_update = true;
     } else {
         let s = w.scale_sets.get_mut(k).unwrap();
+        s.failed_update = false;
         if let Some(c) = patch.pointer("/sku/capacity").and_then(Value::as_u64) {
             s.capacity = c;
         }
@@ -624,8 +746,23 @@ fn update(w: &mut World, k: &str, headers: &hyper::HeaderMap, body: &[u8]) -> An
         s.etag += 1;
         w.settle();
     }
-    let s = &w.scale_sets[k];
-    (200, async_headers(&url), w.vmss_json(s))
+    let body = w.vmss_json(&w.scale_sets[k]);
+    match w.lro_style {
+        LroStyle::AsyncOperation => (200, async_headers(&url), body),
+        LroStyle::Location(status) => {
+            let headers = vec![
+                ("location".into(), format!("{url}&monitor=true")),
+                ("retry-after".into(), POLL_SECS.to_string()),
+            ];
+            (
+                status,
+                headers,
+                if status == 202 { Value::Null } else { body },
+            )
+        }
+        // Nothing to poll but the scale set itself.
+        LroStyle::ProvisioningState => (200, Vec::new(), body),
+    }
 }
 
 fn delete_instances(w: &mut World, k: &str, body: &[u8]) -> Answer {
@@ -690,7 +827,11 @@ fn list(w: &mut World, k: &str, query: &str) -> Answer {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let s = &w.scale_sets[k];
-    let all: Vec<Value> = s.vms.iter().map(|(n, vm)| w.vm_json(s, *n, vm)).collect();
+    let all: Vec<Value> = s
+        .vms
+        .iter()
+        .map(|(n, vm)| w.vm_json(s, *n, vm, false))
+        .collect();
     let page: Vec<Value> = all.iter().skip(skip).take(PAGE).cloned().collect();
     let mut v = json!({ "value": page });
     if skip + PAGE < all.len() {
@@ -706,7 +847,9 @@ fn list(w: &mut World, k: &str, query: &str) -> Answer {
     (200, Vec::new(), v)
 }
 
-fn poll(w: &mut World, id: &str) -> Answer {
+/// One poll of an operation: its `Azure-AsyncOperation` status body, or with `monitor` (its
+/// `Location` URL) 202 while it runs, then 200, or the error with an error status.
+fn poll(w: &mut World, id: &str, monitor: bool) -> Answer {
     // The client waited the Retry-After it was given before asking again.
     w.now += POLL_SECS;
     w.settle();
@@ -716,6 +859,29 @@ fn poll(w: &mut World, id: &str) -> Answer {
     op.polls += 1;
     let kind = op.kind.clone();
     let started = "2026-11-22T07:00:00.0000000+00:00";
+    if monitor {
+        return match kind {
+            OpKind::Failed { code, message } => {
+                w.polls_done += 1;
+                err(400, &code, &message)
+            }
+            OpKind::Settle { key } if w.settled(&key) => {
+                w.polls_done += 1;
+                match w.failed_vm(&key) {
+                    Some((code, message)) => err(400, &code, &message),
+                    None => (200, Vec::new(), Value::Null),
+                }
+            }
+            OpKind::Settle { .. } => {
+                w.polls_in_progress += 1;
+                (
+                    202,
+                    vec![("retry-after".into(), POLL_SECS.to_string())],
+                    Value::Null,
+                )
+            }
+        };
+    }
     let body = match kind {
         OpKind::Failed { code, message } => {
             w.polls_done += 1;
@@ -723,7 +889,12 @@ fn poll(w: &mut World, id: &str) -> Answer {
                    "error": {"code": code, "message": message}})
         }
         OpKind::Settle { key } => {
-            if w.settled(&key) {
+            if let Some((code, message)) = w.settled(&key).then(|| w.failed_vm(&key)).flatten() {
+                // A VM the operation created failed its provisioning: so does the operation.
+                w.polls_done += 1;
+                json!({"startTime": started, "endTime": started, "status": "Failed", "name": id,
+                       "error": {"code": code, "message": message}})
+            } else if w.settled(&key) {
                 w.polls_done += 1;
                 json!({"startTime": started, "endTime": started, "status": "Succeeded", "name": id})
             } else {

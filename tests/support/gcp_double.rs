@@ -6,8 +6,22 @@
 //! and `regionInstanceTemplates` (get, insert), `autoscalers` and `regionAutoscalers` (get,
 //! patch), and zonal, regional and global `operations.get`. Mutations answer with an
 //! `Operation` that goes `PENDING` → `RUNNING` → `DONE` over successive polls; errors use
-//! Google's body `{"error": {"code", "message", "errors": [{"reason", ...}]}}`; resource links
-//! are full `https://www.googleapis.com/compute/v1/...` URLs as Compute returns them.
+//! Google's body `{"error": {"code", "message", "status", "errors": [{"reason", ...}],
+//! "details": [...]}}` (the legacy `errors[]` always; `details` with a `google.rpc.ErrorInfo`
+//! where Google sends one: rate limits, permissions); resource links are full
+//! `https://www.googleapis.com/compute/v1/...` URLs as Compute returns them.
+//!
+//! As the API reference describes: `resize` is DONE once the creations are scheduled, and a
+//! creation that then fails (a zone stock-out, a quota) shows per instance in
+//! `listManagedInstances`' `lastAttempt.errors` while the instance stays `CREATING` and the
+//! group keeps trying ([`GcpDouble::stock_out`]); a group whose `updatePolicy.type` is
+//! `PROACTIVE` replaces its instances itself when its template changes; a regional group with
+//! an autoscaler that is not `OFF` refuses a manual resize (412 `conditionNotMet`).
+//! [`GcpDouble::fail_next_operation`] still makes an operation end in an error, a fault
+//! injection for the operation path rather than how Compute reports stock-outs.
+//!
+//! Every response it sends is recorded and, when the double is dropped, checked against the
+//! Compute v1 discovery document (see `tests/support/api_schemas.rs`).
 //!
 //! State is controllable: groups and templates are created directly, instances boot and
 //! shut down on a logical clock moved by [`GcpDouble::advance`], and faults (an HTTP error for
@@ -43,6 +57,10 @@ pub struct Fault {
     pub reason: String,
     pub message: String,
     pub times: u32,
+    /// `error.details` to send (`google.rpc` messages with their `@type`); empty: none.
+    pub details: Vec<Value>,
+    /// `error.status`, the `google.rpc.Code` name; `None`: the one HTTP maps to.
+    pub rpc_status: Option<&'static str>,
 }
 
 impl Fault {
@@ -54,8 +72,40 @@ impl Fault {
             reason: reason.to_string(),
             message: format!("injected {status} {reason}"),
             times,
+            details: Vec::new(),
+            rpc_status: None,
         }
     }
+
+    /// Compute's API rate limit in the form Google's client reads first: a
+    /// `google.rpc.ErrorInfo` with reason `RATE_LIMIT_EXCEEDED` and a `Help` link in
+    /// `error.details`, the legacy `errors[]` beside it.
+    pub fn rate_limited(path_contains: &str, status: u16, times: u32) -> Fault {
+        Fault {
+            message: "Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com' for consumer 'project_number:123456789012'.".into(),
+            details: vec![
+                json!({"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                       "reason": "RATE_LIMIT_EXCEEDED", "domain": "googleapis.com",
+                       "metadata": {"service": "compute.googleapis.com", "consumer": "projects/123456789012",
+                                    "quota_metric": "compute.googleapis.com/default", "quota_limit": "defaultPerMinutePerProject",
+                                    "quota_limit_value": "1500", "quota_location": "global"}}),
+                json!({"@type": "type.googleapis.com/google.rpc.Help",
+                       "links": [{"description": "Request a higher quota limit.",
+                                  "url": "https://cloud.google.com/docs/quotas/help/request_increase"}]}),
+            ],
+            ..Fault::new(path_contains, status, "rateLimitExceeded", times)
+        }
+    }
+}
+
+/// A capacity shortage: instance creations in `zone` (every zone when empty) fail with
+/// `code` until it is cleared; the instances stay `CREATING` and report the error in
+/// `lastAttempt`.
+#[derive(Clone, Debug)]
+struct StockOut {
+    zone: String,
+    code: String,
+    message: String,
 }
 
 #[derive(Clone, Debug)]
@@ -66,6 +116,8 @@ struct Inst {
     template: String,
     created: Duration,
     deleting: Option<Duration>,
+    /// Its creation keeps failing with this (code, message): it stays CREATING.
+    failing: Option<(String, String)>,
 }
 
 #[derive(Clone, Debug)]
@@ -78,6 +130,8 @@ struct Mig {
     target_size: u32,
     autoscaler: Option<String>,
     instances: Vec<Inst>,
+    /// `updatePolicy.type`.
+    update_policy: String,
 }
 
 #[derive(Clone, Debug)]
@@ -105,6 +159,9 @@ struct State {
     /// but its operation ends DONE with this error and no effect.
     op_failures: Vec<(String, String, String, u16)>,
     requests: Vec<String>,
+    stock_outs: Vec<StockOut>,
+    /// Every answer: (method, path after `/compute/v1/`, status, body), for the schema check.
+    answers: Vec<super::api_schemas::Exchange>,
 }
 
 /// A running double; dropping it stops serving.
@@ -117,6 +174,9 @@ pub struct GcpDouble {
 impl Drop for GcpDouble {
     fn drop(&mut self) {
         self.task.abort();
+        // Every answer the double gave, held to Compute's published description.
+        let answers = std::mem::take(&mut self.state.lock().unwrap().answers);
+        super::api_schemas::check_on_drop(super::api_schemas::Api::Compute, answers);
     }
 }
 
@@ -131,8 +191,25 @@ fn partial(s: &str) -> String {
     }
 }
 
+/// The `google.rpc.Code` Google's HTTP mapping gives a status.
+fn rpc_status(status: u16) -> &'static str {
+    match status {
+        400 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        409 => "ALREADY_EXISTS",
+        412 => "FAILED_PRECONDITION",
+        429 => "RESOURCE_EXHAUSTED",
+        501 => "UNIMPLEMENTED",
+        503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
+        _ => "INTERNAL",
+    }
+}
+
 fn error_body(status: u16, reason: &str, message: &str) -> Value {
-    json!({"error": {"code": status, "message": message,
+    json!({"error": {"code": status, "message": message, "status": rpc_status(status),
         "errors": [{"message": message, "domain": "global", "reason": reason}]}})
 }
 
@@ -190,6 +267,15 @@ fn decode(s: &str) -> String {
 }
 
 impl State {
+    /// Whether an autoscaler that is not `OFF` targets the group.
+    fn autoscaling(&self, mig: &str) -> bool {
+        self.migs[mig]
+            .autoscaler
+            .as_ref()
+            .and_then(|a| self.autoscalers.get(a))
+            .is_some_and(|a| a["autoscalingPolicy"]["mode"].as_str().unwrap_or("ON") != "OFF")
+    }
+
     fn next(&mut self) -> u64 {
         self.seq += 1;
         self.seq
@@ -220,12 +306,19 @@ impl State {
                 let zones = Self::zones_of(&mig.scope);
                 for n in 0..(mig.target_size - live) {
                     let seq = self.next();
+                    let zone = zones[(seq as usize + n as usize) % zones.len()].clone();
+                    let failing = self
+                        .stock_outs
+                        .iter()
+                        .find(|o| o.zone.is_empty() || o.zone == zone)
+                        .map(|o| (o.code.clone(), o.message.clone()));
                     mig.instances.push(Inst {
                         name: format!("{}-{:04x}", mig.name, (seq * 7919) % 65536),
-                        zone: zones[(seq as usize + n as usize) % zones.len()].clone(),
+                        zone,
                         template: mig.template.clone(),
                         created: clock,
                         deleting: None,
+                        failing,
                     });
                 }
             } else if live > mig.target_size {
@@ -245,8 +338,13 @@ impl State {
         }
     }
 
+    /// Whether `i` is still being created (booting, or failing to be created).
+    fn creating(&self, i: &Inst) -> bool {
+        i.deleting.is_none() && (i.failing.is_some() || self.clock < i.created + BOOT)
+    }
+
     fn mig_json(&self, key: &str, m: &Mig) -> Value {
-        let mut status = json!({"isStable": m.instances.iter().all(|i| i.deleting.is_none() && self.clock >= i.created + BOOT)});
+        let mut status = json!({"isStable": m.instances.iter().all(|i| i.deleting.is_none() && !self.creating(i))});
         if let Some(a) = &m.autoscaler {
             status["autoscaler"] = json!(link(a));
         }
@@ -255,11 +353,7 @@ impl State {
         } else {
             "region"
         };
-        let creating = m
-            .instances
-            .iter()
-            .filter(|i| i.deleting.is_none() && self.clock < i.created + BOOT)
-            .count();
+        let creating = m.instances.iter().filter(|i| self.creating(i)).count();
         let deleting = m.instances.iter().filter(|i| i.deleting.is_some()).count();
         let mut v = json!({
             "kind": "compute#instanceGroupManager",
@@ -277,14 +371,14 @@ impl State {
             "status": status,
             "targetSize": m.target_size,
             "selfLink": link(key),
-            "updatePolicy": {"type": "OPPORTUNISTIC", "minimalAction": "REPLACE", "maxSurge": {"fixed": 1, "calculated": 1}, "maxUnavailable": {"fixed": 1, "calculated": 1}, "replacementMethod": "SUBSTITUTE"},
+            "updatePolicy": {"type": m.update_policy, "minimalAction": "REPLACE", "maxSurge": {"fixed": 1, "calculated": 1}, "maxUnavailable": {"fixed": 1, "calculated": 1}, "replacementMethod": "SUBSTITUTE"},
         });
         v[loc_key] = json!(link(&format!("projects/{}/{}", m.project, m.scope)));
         v
     }
 
     fn managed_json(&self, m: &Mig, i: &Inst, n: usize) -> Value {
-        let booted = self.clock >= i.created + BOOT;
+        let booted = !self.creating(i);
         let (action, status) = match (i.deleting, booted) {
             (Some(_), _) => ("DELETING", Some("STOPPING")),
             (None, true) => ("NONE", Some("RUNNING")),
@@ -299,6 +393,11 @@ impl State {
         });
         if let Some(s) = status {
             v["instanceStatus"] = json!(s);
+        }
+        if let (Some((code, message)), None) = (&i.failing, i.deleting) {
+            // The instance does not exist: no id, no status; the group says why.
+            v.as_object_mut().unwrap().remove("id");
+            v["lastAttempt"] = json!({"errors": {"errors": [{"code": code, "message": message}]}});
         }
         v
     }
@@ -402,7 +501,14 @@ impl State {
         }) {
             f.times -= 1;
             let (s, r, m) = (f.status, f.reason.clone(), f.message.clone());
-            return (s, error_body(s, &r, &m));
+            let mut body = error_body(s, &r, &m);
+            if !f.details.is_empty() {
+                body["error"]["details"] = json!(f.details);
+            }
+            if let Some(st) = f.rpc_status {
+                body["error"]["status"] = json!(st);
+            }
+            return (s, body);
         }
         self.reconcile();
         let seg: Vec<&str> = path.split('/').collect();
@@ -571,6 +677,16 @@ impl State {
                         error_body(400, "required", "Required field 'size' not specified"),
                     );
                 };
+                if !zonal && self.autoscaling(key) {
+                    return (
+                        412,
+                        error_body(
+                            412,
+                            "conditionNotMet",
+                            "Resizing of autoscaled regional managed instance groups is not allowed. If you want to manually adjust target size remove the autoscaler or set autoscaling policy mode to OFF.",
+                        ),
+                    );
+                }
                 let (op, apply) = self.start_op(
                     &scope,
                     "compute.instanceGroupManagers.resize",
@@ -606,7 +722,17 @@ impl State {
                     rid,
                 );
                 if apply {
-                    self.migs.get_mut(key).unwrap().template = t;
+                    let clock = self.clock;
+                    let m = self.migs.get_mut(key).unwrap();
+                    m.template = t.clone();
+                    if m.update_policy == "PROACTIVE" {
+                        // Compute brings every instance to the new template itself: the old
+                        // ones go (no drain), replacements come from the new template.
+                        for i in m.instances.iter_mut().filter(|i| i.template != t) {
+                            i.deleting.get_or_insert(clock);
+                        }
+                        self.reconcile();
+                    }
                 }
                 (200, op)
             }
@@ -659,17 +785,14 @@ impl State {
                 }
                 (200, op)
             }
-            _ => {
-                let _ = zonal;
-                (
+            _ => (
+                400,
+                error_body(
                     400,
-                    error_body(
-                        400,
-                        "invalid",
-                        &format!("the double does not serve {method} {path}"),
-                    ),
-                )
-            }
+                    "invalid",
+                    &format!("the double does not serve {method} {path}"),
+                ),
+            ),
         }
     }
 }
@@ -687,6 +810,10 @@ pub struct MigSpec {
     pub autoscaler: Option<(u32, u32)>,
     /// Put the template in the group's region instead of global (regional groups only).
     pub regional_template: bool,
+    /// `updatePolicy.type`: `OPPORTUNISTIC` (GKE's) or `PROACTIVE`.
+    pub update_policy: &'static str,
+    /// The autoscaler's `autoscalingPolicy.mode` (`OFF` for rota's use).
+    pub autoscaler_mode: &'static str,
 }
 
 impl GcpDouble {
@@ -799,7 +926,7 @@ impl GcpDouble {
                     "name": format!("{}-as", spec.name),
                     "target": link(&key),
                     "autoscalingPolicy": {"minNumReplicas": min, "maxNumReplicas": max, "coolDownPeriodSec": 60,
-                        "cpuUtilization": {"utilizationTarget": 0.6, "predictiveMethod": "NONE"}, "mode": "OFF"},
+                        "cpuUtilization": {"utilizationTarget": 0.6, "predictiveMethod": "NONE"}, "mode": spec.autoscaler_mode},
                     "status": "ACTIVE",
                     "selfLink": link(&akey),
                 });
@@ -817,6 +944,7 @@ impl GcpDouble {
                     target_size: spec.target_size,
                     autoscaler,
                     instances: Vec::new(),
+                    update_policy: spec.update_policy.to_string(),
                 },
             );
             // Born booted: created one boot time ago (the clock starts an hour in).
@@ -860,6 +988,55 @@ impl GcpDouble {
         });
     }
 
+    /// From now on, creations in `zone` (every zone: `""`) fail with `code` and `message`, as
+    /// Compute reports a stock-out or a quota shortage: per instance, in `lastAttempt`, the
+    /// instance staying `CREATING`. Instances already failing keep failing until
+    /// [`GcpDouble::end_stock_out`].
+    pub fn stock_out(&self, zone: &str, code: &str, message: &str) {
+        self.with(|s| {
+            s.stock_outs.push(StockOut {
+                zone: zone.into(),
+                code: code.into(),
+                message: message.into(),
+            })
+        });
+    }
+
+    /// Capacity is back: the group's retries succeed and the instances boot from now on.
+    pub fn end_stock_out(&self) {
+        self.with(|s| {
+            s.stock_outs.clear();
+            let clock = s.clock;
+            for m in s.migs.values_mut() {
+                for i in &mut m.instances {
+                    if i.failing.take().is_some() {
+                        i.created = clock;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Instance names of a group, with whether each is being deleted.
+    pub fn instances(&self, mig: &str) -> Vec<(String, bool)> {
+        self.with(|s| {
+            s.migs[mig]
+                .instances
+                .iter()
+                .map(|i| (i.name.clone(), i.deleting.is_some()))
+                .collect()
+        })
+    }
+
+    /// Serve one request as if it came over HTTP (`path` after `/compute/v1/`, with its query):
+    /// for tests of the double's own behaviour, where rota would not send the request.
+    pub fn serve_direct(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
+        let uri: hyper::Uri = format!("/compute/v1/{path}").parse().unwrap();
+        let q = query(&uri);
+        let path = uri.path().strip_prefix("/compute/v1/").unwrap().to_string();
+        self.with(|s| s.handle(method, &path, &q, &body))
+    }
+
     /// Polls an operation takes to report DONE.
     pub fn set_polls_to_done(&self, n: u32) {
         self.with(|s| s.polls_to_done = n);
@@ -889,29 +1066,36 @@ async fn serve(state: &Mutex<State>, req: Request<Incoming>) -> Response<Full<By
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    let body: Value = if bytes.is_empty() {
-        Value::Null
+    let path = uri.path().strip_prefix("/compute/v1/");
+    let parsed: Result<Value, String> = if bytes.is_empty() {
+        Ok(Value::Null)
     } else {
-        match serde_json::from_slice(&bytes) {
-            Ok(v) => v,
-            Err(e) => {
-                return reply(
-                    400,
-                    error_body(
-                        400,
-                        "parseError",
-                        &format!("This API does not support parsing form-encoded input: {e}"),
-                    ),
-                );
-            }
-        }
+        serde_json::from_slice(&bytes).map_err(|e| e.to_string())
     };
-    let Some(path) = uri.path().strip_prefix("/compute/v1/") else {
-        return reply(
+    let mut s = state.lock().unwrap();
+    let (status, v) = match (&parsed, path) {
+        (Err(e), _) => (
+            400,
+            error_body(
+                400,
+                "parseError",
+                &format!("This API does not support parsing form-encoded input: {e}"),
+            ),
+        ),
+        (Ok(_), None) => (
             404,
             error_body(404, "notFound", &format!("no such path {}", uri.path())),
-        );
+        ),
+        (Ok(body), Some(path)) => s.handle(&method, path, &q, body),
     };
-    let (status, v) = state.lock().unwrap().handle(&method, path, &q, &body);
+    // Every answer, malformed requests' included, goes to the schema check.
+    s.answers.push(super::api_schemas::Exchange {
+        method: method.clone(),
+        path: path.unwrap_or(uri.path()).to_string(),
+        status,
+        request: parsed.unwrap_or(Value::Null),
+        response: v.clone(),
+        headers: Vec::new(),
+    });
     reply(status, v)
 }

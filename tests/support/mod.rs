@@ -326,6 +326,7 @@ impl Model {
                         image: i.image.clone(),
                         zone: "us-east-1a".into(),
                         lifecycle: i.lifecycle,
+                        launch_error: None,
                     })
                     .collect(),
             },

@@ -3,6 +3,13 @@
 //!
 //! `scripts/test` installs moto into the test peers' venv (`ROTA_PEERS_VENV`, by default
 //! `<target dir>/peers-venv`). Without it these tests fail and say so: they never skip.
+//!
+//! moto runs through `tests/support/moto_server.py`, which gives it the launch-template
+//! behaviours EC2 documents and moto leaves out (`SourceVersion`, `ResolveAlias`) and records
+//! every `CreateLaunchTemplateVersion`. When a [`Moto`] is dropped, every version rota made
+//! (its description starts `rota: `) is held to the contract of `set_image`: based on a
+//! version named by number, naming the image only, so that it holds exactly the source
+//! version's data with the new AMI.
 #![allow(dead_code)]
 
 use std::net::{TcpListener, TcpStream};
@@ -57,6 +64,7 @@ pub struct Moto {
     child: Child,
     pub url: String,
     log: PathBuf,
+    record: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -67,6 +75,8 @@ impl Moto {
         fake_credentials();
         let venv = peers_venv();
         let bin = venv.join("bin/moto_server");
+        let python = venv.join("bin/python");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/moto_server.py");
         assert!(
             bin.exists(),
             "moto_server not found at {}: the AWS tests need moto. Run scripts/test (it creates \
@@ -76,6 +86,7 @@ impl Moto {
         );
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("moto.log");
+        let record = dir.path().join("launch-template-versions.jsonl");
         // A port the kernel just handed out; another process could take it before moto
         // binds, so a start that fails is tried again on a new port.
         for _ in 0..5 {
@@ -85,9 +96,10 @@ impl Moto {
                 .unwrap()
                 .port();
             let out = std::fs::File::create(&log).unwrap();
-            let mut child = Command::new(&bin)
-                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            let mut child = Command::new(&python)
+                .args([script, "-H", "127.0.0.1", "-p", &port.to_string()])
                 .env("MOTO_ENABLE_AMI_VALIDATION", "true")
+                .env("ROTA_MOTO_RECORD", &record)
                 .stdin(Stdio::null())
                 .stdout(out.try_clone().unwrap())
                 .stderr(out)
@@ -100,6 +112,7 @@ impl Moto {
                         child,
                         url: format!("http://127.0.0.1:{port}"),
                         log,
+                        record,
                         _dir: dir,
                     };
                 }
@@ -152,6 +165,64 @@ impl Moto {
         aws_sdk_autoscaling::Client::new(&self.sdk().await)
     }
 
+    /// Every `CreateLaunchTemplateVersion` so far, as `moto_server.py` recorded it:
+    /// `sourceVersion`, `givenFields`, `givenImageId`, `description`, `sourceData`, `data`,
+    /// `versionNumber`.
+    pub fn created_versions(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a recorded version"))
+            .collect()
+    }
+
+    /// The file `moto_server.py` records versions in.
+    pub fn record_path(&self) -> &std::path::Path {
+        &self.record
+    }
+
+    /// What is wrong with the versions rota made, each named (empty: all keep the contract).
+    pub fn launch_template_violations(&self) -> Vec<String> {
+        let mut wrong = Vec::new();
+        for v in self.created_versions() {
+            let desc = v["description"].as_str().unwrap_or_default();
+            if !desc.starts_with("rota: ") {
+                continue; // made by the test itself
+            }
+            let at = format!("version {} ({desc})", v["versionNumber"]);
+            let source = v["sourceVersion"].as_str().unwrap_or_default();
+            if source.is_empty() || !source.chars().all(|c| c.is_ascii_digit()) {
+                wrong.push(format!(
+                    "{at}: SourceVersion {:?} is not a version number (the group's own version must be copied)",
+                    v["sourceVersion"]
+                ));
+                continue;
+            }
+            if v["givenFields"] != serde_json::json!(["ImageId"]) {
+                wrong.push(format!(
+                    "{at}: LaunchTemplateData names {}, not the image only",
+                    v["givenFields"]
+                ));
+            }
+            let (Some(src), Some(data)) = (v["sourceData"].as_object(), v["data"].as_object())
+            else {
+                wrong.push(format!("{at}: no source or result data recorded"));
+                continue;
+            };
+            for (k, val) in src {
+                if k != "ImageId" && data.get(k) != Some(val) {
+                    wrong.push(format!("{at}: {k} of version {source} not copied"));
+                }
+            }
+            if data.get("ImageId") != Some(&v["givenImageId"]) || data.len() > src.len() + 1 {
+                wrong.push(format!(
+                    "{at}: holds more than the source's data and the new image"
+                ));
+            }
+        }
+        wrong
+    }
+
     /// What moto printed, for failure messages.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -162,7 +233,41 @@ impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let wrong = self.launch_template_violations();
+            assert!(
+                wrong.is_empty(),
+                "CreateLaunchTemplateVersion broke set_image's contract:\n{}",
+                wrong.join("\n")
+            );
+        }
     }
+}
+
+/// Put an SSM String parameter into moto (rota's dependencies have no SSM client: one JSON
+/// request, as the SSM API takes it).
+pub async fn put_ssm_parameter(url: &str, name: &str, value: &str) {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    let client: Client<_, Full<bytes::Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let body = serde_json::json!({"Name": name, "Value": value, "Type": "String"}).to_string();
+    let req = hyper::Request::post(url)
+        .header("content-type", "application/x-amz-json-1.1")
+        .header("x-amz-target", "AmazonSSM.PutParameter")
+        .header(
+            "authorization",
+            format!("AWS4-HMAC-SHA256 Credential=testing/20260101/{REGION}/ssm/aws4_request, SignedHeaders=host, Signature=0"),
+        )
+        .body(Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let resp = client.request(req).await.expect("PutParameter to moto");
+    let status = resp.status();
+    let text = resp.into_body().collect().await.unwrap().to_bytes();
+    assert!(
+        status.is_success(),
+        "PutParameter {name}: {status} {text:?}"
+    );
 }
 
 /// Register an AMI named `name` in moto (as a snapshot-backed image) and return its ID.

@@ -334,6 +334,7 @@ impl NodeGroups for AwsNodeGroups {
                 image: images.get(id).cloned().unwrap_or_default(),
                 zone: zone.to_string(),
                 lifecycle: state,
+                launch_error: None,
             })
             .collect();
         Ok(GroupState {

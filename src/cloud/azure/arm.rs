@@ -158,9 +158,45 @@ pub enum OperationState {
     Canceled,
 }
 
-/// Read one poll of `Azure-AsyncOperation` (`async_op`) or `Location` (otherwise).
-pub fn operation_state(reply: &Reply, async_op: bool) -> OperationState {
-    if async_op {
+/// Where a long-running operation's progress is read, as ARM's asynchronous operation
+/// guidelines (and the Azure SDKs' pollers) choose it from the first answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Poll {
+    /// An `Azure-AsyncOperation` URL: a status body (`InProgress`, `Succeeded`, `Failed`...).
+    AsyncOperation,
+    /// A `Location` URL only (whether the first answer was 200, 201 or 202): 202 while the
+    /// operation runs, another 2xx when it is done, an error status when it failed.
+    Location,
+    /// No link at all: the resource itself, whose `properties.provisioningState` says whether
+    /// the change is still being applied (`Updating`, `Creating`) or ended.
+    Resource,
+}
+
+/// The `provisioningState` of a resource body as an operation state (`None` if it has none).
+pub fn provisioning_state(body: &[u8]) -> Option<OperationState> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let state = v.pointer("/properties/provisioningState")?.as_str()?;
+    Some(match state.to_ascii_lowercase().as_str() {
+        "succeeded" => OperationState::Succeeded,
+        "failed" => OperationState::Failed {
+            code: String::new(),
+            message: "the resource's provisioningState is Failed".into(),
+        },
+        "canceled" | "cancelled" => OperationState::Canceled,
+        _ => OperationState::Running,
+    })
+}
+
+/// Read one poll of an operation.
+pub fn operation_state(reply: &Reply, poll: Poll) -> OperationState {
+    if poll == Poll::Resource {
+        if !reply.ok() {
+            let (code, message) = reply.arm_error();
+            return OperationState::Failed { code, message };
+        }
+        return provisioning_state(&reply.body).unwrap_or(OperationState::Succeeded);
+    }
+    if poll == Poll::AsyncOperation {
         let op: AsyncOperation = serde_json::from_slice(&reply.body).unwrap_or_default();
         match op.status.to_ascii_lowercase().as_str() {
             "succeeded" => OperationState::Succeeded,
@@ -342,22 +378,36 @@ impl Arm {
     }
 
     /// Wait for the long-running operation `accepted` started (the 2xx answer to a PATCH or
-    /// POST). Polls `Azure-AsyncOperation` if given, else `Location`; without either the
-    /// operation finished with the answer itself.
+    /// POST on `resource`). Polls `Azure-AsyncOperation` if given, else `Location` (on a 200
+    /// as on a 202), else the resource itself while its `provisioningState` says a change is
+    /// being applied; an answer with none of these finished the operation by itself.
     pub async fn wait(
         &self,
         call: &'static str,
         group: &GroupRef,
         accepted: &Reply,
+        resource: &Url,
     ) -> Result<(), CloudError> {
-        let (link, async_op) = match (
+        let (link, poll) = match (
             accepted.header("azure-asyncoperation"),
             accepted.header("location"),
         ) {
-            (Some(a), _) => (a.to_string(), true),
-            (None, Some(l)) if accepted.status == 202 => (l.to_string(), false),
-            _ => return Ok(()),
+            (Some(a), _) => (a.to_string(), Poll::AsyncOperation),
+            (None, Some(l)) => (l.to_string(), Poll::Location),
+            (None, None) => match provisioning_state(&accepted.body) {
+                Some(OperationState::Running) => (resource.to_string(), Poll::Resource),
+                Some(OperationState::Failed { .. }) => {
+                    return Err(CloudError::new(
+                        CloudErrorKind::Transient,
+                        call,
+                        group,
+                        "the resource's provisioningState is Failed after the change",
+                    ));
+                }
+                _ => return Ok(()),
+            },
         };
+        let async_op = poll == Poll::AsyncOperation;
         let url = self.follow(&link, call, group)?;
         let started = Instant::now();
         let mut wait = poll_wait(retry_after(&accepted.headers), &self.lro);
@@ -380,7 +430,7 @@ impl Arm {
             if async_op && !reply.ok() {
                 return Err(reply.to_error(call, group));
             }
-            match operation_state(&reply, async_op) {
+            match operation_state(&reply, poll) {
                 OperationState::Running => {
                     wait = poll_wait(retry_after(&reply.headers), &self.lro);
                 }
@@ -485,11 +535,17 @@ mod tests {
     #[test]
     fn operation_states_from_both_header_kinds() {
         assert_eq!(
-            operation_state(&reply(200, r#"{"status":"InProgress"}"#), true),
+            operation_state(
+                &reply(200, r#"{"status":"InProgress"}"#),
+                Poll::AsyncOperation
+            ),
             OperationState::Running
         );
         assert_eq!(
-            operation_state(&reply(200, r#"{"status":"Succeeded"}"#), true),
+            operation_state(
+                &reply(200, r#"{"status":"Succeeded"}"#),
+                Poll::AsyncOperation
+            ),
             OperationState::Succeeded
         );
         assert_eq!(
@@ -498,7 +554,7 @@ mod tests {
                     200,
                     r#"{"status":"Failed","error":{"code":"AllocationFailed","message":"no capacity"}}"#
                 ),
-                true
+                Poll::AsyncOperation
             ),
             OperationState::Failed {
                 code: "AllocationFailed".into(),
@@ -506,21 +562,55 @@ mod tests {
             }
         );
         assert_eq!(
-            operation_state(&reply(200, r#"{"status":"Canceled"}"#), true),
+            operation_state(
+                &reply(200, r#"{"status":"Canceled"}"#),
+                Poll::AsyncOperation
+            ),
             OperationState::Canceled
         );
         assert_eq!(
-            operation_state(&reply(202, ""), false),
+            operation_state(&reply(202, ""), Poll::Location),
             OperationState::Running
         );
         assert_eq!(
-            operation_state(&reply(204, ""), false),
+            operation_state(&reply(204, ""), Poll::Location),
             OperationState::Succeeded
         );
         assert!(matches!(
-            operation_state(&reply(409, r#"{"error":{"code":"QuotaExceeded","message":"m"}}"#), false),
+            operation_state(&reply(409, r#"{"error":{"code":"QuotaExceeded","message":"m"}}"#), Poll::Location),
             OperationState::Failed { code, .. } if code == "QuotaExceeded"
         ));
+    }
+
+    #[test]
+    fn a_resource_polled_for_its_provisioning_state() {
+        let body = |state: &str| {
+            reply(
+                200,
+                &format!(r#"{{"properties":{{"provisioningState":"{state}"}}}}"#),
+            )
+        };
+        assert_eq!(
+            operation_state(&body("Updating"), Poll::Resource),
+            OperationState::Running
+        );
+        assert_eq!(
+            operation_state(&body("Succeeded"), Poll::Resource),
+            OperationState::Succeeded
+        );
+        assert!(matches!(
+            operation_state(&body("Failed"), Poll::Resource),
+            OperationState::Failed { .. }
+        ));
+        assert_eq!(
+            operation_state(&body("Canceled"), Poll::Resource),
+            OperationState::Canceled
+        );
+        assert_eq!(
+            operation_state(&reply(200, "{}"), Poll::Resource),
+            OperationState::Succeeded,
+            "no provisioningState: nothing is being applied"
+        );
     }
 
     #[test]

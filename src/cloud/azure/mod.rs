@@ -3,8 +3,8 @@
 //!
 //! | `NodeGroups` | ARM calls (api-version 2024-07-01) |
 //! |---|---|
-//! | `describe` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_List` (all pages) |
-//! | `set_image` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (the model's `imageReference`), wait |
+//! | `describe` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_List` (all pages), `VirtualMachineScaleSetVMs_Get` with the instance view for a VM whose provisioning failed |
+//! | `set_image` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (the model's `imageReference`, same publisher and offer), wait |
 //! | `set_capacity` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (`sku.capacity`, the `max` tag; `If-Match`), wait |
 //! | `terminate` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_Get`, `VirtualMachineScaleSets_DeleteInstances`, wait; without `decrement`, `VirtualMachineScaleSets_Update` to put the capacity back |
 //!
@@ -198,6 +198,35 @@ impl AzureNodeGroups {
         ))
     }
 
+    /// Why the VM's provisioning failed, from its instance view (`ProvisioningState/failed/
+    /// {code}`): the one extra read rota makes, and only for a VM whose provisioning failed.
+    /// `None` when the VM is gone by now.
+    async fn provisioning_failure(
+        &self,
+        group: &GroupRef,
+        path: &str,
+        instance_id: &str,
+    ) -> Result<Option<super::LaunchError>, CloudError> {
+        if !valid_name(instance_id) {
+            return Ok(None);
+        }
+        let url = self.arm.url(&format!(
+            "{path}/virtualMachines/{instance_id}?$expand=instanceView&api-version={API_VERSION}"
+        ));
+        let reply = self
+            .arm
+            .send(GET_VM, group, Method::Get, &url, None, None)
+            .await?;
+        if reply.status == 404 {
+            return Ok(None);
+        }
+        if !reply.ok() {
+            return Err(reply.to_error(GET_VM, group));
+        }
+        let vm: ScaleSetVm = reply.json(GET_VM, group)?;
+        Ok(Some(launch_error(&vm)))
+    }
+
     /// PATCH the scale set and wait for the operation.
     async fn update(
         &self,
@@ -224,7 +253,7 @@ impl AzureNodeGroups {
         if !reply.ok() {
             return Err(reply.to_error(UPDATE_SCALE_SET, group));
         }
-        self.arm.wait(UPDATE_SCALE_SET, group, &reply).await?;
+        self.arm.wait(UPDATE_SCALE_SET, group, &reply, &url).await?;
         Ok(UpdateOutcome::Done)
     }
 
@@ -357,6 +386,52 @@ pub fn capacity_plan(
     Ok(Some(body))
 }
 
+/// Whether a VM's provisioning failed (`provisioningState` `Failed`).
+pub fn is_failed(provisioning_state: Option<&str>) -> bool {
+    provisioning_state.is_some_and(|s| s.eq_ignore_ascii_case("failed"))
+}
+
+/// A VM whose provisioning failed, as a launch error: the code of its instance view's
+/// `ProvisioningState/failed/{code}` status (`AllocationFailed`, `OSProvisioningTimedOut`,
+/// `VMExtensionProvisioningError`...), classified as the same code in a failed operation
+/// (an allocation failure is `Quota`: Azure does not retry a failed VM, the planner pauses
+/// the pool on it).
+pub fn launch_error(vm: &ScaleSetVm) -> super::LaunchError {
+    let failed = vm
+        .properties
+        .instance_view
+        .as_ref()
+        .into_iter()
+        .flat_map(|v| &v.statuses)
+        .find_map(|st| {
+            const PREFIX: &str = "ProvisioningState/failed/";
+            let code = st.code.as_deref()?;
+            let head = code.get(..PREFIX.len())?;
+            head.eq_ignore_ascii_case(PREFIX)
+                .then(|| (code[PREFIX.len()..].to_string(), st))
+        });
+    match failed {
+        Some((code, st)) => {
+            let message = st
+                .message
+                .clone()
+                .or_else(|| st.display_status.clone())
+                .unwrap_or_default();
+            super::LaunchError {
+                kind: classify::classify(None, &code, &message),
+                code,
+                message,
+            }
+        }
+        None => super::LaunchError {
+            kind: CloudErrorKind::Transient,
+            code: "ProvisioningFailed".into(),
+            message: "the VM's provisioningState is Failed and its instance view names no cause"
+                .into(),
+        },
+    }
+}
+
 /// Where a VM is in its life, from its `provisioningState`.
 pub fn lifecycle(provisioning_state: Option<&str>) -> Lifecycle {
     match provisioning_state
@@ -366,7 +441,9 @@ pub fn lifecycle(provisioning_state: Option<&str>) -> Lifecycle {
         Some("creating") => Lifecycle::Pending,
         Some("deleting") => Lifecycle::Terminating,
         // Succeeded, Updating, Migrating; also Failed: the VM exists and counts against
-        // capacity, and whether its node comes up is what rota watches next.
+        // capacity, and its node may still come up (a failed extension fails provisioning
+        // of a running VM). `describe` names the failure in the instance's `launch_error`,
+        // which the planner acts on while no Ready node shows for it.
         _ => Lifecycle::InService,
     }
 }
@@ -408,11 +485,21 @@ impl NodeGroups for AzureNodeGroups {
         else {
             unreachable!("scale_set_path accepted only Azure groups");
         };
-        let instances = self
-            .list_vms(group, &path)
-            .await?
+        let mut vms = self.list_vms(group, &path).await?;
+        let mut failures = BTreeMap::new();
+        for vm in &vms {
+            if is_failed(vm.properties.provisioning_state.as_deref())
+                && let Some(e) = self
+                    .provisioning_failure(group, &path, &vm.instance_id)
+                    .await?
+            {
+                failures.insert(vm.instance_id.clone(), e);
+            }
+        }
+        let instances = std::mem::take(&mut vms)
             .into_iter()
             .map(|vm| Instance {
+                launch_error: failures.remove(&vm.instance_id),
                 provider_id: provider_id::azure(
                     subscription_id,
                     resource_group,
@@ -455,6 +542,21 @@ impl NodeGroups for AzureNodeGroups {
             .as_ref()
             .and_then(|u| u.mode.clone())
             .unwrap_or_else(|| "Manual".to_string());
+        let current = vmss
+            .properties
+            .virtual_machine_profile
+            .as_ref()
+            .and_then(|p| p.storage_profile.as_ref())
+            .and_then(|s| s.image_reference.clone())
+            .unwrap_or_default();
+        if let Some(why) = model::form_change(&current, &wanted) {
+            return Err(CloudError::new(
+                CloudErrorKind::Invalid,
+                UPDATE_SCALE_SET,
+                group,
+                why,
+            ));
+        }
         if !mode.eq_ignore_ascii_case("Manual") {
             return Err(CloudError::new(
                 CloudErrorKind::Invalid,
@@ -544,7 +646,10 @@ impl NodeGroups for AzureNodeGroups {
             return Err(reply.to_error(DELETE_INSTANCES, group));
         }
         // Deleting instances lowers the scale set's capacity by as many: that is `decrement`.
-        self.arm.wait(DELETE_INSTANCES, group, &reply).await?;
+        let scale_set = self.arm.url(&format!("{path}?api-version={API_VERSION}"));
+        self.arm
+            .wait(DELETE_INSTANCES, group, &reply, &scale_set)
+            .await?;
         if !decrement {
             // Put the capacity back so the scale set creates a replacement (on the current
             // model's image). Not raised past what it was, so a repeat cannot surge.
@@ -609,6 +714,38 @@ mod tests {
         assert_eq!(lifecycle(Some("Failed")), Lifecycle::InService);
         assert_eq!(lifecycle(Some("Deleting")), Lifecycle::Terminating);
         assert_eq!(lifecycle(None), Lifecycle::InService);
+    }
+
+    #[test]
+    fn a_failed_vm_names_the_cause_its_instance_view_gives() {
+        let vm: ScaleSetVm = serde_json::from_value(json!({
+            "instanceId": "7",
+            "properties": {"provisioningState": "Failed", "instanceView": {"statuses": [
+                {"code": "ProvisioningState/failed/AllocationFailed", "level": "Error",
+                 "displayStatus": "Provisioning failed",
+                 "message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region."},
+                {"code": "PowerState/stopped", "level": "Info"}
+            ]}}
+        }))
+        .unwrap();
+        assert!(is_failed(vm.properties.provisioning_state.as_deref()));
+        let e = launch_error(&vm);
+        assert_eq!(
+            (e.kind, e.code.as_str()),
+            (CloudErrorKind::Quota, "AllocationFailed")
+        );
+        assert!(e.message.contains("sufficient capacity"));
+        let bare: ScaleSetVm = serde_json::from_value(
+            json!({"instanceId": "8", "properties": {"provisioningState": "Failed"}}),
+        )
+        .unwrap();
+        let e = launch_error(&bare);
+        assert_eq!(
+            e.kind,
+            CloudErrorKind::Transient,
+            "unknown cause: waited out"
+        );
+        assert!(!is_failed(Some("Succeeded")) && is_failed(Some("failed")));
     }
 
     #[test]

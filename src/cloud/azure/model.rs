@@ -165,6 +165,36 @@ impl ImageReference {
     }
 }
 
+/// Why the scale set cannot move from image reference `current` to `wanted`, if it cannot:
+/// the API reference says an image reference's publisher and offer "can only be set when
+/// you create the scale set". So a marketplace image may change its sku and version, a
+/// gallery or managed image its ID, but a switch between a marketplace image and a gallery
+/// image (which sets or clears publisher and offer) or to another offer or publisher is
+/// refused by Azure; rota refuses it first, before touching the group.
+pub fn form_change(current: &ImageReference, wanted: &ImageReference) -> Option<String> {
+    let same = |a: &Option<String>, b: &Option<String>| match (a, b) {
+        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+        (None, None) => true,
+        _ => false,
+    };
+    let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
+    let changed: Vec<String> = [
+        ("publisher", &current.publisher, &wanted.publisher),
+        ("offer", &current.offer, &wanted.offer),
+    ]
+    .into_iter()
+    .filter(|(_, a, b)| !same(a, b))
+    .map(|(f, a, b)| format!("{f} {} -> {}", show(a), show(b)))
+    .collect();
+    if changed.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the image would change the scale set's imageReference {}; Azure lets an image reference's publisher and offer be set only when the scale set is created, so a switch between a marketplace image and a gallery image, or to another publisher or offer, needs a new scale set (node pool); rota changes the sku and version of a marketplace image, or the ID of a gallery or managed image",
+        changed.join(", ")
+    ))
+}
+
 /// Whether two one-string images name the same image. ARM resource IDs are case-insensitive
 /// (ARM may return `resourceGroups/MC_…` in another case than it was written); marketplace
 /// URNs are compared the same way, as Azure treats publisher, offer and sku.
@@ -203,6 +233,30 @@ pub struct ScaleSetVmProperties {
     pub provisioning_state: Option<String>,
     #[serde(default)]
     pub storage_profile: Option<StorageProfile>,
+    /// Present with `$expand=instanceView`: its statuses say why provisioning failed.
+    #[serde(default)]
+    pub instance_view: Option<VmInstanceView>,
+}
+
+/// `VirtualMachineScaleSetVMInstanceView`, the part rota reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmInstanceView {
+    #[serde(default)]
+    pub statuses: Vec<InstanceViewStatus>,
+}
+
+/// `InstanceViewStatus`: e.g. `{"code": "ProvisioningState/failed/AllocationFailed",
+/// "level": "Error", "displayStatus": "Provisioning failed", "message": "..."}`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceViewStatus {
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub display_status: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
 }
 
 /// The body of an `Azure-AsyncOperation` status URL.
@@ -309,6 +363,53 @@ mod tests {
         let v = ImageReference::parse("a:b:c:d").unwrap().patch_value();
         assert!(v["id"].is_null());
         assert_eq!(v["publisher"], "a");
+    }
+
+    #[test]
+    fn publisher_and_offer_are_fixed_at_creation() {
+        let gallery = |v: &str| {
+            ImageReference::parse(&format!(
+                "/subscriptions/s/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/node/versions/{v}"
+            ))
+            .unwrap()
+        };
+        let urn = |s: &str| ImageReference::parse(s).unwrap();
+        // Allowed: a new gallery version, a new marketplace sku or version.
+        assert_eq!(form_change(&gallery("1.0.0"), &gallery("2.0.0")), None);
+        assert_eq!(
+            form_change(
+                &urn("Canonical:ubuntu-24_04-lts:server:1"),
+                &urn("canonical:ubuntu-24_04-lts:server-arm64:2")
+            ),
+            None
+        );
+        // Refused, each naming what would change.
+        let e = form_change(
+            &gallery("1.0.0"),
+            &urn("Canonical:ubuntu-24_04-lts:server:1"),
+        )
+        .unwrap();
+        assert!(
+            e.contains("publisher (none) -> Canonical")
+                && e.contains("offer (none) -> ubuntu-24_04-lts"),
+            "{e}"
+        );
+        let e = form_change(
+            &urn("Canonical:ubuntu-24_04-lts:server:1"),
+            &gallery("1.0.0"),
+        )
+        .unwrap();
+        assert!(e.contains("publisher Canonical -> (none)"), "{e}");
+        let e = form_change(
+            &urn("Canonical:ubuntu-24_04-lts:server:1"),
+            &urn("Canonical:0001-com-ubuntu-server-jammy:22_04-lts:1"),
+        )
+        .unwrap();
+        assert!(
+            e.contains("offer ubuntu-24_04-lts -> 0001-com-ubuntu-server-jammy")
+                && !e.contains("publisher C"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -16,6 +16,8 @@ use crate::cloud::retry::kind_for_status;
 /// on their own.
 fn kind_for_reason(reason: &str) -> Option<CloudErrorKind> {
     Some(match reason {
+        // Legacy `errors[].reason` (camelCase) and `google.rpc.ErrorInfo.reason` of the
+        // `details` form (UPPER_SNAKE, `google.api.ErrorReason` for domain googleapis.com).
         "rateLimitExceeded" | "userRateLimitExceeded" | "RATE_LIMIT_EXCEEDED" => {
             CloudErrorKind::Throttled
         }
@@ -23,14 +25,24 @@ fn kind_for_reason(reason: &str) -> Option<CloudErrorKind> {
         // A mutation on a group whose previous operation is still running: heals on its own.
         "resourceNotReady" | "resourceInUseByAnotherResource" => CloudErrorKind::Transient,
         "quotaExceeded"
+        | "RESOURCE_QUOTA_EXCEEDED"
         | "QUOTA_EXCEEDED"
         | "ZONE_RESOURCE_POOL_EXHAUSTED"
         | "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
         | "REGION_RESOURCE_POOL_EXHAUSTED" => CloudErrorKind::Quota,
         "notFound" => CloudErrorKind::NotFound,
-        "forbidden" | "insufficientPermissions" | "accessNotConfigured" | "SERVICE_DISABLED" => {
-            CloudErrorKind::Permission
-        }
+        "forbidden"
+        | "insufficientPermissions"
+        | "accessNotConfigured"
+        | "SERVICE_DISABLED"
+        | "IAM_PERMISSION_DENIED"
+        | "ACCESS_TOKEN_EXPIRED"
+        | "ACCESS_TOKEN_SCOPE_INSUFFICIENT"
+        | "CREDENTIALS_MISSING"
+        | "BILLING_DISABLED"
+        | "USER_PROJECT_DENIED"
+        | "CONSUMER_INVALID"
+        | "CONSUMER_SUSPENDED" => CloudErrorKind::Permission,
         "invalid" | "badRequest" | "required" | "conditionNotMet" | "invalidParameter" => {
             CloudErrorKind::Invalid
         }
@@ -47,6 +59,27 @@ pub fn classify_response(status: Option<u16>, reasons: &[&str]) -> CloudErrorKin
     match status {
         Some(s) => kind_for_status(s),
         None => CloudErrorKind::Transient,
+    }
+}
+
+/// A refused request as the Google client reads it: `google.rpc.ErrorInfo` reasons from
+/// `error.details` (or, only when there are no details, the legacy `error.errors[].reason`),
+/// the `google.rpc.Code` name of `error.status`, and the HTTP status. A reason rota knows
+/// decides; then a code that says more than the status (`RESOURCE_EXHAUSTED` is a rate or
+/// quota limit whatever the status, and Compute sends its API rate limit as a 403); then the
+/// status.
+pub fn classify_rpc(
+    status: Option<u16>,
+    rpc_code: Option<&str>,
+    reasons: &[&str],
+) -> CloudErrorKind {
+    if let Some(kind) = reasons.iter().find_map(|r| kind_for_reason(r)) {
+        return kind;
+    }
+    match rpc_code {
+        Some("RESOURCE_EXHAUSTED") => CloudErrorKind::Throttled,
+        Some("UNAVAILABLE" | "DEADLINE_EXCEEDED" | "ABORTED") => CloudErrorKind::Transient,
+        _ => classify_response(status, &[]),
     }
 }
 
@@ -79,6 +112,32 @@ pub fn classify_operation(codes: &[&str], http_status: Option<u16>) -> CloudErro
     }
 }
 
+/// The errors of a managed instance's last creation attempt (`lastAttempt.errors.errors[].code`).
+/// Compute marks `resize` DONE once the creations are scheduled; a creation that then fails
+/// shows up here, per instance, and the group keeps trying. Known codes classify as in an
+/// operation (quota and stock-outs are `Quota`); a code rota does not know is `Transient`:
+/// the group retries it, and the rotation waits for it within `nodeReadyTimeout`.
+pub fn classify_launch(codes: &[&str]) -> CloudErrorKind {
+    if codes.is_empty() {
+        return CloudErrorKind::Transient;
+    }
+    match classify_operation(codes, None) {
+        // classify_operation's fallback for an unknown code (a refused request), not a
+        // verdict on a creation the group goes on retrying.
+        CloudErrorKind::Invalid
+            if !codes.iter().any(|c| {
+                matches!(
+                    *c,
+                    "INVALID_FIELD_VALUE" | "INVALID_USAGE" | "CONDITION_NOT_MET" | "BAD_REQUEST"
+                )
+            }) =>
+        {
+            CloudErrorKind::Transient
+        }
+        kind => kind,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +165,60 @@ mod tests {
             classify_response(Some(400), &["somethingNew", "invalid"]),
             Invalid
         );
+    }
+
+    #[test]
+    fn the_details_form_is_read_as_the_google_client_reads_it() {
+        // A 403 whose details say rate limit: throttled, never a permission problem.
+        assert_eq!(
+            classify_rpc(
+                Some(403),
+                Some("PERMISSION_DENIED"),
+                &["RATE_LIMIT_EXCEEDED"]
+            ),
+            Throttled
+        );
+        assert_eq!(
+            classify_rpc(
+                Some(429),
+                Some("RESOURCE_EXHAUSTED"),
+                &["RATE_LIMIT_EXCEEDED"]
+            ),
+            Throttled
+        );
+        // Details with no ErrorInfo (a Help link only): the code still says rate limit.
+        assert_eq!(
+            classify_rpc(Some(403), Some("RESOURCE_EXHAUSTED"), &[]),
+            Throttled
+        );
+        assert_eq!(
+            classify_rpc(
+                Some(403),
+                Some("PERMISSION_DENIED"),
+                &["IAM_PERMISSION_DENIED"]
+            ),
+            Permission
+        );
+        assert_eq!(
+            classify_rpc(Some(403), Some("PERMISSION_DENIED"), &["SERVICE_DISABLED"]),
+            Permission
+        );
+        assert_eq!(
+            classify_rpc(Some(403), Some("PERMISSION_DENIED"), &[]),
+            Permission
+        );
+        assert_eq!(classify_rpc(Some(503), Some("UNAVAILABLE"), &[]), Transient);
+        assert_eq!(classify_rpc(Some(409), Some("ABORTED"), &[]), Transient);
+        assert_eq!(
+            classify_rpc(
+                Some(403),
+                Some("PERMISSION_DENIED"),
+                &["RESOURCE_QUOTA_EXCEEDED"]
+            ),
+            Quota
+        );
+        assert_eq!(classify_rpc(Some(404), Some("NOT_FOUND"), &[]), NotFound);
+        assert_eq!(classify_rpc(None, None, &[]), Transient);
     }
 
     #[test]
@@ -147,6 +260,26 @@ mod tests {
             Permission
         );
         assert_eq!(classify_operation(&["SOMETHING_NEW"], None), Invalid);
+    }
+
+    #[test]
+    fn launch_errors_of_managed_instances_map_by_code() {
+        assert_eq!(classify_launch(&["QUOTA_EXCEEDED"]), Quota);
+        assert_eq!(classify_launch(&["ZONE_RESOURCE_POOL_EXHAUSTED"]), Quota);
+        assert_eq!(
+            classify_launch(&["ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"]),
+            Quota
+        );
+        assert_eq!(classify_launch(&["REGION_RESOURCE_POOL_EXHAUSTED"]), Quota);
+        assert_eq!(classify_launch(&["RESOURCE_NOT_FOUND"]), NotFound);
+        assert_eq!(classify_launch(&["INVALID_FIELD_VALUE"]), Invalid);
+        assert_eq!(classify_launch(&["INTERNAL_ERROR"]), Transient);
+        assert_eq!(
+            classify_launch(&["SOMETHING_NEW"]),
+            Transient,
+            "the group retries what rota cannot name"
+        );
+        assert_eq!(classify_launch(&[]), Transient);
     }
 
     #[test]

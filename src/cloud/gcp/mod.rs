@@ -4,7 +4,9 @@
 //! What rota asks of a MIG, and the Compute calls that answer it:
 //! - describe: `instanceGroupManagers.get` (target size, template, autoscaler),
 //!   `autoscalers.get` when one targets the group (min/max), `instanceTemplates.get` (the boot
-//!   image of the group's template and of each instance's), `listManagedInstances`.
+//!   image of the group's template and of each instance's), `listManagedInstances` (with
+//!   each instance not created yet, the errors of its `lastAttempt`: a stock-out or a quota
+//!   shortage shows there, not in the `resize` operation, which is DONE once scheduled).
 //! - set_image: copy the current template under a name derived from group and image, with the
 //!   new `sourceImage` on the boot disk (`instanceTemplates.insert`, global or regional as the
 //!   current one is), then `setInstanceTemplate`. Templates are immutable in Compute.
@@ -14,8 +16,9 @@
 //!
 //! Minimum and maximum: a MIG has only a target size. When an autoscaler targets the group
 //! its `minNumReplicas`/`maxNumReplicas` are the bounds, and `set_capacity(max: Some)` patches
-//! `maxNumReplicas` (rota expects such autoscalers in mode `OFF`: with autoscaling on, Compute
-//! refuses manual resizes). Without an autoscaler, min is 0 and max is Compute's hard limit
+//! `maxNumReplicas` (rota needs such autoscalers in mode `OFF` and refuses to change the
+//! image or the capacity of a group whose autoscaler acts, or whose update policy is
+//! `PROACTIVE`). Without an autoscaler, min is 0 and max is Compute's hard limit
 //! on a group's size (1,000 zonal, 2,000 regional); `max` in `set_capacity` then has nothing
 //! to change and is ignored.
 //!
@@ -320,6 +323,10 @@ struct MigView {
     target_size: u32,
     template: String,
     autoscaler: Option<String>,
+    /// `updatePolicy.type`: `OPPORTUNISTIC` (only rota replaces instances) or `PROACTIVE`
+    /// (Compute replaces them itself as soon as the template changes). Compute returns the
+    /// policy of every group; rota refuses only a `PROACTIVE` it reads.
+    update_policy: Option<String>,
 }
 
 /// A managed instance, as listed.
@@ -330,6 +337,8 @@ struct Managed {
     zone: String,
     template: Option<String>,
     lifecycle: Lifecycle,
+    /// The errors of its last creation attempt, for an instance not created yet.
+    launch_error: Option<super::LaunchError>,
 }
 
 /// A refused request as a [`CloudError`], classified by HTTP status and Google error reasons.
@@ -351,7 +360,12 @@ fn api_error(
         })
         .unwrap_or_default();
     let refs: Vec<&str> = reasons.iter().map(String::as_str).collect();
-    let mut kind = classify::classify_response(e.http_status_code(), &refs);
+    // The google.rpc code, as `error.status` names it (`Unknown` when the body had none).
+    let rpc_code = e
+        .status()
+        .map(|s| String::from(s.code))
+        .filter(|c| c != "UNKNOWN");
+    let mut kind = classify::classify_rpc(e.http_status_code(), rpc_code.as_deref(), &refs);
     if e.is_authentication() {
         // No token could be had: a metadata-server blip heals, missing credentials do not.
         let transient = std::error::Error::source(e)
@@ -414,6 +428,77 @@ fn operation_result(
             "operation {} failed: {}",
             op.name.as_deref().unwrap_or("?"),
             detail.join("; ")
+        ),
+    ))
+}
+
+/// What the last attempt to create `mi` failed with (`lastAttempt.errors`), if anything:
+/// how a stock-out or a quota shortage shows once `resize` is DONE.
+fn launch_error(mi: &model::ManagedInstance) -> Option<super::LaunchError> {
+    let errors = &mi.last_attempt.as_ref()?.errors.as_ref()?.errors;
+    if errors.is_empty() {
+        return None;
+    }
+    let codes: Vec<&str> = errors.iter().filter_map(|e| e.code.as_deref()).collect();
+    Some(super::LaunchError {
+        kind: classify::classify_launch(&codes),
+        code: codes.first().copied().unwrap_or("UNKNOWN").to_string(),
+        message: errors
+            .iter()
+            .filter_map(|e| e.message.as_deref())
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
+}
+
+/// Refuse a group whose update policy would have Compute replace running instances itself
+/// once the template changes (`PROACTIVE`): the nodes would go without a drain. Azure's
+/// provider refuses the same case (an upgrade policy other than Manual).
+fn check_update_policy(
+    call: &'static str,
+    group: &GroupRef,
+    view: &MigView,
+) -> Result<(), CloudError> {
+    match view.update_policy.as_deref() {
+        Some("PROACTIVE") => Err(CloudError::new(
+            CloudErrorKind::Invalid,
+            call,
+            group,
+            "updatePolicy.type is PROACTIVE: a new instance template would have Compute replace the running instances itself, without draining their nodes; rota rotates nodes itself and needs updatePolicy.type OPPORTUNISTIC (GKE's default)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Refuse a group whose autoscaler acts on it (mode `ON`, `ONLY_SCALE_OUT`, `ONLY_UP`): it
+/// would resize the group against the surge and its undoing, and Compute refuses manual
+/// resizes of an autoscaled group. rota needs the autoscaler `OFF` (its bounds are then the
+/// group's minimum and maximum) or no autoscaler at all.
+fn check_autoscaler_mode(
+    call: &'static str,
+    group: &GroupRef,
+    autoscaler: Option<&model::Autoscaler>,
+) -> Result<(), CloudError> {
+    let Some(a) = autoscaler else {
+        return Ok(());
+    };
+    let mode = a
+        .autoscaling_policy
+        .as_ref()
+        .and_then(|p| p.mode.as_ref())
+        .and_then(|m| m.name())
+        // The API reference: a policy without a mode is ON.
+        .unwrap_or("ON");
+    if mode == "OFF" {
+        return Ok(());
+    }
+    Err(CloudError::new(
+        CloudErrorKind::Invalid,
+        call,
+        group,
+        format!(
+            "autoscaler {} is in mode {mode}: it would resize the group against the rotation's surge (and Compute refuses manual resizes while it acts); rota needs the autoscaler's mode OFF (its minNumReplicas and maxNumReplicas stay the group's bounds) or no autoscaler",
+            a.name.as_deref().unwrap_or("?")
         ),
     ))
 }
@@ -613,6 +698,12 @@ impl GcpNodeGroups {
             })?;
         Ok(MigView {
             target_size: m.target_size.unwrap_or(0).max(0) as u32,
+            update_policy: m
+                .update_policy
+                .as_ref()
+                .and_then(|u| u.r#type.as_ref())
+                .and_then(|t| t.name())
+                .map(str::to_string),
             template,
             autoscaler: m
                 .status
@@ -666,6 +757,13 @@ impl GcpNodeGroups {
                 let Some(url) = mi.instance.clone() else {
                     continue;
                 };
+                let lifecycle = names::lifecycle(
+                    mi.current_action.as_ref().and_then(|a| a.name()),
+                    mi.instance_status.as_ref().and_then(|s| s.name()),
+                );
+                let launch_error = (lifecycle == Lifecycle::Pending)
+                    .then(|| launch_error(&mi))
+                    .flatten();
                 let name = mi
                     .name
                     .clone()
@@ -674,10 +772,8 @@ impl GcpNodeGroups {
                     .unwrap_or_default()
                     .to_string();
                 out.push(Managed {
-                    lifecycle: names::lifecycle(
-                        mi.current_action.as_ref().and_then(|a| a.name()),
-                        mi.instance_status.as_ref().and_then(|s| s.name()),
-                    ),
+                    lifecycle,
+                    launch_error,
                     template: mi.version.and_then(|v| v.instance_template),
                     name,
                     url,
@@ -1071,6 +1167,7 @@ impl NodeGroups for GcpNodeGroups {
                 image,
                 zone: m.zone,
                 lifecycle: m.lifecycle,
+                launch_error: m.launch_error,
             });
         }
         Ok(GroupState {
@@ -1110,6 +1207,14 @@ impl NodeGroups for GcpNodeGroups {
         if boot_image(&tpl).is_some_and(|i| names::same_image(i, image)) {
             return Ok(());
         }
+        // Nothing is written to a group that would fight the rotation.
+        let call = mig.call(
+            "instanceGroupManagers.setInstanceTemplate",
+            "regionInstanceGroupManagers.setInstanceTemplate",
+        );
+        check_update_policy(call, group, &view)?;
+        let (_, _, autoscaler) = self.bounds(&mig, &view, group).await?;
+        check_autoscaler_mode(call, group, autoscaler.as_ref())?;
         let target = current.sibling(names::template_name(&mig.name, image));
         match self.get_template(&target, group).await {
             Ok(existing) => {
@@ -1154,6 +1259,7 @@ impl NodeGroups for GcpNodeGroups {
             "instanceGroupManagers.resize",
             "regionInstanceGroupManagers.resize",
         );
+        check_autoscaler_mode(call, group, autoscaler.as_ref())?;
         let bound = match (max, autoscaler) {
             (Some(m), Some(a)) => {
                 if m != current_max {
