@@ -28,7 +28,7 @@ use prometheus::{
 };
 use tokio::net::TcpListener;
 
-use crate::rotate::Phase;
+use rota_core::rotate::Phase;
 
 /// Every phase a pool can be in, for the `rota_pool_phase` state set (one series per phase,
 /// the current one at 1): PromQL can then count pools per phase without regex on strings.
@@ -724,7 +724,7 @@ impl PoolMetrics<'_> {
 
     /// Set the pool's gauges from its NodePoolRotation status: what the controller calls after
     /// every status write (nodes, progress, phase, batch, last progress).
-    pub fn observe_status(&self, status: &crate::rotate::resource::NodePoolRotationStatus) {
+    pub fn observe_status(&self, status: &rota_core::rotate::resource::NodePoolRotationStatus) {
         self.set_nodes(status.total, status.on_target);
         self.set_phase(status.phase);
         self.set_batch(
@@ -978,7 +978,7 @@ mod tests {
     #[test]
     fn a_status_sets_the_pool_gauges() {
         let m = Metrics::new();
-        let status = crate::rotate::resource::NodePoolRotationStatus {
+        let status = rota_core::rotate::resource::NodePoolRotationStatus {
             phase: Phase::Soaking,
             total: 8,
             on_target: 2,

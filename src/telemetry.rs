@@ -43,14 +43,14 @@ pub struct OperateArgs {
     pub metrics_addr: std::net::SocketAddr,
     /// A rotation without progress for this long is Stuck (condition, Event, metric, alert).
     #[arg(long, env = "ROTA_STUCK_AFTER", default_value = "30m")]
-    pub stuck_after: crate::fleet::duration::GoDuration,
+    pub stuck_after: rota_core::fleet::duration::GoDuration,
     /// How far the cloud's describe calls may lag behind writes (AWS Auto Scaling's are
     /// eventually consistent; e.g. 30s). When set, a rotation first keeps the cluster
     /// autoscaler from scaling down any node of the pool, waits this long, and waits it again
     /// after each capacity change of its own, so that no capacity it writes is computed from a
     /// describe that misses a scale-down. 0s: describes are taken as consistent.
     #[arg(long, env = "ROTA_DESCRIBE_LAG", default_value = "0s")]
-    pub describe_lag: crate::fleet::duration::GoDuration,
+    pub describe_lag: rota_core::fleet::duration::GoDuration,
 }
 
 /// The default filter when `RUST_LOG` is unset: rota at info, its dependencies at warn.

@@ -546,6 +546,7 @@ fn the_dockerfile_builds_on_the_crates_rust_version_without_sim() {
         .find(|l| l.contains("cargo build"))
         .expect("the Dockerfile builds rota");
     assert!(build.contains("--no-default-features"), "{build}");
+    assert!(build.contains("--features clouds"), "{build}");
     assert!(build.contains("--locked"), "{build}");
     assert!(
         text.contains(&format!("-t {}", expected_ref())),

@@ -18,8 +18,8 @@ use kube::api::{Api, ListParams};
 use kube::core::Selector;
 
 use crate::cloud::{CloudError, GroupState, Lifecycle, NodeGroups};
-use crate::fleet::resolved::DesiredPool;
 use crate::kube::observe::IMAGE_LABEL;
+use rota_core::fleet::resolved::DesiredPool;
 
 /// Whether a pool may be adopted on an image.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::fleet::resolved::{DesiredCluster, Mode};
-use crate::rotate::resource::NodePoolRotationSpec;
-use crate::waves::{GuardDecision, PoolRecord, Promotion, WaveView, promotion_guard};
+use rota_core::fleet::resolved::{DesiredCluster, Mode};
+use rota_core::rotate::resource::NodePoolRotationSpec;
+use rota_core::waves::{GuardDecision, PoolRecord, Promotion, WaveView, promotion_guard};
 
 /// One pool's desired NodePoolRotation spec, and why it is not the commit's pin (if not).
 #[derive(Debug, Clone, PartialEq)]
@@ -124,8 +124,8 @@ pub fn released_spec(existing: &NodePoolRotationSpec, commit: &str) -> NodePoolR
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::resolved::{Cloud, DesiredPool, EffectivePolicy, GroupRef};
-    use crate::waves::PoolRef;
+    use rota_core::fleet::resolved::{Cloud, DesiredPool, EffectivePolicy, GroupRef};
+    use rota_core::waves::PoolRef;
     use std::time::Duration;
 
     fn cluster(name: &str, wave: &str, version: &str, mode: Mode) -> DesiredCluster {

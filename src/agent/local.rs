@@ -20,13 +20,13 @@ use super::{AgentConfig, Snapshot};
 use crate::controller::Config;
 use crate::controller::clock::Clock;
 use crate::report::StoreConfig;
-use crate::sim::faults::FaultProfile;
-use crate::sim::scenario::{Scenario, WorkloadProfile};
-use crate::sim::world::Fleet;
 use crate::source::follow::FollowConfig;
 use crate::source::trust::{TrustPolicy, Verifier};
 use crate::source::webhook::WebhookConfig;
 use crate::source::{Auth, SourceConfig};
+use rota_sim::faults::FaultProfile;
+use rota_sim::scenario::{Scenario, WorkloadProfile};
+use rota_sim::world::Fleet;
 
 /// How to build the local fleet.
 #[derive(Debug, Clone)]
@@ -75,7 +75,7 @@ impl LocalFleet {
     /// the image its wave pins) and one controller + agent per cluster.
     pub async fn start(config: LocalConfig) -> Result<LocalFleet, String> {
         let rev = format!("refs/heads/{}", config.branch);
-        let fleet = crate::fleet::load_git(&config.repo, &rev).map_err(|d| d.to_string())?;
+        let fleet = crate::source::read::load_git(&config.repo, &rev).map_err(|d| d.to_string())?;
         let clusters = fleet.resolve_all().map_err(|e| e.to_string())?;
         let scenario = Scenario::from_fleet(
             &clusters,
@@ -101,7 +101,7 @@ impl LocalFleet {
                 .store(&c.name)
                 .ok_or("cluster missing from the sim")?
                 .clone();
-            let client = crate::sim::apiserver::client(store);
+            let client = rota_sim::apiserver::client(store);
             // The CRD is installed as an administrator would have installed it.
             super::install_crd(&client)
                 .await

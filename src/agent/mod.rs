@@ -49,15 +49,15 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::clock::Clock;
-use crate::fleet::resolved::DesiredCluster;
 use crate::kube::crd::{AGENT_VERSION_LABEL, NodePoolRotation};
 use crate::report::{CommitStatus, GitNotesStore, State, StatusStore, cluster_context};
-use crate::rotate::resource::NodePoolRotationSpec;
 use crate::source::GitSource;
 use crate::source::history::{self, ConfirmedRewrite, Lineage};
 use crate::source::poll::SourceState;
 use crate::source::trust::{Admission, LastGood, Verifier};
-use crate::waves::{PoolRecord, WaveView};
+use rota_core::fleet::resolved::DesiredCluster;
+use rota_core::rotate::resource::NodePoolRotationSpec;
+use rota_core::waves::{PoolRecord, WaveView};
 
 /// The field manager the agent applies NodePoolRotation specs as.
 pub const FIELD_MANAGER: &str = "rota-agent";
@@ -106,7 +106,7 @@ struct InForce {
     waves: Vec<WaveView>,
     guard: bool,
     /// The cluster's `spec.notifications` (or the fleet's) at this commit.
-    notifications: Vec<crate::fleet::model::WebhookSpec>,
+    notifications: Vec<rota_core::fleet::model::WebhookSpec>,
 }
 
 /// What the agent did last (for tests, `rota demo` and logs).
@@ -141,7 +141,7 @@ pub struct Agent {
     metrics: Option<crate::metrics::Metrics>,
     notifier: Option<crate::notify::SharedNotifier>,
     /// The webhooks the notifier was last built from.
-    webhooks: Option<Vec<crate::fleet::model::WebhookSpec>>,
+    webhooks: Option<Vec<rota_core::fleet::model::WebhookSpec>>,
     /// (old, new): the old commit's pending statuses still have to be made final.
     superseding: Option<(Oid, Oid)>,
     /// The cloud groups, read to adopt pools already on their pins (see [`adopt`]).
@@ -233,7 +233,7 @@ impl Agent {
 
     /// Rebuild the notifier when the commit in force names other webhooks. A webhook whose
     /// URL cannot be read is left out, named in a warning (never its URL).
-    fn configure_notifications(&mut self, specs: &[crate::fleet::model::WebhookSpec]) {
+    fn configure_notifications(&mut self, specs: &[rota_core::fleet::model::WebhookSpec]) {
         let Some(notifier) = &self.notifier else {
             return;
         };
@@ -509,7 +509,7 @@ impl Agent {
         let subdir = self.config.subdir.clone();
         let cluster = self.config.cluster.clone();
         let loaded = tokio::task::spawn_blocking(move || {
-            crate::fleet::load_git_at(&mirror, &commit.to_string(), subdir.as_deref())
+            crate::source::read::load_git_at(&mirror, &commit.to_string(), subdir.as_deref())
         })
         .await
         .map_err(|e| e.to_string())?;
@@ -537,7 +537,7 @@ impl Agent {
         };
         Ok(Ok(InForce {
             commit,
-            waves: crate::waves::wave_views(&fleet, &all),
+            waves: rota_core::waves::wave_views(&fleet, &all),
             guard: fleet.promotion_guard(),
             notifications: fleet.notifications_for(&cluster).unwrap_or_default(),
             cluster: desired,
@@ -653,7 +653,6 @@ impl Agent {
             .filter(mine)
             .map(|n| (n.name_any(), n))
             .collect();
-        let mut records_changed = false;
         for pool in &intent.pools {
             // Every pool has a record, even one held with no NodePoolRotation yet: the
             // guards of later waves tell an agent that reports from none (see
@@ -663,7 +662,7 @@ impl Agent {
                 .entry(pool.name.clone())
                 .or_insert_with(|| PoolRecord::new(cluster, &pool.name));
             if let Some(npr) = nprs.get(&pool.name) {
-                records_changed |= progress::observe_record(record, npr, now);
+                progress::observe_record(record, npr, now);
                 if let (Some(m), Some((channel, version, image))) =
                     (&self.metrics, progress::runs(npr))
                 {
@@ -683,7 +682,6 @@ impl Agent {
             .collect();
         let summary = progress::cluster_status(cluster, &statuses);
         statuses.insert(0, summary);
-        let _ = records_changed;
         self.may_write()?;
         self.notes
             .set_pool_records(&commit, self.records.values().cloned().collect())
@@ -720,7 +718,7 @@ impl Agent {
                 .is_some_and(|r| r.adopted_at(&pool.channel, &pool.version).is_some());
             if done
                 || existing.contains_key(&pool.name)
-                || pool.mode == crate::fleet::resolved::Mode::Ignore
+                || pool.mode == rota_core::fleet::resolved::Mode::Ignore
             {
                 continue;
             }
@@ -781,7 +779,7 @@ pub fn superseded(pending: &CommitStatus, by: &str) -> CommitStatus {
 }
 
 /// `commit 3f2a9c1d0b7e is invalid: clusters/prod.yaml:12:7 spec.pools[0].group: ... (and 2 more)`.
-pub fn invalid_description(short: &str, diags: &crate::fleet::Diagnostics) -> String {
+pub fn invalid_description(short: &str, diags: &rota_core::fleet::Diagnostics) -> String {
     let mut it = diags.iter();
     let Some(first) = it.next() else {
         return format!("commit {short} is invalid");

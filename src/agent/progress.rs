@@ -15,11 +15,11 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::fleet::resolved::Mode;
 use crate::kube::crd::NodePoolRotation;
 use crate::report::{CommitStatus, State, cluster_context, pool_context};
-use crate::rotate::Phase;
-use crate::waves::PoolRecord;
+use rota_core::fleet::resolved::Mode;
+use rota_core::rotate::Phase;
+use rota_core::waves::PoolRecord;
 
 use super::desired::PoolIntent;
 
@@ -99,7 +99,7 @@ pub fn pool_status(
             let eta = status
                 .estimated_completion
                 .and_then(|t| (t - now).to_std().ok())
-                .map(|d| format!(" · {} left", crate::rotate::eta::about(d)))
+                .map(|d| format!(" · {} left", rota_core::rotate::eta::about(d)))
                 .unwrap_or_default();
             (
                 State::Pending,
@@ -117,16 +117,17 @@ pub fn pool_status(
 
 /// The operator request (`rota ctl`) that last steered the rotation under way, for its
 /// commit status: ` · after rota ctl retry by ana` (a pause shows as the phase itself).
-fn steered(status: &crate::rotate::resource::NodePoolRotationStatus) -> String {
+fn steered(status: &rota_core::rotate::resource::NodePoolRotationStatus) -> String {
     status
         .checkpoint
         .as_ref()
         .and_then(|c| c.operator_request.as_deref())
-        .and_then(|id| crate::rotate::operator::Request::parse(id).ok())
+        .and_then(|id| rota_core::rotate::operator::Request::parse(id).ok())
         .filter(|r| {
             matches!(
                 r.verb,
-                crate::rotate::operator::Verb::Retry | crate::rotate::operator::Verb::CompleteSoak
+                rota_core::rotate::operator::Verb::Retry
+                    | rota_core::rotate::operator::Verb::CompleteSoak
             )
         })
         .map(|r| {
@@ -264,8 +265,8 @@ mod tests {
     #[test]
     fn a_rotating_pool_says_how_long_it_has_left_and_who_steered_it() {
         use crate::cloud::GroupRef;
-        use crate::fleet::resolved::{DesiredPool, EffectivePolicy};
-        use crate::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
+        use rota_core::fleet::resolved::{DesiredPool, EffectivePolicy};
+        use rota_core::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
         let pool = DesiredPool {
             cluster: "prod".into(),
             name: "general".into(),

@@ -12,7 +12,6 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::AgentConfig;
 use crate::agent::wiring::{self, AgentParts};
 use crate::controller::Config;
-use crate::fleet::duration::GoDuration;
 use crate::report::StoreConfig;
 use crate::report::gitea::GiteaConfig;
 use crate::report::github::GitHubConfig;
@@ -22,6 +21,7 @@ use crate::source::follow::FollowConfig;
 use crate::source::trust::{TrustPolicy, Verifier};
 use crate::source::webhook::WebhookConfig;
 use crate::source::{Auth, Secret, SourceConfig};
+use rota_core::fleet::duration::GoDuration;
 
 #[derive(Args, Debug)]
 pub struct AgentArgs {

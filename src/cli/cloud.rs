@@ -7,22 +7,20 @@
 //! cloud, AWS, GCP or Azure as the fleet repo says, each built on first use with the
 //! platform's workload identity (see `docs/cloud-providers.md`). `--cloud aws|gcp|azure`
 //! allows only that one, so a misconfigured pool in another cloud pauses with a clear error
-//! instead of reaching for credentials the agent should not have.
+//! instead of reaching for credentials the agent should not have. A cloud whose Cargo feature
+//! this build leaves out (`aws`, `gcp`, `azure`) is not offered by `auto`, and naming it is
+//! an error that says so.
 
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use kube::config::Kubeconfig;
 
-use crate::cloud::aws::AwsNodeGroups;
-use crate::cloud::azure::{AzureNodeGroups, AzureOptions};
-use crate::cloud::gcp::{GcpNodeGroups, GcpOptions};
-use crate::cloud::registry::Providers;
-use crate::cloud::retry::RetryPolicy;
+use crate::cloud::registry::{Factory, Providers};
 use crate::cloud::{Cloud, NodeGroups};
 use crate::kube::kubeconfig::{SIM_CLOUD_EXTENSION, sim_cloud_endpoint};
 #[cfg(feature = "sim")]
-use crate::sim::wire::HttpNodeGroups;
+use rota_sim::wire::HttpNodeGroups;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CloudKind {
@@ -117,23 +115,46 @@ pub fn choose(args: &CloudArgs, sim_endpoint: Option<String>) -> Result<Choice, 
         CloudKind::Auto => Ok(match sim {
             Some(endpoint) => Choice::Sim { endpoint },
             None => Choice::Real {
-                clouds: vec![Cloud::Aws, Cloud::Gcp, Cloud::Azure],
+                clouds: compiled_in(),
             },
         }),
         #[cfg(not(feature = "sim"))]
         CloudKind::Auto => Ok(Choice::Real {
-            clouds: vec![Cloud::Aws, Cloud::Gcp, Cloud::Azure],
+            clouds: compiled_in(),
         }),
-        CloudKind::Aws => Ok(Choice::Real {
-            clouds: vec![Cloud::Aws],
-        }),
-        CloudKind::Gcp => Ok(Choice::Real {
-            clouds: vec![Cloud::Gcp],
-        }),
-        CloudKind::Azure => Ok(Choice::Real {
-            clouds: vec![Cloud::Azure],
-        }),
+        CloudKind::Aws => only(Cloud::Aws),
+        CloudKind::Gcp => only(Cloud::Gcp),
+        CloudKind::Azure => only(Cloud::Azure),
     }
+}
+
+/// Whether this build has `cloud`'s provider (its Cargo feature).
+pub fn is_compiled_in(cloud: Cloud) -> bool {
+    match cloud {
+        Cloud::Aws => cfg!(feature = "aws"),
+        Cloud::Gcp => cfg!(feature = "gcp"),
+        Cloud::Azure => cfg!(feature = "azure"),
+    }
+}
+
+/// The clouds this build has a provider for.
+fn compiled_in() -> Vec<Cloud> {
+    [Cloud::Aws, Cloud::Gcp, Cloud::Azure]
+        .into_iter()
+        .filter(|c| is_compiled_in(*c))
+        .collect()
+}
+
+/// `--cloud aws|gcp|azure`: that cloud alone, if this build has it.
+fn only(cloud: Cloud) -> Result<Choice, String> {
+    if !is_compiled_in(cloud) {
+        return Err(format!(
+            "--cloud {cloud}: this rota was built without the `{cloud}` Cargo feature (its SDK is left out); build with `--features {cloud}`"
+        ));
+    }
+    Ok(Choice::Real {
+        clouds: vec![cloud],
+    })
 }
 
 /// The provider the flags ask for, and how to describe it in the start-up line.
@@ -149,62 +170,71 @@ pub fn build(
         Choice::Real { clouds } => {
             let mut p = Providers::new();
             for cloud in clouds {
-                p = match cloud {
-                    Cloud::Aws => {
-                        let endpoint = args.aws_endpoint_url.clone();
-                        p.with(
-                            Cloud::Aws,
-                            Box::new(move || {
-                                let endpoint = endpoint.clone();
-                                Box::pin(async move {
-                                    let g =
-                                        AwsNodeGroups::from_env(endpoint, RetryPolicy::default())
-                                            .await;
-                                    Ok(Arc::new(g) as Arc<dyn NodeGroups>)
-                                })
-                            }),
-                        )
-                    }
-                    Cloud::Gcp => {
-                        let endpoint = args.gcp_endpoint.clone();
-                        p.with(
-                            Cloud::Gcp,
-                            Box::new(move || {
-                                let options = GcpOptions {
-                                    endpoint: endpoint.clone(),
-                                    ..GcpOptions::default()
-                                };
-                                Box::pin(async move {
-                                    GcpNodeGroups::new(options)
-                                        .await
-                                        .map(|g| Arc::new(g) as Arc<dyn NodeGroups>)
-                                        .map_err(|e| format!("{e:#}"))
-                                })
-                            }),
-                        )
-                    }
-                    Cloud::Azure => {
-                        let endpoint = args.azure_endpoint.clone();
-                        p.with(
-                            Cloud::Azure,
-                            Box::new(move || {
-                                let mut options = AzureOptions::default();
-                                if let Some(e) = &endpoint {
-                                    options.endpoint = e.clone();
-                                }
-                                Box::pin(async move {
-                                    AzureNodeGroups::with_workload_identity(options)
-                                        .map(|g| Arc::new(g) as Arc<dyn NodeGroups>)
-                                })
-                            }),
-                        )
-                    }
-                };
+                if let Some(factory) = provider(*cloud, args) {
+                    p = p.with(*cloud, factory);
+                }
             }
             Arc::new(p)
         }
     };
     Ok((groups, choice))
+}
+
+/// How to build `cloud`'s provider on first use, with the platform's workload identity;
+/// `None` when this build leaves it out.
+fn provider(cloud: Cloud, args: &CloudArgs) -> Option<Factory> {
+    match cloud {
+        #[cfg(feature = "aws")]
+        Cloud::Aws => {
+            use crate::cloud::aws::AwsNodeGroups;
+            use crate::cloud::retry::RetryPolicy;
+            let endpoint = args.aws_endpoint_url.clone();
+            Some(Box::new(move || {
+                let endpoint = endpoint.clone();
+                Box::pin(async move {
+                    let g = AwsNodeGroups::from_env(endpoint, RetryPolicy::default()).await;
+                    Ok(Arc::new(g) as Arc<dyn NodeGroups>)
+                })
+            }))
+        }
+        #[cfg(feature = "gcp")]
+        Cloud::Gcp => {
+            use crate::cloud::gcp::{GcpNodeGroups, GcpOptions};
+            let endpoint = args.gcp_endpoint.clone();
+            Some(Box::new(move || {
+                let options = GcpOptions {
+                    endpoint: endpoint.clone(),
+                    ..GcpOptions::default()
+                };
+                Box::pin(async move {
+                    GcpNodeGroups::new(options)
+                        .await
+                        .map(|g| Arc::new(g) as Arc<dyn NodeGroups>)
+                        .map_err(|e| format!("{e:#}"))
+                })
+            }))
+        }
+        #[cfg(feature = "azure")]
+        Cloud::Azure => {
+            use crate::cloud::azure::{AzureNodeGroups, AzureOptions};
+            let endpoint = args.azure_endpoint.clone();
+            Some(Box::new(move || {
+                let mut options = AzureOptions::default();
+                if let Some(e) = &endpoint {
+                    options.endpoint = e.clone();
+                }
+                Box::pin(async move {
+                    AzureNodeGroups::with_workload_identity(options)
+                        .map(|g| Arc::new(g) as Arc<dyn NodeGroups>)
+                })
+            }))
+        }
+        #[allow(unreachable_patterns)]
+        _ => {
+            let _ = args;
+            None
+        }
+    }
 }
 
 #[cfg(test)]

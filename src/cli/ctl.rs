@@ -1,5 +1,5 @@
 //! `rota ctl pause|resume|retry|complete-soak --cluster C --pool P`: an operator's request
-//! to the rotation under way, outside git (see [`crate::rotate::operator`]). It sets the
+//! to the rotation under way, outside git (see [`rota_core::rotate::operator`]). It sets the
 //! annotation `rota.dev/request` on the pool's NodePoolRotation, exactly what
 //! `kubectl annotate nodepoolrotation P rota.dev/request=pause@<time> --overwrite` would do;
 //! the controller applies it, records it (status, Event, commit status) and clears it.
@@ -12,7 +12,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 use crate::kube::crd::NodePoolRotation;
-use crate::rotate::operator::{REQUEST_ANNOTATION, Request, Verb};
+use rota_core::rotate::operator::{REQUEST_ANNOTATION, Request, Verb};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CtlVerb {

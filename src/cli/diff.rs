@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 
 use super::validate::load;
-use crate::fleet::{Format, diff};
+use rota_core::fleet::{Format, diff};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DiffFormat {

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::promotion::{PinCheck, Query, checks_at, describe};
-use crate::waves::GuardDecision;
+use rota_core::waves::GuardDecision;
 
 #[derive(Args, Debug)]
 pub struct PromoteArgs {
@@ -144,7 +144,7 @@ pub fn write_promotion(
         });
     }
     let (files, _, commit) =
-        crate::fleet::source::read_git(&args.repo, &args.rev, args.subdir.as_deref())
+        crate::source::read::read_git(&args.repo, &args.rev, args.subdir.as_deref())
             .map_err(|d| d.to_string())?;
     let (path, text) = edit_pins(&files, wave, &changes)?;
     // The edited fleet must load and pin exactly what was asked.
@@ -152,13 +152,13 @@ pub fn write_promotion(
         .iter()
         .map(|f| {
             if f.path == path {
-                crate::fleet::source::SourceFile::new(path.clone(), text.clone())
+                rota_core::fleet::SourceFile::new(path.clone(), text.clone())
             } else {
                 f.clone()
             }
         })
         .collect();
-    let fleet = crate::fleet::load_files(&edited)
+    let fleet = rota_core::fleet::load_files(&edited)
         .map_err(|d| format!("the promotion would make the fleet invalid: {d}"))?;
     let pins = fleet
         .waves()

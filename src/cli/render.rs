@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 
 use super::validate::{RepoArgs, load};
-use crate::fleet::{Format, ResolveError, yaml};
+use rota_core::fleet::{Format, ResolveError, yaml};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum RenderFormat {

@@ -13,14 +13,14 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::validate::load;
-use crate::fleet::Format;
-use crate::sim::apiserver::{ApiServer, serve_http_logged};
-use crate::sim::faults::FaultProfile;
-use crate::sim::kubeconfig;
-use crate::sim::requestlog::RequestLog;
-use crate::sim::scenario::{Scenario, WorkloadProfile};
-use crate::sim::store::ResourceType;
-use crate::sim::world::Fleet;
+use rota_core::fleet::Format;
+use rota_sim::apiserver::{ApiServer, serve_http_logged};
+use rota_sim::faults::FaultProfile;
+use rota_sim::kubeconfig;
+use rota_sim::requestlog::RequestLog;
+use rota_sim::scenario::{Scenario, WorkloadProfile};
+use rota_sim::store::ResourceType;
+use rota_sim::world::Fleet;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -154,7 +154,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
         // The simulated cloud, for a `rota controller` in another process: served on
         // loopback and named in every cluster of the kubeconfig (see docs/rotation.md).
-        let cloud = match crate::sim::wire::serve_logged(
+        let cloud = match rota_sim::wire::serve_logged(
             std::sync::Arc::new(fleet.cloud.clone()),
             log.clone(),
         )

@@ -98,7 +98,7 @@ pub fn nodes_of(description: &str) -> Option<(u32, u32)> {
 
 /// The fleet at `rev` with the statuses recorded on it.
 pub async fn view(args: &StatusArgs) -> Result<FleetView, String> {
-    let fleet = crate::fleet::load_git_at(&args.repo, &args.rev, args.subdir.as_deref())
+    let fleet = crate::source::read::load_git_at(&args.repo, &args.rev, args.subdir.as_deref())
         .map_err(|d| d.to_string())?;
     let commit = fleet.commit().unwrap_or_default().to_string();
     let clusters = fleet.resolve_all().map_err(|e| e.to_string())?;

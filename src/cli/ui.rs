@@ -7,10 +7,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::fleet::duration::GoDuration;
 use crate::source::{Auth, GitSource, Secret, SourceConfig};
 use crate::ui::load::RepoAt;
 use crate::ui::server::{Limits, Ui};
+use rota_core::fleet::duration::GoDuration;
 
 #[derive(Args, Debug)]
 pub struct UiArgs {

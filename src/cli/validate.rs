@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::fleet::{self, Diagnostics, Fleet, Format};
+use rota_core::fleet::{Diagnostics, Fleet, Format};
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
@@ -18,8 +18,15 @@ pub struct ValidateArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
     /// Output format.
-    #[arg(long, value_enum, default_value = "human")]
+    #[arg(long, default_value = "human", value_parser = format_parser())]
     pub format: Format,
+}
+
+/// `--format human|json|github`, listed as possible values (completions, `--help`).
+fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Format::ALL.map(|(name, _)| name))
+        .map(|s| s.parse().expect("a possible value names a format"))
 }
 
 /// Where a command reads the fleet repo from.
@@ -85,7 +92,7 @@ pub fn load(repo: &Path, rev: Option<&str>, subdir: Option<&Path>) -> Result<Fle
                     display(&dir)
                 )));
             }
-            fleet::load_dir(&dir).map_err(|d| LoadFailure::Invalid(d, display(&dir)))
+            crate::source::read::load_dir(&dir).map_err(|d| LoadFailure::Invalid(d, display(&dir)))
         }
         Some(rev) => {
             let r = git2::Repository::open(repo).map_err(|e| {
@@ -102,7 +109,8 @@ pub fn load(repo: &Path, rev: Option<&str>, subdir: Option<&Path>) -> Result<Fle
                 )));
             }
             let prefix = subdir.map(display).unwrap_or_default();
-            fleet::load_git_at(repo, rev, subdir).map_err(|d| LoadFailure::Invalid(d, prefix))
+            crate::source::read::load_git_at(repo, rev, subdir)
+                .map_err(|d| LoadFailure::Invalid(d, prefix))
         }
     }
 }

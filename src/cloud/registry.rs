@@ -48,17 +48,6 @@ impl Providers {
         self
     }
 
-    /// Use an already built provider for `cloud`.
-    pub fn with_provider(self, cloud: Cloud, provider: Arc<dyn NodeGroups>) -> Self {
-        self.with(
-            cloud,
-            Box::new(move || {
-                let p = provider.clone();
-                Box::pin(async move { Ok(p) })
-            }),
-        )
-    }
-
     /// The clouds that have a provider.
     pub fn clouds(&self) -> impl Iterator<Item = Cloud> + '_ {
         self.slots.keys().copied()
@@ -147,8 +136,8 @@ impl NodeGroups for Providers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::cloud::{GroupSpec, SimCloud};
-    use crate::sim::faults::FaultProfile;
+    use rota_sim::cloud::{GroupSpec, SimCloud};
+    use rota_sim::faults::FaultProfile;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn aws() -> GroupRef {

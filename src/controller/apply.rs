@@ -22,12 +22,12 @@ use serde_json::json;
 
 use super::leader::{Leadership, LeaseError};
 use crate::cloud::{CloudError, NodeGroups};
-use crate::errors::{Class, Classified, Classify, KubeCall};
-use crate::fleet::duration::GoDuration;
 use crate::kube::crd::NodePoolRotation;
-use crate::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED};
-use crate::rotate::resource::{Fence, NodePoolRotationStatus};
-use crate::rotate::{Action, Plan, Planned};
+use rota_core::errors::{Class, Classified, Classify, KubeCall};
+use rota_core::fleet::duration::GoDuration;
+use rota_core::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED};
+use rota_core::rotate::resource::{Fence, NodePoolRotationStatus};
+use rota_core::rotate::{Action, Plan, Planned};
 
 /// The field manager rota's writes are recorded under.
 pub const FIELD_MANAGER: &str = "rota";
@@ -97,12 +97,12 @@ impl Classify for ApplyError {
 }
 
 impl ApplyError {
-    /// What a retry should do ([`crate::errors`]).
+    /// What a retry should do ([`rota_core::errors`]).
     pub fn retry(&self) -> Class {
         self.classify().class
     }
 
-    /// A stable, low-cardinality reason for events and metrics ([`crate::errors`]).
+    /// A stable, low-cardinality reason for events and metrics ([`rota_core::errors`]).
     pub fn reason(&self) -> &'static str {
         self.classify().reason
     }
@@ -609,18 +609,18 @@ mod tests {
     use crate::cloud::CloudErrorKind;
     #[test]
     fn the_status_is_written_whole_with_the_resource_version_read() {
-        use crate::rotate::resource::NodePoolRotationSpec;
+        use rota_core::rotate::resource::NodePoolRotationSpec;
         let spec: NodePoolRotationSpec = serde_json::from_value(json!({
             "cluster": "c", "pool": "p", "channel": "stable", "version": "v", "image": "i",
             "sourceCommit": "abc",
             "group": {"aws": {"region": "r", "autoScalingGroup": "g"}},
-            "policy": serde_json::to_value(crate::fleet::resolved::EffectivePolicy::default()).unwrap(),
+            "policy": serde_json::to_value(rota_core::fleet::resolved::EffectivePolicy::default()).unwrap(),
         }))
         .unwrap();
         let mut npr = NodePoolRotation::new("p", spec);
         npr.metadata.resource_version = Some("42".into());
         let s = NodePoolRotationStatus {
-            phase: crate::rotate::Phase::Succeeded,
+            phase: rota_core::rotate::Phase::Succeeded,
             ..NodePoolRotationStatus::default()
         };
         let v = serde_json::to_value(status_object(&npr, &s)).unwrap();

@@ -4,9 +4,9 @@
 
 use crate::cloud::{CloudError, CloudErrorKind};
 use crate::controller::apply::ApplyError;
-use crate::errors::{Class, Classified, Classify};
 use crate::kube::observe::ObserveError;
 use crate::report::ReportError;
+use rota_core::errors::{Class, Classified, Classify};
 
 const fn c(class: Class, reason: &'static str) -> Classified {
     Classified::new(class, reason)

@@ -35,7 +35,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::rotate::resource::Fence;
+pub use rota_core::rotate::resource::Fence;
 
 /// Why this process may not act now.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -123,12 +123,6 @@ impl Leadership {
         let mut h = self.0.lock().expect("leadership lock");
         h.decided = true;
         h.until = None;
-    }
-
-    /// Test hook: end the leadership now, as a lease lost to a partition would (the renewal
-    /// task, if any, may win it back on its next attempt).
-    pub fn revoke(&self) {
-        self.lose();
     }
 }
 

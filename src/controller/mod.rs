@@ -1,9 +1,11 @@
 //! The rotation controller: the runtime that drives every NodePoolRotation it owns.
 //!
-//! One reconcile of one pool is: observe (a synchronous read of the cluster's watch-fed
-//! index, `kube::index`, and the cloud group's `describe`) → sample the due health gates
-//! (here, at the edge, from the same index) → `rotate::plan` (pure) → `controller::apply`
-//! (status and checkpoint first, then the actions). Between reconciles the controller waits
+//! One reconcile of one pool reads as a sequence ([`Controller::reconcile`]): prepare the
+//! pool's runtime state, sample the due health gates (here, at the edge, from the cluster's
+//! watch-fed index), observe (a synchronous read of that index and the cloud group's
+//! `describe`), plan (`rotate::plan`, pure), compose the status (`rotate::status::compose`,
+//! pure, the one place a status is made), act ([`apply`]: status and checkpoint first, then
+//! the actions), and settle (when to look again). Between reconciles the controller waits
 //! for the earliest pool that is due (the interval depends on the stage, see [`requeue`]),
 //! or for a change that concerns a pool: a NodePoolRotation whose spec changed, one of its
 //! nodes, a pod on one of its nodes while it rotates, or the PodDisruptionBudget that
@@ -15,9 +17,10 @@
 //! `controller::apply` checks it again before every side effect. The same [`Leadership`] handle
 //! gates the agent ([`Controller::leadership`]). A controller driven through
 //! [`Controller::step`] without [`Controller::elect`] is the only writer by construction (a
-//! test). Only resources this version owns are touched (`kube::ownership`). `maxParallelPools` is applied per cluster through
-//! `rotate::parallel::admit` before each pass. Errors are classified once, by
-//! [`crate::errors`]: transient ones back off exponentially, waits wait for their object,
+//! test). Only resources this version owns are touched (`kube::ownership`).
+//! `maxParallelPools` is applied per cluster through `rotate::parallel::admit` before each
+//! pass. Errors are classified once, by
+//! [`rota_core::errors`]: transient ones back off exponentially, waits wait for their object,
 //! stalled ones retry slowly, alert and are named in the pool's status message.
 
 pub mod apply;
@@ -42,10 +45,6 @@ use tracing::Instrument;
 
 use crate::cloud::NodeGroups;
 use crate::cloud::metered::MeteredNodeGroups;
-use crate::errors::Class;
-use crate::errors::Classify;
-use crate::fleet::resolved::GateCheck;
-use crate::fleet::resolved::Mode;
 use crate::gates::{self, EventRecord, Gate, GateInputs, PodHealth, Tracker};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::index::{Changes, ClusterIndex};
@@ -53,15 +52,19 @@ use crate::kube::observe::observe;
 use crate::kube::ownership;
 use crate::metrics::{GateResult, Metrics};
 use crate::notify::SharedNotifier;
-use crate::rotate::operator::{OperatorError, Request};
-use crate::rotate::parallel::{PoolDemand, admit};
-use crate::rotate::resource::NodePoolRotationStatus;
-use crate::rotate::status::{Composed, Reconciled, compose};
-use crate::rotate::stuck::{self, ErrorTracker};
-use crate::rotate::{GateVerdict, Phase, Stage, plan};
 use apply::{ApplyError, Edge};
 use clock::Clock;
 use leader::{Elector, Leadership, Renewal};
+use rota_core::errors::Class;
+use rota_core::errors::Classify;
+use rota_core::fleet::resolved::GateCheck;
+use rota_core::fleet::resolved::Mode;
+use rota_core::rotate::operator::{OperatorError, Request};
+use rota_core::rotate::parallel::{PoolDemand, admit};
+use rota_core::rotate::resource::NodePoolRotationStatus;
+use rota_core::rotate::status::{Composed, Reconciled, compose};
+use rota_core::rotate::stuck::{self, ErrorTracker};
+use rota_core::rotate::{GateVerdict, Phase, Stage, plan};
 
 /// How a controller identifies itself and what it owns.
 #[derive(Clone, Debug)]
@@ -81,7 +84,7 @@ pub struct Config {
     /// A rotation without progress for this long is Stuck (`--stuck-after`).
     pub stuck_after: std::time::Duration,
     /// How far the cloud's describes may lag behind writes (`--describe-lag`); see
-    /// [`crate::rotate::observed::Observed::describe_lag`].
+    /// [`rota_core::rotate::observed::Observed::describe_lag`].
     pub describe_lag: std::time::Duration,
     /// This replica's wall clock is off by this much (tests: clock skew between replicas).
     pub clock_skew: chrono::Duration,
@@ -216,7 +219,7 @@ pub struct Controller {
     election: Option<Renewal>,
     /// The leadership term this replica acts under and when (its clock) it was first seen.
     term: Option<(
-        crate::rotate::resource::Fence,
+        rota_core::rotate::resource::Fence,
         chrono::DateTime<chrono::Utc>,
     )>,
     /// Test hook: after persisting the checkpoint, run only this many actions of the next
@@ -614,7 +617,11 @@ impl Controller {
 
     /// The pool's runtime state for this reconcile: created on first sight, its gates rebuilt
     /// when their spec changed, what wakes it brought up to date.
-    fn prepare(&mut self, npr: &NodePoolRotation, desired: &crate::fleet::resolved::DesiredPool) {
+    fn prepare(
+        &mut self,
+        npr: &NodePoolRotation,
+        desired: &rota_core::fleet::resolved::DesiredPool,
+    ) {
         let gate_spec = serde_json::to_string(&desired.gates).unwrap_or_default();
         let state = self
             .pools
@@ -636,7 +643,7 @@ impl Controller {
     async fn sample_gates(
         &mut self,
         npr: &NodePoolRotation,
-        desired: &crate::fleet::resolved::DesiredPool,
+        desired: &rota_core::fleet::resolved::DesiredPool,
         now: chrono::DateTime<chrono::Utc>,
     ) -> GateVerdict {
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
@@ -690,11 +697,11 @@ impl Controller {
     /// is acted on under.
     async fn observe(
         &mut self,
-        desired: &crate::fleet::resolved::DesiredPool,
+        desired: &rota_core::fleet::resolved::DesiredPool,
         verdict: GateVerdict,
         start_hold: Option<String>,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<crate::rotate::Observed, crate::kube::observe::ObserveError> {
+    ) -> Result<rota_core::rotate::Observed, crate::kube::observe::ObserveError> {
         let mut observed = observe(
             &self.index,
             self.groups.as_ref(),
@@ -752,14 +759,16 @@ impl Controller {
     fn plan(
         &self,
         npr: &NodePoolRotation,
-        desired: &crate::fleet::resolved::DesiredPool,
-        observed: &crate::rotate::Observed,
+        desired: &rota_core::fleet::resolved::DesiredPool,
+        observed: &rota_core::rotate::Observed,
         request: Option<&Result<Request, OperatorError>>,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> (crate::rotate::Plan, Option<String>) {
+    ) -> (rota_core::rotate::Plan, Option<String>) {
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
         match request {
-            Some(Ok(r)) => crate::rotate::plan_with(desired, observed, checkpoint, Some(r), now),
+            Some(Ok(r)) => {
+                rota_core::rotate::plan_with(desired, observed, checkpoint, Some(r), now)
+            }
             _ => (plan(desired, observed, checkpoint, now), None),
         }
     }
@@ -769,7 +778,7 @@ impl Controller {
     fn compose(
         &mut self,
         npr: &NodePoolRotation,
-        plan: &crate::rotate::Plan,
+        plan: &rota_core::rotate::Plan,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Composed {
         let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
@@ -806,7 +815,7 @@ impl Controller {
     async fn act(
         &self,
         npr: &NodePoolRotation,
-        plan: &crate::rotate::Plan,
+        plan: &rota_core::rotate::Plan,
         status: &NodePoolRotationStatus,
     ) -> Acted {
         let unchanged = plan.actions.is_empty() && npr.status.as_ref() == Some(status);
@@ -854,9 +863,9 @@ impl Controller {
     async fn settle(
         &mut self,
         npr: &NodePoolRotation,
-        desired: &crate::fleet::resolved::DesiredPool,
-        plan: &crate::rotate::Plan,
-        observed: &crate::rotate::Observed,
+        desired: &rota_core::fleet::resolved::DesiredPool,
+        plan: &rota_core::rotate::Plan,
+        observed: &rota_core::rotate::Observed,
         result: Result<usize, ApplyError>,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Outcome {
@@ -894,7 +903,7 @@ impl Controller {
     async fn failed(
         &mut self,
         npr: &NodePoolRotation,
-        observed: &crate::rotate::Observed,
+        observed: &rota_core::rotate::Observed,
         e: ApplyError,
     ) -> Outcome {
         let name = npr.name_any();
@@ -961,7 +970,7 @@ impl Controller {
         &mut self,
         name: &str,
         npr: &NodePoolRotation,
-        err: crate::errors::Classified,
+        err: rota_core::errors::Classified,
     ) -> Option<&'static str> {
         let alerts = err.class.alerts();
         self.metrics
@@ -1031,11 +1040,14 @@ impl Controller {
     async fn consume_request(
         &self,
         npr: &NodePoolRotation,
-        request: &Result<crate::rotate::operator::Request, crate::rotate::operator::OperatorError>,
+        request: &Result<
+            rota_core::rotate::operator::Request,
+            rota_core::rotate::operator::OperatorError,
+        >,
         steered: Option<&str>,
     ) {
-        use crate::rotate::operator::REQUEST_ANNOTATION;
-        use crate::rotate::operator::Verb;
+        use rota_core::rotate::operator::REQUEST_ANNOTATION;
+        use rota_core::rotate::operator::Verb;
         // One reason per verb: the event recorder folds repeats of a reason into one Event
         // (a count), which would hide a resume behind the pause before it.
         let (value, warning, reason, note) = match request {
@@ -1050,7 +1062,7 @@ impl Controller {
                 },
                 steered.unwrap_or("applied").to_string(),
             ),
-            Err(e @ crate::rotate::operator::OperatorError::Malformed { value }) => (
+            Err(e @ rota_core::rotate::operator::OperatorError::Malformed { value }) => (
                 value.clone(),
                 true,
                 "OperatorRequestInvalid",
@@ -1111,13 +1123,14 @@ impl Controller {
 /// The operator's request on the NodePoolRotation (`rota.dev/request`), if any.
 fn operator_request(
     npr: &NodePoolRotation,
-) -> Option<Result<crate::rotate::operator::Request, crate::rotate::operator::OperatorError>> {
+) -> Option<Result<rota_core::rotate::operator::Request, rota_core::rotate::operator::OperatorError>>
+{
     let value = npr
         .metadata
         .annotations
         .as_ref()?
-        .get(crate::rotate::operator::REQUEST_ANNOTATION)?;
-    Some(crate::rotate::operator::Request::parse(value))
+        .get(rota_core::rotate::operator::REQUEST_ANNOTATION)?;
+    Some(rota_core::rotate::operator::Request::parse(value))
 }
 
 /// The gate whose failure the observation carries, if any.
@@ -1199,7 +1212,7 @@ pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>>
 /// empty view.
 async fn take_samples(
     index: &ClusterIndex,
-    specs: &[crate::fleet::resolved::ResolvedGate],
+    specs: &[rota_core::fleet::resolved::ResolvedGate],
     gs: &[Box<dyn Gate>],
     trackers: &mut [Tracker],
     pm: &crate::metrics::PoolMetrics<'_>,
@@ -1231,7 +1244,7 @@ async fn take_samples(
 /// gates read has not been listed yet (a watch just started): no sample this pass.
 fn gate_inputs(
     index: &ClusterIndex,
-    gates: &[crate::fleet::resolved::ResolvedGate],
+    gates: &[rota_core::fleet::resolved::ResolvedGate],
 ) -> Option<(Vec<PodHealth>, Vec<EventRecord>, gates::Unseen)> {
     use crate::kube::index::NotObserved;
     let state = index.read();

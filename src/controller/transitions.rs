@@ -5,8 +5,8 @@
 use chrono::{DateTime, Utc};
 
 use crate::metrics::PoolMetrics;
-use crate::rotate::resource::NodePoolRotationStatus;
-use crate::rotate::{Batch, Stage};
+use rota_core::rotate::resource::NodePoolRotationStatus;
+use rota_core::rotate::{Batch, Stage};
 
 /// Count what finished between the status before and after a reconcile (pure but for the
 /// metrics): a batch's new nodes Ready (brought up, boot-to-Ready from the surge), its old

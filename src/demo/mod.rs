@@ -45,8 +45,8 @@ use crate::agent::local::{LocalConfig, LocalFleet};
 use crate::agent::progress::WINDOW_WAIT;
 use crate::kube::crd::NodePoolRotation;
 use crate::report::{CommitStatus, GitNotesStore, State};
-use crate::sim::scenario::WorkloadProfile;
 use repo::DemoRepo;
+use rota_sim::scenario::WorkloadProfile;
 use view::ClusterView;
 
 /// How fleet time relates to wall time.
@@ -293,7 +293,7 @@ impl<'a> Story<'a> {
         })
         .await
         .map_err(|e| format!("demo: cannot start the simulated fleet: {e}"))?;
-        let loaded = crate::fleet::load_git(&repo.origin, "refs/heads/main")
+        let loaded = crate::source::read::load_git(&repo.origin, "refs/heads/main")
             .map_err(|d| format!("demo: {d}"))?;
         let mut order = Vec::new();
         for (k, w) in loaded.waves().iter().enumerate() {
@@ -306,18 +306,18 @@ impl<'a> Story<'a> {
         if opts.http {
             let mut contexts = Vec::new();
             for (name, store) in &fleet.sim.clusters {
-                let server = crate::sim::apiserver::ApiServer::new(store.clone()).with_speed(speed);
-                let s = crate::sim::apiserver::serve_http(server)
+                let server = rota_sim::apiserver::ApiServer::new(store.clone()).with_speed(speed);
+                let s = rota_sim::apiserver::serve_http(server)
                     .await
                     .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
                 contexts.push((name.clone(), s.url()));
                 served.push(Box::new(s));
             }
-            let cloud = crate::sim::wire::serve(std::sync::Arc::new(fleet.sim.cloud.clone()))
+            let cloud = rota_sim::wire::serve(std::sync::Arc::new(fleet.sim.cloud.clone()))
                 .await
                 .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
             let kc = dir.join("kubeconfig");
-            crate::sim::kubeconfig::write_with_cloud(&kc, &contexts, &cloud.url)
+            rota_sim::kubeconfig::write_with_cloud(&kc, &contexts, &cloud.url)
                 .map_err(|e| format!("demo: cannot write {}: {e}", kc.display()))?;
             let _ = writeln!(
                 out,
@@ -599,7 +599,7 @@ impl<'a> Story<'a> {
             match r
                 .completions
                 .iter()
-                .find(|c| c.kind == crate::waves::CompletionKind::Adopted)
+                .find(|c| c.kind == rota_core::waves::CompletionKind::Adopted)
             {
                 Some(c) => out.push(format!(
                     "{}/{} {}@{}",

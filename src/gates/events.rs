@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::Duration;
 
 use super::{EventRecord, Gate, GateError, GateInputs, Sample};
-use crate::fleet::resolved::{GateCheck, ResolvedGate};
+use rota_core::fleet::resolved::{GateCheck, ResolvedGate};
 
 pub struct EventsGate {
     name: String,
@@ -85,8 +85,8 @@ impl Gate for EventsGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::duration::GoDuration;
     use chrono::{DateTime, Utc};
+    use rota_core::fleet::duration::GoDuration;
 
     fn at(s: i64) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-11-23T10:00:00Z")

@@ -19,10 +19,10 @@ pub mod prometheus;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
-use crate::fleet::resolved::{GateCheck, ResolvedGate};
 /// The pods and events the gates judge, as the cluster index keeps them.
 pub use crate::kube::summary::{EventRecord, PodHealth};
-pub use crate::rotate::GateVerdict;
+use rota_core::fleet::resolved::{GateCheck, ResolvedGate};
+pub use rota_core::rotate::GateVerdict;
 
 /// What a gate may look at when it samples.
 #[derive(Clone, Copy, Debug)]
@@ -219,7 +219,7 @@ pub async fn sample_due(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::duration::GoDuration;
+    use rota_core::fleet::duration::GoDuration;
 
     #[test]
     fn a_gate_that_cannot_see_fails_its_sample_and_never_passes() {

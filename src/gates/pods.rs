@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use super::{Gate, GateError, GateInputs, PodHealth, Sample};
-use crate::fleet::resolved::{GateCheck, ResolvedGate, parse_percent};
+use rota_core::fleet::resolved::{GateCheck, ResolvedGate, parse_percent};
 
 /// A limit on not-Ready pods: a count or a share of the pods considered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,7 +121,7 @@ impl Gate for PodsGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::duration::GoDuration;
+    use rota_core::fleet::duration::GoDuration;
 
     fn gate(
         max_not_ready: serde_json::Value,

@@ -39,7 +39,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
 use super::{Gate, GateError, GateInputs, Sample};
-use crate::fleet::resolved::{GateCheck, NoData, ResolvedGate};
+use rota_core::fleet::resolved::{GateCheck, NoData, ResolvedGate};
 
 /// The most one query may take, from connecting to the last byte of the answer.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -652,7 +652,7 @@ impl Gate for PrometheusGate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::duration::GoDuration;
+    use rota_core::fleet::duration::GoDuration;
 
     fn rule(min: Option<f64>, max: Option<f64>, on_no_data: NoData) -> Rule {
         Rule {

@@ -23,7 +23,9 @@ use kube::core::{ClusterResourceScope, Resource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use crate::rotate::resource::{Condition, Fence, NodePoolRotationSpec, NodePoolRotationStatus};
+pub use rota_core::rotate::resource::{
+    Condition, Fence, NodePoolRotationSpec, NodePoolRotationStatus,
+};
 
 /// Label naming the rota version that owns a resource (version-scoped ownership).
 pub const AGENT_VERSION_LABEL: &str = "rota.dev/agent-version";

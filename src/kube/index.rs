@@ -629,20 +629,22 @@ fn adopt(s: &mut State, fresh: State, kind: Kind) {
     s.interner.absorb(fresh.interner);
 }
 
-impl crate::errors::Classify for NotObserved {
+impl rota_core::errors::Classify for NotObserved {
     /// Not listed yet: transient. A watch the API server refuses (403, 401) needs RBAC and
     /// never heals by retrying: stalled, as any observe call with that answer.
-    fn classify(&self) -> crate::errors::Classified {
+    fn classify(&self) -> rota_core::errors::Classified {
         match self {
-            NotObserved::NotSynced(_) => {
-                crate::errors::Classified::new(crate::errors::Class::Transient, "NotObserved")
-            }
+            NotObserved::NotSynced(_) => rota_core::errors::Classified::new(
+                rota_core::errors::Class::Transient,
+                "NotObserved",
+            ),
             NotObserved::WatchFailing {
                 code: Some(code), ..
-            } => crate::errors::kube_status(*code, crate::errors::KubeCall::Observe),
-            NotObserved::WatchFailing { code: None, .. } => {
-                crate::errors::Classified::new(crate::errors::Class::Transient, "WatchFailing")
-            }
+            } => rota_core::errors::kube_status(*code, rota_core::errors::KubeCall::Observe),
+            NotObserved::WatchFailing { code: None, .. } => rota_core::errors::Classified::new(
+                rota_core::errors::Class::Transient,
+                "WatchFailing",
+            ),
         }
     }
 }

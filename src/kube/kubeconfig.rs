@@ -76,7 +76,7 @@ mod tests {
     #[cfg(feature = "sim")]
     #[test]
     fn the_simulated_fleet_writes_the_extension_read_here() {
-        assert_eq!(SIM_CLOUD_EXTENSION, crate::sim::kubeconfig::CLOUD_EXTENSION);
+        assert_eq!(SIM_CLOUD_EXTENSION, rota_sim::kubeconfig::CLOUD_EXTENSION);
     }
 
     use super::*;

@@ -1,5 +1,9 @@
-//! The Kubernetes edge: the NodePoolRotation resource (and, with the controller runtime,
-//! node and pod access, cordon, eviction and drain, leases, events).
+//! The Kubernetes edge, read side: the NodePoolRotation resource and its CRD (`crd`), the
+//! watch-fed cluster index (`index`) and what it keeps of each object (`summary`), one pool
+//! read from it for the planner (`observe`), which resources this version owns
+//! (`ownership`), the kubeconfig (`kubeconfig`), and how a Kubernetes API error is
+//! classified ([`kube_error`]). The writes (cordon, eviction, status, events) are
+//! `controller::apply`; the Lease is `controller::leader`.
 
 pub mod crd;
 pub mod index;
@@ -8,7 +12,7 @@ pub mod observe;
 pub mod ownership;
 pub mod summary;
 
-use crate::errors::{Class, Classified, KubeCall, kube_status};
+use rota_core::errors::{Class, Classified, KubeCall, kube_status};
 
 /// A kube-rs client error: API answers by status, transport failures are transient.
 pub fn kube_error(err: &::kube::Error, call: KubeCall) -> Classified {

@@ -15,11 +15,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::core::SelectorExt;
 
 use crate::cloud::{CloudError, NodeGroups};
-use crate::errors::{Classified, Classify};
-use crate::fleet::resolved::DesiredPool;
 use crate::kube::index::{ClusterIndex, Kind, NotObserved, PodKey, State};
 use crate::kube::summary::{Interner, NodeSummary, PdbSummary, PodSummary};
-use crate::rotate::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
+use rota_core::errors::{Classified, Classify};
+use rota_core::fleet::resolved::DesiredPool;
+use rota_core::rotate::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
 
 /// Node label naming the image a node booted, for clouds where no instance matches it.
 pub const IMAGE_LABEL: &str = "rota.dev/image";

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::{ObjectMeta, Selector};
 
-use crate::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
+use rota_core::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
 
 /// Annotation the kubelet puts on the mirror of a static pod.
 const MIRROR: &str = "kubernetes.io/config.mirror";

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Notice, NoticeKind};
-use crate::fleet::model::NoticeKindName;
+use rota_core::fleet::model::NoticeKindName;
 
 /// One message to post.
 #[derive(Clone, Debug, PartialEq, Eq)]

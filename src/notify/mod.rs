@@ -3,7 +3,7 @@
 //! The controller calls [`Notifier::notify`] with a [`Notice`] (rollout started, batch failed,
 //! paused, completed, per pool); never blocks. One task per configured webhook coalesces and
 //! rate-limits notices ([`coalesce`]) and posts the messages. Webhooks come from the fleet
-//! repo (`spec.notifications` of the Fleet or the Cluster, see [`crate::fleet::Fleet::notifications_for`]);
+//! repo (`spec.notifications` of the Fleet or the Cluster, see [`rota_core::fleet::Fleet::notifications_for`]);
 //! their URLs are secrets: read from the environment or, by name, from the agent's
 //! `--secrets-dir` ([`secrets`]), never logged.
 
@@ -21,10 +21,10 @@ use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::fleet::model::{NoticeKindName, WebhookSpec};
 use crate::metrics::{Metrics, Outcome};
 use crate::telemetry::{Secret, redact};
 pub use coalesce::{Coalescer, Message};
+use rota_core::fleet::model::{NoticeKindName, WebhookSpec};
 
 /// Something worth telling people about one pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -308,11 +308,11 @@ impl SharedNotifier {
 /// - paused: it enters `Paused` (halted by rota, or asked for in git);
 /// - completed: it enters `Succeeded` from a rotation (not a pool that was already there).
 pub fn notices_for(
-    spec: &crate::rotate::resource::NodePoolRotationSpec,
-    before: Option<&crate::rotate::resource::NodePoolRotationStatus>,
-    after: &crate::rotate::resource::NodePoolRotationStatus,
+    spec: &rota_core::rotate::resource::NodePoolRotationSpec,
+    before: Option<&rota_core::rotate::resource::NodePoolRotationStatus>,
+    after: &rota_core::rotate::resource::NodePoolRotationStatus,
 ) -> Vec<Notice> {
-    use crate::rotate::Phase;
+    use rota_core::rotate::Phase;
     let was = before.map(|b| b.phase).unwrap_or_default();
     let now = after.phase;
     if was == now {

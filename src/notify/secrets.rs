@@ -73,7 +73,7 @@ impl SecretsDir {
     /// Reads the secret `name`, trimming the trailing newline editors and `echo` add.
     pub fn read(&self, name: &str) -> Result<Secret, SecretsError> {
         let bad = || SecretsError::BadName {
-            name: crate::fleet::diagnostics::shorten(name.to_string(), 80),
+            name: rota_core::fleet::diagnostics::shorten(name.to_string(), 80),
         };
         if !valid_name(name) {
             return Err(bad());

@@ -9,8 +9,8 @@ pub mod pin;
 use std::path::PathBuf;
 
 use crate::report::GitNotesStore;
-use crate::waves::wave_views;
-use crate::waves::{GuardDecision, Promotion, promotion_guard};
+use rota_core::waves::wave_views;
+use rota_core::waves::{GuardDecision, Promotion, promotion_guard};
 
 /// What to check.
 #[derive(Debug, Clone)]
@@ -65,11 +65,11 @@ pub fn describe(c: &PinCheck) -> String {
 
 /// What the guard's answer rests on, for wave index `k` taking `channel@version`.
 fn evidence(
-    views: &[crate::waves::WaveView],
+    views: &[rota_core::waves::WaveView],
     k: usize,
     channel: &str,
     version: &str,
-    records: &[crate::waves::PoolRecord],
+    records: &[rota_core::waves::PoolRecord],
 ) -> Vec<String> {
     let mut out = Vec::new();
     for w in views.iter().take(k) {
@@ -102,7 +102,7 @@ fn evidence(
             out.push(format!(
                 "wave {} soaked {} from its newest completion (until {})",
                 w.name,
-                crate::fleet::duration::GoDuration::from_secs(w.soak.as_secs()),
+                rota_core::fleet::duration::GoDuration::from_secs(w.soak.as_secs()),
                 (at + soak).format("%Y-%m-%dT%H:%M:%SZ")
             ));
         }
@@ -117,7 +117,7 @@ pub async fn checks_at(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Vec<PinCheck>, String> {
     let at = |rev: &str| {
-        crate::fleet::load_git_at(&args.repo, rev, args.subdir.as_deref())
+        crate::source::read::load_git_at(&args.repo, rev, args.subdir.as_deref())
             .map_err(|d| d.to_string())
     };
     let target = at(&args.rev)?;

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use git2::{Oid, Repository};
 
-use crate::fleet::source::SourceFile;
-use crate::fleet::yaml::{self, escape_token};
+use rota_core::fleet::SourceFile;
+use rota_core::fleet::yaml::{self, escape_token};
 
 /// One pin to move.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::source::trust;
-use crate::waves::PoolRecord;
+use rota_core::waves::PoolRecord;
 
 /// The `ssh-keygen -Y` namespace of record signatures (never `git`: a commit signature can
 /// never pass for a record signature, nor the other way round).

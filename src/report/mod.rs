@@ -22,7 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::errors::{Class, Classified, Classify};
+use rota_core::errors::{Class, Classified, Classify};
 
 pub use notes::GitNotesStore;
 
@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn a_guard_wait_on_many_pools_fits_a_pending_status() {
-        use crate::waves::{PoolRef, Wait};
+        use rota_core::waves::{PoolRef, Wait};
         let pools: Vec<PoolRef> = (0..50)
             .map(|i| {
                 PoolRef::new(

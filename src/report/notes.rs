@@ -36,7 +36,7 @@ use super::evidence::{self, EvidenceKeys, RecordVerifier, SignedRecords};
 use super::{CommitStatus, Posted, ReportError, State, StatusStore, validate};
 use crate::source::credentials::{self, Auth, KnownHosts};
 use crate::source::{MAX_NOTES_REFS, NOTES_PREFIX, REMOTE_NOTES_PREFIX};
-use crate::waves::PoolRecord;
+use rota_core::waves::PoolRecord;
 
 /// The note document of one cluster on one commit.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

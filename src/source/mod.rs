@@ -1,8 +1,9 @@
 //! The fleet repo source: a local bare mirror of one branch of the fleet git repo, fetched with
 //! git2 over file://, git://, ssh or https, read straight from the object database (no
 //! checkout). Around it: the poll loop ([`poll`]), the push webhook receiver ([`webhook`]),
-//! watching a local working copy ([`watch`]), credentials and host keys ([`credentials`]) and
-//! commit signature verification ([`trust`]).
+//! watching a local working copy ([`watch`]), credentials and host keys ([`credentials`]),
+//! commit signature verification ([`trust`]), history that only moves forward ([`history`]),
+//! and reading a revision's (or a folder's) fleet files within budgets ([`read`]).
 //!
 //! git2 is blocking; async callers run [`GitSource::fetch`] on the blocking pool (the poll
 //! loop does).
@@ -11,6 +12,7 @@ pub mod credentials;
 pub mod follow;
 pub mod history;
 pub mod poll;
+pub mod read;
 pub mod trust;
 pub mod watch;
 pub mod webhook;
@@ -423,7 +425,7 @@ pub fn read_tree_files(
     root.walk(git2::TreeWalkMode::PreOrder, |parent, entry| {
         // The same budget as the fleet loader: a tree bomb stops here, named.
         entries += 1;
-        if entries > crate::fleet::source::MAX_TREE_ENTRIES {
+        if entries > crate::source::read::MAX_TREE_ENTRIES {
             over_budget = Some(format!("{parent}{}", entry.name().unwrap_or("")));
             return git2::TreeWalkResult::Abort;
         }
@@ -461,7 +463,7 @@ pub fn read_tree_files(
             commit: commit.to_string(),
             message: format!(
                 "the tree has more than {} entries (stopped at {at})",
-                crate::fleet::source::MAX_TREE_ENTRIES
+                crate::source::read::MAX_TREE_ENTRIES
             ),
         });
     }

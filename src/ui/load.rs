@@ -13,7 +13,7 @@ use super::UiError;
 use super::model::{FleetPage, Inputs, fleet_page};
 use crate::report::GitNotesStore;
 use crate::report::notes::NoteDoc;
-use crate::waves::PoolRecord;
+use rota_core::waves::PoolRecord;
 
 /// How far back the page looks for each pool's newest records: the agents write records on
 /// the commits they act on, so right after a push the newest commit has none yet.
@@ -110,8 +110,9 @@ async fn docs(store: &GitNotesStore, commit: Oid) -> Result<Vec<NoteDoc>, UiErro
 /// The page for `at` as of `now`.
 pub async fn page(at: &RepoAt, now: DateTime<Utc>) -> Result<FleetPage, UiError> {
     let commit = resolve(&at.repo, &at.rev)?;
-    let fleet = crate::fleet::load_git_at(&at.repo, &commit.to_string(), at.subdir.as_deref())
-        .map_err(|d| UiError::Fleet(d.to_string()))?;
+    let fleet =
+        crate::source::read::load_git_at(&at.repo, &commit.to_string(), at.subdir.as_deref())
+            .map_err(|d| UiError::Fleet(d.to_string()))?;
     let clusters = fleet
         .resolve_all()
         .map_err(|e| UiError::Fleet(e.to_string()))?;

@@ -10,12 +10,12 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::agent::progress::WINDOW_WAIT;
-use crate::fleet::Fleet;
-use crate::fleet::resolved::DesiredCluster;
 use crate::report::notes::NoteDoc;
 use crate::report::{cluster_context, pool_context};
-use crate::waves::wave_views;
-use crate::waves::{GuardDecision, PoolRecord, Promotion, Wait, promotion_guard};
+use rota_core::fleet::Fleet;
+use rota_core::fleet::resolved::DesiredCluster;
+use rota_core::waves::wave_views;
+use rota_core::waves::{GuardDecision, PoolRecord, Promotion, Wait, promotion_guard};
 
 /// Everything the view is computed from.
 pub struct Inputs<'a> {
@@ -408,7 +408,7 @@ fn version_key(v: &str) -> Vec<(u64, String)> {
 
 fn wave_step(
     inputs: &Inputs<'_>,
-    wave: &crate::fleet::model::Wave,
+    wave: &rota_core::fleet::model::Wave,
     channel: &str,
     version: &str,
 ) -> WaveStep {
@@ -508,7 +508,7 @@ mod tests {
     use crate::report::notes::NoteStatus;
 
     fn example() -> (Fleet, Vec<DesiredCluster>) {
-        let fleet = crate::fleet::load_dir(
+        let fleet = crate::source::read::load_dir(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
         )
         .unwrap();

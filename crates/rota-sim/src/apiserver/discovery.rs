@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::sim::store::{ResourceType, Store};
+use crate::store::{ResourceType, Store};
 
 /// The Kubernetes version the simulation claims to be.
 pub fn version() -> Value {

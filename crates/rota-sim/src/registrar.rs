@@ -20,7 +20,7 @@ use super::cloud::InstanceObserver;
 use super::scenario::{ClusterScenario, Scenario};
 use super::store::Store;
 use super::world::{LoadError, World};
-use crate::cloud::{CloudError, GroupRef, GroupState, NodeGroups};
+use rota_core::cloud::{CloudError, GroupRef, GroupState, NodeGroups};
 
 /// Any provider's instances as the kubelets see them: `describe`, polled (a cloud API
 /// cannot notify).
@@ -78,12 +78,12 @@ impl Drop for ExternalCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cloud::Lifecycle;
-    use crate::fleet::resolved::Cloud;
-    use crate::sim::cloud::{GroupSpec, SimCloud};
-    use crate::sim::faults::FaultProfile;
-    use crate::sim::scenario::{PoolScenario, WorkloadProfile};
-    use crate::sim::store::{ListOptions, ResourceType};
+    use crate::cloud::{GroupSpec, SimCloud};
+    use crate::faults::FaultProfile;
+    use crate::scenario::{PoolScenario, WorkloadProfile};
+    use crate::store::{ListOptions, ResourceType};
+    use rota_core::cloud::Lifecycle;
+    use rota_core::fleet::resolved::Cloud;
     use std::collections::BTreeMap;
     use std::time::Duration;
 

@@ -27,7 +27,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::faults::{Call, FaultProfile};
-use crate::cloud::{
+use rota_core::cloud::{
     CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups, provider_id,
 };
 
@@ -881,7 +881,7 @@ impl<G: NodeGroups + ?Sized> InstanceObserver for PollingObserver<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::faults::{ScriptedError, ScriptedFault};
+    use crate::faults::{ScriptedError, ScriptedFault};
 
     fn asg(name: &str) -> GroupRef {
         GroupRef::Aws {

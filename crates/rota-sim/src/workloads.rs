@@ -17,10 +17,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
+use super::ctx::Ctx;
 use super::kubelet::{fnv, pod_ready};
 use super::scenario::{DaemonSetProfile, DeploymentProfile};
 use super::store::{ResourceType, Store, WatchEvent};
-use super::world::Ctx;
 
 /// `namespace/name`.
 pub type Key = (String, String);
@@ -742,7 +742,7 @@ impl Workloads {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::scenario::WorkloadProfile;
+    use crate::scenario::WorkloadProfile;
 
     #[test]
     fn a_pod_set_keeps_its_counts_through_replacements_and_removals() {

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::ApiServer;
-use crate::sim::requestlog::{Counted, RequestLog};
+use crate::requestlog::{Counted, RequestLog};
 
 /// A running HTTP listener; dropping it stops accepting (open connections finish on their own).
 pub struct HttpServer {

@@ -1,13 +1,11 @@
 //! The fleet repo: its model, loading, validation and the resolution of one cluster's desired
-//! state. Pure code: no kube, no tokio, no network.
+//! state. Pure code: no kube, no tokio, no network, no file system (the files are handed in;
+//! `rota::source::read` reads them from a folder or a git revision, within budgets).
 //!
 //! # Public API
 //!
-//! - [`load_dir`]`(path) -> Result<Fleet, Diagnostics>`: read a fleet repo from a folder.
-//! - [`load_git`]`(repo_path, rev) -> Result<Fleet, Diagnostics>`: read it from a git revision,
-//!   straight from the object database (no checkout); [`Fleet::commit`] is the commit ID.
-//!   [`load_git_at`] reads a sub-folder of the tree.
-//! - [`load_files`]`(&[SourceFile])`: the pure core both use (and the fuzzing entry point).
+//! - [`load_files`]`(&[SourceFile])`: load and validate a repo's files (and the fuzzing
+//!   entry point); [`load_read`] the same with the problems the reader found.
 //! - [`Fleet::resolve_cluster`]`(name) -> Result<resolved::DesiredCluster, ResolveError>`,
 //!   [`Fleet::resolve_all`], [`Fleet::cluster_names`], [`Fleet::waves`],
 //!   [`Fleet::wave_index_of`], [`Fleet::clusters_in_wave`], [`Fleet::promotion_guard`].
@@ -17,7 +15,7 @@
 //!
 //! # Pipeline
 //!
-//! `source` (files, limits) → `yaml` (span-aware parse, hostile-input checks) → `load`
+//! the reader (files, limits; at the edge) → `yaml` (span-aware parse, hostile-input checks) → `load`
 //! (envelope, JSON Schema of the kind in `schema`, typed `model`) → `validate` (semantic rules
 //! across documents) → [`Fleet`] → `resolve` (merge, pins, gates, modes) →
 //! [`resolved::DesiredCluster`]. Every stage collects all its errors before stopping, and no
@@ -37,18 +35,33 @@ pub mod model;
 pub mod resolve;
 pub mod resolved;
 pub mod schema;
-pub mod source;
 pub mod validate;
 pub mod yaml;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 pub use diagnostics::{Diagnostic, Diagnostics, Format};
 pub use resolve::ResolveError;
-pub use source::SourceFile;
 
 use model::{Cluster, FleetSpec, HealthGate, Metadata, Wave};
+
+/// One YAML file of the repo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Relative to the repo root, `/`-separated.
+    pub path: String,
+    pub bytes: Vec<u8>,
+}
+
+impl SourceFile {
+    /// A file from text, for tests and tools that build a repo in memory.
+    pub fn new(path: impl Into<String>, text: impl Into<String>) -> Self {
+        SourceFile {
+            path: path.into(),
+            bytes: text.into().into_bytes(),
+        }
+    }
+}
 
 /// A valid fleet repo at one revision. Only the loaders build one, after every check passed.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,9 +84,15 @@ impl Fleet {
         &self.metadata.name
     }
 
-    /// The commit ID when loaded with [`load_git`].
+    /// The commit ID, when read from a git revision ([`Fleet::at_commit`]).
     pub fn commit(&self) -> Option<&str> {
         self.commit.as_deref()
+    }
+
+    /// The fleet as read from commit `commit` (what the git reader records).
+    pub fn at_commit(mut self, commit: impl Into<String>) -> Fleet {
+        self.commit = Some(commit.into());
+        self
     }
 
     /// Cluster names, sorted.
@@ -135,32 +154,9 @@ pub fn load_files(files: &[SourceFile]) -> Result<Fleet, Diagnostics> {
     validate::check(docs, diags).map_err(Diagnostics::sorted)
 }
 
-/// Load the fleet repo in folder `path` (recursively, skipping hidden entries).
-pub fn load_dir(path: impl AsRef<Path>) -> Result<Fleet, Diagnostics> {
-    let (files, diags) = source::read_dir(path.as_ref())?;
-    finish(&files, diags)
-}
-
-/// Load the fleet repo at revision `rev` of the git repository at `repo_path`.
-pub fn load_git(repo_path: impl AsRef<Path>, rev: &str) -> Result<Fleet, Diagnostics> {
-    load_git_at(repo_path, rev, None)
-}
-
-/// Like [`load_git`], with the fleet repo in folder `subdir` of the git tree; file paths in
-/// diagnostics are relative to that folder.
-pub fn load_git_at(
-    repo_path: impl AsRef<Path>,
-    rev: &str,
-    subdir: Option<&Path>,
-) -> Result<Fleet, Diagnostics> {
-    let (files, diags, commit) = source::read_git(repo_path.as_ref(), rev, subdir)?;
-    let mut fleet = finish(&files, diags)?;
-    fleet.commit = Some(commit);
-    Ok(fleet)
-}
-
-/// Problems found while reading files are reported together with those of the documents.
-fn finish(files: &[SourceFile], read: Diagnostics) -> Result<Fleet, Diagnostics> {
+/// [`load_files`] for files whose reading found the problems `read`: they are reported
+/// together with those of the documents.
+pub fn load_read(files: &[SourceFile], read: Diagnostics) -> Result<Fleet, Diagnostics> {
     match load_files(files) {
         Ok(fleet) if read.is_empty() => Ok(fleet),
         Ok(_) => Err(read.sorted()),

@@ -1,13 +1,15 @@
 //! Reading the files of a fleet repo, from a directory or from a git revision (straight from the
 //! object database, no checkout), with the limits that keep a hostile repo from costing more
-//! than a bounded amount of time and memory.
+//! than a bounded amount of time and memory; and loading a [`Fleet`] from either.
 //!
 //! Both readers produce the same list of [`SourceFile`]s (path relative to the repo root, with
-//! `/`), sorted by path, so everything after this point is identical for both.
+//! `/`), sorted by path, so everything after this point is identical for both: the core's
+//! `fleet::load_read` parses and validates them.
 
 use std::path::{Component, Path, PathBuf};
 
-use super::diagnostics::{Diagnostic, Diagnostics, Location};
+use rota_core::fleet::diagnostics::{Diagnostic, Diagnostics, Location};
+use rota_core::fleet::{Fleet, SourceFile, load_read};
 
 /// Largest YAML file read; a real fleet file is a few KiB.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -25,22 +27,26 @@ pub const MAX_TREE_ENTRIES: usize = 100_000;
 /// repo repeats a folder a few times (identical overlays); a tree bomb repeats it at will.
 pub const MAX_SUBTREE_REPEATS: u32 = 256;
 
-/// One YAML file of the repo.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SourceFile {
-    /// Relative to the repo root, `/`-separated.
-    pub path: String,
-    pub bytes: Vec<u8>,
+/// Load the fleet repo in folder `path` (recursively, skipping hidden entries).
+pub fn load_dir(path: impl AsRef<Path>) -> Result<Fleet, Diagnostics> {
+    let (files, diags) = read_dir(path.as_ref())?;
+    load_read(&files, diags)
 }
 
-impl SourceFile {
-    /// A file from text, for tests and tools that build a repo in memory.
-    pub fn new(path: impl Into<String>, text: impl Into<String>) -> Self {
-        SourceFile {
-            path: path.into(),
-            bytes: text.into().into_bytes(),
-        }
-    }
+/// Load the fleet repo at revision `rev` of the git repository at `repo_path`.
+pub fn load_git(repo_path: impl AsRef<Path>, rev: &str) -> Result<Fleet, Diagnostics> {
+    load_git_at(repo_path, rev, None)
+}
+
+/// Like [`load_git`], with the fleet repo in folder `subdir` of the git tree; file paths in
+/// diagnostics are relative to that folder. [`Fleet::commit`] is the commit read.
+pub fn load_git_at(
+    repo_path: impl AsRef<Path>,
+    rev: &str,
+    subdir: Option<&Path>,
+) -> Result<Fleet, Diagnostics> {
+    let (files, diags, commit) = read_git(repo_path.as_ref(), rev, subdir)?;
+    Ok(load_read(&files, diags)?.at_commit(commit))
 }
 
 fn is_yaml(name: &str) -> bool {

@@ -94,11 +94,32 @@ impl Diagnostic {
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
 /// Output formats of `rota validate`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Human,
     Json,
     Github,
+}
+
+impl Format {
+    /// Every format by the name the command line takes.
+    pub const ALL: [(&'static str, Format); 3] = [
+        ("human", Format::Human),
+        ("json", Format::Json),
+        ("github", Format::Github),
+    ];
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Format, String> {
+        Format::ALL
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, f)| *f)
+            .ok_or_else(|| format!("unknown format {s:?}: one of human, json, github"))
+    }
 }
 
 impl Diagnostics {

@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use crate::cloud::{CloudError, CloudErrorKind, GroupRef, GroupState, NodeGroups};
-use crate::sim::requestlog::Counted;
+use crate::requestlog::Counted;
+use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef, GroupState, NodeGroups};
 
 /// The calls a provider names in its errors, so that a name read off the wire keeps its
 /// `&'static str` form.
@@ -92,7 +92,7 @@ pub async fn serve(groups: Arc<dyn NodeGroups>) -> std::io::Result<Served> {
 /// (the `agent_scale` bench counts cloud calls from it).
 pub async fn serve_logged(
     groups: Arc<dyn NodeGroups>,
-    log: Option<crate::sim::requestlog::RequestLog>,
+    log: Option<crate::requestlog::RequestLog>,
 ) -> std::io::Result<Served> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
@@ -325,8 +325,8 @@ impl NodeGroups for HttpNodeGroups {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::cloud::{GroupSpec, SimCloud};
-    use crate::sim::faults::{Call, FaultProfile, ScriptedError, ScriptedFault};
+    use crate::cloud::{GroupSpec, SimCloud};
+    use crate::faults::{Call, FaultProfile, ScriptedError, ScriptedFault};
 
     #[tokio::test]
     async fn calls_and_errors_cross_the_wire_unchanged() {

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::sim::store::ResourceType;
+use crate::store::ResourceType;
 
 /// Kubernetes' `duration.HumanDuration`, e.g. `45s`, `3m12s`, `5h`, `2d4h`.
 pub fn human_duration(secs: i64) -> String {

@@ -11,9 +11,8 @@
 
 use serde_json::Value;
 
-use super::store::{ListOptions, ResourceType, Store};
-use crate::cloud::{CloudError, GroupRef, GroupState, Lifecycle, NodeGroups};
-use crate::rotate::observed::SCALE_DOWN_DISABLED;
+use rota_core::cloud::{CloudError, GroupRef, GroupState, Lifecycle, NodeGroups};
+use rota_core::rotate::observed::SCALE_DOWN_DISABLED;
 
 /// What one autoscaler step did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,33 +88,10 @@ pub async fn scale_up(cloud: &dyn NodeGroups, group: &GroupRef) -> Result<Scaled
     Ok(Scaled::Up(g.desired + 1))
 }
 
-/// Remove one empty node of the group, if one may go.
-pub async fn scale_down(
-    cloud: &dyn NodeGroups,
-    store: &Store,
-    group: &GroupRef,
-) -> Result<Scaled, CloudError> {
-    let g = cloud.describe(group).await?;
-    let all = ListOptions::default();
-    let nodes = store
-        .list(&ResourceType::nodes(), None, &all)
-        .map(|(v, _)| v)
-        .unwrap_or_default();
-    let pods = store
-        .list(&ResourceType::pods(), None, &all)
-        .map(|(v, _)| v)
-        .unwrap_or_default();
-    let Some((node, instance)) = scale_down_candidate(&g, &nodes, &pods) else {
-        return Ok(Scaled::Nothing);
-    };
-    cloud.terminate(group, &instance, true).await?;
-    Ok(Scaled::Down { node, instance })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cloud::Instance;
+    use rota_core::cloud::Instance;
     use serde_json::json;
 
     #[test]

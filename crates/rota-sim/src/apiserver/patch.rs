@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::sim::store::{ApiError, ResourceType};
+use crate::store::{ApiError, ResourceType};
 
 /// RFC 7386: objects merge recursively, `null` deletes, anything else replaces.
 pub fn merge(target: &mut Value, patch: &Value) {

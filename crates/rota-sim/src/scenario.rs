@@ -14,9 +14,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::faults::FaultProfile;
-use crate::cloud::{Cloud, GroupRef};
-use crate::fleet::duration::GoDuration;
-use crate::fleet::resolved::DesiredCluster;
+use rota_core::cloud::{Cloud, GroupRef};
+use rota_core::fleet::duration::GoDuration;
+use rota_core::fleet::resolved::DesiredCluster;
 
 /// The node shape and count of simulated pools.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -385,7 +385,7 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::resolved::{DesiredPool, EffectivePolicy, Mode};
+    use rota_core::fleet::resolved::{DesiredPool, EffectivePolicy, Mode};
 
     pub(crate) fn cluster(name: &str, pools: &[(&str, &str)]) -> DesiredCluster {
         DesiredCluster {
@@ -494,7 +494,7 @@ mod example_tests {
 
     #[test]
     fn shipped_examples_parse() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sim");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sim");
         WorkloadProfile::load(&dir.join("workloads.yaml")).unwrap();
         let scale = WorkloadProfile::load(&dir.join("scale.yaml")).unwrap();
         let per_node: u32 = scale

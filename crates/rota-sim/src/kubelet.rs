@@ -24,9 +24,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::cloud::InstanceObserver;
+use super::ctx::{Ctx, Timer};
 use super::store::{ListOptions, ResourceType, Store, WatchEvent};
-use super::world::{Ctx, Timer};
-use crate::cloud::{GroupRef, Instance, Lifecycle};
+use rota_core::cloud::{GroupRef, Instance, Lifecycle};
 
 /// One pool as the kubelet registers its nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,17 +6,19 @@
 //! HTTP for kubectl), `pdb` the disruption controller's arithmetic, `eviction` the eviction
 //! subresource and graceful pod deletion, `kubeconfig` the file kubectl reads.
 //!
-//! World side: `cloud` is a simulated cloud account behind `crate::cloud::NodeGroups`, `faults`
+//! World side: `cloud` is a simulated cloud account behind `rota_core::cloud::NodeGroups`, `faults`
 //! what goes wrong in it; `kubelet`, `scheduler` and `workloads` are the cluster's own
 //! controllers, `autoscaler` a cluster autoscaler sharing a group with the rotation; `registrar` runs those controllers against any other `NodeGroups` provider
 //! (moto); `scenario` says what a simulated fleet holds and `world` runs it on tokio.
 //!
-//! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
-#![cfg(feature = "sim")]
+//! The crate `rota` depends on it through its `sim` Cargo feature (on by default; the
+//! agent's image leaves it out). It depends on `rota-core` only among rota's crates: it
+//! implements the core's `NodeGroups`, and `wire` serves one over loopback HTTP.
 
 pub mod apiserver;
 pub mod autoscaler;
 pub mod cloud;
+pub mod ctx;
 pub mod events;
 pub mod eviction;
 pub mod faults;

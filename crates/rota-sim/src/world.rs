@@ -10,8 +10,7 @@
 //!
 //! Every delay goes through [`Ctx::after`], which divides it by the world's speed.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::cloud::{GroupSpec, InstanceObserver, SimCloud};
+use super::ctx::{Ctx, Timer};
 use super::kubelet::{Kubelets, NodeShape, PoolNodes, pod_running, register};
 use super::scenario::{ClusterScenario, Scenario, WorkloadProfile};
 use super::scheduler::{NodeView, PodView, Scheduler, Usage, fit};
@@ -26,69 +26,7 @@ use super::store::{ApiError, ListOptions, ResourceType, Store, Watch, WatchEvent
 use super::workloads::{
     Workloads, daemonset_object, deployment_objects, pod_from_template, template_hash,
 };
-use crate::cloud::{CloudError, GroupState, Lifecycle};
-
-/// Something a controller asked to happen later.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Timer {
-    RegisterNode(String),
-    NodeReady(String),
-    PodStart {
-        ns: String,
-        name: String,
-        uid: String,
-    },
-    PodReady {
-        ns: String,
-        name: String,
-        uid: String,
-    },
-    PodDelete {
-        ns: String,
-        name: String,
-        uid: String,
-    },
-    FlushStatus,
-    Poll,
-}
-
-/// What controllers get while handling an event: the store and a way to act later.
-pub struct Ctx {
-    pub store: Store,
-    speed: f64,
-    seq: u64,
-    timers: BinaryHeap<Reverse<(Instant, u64, Timer)>>,
-}
-
-impl Ctx {
-    pub fn new(store: Store, speed: f64) -> Self {
-        Ctx {
-            store,
-            speed: if speed > 0.0 { speed } else { 1.0 },
-            seq: 0,
-            timers: BinaryHeap::new(),
-        }
-    }
-
-    /// Run `timer` after `delay` of simulated time (divided by the speed).
-    pub fn after(&mut self, delay: Duration, timer: Timer) {
-        self.seq += 1;
-        let at = Instant::now() + delay.div_f64(self.speed);
-        self.timers.push(Reverse((at, self.seq, timer)));
-    }
-
-    fn next_due(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((at, _, _))| *at)
-    }
-
-    fn pop_due(&mut self, now: Instant) -> Option<Timer> {
-        if self.next_due()? <= now {
-            self.timers.pop().map(|Reverse((_, _, t))| t)
-        } else {
-            None
-        }
-    }
-}
+use rota_core::cloud::{CloudError, GroupState, Lifecycle};
 
 /// One cluster of a scenario.
 pub struct World {

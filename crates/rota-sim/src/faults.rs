@@ -27,8 +27,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cloud::CloudErrorKind;
-use crate::fleet::duration::GoDuration;
+use rota_core::cloud::CloudErrorKind;
+use rota_core::fleet::duration::GoDuration;
 
 /// Everything that can go wrong in one simulated cloud.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -13,9 +13,9 @@ use serde_json::Value;
 use super::diagnostics::{Diagnostic, Location, did_you_mean};
 use super::yaml::{Positions, escape_token, pointer_to_path};
 
-pub const FLEET_SCHEMA: &str = include_str!("../../schemas/fleet.schema.json");
-pub const CLUSTER_SCHEMA: &str = include_str!("../../schemas/cluster.schema.json");
-pub const HEALTHGATE_SCHEMA: &str = include_str!("../../schemas/healthgate.schema.json");
+pub const FLEET_SCHEMA: &str = include_str!("../../../../schemas/fleet.schema.json");
+pub const CLUSTER_SCHEMA: &str = include_str!("../../../../schemas/cluster.schema.json");
+pub const HEALTHGATE_SCHEMA: &str = include_str!("../../../../schemas/healthgate.schema.json");
 
 struct Compiled {
     schema: Value,
@@ -39,16 +39,6 @@ fn compiled(kind: &str) -> Option<&'static Compiled> {
         "Fleet" => Some(FLEET.get_or_init(|| compile(FLEET_SCHEMA))),
         "Cluster" => Some(CLUSTER.get_or_init(|| compile(CLUSTER_SCHEMA))),
         "HealthGate" => Some(GATE.get_or_init(|| compile(HEALTHGATE_SCHEMA))),
-        _ => None,
-    }
-}
-
-/// The schema text of a kind, for `rota` users who want to install it in their editor.
-pub fn schema_text(kind: &str) -> Option<&'static str> {
-    match kind {
-        "Fleet" => Some(FLEET_SCHEMA),
-        "Cluster" => Some(CLUSTER_SCHEMA),
-        "HealthGate" => Some(HEALTHGATE_SCHEMA),
         _ => None,
     }
 }

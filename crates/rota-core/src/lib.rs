@@ -1,0 +1,21 @@
+//! rota's core: what decides, with no I/O.
+//!
+//! - [`fleet`]: the fleet repo's model, its JSON Schemas and semantic validation, and the
+//!   resolution of one cluster's desired state (files are handed in).
+//! - [`rotate`]: the planner of one pool's blue-green rotation (a pure function of desired,
+//!   observed, checkpoint and now, returning actions with their reasons), the checkpoint,
+//!   the NodePoolRotation's spec and status as plain data, the one status composer and stuck
+//!   detection.
+//! - [`waves`]: the order in which clusters take a version, and the promotion guard over the
+//!   agents' records.
+//! - [`cloud`]: the narrow trait every cloud provider implements and its value types.
+//! - [`errors`]: the error classes (what a retry should do), importing nothing of rota.
+//!
+//! The edges (Kubernetes, the clouds, git, HTTP) and the runtime are the `rota` crate; the
+//! simulated fleet is `rota-sim`. Neither is a dependency here.
+
+pub mod cloud;
+pub mod errors;
+pub mod fleet;
+pub mod rotate;
+pub mod waves;
