@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod notify;
 pub mod report;
 pub mod rotate;
+pub mod sanitize;
 pub mod serving;
 pub mod shutdown;
 pub mod sim;
