@@ -130,7 +130,9 @@ fn steered(status: &crate::kube::crd::NodePoolRotationStatus) -> String {
             )
         })
         .map(|r| {
-            let by = r.by.map(|w| format!(" by {w}")).unwrap_or_default();
+            let by =
+                r.by.map(|w| format!(" by {}", crate::sanitize::line(&w)))
+                    .unwrap_or_default();
             format!(" · after rota ctl {}{by}", r.verb.as_str())
         })
         .unwrap_or_default()

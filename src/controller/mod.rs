@@ -983,10 +983,22 @@ impl Controller {
             "/metadata/annotations/{}",
             REQUEST_ANNOTATION.replace('/', "~1")
         );
-        let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
-            {"op": "test", "path": path, "value": value},
-            {"op": "remove", "path": path},
-        ])) {
+        let mut ops = vec![
+            serde_json::json!({"op": "test", "path": path, "value": value}),
+            serde_json::json!({"op": "remove", "path": path}),
+        ];
+        if npr
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(crate::rotate::operator::REQUEST_NOTE_ANNOTATION))
+        {
+            ops.push(serde_json::json!({"op": "remove", "path": format!(
+                "/metadata/annotations/{}",
+                crate::rotate::operator::REQUEST_NOTE_ANNOTATION.replace('/', "~1")
+            )}));
+        }
+        let patch: json_patch::Patch = match serde_json::from_value(serde_json::Value::Array(ops)) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "building the request-clearing patch failed");
@@ -1033,12 +1045,12 @@ impl Controller {
 fn operator_request(
     npr: &NodePoolRotation,
 ) -> Option<Result<crate::rotate::operator::Request, crate::rotate::operator::OperatorError>> {
-    let value = npr
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(crate::rotate::operator::REQUEST_ANNOTATION)?;
-    Some(crate::rotate::operator::Request::parse(value))
+    let annotations = npr.metadata.annotations.as_ref()?;
+    let value = annotations.get(crate::rotate::operator::REQUEST_ANNOTATION)?;
+    let note = annotations
+        .get(crate::rotate::operator::REQUEST_NOTE_ANNOTATION)
+        .map(String::as_str);
+    Some(crate::rotate::operator::Request::parse(value).map(|r| r.with_note(note)))
 }
 
 /// The gate whose failure the observation carries, if any.
