@@ -68,13 +68,12 @@ impl std::fmt::Display for Unreadable {
     }
 }
 
+/// A note's blob and its size, or why it is not read.
+pub type Found = Result<(Oid, u64), Unreadable>;
+
 /// The note blob on `commit` under `notes_ref` and its size, found without reading any blob.
 /// `Ok(None)`: no such ref or no note on that commit.
-pub fn find(
-    repo: &Repository,
-    notes_ref: &str,
-    commit: Oid,
-) -> Result<Option<Result<(Oid, u64), Unreadable>>, git2::Error> {
+pub fn find(repo: &Repository, notes_ref: &str, commit: Oid) -> Result<Option<Found>, git2::Error> {
     let Ok(reference) = repo.find_reference(notes_ref) else {
         return Ok(None);
     };

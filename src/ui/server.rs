@@ -101,9 +101,7 @@ impl Hosts {
         };
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         // An address cannot be rebound: only a name resolves through someone's DNS.
-        name.parse::<IpAddr>().is_ok()
-            || name == "localhost"
-            || self.names.iter().any(|n| *n == name)
+        name.parse::<IpAddr>().is_ok() || name == "localhost" || self.names.contains(&name)
     }
 }
 
