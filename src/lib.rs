@@ -16,7 +16,7 @@
 //!   the story on the simulated fleet; `serving`, `telemetry`, `memory` and `shutdown` are
 //!   what the long-running commands share.
 
-pub use rota_core::{errors, rotate, waves};
+pub use rota_core::{errors, rotate, sanitize, waves};
 
 /// The fleet repo (the core's `fleet`), with its readers from this crate's `source::read`
 /// under their old paths.

@@ -18,6 +18,9 @@ use rota::report::{GitNotesStore, State};
 use rota::sim::scenario::WorkloadProfile;
 use rota::waves::CompletionKind;
 
+/// Every cluster the test's fleets declare (whose notes a reader reads).
+const CLUSTERS: [&str; 3] = ["canary-1", "canary-2", "main-1"];
+
 /// Canary pins `canary_v`, main pins `main_v`; `extra_canary` adds a cluster to the canary
 /// wave. The guard is on (the default: no `promotion` key).
 fn fleet_yaml(canary_v: &str, main_v: &str, extra_canary: Option<&str>) -> String {
@@ -81,7 +84,9 @@ fn commit(dir: &Path, files: &[(&str, &str)], message: &str) -> String {
 }
 
 async fn status_of(origin: &Path, commit: &str, context: &str) -> Option<(State, String)> {
-    GitNotesStore::new(origin, None, None)
+    let store = GitNotesStore::new(origin, None, None);
+    store.scope_to(CLUSTERS.iter().map(|c| c.to_string()));
+    store
         .docs(commit)
         .await
         .unwrap()
@@ -178,10 +183,9 @@ async fn a_fresh_fleet_on_its_pins_is_adopted_with_the_guard_on() {
         assert_eq!(started, 0, "{cluster}: {:?}", nprs.items[0].status);
     }
     // The evidence: adoptions, not rotations, and nothing was rotated.
-    let records = GitNotesStore::new(&origin, None, None)
-        .pool_records(&first)
-        .await
-        .unwrap();
+    let store = GitNotesStore::new(&origin, None, None);
+    store.scope_to(CLUSTERS.iter().map(|c| c.to_string()));
+    let records = store.pool_records(&first).await.unwrap();
     for (cluster, version) in [("main-1", "2026.11.1"), ("canary-1", "2026.11.2")] {
         let r = records
             .iter()

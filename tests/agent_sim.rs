@@ -132,6 +132,7 @@ async fn setup(trust: Option<rota::source::trust::TrustPolicy>) -> Setup {
 /// Statuses recorded in the repo's git notes for `cluster` on `commit` (what a user sees).
 async fn statuses(repo: &Path, commit: &str) -> Vec<(String, State, String)> {
     let store = GitNotesStore::new(repo, None, None);
+    store.scope_to(["canary-1".to_string(), "main-1".to_string()]);
     let mut out: Vec<_> = store
         .docs(commit)
         .await

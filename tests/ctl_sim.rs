@@ -60,6 +60,8 @@ fn kubectl(kc: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `rota ctl VERB` with the kubeconfig `kc` (ana's token), a note that tries to drive the
+/// terminal: the request names ana as the API server knows her, the note is only a note.
 fn ctl(kc: &Path, verb: &str) {
     let out = Command::new(rota())
         .args([
@@ -70,7 +72,7 @@ fn ctl(kc: &Path, verb: &str) {
             "--pool",
             "general",
             "--by",
-            "ana",
+            "bob said so\x1b[2K",
         ])
         .arg("--kubeconfig")
         .arg(kc)
@@ -81,7 +83,26 @@ fn ctl(kc: &Path, verb: &str) {
         "rota ctl {verb}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("rota.dev/request="));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("as ana@example.com (rota.dev/request=")
+            && stdout.contains("@ana@example.com"),
+        "{stdout}"
+    );
+}
+
+/// kubectl as another user (`--as`), expected to fail: its stderr.
+fn kubectl_refused(kc: &Path, user: &str, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kc)
+        .args(["--context", "sim-1", "--as", user])
+        .args(args)
+        .env("HOME", kc.parent().unwrap())
+        .output()
+        .expect("kubectl is missing (scripts/test installs it)");
+    assert!(!out.status.success(), "kubectl {args:?} was allowed");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The NodePoolRotation as kubectl shows it.
@@ -153,12 +174,31 @@ async fn pause_resume_and_complete_soak_steer_the_rotation_and_kubectl_shows_it(
         .create(&PostParams::default(), &crd::definition())
         .await
         .unwrap();
+    // Two people, ana (on call) and bob. The sim's kubeconfig is an admin's; people are
+    // named by impersonation (kubectl sends no bearer token over the sim's plain http).
     let http = serve_http(ApiServer::new(store).with_speed(SPEED))
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
     rota::sim::kubeconfig::write(&kc, &[("sim-1".to_string(), http.url())]).unwrap();
+    // ana's kubeconfig: `as: ana@example.com`, as an admin acting for her would have it.
+    let mut doc: Value = serde_yaml::from_str(&std::fs::read_to_string(&kc).unwrap()).unwrap();
+    doc["users"][0]["user"]["as"] = Value::from("ana@example.com");
+    doc["users"][0]["user"]["as-groups"] = serde_json::json!(["sre"]);
+    std::fs::write(&kc, serde_yaml::to_string(&doc).unwrap()).unwrap();
+    assert_eq!(
+        kubectl(
+            &kc,
+            &[
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}"
+            ]
+        ),
+        "ana@example.com"
+    );
 
     // One node per batch, and a batch soak long enough to be ended by hand.
     let mut policy = EffectivePolicy {
@@ -205,7 +245,11 @@ async fn pause_resume_and_complete_soak_steer_the_rotation_and_kubectl_shows_it(
     })
     .await;
     let message = v["status"]["message"].as_str().unwrap();
-    assert!(message.contains("rota ctl pause by ana"), "{message}");
+    assert!(
+        message.contains("rota ctl pause by ana@example.com at ")
+            && message.contains("(\"bob said so\\\\u{1b}[2K\")"),
+        "who is the API server's identity, the note is a sanitised note: {message}"
+    );
     assert!(v["status"]["checkpoint"]["operatorPaused"].is_string());
     let paused = v["status"]["conditions"]
         .as_array()
@@ -219,6 +263,43 @@ async fn pause_resume_and_complete_soak_steer_the_rotation_and_kubectl_shows_it(
         events.contains("OperatorPause") && events.contains("paused (rota ctl pause by ana"),
         "{events}"
     );
+
+    // bob cannot make a request in ana's name (nor in nobody's), with kubectl by hand:
+    // the admission policy wants the writer's own name.
+    let stamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    for forged in [
+        format!("rota.dev/request=resume@{stamp}@ana@example.com"),
+        format!("rota.dev/request=resume@{stamp}"),
+    ] {
+        let e = kubectl_refused(
+            &kc,
+            "bob",
+            &[
+                "annotate",
+                "nodepoolrotation",
+                "general",
+                &forged,
+                "--overwrite",
+            ],
+        );
+        assert!(
+            e.contains("ValidatingAdmissionPolicy 'rota-request-identity'")
+                && e.contains("@bob (your own Kubernetes user name)"),
+            "{e}"
+        );
+    }
+    // Nor attach a note to ana's request.
+    let e = kubectl_refused(
+        &kc,
+        "bob",
+        &[
+            "annotate",
+            "nodepoolrotation",
+            "general",
+            "rota.dev/request-note=it was ana",
+        ],
+    );
+    assert!(e.contains("denied request"), "{e}");
 
     // resume: back to the soak, still in batch 1.
     ctl(&kc, "resume");
@@ -288,4 +369,178 @@ fn retry_clears_a_halt_once_and_a_malformed_request_is_refused() {
     );
     assert_eq!(cp.halted.as_deref(), Some("again"));
     assert!(Request::parse("stop-everything@now").is_err());
+}
+
+/// The venv that holds the Python test peers (scripts/test installs cel-python there).
+fn peers_python() -> std::path::PathBuf {
+    let venv = std::env::var_os("ROTA_PEERS_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            let exe = std::env::current_exe().unwrap();
+            exe.ancestors().nth(3).unwrap().join("peers-venv")
+        });
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: scripts/test makes the test peers' venv (with cel-python), or point \
+         ROTA_PEERS_VENV at a venv with `pip install cel-python==0.5.0`",
+        python.display()
+    );
+    python
+}
+
+/// Evaluates a ValidatingAdmissionPolicy's variables (in order) and validations with
+/// cel-python for each case: `[{"object", "oldObject", "username"}]` → one bool per case.
+const CEL_EVAL: &str = r#"
+import json, sys
+import celpy
+from celpy import celtypes
+spec = json.load(open(sys.argv[1]))
+cases = json.load(sys.stdin)
+env = celpy.Environment()
+variables = [(v["name"], env.program(env.compile(v["expression"]))) for v in spec.get("variables", [])]
+checks = [env.program(env.compile(v["expression"])) for v in spec["validations"]]
+out = []
+for c in cases:
+    act = {
+        "object": celpy.json_to_cel(c["object"]),
+        "oldObject": celpy.json_to_cel(c["oldObject"]),
+        "request": celpy.json_to_cel({"userInfo": {"username": c["username"]}}),
+    }
+    computed = celtypes.MapType({})
+    for name, prog in variables:
+        act["variables"] = computed
+        computed[celtypes.StringType(name)] = prog.evaluate(act)
+    act["variables"] = computed
+    out.append(all(bool(p.evaluate(act)) for p in checks))
+print(json.dumps(out))
+"#;
+
+/// The admission policy rota ships, evaluated by an independent CEL implementation, agrees
+/// with the simulated API server's model of it on every case (so what ctl_sim shows of the
+/// model holds for the real policy in a real cluster).
+#[test]
+fn the_shipped_request_identity_policy_and_the_sim_model_agree() {
+    use rota::sim::apiserver::admission::request_identity;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/manifests/request-identity.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let policy: Value = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| {
+            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
+            serde_json::to_value(v).unwrap()
+        })
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
+        .expect("the policy");
+    assert_eq!(policy["spec"]["validations"][0]["reason"], "Forbidden");
+    let npr = |request: Option<&str>, note: Option<&str>| {
+        let mut a = serde_json::Map::new();
+        if let Some(r) = request {
+            a.insert("rota.dev/request".into(), Value::from(r));
+        }
+        if let Some(n) = note {
+            a.insert("rota.dev/request-note".into(), Value::from(n));
+        }
+        let mut o = serde_json::json!({"apiVersion": "rota.dev/v1alpha1", "kind": "NodePoolRotation",
+                                       "metadata": {"name": "general"}, "spec": {"pool": "general"}});
+        if !a.is_empty() {
+            o["metadata"]["annotations"] = Value::Object(a);
+        }
+        o
+    };
+    let ana = "pause@2026-11-24T06:00:00Z@ana@example.com";
+    let old = npr(Some(ana), Some("oncall"));
+    let cases: Vec<(Option<Value>, Value, &str)> = vec![
+        (None, npr(None, None), "bob"),
+        (None, npr(Some(ana), None), "ana@example.com"),
+        (None, npr(Some(ana), None), "bob"),
+        (None, npr(Some("pause@2026-11-24T06:00:00Z"), None), "ana"),
+        (
+            None,
+            npr(Some("pause@2026-11-24T06:00:00Z@mallory@ana"), None),
+            "ana",
+        ),
+        (
+            None,
+            npr(Some("pause@2026-11-24T06:00:00Z@ana"), None),
+            "mallory@ana",
+        ),
+        (None, npr(Some("pause@yesterday@ana"), None), "ana"),
+        (
+            None,
+            npr(Some("stop@2026-11-24T06:00:00Z@ana"), None),
+            "ana",
+        ),
+        (
+            None,
+            npr(Some("complete-soak@2026-11-24T06:00:00Z@ana"), None),
+            "ana",
+        ),
+        (None, npr(None, Some("it was bob")), "bob"),
+        (
+            Some(old.clone()),
+            npr(Some(ana), Some("oncall")),
+            "system:serviceaccount:rota-system:rota",
+        ),
+        (
+            Some(old.clone()),
+            npr(None, None),
+            "system:serviceaccount:rota-system:rota",
+        ),
+        (Some(old.clone()), npr(Some(ana), Some("it was bob")), "bob"),
+        (Some(old.clone()), npr(Some(ana), None), "ana@example.com"),
+        (
+            Some(old.clone()),
+            npr(Some("resume@2026-11-24T07:00:00Z@bob"), None),
+            "bob",
+        ),
+        (
+            Some(npr(None, None)),
+            npr(Some("resume@2026-11-24T07:00:00Z@bob"), None),
+            "ana@example.com",
+        ),
+    ];
+    let input: Vec<Value> = cases
+        .iter()
+        .map(|(old, new, user)| {
+            serde_json::json!({"object": new, "oldObject": old, "username": user})
+        })
+        .collect();
+    let spec_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(spec_file.path(), policy["spec"].to_string()).unwrap();
+    let mut child = Command::new(peers_python())
+        .args(["-c", CEL_EVAL])
+        .arg(spec_file.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::Array(input).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "cel-python: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cel: Vec<bool> = serde_json::from_slice(&out.stdout).unwrap();
+    let want = [
+        true, true, false, false, false, false, false, false, true, false, true, true, false, true,
+        true, false,
+    ];
+    for (i, (old, new, user)) in cases.iter().enumerate() {
+        let model = request_identity(old.as_ref(), new, user).is_ok();
+        assert_eq!(
+            (cel[i], model),
+            (want[i], want[i]),
+            "case {i}: user {user}, {:?} -> {:?}: (CEL, sim model)",
+            old.as_ref().map(|o| &o["metadata"]),
+            new["metadata"]
+        );
+    }
 }

@@ -8,6 +8,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -109,6 +112,10 @@ fn every_rendered_object_validates_against_its_kubernetes_type() {
                 "Service" => typed_check::<Service>(obj),
                 "ConfigMap" => typed_check::<ConfigMap>(obj),
                 "CustomResourceDefinition" => typed_check::<CustomResourceDefinition>(obj),
+                "ValidatingAdmissionPolicy" => typed_check::<ValidatingAdmissionPolicy>(obj),
+                "ValidatingAdmissionPolicyBinding" => {
+                    typed_check::<ValidatingAdmissionPolicyBinding>(obj)
+                }
                 // The Prometheus Operator's kinds have no k8s-openapi type: checked below.
                 "PrometheusRule" | "ServiceMonitor" => vec![],
                 other => vec![format!("unexpected kind {other}")],
@@ -122,7 +129,7 @@ fn every_rendered_object_validates_against_its_kubernetes_type() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert_eq!(kinds.len(), 14, "{kinds:?}");
+    assert_eq!(kinds.len(), 16, "{kinds:?}");
 }
 
 #[test]
@@ -697,6 +704,7 @@ fn the_base_and_overlays_apply_to_the_simulated_fleet() {
         let p = match kind.as_str() {
             "networkpolicy" => "networkpolicies".to_string(),
             "poddisruptionbudget" => "poddisruptionbudgets".to_string(),
+            "validatingadmissionpolicy" => "validatingadmissionpolicies".to_string(),
             k => format!("{k}s"),
         };
         match group {

@@ -131,7 +131,9 @@ fn steered(status: &rota_core::rotate::resource::NodePoolRotationStatus) -> Stri
             )
         })
         .map(|r| {
-            let by = r.by.map(|w| format!(" by {w}")).unwrap_or_default();
+            let by =
+                r.by.map(|w| format!(" by {}", rota_core::sanitize::line(&w)))
+                    .unwrap_or_default();
             format!(" · after rota ctl {}{by}", r.verb.as_str())
         })
         .unwrap_or_default()

@@ -1,18 +1,22 @@
 //! `rota ctl pause|resume|retry|complete-soak --cluster C --pool P`: an operator's request
-//! to the rotation under way, outside git (see [`rota_core::rotate::operator`]). It sets the
-//! annotation `rota.dev/request` on the pool's NodePoolRotation, exactly what
-//! `kubectl annotate nodepoolrotation P rota.dev/request=pause@<time> --overwrite` would do;
-//! the controller applies it, records it (status, Event, commit status) and clears it.
+//! to the rotation under way, outside git (see [`rota_core::rotate::operator`]). It asks the API
+//! server who the caller is (a SelfSubjectReview, `kubectl auth whoami`), then sets the
+//! annotation `rota.dev/request=<verb>@<time>@<that user>` on the pool's NodePoolRotation,
+//! exactly what `kubectl annotate nodepoolrotation P rota.dev/request=pause@<time>@<you>
+//! --overwrite` would do; the admission policy rota ships refuses any other name there. The
+//! controller applies it, records it (status, Event, commit status) and clears it.
+//!
+//! The caller needs the `rota-operator` ClusterRole (deploy/manifests/operator-rbac.yaml).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 
 use crate::kube::crd::NodePoolRotation;
-use rota_core::rotate::operator::{REQUEST_ANNOTATION, Request, Verb};
+use rota_core::rotate::operator::{REQUEST_ANNOTATION, REQUEST_NOTE_ANNOTATION, Request, Verb};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CtlVerb {
@@ -41,8 +45,10 @@ pub struct CtlArgs {
     /// Kubeconfig context (default: the one named like --cluster).
     #[arg(long)]
     pub context: Option<String>,
-    /// Who asks (recorded with the request; default: $USER).
-    #[arg(long, env = "USER")]
+    /// A note recorded beside the request (who asked for it, why; free text, at most 80
+    /// characters). Who made the request is not this: it is your Kubernetes identity, as
+    /// the API server knows it.
+    #[arg(long, alias = "note")]
     pub by: Option<String>,
 }
 
@@ -96,15 +102,44 @@ pub async fn request(args: &CtlArgs) -> Result<Request, String> {
             args.pool, npr.spec.cluster, args.cluster
         ));
     }
+    let who = whoami(&api).await?;
     // Whole seconds, so that the value reads well in `kubectl get -o yaml`; the value is the
     // request's identity, so two requests in the same second by the same person are one.
     let now = chrono::Utc::now();
-    let r = Request::new(verb(args.verb), now, args.by.as_deref());
-    let patch = serde_json::json!({"metadata": {"annotations": {REQUEST_ANNOTATION: r.id}}});
+    let r = Request::new(verb(args.verb), now, Some(&who)).with_note(args.by.as_deref());
+    // The note is replaced (or removed) with the request: it never outlives the request it
+    // was written for.
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        REQUEST_ANNOTATION: r.id,
+        REQUEST_NOTE_ANNOTATION: r.note,
+    }}});
     api.patch(&args.pool, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| format!("annotating NodePoolRotation {}: {e}", args.pool))?;
     Ok(r)
+}
+
+/// The caller's Kubernetes user name, as the API server authenticates it.
+async fn whoami(api: &Api<NodePoolRotation>) -> Result<String, String> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let reviews: Api<SelfSubjectReview> = Api::all(api.clone().into_client());
+    let review = reviews
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(|e| {
+            format!(
+                "asking the API server who you are (SelfSubjectReview, Kubernetes 1.28 or later; `kubectl auth whoami` does the same): {e}"
+            )
+        })?;
+    review
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| {
+            "the API server did not say who you are (SelfSubjectReview without a user name)"
+                .to_string()
+        })
 }
 
 pub fn run(args: CtlArgs) -> ExitCode {
@@ -118,11 +153,12 @@ pub fn run(args: CtlArgs) -> ExitCode {
     match rt.block_on(request(&args)) {
         Ok(r) => {
             println!(
-                "requested {} on {}/{} ({REQUEST_ANNOTATION}={}); the controller applies it at its next reconcile:\n  kubectl get nodepoolrotation {} -o wide",
+                "requested {} on {}/{} as {} ({REQUEST_ANNOTATION}={}); the controller applies it at its next reconcile:\n  kubectl get nodepoolrotation {} -o wide",
                 r.verb.as_str(),
                 args.cluster,
                 args.pool,
-                r.id,
+                rota_core::sanitize::line(r.by.as_deref().unwrap_or("")),
+                rota_core::sanitize::line(&r.id),
                 args.pool
             );
             ExitCode::SUCCESS

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use crate::report::{CommitStatus, GitNotesStore, cluster_context, pool_context};
+use crate::report::{CommitStatus, cluster_context, pool_context};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -44,6 +44,11 @@ pub struct StatusArgs {
     /// With --fleet: only this cluster.
     #[arg(long, requires = "fleet")]
     pub cluster: Option<String>,
+    /// Allowed-signers file of the agents (principal: cluster name): count only records
+    /// signed by the agent of the cluster they speak for (with --fleet: a pool is done only
+    /// when a signed record says so).
+    #[arg(long, env = "ROTA_AGENT_SIGNERS")]
+    pub agent_signers: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -102,7 +107,14 @@ pub async fn view(args: &StatusArgs) -> Result<FleetView, String> {
         .map_err(|d| d.to_string())?;
     let commit = fleet.commit().unwrap_or_default().to_string();
     let clusters = fleet.resolve_all().map_err(|e| e.to_string())?;
-    let store = GitNotesStore::new(&args.repo, None, None);
+    // The one reader of notes: the declared clusters' own refs only, bounded, validated.
+    let store = crate::ui::load::RepoAt {
+        repo: args.repo.clone(),
+        rev: commit.clone(),
+        subdir: args.subdir.clone(),
+        agent_signers: args.agent_signers.clone(),
+    }
+    .notes(clusters.iter().map(|c| c.name.clone()));
     let recorded: Vec<CommitStatus> = store
         .docs(&commit)
         .await
@@ -249,6 +261,7 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
         repo: args.repo.clone(),
         rev: args.rev.clone(),
         subdir: args.subdir.clone(),
+        agent_signers: args.agent_signers.clone(),
     };
     let filter = crate::ui::text::Filter {
         wave: args.wave.clone(),

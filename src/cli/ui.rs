@@ -9,7 +9,7 @@ use clap::Args;
 
 use crate::source::{Auth, GitSource, Secret, SourceConfig};
 use crate::ui::load::RepoAt;
-use crate::ui::server::{Limits, Ui};
+use crate::ui::server::{Hosts, Limits, Ui};
 use rota_core::fleet::duration::GoDuration;
 
 #[derive(Args, Debug)]
@@ -51,6 +51,23 @@ pub struct UiArgs {
     /// Connections served at once.
     #[arg(long, default_value_t = 64)]
     pub max_connections: usize,
+    /// Connections served at once from one client address (behind an Ingress or a proxy
+    /// every user is one address: raise it there).
+    #[arg(long, default_value_t = 16)]
+    pub max_connections_per_client: usize,
+    /// Also answer requests for this host name (repeatable; comma-separated in the
+    /// environment). IP addresses and `localhost` are always answered; any other `Host` is
+    /// refused, so that a DNS-rebinding web page cannot read the fleet through a browser.
+    #[arg(
+        long = "allow-host",
+        env = "ROTA_UI_ALLOW_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allow_hosts: Vec<String>,
+    /// Allowed-signers file of the agents (principal: cluster name): the page counts only
+    /// records signed by the agent of the cluster they speak for, as the agents do.
+    #[arg(long, env = "ROTA_AGENT_SIGNERS")]
+    pub agent_signers: Option<PathBuf>,
 }
 
 /// A local repository when `repo` is a directory, else a URL.
@@ -89,7 +106,28 @@ fn mirror(args: &UiArgs) -> Result<std::sync::Arc<GitSource>, String> {
     )
     .map_err(|e| e.to_string())?;
     source.fetch().map_err(|e| e.to_string())?;
+    // Now that the fleet is known, fetch its clusters' notes refs first: a flood of refs
+    // pushed by anyone cannot crowd them out of the fetch cap.
+    if scope_notes(&source, &args.branch, args.subdir.as_deref()) {
+        source.fetch().map_err(|e| e.to_string())?;
+    }
     Ok(std::sync::Arc::new(source))
+}
+
+/// Points the mirror's notes fetch at the clusters the fleet declares at the followed
+/// branch; false when the fleet cannot be read (the page will say why).
+fn scope_notes(source: &GitSource, branch: &str, subdir: Option<&std::path::Path>) -> bool {
+    match crate::source::read::load_git_at(
+        source.mirror_path(),
+        &format!("refs/remotes/origin/{branch}"),
+        subdir,
+    ) {
+        Ok(fleet) => {
+            source.set_notes_clusters(fleet.cluster_names().map(str::to_string));
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 pub fn run(args: UiArgs) -> ExitCode {
@@ -107,13 +145,15 @@ pub fn run(args: UiArgs) -> ExitCode {
                 repo: PathBuf::from(&args.repo),
                 rev: args.rev.clone(),
                 subdir: args.subdir.clone(),
+                agent_signers: args.agent_signers.clone(),
             };
             (at, None)
         } else {
             let source = match tokio::task::block_in_place(|| mirror(&args)) {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("rota ui: {e}");
+                    // Whatever the error quotes, no URL in it carries a credential.
+                    eprintln!("rota ui: {}", crate::source::redact_urls_in(&e));
                     return ExitCode::from(2);
                 }
             };
@@ -121,6 +161,7 @@ pub fn run(args: UiArgs) -> ExitCode {
                 repo: source.mirror_path().to_path_buf(),
                 rev: format!("refs/remotes/origin/{}", args.branch),
                 subdir: args.subdir.clone(),
+                agent_signers: args.agent_signers.clone(),
             };
             (at, Some(source))
         };
@@ -131,9 +172,11 @@ pub fn run(args: UiArgs) -> ExitCode {
         }
         let limits = Limits {
             max_connections: args.max_connections,
+            max_per_client: args.max_connections_per_client,
             ..Limits::default()
         };
-        let (addr, server) = match Ui::new(at, limits).spawn(args.listen).await {
+        let ui = Ui::new(at, limits).with_hosts(Hosts::new(args.allow_hosts.clone()));
+        let (addr, server) = match ui.spawn(args.listen).await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("rota ui: {e}");
@@ -146,11 +189,19 @@ pub fn run(args: UiArgs) -> ExitCode {
                 .poll
                 .as_duration()
                 .max(std::time::Duration::from_secs(1));
+            let branch = args.branch.clone();
+            let subdir = args.subdir.clone();
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
                     let s = std::sync::Arc::clone(&source);
-                    match tokio::task::spawn_blocking(move || s.fetch()).await {
+                    let (branch, subdir) = (branch.clone(), subdir.clone());
+                    match tokio::task::spawn_blocking(move || {
+                        scope_notes(&s, &branch, subdir.as_deref());
+                        s.fetch()
+                    })
+                    .await
+                    {
                         Ok(Ok(_)) => {}
                         Ok(Err(e)) => tracing::warn!(error = %e, "rota ui: fetch failed"),
                         Err(e) => tracing::warn!(error = %e, "rota ui: fetch task failed"),

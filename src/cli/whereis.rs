@@ -19,6 +19,10 @@ pub struct WhereArgs {
     pub rev: String,
     #[arg(long = "path")]
     pub subdir: Option<PathBuf>,
+    /// Allowed-signers file of the agents (principal: cluster name): count only records
+    /// signed by the agent of the cluster they speak for.
+    #[arg(long, env = "ROTA_AGENT_SIGNERS")]
+    pub agent_signers: Option<PathBuf>,
 }
 
 pub fn run(args: WhereArgs) -> ExitCode {
@@ -44,6 +48,7 @@ pub fn run(args: WhereArgs) -> ExitCode {
         repo: args.repo.clone(),
         rev: args.rev.clone(),
         subdir: args.subdir.clone(),
+        agent_signers: args.agent_signers.clone(),
     };
     let p = match rt.block_on(page(&at, chrono::Utc::now())) {
         Ok(p) => p,

@@ -1074,10 +1074,22 @@ impl Controller {
             "/metadata/annotations/{}",
             REQUEST_ANNOTATION.replace('/', "~1")
         );
-        let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
-            {"op": "test", "path": path, "value": value},
-            {"op": "remove", "path": path},
-        ])) {
+        let mut ops = vec![
+            serde_json::json!({"op": "test", "path": path, "value": value}),
+            serde_json::json!({"op": "remove", "path": path}),
+        ];
+        if npr
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(rota_core::rotate::operator::REQUEST_NOTE_ANNOTATION))
+        {
+            ops.push(serde_json::json!({"op": "remove", "path": format!(
+                "/metadata/annotations/{}",
+                rota_core::rotate::operator::REQUEST_NOTE_ANNOTATION.replace('/', "~1")
+            )}));
+        }
+        let patch: json_patch::Patch = match serde_json::from_value(serde_json::Value::Array(ops)) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "building the request-clearing patch failed");
@@ -1125,12 +1137,12 @@ fn operator_request(
     npr: &NodePoolRotation,
 ) -> Option<Result<rota_core::rotate::operator::Request, rota_core::rotate::operator::OperatorError>>
 {
-    let value = npr
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(rota_core::rotate::operator::REQUEST_ANNOTATION)?;
-    Some(rota_core::rotate::operator::Request::parse(value))
+    let annotations = npr.metadata.annotations.as_ref()?;
+    let value = annotations.get(rota_core::rotate::operator::REQUEST_ANNOTATION)?;
+    let note = annotations
+        .get(rota_core::rotate::operator::REQUEST_NOTE_ANNOTATION)
+        .map(String::as_str);
+    Some(rota_core::rotate::operator::Request::parse(value).map(|r| r.with_note(note)))
 }
 
 /// The gate whose failure the observation carries, if any.

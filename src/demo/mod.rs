@@ -523,6 +523,7 @@ impl<'a> Story<'a> {
         let r = self.repo.clone();
         let list = blocking(move || r.git(&["rev-list", "main"])).await?;
         let store = GitNotesStore::new(&self.repo.origin, None, None);
+        store.scope_to(self.order.iter().map(|(c, _)| c.clone()));
         let mut statuses = BTreeMap::new();
         for sha in list.lines() {
             let r = self.repo.clone();
@@ -589,6 +590,7 @@ impl<'a> Story<'a> {
     /// unless every pool of the fleet is (the story starts on a fleet already on its pins).
     async fn adopted(&self, commit: &str) -> Result<Vec<String>, String> {
         let store = GitNotesStore::new(&self.repo.origin, None, None);
+        store.scope_to(self.order.iter().map(|(c, _)| c.clone()));
         let records = store
             .pool_records(commit)
             .await
@@ -798,6 +800,7 @@ impl<'a> Story<'a> {
                 repo: self.repo.origin.clone(),
                 rev: "refs/heads/main".into(),
                 subdir: None,
+                agent_signers: None,
             },
             crate::ui::server::Limits::default(),
         )

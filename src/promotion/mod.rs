@@ -103,7 +103,10 @@ fn evidence(
                 "wave {} soaked {} from its newest completion (until {})",
                 w.name,
                 rota_core::fleet::duration::GoDuration::from_secs(w.soak.as_secs()),
-                (at + soak).format("%Y-%m-%dT%H:%M:%SZ")
+                // Saturating: whatever a record says, the arithmetic is total.
+                at.checked_add_signed(soak)
+                    .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)
+                    .format("%Y-%m-%dT%H:%M:%SZ")
             ));
         }
     }

@@ -295,7 +295,11 @@ fn error_message(status: StatusCode, body: &[u8]) -> String {
         .ok()
         .and_then(|v| v.get("message").map(|m| m.to_string()));
     let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
-    let text: String = text.trim().chars().take(300).collect();
+    // A forge's text goes into logs and statuses: made safe to print.
+    let text: String = rota_core::sanitize::line(text.trim())
+        .chars()
+        .take(300)
+        .collect();
     if text.is_empty() {
         status.canonical_reason().unwrap_or("error").to_string()
     } else {

@@ -33,6 +33,7 @@ use git2::{Oid, PushOptions, Repository};
 use serde::{Deserialize, Serialize};
 
 use super::evidence::{self, EvidenceKeys, RecordVerifier, SignedRecords};
+use super::note_reader;
 use super::{CommitStatus, Posted, ReportError, State, StatusStore, validate};
 use crate::source::credentials::{self, Auth, KnownHosts};
 use crate::source::{MAX_NOTES_REFS, NOTES_PREFIX, REMOTE_NOTES_PREFIX};
@@ -100,9 +101,9 @@ struct Inner {
     signing_key: Option<PathBuf>,
     /// Accepts only signed records (when agents' signers are set).
     verifier: Option<RecordVerifier>,
-    /// The clusters the fleet declares, once known ([`GitNotesStore::scope_to`]): their refs
-    /// are read by name, so refs pushed by anyone else (a flood sorting first) cannot crowd
-    /// them out of the [`MAX_NOTES_REFS`] read.
+    /// The clusters the fleet declares, once known ([`GitNotesStore::scope_to`]): only their
+    /// refs are read, each by name, so refs pushed by anyone else (a flood sorting first, a
+    /// ref no cluster owns) are never read at all. Until then only our own cluster's.
     scope: std::sync::Mutex<Option<std::collections::BTreeSet<String>>>,
 }
 
@@ -111,6 +112,13 @@ struct Inner {
 pub struct ClusterRecords {
     pub cluster: String,
     pub pools: Vec<PoolRecord>,
+}
+
+/// One cluster's note as read: validated, its records as the policy accepts them.
+struct Vetted {
+    doc: NoteDoc,
+    /// False when the policy refused the note's records (unsigned, forged, misplaced).
+    records_accepted: bool,
 }
 
 /// `refs/notes/rota/<cluster>`.
@@ -173,37 +181,90 @@ impl GitNotesStore {
     /// Each cluster's records on `commit`, accepted only from that cluster's own notes ref
     /// and only about that cluster (a record naming another cluster is dropped); with agents'
     /// signers configured, only when signed by that cluster's key for this commit. A note
-    /// that fails holds nothing: its records are left out, named in a warning.
+    /// that fails holds nothing: its cluster is left out, named in a warning.
     pub async fn records(&self, commit: &str) -> Result<Vec<ClusterRecords>, ReportError> {
-        let docs = self.docs(commit).await?;
+        let clusters = self.inner.clusters_to_read();
         let inner = Arc::clone(&self.inner);
         let commit = commit.to_string();
-        blocking(move || Ok(inner.accept_records(&commit, docs))).await
+        blocking(move || {
+            Ok(inner
+                .read_all(&commit, &clusters)?
+                .into_iter()
+                .filter(|v| v.records_accepted)
+                .map(|v| ClusterRecords {
+                    cluster: v.doc.cluster,
+                    pools: v.doc.pools,
+                })
+                .collect())
+        })
+        .await
     }
 
-    /// Every cluster's note document on `commit`, by cluster name.
+    /// Every cluster's note document on `commit` (the declared clusters', see
+    /// [`GitNotesStore::scope_to`]), as [`super::note_reader`] bounds and validates them, with
+    /// only the records the store's policy accepts.
     pub async fn docs(&self, commit: &str) -> Result<Vec<NoteDoc>, ReportError> {
-        let inner = Arc::clone(&self.inner);
-        let commit = commit.to_string();
-        blocking(move || inner.read_all(&commit)).await
+        let clusters = self.inner.clusters_to_read();
+        self.docs_of(commit, clusters).await
     }
 
-    /// Read only the records of these clusters (the fleet's), each from its own ref by name.
-    /// Without a scope every rota notes ref is read, up to [`MAX_NOTES_REFS`] of them.
+    /// [`GitNotesStore::docs`] of these clusters only (each from its own ref, by name).
+    pub async fn docs_of(
+        &self,
+        commit: &str,
+        clusters: Vec<String>,
+    ) -> Result<Vec<NoteDoc>, ReportError> {
+        let inner = Arc::clone(&self.inner);
+        let commit = commit.to_string();
+        blocking(move || {
+            Ok(inner
+                .read_all(&commit, &clusters)?
+                .into_iter()
+                .map(|v| v.doc)
+                .collect())
+        })
+        .await
+    }
+
+    /// Read only these clusters' notes (the fleet's), each from its own ref by name; until
+    /// called, only the store's own cluster's are read. Nothing else is ever read: a note
+    /// under a ref no declared cluster owns holds nothing.
     pub fn scope_to(&self, clusters: impl IntoIterator<Item = String>) {
         *self.inner.scope.lock().expect("no panics under the lock") =
             Some(clusters.into_iter().collect());
     }
 
-    /// The clusters that have a notes ref here: their agents have reported at least once (on
-    /// some commit).
+    /// The clusters (of those read) that have a notes ref here: their agents have reported
+    /// at least once (on some commit).
     pub async fn reporting_clusters(
         &self,
     ) -> Result<std::collections::BTreeSet<String>, ReportError> {
         let inner = Arc::clone(&self.inner);
+        let clusters = self.inner.clusters_to_read();
         blocking(move || {
             let repo = inner.open()?;
-            Ok(inner.refs_by_cluster(&repo)?.into_keys().collect())
+            Ok(inner
+                .refs_by_cluster(&repo, &clusters)
+                .into_keys()
+                .collect())
+        })
+        .await
+    }
+
+    /// A fingerprint of every notes ref of these clusters (their tips): equal fingerprints,
+    /// equal notes. For caches of what is computed from the notes (the fleet page).
+    pub async fn fingerprint(
+        &self,
+        clusters: Vec<String>,
+    ) -> Result<Vec<(String, Oid)>, ReportError> {
+        let inner = Arc::clone(&self.inner);
+        blocking(move || {
+            let repo = inner.open()?;
+            Ok(inner
+                .refs_by_cluster(&repo, &clusters)
+                .into_iter()
+                .filter_map(|(c, r)| repo.refname_to_id(&r).ok().map(|id| (c, id)))
+                .collect())
         })
         .await
     }
@@ -265,134 +326,138 @@ impl Inner {
         })
     }
 
-    /// The ref to read each cluster from: our own local ref (we are its writer), the fetched
-    /// copy for everyone else (fresher than any stale local ref).
-    fn refs_by_cluster(&self, repo: &Repository) -> Result<BTreeMap<String, String>, ReportError> {
-        let mut out = BTreeMap::new();
-        let err = self.git_err(NOTES_PREFIX);
-        let scope = self.scope.lock().expect("no panics under the lock").clone();
-        if let Some(clusters) = scope {
-            // Only the declared clusters, each by name: no glob over what pushers added.
-            for cluster in clusters.iter().take(MAX_NOTES_REFS) {
-                let own = self.cluster.as_deref() == Some(cluster.as_str());
-                let (first, second) = if own {
-                    (notes_ref(cluster), remote_notes_ref(cluster))
-                } else {
-                    (remote_notes_ref(cluster), notes_ref(cluster))
-                };
-                if let Some(name) = [first, second]
-                    .into_iter()
-                    .find(|n| repo.find_reference(n).is_ok())
-                {
-                    out.insert(cluster.clone(), name);
-                }
-            }
-            return Ok(out);
+    /// The clusters to read: the declared ones once known, else only our own.
+    fn clusters_to_read(&self) -> Vec<String> {
+        match &*self.scope.lock().expect("no panics under the lock") {
+            Some(clusters) => clusters.iter().cloned().collect(),
+            None => self.cluster.iter().cloned().collect(),
         }
-        for prefix in [NOTES_PREFIX, REMOTE_NOTES_PREFIX] {
-            // One past the limit is enough to know it is exceeded; never walk a flood whole.
-            let glob = repo.references_glob(&format!("{prefix}*")).map_err(&err)?;
-            for r in glob.take(MAX_NOTES_REFS + 1) {
-                let r = r.map_err(&err)?;
-                let Ok(name) = r.name() else { continue };
-                let cluster = name[prefix.len()..].to_string();
-                let own = self.cluster.as_deref() == Some(cluster.as_str());
-                let prefer = if own {
-                    NOTES_PREFIX
-                } else {
-                    REMOTE_NOTES_PREFIX
-                };
-                if prefix == prefer || !out.contains_key(&cluster) {
-                    out.insert(cluster, name.to_string());
-                }
-            }
-        }
-        Ok(out)
     }
 
+    /// The ref to read each of `clusters` from (those that have one): our own local ref (we
+    /// are its writer), the fetched copy for everyone else (fresher than any stale local
+    /// ref). At most [`MAX_NOTES_REFS`] clusters; never a glob.
+    fn refs_by_cluster(&self, repo: &Repository, clusters: &[String]) -> BTreeMap<String, String> {
+        if clusters.len() > MAX_NOTES_REFS {
+            tracing::warn!(
+                clusters = clusters.len(),
+                read = MAX_NOTES_REFS,
+                "more clusters than the notes refs limit: the rest are not read"
+            );
+        }
+        let mut out = BTreeMap::new();
+        for cluster in clusters.iter().take(MAX_NOTES_REFS) {
+            let own = self.cluster.as_deref() == Some(cluster.as_str());
+            let (first, second) = if own {
+                (notes_ref(cluster), remote_notes_ref(cluster))
+            } else {
+                (remote_notes_ref(cluster), notes_ref(cluster))
+            };
+            if let Some(name) = [first, second]
+                .into_iter()
+                .find(|n| repo.find_reference(n).is_ok())
+            {
+                out.insert(cluster.clone(), name);
+            }
+        }
+        out
+    }
+
+    /// `cluster`'s note on `commit` under `notes_ref`, bounded and validated by
+    /// [`note_reader`] (its records not yet judged by the policy). `Ok(None)`: no note.
     fn read_doc(
         &self,
         repo: &Repository,
         notes_ref: &str,
         cluster: &str,
         commit: Oid,
-    ) -> Result<Option<NoteDoc>, ReportError> {
-        let note = match repo.find_note(Some(notes_ref), commit) {
-            Ok(n) => n,
-            Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
-            Err(e) => return Err(self.git_err(notes_ref)(e)),
+    ) -> Result<Option<(NoteDoc, u64)>, ReportError> {
+        let invalid = |why: String| ReportError::Git {
+            notes_ref: notes_ref.to_string(),
+            message: format!("note on {commit}: {why}"),
         };
-        let doc: NoteDoc =
-            serde_json::from_slice(note.message_bytes()).map_err(|e| ReportError::Git {
-                notes_ref: notes_ref.to_string(),
-                message: format!("note on {commit} is not a rota status document: {e}"),
-            })?;
-        if doc.cluster != cluster {
-            return Err(ReportError::Git {
-                notes_ref: notes_ref.to_string(),
-                message: format!("note on {commit} names cluster {:?}", doc.cluster),
-            });
-        }
-        Ok(Some(doc))
-    }
-
-    fn accept_records(&self, commit: &str, docs: Vec<NoteDoc>) -> Vec<ClusterRecords> {
-        let mut out = Vec::new();
-        for doc in docs {
-            let cluster = doc.cluster.clone();
-            let pools = match &self.verifier {
-                None => doc.pools,
-                Some(v) => match v.accept(&cluster, commit, doc.signed.as_ref()) {
-                    Ok(Ok(pools)) => pools,
-                    Ok(Err(why)) => {
-                        tracing::warn!(cluster = %cluster, commit = %commit, reason = %why,
-                            "promotion records refused: they hold nothing");
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!(cluster = %cluster, commit = %commit, reason = e.reason(),
-                            error = %e, "promotion records not verified (retried next pass)");
-                        continue;
-                    }
-                },
+        let (blob, size) =
+            match note_reader::find(repo, notes_ref, commit).map_err(self.git_err(notes_ref))? {
+                None => return Ok(None),
+                Some(Err(why)) => return Err(invalid(why.to_string())),
+                Some(Ok(found)) => found,
             };
-            let (own, foreign): (Vec<_>, Vec<_>) =
-                pools.into_iter().partition(|r| r.cluster == cluster);
-            if !foreign.is_empty() {
-                tracing::warn!(cluster = %cluster, commit = %commit, records = foreign.len(),
-                    "records about other clusters in this cluster's note are ignored");
-            }
-            out.push(ClusterRecords {
-                cluster,
-                pools: own,
-            });
-        }
-        out
+        let blob = repo.find_blob(blob).map_err(self.git_err(notes_ref))?;
+        let doc =
+            note_reader::parse(blob.content(), cluster).map_err(|e| invalid(e.to_string()))?;
+        Ok(Some((doc, size)))
     }
 
-    fn read_all(&self, commit: &str) -> Result<Vec<NoteDoc>, ReportError> {
+    /// The records of `doc` the policy accepts: about its own cluster only, and with agents'
+    /// signers only the signed ones for this cluster and commit. `None`: refused (named in a
+    /// warning), so the note holds no records.
+    fn accept_records(&self, commit: &str, doc: &NoteDoc) -> Option<Vec<PoolRecord>> {
+        let cluster = &doc.cluster;
+        let pools = match &self.verifier {
+            None => doc.pools.clone(),
+            Some(v) => match v.accept(cluster, commit, doc.signed.as_ref()) {
+                Ok(Ok(mut pools)) => {
+                    if let Err(why) = note_reader::vet_records(&mut pools) {
+                        tracing::warn!(cluster = %cluster, commit = %commit, reason = %why,
+                            "signed records refused: they hold nothing");
+                        return None;
+                    }
+                    pools
+                }
+                Ok(Err(why)) => {
+                    tracing::warn!(cluster = %cluster, commit = %commit, reason = %why,
+                        "promotion records refused: they hold nothing");
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %cluster, commit = %commit, reason = e.reason(),
+                        error = %e, "promotion records not verified (retried next pass)");
+                    return None;
+                }
+            },
+        };
+        let (own, foreign): (Vec<_>, Vec<_>) =
+            pools.into_iter().partition(|r| &r.cluster == cluster);
+        if !foreign.is_empty() {
+            tracing::warn!(cluster = %cluster, commit = %commit, records = foreign.len(),
+                "records about other clusters in this cluster's note are ignored");
+        }
+        Some(own)
+    }
+
+    /// The notes of `clusters` on `commit`, each vetted: bounded and validated, its records
+    /// as the policy accepts them. One cluster's unreadable note never hides another's.
+    fn read_all(&self, commit: &str, clusters: &[String]) -> Result<Vec<Vetted>, ReportError> {
         let repo = self.open()?;
         let oid = Oid::from_str(commit)
             .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
-        let mut docs = Vec::new();
-        let refs = self.refs_by_cluster(&repo)?;
-        if refs.len() > MAX_NOTES_REFS {
-            tracing::warn!(
-                refs = refs.len(),
-                read = MAX_NOTES_REFS,
-                "more rota notes refs than the limit: the rest are not read"
-            );
-        }
-        for (cluster, r) in refs.into_iter().take(MAX_NOTES_REFS) {
+        let mut out = Vec::new();
+        let mut bytes = 0u64;
+        for (cluster, r) in self.refs_by_cluster(&repo, clusters) {
+            if bytes > note_reader::MAX_NOTES_BYTES_PER_COMMIT {
+                tracing::warn!(commit = %commit, cluster = %cluster, read = bytes,
+                    "the notes on this commit add up to more than the limit: the rest are not read");
+                break;
+            }
             match self.read_doc(&repo, &r, &cluster, oid) {
-                Ok(Some(doc)) => docs.push(doc),
+                Ok(Some((mut doc, size))) => {
+                    bytes += size;
+                    let accepted = self.accept_records(commit, &doc);
+                    let records_accepted = accepted.is_some();
+                    doc.pools = accepted.unwrap_or_default();
+                    // Judged: the signature is of no more use to a reader.
+                    doc.signed = None;
+                    out.push(Vetted {
+                        doc,
+                        records_accepted,
+                    });
+                }
                 Ok(None) => {}
-                // One cluster's unreadable note must not hide everyone else's. Skipping it
-                // is safe for the guard: a pool without records has completed nothing.
+                // Skipping it is safe for the guard: a pool without records completed nothing.
                 Err(e) => tracing::warn!(cluster = %cluster, error = %e, "skipping a status note"),
             }
         }
-        Ok(docs)
+        Ok(out)
     }
 
     fn write(
@@ -454,7 +519,7 @@ impl Inner {
         mutate: &dyn Fn(&mut NoteDoc, DateTime<Utc>) -> bool,
     ) -> Result<Posted, ReportError> {
         let mut doc = match self.read_doc(repo, local, cluster, oid) {
-            Ok(Some(d)) => d,
+            Ok(Some((d, _))) => d,
             Ok(None) => NoteDoc {
                 cluster: cluster.to_string(),
                 ..NoteDoc::default()
@@ -491,6 +556,14 @@ impl Inner {
             })?);
         }
         let text = serde_json::to_string_pretty(&doc).expect("serialisable") + "\n";
+        if text.len() as u64 > note_reader::MAX_NOTE_BYTES {
+            // Readers would refuse it whole: say so rather than write what nobody reads.
+            return Err(ReportError::Invalid(format!(
+                "the note of {cluster} on {oid} would be {} bytes, over the {} readers accept",
+                text.len(),
+                note_reader::MAX_NOTE_BYTES
+            )));
+        }
         let sig = git2::Signature::now("rota", &format!("rota+{cluster}@rota.dev"))
             .map_err(self.git_err(local))?;
         repo.note(&sig, &sig, Some(local), oid, &text, true)

@@ -226,7 +226,10 @@ impl GitSource {
         let fetch_err = |e: git2::Error| SourceError::Fetch {
             url: redact_url(&self.config.url),
             branch: branch.clone(),
-            message: credentials::explain(&e, &refusal),
+            message: rota_core::sanitize::text(&redact_urls_in(&credentials::explain(
+                &e, &refusal,
+            )))
+            .into_owned(),
         };
         let mut remote = repo.find_remote("origin").map_err(fetch_err)?;
         let branch_spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
@@ -262,7 +265,10 @@ impl GitSource {
         let fetch_err = |e: git2::Error| SourceError::Fetch {
             url: redact_url(&self.config.url),
             branch: branch.clone(),
-            message: credentials::explain(&e, &refusal),
+            message: rota_core::sanitize::text(&redact_urls_in(&credentials::explain(
+                &e, &refusal,
+            )))
+            .into_owned(),
         };
         let mut remote = repo.find_remote("origin").map_err(fetch_err)?;
         let mut opts = self.fetch_options(&refusal);
@@ -422,6 +428,7 @@ pub fn read_tree_files(
     let mut failure = None;
     let mut entries = 0usize;
     let mut over_budget = None;
+    let mut too_large = None;
     root.walk(git2::TreeWalkMode::PreOrder, |parent, entry| {
         // The same budget as the fleet loader: a tree bomb stops here, named.
         entries += 1;
@@ -435,6 +442,17 @@ pub fn read_tree_files(
         let path = format!("{parent}{}", entry.name().unwrap_or(""));
         if !want(&path) {
             return git2::TreeWalkResult::Ok;
+        }
+        // The same per-file budget as the fleet loader, judged from the header.
+        let size = repo
+            .odb()
+            .and_then(|odb| odb.read_header(entry.id()))
+            .map(|(size, _)| size as u64);
+        if let Ok(size) = size
+            && size > crate::source::read::MAX_FILE_BYTES
+        {
+            too_large = Some(format!("{path} is {size} bytes"));
+            return git2::TreeWalkResult::Abort;
         }
         match repo.find_blob(entry.id()) {
             Ok(blob) => {
@@ -451,7 +469,7 @@ pub fn read_tree_files(
         }
     })
     .or_else(|e| {
-        if over_budget.is_some() {
+        if over_budget.is_some() || too_large.is_some() {
             Ok(())
         } else {
             Err(e)
@@ -464,6 +482,15 @@ pub fn read_tree_files(
             message: format!(
                 "the tree has more than {} entries (stopped at {at})",
                 crate::source::read::MAX_TREE_ENTRIES
+            ),
+        });
+    }
+    if let Some(what) = too_large {
+        return Err(SourceError::Read {
+            commit: commit.to_string(),
+            message: format!(
+                "{what}, over the limit of {} bytes: not read",
+                crate::source::read::MAX_FILE_BYTES
             ),
         });
     }
@@ -493,21 +520,85 @@ pub(crate) fn is_scp_like(url: &str) -> bool {
     }
 }
 
-/// Drops any `user:password@` part so that URLs can be logged.
+/// A URL fit to be printed or logged: every credential it may carry is replaced by `***`.
+///
+/// - `user:password@`: the password (`https://x-access-token:***@github.com/...`);
+/// - a user name alone, on anything but ssh: forges take a token as the user name
+///   (`https://TOKEN@github.com/...`, `https://oauth2:TOKEN@...` alike), so it is `***@host`;
+///   an ssh user name (`ssh://git@host`, `git@host:path`) is an account, not a secret;
+/// - the query and the fragment (`?private_token=...`, `#access_token=...`): `?***`.
 pub fn redact_url(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        if let Some((userinfo, host)) = authority.rsplit_once('@') {
-            let user = userinfo.split(':').next().unwrap_or("");
-            if userinfo.contains(':') {
-                return format!("{scheme}://{user}:***@{host}{path}");
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // scp-like `user@host:path` (ssh) and local paths carry no secret.
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let ssh =
+        scheme.eq_ignore_ascii_case("ssh") || scheme.to_ascii_lowercase().starts_with("git+ssh");
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _))
+                if ssh || !user.is_empty() && user.len() < 40 && !looks_like_token(user) =>
+            {
+                format!("{user}:***@{host}")
             }
+            Some(_) => format!("***:***@{host}"),
+            None if ssh => format!("{userinfo}@{host}"),
+            None => format!("***@{host}"),
+        },
+        None => authority.to_string(),
+    };
+    let (path, secret) = match tail.find(['?', '#']) {
+        Some(i) => (&tail[..i], true),
+        None => (tail, false),
+    };
+    format!(
+        "{scheme}://{authority}{path}{}",
+        if secret { "?***" } else { "" }
+    )
+}
+
+/// A user name that is itself a token (GitHub's `ghp_...`, GitLab's `glpat-...`, long hex
+/// or base64): redacted even before a `:`.
+fn looks_like_token(user: &str) -> bool {
+    [
+        "ghp_",
+        "gho_",
+        "ghs_",
+        "ghu_",
+        "github_pat_",
+        "glpat-",
+        "glptt-",
+    ]
+    .iter()
+    .any(|p| user.starts_with(p))
+}
+
+/// Every URL inside free text (an error message from libgit2 or a forge) passed through
+/// [`redact_url`].
+pub fn redact_urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        // The scheme: the letters (and + - .) just before `://`.
+        let start = rest[..i]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+            .map_or(0, |j| j + 1);
+        let end = rest[i..]
+            .find(|c: char| c.is_whitespace() || "\"'<>`)]".contains(c))
+            .map_or(rest.len(), |j| i + j);
+        out.push_str(&rest[..start]);
+        if start == i {
+            out.push_str("://");
+            rest = &rest[i + 3..];
+            continue;
         }
+        out.push_str(&redact_url(&rest[start..end]));
+        rest = &rest[end..];
     }
-    url.to_string()
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -515,16 +606,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redacts_passwords_in_urls() {
+    fn redacts_credentials_in_urls_in_every_form() {
         assert_eq!(
             redact_url("https://x-access-token:ghp_secret@github.com/acme/fleet.git"),
             "https://x-access-token:***@github.com/acme/fleet.git"
+        );
+        // A token as the user name (what GitHub and GitLab accept).
+        assert_eq!(
+            redact_url("https://ghp_0123456789abcdef@github.com/acme/fleet.git"),
+            "https://***@github.com/acme/fleet.git"
+        );
+        assert_eq!(
+            redact_url("https://ghp_0123456789abcdef:x-oauth-basic@github.com/acme/fleet.git"),
+            "https://***:***@github.com/acme/fleet.git"
+        );
+        assert_eq!(
+            redact_url("HTTP://tok@host:8080"),
+            "HTTP://***@host:8080",
+            "no path, any case"
+        );
+        assert_eq!(
+            redact_url("https://gitlab.example/acme/fleet.git?private_token=glpat-x#frag"),
+            "https://gitlab.example/acme/fleet.git?***"
+        );
+        assert_eq!(redact_url("https://host?token=x"), "https://host?***");
+        assert_eq!(
+            redact_url("https://u:p@a@host/x"),
+            "https://u:***@host/x",
+            "the last @ ends the user info"
         );
         assert_eq!(
             redact_url("ssh://git@host/fleet.git"),
             "ssh://git@host/fleet.git"
         );
+        assert_eq!(
+            redact_url("git@github.com:acme/fleet.git"),
+            "git@github.com:acme/fleet.git"
+        );
         assert_eq!(redact_url("/srv/fleet"), "/srv/fleet");
+        assert_eq!(
+            redact_urls_in(
+                "fetching https://TOKEN@host/f.git (branch main): 'https://TOKEN@host/' refused"
+            ),
+            "fetching https://***@host/f.git (branch main): 'https://***@host/' refused"
+        );
+        assert_eq!(redact_urls_in("no url :// here"), "no url :// here");
     }
 
     #[test]

@@ -23,6 +23,10 @@ const MAX_DIR_DEPTH: usize = 16;
 /// fleet repo has hundreds; a tree that reuses one subtree at every level has as many as
 /// (fan-out)^(depth) from a few KiB of objects, and must stop here rather than spin.
 pub const MAX_TREE_ENTRIES: usize = 100_000;
+/// Largest symbolic link read from a git tree. Git stores a link's target path as a blob
+/// and nothing bounds it: a 200 MiB "path" packs to under 1 MiB. A real target is a short
+/// relative path (PATH_MAX is 4096).
+pub const MAX_LINK_BYTES: u64 = 4096;
 /// Most times one git tree object (the same folder content) is walked in one load: a real
 /// repo repeats a folder a few times (identical overlays); a tree bomb repeats it at will.
 pub const MAX_SUBTREE_REPEATS: u32 = 256;
@@ -313,6 +317,19 @@ fn walk_tree(
         } else {
             format!("{rel}/{name}")
         };
+        if !rota_core::sanitize::is_clean_line(&name)
+            && (is_yaml(&name) || entry.kind() == Some(git2::ObjectType::Tree))
+        {
+            // A path is printed in every diagnostic: it must not drive the terminal.
+            diags.push(
+                whole_file(
+                    &rota_core::sanitize::line(&rel_path),
+                    "the name holds control characters: not read",
+                )
+                .with_hint("rename it"),
+            );
+            continue;
+        }
         match entry.kind() {
             Some(git2::ObjectType::Tree) => {
                 if depth + 1 > MAX_DIR_DEPTH {
@@ -352,11 +369,28 @@ fn walk_tree(
             Some(git2::ObjectType::Blob) if is_yaml(&name) => {
                 let mut oid = entry.id();
                 if entry.filemode() == 0o120000 {
-                    // A symlink: its blob is the target path. Follow it only inside the tree.
-                    let target = odb
-                        .read(oid)
-                        .ok()
-                        .map(|o| String::from_utf8_lossy(o.data()).into_owned());
+                    // A symlink: its blob is the target path. Followed only to a plain file
+                    // inside the tree (what `rota validate` of a checkout reads too), and its
+                    // own blob is budgeted like any other before it is read.
+                    let target = match odb.read_header(oid) {
+                        Ok((size, _)) if size as u64 > MAX_LINK_BYTES => {
+                            diags.push(
+                                whole_file(
+                                    &rel_path,
+                                    format!(
+                                        "symbolic link target is {size} bytes, over the limit of {MAX_LINK_BYTES}: not read"
+                                    ),
+                                )
+                                .with_hint("a link names a path; this one is built to cost memory"),
+                            );
+                            continue;
+                        }
+                        Ok(_) => odb
+                            .read(oid)
+                            .ok()
+                            .map(|o| String::from_utf8_lossy(o.data()).into_owned()),
+                        Err(_) => None,
+                    };
                     let inside = target
                         .as_deref()
                         .and_then(|t| normalize(rel, t))

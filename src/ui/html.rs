@@ -351,7 +351,12 @@ pub fn commit_page(c: &CommitView) -> String {
     for s in &c.statuses {
         let desc = match &s.target_url {
             Some(u) if u.starts_with("https://") || u.starts_with("http://") => {
-                format!(r#"<a href="{}">{}</a>"#, esc(u), esc(&s.description))
+                // Another site: nothing of the page goes with the click.
+                format!(
+                    r#"<a href="{}" rel="noopener noreferrer">{}</a>"#,
+                    esc(u),
+                    esc(&s.description)
+                )
             }
             _ => esc(&s.description),
         };

@@ -30,6 +30,25 @@ pub struct RepoAt {
     pub rev: String,
     /// The fleet repo is in this folder of the git tree.
     pub subdir: Option<PathBuf>,
+    /// The agents' allowed-signers file (`--agent-signers`): records count only when signed
+    /// by the agent of the cluster they speak for, as the agents and `rota promote` judge.
+    pub agent_signers: Option<PathBuf>,
+}
+
+impl RepoAt {
+    /// A read-only notes store over this repo for `clusters` (the fleet's declared ones):
+    /// the one bounded, validated reader of notes (`report::note_reader`), with the same
+    /// signature policy as the agents.
+    pub fn notes(&self, clusters: impl IntoIterator<Item = String>) -> GitNotesStore {
+        let store = GitNotesStore::new(&self.repo, None, None).with_evidence(
+            &crate::report::evidence::EvidenceKeys {
+                signing_key: None,
+                agent_signers: self.agent_signers.clone(),
+            },
+        );
+        store.scope_to(clusters);
+        store
+    }
 }
 
 /// One commit as a forge lists it: its id, subject, author, time and statuses.
@@ -107,8 +126,59 @@ async fn docs(store: &GitNotesStore, commit: Oid) -> Result<Vec<NoteDoc>, UiErro
         .map_err(|e| UiError::Notes(e.to_string()))
 }
 
-/// The page for `at` as of `now`.
-pub async fn page(at: &RepoAt, now: DateTime<Utc>) -> Result<FleetPage, UiError> {
+/// Everything the page is computed from, read from git once: the fleet at the revision,
+/// the notes on it and the newest records before it, and the recent commits. The page itself
+/// ([`Loaded::page`]) is a pure function of this and the clock, so a server can keep it while
+/// neither the revision nor any notes ref moved ([`Loaded::key`]).
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub fleet: rota_core::fleet::Fleet,
+    pub clusters: Vec<rota_core::fleet::resolved::DesiredCluster>,
+    pub head_docs: Vec<NoteDoc>,
+    pub records: Vec<PoolRecord>,
+    pub verified: bool,
+    /// What this was read at: the commit and every read notes ref's tip.
+    pub key: Key,
+}
+
+/// The commit shown and the tips of the notes refs read: equal keys, equal page inputs.
+pub type Key = (Oid, Vec<(String, Oid)>);
+
+impl Loaded {
+    /// The page as of `now`.
+    pub fn page(&self, now: DateTime<Utc>) -> FleetPage {
+        fleet_page(&Inputs {
+            fleet: &self.fleet,
+            clusters: &self.clusters,
+            docs: &self.head_docs,
+            records: &self.records,
+            now,
+            verified: self.verified,
+        })
+    }
+
+    pub fn cluster_names(&self) -> Vec<String> {
+        self.clusters.iter().map(|c| c.name.clone()).collect()
+    }
+}
+
+/// The key `at` would load with now, given the clusters it declared last time (`None`: the
+/// revision moved, so the clusters may have too).
+pub async fn key_now(at: &RepoAt, last: &Loaded) -> Result<Option<Key>, UiError> {
+    let commit = resolve(&at.repo, &at.rev)?;
+    if commit != last.key.0 {
+        return Ok(None);
+    }
+    let tips = at
+        .notes(Vec::new())
+        .fingerprint(last.cluster_names())
+        .await
+        .map_err(|e| UiError::Notes(e.to_string()))?;
+    Ok(Some((commit, tips)))
+}
+
+/// Reads what the page of `at` is computed from.
+pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
     let commit = resolve(&at.repo, &at.rev)?;
     let fleet =
         crate::source::read::load_git_at(&at.repo, &commit.to_string(), at.subdir.as_deref())
@@ -116,7 +186,15 @@ pub async fn page(at: &RepoAt, now: DateTime<Utc>) -> Result<FleetPage, UiError>
     let clusters = fleet
         .resolve_all()
         .map_err(|e| UiError::Fleet(e.to_string()))?;
-    let store = GitNotesStore::new(&at.repo, None, None);
+    let names: Vec<String> = clusters.iter().map(|c| c.name.clone()).collect();
+    // Only the declared clusters' notes, each from its own ref: a note under a ref that no
+    // cluster owns, or about another cluster, holds nothing here as it does for the guard.
+    let store = at.notes(names.clone());
+    // The tips before reading: a ref that moves during the read makes the next key differ.
+    let tips = store
+        .fingerprint(names)
+        .await
+        .map_err(|e| UiError::Notes(e.to_string()))?;
     let head_docs = docs(&store, commit).await?;
     // Each pool's newest records: records are cumulative, so the newest commit that carries
     // a pool's record has everything the pool ever recorded (up to KEPT_PER_POOL).
@@ -134,17 +212,34 @@ pub async fn page(at: &RepoAt, now: DateTime<Utc>) -> Result<FleetPage, UiError>
             }
         }
     }
-    Ok(fleet_page(&Inputs {
-        fleet: &fleet,
-        clusters: &clusters,
-        docs: &head_docs,
-        records: &records,
-        now,
-    }))
+    Ok(Loaded {
+        fleet,
+        clusters,
+        head_docs,
+        records,
+        verified: at.agent_signers.is_some(),
+        key: (commit, tips),
+    })
 }
 
-/// The statuses of the commit `rev` names, as a forge shows them.
-pub async fn commit(repo: &Path, rev: &str) -> Result<CommitView, UiError> {
+/// The page for `at` as of `now`.
+pub async fn page(at: &RepoAt, now: DateTime<Utc>) -> Result<FleetPage, UiError> {
+    Ok(load(at).await?.page(now))
+}
+
+/// The newest commits of `loaded`'s revision, with the statuses of its clusters.
+pub async fn recent_of(at: &RepoAt, loaded: &Loaded) -> Result<Vec<CommitView>, UiError> {
+    let store = at.notes(loaded.cluster_names());
+    let mut out = Vec::new();
+    for c in history(&at.repo, loaded.key.0, RECENT_COMMITS)? {
+        out.push(commit(&at.repo, &store, &c.to_string()).await?);
+    }
+    Ok(out)
+}
+
+/// The statuses of the commit `rev` names, as a forge shows them: those of the clusters
+/// `store` reads (the fleet's, at the revision shown).
+pub async fn commit(repo: &Path, store: &GitNotesStore, rev: &str) -> Result<CommitView, UiError> {
     let id = resolve(repo, rev)?;
     let (subject, author, time) = {
         let r = Repository::open(repo).map_err(git(repo))?;
@@ -153,14 +248,18 @@ pub async fn commit(repo: &Path, rev: &str) -> Result<CommitView, UiError> {
             .timestamp_opt(c.time().seconds(), 0)
             .single()
             .unwrap_or_default();
+        // Anyone with push access writes these: made safe for a terminal and a page.
         (
-            c.summary().ok().flatten().unwrap_or_default().to_string(),
-            c.author().name().unwrap_or_default().to_string(),
+            rota_core::sanitize::line(&String::from_utf8_lossy(
+                c.summary_bytes().unwrap_or_default(),
+            ))
+            .into_owned(),
+            rota_core::sanitize::line(&String::from_utf8_lossy(c.author().name_bytes()))
+                .into_owned(),
             time,
         )
     };
-    let store = GitNotesStore::new(repo, None, None);
-    let mut statuses: Vec<StatusRow> = docs(&store, id)
+    let mut statuses: Vec<StatusRow> = docs(store, id)
         .await?
         .into_iter()
         .flat_map(|d| d.statuses)
@@ -180,14 +279,4 @@ pub async fn commit(repo: &Path, rev: &str) -> Result<CommitView, UiError> {
         time,
         statuses,
     })
-}
-
-/// The newest commits of `at`'s revision, with their statuses.
-pub async fn recent(at: &RepoAt) -> Result<Vec<CommitView>, UiError> {
-    let head = resolve(&at.repo, &at.rev)?;
-    let mut out = Vec::new();
-    for c in history(&at.repo, head, RECENT_COMMITS)? {
-        out.push(commit(&at.repo, &c.to_string()).await?);
-    }
-    Ok(out)
 }

@@ -28,6 +28,10 @@ pub struct Inputs<'a> {
     /// older commits when the agents have not acted on this one yet.
     pub records: &'a [PoolRecord],
     pub now: DateTime<Utc>,
+    /// The records are signature-checked (`--agent-signers`): a pool counts as done only
+    /// when a verified record shows it completed its target, never on its (unsigned) status
+    /// alone.
+    pub verified: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -243,6 +247,9 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
         .iter()
         .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
         .collect();
+    // The guard's answer depends on (wave, channel, version) only: asked once per triple,
+    // not once per pool (it indexes every record each time).
+    let mut decisions: BTreeMap<(String, String, String), GuardDecision> = BTreeMap::new();
     let mut waves = Vec::new();
     for w in inputs.fleet.waves() {
         let mut panel = WavePanel {
@@ -275,6 +282,23 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
                         .map(|x| x.version.clone())
                 });
                 let mut phase = phase_of(status.map(|s| s.0), description);
+                let completed_target = record
+                    .and_then(|r| r.latest(&p.channel, &p.version))
+                    .is_some();
+                let unverified;
+                let (state, description) =
+                    if inputs.verified && phase == Phase::Done && !completed_target {
+                        // An unsigned status says done; no signed record does: shown as
+                        // no report, saying why.
+                        phase = Phase::Unknown;
+                        unverified = format!(
+                            "unverified: reports {}, but no signed record shows {}@{} completed",
+                            state, p.channel, p.version
+                        );
+                        ("none", unverified.as_str())
+                    } else {
+                        (state, description)
+                    };
                 let nodes = counts_of(description, "nodes");
                 if let Some((a, b)) = nodes {
                     panel.on_target += a;
@@ -288,7 +312,13 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
                 let hold = if in_force.as_deref() == Some(p.version.as_str()) {
                     None
                 } else {
-                    match promotion_guard(guard_on, &views, promotion, inputs.records, inputs.now) {
+                    let decision = decisions
+                        .entry((c.wave.clone(), p.channel.clone(), p.version.clone()))
+                        .or_insert_with(|| {
+                            promotion_guard(guard_on, &views, promotion, inputs.records, inputs.now)
+                        })
+                        .clone();
+                    match decision {
                         GuardDecision::Waiting(wait) if phase != Phase::Done => {
                             phase = Phase::Held;
                             Some(guard_hold(&wait, &p.channel, &p.version))
@@ -364,6 +394,12 @@ fn status_hold(phase: Phase, description: &str) -> Option<Hold> {
 
 fn timelines(inputs: &Inputs<'_>) -> Vec<ChannelTimeline> {
     let waves = inputs.fleet.waves();
+    // Indexed once: every (version, wave) step looks up each of the wave's pools.
+    let records: BTreeMap<(&str, &str), &PoolRecord> = inputs
+        .records
+        .iter()
+        .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
+        .collect();
     let mut channels: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for c in inputs.clusters {
         for p in &c.pools {
@@ -388,7 +424,7 @@ fn timelines(inputs: &Inputs<'_>) -> Vec<ChannelTimeline> {
                 .map(|version| VersionRow {
                     waves: waves
                         .iter()
-                        .map(|w| wave_step(inputs, w, &channel, &version))
+                        .map(|w| wave_step(inputs, &records, w, &channel, &version))
                         .collect(),
                     version,
                 })
@@ -408,6 +444,7 @@ fn version_key(v: &str) -> Vec<(u64, String)> {
 
 fn wave_step(
     inputs: &Inputs<'_>,
+    records: &BTreeMap<(&str, &str), &PoolRecord>,
     wave: &rota_core::fleet::model::Wave,
     channel: &str,
     version: &str,
@@ -426,11 +463,7 @@ fn wave_step(
     let mut done = Vec::new();
     let mut gate_failures = Vec::new();
     for (cluster, pool) in &pools {
-        let Some(r) = inputs
-            .records
-            .iter()
-            .find(|r| r.cluster == *cluster && r.pool == *pool)
-        else {
+        let Some(r) = records.get(&(*cluster, *pool)) else {
             continue;
         };
         if let Some(at) = r.latest_completion(channel, version) {
@@ -460,7 +493,12 @@ fn wave_step(
         completed: done.len() as u32,
         first_completion: done.iter().min().copied(),
         completed_at,
-        soaked_at: completed_at.map(|t| t + soak),
+        // Saturating: a record may be dated near the end of time (the note reader bounds
+        // dates, this keeps the arithmetic total whatever it is handed).
+        soaked_at: completed_at.map(|t| {
+            t.checked_add_signed(soak)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC)
+        }),
         gate_failures,
         pinned: wave.images.get(channel).map(String::as_str) == Some(version),
     }
@@ -596,6 +634,7 @@ mod tests {
             docs: &docs,
             records: &[],
             now: now(),
+            verified: false,
         });
         let names: Vec<&str> = page.waves.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(names, ["canary", "early", "main"]);
@@ -626,6 +665,7 @@ mod tests {
             docs: &[],
             records: &records,
             now: now(),
+            verified: false,
         });
         let p = pool(&page, "prod-use1", "general");
         assert_eq!(p.phase, Phase::Held);
@@ -661,6 +701,63 @@ mod tests {
     }
 
     #[test]
+    fn with_signed_records_an_unsigned_success_is_not_done() {
+        let (fleet, clusters) = example();
+        let docs = [doc(
+            "canary-use1",
+            &[(
+                "general",
+                State::Success,
+                "12/12 nodes on general@2026.11.2",
+            )],
+        )];
+        let page = |verified| {
+            fleet_page(&Inputs {
+                fleet: &fleet,
+                clusters: &clusters,
+                docs: &docs,
+                records: &[],
+                now: now(),
+                verified,
+            })
+        };
+        assert_eq!(
+            pool(&page(false), "canary-use1", "general").phase,
+            Phase::Done
+        );
+        let p = page(true);
+        let g = pool(&p, "canary-use1", "general");
+        assert_eq!((g.phase, g.state.as_str()), (Phase::Unknown, "none"));
+        assert!(
+            g.description.starts_with("unverified: reports success"),
+            "{}",
+            g.description
+        );
+    }
+
+    #[test]
+    fn a_record_at_the_end_of_time_saturates() {
+        let (fleet, clusters) = example();
+        let end = DateTime::<Utc>::MAX_UTC;
+        // Both canary pools on general: the wave completed, and its soak is added.
+        let records: Vec<PoolRecord> = ["canary-use1", "dev-usc1"]
+            .iter()
+            .map(|c| PoolRecord::new(c, "general").completed("general", "2026.11.2", end))
+            .collect();
+        let page = fleet_page(&Inputs {
+            fleet: &fleet,
+            clusters: &clusters,
+            docs: &[],
+            records: &records,
+            now: now(),
+            verified: false,
+        });
+        let canary = &page.channels[0].versions[0].waves[0];
+        assert_eq!(canary.completed_at, Some(end));
+        assert_eq!(canary.soaked_at, Some(end), "saturated, not a panic");
+    }
+
+    #[test]
     fn a_gate_failure_holds_the_next_wave_and_shows_in_the_timeline() {
         let (fleet, clusters) = example();
         let at = now() - chrono::Duration::minutes(10);
@@ -680,6 +777,7 @@ mod tests {
             docs: &[],
             records: &records,
             now: now(),
+            verified: false,
         });
         let hold = pool(&page, "staging-neu", "general").hold.clone().unwrap();
         assert_eq!(hold.kind, "gate");

@@ -1,26 +1,40 @@
 //! The HTTP edge of `rota ui`: a small read-only server (hyper, GET and HEAD only) for the
 //! fleet page, its live fragment, the commit view, the same data as JSON, and the embedded
-//! assets. It faces a network, so it caps concurrent connections, times out slow request
-//! headers and whole connections, and sends headers that keep the page from being framed or
-//! sniffed; nothing is loaded from elsewhere (no CDN: it works offline and in-cluster).
+//! assets. It faces a network and a browser, so:
+//!
+//! - **Connections.** At most `max_connections` at once and `max_per_client` from one
+//!   address (one client holding every slot starved everyone, `/healthz` included). Over a
+//!   cap a connection is closed at once, unread; when every slot is taken, a few spare ones
+//!   answer `/healthz` (and `503` to the rest), so probes still see a live server. Slow
+//!   request headers and old connections are cut ([`crate::serving::Slots`]).
+//! - **Host.** A request is answered only when its `Host` is an IP address, `localhost` or a
+//!   name given with `--allow-host`: a DNS-rebinding page (an attacker's name resolving to
+//!   127.0.0.1) would otherwise read the fleet from a UI kept on loopback. `/healthz` is
+//!   answered whatever the Host (kubelet probes send the pod's address).
+//! - **Nothing cross-origin.** No CORS headers; `Cross-Origin-Resource-Policy` and
+//!   `-Opener-Policy: same-origin`; a request another site's page makes (`Sec-Fetch-Site:
+//!   cross-site`, anything but following a link) is refused; the page loads nothing from
+//!   elsewhere (CSP) and links out without a referrer.
+//! - **Cost.** What the page is computed from is read from git once per (revision, notes
+//!   refs' tips) and kept; each request only recomputes the page for the clock.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
-use super::load::{self, RepoAt};
+use super::load::{self, CommitView, Loaded, RepoAt};
 use super::{UiError, html};
+use crate::serving::Slots;
 
 const CSS: &str = include_str!("assets/rota.css");
 const JS: &str = include_str!("assets/rota.js");
@@ -28,8 +42,11 @@ const JS: &str = include_str!("assets/rota.js");
 /// What the server protects itself with.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Connections served at once; more wait in the listen backlog.
+    /// Connections served at once; more are closed at once (or, a few, answered only for
+    /// `/healthz`).
     pub max_connections: usize,
+    /// Connections served at once from one client address.
+    pub max_per_client: usize,
     /// A client must send its request headers within this.
     pub header_timeout: Duration,
     /// A connection (keep-alive included) is closed after this.
@@ -40,17 +57,104 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: 64,
+            max_per_client: 16,
             header_timeout: Duration::from_secs(10),
             connection_timeout: Duration::from_secs(60),
         }
     }
 }
 
+/// Spare connections, past `max_connections`, that answer only `/healthz`.
+const HEALTH_SLOTS: usize = 8;
+
+/// Which `Host` names the page answers to (see the module doc).
+#[derive(Debug, Clone, Default)]
+pub struct Hosts {
+    /// Names allowed besides IP addresses and `localhost` (lower case, no port).
+    pub names: Vec<String>,
+}
+
+impl Hosts {
+    pub fn new(names: impl IntoIterator<Item = String>) -> Self {
+        Hosts {
+            names: names
+                .into_iter()
+                .map(|n| n.trim().trim_end_matches('.').to_ascii_lowercase())
+                .filter(|n| !n.is_empty())
+                .collect(),
+        }
+    }
+
+    /// Whether a request with this `Host` header is answered.
+    pub fn allows(&self, host: Option<&str>) -> bool {
+        let Some(host) = host else { return false };
+        let name = match host.strip_prefix('[') {
+            // [v6]:port
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => host.rsplit_once(':').map_or(host, |(h, port)| {
+                if port.bytes().all(|b| b.is_ascii_digit()) {
+                    h
+                } else {
+                    host
+                }
+            }),
+        };
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        // An address cannot be rebound: only a name resolves through someone's DNS.
+        name.parse::<IpAddr>().is_ok() || name == "localhost" || self.names.contains(&name)
+    }
+}
+
+/// Connections open per client address.
+#[derive(Debug, Default)]
+struct PerClient(Mutex<HashMap<IpAddr, usize>>);
+
+/// A client's connection slot, given back when dropped.
+struct ClientSlot {
+    table: Arc<PerClient>,
+    ip: IpAddr,
+}
+
+impl PerClient {
+    fn admit(table: &Arc<PerClient>, ip: IpAddr, max: usize) -> Option<ClientSlot> {
+        let mut open = table.0.lock().expect("no panics under the lock");
+        let n = open.entry(ip).or_default();
+        if *n >= max.max(1) {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            table: Arc::clone(table),
+            ip,
+        })
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.0.lock().expect("no panics under the lock");
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// What the page was last computed from, and the recent commits of that revision.
+type Cache = Option<(Arc<Loaded>, Arc<Vec<CommitView>>)>;
+
 /// The page's data source and limits; cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Ui {
     at: Arc<RepoAt>,
     limits: Limits,
+    hosts: Arc<Hosts>,
+    clients: Arc<PerClient>,
+    /// One reader at a time: a request that finds the inputs stale reloads them while the
+    /// others wait, then all use the new ones.
+    cache: Arc<tokio::sync::Mutex<Cache>>,
 }
 
 /// A commit id as links carry it: 4 to 64 hex digits (nothing else reaches `revparse`).
@@ -66,7 +170,16 @@ impl Ui {
         Ui {
             at: Arc::new(at),
             limits,
+            hosts: Arc::new(Hosts::default()),
+            clients: Arc::new(PerClient::default()),
+            cache: Arc::new(tokio::sync::Mutex::new(None)),
         }
+    }
+
+    /// Answer requests for these `Host` names too (besides addresses and `localhost`).
+    pub fn with_hosts(mut self, hosts: Hosts) -> Self {
+        self.hosts = Arc::new(hosts);
+        self
     }
 
     /// Binds `addr` and serves in the background; returns the bound address (port 0 picks
@@ -87,36 +200,70 @@ impl Ui {
 
     /// Serves `listener` until the task is dropped.
     pub async fn serve(self, listener: TcpListener) {
-        let slots = Arc::new(Semaphore::new(self.limits.max_connections.max(1)));
+        let page = Slots::new(crate::serving::Limits {
+            max_connections: self.limits.max_connections.max(1),
+            header_timeout: self.limits.header_timeout,
+            max_connection_age: self.limits.connection_timeout,
+        });
+        let health = Slots::new(crate::serving::Limits {
+            max_connections: HEALTH_SLOTS,
+            header_timeout: Duration::from_secs(2),
+            max_connection_age: Duration::from_secs(5),
+        });
         loop {
-            // Take a slot before accepting: at the cap, new clients wait in the backlog
-            // instead of each costing a task.
-            let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-                return;
-            };
-            let stream = match listener.accept().await {
-                Ok((s, _)) => s,
+            let (stream, peer) = match listener.accept().await {
+                Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(error = %e, "ui: accept failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             };
+            // One client may not hold more than its share: closed at once, unread.
+            let Some(client) =
+                PerClient::admit(&self.clients, peer.ip(), self.limits.max_per_client)
+            else {
+                continue;
+            };
+            let (slots, slot, full) = match page.admit() {
+                Some(slot) => (page.clone(), slot, false),
+                None => match health.admit() {
+                    Some(slot) => (health.clone(), slot, true),
+                    None => continue,
+                },
+            };
             let me = self.clone();
             tokio::spawn(async move {
-                let _slot = slot;
-                let limits = me.limits;
+                let _client = client;
                 let svc = service_fn(move |req| {
                     let me = me.clone();
-                    async move { Ok::<_, Infallible>(me.respond(&req).await) }
+                    async move {
+                        Ok::<_, Infallible>(if full {
+                            busy(&req)
+                        } else {
+                            me.respond(&req).await
+                        })
+                    }
                 });
-                let conn = http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.header_timeout)
-                    .serve_connection(TokioIo::new(stream), svc);
-                let _ = tokio::time::timeout(limits.connection_timeout, conn).await;
+                let conn = slots.http1().serve_connection(TokioIo::new(stream), svc);
+                let _ = slots.run(slot, conn).await;
             });
         }
+    }
+
+    /// What the page is computed from: kept while the revision and the notes refs' tips
+    /// stay the same, read again from git when either moved.
+    async fn inputs(&self) -> Result<(Arc<Loaded>, Arc<Vec<CommitView>>), UiError> {
+        let mut cache = self.cache.lock().await;
+        if let Some((loaded, recent)) = &*cache
+            && load::key_now(&self.at, loaded).await?.as_ref() == Some(&loaded.key)
+        {
+            return Ok((Arc::clone(loaded), Arc::clone(recent)));
+        }
+        let loaded = Arc::new(load::load(&self.at).await?);
+        let recent = Arc::new(load::recent_of(&self.at, &loaded).await?);
+        *cache = Some((Arc::clone(&loaded), Arc::clone(&recent)));
+        Ok((loaded, recent))
     }
 
     async fn respond(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
@@ -128,31 +275,36 @@ impl Ui {
             );
         }
         let path = req.uri().path();
+        if path == "/healthz" {
+            return reply(StatusCode::OK, PLAIN, "ok\n".into());
+        }
+        if let Some(refused) = self.refuse(req) {
+            return refused;
+        }
         let now = chrono::Utc::now();
         match path {
-            "/" | "/fragment" => {
-                let page = load::page(&self.at, now).await;
-                let recent = load::recent(&self.at).await;
-                match (page, recent) {
-                    (Ok(p), Ok(r)) if path == "/" => {
-                        reply(StatusCode::OK, HTML, html::page(&p, &r))
-                    }
-                    (Ok(p), Ok(r)) => reply(StatusCode::OK, HTML, html::fragment(&p, &r)),
-                    (Err(e), _) | (_, Err(e)) => failed(&e, path == "/"),
+            "/" | "/fragment" => match self.inputs().await {
+                Ok((loaded, recent)) if path == "/" => {
+                    reply(StatusCode::OK, HTML, html::page(&loaded.page(now), &recent))
                 }
-            }
-            "/api/fleet" => match load::page(&self.at, now).await {
-                Ok(p) => json(&p),
+                Ok((loaded, recent)) => reply(
+                    StatusCode::OK,
+                    HTML,
+                    html::fragment(&loaded.page(now), &recent),
+                ),
+                Err(e) => failed(&e, path == "/"),
+            },
+            "/api/fleet" => match self.inputs().await {
+                Ok((loaded, _)) => json(&loaded.page(now)),
                 Err(e) => reply(e.status(), PLAIN, format!("{e}\n")),
             },
             "/assets/rota.css" => reply(StatusCode::OK, "text/css; charset=utf-8", CSS.into()),
             "/assets/rota.js" => reply(StatusCode::OK, "text/javascript; charset=utf-8", JS.into()),
-            "/healthz" => reply(StatusCode::OK, PLAIN, "ok\n".into()),
-            "/metrics" => match load::page(&self.at, now).await {
-                Ok(p) => reply(
+            "/metrics" => match self.inputs().await {
+                Ok((loaded, _)) => reply(
                     StatusCode::OK,
                     "text/plain; version=0.0.4; charset=utf-8",
-                    super::metrics::render(&p),
+                    super::metrics::render(&loaded.page(now)),
                 ),
                 Err(e) => reply(e.status(), PLAIN, format!("{e}\n")),
             },
@@ -173,11 +325,17 @@ impl Ui {
                         StatusCode::BAD_REQUEST,
                         HTML,
                         html::error_page(&format!(
-                            "{rest:?} is not a commit id (4 to 64 hex digits)"
+                            "{:?} is not a commit id (4 to 64 hex digits)",
+                            rota_core::sanitize::line(rest)
                         )),
                     );
                 };
-                match load::commit(&self.at.repo, id).await {
+                let loaded = match self.inputs().await {
+                    Ok((loaded, _)) => loaded,
+                    Err(e) => return failed(&e, !api),
+                };
+                let store = self.at.notes(loaded.cluster_names());
+                match load::commit(&self.at.repo, &store, id).await {
                     Ok(c) if api => json(&c),
                     Ok(c) => reply(StatusCode::OK, HTML, html::commit_page(&c)),
                     Err(e) => failed(&e, !api),
@@ -185,6 +343,48 @@ impl Ui {
             }
         }
     }
+
+    /// A request the page does not answer: an unknown `Host` (DNS rebinding), or one that
+    /// another site's page makes.
+    fn refuse(&self, req: &Request<Incoming>) -> Option<Response<Full<Bytes>>> {
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+        // HTTP/1.1 puts the authority in Host; an absolute-form request line in the URI.
+        let host = header("host").or_else(|| req.uri().authority().map(|a| a.as_str()));
+        if !self.hosts.allows(host) {
+            tracing::warn!(host = %rota_core::sanitize::line(host.unwrap_or("")),
+                "ui: request for a host name not allowed (--allow-host): refused");
+            return Some(reply(
+                StatusCode::MISDIRECTED_REQUEST,
+                PLAIN,
+                "this host name is not served here: reach the page by address or localhost, or start rota ui with --allow-host NAME\n".into(),
+            ));
+        }
+        let cross_site = header("sec-fetch-site") == Some("cross-site");
+        let navigation = header("sec-fetch-mode") == Some("navigate");
+        if cross_site && !navigation {
+            return Some(reply(
+                StatusCode::FORBIDDEN,
+                PLAIN,
+                "cross-site requests are not answered\n".into(),
+            ));
+        }
+        None
+    }
+}
+
+/// Past the connection cap: `/healthz` only.
+fn busy(req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    if req.uri().path() == "/healthz" {
+        return reply(StatusCode::OK, PLAIN, "ok\n".into());
+    }
+    let mut r = reply(
+        StatusCode::SERVICE_UNAVAILABLE,
+        PLAIN,
+        "too many connections: retry shortly\n".into(),
+    );
+    r.headers_mut()
+        .insert("retry-after", hyper::header::HeaderValue::from_static("2"));
+    r
 }
 
 const PLAIN: &str = "text/plain; charset=utf-8";
@@ -214,6 +414,8 @@ fn reply(status: StatusCode, ctype: &str, body: String) -> Response<Full<Bytes>>
         .header("x-content-type-options", "nosniff")
         .header("x-frame-options", "DENY")
         .header("referrer-policy", "no-referrer")
+        .header("cross-origin-resource-policy", "same-origin")
+        .header("cross-origin-opener-policy", "same-origin")
         // Only our own script and stylesheet; inline styles for the progress bars' widths.
         .header(
             "content-security-policy",
@@ -226,6 +428,43 @@ fn reply(status: StatusCode, ctype: &str, body: String) -> Response<Full<Bytes>>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_addresses_localhost_and_allowed_names_are_hosts() {
+        let hosts = Hosts::new(["Rota-UI.example.".to_string()]);
+        for ok in [
+            "127.0.0.1:8088",
+            "localhost:8088",
+            "LOCALHOST",
+            "[::1]:8088",
+            "10.1.2.3",
+            "rota-ui.example:443",
+            "rota-ui.example",
+        ] {
+            assert!(hosts.allows(Some(ok)), "{ok}");
+        }
+        for bad in [
+            "attacker.example:8088",
+            "localhost.attacker.example",
+            "rota-ui.example.attacker.example",
+            "",
+        ] {
+            assert!(!hosts.allows(Some(bad)), "{bad}");
+        }
+        assert!(!hosts.allows(None), "no Host at all");
+    }
+
+    #[test]
+    fn one_client_gets_its_share_of_connections() {
+        let table = Arc::new(PerClient::default());
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let a = PerClient::admit(&table, ip, 2).unwrap();
+        let _b = PerClient::admit(&table, ip, 2).unwrap();
+        assert!(PerClient::admit(&table, ip, 2).is_none());
+        assert!(PerClient::admit(&table, "127.0.0.2".parse().unwrap(), 2).is_some());
+        drop(a);
+        assert!(PerClient::admit(&table, ip, 2).is_some());
+    }
 
     #[test]
     fn only_hex_commit_ids_reach_git() {

@@ -24,6 +24,8 @@ fn agent(origin: &Path, mirror: &Path, cluster: &str) -> (GitSource, GitNotesSto
     )
     .unwrap();
     let store = GitNotesStore::for_source(&source, cluster);
+    // The fleet's clusters, as the agent learns them from the fleet repo.
+    store.scope_to(["canary-use1".to_string(), "prod-use1".to_string()]);
     (source, store)
 }
 
@@ -167,6 +169,7 @@ async fn each_agent_writes_its_own_ref_and_reads_everyones() {
 
     // A read-only store (`rota status`) reads but never writes.
     let viewer = GitNotesStore::new(&t.path().join("prod"), None, None);
+    viewer.scope_to(["canary-use1".to_string(), "prod-use1".to_string()]);
     assert_eq!(viewer.list(&c1).await.unwrap().len(), 3);
     assert!(viewer.set(&c1, &done).await.is_err());
 

@@ -18,4 +18,5 @@ pub mod cloud;
 pub mod errors;
 pub mod fleet;
 pub mod rotate;
+pub mod sanitize;
 pub mod waves;

@@ -202,6 +202,26 @@ impl ResourceType {
             ),
             Self::new(rbac, "v1", "roles", "Role", true, false, &[]),
             Self::new(rbac, "v1", "rolebindings", "RoleBinding", true, false, &[]),
+            // Stored only: the one policy rota ships is modelled natively
+            // (`apiserver::admission`), not evaluated from these objects.
+            Self::new(
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingadmissionpolicies",
+                "ValidatingAdmissionPolicy",
+                false,
+                true,
+                &[],
+            ),
+            Self::new(
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingadmissionpolicybindings",
+                "ValidatingAdmissionPolicyBinding",
+                false,
+                false,
+                &[],
+            ),
         ]
     }
 

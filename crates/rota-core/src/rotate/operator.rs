@@ -4,10 +4,18 @@
 //! the controller clears the annotation once the status that records it is written. Git stays
 //! the source of truth for the desired state: these only steer the rotation under way.
 //!
-//! The annotation's value is `<verb>@<time>[@<who>]` (`complete-soak@2026-11-24T06:00:00Z@ana`):
+//! The annotation's value is `<verb>@<time>@<who>` (`complete-soak@2026-11-24T06:00:00Z@ana`):
 //! the whole value identifies the request, and the checkpoint remembers the last one applied,
 //! so a request survives a crash between the status write and the clearing, and is applied
 //! exactly once.
+//!
+//! `<who>` is the Kubernetes user that made the request, not a name anyone types: `rota ctl`
+//! asks the API server who it is (a SelfSubjectReview), and the ValidatingAdmissionPolicy
+//! rota ships (`deploy/manifests/request-identity.yaml`) rejects any write of the annotation
+//! whose `<who>` is not the writer's own `request.userInfo.username`. So what the controller
+//! records in statuses, Events and commit statuses is an identity the API server vouched for.
+//! A free-text note (`rota ctl --by`, "from the incident channel") may go beside it in
+//! [`REQUEST_NOTE_ANNOTATION`]; it is shown sanitised and cut, as a note, never as who.
 
 use chrono::{DateTime, Utc};
 
@@ -15,6 +23,10 @@ use super::checkpoint::{Checkpoint, Stage};
 
 /// The annotation `rota ctl` writes and the controller consumes.
 pub const REQUEST_ANNOTATION: &str = "rota.dev/request";
+/// An optional free-text note beside the request (`rota ctl --by`).
+pub const REQUEST_NOTE_ANNOTATION: &str = "rota.dev/request-note";
+/// Longest note shown (characters).
+pub const MAX_NOTE_CHARS: usize = 80;
 
 /// What an operator asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +65,10 @@ impl Verb {
 pub struct Request {
     pub verb: Verb,
     pub at: DateTime<Utc>,
+    /// The Kubernetes user that made the request (vouched for by the admission policy).
     pub by: Option<String>,
+    /// The free-text note beside it, if any (sanitised, at most [`MAX_NOTE_CHARS`]).
+    pub note: Option<String>,
     /// The annotation's value: the request's identity.
     pub id: String,
 }
@@ -61,7 +76,8 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OperatorError {
     #[error(
-        "annotation {REQUEST_ANNOTATION}={value:?}: expected <verb>@<RFC 3339 time>[@<who>] with verb pause, resume, retry or complete-soak"
+        "annotation {REQUEST_ANNOTATION}={:?}: expected <verb>@<RFC 3339 time>@<who> with verb pause, resume, retry or complete-soak",
+        crate::sanitize::line(.value)
     )]
     Malformed { value: String },
 }
@@ -77,8 +93,15 @@ impl Request {
             verb,
             at,
             by: by.map(str::to_string),
+            note: None,
             id,
         }
+    }
+
+    /// With the free-text note `note` (sanitised and cut; empty: none).
+    pub fn with_note(mut self, note: Option<&str>) -> Request {
+        self.note = note.map(clean_note).filter(|n| !n.is_empty());
+        self
     }
 
     pub fn parse(value: &str) -> Result<Request, OperatorError> {
@@ -97,22 +120,37 @@ impl Request {
             verb,
             at,
             by,
+            note: None,
             id: value.to_string(),
         })
     }
 
-    /// `complete-soak by ana at 2026-11-24T06:00:00Z`.
+    /// `rota ctl complete-soak by ana at 2026-11-24T06:00:00Z ("from the incident")`.
     pub fn describe(&self) -> String {
-        let by = self
-            .by
+        let by = self.by.as_deref().map_or(String::new(), |w| {
+            format!(" by {}", crate::sanitize::line(w))
+        });
+        let note = self
+            .note
             .as_deref()
-            .map_or(String::new(), |w| format!(" by {w}"));
+            .map_or(String::new(), |n| format!(" ({n:?})"));
         format!(
-            "rota ctl {}{by} at {}",
+            "rota ctl {}{by} at {}{note}",
             self.verb.as_str(),
             self.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         )
     }
+}
+
+/// A note as shown: one line, no control characters, at most [`MAX_NOTE_CHARS`].
+pub fn clean_note(note: &str) -> String {
+    let line = crate::sanitize::line(note.trim());
+    let mut out: String = line.chars().take(MAX_NOTE_CHARS).collect();
+    if line.chars().count() > MAX_NOTE_CHARS {
+        out.pop();
+        out.push('…');
+    }
+    out
 }
 
 /// Applies `request` to the checkpoint unless it was applied already. Returns what it did

@@ -9,6 +9,7 @@
 //! (JSON, merge, strategic merge, apply), delete, deletecollection; subresources `status` and
 //! `pods/eviction`. Errors are `metav1.Status` bodies with the Kubernetes codes and reasons.
 
+pub mod admission;
 pub mod discovery;
 pub mod faults;
 mod http;
@@ -43,6 +44,8 @@ pub struct ApiServer {
     bookmark_every: Duration,
     /// Injected faults (`None`: a healthy control plane).
     faults: Option<faults::ApiFaults>,
+    /// Bearer tokens and their users ([`admission`]).
+    users: admission::Users,
 }
 
 /// A kube-rs client talking in process to a new API server over `store`.
@@ -151,7 +154,14 @@ impl ApiServer {
             speed: 1.0,
             bookmark_every: Duration::from_secs(60),
             faults: None,
+            users: admission::Users::default(),
         }
+    }
+
+    /// Authenticate these bearer tokens as their users (see [`admission`]).
+    pub fn with_users(mut self, users: admission::Users) -> Self {
+        self.users = users;
+        self
     }
 
     /// Answer requests with the faults `f` draws (throttling, 5xx, lost responses).
@@ -200,7 +210,11 @@ impl ApiServer {
             }
             lose = req.method() != Method::GET && f.lose_response();
         }
-        let answer = match self.route(req).await {
+        let user = match self.users.user_of(req.headers()) {
+            Ok(u) => u,
+            Err(e) => return json_response(e.code, &e.to_status()),
+        };
+        let answer = match self.route(req, &user).await {
             Ok(r) => r,
             Err(e) => json_response(e.code, &e.to_status()),
         };
@@ -212,7 +226,11 @@ impl ApiServer {
         answer
     }
 
-    async fn route(&self, req: Request<Bytes>) -> Result<Response<Body>, ApiError> {
+    async fn route(
+        &self,
+        req: Request<Bytes>,
+        user: &admission::UserInfo,
+    ) -> Result<Response<Body>, ApiError> {
         let path = req.uri().path().to_string();
         let q = parse_query(req.uri().query().unwrap_or(""));
         let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -236,6 +254,11 @@ impl ApiServer {
             ["apis", g, v] if get => discovery::resource_list(&self.store, g, v)
                 .map(|v| json_response(200, &v))
                 .ok_or_else(not_found_path),
+            ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"]
+                if req.method() == Method::POST =>
+            {
+                Ok(json_response(201, &admission::self_subject_review(user)))
+            }
             ["openapi", "v3"] if get => ok(discovery::openapi_v3_root(&self.store)),
             ["openapi", "v3", gv @ ..] if get => {
                 discovery::openapi_v3_gv(&self.store, &gv.join("/"))
@@ -244,11 +267,11 @@ impl ApiServer {
             }
             ["api", v, rest @ ..] => {
                 let t = self.target("", v, rest)?;
-                self.resource(t, &q, req).await
+                self.resource(t, &q, req, user).await
             }
             ["apis", g, v, rest @ ..] => {
                 let t = self.target(g, v, rest)?;
-                self.resource(t, &q, req).await
+                self.resource(t, &q, req, user).await
             }
             _ => Err(not_found_path()),
         }
@@ -294,6 +317,7 @@ impl ApiServer {
         t: Target<'_>,
         q: &Query,
         req: Request<Bytes>,
+        user: &admission::UserInfo,
     ) -> Result<Response<Body>, ApiError> {
         let (parts, body) = req.into_parts();
         let store = &self.store;
@@ -337,6 +361,7 @@ impl ApiServer {
                     return Err(method_not_allowed());
                 }
                 let mut obj = prepare_create(rt, parse_body(&body)?)?;
+                admission::admit(rt, None, &obj, user)?;
                 if dry_run(q) {
                     let name = obj
                         .pointer("/metadata/name")
@@ -438,6 +463,8 @@ impl ApiServer {
                 if sub == Some("status") {
                     ok(store.update_status(rt, t.ns, obj)?)
                 } else {
+                    let old = store.get(rt, t.ns, name).ok();
+                    admission::admit(rt, old.as_ref(), &obj, user)?;
                     ok(store.update(rt, t.ns, obj)?)
                 }
             }
@@ -455,7 +482,8 @@ impl ApiServer {
                     .unwrap_or("")
                     .trim()
                     .to_string();
-                let (code, v) = self.patch(rt, t.ns, name, &ct, &body, q, sub == Some("status"))?;
+                let (code, v) =
+                    self.patch(rt, t.ns, name, &ct, &body, q, sub == Some("status"), user)?;
                 Ok(json_response(code, &v))
             }
             (&Method::DELETE, Some(name), None) => {
@@ -660,6 +688,7 @@ impl ApiServer {
         body: &Bytes,
         q: &Query,
         status: bool,
+        user: &admission::UserInfo,
     ) -> Result<(u16, Value), ApiError> {
         let p = parse_body(body)?;
         let store = &self.store;
@@ -688,6 +717,7 @@ impl ApiServer {
                         },
                     )?;
                     let obj = prepare_create(rt, obj)?;
+                    admission::admit(rt, None, &obj, user)?;
                     if dry {
                         return Ok((201, obj));
                     }
@@ -756,6 +786,7 @@ impl ApiServer {
                         }
                     }
                 }
+                admission::admit(rt, Some(cur), &next, user)?;
                 *cur = next;
             }
             if dry {
