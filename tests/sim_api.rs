@@ -572,6 +572,7 @@ mod raw {
         assert_eq!(
             groups,
             [
+                "admissionregistration.k8s.io",
                 "apiextensions.k8s.io",
                 "apps",
                 "coordination.k8s.io",
