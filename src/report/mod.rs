@@ -14,6 +14,7 @@ pub mod github;
 pub mod gitlab;
 pub mod http;
 pub mod metered;
+pub mod note_doc;
 pub mod note_reader;
 pub mod notes;
 

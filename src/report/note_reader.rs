@@ -24,7 +24,7 @@
 use chrono::{DateTime, Utc};
 use git2::{ObjectType, Oid, Repository};
 
-use super::notes::NoteDoc;
+use super::note_doc::NoteDoc;
 use rota_core::waves::PoolRecord;
 
 /// Largest note read. A cluster's note holds one status per pool and up to 32 completions

@@ -30,51 +30,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use git2::{Oid, PushOptions, Repository};
-use serde::{Deserialize, Serialize};
 
-use super::evidence::{self, EvidenceKeys, RecordVerifier, SignedRecords};
+use super::evidence::{self, EvidenceKeys, RecordVerifier};
+use super::note_doc::NoteStatus;
+pub use super::note_doc::{NoteDoc, notes_ref};
 use super::note_reader;
-use super::{CommitStatus, Posted, ReportError, State, StatusStore, validate};
+use super::{CommitStatus, Posted, ReportError, StatusStore, validate};
 use crate::source::credentials::{self, Auth, KnownHosts};
 use crate::source::{MAX_NOTES_REFS, NOTES_PREFIX, REMOTE_NOTES_PREFIX};
 use rota_core::waves::PoolRecord;
-
-/// The note document of one cluster on one commit.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NoteDoc {
-    pub cluster: String,
-    #[serde(default)]
-    pub statuses: Vec<NoteStatus>,
-    #[serde(default)]
-    pub pools: Vec<PoolRecord>,
-    /// `pools`, signed by the agent's key (see [`super::evidence`]); absent when the agent
-    /// has no signing key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signed: Option<SignedRecords>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NoteStatus {
-    pub context: String,
-    pub state: State,
-    pub description: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_url: Option<String>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl NoteStatus {
-    fn status(&self) -> CommitStatus {
-        CommitStatus {
-            context: self.context.clone(),
-            state: self.state,
-            description: self.description.clone(),
-            target_url: self.target_url.clone(),
-        }
-    }
-}
 
 /// Where to push the notes ref (the fleet repo's remote), with the source's credentials.
 #[derive(Debug, Clone)]
@@ -119,11 +83,6 @@ struct Vetted {
     doc: NoteDoc,
     /// False when the policy refused the note's records (unsigned, forged, misplaced).
     records_accepted: bool,
-}
-
-/// `refs/notes/rota/<cluster>`.
-pub fn notes_ref(cluster: &str) -> String {
-    format!("{NOTES_PREFIX}{cluster}")
 }
 
 fn remote_notes_ref(cluster: &str) -> String {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::UiError;
 use super::model::{FleetPage, Inputs, fleet_page};
 use crate::report::GitNotesStore;
-use crate::report::notes::NoteDoc;
+use crate::report::note_doc::NoteDoc;
 use rota_core::waves::PoolRecord;
 
 /// How far back the page looks for each pool's newest records: the agents write records on

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::agent::progress::WINDOW_WAIT;
-use crate::report::notes::NoteDoc;
+use crate::report::note_doc::NoteDoc;
 use crate::report::{cluster_context, pool_context};
 use rota_core::fleet::Fleet;
 use rota_core::fleet::resolved::DesiredCluster;
@@ -543,7 +543,7 @@ pub fn pools_following<'p>(
 mod tests {
     use super::*;
     use crate::report::State;
-    use crate::report::notes::NoteStatus;
+    use crate::report::note_doc::NoteStatus;
 
     fn example() -> (Fleet, Vec<DesiredCluster>) {
         let fleet = crate::source::read::load_dir(
