@@ -32,8 +32,7 @@ use chrono::{DateTime, Utc};
 use git2::{Oid, PushOptions, Repository};
 
 use super::evidence::{self, EvidenceKeys, RecordVerifier};
-use super::note_doc::NoteStatus;
-pub use super::note_doc::{NoteDoc, notes_ref};
+use super::note_doc::{NoteDoc, NoteStatus, notes_ref};
 use super::note_reader;
 use super::{CommitStatus, Posted, ReportError, StatusStore, validate};
 use crate::source::credentials::{self, Auth, KnownHosts};
