@@ -139,6 +139,15 @@ impl NodeGroups for Counted {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.describe(g).await
     }
+    async fn check_image(
+        &self,
+        g: &GroupRef,
+        image: &str,
+        arch: rota::cloud::Arch,
+    ) -> Result<rota::cloud::ImageCheck, CloudError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.check_image(g, image, arch).await
+    }
     async fn set_image(&self, g: &GroupRef, image: &str) -> Result<(), CloudError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.inner.set_image(g, image).await
@@ -239,6 +248,9 @@ async fn run(shape: &Shape, nodes: u32, parallel: u32, pipeline: bool) -> Run {
                 channel: "stable".into(),
                 version: "v2".into(),
                 image: "ami-new".into(),
+                arch: Default::default(),
+                released: None,
+                max_age: None,
                 policy,
                 gates: vec![],
                 source_commit: "bench".into(),

@@ -37,6 +37,9 @@ fn cluster(pools: u32) -> DesiredCluster {
                 channel: "general".into(),
                 version: "2026.11.1".into(),
                 image: "ami-0a1b2c3d4e5f60718".into(),
+                arch: Default::default(),
+                released: None,
+                max_age: None,
                 group: GroupRef::Aws {
                     region: "us-east-1".into(),
                     auto_scaling_group: format!("scale-pool-{i}"),

@@ -512,6 +512,14 @@ mod azure {
             }
             Ok(s)
         }
+        async fn check_image(
+            &self,
+            group: &GroupRef,
+            image: &str,
+            arch: rota::cloud::Arch,
+        ) -> Result<rota::cloud::ImageCheck, CloudError> {
+            self.0.check_image(group, &to_azure(image), arch).await
+        }
         async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {
             self.0.set_image(group, &to_azure(image)).await
         }
@@ -1681,6 +1689,9 @@ mod gcp {
                 channel: "stable".into(),
                 version: "2026.11.2".into(),
                 image: new.into(),
+                arch: Default::default(),
+                released: None,
+                max_age: None,
                 policy,
                 gates: vec![],
                 source_commit: "c0ffee".into(),

@@ -114,6 +114,9 @@ fn npr(pool: &str, policy: EffectivePolicy, label: Option<&str>) -> NodePoolRota
             channel: "stable".into(),
             version: "2026.11.2".into(),
             image: NEW.into(),
+            arch: Default::default(),
+            released: None,
+            max_age: None,
             policy,
             gates: vec![],
             source_commit: "c0ffee".into(),
@@ -751,4 +754,72 @@ async fn a_failing_pod_watch_plans_nothing() {
         applied,
         "the pool was never planned once the pods were listed"
     );
+}
+
+/// An image the cloud cannot launch where the group runs (another region's AMI, one still
+/// pending) surges nothing: the pool waits naming the image and the region, and goes on by
+/// itself once the cloud publishes it there.
+#[tokio::test(start_paused = true)]
+async fn an_image_not_published_in_the_groups_region_waits_and_goes_on_once_it_is() {
+    use rota::cloud::Arch;
+    use rota::sim::images::{ImageState, SimImage};
+    let s = sim(&[("general", 2)], WORKLOADS, "{}", 21).await;
+    let cloud = &s.fleet.cloud;
+    cloud.publish_image(SimImage::new(OLD, &["us-east-1"], Arch::X86_64));
+    // The new AMI exists, but in us-west-2 only: the group launches in us-east-1.
+    cloud.publish_image(SimImage::new(NEW, &["us-west-2"], Arch::X86_64));
+    cloud.require_published_images(true);
+    create(&s.client, &npr("general", policy(1), None)).await;
+    let mut c = controller(&s, "0.1.0");
+    for _ in 0..5 {
+        c.step().await;
+        c.wait(Instant::now() + Duration::from_secs(60), true).await;
+    }
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Waiting, "{}", st.message);
+    assert!(
+        st.conditions.iter().any(|c| c.reason == "ImageNotFound"),
+        "{:?}",
+        st.conditions
+    );
+    assert!(
+        st.message.contains(NEW) && st.message.contains("us-east-1"),
+        "the message names the image and the region: {}",
+        st.message
+    );
+    let g = describe_group(&s, "general").await;
+    assert_eq!(g.desired, 2, "nothing was surged");
+    assert_eq!(g.template_image, OLD, "the template was not touched");
+    assert!(st.checkpoint.is_none(), "no rotation started");
+
+    // Published in us-east-1 but still pending: it waits, now for readiness.
+    let mut pending = SimImage::new(NEW, &["us-east-1", "us-west-2"], Arch::X86_64);
+    pending.state = ImageState::Pending;
+    cloud.publish_image(pending.clone());
+    for _ in 0..3 {
+        c.step().await;
+        c.wait(Instant::now() + Duration::from_secs(60), true).await;
+    }
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert!(
+        st.conditions.iter().any(|c| c.reason == "ImageNotReady"),
+        "{:?}",
+        st.conditions
+    );
+    assert_eq!(describe_group(&s, "general").await.desired, 2);
+
+    // Available: the rotation goes on by itself and completes.
+    pending.state = ImageState::Available;
+    cloud.publish_image(pending);
+    let (_, log) = drive(
+        &s,
+        c,
+        &[("general", 2, 1)],
+        Duration::from_secs(3 * 3600),
+        |_| None,
+    )
+    .await;
+    assert_clean(&s, "general", 2, &log).await;
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{}\n{log}", st.message);
 }

@@ -88,7 +88,13 @@ fn history() -> History {
     edit(
         &fleet_yaml,
         "    gpu:\n      description",
-        "        \"2026.11.3\":\n          aws: ami-0123456789abcdef0\n          gcp: projects/acme-images/global/images/general-2026-11-3\n    gpu:\n      description",
+        "        \"2026.11.3\":\n          aws: {us-east-1: ami-0123456789abcdef0, us-west-2: ami-0123456789abcdef1, eu-central-1: ami-0123456789abcdef2}\n          gcp: projects/acme-images/global/images/general-2026-11-3\n    gpu:\n      description",
+    );
+    // A cluster in a third region needs that region's AMI of every version it can be pinned to.
+    edit(
+        &fleet_yaml,
+        "            us-west-2: {x86_64: ami-04c1d2e3f4a5b6c7d, arm64: ami-0a9b8c7d6e5f40312}\n",
+        "            us-west-2: {x86_64: ami-04c1d2e3f4a5b6c7d, arm64: ami-0a9b8c7d6e5f40312}\n            eu-central-1: ami-0e1d2c3b4a5968778\n",
     );
     edit(
         &fleet_yaml,
@@ -168,7 +174,10 @@ fn render_shows_the_resolved_cluster_at_a_revision() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&before)).unwrap();
     assert_eq!(v["wave"], "main");
     assert_eq!(v["pools"][0]["version"], "2026.11.1");
-    assert_eq!(v["pools"][0]["image"], "ami-0a1b2c3d4e5f60718");
+    assert_eq!(
+        v["pools"][0]["image"], "ami-0b2c3d4e5f6071829",
+        "the us-west-2 AMI"
+    );
     assert_eq!(v["pools"][0]["policy"]["onGateFailure"], "rollback");
 
     let after = rota(&[
@@ -268,8 +277,8 @@ fn diff_groups_image_changes_by_wave() {
         out,
         "wave 3: main\n\
          \x20 prod-euw1/general: general 2026.11.1 -> 2026.11.2 (projects/acme-images/global/images/general-2026-11-1 -> projects/acme-images/global/images/general-2026-11-2)\n\
-         \x20 prod-usw2/general: general 2026.11.1 -> 2026.11.2 (ami-0a1b2c3d4e5f60718 -> ami-0f9e8d7c6b5a40312)\n\
-         \x20 prod-usw2/legacy: general 2026.11.1 -> 2026.11.2 (ami-0a1b2c3d4e5f60718 -> ami-0f9e8d7c6b5a40312)\n\
+         \x20 prod-usw2/general: general 2026.11.1 -> 2026.11.2 (ami-0b2c3d4e5f6071829 -> ami-04c1d2e3f4a5b6c7d)\n\
+         \x20 prod-usw2/legacy: general 2026.11.1 -> 2026.11.2 (ami-0b2c3d4e5f6071829 -> ami-04c1d2e3f4a5b6c7d)\n\
          \x20 prod-weu/general: general 2026.11.1 -> 2026.11.2 (/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.1 -> /subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.2)\n\
          \x20 prod-weu/system: general 2026.11.1 -> 2026.11.2 (/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.1 -> /subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.2)\n\
          5 pools change image\n"
@@ -364,8 +373,8 @@ fn diff_groups_image_changes_by_wave() {
          #### Wave 3: main\n\n\
          | pool | change | from | to |\n\
          |---|---|---|---|\n\
-         | prod-euc1/general | added | – | general@2026.11.2 (`ami-0f9e8d7c6b5a40312`) |\n\
-         | prod-euc1/legacy | added | – | general@2026.11.2 (`ami-0f9e8d7c6b5a40312`) |\n\n"
+         | prod-euc1/general | added | – | general@2026.11.2 (`ami-0e1d2c3b4a5968778`) |\n\
+         | prod-euc1/legacy | added | – | general@2026.11.2 (`ami-0e1d2c3b4a5968778`) |\n\n"
     );
 
     let same = rota(&["diff", "--repo", repo, "--from", "HEAD", "--to", "HEAD"]);

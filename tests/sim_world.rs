@@ -29,6 +29,9 @@ fn cluster(name: &str, pools: &[(&str, &str)]) -> DesiredCluster {
                 channel: "general".into(),
                 version: "2026.11.1".into(),
                 image: (*image).into(),
+                arch: Default::default(),
+                released: None,
+                max_age: None,
                 group: asg(name, pool),
                 node_selector: [("eks.amazonaws.com/nodegroup".to_string(), pool.to_string())]
                     .into(),

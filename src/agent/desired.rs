@@ -142,6 +142,9 @@ mod tests {
                 channel: "general".into(),
                 version: version.into(),
                 image: format!("ami-{}", version.replace('.', "")),
+                arch: Default::default(),
+                released: None,
+                max_age: None,
                 group: GroupRef::Aws {
                     region: "us-east-1".into(),
                     auto_scaling_group: format!("{name}-general"),

@@ -86,6 +86,12 @@ impl LocalFleet {
         let sim = Fleet::start(&scenario, config.speed)
             .await
             .map_err(|e| e.to_string())?;
+        // The clouds hold the images the repo names, where it says they exist, and nothing
+        // else: an AMI pinned for a region it was not published in fails there.
+        for image in rota_sim::images::images_of(&fleet) {
+            sim.cloud.publish_image(image);
+        }
+        sim.cloud.require_published_images(true);
         let clock = Clock::new(config.speed);
         let cancel = CancellationToken::new();
         let verifier = match &config.trust {

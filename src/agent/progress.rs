@@ -275,6 +275,9 @@ mod tests {
             channel: "general".into(),
             version: "2026.11.2".into(),
             image: "ami-new".into(),
+            arch: Default::default(),
+            released: None,
+            max_age: None,
             group: GroupRef::Aws {
                 region: "us-east-1".into(),
                 auto_scaling_group: "eks-general".into(),

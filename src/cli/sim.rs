@@ -110,6 +110,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         None => FaultProfile::default(),
     };
     let scenario = Scenario::from_fleet(&clusters, workloads, faults, args.seed);
+    let published = rota_sim::images::images_of(&fleet);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -118,13 +119,20 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
-        let fleet = match Fleet::start(&scenario, args.speed).await {
+        let sim_fleet = match Fleet::start(&scenario, args.speed).await {
             Ok(f) => f,
             Err(e) => {
                 eprintln!("rota: cannot load the simulated fleet: {e}");
                 return ExitCode::from(1);
             }
         };
+        // The clouds hold the images the repo names, where it says they exist, and nothing
+        // else (see rota_sim::images).
+        for image in published {
+            sim_fleet.cloud.publish_image(image);
+        }
+        sim_fleet.cloud.require_published_images(true);
+        let fleet = sim_fleet;
         let log = match args.request_log.as_deref().map(RequestLog::create).transpose() {
             Ok(l) => l,
             Err(e) => {

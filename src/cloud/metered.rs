@@ -60,6 +60,18 @@ impl NodeGroups for MeteredNodeGroups {
         r
     }
 
+    async fn check_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+        arch: rota_core::cloud::Arch,
+    ) -> Result<rota_core::cloud::ImageCheck, CloudError> {
+        let t = Instant::now();
+        let r = self.inner.check_image(group, image, arch).await;
+        self.record(group, "check_image", t, &r);
+        r
+    }
+
     async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {
         let t = Instant::now();
         let r = self.inner.set_image(group, image).await;
@@ -128,6 +140,14 @@ mod tests {
                 template_image: "ami-1".into(),
                 instances: vec![],
             })
+        }
+        async fn check_image(
+            &self,
+            _: &GroupRef,
+            _: &str,
+            _: rota_core::cloud::Arch,
+        ) -> Result<rota_core::cloud::ImageCheck, CloudError> {
+            Ok(rota_core::cloud::ImageCheck::Usable)
         }
         async fn set_image(&self, _: &GroupRef, _: &str) -> Result<(), CloudError> {
             Ok(())

@@ -94,6 +94,18 @@ impl NodeGroups for Providers {
             .await
     }
 
+    async fn check_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+        arch: rota_core::cloud::Arch,
+    ) -> Result<rota_core::cloud::ImageCheck, CloudError> {
+        self.provider(group, "CheckImage")
+            .await?
+            .check_image(group, image, arch)
+            .await
+    }
+
     async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {
         self.provider(group, "SetTemplateImage")
             .await?

@@ -159,6 +159,18 @@ struct PoolState {
     rotating: bool,
     /// When it was last reconciled: wake-ups are spaced by [`MIN_WAKE_GAP`].
     last: Instant,
+    /// The last image check (`NodeGroups::check_image`): the image, when, and why it could
+    /// not launch (`None`: usable, kept for good; a hold is asked again after
+    /// [`IMAGE_RECHECK`]).
+    image_check: Option<ImageChecked>,
+}
+
+/// One answer of `NodeGroups::check_image` for a pool: the image, when, and the hold (reason,
+/// message) it gave, `None` when usable.
+struct ImageChecked {
+    image: String,
+    at: Instant,
+    hold: Option<(String, String)>,
 }
 
 impl PoolState {
@@ -176,6 +188,7 @@ impl PoolState {
             batch_started: None,
             selector: BTreeMap::new(),
             rotating: false,
+            image_check: None,
             last: Instant::now(),
         }
     }
@@ -184,6 +197,8 @@ impl PoolState {
 /// A pool woken by index changes is reconciled at most this often (controller time): a drain
 /// moves dozens of pods at once and one look at them all is enough.
 const MIN_WAKE_GAP: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long an image the cloud could not launch is held before it is asked about again.
+const IMAGE_RECHECK: std::time::Duration = std::time::Duration::from_secs(15);
 /// How long the first pass waits for the index's first complete lists (controller-runtime's
 /// WaitForCacheSync): until then every pool is "not observed".
 const FIRST_SYNC: std::time::Duration = std::time::Duration::from_secs(60);
@@ -580,10 +595,11 @@ impl Controller {
         let now = self.clock.now();
         self.prepare(npr, &desired);
         let verdict = self.sample_gates(npr, &desired, now).await;
-        let observed = match self.observe(&desired, verdict, start_hold, now).await {
+        let mut observed = match self.observe(&desired, verdict, start_hold, now).await {
             Ok(o) => o,
             Err(e) => return self.observe_failed(npr, e, now).await,
         };
+        observed.image_hold = self.image_hold(npr, &desired, &observed).await;
         let request = operator_request(npr);
         let (mut plan, steered) = self.plan(npr, &desired, &observed, request.as_ref(), now);
         // Test hook: run only a prefix of the actions, as a crash would.
@@ -636,6 +652,59 @@ impl Controller {
         }
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
         state.rotating = checkpoint.is_some_and(|c| !matches!(c.stage, Stage::Done));
+    }
+
+    /// Whether the desired image can launch in the pool's group, asked of the cloud only when
+    /// the next plan could surge it (no rotation on it yet) and remembered: a usable image is
+    /// not asked about again, an unusable one every [`IMAGE_RECHECK`] until it appears. A
+    /// check that fails (the call, not the image) holds too, naming the error: an image
+    /// nobody could check is not launched.
+    async fn image_hold(
+        &mut self,
+        npr: &NodePoolRotation,
+        desired: &rota_core::fleet::resolved::DesiredPool,
+        observed: &rota_core::rotate::Observed,
+    ) -> Option<(String, String)> {
+        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+        let on_it =
+            checkpoint.is_some_and(|c| c.stage != Stage::Done && c.target_image == desired.image);
+        let settled = checkpoint
+            .is_some_and(|c| c.stage == Stage::Done && c.target_image == desired.image)
+            && observed.group.template_image == desired.image;
+        if on_it || settled || desired.mode != rota_core::fleet::resolved::Mode::Reconcile {
+            return None;
+        }
+        let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
+        if let Some(c) = &state.image_check
+            && c.image == desired.image
+            && (c.hold.is_none() || c.at.elapsed() < IMAGE_RECHECK)
+        {
+            return c.hold.clone();
+        }
+        let hold = match self
+            .groups
+            .check_image(&desired.group, &desired.image, desired.arch)
+            .await
+        {
+            Ok(rota_core::cloud::ImageCheck::Usable) => None,
+            Ok(rota_core::cloud::ImageCheck::Unusable { reason, message }) => {
+                Some((reason, message))
+            }
+            Err(e) => Some((
+                "ImageUnavailable".to_string(),
+                format!("could not check image {}: {e}", desired.image),
+            )),
+        };
+        if let Some((reason, message)) = &hold {
+            tracing::warn!(pool = %npr.name_any(), image = %desired.image, %reason, "{message}");
+        }
+        let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
+        state.image_check = Some(ImageChecked {
+            image: desired.image.clone(),
+            at: Instant::now(),
+            hold: hold.clone(),
+        });
+        hold
     }
 
     /// The health gates' verdict for the evaluation the checkpoint is in, sampled here at the

@@ -149,7 +149,7 @@ const PROMETHEUS: &str = "http://prometheus.monitoring:9090";
 /// The new version (c) adds to the `general` channel, before the `gpu` channel.
 const GPU_CHANNEL: &str = "    gpu:\n      description:";
 const V3_IMAGES: &str = r#"        "2026.11.3":
-          aws: ami-0c3b2a1908f7e6d54
+          aws: {us-east-1: ami-0c3b2a1908f7e6d54, us-west-2: ami-0d4c3b2a19087f6e5}
           gcp: projects/acme-images/global/images/general-2026-11-3
           azure: /subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.3
 "#;
@@ -458,8 +458,28 @@ impl<'a> Story<'a> {
         )
         .await?;
 
-        // (c) bump again, revert midway.
-        self.say("(c) PR merged: the canary wave takes general 2026.11.3");
+        // (c) bump again, revert midway. The clouds publish the build first: an AMI per
+        // region (the canary's us-east-1 and main's us-west-2), the GCP image, the gallery
+        // version; the simulated clouds launch nothing they have not published.
+        for (id, regions) in [
+            ("ami-0c3b2a1908f7e6d54", &["us-east-1"][..]),
+            ("ami-0d4c3b2a19087f6e5", &["us-west-2"][..]),
+            (
+                "projects/acme-images/global/images/general-2026-11-3",
+                &[][..],
+            ),
+            (
+                "/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.3",
+                &[][..],
+            ),
+        ] {
+            let mut image =
+                rota_sim::images::SimImage::new(id, regions, rota_core::cloud::Arch::X86_64);
+            image.name = "general-2026.11.3".into();
+            image.created = self.fleet.clock.now();
+            self.fleet.sim.cloud.publish_image(image);
+        }
+        self.say("(c) the clouds publish general 2026.11.3 (us-east-1, us-west-2, GCP, Azure); PR merged: the canary wave takes it");
         let r = self.repo.clone();
         let again = blocking(move || {
             let text = r.read("fleet.yaml")?;

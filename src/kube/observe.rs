@@ -66,6 +66,8 @@ pub async fn observe(
         departed,
         gates,
         start_hold,
+        // The controller checks the image where it matters (`Controller::image_hold`).
+        image_hold: None,
         // The controller sets its `--describe-lag`.
         describe_lag: std::time::Duration::ZERO,
         leading_since: None,

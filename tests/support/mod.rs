@@ -362,6 +362,7 @@ impl Model {
             departed: Vec::new(),
             gates,
             start_hold: None,
+            image_hold: None,
             describe_lag: std::time::Duration::ZERO,
             leading_since: None,
         }
@@ -593,6 +594,9 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
         channel: "general".into(),
         version: "v2".into(),
         image: NEW.into(),
+        arch: Default::default(),
+        released: None,
+        max_age: None,
         group: group_ref(),
         node_selector: Default::default(),
         policy,

@@ -27,8 +27,10 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::faults::{Call, FaultProfile};
+use super::images::{Catalog, SimImage};
 use rota_core::cloud::{
-    CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups, provider_id,
+    Arch, CloudError, CloudErrorKind, GroupRef, GroupState, ImageCheck, Instance, Lifecycle,
+    NodeGroups, provider_id,
 };
 
 /// A group to create in the simulated cloud.
@@ -170,6 +172,8 @@ struct Inner {
     /// Past states of each group, oldest first, kept for `consistency.describeLag` (empty
     /// when reads are consistent).
     history: BTreeMap<GroupRef, Vec<(Instant, GroupState)>>,
+    /// The account's published images (see `crate::images`).
+    images: Catalog,
 }
 
 /// A simulated cloud account. Cheap to clone; clones share state.
@@ -198,6 +202,7 @@ impl SimCloud {
                 events: Vec::new(),
                 record_events: true,
                 history: BTreeMap::new(),
+                images: Catalog::default(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -262,6 +267,27 @@ impl SimCloud {
         drop(inner);
         self.changed();
         Ok(())
+    }
+
+    /// Publish an image (or change one: its state, its regions); launches waiting on it go on.
+    pub fn publish_image(&self, image: SimImage) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.images.publish(image);
+        for g in inner.groups.values_mut() {
+            g.launch_blocked_until = None;
+        }
+        drop(inner);
+        self.changed();
+    }
+
+    /// Refuse to launch images that were not published (see `crate::images`).
+    pub fn require_published_images(&self, on: bool) {
+        self.inner.lock().unwrap().images.require_published = on;
+    }
+
+    /// The account's published images.
+    pub fn images(&self) -> Vec<SimImage> {
+        self.inner.lock().unwrap().images.all().cloned().collect()
     }
 
     /// Every group's reference, in a stable order.
@@ -608,6 +634,20 @@ impl Inner {
                 return changed;
             }
             group.launch_blocked_until = None;
+            // An image that does not exist where the group launches: the launch fails and is
+            // retried later, as an Auto Scaling group's scaling activity does.
+            if let Some(code) = self
+                .images
+                .launch_error(&group.spec.group, &group.template_image)
+            {
+                self.record(CloudEvent::LaunchFailed {
+                    group: name.clone(),
+                    reason: code,
+                });
+                group.launch_blocked_until =
+                    Some(now + self.scale(self.faults.launch.retry_after.as_duration()));
+                return changed;
+            }
             for _ in live..desired {
                 let rate = self.faults.launch.capacity_error_rate;
                 if rate > 0.0 && self.rng.random::<f64>() < rate {
@@ -687,6 +727,24 @@ impl NodeGroups for SimCloud {
         self.call(Call::Describe, group, |inner, now| {
             Ok((inner.described(group, now), false))
         })
+    }
+
+    async fn check_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+        arch: Arch,
+    ) -> Result<ImageCheck, CloudError> {
+        let inner = self.inner.lock().unwrap();
+        if !inner.groups.contains_key(group) {
+            return Err(CloudError::new(
+                CloudErrorKind::NotFound,
+                "CheckImage",
+                group,
+                "no such group",
+            ));
+        }
+        Ok(inner.images.check(group, image, arch))
     }
 
     async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {

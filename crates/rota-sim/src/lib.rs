@@ -22,6 +22,7 @@ pub mod ctx;
 pub mod events;
 pub mod eviction;
 pub mod faults;
+pub mod images;
 pub mod kubeconfig;
 pub mod kubelet;
 pub mod pdb;

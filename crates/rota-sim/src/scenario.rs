@@ -403,6 +403,9 @@ mod tests {
                     channel: "general".into(),
                     version: "2026.11.1".into(),
                     image: (*image).into(),
+                    arch: Default::default(),
+                    released: None,
+                    max_age: None,
                     group: GroupRef::Aws {
                         region: "us-east-1".into(),
                         auto_scaling_group: format!("{name}-{pool}"),

@@ -160,6 +160,8 @@ struct Req {
     instance_id: String,
     #[serde(default)]
     decrement: bool,
+    #[serde(default)]
+    arch: rota_core::cloud::Arch,
 }
 
 async fn handle(groups: &dyn NodeGroups, path: &str, body: &[u8]) -> (u16, Value) {
@@ -172,6 +174,10 @@ async fn handle(groups: &dyn NodeGroups, path: &str, body: &[u8]) -> (u16, Value
             .describe(&req.group)
             .await
             .map(|s| serde_json::to_value(s).expect("a group state serializes")),
+        "/checkImage" => groups
+            .check_image(&req.group, &req.image, req.arch)
+            .await
+            .map(|c| serde_json::to_value(c).expect("an image check serializes")),
         "/setImage" => groups
             .set_image(&req.group, &req.image)
             .await
@@ -261,6 +267,30 @@ impl NodeGroups for HttpNodeGroups {
             CloudError::new(
                 CloudErrorKind::Transient,
                 "DescribeGroup",
+                group,
+                e.to_string(),
+            )
+        })
+    }
+
+    async fn check_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+        arch: rota_core::cloud::Arch,
+    ) -> Result<rota_core::cloud::ImageCheck, CloudError> {
+        let v = self
+            .call(
+                "CheckImage",
+                "/checkImage",
+                group,
+                json!({"group": group, "image": image, "arch": arch}),
+            )
+            .await?;
+        serde_json::from_value(v).map_err(|e| {
+            CloudError::new(
+                CloudErrorKind::Transient,
+                "CheckImage",
                 group,
                 e.to_string(),
             )

@@ -5,6 +5,10 @@
 //!   lifecycle), `DescribeLaunchTemplateVersions` (the AMI of the version the group
 //!   points at, `$Latest`/`$Default` and SSM aliases resolved), `DescribeInstances` (each
 //!   instance's AMI, filtered by instance ID, 200 at a time).
+//! - `check_image`: `DescribeImages` of the AMI in the group's region: `available`, of the
+//!   pool's architecture (`InvalidAMIID.NotFound`, as EC2 answers for another region's AMI,
+//!   is an unusable image, not a failed call). An SSM alias (`resolve:ssm:…`) is resolved by
+//!   EC2 at launch and is not checked here.
 //! - `set_image`: `CreateLaunchTemplateVersion` from the current version (`SourceVersion`)
 //!   with only `ImageId` changed, then `UpdateAutoScalingGroup` pinning the group to the new
 //!   version number (in its launch template or its mixed-instances policy).
@@ -345,6 +349,74 @@ impl NodeGroups for AwsNodeGroups {
             template_image: current.image,
             instances,
         })
+    }
+
+    async fn check_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+        arch: super::Arch,
+    ) -> Result<super::ImageCheck, CloudError> {
+        const CALL: &str = "DescribeImages";
+        use super::ImageCheck;
+        if image.starts_with("resolve:ssm:") {
+            return Ok(ImageCheck::Usable);
+        }
+        let (_, c) = self.target(group, CALL)?;
+        let region = match group {
+            GroupRef::Aws { region, .. } => region.as_str(),
+            _ => "",
+        };
+        let out = self
+            .retry
+            .run(CALL, group, || async {
+                c.ec2
+                    .describe_images()
+                    .image_ids(image)
+                    .include_deprecated(true)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(e, CALL, group))
+            })
+            .await;
+        let out = match out {
+            Ok(out) => out,
+            // EC2 refuses the whole request for an ID it does not know in this region.
+            Err(e) if e.message.starts_with("InvalidAMIID.") => {
+                return Ok(ImageCheck::unusable(
+                    "ImageNotFound",
+                    format!("AMI {image} does not exist in {region}: {}", e.message),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(img) = out.images().iter().find(|i| i.image_id() == Some(image)) else {
+            return Ok(ImageCheck::unusable(
+                "ImageNotFound",
+                format!("AMI {image} does not exist in {region} (DescribeImages lists none)"),
+            ));
+        };
+        let state = img
+            .state()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default();
+        if state != "available" {
+            return Ok(ImageCheck::unusable(
+                "ImageNotReady",
+                format!("AMI {image} in {region} is {state}, not available"),
+            ));
+        }
+        let found = img
+            .architecture()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_default();
+        if !found.is_empty() && found != arch.as_str() {
+            return Ok(ImageCheck::unusable(
+                "ImageWrongArch",
+                format!("AMI {image} in {region} is {found} and the pool is {arch}"),
+            ));
+        }
+        Ok(ImageCheck::Usable)
     }
 
     async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {

@@ -4,6 +4,7 @@
 //! | `NodeGroups` | ARM calls (api-version 2024-07-01) |
 //! |---|---|
 //! | `describe` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_List` (all pages), `VirtualMachineScaleSetVMs_Get` with the instance view for a VM whose provisioning failed |
+//! | `check_image` | `VirtualMachineScaleSets_Get` (its location), `GalleryImageVersions_Get` with `$expand=ReplicationStatus` (api-version 2023-07-03): provisioning succeeded, the location among the target regions and replicated there |
 //! | `set_image` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (the model's `imageReference`, same publisher and offer), wait |
 //! | `set_capacity` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (`sku.capacity`, the `max` tag; `If-Match`), wait |
 //! | `terminate` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_Get`, `VirtualMachineScaleSets_DeleteInstances`, wait; without `decrement`, `VirtualMachineScaleSets_Update` to put the capacity back |
@@ -43,6 +44,63 @@ use super::{
 
 /// The compute API version rota speaks (its bodies are what the double in `tests/` serves).
 pub const API_VERSION: &str = "2024-07-01";
+/// The Compute Gallery API version of the gallery image version read (galleries version their
+/// API apart from compute).
+pub const GALLERY_API_VERSION: &str = "2023-07-03";
+
+/// An ARM location as a key: `West Europe` and `westeurope` are the same region.
+fn location_key(l: &str) -> String {
+    l.chars()
+        .filter(|c| !c.is_whitespace())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Whether a gallery image version (a `GalleryImageVersion` body with its replication status)
+/// can launch in `location`.
+pub fn gallery_version_check(
+    image: &str,
+    location: &str,
+    v: &serde_json::Value,
+) -> super::ImageCheck {
+    use super::ImageCheck;
+    let props = &v["properties"];
+    let state = props["provisioningState"].as_str().unwrap_or("");
+    if !state.eq_ignore_ascii_case("Succeeded") {
+        return ImageCheck::unusable(
+            "ImageNotReady",
+            format!("gallery image version {image} is {state}, not Succeeded"),
+        );
+    }
+    let here = location_key(location);
+    let targets: Vec<&str> = props["publishingProfile"]["targetRegions"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect())
+        .unwrap_or_default();
+    if !targets.iter().any(|t| location_key(t) == here) {
+        return ImageCheck::unusable(
+            "ImageNotReplicated",
+            format!(
+                "gallery image version {image} is not replicated to {location} (its target regions: {})",
+                targets.join(", ")
+            ),
+        );
+    }
+    let replicated = props["replicationStatus"]["summary"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|r| r["region"].as_str().map(location_key) == Some(here.clone()))
+        })
+        .and_then(|r| r["state"].as_str());
+    match replicated {
+        Some(s) if !s.eq_ignore_ascii_case("Completed") => ImageCheck::unusable(
+            "ImageNotReady",
+            format!("gallery image version {image} is {s} in {location}"),
+        ),
+        _ => ImageCheck::Usable,
+    }
+}
 
 /// A scale set's instance limit with platform or gallery images (Uniform orchestration).
 pub const PLATFORM_MAX: u32 = 1000;
@@ -526,6 +584,42 @@ impl NodeGroups for AzureNodeGroups {
             template_image: template,
             instances,
         })
+    }
+
+    async fn check_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+        _arch: super::Arch,
+    ) -> Result<super::ImageCheck, CloudError> {
+        // Only a gallery image version of a subscription is read here; marketplace URNs and
+        // shared or community gallery IDs are resolved by the platform at create.
+        let lower = image.to_ascii_lowercase();
+        if !(lower.starts_with("/subscriptions/")
+            && lower.contains("/galleries/")
+            && lower.contains("/versions/"))
+        {
+            return Ok(super::ImageCheck::Usable);
+        }
+        let (_, vmss) = self
+            .get_scale_set(group, "VirtualMachineScaleSets_Get")
+            .await?;
+        const CALL: &str = "GalleryImageVersions_Get";
+        let url = self.arm.url(&format!(
+            "{image}?$expand=ReplicationStatus&api-version={GALLERY_API_VERSION}"
+        ));
+        match self
+            .arm
+            .get_json::<serde_json::Value>(CALL, group, &url)
+            .await
+        {
+            Ok(v) => Ok(gallery_version_check(image, &vmss.location, &v)),
+            Err(e) if e.kind == CloudErrorKind::NotFound => Ok(super::ImageCheck::unusable(
+                "ImageNotFound",
+                format!("gallery image version {image} was not found: {}", e.message),
+            )),
+            Err(e) => Err(e),
+        }
     }
 
     async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {

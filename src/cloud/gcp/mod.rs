@@ -39,7 +39,7 @@ use std::time::Duration;
 use anyhow::Context;
 use async_trait::async_trait;
 use google_cloud_compute_v1::client::{
-    Autoscalers, InstanceGroupManagers, InstanceTemplates, RegionAutoscalers,
+    Autoscalers, Images, InstanceGroupManagers, InstanceTemplates, RegionAutoscalers,
     RegionInstanceGroupManagers, RegionInstanceTemplates,
 };
 use google_cloud_compute_v1::model;
@@ -105,6 +105,7 @@ struct Clients {
     region_templates: RegionInstanceTemplates,
     autoscalers: Autoscalers,
     region_autoscalers: RegionAutoscalers,
+    images: Images,
 }
 
 /// GCP managed instance groups as rota's [`NodeGroups`].
@@ -153,6 +154,7 @@ impl GcpNodeGroups {
             region_templates: build_client!(RegionInstanceTemplates, options, creds),
             autoscalers: build_client!(Autoscalers, options, creds),
             region_autoscalers: build_client!(RegionAutoscalers, options, creds),
+            images: build_client!(Images, options, creds),
         };
         Ok(GcpNodeGroups {
             clients,
@@ -167,6 +169,7 @@ impl GcpNodeGroups {
 /// the method's page. `deploy/components/gcp/rota-iam-role.yaml` grants exactly these (a test
 /// holds it and this table to every call this module makes).
 pub const PERMISSIONS: &[(&str, &str)] = &[
+    ("images.get", "compute.images.get"),
     (
         "instanceGroupManagers.get",
         "compute.instanceGroupManagers.get",
@@ -1180,6 +1183,84 @@ impl NodeGroups for GcpNodeGroups {
         })
     }
 
+    async fn check_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+        arch: super::Arch,
+    ) -> Result<super::ImageCheck, CloudError> {
+        use super::ImageCheck;
+        Mig::of("images.get", group)?;
+        // `projects/P/global/images/NAME` (or a full URL ending so). A family reference
+        // (`…/images/family/F`) is resolved by Compute at insert and not checked here.
+        let path = image.split("/projects/").last().unwrap_or(image);
+        let path = path.strip_prefix("projects/").unwrap_or(path);
+        let parts: Vec<&str> = path.split('/').collect();
+        let (project, name) = match parts.as_slice() {
+            [p, "global", "images", n] => (*p, *n),
+            [_, "global", "images", "family", _] => return Ok(ImageCheck::Usable),
+            _ => {
+                return Ok(ImageCheck::unusable(
+                    "ImageNotFound",
+                    format!(
+                        "{image:?} is not a Compute image path (projects/P/global/images/NAME)"
+                    ),
+                ));
+            }
+        };
+        let c = &self.clients;
+        let got = self
+            .call("images.get", group, || {
+                c.images.get().set_project(project).set_image(name).send()
+            })
+            .await;
+        let img = match got {
+            Ok(img) => img,
+            Err(e) if e.kind == CloudErrorKind::NotFound => {
+                return Ok(ImageCheck::unusable(
+                    "ImageNotFound",
+                    format!("image {image} was not found: {}", e.message),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let status = img.status.as_ref().and_then(|s| s.name()).unwrap_or("");
+        if status != "READY" {
+            return Ok(ImageCheck::unusable(
+                "ImageNotReady",
+                format!("image {image} is {status}, not READY"),
+            ));
+        }
+        let deprecation = img
+            .deprecated
+            .as_ref()
+            .and_then(|d| d.state.as_ref())
+            .and_then(|s| s.name())
+            .unwrap_or("");
+        if matches!(deprecation, "DEPRECATED" | "OBSOLETE" | "DELETED") {
+            return Ok(ImageCheck::unusable(
+                "ImageDeprecated",
+                format!("image {image} is {deprecation}"),
+            ));
+        }
+        let found = img
+            .architecture
+            .as_ref()
+            .and_then(|a| a.name())
+            .unwrap_or("");
+        let wanted = match arch {
+            super::Arch::X86_64 => "X86_64",
+            super::Arch::Arm64 => "ARM64",
+        };
+        if !found.is_empty() && found != "ARCHITECTURE_UNSPECIFIED" && found != wanted {
+            return Ok(ImageCheck::unusable(
+                "ImageWrongArch",
+                format!("image {image} is {found} and the pool is {arch}"),
+            ));
+        }
+        Ok(ImageCheck::Usable)
+    }
+
     async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {
         let mig = Mig::of("instanceGroupManagers.get", group)?;
         let view = self.get_mig(&mig, group).await?;
@@ -1346,6 +1427,7 @@ mod tests {
             "zoneOperations",
             "regionOperations",
             "globalOperations",
+            "images",
         ];
         // The code, without the table itself.
         let src = include_str!("mod.rs");

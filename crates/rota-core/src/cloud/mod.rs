@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::errors::{Class, Classified, Classify};
-pub use crate::fleet::resolved::{Cloud, GroupRef};
+pub use crate::fleet::resolved::{Arch, Cloud, GroupRef};
 
 /// Where an instance is in its life, as far as rota cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -77,6 +77,29 @@ pub struct GroupState {
     /// The image instances created from now on boot from.
     pub template_image: String,
     pub instances: Vec<Instance>,
+}
+
+/// Whether an image can launch where a group launches, as its cloud says right now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ImageCheck {
+    Usable,
+    /// Not usable there now; nothing is surged on it. `reason` is a stable CamelCase word
+    /// (`ImageNotFound`, `ImageNotReady`, `ImageDeprecated`, `ImageWrongArch`,
+    /// `ImageNotReplicated`), `message` names the image, the region and what the cloud said.
+    Unusable {
+        reason: String,
+        message: String,
+    },
+}
+
+impl ImageCheck {
+    pub fn unusable(reason: &str, message: impl Into<String>) -> Self {
+        ImageCheck::Unusable {
+            reason: reason.to_string(),
+            message: message.into(),
+        }
+    }
 }
 
 /// What a retry should do about a failed call.
@@ -192,6 +215,18 @@ pub trait NodeGroups: Send + Sync {
     /// are omitted). Read-only. An instance the cloud has not managed to create carries the
     /// cause in `launch_error` where the cloud reports one per instance (GCP, Azure).
     async fn describe(&self, group: &GroupRef) -> Result<GroupState, CloudError>;
+
+    /// Whether `image` can launch in the group now: it exists where the group launches and is
+    /// ready there (AWS: `DescribeImages` in the group's region, state `available`, the pool's
+    /// `arch`; GCP: `images.get` READY and not deprecated; Azure: the gallery image version
+    /// succeeded and is replicated to the scale set's region). Read-only. An image that is
+    /// missing or not ready is `Ok(Unusable)`, not an error; errors are for calls that failed.
+    async fn check_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+        arch: Arch,
+    ) -> Result<ImageCheck, CloudError>;
 
     /// Make instances created from now on boot `image`. Running instances are not touched.
     /// Idempotent: setting the image the template already has is a no-op success.

@@ -145,6 +145,111 @@ impl schemars::JsonSchema for GoDuration {
     }
 }
 
+/// An image's age as a channel's `minAge` (bake) and `maxAge` (patch deadline) write it: Go
+/// syntax plus whole days in front (`72h`, `30d`, `1d12h`). Days are accepted here and only
+/// here because patch deadlines are set in days (PCI DSS: a month) and no other tool reads
+/// these two keys; a rollout timing still takes [`GoDuration`] alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ImageAge {
+    pub duration: Duration,
+    /// Whether it was written with days, so it renders back the way it was written.
+    days: bool,
+}
+
+impl ImageAge {
+    pub fn from_secs(secs: u64) -> Self {
+        ImageAge {
+            duration: Duration::from_secs(secs),
+            days: false,
+        }
+    }
+
+    pub fn as_duration(self) -> Duration {
+        self.duration
+    }
+}
+
+impl FromStr for ImageAge {
+    type Err = DurationError;
+
+    fn from_str(input: &str) -> Result<Self, Self::Err> {
+        let err = |why| DurationError {
+            input: input.to_string(),
+            why,
+        };
+        let Some((days, rest)) = input.split_once('d') else {
+            return Ok(ImageAge {
+                duration: input.parse::<GoDuration>()?.0,
+                days: false,
+            });
+        };
+        if days.is_empty() || !days.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(err("days must be a whole number before `d` (e.g. 30d)"));
+        }
+        let days: u64 = days.parse().map_err(|_| err("number too large"))?;
+        if days > 366 {
+            return Err(err("longer than a year"));
+        }
+        let rest = if rest.is_empty() {
+            Duration::ZERO
+        } else {
+            rest.parse::<GoDuration>()
+                .map_err(|_| err("after the days, Go syntax such as 12h"))?
+                .0
+        };
+        Ok(ImageAge {
+            duration: Duration::from_secs(days * 86_400) + rest,
+            days: true,
+        })
+    }
+}
+
+impl fmt::Display for ImageAge {
+    /// Days first when it was written with days (`30d`, `1d12h`), else Go's spelling.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.days {
+            return GoDuration(self.duration).fmt(f);
+        }
+        let secs = self.duration.as_secs();
+        let (days, rest) = (
+            secs / 86_400,
+            self.duration - Duration::from_secs(secs / 86_400 * 86_400),
+        );
+        write!(f, "{days}d")?;
+        if !rest.is_zero() {
+            GoDuration(rest).fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for ImageAge {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ImageAge {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl schemars::JsonSchema for ImageAge {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ImageAge".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^([0-9]+d)?([0-9]+(ms|s|m|h))*$",
+            "description": "an image age: Go-style duration with optional leading days, such as 72h, 30d, 1d12h"
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +269,23 @@ mod tests {
             assert_eq!(d.to_string(), canonical, "{input}");
         }
         assert_eq!("250ms".parse::<GoDuration>().unwrap().0.as_millis(), 250);
+    }
+
+    #[test]
+    fn image_ages_take_days_and_render_as_written() {
+        for (input, secs, canonical) in [
+            ("30d", 30 * 86_400, "30d"),
+            ("1d12h", 36 * 3_600, "1d12h"),
+            ("72h", 72 * 3_600, "72h"),
+            ("0s", 0, "0s"),
+        ] {
+            let a: ImageAge = input.parse().unwrap();
+            assert_eq!(a.duration.as_secs(), secs, "{input}");
+            assert_eq!(a.to_string(), canonical, "{input}");
+        }
+        for bad in ["d", "1.5d", "-1d", "400d", "3dx", "30 d", "1h2d"] {
+            assert!(bad.parse::<ImageAge>().is_err(), "{bad} should be rejected");
+        }
     }
 
     #[test]

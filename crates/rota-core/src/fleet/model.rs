@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::duration::GoDuration;
+use super::duration::{GoDuration, ImageAge};
 use super::resolved::{BatchSize, Mode, NoData, OnDrainTimeout, OnGateFailure};
 
 pub const API_VERSION: &str = "rota.dev/v1alpha1";
@@ -100,19 +100,155 @@ pub enum NoticeKindName {
 pub struct Channel {
     #[serde(default)]
     pub description: Option<String>,
+    /// Where new versions come from (`rota images discover`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<ImageSource>,
+    /// Bake: a version younger than this is not proposed by discovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_age: Option<ImageAge>,
+    /// Patch deadline: a pool on a version released longer ago than this is overdue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<ImageAge>,
     /// Version → image per cloud.
     pub versions: BTreeMap<String, CloudImages>,
 }
 
+/// Where a channel's new versions are published, per cloud.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImageSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<AwsImageSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcp: Option<GcpImageSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<AzureImageSource>,
+}
+
+/// An SSM parameter holding the AMI ID (`{arch}` is replaced by the architecture in the
+/// parameter's own spelling: `x86_64` or `arm64`), or a name filter over images of `owners`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AwsImageSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssm_parameter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_filter: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<String>,
+}
+
+/// A GCP image family: its newest READY, non-deprecated image.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GcpImageSource {
+    pub project: String,
+    pub family: String,
+}
+
+/// An Azure Compute Gallery image definition: its newest version not excluded from latest.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AzureImageSource {
+    pub gallery_image: String,
+}
+
+/// One version's images. `released` is when the cloud published it (written by discovery).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CloudImages {
-    #[serde(default)]
-    pub aws: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<AwsImages>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gcp: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub azure: Option<String>,
+}
+
+/// A version's AWS images: one AMI ID (valid only while every AWS cluster pinned to it is in
+/// one region, since an AMI exists in one region) or a map by region.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AwsImages {
+    One(String),
+    ByRegion(BTreeMap<String, RegionImage>),
+}
+
+/// One region's AMI: one ID (for `x86_64` pools, the default architecture) or one per
+/// architecture.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RegionImage {
+    One(String),
+    ByArch(BTreeMap<Arch, String>),
+}
+
+/// A pool's CPU architecture, spelt as AWS and the EKS SSM parameters spell it.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+pub enum Arch {
+    #[default]
+    #[serde(rename = "x86_64")]
+    X86_64,
+    #[serde(rename = "arm64")]
+    Arm64,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 2] = [Arch::X86_64, Arch::Arm64];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Arm64 => "arm64",
+        }
+    }
+
+    pub fn is_default(&self) -> bool {
+        *self == Arch::X86_64
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Arch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "x86_64" => Ok(Arch::X86_64),
+            "arm64" => Ok(Arch::Arm64),
+            _ => Err(format!("unknown architecture {s:?} (x86_64 or arm64)")),
+        }
+    }
+}
+
+/// Why a version has no image for a pool: the pieces validation names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageMiss {
+    /// No image for the cloud at all.
+    Cloud,
+    /// The AWS map has no entry for the region.
+    Region { region: String, known: Vec<String> },
+    /// The region's entry has no AMI for the architecture.
+    Arch { region: String, arch: Arch },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -273,6 +409,10 @@ pub struct AzureCloud {
 pub struct Pool {
     pub name: String,
     pub channel: String,
+    /// The CPU architecture of the pool's machines (default `x86_64`): picks the AMI of a
+    /// version that maps a region by architecture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<Arch>,
     /// Labels that pick the pool's nodes.
     pub node_selector: BTreeMap<String, String>,
     pub group: GroupSpec,
@@ -364,6 +504,22 @@ pub type Cluster = Manifest<ClusterSpec>;
 pub type HealthGate = Manifest<HealthGateSpec>;
 
 impl ClusterSpec {
+    /// The cluster's region where its cloud has one that images depend on: the AWS region
+    /// (AMIs are regional), the GCP region, the Azure location when written.
+    pub fn region(&self) -> Option<&str> {
+        self.cloud
+            .aws
+            .as_ref()
+            .map(|a| a.region.as_str())
+            .or_else(|| self.cloud.gcp.as_ref().map(|g| g.region.as_str()))
+            .or_else(|| {
+                self.cloud
+                    .azure
+                    .as_ref()
+                    .and_then(|a| a.location.as_deref())
+            })
+    }
+
     /// The cloud named by `spec.cloud` (the schema guarantees exactly one).
     pub fn cloud_kind(&self) -> Option<super::resolved::Cloud> {
         use super::resolved::Cloud;
@@ -377,12 +533,84 @@ impl ClusterSpec {
 }
 
 impl CloudImages {
-    pub fn get(&self, cloud: super::resolved::Cloud) -> Option<&str> {
+    /// The version's image for a pool of `cloud` in `region` (AWS only; GCP images are global
+    /// and an Azure gallery version has one ID) on `arch`.
+    pub fn resolve(
+        &self,
+        cloud: super::resolved::Cloud,
+        region: Option<&str>,
+        arch: Arch,
+    ) -> Result<&str, ImageMiss> {
         use super::resolved::Cloud;
         match cloud {
-            Cloud::Aws => self.aws.as_deref(),
-            Cloud::Gcp => self.gcp.as_deref(),
-            Cloud::Azure => self.azure.as_deref(),
+            Cloud::Gcp => self.gcp.as_deref().ok_or(ImageMiss::Cloud),
+            Cloud::Azure => self.azure.as_deref().ok_or(ImageMiss::Cloud),
+            Cloud::Aws => match self.aws.as_ref().ok_or(ImageMiss::Cloud)? {
+                AwsImages::One(id) if arch == Arch::X86_64 => Ok(id),
+                AwsImages::One(_) => Err(ImageMiss::Arch {
+                    region: region.unwrap_or("").to_string(),
+                    arch,
+                }),
+                AwsImages::ByRegion(by_region) => {
+                    let region = region.unwrap_or("");
+                    let miss_arch = || ImageMiss::Arch {
+                        region: region.to_string(),
+                        arch,
+                    };
+                    match by_region.get(region) {
+                        None => Err(ImageMiss::Region {
+                            region: region.to_string(),
+                            known: by_region.keys().cloned().collect(),
+                        }),
+                        Some(RegionImage::One(id)) if arch == Arch::X86_64 => Ok(id),
+                        Some(RegionImage::One(_)) => Err(miss_arch()),
+                        Some(RegionImage::ByArch(m)) => {
+                            m.get(&arch).map(String::as_str).ok_or_else(miss_arch)
+                        }
+                    }
+                }
+            },
         }
+    }
+
+    /// Whether the version has any image for `cloud`.
+    pub fn has(&self, cloud: super::resolved::Cloud) -> bool {
+        use super::resolved::Cloud;
+        match cloud {
+            Cloud::Aws => self.aws.is_some(),
+            Cloud::Gcp => self.gcp.is_some(),
+            Cloud::Azure => self.azure.is_some(),
+        }
+    }
+
+    /// Every image ID of the version with the JSON pointer (below the version) it sits at,
+    /// for shape checks: `aws`, `aws/us-east-1`, `aws/us-west-2/arm64`, `gcp`, `azure`.
+    pub fn ids(&self) -> Vec<(super::resolved::Cloud, String, &str)> {
+        use super::resolved::Cloud;
+        let mut out = Vec::new();
+        match &self.aws {
+            Some(AwsImages::One(id)) => out.push((Cloud::Aws, "aws".to_string(), id.as_str())),
+            Some(AwsImages::ByRegion(m)) => {
+                for (region, img) in m {
+                    let at = format!("aws/{}", super::yaml::escape_token(region));
+                    match img {
+                        RegionImage::One(id) => out.push((Cloud::Aws, at, id.as_str())),
+                        RegionImage::ByArch(a) => {
+                            for (arch, id) in a {
+                                out.push((Cloud::Aws, format!("{at}/{arch}"), id.as_str()));
+                            }
+                        }
+                    }
+                }
+            }
+            None => {}
+        }
+        if let Some(id) = &self.gcp {
+            out.push((Cloud::Gcp, "gcp".to_string(), id.as_str()));
+        }
+        if let Some(id) = &self.azure {
+            out.push((Cloud::Azure, "azure".to_string(), id.as_str()));
+        }
+        out
     }
 }

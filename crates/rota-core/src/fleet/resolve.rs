@@ -170,6 +170,29 @@ fn group_ref(c: &Cluster, g: &GroupSpec) -> Option<GroupRef> {
     })
 }
 
+/// Why `channel@version` has no image for a pool, in the words validation and the agent use.
+pub fn describe_miss(
+    channel: &str,
+    version: &str,
+    cloud: Cloud,
+    miss: &super::model::ImageMiss,
+) -> String {
+    use super::model::ImageMiss;
+    match miss {
+        ImageMiss::Cloud => format!("{channel}@{version} has no {cloud} image"),
+        ImageMiss::Region { region, known } => format!(
+            "{channel}@{version} has no AMI for region {region} (its aws images are for {}); AMI IDs are regional",
+            known.join(", ")
+        ),
+        ImageMiss::Arch { region, arch } if region.is_empty() => {
+            format!("{channel}@{version} has no {cloud} image for arch {arch}")
+        }
+        ImageMiss::Arch { region, arch } => {
+            format!("{channel}@{version} has no AMI for region {region} and arch {arch}")
+        }
+    }
+}
+
 impl Fleet {
     /// The desired state of cluster `name` at this fleet revision.
     pub fn resolve_cluster(&self, name: &str) -> Result<DesiredCluster, ResolveError> {
@@ -205,13 +228,15 @@ impl Fleet {
                     p.channel, wave.name
                 ))
             })?;
-            let image = self
-                .spec
-                .images
-                .get(&p.channel)
+            let channel = self.spec.images.get(&p.channel);
+            let images = channel
                 .and_then(|ch| ch.versions.get(version))
-                .and_then(|v| v.get(cloud))
-                .ok_or_else(|| invalid(format!("no {cloud} image for {}@{version}", p.channel)))?;
+                .ok_or_else(|| invalid(format!("no version {}@{version}", p.channel)))?;
+            let arch = p.arch.unwrap_or_default();
+            let region = c.spec.region();
+            let image = images
+                .resolve(cloud, region, arch)
+                .map_err(|miss| invalid(describe_miss(&p.channel, version, cloud, &miss)))?;
             let group = group_ref(c, &p.group).ok_or_else(|| {
                 invalid(format!("pool `{}`: group does not match {cloud}", p.name))
             })?;
@@ -239,6 +264,9 @@ impl Fleet {
                 channel: p.channel.clone(),
                 version: version.clone(),
                 image: image.to_string(),
+                arch,
+                released: images.released,
+                max_age: channel.and_then(|ch| ch.max_age),
                 group,
                 node_selector: p.node_selector.clone(),
                 policy,

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::duration::GoDuration;
+use super::duration::{GoDuration, ImageAge};
+pub use super::model::Arch;
 
 /// The three clouds rota drives.
 #[derive(
@@ -349,8 +350,19 @@ pub struct DesiredPool {
     pub channel: String,
     /// The version pinned by the cluster's wave.
     pub version: String,
-    /// The image ID for the pool's cloud (`ami-…`, a GCP image path, an Azure resource ID).
+    /// The image ID for the pool's cloud, region and arch (`ami-…`, a GCP image path, an
+    /// Azure resource ID).
     pub image: String,
+    /// The pool's CPU architecture (the Pool's `arch`, default `x86_64`).
+    #[serde(default, skip_serializing_if = "Arch::is_default")]
+    pub arch: Arch,
+    /// When the pinned version was released (the version's `released`), if the repo says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub released: Option<chrono::DateTime<chrono::Utc>>,
+    /// The channel's patch deadline (`maxAge`): past it, the pool is overdue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<ImageAge>,
     pub group: GroupRef,
     /// Labels that pick the pool's nodes.
     pub node_selector: BTreeMap<String, String>,

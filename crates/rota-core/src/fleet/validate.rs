@@ -3,7 +3,7 @@
 //! zones...). Runs on typed documents, collects every problem, and builds the [`Fleet`] only
 //! when there is none.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::Fleet;
 use super::diagnostics::{Diagnostic, Diagnostics, Location, did_you_mean};
@@ -120,6 +120,8 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             &mut diags,
         );
     }
+    // Channel → AWS region → the clusters with a pool on that channel there.
+    let mut aws_regions: BTreeMap<&str, BTreeMap<&str, Vec<&str>>> = BTreeMap::new();
     let spec = fleet_doc.as_ref().map(|(_, f)| &f.spec);
 
     // --- Clusters: wave membership, pools, groups, pins, gates, policy.
@@ -214,6 +216,13 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
             );
             check_policy(origin, &format!("{pp}/rollout"), &pool.rollout, &mut diags);
 
+            if let (Some(Cloud::Aws), Some(region)) = (cloud, c.spec.region()) {
+                let on_channel = aws_regions.entry(pool.channel.as_str()).or_default();
+                let clusters = on_channel.entry(region).or_default();
+                if clusters.last() != Some(&name.as_str()) {
+                    clusters.push(name.as_str());
+                }
+            }
             let Some(spec) = spec else { continue };
             let channel_at = format!("{pp}/channel");
             let Some(channel) = spec.images.get(&pool.channel) else {
@@ -246,16 +255,95 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                 );
                 continue;
             };
-            if let (Some(cloud), Some(images)) = (cloud, channel.versions.get(version))
-                && images.get(cloud).is_none()
-            {
-                diags.push(origin.error(
+            let Some((cloud, images)) = cloud.zip(channel.versions.get(version)) else {
+                continue;
+            };
+            let arch = pool.arch.unwrap_or_default();
+            match images.resolve(cloud, c.spec.region(), arch) {
+                Ok(_) => {}
+                Err(super::model::ImageMiss::Cloud) => diags.push(origin.error(
                     &channel_at,
                     format!(
                         "{}@{version} (pinned by wave `{}`) has no image for {cloud}, the cloud of cluster `{name}`",
                         pool.channel, wave.name
                     ),
-                ));
+                )),
+                Err(miss) => {
+                    let at = if pool.arch.is_some() { format!("{pp}/arch") } else { channel_at };
+                    diags.push(
+                        origin
+                            .error(
+                                &at,
+                                format!(
+                                    "pool `{}` of cluster `{name}` ({}, arch {arch}): {} (pinned by wave `{}`)",
+                                    pool.name,
+                                    c.spec.region().unwrap_or("no region"),
+                                    super::resolve::describe_miss(&pool.channel, version, cloud, &miss),
+                                    wave.name
+                                ),
+                            )
+                            .with_hint(format!(
+                                "map the version's aws image by region (and by arch): aws: {{{}: {{{arch}: ami-…}}}}",
+                                c.spec.region().unwrap_or("<region>")
+                            )),
+                    );
+                }
+            }
+        }
+    }
+
+    // A plain AMI ID exists in one region. A pinned version is on its way to every cluster of
+    // its channel (promotion moves it wave by wave), so one AMI for a channel whose AWS
+    // clusters span regions fails to launch somewhere, now or at the next promotion. Versions
+    // no wave pins are history and not held to it.
+    if let Some((fleet_origin, fleet)) = &fleet_doc {
+        let pinned: BTreeSet<(&str, &str)> = fleet
+            .spec
+            .waves
+            .iter()
+            .flat_map(|w| w.images.iter().map(|(c, v)| (c.as_str(), v.as_str())))
+            .collect();
+        for (channel, c) in &fleet.spec.images {
+            let Some(regions) = aws_regions.get(channel.as_str()) else {
+                continue;
+            };
+            if regions.len() < 2 {
+                continue;
+            }
+            for (version, images) in &c.versions {
+                if !pinned.contains(&(channel.as_str(), version.as_str()))
+                    || !matches!(images.aws, Some(super::model::AwsImages::One(_)))
+                {
+                    continue;
+                }
+                let named: Vec<String> = regions
+                    .iter()
+                    .map(|(r, cs)| format!("{r} ({})", cs.join(", ")))
+                    .collect();
+                let p = format!(
+                    "/spec/images/{}/versions/{}/aws",
+                    escape_token(channel),
+                    escape_token(version)
+                );
+                diags.push(
+                    fleet_origin
+                        .error(
+                            &p,
+                            format!(
+                                "{channel}@{version} has one AMI, but the AWS clusters on channel `{channel}` are in {} regions: {}; an AMI ID exists in one region only",
+                                regions.len(),
+                                named.join(", ")
+                            ),
+                        )
+                        .with_hint(format!(
+                            "map it by region: aws: {{{}}}",
+                            regions
+                                .keys()
+                                .map(|r| format!("{r}: ami-…"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                );
             }
         }
     }
@@ -286,12 +374,10 @@ fn check_fleet(
     let cluster_names: Vec<&str> = clusters.keys().map(String::as_str).collect();
     for (channel, c) in &spec.images {
         for (version, images) in &c.versions {
-            for cloud in [Cloud::Aws, Cloud::Gcp, Cloud::Azure] {
-                if let Some(id) = images.get(cloud)
-                    && let Err(why) = check_image(cloud, id)
-                {
+            for (cloud, at, id) in images.ids() {
+                if let Err(why) = check_image(cloud, id) {
                     let p = format!(
-                        "/spec/images/{}/versions/{}/{cloud}",
+                        "/spec/images/{}/versions/{}/{at}",
                         escape_token(channel),
                         escape_token(version)
                     );

@@ -45,6 +45,12 @@ pub struct Observed {
     /// slots are taken, see `rotate::parallel`); `None` when it may. A rotation under way
     /// always continues.
     pub start_hold: Option<String>,
+    /// Why the desired image cannot launch where the group launches, as the cloud said when
+    /// the edge checked it (`NodeGroups::check_image`): a stable reason (`ImageNotFound`, …)
+    /// and a message naming the image and the region. `None`: usable, or not checked because
+    /// nothing is to be surged on it. While set, no rotation starts onto the image and no
+    /// rotation under way is switched to it; the pool waits and goes on once it clears.
+    pub image_hold: Option<(String, String)>,
     /// How far the group's describe may lag behind writes (`--describe-lag`). Non-zero: the
     /// rotation fences the cluster autoscaler's scale-downs off the pool's nodes and lets
     /// this much time pass after the fence and after each capacity change of its own before

@@ -30,6 +30,18 @@ use super::{Action, Phase, Plan, Planned, StatusSummary};
 use crate::fleet::duration::GoDuration;
 use crate::fleet::resolved::{DesiredPool, Mode, OnDrainTimeout, OnGateFailure};
 
+/// The status reason of an image hold: the edge's word when it is one of the known ones.
+fn static_image_reason(reason: &str) -> &'static str {
+    match reason {
+        "ImageNotFound" => "ImageNotFound",
+        "ImageNotReady" => "ImageNotReady",
+        "ImageDeprecated" => "ImageDeprecated",
+        "ImageWrongArch" => "ImageWrongArch",
+        "ImageNotReplicated" => "ImageNotReplicated",
+        _ => "ImageUnavailable",
+    }
+}
+
 /// Plan one step of the rotation of one pool.
 pub fn plan(
     desired: &DesiredPool,
@@ -363,6 +375,27 @@ impl<'a> Planner<'a> {
         let d = self.desired;
         let obs = self.obs;
         let needs_rotation = self.remaining(None) > 0;
+        // Nothing is surged on an image its cloud cannot launch here: no rotation starts onto
+        // it and none under way switches to it (a rotation already on it goes on; it was
+        // checked when it started).
+        if let Some((reason, why)) = &obs.image_hold {
+            let onto_it = match &cp {
+                None => needs_rotation || obs.group.template_image != d.image,
+                Some(c) if c.stage == Stage::Done => c.target_image != d.image || needs_rotation,
+                Some(c) => c.target_image != d.image,
+            };
+            if onto_it {
+                return Err(Box::new(Outcome {
+                    checkpoint: cp,
+                    phase: Phase::Waiting,
+                    reason: static_image_reason(reason),
+                    message: format!(
+                        "{} waits for its image: {why}; nothing is surged until the cloud can launch it",
+                        d.version
+                    ),
+                }));
+            }
+        }
         let cp = match cp {
             Some(cp) if cp.rejected_image.as_deref() == Some(d.image.as_str()) => {
                 // Rolled back from this image after a gate failure: stay there until the

@@ -10,7 +10,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Checkpoint, Phase};
-use crate::fleet::resolved::{DesiredPool, EffectivePolicy, GroupRef, Mode, ResolvedGate};
+use crate::fleet::duration::ImageAge;
+use crate::fleet::resolved::{Arch, DesiredPool, EffectivePolicy, GroupRef, Mode, ResolvedGate};
 
 /// The desired state of one pool, as resolved from one fleet commit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -25,8 +26,18 @@ pub struct NodePoolRotationSpec {
     pub node_selector: BTreeMap<String, String>,
     pub channel: String,
     pub version: String,
-    /// The image ID for the pool's cloud.
+    /// The image ID for the pool's cloud, region and arch.
     pub image: String,
+    /// The pool's CPU architecture (checked against the image before the first surge).
+    #[serde(default, skip_serializing_if = "Arch::is_default")]
+    pub arch: Arch,
+    /// When the version was released (the fleet repo's `released`), for its age.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::checkpoint::opt_date_time")]
+    pub released: Option<DateTime<Utc>>,
+    /// The channel's patch deadline (`maxAge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<ImageAge>,
     /// The effective RolloutPolicy (every default applied).
     pub policy: EffectivePolicy,
     #[serde(default)]
@@ -111,6 +122,9 @@ impl NodePoolRotationSpec {
             channel: pool.channel.clone(),
             version: pool.version.clone(),
             image: pool.image.clone(),
+            arch: pool.arch,
+            released: pool.released,
+            max_age: pool.max_age,
             policy: pool.policy.clone(),
             gates: pool.gates.clone(),
             source_commit: source_commit.to_string(),
@@ -126,6 +140,9 @@ impl NodePoolRotationSpec {
             channel: self.channel.clone(),
             version: self.version.clone(),
             image: self.image.clone(),
+            arch: self.arch,
+            released: self.released,
+            max_age: self.max_age,
             group: self.group.clone(),
             node_selector: self.node_selector.clone(),
             policy: self.policy.clone(),
@@ -242,6 +259,9 @@ mod tests {
             channel: "general".into(),
             version: "2026.11.2".into(),
             image: "ami-0f9e8d7c6b5a40312".into(),
+            arch: Default::default(),
+            released: None,
+            max_age: None,
             group: GroupRef::Aws {
                 region: "us-east-1".into(),
                 auto_scaling_group: "eks-general".into(),

@@ -167,6 +167,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
         departed: vec![],
         gates: GateVerdict::Passing,
         start_hold: None,
+        image_hold: None,
         describe_lag: std::time::Duration::ZERO,
         leading_since: None,
     }
@@ -179,6 +180,9 @@ fn desired(batch: u32) -> DesiredPool {
         channel: "general".into(),
         version: "v2".into(),
         image: NEW.into(),
+        arch: Default::default(),
+        released: None,
+        max_age: None,
         group: group_ref(),
         node_selector: Default::default(),
         policy: EffectivePolicy {
@@ -952,6 +956,36 @@ fn a_pool_without_a_slot_waits_to_start_but_a_started_rotation_continues() {
     // Already rotating: the hold does not apply.
     let p = plan(&desired(2), &w, Some(&cp(Stage::Between)), t0());
     assert_eq!(p.actions.len(), 2);
+}
+
+#[test]
+fn an_image_the_cloud_cannot_launch_holds_the_start_and_a_switch_but_not_a_rotation_on_it() {
+    let mut w = world(old4());
+    w.image_hold = Some((
+        "ImageNotFound".into(),
+        "AMI ami-new does not exist in us-east-1".into(),
+    ));
+    let p = plan(&desired(2), &w, None, t0());
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(p.checkpoint, None);
+    assert_eq!(p.status.phase, Phase::Waiting);
+    assert_eq!(p.status.reason, "ImageNotFound");
+    assert!(p.status.message.contains("does not exist in us-east-1"));
+    // A rotation already on the image goes on: it was checked when it started.
+    let p = plan(&desired(2), &w, Some(&cp(Stage::Between)), t0());
+    assert_eq!(p.actions.len(), 2);
+    // A rotation under way is not switched to a newer image that cannot launch.
+    let mut d = desired(2);
+    d.image = NEWER.into();
+    let p = plan(&d, &w, Some(&cp(Stage::Between)), t0());
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(p.status.reason, "ImageNotFound");
+    // An unknown word from the edge is reported as ImageUnavailable.
+    w.image_hold = Some(("Odd".into(), "could not check".into()));
+    assert_eq!(
+        plan(&desired(2), &w, None, t0()).status.reason,
+        "ImageUnavailable"
+    );
 }
 
 #[test]
