@@ -163,6 +163,8 @@ struct Inner {
     leader: IntGaugeVec,
     build_info: IntGaugeVec,
     pool_info: IntGaugeVec,
+    pool_image_age: GaugeVec,
+    pool_image_overdue: IntGaugeVec,
     /// What each pool's `rota_pool_info` series says (channel, version, image), to replace it.
     pool_infos: Mutex<BTreeMap<String, [String; 3]>>,
     /// The `cluster` label of the process-wide series (`""`: none).
@@ -248,6 +250,16 @@ impl Metrics {
         };
         let inner = Inner {
             pool_nodes: reg!(ig("rota_pool_nodes", "Nodes in the pool.", POOL)),
+            pool_image_age: reg!(g(
+                "rota_pool_image_age_seconds",
+                "Age of the image every node of the pool runs, from its version's `released` (absent when the repo does not say).",
+                POOL
+            )),
+            pool_image_overdue: reg!(ig(
+                "rota_pool_image_overdue",
+                "1 while the pool runs an image older than its channel's maxAge (the patch deadline), else 0.",
+                POOL
+            )),
             pool_nodes_on_target: reg!(ig(
                 "rota_pool_nodes_on_target",
                 "Nodes of the pool running the desired image.",
@@ -548,9 +560,45 @@ impl Metrics {
         infos.insert(pool.to_string(), now);
     }
 
+    /// `rota_pool_image_age_seconds` and `rota_pool_image_overdue` of a pool that runs a
+    /// version released at `released` (`None`: the repo does not say; the series go), on a
+    /// channel whose patch deadline is `max_age`.
+    pub fn set_pool_image_age(
+        &self,
+        pool: &str,
+        released: Option<DateTime<Utc>>,
+        max_age: Option<std::time::Duration>,
+        now: DateTime<Utc>,
+    ) {
+        let labels = [self.inner.cluster.as_str(), pool];
+        let Some(released) = released else {
+            let _ = self.inner.pool_image_age.remove_label_values(&labels);
+            let _ = self.inner.pool_image_overdue.remove_label_values(&labels);
+            return;
+        };
+        let age = (now - released).num_milliseconds().max(0) as f64 / 1000.0;
+        self.inner
+            .pool_image_age
+            .with_label_values(&labels)
+            .set(age);
+        let overdue = max_age.is_some_and(|m| age > m.as_secs_f64());
+        self.inner
+            .pool_image_overdue
+            .with_label_values(&labels)
+            .set(i64::from(overdue));
+    }
+
     /// The pool left git: its `rota_pool_info` goes.
     pub fn clear_pool_info(&self, pool: &str) {
         let cluster = self.inner.cluster.as_str();
+        let _ = self
+            .inner
+            .pool_image_age
+            .remove_label_values(&[cluster, pool]);
+        let _ = self
+            .inner
+            .pool_image_overdue
+            .remove_label_values(&[cluster, pool]);
         if let Some(old) = self
             .inner
             .pool_infos
@@ -1069,6 +1117,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn image_age_and_overdue_follow_released_and_the_deadline() {
+        let m = Metrics::for_cluster("prod-use1");
+        let now: DateTime<Utc> = "2026-12-20T08:00:00Z".parse().unwrap();
+        let released = "2026-11-20T08:00:00Z".parse().ok();
+        let day = std::time::Duration::from_secs(86_400);
+        m.set_pool_image_age("general", released, Some(30 * day), now);
+        let text = m.render();
+        assert!(
+            text.contains(
+                r#"rota_pool_image_age_seconds{cluster="prod-use1",pool="general"} 2592000"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"rota_pool_image_overdue{cluster="prod-use1",pool="general"} 0"#));
+        m.set_pool_image_age("general", released, Some(29 * day), now);
+        assert!(
+            m.render()
+                .contains(r#"rota_pool_image_overdue{cluster="prod-use1",pool="general"} 1"#)
+        );
+        // No deadline: never overdue; no release date: no series.
+        m.set_pool_image_age("general", released, None, now);
+        assert!(
+            m.render()
+                .contains(r#"rota_pool_image_overdue{cluster="prod-use1",pool="general"} 0"#)
+        );
+        m.set_pool_image_age("general", None, Some(day), now);
+        assert!(!m.render().contains("rota_pool_image_age_seconds{"));
+        m.set_pool_image_age("general", released, Some(day), now);
+        m.clear_pool_info("general");
+        assert!(!m.render().contains("rota_pool_image_overdue{"));
     }
 
     #[test]

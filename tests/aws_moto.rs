@@ -624,3 +624,69 @@ async fn a_pool_on_moto_rotates_to_the_new_ami_driven_by_the_controller() {
         assert_ne!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
     }
 }
+
+/// AMIs are regional and per architecture: the check before the first surge finds an AMI in
+/// the group's own region only, of the pool's architecture, and says where it looked.
+#[tokio::test]
+async fn an_ami_is_usable_in_its_own_region_and_arch_only() {
+    use rota::cloud::{Arch, ImageCheck};
+    let m = moto::Moto::start();
+    let (ec2, p) = (m.ec2().await, m.node_groups().await);
+    let ami = moto::register_ami(&ec2, "general-2026.11.3").await;
+    let here = GroupRef::Aws {
+        region: moto::REGION.into(),
+        auto_scaling_group: "general".into(),
+    };
+    let there = GroupRef::Aws {
+        region: "us-west-2".into(),
+        auto_scaling_group: "general".into(),
+    };
+    assert_eq!(
+        p.check_image(&here, &ami, Arch::X86_64).await.unwrap(),
+        ImageCheck::Usable
+    );
+    let ImageCheck::Unusable { reason, message } =
+        p.check_image(&there, &ami, Arch::X86_64).await.unwrap()
+    else {
+        panic!("{ami} was registered in {} only", moto::REGION)
+    };
+    assert_eq!(reason, "ImageNotFound");
+    assert!(
+        message.contains(&ami) && message.contains("us-west-2"),
+        "{message}"
+    );
+    // moto's RegisterImage drops the architecture (EC2 keeps it); its catalog of public
+    // AMIs carries one, as EC2's does: an arm64 AMI from it is usable by an arm64 pool only.
+    let arm = ec2
+        .describe_images()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("architecture")
+                .values("arm64")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let arm = arm.images()[0].image_id().unwrap().to_string();
+    assert_eq!(
+        p.check_image(&here, &arm, Arch::Arm64).await.unwrap(),
+        ImageCheck::Usable
+    );
+    let ImageCheck::Unusable { reason, message } =
+        p.check_image(&here, &arm, Arch::X86_64).await.unwrap()
+    else {
+        panic!("an arm64 AMI for an x86_64 pool")
+    };
+    assert_eq!(reason, "ImageWrongArch", "{message}");
+    assert!(
+        message.contains("arm64") && message.contains("x86_64"),
+        "{message}"
+    );
+    // Deregistered: gone for the next rotation.
+    ec2.deregister_image().image_id(&ami).send().await.unwrap();
+    assert!(matches!(
+        p.check_image(&here, &ami, Arch::X86_64).await.unwrap(),
+        ImageCheck::Unusable { reason, .. } if reason == "ImageNotFound"
+    ));
+}

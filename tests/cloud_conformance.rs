@@ -37,8 +37,34 @@ trait Harness: Send + Sync {
     ) -> GroupRef;
     /// A group reference of the provider's cloud that does not exist.
     fn missing_group(&self) -> GroupRef;
+    /// An image ID of the provider's shape that its cloud does not have.
+    fn missing_image(&self) -> String {
+        "ami-0123456789abcdef0".into()
+    }
     /// Let the cloud act for `d` (boots, shutdowns).
     async fn pass(&self, d: Duration);
+}
+
+async fn check_image_knows_the_groups_image_and_not_a_missing_one<H: Harness>(h: &H) {
+    use rota::cloud::{Arch, ImageCheck};
+    let g = h.create_group("check", 1, 2, "img-a").await;
+    let img = h.image("img-a").await;
+    let p = h.provider();
+    assert_eq!(
+        p.check_image(&g, &img, Arch::X86_64).await.unwrap(),
+        ImageCheck::Usable
+    );
+    let missing = h.missing_image();
+    match p.check_image(&g, &missing, Arch::X86_64).await.unwrap() {
+        ImageCheck::Unusable { reason, message } => {
+            assert_eq!(reason, "ImageNotFound", "{message}");
+            assert!(message.contains(&missing), "names the image: {message}");
+        }
+        ImageCheck::Usable => panic!("{missing} is not in the cloud"),
+    }
+    // Read-only: nothing about the group changed.
+    let s = p.describe(&g).await.unwrap();
+    assert_eq!((s.desired, s.template_image.as_str()), (1, img.as_str()));
 }
 
 async fn describe_reports_capacity_image_and_instances<H: Harness>(h: &H) {
@@ -252,6 +278,8 @@ impl SimHarness {
     fn new() -> Self {
         let cloud = SimCloud::new(42, FaultProfile::default(), 1.0);
         cloud.spawn();
+        // Every image the checks use is published (everywhere); others do not launch.
+        cloud.require_published_images(true);
         SimHarness { cloud }
     }
 }
@@ -265,6 +293,11 @@ impl Harness for SimHarness {
     }
 
     async fn image(&self, label: &str) -> String {
+        self.cloud.publish_image(rota::sim::images::SimImage::new(
+            label,
+            &[],
+            rota::cloud::Arch::X86_64,
+        ));
         label.to_string()
     }
 
@@ -280,6 +313,7 @@ impl Harness for SimHarness {
             region: "us-east-1".into(),
             auto_scaling_group: name.into(),
         };
+        let label = self.image(label).await;
         let mut spec = GroupSpec::new(g.clone(), desired, label).with_max(max);
         spec.min = min;
         self.cloud.create_group(spec).unwrap();
@@ -312,6 +346,7 @@ macro_rules! conformance {
 mod sim {
     use super::SimHarness;
     conformance!(#[tokio::test(start_paused = true)] SimHarness::new();
+        check_image_knows_the_groups_image_and_not_a_missing_one,
         describe_reports_capacity_image_and_instances,
         missing_group_is_not_found_for_every_call,
         set_image_changes_new_instances_only_and_is_idempotent,
@@ -405,6 +440,7 @@ impl Harness for AwsHarness {
 mod aws_on_moto {
     use super::AwsHarness;
     conformance!(#[tokio::test] AwsHarness::new().await;
+        check_image_knows_the_groups_image_and_not_a_missing_one,
         describe_reports_capacity_image_and_instances,
         missing_group_is_not_found_for_every_call,
         set_image_changes_new_instances_only_and_is_idempotent,
@@ -1213,6 +1249,72 @@ mod gcp {
 
     // --- GCP specifics: throttling, quota, permissions, long-running operations ---------------
 
+    /// `images.get` before the first surge: READY, not deprecated, the pool's architecture;
+    /// anything else waits with the image's state in the message.
+    #[tokio::test]
+    async fn an_image_is_usable_only_when_ready_not_deprecated_and_of_the_pools_arch() {
+        use rota::cloud::{Arch, ImageCheck};
+        let h = GcpHarness::new(false).await;
+        let g = h.create_group("images", 1, 3, "img").await;
+        let p = h.provider();
+        let reason = |c: ImageCheck| match c {
+            ImageCheck::Usable => "Usable".to_string(),
+            ImageCheck::Unusable { reason, .. } => reason,
+        };
+        let ready = h
+            .double
+            .add_image("acme-images", "general-2026-11-3", "READY", None, "X86_64");
+        assert_eq!(
+            reason(p.check_image(&g, &ready, Arch::X86_64).await.unwrap()),
+            "Usable"
+        );
+        // A full URL names the same image.
+        let url = format!("https://www.googleapis.com/compute/v1/{ready}");
+        assert_eq!(
+            reason(p.check_image(&g, &url, Arch::X86_64).await.unwrap()),
+            "Usable"
+        );
+        assert_eq!(
+            reason(p.check_image(&g, &ready, Arch::Arm64).await.unwrap()),
+            "ImageWrongArch"
+        );
+        let pending = h.double.add_image(
+            "acme-images",
+            "general-2026-11-4",
+            "PENDING",
+            None,
+            "X86_64",
+        );
+        assert_eq!(
+            reason(p.check_image(&g, &pending, Arch::X86_64).await.unwrap()),
+            "ImageNotReady"
+        );
+        let old = h.double.add_image(
+            "acme-images",
+            "general-2026-10-1",
+            "READY",
+            Some("DEPRECATED"),
+            "X86_64",
+        );
+        assert_eq!(
+            reason(p.check_image(&g, &old, Arch::X86_64).await.unwrap()),
+            "ImageDeprecated"
+        );
+        let missing = "projects/acme-images/global/images/general-2099-1-1";
+        match p.check_image(&g, missing, Arch::X86_64).await.unwrap() {
+            ImageCheck::Unusable { reason, message } => {
+                assert_eq!(reason, "ImageNotFound");
+                assert!(message.contains(missing), "{message}");
+            }
+            ImageCheck::Usable => panic!("a missing image"),
+        }
+        assert_eq!(
+            reason(p.check_image(&g, "not-a-path", Arch::X86_64).await.unwrap()),
+            "ImageNotFound"
+        );
+        assert_eq!(h.count("GET projects/acme-images/global/images/"), 6);
+    }
+
     #[tokio::test]
     async fn throttling_that_clears_is_retried_and_succeeds() {
         let h = GcpHarness::new(false).await;
@@ -1636,6 +1738,9 @@ mod gcp {
         );
         let h = GcpHarness::new(false).await;
         let key = h.double.add_mig(&h.spec("general", 3, old));
+        // The new image is published (READY): the check before the first surge passes.
+        h.double
+            .add_image("acme-images", "node-2026-11-2", "READY", None, "X86_64");
         let g = h.group("general");
         let provider: Arc<dyn NodeGroups> = h.provider();
         let scenario = Scenario {

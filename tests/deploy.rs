@@ -288,7 +288,7 @@ fn promtool(args: &[&str]) -> String {
 #[test]
 fn alert_rules_pass_promtool_checks_and_unit_tests() {
     let checked = promtool(&["check", "rules", "rules.yaml"]);
-    assert!(checked.contains("SUCCESS: 7 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 8 rules found"), "{checked}");
     promtool(&["test", "rules", "rules_test.yaml"]);
     // The PrometheusRule carries exactly the same groups.
     let plain: serde_yaml::Value =
@@ -440,6 +440,12 @@ fn rules_and_dashboard_query_only_exported_metrics() {
     m.record_status_posted("github", Outcome::Ok);
     m.record_notification(Outcome::Ok);
     m.set_pool_info("p", "general", "2026.11.1", "ami-1");
+    m.set_pool_image_age(
+        "p",
+        Some(chrono::Utc::now()),
+        Some(std::time::Duration::from_secs(86_400)),
+        chrono::Utc::now(),
+    );
     let exported: std::collections::BTreeSet<String> = m
         .render()
         .lines()

@@ -90,7 +90,13 @@ fn history() -> History {
         "    gpu:\n      description",
         "        \"2026.11.3\":\n          aws: {us-east-1: ami-0123456789abcdef0, us-west-2: ami-0123456789abcdef1, eu-central-1: ami-0123456789abcdef2}\n          gcp: projects/acme-images/global/images/general-2026-11-3\n    gpu:\n      description",
     );
-    // A cluster in a third region needs that region's AMI of every version it can be pinned to.
+    // A cluster in a third region needs that region's AMI of every version it can be pinned
+    // to (a revert of the promotion pins it to 2026.11.1 again).
+    edit(
+        &fleet_yaml,
+        "            us-west-2: ami-0b2c3d4e5f6071829\n",
+        "            us-west-2: ami-0b2c3d4e5f6071829\n            eu-central-1: ami-0e1d2c3b4a5968777\n",
+    );
     edit(
         &fleet_yaml,
         "            us-west-2: {x86_64: ami-04c1d2e3f4a5b6c7d, arm64: ami-0a9b8c7d6e5f40312}\n",

@@ -437,7 +437,7 @@ fn errors_in_several_files_are_all_reported() {
         [
             "clusters/aws/prod-use1.yaml:12",
             "clusters/gcp/dev-usc1.yaml:17",
-            "fleet.yaml:52",
+            "fleet.yaml:67",
             "gates/node-events.yaml:12"
         ],
         "{d}"

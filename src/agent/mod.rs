@@ -667,6 +667,15 @@ impl Agent {
                     (&self.metrics, progress::runs(npr))
                 {
                     m.set_pool_info(&pool.name, channel, version, image);
+                    // The version it runs is the spec's: its release and the channel's
+                    // deadline travel with it. While a rotation is under way the last value
+                    // stands (the pool still runs what it ran).
+                    m.set_pool_image_age(
+                        &pool.name,
+                        npr.spec.released,
+                        npr.spec.max_age.map(|a| a.as_duration()),
+                        now,
+                    );
                 }
             }
         }

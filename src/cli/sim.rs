@@ -58,6 +58,11 @@ pub struct ServeArgs {
     /// method, path and query, status, bytes sent) to this file; the `agent_scale` bench reads it.
     #[arg(long)]
     pub request_log: Option<PathBuf>,
+    /// Launch only images the fleet repo names (where it says they exist). Without it, the
+    /// repo's images are still judged by region and architecture, and an image the repo does
+    /// not name (a NodePoolRotation applied by hand) launches anywhere.
+    #[arg(long)]
+    pub strict_images: bool,
 }
 
 pub fn run(args: SimArgs) -> ExitCode {
@@ -126,12 +131,12 @@ fn serve(args: ServeArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        // The clouds hold the images the repo names, where it says they exist, and nothing
-        // else (see rota_sim::images).
+        // The clouds hold the images the repo names, where it says they exist (see
+        // rota_sim::images); others launch only without --strict-images.
         for image in published {
             sim_fleet.cloud.publish_image(image);
         }
-        sim_fleet.cloud.require_published_images(true);
+        sim_fleet.cloud.require_published_images(args.strict_images);
         let fleet = sim_fleet;
         let log = match args.request_log.as_deref().map(RequestLog::create).transpose() {
             Ok(l) => l,

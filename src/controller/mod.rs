@@ -1109,56 +1109,12 @@ impl Controller {
     async fn consume_request(
         &self,
         npr: &NodePoolRotation,
-        request: &Result<
-            rota_core::rotate::operator::Request,
-            rota_core::rotate::operator::OperatorError,
-        >,
+        request: &Result<Request, OperatorError>,
         steered: Option<&str>,
     ) {
-        use rota_core::rotate::operator::REQUEST_ANNOTATION;
-        use rota_core::rotate::operator::Verb;
-        // One reason per verb: the event recorder folds repeats of a reason into one Event
-        // (a count), which would hide a resume behind the pause before it.
-        let (value, warning, reason, note) = match request {
-            Ok(r) => (
-                r.id.clone(),
-                false,
-                match r.verb {
-                    Verb::Pause => "OperatorPause",
-                    Verb::Resume => "OperatorResume",
-                    Verb::Retry => "OperatorRetry",
-                    Verb::CompleteSoak => "OperatorCompleteSoak",
-                },
-                steered.unwrap_or("applied").to_string(),
-            ),
-            Err(e @ rota_core::rotate::operator::OperatorError::Malformed { value }) => (
-                value.clone(),
-                true,
-                "OperatorRequestInvalid",
-                format!("ignored: {e}"),
-            ),
-        };
+        let (value, warning, reason, note) = request_event(request, steered);
         self.event(npr, warning, reason, &note).await;
-        let path = format!(
-            "/metadata/annotations/{}",
-            REQUEST_ANNOTATION.replace('/', "~1")
-        );
-        let mut ops = vec![
-            serde_json::json!({"op": "test", "path": path, "value": value}),
-            serde_json::json!({"op": "remove", "path": path}),
-        ];
-        if npr
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(rota_core::rotate::operator::REQUEST_NOTE_ANNOTATION))
-        {
-            ops.push(serde_json::json!({"op": "remove", "path": format!(
-                "/metadata/annotations/{}",
-                rota_core::rotate::operator::REQUEST_NOTE_ANNOTATION.replace('/', "~1")
-            )}));
-        }
-        let patch: json_patch::Patch = match serde_json::from_value(serde_json::Value::Array(ops)) {
+        let patch = match clear_request_patch(npr.metadata.annotations.as_ref(), &value) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "building the request-clearing patch failed");
@@ -1356,4 +1312,108 @@ fn gate_inputs(
         Vec::new()
     };
     Some((pods, events, unseen))
+}
+
+/// The Event an operator's request gets: (the annotation's value, warning?, reason, note).
+/// One reason per verb: the event recorder folds repeats of a reason into one Event (a
+/// count), which would hide a resume behind the pause before it.
+fn request_event(
+    request: &Result<Request, OperatorError>,
+    steered: Option<&str>,
+) -> (String, bool, &'static str, String) {
+    use rota_core::rotate::operator::Verb;
+    match request {
+        Ok(r) => (
+            r.id.clone(),
+            false,
+            match r.verb {
+                Verb::Pause => "OperatorPause",
+                Verb::Resume => "OperatorResume",
+                Verb::Retry => "OperatorRetry",
+                Verb::CompleteSoak => "OperatorCompleteSoak",
+            },
+            steered.unwrap_or("applied").to_string(),
+        ),
+        Err(e @ OperatorError::Malformed { value }) => (
+            value.clone(),
+            true,
+            "OperatorRequestInvalid",
+            format!("ignored: {e}"),
+        ),
+    }
+}
+
+/// The JSON patch that removes the request annotation only while it still holds `value`
+/// (its `test` op fails on a newer request), and the request's free-text note with it.
+fn clear_request_patch(
+    annotations: Option<&BTreeMap<String, String>>,
+    value: &str,
+) -> Result<json_patch::Patch, serde_json::Error> {
+    use rota_core::rotate::operator::{REQUEST_ANNOTATION, REQUEST_NOTE_ANNOTATION};
+    let pointer = |name: &str| format!("/metadata/annotations/{}", name.replace('/', "~1"));
+    let path = pointer(REQUEST_ANNOTATION);
+    let mut ops = vec![
+        serde_json::json!({"op": "test", "path": path, "value": value}),
+        serde_json::json!({"op": "remove", "path": path}),
+    ];
+    if annotations.is_some_and(|a| a.contains_key(REQUEST_NOTE_ANNOTATION)) {
+        ops.push(serde_json::json!({"op": "remove", "path": pointer(REQUEST_NOTE_ANNOTATION)}));
+    }
+    serde_json::from_value(serde_json::Value::Array(ops))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rota_core::rotate::operator::{REQUEST_ANNOTATION, REQUEST_NOTE_ANNOTATION};
+
+    #[test]
+    fn each_verb_has_its_own_event_reason_and_a_bad_request_warns() {
+        for (value, reason) in [
+            ("pause@2026-11-24T06:00:00Z", "OperatorPause"),
+            ("resume@2026-11-24T06:00:00Z", "OperatorResume"),
+            ("retry@2026-11-24T06:00:00Z", "OperatorRetry"),
+        ] {
+            let got = request_event(&Request::parse(value), None);
+            assert_eq!(
+                got,
+                (value.to_string(), false, reason, "applied".to_string())
+            );
+        }
+        let (value, warning, reason, note) = request_event(&Request::parse("explode"), None);
+        assert_eq!(
+            (value.as_str(), warning, reason),
+            ("explode", true, "OperatorRequestInvalid")
+        );
+        assert!(note.starts_with("ignored: "), "{note}");
+    }
+
+    #[test]
+    fn the_clearing_patch_removes_only_this_request_and_its_note() {
+        let value = "pause@2026-11-24T06:00:00Z";
+        let mut annotations = BTreeMap::from([(REQUEST_ANNOTATION.to_string(), value.to_string())]);
+        let ops = |p: &json_patch::Patch| serde_json::to_value(p).unwrap();
+        let patch = clear_request_patch(Some(&annotations), value).unwrap();
+        let path = format!(
+            "/metadata/annotations/{}",
+            REQUEST_ANNOTATION.replace('/', "~1")
+        );
+        assert_eq!(
+            ops(&patch),
+            serde_json::json!([
+                {"op": "test", "path": path, "value": value},
+                {"op": "remove", "path": path}
+            ])
+        );
+        annotations.insert(REQUEST_NOTE_ANNOTATION.to_string(), "by hand".to_string());
+        let patch = clear_request_patch(Some(&annotations), value).unwrap();
+        assert_eq!(ops(&patch).as_array().unwrap().len(), 3);
+        assert_eq!(
+            ops(&patch)[2]["path"],
+            format!(
+                "/metadata/annotations/{}",
+                REQUEST_NOTE_ANNOTATION.replace('/', "~1")
+            )
+        );
+    }
 }

@@ -162,6 +162,8 @@ struct State {
     stock_outs: Vec<StockOut>,
     /// Every answer: (method, path after `/compute/v1/`, status, body), for the schema check.
     answers: Vec<super::api_schemas::Exchange>,
+    /// Published images by partial path (`projects/P/global/images/N`).
+    images: BTreeMap<String, Value>,
 }
 
 /// A running double; dropping it stops serving.
@@ -522,6 +524,11 @@ impl State {
                     None => not_found(path),
                 }
             }
+            // --- images ------------------------------------------------------------------
+            ("GET", ["projects", _, "global", "images", _]) => match self.images.get(path) {
+                Some(i) => (200, i.clone()),
+                None => not_found(path),
+            },
             // --- templates -------------------------------------------------------------
             ("GET", ["projects", _, "global", "instanceTemplates", _])
             | ("GET", ["projects", _, "regions", _, "instanceTemplates", _]) => {
@@ -849,6 +856,39 @@ impl GcpDouble {
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         f(&mut self.state.lock().unwrap())
+    }
+
+    /// Publish an image as `images.get` answers it: `status` READY, PENDING or FAILED,
+    /// `deprecated` a deprecation state (DEPRECATED, OBSOLETE, DELETED) or none, `arch`
+    /// X86_64 or ARM64. Returns its partial path (what a fleet repo writes).
+    pub fn add_image(
+        &self,
+        project: &str,
+        name: &str,
+        status: &str,
+        deprecated: Option<&str>,
+        arch: &str,
+    ) -> String {
+        let key = format!("projects/{project}/global/images/{name}");
+        let mut i = json!({
+            "kind": "compute#image",
+            "id": "4242424242424242",
+            "creationTimestamp": "2026-11-20T08:00:00.000-08:00",
+            "name": name,
+            "family": "acme-general",
+            "selfLink": link(&key),
+            "sourceType": "RAW",
+            "status": status,
+            "architecture": arch,
+            "diskSizeGb": "20",
+            "archiveSizeBytes": "1234567890",
+            "storageLocations": ["us"],
+        });
+        if let Some(d) = deprecated {
+            i["deprecated"] = json!({"state": d, "replacement": link(&format!("projects/{project}/global/images/{name}-next"))});
+        }
+        self.with(|s| s.images.insert(key.clone(), i));
+        key
     }
 
     /// Create a template booting `image`; returns its partial path.

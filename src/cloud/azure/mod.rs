@@ -850,4 +850,77 @@ mod tests {
             assert!(!valid_name(bad), "{bad}");
         }
     }
+
+    /// A `GalleryImageVersion` as `GalleryImageVersions_Get` with `$expand=ReplicationStatus`
+    /// answers it (the shape of the Compute Gallery reference, api-version 2023-07-03).
+    fn version(state: &str, targets: &[&str], summary: &[(&str, &str)]) -> serde_json::Value {
+        json!({
+            "name": "2026.11.3",
+            "location": "westeurope",
+            "properties": {
+                "provisioningState": state,
+                "publishingProfile": {
+                    "targetRegions": targets.iter().map(|t| json!({"name": t, "regionalReplicaCount": 1})).collect::<Vec<_>>(),
+                    "excludeFromLatest": false
+                },
+                "replicationStatus": {
+                    "aggregatedState": "InProgress",
+                    "summary": summary.iter().map(|(r, s)| json!({"region": r, "state": s, "progress": 100})).collect::<Vec<_>>()
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn a_gallery_version_is_usable_where_it_is_replicated() {
+        use crate::cloud::ImageCheck;
+        let id = "/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/general/versions/2026.11.3";
+        let reason = |c: ImageCheck| match c {
+            ImageCheck::Usable => "Usable".to_string(),
+            ImageCheck::Unusable { reason, .. } => reason,
+        };
+        let done = version(
+            "Succeeded",
+            &["West Europe", "North Europe"],
+            &[
+                ("West Europe", "Completed"),
+                ("North Europe", "Replicating"),
+            ],
+        );
+        // ARM writes display names in the version and plain names on the scale set.
+        assert_eq!(
+            reason(gallery_version_check(id, "westeurope", &done)),
+            "Usable"
+        );
+        assert_eq!(
+            reason(gallery_version_check(id, "northeurope", &done)),
+            "ImageNotReady"
+        );
+        match gallery_version_check(id, "eastus", &done) {
+            ImageCheck::Unusable { reason, message } => {
+                assert_eq!(reason, "ImageNotReplicated");
+                assert!(
+                    message.contains("eastus") && message.contains("West Europe"),
+                    "{message}"
+                );
+            }
+            ImageCheck::Usable => panic!("not replicated to eastus"),
+        }
+        assert_eq!(
+            reason(gallery_version_check(
+                id,
+                "westeurope",
+                &version("Creating", &["West Europe"], &[])
+            )),
+            "ImageNotReady"
+        );
+        assert_eq!(
+            reason(gallery_version_check(
+                id,
+                "westeurope",
+                &version("Failed", &["West Europe"], &[])
+            )),
+            "ImageNotReady"
+        );
+    }
 }

@@ -362,6 +362,18 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
     })
 }
 
+/// An AWS region's shape: `us-east-1`, `ap-southeast-2`, `us-gov-west-1`.
+fn is_aws_region(r: &str) -> bool {
+    let parts: Vec<&str> = r.split('-').collect();
+    parts.len() >= 3
+        && parts[0].len() == 2
+        && parts[..parts.len() - 1]
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
+        && !parts[parts.len() - 1].is_empty()
+}
+
 /// The Fleet's own rules: image IDs, gates, policy, waves and their pins.
 fn check_fleet(
     fleet_origin: &Origin,
@@ -374,6 +386,22 @@ fn check_fleet(
     let cluster_names: Vec<&str> = clusters.keys().map(String::as_str).collect();
     for (channel, c) in &spec.images {
         for (version, images) in &c.versions {
+            if let Some(super::model::AwsImages::ByRegion(m)) = &images.aws {
+                for region in m.keys().filter(|r| !is_aws_region(r)) {
+                    let p = format!(
+                        "/spec/images/{}/versions/{}/aws/{}",
+                        escape_token(channel),
+                        escape_token(version),
+                        escape_token(region)
+                    );
+                    diags.push(fleet_origin.error(
+                        &p,
+                        format!(
+                            "{region:?} is not an AWS region such as us-east-1 or ap-southeast-2"
+                        ),
+                    ));
+                }
+            }
             for (cloud, at, id) in images.ids() {
                 if let Err(why) = check_image(cloud, id) {
                     let p = format!(

@@ -375,26 +375,11 @@ impl<'a> Planner<'a> {
         let d = self.desired;
         let obs = self.obs;
         let needs_rotation = self.remaining(None) > 0;
-        // Nothing is surged on an image its cloud cannot launch here: no rotation starts onto
-        // it and none under way switches to it (a rotation already on it goes on; it was
-        // checked when it started).
-        if let Some((reason, why)) = &obs.image_hold {
-            let onto_it = match &cp {
-                None => needs_rotation || obs.group.template_image != d.image,
-                Some(c) if c.stage == Stage::Done => c.target_image != d.image || needs_rotation,
-                Some(c) => c.target_image != d.image,
-            };
-            if onto_it {
-                return Err(Box::new(Outcome {
-                    checkpoint: cp,
-                    phase: Phase::Waiting,
-                    reason: static_image_reason(reason),
-                    message: format!(
-                        "{} waits for its image: {why}; nothing is surged until the cloud can launch it",
-                        d.version
-                    ),
-                }));
-            }
+        if let Some(held) = self.image_held(cp.as_ref(), needs_rotation) {
+            return Err(Box::new(Outcome {
+                checkpoint: cp,
+                ..held
+            }));
         }
         let cp = match cp {
             Some(cp) if cp.rejected_image.as_deref() == Some(d.image.as_str()) => {
@@ -459,6 +444,28 @@ impl<'a> Planner<'a> {
             }
         };
         Ok(cp)
+    }
+
+    /// Nothing is surged on an image its cloud cannot launch here (`Observed::image_hold`): no
+    /// rotation starts onto it and none under way switches to it. A rotation already on it
+    /// goes on (it was checked when it started). The outcome's checkpoint is the caller's.
+    fn image_held(&self, cp: Option<&Checkpoint>, needs_rotation: bool) -> Option<Outcome> {
+        let d = self.desired;
+        let (reason, why) = self.obs.image_hold.as_ref()?;
+        let onto_it = match cp {
+            None => needs_rotation || self.obs.group.template_image != d.image,
+            Some(c) if c.stage == Stage::Done => c.target_image != d.image || needs_rotation,
+            Some(c) => c.target_image != d.image,
+        };
+        onto_it.then(|| Outcome {
+            checkpoint: None,
+            phase: Phase::Waiting,
+            reason: static_image_reason(reason),
+            message: format!(
+                "{} waits for its image: {why}; nothing is surged until the cloud can launch it",
+                d.version
+            ),
+        })
     }
 
     /// Back to the image the pool came from, mid-rotation: a fast rollback. A batch that has
