@@ -106,8 +106,15 @@ impl Moto {
                 .spawn()
                 .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
             let deadline = Instant::now() + Duration::from_secs(60);
+            // Ours answers only once its own log says it bound the port: a port another
+            // test's moto took in between would also accept the connection, and that moto
+            // goes away with its test (connection refused in the middle of this one).
+            let bound = format!("Running on http://127.0.0.1:{port}");
             loop {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok()
+                    && child.try_wait().unwrap().is_none()
+                    && std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&bound))
+                {
                     return Moto {
                         child,
                         url: format!("http://127.0.0.1:{port}"),
