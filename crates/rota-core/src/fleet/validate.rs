@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::Fleet;
 use super::diagnostics::{Diagnostic, Diagnostics, Location, did_you_mean};
 use super::load::{Documents, Origin};
-use super::model::{Cluster, FleetSpec, GroupSpec, HealthGate, RolloutPolicy};
+use super::model::{Arch, Cluster, FleetSpec, GroupSpec, HealthGate, RolloutPolicy};
 use super::resolved::Cloud;
 use super::yaml::escape_token;
 
@@ -282,10 +282,17 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                                     wave.name
                                 ),
                             )
-                            .with_hint(format!(
-                                "map the version's aws image by region (and by arch): aws: {{{}: {{{arch}: ami-…}}}}",
-                                c.spec.region().unwrap_or("<region>")
-                            )),
+                            .with_hint(match arch {
+                                // A plain ID per region serves x86_64 pools.
+                                Arch::X86_64 => format!(
+                                    "add the region's AMI to the version: aws: {{…, {}: ami-…}}",
+                                    c.spec.region().unwrap_or("<region>")
+                                ),
+                                _ => format!(
+                                    "add the region's AMI for {arch} to the version: aws: {{…, {}: {{x86_64: ami-…, {arch}: ami-…}}}}",
+                                    c.spec.region().unwrap_or("<region>")
+                                ),
+                            }),
                     );
                 }
             }
