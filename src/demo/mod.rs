@@ -473,10 +473,8 @@ impl<'a> Story<'a> {
                 &[][..],
             ),
         ] {
-            let mut image =
+            let image =
                 rota_sim::images::SimImage::new(id, regions, rota_core::cloud::Arch::X86_64);
-            image.name = "general-2026.11.3".into();
-            image.created = self.fleet.clock.now();
             self.fleet.sim.cloud.publish_image(image);
         }
         self.say("(c) the clouds publish general 2026.11.3 (us-east-1, us-west-2, GCP, Azure); PR merged: the canary wave takes it");

@@ -285,11 +285,6 @@ impl SimCloud {
         self.inner.lock().unwrap().images.require_published = on;
     }
 
-    /// The account's published images.
-    pub fn images(&self) -> Vec<SimImage> {
-        self.inner.lock().unwrap().images.all().cloned().collect()
-    }
-
     /// Every group's reference, in a stable order.
     pub fn groups(&self) -> Vec<GroupRef> {
         self.inner.lock().unwrap().groups.keys().cloned().collect()

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
 use rota_core::cloud::{Arch, GroupRef, ImageCheck};
 use rota_core::fleet::Fleet;
 use rota_core::fleet::model::{AwsImages, RegionImage};
@@ -35,21 +34,20 @@ pub struct SimImage {
     /// The regions it exists in; empty: everywhere (a GCP image).
     pub regions: Vec<String>,
     pub arch: Arch,
-    /// The build's name (`acme-general-2026-11-3`): the same build has one name in every region.
-    pub name: String,
-    pub created: DateTime<Utc>,
     pub state: ImageState,
 }
 
 impl SimImage {
+    /// Whether it exists where a group of `region` launches (everywhere when it lists none).
+    fn exists_in(&self, region: Option<&str>) -> bool {
+        self.regions.is_empty() || region.is_some_and(|r| self.regions.iter().any(|x| x == r))
+    }
+
     pub fn new(id: impl Into<String>, regions: &[&str], arch: Arch) -> Self {
-        let id = id.into();
         SimImage {
-            name: id.clone(),
-            id,
+            id: id.into(),
             regions: regions.iter().map(|r| r.to_string()).collect(),
             arch,
-            created: DateTime::<Utc>::UNIX_EPOCH,
             state: ImageState::Available,
         }
     }
@@ -69,15 +67,6 @@ impl Catalog {
         self.images.insert(image.id.clone(), image);
     }
 
-    pub fn get(&self, id: &str) -> Option<&SimImage> {
-        self.images.get(id)
-    }
-
-    /// Every published image, by ID.
-    pub fn all(&self) -> impl Iterator<Item = &SimImage> {
-        self.images.values()
-    }
-
     /// Whether `image` can launch in `group`, in the words of the group's cloud.
     pub fn check(&self, group: &GroupRef, image: &str, arch: Arch) -> ImageCheck {
         let region = group_region(group);
@@ -88,11 +77,7 @@ impl Catalog {
             }
             return ImageCheck::unusable("ImageNotFound", not_found(group, image, where_));
         };
-        let here = img.regions.is_empty()
-            || region
-                .as_ref()
-                .is_some_and(|r| img.regions.iter().any(|x| x == r));
-        if !here {
+        if !img.exists_in(region.as_deref()) {
             let reason = match group {
                 GroupRef::Azure { .. } => "ImageNotReplicated",
                 _ => "ImageNotFound",
@@ -136,16 +121,9 @@ impl Catalog {
     /// Why a launch of `image` in `group` fails, as the cloud reports it (`None`: it boots).
     /// Only where the image is absent: architecture and deprecation are the pool's business.
     pub fn launch_error(&self, group: &GroupRef, image: &str) -> Option<String> {
-        let region = group_region(group);
-        let known = self.images.get(image);
-        let absent = match known {
+        let absent = match self.images.get(image) {
             None => self.require_published,
-            Some(img) => {
-                !img.regions.is_empty()
-                    && !region
-                        .as_ref()
-                        .is_some_and(|r| img.regions.iter().any(|x| x == r))
-            }
+            Some(img) => !img.exists_in(group_region(group).as_deref()),
         };
         absent.then(|| match group {
             GroupRef::Aws { .. } => "InvalidAMIID.NotFound".to_string(),
@@ -189,7 +167,7 @@ pub fn group_region(group: &GroupRef) -> Option<String> {
 /// region map in that region (per architecture), a plain AMI in the one region of the AWS
 /// clusters on its channel (the first by name when they span several, which validation
 /// refuses: the others then fail to launch, as on a real account), GCP images everywhere,
-/// Azure versions replicated to every region. `released` becomes the creation time.
+/// Azure versions replicated to every region.
 pub fn images_of(fleet: &Fleet) -> Vec<SimImage> {
     let mut channel_regions: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for c in fleet.clusters.values() {
@@ -209,16 +187,12 @@ pub fn images_of(fleet: &Fleet) -> Vec<SimImage> {
     }
     let mut out = Vec::new();
     for (channel, ch) in &fleet.spec.images {
-        for (version, images) in &ch.versions {
-            let created = images.released.unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
-            let name = format!("{channel}-{version}");
+        for images in ch.versions.values() {
             let mut push = |id: &str, regions: Vec<String>, arch: Arch| {
                 out.push(SimImage {
                     id: id.to_string(),
                     regions,
                     arch,
-                    name: name.clone(),
-                    created,
                     state: ImageState::Available,
                 })
             };

@@ -157,13 +157,6 @@ pub struct ImageAge {
 }
 
 impl ImageAge {
-    pub fn from_secs(secs: u64) -> Self {
-        ImageAge {
-            duration: Duration::from_secs(secs),
-            days: false,
-        }
-    }
-
     pub fn as_duration(self) -> Duration {
         self.duration
     }

@@ -209,8 +209,6 @@ pub enum Arch {
 }
 
 impl Arch {
-    pub const ALL: [Arch; 2] = [Arch::X86_64, Arch::Arm64];
-
     pub fn as_str(self) -> &'static str {
         match self {
             Arch::X86_64 => "x86_64",
@@ -226,17 +224,6 @@ impl Arch {
 impl std::fmt::Display for Arch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Arch {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "x86_64" => Ok(Arch::X86_64),
-            "arm64" => Ok(Arch::Arm64),
-            _ => Err(format!("unknown architecture {s:?} (x86_64 or arm64)")),
-        }
     }
 }
 
@@ -570,16 +557,6 @@ impl CloudImages {
                     }
                 }
             },
-        }
-    }
-
-    /// Whether the version has any image for `cloud`.
-    pub fn has(&self, cloud: super::resolved::Cloud) -> bool {
-        use super::resolved::Cloud;
-        match cloud {
-            Cloud::Aws => self.aws.is_some(),
-            Cloud::Gcp => self.gcp.is_some(),
-            Cloud::Azure => self.azure.is_some(),
         }
     }
 
