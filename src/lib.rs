@@ -40,6 +40,7 @@ pub mod cli;
 pub mod cloud;
 pub mod controller;
 pub mod demo;
+pub mod discovery;
 pub mod gates;
 pub mod kube;
 pub mod memory;

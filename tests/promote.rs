@@ -1,5 +1,6 @@
 //! `rota promote --wave NAME` writing the promotion commit, with real git: the guard's records
 //! are git notes written by the same store the agents use; the command is the real binary.
+//! `rota images discover` on the simulated clouds, proposing versions as commits.
 
 #[path = "support/git.rs"]
 mod git_support;
@@ -172,5 +173,231 @@ async fn a_branch_for_a_pull_request_and_refusals() {
     let (code, out, _) = promote(&work, &["--dry-run"]);
     assert_eq!(code, 0);
     assert!(out.contains("allowed"), "{out}");
+    assert_eq!(git(&work, &["rev-parse", "HEAD"]), head);
+}
+
+// ---- `rota images discover`: the clouds' newest build proposed as a version ------------
+
+use std::sync::Arc;
+
+use rota::cloud::Arch;
+use rota::sim::cloud::SimCloud;
+use rota::sim::faults::FaultProfile;
+use rota::sim::images::SimImage;
+
+const GALLERY: &str = "/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general";
+
+/// Publishes general's build `v` (`2026.11.3`) `age` ago in `aws_regions`, on GCP (family
+/// acme-general) and in the Azure gallery, each named as its cloud names it.
+fn publish(cloud: &SimCloud, v: &str, age: chrono::Duration, aws_regions: &[&str]) {
+    let created = Utc::now() - age;
+    let dashed = v.replace('.', "-");
+    for (i, region) in aws_regions.iter().enumerate() {
+        // 17 hex digits: the build's number, then the region's index.
+        let n: u64 = v.replace('.', "").parse().unwrap();
+        let id = format!("ami-{n:016x}{i}");
+        cloud.publish_image(
+            SimImage::new(id, &[region], Arch::X86_64)
+                .named(format!("acme-general-{dashed}"), created),
+        );
+    }
+    let mut gcp = SimImage::new(
+        format!("projects/acme-images/global/images/general-{dashed}"),
+        &[],
+        Arch::X86_64,
+    )
+    .named(format!("general-{dashed}"), created);
+    gcp.family = Some("acme-general".into());
+    cloud.publish_image(gcp);
+    cloud.publish_image(
+        SimImage::new(format!("{GALLERY}/versions/{v}"), &[], Arch::X86_64).named(v, created),
+    );
+}
+
+/// The example fleet repo in a fresh git repo.
+fn example_repo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("fleet");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(&src)
+        .arg(&work)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "the fleet"]);
+    (tmp, work)
+}
+
+fn discover(work: &Path, url: &str, extra: &[&str]) -> (i32, String, String) {
+    let out = Command::new(rota())
+        .args(["images", "discover", "--repo"])
+        .arg(work)
+        .args(["--cloud-endpoint", url])
+        .args(extra)
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// Multi-threaded: the simulated cloud answers on this runtime while the test waits for the
+// rota process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_proposes_the_newest_build_once_baked_pins_the_first_wave_and_is_idempotent() {
+    let cloud = SimCloud::new(7, FaultProfile::default(), 1000.0);
+    publish(
+        &cloud,
+        "2026.11.2",
+        chrono::Duration::days(9),
+        &["us-east-1", "us-west-2"],
+    );
+    publish(
+        &cloud,
+        "2026.11.3",
+        chrono::Duration::days(4),
+        &["us-east-1", "us-west-2"],
+    );
+    let served = rota::sim::wire::serve(Arc::new(cloud.clone()))
+        .await
+        .unwrap();
+    let (_tmp, work) = example_repo();
+    let before = git(&work, &["rev-parse", "HEAD"]);
+
+    // Without --write: said, nothing written.
+    let (code, out, err) = discover(&work, &served.url, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("general: new version 2026.11.3 (released "),
+        "{out}"
+    );
+    assert!(out.contains("nothing written"), "{out}");
+    assert_eq!(git(&work, &["rev-parse", "HEAD"]), before);
+
+    // --write: one commit that adds the version and pins it on the canary wave, nothing else.
+    let (code, out, err) = discover(&work, &served.url, &["--write"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("images: general 2026.11.3 on wave canary"),
+        "{out}"
+    );
+    assert_eq!(
+        git(&work, &["status", "--porcelain"]),
+        "",
+        "the work tree is checked out"
+    );
+    let diff = git(&work, &["diff", "-U0", "HEAD~1", "--", "fleet.yaml"]);
+    let removed: Vec<&str> = diff
+        .lines()
+        .filter(|l| l.starts_with('-') && !l.starts_with("---"))
+        .collect();
+    assert_eq!(
+        removed,
+        [r#"-      images: {general: "2026.11.2", gpu: "2026.11.1"}"#],
+        "{diff}"
+    );
+    assert!(
+        diff.contains(r#"+      images: {general: "2026.11.3", gpu: "2026.11.1"}"#),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("+        \"2026.11.3\":\n+          released: \""),
+        "{diff}"
+    );
+    assert!(diff.contains("+            us-west-2: ami-0"), "{diff}");
+    assert!(
+        diff.contains("+          gcp: projects/acme-images/global/images/general-2026-11-3"),
+        "{diff}"
+    );
+    let out = Command::new(rota())
+        .args(["validate"])
+        .arg(&work)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Again: nothing to do, nothing written.
+    let head = git(&work, &["rev-parse", "HEAD"]);
+    let (code, out, _) = discover(&work, &served.url, &["--write"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("general: up to date: version 2026.11.3"),
+        "{out}"
+    );
+    assert_eq!(git(&work, &["rev-parse", "HEAD"]), head);
+
+    // A build an hour old bakes (minAge 72h): said, exit 1, nothing written; --security
+    // proposes it and the commit says why.
+    publish(
+        &cloud,
+        "2026.11.4",
+        chrono::Duration::hours(1),
+        &["us-east-1", "us-west-2"],
+    );
+    let (code, out, _) = discover(&work, &served.url, &["--write"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("general: 2026.11.4 (released ")
+            && out.contains("is baking: proposable from "),
+        "{out}"
+    );
+    assert_eq!(git(&work, &["rev-parse", "HEAD"]), head);
+    let (code, out, err) = discover(
+        &work,
+        &served.url,
+        &[
+            "--write",
+            "--security",
+            "CVE-2026-4242",
+            "--branch",
+            "images/general",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        git(&work, &["rev-parse", "HEAD"]),
+        head,
+        "a --branch leaves the current one"
+    );
+    let msg = git(&work, &["log", "-1", "--format=%B", "images/general"]);
+    assert!(msg.contains("skipped for security: CVE-2026-4242"), "{msg}");
+
+    // A build that has reached us-east-1 only: the proposal waits, naming the region.
+    publish(
+        &cloud,
+        "2026.11.5",
+        chrono::Duration::minutes(30),
+        &["us-east-1"],
+    );
+    let (code, out, _) = discover(&work, &served.url, &["--write"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("general: waiting: the newest build differs"),
+        "{out}"
+    );
+    assert!(
+        out.contains("aws us-west-2 x86_64 (acme-general-2026-11-4)"),
+        "{out}"
+    );
+
+    // A channel with no source, asked by name: an error, nothing written.
+    let (code, out, err) = discover(&work, &served.url, &["--channel", "gpu"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.contains("gpu: cannot tell: channel gpu has no source"),
+        "{out}"
+    );
+    assert!(err.contains("nothing written"), "{err}");
     assert_eq!(git(&work, &["rev-parse", "HEAD"]), head);
 }

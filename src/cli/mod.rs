@@ -16,6 +16,7 @@ pub mod completions;
 pub mod ctl;
 pub mod demo;
 pub mod diff;
+pub mod images;
 pub mod man;
 pub mod promote;
 pub mod render;
@@ -64,6 +65,8 @@ pub enum Command {
     Agent(Box<agent::AgentArgs>),
     /// Every cluster and pool of the fleet at a commit, with the agents' statuses.
     Status(status::StatusArgs),
+    /// The clouds' published images: `discover` finds each channel's newest and proposes it.
+    Images(images::ImagesArgs),
     /// Whether a wave may take the previous wave's versions (the promotion guard), or check a promotion.
     Promote(promote::PromoteArgs),
     /// A read-only web page of the whole fleet: waves, pools, holds, versions, commit statuses.
@@ -98,6 +101,7 @@ pub fn main() -> ExitCode {
         Command::Agent(args) => agent::run(*args),
         Command::Status(args) => status::run(args),
         Command::Promote(args) => promote::run(args),
+        Command::Images(args) => images::run(args),
         Command::Ui(args) => ui::run(args),
         Command::Where(args) => whereis::run(args),
         Command::Ctl(args) => ctl::run(args),

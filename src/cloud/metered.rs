@@ -72,6 +72,20 @@ impl NodeGroups for MeteredNodeGroups {
         r
     }
 
+    async fn find_image(
+        &self,
+        query: &rota_core::cloud::ImageQuery,
+    ) -> Result<rota_core::cloud::FoundImage, CloudError> {
+        let t = Instant::now();
+        let r = self.inner.find_image(query).await;
+        let provider = query.cloud().to_string();
+        self.metrics
+            .record_cloud_call(&provider, "find_image", outcome(&r));
+        self.metrics
+            .observe_cloud_call(&provider, "find_image", t.elapsed().as_secs_f64());
+        r
+    }
+
     async fn set_image(&self, group: &GroupRef, image: &str) -> Result<(), CloudError> {
         let t = Instant::now();
         let r = self.inner.set_image(group, image).await;

@@ -58,12 +58,27 @@ impl Providers {
         group: &GroupRef,
         call: &'static str,
     ) -> Result<&Arc<dyn NodeGroups>, CloudError> {
-        let cloud = group.cloud();
+        self.provider_of(group.cloud(), call, group.to_string())
+            .await
+    }
+
+    /// The provider of `cloud`, built on first use; `subject` names what the call was for
+    /// (a group, or an image query) in its error.
+    async fn provider_of(
+        &self,
+        cloud: Cloud,
+        call: &'static str,
+        subject: String,
+    ) -> Result<&Arc<dyn NodeGroups>, CloudError> {
+        let fail = |kind, message: String| CloudError {
+            kind,
+            call,
+            group: subject.clone(),
+            message,
+        };
         let Some(slot) = self.slots.get(&cloud) else {
-            return Err(CloudError::new(
+            return Err(fail(
                 CloudErrorKind::Permission,
-                call,
-                group,
                 format!(
                     "this agent has no {cloud} provider configured (see docs/cloud-providers.md)"
                 ),
@@ -75,10 +90,8 @@ impl Providers {
             .get_or_try_init(|| (slot.factory)())
             .await
             .map_err(|e| {
-                CloudError::new(
+                fail(
                     CloudErrorKind::Permission,
-                    call,
-                    group,
                     format!("cannot set up the {cloud} provider: {e}"),
                 )
             })
@@ -103,6 +116,16 @@ impl NodeGroups for Providers {
         self.provider(group, "CheckImage")
             .await?
             .check_image(group, image, arch)
+            .await
+    }
+
+    async fn find_image(
+        &self,
+        query: &rota_core::cloud::ImageQuery,
+    ) -> Result<rota_core::cloud::FoundImage, CloudError> {
+        self.provider_of(query.cloud(), "FindImage", query.to_string())
+            .await?
+            .find_image(query)
             .await
     }
 

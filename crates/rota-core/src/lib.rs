@@ -8,6 +8,8 @@
 //!   detection.
 //! - [`waves`]: the order in which clusters take a version, and the promotion guard over the
 //!   agents' records.
+//! - [`images`]: discovery of new images (what to ask the clouds, whether to propose,
+//!   wait for the bake or for a lagging region) and the textual edit that adds a version.
 //! - [`cloud`]: the narrow trait every cloud provider implements and its value types.
 //! - [`errors`]: the error classes (what a retry should do), importing nothing of rota.
 //!
@@ -17,6 +19,7 @@
 pub mod cloud;
 pub mod errors;
 pub mod fleet;
+pub mod images;
 pub mod rotate;
 pub mod sanitize;
 pub mod waves;

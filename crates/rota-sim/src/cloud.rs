@@ -29,8 +29,8 @@ use tokio::time::Instant;
 use super::faults::{Call, FaultProfile};
 use super::images::{Catalog, SimImage};
 use rota_core::cloud::{
-    Arch, CloudError, CloudErrorKind, GroupRef, GroupState, ImageCheck, Instance, Lifecycle,
-    NodeGroups, provider_id,
+    Arch, CloudError, CloudErrorKind, FoundImage, GroupRef, GroupState, ImageCheck, ImageQuery,
+    Instance, Lifecycle, NodeGroups, provider_id,
 };
 
 /// A group to create in the simulated cloud.
@@ -278,6 +278,15 @@ impl SimCloud {
         }
         drop(inner);
         self.changed();
+    }
+
+    /// Set an SSM parameter in `region` (what an `ssmParameter` image source reads).
+    pub fn set_parameter(&self, region: &str, name: &str, value: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .images
+            .set_parameter(region, name, value);
     }
 
     /// Refuse to launch images that were not published (see `crate::images`).
@@ -722,6 +731,14 @@ impl NodeGroups for SimCloud {
         self.call(Call::Describe, group, |inner, now| {
             Ok((inner.described(group, now), false))
         })
+    }
+
+    async fn find_image(&self, query: &ImageQuery) -> Result<FoundImage, CloudError> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .images
+            .find(query)
+            .map_err(|(kind, message)| CloudError::query(kind, "FindImage", query, message))
     }
 
     async fn check_image(

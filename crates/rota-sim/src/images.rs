@@ -11,10 +11,12 @@
 
 use std::collections::BTreeMap;
 
-use rota_core::cloud::{Arch, GroupRef, ImageCheck};
+use chrono::{DateTime, Utc};
+use rota_core::cloud::{Arch, CloudErrorKind, FoundImage, GroupRef, ImageCheck, ImageQuery};
 use rota_core::fleet::Fleet;
 use rota_core::fleet::model::{AwsImages, RegionImage};
 use rota_core::fleet::resolved::Cloud;
+use rota_core::images::glob_match;
 
 /// Where an image stands in its cloud.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,6 +37,14 @@ pub struct SimImage {
     pub regions: Vec<String>,
     pub arch: Arch,
     pub state: ImageState,
+    /// The cloud's name for it (the build, as discovery compares it across regions).
+    pub name: String,
+    /// When it was published.
+    pub created: DateTime<Utc>,
+    /// Its GCP image family.
+    pub family: Option<String>,
+    /// An Azure gallery version kept out of "latest".
+    pub exclude_from_latest: bool,
 }
 
 impl SimImage {
@@ -43,12 +53,33 @@ impl SimImage {
         self.regions.is_empty() || region.is_some_and(|r| self.regions.iter().any(|x| x == r))
     }
 
+    /// An available image, named after the last segment of its ID, published at the epoch.
     pub fn new(id: impl Into<String>, regions: &[&str], arch: Arch) -> Self {
+        let id = id.into();
         SimImage {
-            id: id.into(),
+            name: id.rsplit('/').next().unwrap_or(&id).to_string(),
+            id,
             regions: regions.iter().map(|r| r.to_string()).collect(),
             arch,
             state: ImageState::Available,
+            created: DateTime::UNIX_EPOCH,
+            family: None,
+            exclude_from_latest: false,
+        }
+    }
+
+    /// The same image with the cloud's name for it and its publication time.
+    pub fn named(mut self, name: impl Into<String>, created: DateTime<Utc>) -> Self {
+        self.name = name.into();
+        self.created = created;
+        self
+    }
+
+    fn found(&self) -> FoundImage {
+        FoundImage {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            created: self.created,
         }
     }
 }
@@ -57,6 +88,8 @@ impl SimImage {
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
     images: BTreeMap<String, SimImage>,
+    /// SSM parameters by (region, name): what an `ssmParameter` source reads.
+    parameters: BTreeMap<(String, String), String>,
     /// Refuse images that were not published (a fleet repo's scenario).
     pub require_published: bool,
 }
@@ -65,6 +98,112 @@ impl Catalog {
     /// Publish (or replace) an image.
     pub fn publish(&mut self, image: SimImage) {
         self.images.insert(image.id.clone(), image);
+    }
+
+    /// Set an SSM parameter in `region` (as AWS publishes the EKS AMI's ID).
+    pub fn set_parameter(&mut self, region: &str, name: &str, value: &str) {
+        self.parameters
+            .insert((region.to_string(), name.to_string()), value.to_string());
+    }
+
+    /// The newest image `query` names, as the cloud's own lookup answers it: an SSM
+    /// parameter's AMI (which must exist in the region, for the arch), the newest available
+    /// AMI whose name matches (owners are not modelled: every simulated AMI is the
+    /// account's), a GCP family's newest READY, non-deprecated image, an Azure gallery's
+    /// newest succeeded version not excluded from latest and replicated to every region asked.
+    pub fn find(&self, query: &ImageQuery) -> Result<FoundImage, (CloudErrorKind, String)> {
+        let arch = query.arch();
+        let newest = |ok: &dyn Fn(&SimImage) -> bool| {
+            self.images
+                .values()
+                .filter(|i| i.state == ImageState::Available && i.arch == arch && ok(i))
+                .max_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)))
+                .map(SimImage::found)
+        };
+        match query {
+            ImageQuery::AwsSsm {
+                region, parameter, ..
+            } => {
+                let Some(value) = self.parameters.get(&(region.clone(), parameter.clone())) else {
+                    return Err((
+                        CloudErrorKind::NotFound,
+                        format!("ParameterNotFound: {parameter} does not exist in {region}"),
+                    ));
+                };
+                if !value.starts_with("ami-") {
+                    return Err((
+                        CloudErrorKind::Invalid,
+                        format!(
+                            "SSM parameter {parameter} in {region} holds {value:?}, not an AMI ID"
+                        ),
+                    ));
+                }
+                match self.images.get(value) {
+                    Some(i) if i.exists_in(Some(region)) && i.arch == arch => Ok(i.found()),
+                    Some(i) if i.exists_in(Some(region)) => Err((
+                        CloudErrorKind::Invalid,
+                        format!(
+                            "SSM parameter {parameter} in {region} names {value}, an {} AMI, not {arch}",
+                            i.arch
+                        ),
+                    )),
+                    _ => Err((
+                        CloudErrorKind::NotFound,
+                        format!(
+                            "SSM parameter {parameter} in {region} names {value}: the image id '[{value}]' does not exist"
+                        ),
+                    )),
+                }
+            }
+            ImageQuery::AwsName {
+                region,
+                name_filter,
+                ..
+            } => newest(&|i| {
+                i.id.starts_with("ami-")
+                    && i.exists_in(Some(region))
+                    && glob_match(name_filter, &i.name)
+            })
+            .ok_or_else(|| {
+                (
+                    CloudErrorKind::NotFound,
+                    format!("no available {arch} AMI named {name_filter} in {region}"),
+                )
+            }),
+            ImageQuery::GcpFamily {
+                project, family, ..
+            } => {
+                let prefix = format!("projects/{project}/global/images/");
+                newest(&|i| i.id.starts_with(&prefix) && i.family.as_deref() == Some(family))
+                    .ok_or_else(|| {
+                        (
+                            CloudErrorKind::NotFound,
+                            format!("image family {project}/{family} has no READY, non-deprecated {arch} image"),
+                        )
+                    })
+            }
+            ImageQuery::AzureGallery {
+                gallery_image,
+                regions,
+                ..
+            } => {
+                let prefix = format!("{gallery_image}/versions/");
+                newest(&|i| {
+                    i.id.starts_with(&prefix)
+                        && !i.exclude_from_latest
+                        && regions.iter().all(|r| i.exists_in(Some(r)))
+                })
+                .ok_or_else(|| {
+                    (
+                        CloudErrorKind::NotFound,
+                        format!(
+                            "gallery image {gallery_image} has no succeeded version, not excluded from latest, replicated to {}",
+                            regions.join(", ")
+                        ),
+                    )
+                })
+            }
+        }
     }
 
     /// Whether `image` can launch in `group`, in the words of the group's cloud.
@@ -189,12 +328,12 @@ pub fn images_of(fleet: &Fleet) -> Vec<SimImage> {
     for (channel, ch) in &fleet.spec.images {
         for images in ch.versions.values() {
             let mut push = |id: &str, regions: Vec<String>, arch: Arch| {
-                out.push(SimImage {
-                    id: id.to_string(),
-                    regions,
-                    arch,
-                    state: ImageState::Available,
-                })
+                let mut img = SimImage::new(id, &[], arch);
+                img.regions = regions;
+                if let Some(t) = images.released {
+                    img.created = t;
+                }
+                out.push(img)
             };
             match &images.aws {
                 Some(AwsImages::One(id)) => {
@@ -297,5 +436,84 @@ mod tests {
             matches!(c.check(&gcp, &img.id, Arch::X86_64), ImageCheck::Unusable { reason, .. } if reason == "ImageDeprecated")
         );
         assert_eq!(group_region(&gcp).as_deref(), Some("us-central1"));
+    }
+
+    #[test]
+    fn lookups_answer_as_the_clouds_do_and_refuse_what_is_not_an_image() {
+        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let mut c = Catalog::default();
+        let ssm = |region: &str| ImageQuery::AwsSsm {
+            region: region.into(),
+            parameter: "/p/x86_64".into(),
+            arch: Arch::X86_64,
+        };
+        c.set_parameter("us-east-1", "/p/x86_64", "ami-0e1");
+        c.publish(
+            SimImage::new("ami-0e1", &["us-east-1"], Arch::X86_64)
+                .named("b-1", t("2026-11-01T00:00:00Z")),
+        );
+        assert_eq!(c.find(&ssm("us-east-1")).unwrap().name, "b-1");
+        let (kind, why) = c.find(&ssm("eu-west-1")).unwrap_err();
+        assert_eq!(kind, CloudErrorKind::NotFound);
+        assert!(why.contains("does not exist in eu-west-1"), "{why}");
+        c.set_parameter("us-east-1", "/p/x86_64", "1.31.2");
+        let (kind, why) = c.find(&ssm("us-east-1")).unwrap_err();
+        assert_eq!(kind, CloudErrorKind::Invalid);
+        assert!(why.contains("holds \"1.31.2\", not an AMI ID"), "{why}");
+        // A name filter: the newest available of the arch, in the region.
+        c.publish(
+            SimImage::new("ami-0e2", &["us-east-1"], Arch::X86_64)
+                .named("b-2", t("2026-11-02T00:00:00Z")),
+        );
+        c.publish(
+            SimImage::new("ami-0e3", &["us-east-1"], Arch::Arm64)
+                .named("b-3", t("2026-11-03T00:00:00Z")),
+        );
+        let by_name = ImageQuery::AwsName {
+            region: "us-east-1".into(),
+            name_filter: "b-*".into(),
+            owners: vec![],
+            arch: Arch::X86_64,
+        };
+        assert_eq!(c.find(&by_name).unwrap().id, "ami-0e2");
+        // A family: its newest READY one; none READY is NotFound.
+        let mut g = SimImage::new("projects/p/global/images/g-2", &[], Arch::X86_64)
+            .named("g-2", t("2026-11-02T00:00:00Z"));
+        g.family = Some("f".into());
+        g.state = ImageState::Deprecated;
+        c.publish(g);
+        let fam = ImageQuery::GcpFamily {
+            project: "p".into(),
+            family: "f".into(),
+            arch: Arch::X86_64,
+        };
+        let (kind, why) = c.find(&fam).unwrap_err();
+        assert_eq!(kind, CloudErrorKind::NotFound);
+        assert!(why.contains("has no READY"), "{why}");
+        // A gallery: the newest not excluded from latest and replicated where asked.
+        let gi = "/s/g/images/general";
+        let mut v2 = SimImage::new(
+            format!("{gi}/versions/1.0.2"),
+            &["westeurope"],
+            Arch::X86_64,
+        )
+        .named("1.0.2", t("2026-11-02T00:00:00Z"));
+        v2.exclude_from_latest = true;
+        c.publish(v2);
+        c.publish(
+            SimImage::new(
+                format!("{gi}/versions/1.0.1"),
+                &["westeurope", "northeurope"],
+                Arch::X86_64,
+            )
+            .named("1.0.1", t("2026-11-01T00:00:00Z")),
+        );
+        let gal = |regions: &[&str]| ImageQuery::AzureGallery {
+            gallery_image: gi.into(),
+            regions: regions.iter().map(|r| r.to_string()).collect(),
+            arch: Arch::X86_64,
+        };
+        assert_eq!(c.find(&gal(&["westeurope"])).unwrap().name, "1.0.1");
+        assert!(c.find(&gal(&["eastus"])).is_err());
     }
 }

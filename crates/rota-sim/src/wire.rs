@@ -164,7 +164,29 @@ struct Req {
     arch: rota_core::cloud::Arch,
 }
 
+/// `/findImage`'s body: a query, not a group.
+#[derive(Deserialize)]
+struct FindReq {
+    query: rota_core::cloud::ImageQuery,
+}
+
 async fn handle(groups: &dyn NodeGroups, path: &str, body: &[u8]) -> (u16, Value) {
+    if path == "/findImage" {
+        let req: FindReq = match serde_json::from_slice(body) {
+            Ok(r) => r,
+            Err(e) => return (400, json!({"message": format!("bad request: {e}")})),
+        };
+        return match groups.find_image(&req.query).await {
+            Ok(found) => (
+                200,
+                serde_json::to_value(found).expect("a found image serializes"),
+            ),
+            Err(e) => (
+                409,
+                serde_json::to_value(WireError::from(&e)).expect("an error serializes"),
+            ),
+        };
+    }
     let req: Req = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return (400, json!({"message": format!("bad request: {e}")})),
@@ -227,7 +249,23 @@ impl HttpNodeGroups {
         group: &GroupRef,
         body: Value,
     ) -> Result<Value, CloudError> {
-        let transient = |m: String| CloudError::new(CloudErrorKind::Transient, call, group, m);
+        self.call_for(call, path, group.to_string(), body).await
+    }
+
+    /// A call about `subject` (a group, or an image query), named so in its errors.
+    async fn call_for(
+        &self,
+        call: &'static str,
+        path: &str,
+        subject: String,
+        body: Value,
+    ) -> Result<Value, CloudError> {
+        let transient = |message: String| CloudError {
+            kind: CloudErrorKind::Transient,
+            call,
+            group: subject.clone(),
+            message,
+        };
         let req = hyper::Request::post(format!("{}{path}", self.url))
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
@@ -294,6 +332,23 @@ impl NodeGroups for HttpNodeGroups {
                 group,
                 e.to_string(),
             )
+        })
+    }
+
+    async fn find_image(
+        &self,
+        query: &rota_core::cloud::ImageQuery,
+    ) -> Result<rota_core::cloud::FoundImage, CloudError> {
+        let v = self
+            .call_for(
+                "FindImage",
+                "/findImage",
+                query.to_string(),
+                json!({ "query": query }),
+            )
+            .await?;
+        serde_json::from_value(v).map_err(|e| {
+            CloudError::query(CloudErrorKind::Transient, "FindImage", query, e.to_string())
         })
     }
 

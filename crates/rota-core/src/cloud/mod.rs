@@ -102,6 +102,118 @@ impl ImageCheck {
     }
 }
 
+/// What `rota images discover` asks a cloud: the newest image of one source where the fleet
+/// needs it (one region and arch for AWS; GCP images are global; an Azure gallery image
+/// version must be replicated to every region its scale sets launch in).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ImageQuery {
+    /// An SSM parameter that holds an AMI ID (the public EKS and Bottlerocket ones, or the
+    /// account's own), read in `region`; `{arch}` already replaced.
+    #[serde(rename_all = "camelCase")]
+    AwsSsm {
+        region: String,
+        parameter: String,
+        arch: Arch,
+    },
+    /// The newest `available` AMI of `owners` whose name matches `name_filter` (`*`, `?`).
+    #[serde(rename_all = "camelCase")]
+    AwsName {
+        region: String,
+        name_filter: String,
+        owners: Vec<String>,
+        arch: Arch,
+    },
+    /// `images.getFromFamily`: the family's newest READY image that is not deprecated.
+    #[serde(rename_all = "camelCase")]
+    GcpFamily {
+        project: String,
+        family: String,
+        arch: Arch,
+    },
+    /// The gallery image definition's newest version that succeeded, is not excluded from
+    /// latest, and is replicated to `regions`.
+    #[serde(rename_all = "camelCase")]
+    AzureGallery {
+        gallery_image: String,
+        regions: Vec<String>,
+        arch: Arch,
+    },
+}
+
+impl ImageQuery {
+    pub fn cloud(&self) -> Cloud {
+        match self {
+            ImageQuery::AwsSsm { .. } | ImageQuery::AwsName { .. } => Cloud::Aws,
+            ImageQuery::GcpFamily { .. } => Cloud::Gcp,
+            ImageQuery::AzureGallery { .. } => Cloud::Azure,
+        }
+    }
+
+    pub fn arch(&self) -> Arch {
+        match self {
+            ImageQuery::AwsSsm { arch, .. }
+            | ImageQuery::AwsName { arch, .. }
+            | ImageQuery::GcpFamily { arch, .. }
+            | ImageQuery::AzureGallery { arch, .. } => *arch,
+        }
+    }
+
+    /// The AWS region asked (`None` elsewhere).
+    pub fn region(&self) -> Option<&str> {
+        match self {
+            ImageQuery::AwsSsm { region, .. } | ImageQuery::AwsName { region, .. } => Some(region),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ImageQuery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageQuery::AwsSsm {
+                region,
+                parameter,
+                arch,
+            } => write!(f, "SSM parameter {parameter} in {region} ({arch})"),
+            ImageQuery::AwsName {
+                region,
+                name_filter,
+                owners,
+                arch,
+            } => write!(
+                f,
+                "AMIs named {name_filter} of {} in {region} ({arch})",
+                if owners.is_empty() {
+                    "any owner".to_string()
+                } else {
+                    owners.join(", ")
+                }
+            ),
+            ImageQuery::GcpFamily {
+                project,
+                family,
+                arch,
+            } => write!(f, "image family {project}/{family} ({arch})"),
+            ImageQuery::AzureGallery {
+                gallery_image,
+                arch,
+                ..
+            } => write!(f, "gallery image {gallery_image} ({arch})"),
+        }
+    }
+}
+
+/// The answer to an [`ImageQuery`]: the image's ID as the fleet repo writes it, the name the
+/// cloud gives it (the build, compared across regions), and when it was published.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FoundImage {
+    pub id: String,
+    pub name: String,
+    pub created: chrono::DateTime<chrono::Utc>,
+}
+
 /// What a retry should do about a failed call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -194,6 +306,23 @@ impl CloudError {
     }
 }
 
+impl CloudError {
+    /// A failed image lookup, named by the query instead of a group.
+    pub fn query(
+        kind: CloudErrorKind,
+        call: &'static str,
+        query: &ImageQuery,
+        message: impl Into<String>,
+    ) -> Self {
+        CloudError {
+            kind,
+            call,
+            group: query.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
 impl Classify for CloudError {
     fn classify(&self) -> Classified {
         self.kind.classify()
@@ -227,6 +356,19 @@ pub trait NodeGroups: Send + Sync {
         image: &str,
         arch: Arch,
     ) -> Result<ImageCheck, CloudError>;
+
+    /// The newest image `query` names (see [`ImageQuery`]), for `rota images discover`.
+    /// Read-only. No such image (an empty family, a region without the parameter) is
+    /// `NotFound`; an answer that is not an image (an SSM parameter holding something else)
+    /// is `Invalid`. Providers that cannot look images up say so (the default).
+    async fn find_image(&self, query: &ImageQuery) -> Result<FoundImage, CloudError> {
+        Err(CloudError::query(
+            CloudErrorKind::Invalid,
+            "FindImage",
+            query,
+            "this provider cannot look images up",
+        ))
+    }
 
     /// Make instances created from now on boot `image`. Running instances are not touched.
     /// Idempotent: setting the image the template already has is a no-op success.

@@ -1,0 +1,259 @@
+//! `rota images discover`, the edge half: ask the clouds for each channel's newest image
+//! where the fleet needs it (the queries and the decision are `rota_core::images`), say what
+//! was found, and with `--write` commit the new versions, each pinned on the first wave, as
+//! a textual edit of the fleet file (nothing else in it changes).
+//!
+//! Nothing is written unless every channel asked was answered: an error anywhere (a
+//! parameter that is not an AMI, a family with no READY image, a region without the image)
+//! changes nothing.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+
+use rota_core::cloud::{FoundImage, NodeGroups};
+use rota_core::fleet::{Fleet, SourceFile};
+use rota_core::images::{self, Need, Outcome, Proposal};
+
+use crate::promotion::pin::{PinChange, Target, commit_file, edit_pins};
+
+/// Lookups in flight at once: enough to ask 20 regions × 2 arches in one round trip's time,
+/// few enough to stay inside a cloud account's API rate.
+const IN_FLIGHT: usize = 16;
+
+/// One channel's answer: the decision, or every lookup that failed.
+#[derive(Debug)]
+pub struct ChannelReport {
+    pub channel: String,
+    pub result: Result<Outcome, Vec<String>>,
+}
+
+/// Asks the clouds for every channel with a `source` (or only `only`, which must have one).
+pub async fn discover(
+    fleet: &Fleet,
+    clouds: &dyn NodeGroups,
+    only: Option<&str>,
+    now: DateTime<Utc>,
+    security: Option<&str>,
+) -> Result<Vec<ChannelReport>, String> {
+    if let Some(c) = only
+        && !fleet.spec.images.contains_key(c)
+    {
+        return Err(format!("the fleet has no channel {c}"));
+    }
+    let mut out = Vec::new();
+    for (name, channel) in &fleet.spec.images {
+        if only.is_some_and(|c| c != name) || (only.is_none() && channel.source.is_none()) {
+            continue;
+        }
+        let queries = match images::queries(name, channel, &images::needs(fleet, name)) {
+            Ok(q) => q,
+            Err(e) => {
+                out.push(ChannelReport {
+                    channel: name.clone(),
+                    result: Err(vec![e]),
+                });
+                continue;
+            }
+        };
+        let answers: Vec<(Vec<Need>, Result<FoundImage, String>)> =
+            futures::stream::iter(queries.into_iter().map(|(needs, q)| async move {
+                let r = clouds.find_image(&q).await.map_err(|e| e.to_string());
+                (needs, r)
+            }))
+            .buffered(IN_FLIGHT)
+            .collect()
+            .await;
+        let errors: Vec<String> = answers
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().err().cloned())
+            .collect();
+        let result = if errors.is_empty() {
+            let found: Vec<(Vec<Need>, FoundImage)> = answers
+                .into_iter()
+                .filter_map(|(n, r)| r.ok().map(|f| (n, f)))
+                .collect();
+            Ok(images::decide(name, channel, &found, now, security))
+        } else {
+            Err(errors)
+        };
+        out.push(ChannelReport {
+            channel: name.clone(),
+            result,
+        });
+    }
+    Ok(out)
+}
+
+/// One line (or a few) per channel, for the terminal.
+pub fn describe(r: &ChannelReport, now: DateTime<Utc>) -> String {
+    let c = &r.channel;
+    match &r.result {
+        Err(errors) => format!("{c}: cannot tell: {}", errors.join("; ")),
+        Ok(Outcome::UpToDate { version }) => {
+            format!("{c}: up to date: version {version} holds the newest images")
+        }
+        Ok(Outcome::Bake {
+            version,
+            released,
+            until,
+        }) => format!(
+            "{c}: {version} (released {}) is baking: proposable from {} (in {}); --security REASON skips the bake",
+            stamp(*released),
+            stamp(*until),
+            span((*until - now).num_seconds().max(0))
+        ),
+        Ok(Outcome::Mismatch { why }) => format!("{c}: waiting: {why}"),
+        Ok(Outcome::Propose(p)) => {
+            let mut s = format!(
+                "{c}: new version {} (released {}, build {})",
+                p.version,
+                stamp(p.released),
+                p.builds.join(", ")
+            );
+            if let Some(why) = &p.bake_skipped {
+                s += &format!("; bake skipped for security: {why}");
+            }
+            s
+        }
+    }
+}
+
+/// `2d 3h`, `5h 10m`, `4m`: the wait, to the minute.
+fn span(secs: i64) -> String {
+    let (d, h, m) = (secs / 86_400, secs % 86_400 / 3_600, secs % 3_600 / 60);
+    match (d, h) {
+        (0, 0) => format!("{m}m"),
+        (0, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Where `--write` commits.
+pub struct WriteTo<'a> {
+    pub repo: &'a Path,
+    /// The commit the fleet was read from (the new commit's parent).
+    pub parent: &'a str,
+    /// The fleet's directory inside the repo, if not its root.
+    pub subdir: Option<&'a Path>,
+    /// A new branch (for a pull request) instead of the current one.
+    pub branch: Option<String>,
+}
+
+/// Adds every proposal's version and pins it on the first wave, checks that the result is a
+/// valid fleet holding exactly that, and commits it (one commit for all channels). Returns
+/// the commit, its branch and its title; `None` when there is nothing to propose.
+pub fn write(
+    files: &[SourceFile],
+    fleet: &Fleet,
+    reports: &[ChannelReport],
+    to: &WriteTo<'_>,
+) -> Result<Option<(git2::Oid, String, String)>, String> {
+    let proposals: Vec<&Proposal> = reports
+        .iter()
+        .filter_map(|r| match &r.result {
+            Ok(Outcome::Propose(p)) => Some(p),
+            _ => None,
+        })
+        .collect();
+    if proposals.is_empty() {
+        return Ok(None);
+    }
+    let Some(first) = fleet.waves().first() else {
+        return Err("the fleet has no waves: nothing to pin the new version on".into());
+    };
+    let mut files = files.to_vec();
+    let mut edited_path = None;
+    for p in &proposals {
+        let (path, text) = images::edit::insert_version(&files, p)?;
+        let from = first.images.get(&p.channel).cloned().ok_or_else(|| {
+            format!(
+                "wave {} does not pin channel {}; add `{}: \"{}\"` to its images by hand",
+                first.name, p.channel, p.channel, p.version
+            )
+        })?;
+        replace(&mut files, &path, text);
+        let change = PinChange {
+            channel: p.channel.clone(),
+            from,
+            to: p.version.clone(),
+        };
+        let (path, text) = edit_pins(&files, &first.name, &[change])?;
+        replace(&mut files, &path, text);
+        if edited_path.as_ref().is_some_and(|e| *e != path) {
+            return Err("the channels' versions are in different files: run with --channel".into());
+        }
+        edited_path = Some(path);
+    }
+    let path = edited_path.unwrap_or_default();
+    let edited = rota_core::fleet::load_files(&files)
+        .map_err(|d| format!("the new versions would make the fleet invalid: {d}"))?;
+    for p in &proposals {
+        let pinned = edited
+            .waves()
+            .first()
+            .and_then(|w| w.images.get(&p.channel));
+        let held = edited
+            .spec
+            .images
+            .get(&p.channel)
+            .and_then(|c| c.versions.get(&p.version));
+        if pinned != Some(&p.version) || held != Some(&p.images) {
+            return Err(format!(
+                "editing {path} did not add {}@{} pinned on wave {}",
+                p.channel, p.version, first.name
+            ));
+        }
+    }
+    let title = format!(
+        "images: {} on wave {}",
+        proposals
+            .iter()
+            .map(|p| format!("{} {}", p.channel, p.version))
+            .collect::<Vec<_>>()
+            .join(", "),
+        first.name
+    );
+    let mut message = format!("{title}\n");
+    for p in &proposals {
+        message += &format!(
+            "\n{}@{}: build {}, released {}.\n",
+            p.channel,
+            p.version,
+            p.builds.join(", "),
+            stamp(p.released)
+        );
+        if let Some(why) = &p.bake_skipped {
+            message += &format!("The bake (minAge) was skipped for security: {why}\n");
+        }
+    }
+    message += "\nWritten by rota images discover.\n";
+    let text = files
+        .iter()
+        .find(|f| f.path == path)
+        .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
+        .unwrap_or_default();
+    let full_path = match to.subdir {
+        Some(d) if !d.as_os_str().is_empty() && d != Path::new(".") => {
+            format!("{}/{path}", d.display().to_string().trim_end_matches('/'))
+        }
+        _ => path,
+    };
+    let target = match &to.branch {
+        Some(b) => Target::NewBranch(b.clone()),
+        None => Target::CurrentBranch,
+    };
+    let (id, branch) = commit_file(to.repo, to.parent, &full_path, &text, &message, &target)?;
+    Ok(Some((id, branch, title)))
+}
+
+fn replace(files: &mut [SourceFile], path: &str, text: String) {
+    if let Some(f) = files.iter_mut().find(|f| f.path == path) {
+        *f = SourceFile::new(path, text);
+    }
+}
