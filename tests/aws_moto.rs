@@ -690,3 +690,68 @@ async fn an_ami_is_usable_in_its_own_region_and_arch_only() {
         ImageCheck::Unusable { reason, .. } if reason == "ImageNotFound"
     ));
 }
+
+/// `rota images discover`'s lookups on EC2 and SSM: an SSM parameter's AMI (its name and
+/// creation date), the newest AMI of a name filter in the region asked, and the refusals: a
+/// parameter that holds something else, one that does not exist, a region without the AMI.
+#[tokio::test]
+async fn discovery_reads_ssm_parameters_and_name_filters_per_region() {
+    use rota::cloud::{Arch, CloudErrorKind, ImageQuery, NodeGroups};
+    let m = moto::Moto::start();
+    let (ec2, p) = (m.ec2().await, m.node_groups().await);
+    let old = moto::register_ami(&ec2, "acme-general-2026-11-2").await;
+    // EC2 dates images to the second: the newer one is registered a second later.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let new = moto::register_ami(&ec2, "acme-general-2026-11-3").await;
+    moto::register_ami(&ec2, "acme-gpu-2026-11-9").await;
+    let by_name = |region: &str| ImageQuery::AwsName {
+        region: region.into(),
+        name_filter: "acme-general-*".into(),
+        owners: vec!["123456789012".into()],
+        arch: Arch::X86_64,
+    };
+    let found = p.find_image(&by_name(moto::REGION)).await.unwrap();
+    assert_eq!(
+        (found.id.as_str(), found.name.as_str()),
+        (new.as_str(), "acme-general-2026-11-3"),
+        "the newest of the filter (not {old}, not the gpu image)"
+    );
+    let e = p.find_image(&by_name("us-west-2")).await.unwrap_err();
+    assert_eq!(e.kind, CloudErrorKind::NotFound, "{e}");
+    assert!(e.message.contains("us-west-2"), "{e}");
+
+    let ssm = aws_sdk_ssm::Client::from_conf(
+        aws_sdk_ssm::config::Builder::from(&m.sdk_config().await).build(),
+    );
+    for (name, value) in [
+        ("/acme/general/x86_64", new.as_str()),
+        ("/acme/bad", "1.31.2"),
+    ] {
+        ssm.put_parameter()
+            .name(name)
+            .value(value)
+            .r#type(aws_sdk_ssm::types::ParameterType::String)
+            .send()
+            .await
+            .unwrap();
+    }
+    let param = |name: &str| ImageQuery::AwsSsm {
+        region: moto::REGION.into(),
+        parameter: name.into(),
+        arch: Arch::X86_64,
+    };
+    let found = p.find_image(&param("/acme/general/x86_64")).await.unwrap();
+    assert_eq!(
+        (found.id.as_str(), found.name.as_str()),
+        (new.as_str(), "acme-general-2026-11-3")
+    );
+    let e = p.find_image(&param("/acme/bad")).await.unwrap_err();
+    assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+    assert!(e.message.contains("holds \"1.31.2\", not an AMI ID"), "{e}");
+    let e = p.find_image(&param("/acme/none")).await.unwrap_err();
+    assert_eq!(e.kind, CloudErrorKind::NotFound, "{e}");
+    assert!(
+        e.message.contains("/acme/none does not exist in us-east-1"),
+        "{e}"
+    );
+}

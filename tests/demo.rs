@@ -42,7 +42,8 @@ async fn the_demo_plays_bump_promotion_and_revert() {
         o.log
     );
     assert!(
-        o.log.contains("Revert \"canary: general 2026.11.3\""),
+        o.log
+            .contains("Revert \"images: general 2026.11.3 on wave canary\""),
         "{}",
         o.log
     );

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use super::{CloudError, CloudErrorKind, GroupRef};
+use super::{CloudError, CloudErrorKind};
 
 /// How a provider retries and times out its calls.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,7 +88,7 @@ impl RetryPolicy {
     pub async fn run<T, F, Fut>(
         &self,
         call: &'static str,
-        group: &GroupRef,
+        group: &(impl std::fmt::Display + ?Sized),
         mut attempt: F,
     ) -> Result<T, CloudError>
     where
@@ -101,12 +101,13 @@ impl RetryPolicy {
             n += 1;
             let outcome = match tokio::time::timeout(self.call_timeout, attempt()).await {
                 Ok(r) => r,
-                Err(_) => Err(CloudError::new(
-                    CloudErrorKind::Transient,
+                // `group` names what the call was about: a group, or an image query.
+                Err(_) => Err(CloudError {
+                    kind: CloudErrorKind::Transient,
                     call,
-                    group,
-                    format!("no answer within {:?}", self.call_timeout),
-                )),
+                    group: group.to_string(),
+                    message: format!("no answer within {:?}", self.call_timeout),
+                }),
             };
             match outcome {
                 Ok(v) => return Ok(v),

@@ -11,7 +11,8 @@
 //! 2. (a) a commit bumps the canary wave to `2026.11.2`: its pools roll, batch by batch;
 //! 3. (b) a branch moving wave `early`'s pin is merged (a merge commit) right away: the
 //!    promotion guard holds the wave until the canary has soaked (2h), then it rolls;
-//! 4. (c) a commit bumps the canary to `2026.11.3`; midway, `git revert`: the pools roll back.
+//! 4. (c) the clouds publish `2026.11.3`; `rota images discover --write` proposes it on the
+//!    canary wave; midway, `git revert`: the pools roll back.
 //!
 //! It ends with `git log --graph` and every commit's statuses, read from the status store.
 //!
@@ -140,19 +141,11 @@ daemonSets:
 
 const CANARY_V1: &str = r#"images: {general: "2026.11.1", gpu: "2026.11.1"}"#;
 const CANARY_V2: &str = r#"images: {general: "2026.11.2", gpu: "2026.11.1"}"#;
-const CANARY_V3: &str = r#"images: {general: "2026.11.3", gpu: "2026.11.1"}"#;
 const EARLY_V1: &str = r#"images: {general: "2026.11.1", gpu: "2026.10.3"}
       soak: 24h"#;
 const EARLY_V2: &str = r#"images: {general: "2026.11.2", gpu: "2026.10.3"}
       soak: 24h"#;
 const PROMETHEUS: &str = "http://prometheus.monitoring:9090";
-/// The new version (c) adds to the `general` channel, before the `gpu` channel.
-const GPU_CHANNEL: &str = "    gpu:\n      description:";
-const V3_IMAGES: &str = r#"        "2026.11.3":
-          aws: {us-east-1: ami-0c3b2a1908f7e6d54, us-west-2: ami-0d4c3b2a19087f6e5}
-          gcp: projects/acme-images/global/images/general-2026-11-3
-          azure: /subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.3
-"#;
 const PROMOTION_BRANCH: &str = "promote/early-general-2026.11.2";
 
 /// Plays the story; writes what happens to `out`.
@@ -458,44 +451,12 @@ impl<'a> Story<'a> {
         )
         .await?;
 
-        // (c) bump again, revert midway. The clouds publish the build first: an AMI per
-        // region (the canary's us-east-1 and main's us-west-2), the GCP image, the gallery
-        // version; the simulated clouds launch nothing they have not published.
-        for (id, regions) in [
-            ("ami-0c3b2a1908f7e6d54", &["us-east-1"][..]),
-            ("ami-0d4c3b2a19087f6e5", &["us-west-2"][..]),
-            (
-                "projects/acme-images/global/images/general-2026-11-3",
-                &[][..],
-            ),
-            (
-                "/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.3",
-                &[][..],
-            ),
-        ] {
-            let image =
-                rota_sim::images::SimImage::new(id, regions, rota_core::cloud::Arch::X86_64);
-            self.fleet.sim.cloud.publish_image(image);
-        }
-        self.say("(c) the clouds publish general 2026.11.3 (us-east-1, us-west-2, GCP, Azure); PR merged: the canary wave takes it");
-        let r = self.repo.clone();
-        let again = blocking(move || {
-            let text = r.read("fleet.yaml")?;
-            let Some(at) = text.find(GPU_CHANNEL) else {
-                return Err("demo: fleet.yaml has no gpu channel".into());
-            };
-            let mut text = text;
-            text.insert_str(at, V3_IMAGES);
-            std::fs::write(r.work.join("fleet.yaml"), text)
-                .map_err(|e| format!("cannot write fleet.yaml: {e}"))?;
-            r.edit("fleet.yaml", CANARY_V2, CANARY_V3)?;
-            let c = r.commit("canary: general 2026.11.3")?;
-            r.push()?;
-            Ok(c)
-        })
-        .await?;
-        self.note(&format!("{} canary: general 2026.11.3", &again[..7]));
-        self.commits.insert("bump-again".into(), again.clone());
+        // (c) bump again, revert midway. The clouds publish a build; discovery proposes it.
+        let again = self.discover_and_propose().await?;
+        self.note(&format!(
+            "{} images: general 2026.11.3 on wave canary",
+            &again[..7]
+        ));
         self.fleet.poke();
         self.wait("canary-use1/general is midway (batch 2)", |s, v| {
             s.pool(v, "canary-use1", "general", &again)
@@ -514,7 +475,7 @@ impl<'a> Story<'a> {
         })
         .await?;
         self.note(&format!(
-            "{} Revert \"canary: general 2026.11.3\"",
+            "{} Revert \"images: general 2026.11.3 on wave canary\"",
             &revert[..7]
         ));
         self.commits.insert("revert".into(), revert.clone());
@@ -636,6 +597,70 @@ impl<'a> Story<'a> {
             ));
         }
         Ok(out)
+    }
+
+    /// (c)'s start: the clouds publish general's build 2026.11.3 (an AMI in each region the
+    /// fleet uses, named as the channel's `nameFilter` expects; the GCP image in the
+    /// channel's family; the gallery version), four days ago so that it has baked past the
+    /// channel's `minAge`; `rota images discover --write` proposes it, pinned on the canary
+    /// wave, and the commit is pushed (the PR merged). Returns the commit.
+    async fn discover_and_propose(&mut self) -> Result<String, String> {
+        use rota_core::cloud::Arch;
+        use rota_sim::images::SimImage;
+        let created = chrono::Utc::now() - chrono::Duration::days(4);
+        let gallery = "/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general";
+        let mut gcp = SimImage::new(
+            "projects/acme-images/global/images/general-2026-11-3",
+            &[],
+            Arch::X86_64,
+        )
+        .named("general-2026-11-3", created);
+        gcp.family = Some("acme-general".into());
+        for image in [
+            SimImage::new("ami-0c3b2a1908f7e6d54", &["us-east-1"], Arch::X86_64),
+            SimImage::new("ami-0d4c3b2a19087f6e5", &["us-west-2"], Arch::X86_64),
+        ] {
+            let image = image.named("acme-general-2026-11-3", created);
+            self.fleet.sim.cloud.publish_image(image);
+        }
+        self.fleet.sim.cloud.publish_image(gcp);
+        self.fleet.sim.cloud.publish_image(
+            SimImage::new(format!("{gallery}/versions/2026.11.3"), &[], Arch::X86_64)
+                .named("2026.11.3", created),
+        );
+        self.say("(c) the clouds publish general 2026.11.3 (us-east-1, us-west-2, GCP, Azure); rota images discover --write proposes it, the PR is merged");
+        let work = self.repo.work.clone();
+        let (files, commit) = blocking(move || {
+            let (files, _, commit) =
+                crate::source::read::read_git(&work, "HEAD", None).map_err(|d| d.to_string())?;
+            Ok((files, commit))
+        })
+        .await?;
+        let fleet = rota_core::fleet::load_files(&files).map_err(|d| d.to_string())?;
+        let now = chrono::Utc::now();
+        let reports =
+            crate::discovery::discover(&fleet, &self.fleet.sim.cloud, Some("general"), now, None)
+                .await?;
+        for r in &reports {
+            let line = crate::discovery::describe(r, now);
+            self.note(&format!("rota images discover: {line}"));
+        }
+        let r = self.repo.clone();
+        let again = blocking(move || {
+            let to = crate::discovery::WriteTo {
+                repo: &r.work,
+                parent: &commit,
+                subdir: None,
+                branch: None,
+            };
+            crate::discovery::write(&files, &fleet, &reports, &to)?
+                .ok_or("demo: discovery proposed nothing for general")?;
+            r.push()?;
+            r.git(&["rev-parse", "HEAD"])
+        })
+        .await?;
+        self.commits.insert("bump-again".into(), again.clone());
+        Ok(again)
     }
 
     /// What `rota promote --check` says about the merged promotion, as of the fleet's clock.

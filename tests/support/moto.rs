@@ -147,6 +147,12 @@ impl Moto {
         .await
     }
 
+    /// The SDK configuration of this moto (its endpoint, the fake credentials), for clients
+    /// the helpers below do not make.
+    pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        self.sdk().await
+    }
+
     async fn sdk(&self) -> aws_config::SdkConfig {
         aws_config::defaults(aws_config::BehaviorVersion::latest())
             .region(aws_config::Region::new(REGION))

@@ -11,7 +11,7 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use crate::cloud::retry::kind_for_status;
-use crate::cloud::{CloudError, CloudErrorKind, GroupRef};
+use crate::cloud::{CloudError, CloudErrorKind};
 
 /// How a request failed before any answer came back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,7 +176,7 @@ pub fn instance_gone(message: &str) -> bool {
 pub fn from_sdk<E>(
     err: SdkError<E, HttpResponse>,
     call: &'static str,
-    group: &GroupRef,
+    group: &(impl std::fmt::Display + ?Sized),
 ) -> CloudError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -189,7 +189,12 @@ where
         (None, Some(s)) => format!("HTTP {s}: {message}"),
         (None, None) => message,
     };
-    CloudError::new(kind, call, group, message)
+    CloudError {
+        kind,
+        call,
+        group: group.to_string(),
+        message,
+    }
 }
 
 /// The SDK's code, message (with its causes), HTTP status and transport failure.

@@ -9,6 +9,11 @@
 //!   pool's architecture (`InvalidAMIID.NotFound`, as EC2 answers for another region's AMI,
 //!   is an unusable image, not a failed call). An SSM alias (`resolve:ssm:…`) is resolved by
 //!   EC2 at launch and is not checked here.
+//! - `find_image` (`rota images discover`): `GetParameter` of an SSM parameter (the public
+//!   EKS and Bottlerocket ones hold an AMI ID per region and arch), then `DescribeImages` of
+//!   that AMI (its name and creation date, `available`, the arch); or `DescribeImages` with
+//!   `owners` and the `name` and `state=available` filters, of the arch asked, newest by
+//!   `CreationDate`.
 //! - `set_image`: `CreateLaunchTemplateVersion` from the current version (`SourceVersion`)
 //!   with only `ImageId` changed, then `UpdateAutoScalingGroup` pinning the group to the new
 //!   version number (in its launch template or its mixed-instances policy).
@@ -40,7 +45,8 @@ use self::errors::from_sdk;
 use self::template::{TemplateRef, group_template, lifecycle};
 use super::retry::RetryPolicy;
 use super::{
-    CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle, NodeGroups, provider_id,
+    CloudError, CloudErrorKind, FoundImage, GroupRef, GroupState, ImageQuery, Instance, Lifecycle,
+    NodeGroups, provider_id,
 };
 
 /// EC2 takes at most 200 values in one filter.
@@ -51,6 +57,7 @@ const INSTANCE_BATCH: usize = 200;
 struct Clients {
     asg: aws_sdk_autoscaling::Client,
     ec2: aws_sdk_ec2::Client,
+    ssm: aws_sdk_ssm::Client,
 }
 
 /// [`NodeGroups`] for AWS Auto Scaling groups, in any region (clients are made per region
@@ -118,6 +125,53 @@ impl AwsNodeGroups {
         }
     }
 
+    /// The AMI ID an SSM parameter holds in `region` (`GetParameter`); a parameter that
+    /// does not exist is `NotFound`, one that holds something else `Invalid`.
+    async fn ssm_ami(
+        &self,
+        c: &Clients,
+        query: &ImageQuery,
+        region: &str,
+        parameter: &str,
+    ) -> Result<String, CloudError> {
+        const CALL: &str = "GetParameter";
+        let out = self
+            .retry
+            .run(CALL, query, || async {
+                c.ssm
+                    .get_parameter()
+                    .name(parameter)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(e, CALL, query))
+            })
+            .await;
+        let out = match out {
+            Ok(out) => out,
+            Err(mut e) if e.message.starts_with("ParameterNotFound") => {
+                e.kind = CloudErrorKind::NotFound;
+                e.message = format!("SSM parameter {parameter} does not exist in {region}");
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        let value = out
+            .parameter()
+            .and_then(|p| p.value())
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        if !value.starts_with("ami-") {
+            return Err(CloudError::query(
+                CloudErrorKind::Invalid,
+                CALL,
+                query,
+                format!("SSM parameter {parameter} in {region} holds {value:?}, not an AMI ID"),
+            ));
+        }
+        Ok(value)
+    }
+
     fn clients(&self, region: &str) -> Clients {
         let mut clients = self.clients.lock().unwrap();
         clients
@@ -127,13 +181,17 @@ impl AwsNodeGroups {
                     .region(Region::new(region.to_string()));
                 let mut ec2 = aws_sdk_ec2::config::Builder::from(&self.sdk)
                     .region(Region::new(region.to_string()));
+                let mut ssm = aws_sdk_ssm::config::Builder::from(&self.sdk)
+                    .region(Region::new(region.to_string()));
                 if let Some(url) = &self.endpoint_url {
                     asg = asg.endpoint_url(url);
                     ec2 = ec2.endpoint_url(url);
+                    ssm = ssm.endpoint_url(url);
                 }
                 Clients {
                     asg: aws_sdk_autoscaling::Client::from_conf(asg.build()),
                     ec2: aws_sdk_ec2::Client::from_conf(ec2.build()),
+                    ssm: aws_sdk_ssm::Client::from_conf(ssm.build()),
                 }
             })
             .clone()
@@ -348,6 +406,111 @@ impl NodeGroups for AwsNodeGroups {
             max: capacity(g.max_size()),
             template_image: current.image,
             instances,
+        })
+    }
+
+    async fn find_image(&self, query: &ImageQuery) -> Result<FoundImage, CloudError> {
+        let (region, arch) = match query {
+            ImageQuery::AwsSsm { region, arch, .. } | ImageQuery::AwsName { region, arch, .. } => {
+                (region.as_str(), *arch)
+            }
+            _ => {
+                return Err(CloudError::query(
+                    CloudErrorKind::Invalid,
+                    "FindImage",
+                    query,
+                    "not an AWS image source",
+                ));
+            }
+        };
+        let c = self.clients(region);
+        let fail = |kind, call, message: String| CloudError::query(kind, call, query, message);
+        let id = match query {
+            ImageQuery::AwsSsm { parameter, .. } => {
+                Some(self.ssm_ami(&c, query, region, parameter).await?)
+            }
+            _ => None,
+        };
+        const CALL: &str = "DescribeImages";
+        let filter = |name: &str, value: &str| Filter::builder().name(name).values(value).build();
+        let out = self
+            .retry
+            .run(CALL, query, || async {
+                let req = c.ec2.describe_images();
+                let req = match (&id, query) {
+                    (Some(id), _) => req.image_ids(id).include_deprecated(true),
+                    (
+                        None,
+                        ImageQuery::AwsName {
+                            name_filter,
+                            owners,
+                            ..
+                        },
+                    ) => req
+                        .set_owners((!owners.is_empty()).then(|| owners.clone()))
+                        .filters(filter("name", name_filter))
+                        .filters(filter("state", "available")),
+                    (None, _) => req,
+                };
+                req.send().await.map_err(|e| from_sdk(e, CALL, query))
+            })
+            .await;
+        let images = match out {
+            Ok(out) => out.images().to_vec(),
+            Err(e) if e.message.starts_with("InvalidAMIID.") => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        // The arch is compared here rather than filtered by EC2: an image that reports
+        // none (moto's registered ones) is taken as the one asked for, as `check_image` does.
+        let newest = images
+            .iter()
+            .filter(|i| {
+                id.is_some()
+                    || i.architecture()
+                        .is_none_or(|a| a.as_str().is_empty() || a.as_str() == arch.as_str())
+            })
+            .filter_map(|i| {
+                let created = i
+                    .creation_date()?
+                    .parse::<chrono::DateTime<chrono::Utc>>()
+                    .ok()?;
+                Some((created, i))
+            })
+            .max_by(|a, b| a.0.cmp(&b.0));
+        let Some((created, img)) = newest else {
+            return Err(fail(
+                CloudErrorKind::NotFound,
+                CALL,
+                match &id {
+                    Some(id) => {
+                        format!("the SSM parameter names {id}, which does not exist in {region}")
+                    }
+                    None => format!("no available {arch} AMI matches in {region}"),
+                },
+            ));
+        };
+        let image_id = img.image_id().unwrap_or_default().to_string();
+        // The parameter's AMI must be usable as it is; a filter already asked for that.
+        let state = img.state().map(|s| s.as_str()).unwrap_or_default();
+        let found_arch = img.architecture().map(|a| a.as_str()).unwrap_or_default();
+        if state != "available" {
+            return Err(fail(
+                CloudErrorKind::NotFound,
+                CALL,
+                format!("{image_id} in {region} is {state}, not available"),
+            ));
+        }
+        if !found_arch.is_empty() && found_arch != arch.as_str() {
+            return Err(fail(
+                CloudErrorKind::Invalid,
+                CALL,
+                format!("{image_id} in {region} is {found_arch}, not {arch}"),
+            ));
+        }
+        Ok(FoundImage {
+            name: img.name().unwrap_or(&image_id).to_string(),
+            id: image_id,
+            created,
         })
     }
 
