@@ -143,6 +143,7 @@ pub fn kind_for_status(status: u16) -> CloudErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cloud::GroupRef;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn group() -> GroupRef {
