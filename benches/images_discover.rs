@@ -73,12 +73,16 @@ fn fleet_yaml(regions: usize) -> String {
 }
 
 fn cluster_yaml(i: usize, regions: usize) -> String {
-    let ring = if i % 20 == 0 { "canary" } else { "main" };
+    let ring = if i.is_multiple_of(20) {
+        "canary"
+    } else {
+        "main"
+    };
     let region = REGIONS[i % regions];
     let mut s = format!(
         "apiVersion: rota.dev/v1alpha1\nkind: Cluster\nmetadata:\n  name: c{i:05}\n  labels: {{ring: {ring}}}\nspec:\n  cloud: {{aws: {{region: {region}}}}}\n  pools:\n    - {{name: general, channel: general, nodeSelector: {{pool: general}}, group: {{autoScalingGroup: general-{i}}}}}\n"
     );
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         let _ = writeln!(
             s,
             "    - {{name: graviton, channel: general, arch: arm64, nodeSelector: {{pool: graviton}}, group: {{autoScalingGroup: graviton-{i}}}}}"
