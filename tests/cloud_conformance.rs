@@ -1249,6 +1249,86 @@ mod gcp {
 
     // --- GCP specifics: throttling, quota, permissions, long-running operations ---------------
 
+    /// `rota images discover` on GCP: `images.getFromFamily` answers the family's newest
+    /// image that is not deprecated; it must be READY and of the arch asked; an empty family
+    /// is NotFound.
+    #[tokio::test]
+    async fn a_family_gives_its_newest_ready_image_of_the_arch() {
+        use rota::cloud::{Arch, CloudErrorKind, ImageQuery, NodeGroups};
+        let h = GcpHarness::new(false).await;
+        let p = h.provider();
+        let add = |name: &str,
+                   family: &str,
+                   created: &str,
+                   status: &str,
+                   dep: Option<&str>,
+                   arch: &str| {
+            h.double
+                .add_family_image("acme-images", name, (family, created), status, dep, arch)
+        };
+        add(
+            "general-2026-11-2",
+            "general",
+            "2026-11-10T08:00:00.000-08:00",
+            "READY",
+            None,
+            "X86_64",
+        );
+        let newest = add(
+            "general-2026-11-3",
+            "general",
+            "2026-11-20T08:00:00.000-08:00",
+            "READY",
+            None,
+            "X86_64",
+        );
+        add(
+            "general-2026-11-4",
+            "general",
+            "2026-11-24T08:00:00.000-08:00",
+            "READY",
+            Some("DEPRECATED"),
+            "X86_64",
+        );
+        add(
+            "other-9",
+            "other",
+            "2026-11-25T08:00:00.000-08:00",
+            "READY",
+            None,
+            "X86_64",
+        );
+        let q = |family: &str, arch| ImageQuery::GcpFamily {
+            project: "acme-images".into(),
+            family: family.into(),
+            arch,
+        };
+        let found = p.find_image(&q("general", Arch::X86_64)).await.unwrap();
+        assert_eq!(found.id, newest);
+        assert_eq!(found.name, "general-2026-11-3");
+        assert_eq!(found.created.to_rfc3339(), "2026-11-20T16:00:00+00:00");
+        let e = p.find_image(&q("general", Arch::Arm64)).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+        assert!(e.message.contains("is X86_64, not arm64"), "{e}");
+        let e = p.find_image(&q("none", Arch::X86_64)).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::NotFound, "{e}");
+        assert!(
+            e.message
+                .contains("image family acme-images/none has no image"),
+            "{e}"
+        );
+        add(
+            "pending-1",
+            "pending",
+            "2026-11-25T08:00:00.000-08:00",
+            "PENDING",
+            None,
+            "X86_64",
+        );
+        let e = p.find_image(&q("pending", Arch::X86_64)).await.unwrap_err();
+        assert!(e.message.contains("is PENDING, not READY"), "{e}");
+    }
+
     /// `images.get` before the first surge: READY, not deprecated, the pool's architecture;
     /// anything else waits with the image's state in the message.
     #[tokio::test]

@@ -91,6 +91,9 @@ impl LocalFleet {
         for image in rota_sim::images::images_of(&fleet) {
             sim.cloud.publish_image(image);
         }
+        for (region, name, value) in rota_sim::images::parameters_of(&fleet) {
+            sim.cloud.set_parameter(&region, &name, &value);
+        }
         sim.cloud.require_published_images(true);
         let clock = Clock::new(config.speed);
         let cancel = CancellationToken::new();

@@ -116,6 +116,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     let scenario = Scenario::from_fleet(&clusters, workloads, faults, args.seed);
     let published = rota_sim::images::images_of(&fleet);
+    let parameters = rota_sim::images::parameters_of(&fleet);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -135,6 +136,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         // rota_sim::images); others launch only without --strict-images.
         for image in published {
             sim_fleet.cloud.publish_image(image);
+        }
+        for (region, name, value) in &parameters {
+            sim_fleet.cloud.set_parameter(region, name, value);
         }
         sim_fleet.cloud.require_published_images(args.strict_images);
         let fleet = sim_fleet;

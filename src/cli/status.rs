@@ -44,6 +44,10 @@ pub struct StatusArgs {
     /// With --fleet: only this cluster.
     #[arg(long, requires = "fleet")]
     pub cluster: Option<String>,
+    /// Only the pools on an image released longer ago than their channel's maxAge, the
+    /// oldest first (exit 1 when there is one).
+    #[arg(long, requires = "fleet")]
+    pub overdue: bool,
     /// Allowed-signers file of the agents (principal: cluster name): count only records
     /// signed by the agent of the cluster they speak for (with --fleet: a pool is done only
     /// when a signed record says so).
@@ -287,6 +291,22 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
                     "{}",
                     serde_json::to_string_pretty(&page).unwrap_or_default()
                 )
+            }
+            OutputFormat::Human if args.overdue => {
+                return match crate::ui::text::overdue(&page, &filter) {
+                    Ok((text, n)) => {
+                        print!("{text}");
+                        if n == 0 {
+                            ExitCode::SUCCESS
+                        } else {
+                            ExitCode::from(1)
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("rota status: {e}");
+                        ExitCode::from(2)
+                    }
+                };
             }
             OutputFormat::Human => match crate::ui::text::fleet(&page, &filter) {
                 Ok(text) => {

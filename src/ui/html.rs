@@ -238,12 +238,38 @@ fn step_html(s: &WaveStep, now: DateTime<Utc>) -> String {
     )
 }
 
+/// The pools past their channel's patch deadline, first on the page (nothing when none).
+fn overdue_html(page: &FleetPage) -> String {
+    if page.overdue.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        r#"<h2 id="overdue-h">Overdue images</h2><p class="error">{} pool{} on images released longer ago than their channel's maxAge, the oldest first.</p><table class="overdue"><thead><tr><th scope="col">Pool</th><th scope="col">Version</th><th scope="col">Released</th><th scope="col">maxAge</th><th scope="col">Due</th></tr></thead><tbody>"#,
+        page.overdue.len(),
+        if page.overdue.len() == 1 { "" } else { "s" }
+    );
+    for o in &page.overdue {
+        out += &format!(
+            r#"<tr data-cluster="{c}"><td>{c}/{p}</td><td>{ch}@{v}</td><td>{r}</td><td>{m}</td><td>{d}</td></tr>"#,
+            c = esc(&o.cluster),
+            p = esc(&o.pool),
+            ch = esc(&o.channel),
+            v = esc(&o.version),
+            r = time(o.released),
+            m = esc(&o.max_age),
+            d = time(o.due),
+        );
+    }
+    out + "</tbody></table>\n"
+}
+
 /// The live part of the page (swapped in by the script on every refresh).
 pub fn fragment(page: &FleetPage, recent: &[CommitView]) -> String {
     let mut out = format!(
         r#"<p class="updated">Fleet <strong>{f}</strong> at commit <a href="/commit/{c}"><code>{s}</code></a> · as of {t}</p>
-<h2 id="waves-h">Waves</h2>
+{overdue}<h2 id="waves-h">Waves</h2>
 "#,
+        overdue = overdue_html(page),
         f = esc(&page.fleet),
         c = esc(&page.commit),
         s = esc(short(&page.commit)),

@@ -113,6 +113,7 @@ mod tests {
                 total: 40,
             }],
             channels: Vec::new(),
+            overdue: Vec::new(),
         };
         let text = render(&page);
         assert!(

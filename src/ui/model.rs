@@ -42,6 +42,67 @@ pub struct FleetPage {
     pub now: DateTime<Utc>,
     pub waves: Vec<WavePanel>,
     pub channels: Vec<ChannelTimeline>,
+    /// Pools whose image in force was released longer ago than their channel's `maxAge`,
+    /// the oldest first (what the page and `rota status --fleet --overdue` lead with).
+    pub overdue: Vec<OverduePool>,
+}
+
+/// A pool past its channel's patch deadline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OverduePool {
+    pub cluster: String,
+    pub pool: String,
+    pub channel: String,
+    /// The version the pool runs (its newest completion).
+    pub version: String,
+    pub released: DateTime<Utc>,
+    /// The channel's `maxAge`, as the repo writes it.
+    pub max_age: String,
+    /// The deadline that passed (`released + maxAge`).
+    pub due: DateTime<Utc>,
+}
+
+/// The pools of `waves` that run a version released longer ago than their channel's
+/// `maxAge` (a pool with no completion, or a version without `released`, cannot be judged
+/// and is left out), the oldest release first.
+pub fn overdue_pools(fleet: &Fleet, waves: &[WavePanel], now: DateTime<Utc>) -> Vec<OverduePool> {
+    let mut out = Vec::new();
+    for p in waves
+        .iter()
+        .flat_map(|w| &w.clusters)
+        .flat_map(|c| &c.pools)
+    {
+        let Some(version) = &p.in_force else {
+            continue;
+        };
+        let Some(ch) = fleet.spec.images.get(&p.channel) else {
+            continue;
+        };
+        let (Some(max), Some(released)) = (
+            ch.max_age,
+            ch.versions.get(version).and_then(|v| v.released),
+        ) else {
+            continue;
+        };
+        let Ok(max_d) = chrono::Duration::from_std(max.as_duration()) else {
+            continue;
+        };
+        let due = released + max_d;
+        if now > due {
+            out.push(OverduePool {
+                cluster: p.cluster.clone(),
+                pool: p.name.clone(),
+                channel: p.channel.clone(),
+                version: version.clone(),
+                released,
+                max_age: max.to_string(),
+                due,
+            });
+        }
+    }
+    out.sort_by(|a, b| (a.released, &a.cluster, &a.pool).cmp(&(b.released, &b.cluster, &b.pool)));
+    out
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -350,6 +411,7 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
         commit: inputs.fleet.commit().unwrap_or_default().to_string(),
         now: inputs.now,
         channels: timelines(inputs),
+        overdue: overdue_pools(inputs.fleet, &waves, inputs.now),
         waves,
     }
 }
@@ -644,6 +706,53 @@ mod tests {
         assert_eq!(g.progress_text(), "batch 1/4 · 3/12 nodes");
         assert_eq!(g.hold, None, "the first wave is never held by the guard");
         assert_eq!(pool(&page, "dev-usc1", "general").phase, Phase::Unknown);
+    }
+
+    /// The example's `general` has `maxAge: 30d`; 2026.11.1 was released 2026-11-03T08:00Z.
+    #[test]
+    fn pools_past_the_patch_deadline_are_listed_oldest_first_and_only_those() {
+        let (fleet, clusters) = example();
+        let done: DateTime<Utc> = "2026-11-10T00:00:00Z".parse().unwrap();
+        let records = vec![
+            PoolRecord::new("prod-use1", "general").completed("general", "2026.11.1", done),
+            PoolRecord::new("canary-use1", "general").completed("general", "2026.11.2", done),
+            // gpu has no maxAge: never overdue.
+            PoolRecord::new("prod-use1", "gpu").completed("gpu", "2026.10.3", done),
+        ];
+        let page_at = |now: &str| {
+            fleet_page(&Inputs {
+                fleet: &fleet,
+                clusters: &clusters,
+                docs: &[],
+                records: &records,
+                now: now.parse().unwrap(),
+                verified: false,
+            })
+        };
+        // A day before 2026.11.1's deadline (2026-12-03T08:00Z): none.
+        assert_eq!(page_at("2026-12-02T08:00:00Z").overdue, vec![]);
+        let page = page_at("2026-12-05T08:00:00Z");
+        let listed: Vec<(&str, &str, &str)> = page
+            .overdue
+            .iter()
+            .map(|o| (o.cluster.as_str(), o.pool.as_str(), o.version.as_str()))
+            .collect();
+        assert_eq!(listed, [("prod-use1", "general", "2026.11.1")]);
+        assert_eq!(page.overdue[0].max_age, "30d");
+        let (text, n) = crate::ui::text::overdue(&page, &Default::default()).unwrap();
+        assert_eq!(n, 1);
+        assert!(
+            text.contains("prod-use1/general  general@2026.11.1  released 2026-11-03 08:00 UTC (32d 0h ago), maxAge 30d, overdue for 2d 0h"),
+            "{text}"
+        );
+        // Later, 2026.11.2 (released 2026-11-20) is overdue too, listed after the older one.
+        let page = page_at("2026-12-25T08:00:00Z");
+        assert_eq!(page.overdue.len(), 2);
+        assert_eq!(page.overdue[0].version, "2026.11.1");
+        assert!(
+            crate::ui::html::fragment(&page, &[])
+                .contains(r#"<h2 id="overdue-h">Overdue images</h2>"#)
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! with progress bars and holds) and `rota where CHANNEL@VERSION`. Pure: the view model in,
 //! lines out; the same model as the web page.
 
+use chrono::{DateTime, Utc};
+
 use super::model::{FleetPage, PoolPanel, pools_following, relation};
 
 /// Which part of the fleet to show.
@@ -93,6 +95,13 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
         page.fleet,
         &page.commit[..page.commit.len().min(12)]
     );
+    if !page.overdue.is_empty() {
+        out += &format!(
+            "overdue: {} pool{} on images past their channel's maxAge (rota status --fleet --overdue)\n",
+            page.overdue.len(),
+            if page.overdue.len() == 1 { "" } else { "s" }
+        );
+    }
     for (i, w) in page.waves.iter().enumerate() {
         if filter.wave.as_ref().is_some_and(|n| n != &w.name) {
             continue;
@@ -128,6 +137,69 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// `rota status --fleet --overdue`: the pools past their channel's `maxAge`, oldest
+/// release first, with how long ago their deadline passed; and how many there are.
+pub fn overdue(page: &FleetPage, filter: &Filter) -> Result<(String, usize), String> {
+    filter.check(page)?;
+    let wave_of: std::collections::BTreeMap<&str, &str> = page
+        .waves
+        .iter()
+        .flat_map(|w| {
+            w.clusters
+                .iter()
+                .map(move |c| (c.name.as_str(), w.name.as_str()))
+        })
+        .collect();
+    let rows: Vec<_> = page
+        .overdue
+        .iter()
+        .filter(|o| {
+            filter
+                .wave
+                .as_ref()
+                .is_none_or(|n| wave_of.get(o.cluster.as_str()) == Some(&n.as_str()))
+                && filter.cluster.as_ref().is_none_or(|n| n == &o.cluster)
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok((
+            "no pool runs an image older than its channel's maxAge\n".into(),
+            0,
+        ));
+    }
+    let n = rows.len();
+    let mut out = format!(
+        "{} pool{} past the patch deadline (maxAge), the oldest image first:\n",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" }
+    );
+    for o in rows {
+        out += &format!(
+            "  {}/{}  {}@{}  released {} ({} ago), maxAge {}, overdue for {}\n",
+            o.cluster,
+            o.pool,
+            o.channel,
+            o.version,
+            o.released.format("%Y-%m-%d %H:%M UTC"),
+            span(o.released, page.now),
+            o.max_age,
+            span(o.due, page.now),
+        );
+    }
+    Ok((out, n))
+}
+
+/// `23d 4h`, `5h 10m`, `4m`: from `from` to `to`, for spans of days.
+pub fn span(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
+    let secs = (to - from).num_seconds().max(0);
+    let (d, h, m) = (secs / 86_400, secs % 86_400 / 3_600, secs % 3_600 / 60);
+    match (d, h) {
+        (0, 0) => format!("{m}m"),
+        (0, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
 }
 
 /// `rota where CHANNEL@VERSION`.

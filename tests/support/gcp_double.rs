@@ -525,6 +525,29 @@ impl State {
                 }
             }
             // --- images ------------------------------------------------------------------
+            // images.getFromFamily: the family's newest image that is not deprecated.
+            ("GET", ["projects", p, "global", "images", "family", f]) => {
+                let prefix = format!("projects/{p}/global/images/");
+                let newest = self
+                    .images
+                    .iter()
+                    .filter(|(k, i)| {
+                        k.starts_with(&prefix)
+                            && i["family"].as_str() == Some(*f)
+                            && i.get("deprecated").is_none()
+                    })
+                    .map(|(_, i)| i)
+                    .max_by_key(|i| {
+                        chrono::DateTime::parse_from_rfc3339(
+                            i["creationTimestamp"].as_str().unwrap_or(""),
+                        )
+                        .ok()
+                    });
+                match newest {
+                    Some(i) => (200, i.clone()),
+                    None => not_found(path),
+                }
+            }
             ("GET", ["projects", _, "global", "images", _]) => match self.images.get(path) {
                 Some(i) => (200, i.clone()),
                 None => not_found(path),
@@ -869,13 +892,33 @@ impl GcpDouble {
         deprecated: Option<&str>,
         arch: &str,
     ) -> String {
+        self.add_family_image(
+            project,
+            name,
+            ("acme-general", "2026-11-20T08:00:00.000-08:00"),
+            status,
+            deprecated,
+            arch,
+        )
+    }
+
+    /// [`Self::add_image`] in `family`, created at `created` (RFC 3339, as Compute writes it).
+    pub fn add_family_image(
+        &self,
+        project: &str,
+        name: &str,
+        (family, created): (&str, &str),
+        status: &str,
+        deprecated: Option<&str>,
+        arch: &str,
+    ) -> String {
         let key = format!("projects/{project}/global/images/{name}");
         let mut i = json!({
             "kind": "compute#image",
             "id": "4242424242424242",
-            "creationTimestamp": "2026-11-20T08:00:00.000-08:00",
+            "creationTimestamp": created,
             "name": name,
-            "family": "acme-general",
+            "family": family,
             "selfLink": link(&key),
             "sourceType": "RAW",
             "status": status,

@@ -326,12 +326,31 @@ pub fn images_of(fleet: &Fleet) -> Vec<SimImage> {
     }
     let mut out = Vec::new();
     for (channel, ch) in &fleet.spec.images {
-        for images in ch.versions.values() {
+        let source = ch.source.as_ref();
+        for (version, images) in &ch.versions {
             let mut push = |id: &str, regions: Vec<String>, arch: Arch| {
                 let mut img = SimImage::new(id, &[], arch);
                 img.regions = regions;
                 if let Some(t) = images.released {
                     img.created = t;
+                }
+                // Named as the channel's source finds it, so that `rota images discover`
+                // against the simulated clouds sees the repo's versions as the builds they are.
+                let dashed = version.replace('.', "-");
+                if id.starts_with("ami-") {
+                    if let Some(f) = source
+                        .and_then(|s| s.aws.as_ref())
+                        .and_then(|a| a.name_filter.as_ref())
+                    {
+                        img.name = f
+                            .replace("{arch}", arch.as_str())
+                            .replacen('*', &dashed, 1)
+                            .replace(['*', '?'], "");
+                    }
+                } else if id.starts_with("projects/") {
+                    img.family = source
+                        .and_then(|s| s.gcp.as_ref())
+                        .map(|g| g.family.replace("{arch}", arch.as_str()));
                 }
                 out.push(img)
             };
@@ -362,6 +381,46 @@ pub fn images_of(fleet: &Fleet) -> Vec<SimImage> {
             // architecture in the repo: the pools' own (x86_64) is assumed.
             for id in images.gcp.iter().chain(&images.azure) {
                 push(id, Vec::new(), Arch::X86_64);
+            }
+        }
+    }
+    out
+}
+
+/// The SSM parameters a fleet repo's sources read (`ssmParameter`, `{arch}` filled in), each
+/// in every region of its channel's newest version (by `released`, else the last listed),
+/// holding that version's AMI there: what AWS publishes for the EKS AMIs.
+pub fn parameters_of(fleet: &Fleet) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for ch in fleet.spec.images.values() {
+        let Some(param) = ch
+            .source
+            .as_ref()
+            .and_then(|s| s.aws.as_ref())
+            .and_then(|a| a.ssm_parameter.as_ref())
+        else {
+            continue;
+        };
+        let newest = ch
+            .versions
+            .values()
+            .enumerate()
+            .max_by_key(|(i, v)| (v.released, *i))
+            .map(|(_, v)| v);
+        let Some(AwsImages::ByRegion(m)) = newest.and_then(|v| v.aws.as_ref()) else {
+            continue;
+        };
+        for (region, img) in m {
+            let ids: Vec<(Arch, &String)> = match img {
+                RegionImage::One(id) => vec![(Arch::X86_64, id)],
+                RegionImage::ByArch(a) => a.iter().map(|(arch, id)| (*arch, id)).collect(),
+            };
+            for (arch, id) in ids {
+                out.push((
+                    region.clone(),
+                    param.replace("{arch}", arch.as_str()),
+                    id.clone(),
+                ));
             }
         }
     }
@@ -515,5 +574,36 @@ mod tests {
         };
         assert_eq!(c.find(&gal(&["westeurope"])).unwrap().name, "1.0.1");
         assert!(c.find(&gal(&["eastus"])).is_err());
+    }
+
+    #[test]
+    fn a_repos_images_are_named_as_its_sources_find_them() {
+        let text = include_str!("../../../tests/fixtures/fleet/valid/images-per-region.yaml");
+        let fleet =
+            rota_core::fleet::load_files(&[rota_core::fleet::SourceFile::new("fleet.yaml", text)])
+                .unwrap();
+        let mut c = Catalog::default();
+        for i in images_of(&fleet) {
+            c.publish(i);
+        }
+        for (region, name, value) in parameters_of(&fleet) {
+            c.set_parameter(&region, &name, &value);
+        }
+        // The fixture's source is the EKS parameter: it holds the newest version's AMI.
+        let q = ImageQuery::AwsSsm {
+            region: "us-east-1".into(),
+            parameter: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id".into(),
+            arch: Arch::Arm64,
+        };
+        assert_eq!(c.find(&q).unwrap().id, "ami-0f9e8d7c6b5a40313");
+        let fam = ImageQuery::GcpFamily {
+            project: "acme".into(),
+            family: "acme-general".into(),
+            arch: Arch::X86_64,
+        };
+        assert_eq!(
+            c.find(&fam).unwrap().id,
+            "projects/acme/global/images/general-1-0-1"
+        );
     }
 }

@@ -34,6 +34,8 @@ const CALLS: &[&str] = &[
     "SetTemplateImage",
     "SetDesiredCapacity",
     "TerminateInstance",
+    "CheckImage",
+    "FindImage",
 ];
 
 #[derive(Serialize, Deserialize)]

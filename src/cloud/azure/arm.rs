@@ -90,9 +90,13 @@ impl Reply {
     }
 
     /// This failed response as a [`CloudError`].
-    pub fn to_error(&self, call: &'static str, group: &GroupRef) -> CloudError {
+    pub fn to_error(
+        &self,
+        call: &'static str,
+        group: &(dyn std::fmt::Display + Sync),
+    ) -> CloudError {
         let (code, message) = self.arm_error();
-        CloudError::new(
+        CloudError::about(
             classify(Some(self.status), &code, &message),
             call,
             group,
@@ -103,10 +107,10 @@ impl Reply {
     pub fn json<T: DeserializeOwned>(
         &self,
         call: &'static str,
-        group: &GroupRef,
+        group: &(dyn std::fmt::Display + Sync),
     ) -> Result<T, CloudError> {
         serde_json::from_slice(&self.body).map_err(|e| {
-            CloudError::new(
+            CloudError::about(
                 CloudErrorKind::Transient,
                 call,
                 group,
@@ -284,9 +288,9 @@ impl Arm {
         &self,
         link: &str,
         call: &'static str,
-        group: &GroupRef,
+        group: &(dyn std::fmt::Display + Sync),
     ) -> Result<Url, CloudError> {
-        let invalid = |m: String| CloudError::new(CloudErrorKind::Invalid, call, group, m);
+        let invalid = |m: String| CloudError::about(CloudErrorKind::Invalid, call, group, m);
         let url = Url::parse(link).map_err(|e| invalid(format!("bad link {link:?}: {e}")))?;
         if url.scheme() != self.endpoint.scheme()
             || url.host_str() != self.endpoint.host_str()
@@ -305,7 +309,7 @@ impl Arm {
     pub async fn send(
         &self,
         call: &'static str,
-        group: &GroupRef,
+        group: &(dyn std::fmt::Display + Sync),
         method: Method,
         url: &Url,
         body: Option<&serde_json::Value>,
@@ -367,7 +371,7 @@ impl Arm {
     pub async fn get_json<T: DeserializeOwned>(
         &self,
         call: &'static str,
-        group: &GroupRef,
+        group: &(dyn std::fmt::Display + Sync),
         url: &Url,
     ) -> Result<T, CloudError> {
         let reply = self.send(call, group, Method::Get, url, None, None).await?;
@@ -460,7 +464,11 @@ impl Arm {
 }
 
 /// A failure inside the pipeline, before any ARM answer: no connection, no token.
-fn pipeline_error(e: &azure_core::Error, call: &'static str, group: &GroupRef) -> CloudError {
+fn pipeline_error(
+    e: &azure_core::Error,
+    call: &'static str,
+    group: &(dyn std::fmt::Display + Sync),
+) -> CloudError {
     let mut kind = match e.kind() {
         ErrorKind::Io | ErrorKind::Connection => CloudErrorKind::Transient,
         ErrorKind::Credential => CloudErrorKind::Permission,
@@ -484,7 +492,7 @@ fn pipeline_error(e: &azure_core::Error, call: &'static str, group: &GroupRef) -
         }
         source = s.source();
     }
-    CloudError::new(kind, call, group, e.to_string())
+    CloudError::about(kind, call, group, e.to_string())
 }
 
 #[cfg(test)]

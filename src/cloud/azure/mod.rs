@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `describe` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_List` (all pages), `VirtualMachineScaleSetVMs_Get` with the instance view for a VM whose provisioning failed |
 //! | `check_image` | `VirtualMachineScaleSets_Get` (its location), `GalleryImageVersions_Get` with `$expand=ReplicationStatus` (api-version 2023-07-03): provisioning succeeded, the location among the target regions and replicated there |
+//! | `find_image` (`rota images discover`) | `GalleryImageVersions_ListByGalleryImage` (api-version 2023-07-03, `nextLink` followed): the newest version by `publishedDate` that succeeded, is not `excludeFromLatest`, and targets every region asked |
 //! | `set_image` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (the model's `imageReference`, same publisher and offer), wait |
 //! | `set_capacity` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSets_Update` (`sku.capacity`, the `max` tag; `If-Match`), wait |
 //! | `terminate` | `VirtualMachineScaleSets_Get`, `VirtualMachineScaleSetVMs_Get`, `VirtualMachineScaleSets_DeleteInstances`, wait; without `decrement`, `VirtualMachineScaleSets_Update` to put the capacity back |
@@ -58,6 +59,63 @@ fn location_key(l: &str) -> String {
 
 /// Whether a gallery image version (a `GalleryImageVersion` body with its replication status)
 /// can launch in `location`.
+/// The newest version of a gallery image that `rota images discover` may propose, from
+/// `GalleryImageVersions_ListByGalleryImage` pages (`value` arrays): provisioning succeeded,
+/// not `excludeFromLatest`, every one of `regions` among its target regions; newest by
+/// `publishingProfile.publishedDate`. `Err` says why there is none.
+pub fn latest_gallery_version(
+    gallery_image: &str,
+    versions: &[serde_json::Value],
+    regions: &[String],
+) -> Result<super::FoundImage, String> {
+    let wanted: Vec<String> = regions.iter().map(|r| location_key(r)).collect();
+    let mut best: Option<super::FoundImage> = None;
+    for v in versions {
+        let props = &v["properties"];
+        let profile = &props["publishingProfile"];
+        let ok = props["provisioningState"]
+            .as_str()
+            .is_some_and(|s| s.eq_ignore_ascii_case("Succeeded"))
+            && !profile["excludeFromLatest"].as_bool().unwrap_or(false);
+        let targets: Vec<String> = profile["targetRegions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| r["name"].as_str())
+                    .map(location_key)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (Some(id), Some(name), Some(published)) = (
+            v["id"].as_str(),
+            v["name"].as_str(),
+            profile["publishedDate"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()),
+        ) else {
+            continue;
+        };
+        if !ok || !wanted.iter().all(|w| targets.contains(w)) {
+            continue;
+        }
+        let published = published.with_timezone(&chrono::Utc);
+        if best.as_ref().is_none_or(|b| published > b.created) {
+            best = Some(super::FoundImage {
+                id: id.to_string(),
+                name: name.to_string(),
+                created: published,
+            });
+        }
+    }
+    best.ok_or_else(|| {
+        format!(
+            "gallery image {gallery_image} has no succeeded version, not excluded from latest, replicated to {} ({} versions listed)",
+            if regions.is_empty() { "its regions".to_string() } else { regions.join(", ") },
+            versions.len()
+        )
+    })
+}
+
 pub fn gallery_version_check(
     image: &str,
     location: &str,
@@ -586,6 +644,45 @@ impl NodeGroups for AzureNodeGroups {
         })
     }
 
+    async fn find_image(&self, query: &super::ImageQuery) -> Result<super::FoundImage, CloudError> {
+        const CALL: &str = "GalleryImageVersions_ListByGalleryImage";
+        let super::ImageQuery::AzureGallery {
+            gallery_image,
+            regions,
+            ..
+        } = query
+        else {
+            return Err(CloudError::query(
+                CloudErrorKind::Invalid,
+                "FindImage",
+                query,
+                "not an Azure image source",
+            ));
+        };
+        let mut url = self.arm.url(&format!(
+            "{gallery_image}/versions?api-version={GALLERY_API_VERSION}"
+        ));
+        let mut versions = Vec::new();
+        // A bound on pages, as for instances: ARM's nextLink must end.
+        for _ in 0..1000 {
+            let page: serde_json::Value = self.arm.get_json(CALL, query, &url).await?;
+            versions.extend(page["value"].as_array().cloned().unwrap_or_default());
+            match page["nextLink"].as_str().filter(|l| !l.is_empty()) {
+                Some(link) => url = self.arm.follow(link, CALL, query)?,
+                None => {
+                    return latest_gallery_version(gallery_image, &versions, regions)
+                        .map_err(|m| CloudError::query(CloudErrorKind::NotFound, CALL, query, m));
+                }
+            }
+        }
+        Err(CloudError::query(
+            CloudErrorKind::Invalid,
+            CALL,
+            query,
+            "more than 1000 pages of versions: ARM's nextLink does not end",
+        ))
+    }
+
     async fn check_image(
         &self,
         group: &GroupRef,
@@ -869,6 +966,71 @@ mod tests {
                 }
             }
         })
+    }
+
+    #[test]
+    fn discovery_takes_the_newest_succeeded_version_replicated_where_needed() {
+        // Shaped as GalleryImageVersions_ListByGalleryImage (2023-07-03) answers.
+        let gi = "/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/acme/images/general";
+        let v = |name: &str, published: &str, state: &str, exclude: bool, regions: &[&str]| {
+            serde_json::json!({
+                "id": format!("{gi}/versions/{name}"),
+                "name": name,
+                "location": "westeurope",
+                "properties": {
+                    "provisioningState": state,
+                    "publishingProfile": {
+                        "publishedDate": published,
+                        "excludeFromLatest": exclude,
+                        "targetRegions": regions.iter().map(|r| serde_json::json!({"name": r, "regionalReplicaCount": 1})).collect::<Vec<_>>(),
+                    },
+                },
+            })
+        };
+        let versions = [
+            v(
+                "2026.11.2",
+                "2026-11-20T08:00:00.0000000+00:00",
+                "Succeeded",
+                false,
+                &["West Europe", "North Europe"],
+            ),
+            v(
+                "2026.11.3",
+                "2026-11-22T08:00:00.0000000+00:00",
+                "Succeeded",
+                false,
+                &["West Europe"],
+            ),
+            v(
+                "2026.11.4",
+                "2026-11-23T08:00:00.0000000+00:00",
+                "Succeeded",
+                true,
+                &["West Europe", "North Europe"],
+            ),
+            v(
+                "2026.11.5",
+                "2026-11-24T08:00:00.0000000+00:00",
+                "Creating",
+                false,
+                &["West Europe", "North Europe"],
+            ),
+        ];
+        let regions = |r: &[&str]| r.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let found = latest_gallery_version(gi, &versions, &regions(&["westeurope"])).unwrap();
+        assert_eq!(found.name, "2026.11.3");
+        assert_eq!(found.id, format!("{gi}/versions/2026.11.3"));
+        // Both regions: 11.3 is not replicated to North Europe, 11.4 is excluded, 11.5 is
+        // still creating.
+        let found = latest_gallery_version(gi, &versions, &regions(&["westeurope", "northeurope"]))
+            .unwrap();
+        assert_eq!(found.name, "2026.11.2");
+        let e = latest_gallery_version(gi, &versions, &regions(&["eastus"])).unwrap_err();
+        assert!(
+            e.contains("replicated to eastus (4 versions listed)"),
+            "{e}"
+        );
     }
 
     #[test]

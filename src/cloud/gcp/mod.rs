@@ -165,6 +165,11 @@ impl GcpNodeGroups {
     }
 }
 
+/// The permission `rota images discover` needs, on its own identity (a CI job's, where the
+/// fleet repo is): the agents never look images up, so their role does not grant it.
+pub const DISCOVERY_PERMISSIONS: &[(&str, &str)] =
+    &[("images.getFromFamily", "compute.images.getFromFamily")];
+
 /// The IAM permission each Compute method rota calls needs, as the API reference lists it on
 /// the method's page. `deploy/components/gcp/rota-iam-role.yaml` grants exactly these (a test
 /// holds it and this table to every call this module makes).
@@ -347,7 +352,7 @@ struct Managed {
 /// A refused request as a [`CloudError`], classified by HTTP status and Google error reasons.
 fn api_error(
     call: &'static str,
-    group: &GroupRef,
+    group: &(impl std::fmt::Display + ?Sized),
     e: &google_cloud_gax::error::Error,
 ) -> CloudError {
     let reasons: Vec<String> = e
@@ -391,7 +396,13 @@ fn api_error(
         }
         _ => e.to_string(),
     };
-    CloudError::new(kind, call, group, message)
+    // `group` names what the call was about: a group, or an image query.
+    CloudError {
+        kind,
+        call,
+        group: group.to_string(),
+        message,
+    }
 }
 
 /// The outcome of an operation that is `DONE`.
@@ -1183,6 +1194,92 @@ impl NodeGroups for GcpNodeGroups {
         })
     }
 
+    async fn find_image(&self, query: &super::ImageQuery) -> Result<super::FoundImage, CloudError> {
+        const CALL: &str = "images.getFromFamily";
+        let super::ImageQuery::GcpFamily {
+            project,
+            family,
+            arch,
+        } = query
+        else {
+            return Err(CloudError::query(
+                CloudErrorKind::Invalid,
+                "FindImage",
+                query,
+                "not a GCP image source",
+            ));
+        };
+        let fail = |kind, message: String| CloudError::query(kind, CALL, query, message);
+        let c = &self.clients;
+        let got = self
+            .retry
+            .run(CALL, query, || {
+                let fut = c
+                    .images
+                    .get_from_family()
+                    .set_project(project)
+                    .set_family(family)
+                    .send();
+                async move { fut.await.map_err(|e| api_error(CALL, query, &e)) }
+            })
+            .await;
+        // Compute answers the family's newest image that is not deprecated, or 404.
+        let img = match got {
+            Ok(img) => img,
+            Err(mut e) if e.kind == CloudErrorKind::NotFound => {
+                e.message = format!(
+                    "image family {project}/{family} has no image that is not deprecated: {}",
+                    e.message
+                );
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        let name = img.name.clone().unwrap_or_default();
+        let status = img.status.as_ref().and_then(|s| s.name()).unwrap_or("");
+        if status != "READY" {
+            return Err(fail(
+                CloudErrorKind::NotFound,
+                format!(
+                    "image family {project}/{family}: its newest image {name} is {status}, not READY"
+                ),
+            ));
+        }
+        let found = img
+            .architecture
+            .as_ref()
+            .and_then(|a| a.name())
+            .unwrap_or("");
+        let wanted = match arch {
+            super::Arch::X86_64 => "X86_64",
+            super::Arch::Arm64 => "ARM64",
+        };
+        if !found.is_empty() && found != "ARCHITECTURE_UNSPECIFIED" && found != wanted {
+            return Err(fail(
+                CloudErrorKind::Invalid,
+                format!(
+                    "image family {project}/{family}: its newest image {name} is {found}, not {arch}"
+                ),
+            ));
+        }
+        let created = img
+            .creation_timestamp
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .ok_or_else(|| {
+                fail(
+                    CloudErrorKind::Invalid,
+                    format!("image {name} has no creationTimestamp in RFC 3339"),
+                )
+            })?;
+        Ok(super::FoundImage {
+            id: format!("projects/{project}/global/images/{name}"),
+            name,
+            created,
+        })
+    }
+
     async fn check_image(
         &self,
         group: &GroupRef,
@@ -1454,7 +1551,10 @@ mod tests {
         assert!(calls.len() >= 20, "{calls:?}");
         for c in &calls {
             assert!(
-                PERMISSIONS.iter().any(|(call, _)| call == c),
+                PERMISSIONS
+                    .iter()
+                    .chain(DISCOVERY_PERMISSIONS)
+                    .any(|(call, _)| call == c),
                 "no permission listed for {c}"
             );
         }

@@ -307,6 +307,21 @@ impl CloudError {
 }
 
 impl CloudError {
+    /// A failed call about `subject` (a group, an image query), as its display renders it.
+    pub fn about(
+        kind: CloudErrorKind,
+        call: &'static str,
+        subject: &(impl fmt::Display + ?Sized),
+        message: impl Into<String>,
+    ) -> Self {
+        CloudError {
+            kind,
+            call,
+            group: subject.to_string(),
+            message: message.into(),
+        }
+    }
+
     /// A failed image lookup, named by the query instead of a group.
     pub fn query(
         kind: CloudErrorKind,
