@@ -673,6 +673,85 @@ mod azure {
         (h, p, group("general"))
     }
 
+    /// `rota images discover` on Azure: the gallery image's versions are listed (every page,
+    /// `nextLink` followed) and the newest that succeeded, is not excluded from latest and
+    /// targets every region asked is taken; none is NotFound, naming the regions.
+    #[tokio::test]
+    async fn a_gallery_gives_its_newest_version_replicated_where_needed() {
+        use rota::cloud::{Arch, CloudErrorKind, ImageQuery, NodeGroups};
+        let h = AzureHarness::new().await;
+        let p = provider(&h.double, TOKEN);
+        let gi = format!(
+            "/subscriptions/{SUB}/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general"
+        );
+        let both = ["West Europe", "North Europe"];
+        let add = |name: &str, published: &str, state: (&str, bool), regions: &[&str]| {
+            h.double
+                .add_gallery_version(&gi, name, published, state, regions)
+        };
+        add(
+            "2026.11.1",
+            "2026-11-03T08:00:00.0000000+00:00",
+            ("Succeeded", false),
+            &both,
+        );
+        let v2 = add(
+            "2026.11.2",
+            "2026-11-20T08:00:00.0000000+00:00",
+            ("Succeeded", false),
+            &both,
+        );
+        add(
+            "2026.11.3",
+            "2026-11-22T08:00:00.0000000+00:00",
+            ("Succeeded", false),
+            &["West Europe"],
+        );
+        add(
+            "2026.11.4",
+            "2026-11-23T08:00:00.0000000+00:00",
+            ("Succeeded", true),
+            &both,
+        );
+        add(
+            "2026.11.5",
+            "2026-11-24T08:00:00.0000000+00:00",
+            ("Creating", false),
+            &both,
+        );
+        let q = |regions: &[&str]| ImageQuery::AzureGallery {
+            gallery_image: gi.clone(),
+            regions: regions.iter().map(|r| r.to_string()).collect(),
+            arch: Arch::X86_64,
+        };
+        let found = p
+            .find_image(&q(&["westeurope", "northeurope"]))
+            .await
+            .unwrap();
+        assert_eq!(
+            (found.id.as_str(), found.name.as_str()),
+            (v2.as_str(), "2026.11.2")
+        );
+        let found = p.find_image(&q(&["westeurope"])).await.unwrap();
+        assert_eq!(found.name, "2026.11.3", "five versions over three pages");
+        let e = p.find_image(&q(&["eastus"])).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::NotFound, "{e}");
+        assert!(
+            e.message
+                .contains("replicated to eastus (5 versions listed)"),
+            "{e}"
+        );
+        let e = p
+            .find_image(&ImageQuery::AzureGallery {
+                gallery_image: gi.replace("general", "missing"),
+                regions: vec![],
+                arch: Arch::X86_64,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::NotFound, "{e}");
+    }
+
     #[tokio::test]
     async fn throttling_that_clears_is_retried_under_the_policy() {
         let (h, p, g) = one_group(2, 4).await;

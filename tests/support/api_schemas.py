@@ -364,6 +364,9 @@ ARM_ROUTES = [
     # An Azure-AsyncOperation status URL; with monitor=true, a Location URL (202 while running,
     # then 200 with the operation's result, or an empty body).
     ("GET", r"^/subscriptions/[^/]+/providers/microsoft\.compute/locations/[^/]+/operations/[^/]+$", None, {200: "OperationStatusResponse"}),
+    # GalleryImageVersions_ListByGalleryImage (`rota images discover`), in the gallery's own
+    # API version: "module:Model" names a model of another version's module.
+    ("GET", r"^/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/galleries/[^/]+/images/[^/]+/versions$", None, {200: "v2023_07_03:GalleryImageVersionList"}),
 ]
 
 
@@ -416,6 +419,13 @@ def check_arm(x, problems):
             problems.append(f"{at}: the operation answers {status} without a body")
         if status == 202 and "location" not in headers and "azure-asyncoperation" not in headers:
             problems.append(f"{at}: a 202 names a Location or Azure-AsyncOperation to poll")
+        return
+    if ":" in model:
+        import importlib
+
+        module, name = model.split(":")
+        other = importlib.import_module(f"azure.mgmt.compute.{module}.models")
+        check_model(getattr(other, name), body, at, problems, models=other)
         return
     if model == "OperationStatusResponse":
         old = operation_status_models()

@@ -47,6 +47,10 @@ use tokio::net::TcpListener;
 
 pub const TOKEN: &str = "test-token-for-the-arm-double";
 pub const API_VERSION: &str = "2024-07-01";
+/// The Compute Gallery's own API version (galleries are versioned apart from scale sets).
+pub const GALLERY_API_VERSION: &str = "2023-07-03";
+/// Gallery image versions per list page: small, so that `nextLink` is followed.
+const GALLERY_PAGE: usize = 2;
 pub const BOOT_SECS: u64 = 60;
 pub const DELETE_SECS: u64 = 30;
 /// What operations advertise as `Retry-After`, and how far each poll moves the clock.
@@ -148,6 +152,9 @@ struct World {
     vm_failures: VecDeque<(String, String)>,
     /// Every exchange, for the schema check.
     answers: Vec<super::api_schemas::Exchange>,
+    /// Gallery image versions by their gallery image's path (lowercased), as
+    /// `GalleryImageVersions_ListByGalleryImage` lists them.
+    gallery_versions: BTreeMap<String, Vec<Value>>,
 }
 
 fn key(sub: &str, rg: &str, name: &str) -> String {
@@ -417,6 +424,48 @@ impl AzureDouble {
         AzureDouble { url, world, task }
     }
 
+    /// A version of the gallery image at `gallery_image` (its ARM path), as the gallery
+    /// lists it: `state` its provisioning state, `exclude` excluded from latest, replicated
+    /// to `regions` (display names, as ARM writes them). Returns its ID.
+    pub fn add_gallery_version(
+        &self,
+        gallery_image: &str,
+        name: &str,
+        published: &str,
+        (state, exclude): (&str, bool),
+        regions: &[&str],
+    ) -> String {
+        let id = format!("{gallery_image}/versions/{name}");
+        let v = json!({
+            "id": id,
+            "name": name,
+            "type": "Microsoft.Compute/galleries/images/versions",
+            "location": "westeurope",
+            "properties": {
+                "publishingProfile": {
+                    "targetRegions": regions.iter().map(|r| json!({"name": r, "regionalReplicaCount": 1, "storageAccountType": "Standard_LRS"})).collect::<Vec<_>>(),
+                    "replicaCount": 1,
+                    "excludeFromLatest": exclude,
+                    "publishedDate": published,
+                    "storageAccountType": "Standard_LRS",
+                },
+                "provisioningState": state,
+                "storageProfile": {
+                    "osDiskImage": {"sizeInGB": 30, "hostCaching": "ReadOnly"},
+                },
+            },
+        });
+        let key = gallery_image.trim_matches('/').to_ascii_lowercase();
+        self.world
+            .lock()
+            .unwrap()
+            .gallery_versions
+            .entry(key)
+            .or_default()
+            .push(v);
+        id
+    }
+
     /// A scale set with `capacity` instances already created (booting until time passes),
     /// bounds as the autoscaler tags say, `image` as its model's `imageReference` JSON.
     #[allow(clippy::too_many_arguments)]
@@ -544,9 +593,14 @@ fn handle(
             "The access token is invalid.",
         );
     }
+    let api_version = if path.to_ascii_lowercase().contains("/galleries/") {
+        GALLERY_API_VERSION
+    } else {
+        API_VERSION
+    };
     if !query
         .split('&')
-        .any(|kv| kv == format!("api-version={API_VERSION}"))
+        .any(|kv| kv == format!("api-version={api_version}"))
     {
         return err(
             400,
@@ -586,6 +640,43 @@ fn handle(
         && is(6, "operations")
     {
         return poll(w, parts[7], query.split('&').any(|kv| kv == "monitor=true"));
+    }
+    // /subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Compute/galleries/{g}/images/{i}/versions
+    if method == "GET"
+        && lp.len() == 11
+        && is(0, "subscriptions")
+        && is(2, "resourcegroups")
+        && is(5, "microsoft.compute")
+        && is(6, "galleries")
+        && is(8, "images")
+        && is(10, "versions")
+    {
+        let image = lp[..10].join("/");
+        let Some(all) = w.gallery_versions.get(&image) else {
+            return err(
+                404,
+                "ResourceNotFound",
+                &format!(
+                    "The Resource 'Microsoft.Compute/galleries/{}/images/{}' under resource group '{}' was not found.",
+                    parts[7], parts[9], parts[3]
+                ),
+            );
+        };
+        let skip: usize = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("$skiptoken="))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let page: Vec<Value> = all.iter().skip(skip).take(GALLERY_PAGE).cloned().collect();
+        let mut body = json!({ "value": page });
+        if skip + GALLERY_PAGE < all.len() {
+            body["nextLink"] = json!(format!(
+                "{}{path}?api-version={GALLERY_API_VERSION}&$skiptoken={}",
+                w.base,
+                skip + GALLERY_PAGE
+            ));
+        }
+        return (200, Vec::new(), body);
     }
     // /subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/{n}[/...]
     if !(lp.len() >= 8
