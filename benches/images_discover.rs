@@ -186,7 +186,7 @@ async fn main() {
         repo: dir.path(),
         parent: &commit,
         subdir: None,
-        branch: Some("images/general".into()),
+        target: rota::discovery::Target::NewBranch("images/general".into()),
     };
     write(&files, &fleet, &reports, &to).unwrap().unwrap();
     let written = t.elapsed();

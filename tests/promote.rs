@@ -401,3 +401,330 @@ async fn discovery_proposes_the_newest_build_once_baked_pins_the_first_wave_and_
     assert!(err.contains("nothing written"), "{err}");
     assert_eq!(git(&work, &["rev-parse", "HEAD"]), head);
 }
+
+// ---- `--open-pr`: a branch per channel, pushed, and one pull request kept up to date -----
+
+/// A GitHub double of the three pull-request calls rota makes (list open by head, open,
+/// update), as GitHub's REST reference describes them; every request is recorded.
+struct GitHubPulls {
+    url: String,
+    state: Arc<std::sync::Mutex<PullsState>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct PullsState {
+    /// (number, head, base, title, body)
+    pulls: Vec<(u64, String, String, String, String)>,
+    requests: Vec<String>,
+}
+
+impl Drop for GitHubPulls {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl GitHubPulls {
+    async fn start() -> GitHubPulls {
+        use http_body_util::BodyExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state: Arc<std::sync::Mutex<PullsState>> = Default::default();
+        let (st, base) = (state.clone(), url.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (st, base) = (st.clone(), base.clone());
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let (st, base) = (st.clone(), base.clone());
+                            async move {
+                                let method = req.method().to_string();
+                                let path = req.uri().path().to_string();
+                                let query = req.uri().query().unwrap_or("").to_string();
+                                let auth = req
+                                    .headers()
+                                    .get("authorization")
+                                    .and_then(|v| v.to_str().ok())
+                                    .unwrap_or("")
+                                    .to_string();
+                                let body = req.into_body().collect().await.unwrap().to_bytes();
+                                let body: serde_json::Value =
+                                    serde_json::from_slice(&body).unwrap_or_default();
+                                let mut s = st.lock().unwrap();
+                                s.requests.push(format!("{method} {path}"));
+                                let (status, answer) = if auth != "Bearer t0ken" {
+                                    (401, serde_json::json!({"message": "Bad credentials"}))
+                                } else {
+                                    github_pulls(&mut s, &base, &method, &path, &query, &body)
+                                };
+                                Ok::<_, std::convert::Infallible>(
+                                    hyper::Response::builder()
+                                        .status(status)
+                                        .header("content-type", "application/json")
+                                        .body(http_body_util::Full::new(bytes::Bytes::from(
+                                            answer.to_string(),
+                                        )))
+                                        .unwrap(),
+                                )
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        GitHubPulls { url, state, task }
+    }
+}
+
+fn github_pulls(
+    s: &mut PullsState,
+    base: &str,
+    method: &str,
+    path: &str,
+    query: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let pr = |p: &(u64, String, String, String, String)| {
+        serde_json::json!({
+            "number": p.0,
+            "html_url": format!("{base}/acme/fleet/pull/{}", p.0),
+            "state": "open",
+            "title": p.3,
+            "body": p.4,
+            "head": {"ref": p.1, "label": format!("acme:{}", p.1)},
+            "base": {"ref": p.2},
+        })
+    };
+    match (method, path) {
+        ("GET", "/repos/acme/fleet/pulls") => {
+            let head = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("head="))
+                .map(|h| h.replace("%2F", "/"))
+                .unwrap_or_default();
+            let open: Vec<_> = s
+                .pulls
+                .iter()
+                .filter(|p| head.is_empty() || format!("acme:{}", p.1) == head)
+                .map(pr)
+                .collect();
+            (200, serde_json::Value::Array(open))
+        }
+        ("POST", "/repos/acme/fleet/pulls") => {
+            // GitHub requires head and base; title or an issue.
+            let (Some(head), Some(b), Some(title)) = (
+                body["head"].as_str(),
+                body["base"].as_str(),
+                body["title"].as_str(),
+            ) else {
+                return (422, serde_json::json!({"message": "Validation Failed"}));
+            };
+            if s.pulls.iter().any(|p| p.1 == head) {
+                return (
+                    422,
+                    serde_json::json!({"message": "A pull request already exists"}),
+                );
+            }
+            let n = s.pulls.len() as u64 + 1;
+            let p = (
+                n,
+                head.into(),
+                b.into(),
+                title.into(),
+                body["body"].as_str().unwrap_or("").into(),
+            );
+            s.pulls.push(p.clone());
+            (201, pr(&p))
+        }
+        ("PATCH", p) if p.starts_with("/repos/acme/fleet/pulls/") => {
+            let n: u64 = p.rsplit('/').next().unwrap().parse().unwrap();
+            let Some(p) = s.pulls.iter_mut().find(|x| x.0 == n) else {
+                return (404, serde_json::json!({"message": "Not Found"}));
+            };
+            if let Some(t) = body["title"].as_str() {
+                p.3 = t.into();
+            }
+            if let Some(b) = body["body"].as_str() {
+                p.4 = b.into();
+            }
+            let p = p.clone();
+            (200, pr(&p))
+        }
+        _ => (404, serde_json::json!({"message": "Not Found"})),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_pr_pushes_a_branch_per_channel_and_keeps_one_pull_request_up_to_date() {
+    let cloud = SimCloud::new(7, FaultProfile::default(), 1000.0);
+    publish(
+        &cloud,
+        "2026.11.3",
+        chrono::Duration::days(4),
+        &["us-east-1", "us-west-2"],
+    );
+    let served = rota::sim::wire::serve(Arc::new(cloud.clone()))
+        .await
+        .unwrap();
+    let (tmp, work) = example_repo();
+    let origin = tmp.path().join("origin.git");
+    git(
+        tmp.path(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            origin.to_str().unwrap(),
+        ],
+    );
+    git(
+        &work,
+        &["remote", "add", "origin", origin.to_str().unwrap()],
+    );
+    git(&work, &["push", "-q", "origin", "main"]);
+    let head = git(&work, &["rev-parse", "HEAD"]);
+    let gh = GitHubPulls::start().await;
+    let run = |extra: &[&str]| {
+        let out = Command::new(rota())
+            .args(["images", "discover", "--open-pr", "--repo"])
+            .arg(&work)
+            .args(["--cloud-endpoint", &served.url])
+            .args(extra)
+            .env("KUBECONFIG", "/nonexistent")
+            .env("ROTA_GITHUB_TOKEN", "t0ken")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let forge = ["--github-repo", "acme/fleet", "--github-api-url", &gh.url];
+    let (code, out, err) = run(&forge);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("general: opened pull request #1 "), "{out}");
+    // The branch is on the remote, one commit on main; main itself did not move.
+    assert_eq!(git(&work, &["rev-parse", "HEAD"]), head);
+    let pushed = git(&origin, &["rev-parse", "refs/heads/rota/images/general^"]);
+    assert_eq!(pushed, head);
+    {
+        let s = gh.state.lock().unwrap();
+        assert_eq!(s.pulls.len(), 1);
+        let (_, h, b, title, body) = &s.pulls[0];
+        assert_eq!((h.as_str(), b.as_str()), ("rota/images/general", "main"));
+        assert_eq!(title, "images: general 2026.11.3 on wave canary");
+        assert!(body.contains("proposes general@2026.11.3"), "{body}");
+        assert!(
+            body.contains("2026.11.2") && body.contains("| "),
+            "the diff's tables: {body}"
+        );
+    }
+    // Again: the same branch rewritten and force-pushed, the open pull request updated.
+    let (code, out, err) = run(&forge);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("general: updated pull request #1 "), "{out}");
+    {
+        let s = gh.state.lock().unwrap();
+        assert_eq!(
+            s.pulls.len(),
+            1,
+            "never a second pull request for a channel"
+        );
+        assert_eq!(
+            s.requests.iter().filter(|r| r.starts_with("POST")).count(),
+            1,
+            "{:?}",
+            s.requests
+        );
+        assert!(
+            s.requests
+                .iter()
+                .any(|r| r == "PATCH /repos/acme/fleet/pulls/1")
+        );
+    }
+    // Git alone: the branch, and a line that says so.
+    let (code, out, err) = run(&[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("general: pushed rota/images/general to origin; no forge configured"),
+        "{out}"
+    );
+    // A forge that refuses: the error names the branch already pushed.
+    let (code, out, err) = run(&["--github-repo", "acme/other", "--github-api-url", &gh.url]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("the branch rota/images/general is pushed, the pull request failed"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_open_pr_proposes_the_promotion_once_and_updates_it() {
+    let (tmp, work, head) = repo(60).await;
+    let origin = tmp.path().join("origin.git");
+    git(
+        tmp.path(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            origin.to_str().unwrap(),
+        ],
+    );
+    git(
+        &work,
+        &["remote", "add", "origin", origin.to_str().unwrap()],
+    );
+    git(&work, &["push", "-q", "origin", "main"]);
+    let gh = GitHubPulls::start().await;
+    let run = || {
+        let out = Command::new(rota())
+            .args(["promote", "--wave", "main", "--open-pr", "--repo"])
+            .arg(&work)
+            .args(["--github-repo", "acme/fleet", "--github-api-url", &gh.url])
+            .env("ROTA_GITHUB_TOKEN", "t0ken")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run();
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("opened pull request #1 "), "{out}");
+    assert_eq!(
+        git(&work, &["rev-parse", "HEAD"]),
+        head,
+        "main does not move"
+    );
+    assert_eq!(
+        git(&origin, &["rev-parse", "refs/heads/rota/promote/main^"]),
+        head
+    );
+    {
+        let s = gh.state.lock().unwrap();
+        let (_, h, b, title, body) = &s.pulls[0];
+        assert_eq!((h.as_str(), b.as_str()), ("rota/promote/main", "main"));
+        assert_eq!(title, "promote wave main: general 2026.11.1 → 2026.11.2");
+        assert!(body.contains("allowed"), "the guard's answer: {body}");
+    }
+    let (code, out, err) = run();
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("updated pull request #1 "), "{out}");
+    assert_eq!(gh.state.lock().unwrap().pulls.len(), 1);
+}

@@ -13,9 +13,6 @@ use crate::agent::AgentConfig;
 use crate::agent::wiring::{self, AgentParts};
 use crate::controller::Config;
 use crate::report::StoreConfig;
-use crate::report::gitea::GiteaConfig;
-use crate::report::github::GitHubConfig;
-use crate::report::gitlab::GitLabConfig;
 use crate::shutdown::wait_for_stop;
 use crate::source::follow::FollowConfig;
 use crate::source::trust::{TrustPolicy, Verifier};
@@ -118,40 +115,6 @@ pub struct AgentArgs {
     /// Run the controller's clock this many times faster (match `rota sim serve --speed`).
     #[arg(long, env = "ROTA_SPEED", default_value_t = 1.0)]
     pub speed: f64,
-    /// Post statuses to this GitHub repository (`owner/repo`) instead of git notes (the
-    /// promotion records stay in git notes).
-    #[arg(long, env = "ROTA_GITHUB_REPO", conflicts_with_all = ["gitlab_project", "gitea_repo"])]
-    pub github_repo: Option<String>,
-    /// File holding the GitHub token ("Commit statuses: write"), else the environment
-    /// variable ROTA_GITHUB_TOKEN. Never logged.
-    #[arg(long, env = "ROTA_GITHUB_TOKEN_FILE")]
-    pub github_token_file: Option<PathBuf>,
-    /// Post statuses to this GitLab project (its numeric ID or path, `acme/platform/fleet`)
-    /// instead of git notes (the promotion records stay in git notes).
-    #[arg(long, env = "ROTA_GITLAB_PROJECT", conflicts_with = "gitea_repo")]
-    pub gitlab_project: Option<String>,
-    /// File holding the GitLab token (`api` scope), else the environment variable
-    /// ROTA_GITLAB_TOKEN. Never logged.
-    #[arg(long, env = "ROTA_GITLAB_TOKEN_FILE")]
-    pub gitlab_token_file: Option<PathBuf>,
-    /// GitLab API base (`https://HOST/api/v4` for a self-managed GitLab).
-    #[arg(
-        long,
-        env = "ROTA_GITLAB_API_URL",
-        default_value = "https://gitlab.com/api/v4"
-    )]
-    pub gitlab_api_url: String,
-    /// Post statuses to this Gitea or Forgejo repository (`owner/repo`) instead of git notes
-    /// (the promotion records stay in git notes); needs --gitea-api-url.
-    #[arg(long, env = "ROTA_GITEA_REPO", requires = "gitea_api_url")]
-    pub gitea_repo: Option<String>,
-    /// Gitea API base (`https://gitea.example.com/api/v1`).
-    #[arg(long, env = "ROTA_GITEA_API_URL")]
-    pub gitea_api_url: Option<String>,
-    /// File holding the Gitea token (`write:repository`), else the environment variable
-    /// ROTA_GITEA_TOKEN. Never logged.
-    #[arg(long, env = "ROTA_GITEA_TOKEN_FILE")]
-    pub gitea_token_file: Option<PathBuf>,
     /// File holding the passphrase of --ssh-key, else the environment variable
     /// ROTA_SSH_KEY_PASSPHRASE (neither: the key has none). Never logged.
     #[arg(long, env = "ROTA_SSH_KEY_PASSPHRASE_FILE", requires = "ssh_key")]
@@ -163,13 +126,9 @@ pub struct AgentArgs {
     /// Logs, metrics and stuck detection.
     #[command(flatten)]
     pub ops: crate::telemetry::OperateArgs,
-    /// GitHub API base (`https://HOST/api/v3` for GitHub Enterprise Server).
-    #[arg(
-        long,
-        env = "ROTA_GITHUB_API_URL",
-        default_value = "https://api.github.com"
-    )]
-    pub github_api_url: String,
+    /// Where statuses go: a forge's commit statuses instead of git notes.
+    #[command(flatten)]
+    pub forge: super::forge::ForgeArgs,
 }
 
 pub fn run(args: AgentArgs) -> ExitCode {
@@ -301,7 +260,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
 
 /// A secret from `file` when given, else from the environment variable `var` (looked up
 /// through `env`), else `None`. An empty one is an error naming where it came from.
-fn secret_from(
+pub(crate) fn secret_from(
     file: Option<&Path>,
     var: &str,
     env: &dyn Fn(&str) -> Option<String>,
@@ -350,55 +309,5 @@ pub fn status_store(
     args: &AgentArgs,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<StoreConfig>, String> {
-    let token = |file: &Option<PathBuf>, var: &str, flag: &str| {
-        secret_from(file.as_deref(), var, env)?.ok_or_else(|| {
-            format!(
-                "{flag} needs a token: {flag}-token-file FILE or the environment variable {var}"
-            )
-        })
-    };
-    let owner_repo = |flag: &str, full: &str| -> Result<(String, String), String> {
-        match full.split_once('/') {
-            Some((o, r)) if !o.is_empty() && !r.is_empty() && !r.contains('/') => {
-                Ok((o.to_string(), r.to_string()))
-            }
-            _ => Err(format!("{flag} must be owner/repo, got {full:?}")),
-        }
-    };
-    if let Some(full) = &args.github_repo {
-        let (owner, repo) = owner_repo("--github-repo", full)?;
-        let mut gh = GitHubConfig::new(
-            &owner,
-            &repo,
-            token(&args.github_token_file, "ROTA_GITHUB_TOKEN", "--github")?,
-        );
-        gh.api_url = args.github_api_url.clone();
-        return Ok(Some(StoreConfig::GitHub(gh)));
-    }
-    if let Some(project) = &args.gitlab_project {
-        if project.is_empty() {
-            return Err("--gitlab-project must not be empty".into());
-        }
-        return Ok(Some(StoreConfig::GitLab(GitLabConfig {
-            api_url: args.gitlab_api_url.clone(),
-            project: project.clone(),
-            token: token(&args.gitlab_token_file, "ROTA_GITLAB_TOKEN", "--gitlab")?,
-            requests_per_second: 1.0,
-        })));
-    }
-    if let Some(full) = &args.gitea_repo {
-        let (owner, repo) = owner_repo("--gitea-repo", full)?;
-        let api_url = args
-            .gitea_api_url
-            .clone()
-            .ok_or("--gitea-repo needs --gitea-api-url")?;
-        return Ok(Some(StoreConfig::Gitea(GiteaConfig {
-            api_url,
-            owner,
-            repo,
-            token: token(&args.gitea_token_file, "ROTA_GITEA_TOKEN", "--gitea")?,
-            requests_per_second: 1.0,
-        })));
-    }
-    Ok(None)
+    args.forge.store_config(env)
 }

@@ -55,6 +55,20 @@ pub struct DiscoverArgs {
     /// the commit message records.
     #[arg(long, value_name = "REASON")]
     pub security: Option<String>,
+    /// Propose each new version as a pull request instead: commit it on branch
+    /// `rota/images/<channel>` (rewritten from --rev on each run), push that branch to
+    /// --remote, and open its pull request on the forge (--github-repo, --gitlab-project or
+    /// --gitea-repo), or update the one open for it. Without a forge, only the branch.
+    #[arg(long, conflicts_with_all = ["write", "branch"])]
+    pub open_pr: bool,
+    /// The remote the proposal branches are pushed to.
+    #[arg(long, default_value = "origin", requires = "open_pr")]
+    pub remote: String,
+    /// The branch the pull requests go into (default: the branch HEAD is on).
+    #[arg(long = "base-branch", requires = "open_pr")]
+    pub base_branch: Option<String>,
+    #[command(flatten)]
+    pub forge: super::forge::ForgeArgs,
     #[command(flatten)]
     pub cloud: CloudArgs,
 }
@@ -126,15 +140,37 @@ async fn discover_at(args: &DiscoverArgs) -> Result<ExitCode, String> {
             ExitCode::SUCCESS
         });
     }
+    if args.open_pr {
+        let forge = args.forge.store_config(&|k| std::env::var(k).ok())?;
+        let base = match &args.base_branch {
+            Some(b) => b.clone(),
+            None => current_branch(&args.repo)?,
+        };
+        let to = crate::discovery::OpenPr {
+            repo: &args.repo,
+            parent: &commit,
+            subdir: args.subdir.as_deref(),
+            remote: &args.remote,
+            base: &base,
+            forge: forge.as_ref(),
+        };
+        for line in discovery::open_prs(&files, &fleet, &reports, &to).await? {
+            println!("{line}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if !args.write {
-        println!("nothing written: --write commits the new versions");
+        println!("nothing written: --write commits the new versions, --open-pr proposes them");
         return Ok(ExitCode::SUCCESS);
     }
     let to = WriteTo {
         repo: &args.repo,
         parent: &commit,
         subdir: args.subdir.as_deref(),
-        branch: args.branch.clone(),
+        target: match &args.branch {
+            Some(b) => crate::discovery::Target::NewBranch(b.clone()),
+            None => crate::discovery::Target::CurrentBranch,
+        },
     };
     if let Some((id, branch, title)) = discovery::write(&files, &fleet, &reports, &to)? {
         println!("[{branch} {}] {title}", &id.to_string()[..7]);
@@ -144,4 +180,17 @@ async fn discover_at(args: &DiscoverArgs) -> Result<ExitCode, String> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The branch HEAD is on: where the pull requests go by default.
+pub fn current_branch(repo: &std::path::Path) -> Result<String, String> {
+    let r = git2::Repository::open(repo)
+        .map_err(|e| format!("{}: not a git repository: {}", repo.display(), e.message()))?;
+    let head = r
+        .head()
+        .map_err(|e| format!("cannot read HEAD: {}", e.message()))?;
+    match head.shorthand() {
+        Ok(b) if head.is_branch() => Ok(b.to_string()),
+        _ => Err("HEAD is not on a branch: name the pull requests' base with --base".into()),
+    }
 }

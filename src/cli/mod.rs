@@ -16,6 +16,7 @@ pub mod completions;
 pub mod ctl;
 pub mod demo;
 pub mod diff;
+pub mod forge;
 pub mod images;
 pub mod man;
 pub mod promote;

@@ -48,6 +48,20 @@ pub struct PromoteArgs {
     /// Only say what the guard answers; write nothing (the old behaviour of `--wave`).
     #[arg(long, conflicts_with = "check")]
     pub dry_run: bool,
+    /// Propose the promotion as a pull request: commit it on branch `rota/promote/<wave>`
+    /// (rewritten from --rev on each run), push it to --remote, and open its pull request on
+    /// the forge (--github-repo, --gitlab-project, --gitea-repo) or update the open one.
+    /// Without a forge, only the branch.
+    #[arg(long, requires = "wave", conflicts_with_all = ["check", "branch", "dry_run"])]
+    pub open_pr: bool,
+    /// The remote the proposal branch is pushed to.
+    #[arg(long, default_value = "origin", requires = "open_pr")]
+    pub remote: String,
+    /// The branch the pull request goes into (default: the branch HEAD is on).
+    #[arg(long = "base-branch", requires = "open_pr")]
+    pub base_branch: Option<String>,
+    #[command(flatten)]
+    pub forge: super::forge::ForgeArgs,
 }
 
 impl PromoteArgs {
@@ -101,6 +115,18 @@ pub fn run(args: PromoteArgs) -> ExitCode {
     }
     if args.check || args.dry_run {
         return ExitCode::SUCCESS;
+    }
+    if args.open_pr {
+        return match rt.block_on(open_pr(&args, &checks)) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("rota: {e}");
+                ExitCode::from(2)
+            }
+        };
     }
     match write_promotion(&args, &checks) {
         Ok((id, branch, title)) => {
@@ -201,10 +227,59 @@ pub fn write_promotion(
         }
         _ => path,
     };
-    let target = match &args.branch {
-        Some(b) => Target::NewBranch(b.clone()),
-        None => Target::CurrentBranch,
+    let target = match (&args.branch, args.open_pr, &args.wave) {
+        (_, true, Some(w)) => Target::ProposalBranch(format!("rota/promote/{w}")),
+        (Some(b), _, _) => Target::NewBranch(b.clone()),
+        _ => Target::CurrentBranch,
     };
     let (id, branch) = commit_file(&args.repo, &commit, &full_path, &text, &message, &target)?;
     Ok((id, branch, title))
+}
+
+/// `--open-pr`: the promotion on branch `rota/promote/<wave>`, pushed, and its pull request
+/// opened or updated; the body is the guard's evidence and `rota diff --format markdown`.
+async fn open_pr(args: &PromoteArgs, checks: &[PinCheck]) -> Result<String, String> {
+    use crate::promotion::pin::push_branch;
+    use crate::report::pulls::{Proposal, open_or_update};
+    let forge = args.forge.store_config(&|k| std::env::var(k).ok())?;
+    let base = match &args.base_branch {
+        Some(b) => b.clone(),
+        None => super::images::current_branch(&args.repo)?,
+    };
+    let (id, branch, title) = write_promotion(args, checks)?;
+    let sub = args.subdir.as_deref();
+    let before =
+        crate::source::read::load_git_at(&args.repo, &args.rev, sub).map_err(|d| d.to_string())?;
+    let after = crate::source::read::load_git_at(&args.repo, &id.to_string(), sub)
+        .map_err(|d| d.to_string())?;
+    let mut body = String::new();
+    for c in checks {
+        body += &format!("- {}\n", describe(c));
+    }
+    body += "\n";
+    body += &rota_core::fleet::diff::diff(&before, &after).render_markdown();
+    push_branch(&args.repo, &args.remote, &branch)?;
+    let Some(forge) = forge else {
+        return Ok(format!(
+            "pushed {branch} to {}; no forge configured: open the pull request from it",
+            args.remote
+        ));
+    };
+    let pr = open_or_update(
+        &forge,
+        &Proposal {
+            head: &branch,
+            base: &base,
+            title: &title,
+            body: &body,
+        },
+    )
+    .await
+    .map_err(|e| format!("the branch {branch} is pushed, the pull request failed: {e}"))?;
+    Ok(format!(
+        "{} pull request #{} {}",
+        if pr.opened { "opened" } else { "updated" },
+        pr.number,
+        pr.url
+    ))
 }

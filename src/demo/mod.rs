@@ -651,7 +651,7 @@ impl<'a> Story<'a> {
                 repo: &r.work,
                 parent: &commit,
                 subdir: None,
-                branch: None,
+                target: crate::discovery::Target::CurrentBranch,
             };
             crate::discovery::write(&files, &fleet, &reports, &to)?
                 .ok_or("demo: discovery proposed nothing for general")?;

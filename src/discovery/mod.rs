@@ -16,14 +16,17 @@ use rota_core::cloud::{FoundImage, NodeGroups};
 use rota_core::fleet::{Fleet, SourceFile};
 use rota_core::images::{self, Need, Outcome, Proposal};
 
-use crate::promotion::pin::{PinChange, Target, commit_file, edit_pins};
+pub use crate::promotion::pin::Target;
+use crate::promotion::pin::{PinChange, commit_file, edit_pins, push_branch};
+use crate::report::StoreConfig;
+use crate::report::pulls::{self, Proposal as PullProposal};
 
 /// Lookups in flight at once: enough to ask 20 regions × 2 arches in one round trip's time,
 /// few enough to stay inside a cloud account's API rate.
 const IN_FLIGHT: usize = 16;
 
 /// One channel's answer: the decision, or every lookup that failed.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ChannelReport {
     pub channel: String,
     pub result: Result<Outcome, Vec<String>>,
@@ -141,8 +144,8 @@ pub struct WriteTo<'a> {
     pub parent: &'a str,
     /// The fleet's directory inside the repo, if not its root.
     pub subdir: Option<&'a Path>,
-    /// A new branch (for a pull request) instead of the current one.
-    pub branch: Option<String>,
+    /// Where the commit goes: the current branch, a new one, or a proposal's branch.
+    pub target: Target,
 }
 
 /// Adds every proposal's version and pins it on the first wave, checks that the result is a
@@ -244,11 +247,7 @@ pub fn write(
         }
         _ => path,
     };
-    let target = match &to.branch {
-        Some(b) => Target::NewBranch(b.clone()),
-        None => Target::CurrentBranch,
-    };
-    let (id, branch) = commit_file(to.repo, to.parent, &full_path, &text, &message, &target)?;
+    let (id, branch) = commit_file(to.repo, to.parent, &full_path, &text, &message, &to.target)?;
     Ok(Some((id, branch, title)))
 }
 
@@ -256,4 +255,91 @@ fn replace(files: &mut [SourceFile], path: &str, text: String) {
     if let Some(f) = files.iter_mut().find(|f| f.path == path) {
         *f = SourceFile::new(path, text);
     }
+}
+
+/// Where `--open-pr` proposes.
+pub struct OpenPr<'a> {
+    pub repo: &'a Path,
+    /// The commit the fleet was read from: each proposal's parent.
+    pub parent: &'a str,
+    pub subdir: Option<&'a Path>,
+    /// The remote to push the proposal branches to.
+    pub remote: &'a str,
+    /// The branch the pull requests go into.
+    pub base: &'a str,
+    /// The forge to open them on; `None`: git alone, the branches are pushed and that is all.
+    pub forge: Option<&'a StoreConfig>,
+}
+
+/// One pull request (or branch) per channel proposed: the channel's version on branch
+/// `rota/images/<channel>`, rewritten from `parent` on each run and force-pushed, and the
+/// forge's open pull request for that branch updated, or one opened; its body is `rota diff
+/// --format markdown` of the change and the build it proposes. Returns a line per channel.
+pub async fn open_prs(
+    files: &[SourceFile],
+    fleet: &Fleet,
+    reports: &[ChannelReport],
+    to: &OpenPr<'_>,
+) -> Result<Vec<String>, String> {
+    let mut lines = Vec::new();
+    for r in reports {
+        let Ok(Outcome::Propose(p)) = &r.result else {
+            continue;
+        };
+        let branch = format!("rota/images/{}", p.channel);
+        let at = WriteTo {
+            repo: to.repo,
+            parent: to.parent,
+            subdir: to.subdir,
+            target: Target::ProposalBranch(branch.clone()),
+        };
+        let Some((id, _, title)) = write(files, fleet, std::slice::from_ref(r), &at)? else {
+            continue;
+        };
+        let edited = crate::source::read::load_git_at(to.repo, &id.to_string(), to.subdir)
+            .map_err(|d| d.to_string())?;
+        let mut body = format!(
+            "rota images discover proposes {}@{}: build {}, released {}.\n\n",
+            p.channel,
+            p.version,
+            p.builds.join(", "),
+            stamp(p.released)
+        );
+        if let Some(why) = &p.bake_skipped {
+            body += &format!("The bake (minAge) was skipped for security: {why}\n\n");
+        }
+        body += &rota_core::fleet::diff::diff(fleet, &edited).render_markdown();
+        push_branch(to.repo, to.remote, &branch)?;
+        let Some(forge) = to.forge else {
+            lines.push(format!(
+                "{}: pushed {branch} to {}; no forge configured: open the pull request from it",
+                p.channel, to.remote
+            ));
+            continue;
+        };
+        let pr = pulls::open_or_update(
+            forge,
+            &PullProposal {
+                head: &branch,
+                base: to.base,
+                title: &title,
+                body: &body,
+            },
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "{}: the branch {branch} is pushed, the pull request failed: {e}",
+                p.channel
+            )
+        })?;
+        lines.push(format!(
+            "{}: {} pull request #{} {}",
+            p.channel,
+            if pr.opened { "opened" } else { "updated" },
+            pr.number,
+            pr.url
+        ));
+    }
+    Ok(lines)
 }

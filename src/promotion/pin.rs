@@ -125,6 +125,9 @@ pub enum Target {
     /// Advance the branch HEAD is on (its tip must be the parent); in a repo with a work
     /// tree, the edited file is checked out too (refused if it has local changes).
     CurrentBranch,
+    /// Create this branch, or move it if it exists, to the new commit: a proposal's branch
+    /// (`--open-pr`), rewritten on each run from the current base and force-pushed.
+    ProposalBranch(String),
 }
 
 /// Commits `text` as `path` (relative to the repo root) on top of `parent`, then moves
@@ -149,6 +152,17 @@ pub fn commit_file(
         .and_then(|o| o.peel_to_commit())
         .map_err(|e| format!("unknown revision {parent:?}: {}", e.message()))?;
     let branch = match target {
+        Target::ProposalBranch(b) => {
+            if repo
+                .head()
+                .ok()
+                .and_then(|h| h.shorthand().ok().map(String::from))
+                == Some(b.clone())
+            {
+                return Err(format!("{b} is checked out: run from the base branch"));
+            }
+            b.clone()
+        }
         Target::NewBranch(b) => {
             if repo.find_branch(b, git2::BranchType::Local).is_ok() {
                 return Err(format!("branch {b} already exists"));
@@ -203,8 +217,8 @@ pub fn commit_file(
     repo.reference(
         &refname,
         id,
-        matches!(target, Target::CurrentBranch),
-        "rota promote",
+        matches!(target, Target::CurrentBranch | Target::ProposalBranch(_)),
+        "rota",
     )
     .map_err(|e| format!("moving {refname}: {}", e.message()))?;
     if *target == Target::CurrentBranch && !repo.is_bare() {
@@ -214,6 +228,25 @@ pub fn commit_file(
             .map_err(|e| format!("checking out {path}: {}", e.message()))?;
     }
     Ok((id, branch))
+}
+
+/// `git push --force REMOTE BRANCH`: a proposal's branch, rewritten on each run. The git
+/// command line is used so that the user's remotes, credential helpers and SSH setup apply.
+pub fn push_branch(repo_path: &Path, remote: &str, branch: &str) -> Result<(), String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo_path)
+        .args(["push", "--quiet", "--force", remote])
+        .arg(format!("refs/heads/{branch}:refs/heads/{branch}"))
+        .output()
+        .map_err(|e| format!("cannot run git push: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git push {remote} {branch} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
 }
 
 fn replace_in_tree(

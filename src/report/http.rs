@@ -259,6 +259,30 @@ impl ForgeClient {
         })
     }
 
+    /// The backend's name (`github`, `gitlab`, `gitea`), for errors.
+    pub fn backend(&self) -> &'static str {
+        self.backend
+    }
+
+    /// Any method with an optional JSON body; the answer's JSON (`null` when empty).
+    pub async fn request_json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<serde_json::Value, ReportError> {
+        let answer = self
+            .send(method, path, body.map(|b| b.to_string().into_bytes()))
+            .await?;
+        if answer.is_empty() {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_json::from_slice(&answer).map_err(|e| ReportError::Transport {
+            backend: self.backend,
+            message: format!("unexpected answer from {}{path}: {e}", self.base),
+        })
+    }
+
     pub async fn post_json(&self, path: &str, body: &serde_json::Value) -> Result<(), ReportError> {
         self.send(Method::POST, path, Some(body.to_string().into_bytes()))
             .await

@@ -17,6 +17,7 @@ pub mod metered;
 pub mod note_doc;
 pub mod note_reader;
 pub mod notes;
+pub mod pulls;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,119 @@
+//! The forge a command talks to: GitHub, GitLab or Gitea (Forgejo), by flags or the
+//! environment. `rota agent` posts its commit statuses there; `rota images discover
+//! --open-pr` and `rota promote --open-pr` open their pull requests there. Tokens come from
+//! a file or the environment and are never logged.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::agent::secret_from;
+use crate::report::StoreConfig;
+use crate::report::gitea::GiteaConfig;
+use crate::report::github::GitHubConfig;
+use crate::report::gitlab::GitLabConfig;
+
+#[derive(Args, Debug, Clone)]
+pub struct ForgeArgs {
+    /// Post statuses to this GitHub repository (`owner/repo`) instead of git notes (the
+    /// promotion records stay in git notes).
+    #[arg(long, env = "ROTA_GITHUB_REPO", conflicts_with_all = ["gitlab_project", "gitea_repo"])]
+    pub github_repo: Option<String>,
+    /// File holding the GitHub token ("Commit statuses: write"), else the environment
+    /// variable ROTA_GITHUB_TOKEN. Never logged.
+    #[arg(long, env = "ROTA_GITHUB_TOKEN_FILE")]
+    pub github_token_file: Option<PathBuf>,
+    /// Post statuses to this GitLab project (its numeric ID or path, `acme/platform/fleet`)
+    /// instead of git notes (the promotion records stay in git notes).
+    #[arg(long, env = "ROTA_GITLAB_PROJECT", conflicts_with = "gitea_repo")]
+    pub gitlab_project: Option<String>,
+    /// File holding the GitLab token (`api` scope), else the environment variable
+    /// ROTA_GITLAB_TOKEN. Never logged.
+    #[arg(long, env = "ROTA_GITLAB_TOKEN_FILE")]
+    pub gitlab_token_file: Option<PathBuf>,
+    /// GitLab API base (`https://HOST/api/v4` for a self-managed GitLab).
+    #[arg(
+        long,
+        env = "ROTA_GITLAB_API_URL",
+        default_value = "https://gitlab.com/api/v4"
+    )]
+    pub gitlab_api_url: String,
+    /// Post statuses to this Gitea or Forgejo repository (`owner/repo`) instead of git notes
+    /// (the promotion records stay in git notes); needs --gitea-api-url.
+    #[arg(long, env = "ROTA_GITEA_REPO", requires = "gitea_api_url")]
+    pub gitea_repo: Option<String>,
+    /// Gitea API base (`https://gitea.example.com/api/v1`).
+    #[arg(long, env = "ROTA_GITEA_API_URL")]
+    pub gitea_api_url: Option<String>,
+    /// File holding the Gitea token (`write:repository`), else the environment variable
+    /// ROTA_GITEA_TOKEN. Never logged.
+    #[arg(long, env = "ROTA_GITEA_TOKEN_FILE")]
+    pub gitea_token_file: Option<PathBuf>,
+    /// GitHub API base (`https://HOST/api/v3` for GitHub Enterprise Server).
+    #[arg(
+        long,
+        env = "ROTA_GITHUB_API_URL",
+        default_value = "https://api.github.com"
+    )]
+    pub github_api_url: String,
+}
+
+impl ForgeArgs {
+    /// The forge these flags name, with its token; `None`: no forge (git alone).
+    pub fn store_config(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<StoreConfig>, String> {
+        let token = |file: &Option<PathBuf>, var: &str, flag: &str| {
+            secret_from(file.as_deref(), var, env)?.ok_or_else(|| {
+                format!(
+                    "{flag} needs a token: {flag}-token-file FILE or the environment variable {var}"
+                )
+            })
+        };
+        let owner_repo = |flag: &str, full: &str| -> Result<(String, String), String> {
+            match full.split_once('/') {
+                Some((o, r)) if !o.is_empty() && !r.is_empty() && !r.contains('/') => {
+                    Ok((o.to_string(), r.to_string()))
+                }
+                _ => Err(format!("{flag} must be owner/repo, got {full:?}")),
+            }
+        };
+        if let Some(full) = &self.github_repo {
+            let (owner, repo) = owner_repo("--github-repo", full)?;
+            let mut gh = GitHubConfig::new(
+                &owner,
+                &repo,
+                token(&self.github_token_file, "ROTA_GITHUB_TOKEN", "--github")?,
+            );
+            gh.api_url = self.github_api_url.clone();
+            return Ok(Some(StoreConfig::GitHub(gh)));
+        }
+        if let Some(project) = &self.gitlab_project {
+            if project.is_empty() {
+                return Err("--gitlab-project must not be empty".into());
+            }
+            return Ok(Some(StoreConfig::GitLab(GitLabConfig {
+                api_url: self.gitlab_api_url.clone(),
+                project: project.clone(),
+                token: token(&self.gitlab_token_file, "ROTA_GITLAB_TOKEN", "--gitlab")?,
+                requests_per_second: 1.0,
+            })));
+        }
+        if let Some(full) = &self.gitea_repo {
+            let (owner, repo) = owner_repo("--gitea-repo", full)?;
+            let api_url = self
+                .gitea_api_url
+                .clone()
+                .ok_or("--gitea-repo needs --gitea-api-url")?;
+            return Ok(Some(StoreConfig::Gitea(GiteaConfig {
+                api_url,
+                owner,
+                repo,
+                token: token(&self.gitea_token_file, "ROTA_GITEA_TOKEN", "--gitea")?,
+                requests_per_second: 1.0,
+            })));
+        }
+        Ok(None)
+    }
+}

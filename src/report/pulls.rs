@@ -1,0 +1,189 @@
+//! Proposals as pull requests: what `rota images discover --open-pr` and `rota promote
+//! --open-pr` open on the forge the statuses go to. One pull request per head branch: when
+//! one is open for it, its title and body are updated instead of opening a second.
+//!
+//! | forge | find the open one | update | open |
+//! |---|---|---|---|
+//! | GitHub | `GET /repos/{o}/{r}/pulls?state=open&head={o}:{branch}` | `PATCH /repos/{o}/{r}/pulls/{number}` | `POST /repos/{o}/{r}/pulls` |
+//! | GitLab | `GET /projects/{id}/merge_requests?state=opened&source_branch={branch}` | `PUT /projects/{id}/merge_requests/{iid}` | `POST /projects/{id}/merge_requests` |
+//! | Gitea | `GET /repos/{o}/{r}/pulls?state=open` (the one whose `head.ref` is the branch) | `PATCH /repos/{o}/{r}/pulls/{index}` | `POST /repos/{o}/{r}/pulls` |
+
+use http::Method;
+use serde_json::{Value, json};
+
+use super::http::{ForgeClient, RateLimiter, path_segment};
+use super::{ReportError, StoreConfig};
+
+/// The pull request as the forge holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    pub number: u64,
+    pub url: String,
+    /// Opened now (else an open one was updated).
+    pub opened: bool,
+}
+
+/// What to propose: `head` into `base`.
+pub struct Proposal<'a> {
+    pub head: &'a str,
+    pub base: &'a str,
+    pub title: &'a str,
+    pub body: &'a str,
+}
+
+/// Opens the pull request of `p.head`, or updates the open one.
+pub async fn open_or_update(
+    config: &StoreConfig,
+    p: &Proposal<'_>,
+) -> Result<PullRequest, ReportError> {
+    match config {
+        StoreConfig::GitHub(c) => {
+            let client = client("github", &c.api_url, &c.token, |t| format!("Bearer {t}"))?;
+            let repo = format!(
+                "/repos/{}/{}",
+                path_segment(&c.owner),
+                path_segment(&c.repo)
+            );
+            let open: Value = client
+                .get_json(&format!(
+                    "{repo}/pulls?state=open&head={}:{}&per_page=100",
+                    path_segment(&c.owner),
+                    path_segment(p.head)
+                ))
+                .await?;
+            let fields = json!({"title": p.title, "body": p.body});
+            finish(
+                &client,
+                &open,
+                "number",
+                "html_url",
+                |n| (Method::PATCH, format!("{repo}/pulls/{n}"), fields.clone()),
+                (
+                    format!("{repo}/pulls"),
+                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
+                ),
+            )
+            .await
+        }
+        StoreConfig::GitLab(c) => {
+            let client = client("gitlab", &c.api_url, &c.token, |t| t.to_string())?;
+            let project = format!("/projects/{}", path_segment(&c.project));
+            let open: Value = client
+                .get_json(&format!(
+                    "{project}/merge_requests?state=opened&source_branch={}",
+                    path_segment(p.head)
+                ))
+                .await?;
+            let fields = json!({"title": p.title, "description": p.body});
+            finish(&client, &open, "iid", "web_url", |n| {
+                (Method::PUT, format!("{project}/merge_requests/{n}"), fields.clone())
+            }, (
+                format!("{project}/merge_requests"),
+                json!({"source_branch": p.head, "target_branch": p.base, "title": p.title, "description": p.body}),
+            ))
+            .await
+        }
+        StoreConfig::Gitea(c) => {
+            let client = client("gitea", &c.api_url, &c.token, |t| format!("token {t}"))?;
+            let repo = format!(
+                "/repos/{}/{}",
+                path_segment(&c.owner),
+                path_segment(&c.repo)
+            );
+            let all: Value = client
+                .get_json(&format!("{repo}/pulls?state=open&limit=50"))
+                .await?;
+            // Gitea filters by head in no list call every version has: pick it here.
+            let open = Value::Array(
+                all.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|pr| pr["head"]["ref"].as_str() == Some(p.head))
+                    .cloned()
+                    .collect(),
+            );
+            let fields = json!({"title": p.title, "body": p.body});
+            finish(
+                &client,
+                &open,
+                "number",
+                "html_url",
+                |n| (Method::PATCH, format!("{repo}/pulls/{n}"), fields.clone()),
+                (
+                    format!("{repo}/pulls"),
+                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
+                ),
+            )
+            .await
+        }
+        StoreConfig::GitNotes => Err(ReportError::Transport {
+            backend: "git-notes",
+            message: "no forge configured to open a pull request on".into(),
+        }),
+    }
+}
+
+fn client(
+    backend: &'static str,
+    api_url: &str,
+    token: &crate::source::Secret,
+    header: fn(&str) -> String,
+) -> Result<ForgeClient, ReportError> {
+    let auth = if backend == "gitlab" {
+        "private-token"
+    } else {
+        "authorization"
+    };
+    ForgeClient::new(
+        backend,
+        api_url,
+        auth,
+        token,
+        header,
+        RateLimiter::new(10, 1.0),
+    )
+}
+
+/// Updates the first of `open` (a list of pull requests) with `update(number)`, or opens one
+/// with `create`; reads the number and the web address from the answer.
+async fn finish(
+    client: &ForgeClient,
+    open: &Value,
+    number_key: &str,
+    url_key: &str,
+    update: impl Fn(u64) -> (Method, String, Value),
+    create: (String, Value),
+) -> Result<PullRequest, ReportError> {
+    let existing = open
+        .as_array()
+        .and_then(|a| a.first())
+        .and_then(|pr| pr[number_key].as_u64());
+    let (answer, opened) = match existing {
+        Some(n) => {
+            let (method, path, body) = update(n);
+            (
+                client.request_json(method, &path, Some(&body)).await?,
+                false,
+            )
+        }
+        None => (
+            client
+                .request_json(Method::POST, &create.0, Some(&create.1))
+                .await?,
+            true,
+        ),
+    };
+    let number =
+        answer[number_key]
+            .as_u64()
+            .or(existing)
+            .ok_or_else(|| ReportError::Transport {
+                backend: client.backend(),
+                message: format!("the forge's answer names no {number_key}"),
+            })?;
+    Ok(PullRequest {
+        number,
+        url: answer[url_key].as_str().unwrap_or_default().to_string(),
+        opened,
+    })
+}
