@@ -252,22 +252,14 @@ fn discover(work: &Path, url: &str, extra: &[&str]) -> (i32, String, String) {
 // rota process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_proposes_the_newest_build_once_baked_pins_the_first_wave_and_is_idempotent() {
-    let cloud = SimCloud::new(7, FaultProfile::default(), 1000.0);
+    let (cloud, served) = baked_build().await;
+    // An older build too: the newest is proposed.
     publish(
         &cloud,
         "2026.11.2",
         chrono::Duration::days(9),
         &["us-east-1", "us-west-2"],
     );
-    publish(
-        &cloud,
-        "2026.11.3",
-        chrono::Duration::days(4),
-        &["us-east-1", "us-west-2"],
-    );
-    let served = rota::sim::wire::serve(Arc::new(cloud.clone()))
-        .await
-        .unwrap();
     let (_tmp, work) = example_repo();
     let before = git(&work, &["rev-parse", "HEAD"]);
 
@@ -404,6 +396,61 @@ async fn discovery_proposes_the_newest_build_once_baked_pins_the_first_wave_and_
 
 // ---- `--open-pr`: a branch per channel, pushed, and one pull request kept up to date -----
 
+/// The simulated clouds with general's build 2026.11.3 published four days ago in both AWS
+/// regions, GCP and Azure, served over HTTP.
+async fn baked_build() -> (SimCloud, rota::sim::wire::Served) {
+    let cloud = SimCloud::new(7, FaultProfile::default(), 1000.0);
+    publish(
+        &cloud,
+        "2026.11.3",
+        chrono::Duration::days(4),
+        &["us-east-1", "us-west-2"],
+    );
+    let served = rota::sim::wire::serve(Arc::new(cloud.clone()))
+        .await
+        .unwrap();
+    (cloud, served)
+}
+
+/// A bare `origin` beside `work`, holding its main branch (a loopback remote).
+fn with_origin(dir: &Path, work: &Path) -> std::path::PathBuf {
+    let origin = dir.join("origin.git");
+    git(
+        dir,
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            origin.to_str().unwrap(),
+        ],
+    );
+    git(work, &["remote", "add", "origin", origin.to_str().unwrap()]);
+    git(work, &["push", "-q", "origin", "main"]);
+    origin
+}
+
+/// `rota images discover --open-pr` on `work`, the forge's token in the environment.
+fn discover_open_pr(work: &Path, cloud: &str, flags: &[String]) -> (i32, String, String) {
+    let out = Command::new(rota())
+        .args(["images", "discover", "--open-pr", "--repo"])
+        .arg(work)
+        .args(["--cloud-endpoint", cloud])
+        .args(flags)
+        .env("KUBECONFIG", "/nonexistent")
+        .env("ROTA_GITHUB_TOKEN", "t0ken")
+        .env("ROTA_GITLAB_TOKEN", "t0ken")
+        .env("ROTA_GITEA_TOKEN", "t0ken")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A GitHub double of the three pull-request calls rota makes (list open by head, open,
 /// update), as GitHub's REST reference describes them; every request is recorded.
 struct GitHubPulls {
@@ -446,12 +493,21 @@ impl GitHubPulls {
                                 let method = req.method().to_string();
                                 let path = req.uri().path().to_string();
                                 let query = req.uri().query().unwrap_or("").to_string();
-                                let auth = req
-                                    .headers()
-                                    .get("authorization")
-                                    .and_then(|v| v.to_str().ok())
-                                    .unwrap_or("")
-                                    .to_string();
+                                let header = |h: &str| {
+                                    req.headers()
+                                        .get(h)
+                                        .and_then(|v| v.to_str().ok())
+                                        .unwrap_or("")
+                                        .to_string()
+                                };
+                                // GitHub: Bearer; Gitea: token; GitLab: PRIVATE-TOKEN.
+                                let auth = match header("authorization").as_str() {
+                                    "Bearer t0ken" | "token t0ken" => "Bearer t0ken".to_string(),
+                                    _ if header("private-token") == "t0ken" => {
+                                        "Bearer t0ken".to_string()
+                                    }
+                                    a => a.to_string(),
+                                };
                                 let body = req.into_body().collect().await.unwrap().to_bytes();
                                 let body: serde_json::Value =
                                     serde_json::from_slice(&body).unwrap_or_default();
@@ -484,6 +540,24 @@ impl GitHubPulls {
     }
 }
 
+/// Pull request `n` with the title and the text (`text_key`: `body`, GitLab's
+/// `description`) the request sets; `None` if there is no such pull request.
+fn update_pull(
+    s: &mut PullsState,
+    n: u64,
+    body: &serde_json::Value,
+    text_key: &str,
+) -> Option<(u64, String, String, String, String)> {
+    let p = s.pulls.iter_mut().find(|x| x.0 == n)?;
+    if let Some(t) = body["title"].as_str() {
+        p.3 = t.into();
+    }
+    if let Some(d) = body[text_key].as_str() {
+        p.4 = d.into();
+    }
+    Some(p.clone())
+}
+
 fn github_pulls(
     s: &mut PullsState,
     base: &str,
@@ -503,6 +577,65 @@ fn github_pulls(
             "base": {"ref": p.2},
         })
     };
+    // GitLab's merge requests speak another dialect: iid, web_url, source/target branch,
+    // description; translated to the same store.
+    if let Some(rest) = path.strip_prefix("/api/v4/projects/acme%2Ffleet/merge_requests") {
+        let mr = |p: &(u64, String, String, String, String)| {
+            serde_json::json!({
+                "iid": p.0,
+                "web_url": format!("{base}/acme/fleet/-/merge_requests/{}", p.0),
+                "state": "opened",
+                "title": p.3,
+                "description": p.4,
+                "source_branch": p.1,
+                "target_branch": p.2,
+            })
+        };
+        return match (method, rest) {
+            ("GET", "") => {
+                let source = query
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix("source_branch="))
+                    .map(|h| h.replace("%2F", "/"))
+                    .unwrap_or_default();
+                let open: Vec<_> = s.pulls.iter().filter(|p| p.1 == source).map(mr).collect();
+                (200, serde_json::Value::Array(open))
+            }
+            ("POST", "") => {
+                let (Some(head), Some(b), Some(title)) = (
+                    body["source_branch"].as_str(),
+                    body["target_branch"].as_str(),
+                    body["title"].as_str(),
+                ) else {
+                    return (
+                        400,
+                        serde_json::json!({"message": "source_branch, target_branch, title are missing"}),
+                    );
+                };
+                if s.pulls.iter().any(|p| p.1 == head) {
+                    return (
+                        409,
+                        serde_json::json!({"message": ["Another open merge request already exists for this source branch"]}),
+                    );
+                }
+                let n = s.pulls.len() as u64 + 1;
+                let description = body["description"].as_str().unwrap_or("");
+                let p = (n, head.into(), b.into(), title.into(), description.into());
+                s.pulls.push(p.clone());
+                (201, mr(&p))
+            }
+            ("PUT", iid) => {
+                let n: u64 = iid.trim_start_matches('/').parse().unwrap_or(0);
+                match update_pull(s, n, body, "description") {
+                    Some(p) => (200, mr(&p)),
+                    None => (404, serde_json::json!({"message": "404 Not found"})),
+                }
+            }
+            _ => (404, serde_json::json!({"message": "404 Not found"})),
+        };
+    }
+    // Gitea (under /api/v1) lists every open pull request; otherwise they look like GitHub's.
+    let path = path.strip_prefix("/api/v1").unwrap_or(path);
     match (method, path) {
         ("GET", "/repos/acme/fleet/pulls") => {
             let head = query
@@ -546,17 +679,10 @@ fn github_pulls(
         }
         ("PATCH", p) if p.starts_with("/repos/acme/fleet/pulls/") => {
             let n: u64 = p.rsplit('/').next().unwrap().parse().unwrap();
-            let Some(p) = s.pulls.iter_mut().find(|x| x.0 == n) else {
-                return (404, serde_json::json!({"message": "Not Found"}));
-            };
-            if let Some(t) = body["title"].as_str() {
-                p.3 = t.into();
+            match update_pull(s, n, body, "body") {
+                Some(p) => (200, pr(&p)),
+                None => (404, serde_json::json!({"message": "Not Found"})),
             }
-            if let Some(b) = body["body"].as_str() {
-                p.4 = b.into();
-            }
-            let p = p.clone();
-            (200, pr(&p))
         }
         _ => (404, serde_json::json!({"message": "Not Found"})),
     }
@@ -564,51 +690,14 @@ fn github_pulls(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_pr_pushes_a_branch_per_channel_and_keeps_one_pull_request_up_to_date() {
-    let cloud = SimCloud::new(7, FaultProfile::default(), 1000.0);
-    publish(
-        &cloud,
-        "2026.11.3",
-        chrono::Duration::days(4),
-        &["us-east-1", "us-west-2"],
-    );
-    let served = rota::sim::wire::serve(Arc::new(cloud.clone()))
-        .await
-        .unwrap();
+    let (_cloud, served) = baked_build().await;
     let (tmp, work) = example_repo();
-    let origin = tmp.path().join("origin.git");
-    git(
-        tmp.path(),
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            origin.to_str().unwrap(),
-        ],
-    );
-    git(
-        &work,
-        &["remote", "add", "origin", origin.to_str().unwrap()],
-    );
-    git(&work, &["push", "-q", "origin", "main"]);
+    let origin = with_origin(tmp.path(), &work);
     let head = git(&work, &["rev-parse", "HEAD"]);
     let gh = GitHubPulls::start().await;
     let run = |extra: &[&str]| {
-        let out = Command::new(rota())
-            .args(["images", "discover", "--open-pr", "--repo"])
-            .arg(&work)
-            .args(["--cloud-endpoint", &served.url])
-            .args(extra)
-            .env("KUBECONFIG", "/nonexistent")
-            .env("ROTA_GITHUB_TOKEN", "t0ken")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let flags: Vec<String> = extra.iter().map(|f| f.to_string()).collect();
+        discover_open_pr(&work, &served.url, &flags)
     };
     let forge = ["--github-repo", "acme/fleet", "--github-api-url", &gh.url];
     let (code, out, err) = run(&forge);
@@ -672,23 +761,7 @@ async fn open_pr_pushes_a_branch_per_channel_and_keeps_one_pull_request_up_to_da
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promote_open_pr_proposes_the_promotion_once_and_updates_it() {
     let (tmp, work, head) = repo(60).await;
-    let origin = tmp.path().join("origin.git");
-    git(
-        tmp.path(),
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            origin.to_str().unwrap(),
-        ],
-    );
-    git(
-        &work,
-        &["remote", "add", "origin", origin.to_str().unwrap()],
-    );
-    git(&work, &["push", "-q", "origin", "main"]);
+    let origin = with_origin(tmp.path(), &work);
     let gh = GitHubPulls::start().await;
     let run = || {
         let out = Command::new(rota())
@@ -727,4 +800,52 @@ async fn promote_open_pr_proposes_the_promotion_once_and_updates_it() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("updated pull request #1 "), "{out}");
     assert_eq!(gh.state.lock().unwrap().pulls.len(), 1);
+}
+
+/// The same proposal through GitLab's and Gitea's dialects: opened once, then updated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_pr_speaks_gitlab_and_gitea_too() {
+    let (_cloud, served) = baked_build().await;
+    for forge in ["gitlab", "gitea"] {
+        let (tmp, work) = example_repo();
+        with_origin(tmp.path(), &work);
+        let double = GitHubPulls::start().await;
+        let flags: Vec<String> = match forge {
+            "gitlab" => vec![
+                "--gitlab-project".into(),
+                "acme/fleet".into(),
+                "--gitlab-api-url".into(),
+                format!("{}/api/v4", double.url),
+            ],
+            _ => vec![
+                "--gitea-repo".into(),
+                "acme/fleet".into(),
+                "--gitea-api-url".into(),
+                format!("{}/api/v1", double.url),
+            ],
+        };
+        let run = || discover_open_pr(&work, &served.url, &flags);
+        let (code, out, err) = run();
+        assert_eq!(code, 0, "{forge}: {out}{err}");
+        assert!(
+            out.contains("general: opened pull request #1 "),
+            "{forge}: {out}"
+        );
+        let (code, out, err) = run();
+        assert_eq!(code, 0, "{forge}: {out}{err}");
+        assert!(
+            out.contains("general: updated pull request #1 "),
+            "{forge}: {out}"
+        );
+        let s = double.state.lock().unwrap();
+        assert_eq!(s.pulls.len(), 1, "{forge}: {:?}", s.requests);
+        assert_eq!(
+            (s.pulls[0].1.as_str(), s.pulls[0].2.as_str()),
+            ("rota/images/general", "main")
+        );
+        assert!(
+            s.pulls[0].4.contains("proposes general@2026.11.3"),
+            "{forge}"
+        );
+    }
 }
