@@ -6,13 +6,18 @@
 //! |---|---|---|---|
 //! | GitHub | `GET /repos/{o}/{r}/pulls?state=open&head={o}:{branch}` | `PATCH /repos/{o}/{r}/pulls/{number}` | `POST /repos/{o}/{r}/pulls` |
 //! | GitLab | `GET /projects/{id}/merge_requests?state=opened&source_branch={branch}` | `PUT /projects/{id}/merge_requests/{iid}` | `POST /projects/{id}/merge_requests` |
-//! | Gitea | `GET /repos/{o}/{r}/pulls?state=open` (the one whose `head.ref` is the branch) | `PATCH /repos/{o}/{r}/pulls/{index}` | `POST /repos/{o}/{r}/pulls` |
+//! | Gitea | `GET /repos/{o}/{r}/pulls?state=open`, page by page (the one whose `head.ref` is the branch) | `PATCH /repos/{o}/{r}/pulls/{index}` | `POST /repos/{o}/{r}/pulls` |
 
 use http::Method;
 use serde_json::{Value, json};
 
 use super::http::{ForgeClient, RateLimiter, path_segment};
 use super::{ReportError, StoreConfig};
+
+/// Gitea's page size for the list of open pull requests (its default maximum is 50), and
+/// how many pages are read at most (2,500 open pull requests).
+const GITEA_PAGE: usize = 50;
+const GITEA_MAX_PAGES: usize = 50;
 
 /// The pull request as the forge holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,18 +95,26 @@ pub async fn open_or_update(
                 path_segment(&c.owner),
                 path_segment(&c.repo)
             );
-            let all: Value = client
-                .get_json(&format!("{repo}/pulls?state=open&limit=50"))
-                .await?;
-            // Gitea filters by head in no list call every version has: pick it here.
-            let open = Value::Array(
-                all.as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|pr| pr["head"]["ref"].as_str() == Some(p.head))
-                    .cloned()
-                    .collect(),
-            );
+            // Gitea filters by head in no list call every version has: every page of open
+            // pull requests is read (a bound on pages, as ever) and the branch's picked here.
+            let mut mine = Vec::new();
+            for page in 1..=GITEA_MAX_PAGES {
+                let list: Value = client
+                    .get_json(&format!(
+                        "{repo}/pulls?state=open&limit={GITEA_PAGE}&page={page}"
+                    ))
+                    .await?;
+                let list = list.as_array().cloned().unwrap_or_default();
+                let n = list.len();
+                mine.extend(
+                    list.into_iter()
+                        .filter(|pr| pr["head"]["ref"].as_str() == Some(p.head)),
+                );
+                if !mine.is_empty() || n < GITEA_PAGE {
+                    break;
+                }
+            }
+            let open = Value::Array(mine);
             let fields = json!({"title": p.title, "body": p.body});
             finish(
                 &client,
