@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::agent::secret_from;
+use crate::promotion::propose::current_branch;
 use crate::report::StoreConfig;
 use crate::report::gitea::GiteaConfig;
 use crate::report::github::GitHubConfig;
@@ -115,5 +116,30 @@ impl ForgeArgs {
             })));
         }
         Ok(None)
+    }
+}
+
+/// Where `--open-pr` proposes: the remote, the base branch and the forge.
+#[derive(Args, Debug, Clone)]
+pub struct ProposeArgs {
+    /// The remote the proposal branch is pushed to.
+    #[arg(long, default_value = "origin", requires = "open_pr")]
+    pub remote: String,
+    /// The branch the pull request goes into (default: the branch HEAD is on).
+    #[arg(long = "base-branch", requires = "open_pr")]
+    pub base_branch: Option<String>,
+    #[command(flatten)]
+    pub forge: ForgeArgs,
+}
+
+impl ProposeArgs {
+    /// The forge (from flags or the environment) and the base branch, for a repo at `repo`.
+    pub fn resolve(&self, repo: &std::path::Path) -> Result<(Option<StoreConfig>, String), String> {
+        let forge = self.forge.store_config(&|k| std::env::var(k).ok())?;
+        let base = match &self.base_branch {
+            Some(b) => b.clone(),
+            None => current_branch(repo)?,
+        };
+        Ok((forge, base))
     }
 }

@@ -61,14 +61,8 @@ pub struct DiscoverArgs {
     /// --gitea-repo), or update the one open for it. Without a forge, only the branch.
     #[arg(long, conflicts_with_all = ["write", "branch"])]
     pub open_pr: bool,
-    /// The remote the proposal branches are pushed to.
-    #[arg(long, default_value = "origin", requires = "open_pr")]
-    pub remote: String,
-    /// The branch the pull requests go into (default: the branch HEAD is on).
-    #[arg(long = "base-branch", requires = "open_pr")]
-    pub base_branch: Option<String>,
     #[command(flatten)]
-    pub forge: super::forge::ForgeArgs,
+    pub propose: super::forge::ProposeArgs,
     #[command(flatten)]
     pub cloud: CloudArgs,
 }
@@ -141,18 +135,16 @@ async fn discover_at(args: &DiscoverArgs) -> Result<ExitCode, String> {
         });
     }
     if args.open_pr {
-        let forge = args.forge.store_config(&|k| std::env::var(k).ok())?;
-        let base = match &args.base_branch {
-            Some(b) => b.clone(),
-            None => current_branch(&args.repo)?,
-        };
+        let (forge, base) = args.propose.resolve(&args.repo)?;
         let to = crate::discovery::OpenPr {
-            repo: &args.repo,
             parent: &commit,
             subdir: args.subdir.as_deref(),
-            remote: &args.remote,
-            base: &base,
-            forge: forge.as_ref(),
+            at: crate::promotion::propose::Where {
+                repo: &args.repo,
+                remote: &args.propose.remote,
+                base: &base,
+                forge: forge.as_ref(),
+            },
         };
         for line in discovery::open_prs(&files, &fleet, &reports, &to).await? {
             println!("{line}");
@@ -172,25 +164,12 @@ async fn discover_at(args: &DiscoverArgs) -> Result<ExitCode, String> {
             None => crate::discovery::Target::CurrentBranch,
         },
     };
-    if let Some((id, branch, title)) = discovery::write(&files, &fleet, &reports, &to)? {
-        println!("[{branch} {}] {title}", &id.to_string()[..7]);
+    if let Some(w) = discovery::write(&files, &fleet, &reports, &to)? {
+        println!("[{} {}] {}", w.branch, &w.id.to_string()[..7], w.title);
         match &args.branch {
             Some(b) => println!("push it and open a pull request: git push origin {b}"),
             None => println!("push it: the first wave takes the new version (git push)"),
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The branch HEAD is on: where the pull requests go by default.
-pub fn current_branch(repo: &std::path::Path) -> Result<String, String> {
-    let r = git2::Repository::open(repo)
-        .map_err(|e| format!("{}: not a git repository: {}", repo.display(), e.message()))?;
-    let head = r
-        .head()
-        .map_err(|e| format!("cannot read HEAD: {}", e.message()))?;
-    match head.shorthand() {
-        Ok(b) if head.is_branch() => Ok(b.to_string()),
-        _ => Err("HEAD is not on a branch: name the pull requests' base with --base".into()),
-    }
 }

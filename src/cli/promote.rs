@@ -54,14 +54,8 @@ pub struct PromoteArgs {
     /// Without a forge, only the branch.
     #[arg(long, requires = "wave", conflicts_with_all = ["check", "branch", "dry_run"])]
     pub open_pr: bool,
-    /// The remote the proposal branch is pushed to.
-    #[arg(long, default_value = "origin", requires = "open_pr")]
-    pub remote: String,
-    /// The branch the pull request goes into (default: the branch HEAD is on).
-    #[arg(long = "base-branch", requires = "open_pr")]
-    pub base_branch: Option<String>,
     #[command(flatten)]
-    pub forge: super::forge::ForgeArgs,
+    pub propose: super::forge::ProposeArgs,
 }
 
 impl PromoteArgs {
@@ -239,13 +233,8 @@ pub fn write_promotion(
 /// `--open-pr`: the promotion on branch `rota/promote/<wave>`, pushed, and its pull request
 /// opened or updated; the body is the guard's evidence and `rota diff --format markdown`.
 async fn open_pr(args: &PromoteArgs, checks: &[PinCheck]) -> Result<String, String> {
-    use crate::promotion::pin::push_branch;
-    use crate::report::pulls::{Proposal, open_or_update};
-    let forge = args.forge.store_config(&|k| std::env::var(k).ok())?;
-    let base = match &args.base_branch {
-        Some(b) => b.clone(),
-        None => super::images::current_branch(&args.repo)?,
-    };
+    use crate::promotion::propose::{Where, propose};
+    let (forge, base) = args.propose.resolve(&args.repo)?;
     let (id, branch, title) = write_promotion(args, checks)?;
     let sub = args.subdir.as_deref();
     let before =
@@ -258,28 +247,11 @@ async fn open_pr(args: &PromoteArgs, checks: &[PinCheck]) -> Result<String, Stri
     }
     body += "\n";
     body += &rota_core::fleet::diff::diff(&before, &after).render_markdown();
-    push_branch(&args.repo, &args.remote, &branch)?;
-    let Some(forge) = forge else {
-        return Ok(format!(
-            "pushed {branch} to {}; no forge configured: open the pull request from it",
-            args.remote
-        ));
+    let to = Where {
+        repo: &args.repo,
+        remote: &args.propose.remote,
+        base: &base,
+        forge: forge.as_ref(),
     };
-    let pr = open_or_update(
-        &forge,
-        &Proposal {
-            head: &branch,
-            base: &base,
-            title: &title,
-            body: &body,
-        },
-    )
-    .await
-    .map_err(|e| format!("the branch {branch} is pushed, the pull request failed: {e}"))?;
-    Ok(format!(
-        "{} pull request #{} {}",
-        if pr.opened { "opened" } else { "updated" },
-        pr.number,
-        pr.url
-    ))
+    propose(&to, &branch, &title, &body).await
 }

@@ -31,7 +31,18 @@ impl MeteredNodeGroups {
         started: Instant,
         result: &Result<T, CloudError>,
     ) {
-        let provider = group.cloud().to_string();
+        self.record_for(group.cloud(), call, started, result);
+    }
+
+    /// A call of `cloud`'s provider (an image query has no group).
+    fn record_for<T>(
+        &self,
+        cloud: rota_core::cloud::Cloud,
+        call: &str,
+        started: Instant,
+        result: &Result<T, CloudError>,
+    ) {
+        let provider = cloud.to_string();
         self.metrics
             .record_cloud_call(&provider, call, outcome(result));
         self.metrics
@@ -78,11 +89,7 @@ impl NodeGroups for MeteredNodeGroups {
     ) -> Result<rota_core::cloud::FoundImage, CloudError> {
         let t = Instant::now();
         let r = self.inner.find_image(query).await;
-        let provider = query.cloud().to_string();
-        self.metrics
-            .record_cloud_call(&provider, "find_image", outcome(&r));
-        self.metrics
-            .observe_cloud_call(&provider, "find_image", t.elapsed().as_secs_f64());
+        self.record_for(query.cloud(), "find_image", t, &r);
         r
     }
 

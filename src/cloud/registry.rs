@@ -70,12 +70,7 @@ impl Providers {
         call: &'static str,
         subject: String,
     ) -> Result<&Arc<dyn NodeGroups>, CloudError> {
-        let fail = |kind, message: String| CloudError {
-            kind,
-            call,
-            group: subject.clone(),
-            message,
-        };
+        let fail = |kind, message: String| CloudError::about(kind, call, &subject, message);
         let Some(slot) = self.slots.get(&cloud) else {
             return Err(fail(
                 CloudErrorKind::Permission,

@@ -102,12 +102,12 @@ impl RetryPolicy {
             let outcome = match tokio::time::timeout(self.call_timeout, attempt()).await {
                 Ok(r) => r,
                 // `group` names what the call was about: a group, or an image query.
-                Err(_) => Err(CloudError {
-                    kind: CloudErrorKind::Transient,
+                Err(_) => Err(CloudError::about(
+                    CloudErrorKind::Transient,
                     call,
-                    group: group.to_string(),
-                    message: format!("no answer within {:?}", self.call_timeout),
-                }),
+                    group,
+                    format!("no answer within {:?}", self.call_timeout),
+                )),
             };
             match outcome {
                 Ok(v) => return Ok(v),

@@ -17,9 +17,8 @@ use rota_core::fleet::{Fleet, SourceFile};
 use rota_core::images::{self, Need, Outcome, Proposal};
 
 pub use crate::promotion::pin::Target;
-use crate::promotion::pin::{PinChange, commit_file, edit_pins, push_branch};
-use crate::report::StoreConfig;
-use crate::report::pulls::{self, Proposal as PullProposal};
+use crate::promotion::pin::{PinChange, commit_file, edit_pins};
+use crate::promotion::propose::{Where, propose};
 
 /// Lookups in flight at once: enough to ask 20 regions × 2 arches in one round trip's time,
 /// few enough to stay inside a cloud account's API rate.
@@ -105,7 +104,7 @@ pub fn describe(r: &ChannelReport, now: DateTime<Utc>) -> String {
             "{c}: {version} (released {}) is baking: proposable from {} (in {}); --security REASON skips the bake",
             stamp(*released),
             stamp(*until),
-            span((*until - now).num_seconds().max(0))
+            crate::ui::text::span(now, *until)
         ),
         Ok(Outcome::Mismatch { why }) => format!("{c}: waiting: {why}"),
         Ok(Outcome::Propose(p)) => {
@@ -120,16 +119,6 @@ pub fn describe(r: &ChannelReport, now: DateTime<Utc>) -> String {
             }
             s
         }
-    }
-}
-
-/// `2d 3h`, `5h 10m`, `4m`: the wait, to the minute.
-fn span(secs: i64) -> String {
-    let (d, h, m) = (secs / 86_400, secs % 86_400 / 3_600, secs % 3_600 / 60);
-    match (d, h) {
-        (0, 0) => format!("{m}m"),
-        (0, _) => format!("{h}h {m}m"),
-        _ => format!("{d}d {h}h"),
     }
 }
 
@@ -148,15 +137,24 @@ pub struct WriteTo<'a> {
     pub target: Target,
 }
 
+/// What `write` committed.
+pub struct Written {
+    pub id: git2::Oid,
+    pub branch: String,
+    pub title: String,
+    /// The fleet as committed (loaded and validated before the commit).
+    pub fleet: Fleet,
+}
+
 /// Adds every proposal's version and pins it on the first wave, checks that the result is a
-/// valid fleet holding exactly that, and commits it (one commit for all channels). Returns
-/// the commit, its branch and its title; `None` when there is nothing to propose.
+/// valid fleet holding exactly that, and commits it (one commit for all channels); `None`
+/// when there is nothing to propose.
 pub fn write(
     files: &[SourceFile],
     fleet: &Fleet,
     reports: &[ChannelReport],
     to: &WriteTo<'_>,
-) -> Result<Option<(git2::Oid, String, String)>, String> {
+) -> Result<Option<Written>, String> {
     let proposals: Vec<&Proposal> = reports
         .iter()
         .filter_map(|r| match &r.result {
@@ -248,7 +246,12 @@ pub fn write(
         _ => path,
     };
     let (id, branch) = commit_file(to.repo, to.parent, &full_path, &text, &message, &to.target)?;
-    Ok(Some((id, branch, title)))
+    Ok(Some(Written {
+        id,
+        branch,
+        title,
+        fleet: edited,
+    }))
 }
 
 fn replace(files: &mut [SourceFile], path: &str, text: String) {
@@ -259,16 +262,11 @@ fn replace(files: &mut [SourceFile], path: &str, text: String) {
 
 /// Where `--open-pr` proposes.
 pub struct OpenPr<'a> {
-    pub repo: &'a Path,
     /// The commit the fleet was read from: each proposal's parent.
     pub parent: &'a str,
     pub subdir: Option<&'a Path>,
-    /// The remote to push the proposal branches to.
-    pub remote: &'a str,
-    /// The branch the pull requests go into.
-    pub base: &'a str,
-    /// The forge to open them on; `None`: git alone, the branches are pushed and that is all.
-    pub forge: Option<&'a StoreConfig>,
+    /// The repo, the remote, the base branch and the forge.
+    pub at: Where<'a>,
 }
 
 /// One pull request (or branch) per channel proposed: the channel's version on branch
@@ -288,16 +286,14 @@ pub async fn open_prs(
         };
         let branch = format!("rota/images/{}", p.channel);
         let at = WriteTo {
-            repo: to.repo,
+            repo: to.at.repo,
             parent: to.parent,
             subdir: to.subdir,
             target: Target::ProposalBranch(branch.clone()),
         };
-        let Some((id, _, title)) = write(files, fleet, std::slice::from_ref(r), &at)? else {
+        let Some(written) = write(files, fleet, std::slice::from_ref(r), &at)? else {
             continue;
         };
-        let edited = crate::source::read::load_git_at(to.repo, &id.to_string(), to.subdir)
-            .map_err(|d| d.to_string())?;
         let mut body = format!(
             "rota images discover proposes {}@{}: build {}, released {}.\n\n",
             p.channel,
@@ -308,38 +304,11 @@ pub async fn open_prs(
         if let Some(why) = &p.bake_skipped {
             body += &format!("The bake (minAge) was skipped for security: {why}\n\n");
         }
-        body += &rota_core::fleet::diff::diff(fleet, &edited).render_markdown();
-        push_branch(to.repo, to.remote, &branch)?;
-        let Some(forge) = to.forge else {
-            lines.push(format!(
-                "{}: pushed {branch} to {}; no forge configured: open the pull request from it",
-                p.channel, to.remote
-            ));
-            continue;
-        };
-        let pr = pulls::open_or_update(
-            forge,
-            &PullProposal {
-                head: &branch,
-                base: to.base,
-                title: &title,
-                body: &body,
-            },
-        )
-        .await
-        .map_err(|e| {
-            format!(
-                "{}: the branch {branch} is pushed, the pull request failed: {e}",
-                p.channel
-            )
-        })?;
-        lines.push(format!(
-            "{}: {} pull request #{} {}",
-            p.channel,
-            if pr.opened { "opened" } else { "updated" },
-            pr.number,
-            pr.url
-        ));
+        body += &rota_core::fleet::diff::diff(fleet, &written.fleet).render_markdown();
+        let line = propose(&to.at, &branch, &written.title, &body)
+            .await
+            .map_err(|e| format!("{}: {e}", p.channel))?;
+        lines.push(format!("{}: {line}", p.channel));
     }
     Ok(lines)
 }

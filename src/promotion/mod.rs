@@ -5,6 +5,7 @@
 //! or the bare repo with the agents' notes). The guard itself is pure, in `waves`.
 
 pub mod pin;
+pub mod propose;
 
 use std::path::PathBuf;
 

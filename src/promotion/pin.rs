@@ -12,7 +12,7 @@ use std::path::Path;
 use git2::{Oid, Repository};
 
 use rota_core::fleet::SourceFile;
-use rota_core::fleet::yaml::{self, escape_token};
+use rota_core::fleet::yaml::{self, escape_token, offset};
 
 /// One pin to move.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,24 +83,6 @@ pub fn edit_pins(
         }
     }
     Err("no Fleet document in the fleet repo".into())
-}
-
-/// Byte offset of 1-based `line` and `column` (columns count characters).
-fn offset(text: &str, line: u32, column: u32) -> Option<usize> {
-    if line == 0 || column == 0 {
-        return None;
-    }
-    let mut at = 0;
-    for (i, l) in text.split_inclusive('\n').enumerate() {
-        if i + 1 == line as usize {
-            return l
-                .char_indices()
-                .nth(column as usize - 1)
-                .map(|(b, _)| at + b);
-        }
-        at += l.len();
-    }
-    None
 }
 
 /// The scalar at the start of `s`: (bytes it spans, its value, its quote character).
@@ -228,25 +210,6 @@ pub fn commit_file(
             .map_err(|e| format!("checking out {path}: {}", e.message()))?;
     }
     Ok((id, branch))
-}
-
-/// `git push --force REMOTE BRANCH`: a proposal's branch, rewritten on each run. The git
-/// command line is used so that the user's remotes, credential helpers and SSH setup apply.
-pub fn push_branch(repo_path: &Path, remote: &str, branch: &str) -> Result<(), String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo_path)
-        .args(["push", "--quiet", "--force", remote])
-        .arg(format!("refs/heads/{branch}:refs/heads/{branch}"))
-        .output()
-        .map_err(|e| format!("cannot run git push: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git push {remote} {branch} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
 }
 
 fn replace_in_tree(

@@ -27,24 +27,35 @@ pub struct GiteaApi {
 
 pub type GiteaStore = ForgeStore<GiteaApi>;
 
+impl GiteaConfig {
+    /// The API client, authenticated (statuses and pull requests share it).
+    pub fn client(&self) -> Result<ForgeClient, ReportError> {
+        ForgeClient::new(
+            "gitea",
+            &self.api_url,
+            "authorization",
+            &self.token,
+            |t| format!("token {t}"),
+            RateLimiter::new(10, self.requests_per_second),
+        )
+    }
+
+    /// `/repos/{owner}/{repo}`.
+    pub fn repo_path(&self) -> String {
+        format!(
+            "/repos/{}/{}",
+            path_segment(&self.owner),
+            path_segment(&self.repo)
+        )
+    }
+}
+
 impl GiteaStore {
     pub fn new(config: GiteaConfig) -> Result<Self, ReportError> {
-        let client = ForgeClient::new(
-            "gitea",
-            &config.api_url,
-            "authorization",
-            &config.token,
-            |t| format!("token {t}"),
-            RateLimiter::new(10, config.requests_per_second),
-        )?;
         let api = GiteaApi {
-            repo_path: format!(
-                "/repos/{}/{}",
-                path_segment(&config.owner),
-                path_segment(&config.repo)
-            ),
+            repo_path: config.repo_path(),
         };
-        Ok(ForgeStore::from_parts(api, client))
+        Ok(ForgeStore::from_parts(api, config.client()?))
     }
 }
 

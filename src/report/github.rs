@@ -45,25 +45,36 @@ pub struct GitHubApi {
 
 pub type GitHubStore = ForgeStore<GitHubApi>;
 
+impl GitHubConfig {
+    /// The API client, authenticated (statuses and pull requests share it).
+    pub fn client(&self) -> Result<ForgeClient, ReportError> {
+        ForgeClient::new(
+            "github",
+            &self.api_url,
+            "authorization",
+            &self.token,
+            |t| format!("Bearer {t}"),
+            RateLimiter::new(10, self.requests_per_second),
+        )
+    }
+
+    /// `/repos/{owner}/{repo}`.
+    pub fn repo_path(&self) -> String {
+        format!(
+            "/repos/{}/{}",
+            path_segment(&self.owner),
+            path_segment(&self.repo)
+        )
+    }
+}
+
 impl GitHubStore {
     pub fn new(config: GitHubConfig) -> Result<Self, ReportError> {
-        let client = ForgeClient::new(
-            "github",
-            &config.api_url,
-            "authorization",
-            &config.token,
-            |t| format!("Bearer {t}"),
-            RateLimiter::new(10, config.requests_per_second),
-        )?;
         let api = GitHubApi {
-            repo_path: format!(
-                "/repos/{}/{}",
-                path_segment(&config.owner),
-                path_segment(&config.repo)
-            ),
+            repo_path: config.repo_path(),
             max_per_context: config.max_statuses_per_context,
         };
-        Ok(ForgeStore::from_parts(api, client))
+        Ok(ForgeStore::from_parts(api, config.client()?))
     }
 }
 

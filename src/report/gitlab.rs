@@ -30,22 +30,31 @@ pub struct GitLabApi {
 
 pub type GitLabStore = ForgeStore<GitLabApi>;
 
+impl GitLabConfig {
+    /// The API client, authenticated (statuses and merge requests share it).
+    pub fn client(&self) -> Result<ForgeClient, ReportError> {
+        ForgeClient::new(
+            "gitlab",
+            &self.api_url,
+            "private-token",
+            &self.token,
+            |t| t.to_string(),
+            RateLimiter::new(10, self.requests_per_second),
+        )
+    }
+
+    /// `/projects/{id or url-encoded path}`.
+    pub fn project_path(&self) -> String {
+        format!("/projects/{}", path_segment(&self.project))
+    }
+}
+
 impl GitLabStore {
     pub fn new(config: GitLabConfig) -> Result<Self, ReportError> {
-        let client = ForgeClient::new(
-            "gitlab",
-            &config.api_url,
-            "private-token",
-            &config.token,
-            |t| t.to_string(),
-            RateLimiter::new(10, config.requests_per_second),
-        )?;
-        Ok(ForgeStore::from_parts(
-            GitLabApi {
-                project_path: format!("/projects/{}", path_segment(&config.project)),
-            },
-            client,
-        ))
+        let api = GitLabApi {
+            project_path: config.project_path(),
+        };
+        Ok(ForgeStore::from_parts(api, config.client()?))
     }
 }
 

@@ -11,7 +11,7 @@
 use http::Method;
 use serde_json::{Value, json};
 
-use super::http::{ForgeClient, RateLimiter, path_segment};
+use super::http::{ForgeClient, path_segment};
 use super::{ReportError, StoreConfig};
 
 /// Gitea's page size for the list of open pull requests (its default maximum is 50), and
@@ -43,12 +43,7 @@ pub async fn open_or_update(
 ) -> Result<PullRequest, ReportError> {
     match config {
         StoreConfig::GitHub(c) => {
-            let client = client("github", &c.api_url, &c.token, |t| format!("Bearer {t}"))?;
-            let repo = format!(
-                "/repos/{}/{}",
-                path_segment(&c.owner),
-                path_segment(&c.repo)
-            );
+            let (client, repo) = (c.client()?, c.repo_path());
             let open: Value = client
                 .get_json(&format!(
                     "{repo}/pulls?state=open&head={}:{}&per_page=100",
@@ -56,23 +51,10 @@ pub async fn open_or_update(
                     path_segment(p.head)
                 ))
                 .await?;
-            let fields = json!({"title": p.title, "body": p.body});
-            finish(
-                &client,
-                &open,
-                "number",
-                "html_url",
-                |n| (Method::PATCH, format!("{repo}/pulls/{n}"), fields.clone()),
-                (
-                    format!("{repo}/pulls"),
-                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
-                ),
-            )
-            .await
+            pulls_api(&client, &repo, &open, p).await
         }
         StoreConfig::GitLab(c) => {
-            let client = client("gitlab", &c.api_url, &c.token, |t| t.to_string())?;
-            let project = format!("/projects/{}", path_segment(&c.project));
+            let (client, project) = (c.client()?, c.project_path());
             let open: Value = client
                 .get_json(&format!(
                     "{project}/merge_requests?state=opened&source_branch={}",
@@ -89,12 +71,7 @@ pub async fn open_or_update(
             .await
         }
         StoreConfig::Gitea(c) => {
-            let client = client("gitea", &c.api_url, &c.token, |t| format!("token {t}"))?;
-            let repo = format!(
-                "/repos/{}/{}",
-                path_segment(&c.owner),
-                path_segment(&c.repo)
-            );
+            let (client, repo) = (c.client()?, c.repo_path());
             // Gitea filters by head in no list call every version has: every page of open
             // pull requests is read (a bound on pages, as ever) and the branch's picked here.
             let mut mine = Vec::new();
@@ -114,20 +91,7 @@ pub async fn open_or_update(
                     break;
                 }
             }
-            let open = Value::Array(mine);
-            let fields = json!({"title": p.title, "body": p.body});
-            finish(
-                &client,
-                &open,
-                "number",
-                "html_url",
-                |n| (Method::PATCH, format!("{repo}/pulls/{n}"), fields.clone()),
-                (
-                    format!("{repo}/pulls"),
-                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
-                ),
-            )
-            .await
+            pulls_api(&client, &repo, &Value::Array(mine), p).await
         }
         StoreConfig::GitNotes => Err(ReportError::Transport {
             backend: "git-notes",
@@ -136,25 +100,27 @@ pub async fn open_or_update(
     }
 }
 
-fn client(
-    backend: &'static str,
-    api_url: &str,
-    token: &crate::source::Secret,
-    header: fn(&str) -> String,
-) -> Result<ForgeClient, ReportError> {
-    let auth = if backend == "gitlab" {
-        "private-token"
-    } else {
-        "authorization"
-    };
-    ForgeClient::new(
-        backend,
-        api_url,
-        auth,
-        token,
-        header,
-        RateLimiter::new(10, 1.0),
+/// GitHub's and Gitea's pull requests (Gitea's API follows GitHub's): `PATCH
+/// {repo}/pulls/{number}` with title and body, or `POST {repo}/pulls` with head and base too.
+async fn pulls_api(
+    client: &ForgeClient,
+    repo: &str,
+    open: &Value,
+    p: &Proposal<'_>,
+) -> Result<PullRequest, ReportError> {
+    let fields = json!({"title": p.title, "body": p.body});
+    finish(
+        client,
+        open,
+        "number",
+        "html_url",
+        |n| (Method::PATCH, format!("{repo}/pulls/{n}"), fields.clone()),
+        (
+            format!("{repo}/pulls"),
+            json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
+        ),
     )
+    .await
 }
 
 /// Updates the first of `open` (a list of pull requests) with `update(number)`, or opens one

@@ -173,25 +173,39 @@ struct FindReq {
 }
 
 async fn handle(groups: &dyn NodeGroups, path: &str, body: &[u8]) -> (u16, Value) {
-    if path == "/findImage" {
+    let out = if path == "/findImage" {
         let req: FindReq = match serde_json::from_slice(body) {
             Ok(r) => r,
             Err(e) => return (400, json!({"message": format!("bad request: {e}")})),
         };
-        return match groups.find_image(&req.query).await {
-            Ok(found) => (
-                200,
-                serde_json::to_value(found).expect("a found image serializes"),
-            ),
-            Err(e) => (
-                409,
-                serde_json::to_value(WireError::from(&e)).expect("an error serializes"),
-            ),
-        };
+        groups
+            .find_image(&req.query)
+            .await
+            .map(|f| serde_json::to_value(f).expect("a found image serializes"))
+    } else {
+        match group_call(groups, path, body).await {
+            Ok(out) => out,
+            Err(answer) => return answer,
+        }
+    };
+    match out {
+        Ok(v) => (200, v),
+        Err(e) => (
+            409,
+            serde_json::to_value(WireError::from(&e)).expect("an error serializes"),
+        ),
     }
+}
+
+/// A call about one group; `Err` is an answer of its own (a bad request, no such endpoint).
+async fn group_call(
+    groups: &dyn NodeGroups,
+    path: &str,
+    body: &[u8],
+) -> Result<Result<Value, CloudError>, (u16, Value)> {
     let req: Req = match serde_json::from_slice(body) {
         Ok(r) => r,
-        Err(e) => return (400, json!({"message": format!("bad request: {e}")})),
+        Err(e) => return Err((400, json!({"message": format!("bad request: {e}")}))),
     };
     let out = match path {
         "/describe" => groups
@@ -212,21 +226,15 @@ async fn handle(groups: &dyn NodeGroups, path: &str, body: &[u8]) -> (u16, Value
             .map(|_| json!({})),
         "/setMax" => match req.max {
             Some(max) => groups.set_max(&req.group, max).await.map(|_| json!({})),
-            None => return (400, json!({"message": "bad request: /setMax needs max"})),
+            None => return Err((400, json!({"message": "bad request: /setMax needs max"}))),
         },
         "/terminate" => groups
             .terminate(&req.group, &req.instance_id, req.decrement)
             .await
             .map(|_| json!({})),
-        _ => return (404, json!({"message": format!("no endpoint {path}")})),
+        _ => return Err((404, json!({"message": format!("no endpoint {path}")}))),
     };
-    match out {
-        Ok(v) => (200, v),
-        Err(e) => (
-            409,
-            serde_json::to_value(WireError::from(&e)).expect("an error serializes"),
-        ),
-    }
+    Ok(out)
 }
 
 /// The client: a [`NodeGroups`] whose calls go to a [`serve`]d endpoint.
@@ -262,12 +270,8 @@ impl HttpNodeGroups {
         subject: String,
         body: Value,
     ) -> Result<Value, CloudError> {
-        let transient = |message: String| CloudError {
-            kind: CloudErrorKind::Transient,
-            call,
-            group: subject.clone(),
-            message,
-        };
+        let transient =
+            |message: String| CloudError::about(CloudErrorKind::Transient, call, &subject, message);
         let req = hyper::Request::post(format!("{}{path}", self.url))
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body.to_string())))

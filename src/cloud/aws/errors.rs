@@ -189,12 +189,7 @@ where
         (None, Some(s)) => format!("HTTP {s}: {message}"),
         (None, None) => message,
     };
-    CloudError {
-        kind,
-        call,
-        group: group.to_string(),
-        message,
-    }
+    CloudError::about(kind, call, group, message)
 }
 
 /// The SDK's code, message (with its causes), HTTP status and transport failure.

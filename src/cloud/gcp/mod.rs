@@ -397,12 +397,18 @@ fn api_error(
         _ => e.to_string(),
     };
     // `group` names what the call was about: a group, or an image query.
-    CloudError {
-        kind,
-        call,
-        group: group.to_string(),
-        message,
-    }
+    CloudError::about(kind, call, group, message)
+}
+
+/// The image's architecture when it says one and it is not `arch` (an image that names none
+/// boots either).
+fn other_arch(img: &google_cloud_compute_v1::model::Image, arch: super::Arch) -> Option<&str> {
+    let found = img.architecture.as_ref().and_then(|a| a.name())?;
+    let wanted = match arch {
+        super::Arch::X86_64 => "X86_64",
+        super::Arch::Arm64 => "ARM64",
+    };
+    (!found.is_empty() && found != "ARCHITECTURE_UNSPECIFIED" && found != wanted).then_some(found)
 }
 
 /// The outcome of an operation that is `DONE`.
@@ -1245,16 +1251,7 @@ impl NodeGroups for GcpNodeGroups {
                 ),
             ));
         }
-        let found = img
-            .architecture
-            .as_ref()
-            .and_then(|a| a.name())
-            .unwrap_or("");
-        let wanted = match arch {
-            super::Arch::X86_64 => "X86_64",
-            super::Arch::Arm64 => "ARM64",
-        };
-        if !found.is_empty() && found != "ARCHITECTURE_UNSPECIFIED" && found != wanted {
+        if let Some(found) = other_arch(&img, *arch) {
             return Err(fail(
                 CloudErrorKind::Invalid,
                 format!(
@@ -1340,16 +1337,7 @@ impl NodeGroups for GcpNodeGroups {
                 format!("image {image} is {deprecation}"),
             ));
         }
-        let found = img
-            .architecture
-            .as_ref()
-            .and_then(|a| a.name())
-            .unwrap_or("");
-        let wanted = match arch {
-            super::Arch::X86_64 => "X86_64",
-            super::Arch::Arm64 => "ARM64",
-        };
-        if !found.is_empty() && found != "ARCHITECTURE_UNSPECIFIED" && found != wanted {
+        if let Some(found) = other_arch(&img, arch) {
             return Ok(ImageCheck::unusable(
                 "ImageWrongArch",
                 format!("image {image} is {found} and the pool is {arch}"),

@@ -329,12 +329,7 @@ impl CloudError {
         query: &ImageQuery,
         message: impl Into<String>,
     ) -> Self {
-        CloudError {
-            kind,
-            call,
-            group: query.to_string(),
-            message: message.into(),
-        }
+        CloudError::about(kind, call, query, message)
     }
 }
 

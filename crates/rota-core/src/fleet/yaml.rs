@@ -189,6 +189,24 @@ pub struct Document {
     pub positions: Positions,
 }
 
+/// Byte offset of 1-based `line` and `column` (columns count characters).
+pub fn offset(text: &str, line: u32, column: u32) -> Option<usize> {
+    if line == 0 || column == 0 {
+        return None;
+    }
+    let mut at = 0;
+    for (i, l) in text.split_inclusive('\n').enumerate() {
+        if i + 1 == line as usize {
+            return l
+                .char_indices()
+                .nth(column as usize - 1)
+                .map(|(b, _)| at + b);
+        }
+        at += l.len();
+    }
+    None
+}
+
 /// Escape one JSON pointer token (RFC 6901).
 pub fn escape_token(t: &str) -> String {
     t.replace('~', "~0").replace('/', "~1")

@@ -6,7 +6,7 @@
 
 use crate::fleet::SourceFile;
 use crate::fleet::model::{AwsImages, CloudImages, RegionImage};
-use crate::fleet::yaml::{self, escape_token};
+use crate::fleet::yaml::{self, escape_token, offset};
 
 use super::Proposal;
 
@@ -67,21 +67,6 @@ fn check(path: &str, text: &str, p: &Proposal) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Byte offset of 1-based `line` and `column` (columns count characters).
-fn offset(text: &str, line: u32, column: u32) -> Option<usize> {
-    let mut at = 0;
-    for (i, l) in text.split_inclusive('\n').enumerate() {
-        if i + 1 == line as usize {
-            return l
-                .char_indices()
-                .nth(column.checked_sub(1)? as usize)
-                .map(|(b, _)| at + b);
-        }
-        at += l.len();
-    }
-    None
 }
 
 fn quoted(s: &str) -> String {
