@@ -52,19 +52,8 @@ pub struct AgentArgs {
     /// Shallow fetch depth (ignored for local repos).
     #[arg(long, env = "ROTA_DEPTH")]
     pub depth: Option<u32>,
-    /// SSH private key (ssh URLs); needs --known-hosts.
-    #[arg(long, env = "ROTA_SSH_KEY", requires = "known_hosts")]
-    pub ssh_key: Option<PathBuf>,
-    /// known_hosts file the SSH server's key must be listed in.
-    #[arg(long, env = "ROTA_KNOWN_HOSTS")]
-    pub known_hosts: Option<PathBuf>,
-    /// File holding an HTTPS token (https URLs), else the environment variable ROTA_TOKEN.
-    /// Never logged.
-    #[arg(long, env = "ROTA_TOKEN_FILE")]
-    pub token_file: Option<PathBuf>,
-    /// User name sent with the token (`x-access-token` for GitHub, `oauth2` for GitLab).
-    #[arg(long, env = "ROTA_TOKEN_USER", default_value = "x-access-token")]
-    pub token_user: String,
+    #[command(flatten)]
+    pub git: super::git_auth::GitAuthArgs,
     /// Listen for push webhooks on this address (e.g. 0.0.0.0:8090).
     #[arg(long, env = "ROTA_WEBHOOK_LISTEN", requires = "webhook_secret_file")]
     pub webhook_listen: Option<SocketAddr>,
@@ -115,10 +104,6 @@ pub struct AgentArgs {
     /// Run the controller's clock this many times faster (match `rota sim serve --speed`).
     #[arg(long, env = "ROTA_SPEED", default_value_t = 1.0)]
     pub speed: f64,
-    /// File holding the passphrase of --ssh-key, else the environment variable
-    /// ROTA_SSH_KEY_PASSPHRASE (neither: the key has none). Never logged.
-    #[arg(long, env = "ROTA_SSH_KEY_PASSPHRASE_FILE", requires = "ssh_key")]
-    pub ssh_key_passphrase_file: Option<PathBuf>,
     /// Directory of secrets the fleet repo names (`urlSecret`), a mounted Secret: names are
     /// resolved here only, read with a size cap; paths are never taken from the repo.
     #[arg(long, env = "ROTA_SECRETS_DIR")]
@@ -279,28 +264,7 @@ pub(crate) fn secret_from(
 /// --ssh-key-passphrase-file or ROTA_SSH_KEY_PASSPHRASE), an HTTPS token (--token-file or
 /// ROTA_TOKEN), or nothing.
 pub fn fetch_auth(args: &AgentArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Auth, String> {
-    if let Some(key) = &args.ssh_key {
-        return Ok(Auth::SshKey {
-            user: None,
-            private_key: key.clone(),
-            public_key: None,
-            passphrase: secret_from(
-                args.ssh_key_passphrase_file.as_deref(),
-                "ROTA_SSH_KEY_PASSPHRASE",
-                env,
-            )?,
-            known_hosts: args.known_hosts.clone().unwrap_or_default(),
-        });
-    }
-    Ok(
-        match secret_from(args.token_file.as_deref(), "ROTA_TOKEN", env)? {
-            Some(token) => Auth::HttpsToken {
-                username: args.token_user.clone(),
-                token,
-            },
-            None => Auth::None,
-        },
-    )
+    args.git.auth(env)
 }
 
 /// Where statuses go: GitHub (--github-repo), GitLab (--gitlab-project) or Gitea

@@ -141,7 +141,7 @@ async fn discover_at(args: &DiscoverArgs) -> Result<ExitCode, String> {
             subdir: args.subdir.as_deref(),
             at: crate::promotion::propose::Where {
                 repo: &args.repo,
-                remote: &args.propose.remote,
+                remote: crate::promotion::propose::Remote::Named(&args.propose.remote),
                 base: &base,
                 forge: forge.as_ref(),
             },

@@ -17,9 +17,11 @@ pub mod ctl;
 pub mod demo;
 pub mod diff;
 pub mod forge;
+pub mod git_auth;
 pub mod images;
 pub mod man;
 pub mod promote;
+pub mod propose;
 pub mod render;
 pub mod sim;
 pub mod status;
@@ -70,6 +72,9 @@ pub enum Command {
     Images(images::ImagesArgs),
     /// Whether a wave may take the previous wave's versions (the promotion guard), or check a promotion.
     Promote(promote::PromoteArgs),
+    /// One scheduled pass (the CronJob of deploy/components/proposals): new images and allowed
+    /// promotions proposed as pull requests, from a mirror of the repo's URL.
+    Propose(propose::ProposeArgs),
     /// A read-only web page of the whole fleet: waves, pools, holds, versions, commit statuses.
     Ui(ui::UiArgs),
     /// Where CHANNEL@VERSION stands in the fleet: which waves and pools run it, move to it, or
@@ -102,6 +107,7 @@ pub fn main() -> ExitCode {
         Command::Agent(args) => agent::run(*args),
         Command::Status(args) => status::run(args),
         Command::Promote(args) => promote::run(args),
+        Command::Propose(args) => propose::run(args),
         Command::Images(args) => images::run(args),
         Command::Ui(args) => ui::run(args),
         Command::Where(args) => whereis::run(args),

@@ -15,7 +15,6 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::promotion::{PinCheck, Query, checks_at, describe};
-use rota_core::waves::GuardDecision;
 
 #[derive(Args, Debug)]
 pub struct PromoteArgs {
@@ -139,119 +138,42 @@ pub fn run(args: PromoteArgs) -> ExitCode {
     }
 }
 
-/// Writes the promotion commit for `checks` (all allowed, one wave): returns the commit,
-/// its branch and its title.
+/// Writes the promotion commit for `checks` (all allowed, one wave) where the flags say:
+/// on the current branch, a new `--branch`, or (`--open-pr`) `rota/promote/<wave>`.
 pub fn write_promotion(
     args: &PromoteArgs,
     checks: &[PinCheck],
 ) -> Result<(git2::Oid, String, String), String> {
-    use crate::promotion::pin::{PinChange, Target, commit_file, edit_pins};
+    use crate::promotion::pin::Target;
     let Some(wave) = &args.wave else {
         return Err("--wave NAME is required to write a promotion".into());
     };
-    let mut changes = Vec::new();
-    for c in checks {
-        let Some(from) = &c.from else {
-            return Err(format!(
-                "wave {wave} does not pin channel {} yet; add `{}: \"{}\"` to its images by hand",
-                c.channel, c.channel, c.to
-            ));
-        };
-        changes.push(PinChange {
-            channel: c.channel.clone(),
-            from: from.clone(),
-            to: c.to.clone(),
-        });
-    }
-    let (files, _, commit) =
-        crate::source::read::read_git(&args.repo, &args.rev, args.subdir.as_deref())
-            .map_err(|d| d.to_string())?;
-    let (path, text) = edit_pins(&files, wave, &changes)?;
-    // The edited fleet must load and pin exactly what was asked.
-    let edited: Vec<_> = files
-        .iter()
-        .map(|f| {
-            if f.path == path {
-                rota_core::fleet::SourceFile::new(path.clone(), text.clone())
-            } else {
-                f.clone()
-            }
-        })
-        .collect();
-    let fleet = rota_core::fleet::load_files(&edited)
-        .map_err(|d| format!("the promotion would make the fleet invalid: {d}"))?;
-    let pins = fleet
-        .waves()
-        .iter()
-        .find(|w| &w.name == wave)
-        .map(|w| w.images.clone())
-        .unwrap_or_default();
-    for c in &changes {
-        if pins.get(&c.channel) != Some(&c.to) {
-            return Err(format!(
-                "editing {path} did not pin {}@{} in wave {wave}",
-                c.channel, c.to
-            ));
-        }
-    }
-    let title = format!(
-        "promote wave {wave}: {}",
-        changes
-            .iter()
-            .map(|c| format!("{} {} → {}", c.channel, c.from, c.to))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let mut message = format!(
-        "{title}\n\nThe promotion guard allows it, from the agents' records (git notes) on {}:\n",
-        &commit[..12]
-    );
-    for c in checks {
-        if let GuardDecision::Allowed { reason } = &c.decision {
-            message += &format!("\n{}@{}: {reason}\n", c.channel, c.to);
-        }
-        for e in &c.evidence {
-            message += &format!("- {e}\n");
-        }
-    }
-    message += "\nWritten by rota promote.\n";
-    let full_path = match &args.subdir {
-        Some(d) if !d.as_os_str().is_empty() && d != std::path::Path::new(".") => {
-            format!("{}/{path}", d.display().to_string().trim_end_matches('/'))
-        }
-        _ => path,
+    let target = match &args.branch {
+        Some(b) => Target::NewBranch(b.clone()),
+        None => Target::CurrentBranch,
     };
-    let target = match (&args.branch, args.open_pr, &args.wave) {
-        (_, true, Some(w)) => Target::ProposalBranch(format!("rota/promote/{w}")),
-        (Some(b), _, _) => Target::NewBranch(b.clone()),
-        _ => Target::CurrentBranch,
-    };
-    let (id, branch) = commit_file(&args.repo, &commit, &full_path, &text, &message, &target)?;
-    Ok((id, branch, title))
+    crate::promotion::commit::write(&at(args), wave, checks, &target)
+}
+
+fn at(args: &PromoteArgs) -> crate::promotion::commit::At<'_> {
+    crate::promotion::commit::At {
+        repo: &args.repo,
+        rev: &args.rev,
+        subdir: args.subdir.as_deref(),
+    }
 }
 
 /// `--open-pr`: the promotion on branch `rota/promote/<wave>`, pushed, and its pull request
-/// opened or updated; the body is the guard's evidence and `rota diff --format markdown`.
+/// opened or updated.
 async fn open_pr(args: &PromoteArgs, checks: &[PinCheck]) -> Result<String, String> {
-    use crate::promotion::propose::{Where, propose};
+    use crate::promotion::propose::{Remote, Where};
     let (forge, base) = args.propose.resolve(&args.repo)?;
-    let (id, branch, title) = write_promotion(args, checks)?;
-    let sub = args.subdir.as_deref();
-    let before =
-        crate::source::read::load_git_at(&args.repo, &args.rev, sub).map_err(|d| d.to_string())?;
-    let after = crate::source::read::load_git_at(&args.repo, &id.to_string(), sub)
-        .map_err(|d| d.to_string())?;
-    let mut body = String::new();
-    for c in checks {
-        body += &format!("- {}\n", describe(c));
-    }
-    body += "\n";
-    body += &rota_core::fleet::diff::diff(&before, &after).render_markdown();
+    let wave = args.wave.as_deref().unwrap_or_default();
     let to = Where {
         repo: &args.repo,
-        remote: &args.propose.remote,
+        remote: Remote::Named(&args.propose.remote),
         base: &base,
         forge: forge.as_ref(),
     };
-    propose(&to, &branch, &title, &body).await
+    crate::promotion::commit::propose(&at(args), wave, checks, &to).await
 }

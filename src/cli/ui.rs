@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::source::{Auth, GitSource, Secret, SourceConfig};
+use crate::source::{GitSource, SourceConfig};
 use crate::ui::load::RepoAt;
 use crate::ui::server::{Hosts, Limits, Ui};
 use rota_core::fleet::duration::GoDuration;
@@ -36,18 +36,8 @@ pub struct UiArgs {
     /// Where the mirror of a URL is kept.
     #[arg(long, env = "ROTA_STATE_DIR", default_value = "/var/lib/rota")]
     pub state_dir: PathBuf,
-    /// SSH private key (ssh URLs); needs --known-hosts.
-    #[arg(long, env = "ROTA_SSH_KEY", requires = "known_hosts")]
-    pub ssh_key: Option<PathBuf>,
-    /// known_hosts file the SSH server's key must be listed in.
-    #[arg(long, env = "ROTA_KNOWN_HOSTS")]
-    pub known_hosts: Option<PathBuf>,
-    /// File holding an HTTPS token (https URLs). Never logged.
-    #[arg(long, env = "ROTA_TOKEN_FILE")]
-    pub token_file: Option<PathBuf>,
-    /// User name sent with the token.
-    #[arg(long, env = "ROTA_TOKEN_USER", default_value = "x-access-token")]
-    pub token_user: String,
+    #[command(flatten)]
+    pub git: super::git_auth::GitAuthArgs,
     /// Connections served at once.
     #[arg(long, default_value_t = 64)]
     pub max_connections: usize,
@@ -77,22 +67,7 @@ fn is_local(repo: &str) -> bool {
 
 /// The mirror of a URL, fetched once now (so a wrong URL fails at start).
 fn mirror(args: &UiArgs) -> Result<std::sync::Arc<GitSource>, String> {
-    let auth = if let Some(key) = &args.ssh_key {
-        Auth::SshKey {
-            user: None,
-            private_key: key.clone(),
-            public_key: None,
-            passphrase: None,
-            known_hosts: args.known_hosts.clone().unwrap_or_default(),
-        }
-    } else if let Some(f) = &args.token_file {
-        Auth::HttpsToken {
-            username: args.token_user.clone(),
-            token: Secret::from_file(f).map_err(|e| e.to_string())?,
-        }
-    } else {
-        Auth::None
-    };
+    let auth = args.git.auth(&|k| std::env::var(k).ok())?;
     std::fs::create_dir_all(&args.state_dir)
         .map_err(|e| format!("--state-dir {}: {e}", args.state_dir.display()))?;
     let source = GitSource::open(

@@ -4,6 +4,7 @@
 //! `rota promote` and the demo; the fleet and the records come from the fleet repo (a clone
 //! or the bare repo with the agents' notes). The guard itself is pure, in `waves`.
 
+pub mod commit;
 pub mod pin;
 pub mod propose;
 

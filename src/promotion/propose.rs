@@ -1,17 +1,40 @@
 //! A proposal's last mile, shared by `rota images discover --open-pr` and `rota promote
 //! --open-pr`: its branch force-pushed, and its one pull request opened or updated on the
-//! forge (git alone: the branch, and a line that says so).
+//! forge (git alone: the branch, and a line that says so). The branch goes to a remote of
+//! the user's clone through the git command line (their credential helpers and SSH setup
+//! apply), or, for `rota propose` in a pod, straight to the repo's URL through libgit2 with
+//! the agent's own credentials (the image carries no git).
 
 use std::path::Path;
 
 use crate::report::StoreConfig;
+use crate::report::notes::{PushTarget, push_refspec};
 use crate::report::pulls::{Proposal, open_or_update};
 
+/// Where a proposal's branch is pushed.
+#[derive(Clone, Copy)]
+pub enum Remote<'a> {
+    /// A remote of the clone, by name (`origin`), pushed to with `git push`.
+    Named(&'a str),
+    /// The repo's URL, pushed to with libgit2 and these credentials.
+    Url(&'a PushTarget),
+}
+
+impl std::fmt::Display for Remote<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Remote::Named(n) => f.write_str(n),
+            Remote::Url(t) => f.write_str(&crate::source::redact_url(&t.url)),
+        }
+    }
+}
+
 /// Where proposals go.
+#[derive(Clone, Copy)]
 pub struct Where<'a> {
     pub repo: &'a Path,
     /// The remote the branch is pushed to.
-    pub remote: &'a str,
+    pub remote: Remote<'a>,
     /// The branch the pull request goes into.
     pub base: &'a str,
     /// `None`: no forge, the branch is pushed and that is all.
@@ -25,7 +48,22 @@ pub async fn propose(
     title: &str,
     body: &str,
 ) -> Result<String, String> {
-    push_branch(to.repo, to.remote, branch)?;
+    match &to.remote {
+        Remote::Named(remote) => push_branch(to.repo, remote, branch)?,
+        Remote::Url(target) => {
+            let repo = git2::Repository::open(to.repo)
+                .map_err(|e| format!("{}: {}", to.repo.display(), e.message()))?;
+            push_refspec(
+                &repo,
+                target,
+                &format!("+refs/heads/{branch}:refs/heads/{branch}"),
+            )
+            .map_err(|e| {
+                let e = crate::source::redact_urls_in(&e);
+                format!("pushing {branch} to {}: {e}", to.remote)
+            })?;
+        }
+    }
     let Some(forge) = to.forge else {
         return Ok(format!(
             "pushed {branch} to {}; no forge configured: open the pull request from it",

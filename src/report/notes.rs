@@ -539,6 +539,12 @@ fn remote_for<'r>(
 
 /// Pushes `local` to the same name, fast-forward only. Errors carry the remote's reason.
 fn push_ref(repo: &Repository, push: &PushTarget, local: &str) -> Result<(), String> {
+    push_refspec(repo, push, &format!("{local}:{local}"))
+}
+
+/// Pushes one refspec (`+` forces) to `push.url` with its credentials and host keys. Errors
+/// carry the remote's reason (a rejected update names the ref). Blocking.
+pub fn push_refspec(repo: &Repository, push: &PushTarget, spec: &str) -> Result<(), String> {
     let mut remote = remote_for(repo, push).map_err(|e| e.message().to_string())?;
     let rejected = RefCell::new(None);
     let refusal = credentials::Refusal::default();
@@ -554,7 +560,7 @@ fn push_ref(repo: &Repository, push: &PushTarget, local: &str) -> Result<(), Str
         let mut opts = PushOptions::new();
         opts.remote_callbacks(cbs);
         remote
-            .push(&[format!("{local}:{local}")], Some(&mut opts))
+            .push(&[spec], Some(&mut opts))
             .map_err(|e| credentials::explain(&e, &refusal))?;
     }
     match rejected.into_inner() {

@@ -1,0 +1,134 @@
+//! The promotion commit: a wave's pins moved to what the wave before it runs, once the guard
+//! allows, its message listing the guard's evidence. Written by `rota promote` (on the
+//! current branch, a new branch, or `rota/promote/<wave>` for a pull request) and by `rota
+//! propose` on its schedule; [`propose`] pushes it and opens (or updates) its pull request.
+
+use std::path::Path;
+
+use rota_core::fleet::SourceFile;
+use rota_core::waves::GuardDecision;
+
+use super::pin::{PinChange, Target, commit_file, edit_pins};
+use super::propose::Where;
+use super::{PinCheck, describe};
+
+/// The fleet a promotion is written from.
+pub struct At<'a> {
+    pub repo: &'a Path,
+    /// The commit the promotion's parent is.
+    pub rev: &'a str,
+    /// The fleet's folder in the repo.
+    pub subdir: Option<&'a Path>,
+}
+
+/// The branch a wave's promotion is proposed on.
+pub fn branch(wave: &str) -> String {
+    format!("rota/promote/{wave}")
+}
+
+/// Writes the promotion commit for `checks` (all allowed, all of `wave`) onto `target`:
+/// returns the commit, its branch and its title. The edited fleet must load and pin exactly
+/// what was asked, else nothing is written.
+pub fn write(
+    at: &At<'_>,
+    wave: &str,
+    checks: &[PinCheck],
+    target: &Target,
+) -> Result<(git2::Oid, String, String), String> {
+    let mut changes = Vec::new();
+    for c in checks {
+        let Some(from) = &c.from else {
+            return Err(format!(
+                "wave {wave} does not pin channel {} yet; add `{}: \"{}\"` to its images by hand",
+                c.channel, c.channel, c.to
+            ));
+        };
+        changes.push(PinChange {
+            channel: c.channel.clone(),
+            from: from.clone(),
+            to: c.to.clone(),
+        });
+    }
+    let (files, _, commit) =
+        crate::source::read::read_git(at.repo, at.rev, at.subdir).map_err(|d| d.to_string())?;
+    let (path, text) = edit_pins(&files, wave, &changes)?;
+    let edited: Vec<_> = files
+        .iter()
+        .map(|f| {
+            if f.path == path {
+                SourceFile::new(path.clone(), text.clone())
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+    let fleet = rota_core::fleet::load_files(&edited)
+        .map_err(|d| format!("the promotion would make the fleet invalid: {d}"))?;
+    let pins = fleet
+        .waves()
+        .iter()
+        .find(|w| w.name == wave)
+        .map(|w| w.images.clone())
+        .unwrap_or_default();
+    for c in &changes {
+        if pins.get(&c.channel) != Some(&c.to) {
+            return Err(format!(
+                "editing {path} did not pin {}@{} in wave {wave}",
+                c.channel, c.to
+            ));
+        }
+    }
+    let title = format!(
+        "promote wave {wave}: {}",
+        changes
+            .iter()
+            .map(|c| format!("{} {} → {}", c.channel, c.from, c.to))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut message = format!(
+        "{title}\n\nThe promotion guard allows it, from the agents' records (git notes) on {}:\n",
+        &commit[..12]
+    );
+    for c in checks {
+        if let GuardDecision::Allowed { reason } = &c.decision {
+            message += &format!("\n{}@{}: {reason}\n", c.channel, c.to);
+        }
+        for e in &c.evidence {
+            message += &format!("- {e}\n");
+        }
+    }
+    message += "\nWritten by rota promote.\n";
+    let full_path = match at.subdir {
+        Some(d) if !d.as_os_str().is_empty() && d != Path::new(".") => {
+            format!("{}/{path}", d.display().to_string().trim_end_matches('/'))
+        }
+        _ => path,
+    };
+    let (id, branch) = commit_file(at.repo, &commit, &full_path, &text, &message, target)?;
+    Ok((id, branch, title))
+}
+
+/// The promotion on branch `rota/promote/<wave>` (rewritten from `at.rev`), pushed, and its
+/// pull request opened or updated; the body is the guard's evidence and `rota diff --format
+/// markdown` of the change.
+pub async fn propose(
+    at: &At<'_>,
+    wave: &str,
+    checks: &[PinCheck],
+    to: &Where<'_>,
+) -> Result<String, String> {
+    let target = Target::ProposalBranch(branch(wave));
+    let (id, branch, title) = write(at, wave, checks, &target)?;
+    let before =
+        crate::source::read::load_git_at(at.repo, at.rev, at.subdir).map_err(|d| d.to_string())?;
+    let after = crate::source::read::load_git_at(at.repo, &id.to_string(), at.subdir)
+        .map_err(|d| d.to_string())?;
+    let mut body = String::new();
+    for c in checks {
+        body += &format!("- {}\n", describe(c));
+    }
+    body += "\n";
+    body += &rota_core::fleet::diff::diff(&before, &after).render_markdown();
+    super::propose::propose(to, &branch, &title, &body).await
+}
