@@ -929,3 +929,113 @@ async fn open_pr_speaks_gitlab_and_gitea_too() {
         );
     }
 }
+
+// ---- `rota propose`: the scheduled pass, by URL ------------------------------------------
+
+/// `rota propose` on `origin` by URL (no clone, no git remote: it mirrors and pushes with
+/// libgit2), the forge `gh`, the clouds at `cloud`.
+fn propose(
+    origin: &Path,
+    state: &Path,
+    cloud: &str,
+    gh: &GitHubPulls,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let out = Command::new(rota())
+        .args(["propose", "--repo"])
+        .arg(format!("file://{}", origin.display()))
+        .arg("--state-dir")
+        .arg(state)
+        .args(["--cloud-endpoint", cloud])
+        .args(["--github-repo", "acme/fleet", "--github-api-url", &gh.url])
+        .args(extra)
+        .env("KUBECONFIG", "/nonexistent")
+        .env("ROTA_GITHUB_TOKEN", "t0ken")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn propose_opens_the_image_and_promotion_pull_requests_once_and_updates_them() {
+    let (_cloud, served) = baked_build().await;
+    let gh = GitHubPulls::start().await;
+    // The example fleet and a baked build: the image is proposed; no agent has reported, so
+    // every later wave waits, and says for what.
+    let (tmp, work) = example_repo();
+    let origin = with_origin(tmp.path(), &work);
+    let main = git(&work, &["rev-parse", "HEAD"]);
+    let state = tmp.path().join("state");
+    let (code, out, err) = propose(&origin, &state, &served.url, &gh, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("images general: opened pull request #1 "),
+        "{out}"
+    );
+    assert!(out.contains("waiting for wave canary"), "{out}");
+    assert_eq!(
+        git(&origin, &["rev-parse", "refs/heads/rota/images/general^"]),
+        main,
+        "the proposal is one commit on the branch it goes into"
+    );
+    assert_eq!(git(&origin, &["rev-parse", "refs/heads/main"]), main);
+    // The next pass: the same proposal, its pull request updated, never a second.
+    let (code, out, err) = propose(&origin, &state, &served.url, &gh, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("images general: updated pull request #1 "),
+        "{out}"
+    );
+    assert_eq!(gh.state.lock().unwrap().pulls.len(), 1);
+
+    // A fleet whose canary finished an hour ago (its agent's note pushed with the branch):
+    // the promotion of wave main is proposed.
+    let (tmp, work, head) = repo(60).await;
+    let origin = with_origin(tmp.path(), &work);
+    git(
+        &work,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "refs/notes/rota/*:refs/notes/rota/*",
+        ],
+    );
+    let state = tmp.path().join("state");
+    let (code, out, err) = propose(&origin, &state, &served.url, &gh, &["--no-images"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("wave main: general 2026.11.1 → 2026.11.2: allowed"),
+        "{out}"
+    );
+    assert!(out.contains("wave main: opened pull request #2 "), "{out}");
+    assert_eq!(
+        git(&origin, &["rev-parse", "refs/heads/rota/promote/main^"]),
+        head
+    );
+    {
+        let s = gh.state.lock().unwrap();
+        let (_, h, b, title, _) = &s.pulls[1];
+        assert_eq!((h.as_str(), b.as_str()), ("rota/promote/main", "main"));
+        assert_eq!(title, "promote wave main: general 2026.11.1 → 2026.11.2");
+    }
+    // A push the remote refuses (here its ref is locked, as by a concurrent push) is a
+    // failure of the pass, named (exit 2), and the pull request is left alone.
+    std::fs::write(origin.join("refs/heads/rota/promote/main.lock"), "").unwrap();
+    let asked = gh.state.lock().unwrap().requests.len();
+    let (code, out, err) = propose(&origin, &state, &served.url, &gh, &["--no-images"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("wave main: pushing rota/promote/main to file://"),
+        "{err}"
+    );
+    assert_eq!(
+        gh.state.lock().unwrap().requests.len(),
+        asked,
+        "no pull request call for an unpushed branch"
+    );
+}
