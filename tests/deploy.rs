@@ -5,7 +5,7 @@
 //! metrics rota exports; and the objects apply to `rota sim serve` with a real `kubectl`.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -23,27 +23,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `kubectl kustomize DIR` as JSON values, one per object.
-fn render(dir: &Path) -> Vec<Value> {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .expect("kubectl is installed");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| {
-            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
-            serde_json::to_value(v).unwrap()
-        })
-        .collect()
-}
+#[path = "support/kustomize.rs"]
+mod kustomize;
+use kustomize::{render, typed_check};
 
 fn renders() -> Vec<(String, Vec<Value>)> {
     let mut all = vec![("deploy".to_string(), render(&root().join("deploy")))];
@@ -52,42 +34,6 @@ fn renders() -> Vec<(String, Vec<Value>)> {
         all.push((dir.clone(), render(&root().join(&dir))));
     }
     all
-}
-
-/// Paths present in `original` but missing or different after the typed round trip: fields
-/// the Kubernetes type does not know (a typo such as `readinesProbe` would be silently dropped
-/// by the API server), or values it reads differently.
-fn unknown_fields(original: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
-    match (original, typed) {
-        (Value::Object(o), Value::Object(t)) => {
-            for (k, v) in o {
-                match t.get(k) {
-                    Some(tv) => unknown_fields(v, tv, &format!("{path}.{k}"), out),
-                    None if v.is_null() => {}
-                    None => out.push(format!("{path}.{k}")),
-                }
-            }
-        }
-        (Value::Array(o), Value::Array(t)) if o.len() == t.len() => {
-            for (i, (a, b)) in o.iter().zip(t).enumerate() {
-                unknown_fields(a, b, &format!("{path}[{i}]"), out);
-            }
-        }
-        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
-        (a, b) if a == b => {}
-        (a, b) => out.push(format!("{path}: {a} read as {b}")),
-    }
-}
-
-fn typed_check<T: serde::de::DeserializeOwned + serde::Serialize>(obj: &Value) -> Vec<String> {
-    let typed: T = match serde_json::from_value(obj.clone()) {
-        Ok(t) => t,
-        Err(e) => return vec![format!("does not parse: {e}")],
-    };
-    let back = serde_json::to_value(&typed).unwrap();
-    let mut out = Vec::new();
-    unknown_fields(obj, &back, "", &mut out);
-    out
 }
 
 /// Every object is one of the kinds rota ships, and valid for its Kubernetes type.

@@ -79,6 +79,15 @@ async fn repo(ago: i64) -> (tempfile::TempDir, std::path::PathBuf, String) {
     (tmp, work, head)
 }
 
+/// A finished command's exit code, stdout and stderr.
+fn outcome(out: &std::process::Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn promote(work: &Path, extra: &[&str]) -> (i32, String, String) {
     let out = Command::new(rota())
         .args(["promote", "--wave", "main", "--repo"])
@@ -86,11 +95,7 @@ fn promote(work: &Path, extra: &[&str]) -> (i32, String, String) {
         .args(extra)
         .output()
         .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    outcome(&out)
 }
 
 #[tokio::test]
@@ -248,11 +253,7 @@ fn discover(work: &Path, url: &str, extra: &[&str]) -> (i32, String, String) {
         .env("KUBECONFIG", "/nonexistent")
         .output()
         .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outcome(&out)
 }
 
 // Multi-threaded: the simulated cloud answers on this runtime while the test waits for the
@@ -451,11 +452,7 @@ fn discover_open_pr(work: &Path, cloud: &str, flags: &[String]) -> (i32, String,
         .env("ROTA_GITEA_TOKEN", "t0ken")
         .output()
         .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outcome(&out)
 }
 
 /// A GitHub double of the three pull-request calls rota makes (list open by head, open,
@@ -851,11 +848,7 @@ async fn promote_open_pr_proposes_the_promotion_once_and_updates_it() {
             .env("ROTA_GITHUB_TOKEN", "t0ken")
             .output()
             .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        outcome(&out)
     };
     let (code, out, err) = run();
     assert_eq!(code, 0, "{out}{err}");
@@ -953,11 +946,7 @@ fn propose(
         .env("ROTA_GITHUB_TOKEN", "t0ken")
         .output()
         .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outcome(&out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

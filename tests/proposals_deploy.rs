@@ -4,77 +4,22 @@
 //! and the pod gets no Kubernetes API token, no ingress and only its own Secret.
 
 use std::path::Path;
-use std::process::Command;
 
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::Value;
 
+#[path = "support/kustomize.rs"]
+mod kustomize;
+use kustomize::find;
+
 fn render() -> Vec<Value> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/deploy/proposals");
-    let out = Command::new("kubectl")
-        .args(["kustomize"])
-        .arg(&dir)
-        .output()
-        .expect("kubectl is missing (scripts/test installs it)");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| {
-            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
-            serde_json::to_value(v).unwrap()
-        })
-        .collect()
-}
-
-/// The object, read as its Kubernetes type; every field it has must survive the round trip
-/// (a misspelt field would be dropped by the API server without a word).
-fn find<T: serde::de::DeserializeOwned + serde::Serialize>(
-    objects: &[Value],
-    kind: &str,
-    name: &str,
-) -> T {
-    let o = objects
-        .iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"));
-    let typed: T = serde_json::from_value(o.clone()).unwrap_or_else(|e| panic!("{kind}: {e}"));
-    let back = serde_json::to_value(&typed).unwrap();
-    let mut lost = Vec::new();
-    dropped(o, &back, "", &mut lost);
-    assert!(lost.is_empty(), "{kind}/{name}: unknown fields {lost:?}");
-    typed
-}
-
-fn dropped(original: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
-    match (original, typed) {
-        (Value::Object(o), Value::Object(t)) => {
-            for (k, v) in o {
-                match t.get(k) {
-                    Some(tv) => dropped(v, tv, &format!("{path}.{k}"), out),
-                    None if v.is_null() => {}
-                    None => out.push(format!("{path}.{k}")),
-                }
-            }
-        }
-        (Value::Array(o), Value::Array(t)) => {
-            for (i, (a, b)) in o.iter().zip(t).enumerate() {
-                dropped(a, b, &format!("{path}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
+    kustomize::render(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/deploy/proposals"))
 }
 
 #[test]
 fn the_proposals_component_runs_rota_propose_hourly_one_pass_at_a_time() {
-    use clap::Parser;
     let objects = render();
     let cj: CronJob = find(&objects, "CronJob", "rota-proposals");
     let spec = cj.spec.unwrap();
@@ -92,25 +37,11 @@ fn the_proposals_component_runs_rota_propose_hourly_one_pass_at_a_time() {
     assert_eq!(pod.service_account_name.as_deref(), Some("rota-proposals"));
     assert_eq!(pod.automount_service_account_token, Some(false));
     let c = &pod.containers[0];
-    let repo = c
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == "ROTA_REPO")
-        .and_then(|e| e.value.clone())
-        .unwrap();
-    let mut argv = vec!["rota".to_string()];
-    argv.extend(
-        c.args
-            .iter()
-            .flatten()
-            .map(|a| a.replace("$(ROTA_REPO)", &repo)),
-    );
-    let cli = rota::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    let rota::cli::Command::Propose(args) = cli.command else {
+    let (command, argv) = kustomize::container_cli(c);
+    let rota::cli::Command::Propose(args) = command else {
         panic!("not `rota propose`: {argv:?}");
     };
-    assert_eq!(args.repo, repo);
+    assert!(args.repo.starts_with("https://"), "{}", args.repo);
     assert!(!args.no_images && !args.no_promotions, "both halves run");
     // The mirror is written to a volume: the root filesystem stays read-only.
     let sc = c.security_context.as_ref().unwrap();

@@ -3,67 +3,29 @@
 //! rota's own parser, and the pod gets no Kubernetes API token and only the page's port in.
 
 use std::path::Path;
-use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::Value;
 
-fn render() -> Vec<Value> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/deploy/ui");
-    let out = Command::new("kubectl")
-        .args(["kustomize"])
-        .arg(&dir)
-        .output()
-        .expect("kubectl is missing (scripts/test installs it)");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| {
-            let v: serde_yaml::Value = serde::Deserialize::deserialize(d).unwrap();
-            serde_json::to_value(v).unwrap()
-        })
-        .collect()
-}
+#[path = "support/kustomize.rs"]
+mod kustomize;
+use kustomize::find;
 
-fn find<T: serde::de::DeserializeOwned>(objects: &[Value], kind: &str, name: &str) -> T {
-    let o = objects
-        .iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"));
-    serde_json::from_value(o.clone()).unwrap()
+fn render() -> Vec<Value> {
+    kustomize::render(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/deploy/ui"))
 }
 
 #[test]
 fn the_ui_component_serves_the_page_without_cluster_access() {
-    use clap::Parser;
     let objects = render();
     let d: Deployment = find(&objects, "Deployment", "rota-ui");
     let pod = d.spec.unwrap().template.spec.unwrap();
     assert_eq!(pod.automount_service_account_token, Some(false));
     let c = &pod.containers[0];
-    let repo = c
-        .env
-        .iter()
-        .flatten()
-        .find(|e| e.name == "ROTA_REPO")
-        .and_then(|e| e.value.clone())
-        .unwrap();
-    let mut argv = vec!["rota".to_string()];
-    argv.extend(
-        c.args
-            .iter()
-            .flatten()
-            .map(|a| a.replace("$(ROTA_REPO)", &repo)),
-    );
-    let cli = rota::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    let rota::cli::Command::Ui(args) = cli.command else {
+    let (command, argv) = kustomize::container_cli(c);
+    let rota::cli::Command::Ui(args) = command else {
         panic!("not `rota ui`: {argv:?}");
     };
     assert_eq!(args.listen.port(), 8088);

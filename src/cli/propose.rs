@@ -30,7 +30,7 @@ use crate::promotion::commit::{At, propose as propose_promotion};
 use crate::promotion::propose::{Remote, Where};
 use crate::promotion::{Query, checks_at, describe};
 use crate::report::notes::PushTarget;
-use crate::source::{GitSource, SourceConfig, redact_url};
+use crate::source::{SourceConfig, redact_url};
 
 #[derive(Args, Debug)]
 pub struct ProposeArgs {
@@ -93,20 +93,23 @@ async fn pass(args: &ProposeArgs) -> Result<Vec<String>, String> {
     let env = |k: &str| std::env::var(k).ok();
     let auth = args.git.auth(&env)?;
     let forge = args.forge.store_config(&env)?;
-    std::fs::create_dir_all(&args.state_dir)
-        .map_err(|e| format!("--state-dir {}: {e}", args.state_dir.display()))?;
-    let source = GitSource::open(
+    let source = std::sync::Arc::new(crate::source::open_mirror(
         SourceConfig {
             url: args.repo.clone(),
             branch: args.branch.clone(),
             auth: auth.clone(),
             depth: None,
         },
-        &args.state_dir.join("propose.git"),
-    )
-    .map_err(|e| e.to_string())?;
-    let source = std::sync::Arc::new(source);
-    let commit = mirror(&source, args.subdir.clone()).await?;
+        &args.state_dir,
+        "propose.git",
+    )?);
+    let (s, subdir) = (source.clone(), args.subdir.clone());
+    let commit = tokio::task::spawn_blocking(move || s.fetch_with_fleet_notes(subdir.as_deref()))
+        .await
+        .map_err(|e| format!("the fetch did not finish: {e}"))?
+        .map_err(|e| e.to_string())?
+        .commit
+        .to_string();
     let mirror_path = source.mirror_path();
     println!(
         "{} {} at {}",
@@ -195,26 +198,4 @@ async fn pass(args: &ProposeArgs) -> Result<Vec<String>, String> {
         }
     }
     Ok(failures)
-}
-
-/// Fetches the followed branch and then, the fleet known, its clusters' notes first (a flood
-/// of refs pushed by anyone cannot crowd them out); returns the branch's commit.
-async fn mirror(
-    source: &std::sync::Arc<GitSource>,
-    subdir: Option<PathBuf>,
-) -> Result<String, String> {
-    let s = source.clone();
-    tokio::task::spawn_blocking(move || {
-        let fetched = s.fetch().map_err(|e| e.to_string())?;
-        let commit = fetched.commit.to_string();
-        if let Ok(fleet) =
-            crate::source::read::load_git_at(s.mirror_path(), &commit, subdir.as_deref())
-        {
-            s.set_notes_clusters(fleet.cluster_names().map(str::to_string));
-            s.fetch().map_err(|e| e.to_string())?;
-        }
-        Ok(commit)
-    })
-    .await
-    .map_err(|e| format!("the fetch did not finish: {e}"))?
 }

@@ -68,41 +68,20 @@ fn is_local(repo: &str) -> bool {
 /// The mirror of a URL, fetched once now (so a wrong URL fails at start).
 fn mirror(args: &UiArgs) -> Result<std::sync::Arc<GitSource>, String> {
     let auth = args.git.auth(&|k| std::env::var(k).ok())?;
-    std::fs::create_dir_all(&args.state_dir)
-        .map_err(|e| format!("--state-dir {}: {e}", args.state_dir.display()))?;
-    let source = GitSource::open(
+    let source = crate::source::open_mirror(
         SourceConfig {
             url: args.repo.clone(),
             branch: args.branch.clone(),
             auth,
             depth: None,
         },
-        &args.state_dir.join("fleet-ui.git"),
-    )
-    .map_err(|e| e.to_string())?;
-    source.fetch().map_err(|e| e.to_string())?;
-    // Now that the fleet is known, fetch its clusters' notes refs first: a flood of refs
-    // pushed by anyone cannot crowd them out of the fetch cap.
-    if scope_notes(&source, &args.branch, args.subdir.as_deref()) {
-        source.fetch().map_err(|e| e.to_string())?;
-    }
+        &args.state_dir,
+        "fleet-ui.git",
+    )?;
+    source
+        .fetch_with_fleet_notes(args.subdir.as_deref())
+        .map_err(|e| e.to_string())?;
     Ok(std::sync::Arc::new(source))
-}
-
-/// Points the mirror's notes fetch at the clusters the fleet declares at the followed
-/// branch; false when the fleet cannot be read (the page will say why).
-fn scope_notes(source: &GitSource, branch: &str, subdir: Option<&std::path::Path>) -> bool {
-    match crate::source::read::load_git_at(
-        source.mirror_path(),
-        &format!("refs/remotes/origin/{branch}"),
-        subdir,
-    ) {
-        Ok(fleet) => {
-            source.set_notes_clusters(fleet.cluster_names().map(str::to_string));
-            true
-        }
-        Err(_) => false,
-    }
 }
 
 pub fn run(args: UiArgs) -> ExitCode {
@@ -164,15 +143,14 @@ pub fn run(args: UiArgs) -> ExitCode {
                 .poll
                 .as_duration()
                 .max(std::time::Duration::from_secs(1));
-            let branch = args.branch.clone();
             let subdir = args.subdir.clone();
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
                     let s = std::sync::Arc::clone(&source);
-                    let (branch, subdir) = (branch.clone(), subdir.clone());
+                    let subdir = subdir.clone();
                     match tokio::task::spawn_blocking(move || {
-                        scope_notes(&s, &branch, subdir.as_deref());
+                        s.scope_notes_to_fleet(subdir.as_deref());
                         s.fetch()
                     })
                     .await

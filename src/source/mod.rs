@@ -252,6 +252,34 @@ impl GitSource {
         Ok(Fetched { commit, previous })
     }
 
+    /// Points the notes fetch at the clusters the fleet declares at the followed branch (in
+    /// `subdir`); false when that fleet cannot be read.
+    pub fn scope_notes_to_fleet(&self, subdir: Option<&Path>) -> bool {
+        let tip = tracking_ref(&self.config.branch);
+        match read::load_git_at(&self.mirror, &tip, subdir) {
+            Ok(fleet) => {
+                self.set_notes_clusters(fleet.cluster_names().map(str::to_string));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// [`GitSource::fetch`], then, the fleet in `subdir` known, again with its clusters' notes
+    /// refs first: a flood of refs pushed by anyone cannot crowd them out of the fetch cap.
+    /// Blocking.
+    pub fn fetch_with_fleet_notes(&self, subdir: Option<&Path>) -> Result<Fetched, SourceError> {
+        let first = self.fetch()?;
+        if self.scope_notes_to_fleet(subdir) {
+            let again = self.fetch()?;
+            return Ok(Fetched {
+                previous: first.previous,
+                ..again
+            });
+        }
+        Ok(first)
+    }
+
     /// Makes a shallow mirror whole (the followed branch's full history): ancestry, which
     /// the forward-only check needs, cannot be seen across a shallow boundary. Nothing to do
     /// for a mirror that is not shallow. Blocking.
@@ -388,6 +416,18 @@ impl GitSource {
         let repo = self.repository()?;
         read_tree_files(&repo, commit, dir, want)
     }
+}
+
+/// Opens the mirror `name` under `state_dir` (created if missing) for a command that follows
+/// a URL (`rota ui`, `rota propose`).
+pub fn open_mirror(
+    config: SourceConfig,
+    state_dir: &Path,
+    name: &str,
+) -> Result<GitSource, String> {
+    std::fs::create_dir_all(state_dir)
+        .map_err(|e| format!("--state-dir {}: {e}", state_dir.display()))?;
+    GitSource::open(config, &state_dir.join(name)).map_err(|e| e.to_string())
 }
 
 /// The notes namespace rota writes statuses under, and where fetches mirror the remote's.

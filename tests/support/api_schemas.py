@@ -30,14 +30,13 @@ field. An empty list means every answer is one the published description allows.
   are not checked: no registry package ships GitLab's description.
 """
 
-import datetime
 import enum
 import json
 import os
 import re
 import sys
 
-from forge_schemas import check_gitea, check_github
+from forge_schemas import check_gitea, check_github, rfc3339
 from forge_schemas import ready as forges_ready
 
 # --- Compute ------------------------------------------------------------------------------
@@ -70,14 +69,6 @@ def compute():
         walk(doc["resources"], "")
         _compute = (doc["schemas"], methods)
     return _compute
-
-
-def rfc3339(s):
-    try:
-        datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
-        return True
-    except ValueError:
-        return False
 
 
 def check_discovery(schemas, schema, v, at, problems):
