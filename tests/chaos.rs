@@ -244,6 +244,9 @@ struct Run {
     /// one", which from a lagging describe may even lower the group (undoing a surge that rota
     /// then makes again), so the net change of the group is not what it asked for.
     ca_demand: BTreeMap<String, i64>,
+    /// Consecutive checks each stopped pool has shown its group's maximum above the user's
+    /// (invariant 9).
+    max_raised: BTreeMap<String, u32>,
     /// The simulated cluster autoscaler's state, per pool.
     ca: BTreeMap<String, Autoscaler>,
     replicas: Vec<Option<Replica>>,
@@ -339,6 +342,34 @@ impl Run {
                     "invariant 1: pool {} holds {live} instance(s), desired {}, above {} + batch {batch} + autoscaled {grown}",
                     p.name, g.desired, p.size
                 ));
+            }
+        }
+        // Invariant 9: a stopped rotation (halted, paused by policy or by an operator) gives
+        // the group's maximum back as the user left it (or to the instances still up), so the
+        // autoscaler cannot grow the pool past it while a person is awaited. The give-back is
+        // an action of the pass that stops (or of the next ones, if the cloud refused it):
+        // a maximum still raised after six checks (a minute) in a row is a violation.
+        for p in self.draw.pools.clone() {
+            let st = self.status(&p.name).await;
+            let g = self.group_state(&p.name).await;
+            let raised = st.as_ref().and_then(|st| {
+                let cp = st.checkpoint.as_ref()?;
+                let stopped = st.phase == Phase::Paused;
+                let users = cp.original_max.max(g.desired);
+                (stopped && g.max > users).then(|| (cp.original_max, users))
+            });
+            let seen = self.max_raised.entry(p.name.clone()).or_default();
+            match raised {
+                Some((original, users)) => {
+                    *seen += 1;
+                    if *seen == 6 {
+                        self.violate(format!(
+                            "invariant 9: pool {} stopped with its group's maximum at {}, above the user's {original} (or the {} instances it holds: {users})",
+                            p.name, g.max, g.desired
+                        ));
+                    }
+                }
+                None => *seen = 0,
             }
         }
         let pdbs = Api::<PodDisruptionBudget>::all(self.client.clone())
@@ -893,6 +924,7 @@ async fn run_seed(seed: u64) -> SeedReport {
         draw: d,
         violations: Vec::new(),
         ca_demand: BTreeMap::new(),
+        max_raised: BTreeMap::new(),
         ca,
 
         replicas: vec![None, None],

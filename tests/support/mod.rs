@@ -747,6 +747,18 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
                 s.name
             ));
         }
+        // Invariant 9: a stopped rotation (halted, paused, held) leaves the group's maximum as
+        // the user left it, or at the instances still up, once its actions are applied.
+        if !crashed
+            && p.status.phase == Phase::Paused
+            && let Some(c) = &persisted
+            && model.max > c.original_max.max(model.desired)
+        {
+            return Err(format!(
+                "{}: step {step}: invariant 9: stopped ({}) with the group's maximum at {}, above the user's {} and the desired {}\n{log}",
+                s.name, p.status.reason, model.max, c.original_max, model.desired
+            ));
+        }
         if !crashed {
             // Only one batch disrupts at a time (pipelining brings the next one up, never
             // cordons it early): rota's cordons name one batch.

@@ -254,10 +254,23 @@ impl<'a> Planner<'a> {
         };
 
         if let Some(stopped) = self.stopped(&mut cp) {
-            return stopped;
+            return self.after_a_stop(stopped);
         }
         self.keep_annotations(&mut cp);
-        self.stage_machine(cp)
+        let outcome = self.stage_machine(cp);
+        self.after_a_stop(outcome)
+    }
+
+    /// Whatever stopped the rotation (a halt, a pause by policy or by an operator, a batch
+    /// held by a do-not-disrupt pod, no node left to replace), the group's maximum goes back
+    /// as the user left it.
+    fn after_a_stop(&mut self, outcome: Outcome) -> Outcome {
+        if outcome.phase == Phase::Paused
+            && let Some(cp) = &outcome.checkpoint
+        {
+            self.max_as_the_user_left_it(cp, outcome.reason);
+        }
+        outcome
     }
 
     /// What holds the rotation where it is before any stage runs: an operator's request (a
@@ -313,6 +326,28 @@ impl<'a> Planner<'a> {
             });
         }
         None
+    }
+
+    /// A stopped rotation (halted, paused by policy or by an operator) gives the group's
+    /// maximum back as the user left it, as soon as it can: what it was when the rotation
+    /// started, or the desired capacity where that is higher (the instances still up, a
+    /// surge not yet undone among them: lowering the maximum below them would let the cloud
+    /// remove instances of its choosing). So an autoscaler cannot grow the pool past the
+    /// user's maximum while the rotation waits for a person; a resumed rotation raises it
+    /// again for its next surge. Only ever lowers.
+    fn max_as_the_user_left_it(&mut self, cp: &Checkpoint, why: &str) {
+        let g = &self.obs.group;
+        let max = cp.original_max.max(g.desired);
+        if g.max > max {
+            let from = g.max;
+            self.push(
+                Action::SetMax { max },
+                format!(
+                    "rotation stopped ({why}): give the group's maximum size back, from {from} to {max} (the user's {}, or the instances still up)",
+                    cp.original_max
+                ),
+            );
+        }
     }
 
     /// Stages 2 and 3: run the stage machine from the checkpoint's stage until a stage stops.

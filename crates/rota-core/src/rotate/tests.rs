@@ -1159,6 +1159,68 @@ fn a_halted_batch_puts_the_template_back_on_the_origin_image() {
     assert_eq!(shown(&p), [BACK_TO_OLD]);
 }
 
+/// Issue 26 (4): the group as the user left it on every stop, not only at the end. Measured
+/// before: after a never-Ready halt the template and desired capacity were back but the
+/// maximum stayed raised (4, was 3), room for an autoscaler to grow the pool past it while
+/// the rotation waited for a person.
+#[test]
+fn a_stopped_rotation_gives_the_raised_max_back_while_it_waits() {
+    let set_max = |p: &Plan| -> Vec<String> {
+        shown(p)
+            .into_iter()
+            .filter(|a| a.starts_with("set max size"))
+            .collect()
+    };
+    // Batch 1's surge (max 4 raised to 6) never became Ready and was taken back: four old
+    // nodes, desired 4, the maximum still 6.
+    let mut w = world(old4());
+    w.group.max = 6;
+    let mut c = cp(Stage::Between);
+    c.halted =
+        Some("batch 1: new instance(s) i-m1, i-m2 not Ready within nodeReadyTimeout 15m".into());
+    let p = plan(&desired(2), &w, Some(&c), mins(20));
+    assert_eq!(p.status.reason, "Halted");
+    assert_eq!(set_max(&p), ["set max size 4"]);
+    assert!(
+        p.actions.iter().any(|a| a.reason.contains("the user's 4")),
+        "{:?}",
+        p.actions
+    );
+    // Given back, the next passes leave it.
+    w.group.max = 4;
+    let p = plan(&desired(2), &w, p.checkpoint.as_ref(), mins(21));
+    assert!(set_max(&p).is_empty(), "{:?}", shown(&p));
+    // The autoscaler grew the group to 5 before the halt: never below what runs.
+    let mut grown = old4();
+    grown.push(node("n5").ready());
+    let mut w = world(grown);
+    w.group.max = 6;
+    let p = plan(&desired(2), &w, Some(&c), mins(20));
+    assert_eq!(set_max(&p), ["set max size 5"]);
+    // Paused (by policy, or by an operator) between batches with the maximum still raised:
+    // given back too.
+    let mut paused = desired(2);
+    paused.policy.paused = true;
+    let mut w = world(old4());
+    w.group.max = 6;
+    let p = plan(&paused, &w, Some(&cp(Stage::Between)), mins(20));
+    assert_eq!(p.status.reason, "PausedByPolicy");
+    assert_eq!(set_max(&p), ["set max size 4"]);
+    let mut by_operator = cp(Stage::Between);
+    by_operator.operator_paused = Some("paused by alice".into());
+    let p = plan(&desired(2), &w, Some(&by_operator), mins(20));
+    assert_eq!(p.status.reason, "PausedByOperator");
+    assert_eq!(set_max(&p), ["set max size 4"]);
+    // Paused mid-batch with its surge up (desired 6): the maximum holds them, no lower.
+    let p = plan(
+        &paused,
+        &surged(old4()),
+        Some(&cp(Stage::Draining { batch: batch12() })),
+        mins(20),
+    );
+    assert!(set_max(&p).is_empty(), "{:?}", shown(&p));
+}
+
 #[test]
 fn cleanup_restores_the_raised_max_even_when_the_group_grew() {
     // (e) max 4 was raised to 6 for the surge; the autoscaler grew the group to 5 since.
