@@ -356,7 +356,7 @@ impl Run {
                 let cp = st.checkpoint.as_ref()?;
                 let stopped = st.phase == Phase::Paused;
                 let users = cp.original_max.max(g.desired);
-                (stopped && g.max > users).then(|| (cp.original_max, users))
+                (stopped && g.max > users).then_some((cp.original_max, users))
             });
             let seen = self.max_raised.entry(p.name.clone()).or_default();
             match raised {
