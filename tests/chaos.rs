@@ -130,6 +130,15 @@ fn draw(seed: u64) -> Draw {
             p.node_ready_timeout = GoDuration::from_secs(pick(&mut rng, &[600, 900]));
             p.batch_soak = GoDuration::from_secs(pick(&mut rng, &[0, 60, 300]));
             p.pool_soak = GoDuration::from_secs(pick(&mut rng, &[0, 120]));
+            // The halt table's "before": ROTA_CHAOS_NODE_READY_RETRIES=0 runs the seeds as
+            // rota ran them before it replaced not-Ready nodes (drawn after the rest, so the
+            // seeds' draws are the same either way).
+            if let Some(r) = std::env::var("ROTA_CHAOS_NODE_READY_RETRIES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
+                p.node_ready_retries = r;
+            }
             PoolPlan {
                 name: name.to_string(),
                 size,
@@ -715,7 +724,11 @@ impl Run {
             match st.phase {
                 Phase::Succeeded => outcomes.push("Succeeded".into()),
                 _ if stopped(&st) || self.held_by_growth(&p, &st).await => {
-                    outcomes.push(format!("{}:{reason}", st.phase))
+                    outcomes.push(format!("{}:{reason}", st.phase));
+                    if let Some(why) = cp.as_ref().and_then(|c| c.halted.as_deref()) {
+                        let (kind, cause) = halt_cause(why);
+                        outcomes.push(format!("halt {kind} {cause}"));
+                    }
                 }
                 other => {
                     self.violate(format!(
@@ -853,6 +866,28 @@ fn stopped(st: &rota::kube::crd::NodePoolRotationStatus) -> bool {
         Phase::Paused | Phase::Failed => !st.message.is_empty(),
         Phase::Waiting => reason == Some("MaxParallelPools") && !st.message.is_empty(),
         _ => false,
+    }
+}
+
+/// Why a pool halted, from its reason, sorted by who must act (the halt table of
+/// docs/rotation.md): `heals` (a cause that heals by itself, given another try: rota should
+/// not stop for it), `policy` (a person, because the policy says pause), `input` (a person,
+/// because the input is wrong).
+fn halt_cause(why: &str) -> (&'static str, &'static str) {
+    if why.contains("did not boot") {
+        ("input", "image_never_boots")
+    } else if why.contains("not Ready within nodeReadyTimeout") {
+        ("heals", "new_node_not_ready")
+    } else if why.contains("surge instance(s) within nodeReadyTimeout") {
+        ("heals", "surge_not_created")
+    } else if why.contains("cannot create surge instance") {
+        ("heals", "launch_refused")
+    } else if why.contains("drain.timeout") || why.contains("emptyDir") {
+        ("policy", "drain_timeout")
+    } else if why.contains("health gate") {
+        ("policy", "gate_failed")
+    } else {
+        ("other", "unclassified")
     }
 }
 
@@ -1037,6 +1072,7 @@ async fn seeded_chaos_keeps_the_invariants() {
     let seeds = seeds();
     let single = seeds.len() == 1;
     let mut by_cause: BTreeMap<String, u32> = BTreeMap::new();
+    let mut by_halt: BTreeMap<String, u32> = BTreeMap::new();
     let mut failing = Vec::new();
     let mut violations = 0;
     // A seed that spins (a task that never waits on time holds the paused clock still) would
@@ -1077,7 +1113,10 @@ async fn seeded_chaos_keeps_the_invariants() {
             fleet_start.elapsed().as_secs() / 60
         );
         for o in &r.outcomes {
-            *by_cause.entry(o.clone()).or_default() += 1;
+            match o.strip_prefix("halt ") {
+                Some(h) => *by_halt.entry(h.to_string()).or_default() += 1,
+                None => *by_cause.entry(o.clone()).or_default() += 1,
+            }
         }
         violations += r.violations.len();
         if single {
@@ -1096,6 +1135,10 @@ async fn seeded_chaos_keeps_the_invariants() {
     println!("chaos pools {}", seeds.len() * 2);
     for (cause, n) in &by_cause {
         println!("chaos outcome {cause} {n}");
+    }
+    // Each halt by who must act and its cause (`chaos halt heals|policy|input CAUSE N`).
+    for (cause, n) in &by_halt {
+        println!("chaos halt {cause} {n}");
     }
     println!("chaos violations {violations}");
     for (seed, v) in &failing {

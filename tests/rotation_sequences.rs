@@ -91,14 +91,28 @@ fn fixed_a_drain_timeout_with_force_finishes() {
     golden("pdb-forced", &o.log);
 }
 
+/// Issue 26 (2): a boot that failed once heals by itself: the new node not Ready in time is
+/// replaced and the rotation succeeds, never holding more than one batch of surge.
+#[test]
+fn fixed_a_boot_that_failed_once_is_replaced_and_the_rotation_succeeds() {
+    let mut s = scenario("flaky-boot");
+    s.flaky_boots = 1;
+    let o = run(&s, None).unwrap();
+    assert_eq!(o.phase, Phase::Succeeded, "{}", o.log);
+    assert!(o.log.contains("replaced (attempt 2 of 3)"), "{}", o.log);
+    assert!(o.model.instances.iter().all(|i| i.image == NEW));
+    golden("flaky-boot", &o.log);
+}
+
 #[test]
 fn fixed_never_ready_nodes_abandon_the_batch_and_pause() {
     let mut s = scenario("never-ready");
     s.broken_image = Some(NEW);
     let o = run(&s, None).unwrap();
     assert_eq!(o.phase, Phase::Paused);
+    // Replaced twice (nodeReadyRetries: 2), then the pool halts naming the image.
     assert!(
-        o.message.contains("not Ready within nodeReadyTimeout 15m"),
+        o.message.contains("image ami-00000000000000002 (v2) did not boot: 6 of 6 new instance(s) never Ready within nodeReadyTimeout 15m, over 3 attempt(s)"),
         "{}",
         o.message
     );

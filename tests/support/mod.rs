@@ -87,6 +87,9 @@ pub struct Model {
     pub boot: (u32, u32),
     /// Instances booting this image never get Ready.
     pub broken_image: Option<String>,
+    /// The next this many instances created never get Ready (a boot that failed once and the
+    /// cloud did not replace); the ones after boot normally.
+    pub flaky_boots: u32,
     /// The cloud accepts capacity but creates nothing (quota exhausted).
     pub quota_exhausted: bool,
     pub rng: ChaCha8Rng,
@@ -117,6 +120,7 @@ impl Model {
             next_pod: 1,
             boot,
             broken_image: None,
+            flaky_boots: 0,
             quota_exhausted: false,
             rng: ChaCha8Rng::seed_from_u64(seed),
             violations: vec![],
@@ -142,12 +146,14 @@ impl Model {
         let id = format!("i-{:04}", self.next_id);
         self.next_id += 1;
         let boot = self.rng.random_range(self.boot.0..=self.boot.1);
+        let flaky = self.flaky_boots > 0;
+        self.flaky_boots = self.flaky_boots.saturating_sub(1);
         self.instances.push(MInstance {
             id: id.clone(),
             image: self.template.clone(),
             lifecycle: Lifecycle::Pending,
             ticks_left: boot,
-            never_ready: self.broken_image.as_deref() == Some(self.template.as_str()),
+            never_ready: flaky || self.broken_image.as_deref() == Some(self.template.as_str()),
         });
         id
     }
@@ -507,6 +513,8 @@ pub struct Scenario {
     /// Ticks during which a workload pod carries do-not-disrupt.
     pub protected: Option<(u32, u32)>,
     pub broken_image: Option<&'static str>,
+    /// The first this many instances created after the start never get Ready.
+    pub flaky_boots: u32,
     pub quota_exhausted: bool,
     /// The resource's status is lost (deleted and re-created) at this tick.
     pub lose_checkpoint_at: Option<u32>,
@@ -545,6 +553,7 @@ pub fn scenario(name: &str) -> Scenario {
         gate_failing: None,
         protected: None,
         broken_image: None,
+        flaky_boots: 0,
         quota_exhausted: false,
         lose_checkpoint_at: None,
         crash_chance: 0.0,
@@ -580,6 +589,7 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
     let mut model = Model::new(s.size, s.workloads.clone(), s.boot, s.seed);
     model.broken_image = s.broken_image.map(String::from);
     model.quota_exhausted = s.quota_exhausted;
+    model.flaky_boots = s.flaky_boots;
     let mut rng = ChaCha8Rng::seed_from_u64(s.seed ^ 0x5eed);
     let mut policy = EffectivePolicy {
         batch: s.batch,
@@ -608,7 +618,10 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
     let mut persisted: Option<Checkpoint> = None;
     let bound_batch = s.batch.nodes(s.size);
     let mut start_size = s.size;
-    let mut surges: BTreeMap<(u32, String, u32), u32> = BTreeMap::new();
+    // Surges per (generation, target image, batch, replacement attempt): a batch surges once,
+    // and once more per not-Ready replacement it made (`nodeReadyRetries`: terminated with
+    // its capacity first, so never more than one batch of surge at a time).
+    let mut surges: BTreeMap<(u32, String, u32, u32), u32> = BTreeMap::new();
     let mut generation = 0;
     let mut log = String::new();
     let mut last_msg = String::new();
@@ -708,6 +721,7 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
                     generation,
                     persisted.as_ref().unwrap().target_image.clone(),
                     b.number,
+                    b.ready_retries,
                 );
                 *surges.entry(key).or_default() += 1;
             }

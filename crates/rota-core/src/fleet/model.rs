@@ -298,6 +298,10 @@ pub struct RolloutPolicy {
     pub max_parallel_pools: Option<u32>,
     #[serde(default)]
     pub node_ready_timeout: Option<GoDuration>,
+    /// How many times a batch's new instance that is not Ready within `nodeReadyTimeout` is
+    /// replaced (terminated, the cloud launches another) before the batch fails.
+    #[serde(default)]
+    pub node_ready_retries: Option<u32>,
     #[serde(default)]
     pub drain: Option<DrainOverride>,
     #[serde(default)]

@@ -65,6 +65,9 @@ pub fn merge_policy(eff: &mut EffectivePolicy, p: &RolloutPolicy) {
     if let Some(v) = p.node_ready_timeout {
         eff.node_ready_timeout = v;
     }
+    if let Some(v) = p.node_ready_retries {
+        eff.node_ready_retries = v;
+    }
     if let Some(d) = &p.drain {
         if let Some(v) = d.timeout {
             eff.drain.timeout = v;

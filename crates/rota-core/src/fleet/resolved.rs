@@ -257,6 +257,11 @@ pub struct EffectivePolicy {
     pub pool_soak: GoDuration,
     pub max_parallel_pools: u32,
     pub node_ready_timeout: GoDuration,
+    /// Replacements of a new instance not Ready within `nodeReadyTimeout` before the batch
+    /// fails (a boot the cloud did not replace, a node that registered late heal this way;
+    /// an image that never boots fails every attempt).
+    #[serde(default = "node_ready_retries_default")]
+    pub node_ready_retries: u32,
     pub drain: DrainPolicy,
     pub on_gate_failure: OnGateFailure,
     pub paused: bool,
@@ -271,6 +276,10 @@ fn pipeline_default() -> bool {
     true
 }
 
+fn node_ready_retries_default() -> u32 {
+    2
+}
+
 impl Default for EffectivePolicy {
     fn default() -> Self {
         EffectivePolicy {
@@ -280,6 +289,7 @@ impl Default for EffectivePolicy {
             pool_soak: GoDuration::ZERO,
             max_parallel_pools: 1,
             node_ready_timeout: GoDuration::from_secs(15 * 60),
+            node_ready_retries: node_ready_retries_default(),
             drain: DrainPolicy::default(),
             on_gate_failure: OnGateFailure::Pause,
             paused: false,

@@ -152,6 +152,18 @@ pub struct Batch {
     /// instance, so a image that never boots still fails the batch in bounded time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<String>,
+    /// New instances rota replaced because they were not Ready within `nodeReadyTimeout`
+    /// (`nodeReadyRetries`): the attempts that failed, for the halt's message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub never_ready: Vec<String>,
+    /// Replacements of not-Ready instances made so far (at most `nodeReadyRetries`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ready_retries: u32,
+    /// When the next replacement of not-Ready instances is made (the backoff after a
+    /// timeout); `None` while no replacement is pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opt_date_time")]
+    pub replace_at: Option<DateTime<Utc>>,
     /// When the current stage began (timeouts are measured from it).
     #[schemars(schema_with = "date_time")]
     pub stage_since: DateTime<Utc>,
@@ -303,4 +315,8 @@ pub fn stage_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         },
         "x-kubernetes-preserve-unknown-fields": true
     })
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -985,6 +985,9 @@ impl<'a> Planner<'a> {
             instances_before: obs.group.instances.iter().map(|i| i.id.clone()).collect(),
             new_instances: Vec::new(),
             replaced: Vec::new(),
+            never_ready: Vec::new(),
+            ready_retries: 0,
+            replace_at: None,
             stage_since: self.now,
             started_at: Some(self.now),
             cordoned_at: None,
@@ -1145,8 +1148,16 @@ impl<'a> Planner<'a> {
 
     fn surging(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
         let d = self.desired;
-        let g = &self.obs.group;
         let n = batch.old_nodes.len();
+        if let Some(wait) = self.replaced_gone(&mut batch) {
+            return stop(
+                Stage::Surging { batch },
+                Phase::Rotating,
+                "ReplacingNotReady",
+                wait,
+            );
+        }
+        let g = &self.obs.group;
         if g.template_image != cp.target_image {
             self.push(
                 Action::SetImage {
@@ -1164,16 +1175,24 @@ impl<'a> Planner<'a> {
             let raise = max
                 .map(|m| format!(", raising the maximum size from {} to {m}", g.max))
                 .unwrap_or_default();
+            let what = if batch.never_ready.is_empty() {
+                format!(
+                    "surge {n} new node(s) to replace {}",
+                    names(&batch.old_nodes)
+                )
+            } else {
+                format!(
+                    "surge again in place of {} (replaced, not Ready in time)",
+                    batch.never_ready.join(", ")
+                )
+            };
             self.push(
                 Action::SetCapacity { desired: want, max },
-                format!(
-                    "batch {}: surge {n} new node(s) to replace {}{raise}",
-                    batch.number,
-                    names(&batch.old_nodes)
-                ),
+                format!("batch {}: {what}{raise}", batch.number),
             );
         }
-        let new = self.new_instances_of(&batch);
+        let mut new = self.new_instances_of(&batch);
+        new.retain(|id| !batch.never_ready.contains(id));
         if let Some(why) = self.stalled_launch(&batch, &new) {
             // The cloud listed the surge but cannot create it (quota, a stock-out): waiting
             // out nodeReadyTimeout would only delay the same end. The batch fails and is
@@ -1182,6 +1201,31 @@ impl<'a> Planner<'a> {
             return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
         }
         let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
+        if new.len() < n
+            && self.now >= deadline
+            && batch.ready_retries < d.policy.node_ready_retries
+        {
+            // A capacity shortfall is often cured minutes later, and the cloud keeps trying
+            // while the capacity stays asked for: it gets another nodeReadyTimeout, as many
+            // times as a not-Ready node would be replaced.
+            batch.ready_retries += 1;
+            batch.stage_since = self.now;
+            let message = format!(
+                "batch {}: group {} created {} of {n} surge instance(s) within nodeReadyTimeout {} (quota or capacity?); the cloud keeps trying: another nodeReadyTimeout (attempt {} of {})",
+                batch.number,
+                d.group,
+                new.len(),
+                d.policy.node_ready_timeout,
+                batch.ready_retries + 1,
+                d.policy.node_ready_retries + 1
+            );
+            return stop(
+                Stage::Surging { batch },
+                Phase::Rotating,
+                "SurgeShort",
+                message,
+            );
+        }
         if new.len() < n && self.now >= deadline {
             // Capacity was asked for but the cloud never listed the instances: typically a
             // quota or capacity shortage. The batch fails; what did come up is undone.
@@ -1231,12 +1275,11 @@ impl<'a> Planner<'a> {
         }
         let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
         if self.now >= deadline {
-            let why = format!(
-                "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {}",
-                batch.number,
-                not_ready.join(", "),
-                d.policy.node_ready_timeout
-            );
+            let stuck = self.stuck_instances(&batch);
+            if batch.ready_retries < d.policy.node_ready_retries && !stuck.is_empty() {
+                return self.replace_not_ready(batch, stuck, &not_ready);
+            }
+            let why = self.never_ready_reason(cp, &batch, &not_ready);
             return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
         }
         stop(
@@ -1244,6 +1287,166 @@ impl<'a> Planner<'a> {
             Phase::Rotating,
             "WaitingReady",
             format!("waiting for {} to be Ready", not_ready.join(", ")),
+        )
+    }
+
+    /// The batch's new instances that exist but have no Ready node: what a replacement can
+    /// heal (a missing replacement of one the cloud took back is the cloud's to launch).
+    fn stuck_instances(&self, batch: &Batch) -> Vec<(String, Option<String>)> {
+        batch
+            .new_instances
+            .iter()
+            .filter(|id| {
+                self.obs
+                    .instance(id)
+                    .is_some_and(|i| i.lifecycle != crate::cloud::Lifecycle::Terminating)
+            })
+            .filter_map(|id| match self.obs.node_of(id) {
+                Some(n) if n.ready => None,
+                n => Some((id.clone(), n.map(|n| n.name.clone()))),
+            })
+            .collect()
+    }
+
+    /// `nodeReadyRetries`: new instances not Ready within `nodeReadyTimeout` are replaced,
+    /// after a backoff of 30 s, then 60 s, ... (at most 10 min): terminated (the desired
+    /// capacity lowered with them), then, once they are gone, surged again from the batch's
+    /// own target, so the pool never holds more than its size plus one batch, terminating
+    /// instances included; the new ones get a fresh `nodeReadyTimeout`. A boot the cloud did
+    /// not replace, a node that registered late, a capacity shortfall cured minutes later
+    /// heal this way; an image that never boots fails every attempt.
+    fn replace_not_ready(
+        &mut self,
+        mut batch: Batch,
+        stuck: Vec<(String, Option<String>)>,
+        not_ready: &[String],
+    ) -> Step {
+        let d = self.desired;
+        let attempt = batch.ready_retries + 2;
+        let of = d.policy.node_ready_retries + 1;
+        let timeout = d.policy.node_ready_timeout;
+        let at = *batch.replace_at.get_or_insert_with(|| {
+            let backoff =
+                Duration::seconds(30 << batch.ready_retries.min(4)).min(Duration::minutes(10));
+            self.now + backoff
+        });
+        if self.now < at {
+            let message = format!(
+                "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {timeout}: replacing them at {} (attempt {attempt} of {of})",
+                batch.number,
+                not_ready.join(", "),
+                at.to_rfc3339()
+            );
+            return stop(
+                Stage::WaitingReady { batch },
+                Phase::Rotating,
+                "ReplacingNotReady",
+                message,
+            );
+        }
+        for (id, node) in &stuck {
+            self.push(
+                Action::Terminate {
+                    instance_id: id.clone(),
+                    node: node.clone(),
+                },
+                format!(
+                    "batch {}: new instance {id} not Ready within nodeReadyTimeout {timeout}: replaced (attempt {attempt} of {of})",
+                    batch.number
+                ),
+            );
+        }
+        let ids: Vec<String> = stuck.into_iter().map(|(id, _)| id).collect();
+        batch.new_instances.retain(|id| !ids.contains(id));
+        let message = format!(
+            "batch {}: replacing {} (not Ready within nodeReadyTimeout {timeout}; attempt {attempt} of {of})",
+            batch.number,
+            ids.join(", ")
+        );
+        batch.never_ready.extend(ids);
+        batch.ready_retries += 1;
+        batch.replace_at = None;
+        batch.stage_since = self.now;
+        stop(
+            Stage::Surging { batch },
+            Phase::Rotating,
+            "ReplacingNotReady",
+            message,
+        )
+    }
+
+    /// Before a batch surges again for the instances it replaced: those still terminating
+    /// are waited for (the pool never holds more than one batch of surge); one the terminate
+    /// did not take (it got Ready and pods meanwhile, so it was not drained) is the batch's
+    /// again if Ready, else terminated again. `Some`: wait, with why.
+    fn replaced_gone(&mut self, batch: &mut Batch) -> Option<String> {
+        let mut leaving = Vec::new();
+        let mut back = Vec::new();
+        for id in &batch.never_ready {
+            let Some(i) = self.obs.instance(id) else {
+                continue;
+            };
+            if i.lifecycle == crate::cloud::Lifecycle::Terminating {
+                leaving.push(id.clone());
+                continue;
+            }
+            match self.obs.node_of(id) {
+                Some(n) if n.ready => back.push(id.clone()),
+                node => {
+                    let node = node.map(|n| n.name.clone());
+                    self.push(
+                        Action::Terminate {
+                            instance_id: id.clone(),
+                            node,
+                        },
+                        format!(
+                            "batch {}: new instance {id} was not Ready in time: replaced",
+                            batch.number
+                        ),
+                    );
+                    leaving.push(id.clone());
+                }
+            }
+        }
+        batch.never_ready.retain(|id| !back.contains(id));
+        batch.new_instances.extend(back);
+        (!leaving.is_empty()).then(|| {
+            format!(
+                "batch {}: waiting for replaced instance(s) {} to go before surging again",
+                batch.number,
+                leaving.join(", ")
+            )
+        })
+    }
+
+    /// Why the batch fails once its replacements are spent: the image, when no attempt on
+    /// it ever got a node Ready ("image X did not boot: 3 of 3 new instance(s) never
+    /// Ready"), else the instances that are not.
+    fn never_ready_reason(&self, cp: &Checkpoint, batch: &Batch, not_ready: &[String]) -> String {
+        let d = self.desired;
+        let tried = batch.never_ready.len() + batch.new_instances.len();
+        let stuck = self.stuck_instances(batch).len();
+        let failed = batch.never_ready.len() + stuck;
+        if batch.ready_retries > 0 && failed == tried {
+            return format!(
+                "image {} ({}) did not boot: {failed} of {tried} new instance(s) never Ready within nodeReadyTimeout {}, over {} attempt(s) (last: {})",
+                cp.target_image,
+                cp.target_version,
+                d.policy.node_ready_timeout,
+                batch.ready_retries + 1,
+                not_ready.join(", ")
+            );
+        }
+        let after = if batch.ready_retries > 0 {
+            format!(" after {} replacement(s)", batch.ready_retries)
+        } else {
+            String::new()
+        };
+        format!(
+            "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {}{after}",
+            batch.number,
+            not_ready.join(", "),
+            d.policy.node_ready_timeout
         )
     }
 
@@ -1283,7 +1486,11 @@ impl<'a> Planner<'a> {
         let newcomers: Vec<String> = self
             .new_instances_of(batch)
             .into_iter()
-            .filter(|id| !batch.new_instances.contains(id) && !batch.replaced.contains(id))
+            .filter(|id| {
+                !batch.new_instances.contains(id)
+                    && !batch.replaced.contains(id)
+                    && !batch.never_ready.contains(id)
+            })
             .filter(|id| alive(id))
             .take(n.saturating_sub(kept.len()))
             .collect();

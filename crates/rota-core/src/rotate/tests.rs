@@ -79,6 +79,11 @@ impl NodeB {
         self.node.scale_down_disabled = true;
         self
     }
+    /// An instance the cloud is terminating.
+    fn terminating_instance(mut self) -> Self {
+        self.lifecycle = Lifecycle::Terminating;
+        self
+    }
     /// An instance that has no node yet.
     fn unregistered(mut self) -> Self {
         self.registered = false;
@@ -251,6 +256,9 @@ fn batch12() -> Batch {
         instances_before: ["i-n1", "i-n2", "i-n3", "i-n4"].map(String::from).to_vec(),
         new_instances: vec!["i-m1".into(), "i-m2".into()],
         replaced: vec![],
+        never_ready: vec![],
+        ready_retries: 0,
+        replace_at: None,
         stage_since: t0(),
         started_at: None,
         cordoned_at: None,
@@ -759,6 +767,9 @@ fn a_newer_version_abandons_an_undisrupted_batch_and_finishes_a_started_one() {
 
 #[test]
 fn new_nodes_never_ready_abandon_the_batch_and_pause() {
+    // With `nodeReadyRetries: 0`: the first timeout fails the batch.
+    let mut d = desired(2);
+    d.policy.node_ready_retries = 0;
     let mut nodes = old4();
     nodes.push(node("m1").image(NEW));
     nodes.push(node("m2").image(NEW).unregistered());
@@ -766,9 +777,9 @@ fn new_nodes_never_ready_abandon_the_batch_and_pause() {
     w.group.max = 6;
     w.group.template_image = NEW.into();
     let c = cp(Stage::WaitingReady { batch: batch12() });
-    let p = plan(&desired(2), &w, Some(&c), mins(14));
+    let p = plan(&d, &w, Some(&c), mins(14));
     assert!(p.actions.is_empty());
-    let p = plan(&desired(2), &w, Some(&c), mins(15));
+    let p = plan(&d, &w, Some(&c), mins(15));
     // m2 never registered: there is no node to cordon. m1 is cordoned, and terminated on
     // a later observation.
     assert_eq!(
@@ -786,9 +797,138 @@ fn new_nodes_never_ready_abandon_the_batch_and_pause() {
     );
     // Once they are gone, the pool is paused with the reason.
     let w = world(old4());
-    let p = plan(&desired(2), &w, p.checkpoint.as_ref(), mins(16));
+    let p = plan(&d, &w, p.checkpoint.as_ref(), mins(16));
     assert_eq!(p.status.phase, Phase::Paused);
     assert!(p.status.message.contains("nodeReadyTimeout"));
+}
+
+/// Issue 26 (2): a new node that is not Ready in time is replaced (`nodeReadyRetries`,
+/// default 2), after a backoff, before the batch fails; the replacement gets its own
+/// `nodeReadyTimeout`.
+#[test]
+fn a_new_node_not_ready_in_time_is_replaced_before_the_batch_fails() {
+    let mut nodes = old4();
+    nodes.push(node("m1").ready().image(NEW).scale_down_disabled());
+    nodes.push(node("m2").image(NEW));
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let c = cp(Stage::WaitingReady { batch: batch12() });
+    // At the timeout the replacement waits out its backoff; the status says when.
+    let p = plan(&desired(2), &w, Some(&c), mins(15));
+    assert!(shown(&p).is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.status.reason, "ReplacingNotReady");
+    assert!(
+        p.status.message.contains("replacing them at")
+            && p.status.message.contains("attempt 2 of 3"),
+        "{}",
+        p.status.message
+    );
+    // Then m2 alone is replaced: terminated (its capacity with it), and the batch goes back
+    // to surging for it.
+    let p = plan(
+        &desired(2),
+        &w,
+        p.checkpoint.as_ref(),
+        mins(15) + Duration::seconds(30),
+    );
+    assert_eq!(shown(&p), ["terminate i-m2"]);
+    assert!(matches!(
+        &p.actions[0].action,
+        Action::Terminate { node: Some(n), .. } if n == "m2"
+    ));
+    let replaced = p.checkpoint.clone().unwrap();
+    let Stage::Surging { batch } = &replaced.stage else {
+        panic!("{:?}", replaced.stage);
+    };
+    assert_eq!(
+        (batch.ready_retries, batch.never_ready.clone()),
+        (1, vec!["i-m2".to_string()])
+    );
+    // While m2 terminates, nothing is surged: never more than one batch of surge.
+    let mut nodes = old4();
+    nodes.push(node("m1").ready().image(NEW).scale_down_disabled());
+    nodes.push(node("m2").image(NEW).terminating_instance());
+    let mut w = world(nodes);
+    w.group.desired = 5;
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(2), &w, Some(&replaced), mins(16));
+    assert!(shown(&p).is_empty(), "{:?}", shown(&p));
+    assert!(
+        p.status
+            .message
+            .contains("waiting for replaced instance(s) i-m2 to go"),
+        "{}",
+        p.status.message
+    );
+    // Gone: the batch surges again for it.
+    let mut nodes = old4();
+    nodes.push(node("m1").ready().image(NEW).scale_down_disabled());
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(2), &w, p.checkpoint.as_ref(), mins(17));
+    assert_eq!(shown(&p), ["set capacity 6"]);
+    // m3 comes, with a fresh nodeReadyTimeout; Ready, the batch goes on.
+    let mut nodes = old4();
+    nodes.push(node("m1").ready().image(NEW).scale_down_disabled());
+    nodes.push(node("m3").image(NEW));
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(2), &w, p.checkpoint.as_ref(), mins(18));
+    assert_eq!(p.status.reason, "WaitingReady", "{}", p.status.message);
+    assert!(p.status.message.contains("i-m3"), "{}", p.status.message);
+    let waiting = p.checkpoint.clone().unwrap();
+    // A fresh timeout, from the replacement (15:30): still waiting at minute 30.
+    let p = plan(&desired(2), &w, Some(&waiting), mins(30));
+    assert_eq!(p.status.reason, "WaitingReady", "{}", p.status.message);
+    let mut nodes = old4();
+    nodes.push(node("m1").ready().image(NEW).scale_down_disabled());
+    nodes.push(node("m3").ready().image(NEW));
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(2), &w, Some(&waiting), mins(33));
+    assert_ne!(p.status.phase, Phase::Paused, "{}", p.status.message);
+    assert!(
+        !p.status.message.contains("not Ready"),
+        "{}",
+        p.status.message
+    );
+}
+
+/// An image that never boots fails every attempt: once the replacements are spent, the pool
+/// halts naming the image, how many of its instances never got Ready, and the last ones.
+#[test]
+fn an_image_that_never_boots_halts_naming_it_once_the_replacements_are_spent() {
+    let mut nodes = old4();
+    nodes.push(node("m5").image(NEW));
+    nodes.push(node("m6").image(NEW));
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let mut batch = batch12();
+    batch.new_instances = vec!["i-m5".into(), "i-m6".into()];
+    batch.replaced = ["i-m1", "i-m2", "i-m3", "i-m4"].map(String::from).to_vec();
+    batch.never_ready = batch.replaced.clone();
+    batch.ready_retries = 2;
+    batch.stage_since = mins(40);
+    let c = cp(Stage::WaitingReady { batch });
+    let p = plan(&desired(2), &w, Some(&c), mins(55));
+    assert!(
+        !shown(&p).iter().any(|a| a.starts_with("replace")),
+        "no third replacement: {:?}",
+        shown(&p)
+    );
+    assert!(
+        p.status.message.contains(&format!(
+            "image {NEW} (v2) did not boot: 6 of 6 new instance(s) never Ready within nodeReadyTimeout 15m, over 3 attempt(s) (last: i-m5 (node m5 not Ready), i-m6 (node m6 not Ready))"
+        )),
+        "{}",
+        p.status.message
+    );
 }
 
 /// `old4` plus the surge of `batch12` listed by the cloud but not created: m1 booted and
@@ -884,9 +1024,11 @@ fn a_launch_failure_the_cloud_retries_is_waited_out_and_named() {
         "{}",
         p.status.message
     );
-    // Still not created at the deadline: the batch fails as any that never came Ready, and
-    // says why.
-    let p = plan(&desired(2), &w, Some(&c), mins(15));
+    // Still not created at the deadline (and no replacement allowed): the batch fails as
+    // any that never came Ready, and says why.
+    let mut no_retry = desired(2);
+    no_retry.policy.node_ready_retries = 0;
+    let p = plan(&no_retry, &w, Some(&c), mins(15));
     assert_eq!(p.status.phase, Phase::RollingBack);
     assert!(
         p.status.message.contains("nodeReadyTimeout")
@@ -1427,6 +1569,9 @@ fn batch34() -> Batch {
         instances_before: ["i-n3", "i-n4", "i-m1", "i-m2"].map(String::from).to_vec(),
         new_instances: vec!["i-m3".into(), "i-m4".into()],
         replaced: vec![],
+        never_ready: vec![],
+        ready_retries: 0,
+        replace_at: None,
         stage_since: mins(1),
         started_at: Some(mins(1)),
         cordoned_at: None,
@@ -1607,7 +1752,9 @@ fn a_newer_version_during_the_soak_undoes_the_pipelined_batch() {
 
 #[test]
 fn a_pipelined_batch_that_never_becomes_ready_halts_the_pool() {
-    let (d, mut c) = soaking();
+    let (mut d, mut c) = soaking();
+    // Replacements spent (or none allowed): the next timeout fails it.
+    d.policy.node_ready_retries = 0;
     c.batches_started = 2;
     c.next = Some(Box::new(Stage::WaitingReady { batch: batch34() }));
     // Soaks are long here; the nodes are still not Ready after nodeReadyTimeout (15m).
