@@ -319,8 +319,10 @@ impl<'a> Planner<'a> {
             return Some(Outcome {
                 phase: Phase::Paused,
                 reason: "Halted",
+                // The one command that moves it on (the git commits still work).
                 message: format!(
-                    "{why}; set rollout.paused to true and back to false to resume, or change the version"
+                    "{why}; once the cause is fixed, `rota ctl retry --cluster {} --pool {}` resumes it (or set rollout.paused to true and back to false, or change the version)",
+                    self.desired.cluster, self.desired.name
                 ),
                 checkpoint: Some(cp.clone()),
             });
