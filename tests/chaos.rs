@@ -728,6 +728,8 @@ impl Run {
                     if let Some(why) = cp.as_ref().and_then(|c| c.halted.as_deref()) {
                         let (kind, cause) = halt_cause(why);
                         outcomes.push(format!("halt {kind} {cause}"));
+                        // Which seed halted which pool, and why (stderr, beside the progress).
+                        eprintln!("chaos halt in seed {}: pool {}: {why}", self.seed, p.name);
                     }
                 }
                 other => {

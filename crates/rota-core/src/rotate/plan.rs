@@ -1478,6 +1478,21 @@ impl<'a> Planner<'a> {
             Some(i) => i.lifecycle == crate::cloud::Lifecycle::Terminating,
             None => absence_proves,
         };
+        // An instance counted as taken back because a describe did not list it, listed again
+        // and alive: that describe lagged (the cloud took nothing back). It is the batch's
+        // again, with the time it has had (measured in the chaos suite, seeds 91 and 107:
+        // without this, the batch waited out nodeReadyTimeout for replacements the cloud had
+        // no reason to launch, and halted).
+        let returned: Vec<String> = batch
+            .replaced
+            .iter()
+            .filter(|id| alive(id))
+            .cloned()
+            .collect();
+        if !returned.is_empty() {
+            batch.replaced.retain(|id| !returned.contains(id));
+            batch.new_instances.extend(returned);
+        }
         let (gone, kept): (Vec<String>, Vec<String>) = batch
             .new_instances
             .iter()

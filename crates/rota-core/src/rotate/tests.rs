@@ -1266,6 +1266,30 @@ fn a_surge_instance_the_cloud_replaced_is_followed_to_its_replacement() {
     );
 }
 
+/// A describe that lagged made i-m2 look taken back; listed again, alive and Ready, it is the
+/// batch's again at once (the cloud took nothing back and will launch no replacement: waiting
+/// for one only ran out nodeReadyTimeout, chaos seeds 91 and 107).
+#[test]
+fn a_surge_instance_a_lagging_describe_hid_is_the_batchs_again_when_listed() {
+    let mut b = batch12();
+    b.new_instances = vec!["i-m1".into()];
+    b.replaced = vec!["i-m2".into()];
+    let c = cp(Stage::WaitingReady { batch: b });
+    let w = surged(old4());
+    let p = plan(&desired(2), &w, Some(&c), mins(5));
+    assert!(
+        !p.status.message.contains("took back"),
+        "{}",
+        p.status.message
+    );
+    let next = p.checkpoint.unwrap();
+    let batch = next.stage.batch().expect("a batch");
+    assert!(batch.replaced.is_empty(), "{:?}", batch.replaced);
+    let mut ids = batch.new_instances.clone();
+    ids.sort();
+    assert_eq!(ids, ["i-m1", "i-m2"]);
+}
+
 #[test]
 fn a_halted_batch_puts_the_template_back_on_the_origin_image() {
     // (d) A drain timeout halts batch 1 while the group's template boots NEW: every
