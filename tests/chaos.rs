@@ -330,7 +330,7 @@ impl Run {
             .and_then(|n| n.status)
     }
 
-    /// Invariants 1-3, now.
+    /// Invariants 1-3 and 9, now.
     async fn check(&mut self) {
         for p in self.draw.pools.clone() {
             let g = self.group_state(&p.name).await;
@@ -352,15 +352,12 @@ impl Run {
                     p.name, g.desired, p.size
                 ));
             }
-        }
-        // Invariant 9: a stopped rotation (halted, paused by policy or by an operator) gives
-        // the group's maximum back as the user left it (or to the instances still up), so the
-        // autoscaler cannot grow the pool past it while a person is awaited. The give-back is
-        // an action of the pass that stops (or of the next ones, if the cloud refused it):
-        // a maximum still raised after six checks (a minute) in a row is a violation.
-        for p in self.draw.pools.clone() {
+            // Invariant 9: a stopped rotation (halted, paused by policy or by an operator) gives
+            // the group's maximum back as the user left it (or to the instances still up), so the
+            // autoscaler cannot grow the pool past it while a person is awaited. The give-back is
+            // an action of the pass that stops (or of the next ones, if the cloud refused it):
+            // a maximum still raised after six checks (a minute) in a row is a violation.
             let st = self.status(&p.name).await;
-            let g = self.group_state(&p.name).await;
             let raised = st.as_ref().and_then(|st| {
                 let cp = st.checkpoint.as_ref()?;
                 let stopped = st.phase == Phase::Paused;

@@ -156,44 +156,48 @@ async fn pass(args: &ProposeArgs) -> Result<Vec<String>, String> {
         }
     }
     if !args.no_promotions {
-        for wave in fleet.waves().iter().skip(1) {
-            let query = Query {
-                repo: mirror_path.to_path_buf(),
-                rev: commit.clone(),
-                base: commit.clone(),
-                check: false,
-                wave: Some(wave.name.clone()),
-                subdir: args.subdir.clone(),
-                agent_signers: args.agent_signers.clone(),
-            };
-            let checks = match checks_at(&query, now).await {
-                Ok(c) => c,
-                Err(e) => {
-                    failures.push(format!("wave {}: {e}", wave.name));
-                    continue;
+        // One read of the fleet and the agents' records answers for every wave.
+        let query = Query {
+            repo: mirror_path.to_path_buf(),
+            rev: commit.clone(),
+            base: commit.clone(),
+            check: false,
+            wave: None,
+            subdir: args.subdir.clone(),
+            agent_signers: args.agent_signers.clone(),
+        };
+        match checks_at(&query, now).await {
+            Err(e) => failures.push(format!("promotions: {e}")),
+            Ok(all) => {
+                for wave in fleet.waves().iter().skip(1) {
+                    let checks: Vec<_> = all
+                        .iter()
+                        .filter(|c| c.wave == wave.name)
+                        .cloned()
+                        .collect();
+                    if checks.is_empty() {
+                        println!(
+                            "wave {}: nothing to promote: it pins what the wave before it runs",
+                            wave.name
+                        );
+                        continue;
+                    }
+                    for c in &checks {
+                        println!("{}", describe(c));
+                    }
+                    if !checks.iter().all(|c| c.decision.is_allowed()) {
+                        continue;
+                    }
+                    let at = At {
+                        repo: mirror_path,
+                        rev: &commit,
+                        subdir: args.subdir.as_deref(),
+                    };
+                    match propose_promotion(&at, &wave.name, &checks, &to).await {
+                        Ok(line) => println!("wave {}: {line}", wave.name),
+                        Err(e) => failures.push(format!("wave {}: {e}", wave.name)),
+                    }
                 }
-            };
-            if checks.is_empty() {
-                println!(
-                    "wave {}: nothing to promote: it pins what the wave before it runs",
-                    wave.name
-                );
-                continue;
-            }
-            for c in &checks {
-                println!("{}", describe(c));
-            }
-            if !checks.iter().all(|c| c.decision.is_allowed()) {
-                continue;
-            }
-            let at = At {
-                repo: mirror_path,
-                rev: &commit,
-                subdir: args.subdir.as_deref(),
-            };
-            match propose_promotion(&at, &wave.name, &checks, &to).await {
-                Ok(line) => println!("wave {}: {line}", wave.name),
-                Err(e) => failures.push(format!("wave {}: {e}", wave.name)),
             }
         }
     }

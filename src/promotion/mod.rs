@@ -25,7 +25,7 @@ pub struct Query {
     pub base: String,
     /// Check the pins changed between `base` and `rev` rather than the ones `wave` would take.
     pub check: bool,
-    /// Only this wave (default: every wave).
+    /// Only this wave (default: every wave; without `check`, every wave after the first).
     pub wave: Option<String>,
     /// The fleet lives in this folder of the repo.
     pub subdir: Option<PathBuf>,
@@ -151,7 +151,13 @@ pub async fn checks_at(
             .map(str::to_string),
     );
     let mut records = Vec::new();
-    for f in [&base, &target] {
+    // Without `check` the base is the target itself: its records are read once.
+    let read: &[&rota_core::fleet::Fleet] = if args.check {
+        &[&base, &target]
+    } else {
+        &[&target]
+    };
+    for f in read {
         let commit = f.commit().unwrap_or_default().to_string();
         records.extend(
             store
@@ -181,6 +187,11 @@ pub async fn checks_at(
                 .collect()
         } else {
             if k == 0 {
+                // Asked for by name, the first wave is a mistake; among every wave, it is
+                // simply the one nothing is promoted to.
+                if args.wave.is_none() {
+                    continue;
+                }
                 return Err(format!(
                     "wave {} is the first wave: nothing to promote from",
                     w.name

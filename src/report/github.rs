@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::forge::{ForgeApi, ForgeStore};
-use super::http::{ForgeClient, RateLimiter, path_segment};
+use super::http::{ForgeClient, RateLimiter};
 use super::{CommitStatus, Posted, ReportError, State};
 use crate::source::Secret;
 
@@ -60,11 +60,7 @@ impl GitHubConfig {
 
     /// `/repos/{owner}/{repo}`.
     pub fn repo_path(&self) -> String {
-        format!(
-            "/repos/{}/{}",
-            path_segment(&self.owner),
-            path_segment(&self.repo)
-        )
+        super::http::repo_path(&self.owner, &self.repo)
     }
 }
 

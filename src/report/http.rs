@@ -331,6 +331,11 @@ fn error_message(status: StatusCode, body: &[u8]) -> String {
     }
 }
 
+/// `/repos/{owner}/{repo}`, each segment escaped: GitHub's and Gitea's repository path.
+pub fn repo_path(owner: &str, repo: &str) -> String {
+    format!("/repos/{}/{}", path_segment(owner), path_segment(repo))
+}
+
 /// Percent-encodes one path segment (GitLab's `group%2Fproject` ids, owner and repo names).
 pub fn path_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -326,16 +326,26 @@ def json_schema(content):
     return None
 
 
-def check_github(x, problems):
-    doc, ops = github()
+def operation(ops, x, shown, api, problems):
+    """The operation of `ops` (tuples of method, path regex, names, specificity, ...) that
+    serves exchange `x`, the most specific where several match, with its path, query and
+    the `METHOD path -> status` that names it in problems; None (a problem said) if none."""
     path, _, query = x["path"].partition("?")
-    status, body = x["status"], x["response"]
-    at = f"{x['method']} {x['path']} -> {status}"
+    at = f"{x['method']} {shown} -> {x['status']}"
     matches = [o for o in ops if o[0] == x["method"] and o[1].match(path)]
     if not matches:
-        problems.append(f"{at}: no operation of GitHub's REST description serves this")
+        problems.append(f"{at}: no operation of {api} serves this")
+        return None
+    return max(matches, key=lambda o: o[3]), path, query, at
+
+
+def check_github(x, problems):
+    doc, ops = github()
+    found = operation(ops, x, x["path"], "GitHub's REST description", problems)
+    if found is None:
         return
-    method, rx, names, _, template, op, params = max(matches, key=lambda o: o[3])
+    (method, rx, names, _, template, op, params), path, query, at = found
+    status, body = x["status"], x["response"]
     name = op.get("operationId", f"{method} {template}")
     at = f"{at} ({name})"
     declared = {}
@@ -603,15 +613,12 @@ def gitea_param(t, raw, at, problems):
 
 def check_gitea(x, problems):
     ops = gitea()[0]
-    path, _, query = x["path"].partition("?")
-    status, body = x["status"], x["response"]
-    at = f"{x['method']} /api/v1{x['path']} -> {status}"
-    matches = [o for o in ops if o[0] == x["method"] and o[1].match(path)]
-    if not matches:
-        problems.append(f"{at}: no operation of Gitea's API serves this")
+    found = operation(ops, x, f"/api/v1{x['path']}", "Gitea's API", problems)
+    if found is None:
         return
-    op = max(matches, key=lambda o: o[3])
+    op, path, query, at = found
     method, rx, names, _, resource, name, query_names, statuses, _ = op
+    status, body = x["status"], x["response"]
     at = f"{at} ({name})"
     params, required = gitea_params(op)
     for n, raw in zip(names, rx.match(path).groups()):

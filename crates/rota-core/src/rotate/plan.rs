@@ -1281,7 +1281,7 @@ impl<'a> Planner<'a> {
             if batch.ready_retries < d.policy.node_ready_retries && !stuck.is_empty() {
                 return self.replace_not_ready(batch, stuck, &not_ready);
             }
-            let why = self.never_ready_reason(cp, &batch, &not_ready);
+            let why = self.never_ready_reason(cp, &batch, stuck.len(), &not_ready);
             return Step::Next(abandon(batch, why.clone(), Some(why), self.now));
         }
         stop(
@@ -1424,10 +1424,15 @@ impl<'a> Planner<'a> {
     /// Why the batch fails once its replacements are spent: the image, when no attempt on
     /// it ever got a node Ready ("image X did not boot: 3 of 3 new instance(s) never
     /// Ready"), else the instances that are not.
-    fn never_ready_reason(&self, cp: &Checkpoint, batch: &Batch, not_ready: &[String]) -> String {
+    fn never_ready_reason(
+        &self,
+        cp: &Checkpoint,
+        batch: &Batch,
+        stuck: usize,
+        not_ready: &[String],
+    ) -> String {
         let d = self.desired;
         let tried = batch.never_ready.len() + batch.new_instances.len();
-        let stuck = self.stuck_instances(batch).len();
         let failed = batch.never_ready.len() + stuck;
         if batch.ready_retries > 0 && failed == tried {
             return format!(
