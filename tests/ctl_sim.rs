@@ -266,6 +266,30 @@ async fn pause_resume_and_complete_soak_steer_the_rotation_and_kubectl_shows_it(
         events.contains("OperatorPause") && events.contains("paused (rota ctl pause by ana"),
         "{events}"
     );
+    // Every stop says who must do what: the status's stop note, and its Event (a Warning:
+    // a person must act), as kubectl shows them.
+    assert_eq!(v["status"]["stop"]["reason"], "PausedByOperator", "{v}");
+    assert_eq!(v["status"]["stop"]["by"], "person");
+    assert_eq!(
+        v["status"]["stop"]["next"],
+        "rota ctl resume --cluster sim-1 --pool general"
+    );
+    let events: Value = serde_json::from_str(&events).unwrap();
+    let stop_event = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["reason"] == "PausedByOperator")
+        .unwrap_or_else(|| panic!("no PausedByOperator Event: {events}"));
+    assert_eq!(stop_event["type"], "Warning");
+    let note = stop_event["message"]
+        .as_str()
+        .or_else(|| stop_event["note"].as_str())
+        .unwrap_or_default();
+    assert!(
+        note.contains("next: rota ctl resume --cluster sim-1 --pool general"),
+        "{stop_event}"
+    );
 
     // bob cannot make a request in ana's name (nor in nobody's), with kubectl by hand:
     // the admission policy wants the writer's own name.

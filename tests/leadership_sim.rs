@@ -265,6 +265,7 @@ fn set_capacity_plan(desired: u32) -> Plan {
             phase: Phase::Rotating,
             reason: "Test",
             message: "a write from a stale writer".into(),
+            stop: None,
             total: 4,
             on_target: 0,
             ready: 4,

@@ -21,6 +21,8 @@ pub struct PoolIntent {
     pub pinned: (String, String),
     /// Set when the guard holds the pool: its pending status description.
     pub waiting: Option<String>,
+    /// Set with `waiting`: what holds the pool, who moves it on and how (`Wait::stop_note`).
+    pub held: Option<rota_core::rotate::stop::StopNote>,
 }
 
 /// The whole plan for one cluster at one commit.
@@ -82,7 +84,7 @@ pub fn plan_cluster(
         let (spec, waiting) = match decision {
             GuardDecision::Allowed { .. } => (Some(spec), None),
             GuardDecision::Waiting(wait) => {
-                let why = wait.describe(&pool.channel, &pool.version);
+                let why = wait.stop_note(&pool.channel, &pool.version);
                 match previous {
                     // Hold the version (and image) the pool had; everything else follows git.
                     Some(prev) => {
@@ -99,7 +101,8 @@ pub fn plan_cluster(
             name: pool.name.clone(),
             spec,
             pinned,
-            waiting,
+            waiting: waiting.as_ref().map(|n| n.cause.clone()),
+            held: waiting,
         });
     }
     let released = existing
@@ -198,6 +201,18 @@ mod tests {
             pool.waiting.as_deref(),
             Some("waiting for c1/general (wave canary) to complete general@2026.11.2")
         );
+        // Its stop note: rota moves it on, the canary's pool holds it.
+        let held = pool.held.as_ref().unwrap();
+        assert_eq!(
+            (held.reason.as_str(), held.by),
+            ("WaveGuard", rota_core::rotate::stop::MovedBy::Rota)
+        );
+        assert_eq!(held.blocked_by, ["pool c1/general"]);
+        assert!(
+            held.next.contains("once wave canary completes it"),
+            "{}",
+            held.next
+        );
         // Completed but soaking, then free to go.
         let records = [PoolRecord::new("c1", "general").completed("general", "2026.11.2", at(10))];
         let soaking = plan_cluster(&new, "c1", true, &waves(), &records, &existing, at(10));
@@ -220,6 +235,10 @@ mod tests {
                 "waiting for wave canary: no rota agent has reported from c1 (is one running there?)"
             )
         );
+        // A person must start an agent there: the note says so, naming the cluster.
+        let held = silent.pools[0].held.as_ref().unwrap();
+        assert_eq!(held.by, rota_core::rotate::stop::MovedBy::Person);
+        assert_eq!(held.blocked_by, ["cluster c1"]);
         // Guard off: nothing waits.
         let off = plan_cluster(&new, "c1", false, &waves(), &[], &existing, at(10));
         assert_eq!(off.pools[0].waiting, None);

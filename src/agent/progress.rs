@@ -19,6 +19,7 @@ use crate::kube::crd::NodePoolRotation;
 use crate::report::{CommitStatus, State, cluster_context, pool_context};
 use rota_core::fleet::resolved::Mode;
 use rota_core::rotate::Phase;
+use rota_core::rotate::stop::MovedBy;
 use rota_core::waves::PoolRecord;
 
 use super::desired::PoolIntent;
@@ -38,7 +39,7 @@ pub fn pool_status(
     let (channel, version) = &intent.pinned;
     let cv = format!("{channel}@{version}");
     if let Some(why) = &intent.waiting {
-        return CommitStatus::new(context, State::Pending, why);
+        return CommitStatus::new(context, State::Pending, why).with_stop(intent.held.clone());
     }
     let Some(npr) = npr else {
         return CommitStatus::new(context, State::Pending, "NodePoolRotation not created yet");
@@ -69,14 +70,20 @@ pub fn pool_status(
     };
     let nodes = format!("{}/{} nodes on {cv}", status.on_target, status.total);
     let halted = status.checkpoint.as_ref().and_then(|c| c.halted.clone());
+    // A stop a person must end leads with what they must do: a forge shows 140 characters.
+    let person = status.stop.as_ref().filter(|n| n.by == MovedBy::Person);
+    let stopped = |word: &str, cause: &str| match person {
+        Some(n) => format!("{word}; next: {} · {cause}", n.next),
+        None => format!("{word}: {cause}"),
+    };
     let (state, text) = match status.phase {
         Phase::Succeeded => (State::Success, nodes),
-        Phase::Failed => (State::Failure, format!("failed: {}", status.message)),
+        Phase::Failed => (State::Failure, stopped("failed", &status.message)),
         Phase::Paused if halted.is_some() => (
             State::Failure,
-            format!("paused: {}", halted.unwrap_or_default()),
+            stopped("paused", &halted.unwrap_or_default()),
         ),
-        Phase::Paused => (State::Pending, format!("paused: {}", status.message)),
+        Phase::Paused => (State::Pending, stopped("paused", &status.message)),
         Phase::RollingBack => (State::Pending, format!("rolling back: {}", status.message)),
         Phase::Waiting if status.message.contains("maintenance window") => {
             (State::Pending, format!("{WINDOW_WAIT} · {nodes}"))
@@ -101,10 +108,16 @@ pub fn pool_status(
                 .and_then(|t| (t - now).to_std().ok())
                 .map(|d| format!(" · {} left", rota_core::rotate::eta::about(d)))
                 .unwrap_or_default();
+            // A wait rota ends by itself names its reason; the note documents carry the rest.
+            let waits = status
+                .stop
+                .as_ref()
+                .map(|n| format!(" · waits ({})", n.reason))
+                .unwrap_or_default();
             (
                 State::Pending,
                 format!(
-                    "{}{nodes}{soak}{eta}{}",
+                    "{}{nodes}{soak}{eta}{waits}{}",
                     batch.unwrap_or_default(),
                     steered(status)
                 ),
@@ -112,7 +125,7 @@ pub fn pool_status(
         }
         Phase::Pending => (State::Pending, format!("planning {cv}")),
     };
-    CommitStatus::new(context, state, &format!("{prefix}{text}"))
+    CommitStatus::new(context, state, &format!("{prefix}{text}")).with_stop(status.stop.clone())
 }
 
 /// The operator request (`rota ctl`) that last steered the rotation under way, for its
@@ -313,6 +326,7 @@ mod tests {
             spec: None,
             pinned: ("general".into(), "2026.11.2".into()),
             waiting: None,
+            held: None,
         };
         let s = pool_status("prod", &intent, Some(&npr), "abc", now);
         assert_eq!(s.state, State::Pending);

@@ -130,6 +130,7 @@ pub async fn view(args: &StatusArgs) -> Result<FleetView, String> {
             state: s.state,
             description: s.description,
             target_url: s.target_url,
+            stop: None,
         })
         .collect();
     let find = |ctx: &str| recorded.iter().find(|s| s.context == ctx);

@@ -146,6 +146,10 @@ struct PoolState {
     due: Instant,
     failures: u32,
     last_error: Option<String>,
+    /// The action whose failure `last_error` is (`set image ami-1`), when an action failed:
+    /// once the same action succeeds the error has healed and is no longer named, even on a
+    /// pool that stays stopped for another cause.
+    last_error_action: Option<String>,
     /// The PodDisruptionBudget (namespace, name) whose change wakes this pool.
     blocked_on: Option<(String, String)>,
     /// Errors since the pool last moved: which to report, and the likely cause if it sticks.
@@ -183,6 +187,7 @@ impl PoolState {
             due: Instant::now(),
             failures: 0,
             last_error: None,
+            last_error_action: None,
             blocked_on: None,
             errors: ErrorTracker::default(),
             batch_started: None,
@@ -807,6 +812,7 @@ impl Controller {
         let state = self.pools.get_mut(&name).expect("prepared");
         state.failures += 1;
         state.last_error = Some(error.clone());
+        state.last_error_action = None;
         if self.record_error(&name, npr, classified).await.is_some() {
             tracing::error!(pool = %name, %error, "observing failed and will not heal by retrying");
         }
@@ -949,8 +955,15 @@ impl Controller {
                     || plan.checkpoint.as_ref().is_some_and(|c| {
                         c.halted.is_some() || matches!(c.stage, Stage::Abandoning { .. })
                     });
-                if ran > 0 && !stopping {
+                let healed = state.last_error_action.as_ref().is_some_and(|failed| {
+                    plan.actions
+                        .iter()
+                        .take(ran)
+                        .any(|p| p.action.to_string() == *failed)
+                });
+                if ran > 0 && (!stopping || healed) {
                     state.last_error = None;
+                    state.last_error_action = None;
                 }
                 state.failures = 0;
                 state.blocked_on = None;
@@ -1005,6 +1018,12 @@ impl Controller {
                 .map(|b| (b.namespace.clone(), b.name.clone()));
         } else {
             state.last_error = Some(error.clone());
+            state.last_error_action = match &e {
+                ApplyError::Cloud { action, .. } | ApplyError::Kube { action, .. } => {
+                    Some(action.clone())
+                }
+                _ => None,
+            };
         }
         state.due = self
             .clock
@@ -1089,6 +1108,9 @@ impl Controller {
                 _ => {}
             }
         }
+        if let Some((warning, reason, note)) = stop_event(prev, status) {
+            self.event(npr, warning, reason, &note).await;
+        }
         if let Some(t) = &composed.transition {
             let (warning, reason, note) = t.event();
             if warning {
@@ -1157,6 +1179,26 @@ impl Controller {
     }
 }
 
+/// Every stop says who must do what: the Event to post when a pool stops, or what holds it
+/// changes (`warning` when it waits for a person): its reason, and the note's cause,
+/// blockers and next step. `None` while it moves or nothing changed.
+pub fn stop_event<'s>(
+    prev: Option<&NodePoolRotationStatus>,
+    status: &'s NodePoolRotationStatus,
+) -> Option<(bool, &'s str, String)> {
+    let note = status.stop.as_ref()?;
+    let same = prev
+        .and_then(|p| p.stop.as_ref())
+        .is_some_and(|p| (&p.reason, &p.blocked_by) == (&note.reason, &note.blocked_by));
+    (!same).then(|| {
+        (
+            note.by == rota_core::rotate::stop::MovedBy::Person,
+            note.reason.as_str(),
+            note.line(),
+        )
+    })
+}
+
 /// The operator's request on the NodePoolRotation (`rota.dev/request`), if any.
 fn operator_request(
     npr: &NodePoolRotation,
@@ -1219,9 +1261,21 @@ pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>>
             .iter()
             .map(|n| {
                 let status = n.status.as_ref();
-                let rotating = status
-                    .and_then(|s| s.checkpoint.as_ref())
-                    .is_some_and(|c| !matches!(c.stage, Stage::Done));
+                // A pool stopped for a reason of its own (a pod that cannot be evicted, a
+                // do-not-disrupt, nodes matching no instance) gives its slot up: its siblings
+                // would otherwise wait for the person it waits for. One whose stop may say
+                // the image is bad, or that a person paused, keeps it (`Reason::holds_slot`).
+                let own_stop = status.is_some_and(|s| {
+                    s.phase == Phase::Paused
+                        && s.stop
+                            .as_ref()
+                            .and_then(|n| rota_core::rotate::stop::Reason::parse(&n.reason))
+                            .is_some_and(|r| !r.holds_slot())
+                });
+                let rotating = !own_stop
+                    && status
+                        .and_then(|s| s.checkpoint.as_ref())
+                        .is_some_and(|c| !matches!(c.stage, Stage::Done));
                 // Done and nothing new asked since: no demand.
                 let settled = status.is_some_and(|s| {
                     matches!(s.phase, Phase::Succeeded | Phase::Failed)
@@ -1232,7 +1286,7 @@ pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>>
                 PoolDemand {
                     pool: n.name_any(),
                     rotating,
-                    waiting: !rotating && !settled && !inert,
+                    waiting: !rotating && !own_stop && !settled && !inert,
                 }
             })
             .collect();
@@ -1415,5 +1469,66 @@ mod tests {
                 REQUEST_NOTE_ANNOTATION.replace('/', "~1")
             )
         );
+    }
+
+    /// Issue 26 (3): a pool stopped for a reason of its own gives its `maxParallelPools` slot
+    /// up; one whose stop may say the image is bad keeps the others held.
+    #[test]
+    fn a_pool_stopped_for_its_own_reason_frees_its_slot_and_a_bad_image_holds_it() {
+        use rota_core::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
+        use rota_core::rotate::stop::{MovedBy, StopNote};
+        let fleet = crate::source::read::load_dir(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
+        )
+        .unwrap();
+        let clusters = fleet.resolve_all().unwrap();
+        let desired = &clusters[0].pools[0];
+        let npr = |name: &str, status: Option<NodePoolRotationStatus>| {
+            let mut spec = NodePoolRotationSpec::from_desired(desired, "abc");
+            spec.policy.max_parallel_pools = 1;
+            spec.policy.paused = false;
+            let mut n = NodePoolRotation::new(name, spec);
+            n.metadata.generation = Some(1);
+            n.status = status;
+            n
+        };
+        let stopped = |reason: &str| NodePoolRotationStatus {
+            phase: Phase::Paused,
+            checkpoint: Some(
+                serde_json::from_value(serde_json::json!({
+                    "originImage": "ami-old", "targetImage": "ami-new", "targetVersion": "2",
+                    "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 1,
+                    "halted": "halted", "stage": {"name": "between"}
+                }))
+                .unwrap(),
+            ),
+            stop: Some(StopNote {
+                reason: reason.into(),
+                by: MovedBy::Person,
+                cause: "halted".into(),
+                blocked_by: vec![],
+                next: "rota ctl retry".into(),
+            }),
+            observed_generation: Some(1),
+            ..Default::default()
+        };
+        let holds = start_holds(&[npr("a", Some(stopped("DrainTimeout"))), npr("b", None)]);
+        assert_eq!(
+            holds.get("b"),
+            Some(&None),
+            "a drain a pod holds frees the slot"
+        );
+        assert!(
+            !holds.contains_key("a"),
+            "the stopped pool asks for no slot either"
+        );
+        for keeps in ["GateFailed", "BatchFailed", "PausedByOperator"] {
+            let holds = start_holds(&[npr("a", Some(stopped(keeps))), npr("b", None)]);
+            assert_eq!(
+                holds.get("b").cloned().flatten().as_deref(),
+                Some("maxParallelPools is 1 and pool(s) a are rotating"),
+                "{keeps}"
+            );
+        }
     }
 }

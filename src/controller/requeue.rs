@@ -112,6 +112,7 @@ mod tests {
                 phase: Phase::Paused,
                 reason: "Halted",
                 message: "halted".into(),
+                stop: None,
                 total: 4,
                 on_target: 1,
                 ready: 4,

@@ -518,6 +518,7 @@ impl<'a> Story<'a> {
                         state: s.state,
                         description: s.description.clone(),
                         target_url: s.target_url.clone(),
+                        stop: None,
                     });
                 }
             }

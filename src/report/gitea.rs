@@ -111,6 +111,7 @@ impl ForgeApi for GiteaApi {
                 state: state_from_wire(w.status.or(w.state).as_deref().unwrap_or("")),
                 description: w.description.unwrap_or_default(),
                 target_url: w.target_url.filter(|u| !u.is_empty()),
+                stop: None,
             }));
             if n < LIMIT {
                 break;

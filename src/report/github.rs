@@ -121,6 +121,7 @@ impl ForgeApi for GitHubApi {
                 state: w.state,
                 description: w.description.unwrap_or_default(),
                 target_url: w.target_url,
+                stop: None,
             }));
             if n < PER_PAGE || out.len() >= c.total_count {
                 break;

@@ -113,6 +113,7 @@ impl ForgeApi for GitLabApi {
                 state: from_wire(&w.status),
                 description: w.description.unwrap_or_default(),
                 target_url: w.target_url,
+                stop: None,
             }));
             if n < PER_PAGE {
                 break;

@@ -68,9 +68,20 @@ pub struct CommitStatus {
     pub description: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_url: Option<String>,
+    /// The pool's stop note (`rotate::stop`), in full: the note documents carry it for the
+    /// fleet views; forges get the description only (140 characters), which leads with
+    /// the next step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<rota_core::rotate::stop::StopNote>,
 }
 
 impl CommitStatus {
+    /// The same status carrying the pool's stop note.
+    pub fn with_stop(mut self, stop: Option<rota_core::rotate::stop::StopNote>) -> Self {
+        self.stop = stop;
+        self
+    }
+
     /// A status, its description cut to [`MAX_DESCRIPTION_CHARS`] characters.
     pub fn new(context: impl Into<String>, state: State, description: &str) -> Self {
         CommitStatus {
@@ -78,6 +89,7 @@ impl CommitStatus {
             state,
             description: fit_description(description),
             target_url: None,
+            stop: None,
         }
     }
 

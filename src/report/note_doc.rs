@@ -35,6 +35,10 @@ pub struct NoteStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_url: Option<String>,
     pub updated_at: DateTime<Utc>,
+    /// The pool's stop note, when it is stopped or waits (machine-written, like the rest;
+    /// readers sanitize it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<rota_core::rotate::stop::StopNote>,
 }
 
 impl NoteStatus {
@@ -45,6 +49,7 @@ impl NoteStatus {
             state: self.state,
             description: self.description.clone(),
             target_url: self.target_url.clone(),
+            stop: self.stop.clone(),
         }
     }
 }

@@ -175,10 +175,29 @@ pub fn parse(bytes: &[u8], cluster: &str) -> Result<NoteDoc, Unreadable> {
         if let Some(u) = &mut s.target_url {
             rota_core::sanitize::line_in_place(u);
         }
+        // A stop note is shown as is by the views: made safe, and bounded (a hostile
+        // pusher's note must not fill the page).
+        if let Some(stop) = &mut s.stop {
+            *stop = stop.sanitized();
+            stop.blocked_by.truncate(MAX_BLOCKERS);
+            for t in [&mut stop.cause, &mut stop.next, &mut stop.reason]
+                .into_iter()
+                .chain(stop.blocked_by.iter_mut())
+            {
+                if t.chars().count() > MAX_NOTE_TEXT {
+                    *t = t.chars().take(MAX_NOTE_TEXT).collect::<String>() + "…";
+                }
+            }
+        }
     }
     vet_records(&mut doc.pools).map_err(Unreadable::Invalid)?;
     Ok(doc)
 }
+
+/// What of a stop note the views show: at most this many blockers, each text at most this
+/// many characters.
+const MAX_BLOCKERS: usize = 20;
+const MAX_NOTE_TEXT: usize = 500;
 
 #[cfg(test)]
 mod tests {

@@ -624,7 +624,7 @@ impl StatusStore for GitNotesStore {
                 .iter_mut()
                 .find(|s| s.context == status.context)
             {
-                if status.same_as(&existing.status()) {
+                if status.same_as(&existing.status()) && status.stop == existing.stop {
                     return false;
                 }
                 *existing = NoteStatus {
@@ -633,6 +633,7 @@ impl StatusStore for GitNotesStore {
                     description: status.description.clone(),
                     target_url: status.target_url.clone(),
                     updated_at: now,
+                    stop: status.stop.clone(),
                 };
             } else {
                 doc.statuses.push(NoteStatus {
@@ -641,6 +642,7 @@ impl StatusStore for GitNotesStore {
                     description: status.description.clone(),
                     target_url: status.target_url.clone(),
                     updated_at: now,
+                    stop: status.stop.clone(),
                 });
                 doc.statuses.sort_by(|a, b| a.context.cmp(&b.context));
             }

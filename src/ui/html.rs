@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::load::CommitView;
 use super::model::{FleetPage, Hold, Phase, PoolPanel, WavePanel, WaveStep};
+use rota_core::rotate::stop::{MovedBy, StopNote};
 
 /// Escapes text for HTML element content and quoted attribute values.
 pub fn esc(s: &str) -> String {
@@ -114,6 +115,30 @@ fn hold_html(h: &Hold, now: DateTime<Utc>) -> String {
     )
 }
 
+/// What a stopped pool needs: who moves it on, the next step, what holds it; the cause in
+/// full as the block's title (the status description is cut at 140 characters).
+fn stop_html(n: &StopNote) -> String {
+    let (by, who) = match n.by {
+        MovedBy::Person => ("person", "Needs a person"),
+        MovedBy::Rota => ("rota", "Waits, nothing to do"),
+    };
+    let next = n.next.strip_prefix("nothing to do: ").unwrap_or(&n.next);
+    let blocked = if n.blocked_by.is_empty() {
+        String::new()
+    } else {
+        format!(
+            r#"<div class="blocked">Blocked by: {}</div>"#,
+            esc(&n.blocked_by.join(", "))
+        )
+    };
+    format!(
+        r#"<div class="stop" data-by="{by}" data-reason="{r}" title="{cause}"><strong>{who} ({r}):</strong> <span class="next">{next}</span>{blocked}</div>"#,
+        r = esc(&n.reason),
+        cause = esc(&n.cause),
+        next = esc(next),
+    )
+}
+
 fn pool_row(p: &PoolPanel, now: DateTime<Utc>) -> String {
     let in_force = p.in_force.as_deref().unwrap_or("—");
     let moving = p.in_force.as_deref() != Some(p.target.as_str());
@@ -123,10 +148,11 @@ fn pool_row(p: &PoolPanel, now: DateTime<Utc>) -> String {
         None => r#"<span class="muted">no progress reported</span>"#.to_string(),
     };
     let hold = p.hold.as_ref().map_or(String::new(), |h| hold_html(h, now));
+    let stop = p.stop.as_ref().map_or(String::new(), stop_html);
     format!(
         r#"<tr class="pool" id="pool-{c}-{n}" data-pool="{c}/{n}" data-phase="{ph}">
 <th scope="row">{n}</th><td>{ch}</td><td class="ver">{inf}</td><td class="ver{mv}">{tg}</td>
-<td>{progress}</td><td>{phase}{d}{hold}</td></tr>
+<td>{progress}</td><td>{phase}{d}{hold}{stop}</td></tr>
 "#,
         c = esc(&p.cluster),
         n = esc(&p.name),

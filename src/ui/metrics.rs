@@ -90,6 +90,7 @@ mod tests {
             batch: None,
             nodes: None,
             hold: None,
+            stop: None,
         };
         let page = FleetPage {
             fleet: "acme".into(),

@@ -14,6 +14,7 @@ use crate::report::note_doc::NoteDoc;
 use crate::report::{cluster_context, pool_context};
 use rota_core::fleet::Fleet;
 use rota_core::fleet::resolved::DesiredCluster;
+use rota_core::rotate::stop::StopNote;
 use rota_core::waves::wave_views;
 use rota_core::waves::{GuardDecision, PoolRecord, Promotion, Wait, promotion_guard};
 
@@ -191,6 +192,11 @@ pub struct PoolPanel {
     pub nodes: Option<(u32, u32)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hold: Option<Hold>,
+    /// Why the pool is stopped or waits, what holds it, who moves it on and how: the
+    /// agent's stop note (sanitized when read), or the guard's own when the page finds the
+    /// pool held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<StopNote>,
 }
 
 impl PoolPanel {
@@ -301,6 +307,12 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
             )
         })
         .collect();
+    let stops: BTreeMap<&str, &StopNote> = inputs
+        .docs
+        .iter()
+        .flat_map(|d| &d.statuses)
+        .filter_map(|s| Some((s.context.as_str(), s.stop.as_ref()?)))
+        .collect();
     let views = wave_views(inputs.fleet, inputs.clusters);
     let guard_on = inputs.fleet.promotion_guard();
     let records: BTreeMap<(&str, &str), &PoolRecord> = inputs
@@ -347,11 +359,15 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
                     .and_then(|r| r.latest(&p.channel, &p.version))
                     .is_some();
                 let unverified;
+                let mut stop = stops
+                    .get(pool_context(&c.name, &p.name).as_str())
+                    .map(|n| (*n).clone());
                 let (state, description) =
                     if inputs.verified && phase == Phase::Done && !completed_target {
                         // An unsigned status says done; no signed record does: shown as
                         // no report, saying why.
                         phase = Phase::Unknown;
+                        stop = None;
                         unverified = format!(
                             "unverified: reports {}, but no signed record shows {}@{} completed",
                             state, p.channel, p.version
@@ -382,6 +398,7 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
                     match decision {
                         GuardDecision::Waiting(wait) if phase != Phase::Done => {
                             phase = Phase::Held;
+                            stop = Some(wait.stop_note(&p.channel, &p.version));
                             Some(guard_hold(&wait, &p.channel, &p.version))
                         }
                         _ => None,
@@ -400,6 +417,7 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
                     batch: counts_of(description, "batch"),
                     nodes,
                     hold,
+                    stop,
                 });
             }
             panel.clusters.push(cluster);
@@ -631,6 +649,7 @@ mod tests {
                     description: (*d).into(),
                     target_url: None,
                     updated_at: now(),
+                    stop: None,
                 })
                 .collect(),
             pools: Vec::new(),
@@ -904,6 +923,141 @@ mod tests {
         assert_eq!(canary.gate_failures.len(), 1);
         assert!(
             canary.gate_failures[0].starts_with("gate pods-healthy failed on canary-use1/general")
+        );
+    }
+
+    /// Issue 26 (3): every reason the planner emits that stops a pool reaches all four places
+    /// with its cause, what holds it and the next step: the NodePoolRotation's status, its
+    /// Event, the commit status (and the note document behind it), and the page and the
+    /// terminal view.
+    #[test]
+    fn every_stop_reason_reaches_the_status_the_event_the_commit_status_and_the_page() {
+        use crate::kube::crd::NodePoolRotation;
+        use rota_core::rotate::Phase as RotPhase;
+        use rota_core::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
+        use rota_core::rotate::stop::{self, MovedBy, Reason};
+        let (fleet, clusters) = example();
+        let cluster = clusters.iter().find(|c| c.name == "canary-use1").unwrap();
+        let desired = cluster.pools.iter().find(|p| p.name == "general").unwrap();
+        let commit = fleet.commit().unwrap_or("abc").to_string();
+        let mut covered = 0;
+        for r in Reason::ALL {
+            let ctx = stop::Context {
+                cluster: "canary-use1",
+                pool: "general",
+                blocked_by: vec!["pod app/db-0".into()],
+                until: None,
+                halted: None,
+            };
+            let Some(note) = stop::explain(*r, "the cause, in words", &ctx) else {
+                assert!(r.moving(), "{r}");
+                continue;
+            };
+            covered += 1;
+            let phase = match note.by {
+                MovedBy::Person => RotPhase::Paused,
+                MovedBy::Rota => RotPhase::Waiting,
+            };
+            let mut npr = NodePoolRotation::new(
+                "general",
+                NodePoolRotationSpec::from_desired(desired, &commit),
+            );
+            npr.status = Some(NodePoolRotationStatus {
+                phase,
+                message: "the cause, in words".into(),
+                total: 4,
+                on_target: 1,
+                stop: Some(note.clone()),
+                observed_commit: Some(commit.clone()),
+                ..Default::default()
+            });
+            // 1. The status carries it, as the CRD stores it.
+            let stored = serde_json::to_value(npr.status.as_ref().unwrap()).unwrap();
+            assert_eq!(stored["stop"]["next"], note.next.as_str(), "{r}");
+            assert_eq!(stored["stop"]["blockedBy"][0], "pod app/db-0", "{r}");
+            // 2. The Event: a Warning when a person must act, with all three parts.
+            let (warning, reason, text) =
+                crate::controller::stop_event(None, npr.status.as_ref().unwrap()).unwrap();
+            assert_eq!(warning, note.by == MovedBy::Person, "{r}");
+            assert_eq!(reason, r.as_str());
+            assert!(
+                text.contains("the cause, in words")
+                    && text.contains("blocked by: pod app/db-0")
+                    && text.contains(&note.next),
+                "{r}: {text}"
+            );
+            // 3. The commit status: a person's next step within the forge's 140 characters.
+            let intent = crate::agent::desired::PoolIntent {
+                name: "general".into(),
+                spec: None,
+                pinned: (desired.channel.clone(), desired.version.clone()),
+                waiting: None,
+                held: None,
+            };
+            let cs = crate::agent::progress::pool_status(
+                "canary-use1",
+                &intent,
+                Some(&npr),
+                &commit,
+                now(),
+            );
+            match note.by {
+                MovedBy::Person => assert!(
+                    cs.description
+                        .starts_with(&format!("paused; next: {}", note.next)),
+                    "{r}: {}",
+                    cs.description
+                ),
+                MovedBy::Rota => assert!(
+                    cs.description.contains(&format!("waits ({r})")),
+                    "{r}: {}",
+                    cs.description
+                ),
+            }
+            assert_eq!(cs.stop.as_ref(), Some(&note));
+            // 4. The page and the terminal view, from the note document.
+            let docs = [NoteDoc {
+                cluster: "canary-use1".into(),
+                statuses: vec![NoteStatus {
+                    context: cs.context.clone(),
+                    state: cs.state,
+                    description: cs.description.clone(),
+                    target_url: None,
+                    updated_at: now(),
+                    stop: cs.stop.clone(),
+                }],
+                pools: Vec::new(),
+                signed: None,
+            }];
+            let page = fleet_page(&Inputs {
+                fleet: &fleet,
+                clusters: &clusters,
+                docs: &docs,
+                records: &[],
+                now: now(),
+                verified: false,
+            });
+            assert_eq!(
+                pool(&page, "canary-use1", "general").stop.as_ref(),
+                Some(&note)
+            );
+            let html = crate::ui::html::page(&page, &[]);
+            let shown = note
+                .next
+                .strip_prefix("nothing to do: ")
+                .unwrap_or(&note.next);
+            assert!(
+                html.contains(&crate::ui::html::esc(shown))
+                    && html.contains(&format!(r#"data-reason="{r}""#))
+                    && html.contains("Blocked by: pod app/db-0"),
+                "{r}: the page names the next step and the blocker"
+            );
+            let text = crate::ui::text::fleet(&page, &Default::default()).unwrap();
+            assert!(text.contains(&note.next), "{r}: {text}");
+        }
+        assert_eq!(
+            covered,
+            Reason::ALL.iter().filter(|r| !r.moving()).count() + 1
         );
     }
 }

@@ -84,6 +84,16 @@ fn pool_line(p: &PoolPanel, now: chrono::DateTime<chrono::Utc>) -> String {
     } else if !matches!(p.phase, super::model::Phase::Done) {
         line += &format!("        {}\n", p.description);
     }
+    if let Some(n) = &p.stop {
+        let who = match n.by {
+            rota_core::rotate::stop::MovedBy::Person => "needs a person",
+            rota_core::rotate::stop::MovedBy::Rota => "waits",
+        };
+        line += &format!("        {who} ({}): {}\n", n.reason, n.next);
+        if !n.blocked_by.is_empty() {
+            line += &format!("        blocked by: {}\n", n.blocked_by.join(", "));
+        }
+    }
     line
 }
 

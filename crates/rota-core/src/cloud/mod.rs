@@ -60,6 +60,27 @@ pub struct LaunchError {
     pub message: String,
 }
 
+impl LaunchError {
+    /// Whether the cloud refused the launch for want of capacity in the zone (a stock-out),
+    /// which heals as capacity frees, unlike a quota or an invalid template: rota waits it
+    /// out and asks again (`rollout.nodeReadyRetries`) rather than fail the batch at once.
+    /// The codes are the clouds' own: GCP's `ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS]`,
+    /// AWS's `InsufficientInstanceCapacity`, Azure's `AllocationFailed`,
+    /// `ZonalAllocationFailed` and `OverconstrainedAllocationRequest`.
+    pub fn is_capacity_shortfall(&self) -> bool {
+        matches!(
+            self.code.as_str(),
+            "ZONE_RESOURCE_POOL_EXHAUSTED"
+                | "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
+                | "InsufficientInstanceCapacity"
+                | "AllocationFailed"
+                | "ZonalAllocationFailed"
+                | "OverconstrainedAllocationRequest"
+                | "OverconstrainedZonalAllocationRequest"
+        )
+    }
+}
+
 impl fmt::Display for LaunchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.code, self.message)

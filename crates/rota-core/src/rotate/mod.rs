@@ -14,6 +14,7 @@ pub mod parallel;
 pub mod plan;
 pub mod resource;
 pub mod status;
+pub mod stop;
 pub mod stuck;
 pub mod window;
 
@@ -149,6 +150,8 @@ pub struct StatusSummary {
     pub reason: &'static str,
     /// What the pool waits for, or why it stopped.
     pub message: String,
+    /// When the pool is stopped: its cause, what holds it and who moves it on, how.
+    pub stop: Option<stop::StopNote>,
     pub total: u32,
     pub on_target: u32,
     pub ready: u32,

@@ -25,21 +25,18 @@ use chrono::{DateTime, Duration, Utc};
 use super::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
 use super::observed::{GateVerdict, Observed, ObservedNode};
 use super::operator::Request;
+use super::stop::{self, Reason};
 use super::window;
 use super::{Action, Phase, Plan, Planned, StatusSummary};
 use crate::fleet::duration::GoDuration;
 use crate::fleet::resolved::{DesiredPool, Mode, OnDrainTimeout, OnGateFailure};
 
-/// The status reason of an image hold: the edge's word when it is one of the known ones.
-fn static_image_reason(reason: &str) -> &'static str {
-    match reason {
-        "ImageNotFound" => "ImageNotFound",
-        "ImageNotReady" => "ImageNotReady",
-        "ImageDeprecated" => "ImageDeprecated",
-        "ImageWrongArch" => "ImageWrongArch",
-        "ImageNotReplicated" => "ImageNotReplicated",
-        _ => "ImageUnavailable",
-    }
+/// Whether a pod a drain waits for holds it (a budget, an annotation, a policy), rather than
+/// being on its way (evicting, terminating, paced by `drain.evictionInterval`).
+fn holds_the_drain(waiting: &str) -> bool {
+    !(waiting.ends_with("(evicting)")
+        || waiting.ends_with("(terminating)")
+        || waiting.ends_with("(drain.evictionInterval)"))
 }
 
 /// Plan one step of the rotation of one pool.
@@ -97,8 +94,9 @@ fn plan_steered(
             checkpoint: checkpoint.cloned(),
             status: counts.status(
                 Phase::Pending,
-                "NotManaged",
+                Reason::NotManaged,
                 "mode ignore: rota does not touch this pool".into(),
+                None,
             ),
         };
     }
@@ -109,6 +107,8 @@ fn plan_steered(
         actions: Vec::new(),
         request,
         steered: None,
+        blocked_by: Vec::new(),
+        until: None,
     };
     let mut out = p.run(checkpoint.cloned());
     *steered = p.steered.take();
@@ -128,11 +128,28 @@ fn plan_steered(
         cp.capacity_changed_at = Some(now);
     }
     let left = out.checkpoint.as_ref().map(|c| p.remaining(Some(c)));
+    // Every stop says who must do what (`rotate::stop`): for a halt, what halted it.
+    let halted = out.checkpoint.as_ref().and_then(|c| c.halted.as_deref());
+    let note_reason = match (out.reason, out.checkpoint.as_ref()) {
+        (Reason::Halted, Some(cp)) => stop::halt_cause(cp),
+        (r, _) => r,
+    };
+    let note = stop::explain(
+        note_reason,
+        &out.message,
+        &stop::Context {
+            cluster: &desired.cluster,
+            pool: &desired.name,
+            blocked_by: std::mem::take(&mut p.blocked_by),
+            until: p.until,
+            halted: halted.filter(|_| out.phase == Phase::Paused),
+        },
+    );
     let mut plan = Plan {
         actions: p.actions,
         dry_run: Vec::new(),
         checkpoint: out.checkpoint,
-        status: counts.status(out.phase, out.reason, out.message),
+        status: counts.status(out.phase, out.reason, out.message, note),
     };
     if let (Some(cp), Some(left)) = (plan.checkpoint.as_ref(), left)
         && matches!(
@@ -178,11 +195,18 @@ impl Counts {
         }
     }
 
-    fn status(&self, phase: Phase, reason: &'static str, message: String) -> StatusSummary {
+    fn status(
+        &self,
+        phase: Phase,
+        reason: Reason,
+        message: String,
+        stop: Option<stop::StopNote>,
+    ) -> StatusSummary {
         StatusSummary {
             phase,
-            reason,
+            reason: reason.as_str(),
             message,
+            stop,
             total: self.total,
             on_target: self.on_target,
             ready: self.ready,
@@ -195,7 +219,7 @@ impl Counts {
 struct Outcome {
     checkpoint: Option<Checkpoint>,
     phase: Phase,
-    reason: &'static str,
+    reason: Reason,
     message: String,
 }
 
@@ -207,12 +231,12 @@ enum Step {
     Stop {
         stage: Stage,
         phase: Phase,
-        reason: &'static str,
+        reason: Reason,
         message: String,
     },
 }
 
-fn stop(stage: Stage, phase: Phase, reason: &'static str, message: impl Into<String>) -> Step {
+fn stop(stage: Stage, phase: Phase, reason: Reason, message: impl Into<String>) -> Step {
     Step::Stop {
         stage,
         phase,
@@ -229,6 +253,11 @@ struct Planner<'a> {
     /// An operator's request (`rota ctl`), and what applying it did.
     request: Option<&'a Request>,
     steered: Option<String>,
+    /// What holds the pool where it stops (pods, budgets, windows, gates, pools), for its
+    /// stop note (`rotate::stop`).
+    blocked_by: Vec<String>,
+    /// When the stop ends by itself, if it does.
+    until: Option<DateTime<Utc>>,
 }
 
 fn dur(d: GoDuration) -> Duration {
@@ -287,7 +316,7 @@ impl<'a> Planner<'a> {
             return Some(Outcome {
                 checkpoint: Some(cp.clone()),
                 phase: Phase::Paused,
-                reason: "PausedByOperator",
+                reason: Reason::PausedByOperator,
                 message: format!("{by} at stage {at}; `rota ctl resume` continues"),
             });
         }
@@ -300,7 +329,7 @@ impl<'a> Planner<'a> {
             return Some(Outcome {
                 checkpoint: Some(cp.clone()),
                 phase: Phase::Paused,
-                reason: "PausedByPolicy",
+                reason: Reason::PausedByPolicy,
                 message: format!("paused by policy (rollout.paused: true) at stage {at}"),
             });
         }
@@ -318,7 +347,7 @@ impl<'a> Planner<'a> {
             self.template_on_origin(cp);
             return Some(Outcome {
                 phase: Phase::Paused,
-                reason: "Halted",
+                reason: Reason::Halted,
                 // The one command that moves it on (the git commits still work).
                 message: format!(
                     "{why}; once the cause is fixed, `rota ctl retry --cluster {} --pool {}` resumes it (or set rollout.paused to true and back to false, or change the version)",
@@ -337,7 +366,7 @@ impl<'a> Planner<'a> {
     /// remove instances of its choosing). So an autoscaler cannot grow the pool past the
     /// user's maximum while the rotation waits for a person; a resumed rotation raises it
     /// again for its next surge. Only ever lowers.
-    fn max_as_the_user_left_it(&mut self, cp: &Checkpoint, why: &str) {
+    fn max_as_the_user_left_it(&mut self, cp: &Checkpoint, why: Reason) {
         let g = &self.obs.group;
         let max = cp.original_max.max(g.desired);
         if g.max > max {
@@ -401,7 +430,7 @@ impl<'a> Planner<'a> {
         Outcome {
             checkpoint: Some(cp),
             phase: Phase::Failed,
-            reason: "PlannerLoop",
+            reason: Reason::PlannerLoop,
             message: format!("internal error: the planner did not settle at stage {at}"),
         }
     }
@@ -432,7 +461,7 @@ impl<'a> Planner<'a> {
                     return Err(Box::new(Outcome {
                         checkpoint: Some(cp),
                         phase: Phase::Failed,
-                        reason: "RolledBack",
+                        reason: Reason::RolledBack,
                         message: msg,
                     }));
                 }
@@ -475,7 +504,7 @@ impl<'a> Planner<'a> {
                 return Err(Box::new(Outcome {
                     checkpoint: None,
                     phase: Phase::Succeeded,
-                    reason: "UpToDate",
+                    reason: Reason::UpToDate,
                     message: format!("every node runs {} ({})", d.version, d.image),
                 }));
             }
@@ -497,7 +526,7 @@ impl<'a> Planner<'a> {
         onto_it.then(|| Outcome {
             checkpoint: None,
             phase: Phase::Waiting,
-            reason: static_image_reason(reason),
+            reason: Reason::of_image_hold(reason),
             message: format!(
                 "{} waits for its image: {why}; nothing is surged until the cloud can launch it",
                 d.version
@@ -574,11 +603,19 @@ impl<'a> Planner<'a> {
     }
 
     /// A rotation that may not start yet (`maxParallelPools`).
-    fn held(&self, cp: Option<Checkpoint>, hold: &str) -> Outcome {
+    fn held(&mut self, cp: Option<Checkpoint>, hold: &str) -> Outcome {
+        // The holders, as `admit` names them: "... pool(s) a, b are rotating".
+        self.blocked_by = hold
+            .split_once("pool(s) ")
+            .map(|(_, rest)| rest.trim_end_matches(" are rotating"))
+            .into_iter()
+            .flat_map(|p| p.split(", "))
+            .map(|p| format!("pool {p}"))
+            .collect();
         Outcome {
             checkpoint: cp,
             phase: Phase::Waiting,
-            reason: "MaxParallelPools",
+            reason: Reason::MaxParallelPools,
             message: format!("{} waits to start: {hold}", self.desired.version),
         }
     }
@@ -907,16 +944,19 @@ impl<'a> Planner<'a> {
             .collect()
     }
 
-    /// A launch failure that retrying cannot fix (quota, a stock-out, an invalid template:
-    /// classified as a failed call would be, [`crate::errors::Class::Stalled`]) fails the batch
-    /// at once and pauses the pool, naming instance, zone and code; others (the cloud retries
-    /// a transient failure itself) are waited out within `nodeReadyTimeout`.
+    /// A launch failure that retrying cannot fix (a quota, an invalid template: classified as
+    /// a failed call would be, [`crate::errors::Class::Stalled`]) fails the batch at once and
+    /// pauses the pool, naming instance, zone and code. Others are waited out within
+    /// `nodeReadyTimeout` and then replaced like a node not Ready (`nodeReadyRetries`, with
+    /// backoff): a transient failure the cloud retries itself, and a zone out of capacity,
+    /// which heals as capacity frees.
     fn stalled_launch(&self, batch: &Batch, ids: &[String]) -> Option<String> {
         use crate::errors::{Class, Classify};
         let failed: Vec<String> = self
             .launch_failures(ids)
             .into_iter()
             .filter(|(_, e)| e.kind.classify().class == Class::Stalled)
+            .filter(|(_, e)| !e.is_capacity_shortfall())
             .map(|(at, e)| format!("{at}: {e} ({})", e.kind.reason()))
             .collect();
         (!failed.is_empty()).then(|| {
@@ -999,15 +1039,34 @@ impl<'a> Planner<'a> {
 
     /// Whether a batch may start now: inside a maintenance window, and with a describe that
     /// shows the rotation's own capacity changes (`--describe-lag`).
-    fn may_start_batch(&self, cp: &Checkpoint, remaining: u32) -> Result<(), Box<Step>> {
+    fn may_start_batch(&mut self, cp: &Checkpoint, remaining: u32) -> Result<(), Box<Step>> {
         let d = self.desired;
         match window::is_open(&d.policy.windows, self.now) {
             Ok(true) => {}
             Ok(false) => {
+                self.blocked_by = d
+                    .policy
+                    .windows
+                    .iter()
+                    .map(|w| {
+                        let days = if w.days.is_empty() {
+                            "every day".to_string()
+                        } else {
+                            w.days.join(",")
+                        };
+                        let tz = if w.time_zone.is_empty() {
+                            "UTC"
+                        } else {
+                            &w.time_zone
+                        };
+                        format!("window {days} {}-{} {tz}", w.start, w.end)
+                    })
+                    .collect();
+                self.until = window::next_open(&d.policy.windows, self.now);
                 return Err(Box::new(stop(
                     Stage::Between,
                     Phase::Waiting,
-                    "OutsideWindow",
+                    Reason::OutsideWindow,
                     format!(
                         "{remaining} node(s) left; the next batch starts inside a maintenance window"
                     ),
@@ -1017,7 +1076,7 @@ impl<'a> Planner<'a> {
                 return Err(Box::new(stop(
                     Stage::Between,
                     Phase::Failed,
-                    "InvalidWindow",
+                    Reason::InvalidWindow,
                     e.to_string(),
                 )));
             }
@@ -1027,7 +1086,7 @@ impl<'a> Planner<'a> {
             return Err(Box::new(stop(
                 Stage::Between,
                 Phase::Rotating,
-                "DescribeLag",
+                Reason::DescribeLag,
                 format!("{remaining} node(s) left; {why}"),
             )));
         }
@@ -1038,7 +1097,7 @@ impl<'a> Planner<'a> {
     /// backed by a running instance of the group, not protected by do-not-disrupt; or why
     /// none can be replaced.
     fn candidates(
-        &self,
+        &mut self,
         cp: &Checkpoint,
         remaining: u32,
     ) -> Result<Vec<(&'a ObservedNode, String)>, Box<Step>> {
@@ -1083,13 +1142,18 @@ impl<'a> Planner<'a> {
             if why.is_empty() {
                 why.push("the remaining old instances are terminating".into());
             }
+            self.blocked_by = if blocked.is_empty() {
+                orphans.iter().map(|n| format!("node {n}")).collect()
+            } else {
+                blocked.clone()
+            };
             return Err(Box::new(stop(
                 Stage::Between,
                 Phase::Paused,
                 if blocked.is_empty() {
-                    "NoCandidates"
+                    Reason::NoCandidates
                 } else {
-                    "DoNotDisrupt"
+                    Reason::DoNotDisrupt
                 },
                 format!(
                     "{remaining} node(s) left but none can be replaced: {}",
@@ -1103,7 +1167,7 @@ impl<'a> Planner<'a> {
     /// How many nodes the next batch replaces: the batch size, what is left, the candidates,
     /// and the surge bound (invariant 1); or why the group must shrink first.
     fn batch_surge(
-        &self,
+        &mut self,
         cp: &Checkpoint,
         remaining: u32,
         candidates: u32,
@@ -1131,10 +1195,14 @@ impl<'a> Planner<'a> {
             .min(candidates)
             .min(bound.saturating_sub(held));
         if n == 0 {
+            self.blocked_by = vec![format!(
+                "group {} ({held} instances, bound {bound})",
+                d.group
+            )];
             return Err(Box::new(stop(
                 Stage::Between,
                 Phase::Waiting,
-                "SurgeBudget",
+                Reason::SurgeBudget,
                 format!(
                     "the group holds {held} instances; the surge bound is {bound} (size {size} + batch {batch_size}); waiting for it to shrink{}",
                     if self.obs.describe_lag.is_zero() {
@@ -1155,7 +1223,7 @@ impl<'a> Planner<'a> {
             return stop(
                 Stage::Surging { batch },
                 Phase::Rotating,
-                "ReplacingNotReady",
+                Reason::ReplacingNotReady,
                 wait,
             );
         }
@@ -1224,7 +1292,7 @@ impl<'a> Planner<'a> {
             return stop(
                 Stage::Surging { batch },
                 Phase::Rotating,
-                "SurgeShort",
+                Reason::SurgeShort,
                 message,
             );
         }
@@ -1253,7 +1321,12 @@ impl<'a> Planner<'a> {
                     "; the cloud's last attempt to create {at} failed: {e}"
                 ));
             }
-            return stop(Stage::Surging { batch }, Phase::Rotating, "Surging", msg);
+            return stop(
+                Stage::Surging { batch },
+                Phase::Rotating,
+                Reason::Surging,
+                msg,
+            );
         }
         batch.new_instances = new;
         Step::Next(Stage::WaitingReady { batch })
@@ -1287,7 +1360,7 @@ impl<'a> Planner<'a> {
         stop(
             Stage::WaitingReady { batch },
             Phase::Rotating,
-            "WaitingReady",
+            Reason::WaitingReady,
             format!("waiting for {} to be Ready", not_ready.join(", ")),
         )
     }
@@ -1332,7 +1405,9 @@ impl<'a> Planner<'a> {
                 Duration::seconds(30 << batch.ready_retries.min(4)).min(Duration::minutes(10));
             self.now + backoff
         });
+        self.blocked_by = not_ready.iter().map(|i| format!("instance {i}")).collect();
         if self.now < at {
+            self.until = Some(at);
             let message = format!(
                 "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {timeout}: replacing them at {} (attempt {attempt} of {of})",
                 batch.number,
@@ -1342,7 +1417,7 @@ impl<'a> Planner<'a> {
             return stop(
                 Stage::WaitingReady { batch },
                 Phase::Rotating,
-                "ReplacingNotReady",
+                Reason::ReplacingNotReady,
                 message,
             );
         }
@@ -1372,7 +1447,7 @@ impl<'a> Planner<'a> {
         stop(
             Stage::Surging { batch },
             Phase::Rotating,
-            "ReplacingNotReady",
+            Reason::ReplacingNotReady,
             message,
         )
     }
@@ -1434,6 +1509,24 @@ impl<'a> Planner<'a> {
         let d = self.desired;
         let tried = batch.never_ready.len() + batch.new_instances.len();
         let failed = batch.never_ready.len() + stuck;
+        // A zone out of capacity says nothing about the image: the pool waits for a person
+        // (or a retry later) without blaming it.
+        let short: Vec<String> = self
+            .launch_failures(&batch.new_instances)
+            .into_iter()
+            .filter(|(_, e)| e.is_capacity_shortfall())
+            .map(|(at, e)| format!("{at}: {e}"))
+            .collect();
+        if !short.is_empty() {
+            return format!(
+                "batch {}: the cloud had no capacity for {} new instance(s) within nodeReadyTimeout {}, over {} attempt(s) (last: {})",
+                batch.number,
+                short.len(),
+                d.policy.node_ready_timeout,
+                batch.ready_retries + 1,
+                short.join("; ")
+            );
+        }
         if batch.ready_retries > 0 && failed == tried {
             return format!(
                 "image {} ({}) did not boot: {failed} of {tried} new instance(s) never Ready within nodeReadyTimeout {}, over {} attempt(s) (last: {})",
@@ -1580,12 +1673,15 @@ impl<'a> Planner<'a> {
                 batch.stage_since = self.now;
                 Step::Next(Stage::Cordoning { batch })
             }
-            GateVerdict::Pending(g) => stop(
-                Stage::Gating { batch },
-                Phase::Rotating,
-                "GatePending",
-                format!("new nodes Ready; waiting for health gate {g} before cordoning"),
-            ),
+            GateVerdict::Pending(g) => {
+                self.blocked_by = vec![format!("gate {g}")];
+                stop(
+                    Stage::Gating { batch },
+                    Phase::Rotating,
+                    Reason::GatePending,
+                    format!("new nodes Ready; waiting for health gate {g} before cordoning"),
+                )
+            }
             GateVerdict::Failed { gate, reason } => {
                 let why = format!(
                     "health gate {gate} failed before batch {}: {reason}",
@@ -1601,7 +1697,7 @@ impl<'a> Planner<'a> {
         match self.desired.policy.on_gate_failure {
             OnGateFailure::Pause => {
                 cp.halted = Some(why.clone());
-                stop(stage, Phase::Paused, "GateFailed", why)
+                stop(stage, Phase::Paused, Reason::GateFailed, why)
             }
             OnGateFailure::Rollback => {
                 cp.rejected_image = Some(cp.target_image.clone());
@@ -1661,10 +1757,11 @@ impl<'a> Planner<'a> {
             }
         }
         if !blocked.is_empty() {
+            self.blocked_by = blocked.clone();
             return stop(
                 Stage::Cordoning { batch },
                 Phase::Paused,
-                "DoNotDisrupt",
+                Reason::DoNotDisrupt,
                 format!("batch held: {}", blocked.join("; ")),
             );
         }
@@ -1681,7 +1778,12 @@ impl<'a> Planner<'a> {
             if !waiting.is_empty() {
                 msg.push_str(&format!("; draining: {}", waiting.join(", ")));
             }
-            return stop(Stage::Draining { batch }, Phase::Rotating, "Cordoning", msg);
+            return stop(
+                Stage::Draining { batch },
+                Phase::Rotating,
+                Reason::Cordoning,
+                msg,
+            );
         }
         batch.stage_since = self.now;
         Step::Next(Stage::Draining { batch })
@@ -1803,6 +1905,12 @@ impl<'a> Planner<'a> {
             return step;
         }
         let blocked = waiting.iter().any(|w| w.contains("do-not-disrupt"));
+        self.blocked_by = waiting
+            .iter()
+            .filter(|w| holds_the_drain(w))
+            .cloned()
+            .collect();
+        self.until = Some(deadline);
         stop(
             Stage::Draining { batch },
             if blocked {
@@ -1810,7 +1918,11 @@ impl<'a> Planner<'a> {
             } else {
                 Phase::Rotating
             },
-            if blocked { "DoNotDisrupt" } else { "Draining" },
+            if blocked {
+                Reason::DoNotDisrupt
+            } else {
+                Reason::Draining
+            },
             format!("draining: {}", waiting.join(", ")),
         )
     }
@@ -1830,6 +1942,11 @@ impl<'a> Planner<'a> {
             .retain(|a| !matches!(a.action, Action::Evict { .. }));
         match d.policy.drain.on_timeout {
             OnDrainTimeout::Pause => {
+                self.blocked_by = waiting
+                    .iter()
+                    .filter(|w| holds_the_drain(w))
+                    .cloned()
+                    .collect();
                 let why = format!(
                     "batch {}: drain not done within drain.timeout {}; blocked by: {}",
                     batch.number,
@@ -1842,7 +1959,7 @@ impl<'a> Planner<'a> {
                         batch: batch.clone(),
                     },
                     Phase::Paused,
-                    "DrainTimeout",
+                    Reason::DrainTimeout,
                     why,
                 ));
             }
@@ -1863,7 +1980,7 @@ impl<'a> Planner<'a> {
                             batch: batch.clone(),
                         },
                         Phase::Paused,
-                        "DrainTimeout",
+                        Reason::DrainTimeout,
                         why,
                     ));
                 }
@@ -1873,7 +1990,7 @@ impl<'a> Planner<'a> {
                             batch: batch.clone(),
                         },
                         Phase::Rotating,
-                        "DrainForced",
+                        Reason::DrainForced,
                         format!("forcing the drain: {}", waiting.join(", ")),
                     ));
                 }
@@ -1980,7 +2097,7 @@ impl<'a> Planner<'a> {
         stop(
             Stage::Terminating { batch },
             Phase::Rotating,
-            "Terminating",
+            Reason::Terminating,
             format!("terminating {}", left.join(", ")),
         )
     }
@@ -2002,10 +2119,11 @@ impl<'a> Planner<'a> {
                     if let Some(next) = self.advance_next(cp) {
                         msg.push_str(&format!("; meanwhile {next}"));
                     }
+                    self.blocked_by = vec![format!("gate {g}")];
                     return stop(
                         Stage::Soaking { batch, until },
                         Phase::Soaking,
-                        "GatePending",
+                        Reason::GatePending,
                         msg,
                     );
                 }
@@ -2022,7 +2140,7 @@ impl<'a> Planner<'a> {
             return stop(
                 Stage::Soaking { batch, until },
                 Phase::Paused,
-                "BatchFailed",
+                Reason::BatchFailed,
                 why,
             );
         }
@@ -2037,7 +2155,7 @@ impl<'a> Planner<'a> {
         stop(
             Stage::Soaking { batch, until },
             Phase::Soaking,
-            "BatchSoak",
+            Reason::BatchSoak,
             msg,
         )
     }
@@ -2125,7 +2243,7 @@ impl<'a> Planner<'a> {
         if left.is_empty() && !pending_surge && self.actions.is_empty() {
             if let Some(why) = halt {
                 cp.halted = Some(why.clone());
-                return stop(Stage::Between, Phase::Paused, "BatchFailed", why);
+                return stop(Stage::Between, Phase::Paused, Reason::BatchFailed, why);
             }
             return Step::Next(Stage::Between);
         }
@@ -2139,7 +2257,7 @@ impl<'a> Planner<'a> {
         stop(
             Stage::Abandoning { batch, why, halt },
             Phase::RollingBack,
-            "Abandoning",
+            Reason::Abandoning,
             msg,
         )
     }
@@ -2262,17 +2380,20 @@ impl<'a> Planner<'a> {
                 let why = format!("health gate {gate} failed during the pool soak: {reason}");
                 self.gate_failed(cp, Stage::PoolSoak { until }, why)
             }
-            GateVerdict::Pending(g) if self.now >= until => stop(
-                Stage::PoolSoak { until },
-                Phase::Soaking,
-                "GatePending",
-                format!("pool soaked; waiting for health gate {g}"),
-            ),
+            GateVerdict::Pending(g) if self.now >= until => {
+                self.blocked_by = vec![format!("gate {g}")];
+                stop(
+                    Stage::PoolSoak { until },
+                    Phase::Soaking,
+                    Reason::GatePending,
+                    format!("pool soaked; waiting for health gate {g}"),
+                )
+            }
             _ if self.now >= until => Step::Next(Stage::Cleanup),
             _ => stop(
                 Stage::PoolSoak { until },
                 Phase::Soaking,
-                "PoolSoak",
+                Reason::PoolSoak,
                 format!(
                     "every batch done; soaking the pool until {}",
                     until.to_rfc3339()
@@ -2342,7 +2463,7 @@ impl<'a> Planner<'a> {
             return stop(
                 Stage::Cleanup,
                 Phase::Soaking,
-                "Cleanup",
+                Reason::Cleanup,
                 "rotation done; restoring the group",
             );
         }
@@ -2356,7 +2477,7 @@ impl<'a> Planner<'a> {
             return stop(
                 Stage::Done,
                 Phase::Failed,
-                "RolledBack",
+                Reason::RolledBack,
                 format!("rolled back from {from}: {why}"),
             );
         }
@@ -2364,14 +2485,14 @@ impl<'a> Planner<'a> {
             return stop(
                 Stage::Done,
                 Phase::Succeeded,
-                "RolledBack",
+                Reason::RolledBack,
                 format!("rolled back to {} ({})", cp.target_version, cp.target_image),
             );
         }
         stop(
             Stage::Done,
             Phase::Succeeded,
-            "Done",
+            Reason::Done,
             format!(
                 "{} of {} node(s) on {} ({})",
                 self.obs

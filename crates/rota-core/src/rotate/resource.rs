@@ -66,6 +66,11 @@ pub struct NodePoolRotationStatus {
     /// Ready nodes.
     #[serde(default)]
     pub ready: u32,
+    /// When the pool is stopped or waits: the cause, what holds it, who moves it on (`rota`
+    /// by itself or a `person`) and the command, commit or moment that does
+    /// (`rotate::stop`). Absent while the pool moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<super::stop::StopNote>,
     /// The rotation's checkpoint: written before every side effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Checkpoint>,

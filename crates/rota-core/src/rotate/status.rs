@@ -180,6 +180,7 @@ fn summarize(
     NodePoolRotationStatus {
         phase: s.phase,
         message: s.message.clone(),
+        stop: s.stop.clone(),
         total: s.total,
         on_target: s.on_target,
         ready: s.ready,
@@ -234,6 +235,7 @@ mod tests {
                 phase,
                 reason: "Draining",
                 message: "draining: app/web-1 (evicting)".into(),
+                stop: None,
                 total: 4,
                 on_target: 2,
                 ready: 4,

@@ -27,6 +27,40 @@ pub fn is_open(windows: &[Window], now: DateTime<Utc>) -> Result<bool, WindowErr
     Ok(false)
 }
 
+/// When the next batch may start: `now` if a window is open, else the earliest opening of
+/// any window within the next eight days (every window recurs within a week); `None` without
+/// windows that ever open, or when one cannot be evaluated. Candidates are each window's local
+/// start on each day, so a daylight-saving jump that skips a start is skipped too.
+pub fn next_open(windows: &[Window], now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if is_open(windows, now).ok()? {
+        return Some(now);
+    }
+    let mut best: Option<DateTime<Utc>> = None;
+    for w in windows {
+        let tz: Tz = if w.time_zone.is_empty() {
+            chrono_tz::UTC
+        } else {
+            w.time_zone.parse().ok()?
+        };
+        let start = parse_hhmm(&w.start).ok()?;
+        let today = tz.from_utc_datetime(&now.naive_utc()).date_naive();
+        for day in 0..=8 {
+            let date = today + Duration::days(day);
+            let Some(at) = tz
+                .from_local_datetime(&date.and_time(start))
+                .earliest()
+                .map(|t| t.with_timezone(&Utc))
+            else {
+                continue;
+            };
+            if at > now && window_open(w, at).ok()? && best.is_none_or(|b| at < b) {
+                best = Some(at);
+            }
+        }
+    }
+    best
+}
+
 fn window_open(w: &Window, now: DateTime<Utc>) -> Result<bool, WindowError> {
     let tz: Tz = if w.time_zone.is_empty() {
         chrono_tz::UTC
@@ -117,6 +151,32 @@ mod tests {
         assert!(!is_open(&fri, at("2026-11-28T02:00:00Z")).unwrap());
         // Friday 01:00 belongs to Thursday's window, which does not exist.
         assert!(!is_open(&fri, at("2026-11-27T01:00:00Z")).unwrap());
+    }
+
+    #[test]
+    fn the_next_opening_is_the_earliest_start_of_an_allowed_day() {
+        // Friday 2026-11-27 22:00 UTC is the only window: from Monday, it is four days off.
+        let fri = [w(&["Fri"], "22:00", "02:00", "UTC")];
+        assert_eq!(
+            next_open(&fri, at("2026-11-23T10:00:00Z")),
+            Some(at("2026-11-27T22:00:00Z"))
+        );
+        // Inside it: now.
+        let inside = at("2026-11-28T01:00:00Z");
+        assert_eq!(next_open(&fri, inside), Some(inside));
+        // Two windows: the earlier wins; Berlin's 09:00 is 08:00 UTC in November.
+        let two = [
+            w(&["Sat"], "03:00", "05:00", "UTC"),
+            w(&["Tue"], "09:00", "10:00", "Europe/Berlin"),
+        ];
+        assert_eq!(
+            next_open(&two, at("2026-11-23T10:00:00Z")),
+            Some(at("2026-11-24T08:00:00Z"))
+        );
+        assert_eq!(
+            next_open(&[w(&[], "09:00", "10:00", "Mars/Olympus")], inside),
+            None
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! canary-euw1/general at 10:20. At 11:05 main waits ("soak: 15m left"); at 11:20 it may go.
 //! A gate failure on 2026.11.2 at 10:40 blocks until a new completion is recorded.
 
+use crate::rotate::stop::{MovedBy, StopNote};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -158,6 +159,64 @@ impl Wait {
                 until.format("%Y-%m-%dT%H:%MZ")
             ),
             Wait::UnknownWave { wave } => format!("wave {wave} is not in the fleet's waves"),
+        }
+    }
+
+    /// The stop note of a pool the guard holds (`rotate::stop`): what holds it (the earlier
+    /// wave's pools or clusters, a gate), who moves it on and how. Reason `WaveGuard`.
+    pub fn stop_note(&self, channel: &str, version: &str) -> StopNote {
+        const SHOWN: usize = 20;
+        let cv = format!("{channel}@{version}");
+        let (by, blocked_by, next) = match self {
+            Wait::Completion { wave, pools } => (
+                MovedBy::Rota,
+                pools
+                    .iter()
+                    .take(SHOWN)
+                    .map(|p| format!("pool {}/{}", p.cluster, p.pool))
+                    .collect(),
+                format!("nothing to do: it takes {cv} once wave {wave} completes it and soaks"),
+            ),
+            Wait::NeverReported { wave, clusters } => (
+                MovedBy::Person,
+                clusters
+                    .iter()
+                    .take(SHOWN)
+                    .map(|c| format!("cluster {c}"))
+                    .collect(),
+                format!(
+                    "run a rota agent in the clusters named, or a commit taking them out of wave {wave}"
+                ),
+            ),
+            Wait::GateFailure {
+                wave, pool, gate, ..
+            } => (
+                MovedBy::Person,
+                vec![
+                    format!("pool {}/{}", pool.cluster, pool.pool),
+                    format!("gate {gate}"),
+                ],
+                format!(
+                    "a commit pinning wave {wave} to a version that passes (rota propose opens the revert)"
+                ),
+            ),
+            Wait::Soak { wave, until, .. } => (
+                MovedBy::Rota,
+                vec![format!("wave {wave}'s soak")],
+                format!("nothing to do: it takes {cv} at {}", until.to_rfc3339()),
+            ),
+            Wait::UnknownWave { .. } => (
+                MovedBy::Person,
+                Vec::new(),
+                "a bug in rota: report it with the fleet repo's waves".into(),
+            ),
+        };
+        StopNote {
+            reason: "WaveGuard".into(),
+            by,
+            cause: self.describe(channel, version),
+            blocked_by,
+            next,
         }
     }
 }
