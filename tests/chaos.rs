@@ -722,11 +722,25 @@ impl Run {
                 Phase::Succeeded => outcomes.push("Succeeded".into()),
                 _ if stopped(&st) || self.held_by_growth(&p, &st).await => {
                     outcomes.push(format!("{}:{reason}", st.phase));
+                    // Every stop says who must do what (issue 26, item 3).
+                    match &st.stop {
+                        Some(n) if !n.next.is_empty() && !n.cause.is_empty() => {}
+                        other => self.violate(format!(
+                            "pool {} stopped ({reason}) without a stop note saying who moves it on: {other:?}",
+                            p.name
+                        )),
+                    }
                     if let Some(why) = cp.as_ref().and_then(|c| c.halted.as_deref()) {
                         let (kind, cause) = halt_cause(why);
                         outcomes.push(format!("halt {kind} {cause}"));
                         // Which seed halted which pool, and why (stderr, beside the progress).
                         eprintln!("chaos halt in seed {}: pool {}: {why}", self.seed, p.name);
+                    } else if st.phase == Phase::Waiting {
+                        // A pool still waiting when the seed settles, and on what.
+                        eprintln!(
+                            "chaos waiting in seed {}: pool {} ({reason}): {}",
+                            self.seed, p.name, st.message
+                        );
                     }
                 }
                 other => {
@@ -877,6 +891,8 @@ fn halt_cause(why: &str) -> (&'static str, &'static str) {
         ("input", "image_never_boots")
     } else if why.contains("not Ready within nodeReadyTimeout") {
         ("heals", "new_node_not_ready")
+    } else if why.contains("the cloud had no capacity") {
+        ("heals", "no_capacity")
     } else if why.contains("surge instance(s) within nodeReadyTimeout") {
         ("heals", "surge_not_created")
     } else if why.contains("cannot create surge instance") {

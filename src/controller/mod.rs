@@ -955,13 +955,11 @@ impl Controller {
                     || plan.checkpoint.as_ref().is_some_and(|c| {
                         c.halted.is_some() || matches!(c.stage, Stage::Abandoning { .. })
                     });
-                let healed = state.last_error_action.as_ref().is_some_and(|failed| {
-                    plan.actions
-                        .iter()
-                        .take(ran)
-                        .any(|p| p.action.to_string() == *failed)
-                });
-                if ran > 0 && (!stopping || healed) {
+                if error_healed(
+                    stopping,
+                    &plan.actions[..ran.min(plan.actions.len())],
+                    state.last_error_action.as_deref(),
+                ) {
                     state.last_error = None;
                     state.last_error_action = None;
                 }
@@ -1177,6 +1175,20 @@ impl Controller {
             tracing::warn!(error = %e, "publishing an event failed");
         }
     }
+}
+
+/// Whether a pass whose first actions (`ran`) all succeeded heals the pool's last error: any
+/// progress of a moving pool does; a stopping pool (a halt, an undo) keeps naming the error
+/// that stopped it (quota, throttling) unless the very action that failed has now
+/// succeeded (the halt's own `set image` back to the origin, which a 504 interrupted).
+pub fn error_healed(
+    stopping: bool,
+    ran: &[rota_core::rotate::Planned],
+    failed_action: Option<&str>,
+) -> bool {
+    !ran.is_empty()
+        && (!stopping
+            || failed_action.is_some_and(|f| ran.iter().any(|p| p.action.to_string() == f)))
 }
 
 /// Every stop says who must do what: the Event to post when a pool stops, or what holds it
@@ -1530,5 +1542,32 @@ mod tests {
                 "{keeps}"
             );
         }
+    }
+
+    /// Issue 26 (3): no stale error rides along on a stop: the halt's own `set image` that a
+    /// 504 interrupted, once it succeeds, is no longer named; a quota that stopped the batch
+    /// is, while the undo's other actions run.
+    #[test]
+    fn a_healed_error_is_dropped_even_on_a_stopped_pool() {
+        use rota_core::rotate::{Action, Planned};
+        let set_image = Planned {
+            action: Action::SetImage {
+                image: "ami-old".into(),
+            },
+            reason: "halted".into(),
+        };
+        let withdraw = Planned {
+            action: Action::WithdrawSurge {
+                desired: 4,
+                instances: vec![],
+            },
+            reason: "undo".into(),
+        };
+        let failed = Some("set image ami-old");
+        assert!(error_healed(true, std::slice::from_ref(&set_image), failed));
+        assert!(!error_healed(true, std::slice::from_ref(&withdraw), failed));
+        assert!(!error_healed(true, std::slice::from_ref(&withdraw), None));
+        assert!(error_healed(false, std::slice::from_ref(&withdraw), None));
+        assert!(!error_healed(false, &[], failed));
     }
 }
