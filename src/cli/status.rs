@@ -67,6 +67,9 @@ pub struct PoolView {
     pub on_target: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total: Option<u32>,
+    /// Why the pool is stopped or waits, who moves it on and how (the agent's stop note).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<rota_core::rotate::stop::StopNote>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -130,7 +133,7 @@ pub async fn view(args: &StatusArgs) -> Result<FleetView, String> {
             state: s.state,
             description: s.description,
             target_url: s.target_url,
-            stop: None,
+            stop: s.stop,
         })
         .collect();
     let find = |ctx: &str| recorded.iter().find(|s| s.context == ctx);
@@ -161,6 +164,8 @@ pub async fn view(args: &StatusArgs) -> Result<FleetView, String> {
                             description: desc,
                             on_target: nodes.map(|n| n.0),
                             total: nodes.map(|n| n.1),
+                            stop: find(&pool_context(&c.name, &p.name))
+                                .and_then(|s| s.stop.clone()),
                         }
                     })
                     .collect(),
@@ -211,6 +216,13 @@ pub fn render(v: &FleetView) -> String {
                 p.name,
                 p.description
             );
+            if let Some(n) = &p.stop {
+                let who = match n.by {
+                    rota_core::rotate::stop::MovedBy::Person => "needs a person",
+                    rota_core::rotate::stop::MovedBy::Rota => "waits",
+                };
+                out += &format!("        {who} ({}): {}\n", n.reason, n.next);
+            }
         }
     }
     out

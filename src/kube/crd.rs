@@ -142,6 +142,10 @@ const PRINTER_COLUMNS: &[(&str, &str, &str, i32)] = &[
     ("Total", "integer", ".status.total", 0),
     ("Ready", "integer", ".status.ready", 1),
     ("Message", "string", ".status.message", 1),
+    // Every stop says who must do what (`rotate::stop`): `kubectl get npr -o wide`.
+    ("Stop", "string", ".status.stop.reason", 1),
+    ("Who", "string", ".status.stop.by", 1),
+    ("Next", "string", ".status.stop.next", 1),
     ("Age", "date", ".metadata.creationTimestamp", 0),
 ];
 
