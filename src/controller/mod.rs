@@ -1199,9 +1199,14 @@ pub fn stop_event<'s>(
     status: &'s NodePoolRotationStatus,
 ) -> Option<(bool, &'s str, String)> {
     let note = status.stop.as_ref()?;
-    let same = prev
-        .and_then(|p| p.stop.as_ref())
-        .is_some_and(|p| (&p.reason, &p.blocked_by) == (&note.reason, &note.blocked_by));
+    // A wait rota ends is said once per reason: a drain's blocked pods change with every
+    // eviction, and an Event each time would flood the resource. What holds a pool for a
+    // person is said again whenever it changes.
+    let same = prev.and_then(|p| p.stop.as_ref()).is_some_and(|p| {
+        p.reason == note.reason
+            && (note.by == rota_core::rotate::stop::MovedBy::Rota
+                || p.blocked_by == note.blocked_by)
+    });
     (!same).then(|| {
         (
             note.by == rota_core::rotate::stop::MovedBy::Person,
@@ -1569,5 +1574,38 @@ mod tests {
         assert!(!error_healed(true, std::slice::from_ref(&withdraw), None));
         assert!(error_healed(false, std::slice::from_ref(&withdraw), None));
         assert!(!error_healed(false, &[], failed));
+    }
+
+    /// A wait rota ends is one Event per reason; a person's stop again when what holds it
+    /// changes.
+    #[test]
+    fn stop_events_are_posted_once_per_reason_and_per_blocker_for_a_person() {
+        use rota_core::rotate::stop::{MovedBy, StopNote};
+        let status = |by, blocked: &str| NodePoolRotationStatus {
+            stop: Some(StopNote {
+                reason: "Draining".into(),
+                by,
+                cause: "draining".into(),
+                blocked_by: vec![blocked.into()],
+                next: "nothing to do".into(),
+            }),
+            ..Default::default()
+        };
+        let (a, b) = (
+            status(MovedBy::Rota, "pod a"),
+            status(MovedBy::Rota, "pod b"),
+        );
+        assert!(stop_event(None, &a).is_some());
+        assert!(stop_event(Some(&a), &b).is_none());
+        let (a, b) = (
+            status(MovedBy::Person, "pod a"),
+            status(MovedBy::Person, "pod b"),
+        );
+        assert!(stop_event(Some(&a), &a).is_none());
+        let (warning, reason, note) = stop_event(Some(&a), &b).unwrap();
+        assert!(warning);
+        assert_eq!(reason, "Draining");
+        assert_eq!(note, "draining; blocked by: pod b; next: nothing to do");
+        assert!(stop_event(Some(&a), &NodePoolRotationStatus::default()).is_none());
     }
 }
