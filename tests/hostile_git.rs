@@ -1095,6 +1095,58 @@ fn a_flood_of_notes_refs_sorting_first_does_not_crowd_out_the_fleets_clusters() 
     );
 }
 
+/// A fleet with more clusters than the cap (issue 25: past 2,048 clusters the guard went
+/// blind): every declared cluster's ref is fetched and read, by name, however many; the
+/// flood beside them is not mirrored past the cap, nor read.
+#[test]
+fn more_declared_clusters_than_the_cap_are_all_fetched_and_read() {
+    use rota::source::FetchLimits;
+    let tmp = tempfile::tempdir().unwrap();
+    let (origin, work) = origin_and_work(tmp.path());
+    std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
+    let c = commit(&work, "fleet", None, None);
+    git(&work, &["push", "-q", "origin", "main"]);
+    let declared: Vec<String> = (0..120).map(|i| format!("c{i:05}")).collect();
+    let mut refs: String = declared
+        .iter()
+        .map(|n| format!("create refs/notes/rota/{n} {c}\n"))
+        .collect();
+    refs.extend((0..300).map(|i| format!("create refs/notes/rota/aaa-flood-{i:04} {c}\n")));
+    git_stdin(&origin, &["update-ref", "--stdin"], refs.as_bytes());
+    let src = capped_source(
+        &origin,
+        &tmp.path().join("mirror"),
+        FetchLimits {
+            max_notes_refs: 50,
+            ..FetchLimits::default()
+        },
+    );
+    src.set_notes_clusters(declared.clone());
+    src.fetch().unwrap();
+    let repo = src.repository().unwrap();
+    let mirrored: Vec<String> = repo
+        .references_glob("refs/rota/remote-notes/*")
+        .unwrap()
+        .map(|r| r.unwrap().name().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        mirrored.len(),
+        120,
+        "every declared cluster, nothing of the flood"
+    );
+    assert!(
+        mirrored.iter().all(|r| !r.contains("flood")),
+        "{mirrored:?}"
+    );
+    let store = GitNotesStore::new(&tmp.path().join("mirror"), Some("c00000"), None);
+    store.scope_to(declared.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let read = rt.block_on(store.reporting_clusters()).unwrap();
+    assert_eq!(read.into_iter().collect::<Vec<_>>(), declared);
+}
+
 /// A pack larger than the cap is aborted before anything in it is used (the signature check
 /// comes after the fetch): the branch stays where it was.
 #[test]

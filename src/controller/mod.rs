@@ -1177,18 +1177,22 @@ impl Controller {
     }
 }
 
-/// Whether a pass whose first actions (`ran`) all succeeded heals the pool's last error: any
-/// progress of a moving pool does; a stopping pool (a halt, an undo) keeps naming the error
-/// that stopped it (quota, throttling) unless the very action that failed has now
-/// succeeded (the halt's own `set image` back to the origin, which a 504 interrupted).
+/// Whether a pass that observed, wrote its status and ran its first actions (`ran`) heals
+/// the pool's last error. An error of no action (observing, writing the status) has healed
+/// with this pass, which did both (a pool waiting for a slot must not name a describe that
+/// was throttled an hour ago). An action's error heals with any progress of a moving pool;
+/// a stopping pool (a halt, an undo) keeps naming it (quota, throttling) unless the very
+/// action that failed has now succeeded (the halt's own `set image` back to the origin,
+/// which a 504 interrupted).
 pub fn error_healed(
     stopping: bool,
     ran: &[rota_core::rotate::Planned],
     failed_action: Option<&str>,
 ) -> bool {
-    !ran.is_empty()
-        && (!stopping
-            || failed_action.is_some_and(|f| ran.iter().any(|p| p.action.to_string() == f)))
+    match failed_action {
+        None => true,
+        Some(f) => !ran.is_empty() && (!stopping || ran.iter().any(|p| p.action.to_string() == f)),
+    }
 }
 
 /// Every stop says who must do what: the Event to post when a pool stops, or what holds it
@@ -1571,9 +1575,11 @@ mod tests {
         let failed = Some("set image ami-old");
         assert!(error_healed(true, std::slice::from_ref(&set_image), failed));
         assert!(!error_healed(true, std::slice::from_ref(&withdraw), failed));
-        assert!(!error_healed(true, std::slice::from_ref(&withdraw), None));
-        assert!(error_healed(false, std::slice::from_ref(&withdraw), None));
         assert!(!error_healed(false, &[], failed));
+        assert!(error_healed(false, std::slice::from_ref(&withdraw), failed));
+        // A describe or a status write that failed: healed by a pass that did both, even
+        // one with nothing to do (a pool waiting for its slot).
+        assert!(error_healed(true, &[], None));
     }
 
     /// A wait rota ends is one Event per reason; a person's stop again when what holds it

@@ -36,7 +36,7 @@ use super::note_doc::{NoteDoc, NoteStatus, notes_ref};
 use super::note_reader;
 use super::{CommitStatus, Posted, ReportError, StatusStore, validate};
 use crate::source::credentials::{self, Auth, KnownHosts};
-use crate::source::{MAX_NOTES_REFS, NOTES_PREFIX, REMOTE_NOTES_PREFIX};
+use crate::source::{NOTES_PREFIX, REMOTE_NOTES_PREFIX};
 use rota_core::waves::PoolRecord;
 
 /// Where to push the notes ref (the fleet repo's remote), with the source's credentials.
@@ -294,17 +294,11 @@ impl Inner {
 
     /// The ref to read each of `clusters` from (those that have one): our own local ref (we
     /// are its writer), the fetched copy for everyone else (fresher than any stale local
-    /// ref). At most [`MAX_NOTES_REFS`] clusters; never a glob.
+    /// ref). Every cluster asked for (the fleet's declared ones, or our own), each by name;
+    /// never a glob, so refs no declared cluster owns are never read.
     fn refs_by_cluster(&self, repo: &Repository, clusters: &[String]) -> BTreeMap<String, String> {
-        if clusters.len() > MAX_NOTES_REFS {
-            tracing::warn!(
-                clusters = clusters.len(),
-                read = MAX_NOTES_REFS,
-                "more clusters than the notes refs limit: the rest are not read"
-            );
-        }
         let mut out = BTreeMap::new();
-        for cluster in clusters.iter().take(MAX_NOTES_REFS) {
+        for cluster in clusters {
             let own = self.cluster.as_deref() == Some(cluster.as_str());
             let (first, second) = if own {
                 (notes_ref(cluster), remote_notes_ref(cluster))

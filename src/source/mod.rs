@@ -39,9 +39,11 @@ pub struct SourceConfig {
     pub depth: Option<u32>,
 }
 
-/// Most notes refs (clusters) read on one commit: the rest is ignored, named in a warning.
-/// A fleet has a few hundred clusters; a flood of refs pushed by anyone with push access
-/// must not make every pass of every agent read without end.
+/// Most notes refs fetched beyond the fleet's own clusters' (a fetch before the fleet is
+/// known, or refs no declared cluster owns): a flood of refs pushed by anyone with push
+/// access must not make every poll of every agent mirror without end. The declared
+/// clusters' refs are always fetched and read, however many (`GitSource::notes_specs`,
+/// `GitNotesStore::refs_by_cluster`).
 pub const MAX_NOTES_REFS: usize = 2048;
 
 /// Caps on what one fetch may bring in, before anything in it is checked (signatures are
@@ -346,11 +348,14 @@ impl GitSource {
             .map(|c| format!("{NOTES_PREFIX}{c}"))
             .collect();
         let mut names = names;
-        // The declared clusters' refs first, then the rest by name.
+        // The declared clusters' refs first, then the rest by name. Every declared cluster's
+        // ref is fetched whatever the cap (the fleet, from a verified commit, says how many
+        // there are): a fleet larger than the cap must not hide clusters from the guard.
         names.sort_by_key(|n| (!declared.contains(n), n.clone()));
+        let ours = names.iter().filter(|n| declared.contains(*n)).count();
         Ok(names
             .iter()
-            .take(cap)
+            .take(cap.max(ours))
             .map(|n| format!("+{n}:{REMOTE_NOTES_PREFIX}{}", &n[NOTES_PREFIX.len()..]))
             .collect())
     }

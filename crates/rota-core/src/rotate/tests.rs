@@ -2240,3 +2240,42 @@ fn every_stop_the_planner_makes_says_who_must_do_what() {
         "stop reasons without a scenario: {missing:?}"
     );
 }
+
+/// A batch that starts while an instance is still terminating (the last batch's, or a boot
+/// the cloud is replacing) surges in full: the terminating instance is out of the desired
+/// capacity already, and its going must not eat the surge (chaos seed 524: a batch of one
+/// asked for no capacity and halted waiting for an instance never launched).
+#[test]
+fn an_instance_terminating_when_a_batch_starts_does_not_eat_its_surge() {
+    let mut nodes = old4();
+    nodes.push(node("n5").ready().terminating_instance());
+    let mut w = world(nodes);
+    // The terminate decremented the capacity: 4 desired, 5 listed.
+    w.group.desired = 4;
+    w.group.max = 5;
+    // Batches of 2: the bound (4 + 2) minus the 5 instances listed leaves room for one.
+    let d = desired(2);
+    let mut c = cp(Stage::Between);
+    c.original_desired = 4;
+    c.pool_size = 4;
+    let p = plan(&d, &w, Some(&c), t0());
+    let cp1 = p.checkpoint.clone().unwrap();
+    let batch = cp1.stage.batch().cloned().expect("a batch started");
+    assert_eq!(batch.old_nodes.len(), 1);
+    assert!(
+        shown(&p).contains(&"set capacity 5".to_string()),
+        "{:?}",
+        shown(&p)
+    );
+    // The terminating instance goes: the batch still wants its one new instance.
+    let mut gone = world(old4());
+    gone.group.desired = 4;
+    gone.group.max = 5;
+    gone.group.template_image = NEW.into();
+    let p = plan(&d, &gone, Some(&cp1), t0() + Duration::seconds(30));
+    assert!(
+        shown(&p).contains(&"set capacity 5".to_string()),
+        "{:?}",
+        shown(&p)
+    );
+}
