@@ -6,4 +6,4 @@ pub mod guard;
 pub mod records;
 
 pub use guard::{GuardDecision, Promotion, Wait, WaveView, promotion_guard, wave_views};
-pub use records::{Completion, CompletionKind, GateFailure, PoolRecord, PoolRef};
+pub use records::{Completion, CompletionKind, DID_NOT_BOOT, GateFailure, PoolRecord, PoolRef};
