@@ -470,8 +470,34 @@ struct GitHubPulls {
 struct PullsState {
     /// (number, head, base, title, body)
     pulls: Vec<(u64, String, String, String, String)>,
+    /// The pull requests a person closed: (number, closed_at).
+    closed: Vec<(u64, String)>,
     requests: Vec<String>,
     exchanges: Vec<Exchange>,
+}
+
+impl PullsState {
+    /// When pull request `n` was closed (`None`: open).
+    fn closed_at(&self, n: u64) -> Option<String> {
+        self.closed.iter().find(|c| c.0 == n).map(|c| c.1.clone())
+    }
+
+    /// The pull requests a list asks for by its `state` (`open`/`opened`, `closed`, `all`).
+    fn in_state(&self, query: &str) -> Vec<(u64, String, String, String, String)> {
+        let state = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("state="))
+            .unwrap_or("open");
+        self.pulls
+            .iter()
+            .filter(|p| match state {
+                "closed" => self.closed_at(p.0).is_some(),
+                "all" => true,
+                _ => self.closed_at(p.0).is_none(),
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 impl Drop for GitHubPulls {
@@ -623,11 +649,14 @@ fn github_pulls(
     query: &str,
     body: &serde_json::Value,
 ) -> (u16, serde_json::Value) {
+    let closed: Vec<(u64, String)> = s.closed.clone();
+    let closed_at = |n: u64| closed.iter().find(|c| c.0 == n).map(|c| c.1.clone());
     let pr = |p: &(u64, String, String, String, String)| {
         serde_json::json!({
             "number": p.0,
             "html_url": format!("{base}/acme/fleet/pull/{}", p.0),
-            "state": "open",
+            "state": if closed_at(p.0).is_some() { "closed" } else { "open" },
+            "closed_at": closed_at(p.0),
             "title": p.3,
             "body": p.4,
             "head": {"ref": p.1, "label": format!("acme:{}", p.1)},
@@ -641,7 +670,8 @@ fn github_pulls(
             serde_json::json!({
                 "iid": p.0,
                 "web_url": format!("{base}/acme/fleet/-/merge_requests/{}", p.0),
-                "state": "opened",
+                "state": if closed_at(p.0).is_some() { "closed" } else { "opened" },
+                "closed_at": closed_at(p.0),
                 "title": p.3,
                 "description": p.4,
                 "source_branch": p.1,
@@ -655,7 +685,12 @@ fn github_pulls(
                     .find_map(|kv| kv.strip_prefix("source_branch="))
                     .map(|h| h.replace("%2F", "/"))
                     .unwrap_or_default();
-                let open: Vec<_> = s.pulls.iter().filter(|p| p.1 == source).map(mr).collect();
+                let open: Vec<_> = s
+                    .in_state(query)
+                    .iter()
+                    .filter(|p| p.1 == source)
+                    .map(mr)
+                    .collect();
                 (200, serde_json::Value::Array(open))
             }
             ("POST", "") => {
@@ -669,7 +704,7 @@ fn github_pulls(
                         serde_json::json!({"message": "source_branch, target_branch, title are missing"}),
                     );
                 };
-                if s.pulls.iter().any(|p| p.1 == head) {
+                if s.in_state("").iter().any(|p| p.1 == head) {
                     return (
                         409,
                         serde_json::json!({"message": ["Another open merge request already exists for this source branch"]}),
@@ -721,7 +756,7 @@ fn github_pulls(
                 .map(|h| h.replace("%2F", "/"))
                 .unwrap_or_default();
             let open: Vec<_> = s
-                .pulls
+                .in_state(query)
                 .iter()
                 .filter(|p| head.is_empty() || format!("acme:{}", p.1) == head)
                 .map(pr)
@@ -737,7 +772,7 @@ fn github_pulls(
             ) else {
                 return invalid(422, "head, base and title are required");
             };
-            if s.pulls.iter().any(|p| p.1 == head) {
+            if s.in_state("").iter().any(|p| p.1 == head) {
                 return invalid(
                     409,
                     &format!("A pull request already exists for acme:{head}."),
@@ -1026,5 +1061,304 @@ async fn propose_opens_the_image_and_promotion_pull_requests_once_and_updates_th
         gh.state.lock().unwrap().requests.len(),
         asked,
         "no pull request call for an unpushed branch"
+    );
+}
+
+// ---- reverts: a wave pinned back after a failure on its version ---------------------------
+
+/// A repo whose canary pinned general 2026.11.1, then (the head) 2026.11.2, and canary-1's
+/// note on the head as its agent writes it: its pool failed gate error-rate on 2026.11.2 (and
+/// rolled back). A bare `origin` holds the branch and the notes. Returns the temporary
+/// directory, the clone, the origin and the head.
+async fn failed_canary() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    String,
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    let before = FLEET.replace(
+        r#"images: {general: "2026.11.2"}   # bumped last week"#,
+        r#"images: {general: "2026.11.1"}   # bumped last week"#,
+    );
+    assert_ne!(before, FLEET);
+    std::fs::write(work.join("fleet.yaml"), before).unwrap();
+    git(&work, &["add", "-A"]);
+    git(
+        &work,
+        &["commit", "-q", "-m", "the fleet on general 2026.11.1"],
+    );
+    std::fs::write(work.join("fleet.yaml"), FLEET).unwrap();
+    git(&work, &["commit", "-q", "-am", "canary: general 2026.11.2"]);
+    let head = git(&work, &["rev-parse", "HEAD"]);
+    // After the commit, to the second: the failure follows the pin.
+    let failed = Utc::now() + chrono::Duration::seconds(1);
+    GitNotesStore::new(&work, Some("canary-1"), None)
+        .set_pool_records(
+            &head,
+            vec![PoolRecord::new("canary-1", "general").gate_failed(
+                "general",
+                "2026.11.2",
+                "error-rate",
+                failed,
+            )],
+        )
+        .await
+        .unwrap();
+    let origin = with_origin(tmp.path(), &work);
+    git(
+        &work,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "refs/notes/rota/*:refs/notes/rota/*",
+        ],
+    );
+    (tmp, work, origin, head)
+}
+
+/// `rota propose` on `origin` by URL with these forge flags (none: git alone); images are not
+/// looked for.
+fn propose_on(
+    origin: &Path,
+    state: &Path,
+    forge: &[String],
+    extra: &[&str],
+) -> (i32, String, String) {
+    let out = Command::new(rota())
+        .args(["propose", "--no-images", "--repo"])
+        .arg(format!("file://{}", origin.display()))
+        .arg("--state-dir")
+        .arg(state)
+        .args(forge)
+        .args(extra)
+        .env("KUBECONFIG", "/nonexistent")
+        .env("ROTA_GITHUB_TOKEN", "t0ken")
+        .env("ROTA_GITLAB_TOKEN", "t0ken")
+        .env("ROTA_GITEA_TOKEN", "t0ken")
+        .output()
+        .unwrap();
+    outcome(&out)
+}
+
+const REVERT_BRANCH: &str = "rota/revert/canary/general-2026.11.2";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn propose_reverts_a_failed_canary_once_per_wave_and_version_on_every_forge() {
+    for forge in ["github", "gitlab", "gitea"] {
+        let (tmp, _work, origin, head) = failed_canary().await;
+        let state = tmp.path().join("state");
+        let double = GitHubPulls::start().await;
+        let flags: Vec<String> = match forge {
+            "github" => vec![
+                "--github-repo".into(),
+                "acme/fleet".into(),
+                "--github-api-url".into(),
+                double.url.clone(),
+            ],
+            "gitlab" => vec![
+                "--gitlab-project".into(),
+                "acme/fleet".into(),
+                "--gitlab-api-url".into(),
+                format!("{}/api/v4", double.url),
+            ],
+            _ => vec![
+                "--gitea-repo".into(),
+                "acme/fleet".into(),
+                "--gitea-api-url".into(),
+                format!("{}/api/v1", double.url),
+            ],
+        };
+        let (code, out, err) = propose_on(&origin, &state, &flags, &[]);
+        assert_eq!(code, 0, "{forge}: {out}{err}");
+        assert!(
+            out.contains(
+                "↩ wave canary: general 2026.11.2 → 2026.11.1: revert (canary-1/general: gate error-rate failed at "
+            ),
+            "{forge}: {out}"
+        );
+        assert!(
+            out.contains("revert wave canary general: opened pull request #1 "),
+            "{forge}: {out}"
+        );
+        // The guard holds main, and says why.
+        assert!(
+            out.contains(
+                "… wave main: general 2026.11.1 → 2026.11.2: waiting: gate error-rate failed on canary-1/general (wave canary) for general@2026.11.2"
+            ),
+            "{forge}: {out}"
+        );
+        assert!(
+            out.contains("· wave main: general@2026.11.1: no revert: no pool of wave main recorded a failure on general@2026.11.1"),
+            "{forge}: {out}"
+        );
+        // One commit on the head, pinning canary back; main did not move.
+        assert_eq!(
+            git(
+                &origin,
+                &["rev-parse", &format!("refs/heads/{REVERT_BRANCH}^")]
+            ),
+            head
+        );
+        assert_eq!(git(&origin, &["rev-parse", "refs/heads/main"]), head);
+        let diff = git(
+            &origin,
+            &["diff", &head, &format!("refs/heads/{REVERT_BRANCH}")],
+        );
+        assert!(
+            diff.contains("-      images: {general: \"2026.11.2\"}   # bumped last week\n+      images: {general: \"2026.11.1\"}   # bumped last week"),
+            "{forge}: {diff}"
+        );
+        assert_eq!(diff.matches("\n+ ").count(), 1, "{forge}: {diff}");
+        {
+            let s = double.state.lock().unwrap();
+            assert_eq!(s.pulls.len(), 1, "{forge}: {:?}", s.requests);
+            let (_, h, b, title, body) = &s.pulls[0];
+            assert_eq!((h.as_str(), b.as_str()), (REVERT_BRANCH, "main"), "{forge}");
+            assert_eq!(
+                title,
+                "Revert wave canary to general@2026.11.1 (gate error-rate failed on general@2026.11.2)",
+                "{forge}"
+            );
+            assert!(
+                body.contains("- `canary-1/general`: gate `error-rate` failed at "),
+                "{forge}: {body}"
+            );
+            assert!(body.contains("| "), "{forge}: the diff's tables: {body}");
+        }
+
+        // The next pass: the same branch rewritten, its pull request updated, never a second.
+        let (code, out, err) = propose_on(&origin, &state, &flags, &[]);
+        assert_eq!(code, 0, "{forge}: {out}{err}");
+        assert!(
+            out.contains("revert wave canary general: updated pull request #1 "),
+            "{forge}: {out}"
+        );
+        {
+            let s = double.state.lock().unwrap();
+            assert_eq!(s.pulls.len(), 1, "{forge}: {:?}", s.requests);
+            assert_eq!(
+                s.requests.iter().filter(|r| r.starts_with("POST")).count(),
+                1,
+                "{forge}: {:?}",
+                s.requests
+            );
+        }
+
+        // A person closes it: declined, and never proposed again for this wave and version.
+        double.state.lock().unwrap().closed.push((
+            1,
+            (Utc::now() + chrono::Duration::seconds(2))
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        ));
+        let asked = double.state.lock().unwrap().requests.len();
+        let (code, out, err) = propose_on(&origin, &state, &flags, &[]);
+        assert_eq!(code, 0, "{forge}: {out}{err}");
+        assert!(
+            out.contains("revert wave canary general: not proposed again: pull request #1 ")
+                && out.contains(&format!("of {REVERT_BRANCH} was closed at ")),
+            "{forge}: {out}"
+        );
+        {
+            let s = double.state.lock().unwrap();
+            assert_eq!(s.pulls.len(), 1, "{forge}");
+            assert!(
+                s.requests[asked..].iter().all(|r| r.starts_with("GET")),
+                "{forge}: only looked: {:?}",
+                &s.requests[asked..]
+            );
+        }
+
+        // --no-reverts: not even looked at.
+        let (code, out, err) = propose_on(&origin, &state, &flags, &["--no-reverts"]);
+        assert_eq!(code, 0, "{forge}: {out}{err}");
+        assert!(!out.contains("revert"), "{forge}: {out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_git_alone_the_revert_is_a_branch_and_by_hand_a_commit() {
+    let (tmp, work, origin, head) = failed_canary().await;
+    let state = tmp.path().join("state");
+    let (code, out, err) = propose_on(&origin, &state, &[], &["--no-promotions"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "revert wave canary general: pushed {REVERT_BRANCH} to file://"
+        )) && out.contains("no forge configured: open the pull request from it"),
+        "{out}"
+    );
+    assert_eq!(
+        git(
+            &origin,
+            &["rev-parse", &format!("refs/heads/{REVERT_BRANCH}^")]
+        ),
+        head
+    );
+    let message = git(
+        &origin,
+        &[
+            "log",
+            "-1",
+            "--format=%B",
+            &format!("refs/heads/{REVERT_BRANCH}"),
+        ],
+    );
+    assert!(
+        message.starts_with(
+            "Revert wave canary to general@2026.11.1 (gate error-rate failed on general@2026.11.2)\n"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("- `canary-1/general`: gate `error-rate` failed at "),
+        "{message}"
+    );
+    // Again: the same branch, pushed again; nothing else.
+    let (code, out, err) = propose_on(&origin, &state, &[], &["--no-promotions"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("pushed {REVERT_BRANCH}")), "{out}");
+    let branches = git(&origin, &["branch", "--list", "rota/*"]);
+    assert_eq!(branches.lines().count(), 1, "{branches}");
+
+    // By hand, in the clone: --dry-run only says; then the commit on the current branch.
+    let revert = |extra: &[&str]| {
+        let out = Command::new(rota())
+            .args(["promote", "--revert", "--wave", "canary", "--repo"])
+            .arg(&work)
+            .args(extra)
+            .output()
+            .unwrap();
+        outcome(&out)
+    };
+    let (code, out, err) = revert(&["--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("↩ wave canary: general 2026.11.2 → 2026.11.1: revert"),
+        "{out}"
+    );
+    assert_eq!(git(&work, &["rev-parse", "HEAD"]), head);
+    let (code, out, err) = revert(&[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(
+            "Revert wave canary to general@2026.11.1 (gate error-rate failed on general@2026.11.2)"
+        ),
+        "{out}"
+    );
+    assert_eq!(git(&work, &["rev-parse", "HEAD~1"]), head);
+    let fleet = rota::fleet::load_dir(&work).unwrap();
+    assert_eq!(fleet.waves()[0].images["general"], "2026.11.1");
+    // Reverted: the pin moved back, the failure was on the version no longer pinned.
+    let (code, out, _) = revert(&[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("· wave canary: general@2026.11.1: no revert")
+            && out.contains("nothing to revert"),
+        "{out}"
     );
 }

@@ -42,7 +42,10 @@ fn the_proposals_component_runs_rota_propose_hourly_one_pass_at_a_time() {
         panic!("not `rota propose`: {argv:?}");
     };
     assert!(args.repo.starts_with("https://"), "{}", args.repo);
-    assert!(!args.no_images && !args.no_promotions, "both halves run");
+    assert!(
+        !args.no_images && !args.no_promotions && !args.no_reverts,
+        "every part runs"
+    );
     // The mirror is written to a volume: the root filesystem stays read-only.
     let sc = c.security_context.as_ref().unwrap();
     assert_eq!(sc.read_only_root_filesystem, Some(true));

@@ -20,7 +20,7 @@ use crate::report::{CommitStatus, State, cluster_context, pool_context};
 use rota_core::fleet::resolved::Mode;
 use rota_core::rotate::Phase;
 use rota_core::rotate::stop::MovedBy;
-use rota_core::waves::PoolRecord;
+use rota_core::waves::{DID_NOT_BOOT, PoolRecord};
 
 use super::desired::PoolIntent;
 
@@ -183,7 +183,9 @@ pub fn cluster_status(cluster: &str, pools: &[CommitStatus]) -> CommitStatus {
 }
 
 /// Records what `npr` shows into `record`: a completion of its version when it succeeded with
-/// every node on target (once per version in a row), a gate failure when it stopped on a gate.
+/// every node on target (once per version in a row), a gate failure when it stopped on a gate,
+/// and one under the reserved gate [`DID_NOT_BOOT`] when it halted because the version's image
+/// did not boot (the later waves' guard holds on either, and a revert is proposed from them).
 /// Returns true if the record changed.
 pub fn observe_record(record: &mut PoolRecord, npr: &NodePoolRotation, now: DateTime<Utc>) -> bool {
     let Some(status) = npr.status.as_ref() else {
@@ -213,7 +215,7 @@ pub fn observe_record(record: &mut PoolRecord, npr: &NodePoolRotation, now: Date
                 .as_ref()
                 .and_then(|c| c.rollback_reason.clone().or_else(|| c.halted.clone()))
                 .unwrap_or_else(|| status.message.clone());
-            let Some(gate) = gate_named(&text) else {
+            let Some(gate) = failure_named(&text) else {
                 return false;
             };
             let last = record.gate_failures.last();
@@ -249,6 +251,17 @@ pub fn runs(npr: &NodePoolRotation) -> Option<(&str, &str, &str)> {
         ))
 }
 
+/// The failure a stop message records: the image did not boot (`image ami-0f9e… (2026.11.2)
+/// did not boot: 6 of 6 new instance(s) never Ready …`, the planner's words) → [`DID_NOT_BOOT`],
+/// else the gate it names. The boot message is matched first and by its start: its tail lists
+/// instances and nodes, whose names are anyone's.
+fn failure_named(text: &str) -> Option<String> {
+    if text.starts_with("image ") && text.contains(" did not boot: ") {
+        return Some(DID_NOT_BOOT.to_string());
+    }
+    gate_named(text)
+}
+
 /// The gate a stop message names: `gate error-rate failed ...` → `error-rate`.
 fn gate_named(text: &str) -> Option<String> {
     let mut words = text.split_whitespace();
@@ -275,6 +288,108 @@ mod tests {
             Some("error-rate")
         );
         assert_eq!(gate_named("drain timed out on node-1"), None);
+    }
+
+    #[test]
+    fn an_image_that_did_not_boot_is_a_failure_a_drain_is_not() {
+        assert_eq!(
+            failure_named(
+                "image ami-0f9e8d7c6b5a40312 (2026.11.2) did not boot: 6 of 6 new instance(s) never Ready within nodeReadyTimeout 15m, over 3 attempt(s) (last: i-m5 (node gate not Ready))"
+            )
+            .as_deref(),
+            Some(DID_NOT_BOOT)
+        );
+        assert_eq!(
+            failure_named("health gate error-rate failed before batch 2: 0.2 > 0.01").as_deref(),
+            Some("error-rate")
+        );
+        // Some instances not Ready (others booted): the instances, not the image.
+        assert_eq!(
+            failure_named("batch 2: new instance(s) i-m5 not Ready within nodeReadyTimeout 15m"),
+            None
+        );
+    }
+
+    /// Pool `prod/general` on `general@version` (AWS, default policy, reconcile).
+    fn desired_pool(version: &str) -> rota_core::fleet::resolved::DesiredPool {
+        use crate::cloud::GroupRef;
+        use rota_core::fleet::resolved::{DesiredPool, EffectivePolicy};
+        DesiredPool {
+            cluster: "prod".into(),
+            name: "general".into(),
+            channel: "general".into(),
+            version: version.into(),
+            image: "ami-new".into(),
+            arch: Default::default(),
+            released: None,
+            max_age: None,
+            group: GroupRef::Aws {
+                region: "us-east-1".into(),
+                auto_scaling_group: "eks-general".into(),
+            },
+            node_selector: Default::default(),
+            policy: EffectivePolicy::default(),
+            gates: vec![],
+            mode: Mode::Reconcile,
+        }
+    }
+
+    /// A pool of `version` halted with `halted`, on its current spec (generation 1).
+    fn halted_pool(version: &str, halted: &str) -> NodePoolRotation {
+        use rota_core::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
+        let pool = desired_pool(version);
+        let mut npr =
+            NodePoolRotation::new("general", NodePoolRotationSpec::from_desired(&pool, "abc"));
+        npr.metadata.generation = Some(1);
+        let checkpoint = serde_json::from_value(serde_json::json!({
+            "originImage": "ami-old", "targetImage": "ami-new", "targetVersion": version,
+            "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 1,
+            "halted": halted, "stage": {"name": "between"}
+        }))
+        .unwrap();
+        npr.status = Some(NodePoolRotationStatus {
+            phase: Phase::Paused,
+            total: 4,
+            on_target: 0,
+            message: halted.into(),
+            checkpoint: Some(checkpoint),
+            observed_generation: Some(1),
+            observed_commit: Some("abc".into()),
+            ..Default::default()
+        });
+        npr
+    }
+
+    #[test]
+    fn an_image_that_did_not_boot_is_recorded_once_for_the_guard_and_the_reverts() {
+        let now = DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let npr = halted_pool(
+            "2026.11.2",
+            "image ami-new (2026.11.2) did not boot: 4 of 4 new instance(s) never Ready within nodeReadyTimeout 15m, over 3 attempt(s) (last: i-1 (node n1 not Ready))",
+        );
+        let mut record = PoolRecord::new("prod", "general");
+        assert!(observe_record(&mut record, &npr, now));
+        assert_eq!(record.gate_failures.len(), 1);
+        let f = &record.gate_failures[0];
+        assert!(f.did_not_boot(), "{f:?}");
+        assert_eq!(
+            (f.channel.as_str(), f.version.as_str()),
+            ("general", "2026.11.2")
+        );
+        // The same halt seen again: nothing new.
+        assert!(!observe_record(
+            &mut record,
+            &npr,
+            now + chrono::Duration::minutes(5)
+        ));
+        assert_eq!(record.gate_failures.len(), 1);
+        // A halt that is not a failure of the image (a drain): not recorded.
+        let drain = halted_pool("2026.11.2", "drain.timeout 30m reached on node n1");
+        let mut other = PoolRecord::new("prod", "general");
+        assert!(!observe_record(&mut other, &drain, now));
+        assert!(other.gate_failures.is_empty());
     }
 
     #[test]

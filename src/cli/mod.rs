@@ -70,10 +70,12 @@ pub enum Command {
     Status(status::StatusArgs),
     /// The clouds' published images: `discover` finds each channel's newest and proposes it.
     Images(images::ImagesArgs),
-    /// Whether a wave may take the previous wave's versions (the promotion guard), or check a promotion.
+    /// Whether a wave may take the previous wave's versions (the promotion guard), or check a
+    /// promotion; with --revert, pin a wave back from a version its pools failed on.
     Promote(promote::PromoteArgs),
-    /// One scheduled pass (the CronJob of deploy/components/proposals): new images and allowed
-    /// promotions proposed as pull requests, from a mirror of the repo's URL.
+    /// One scheduled pass (the CronJob of deploy/components/proposals): new images, allowed
+    /// promotions and reverts of failed versions proposed as pull requests, from a mirror of
+    /// the repo's URL.
     Propose(propose::ProposeArgs),
     /// A read-only web page of the whole fleet: waves, pools, holds, versions, commit statuses.
     Ui(ui::UiArgs),

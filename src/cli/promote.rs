@@ -8,6 +8,13 @@
 //! Exit codes: 0 allowed (and, without `--check`, the commit written) or nothing to promote;
 //! 1 the guard says wait (nothing written); 2 the promotion could not be written or checked
 //! (not a repo, unknown wave or revision, local changes, a pin rota cannot edit).
+//!
+//! `--revert --wave NAME` goes the other way: when pools of the wave recorded a failure (a
+//! gate, an image that did not boot) on the version the wave pins, since it pins it, the
+//! commit that pins the wave back to the version before (`waves::revert`), written where a
+//! promotion would be (`--open-pr`: on `rota/revert/<wave>/<channel>-<version>`). Exit codes:
+//! 0 written (or nothing to revert); 1 a failure calls for a revert rota cannot write (no
+//! earlier pin to go back to), nothing written; 2 as above.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,9 +57,15 @@ pub struct PromoteArgs {
     /// Propose the promotion as a pull request: commit it on branch `rota/promote/<wave>`
     /// (rewritten from --rev on each run), push it to --remote, and open its pull request on
     /// the forge (--github-repo, --gitlab-project, --gitea-repo) or update the open one.
-    /// Without a forge, only the branch.
+    /// Without a forge, only the branch. With --revert: branch
+    /// `rota/revert/<wave>/<channel>-<version>`, one per wave and version.
     #[arg(long, requires = "wave", conflicts_with_all = ["check", "branch", "dry_run"])]
     pub open_pr: bool,
+    /// Pin the wave back instead: when its pools recorded a failure (a health gate, an image
+    /// that did not boot) on the version it pins, since it pins it, to the version it pinned
+    /// before (from the branch's history), the evidence in the commit message.
+    #[arg(long, requires = "wave", conflicts_with = "check")]
+    pub revert: bool,
     #[command(flatten)]
     pub propose: super::forge::ProposeArgs,
 }
@@ -84,6 +97,9 @@ pub fn run(args: PromoteArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.revert {
+        return run_revert(&args, &rt);
+    }
     let checks = match rt.block_on(checks(&args)) {
         Ok(c) => c,
         Err(e) => {
@@ -176,4 +192,100 @@ async fn open_pr(args: &PromoteArgs, checks: &[PinCheck]) -> Result<String, Stri
         forge: forge.as_ref(),
     };
     crate::promotion::commit::propose(&at(args), wave, checks, &to).await
+}
+
+/// `--revert`: what the wave's pins call for, and the revert written where the flags say.
+fn run_revert(args: &PromoteArgs, rt: &tokio::runtime::Runtime) -> ExitCode {
+    use crate::promotion::pin::Target;
+    use crate::promotion::revert;
+    use rota_core::waves::RevertDecision;
+    let checks = match rt.block_on(revert::checks_at(&args.query())) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rota: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for c in &checks {
+        println!("{}", c.describe());
+    }
+    let by_hand = checks
+        .iter()
+        .any(|c| matches!(c.decision, RevertDecision::ByHand { .. }));
+    let reverts: Vec<_> = checks
+        .iter()
+        .filter_map(|c| match &c.decision {
+            RevertDecision::Revert(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    let done = if by_hand {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    if reverts.is_empty() {
+        println!(
+            "{}",
+            if by_hand {
+                "nothing written: pin the wave by hand"
+            } else {
+                "nothing to revert"
+            }
+        );
+        return done;
+    }
+    if args.dry_run {
+        return done;
+    }
+    let wave = args.wave.as_deref().unwrap_or_default();
+    if args.open_pr {
+        let mut failed = false;
+        for r in &reverts {
+            match rt.block_on(open_revert_pr(args, r)) {
+                Ok(line) => println!("{}: {line}", r.channel),
+                Err(e) => {
+                    eprintln!("rota: {}: {e}", r.channel);
+                    failed = true;
+                }
+            }
+        }
+        return if failed { ExitCode::from(2) } else { done };
+    }
+    let target = match &args.branch {
+        Some(b) => Target::NewBranch(b.clone()),
+        None => Target::CurrentBranch,
+    };
+    match revert::write(&at(args), wave, &reverts, &target) {
+        Ok((id, branch, title)) => {
+            let short = &id.to_string()[..7];
+            println!("[{branch} {short}] {title}");
+            match &args.branch {
+                Some(b) => println!("push it and open a pull request: git push origin {b}"),
+                None => println!("push it: merging it is the revert (git push)"),
+            }
+            done
+        }
+        Err(e) => {
+            eprintln!("rota: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `--revert --open-pr`: the revert on its branch, pushed, and its pull request opened or
+/// updated.
+async fn open_revert_pr(
+    args: &PromoteArgs,
+    revert: &rota_core::waves::Revert,
+) -> Result<String, String> {
+    use crate::promotion::propose::{Remote, Where};
+    let (forge, base) = args.propose.resolve(&args.repo)?;
+    let to = Where {
+        repo: &args.repo,
+        remote: Remote::Named(&args.propose.remote),
+        base: &base,
+        forge: forge.as_ref(),
+    };
+    crate::promotion::revert::propose(&at(args), revert, &to).await
 }

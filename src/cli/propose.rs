@@ -6,7 +6,10 @@
 //! - for each channel with a `source`, what `rota images discover --open-pr` does: the newest
 //!   baked build, proposed on branch `rota/images/<channel>`;
 //! - for each wave after the first, what `rota promote --wave W --open-pr` does: when the
-//!   guard allows, the promotion proposed on branch `rota/promote/<wave>`.
+//!   guard allows, the promotion proposed on branch `rota/promote/<wave>`;
+//! - for each wave whose pools recorded a failure (a gate, an image that did not boot) on the
+//!   version it pins, what `rota promote --revert --wave W --open-pr` does: the wave pinned
+//!   back to the version before, proposed on `rota/revert/<wave>/<channel>-<version>`.
 //!
 //! Branches are pushed to the repo's URL through libgit2 with the same credentials (the image
 //! has no git), and each has one pull request on the forge, opened or updated; without a
@@ -28,9 +31,11 @@ use super::git_auth::GitAuthArgs;
 use crate::discovery;
 use crate::promotion::commit::{At, propose as propose_promotion};
 use crate::promotion::propose::{Remote, Where};
+use crate::promotion::revert;
 use crate::promotion::{Query, checks_at, describe};
 use crate::report::notes::PushTarget;
 use crate::source::{SourceConfig, redact_url};
+use rota_core::waves::RevertDecision;
 
 #[derive(Args, Debug)]
 pub struct ProposeArgs {
@@ -54,9 +59,12 @@ pub struct ProposeArgs {
     /// Do not look for new images (only promotions).
     #[arg(long)]
     pub no_images: bool,
-    /// Do not propose promotions (only new images).
+    /// Do not propose promotions.
     #[arg(long)]
     pub no_promotions: bool,
+    /// Do not propose reverts (a wave pinned back after a failure on its version).
+    #[arg(long)]
+    pub no_reverts: bool,
     #[command(flatten)]
     pub git: GitAuthArgs,
     #[command(flatten)]
@@ -196,6 +204,39 @@ async fn pass(args: &ProposeArgs) -> Result<Vec<String>, String> {
                     match propose_promotion(&at, &wave.name, &checks, &to).await {
                         Ok(line) => println!("wave {}: {line}", wave.name),
                         Err(e) => failures.push(format!("wave {}: {e}", wave.name)),
+                    }
+                }
+            }
+        }
+    }
+    if !args.no_reverts {
+        let query = Query {
+            repo: mirror_path.to_path_buf(),
+            rev: commit.clone(),
+            base: commit.clone(),
+            check: false,
+            wave: None,
+            subdir: args.subdir.clone(),
+            agent_signers: args.agent_signers.clone(),
+        };
+        match revert::checks_at(&query).await {
+            Err(e) => failures.push(format!("reverts: {e}")),
+            Ok(checks) => {
+                let at = At {
+                    repo: mirror_path,
+                    rev: &commit,
+                    subdir: args.subdir.as_deref(),
+                };
+                for c in &checks {
+                    println!("{}", c.describe());
+                    let RevertDecision::Revert(r) = &c.decision else {
+                        continue;
+                    };
+                    match revert::propose(&at, r, &to).await {
+                        Ok(line) => println!("revert wave {} {}: {line}", r.wave, r.channel),
+                        Err(e) => {
+                            failures.push(format!("revert wave {} {}: {e}", r.wave, r.channel))
+                        }
                     }
                 }
             }

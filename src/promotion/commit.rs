@@ -49,9 +49,48 @@ pub fn write(
             to: c.to.clone(),
         });
     }
+    let title = format!(
+        "promote wave {wave}: {}",
+        changes
+            .iter()
+            .map(|c| format!("{} {} → {}", c.channel, c.from, c.to))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let (id, branch) = commit_pins(at, wave, &changes, "promotion", target, |commit| {
+        let mut message = format!(
+            "{title}\n\nThe promotion guard allows it, from the agents' records (git notes) on {}:\n",
+            &commit[..12]
+        );
+        for c in checks {
+            if let GuardDecision::Allowed { reason } = &c.decision {
+                message += &format!("\n{}@{}: {reason}\n", c.channel, c.to);
+            }
+            for e in &c.evidence {
+                message += &format!("- {e}\n");
+            }
+        }
+        message += "\nWritten by rota promote.\n";
+        message
+    })?;
+    Ok((id, branch, title))
+}
+
+/// Commits `changes` to wave `wave`'s pins on top of `at.rev` and moves `target` (what
+/// promotions and reverts share): the edited fleet must load and pin exactly what was asked,
+/// else nothing is written (`what` names the change in that error). `message` is given the
+/// parent commit's ID. Returns the commit and its branch.
+pub(super) fn commit_pins(
+    at: &At<'_>,
+    wave: &str,
+    changes: &[PinChange],
+    what: &str,
+    target: &Target,
+    message: impl FnOnce(&str) -> String,
+) -> Result<(git2::Oid, String), String> {
     let (files, _, commit) =
         crate::source::read::read_git(at.repo, at.rev, at.subdir).map_err(|d| d.to_string())?;
-    let (path, text) = edit_pins(&files, wave, &changes)?;
+    let (path, text) = edit_pins(&files, wave, changes)?;
     let edited: Vec<_> = files
         .iter()
         .map(|f| {
@@ -63,14 +102,14 @@ pub fn write(
         })
         .collect();
     let fleet = rota_core::fleet::load_files(&edited)
-        .map_err(|d| format!("the promotion would make the fleet invalid: {d}"))?;
+        .map_err(|d| format!("the {what} would make the fleet invalid: {d}"))?;
     let pins = fleet
         .waves()
         .iter()
         .find(|w| w.name == wave)
         .map(|w| w.images.clone())
         .unwrap_or_default();
-    for c in &changes {
+    for c in changes {
         if pins.get(&c.channel) != Some(&c.to) {
             return Err(format!(
                 "editing {path} did not pin {}@{} in wave {wave}",
@@ -78,35 +117,14 @@ pub fn write(
             ));
         }
     }
-    let title = format!(
-        "promote wave {wave}: {}",
-        changes
-            .iter()
-            .map(|c| format!("{} {} → {}", c.channel, c.from, c.to))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let mut message = format!(
-        "{title}\n\nThe promotion guard allows it, from the agents' records (git notes) on {}:\n",
-        &commit[..12]
-    );
-    for c in checks {
-        if let GuardDecision::Allowed { reason } = &c.decision {
-            message += &format!("\n{}@{}: {reason}\n", c.channel, c.to);
-        }
-        for e in &c.evidence {
-            message += &format!("- {e}\n");
-        }
-    }
-    message += "\nWritten by rota promote.\n";
+    let message = message(&commit);
     let full_path = match at.subdir {
         Some(d) if !d.as_os_str().is_empty() && d != Path::new(".") => {
             format!("{}/{path}", d.display().to_string().trim_end_matches('/'))
         }
         _ => path,
     };
-    let (id, branch) = commit_file(at.repo, &commit, &full_path, &text, &message, target)?;
-    Ok((id, branch, title))
+    commit_file(at.repo, &commit, &full_path, &text, &message, target)
 }
 
 /// The promotion on branch `rota/promote/<wave>` (rewritten from `at.rev`), pushed, and its

@@ -2,11 +2,14 @@
 //! before it or changed by a commit under review, the promotion guard's answer and the
 //! records it rests on) and, in [`pin`], writing the commit that moves a wave's pins. Read by
 //! `rota promote` and the demo; the fleet and the records come from the fleet repo (a clone
-//! or the bare repo with the agents' notes). The guard itself is pure, in `waves`.
+//! or the bare repo with the agents' notes). The guard itself is pure, in `waves`. In
+//! [`revert`], the other way: a wave pinned back when its pools recorded that its version is
+//! bad.
 
 pub mod commit;
 pub mod pin;
 pub mod propose;
+pub mod revert;
 
 use std::path::PathBuf;
 

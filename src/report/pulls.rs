@@ -7,6 +7,10 @@
 //! | GitHub | `GET /repos/{o}/{r}/pulls?state=open&head={o}:{branch}` | `PATCH /repos/{o}/{r}/pulls/{number}` | `POST /repos/{o}/{r}/pulls` |
 //! | GitLab | `GET /projects/{id}/merge_requests?state=opened&source_branch={branch}` | `PUT /projects/{id}/merge_requests/{iid}` | `POST /projects/{id}/merge_requests` |
 //! | Gitea | `GET /repos/{o}/{r}/pulls?state=open`, page by page (the one whose `head.ref` is the branch) | `PATCH /repos/{o}/{r}/pulls/{index}` | `POST /repos/{o}/{r}/pulls` |
+//!
+//! A revert proposal also asks whether a person already closed its pull request
+//! ([`closed_since`]): the same lists with `state=closed` (GitLab: closed without merging),
+//! read for `closed_at`.
 
 use http::Method;
 use serde_json::{Value, json};
@@ -98,6 +102,87 @@ pub async fn open_or_update(
             message: "no forge configured to open a pull request on".into(),
         }),
     }
+}
+
+/// A pull request the forge holds as closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClosedPull {
+    pub number: u64,
+    pub url: String,
+    pub closed_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The newest pull request of `head` closed at or after `since`, if any: a person's answer to
+/// a proposal that a proposer must not make again (closed unmerged: declined; merged: done).
+pub async fn closed_since(
+    config: &StoreConfig,
+    head: &str,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<ClosedPull>, ReportError> {
+    let (list, number_key, url_key) = match config {
+        StoreConfig::GitHub(c) => {
+            let (client, repo) = (c.client()?, c.repo_path());
+            let closed: Value = client
+                .get_json(&format!(
+                    "{repo}/pulls?state=closed&head={}:{}&per_page=100",
+                    path_segment(&c.owner),
+                    path_segment(head)
+                ))
+                .await?;
+            (closed, "number", "html_url")
+        }
+        StoreConfig::GitLab(c) => {
+            let (client, project) = (c.client()?, c.project_path());
+            let closed: Value = client
+                .get_json(&format!(
+                    "{project}/merge_requests?state=closed&source_branch={}",
+                    path_segment(head)
+                ))
+                .await?;
+            (closed, "iid", "web_url")
+        }
+        StoreConfig::Gitea(c) => {
+            let (client, repo) = (c.client()?, c.repo_path());
+            // As for the open ones: no head filter, every page read (the most recently
+            // updated first) until the branch's shows up.
+            let mut mine = Vec::new();
+            for page in 1..=GITEA_MAX_PAGES {
+                let list: Value = client
+                    .get_json(&format!(
+                        "{repo}/pulls?state=closed&sort=recentupdate&limit={GITEA_PAGE}&page={page}"
+                    ))
+                    .await?;
+                let list = list.as_array().cloned().unwrap_or_default();
+                let n = list.len();
+                mine.extend(
+                    list.into_iter()
+                        .filter(|pr| pr["head"]["ref"].as_str() == Some(head)),
+                );
+                if !mine.is_empty() || n < GITEA_PAGE {
+                    break;
+                }
+            }
+            (Value::Array(mine), "number", "html_url")
+        }
+        StoreConfig::GitNotes => return Ok(None),
+    };
+    Ok(list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|pr| {
+            let closed_at = pr["closed_at"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())?
+                .with_timezone(&chrono::Utc);
+            Some(ClosedPull {
+                number: pr[number_key].as_u64()?,
+                url: pr[url_key].as_str().unwrap_or_default().to_string(),
+                closed_at,
+            })
+        })
+        .filter(|p| p.closed_at >= since)
+        .max_by_key(|p| p.closed_at))
 }
 
 /// GitHub's and Gitea's pull requests (Gitea's API follows GitHub's): `PATCH

@@ -555,8 +555,8 @@ fn wave_step(
             .filter(|g| g.channel == channel && g.version == version)
         {
             gate_failures.push(format!(
-                "gate {} failed on {cluster}/{pool} at {}",
-                g.gate,
+                "{} on {cluster}/{pool} at {}",
+                g.what(),
                 g.at.format("%Y-%m-%d %H:%M UTC")
             ));
         }

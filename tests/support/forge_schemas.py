@@ -31,8 +31,8 @@ naming `METHOD path -> status` and the field).
   enum validators included, required fields too); the status in the response types map; a 2xx
   body valid for its model with no unknown key. The client maps error statuses to no model, so their bodies are not checked; and
   Swagger 2 declares no `required` on Gitea's answers, so nothing says which fields Gitea
-  always sends: the fields rota reads (GITEA_READS: `number`, `html_url`, `head.ref`) are only
-  held to be ones the model names.
+  always sends: the fields rota reads (GITEA_READS: `number`, `html_url`, `head.ref`,
+  `closed_at`) are only held to be ones the model names.
 """
 
 import ast
@@ -80,7 +80,7 @@ GITHUB_OPENAPI = "23.0.2"
 # What rota reads from GitHub's answers (src/report/pulls.rs), by operationId: each must be a
 # required field of the answer's schema (`[]`: the items of a list).
 READS = {
-    "pulls/list": ["[].number", "[].html_url"],
+    "pulls/list": ["[].number", "[].html_url", "[].closed_at"],
     "pulls/create": ["number", "html_url"],
     "pulls/update": ["number", "html_url"],
 }
@@ -409,7 +409,7 @@ def check_github(x, problems):
 # What rota reads from Gitea's answers (src/report/pulls.rs), by operation: each must be a
 # field of the answer's model (Swagger 2 says nothing of which fields are always sent).
 GITEA_READS = {
-    "repo_list_pull_requests": ["[].number", "[].html_url", "[].head.ref"],
+    "repo_list_pull_requests": ["[].number", "[].html_url", "[].head.ref", "[].closed_at"],
     "repo_create_pull_request": ["number", "html_url"],
     "repo_edit_pull_request": ["number", "html_url"],
 }

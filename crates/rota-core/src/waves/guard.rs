@@ -21,6 +21,9 @@
 //!   recorded after the failing pool's own latest completion (the pool went bad after it
 //!   finished, even if a sibling completed later). A failure during a pool's rollout that the
 //!   pool then recovered from and completed does not block.
+//! - A pool that has not completed v but recorded a failure on v (a gate, or the image did
+//!   not boot: [`super::records::DID_NOT_BOOT`]) is named for its failure rather than as a
+//!   rollout to wait for: the wait is the same, its reason is the one to act on.
 //!
 //! Worked example (canary soak 1h): canary-use1/general completes general@2026.11.2 at 10:00,
 //! canary-euw1/general at 10:20. At 11:05 main waits ("soak: 15m left"); at 11:20 it may go.
@@ -137,6 +140,17 @@ impl Wait {
                     clusters[0]
                 )
             }
+            Wait::GateFailure {
+                wave,
+                pool,
+                gate,
+                at,
+            } if gate == super::records::DID_NOT_BOOT => format!(
+                "waiting: {cv} did not boot on {}/{} (wave {wave}) at {}",
+                pool.cluster,
+                pool.pool,
+                at.format("%Y-%m-%dT%H:%MZ")
+            ),
             Wait::GateFailure {
                 wave,
                 pool,
@@ -302,6 +316,26 @@ pub fn promotion_guard(
             }
         }
         if !missing.is_empty() {
+            // A pool that recorded a failure on v and has not completed it since (it has no
+            // completion of v at all): the image is in question, name that.
+            let failed = missing
+                .iter()
+                .flat_map(|p| {
+                    record_of(p)
+                        .into_iter()
+                        .flat_map(|r| r.gate_failures.iter())
+                        .filter(|f| f.channel == channel && f.version == version)
+                        .map(move |f| (p, f))
+                })
+                .max_by_key(|(_, f)| f.at);
+            if let Some((p, f)) = failed {
+                return GuardDecision::Waiting(Wait::GateFailure {
+                    wave: earlier.name.clone(),
+                    pool: p.clone(),
+                    gate: f.gate.clone(),
+                    at: f.at,
+                });
+            }
             // A cluster with no record at all has no agent reporting: say so, it is the
             // one thing to fix, not a rollout to wait for.
             let mut silent: Vec<String> = Vec::new();
@@ -565,6 +599,70 @@ mod tests {
                 now: t(15, 0),
                 want: Err(
                     "waiting: gate error-rate failed on canary-use1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:30Z",
+                ),
+            },
+            Case {
+                name: "a pool that failed a gate on v and never completed it is named for the failure",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").gate_failed(
+                        "general",
+                        V,
+                        "error-rate",
+                        t(10, 30),
+                    ),
+                ],
+                now: t(15, 0),
+                want: Err(
+                    "waiting: gate error-rate failed on canary-euw1/general (wave canary) for general@2026.11.2 at 2026-11-22T10:30Z",
+                ),
+            },
+            Case {
+                name: "an image that did not boot holds the later waves, named",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").did_not_boot("general", V, t(10, 5)),
+                    PoolRecord::new("canary-euw1", "general"),
+                ],
+                now: t(15, 0),
+                want: Err(
+                    "waiting: general@2026.11.2 did not boot on canary-use1/general (wave canary) at 2026-11-22T10:05Z",
+                ),
+            },
+            Case {
+                name: "a boot failure after an old completion of v holds too (v pinned again)",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general")
+                        .completed("general", V, t(8, 0))
+                        .did_not_boot("general", V, t(10, 5)),
+                    PoolRecord::new("canary-euw1", "general").completed("general", V, t(8, 0)),
+                ],
+                now: t(15, 0),
+                want: Err(
+                    "waiting: general@2026.11.2 did not boot on canary-use1/general (wave canary) at 2026-11-22T10:05Z",
+                ),
+            },
+            Case {
+                name: "a failure on another version does not name a pool still rolling",
+                enabled: true,
+                promotion: main_general(),
+                records: vec![
+                    PoolRecord::new("canary-use1", "general").completed("general", V, t(10, 0)),
+                    PoolRecord::new("canary-euw1", "general").gate_failed(
+                        "general",
+                        "2026.11.1",
+                        "error-rate",
+                        t(10, 30),
+                    ),
+                ],
+                now: t(15, 0),
+                want: Err(
+                    "waiting for canary-euw1/general (wave canary) to complete general@2026.11.2",
                 ),
             },
             Case {

@@ -2,6 +2,13 @@
 //! statuses (in the git notes of the commits it acts on) and what the promotion guard of the
 //! later waves reads. Machine-written: unknown fields are ignored, so agents of different
 //! versions can read each other's records.
+//!
+//! An image that never boots (the rotation halts with "image X did not boot: ...") is recorded
+//! as a gate failure under the reserved gate name [`DID_NOT_BOOT`], not as a new field: an
+//! older agent then reads it as what it is for the guard (a failure on that version that
+//! holds the later waves), and keeps it when it rewrites its own record, where it would drop
+//! a field it does not know. The name cannot be a HealthGate's (those are DNS-1123 labels), so
+//! it never stands for a gate of the fleet.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -56,7 +63,13 @@ impl CompletionKind {
     }
 }
 
-/// A health gate failed while the pool ran or rolled to `channel@version`.
+/// The gate name of a [`GateFailure`] that says the image did not boot: its new nodes never got
+/// Ready, over every attempt. Spaces and parentheses: no HealthGate can be named so. An older
+/// agent shows it as `gate (did not boot) failed on ...`.
+pub const DID_NOT_BOOT: &str = "(did not boot)";
+
+/// A health gate failed while the pool ran or rolled to `channel@version` (or, with the gate
+/// [`DID_NOT_BOOT`], the version's image did not boot).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GateFailure {
@@ -64,6 +77,22 @@ pub struct GateFailure {
     pub version: String,
     pub gate: String,
     pub at: DateTime<Utc>,
+}
+
+impl GateFailure {
+    /// The image did not boot (rather than a health gate failing).
+    pub fn did_not_boot(&self) -> bool {
+        self.gate == DID_NOT_BOOT
+    }
+
+    /// What failed, for a sentence: `gate error-rate failed` or `the image did not boot`.
+    pub fn what(&self) -> String {
+        if self.did_not_boot() {
+            "the image did not boot".to_string()
+        } else {
+            format!("gate {} failed", self.gate)
+        }
+    }
 }
 
 /// Everything recorded about one pool.
@@ -145,6 +174,11 @@ impl PoolRecord {
         self
     }
 
+    pub fn did_not_boot(mut self, channel: &str, version: &str, at: DateTime<Utc>) -> Self {
+        self.record_gate_failure(channel, version, DID_NOT_BOOT, at);
+        self
+    }
+
     pub fn record_completion(&mut self, channel: &str, version: &str, at: DateTime<Utc>) {
         self.push_completion(channel, version, at, CompletionKind::Rotated);
     }
@@ -208,5 +242,25 @@ mod tests {
         let back: PoolRecord = serde_json::from_str(&json).unwrap();
         assert_eq!(back.adopted_at("general", "1"), Some(at));
         assert_eq!(back.latest_completion("general", "1"), Some(at));
+    }
+
+    #[test]
+    fn a_boot_failure_is_a_gate_failure_older_agents_read_and_keep() {
+        let at = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let r = PoolRecord::new("c", "p").did_not_boot("general", "2", at);
+        let json = serde_json::to_string(&r).unwrap();
+        // The shape every agent version reads: a gate failure, nothing new.
+        assert!(
+            json.contains(r#""gateFailures":[{"channel":"general","version":"2","gate":"(did not boot)","at":"2026-11-22T10:00:00Z"}]"#),
+            "{json}"
+        );
+        let back: PoolRecord = serde_json::from_str(&json).unwrap();
+        assert!(back.gate_failures[0].did_not_boot());
+        assert_eq!(back.gate_failures[0].what(), "the image did not boot");
+        let gate = PoolRecord::new("c", "p").gate_failed("general", "2", "error-rate", at);
+        assert!(!gate.gate_failures[0].did_not_boot());
+        assert_eq!(gate.gate_failures[0].what(), "gate error-rate failed");
     }
 }
