@@ -1023,19 +1023,7 @@ impl<'a> Planner<'a> {
                     instance_id: id.clone(),
                 })
                 .collect(),
-            // An instance already terminating when the batch starts is out of the desired
-            // capacity (a terminate decrements it, the cloud replaces a failed boot within
-            // it) yet counts as gone in `surge_capacity`: added here, so that its going does
-            // not eat the surge (seed 524: a batch of one asked for no capacity at all and
-            // waited for an instance that was never launched).
-            target_capacity: obs.group.desired
-                + n
-                + obs
-                    .group
-                    .instances
-                    .iter()
-                    .filter(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
-                    .count() as u32,
+            target_capacity: obs.group.desired + n,
             instances_before: obs.group.instances.iter().map(|i| i.id.clone()).collect(),
             new_instances: Vec::new(),
             replaced: Vec::new(),
