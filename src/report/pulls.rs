@@ -78,24 +78,8 @@ pub async fn open_or_update(
             let (client, repo) = (c.client()?, c.repo_path());
             // Gitea filters by head in no list call every version has: every page of open
             // pull requests is read (a bound on pages, as ever) and the branch's picked here.
-            let mut mine = Vec::new();
-            for page in 1..=GITEA_MAX_PAGES {
-                let list: Value = client
-                    .get_json(&format!(
-                        "{repo}/pulls?state=open&limit={GITEA_PAGE}&page={page}"
-                    ))
-                    .await?;
-                let list = list.as_array().cloned().unwrap_or_default();
-                let n = list.len();
-                mine.extend(
-                    list.into_iter()
-                        .filter(|pr| pr["head"]["ref"].as_str() == Some(p.head)),
-                );
-                if !mine.is_empty() || n < GITEA_PAGE {
-                    break;
-                }
-            }
-            pulls_api(&client, &repo, &Value::Array(mine), p).await
+            let mine = gitea_pulls_of(&client, &format!("{repo}/pulls?state=open"), p.head).await?;
+            pulls_api(&client, &repo, &mine, p).await
         }
         StoreConfig::GitNotes => Err(ReportError::Transport {
             backend: "git-notes",
@@ -145,24 +129,12 @@ pub async fn closed_since(
             let (client, repo) = (c.client()?, c.repo_path());
             // As for the open ones: no head filter, every page read (the most recently
             // updated first) until the branch's shows up.
-            let mut mine = Vec::new();
-            for page in 1..=GITEA_MAX_PAGES {
-                let list: Value = client
-                    .get_json(&format!(
-                        "{repo}/pulls?state=closed&sort=recentupdate&limit={GITEA_PAGE}&page={page}"
-                    ))
-                    .await?;
-                let list = list.as_array().cloned().unwrap_or_default();
-                let n = list.len();
-                mine.extend(
-                    list.into_iter()
-                        .filter(|pr| pr["head"]["ref"].as_str() == Some(head)),
-                );
-                if !mine.is_empty() || n < GITEA_PAGE {
-                    break;
-                }
-            }
-            (Value::Array(mine), "number", "html_url")
+            let list = format!("{repo}/pulls?state=closed&sort=recentupdate");
+            (
+                gitea_pulls_of(&client, &list, head).await?,
+                "number",
+                "html_url",
+            )
         }
         StoreConfig::GitNotes => return Ok(None),
     };
@@ -250,4 +222,29 @@ async fn finish(
         url: answer[url_key].as_str().unwrap_or_default().to_string(),
         opened,
     })
+}
+
+/// Gitea's pull requests of `head` from the listing `list` (`{repo}/pulls?state=...`): pages
+/// are read until the branch's show up or the listing ends, at most [`GITEA_MAX_PAGES`].
+async fn gitea_pulls_of(
+    client: &ForgeClient,
+    list: &str,
+    head: &str,
+) -> Result<Value, ReportError> {
+    let mut mine = Vec::new();
+    for page in 1..=GITEA_MAX_PAGES {
+        let got: Value = client
+            .get_json(&format!("{list}&limit={GITEA_PAGE}&page={page}"))
+            .await?;
+        let got = got.as_array().cloned().unwrap_or_default();
+        let n = got.len();
+        mine.extend(
+            got.into_iter()
+                .filter(|pr| pr["head"]["ref"].as_str() == Some(head)),
+        );
+        if !mine.is_empty() || n < GITEA_PAGE {
+            break;
+        }
+    }
+    Ok(Value::Array(mine))
 }
