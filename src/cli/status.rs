@@ -128,13 +128,7 @@ pub async fn view(args: &StatusArgs) -> Result<FleetView, String> {
         .map_err(|e| e.to_string())?
         .into_iter()
         .flat_map(|d| d.statuses)
-        .map(|s| CommitStatus {
-            context: s.context,
-            state: s.state,
-            description: s.description,
-            target_url: s.target_url,
-            stop: s.stop,
-        })
+        .map(|s| s.status())
         .collect();
     let find = |ctx: &str| recorded.iter().find(|s| s.context == ctx);
     let state = |s: Option<&CommitStatus>| {
