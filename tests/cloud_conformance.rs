@@ -1872,10 +1872,25 @@ mod gcp {
 
     /// The headline of per-instance launch failures, through the real controller: a surge
     /// that GCP cannot create (the resize is DONE, the instance stays CREATING with a
-    /// stock-out in lastAttempt) fails its batch at once, is undone, and pauses the pool
-    /// naming zone and code, instead of waiting out nodeReadyTimeout for a vague cause.
+    /// stock-out in lastAttempt) is a shortfall that heals as capacity frees, so rota waits
+    /// it out within nodeReadyTimeout and replaces it (nodeReadyRetries) saying it waits;
+    /// when the retries are spent the batch is undone and the pool paused naming zone and
+    /// code, and the image is not blamed.
     #[tokio::test]
-    async fn a_rotation_meeting_a_stock_out_pauses_the_pool_naming_zone_and_code() {
+    async fn a_rotation_meeting_a_lasting_stock_out_waits_then_pauses_naming_zone_and_code() {
+        stock_out_rotation(None).await;
+    }
+
+    /// The same stock-out ending while rota waits: the rotation finishes on its own, no
+    /// person asked for.
+    #[tokio::test]
+    async fn a_rotation_meeting_a_stock_out_that_ends_finishes_by_itself() {
+        stock_out_rotation(Some(3)).await;
+    }
+
+    /// A rotation of a three-node group through a stock-out in every zone; `ends_after`:
+    /// the stock-out ends after that many controller passes (None: it lasts).
+    async fn stock_out_rotation(ends_after: Option<usize>) {
         use std::collections::BTreeMap;
 
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -1942,7 +1957,8 @@ mod gcp {
             batch: BatchSize::Count(1),
             ..EffectivePolicy::default()
         };
-        policy.node_ready_timeout = GoDuration::from_secs(3600);
+        policy.node_ready_timeout = GoDuration::from_secs(60);
+        policy.node_ready_retries = 1;
         let mut npr = NodePoolRotation::new(
             "general",
             NodePoolRotationSpec {
@@ -1976,10 +1992,16 @@ mod gcp {
         let mut c = Controller::new(client.clone(), provider.clone(), cfg);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
         let mut log = String::new();
+        let mut waits_seen = Vec::new();
+        let mut passes = 0;
         let (phase, message) = loop {
             let out = c.step().await;
             if !out.is_empty() {
                 log.push_str(&format!("{out:?}\n"));
+            }
+            passes += 1;
+            if ends_after == Some(passes) {
+                h.double.end_stock_out();
             }
             // The group's own clock: 20 s of cloud time per pass.
             h.double.advance(Duration::from_secs(20));
@@ -1988,23 +2010,60 @@ mod gcp {
                 .await
                 .unwrap()
                 .status;
-            if let Some(st) = st.filter(|s| s.phase == Phase::Paused) {
+            if let Some(note) = st.as_ref().and_then(|s| s.stop.clone()) {
+                log.push_str(&format!("stop: {}\n", note.line()));
+                waits_seen.push(note);
+            }
+            if let Some(st) = st.filter(|s| matches!(s.phase, Phase::Paused | Phase::Succeeded)) {
                 break (st.phase, st.message);
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "not paused in time\n{log}"
+                "neither paused nor finished in time\n{log}"
             );
             c.wait(tokio::time::Instant::now() + Duration::from_secs(1), true)
                 .await;
         };
+        // While the stock-out lasted the pool said rota waits, nothing for a person to do.
+        let before_end = match ends_after {
+            Some(_) => waits_seen.len(),
+            None => waits_seen.len().saturating_sub(1),
+        };
+        assert!(
+            waits_seen[..before_end]
+                .iter()
+                .all(|n| n.by == rota::rotate::stop::MovedBy::Rota),
+            "{log}"
+        );
+        assert!(
+            waits_seen
+                .iter()
+                .any(|n| n.by == rota::rotate::stop::MovedBy::Rota),
+            "never said it waits\n{log}"
+        );
+        if ends_after.is_some() {
+            assert_eq!(phase, Phase::Succeeded, "{message}\n{log}");
+            let s = provider.describe(&g).await.unwrap();
+            assert_eq!(s.template_image, new, "{log}");
+            assert!(
+                s.instances
+                    .iter()
+                    .filter(|i| i.lifecycle == Lifecycle::InService)
+                    .all(|i| i.image == new),
+                "{s:#?}"
+            );
+            return;
+        }
         assert_eq!(phase, Phase::Paused);
         assert!(
             message.contains("ZONE_RESOURCE_POOL_EXHAUSTED")
                 && message.contains("in zone us-central1-a")
-                && message.contains("QuotaExceeded"),
+                && message.contains("the cloud had no capacity")
+                && !message.contains("did not boot"),
             "{message}\n{log}"
         );
+        let last = waits_seen.last().expect("a stop note on the pause");
+        assert_eq!(last.by, rota::rotate::stop::MovedBy::Person, "{log}");
         // Undone: the template back on the image the pool came from, the target size back to
         // three, no instance left trying to be created.
         h.double.advance(Duration::from_secs(120));
