@@ -129,6 +129,19 @@ async fn setup(trust: Option<rota::source::trust::TrustPolicy>) -> Setup {
     }
 }
 
+/// The notes refs `cluster`'s agent has mirrored (cluster names, sorted).
+fn mirrored_notes(s: &Setup, cluster: &str) -> Vec<String> {
+    let mirror = rota::agent::wiring::mirror_dir(&s._tmp.path().join("state"), cluster);
+    let repo = git2::Repository::open_bare(mirror).unwrap();
+    let mut out: Vec<String> = repo
+        .references_glob("refs/rota/remote-notes/*")
+        .unwrap()
+        .map(|r| r.unwrap().name().unwrap()["refs/rota/remote-notes/".len()..].to_string())
+        .collect();
+    out.sort();
+    out
+}
+
 /// Statuses recorded in the repo's git notes for `cluster` on `commit` (what a user sees).
 async fn statuses(repo: &Path, commit: &str) -> Vec<(String, State, String)> {
     let store = GitNotesStore::new(repo, None, None);
@@ -186,6 +199,9 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
     let s = setup(None).await;
     wait_for(&s, &s.first, "rota/canary-1", State::Success, LONG).await;
     wait_for(&s, &s.first, "rota/main-1", State::Success, LONG).await;
+    // The canary's agent (first wave: its guard never waits) fetches its own notes only,
+    // never the fleet's (issue 25).
+    assert_eq!(mirrored_notes(&s, "canary-1"), ["canary-1"]);
 
     let bump = commit(
         &s.repo,
@@ -241,6 +257,10 @@ async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() 
         main_done - canary_done
     );
     assert_eq!(npr(&s, "main-1").await.spec.version, "2026.11.2");
+    // Main's guard waited on the canary: it fetched the canary's notes to let the pin go;
+    // the canary's agent still fetched none but its own.
+    assert_eq!(mirrored_notes(&s, "main-1"), ["canary-1", "main-1"]);
+    assert_eq!(mirrored_notes(&s, "canary-1"), ["canary-1"]);
     // The bump commit itself was superseded before the agents saw it or was acted on: either
     // way its statuses never claim main moved.
     for (c, _, d) in statuses(&s.origin, &bump).await {

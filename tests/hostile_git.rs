@@ -1067,7 +1067,7 @@ fn a_flood_of_notes_refs_sorting_first_does_not_crowd_out_the_fleets_clusters() 
         !has_prod(&blind),
         "the flood no longer sorts first: the test proves nothing"
     );
-    // Known: prod-east is fetched within the cap.
+    // Known: prod-east is fetched, and nothing of the flood (no declared cluster owns it).
     let src = open("mirror");
     src.set_notes_clusters(["prod-east".to_string()]);
     src.fetch().unwrap();
@@ -1081,7 +1081,7 @@ fn a_flood_of_notes_refs_sorting_first_does_not_crowd_out_the_fleets_clusters() 
         .references_glob("refs/rota/remote-notes/*")
         .unwrap()
         .count();
-    assert_eq!(mirrored, 50);
+    assert_eq!(mirrored, 1);
     // Reading: scoped to the fleet, only its clusters' refs, by name.
     let store = GitNotesStore::new(&tmp.path().join("mirror"), Some("canary"), None);
     store.scope_to(["prod-east".to_string(), "canary".to_string()]);
@@ -1145,6 +1145,109 @@ fn more_declared_clusters_than_the_cap_are_all_fetched_and_read() {
         .unwrap();
     let read = rt.block_on(store.reporting_clusters()).unwrap();
     assert_eq!(read.into_iter().collect::<Vec<_>>(), declared);
+}
+
+/// The notes refs mirrored in `mirror` (cluster names, sorted).
+fn mirrored_notes(mirror: &Path) -> Vec<String> {
+    let repo = git2::Repository::open_bare(mirror).unwrap();
+    let mut out: Vec<String> = repo
+        .references_glob("refs/rota/remote-notes/*")
+        .unwrap()
+        .map(|r| r.unwrap().name().unwrap()["refs/rota/remote-notes/".len()..].to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+/// An agent's poll fetches the notes its decision reads and no others (issue 25): idle, its
+/// own only, and nothing at all when nothing moved; while its guard waits on a wave, every
+/// cluster of that wave, each again as soon as it moves; never another declared cluster's,
+/// nor a ref of the flood beside them.
+#[test]
+fn an_agent_fetches_its_own_notes_idle_and_every_cluster_of_the_wave_its_guard_waits_on() {
+    use rota::source::FetchLimits;
+    let tmp = tempfile::tempdir().unwrap();
+    let (origin, work) = origin_and_work(tmp.path());
+    std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
+    let c = commit(&work, "fleet", None, None);
+    git(&work, &["push", "-q", "origin", "main"]);
+    let own = "main-1".to_string();
+    let wave: Vec<String> = (0..120).map(|i| format!("canary-{i:04}")).collect();
+    let later: Vec<String> = (0..80).map(|i| format!("zlate-{i:04}")).collect();
+    let all: Vec<&String> = wave.iter().chain(&later).chain([&own]).collect();
+    let mut refs: String = all
+        .iter()
+        .map(|n| format!("create refs/notes/rota/{n} {c}\n"))
+        .collect();
+    refs.extend((0..300).map(|i| format!("create refs/notes/rota/aaa-flood-{i:04} {c}\n")));
+    git_stdin(&origin, &["update-ref", "--stdin"], refs.as_bytes());
+    let mirror = tmp.path().join("mirror");
+    let src = capped_source(&origin, &mirror, FetchLimits::default());
+
+    // Idle: its own notes only, then no fetch at all.
+    src.set_notes_clusters([own.clone()]);
+    src.fetch().unwrap();
+    assert_eq!(mirrored_notes(&mirror), vec![own.clone()]);
+    let (_, idle) = src.fetch_planned(true).unwrap();
+    assert!(idle.specs.is_empty(), "an idle poll fetches nothing: {idle:?}");
+
+    // The guard waits on the wave: all of it, at once, and nothing else.
+    let mut needed = wave.clone();
+    needed.push(own.clone());
+    needed.sort();
+    src.set_notes_clusters(needed.clone());
+    let plan = src.fetch_notes().unwrap();
+    assert_eq!(plan.specs.len(), wave.len(), "{plan:?}");
+    assert_eq!(mirrored_notes(&mirror), needed);
+    let store = GitNotesStore::new(&mirror, Some(&own), None);
+    store.scope_to(needed.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let read = rt.block_on(store.reporting_clusters()).unwrap();
+    assert_eq!(read.into_iter().collect::<Vec<_>>(), needed);
+
+    // Every cluster reports again: the wave's moved refs are fetched, each one.
+    std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n# 2\n").unwrap();
+    let c2 = commit(&work, "fleet 2", None, None);
+    git(&work, &["push", "-q", "origin", "main"]);
+    let moved: String = all
+        .iter()
+        .map(|n| format!("update refs/notes/rota/{n} {c2}\n"))
+        .collect();
+    git_stdin(&origin, &["update-ref", "--stdin"], moved.as_bytes());
+    let (fetched, plan) = src.fetch_planned(true).unwrap();
+    assert_eq!(fetched.commit.to_string(), c2);
+    assert_eq!(plan.specs.len(), needed.len() + 1, "the branch and each moved ref");
+    let repo = src.repository().unwrap();
+    for n in &needed {
+        let id = repo
+            .refname_to_id(&format!("refs/rota/remote-notes/{n}"))
+            .unwrap();
+        assert_eq!(id.to_string(), c2, "{n}");
+    }
+    assert_eq!(mirrored_notes(&mirror), needed, "no later cluster, no flood");
+
+    // The wave done, the agent is idle again: when every cluster reports, its poll fetches
+    // its own notes only.
+    src.set_notes_clusters([own.clone()]);
+    let back: String = all
+        .iter()
+        .map(|n| format!("update refs/notes/rota/{n} {c}\n"))
+        .collect();
+    git_stdin(&origin, &["update-ref", "--stdin"], back.as_bytes());
+    let (_, idle) = src.fetch_planned(true).unwrap();
+    assert_eq!(
+        idle.specs,
+        vec![format!("+refs/notes/rota/{own}:refs/rota/remote-notes/{own}")]
+    );
+    assert_eq!(
+        repo.refname_to_id("refs/rota/remote-notes/canary-0000")
+            .unwrap()
+            .to_string(),
+        c2,
+        "the wave's notes are no longer fetched"
+    );
 }
 
 /// A pack larger than the cap is aborted before anything in it is used (the signature check

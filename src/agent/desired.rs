@@ -2,11 +2,11 @@
 //! each held at its previous version while the promotion guard says wait, and the pools that
 //! left git (released). Pure: the run loop reads the inputs and applies the result.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
-use rota_core::fleet::resolved::{DesiredCluster, Mode};
+use rota_core::fleet::resolved::{DesiredCluster, DesiredPool, Mode};
 use rota_core::rotate::resource::NodePoolRotationSpec;
 use rota_core::waves::{GuardDecision, PoolRecord, Promotion, WaveView, promotion_guard};
 
@@ -53,18 +53,7 @@ pub fn plan_cluster(
         let mut spec = NodePoolRotationSpec::from_desired(pool, commit);
         let pinned = (pool.channel.clone(), pool.version.clone());
         let previous = existing.get(&pool.name);
-        let already =
-            previous.is_some_and(|p| p.channel == pool.channel && p.version == pool.version);
-        // A pool met for the first time already running its pin on every node (see
-        // `agent::adopt`): there is nothing to start, so nothing for the guard to hold.
-        let adopted = previous.is_none()
-            && records.iter().any(|r| {
-                r.cluster == cluster.name
-                    && r.pool == pool.name
-                    && r.adopted_at(&pool.channel, &pool.version).is_some()
-            });
-        // An ignored pool is left alone entirely, the guard has nothing to hold.
-        let decision = if already || adopted || pool.mode == Mode::Ignore {
+        let decision = if !asks_guard(cluster, pool, records, existing) {
             GuardDecision::Allowed {
                 reason: "already on this version".into(),
             }
@@ -113,6 +102,63 @@ pub fn plan_cluster(
         .map(|(name, _)| name.clone())
         .collect();
     ClusterIntent { pools, released }
+}
+
+/// Whether `pool` has a pin to act on that the guard gates: not when its current spec already
+/// runs toward the pin, nor when its own record says it was adopted on the pin (a pool met
+/// for the first time already running it on every node, see `agent::adopt`: nothing to
+/// start), nor for an ignored pool (left alone entirely).
+fn asks_guard(
+    cluster: &DesiredCluster,
+    pool: &DesiredPool,
+    records: &[PoolRecord],
+    existing: &BTreeMap<String, NodePoolRotationSpec>,
+) -> bool {
+    let previous = existing.get(&pool.name);
+    let already = previous.is_some_and(|p| p.channel == pool.channel && p.version == pool.version);
+    let adopted = previous.is_none()
+        && records.iter().any(|r| {
+            r.cluster == cluster.name
+                && r.pool == pool.name
+                && r.adopted_at(&pool.channel, &pool.version).is_some()
+        });
+    !(already || adopted || pool.mode == Mode::Ignore)
+}
+
+/// The clusters whose notes the agent of `cluster` reads for its decision at this commit:
+/// its own, always (its records survive a restart in them), and, for each pool with a pin
+/// the guard gates ([`asks_guard`]), every cluster of an earlier wave with a pool on that
+/// pool's channel: all that [`promotion_guard`] reads for it. An idle agent (nothing to
+/// start, or the guard off, or the first wave) needs no other cluster's notes, so its polls
+/// fetch none (docs/gitops.md, "What a poll costs"). `records` need only hold the cluster's
+/// own (the adoption check reads nothing else).
+pub fn notes_needed(
+    cluster: &DesiredCluster,
+    guard_enabled: bool,
+    waves: &[WaveView],
+    records: &[PoolRecord],
+    existing: &BTreeMap<String, NodePoolRotationSpec>,
+) -> BTreeSet<String> {
+    let mut out = BTreeSet::from([cluster.name.clone()]);
+    if !guard_enabled {
+        return out;
+    }
+    let Some(k) = waves.iter().position(|w| w.name == cluster.wave) else {
+        return out;
+    };
+    for pool in &cluster.pools {
+        if !asks_guard(cluster, pool, records, existing) {
+            continue;
+        }
+        out.extend(
+            waves[..k]
+                .iter()
+                .flat_map(|w| &w.pools)
+                .filter(|p| p.channel == pool.channel)
+                .map(|p| p.cluster.clone()),
+        );
+    }
+    out
 }
 
 /// The spec a released pool keeps: the same, with `mode: ignore` (the controller stops
@@ -292,6 +338,77 @@ mod tests {
         let existing = BTreeMap::from([("general".to_string(), prev)]);
         let plan = plan_cluster(&m1, "c1", true, &waves(), &adopted, &existing, at(10));
         assert_eq!(plan.pools[0].spec.as_ref().unwrap().version, "2026.11.1");
+        assert!(plan.pools[0].waiting.is_some());
+    }
+
+    /// What an agent fetches follows what its decision reads: its own notes when idle, and
+    /// every cluster of the earlier waves on the pool's channel while a pin waits on the
+    /// guard (missing one would make the guard wait on a cluster it cannot see).
+    #[test]
+    fn an_idle_agent_needs_only_its_own_notes_and_a_waiting_one_every_earlier_cluster() {
+        let mut waves = waves();
+        waves[0].pools.push(PoolRef::new("c2", "general", "general"));
+        waves[0].pools.push(PoolRef::new("c3", "gpu", "gpu"));
+        waves.push(WaveView {
+            name: "late".into(),
+            soak: Duration::ZERO,
+            pools: vec![PoolRef::new("l1", "general", "general")],
+        });
+        let old = cluster("m1", "main", "2026.11.1", Mode::Reconcile);
+        let new = cluster("m1", "main", "2026.11.2", Mode::Reconcile);
+        let on_old = BTreeMap::from([(
+            "general".to_string(),
+            NodePoolRotationSpec::from_desired(&old.pools[0], "c0"),
+        )]);
+        let on_new = BTreeMap::from([(
+            "general".to_string(),
+            NodePoolRotationSpec::from_desired(&new.pools[0], "c1"),
+        )]);
+        let names = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        // Idle: already on the pin.
+        assert_eq!(
+            notes_needed(&new, true, &waves, &[], &on_new),
+            names(&["m1"])
+        );
+        // A pin to act on: the earlier wave's clusters on the channel, not the gpu one, not
+        // the later wave.
+        assert_eq!(
+            notes_needed(&new, true, &waves, &[], &on_old),
+            names(&["c1", "c2", "m1"])
+        );
+        // And a new pool with no spec yet.
+        assert_eq!(
+            notes_needed(&new, true, &waves, &[], &BTreeMap::new()),
+            names(&["c1", "c2", "m1"])
+        );
+        // Adopted on the pin, guard off, first wave, ignored: nothing to wait on.
+        let adopted = [PoolRecord::new("m1", "general").adopted("general", "2026.11.2", at(10))];
+        assert_eq!(
+            notes_needed(&new, true, &waves, &adopted, &BTreeMap::new()),
+            names(&["m1"])
+        );
+        assert_eq!(
+            notes_needed(&new, false, &waves, &[], &on_old),
+            names(&["m1"])
+        );
+        let canary = cluster("c1", "canary", "2026.11.2", Mode::Reconcile);
+        assert_eq!(
+            notes_needed(&canary, true, &waves, &[], &BTreeMap::new()),
+            names(&["c1"])
+        );
+        let ignored = cluster("m1", "main", "2026.11.2", Mode::Ignore);
+        assert_eq!(
+            notes_needed(&ignored, true, &waves, &[], &on_old),
+            names(&["m1"])
+        );
+        // The guard reads the same clusters: with only them recorded it lets the pin go.
+        let done: Vec<PoolRecord> = ["c1", "c2"]
+            .iter()
+            .map(|c| PoolRecord::new(c, "general").completed("general", "2026.11.2", at(8)))
+            .collect();
+        let plan = plan_cluster(&new, "c1", true, &waves, &done, &on_old, at(10));
+        assert_eq!(plan.pools[0].waiting, None, "{:?}", plan.pools[0]);
+        let plan = plan_cluster(&new, "c1", true, &waves, &done[..1], &on_old, at(10));
         assert!(plan.pools[0].waiting.is_some());
     }
 

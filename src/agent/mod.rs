@@ -178,6 +178,10 @@ impl Agent {
         verifier: Option<Arc<Verifier>>,
         clock: Clock,
     ) -> Self {
+        // Until a commit says what the guard waits on, only our own notes are fetched.
+        if source.notes_clusters().is_none() {
+            source.set_notes_clusters([config.cluster.clone()]);
+        }
         Agent {
             config,
             source,
@@ -522,11 +526,6 @@ impl Agent {
             Ok(a) => a,
             Err(e) => return Ok(Err((format!("commit {short}: {e}"), "validation"))),
         };
-        // From now on the notes of the fleet's clusters are fetched and read by name (a flood
-        // of refs pushed by anyone cannot crowd them out of the caps).
-        self.source
-            .set_notes_clusters(all.iter().map(|c| c.name.clone()));
-        self.notes.scope_to(all.iter().map(|c| c.name.clone()));
         let Some(desired) = all.iter().find(|c| c.name == cluster).cloned() else {
             return Ok(Err((
                 format!(
@@ -542,6 +541,33 @@ impl Agent {
             notifications: fleet.notifications_for(&cluster).unwrap_or_default(),
             cluster: desired,
         }))
+    }
+
+    /// Points the polls' notes fetch and the notes reads at `needed` (clusters of the
+    /// verified fleet, so a ref no declared cluster owns is never fetched). When it names
+    /// clusters not fetched so far (the guard starts waiting on a wave), their notes are
+    /// fetched now, before the guard reads them, not one poll later.
+    async fn scope_notes(&self, needed: std::collections::BTreeSet<String>) {
+        let before = self.source.notes_clusters().unwrap_or_default();
+        if before == needed {
+            return;
+        }
+        let added = needed.difference(&before).count();
+        tracing::debug!(cluster = %self.config.cluster, clusters = needed.len(), added,
+            "notes fetched and read from now on");
+        self.source.set_notes_clusters(needed.iter().cloned());
+        self.notes.scope_to(needed);
+        if added == 0 {
+            return;
+        }
+        let source = Arc::clone(&self.source);
+        match tokio::task::spawn_blocking(move || source.fetch_notes()).await {
+            Ok(Ok(_)) => {}
+            // The guard then reads what the mirror has: a cluster it cannot see yet holds
+            // the pin (never reported), and the next poll fetches it.
+            Ok(Err(e)) => tracing::warn!(error = %e, "fetching the notes the guard waits on"),
+            Err(e) => tracing::warn!(error = %e, "fetching the notes the guard waits on"),
+        }
     }
 
     /// This cluster's records, from the newest note of ours on `head`'s first-parent history.
@@ -599,6 +625,11 @@ impl Agent {
             .map(|n| (n.name_any(), n.spec))
             .collect();
         self.adopt(&f.cluster, &existing).await;
+        // Only the notes this decision reads are fetched and read: our own, and the
+        // clusters the guard waits on while a pin waits on it.
+        let own: Vec<PoolRecord> = self.records.values().cloned().collect();
+        let needed = desired::notes_needed(&f.cluster, f.guard, &f.waves, &own, &existing);
+        self.scope_notes(needed).await;
         let records = self.notes.pool_records(&commit).await.unwrap_or_default();
         // Our own records are authoritative in memory (the note may lag one pass).
         let mut all: Vec<PoolRecord> = records

@@ -174,6 +174,9 @@ pub async fn start(
     }
     let mirror = mirror_dir(&state_dir, &ac.cluster);
     let source = Arc::new(GitSource::open(source, &mirror)?.with_limits(fetch_limits));
+    // Before the first poll: an agent fetches its own notes and, while its guard waits,
+    // the notes of the clusters it waits on (`Agent::sync`), never the whole fleet's.
+    source.set_notes_clusters([ac.cluster.clone()]);
     let follower = follow(Arc::clone(&source), fc, cancel.clone()).await?;
     let mut controller =
         Controller::with_metrics(client.clone(), Arc::clone(&groups), cc, metrics.clone());

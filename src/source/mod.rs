@@ -13,6 +13,7 @@ pub mod follow;
 pub mod history;
 pub mod poll;
 pub mod read;
+pub mod refs_plan;
 pub mod trust;
 pub mod watch;
 pub mod webhook;
@@ -20,6 +21,8 @@ pub mod webhook;
 use std::path::{Path, PathBuf};
 
 use git2::{FetchOptions, Oid, Repository};
+
+use refs_plan::{FetchPlan, NotesScope};
 
 pub use credentials::{Auth, KnownHosts, Secret};
 
@@ -39,11 +42,10 @@ pub struct SourceConfig {
     pub depth: Option<u32>,
 }
 
-/// Most notes refs fetched beyond the fleet's own clusters' (a fetch before the fleet is
-/// known, or refs no declared cluster owns): a flood of refs pushed by anyone with push
-/// access must not make every poll of every agent mirror without end. The declared
-/// clusters' refs are always fetched and read, however many (`GitSource::notes_specs`,
-/// `GitNotesStore::refs_by_cluster`).
+/// Most notes refs fetched before the fleet is known (the first fetch of `rota ui` or `rota
+/// propose`): a flood of refs pushed by anyone with push access must not be mirrored without
+/// end. Once the clusters are known only theirs are fetched, however many, and refs no
+/// declared cluster owns never are (`refs_plan::plan`, `GitNotesStore::refs_by_cluster`).
 pub const MAX_NOTES_REFS: usize = 2048;
 
 /// Caps on what one fetch may bring in, before anything in it is checked (signatures are
@@ -52,8 +54,9 @@ pub const MAX_NOTES_REFS: usize = 2048;
 pub struct FetchLimits {
     /// Bytes of pack data received; past it the fetch is aborted and nothing is updated.
     pub max_pack_bytes: u64,
-    /// Notes refs (`refs/notes/rota/*`, one per cluster) fetched: with more on the remote,
-    /// only the first ones by name are fetched, and a warning names the count.
+    /// Notes refs (`refs/notes/rota/*`, one per cluster) fetched before the clusters are
+    /// known: with more on the remote, only the first ones by name are fetched, and a
+    /// warning names the count.
     pub max_notes_refs: usize,
 }
 
@@ -134,9 +137,10 @@ pub struct GitSource {
     /// Loaded once: a broken credentials setup fails at start, not at the first fetch.
     known_hosts: Option<KnownHosts>,
     limits: FetchLimits,
-    /// The clusters the fleet declares, once known: their notes refs are fetched first when
-    /// the remote has more than `max_notes_refs` (a flood cannot crowd them out).
-    notes_clusters: std::sync::Mutex<Vec<String>>,
+    /// The clusters whose notes refs are fetched, once known (`None`: the first
+    /// `max_notes_refs` by name): the fleet's declared clusters for the views, what its
+    /// decision needs for an agent. Refs no cluster of the set owns are never fetched.
+    notes_clusters: std::sync::Mutex<Option<std::collections::BTreeSet<String>>>,
 }
 
 /// The remote-tracking ref a fetch updates.
@@ -175,17 +179,27 @@ impl GitSource {
             mirror: mirror.to_path_buf(),
             known_hosts,
             limits: FetchLimits::default(),
-            notes_clusters: std::sync::Mutex::new(Vec::new()),
+            notes_clusters: std::sync::Mutex::new(None),
         })
     }
 
-    /// The clusters the fleet declares (the agent sets them from each commit it loads): when
-    /// the remote holds more rota notes refs than the limit, theirs are fetched first.
+    /// The clusters whose notes refs fetches bring in from now on, and only theirs, however
+    /// many: the fleet's declared clusters (`rota ui`, `rota propose`), or what an agent's
+    /// decision needs (its own, and the clusters of the wave its guard waits on). Callers
+    /// take them from a loaded fleet, so a ref no declared cluster owns is never fetched.
     pub fn set_notes_clusters(&self, clusters: impl IntoIterator<Item = String>) {
         *self
             .notes_clusters
             .lock()
-            .expect("no panics under the lock") = clusters.into_iter().collect();
+            .expect("no panics under the lock") = Some(clusters.into_iter().collect());
+    }
+
+    /// The clusters whose notes refs fetches bring in (`None`: not set yet).
+    pub fn notes_clusters(&self) -> Option<std::collections::BTreeSet<String>> {
+        self.notes_clusters
+            .lock()
+            .expect("no panics under the lock")
+            .clone()
     }
 
     /// Replace the default [`FetchLimits`].
@@ -217,10 +231,23 @@ impl GitSource {
         Ok(r)
     }
 
-    /// Fetches the followed branch (and the rota status notes, into
-    /// `refs/rota/remote-notes/*`, so that the git-notes store can read every cluster's
-    /// statuses). Blocking.
+    /// Fetches the followed branch and the notes refs in scope ([`GitSource::set_notes_clusters`])
+    /// into `refs/rota/remote-notes/*`, each only if it moved. Blocking.
     pub fn fetch(&self) -> Result<Fetched, SourceError> {
+        self.fetch_planned(true).map(|(fetched, _)| fetched)
+    }
+
+    /// Fetches only the notes refs in scope that moved, not the branch: an agent whose guard
+    /// starts waiting on a wave reads that wave's statuses before it decides. Blocking.
+    pub fn fetch_notes(&self) -> Result<FetchPlan, SourceError> {
+        self.fetch_planned(false).map(|(_, plan)| plan)
+    }
+
+    /// One poll: a single connection, one listing of the remote's refs, and a fetch over
+    /// that same connection of only the refs [`refs_plan::plan`] names (none when nothing in
+    /// scope moved). libgit2 speaks protocol v0 only, so the listing is the whole
+    /// advertisement: it is paid once per poll, never twice. Blocking.
+    pub fn fetch_planned(&self, with_branch: bool) -> Result<(Fetched, FetchPlan), SourceError> {
         let repo = self.repository()?;
         let previous = self.current()?;
         let branch = &self.config.branch;
@@ -233,25 +260,62 @@ impl GitSource {
             )))
             .into_owned(),
         };
+        let no_branch = || SourceError::NoBranch {
+            url: redact_url(&self.config.url),
+            branch: branch.clone(),
+        };
+        let scope = match self.notes_clusters() {
+            Some(set) => NotesScope::Clusters(set),
+            None => NotesScope::FirstByName {
+                cap: self.limits.max_notes_refs,
+            },
+        };
         let mut remote = repo.find_remote("origin").map_err(fetch_err)?;
-        let branch_spec = format!("+refs/heads/{branch}:{}", tracking_ref(branch));
-        let mut specs = vec![branch_spec];
-        specs.extend(self.notes_specs(&mut remote, &refusal).map_err(fetch_err)?);
-        let mut opts = self.fetch_options(&refusal);
-        remote
-            .fetch(&specs[..], Some(&mut opts), None)
+        let cbs = credentials::callbacks(
+            &self.config.auth,
+            &self.config.url,
+            self.known_hosts.as_ref(),
+            &refusal,
+        );
+        let mut conn = remote
+            .connect_auth(git2::Direction::Fetch, Some(cbs), None)
             .map_err(fetch_err)?;
-        let commit =
-            repo.refname_to_id(&tracking_ref(branch))
-                .map_err(|_| SourceError::NoBranch {
-                    url: redact_url(&self.config.url),
-                    branch: branch.clone(),
-                })?;
+        let advertised: Vec<(String, Oid)> = conn
+            .list()
+            .map_err(fetch_err)?
+            .iter()
+            .map(|h| (h.name().to_string(), h.oid()))
+            .collect();
+        let branch_ref = format!("refs/heads/{branch}");
+        if with_branch && !advertised.iter().any(|(n, _)| *n == branch_ref) {
+            return Err(no_branch());
+        }
+        let local = mirrored_ids(&repo, branch, &advertised);
+        let plan = refs_plan::plan(branch, with_branch, &advertised, &local, &scope);
+        if let NotesScope::FirstByName { cap } = scope
+            && plan.notes_left_out > 0
+        {
+            tracing::warn!(refs = plan.notes_in_scope + plan.notes_left_out, fetched = cap,
+                url = %redact_url(&self.config.url),
+                "the remote has more rota notes refs than the limit and the fleet is not known yet: the first ones by name are fetched");
+        }
+        if !plan.specs.is_empty() {
+            let mut opts = self.fetch_options(&refusal);
+            // Over the connection the listing opened (libgit2 reuses a connected remote):
+            // the advertisement is not sent again.
+            conn.remote()
+                .fetch(&plan.specs[..], Some(&mut opts), None)
+                .map_err(fetch_err)?;
+        }
+        drop(conn);
+        let commit = repo
+            .refname_to_id(&tracking_ref(branch))
+            .map_err(|_| no_branch())?;
         if previous != Some(commit) {
             tracing::info!(commit = %commit, previous = ?previous.map(|p| p.to_string()),
                 url = %redact_url(&self.config.url), "fleet repo moved");
         }
-        Ok(Fetched { commit, previous })
+        Ok((Fetched { commit, previous }, plan))
     }
 
     /// Points the notes fetch at the clusters the fleet declares at the followed branch (in
@@ -310,54 +374,6 @@ impl GitSource {
             .map_err(fetch_err)?;
         tracing::info!(url = %redact_url(&self.config.url), "shallow mirror made whole to check ancestry");
         Ok(())
-    }
-
-    /// The refspecs of the rota notes refs to fetch: all of them with one glob while the
-    /// remote has at most `max_notes_refs`, else the first ones by name, one by one (a flood
-    /// of refs pushed by anyone with push access is not mirrored whole).
-    fn notes_specs(
-        &self,
-        remote: &mut git2::Remote<'_>,
-        refusal: &credentials::Refusal,
-    ) -> Result<Vec<String>, git2::Error> {
-        let names: Vec<String> = {
-            let cbs = credentials::callbacks(
-                &self.config.auth,
-                &self.config.url,
-                self.known_hosts.as_ref(),
-                refusal,
-            );
-            let conn = remote.connect_auth(git2::Direction::Fetch, Some(cbs), None)?;
-            conn.list()?
-                .iter()
-                .map(|h| h.name().to_string())
-                .filter(|n| n.starts_with(NOTES_PREFIX) && n.len() > NOTES_PREFIX.len())
-                .collect()
-        };
-        let cap = self.limits.max_notes_refs;
-        if names.len() <= cap {
-            return Ok(vec![format!("+{NOTES_PREFIX}*:{REMOTE_NOTES_PREFIX}*")]);
-        }
-        tracing::warn!(refs = names.len(), fetched = cap, url = %redact_url(&self.config.url),
-            "the remote has more rota notes refs than the limit: the fleet's clusters' and then the first ones are fetched");
-        let declared: std::collections::BTreeSet<String> = self
-            .notes_clusters
-            .lock()
-            .expect("no panics under the lock")
-            .iter()
-            .map(|c| format!("{NOTES_PREFIX}{c}"))
-            .collect();
-        let mut names = names;
-        // The declared clusters' refs first, then the rest by name. Every declared cluster's
-        // ref is fetched whatever the cap (the fleet, from a verified commit, says how many
-        // there are): a fleet larger than the cap must not hide clusters from the guard.
-        names.sort_by_key(|n| (!declared.contains(n), n.clone()));
-        let ours = names.iter().filter(|n| declared.contains(*n)).count();
-        Ok(names
-            .iter()
-            .take(cap.max(ours))
-            .map(|n| format!("+{n}:{REMOTE_NOTES_PREFIX}{}", &n[NOTES_PREFIX.len()..]))
-            .collect())
     }
 
     /// Fetch options with this source's credentials, host key check, depth and pack cap; the
@@ -421,6 +437,25 @@ impl GitSource {
         let repo = self.repository()?;
         read_tree_files(&repo, commit, dir, want)
     }
+}
+
+/// The mirror's ids of the refs a poll may update: the followed branch's tracking ref and
+/// the mirrored copy of each advertised notes ref (looked up by name, so a flood of refs in
+/// the mirror costs nothing here).
+fn mirrored_ids(
+    repo: &Repository,
+    branch: &str,
+    advertised: &[(String, Oid)],
+) -> std::collections::BTreeMap<String, Oid> {
+    let tracking = tracking_ref(branch);
+    std::iter::once(tracking)
+        .chain(advertised.iter().filter_map(|(n, _)| {
+            n.strip_prefix(NOTES_PREFIX)
+                .filter(|c| !c.is_empty())
+                .map(|c| format!("{REMOTE_NOTES_PREFIX}{c}"))
+        }))
+        .filter_map(|name| repo.refname_to_id(&name).ok().map(|id| (name, id)))
+        .collect()
 }
 
 /// Opens the mirror `name` under `state_dir` (created if missing) for a command that follows
