@@ -1189,7 +1189,10 @@ fn an_agent_fetches_its_own_notes_idle_and_every_cluster_of_the_wave_its_guard_w
     src.fetch().unwrap();
     assert_eq!(mirrored_notes(&mirror), vec![own.clone()]);
     let (_, idle) = src.fetch_planned(true).unwrap();
-    assert!(idle.specs.is_empty(), "an idle poll fetches nothing: {idle:?}");
+    assert!(
+        idle.specs.is_empty(),
+        "an idle poll fetches nothing: {idle:?}"
+    );
 
     // The guard waits on the wave: all of it, at once, and nothing else.
     let mut needed = wave.clone();
@@ -1218,7 +1221,11 @@ fn an_agent_fetches_its_own_notes_idle_and_every_cluster_of_the_wave_its_guard_w
     git_stdin(&origin, &["update-ref", "--stdin"], moved.as_bytes());
     let (fetched, plan) = src.fetch_planned(true).unwrap();
     assert_eq!(fetched.commit.to_string(), c2);
-    assert_eq!(plan.specs.len(), needed.len() + 1, "the branch and each moved ref");
+    assert_eq!(
+        plan.specs.len(),
+        needed.len() + 1,
+        "the branch and each moved ref"
+    );
     let repo = src.repository().unwrap();
     for n in &needed {
         let id = repo
@@ -1226,7 +1233,11 @@ fn an_agent_fetches_its_own_notes_idle_and_every_cluster_of_the_wave_its_guard_w
             .unwrap();
         assert_eq!(id.to_string(), c2, "{n}");
     }
-    assert_eq!(mirrored_notes(&mirror), needed, "no later cluster, no flood");
+    assert_eq!(
+        mirrored_notes(&mirror),
+        needed,
+        "no later cluster, no flood"
+    );
 
     // The wave done, the agent is idle again: when every cluster reports, its poll fetches
     // its own notes only.
@@ -1239,7 +1250,9 @@ fn an_agent_fetches_its_own_notes_idle_and_every_cluster_of_the_wave_its_guard_w
     let (_, idle) = src.fetch_planned(true).unwrap();
     assert_eq!(
         idle.specs,
-        vec![format!("+refs/notes/rota/{own}:refs/rota/remote-notes/{own}")]
+        vec![format!(
+            "+refs/notes/rota/{own}:refs/rota/remote-notes/{own}"
+        )]
     );
     assert_eq!(
         repo.refname_to_id("refs/rota/remote-notes/canary-0000")

@@ -347,7 +347,9 @@ mod tests {
     #[test]
     fn an_idle_agent_needs_only_its_own_notes_and_a_waiting_one_every_earlier_cluster() {
         let mut waves = waves();
-        waves[0].pools.push(PoolRef::new("c2", "general", "general"));
+        waves[0]
+            .pools
+            .push(PoolRef::new("c2", "general", "general"));
         waves[0].pools.push(PoolRef::new("c3", "gpu", "gpu"));
         waves.push(WaveView {
             name: "late".into(),

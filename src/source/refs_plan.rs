@@ -143,7 +143,13 @@ mod tests {
         .iter()
         .map(|(n, i)| (n.to_string(), oid(*i)))
         .collect();
-        let p = plan("main", true, &advertised, &local, &clusters(&["a", "b", "z"]));
+        let p = plan(
+            "main",
+            true,
+            &advertised,
+            &local,
+            &clusters(&["a", "b", "z"]),
+        );
         assert_eq!(
             p.specs,
             vec![
