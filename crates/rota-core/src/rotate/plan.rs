@@ -888,11 +888,15 @@ impl<'a> Planner<'a> {
     /// instances of the group before the surge that someone else has since removed (the
     /// autoscaler's scale-down decrements the capacity too). Re-sending the recorded target
     /// after such a removal would surge a second time (invariant 1); after a crash before
-    /// the first request, nothing is gone and the target is sent as recorded.
+    /// the first request, nothing is gone and the target is sent as recorded. An instance
+    /// already terminating when the batch started is not counted: the capacity it held was
+    /// not in the target (seed 524 of the chaos suite: a failed boot's instance terminated
+    /// with decrement just before the next batch, whose surge of one then asked for nothing).
     fn surge_capacity(&self, batch: &Batch) -> u32 {
         let gone = batch
             .instances_before
             .iter()
+            .filter(|id| !batch.terminating_before.contains(id))
             .filter(|id| {
                 self.obs
                     .instance(id)
@@ -1025,6 +1029,13 @@ impl<'a> Planner<'a> {
                 .collect(),
             target_capacity: obs.group.desired + n,
             instances_before: obs.group.instances.iter().map(|i| i.id.clone()).collect(),
+            terminating_before: obs
+                .group
+                .instances
+                .iter()
+                .filter(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
+                .map(|i| i.id.clone())
+                .collect(),
             new_instances: Vec::new(),
             replaced: Vec::new(),
             never_ready: Vec::new(),

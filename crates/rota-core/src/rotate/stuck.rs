@@ -236,6 +236,7 @@ mod tests {
             old_nodes: vec![],
             target_capacity: 6,
             instances_before: vec![],
+            terminating_before: vec![],
             new_instances: vec![],
             replaced: vec![],
             never_ready: vec![],
