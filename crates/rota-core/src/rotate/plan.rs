@@ -898,12 +898,31 @@ impl<'a> Planner<'a> {
             .iter()
             .filter(|id| !batch.terminating_before.contains(id))
             .filter(|id| {
-                self.obs
-                    .instance(id)
-                    .is_none_or(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
+                batch.taken_back.contains(id)
+                    || self
+                        .obs
+                        .instance(id)
+                        .is_none_or(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
             })
             .count() as u32;
         batch.target_capacity.saturating_sub(gone)
+    }
+
+    /// Records in `batch.taken_back` the instances of the group before its surge that this
+    /// describe lists as terminating (see [`Batch::taken_back`]).
+    fn note_taken_back(&self, batch: &mut Batch) {
+        for id in &batch.instances_before {
+            let terminating = self
+                .obs
+                .instance(id)
+                .is_some_and(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating);
+            if terminating
+                && !batch.terminating_before.contains(id)
+                && !batch.taken_back.contains(id)
+            {
+                batch.taken_back.push(id.clone());
+            }
+        }
     }
 
     /// Node names of the instances a batch brought up.
@@ -1036,6 +1055,7 @@ impl<'a> Planner<'a> {
                 .filter(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
                 .map(|i| i.id.clone())
                 .collect(),
+            taken_back: Vec::new(),
             new_instances: Vec::new(),
             replaced: Vec::new(),
             never_ready: Vec::new(),
@@ -1250,6 +1270,7 @@ impl<'a> Planner<'a> {
                 ),
             );
         }
+        self.note_taken_back(&mut batch);
         let want = self.surge_capacity(&batch);
         if g.desired < want {
             let max = (want > g.max).then_some(want);

@@ -237,6 +237,7 @@ mod tests {
             target_capacity: 6,
             instances_before: vec![],
             terminating_before: vec![],
+            taken_back: vec![],
             new_instances: vec![],
             replaced: vec![],
             never_ready: vec![],

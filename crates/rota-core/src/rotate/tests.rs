@@ -255,6 +255,7 @@ fn batch12() -> Batch {
         target_capacity: 6,
         instances_before: ["i-n1", "i-n2", "i-n3", "i-n4"].map(String::from).to_vec(),
         terminating_before: vec![],
+        taken_back: vec![],
         new_instances: vec!["i-m1".into(), "i-m2".into()],
         replaced: vec![],
         never_ready: vec![],
@@ -1640,6 +1641,7 @@ fn batch34() -> Batch {
         target_capacity: 6,
         instances_before: ["i-n3", "i-n4", "i-m1", "i-m2"].map(String::from).to_vec(),
         terminating_before: vec![],
+        taken_back: vec![],
         new_instances: vec!["i-m3".into(), "i-m4".into()],
         replaced: vec![],
         never_ready: vec![],
@@ -1946,6 +1948,43 @@ fn a_surge_is_not_sent_again_for_an_instance_the_autoscaler_removed_meanwhile() 
         t0(),
     );
     assert_eq!(shown(&p), ["set capacity 6"]);
+}
+
+/// Chaos seed 718: describes that lag may go back in time from one pass to the next. Once
+/// one has listed n4 as terminating (the autoscaler took it back), an older one that still
+/// shows it alive must not raise the surge back to the recorded target: that would be a
+/// second surge in its place (invariant 1).
+#[test]
+fn an_instance_once_seen_terminating_stays_taken_from_the_surge() {
+    let mut b = batch12();
+    b.new_instances.clear();
+    let mut w = world(vec![
+        node("n1").ready(),
+        node("n2").ready(),
+        node("n3"),
+        node("n4").terminating_instance(),
+    ]);
+    w.group.desired = 3;
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(
+        &desired(2),
+        &w,
+        Some(&cp(Stage::Surging { batch: b })),
+        t0(),
+    );
+    assert_eq!(shown(&p), ["set capacity 5"], "{}", p.status.message);
+    let c = p.checkpoint.unwrap();
+    let Stage::Surging { batch } = &c.stage else {
+        panic!("{:?}", c.stage)
+    };
+    assert_eq!(batch.taken_back, ["i-n4"]);
+    // The next describe is older: n4 alive, capacity 4. The surge still asks for 5.
+    let mut w = world(old4());
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(2), &w, Some(&c), mins(1));
+    assert_eq!(shown(&p), ["set capacity 5"], "{}", p.status.message);
 }
 
 /// Chaos seed 524: a surge instance that did not boot was terminated with decrement (the
