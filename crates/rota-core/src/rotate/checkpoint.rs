@@ -144,6 +144,18 @@ pub struct Batch {
     /// Instance IDs in the group just before the surge: what is not among them after the
     /// surge was brought up by it.
     pub instances_before: Vec<String>,
+    /// Those of `instances_before` the group already listed as terminating when the batch
+    /// started: their capacity was given back before `target_capacity` was computed (a
+    /// terminate with decrement), or their replacement is among `instances_before` (a failed
+    /// boot the cloud replaced). Their going away is no one taking capacity from the surge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub terminating_before: Vec<String>,
+    /// Those of `instances_before` some describe has since listed as terminating: taken
+    /// back for good (terminating is never undone). Describes that lag may go back in time
+    /// from one pass to the next; remembering these keeps the surge's capacity from being
+    /// raised again on an older describe that still shows them alive (chaos seed 718).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taken_back: Vec<String>,
     /// Instances the surge brought up (filled once the group shows them).
     #[serde(default)]
     pub new_instances: Vec<String>,

@@ -888,18 +888,41 @@ impl<'a> Planner<'a> {
     /// instances of the group before the surge that someone else has since removed (the
     /// autoscaler's scale-down decrements the capacity too). Re-sending the recorded target
     /// after such a removal would surge a second time (invariant 1); after a crash before
-    /// the first request, nothing is gone and the target is sent as recorded.
+    /// the first request, nothing is gone and the target is sent as recorded. An instance
+    /// already terminating when the batch started is not counted: the capacity it held was
+    /// not in the target (seed 524 of the chaos suite: a failed boot's instance terminated
+    /// with decrement just before the next batch, whose surge of one then asked for nothing).
     fn surge_capacity(&self, batch: &Batch) -> u32 {
         let gone = batch
             .instances_before
             .iter()
+            .filter(|id| !batch.terminating_before.contains(id))
             .filter(|id| {
-                self.obs
-                    .instance(id)
-                    .is_none_or(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
+                batch.taken_back.contains(id)
+                    || self
+                        .obs
+                        .instance(id)
+                        .is_none_or(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
             })
             .count() as u32;
         batch.target_capacity.saturating_sub(gone)
+    }
+
+    /// Records in `batch.taken_back` the instances of the group before its surge that this
+    /// describe lists as terminating (see [`Batch::taken_back`]).
+    fn note_taken_back(&self, batch: &mut Batch) {
+        for id in &batch.instances_before {
+            let terminating = self
+                .obs
+                .instance(id)
+                .is_some_and(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating);
+            if terminating
+                && !batch.terminating_before.contains(id)
+                && !batch.taken_back.contains(id)
+            {
+                batch.taken_back.push(id.clone());
+            }
+        }
     }
 
     /// Node names of the instances a batch brought up.
@@ -1025,6 +1048,14 @@ impl<'a> Planner<'a> {
                 .collect(),
             target_capacity: obs.group.desired + n,
             instances_before: obs.group.instances.iter().map(|i| i.id.clone()).collect(),
+            terminating_before: obs
+                .group
+                .instances
+                .iter()
+                .filter(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
+                .map(|i| i.id.clone())
+                .collect(),
+            taken_back: Vec::new(),
             new_instances: Vec::new(),
             replaced: Vec::new(),
             never_ready: Vec::new(),
@@ -1239,6 +1270,7 @@ impl<'a> Planner<'a> {
                 ),
             );
         }
+        self.note_taken_back(&mut batch);
         let want = self.surge_capacity(&batch);
         if g.desired < want {
             let max = (want > g.max).then_some(want);

@@ -236,6 +236,8 @@ mod tests {
             old_nodes: vec![],
             target_capacity: 6,
             instances_before: vec![],
+            terminating_before: vec![],
+            taken_back: vec![],
             new_instances: vec![],
             replaced: vec![],
             never_ready: vec![],

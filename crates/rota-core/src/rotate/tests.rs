@@ -254,6 +254,8 @@ fn batch12() -> Batch {
         ],
         target_capacity: 6,
         instances_before: ["i-n1", "i-n2", "i-n3", "i-n4"].map(String::from).to_vec(),
+        terminating_before: vec![],
+        taken_back: vec![],
         new_instances: vec!["i-m1".into(), "i-m2".into()],
         replaced: vec![],
         never_ready: vec![],
@@ -1638,6 +1640,8 @@ fn batch34() -> Batch {
             .to_vec(),
         target_capacity: 6,
         instances_before: ["i-n3", "i-n4", "i-m1", "i-m2"].map(String::from).to_vec(),
+        terminating_before: vec![],
+        taken_back: vec![],
         new_instances: vec!["i-m3".into(), "i-m4".into()],
         replaced: vec![],
         never_ready: vec![],
@@ -1944,6 +1948,88 @@ fn a_surge_is_not_sent_again_for_an_instance_the_autoscaler_removed_meanwhile() 
         t0(),
     );
     assert_eq!(shown(&p), ["set capacity 6"]);
+}
+
+/// Chaos seed 718: describes that lag may go back in time from one pass to the next. Once
+/// one has listed n4 as terminating (the autoscaler took it back), an older one that still
+/// shows it alive must not raise the surge back to the recorded target: that would be a
+/// second surge in its place (invariant 1).
+#[test]
+fn an_instance_once_seen_terminating_stays_taken_from_the_surge() {
+    let mut b = batch12();
+    b.new_instances.clear();
+    let mut w = world(vec![
+        node("n1").ready(),
+        node("n2").ready(),
+        node("n3"),
+        node("n4").terminating_instance(),
+    ]);
+    w.group.desired = 3;
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(
+        &desired(2),
+        &w,
+        Some(&cp(Stage::Surging { batch: b })),
+        t0(),
+    );
+    assert_eq!(shown(&p), ["set capacity 5"], "{}", p.status.message);
+    let c = p.checkpoint.unwrap();
+    let Stage::Surging { batch } = &c.stage else {
+        panic!("{:?}", c.stage)
+    };
+    assert_eq!(batch.taken_back, ["i-n4"]);
+    // The next describe is older: n4 alive, capacity 4. The surge still asks for 5.
+    let mut w = world(old4());
+    w.group.max = 6;
+    w.group.template_image = NEW.into();
+    let p = plan(&desired(2), &w, Some(&c), mins(1));
+    assert_eq!(shown(&p), ["set capacity 5"], "{}", p.status.message);
+}
+
+/// Chaos seed 524: a surge instance that did not boot was terminated with decrement (the
+/// capacity already back to 4) and was still terminating when the next batch started, so
+/// that batch of 2 surged by 1 only (the bound counts the terminating instance). Its going
+/// away took nothing from the new surge: the batch asks for 5 and keeps asking for 5 once
+/// it is gone, rather than subtracting it and asking for nothing.
+#[test]
+fn an_instance_terminating_when_a_batch_starts_takes_nothing_from_its_surge() {
+    let mut failed = node("x").image(NEW).terminating_instance();
+    failed.registered = false;
+    let mut nodes = old4();
+    nodes.push(failed);
+    let mut w = world(nodes);
+    w.group.desired = 4;
+    w.group.max = 4;
+    let p = plan(&desired(2), &w, None, t0());
+    assert_eq!(
+        shown(&p),
+        ["set image ami-0000000000000000b", "set capacity 5 (max 5)"],
+        "{}",
+        p.status.message
+    );
+    let c = p.checkpoint.unwrap();
+    let Stage::Surging { batch } = &c.stage else {
+        panic!("{:?}", c.stage)
+    };
+    // Batch size 2, but the terminating instance still counts against the bound (4 + 2).
+    assert_eq!(batch.old_nodes.len(), 1);
+    assert_eq!(batch.terminating_before, ["i-x"]);
+    assert_eq!(batch.target_capacity, 5);
+    // A pass later the request had not reached the group (or it was lost): the terminating
+    // instance is gone now, and the surge is still one instance.
+    let mut w = world(old4());
+    w.group.template_image = NEW.into();
+    w.group.max = 5;
+    let p = plan(&desired(2), &w, Some(&c), mins(1));
+    assert_eq!(shown(&p), ["set capacity 5"], "{}", p.status.message);
+    // An instance the autoscaler removes after the batch started still counts (invariant 1).
+    let mut w = world(vec![node("n1").ready(), node("n2").ready(), node("n3")]);
+    w.group.template_image = NEW.into();
+    w.group.desired = 3;
+    w.group.max = 5;
+    let p = plan(&desired(2), &w, Some(&c), mins(1));
+    assert_eq!(shown(&p), ["set capacity 4"], "{}", p.status.message);
 }
 
 /// Issue 26 (3): every stop the planner makes names its cause, what holds the pool, who
