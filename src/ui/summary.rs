@@ -295,7 +295,7 @@ pub fn summarize(page: &FleetPage, commit_time: DateTime<Utc>, limits: &Limits) 
                 pools,
             })
             .collect();
-        holds.sort_by(|a, b| b.pools.cmp(&a.pools));
+        holds.sort_by_key(|h| std::cmp::Reverse(h.pools));
         waves.push(WaveSummary {
             name: w.name.clone(),
             clusters: w.clusters.len(),

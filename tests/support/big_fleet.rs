@@ -52,7 +52,7 @@ pub fn name(i: usize) -> String {
 
 /// 0 canary, 1 early, 2 main.
 pub fn wave_of(i: usize) -> usize {
-    if i % 100 == 0 {
+    if i.is_multiple_of(100) {
         0
     } else if i % 5 == 1 {
         1
