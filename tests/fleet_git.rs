@@ -1,6 +1,10 @@
 //! Loading from git revisions, `rota render` and `rota diff`, on real histories made with the
 //! `git` command in a temporary folder (the way a platform team's fleet repo evolves: bump a
-//! version in the canary wave, promote it to the next waves, revert).
+//! version in the canary wave, promote it to the next waves, revert); and `rota status
+//! --fleet` on a generated fleet past the size where it summarizes.
+
+#[path = "support/big_fleet.rs"]
+mod big_fleet;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -673,4 +677,113 @@ fn status_of_the_fleet_names_an_unknown_wave_or_cluster_in_either_format() {
     ]);
     assert_ne!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stdout(&out).contains("\"waves\""), "{}", stdout(&out));
+}
+
+/// Past 50 pools `rota status --fleet` leads with a summary per wave and the exceptions and
+/// lists no healthy cluster; `--all` and each filter list what they select; JSON carries the
+/// summary. The generated fleet (300 clusters, 1,500 pools) says what to expect of it.
+#[test]
+fn status_of_a_big_fleet_summarizes_lists_exceptions_and_filters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = big_fleet::generate(tmp.path(), 300, chrono::Utc::now());
+    assert!(
+        e.failing > 0 && e.halted > 0 && e.held_too_long > 0 && e.silent > 0,
+        "{e:?}"
+    );
+    let repo = tmp.path().to_str().unwrap();
+    let out = rota(&["status", "--fleet", "--repo", repo]);
+    let text = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "not every pool is done: {}",
+        stderr(&out)
+    );
+    assert!(
+        text.contains("300 clusters and 1,500 pools in 3 waves"),
+        "{text}{}",
+        stderr(&out)
+    );
+    let counts = format!(
+        "exceptions: {} failing · {} halted · {} held too long · {} silent",
+        e.failing, e.halted, e.held_too_long, e.silent
+    );
+    assert!(text.contains(&counts), "{counts} in\n{text}");
+    let failing = e.a_failing.unwrap();
+    assert!(
+        text.contains(&format!(
+            "early      {failing}/general: failed: gate pods-healthy"
+        )),
+        "{text}"
+    );
+    assert!(text.contains(&format!(
+        "{}: no report on this commit",
+        e.a_silent.unwrap()
+    )));
+    // The early wave's shares: general pools on the new target and on the old version.
+    assert!(text.contains("2026.11.2 (target)"), "{text}");
+    assert!(text.contains("held     "), "what holds early: {text}");
+    // c00002 (main, done) is no exception: not listed without --all.
+    assert!(!text.contains("c00002"), "{text}");
+    assert!(
+        text.lines().count() < 120,
+        "a summary, not 1,800 lines: {text}"
+    );
+
+    let all = stdout(&rota(&["status", "--fleet", "--all", "--repo", repo]));
+    assert!(all.contains("c00002") && all.contains("c00299"), "{all}");
+
+    // --state failed: exactly the failing pools, each under its cluster.
+    let failed = stdout(&rota(&[
+        "status", "--fleet", "--state", "failed", "--repo", repo,
+    ]));
+    let pools = failed.lines().filter(|l| l.starts_with("    ✗ ")).count();
+    assert_eq!(pools, e.failing, "{failed}");
+    assert!(!failed.contains("c00002"), "{failed}");
+    // --label: the canary clusters (every 100th) and no other.
+    let canary = stdout(&rota(&[
+        "status",
+        "--fleet",
+        "--label",
+        "ring=canary",
+        "--repo",
+        repo,
+    ]));
+    let listed: Vec<&str> = canary
+        .lines()
+        .filter_map(|l| l.strip_prefix("  ✓ "))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(listed, ["c00000", "c00100", "c00200"], "{canary}");
+    // --version with a channel, joined with --wave: main runs general@2026.11.1 only.
+    let v = rota(&[
+        "status",
+        "--fleet",
+        "--wave",
+        "main",
+        "--version",
+        "general@2026.11.2",
+        "--repo",
+        repo,
+    ]);
+    assert!(!stdout(&v).contains("  ✓ c"), "{}", stdout(&v));
+    assert_eq!(v.status.code(), Some(0), "nothing selected is undone");
+    // A label not written KEY=VALUE and an unknown state are usage errors.
+    for bad in [["--label", "ring"], ["--state", "sleepy"]] {
+        let out = rota(&["status", "--fleet", bad[0], bad[1], "--repo", repo]);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+    }
+
+    let json = rota(&["status", "--fleet", "--format", "json", "--repo", repo]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let s = &v["summary"];
+    assert_eq!(s["clusters"], 300);
+    assert_eq!(s["exceptionCounts"]["failing"], e.failing);
+    assert_eq!(s["exceptionCounts"]["silent"], e.silent);
+    assert_eq!(s["waves"][1]["clusters"], e.wave_clusters[1]);
+    assert_eq!(
+        v["waves"][2]["clusters"].as_array().unwrap().len(),
+        e.wave_clusters[2],
+        "JSON lists every cluster"
+    );
 }

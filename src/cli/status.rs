@@ -44,6 +44,21 @@ pub struct StatusArgs {
     /// With --fleet: only this cluster.
     #[arg(long, requires = "fleet")]
     pub cluster: Option<String>,
+    /// With --fleet: only pools in this state (failed, paused, rolling-back, held, rotating,
+    /// soaking, planning, unknown, ignored, done).
+    #[arg(long, requires = "fleet", value_parser = crate::ui::text::parse_state)]
+    pub state: Option<crate::ui::model::Phase>,
+    /// With --fleet: only pools targeting or running this version (VERSION or
+    /// CHANNEL@VERSION).
+    #[arg(long, requires = "fleet")]
+    pub version: Option<String>,
+    /// With --fleet: only clusters with this label (KEY=VALUE; repeat for all of several).
+    #[arg(long = "label", requires = "fleet", value_parser = crate::ui::text::parse_label)]
+    pub labels: Vec<(String, String)>,
+    /// With --fleet: every cluster and pool, however large the fleet (past 50 pools the view
+    /// otherwise leads with a summary per wave and the exceptions, and stops there).
+    #[arg(long, requires = "fleet")]
+    pub all: bool,
     /// Only the pools on an image released longer ago than their channel's maxAge, the
     /// oldest first (exit 1 when there is one).
     #[arg(long, requires = "fleet")]
@@ -277,27 +292,47 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
     let filter = crate::ui::text::Filter {
         wave: args.wave.clone(),
         cluster: args.cluster.clone(),
+        state: args.state,
+        version: args.version.clone(),
+        labels: args.labels.clone(),
     };
     loop {
-        let page = match crate::ui::load::page(&at, chrono::Utc::now()).await {
-            Ok(p) => p,
+        let (page, commit_time) = match crate::ui::load::load(&at).await {
+            Ok(l) => (l.page(chrono::Utc::now()), l.commit_time),
             Err(e) => {
                 eprintln!("rota: {e}");
                 return ExitCode::from(1);
             }
         };
+        // An unknown wave or cluster is a usage error (exit 2) in every format, before
+        // anything is printed.
+        if let Err(e) = filter.check(&page) {
+            eprintln!("rota status: {e}");
+            return ExitCode::from(2);
+        }
+        let selected = if filter.narrowed() {
+            std::borrow::Cow::Owned(filter.select(&page))
+        } else {
+            std::borrow::Cow::Borrowed(&page)
+        };
         match args.format {
             OutputFormat::Json => {
-                // The same check of --wave and --cluster as the text: an unknown name is a
-                // usage error (exit 2) in either format.
-                if let Err(e) = filter.check(&page) {
-                    eprintln!("rota status: {e}");
-                    return ExitCode::from(2);
+                // The selection, and its summary for scripts that want only the counts.
+                #[derive(Serialize)]
+                struct FleetJson<'a> {
+                    #[serde(flatten)]
+                    page: &'a crate::ui::model::FleetPage,
+                    summary: crate::ui::summary::FleetSummary,
                 }
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&page).unwrap_or_default()
-                )
+                let out = FleetJson {
+                    page: &selected,
+                    summary: crate::ui::summary::summarize(
+                        &selected,
+                        commit_time,
+                        &Default::default(),
+                    ),
+                };
+                println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default())
             }
             OutputFormat::Human if args.overdue => {
                 return match crate::ui::text::overdue(&page, &filter) {
@@ -315,26 +350,46 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
                     }
                 };
             }
-            OutputFormat::Human => match crate::ui::text::fleet(&page, &filter) {
-                Ok(text) => {
-                    if args.watch && std::io::stdout().is_terminal() {
-                        print!("\x1b[2J\x1b[H");
+            OutputFormat::Human => {
+                let pools: usize = page
+                    .waves
+                    .iter()
+                    .flat_map(|w| &w.clusters)
+                    .map(|c| c.pools.len())
+                    .sum();
+                // Small fleets, --all and filters: every selected cluster and pool. Past
+                // that, the summary and the exceptions: 50,000 pool lines are read by no one.
+                let text = if args.all
+                    || filter.narrowed()
+                    || pools <= crate::ui::text::LIST_ALL_UP_TO_POOLS
+                {
+                    crate::ui::text::fleet(&page, &filter)
+                } else {
+                    Ok(crate::ui::text::at_size(
+                        &page,
+                        &crate::ui::summary::summarize(&page, commit_time, &Default::default()),
+                    ))
+                };
+                match text {
+                    Ok(text) => {
+                        if args.watch && std::io::stdout().is_terminal() {
+                            print!("\x1b[2J\x1b[H");
+                        }
+                        print!("{text}");
                     }
-                    print!("{text}");
+                    Err(e) => {
+                        eprintln!("rota status: {e}");
+                        return ExitCode::from(2);
+                    }
                 }
-                Err(e) => {
-                    eprintln!("rota status: {e}");
-                    return ExitCode::from(2);
-                }
-            },
+            }
         }
         if !args.watch {
-            let done = page
+            // Exit 0 when every pool selected is done.
+            let done = selected
                 .waves
                 .iter()
-                .filter(|w| args.wave.as_ref().is_none_or(|n| n == &w.name))
                 .flat_map(|w| &w.clusters)
-                .filter(|c| args.cluster.as_ref().is_none_or(|n| n == &c.name))
                 .flat_map(|c| &c.pools)
                 .all(|p| p.phase == crate::ui::model::Phase::Done);
             return if done {

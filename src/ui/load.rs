@@ -108,6 +108,16 @@ pub fn resolve(repo: &Path, rev: &str) -> Result<Oid, UiError> {
     Ok(commit.id())
 }
 
+/// The committer time of `commit`.
+fn commit_time(repo: &Path, commit: Oid) -> Result<DateTime<Utc>, UiError> {
+    let r = Repository::open(repo).map_err(git(repo))?;
+    let c = r.find_commit(commit).map_err(git(repo))?;
+    Ok(Utc
+        .timestamp_opt(c.time().seconds(), 0)
+        .single()
+        .unwrap_or_default())
+}
+
 /// The first-parent history from `from`, newest first, at most `n` commits.
 fn history(repo: &Path, from: Oid, n: usize) -> Result<Vec<Oid>, UiError> {
     let r = Repository::open(repo).map_err(git(repo))?;
@@ -137,6 +147,9 @@ pub struct Loaded {
     pub head_docs: Vec<NoteDoc>,
     pub records: Vec<PoolRecord>,
     pub verified: bool,
+    /// When the commit shown was made (its committer time): how long the agents have had
+    /// to report on it.
+    pub commit_time: DateTime<Utc>,
     /// What this was read at: the commit and every read notes ref's tip.
     pub key: Key,
 }
@@ -197,20 +210,36 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
         .map_err(|e| UiError::Notes(e.to_string()))?;
     let head_docs = docs(&store, commit).await?;
     // Each pool's newest records: records are cumulative, so the newest commit that carries
-    // a pool's record has everything the pool ever recorded (up to KEPT_PER_POOL).
+    // a pool's record has everything the pool ever recorded (up to KEPT_PER_POOL). Older
+    // commits are read only for the clusters still missing a declared pool's record: once
+    // the agents have written records on the newest commit, the walk reads nothing more, so
+    // the cost follows the fleet, not the fleet times the history.
     let mut records: Vec<PoolRecord> = Vec::new();
     let mut seen = BTreeSet::new();
+    let mut missing: Vec<&rota_core::fleet::resolved::DesiredCluster> = clusters.iter().collect();
     for c in history(&at.repo, commit, RECORD_DEPTH)? {
+        if missing.is_empty() {
+            break;
+        }
         let d = if c == commit {
             head_docs.clone()
         } else {
-            docs(&store, c).await?
+            let names = missing.iter().map(|c| c.name.clone()).collect();
+            store
+                .docs_of(&c.to_string(), names)
+                .await
+                .map_err(|e| UiError::Notes(e.to_string()))?
         };
         for r in d.into_iter().flat_map(|d| d.pools) {
             if seen.insert((r.cluster.clone(), r.pool.clone())) {
                 records.push(r);
             }
         }
+        missing.retain(|c| {
+            c.pools
+                .iter()
+                .any(|p| !seen.contains(&(c.name.clone(), p.name.clone())))
+        });
     }
     Ok(Loaded {
         fleet,
@@ -218,6 +247,7 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
         head_docs,
         records,
         verified: at.agent_signers.is_some(),
+        commit_time: commit_time(&at.repo, commit)?,
         key: (commit, tips),
     })
 }

@@ -90,6 +90,7 @@ mod tests {
             batch: None,
             nodes: None,
             hold: None,
+            since: None,
             stop: None,
         };
         let page = FleetPage {
@@ -102,6 +103,7 @@ mod tests {
                 pins: Default::default(),
                 clusters: vec![ClusterPanel {
                     name: "c1".into(),
+                    labels: Default::default(),
                     state: "pending".into(),
                     description: String::new(),
                     pools: vec![

@@ -1,13 +1,15 @@
 //! `rota ui`: the fleet at a glance, as a read-only web page served from the fleet repo and
 //! the agents' status notes (no cluster access). `model` is what the page shows (pure, also
 //! behind `rota status --fleet` and `rota where`), `load` reads git, `html` renders, `server`
-//! serves it over HTTP with the embedded assets.
+//! serves it over HTTP with the embedded assets; `summary` is what `rota status --fleet` leads
+//! with on a big fleet (counts per wave and the exceptions).
 
 pub mod html;
 pub mod load;
 pub mod metrics;
 pub mod model;
 pub mod server;
+pub mod summary;
 pub mod text;
 
 use std::net::SocketAddr;

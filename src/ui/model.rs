@@ -123,13 +123,16 @@ pub struct WavePanel {
 #[serde(rename_all = "camelCase")]
 pub struct ClusterPanel {
     pub name: String,
+    /// The cluster's labels, as declared (what `--label k=v` selects on).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     pub state: String,
     pub description: String,
     pub pools: Vec<PoolPanel>,
 }
 
 /// What a pool is doing, in one word a reader can filter on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
     /// No agent reported on this commit yet.
@@ -146,6 +149,43 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, in the order a summary lists them (what needs attention first).
+    pub const ALL: [Phase; 10] = [
+        Phase::Failed,
+        Phase::Paused,
+        Phase::RollingBack,
+        Phase::Held,
+        Phase::Rotating,
+        Phase::Soaking,
+        Phase::Planning,
+        Phase::Unknown,
+        Phase::Ignored,
+        Phase::Done,
+    ];
+
+    /// The phase's name in JSON and on the command line (`--state rolling-back`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Phase::Unknown => "unknown",
+            Phase::Held => "held",
+            Phase::Planning => "planning",
+            Phase::Rotating => "rotating",
+            Phase::Soaking => "soaking",
+            Phase::RollingBack => "rolling-back",
+            Phase::Paused => "paused",
+            Phase::Failed => "failed",
+            Phase::Done => "done",
+            Phase::Ignored => "ignored",
+        }
+    }
+
+    /// The phase named `s` (its key, or its label: `no report` is `unknown`).
+    pub fn parse(s: &str) -> Option<Phase> {
+        Phase::ALL
+            .into_iter()
+            .find(|p| p.key() == s || p.label() == s)
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Phase::Unknown => "no report",
@@ -192,6 +232,10 @@ pub struct PoolPanel {
     pub nodes: Option<(u32, u32)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hold: Option<Hold>,
+    /// When the agent last wrote the pool's status on this commit (agents write on change,
+    /// so for a held pool: since when its status says so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
     /// Why the pool is stopped or waits, what holds it, who moves it on and how: the
     /// agent's stop note (sanitized when read), or the guard's own when the page finds the
     /// pool held.
@@ -307,6 +351,12 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
             )
         })
         .collect();
+    let updated: BTreeMap<&str, DateTime<Utc>> = inputs
+        .docs
+        .iter()
+        .flat_map(|d| &d.statuses)
+        .map(|s| (s.context.as_str(), s.updated_at))
+        .collect();
     let stops: BTreeMap<&str, &StopNote> = inputs
         .docs
         .iter()
@@ -339,12 +389,14 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
                 .map_or(("none", "no status yet"), |s| *s);
             let mut cluster = ClusterPanel {
                 name: c.name.clone(),
+                labels: c.labels.clone(),
                 state: state.into(),
                 description: description.into(),
                 pools: Vec::new(),
             };
             for p in &c.pools {
-                let status = statuses.get(pool_context(&c.name, &p.name).as_str());
+                let context = pool_context(&c.name, &p.name);
+                let status = statuses.get(context.as_str());
                 let (state, description) = status.map_or(("none", "no status yet"), |s| *s);
                 let record = records.get(&(c.name.as_str(), p.name.as_str()));
                 let in_force = record.and_then(|r| {
@@ -359,9 +411,7 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
                     .and_then(|r| r.latest(&p.channel, &p.version))
                     .is_some();
                 let unverified;
-                let mut stop = stops
-                    .get(pool_context(&c.name, &p.name).as_str())
-                    .map(|n| (*n).clone());
+                let mut stop = stops.get(context.as_str()).map(|n| (*n).clone());
                 let (state, description) =
                     if inputs.verified && phase == Phase::Done && !completed_target {
                         // An unsigned status says done; no signed record does: shown as
@@ -417,6 +467,7 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
                     batch: counts_of(description, "batch"),
                     nodes,
                     hold,
+                    since: updated.get(context.as_str()).copied(),
                     stop,
                 });
             }

@@ -4,16 +4,131 @@
 
 use chrono::{DateTime, Utc};
 
-use super::model::{FleetPage, PoolPanel, pools_following, relation};
+use super::model::{
+    ClusterPanel, FleetPage, Phase, PoolPanel, WavePanel, pools_following, relation,
+};
+use super::summary::{ExceptionKind, FleetSummary};
 
-/// Which part of the fleet to show.
+/// Up to this many pools, `rota status --fleet` lists every cluster and pool as it always
+/// has (the demo's fleet, a team's few clusters); past it, it leads with the summary and the
+/// exceptions and lists the rest only when asked (`--all` or a filter).
+pub const LIST_ALL_UP_TO_POOLS: usize = 50;
+
+/// Which part of the fleet to show: waves and clusters by name or label, pools by phase or
+/// version. Every criterion given must hold.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
     pub wave: Option<String>,
     pub cluster: Option<String>,
+    /// Pools in this phase.
+    pub state: Option<Phase>,
+    /// Pools targeting or running this version (`VERSION` or `CHANNEL@VERSION`).
+    pub version: Option<String>,
+    /// Clusters carrying every one of these labels.
+    pub labels: Vec<(String, String)>,
 }
 
 impl Filter {
+    /// Anything narrower than the whole fleet.
+    pub fn narrowed(&self) -> bool {
+        self.wave.is_some()
+            || self.cluster.is_some()
+            || self.state.is_some()
+            || self.version.is_some()
+            || !self.labels.is_empty()
+    }
+
+    fn pool_level(&self) -> bool {
+        self.state.is_some() || self.version.is_some()
+    }
+
+    pub fn cluster_matches(&self, c: &ClusterPanel) -> bool {
+        self.cluster.as_ref().is_none_or(|n| n == &c.name)
+            && self
+                .labels
+                .iter()
+                .all(|(k, v)| c.labels.get(k).is_some_and(|x| x == v))
+    }
+
+    pub fn pool_matches(&self, p: &PoolPanel) -> bool {
+        self.state.is_none_or(|s| s == p.phase)
+            && self.version.as_ref().is_none_or(|v| {
+                let (channel, version) = match v.split_once('@') {
+                    Some((c, v)) => (Some(c), v),
+                    None => (None, v.as_str()),
+                };
+                channel.is_none_or(|c| c == p.channel)
+                    && (p.target == version || p.in_force.as_deref() == Some(version))
+            })
+    }
+
+    /// The part of `page` this filter selects: its waves, their matching clusters with
+    /// their matching pools (a cluster with none left out), and the overdue pools among
+    /// them. Waves a cluster or pool criterion empties are left out; a wave named by
+    /// `--wave` stays, empty or not. Wave totals stay the whole wave's.
+    pub fn select(&self, page: &FleetPage) -> FleetPage {
+        let clusters_or_pools =
+            self.pool_level() || self.cluster.is_some() || !self.labels.is_empty();
+        let mut kept = std::collections::BTreeSet::new();
+        let waves = page
+            .waves
+            .iter()
+            .filter(|w| self.wave.as_ref().is_none_or(|n| n == &w.name))
+            .filter_map(|w| {
+                let clusters: Vec<ClusterPanel> = w
+                    .clusters
+                    .iter()
+                    .filter(|c| self.cluster_matches(c))
+                    .filter_map(|c| {
+                        let pools: Vec<PoolPanel> = c
+                            .pools
+                            .iter()
+                            .filter(|p| self.pool_matches(p))
+                            .cloned()
+                            .collect();
+                        if pools.is_empty() && self.pool_level() {
+                            return None;
+                        }
+                        for p in &pools {
+                            kept.insert((p.cluster.clone(), p.name.clone()));
+                        }
+                        Some(ClusterPanel {
+                            name: c.name.clone(),
+                            labels: c.labels.clone(),
+                            state: c.state.clone(),
+                            description: c.description.clone(),
+                            pools,
+                        })
+                    })
+                    .collect();
+                if clusters.is_empty() && clusters_or_pools {
+                    return None;
+                }
+                Some(WavePanel {
+                    name: w.name.clone(),
+                    soak: w.soak.clone(),
+                    pins: w.pins.clone(),
+                    clusters,
+                    on_target: w.on_target,
+                    total: w.total,
+                })
+            })
+            .collect();
+        FleetPage {
+            fleet: page.fleet.clone(),
+            commit: page.commit.clone(),
+            now: page.now,
+            waves,
+            channels: page.channels.clone(),
+            overdue: page
+                .overdue
+                .iter()
+                .filter(|o| kept.contains(&(o.cluster.clone(), o.pool.clone())))
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// An unknown wave or cluster is the caller's mistake, said with what there is.
     pub fn check(&self, page: &FleetPage) -> Result<(), String> {
         if let Some(w) = &self.wave
@@ -36,6 +151,22 @@ impl Filter {
         }
         Ok(())
     }
+}
+
+/// `--label k=v` read: the key and the value.
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not a label selector: write KEY=VALUE")),
+    }
+}
+
+/// `--state NAME` read: a phase by its key (`rolling-back`) or label (`no report`).
+pub fn parse_state(s: &str) -> Result<Phase, String> {
+    Phase::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Phase::ALL.iter().map(|p| p.key()).collect();
+        format!("no state {s:?}; the states: {}", names.join(", "))
+    })
 }
 
 fn bar(on: u32, total: u32, width: usize) -> String {
@@ -112,18 +243,21 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
             if page.overdue.len() == 1 { "" } else { "s" }
         );
     }
-    for (i, w) in page.waves.iter().enumerate() {
-        if filter.wave.as_ref().is_some_and(|n| n != &w.name) {
-            continue;
-        }
-        let clusters: Vec<_> = w
-            .clusters
+    let selected;
+    let shown = if filter.narrowed() {
+        selected = filter.select(page);
+        &selected
+    } else {
+        page
+    };
+    for w in &shown.waves {
+        // The wave's place in the whole fleet, whatever the filter left out.
+        let i = page
+            .waves
             .iter()
-            .filter(|c| filter.cluster.as_ref().is_none_or(|n| n == &c.name))
-            .collect();
-        if clusters.is_empty() && filter.cluster.is_some() {
-            continue;
-        }
+            .position(|x| x.name == w.name)
+            .unwrap_or(0);
+        let clusters = &w.clusters;
         let pins: Vec<String> = w.pins.iter().map(|(c, v)| format!("{c}@{v}")).collect();
         out += &format!(
             "\nwave {} {}  pins {}  soak {}  {} {}/{} nodes on target\n",
@@ -153,26 +287,14 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
 /// release first, with how long ago their deadline passed; and how many there are.
 pub fn overdue(page: &FleetPage, filter: &Filter) -> Result<(String, usize), String> {
     filter.check(page)?;
-    let wave_of: std::collections::BTreeMap<&str, &str> = page
-        .waves
-        .iter()
-        .flat_map(|w| {
-            w.clusters
-                .iter()
-                .map(move |c| (c.name.as_str(), w.name.as_str()))
-        })
-        .collect();
-    let rows: Vec<_> = page
-        .overdue
-        .iter()
-        .filter(|o| {
-            filter
-                .wave
-                .as_ref()
-                .is_none_or(|n| wave_of.get(o.cluster.as_str()) == Some(&n.as_str()))
-                && filter.cluster.as_ref().is_none_or(|n| n == &o.cluster)
-        })
-        .collect();
+    let selected;
+    let shown = if filter.narrowed() {
+        selected = filter.select(page);
+        &selected
+    } else {
+        page
+    };
+    let rows: Vec<_> = shown.overdue.iter().collect();
     if rows.is_empty() {
         return Ok((
             "no pool runs an image older than its channel's maxAge\n".into(),
@@ -199,6 +321,170 @@ pub fn overdue(page: &FleetPage, filter: &Filter) -> Result<(String, usize), Str
         );
     }
     Ok((out, n))
+}
+
+/// `10,000`: counts a reader takes in at a glance.
+pub fn count(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// `3 pools`, `1 pool`.
+fn plural(n: usize, one: &str) -> String {
+    format!("{} {one}{}", count(n), if n == 1 { "" } else { "s" })
+}
+
+/// How many exceptions of each kind `rota status --fleet` lists before it names the command
+/// that lists them all.
+pub const EXCEPTIONS_LISTED: usize = 10;
+
+/// `rota status --fleet` on a fleet past [`LIST_ALL_UP_TO_POOLS`]: per wave, the summary
+/// (clusters by state, pools by phase, versions in force and their shares, what holds the
+/// wave), then the exceptions, each kind cut at [`EXCEPTIONS_LISTED`] with the command that
+/// lists them all, then how to see the rest.
+pub fn at_size(page: &FleetPage, summary: &FleetSummary) -> String {
+    let mut out = format!(
+        "fleet {} at commit {}: {} and {} in {}\n",
+        page.fleet,
+        &page.commit[..page.commit.len().min(12)],
+        plural(summary.clusters, "cluster"),
+        plural(summary.pools, "pool"),
+        plural(page.waves.len(), "wave"),
+    );
+    if !page.overdue.is_empty() {
+        out += &format!(
+            "overdue: {} on images past their channel's maxAge (rota status --fleet --overdue)\n",
+            plural(page.overdue.len(), "pool"),
+        );
+    }
+    for (i, (w, s)) in page.waves.iter().zip(&summary.waves).enumerate() {
+        let pins: Vec<String> = w.pins.iter().map(|(c, v)| format!("{c}@{v}")).collect();
+        out += &format!(
+            "\nwave {} {}  pins {}  soak {}  {} {}/{} nodes on target\n",
+            i + 1,
+            w.name,
+            if pins.is_empty() {
+                "nothing".into()
+            } else {
+                pins.join(" ")
+            },
+            w.soak,
+            bar(w.on_target, w.total, 20),
+            count(w.on_target as usize),
+            count(w.total as usize),
+        );
+        // Attention first, as the states sort: failure, error, pending, none, success.
+        let rank = |st: &str| match st {
+            "failure" => 0,
+            "error" => 1,
+            "pending" => 2,
+            "none" => 3,
+            _ => 4,
+        };
+        let mut states: Vec<(&String, &usize)> = s.cluster_states.iter().collect();
+        states.sort_by_key(|(st, _)| rank(st));
+        let states: Vec<String> = states
+            .iter()
+            .map(|(st, n)| {
+                let st = if st.as_str() == "none" {
+                    "no report"
+                } else {
+                    st.as_str()
+                };
+                format!("{} {st}", count(**n))
+            })
+            .collect();
+        out += &format!(
+            "  {:<9}{}: {}\n",
+            "clusters",
+            count(s.clusters),
+            states.join(" · ")
+        );
+        let phases: Vec<String> = s
+            .phases
+            .iter()
+            .map(|p| format!("{} {}", count(p.pools), p.phase.label()))
+            .collect();
+        out += &format!(
+            "  {:<9}{}: {}\n",
+            "pools",
+            count(s.pools),
+            phases.join(" · ")
+        );
+        for ch in &s.versions {
+            let shares: Vec<String> = ch
+                .versions
+                .iter()
+                .map(|v| {
+                    let pct = v.pools as f64 * 100.0 / ch.pools.max(1) as f64;
+                    let name = v.version.as_deref().unwrap_or("none recorded");
+                    let target = if v.version.is_some() && v.version == ch.target {
+                        " (target)"
+                    } else {
+                        ""
+                    };
+                    format!("{name}{target} {pct:.0}% ({})", count(v.pools))
+                })
+                .collect();
+            out += &format!("  {:<9}{}\n", ch.channel, shares.join(" · "));
+        }
+        for h in s.holds.iter().take(3) {
+            out += &format!(
+                "  {:<9}{} ({}): {}\n",
+                "held",
+                plural(h.pools, "pool"),
+                h.kind,
+                h.text
+            );
+        }
+        if s.holds.len() > 3 {
+            let rest: usize = s.holds[3..].iter().map(|h| h.pools).sum();
+            out += &format!(
+                "  {:<9}{} held otherwise (rota status --fleet --wave {} --state held)\n",
+                "",
+                plural(rest, "pool"),
+                w.name
+            );
+        }
+    }
+    let n = |k: ExceptionKind| summary.exception_counts.get(&k).copied().unwrap_or(0);
+    if summary.exceptions.is_empty() {
+        out += "\nno exceptions: nothing failing, halted, held too long or silent\n";
+    } else {
+        let counts: Vec<String> = ExceptionKind::ALL
+            .iter()
+            .filter(|k| n(**k) > 0)
+            .map(|k| format!("{} {}", count(n(*k)), k.label()))
+            .collect();
+        out += &format!("\nexceptions: {}\n", counts.join(" · "));
+        for kind in ExceptionKind::ALL {
+            let of_kind = summary.exceptions.iter().filter(|e| e.kind == kind);
+            for e in of_kind.take(EXCEPTIONS_LISTED) {
+                let at = match &e.pool {
+                    Some(p) => format!("{}/{p}", e.cluster),
+                    None => e.cluster.clone(),
+                };
+                out += &format!("  {:<14}{:<10} {at}: {}\n", kind.label(), e.wave, e.text);
+            }
+            if n(kind) > EXCEPTIONS_LISTED {
+                out += &format!(
+                    "  {:<14}and {} more (rota status --fleet --state {})\n",
+                    "",
+                    count(n(kind) - EXCEPTIONS_LISTED),
+                    kind.state().key()
+                );
+            }
+        }
+    }
+    out += "\nevery cluster and pool: rota status --fleet --all; or narrow with --wave, --cluster, --state, --version, --label KEY=VALUE\n";
+    out
 }
 
 /// `23d 4h`, `5h 10m`, `4m`: from `from` to `to`, for spans of days.

@@ -1,0 +1,256 @@
+//! The fleet at fleet size, from the operator's side: fleet repos of 1,000, 5,000 and 10,000
+//! clusters (5 pools each, three waves, a git-notes status per cluster on each of two
+//! commits; `tests/support/big_fleet.rs`), and the real `rota` binary (`ROTA_BIN`, default
+//! the one cargo built beside the bench) run on each as a user would: `validate`, `render`,
+//! `diff`, `promote --check` (the guard's answer), `status --fleet` (the summary, `--all`,
+//! `--format json`), `where`, and the page (`rota ui`: startup, time to first byte and to the
+//! whole page, its size, the server's peak memory). A black box, so the same bench measures
+//! any build. Wall time and peak RSS per command come from `wait4`; nothing about time is
+//! asserted, only that each command answered.
+//!
+//! Run: `cargo bench --bench fleet_scale` (`ROTA_BENCH_CLUSTERS=10000` or `=1000,5000` picks
+//! the sizes). Without `--bench` (as `cargo test --all-targets` runs it) it is a smoke pass
+//! at 60 clusters (300 pools, past the size where `status --fleet` summarizes).
+//!
+//! Prints `key=value` lines, a block per size starting with `clusters=N`: `<figure>_ms`,
+//! `<figure>_rss_mib`, `<figure>_bytes` (output size), and `promote_exit`, `page_*`.
+
+#[path = "../tests/support/big_fleet.rs"]
+mod big_fleet;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Run {
+    ms: f64,
+    rss_mib: f64,
+    code: i32,
+    out: String,
+}
+
+/// Runs `bin args` to completion with stdout to a file (a pipe would need a reader beside
+/// it), and its own wall time and peak RSS (`wait4` reports the child's alone).
+// The child is reaped by `wait4` below, not `Child::wait`, which cannot return its rusage.
+#[allow(clippy::zombie_processes)]
+fn run(bin: &Path, args: &[&str], scratch: &Path) -> Run {
+    let out_path = scratch.join("stdout");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let t = Instant::now();
+    let child = Command::new(bin)
+        .args(args)
+        .env("ROTA_LOG", "error")
+        .stdout(out)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child's pid, with pointers to live locals.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    Run {
+        ms,
+        // ru_maxrss is in KiB on Linux.
+        rss_mib: usage.ru_maxrss as f64 / 1024.0,
+        code,
+        out: std::fs::read_to_string(&out_path).unwrap_or_default(),
+    }
+}
+
+fn report(name: &str, r: &Run) {
+    println!("{name}_ms={:.0}", r.ms);
+    println!("{name}_rss_mib={:.1}", r.rss_mib);
+    println!("{name}_bytes={}", r.out.len());
+}
+
+/// One GET of `path`: (time to the first byte, time to the whole response, the response).
+fn get(addr: &str, path: &str) -> (Duration, Duration, Vec<u8>) {
+    let t = Instant::now();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(600))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut first = [0u8; 1];
+    s.read_exact(&mut first).unwrap();
+    let ttfb = t.elapsed();
+    let mut body = first.to_vec();
+    s.read_to_end(&mut body).unwrap();
+    assert!(
+        body.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&body[..body.len().min(300)])
+    );
+    (ttfb, t.elapsed(), body)
+}
+
+/// `VmHWM` (peak resident set) of `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+fn page(bin: &Path, repo: &str, clusters: usize) {
+    let t = Instant::now();
+    let mut child = Command::new(bin)
+        .args(["ui", "--listen", "127.0.0.1:0", "--repo", repo])
+        .env("ROTA_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    println!("page_startup_ms={:.0}", t.elapsed().as_secs_f64() * 1000.0);
+    let addr = line
+        .trim()
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let (ttfb, full, body) = get(&addr, "/");
+    println!("page_first_byte_ms={:.0}", ttfb.as_secs_f64() * 1000.0);
+    println!("page_full_ms={:.0}", full.as_secs_f64() * 1000.0);
+    println!("page_bytes={}", body.len());
+    let text = String::from_utf8_lossy(&body);
+    let last = big_fleet::name(clusters - 1);
+    assert!(
+        text.contains("c00000") && text.contains(&last),
+        "the page names c00000 and {last}"
+    );
+    let (ttfb, full, _) = get(&addr, "/");
+    println!(
+        "page_again_first_byte_ms={:.0}",
+        ttfb.as_secs_f64() * 1000.0
+    );
+    println!("page_again_full_ms={:.0}", full.as_secs_f64() * 1000.0);
+    println!("page_server_peak_rss_mib={:.1}", peak_rss_mib(child.id()));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn measure(bin: &Path, clusters: usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("fleet");
+    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tmp.path();
+    let t = Instant::now();
+    let e = big_fleet::generate(&dir, clusters, chrono::Utc::now());
+    println!("clusters={clusters}");
+    println!("pools={}", e.pools);
+    println!("generate_ms={:.0}", t.elapsed().as_secs_f64() * 1000.0);
+    let repo = dir.to_str().unwrap();
+    let r = run(bin, &["validate", repo], scratch);
+    assert_eq!(r.code, 0, "validate: {}", r.out);
+    report("validate", &r);
+    let r = run(
+        bin,
+        &[
+            "render",
+            "--repo",
+            repo,
+            "--rev",
+            "HEAD",
+            "--cluster",
+            "c00001",
+        ],
+        scratch,
+    );
+    assert_eq!(r.code, 0, "render: {}", r.out);
+    report("render", &r);
+    let r = run(
+        bin,
+        &["diff", "--repo", repo, "--from", "HEAD~1", "--to", "HEAD"],
+        scratch,
+    );
+    assert!(r.out.contains("early"), "diff names the wave: {}", r.out);
+    report("diff", &r);
+    // The guard's answer for main: early has not completed general@2026.11.2.
+    let r = run(
+        bin,
+        &["promote", "--wave", "main", "--check", "--repo", repo],
+        scratch,
+    );
+    assert!(r.code >= 0, "promote --check answered");
+    report("promote_check", &r);
+    println!("promote_exit={}", r.code);
+    let r = run(bin, &["status", "--fleet", "--repo", repo], scratch);
+    assert!(r.out.contains("exceptions:"), "status --fleet: {}", r.out);
+    report("status_fleet", &r);
+    let r = run(
+        bin,
+        &["status", "--fleet", "--all", "--repo", repo],
+        scratch,
+    );
+    assert!(r.out.contains(&big_fleet::name(clusters - 1)));
+    report("status_fleet_all", &r);
+    let r = run(
+        bin,
+        &["status", "--fleet", "--format", "json", "--repo", repo],
+        scratch,
+    );
+    assert!(r.out.contains("\"exceptionCounts\""));
+    report("status_fleet_json", &r);
+    let r = run(
+        bin,
+        &["status", "--fleet", "--state", "failed", "--repo", repo],
+        scratch,
+    );
+    report("status_fleet_failed", &r);
+    let r = run(
+        bin,
+        &["where", "general@2026.11.2", "--repo", repo],
+        scratch,
+    );
+    assert_eq!(r.code, 0, "where: {}", r.out);
+    report("where", &r);
+    page(bin, repo, clusters);
+}
+
+fn main() {
+    // `cargo test --all-targets` runs this without `--bench`: a smoke pass that still runs
+    // every command once and checks each answered.
+    let bench = std::env::args().any(|a| a == "--bench");
+    let sizes: Vec<usize> = match std::env::var("ROTA_BENCH_CLUSTERS") {
+        Ok(v) => v
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .expect("ROTA_BENCH_CLUSTERS: numbers, comma-separated")
+            })
+            .collect(),
+        Err(_) if bench => vec![1_000, 5_000, 10_000],
+        Err(_) => vec![60],
+    };
+    let bin = std::env::var_os("ROTA_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rota")));
+    assert!(
+        bin.exists(),
+        "{} is missing: build it, or set ROTA_BIN",
+        bin.display()
+    );
+    for n in sizes {
+        measure(&bin, n);
+    }
+}
