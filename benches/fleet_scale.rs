@@ -11,6 +11,7 @@
 //! Run: `cargo bench --bench fleet_scale` (`ROTA_BENCH_CLUSTERS=10000` or `=1000,5000` picks
 //! the sizes). Without `--bench` (as `cargo test --all-targets` runs it) it is a smoke pass
 //! at 60 clusters (300 pools, past the size where `status --fleet` summarizes).
+//! `ROTA_BENCH_KEEP=DIR` keeps the generated fleets (DIR/<clusters>/fleet).
 //!
 //! Prints `key=value` lines, a block per size starting with `clusters=N`: `<figure>_ms`,
 //! `<figure>_rss_mib`, `<figure>_bytes` (output size), and `promote_exit`, `page_*`.
@@ -150,9 +151,15 @@ fn page(bin: &Path, repo: &str, clusters: usize) {
 
 fn measure(bin: &Path, clusters: usize) {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("fleet");
+    // `ROTA_BENCH_KEEP=DIR` keeps each generated fleet in DIR/<clusters>/fleet, to try the
+    // views on it by hand (the docs' example output comes from one).
+    let base = match std::env::var_os("ROTA_BENCH_KEEP") {
+        Some(keep) => std::path::PathBuf::from(keep).join(clusters.to_string()),
+        None => tmp.path().to_path_buf(),
+    };
+    let dir = base.join("fleet");
     std::fs::create_dir_all(&dir).unwrap();
-    let scratch = tmp.path();
+    let scratch = base.as_path();
     let t = Instant::now();
     let e = big_fleet::generate(&dir, clusters, chrono::Utc::now());
     println!("clusters={clusters}");
