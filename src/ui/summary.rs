@@ -176,7 +176,9 @@ fn pool_exception(
     let person = p.stop.as_ref().is_some_and(|s| s.by == MovedBy::Person);
     if p.phase == Phase::Paused || person {
         let text = match &p.stop {
-            Some(s) => format!("{} (next: {})", p.description, s.next),
+            // The agent's note whole, not the commit status that abbreviates it to 140
+            // characters (which may already carry a shortened "next:").
+            Some(s) => format!("{}; next: {}", s.cause, s.next),
             None => p.description.clone(),
         };
         return Some((ExceptionKind::Halted, text, p.since));
