@@ -290,7 +290,7 @@ impl GitSource {
         if with_branch && !advertised.iter().any(|(n, _)| *n == branch_ref) {
             return Err(no_branch());
         }
-        let local = mirrored_ids(&repo, branch, &advertised);
+        let local = mirrored_ids(&repo, branch, &advertised, &scope);
         let plan = refs_plan::plan(branch, with_branch, &advertised, &local, &scope);
         if let NotesScope::FirstByName { cap } = scope
             && plan.notes_left_out > 0
@@ -440,18 +440,24 @@ impl GitSource {
 }
 
 /// The mirror's ids of the refs a poll may update: the followed branch's tracking ref and
-/// the mirrored copy of each advertised notes ref (looked up by name, so a flood of refs in
-/// the mirror costs nothing here).
+/// the mirrored copy of each advertised notes ref in `scope` (looked up by name, so a flood
+/// of refs in the mirror costs nothing here, and an idle agent of a 10,000-cluster fleet
+/// looks up its own ref, not 10,000).
 fn mirrored_ids(
     repo: &Repository,
     branch: &str,
     advertised: &[(String, Oid)],
+    scope: &NotesScope,
 ) -> std::collections::BTreeMap<String, Oid> {
     let tracking = tracking_ref(branch);
     std::iter::once(tracking)
         .chain(advertised.iter().filter_map(|(n, _)| {
             n.strip_prefix(NOTES_PREFIX)
                 .filter(|c| !c.is_empty())
+                .filter(|c| match scope {
+                    NotesScope::Clusters(set) => set.contains(*c),
+                    NotesScope::FirstByName { .. } => true,
+                })
                 .map(|c| format!("{REMOTE_NOTES_PREFIX}{c}"))
         }))
         .filter_map(|name| repo.refname_to_id(&name).ok().map(|id| (name, id)))
