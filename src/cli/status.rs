@@ -226,11 +226,7 @@ pub fn render(v: &FleetView) -> String {
                 p.description
             );
             if let Some(n) = &p.stop {
-                let who = match n.by {
-                    rota_core::rotate::stop::MovedBy::Person => "needs a person",
-                    rota_core::rotate::stop::MovedBy::Rota => "waits",
-                };
-                out += &format!("        {who} ({}): {}\n", n.reason, n.next);
+                out += &format!("        {}\n", n.headline());
             }
         }
     }
@@ -310,11 +306,7 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
             eprintln!("rota status: {e}");
             return ExitCode::from(2);
         }
-        let selected = if filter.narrowed() {
-            std::borrow::Cow::Owned(filter.select(&page))
-        } else {
-            std::borrow::Cow::Borrowed(&page)
-        };
+        let selected = filter.apply(&page);
         match args.format {
             OutputFormat::Json => {
                 // The selection, and its summary for scripts that want only the counts.

@@ -129,6 +129,15 @@ impl Filter {
         }
     }
 
+    /// `page` itself when nothing narrows it, else [`Filter::select`]'s part of it.
+    pub fn apply<'a>(&self, page: &'a FleetPage) -> std::borrow::Cow<'a, FleetPage> {
+        if self.narrowed() {
+            std::borrow::Cow::Owned(self.select(page))
+        } else {
+            std::borrow::Cow::Borrowed(page)
+        }
+    }
+
     /// An unknown wave or cluster is the caller's mistake, said with what there is.
     pub fn check(&self, page: &FleetPage) -> Result<(), String> {
         if let Some(w) = &self.wave
@@ -167,6 +176,24 @@ pub fn parse_state(s: &str) -> Result<Phase, String> {
         let names: Vec<&str> = Phase::ALL.iter().map(|p| p.key()).collect();
         format!("no state {s:?}; the states: {}", names.join(", "))
     })
+}
+
+/// `wave N NAME  pins ...  soak ...  [bar] ON/TOTAL nodes on target`, the nodes as the
+/// caller writes them (the summary groups thousands, the listing does not).
+fn wave_header(i: usize, w: &WavePanel, on_target: String, total: String) -> String {
+    let pins: Vec<String> = w.pins.iter().map(|(c, v)| format!("{c}@{v}")).collect();
+    format!(
+        "\nwave {} {}  pins {}  soak {}  {} {on_target}/{total} nodes on target\n",
+        i + 1,
+        w.name,
+        if pins.is_empty() {
+            "nothing".into()
+        } else {
+            pins.join(" ")
+        },
+        w.soak,
+        bar(w.on_target, w.total, 20),
+    )
 }
 
 fn bar(on: u32, total: u32, width: usize) -> String {
@@ -216,11 +243,7 @@ fn pool_line(p: &PoolPanel, now: chrono::DateTime<chrono::Utc>) -> String {
         line += &format!("        {}\n", p.description);
     }
     if let Some(n) = &p.stop {
-        let who = match n.by {
-            rota_core::rotate::stop::MovedBy::Person => "needs a person",
-            rota_core::rotate::stop::MovedBy::Rota => "waits",
-        };
-        line += &format!("        {who} ({}): {}\n", n.reason, n.next);
+        line += &format!("        {}\n", n.headline());
         if !n.blocked_by.is_empty() {
             line += &format!("        blocked by: {}\n", n.blocked_by.join(", "));
         }
@@ -243,13 +266,7 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
             if page.overdue.len() == 1 { "" } else { "s" }
         );
     }
-    let selected;
-    let shown = if filter.narrowed() {
-        selected = filter.select(page);
-        &selected
-    } else {
-        page
-    };
+    let shown = filter.apply(page);
     for w in &shown.waves {
         // The wave's place in the whole fleet, whatever the filter left out.
         let i = page
@@ -258,21 +275,7 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
             .position(|x| x.name == w.name)
             .unwrap_or(0);
         let clusters = &w.clusters;
-        let pins: Vec<String> = w.pins.iter().map(|(c, v)| format!("{c}@{v}")).collect();
-        out += &format!(
-            "\nwave {} {}  pins {}  soak {}  {} {}/{} nodes on target\n",
-            i + 1,
-            w.name,
-            if pins.is_empty() {
-                "nothing".into()
-            } else {
-                pins.join(" ")
-            },
-            w.soak,
-            bar(w.on_target, w.total, 20),
-            w.on_target,
-            w.total
-        );
+        out += &wave_header(i, w, w.on_target.to_string(), w.total.to_string());
         for c in clusters {
             out += &format!("  {} {:<20} {}\n", mark(&c.state), c.name, c.description);
             for p in &c.pools {
@@ -287,13 +290,7 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
 /// release first, with how long ago their deadline passed; and how many there are.
 pub fn overdue(page: &FleetPage, filter: &Filter) -> Result<(String, usize), String> {
     filter.check(page)?;
-    let selected;
-    let shown = if filter.narrowed() {
-        selected = filter.select(page);
-        &selected
-    } else {
-        page
-    };
+    let shown = filter.apply(page);
     let rows: Vec<_> = shown.overdue.iter().collect();
     if rows.is_empty() {
         return Ok((
@@ -365,21 +362,7 @@ pub fn at_size(page: &FleetPage, summary: &FleetSummary) -> String {
         );
     }
     for (i, (w, s)) in page.waves.iter().zip(&summary.waves).enumerate() {
-        let pins: Vec<String> = w.pins.iter().map(|(c, v)| format!("{c}@{v}")).collect();
-        out += &format!(
-            "\nwave {} {}  pins {}  soak {}  {} {}/{} nodes on target\n",
-            i + 1,
-            w.name,
-            if pins.is_empty() {
-                "nothing".into()
-            } else {
-                pins.join(" ")
-            },
-            w.soak,
-            bar(w.on_target, w.total, 20),
-            count(w.on_target as usize),
-            count(w.total as usize),
-        );
+        out += &wave_header(i, w, count(w.on_target as usize), count(w.total as usize));
         // Attention first, as the states sort: failure, error, pending, none, success.
         let rank = |st: &str| match st {
             "failure" => 0,

@@ -234,6 +234,15 @@ pub struct StopNote {
 }
 
 impl StopNote {
+    /// The terminal views' line: `needs a person (Reason): next` or `waits (Reason): next`.
+    pub fn headline(&self) -> String {
+        let who = match self.by {
+            MovedBy::Person => "needs a person",
+            MovedBy::Rota => "waits",
+        };
+        format!("{who} ({}): {}", self.reason, self.next)
+    }
+
     /// One line for an Event or a log: `cause; blocked by: a, b; next: ...`.
     pub fn line(&self) -> String {
         let mut s = self.cause.clone();
