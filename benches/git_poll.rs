@@ -28,17 +28,9 @@ use std::time::{Duration, Instant};
 
 use rota::source::{Auth, GitSource, SourceConfig};
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=bench", "-c", "user.email=bench@rota.dev"])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+#[path = "../tests/support/git.rs"]
+mod support_git;
+use support_git::git;
 
 fn cluster(i: usize) -> String {
     format!("c{i:05}")
