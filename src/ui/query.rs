@@ -195,7 +195,7 @@ mod tests {
         assert_eq!(q.page, 3);
         let again = Query::parse(Some(&q.to_string_at(q.page))).unwrap();
         assert_eq!(again.to_string_at(3), q.to_string_at(3));
-        assert_eq!(q.href(1).contains("page="), false);
+        assert!(!q.href(1).contains("page="));
     }
 
     #[test]
