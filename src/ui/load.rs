@@ -196,9 +196,11 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
     let fleet =
         crate::source::read::load_git_at(&at.repo, &commit.to_string(), at.subdir.as_deref())
             .map_err(|d| UiError::Fleet(d.to_string()))?;
-    let clusters = fleet
+    let mut fleet = fleet;
+    let mut clusters = fleet
         .resolve_all()
         .map_err(|e| UiError::Fleet(e.to_string()))?;
+    slim_for_views(&mut fleet, &mut clusters);
     let names: Vec<String> = clusters.iter().map(|c| c.name.clone()).collect();
     // Only the declared clusters' notes, each from its own ref: a note under a ref that no
     // cluster owns, or about another cluster, holds nothing here as it does for the guard.
@@ -250,6 +252,22 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
         commit_time: commit_time(&at.repo, commit)?,
         key: (commit, tips),
     })
+}
+
+/// What the views never read, dropped once the fleet is resolved: the cluster documents
+/// (the views read the fleet's waves and images, and the resolved clusters), and of each
+/// resolved pool its rollout policy, gates and node selector (the agent's business). At
+/// 10,000 clusters these were most of what `rota ui` kept between requests.
+fn slim_for_views(
+    fleet: &mut rota_core::fleet::Fleet,
+    clusters: &mut [rota_core::fleet::resolved::DesiredCluster],
+) {
+    fleet.clusters = Default::default();
+    for p in clusters.iter_mut().flat_map(|c| c.pools.iter_mut()) {
+        p.policy = Default::default();
+        p.gates = Vec::new();
+        p.node_selector = Default::default();
+    }
 }
 
 /// The page for `at` as of `now`.

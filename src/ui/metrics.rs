@@ -150,8 +150,18 @@ mod tests {
         assert!(text.contains(r#"rota_wave_nodes_on_target{wave="can\"ary",order="1"} 14"#));
         assert!(text.contains(r#"rota_wave_pools{wave="can\"ary",order="1",phase="rotating"} 2"#));
         assert!(text.contains(r#"rota_wave_pools{wave="can\"ary",order="1",phase="held"} 1"#));
+        let served = Served::default();
+        served
+            .not_modified
+            .fetch_add(3, std::sync::atomic::Ordering::Relaxed);
+        let text = text + &served.render();
+        assert!(text.contains(r#"rota_ui_page_answers_total{answer="not_modified"} 3"#));
         for name in NAMES {
-            assert!(text.contains(&format!("# TYPE {name} gauge")));
+            assert!(
+                text.contains(&format!("# TYPE {name} gauge"))
+                    || text.contains(&format!("# TYPE {name} counter")),
+                "{name}"
+            );
         }
     }
 }

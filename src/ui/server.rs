@@ -400,7 +400,14 @@ impl Ui {
                     }
                 }
             };
-            *me.views.current.lock().expect("no panics under the lock") = next;
+            let old = std::mem::replace(
+                &mut *me.views.current.lock().expect("no panics under the lock"),
+                next,
+            );
+            // The last model and the transient reading of git go back to the kernel now,
+            // not at the next periodic trim.
+            drop(old);
+            crate::memory::trim();
         });
     }
 
