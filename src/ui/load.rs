@@ -142,9 +142,12 @@ async fn docs(store: &GitNotesStore, commit: Oid) -> Result<Vec<NoteDoc>, UiErro
 /// neither the revision nor any notes ref moved ([`Loaded::key`]).
 #[derive(Debug, Clone)]
 pub struct Loaded {
+    /// The fleet at the commit, without its cluster documents (see `slim_for_views`).
     pub fleet: rota_core::fleet::Fleet,
     pub clusters: Vec<rota_core::fleet::resolved::DesiredCluster>,
+    /// The agents' notes on the commit: their statuses (their records are in `records`).
     pub head_docs: Vec<NoteDoc>,
+    /// Each pool's newest records, from the commit or the nearest before it that has them.
     pub records: Vec<PoolRecord>,
     pub verified: bool,
     /// When the commit shown was made (its committer time): how long the agents have had
@@ -175,16 +178,16 @@ impl Loaded {
     }
 }
 
-/// The key `at` would load with now, given the clusters it declared last time (`None`: the
-/// revision moved, so the clusters may have too).
-pub async fn key_now(at: &RepoAt, last: &Loaded) -> Result<Option<Key>, UiError> {
+/// The key `at` would load with now, given the key and the clusters of the last load
+/// (`None`: the revision moved, so the clusters may have too).
+pub async fn key_now(at: &RepoAt, last: &Key, names: &[String]) -> Result<Option<Key>, UiError> {
     let commit = resolve(&at.repo, &at.rev)?;
-    if commit != last.key.0 {
+    if commit != last.0 {
         return Ok(None);
     }
     let tips = at
         .notes(Vec::new())
-        .fingerprint(last.cluster_names())
+        .fingerprint(names.to_vec())
         .await
         .map_err(|e| UiError::Notes(e.to_string()))?;
     Ok(Some((commit, tips)))
@@ -210,7 +213,12 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
         .fingerprint(names)
         .await
         .map_err(|e| UiError::Notes(e.to_string()))?;
-    let head_docs = docs(&store, commit).await?;
+    let mut head_docs = docs(&store, commit).await?;
+    // The head's records move to `records` below; the page reads the docs' statuses only.
+    let mut head_records: Vec<PoolRecord> = head_docs
+        .iter_mut()
+        .flat_map(|d| std::mem::take(&mut d.pools))
+        .collect();
     // Each pool's newest records: records are cumulative, so the newest commit that carries
     // a pool's record has everything the pool ever recorded (up to KEPT_PER_POOL). Older
     // commits are read only for the clusters still missing a declared pool's record: once
@@ -223,16 +231,19 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
         if missing.is_empty() {
             break;
         }
-        let d = if c == commit {
-            head_docs.clone()
+        let found: Vec<PoolRecord> = if c == commit {
+            std::mem::take(&mut head_records)
         } else {
             let names = missing.iter().map(|c| c.name.clone()).collect();
             store
                 .docs_of(&c.to_string(), names)
                 .await
                 .map_err(|e| UiError::Notes(e.to_string()))?
+                .into_iter()
+                .flat_map(|d| d.pools)
+                .collect()
         };
-        for r in d.into_iter().flat_map(|d| d.pools) {
+        for r in found {
             if seen.insert((r.cluster.clone(), r.pool.clone())) {
                 records.push(r);
             }

@@ -164,9 +164,9 @@ enum Current {
     },
 }
 
-/// How long a request waits for a rebuild it started before it takes the last model: a
-/// small fleet's rebuild (or a clock rebuild) is done by then, so its page is fresh; a big
-/// fleet's reading of git is not, and its request is not held for it.
+/// How long a request waits for a rebuild it started before it takes the last model, when
+/// the last build took no longer than this: a small fleet's page is then fresh on the poll
+/// that follows a change; a big fleet's requests are not held for its reading of git.
 const WAIT_FOR_FRESH: Duration = Duration::from_millis(800);
 
 /// The built model and the one rebuild that may be under way.
@@ -179,6 +179,8 @@ struct Views {
     /// Tells this process's `ETag`s from another's (a restart counts generations from 1).
     boot: u64,
     served: super::metrics::Served,
+    /// How long the last build took, in milliseconds.
+    last_build_ms: AtomicU64,
 }
 
 impl Views {
@@ -192,6 +194,7 @@ impl Views {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
             served: Default::default(),
+            last_build_ms: AtomicU64::new(0),
         }
     }
 
@@ -363,9 +366,12 @@ impl Ui {
         self.start_build(stamp);
         match last {
             Some(v) => {
-                if tokio::time::timeout(WAIT_FOR_FRESH, done.changed())
-                    .await
-                    .is_ok()
+                let last_took =
+                    Duration::from_millis(self.views.last_build_ms.load(Ordering::Relaxed));
+                if last_took <= WAIT_FOR_FRESH
+                    && tokio::time::timeout(WAIT_FOR_FRESH, done.changed())
+                        .await
+                        .is_ok()
                 {
                     return self.views.get();
                 }
@@ -389,6 +395,7 @@ impl Ui {
             me.views.served.builds.fetch_add(1, Ordering::Relaxed);
             let last = me.views.get().ok();
             let generation = me.views.generation.fetch_add(1, Ordering::SeqCst) + 1;
+            let started = Instant::now();
             let next = match view::next(&me.at, last, stamp.clone(), generation).await {
                 Ok(v) => Current::Ready(Arc::new(v)),
                 Err(e) => {
@@ -400,6 +407,9 @@ impl Ui {
                     }
                 }
             };
+            me.views
+                .last_build_ms
+                .store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
             let old = std::mem::replace(
                 &mut *me.views.current.lock().expect("no panics under the lock"),
                 next,
@@ -501,7 +511,7 @@ impl Ui {
                     let summary = if q.filter.narrowed() {
                         std::borrow::Cow::Owned(super::summary::summarize(
                             &selected,
-                            v.loaded.commit_time,
+                            v.commit_time,
                             &Default::default(),
                         ))
                     } else {
@@ -546,11 +556,11 @@ impl Ui {
                         )),
                     );
                 };
-                let loaded = match self.view().await {
-                    Ok(v) => Arc::clone(&v.loaded),
+                let names = match self.view().await {
+                    Ok(v) => Arc::clone(&v.names),
                     Err(e) => return failed(&e, !api),
                 };
-                let store = self.at.notes(loaded.cluster_names());
+                let store = self.at.notes(names.iter().cloned());
                 match load::commit(&self.at.repo, &store, id).await {
                     Ok(c) if api => json(&c),
                     Ok(c) => reply(StatusCode::OK, HTML, html::commit_page(&c)),
@@ -600,7 +610,7 @@ fn render(v: &View, q: &Query) -> Result<String, String> {
     let summary = if q.filter.narrowed() {
         std::borrow::Cow::Owned(super::summary::summarize(
             &selected,
-            v.loaded.commit_time,
+            v.commit_time,
             &Default::default(),
         ))
     } else {

@@ -69,7 +69,13 @@ pub fn stamp(at: &RepoAt) -> Result<Stamp, UiError> {
 /// The page's model as of one moment, with what it was built from.
 #[derive(Debug)]
 pub struct View {
-    pub loaded: Arc<Loaded>,
+    /// The inputs, kept for the clock's rebuilds; let go of before the next full read of git
+    /// ([`View::release_inputs`]), so that two fleets' inputs are never held at once.
+    loaded: std::sync::Mutex<Option<Arc<Loaded>>>,
+    /// What was read, and the declared clusters (whose notes a commit page shows).
+    pub key: load::Key,
+    pub names: Arc<Vec<String>>,
+    pub commit_time: DateTime<Utc>,
     pub recent: Arc<Vec<CommitView>>,
     pub page: FleetPage,
     /// The whole fleet's summary (a filtered view summarizes its own part).
@@ -95,7 +101,10 @@ impl View {
         let page = loaded.page(now);
         let summary = summarize(&page, loaded.commit_time, &Default::default());
         View {
-            loaded,
+            key: loaded.key.clone(),
+            names: Arc::new(loaded.cluster_names()),
+            commit_time: loaded.commit_time,
+            loaded: std::sync::Mutex::new(Some(loaded)),
             recent,
             page,
             summary,
@@ -109,6 +118,21 @@ impl View {
     pub fn stale(&self, stamp: &Stamp) -> bool {
         &self.stamp != stamp || self.built.elapsed() >= CLOCK_EVERY
     }
+
+    fn inputs(&self) -> Option<Arc<Loaded>> {
+        self.loaded
+            .lock()
+            .expect("no panics under the lock")
+            .clone()
+    }
+
+    /// Drops the inputs (the page stays servable): at 10,000 clusters they are about half
+    /// of what the server holds, and the next read of git allocates as much again.
+    fn release_inputs(&self) {
+        let old = self.loaded.lock().expect("no panics under the lock").take();
+        drop(old);
+        crate::memory::trim();
+    }
 }
 
 /// The next view of `at`, given the last one (if any) and the stamp that made it stale: the
@@ -120,14 +144,22 @@ pub async fn next(
     stamp: Stamp,
     generation: u64,
 ) -> Result<View, UiError> {
-    let reuse = match &last {
+    let same = match &last {
         Some(v) if v.stamp.commit == stamp.commit => {
-            load::key_now(at, &v.loaded).await?.as_ref() == Some(&v.loaded.key)
+            load::key_now(at, &v.key, &v.names).await?.as_ref() == Some(&v.key)
         }
         _ => false,
     };
-    let (loaded, recent) = match last {
-        Some(v) if reuse => (Arc::clone(&v.loaded), Arc::clone(&v.recent)),
+    let kept = match &last {
+        Some(v) if same => v.inputs(),
+        Some(v) => {
+            v.release_inputs();
+            None
+        }
+        None => None,
+    };
+    let (loaded, recent) = match (kept, last) {
+        (Some(loaded), Some(v)) => (loaded, Arc::clone(&v.recent)),
         _ => {
             let loaded = Arc::new(load::load(at).await?);
             let recent = Arc::new(load::recent_of(at, &loaded).await?);
