@@ -4,7 +4,8 @@
 //! the one cargo built beside the bench) run on each as a user would: `validate`, `render`,
 //! `diff`, `promote --check` (the guard's answer), `status --fleet` (the summary, `--all`,
 //! `--format json`), `where`, and the page (`rota ui`: startup, time to first byte and to the
-//! whole page, its size, the server's peak memory). A black box, so the same bench measures
+//! whole page, its size, an open tab's unchanged poll, filtered pages, the page in headless
+//! Chromium, the server's CPU while one tab stays open for a minute, its memory). A black box, so the same bench measures
 //! any build. Wall time and peak RSS per command come from `wait4`; nothing about time is
 //! asserted, only that each command answered.
 //!
@@ -74,14 +75,15 @@ fn report(name: &str, r: &Run) {
     println!("{name}_bytes={}", r.out.len());
 }
 
-/// One GET of `path`: (time to the first byte, time to the whole response, the response).
-fn get(addr: &str, path: &str) -> (Duration, Duration, Vec<u8>) {
+/// One GET of `path` with extra header lines: (time to the first byte, time to the whole
+/// response, the response). Asserts the status is `expect`.
+fn get_with(addr: &str, path: &str, headers: &str, expect: u16) -> (Duration, Duration, Vec<u8>) {
     let t = Instant::now();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(600))).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{headers}\r\n"
     )
     .unwrap();
     let mut first = [0u8; 1];
@@ -90,11 +92,76 @@ fn get(addr: &str, path: &str) -> (Duration, Duration, Vec<u8>) {
     let mut body = first.to_vec();
     s.read_to_end(&mut body).unwrap();
     assert!(
-        body.starts_with(b"HTTP/1.1 200"),
-        "{}",
+        body.starts_with(format!("HTTP/1.1 {expect}").as_bytes()),
+        "{path}: {}",
         String::from_utf8_lossy(&body[..body.len().min(300)])
     );
     (ttfb, t.elapsed(), body)
+}
+
+fn get(addr: &str, path: &str) -> (Duration, Duration, Vec<u8>) {
+    get_with(addr, path, "", 200)
+}
+
+/// The body of a response (after the headers).
+fn body_of(response: &[u8]) -> &[u8] {
+    let at = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(0, |i| i + 4);
+    &response[at..]
+}
+
+/// `VmRSS` (resident now) of `pid`, in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// CPU seconds (user + system) `pid` has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn chromium(profile: &Path) -> Command {
+    let mut c = Command::new(CHROMIUM);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    c
+}
+
+/// The DOM Chromium renders for `url`.
+fn chromium_dom(url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = chromium(profile.path())
+        .args(["--dump-dom", url])
+        .output()
+        .expect("chromium (apt-get install chromium; scripts/test installs it)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `VmHWM` (peak resident set) of `pid`, in MiB.
@@ -107,7 +174,7 @@ fn peak_rss_mib(pid: u32) -> f64 {
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
-fn page(bin: &Path, repo: &str, clusters: usize) {
+fn page(bin: &Path, repo: &str, clusters: usize, bench: bool) {
     let t = Instant::now();
     let mut child = Command::new(bin)
         .args(["ui", "--listen", "127.0.0.1:0", "--repo", repo])
@@ -120,7 +187,9 @@ fn page(bin: &Path, repo: &str, clusters: usize) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
+    // `rota ui` builds the page's model before it listens.
     println!("page_startup_ms={:.0}", t.elapsed().as_secs_f64() * 1000.0);
+    let pid = child.id();
     let addr = line
         .trim()
         .rsplit("http://")
@@ -133,23 +202,120 @@ fn page(bin: &Path, repo: &str, clusters: usize) {
     println!("page_full_ms={:.0}", full.as_secs_f64() * 1000.0);
     println!("page_bytes={}", body.len());
     let text = String::from_utf8_lossy(&body);
-    let last = big_fleet::name(clusters - 1);
     assert!(
-        text.contains("c00000") && text.contains(&last),
-        "the page names c00000 and {last}"
+        text.contains(r#"id="summary-h""#),
+        "the page leads with the summary"
     );
+    let etag = text
+        .lines()
+        .find_map(|l| l.strip_prefix("etag: "))
+        .expect("an ETag")
+        .trim()
+        .to_string();
     let (ttfb, full, _) = get(&addr, "/");
     println!(
         "page_again_first_byte_ms={:.0}",
         ttfb.as_secs_f64() * 1000.0
     );
     println!("page_again_full_ms={:.0}", full.as_secs_f64() * 1000.0);
-    println!("page_server_peak_rss_mib={:.1}", peak_rss_mib(child.id()));
+    // An open tab's poll while nothing changed.
+    let (_, full, r) = get_with(
+        &addr,
+        "/fragment",
+        &format!("If-None-Match: {etag}\r\n"),
+        304,
+    );
+    println!("page_poll_unchanged_ms={:.1}", full.as_secs_f64() * 1000.0);
+    println!("page_poll_unchanged_bytes={}", r.len());
+    // The last page of clusters, and filters: the failing pools; the biggest wave.
+    let pages = clusters.div_ceil(50);
+    let (ttfb, _, r) = get(&addr, &format!("/?page={pages}"));
+    println!("page_last_first_byte_ms={:.0}", ttfb.as_secs_f64() * 1000.0);
+    let last = big_fleet::name(clusters - 1);
+    assert!(
+        String::from_utf8_lossy(&r).contains(&format!(r#"id="cluster-{last}""#)),
+        "the last page lists {last}"
+    );
+    let (ttfb, _, r) = get(&addr, "/?state=failed");
+    println!(
+        "page_failed_first_byte_ms={:.0}",
+        ttfb.as_secs_f64() * 1000.0
+    );
+    println!("page_failed_bytes={}", r.len());
+    let (ttfb, _, r) = get(&addr, "/?wave=main");
+    println!(
+        "page_wave_main_first_byte_ms={:.0}",
+        ttfb.as_secs_f64() * 1000.0
+    );
+    println!("page_wave_main_bytes={}", r.len());
+    let (ttfb, _, r) = get(&addr, "/api/fleet?state=failed");
+    println!(
+        "page_api_failed_first_byte_ms={:.0}",
+        ttfb.as_secs_f64() * 1000.0
+    );
+    assert!(body_of(&r).starts_with(b"{"));
+    // In the browser, at this size.
+    let url = format!("http://{addr}/");
+    let t = Instant::now();
+    let dom = chromium_dom(&url);
+    println!(
+        "page_chromium_load_ms={:.0}",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    assert!(
+        dom.contains(r#"id="exceptions-h""#) && dom.contains(&format!("of {}", count(clusters))),
+        "chromium shows the summary, the exceptions and the pager: {}",
+        &dom[..dom.len().min(2000)]
+    );
+    // One tab kept open: the server's CPU while its script polls every 3 s.
+    let secs = if bench { 60 } else { 8 };
+    let profile = tempfile::tempdir().unwrap();
+    let mut tab = chromium(profile.path())
+        .args(["--remote-debugging-port=0", &url])
+        .spawn()
+        .expect("chromium");
+    // Let the page load and its first poll pass before counting.
+    std::thread::sleep(Duration::from_secs(5));
+    let (cpu0, t0) = (cpu_seconds(pid), Instant::now());
+    std::thread::sleep(Duration::from_secs(secs));
+    let cpu = cpu_seconds(pid) - cpu0;
+    let _ = tab.kill();
+    let _ = tab.wait();
+    println!(
+        "page_tab_cpu_percent={:.2}",
+        cpu * 100.0 / t0.elapsed().as_secs_f64()
+    );
+    let (_, _, m) = get(&addr, "/metrics");
+    let m = String::from_utf8_lossy(&m);
+    for what in ["rendered", "not_modified"] {
+        let n = m
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!("rota_ui_page_answers_total{{answer=\"{what}\"}} "))
+            })
+            .unwrap_or("?");
+        println!("page_answers_{what}={}", n.trim());
+    }
+    println!("page_server_rss_mib={:.1}", rss_mib(pid));
+    println!("page_server_peak_rss_mib={:.1}", peak_rss_mib(pid));
     let _ = child.kill();
     let _ = child.wait();
 }
 
-fn measure(bin: &Path, clusters: usize) {
+/// `10,000`, as the page writes counts.
+fn count(n: usize) -> String {
+    let d = n.to_string();
+    let mut out = String::new();
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn measure(bin: &Path, clusters: usize, bench: bool) {
     let tmp = tempfile::tempdir().unwrap();
     // `ROTA_BENCH_KEEP=DIR` keeps each generated fleet in DIR/<clusters>/fleet, to try the
     // views on it by hand (the docs' example output comes from one).
@@ -230,7 +396,7 @@ fn measure(bin: &Path, clusters: usize) {
     );
     assert_eq!(r.code, 0, "where: {}", r.out);
     report("where", &r);
-    page(bin, repo, clusters);
+    page(bin, repo, clusters, bench);
 }
 
 fn main() {
@@ -258,6 +424,6 @@ fn main() {
         bin.display()
     );
     for n in sizes {
-        measure(&bin, n);
+        measure(&bin, n, bench);
     }
 }

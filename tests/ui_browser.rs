@@ -5,9 +5,16 @@
 //! states: adopting (agents just started), mid-rotation with a soak hold on the next wave,
 //! and after a revert of a version whose gate failed.
 //!
+//! At fleet size (`tests/support/big_fleet.rs`, past the 50 pools a page lists whole): the
+//! summary and the exceptions first, pages of clusters, filters in the URL; and a tab kept
+//! open is answered `304 Not Modified` while nothing changes (the bench `fleet_scale` runs the
+//! same at 10,000 clusters).
+//!
 //! Chromium is required: without it the tests fail with how to install it (`scripts/test`
 //! installs it), they never skip.
 
+#[path = "support/big_fleet.rs"]
+mod big_fleet;
 #[path = "support/git.rs"]
 mod git_support;
 use git_support::{git, rota};
@@ -568,4 +575,164 @@ fn the_demo_serves_the_fleet_page() {
     assert!(order.windows(2).all(|w| w[0] < w[1]), "waves in order");
     assert!(dom.contains(r#"data-pool="canary-use1/general""#));
     assert!(dom.contains(r#"data-channel="general""#), "the timeline");
+}
+
+/// One HTTP/1.1 GET with extra header lines; the status line, the headers and the body.
+fn http_get(url: &str, path: &str, headers: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, head.to_ascii_lowercase(), body.to_string())
+}
+
+fn etag_of(head: &str) -> String {
+    head.lines()
+        .find_map(|l| l.strip_prefix("etag: "))
+        .unwrap_or_else(|| panic!("no ETag in {head}"))
+        .trim()
+        .to_string()
+}
+
+/// A page of the fleet, through Chromium: how many pool rows and which clusters it lists.
+fn rows(dom: &str) -> usize {
+    dom.matches(r#"<tr class="pool""#).count()
+}
+
+#[test]
+fn a_big_fleet_leads_with_the_summary_and_the_exceptions_then_pages_its_clusters() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = big_fleet::generate(dir.path(), 120, Utc::now());
+    let ui = serve(dir.path());
+    let dom = load(&ui.url);
+    assert_accessible(&dom);
+    // Summary, then exceptions, then the first page of clusters.
+    let summary = dom.find(r#"id="summary-h""#).expect("a summary");
+    let exceptions = dom.find(r#"id="exceptions-h""#).expect("exceptions");
+    let clusters = dom.find(r#"id="waves-h""#).expect("clusters");
+    assert!(summary < exceptions && exceptions < clusters);
+    assert!(dom.contains("120 clusters and 600 pools"), "{dom}");
+    for w in ["canary", "early", "main"] {
+        assert!(dom.contains(&format!(r#"<tr data-wave="{w}">"#)), "{w}");
+    }
+    assert!(
+        dom.contains(&format!("{} failing", e.failing)),
+        "the exception counts: {}",
+        &dom[exceptions..clusters]
+    );
+    let failing = e.a_failing.clone().unwrap();
+    assert!(dom[exceptions..clusters].contains(&format!(r#"data-cluster="{failing}""#)));
+    assert!(
+        dom.contains("Clusters 1–50 of 120 · page 1 of 3"),
+        "the pager"
+    );
+    assert_eq!(rows(&dom), 50 * 5, "one page: 50 clusters of 5 pools");
+    assert!(
+        !dom.contains(r#"id="cluster-c00119""#),
+        "page 1 stops at 50"
+    );
+    screenshot(&ui.url, "fleet-at-size", 2400);
+
+    // The last page, by its link.
+    let last = load(&format!("{}?page=3", ui.url));
+    assert!(last.contains("Clusters 101–120 of 120 · page 3 of 3"));
+    assert_eq!(rows(&last), 20 * 5);
+    assert!(last.contains(r#"id="cluster-c00119""#));
+    assert!(last.contains(r#"rel="prev""#) && !last.contains(r#"rel="next""#));
+
+    // Filters in the URL: every listed pool matches; the summary is the selection's.
+    let failed = load(&format!("{}?state=failed", ui.url));
+    assert_eq!(
+        rows(&failed),
+        e.failing,
+        "every failed pool, and only those"
+    );
+    assert!(failed.contains(r#"<option value="failed" selected"#));
+    assert!(failed.contains("Showing "), "says it is a selection");
+    for row in failed.split(r#"<tr class="pool""#).skip(1) {
+        assert!(row.contains(r#"data-phase="failed""#), "{row}");
+    }
+    let one = load(&format!("{}?cluster={failing}", ui.url));
+    assert_eq!(rows(&one), 5);
+    let labelled = load(&format!("{}?wave=canary", ui.url));
+    assert_eq!(rows(&labelled), e.wave_clusters[0] * 5);
+    // The summary's counts are links to their pools.
+    assert!(
+        dom.contains(r#"href="/?wave=early&amp;state=failed""#),
+        "a count links"
+    );
+
+    // A wrong filter says what is wrong and what there is.
+    let (code, _, body) = http_get(&ui.url, "/?wave=nope", "");
+    assert_eq!(code, 400);
+    assert!(
+        body.contains("no wave") && body.contains("canary"),
+        "{body}"
+    );
+    let (code, _, body) = http_get(&ui.url, "/fragment?state=sleeping", "");
+    assert_eq!(code, 400);
+    assert!(body.contains("query parameter state"), "{body}");
+}
+
+#[test]
+fn an_open_tab_is_answered_not_modified_until_the_notes_change() {
+    let (repo, head) = fleet_repo(|s| s);
+    let ui = serve(repo.path());
+    let (code, head1, page) = http_get(&ui.url, "/", "");
+    assert_eq!(code, 200);
+    let etag = etag_of(&head1);
+    assert!(page.contains(&format!("data-etag=\"{}\"", etag.replace('"', "&quot;"))));
+    // The tab's poll with the page's ETag: nothing rendered, nothing sent.
+    let (code, _, body) = http_get(&ui.url, "/fragment", &format!("If-None-Match: {etag}\r\n"));
+    assert_eq!(code, 304);
+    assert!(body.is_empty());
+    // An agent reports: the next poll gets the new fragment, under a new ETag.
+    note(
+        repo.path(),
+        &head,
+        "canary-use1",
+        ("pending", "rotating 1 pool"),
+        &[("gpu", "pending", "batch 3/8 · 14/40 nodes on gpu@2026.11.1")],
+        json!([]),
+    );
+    let (code, head2, body) = http_get(&ui.url, "/fragment", &format!("If-None-Match: {etag}\r\n"));
+    assert_eq!(code, 200, "the notes moved");
+    assert_ne!(etag_of(&head2), etag);
+    assert!(body.contains("batch 3/8 · 14/40 nodes"), "{body}");
+
+    // In the browser: the script polls with the ETag it was served, and is answered 304.
+    let before = http_get(&ui.url, "/metrics", "").2;
+    let answered = |m: &str, what: &str| -> u64 {
+        m.lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!("rota_ui_page_answers_total{{answer=\"{what}\"}} "))
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {what} answers in {m}"))
+    };
+    // Virtual time runs the script's 3-second poll several times within the budget.
+    run_chromium(&["--virtual-time-budget=12000", "--dump-dom", &ui.url]);
+    let after = http_get(&ui.url, "/metrics", "").2;
+    assert!(
+        answered(&after, "not_modified") > answered(&before, "not_modified"),
+        "the tab's polls were answered 304: before {before}, after {after}"
+    );
+    assert_eq!(
+        answered(&after, "rendered"),
+        answered(&before, "rendered") + 1,
+        "only the page itself was rendered"
+    );
 }

@@ -294,7 +294,17 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
     };
     loop {
         let (page, commit_time) = match crate::ui::load::load(&at).await {
-            Ok(l) => (l.page(chrono::Utc::now()), l.commit_time),
+            Ok(l) => {
+                let out = (l.page(chrono::Utc::now()), l.commit_time);
+                // A one-shot view exits next: freeing 10,000 clusters' inputs piece by piece
+                // took a tenth of its time, and the process's exit frees them at once.
+                if args.watch {
+                    drop(l);
+                } else {
+                    std::mem::forget(l);
+                }
+                out
+            }
             Err(e) => {
                 eprintln!("rota: {e}");
                 return ExitCode::from(1);
@@ -384,6 +394,9 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
                 .flat_map(|w| &w.clusters)
                 .flat_map(|c| &c.pools)
                 .all(|p| p.phase == crate::ui::model::Phase::Done);
+            // As the inputs above: the exit frees the model.
+            std::mem::forget(selected);
+            std::mem::forget(page);
             return if done {
                 ExitCode::SUCCESS
             } else {

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 
 use super::load::CommitView;
-use super::model::{FleetPage, Hold, Phase, PoolPanel, WavePanel, WaveStep};
+use super::model::{FleetPage, Hold, OverduePool, Phase, PoolPanel, WavePanel, WaveStep};
 use rota_core::rotate::stop::{MovedBy, StopNote};
 
 /// Escapes text for HTML element content and quoted attribute values.
@@ -26,11 +26,11 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-fn short(id: &str) -> &str {
+pub(super) fn short(id: &str) -> &str {
     &id[..id.len().min(10)]
 }
 
-fn time(t: DateTime<Utc>) -> String {
+pub(super) fn time(t: DateTime<Utc>) -> String {
     format!(
         r#"<time datetime="{}">{}</time>"#,
         t.to_rfc3339(),
@@ -52,7 +52,7 @@ pub fn left(now: DateTime<Utc>, until: DateTime<Utc>) -> String {
 }
 
 /// The icon and the word of a commit-status state.
-fn state_badge(state: &str) -> String {
+pub(super) fn state_badge(state: &str) -> String {
     let (icon, word) = match state {
         "success" => ("✓", "success"),
         "pending" => ("●", "pending"),
@@ -66,7 +66,7 @@ fn state_badge(state: &str) -> String {
     )
 }
 
-fn phase_badge(p: Phase) -> String {
+pub(super) fn phase_badge(p: Phase) -> String {
     let cls = match p {
         Phase::Done | Phase::Ignored => "success",
         Phase::Failed => "failure",
@@ -175,7 +175,7 @@ fn pool_row(p: &PoolPanel, now: DateTime<Utc>) -> String {
     )
 }
 
-fn wave_html(i: usize, w: &WavePanel, now: DateTime<Utc>) -> String {
+pub(super) fn wave_html(i: usize, w: &WavePanel, now: DateTime<Utc>) -> String {
     let pins: Vec<String> = w
         .pins
         .iter()
@@ -265,16 +265,21 @@ fn step_html(s: &WaveStep, now: DateTime<Utc>) -> String {
 }
 
 /// The pools past their channel's patch deadline, first on the page (nothing when none).
-fn overdue_html(page: &FleetPage) -> String {
-    if page.overdue.is_empty() {
+pub(super) fn overdue_html(page: &FleetPage) -> String {
+    overdue_table(&page.overdue, "")
+}
+
+/// The overdue pools `rows`, with `more` said after the count (when the list is cut).
+pub(super) fn overdue_table(rows: &[OverduePool], more: &str) -> String {
+    if rows.is_empty() {
         return String::new();
     }
     let mut out = format!(
-        r#"<h2 id="overdue-h">Overdue images</h2><p class="error">{} pool{} on images released longer ago than their channel's maxAge, the oldest first.</p><table class="overdue"><thead><tr><th scope="col">Pool</th><th scope="col">Version</th><th scope="col">Released</th><th scope="col">maxAge</th><th scope="col">Due</th></tr></thead><tbody>"#,
-        page.overdue.len(),
-        if page.overdue.len() == 1 { "" } else { "s" }
+        r#"<h2 id="overdue-h">Overdue images</h2><p class="error">{} pool{} on images released longer ago than their channel's maxAge, the oldest first{more}.</p><table class="overdue"><thead><tr><th scope="col">Pool</th><th scope="col">Version</th><th scope="col">Released</th><th scope="col">maxAge</th><th scope="col">Due</th></tr></thead><tbody>"#,
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" }
     );
-    for o in &page.overdue {
+    for o in rows {
         out += &format!(
             r#"<tr data-cluster="{c}"><td>{c}/{p}</td><td>{ch}@{v}</td><td>{r}</td><td>{m}</td><td>{d}</td></tr>"#,
             c = esc(&o.cluster),
@@ -289,22 +294,35 @@ fn overdue_html(page: &FleetPage) -> String {
     out + "</tbody></table>\n"
 }
 
-/// The live part of the page (swapped in by the script on every refresh).
+/// The live part of the page (swapped in by the script on every refresh): every wave with
+/// every cluster and pool, for a fleet small enough to read whole.
 pub fn fragment(page: &FleetPage, recent: &[CommitView]) -> String {
-    let mut out = format!(
-        r#"<p class="updated">Fleet <strong>{f}</strong> at commit <a href="/commit/{c}"><code>{s}</code></a> · as of {t}</p>
-{overdue}<h2 id="waves-h">Waves</h2>
+    let mut out = updated_html(page, "");
+    out += &overdue_html(page);
+    out += r#"<h2 id="waves-h">Waves</h2>
+"#;
+    for (i, w) in page.waves.iter().enumerate() {
+        out += &wave_html(i, w, page.now);
+    }
+    out += &timeline_html(page);
+    out + &commits_html(recent)
+}
+
+/// `Fleet F at commit C · as of T`, then `extra`.
+pub(super) fn updated_html(page: &FleetPage, extra: &str) -> String {
+    format!(
+        r#"<p class="updated">Fleet <strong>{f}</strong> at commit <a href="/commit/{c}"><code>{s}</code></a> · as of {t}{extra}</p>
 "#,
-        overdue = overdue_html(page),
         f = esc(&page.fleet),
         c = esc(&page.commit),
         s = esc(short(&page.commit)),
         t = time(page.now),
-    );
-    for (i, w) in page.waves.iter().enumerate() {
-        out += &wave_html(i, w, page.now);
-    }
-    out += r#"<h2 id="timeline-h">Version timeline</h2>"#;
+    )
+}
+
+/// Per channel, each version's progress through the waves.
+pub(super) fn timeline_html(page: &FleetPage) -> String {
+    let mut out = r#"<h2 id="timeline-h">Version timeline</h2>"#.to_string();
     for ch in &page.channels {
         out += &format!(
             r#"<section class="timeline" data-channel="{c}"><h3>Channel {c}</h3><table><thead><tr><th scope="col">Version</th>"#,
@@ -328,7 +346,12 @@ pub fn fragment(page: &FleetPage, recent: &[CommitView]) -> String {
         }
         out += "</tbody></table></section>\n";
     }
-    out += r#"<h2 id="commits-h">Commits</h2><table class="commits"><thead><tr><th scope="col">Commit</th><th scope="col">Statuses</th><th scope="col">Subject</th><th scope="col">Author</th><th scope="col">Time</th></tr></thead><tbody>"#;
+    out
+}
+
+/// The newest commits with their combined status.
+pub(super) fn commits_html(recent: &[CommitView]) -> String {
+    let mut out = r#"<h2 id="commits-h">Commits</h2><table class="commits"><thead><tr><th scope="col">Commit</th><th scope="col">Statuses</th><th scope="col">Subject</th><th scope="col">Author</th><th scope="col">Time</th></tr></thead><tbody>"#.to_string();
     for c in recent {
         out += &format!(
             r#"<tr><td><a href="/commit/{id}"><code>{s}</code></a></td><td>{b} {n}</td><td>{subj}</td><td>{a}</td><td>{t}</td></tr>"#,
@@ -348,7 +371,7 @@ pub fn fragment(page: &FleetPage, recent: &[CommitView]) -> String {
     out + "</tbody></table>\n"
 }
 
-fn shell(title: &str, body: &str, live: bool) -> String {
+pub(super) fn shell(title: &str, body: &str, live: bool) -> String {
     format!(
         r##"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

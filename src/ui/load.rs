@@ -142,9 +142,12 @@ async fn docs(store: &GitNotesStore, commit: Oid) -> Result<Vec<NoteDoc>, UiErro
 /// neither the revision nor any notes ref moved ([`Loaded::key`]).
 #[derive(Debug, Clone)]
 pub struct Loaded {
+    /// The fleet at the commit, without its cluster documents (see `slim_for_views`).
     pub fleet: rota_core::fleet::Fleet,
     pub clusters: Vec<rota_core::fleet::resolved::DesiredCluster>,
+    /// The agents' notes on the commit: their statuses (their records are in `records`).
     pub head_docs: Vec<NoteDoc>,
+    /// Each pool's newest records, from the commit or the nearest before it that has them.
     pub records: Vec<PoolRecord>,
     pub verified: bool,
     /// When the commit shown was made (its committer time): how long the agents have had
@@ -175,16 +178,16 @@ impl Loaded {
     }
 }
 
-/// The key `at` would load with now, given the clusters it declared last time (`None`: the
-/// revision moved, so the clusters may have too).
-pub async fn key_now(at: &RepoAt, last: &Loaded) -> Result<Option<Key>, UiError> {
+/// The key `at` would load with now, given the key and the clusters of the last load
+/// (`None`: the revision moved, so the clusters may have too).
+pub async fn key_now(at: &RepoAt, last: &Key, names: &[String]) -> Result<Option<Key>, UiError> {
     let commit = resolve(&at.repo, &at.rev)?;
-    if commit != last.key.0 {
+    if commit != last.0 {
         return Ok(None);
     }
     let tips = at
         .notes(Vec::new())
-        .fingerprint(last.cluster_names())
+        .fingerprint(names.to_vec())
         .await
         .map_err(|e| UiError::Notes(e.to_string()))?;
     Ok(Some((commit, tips)))
@@ -196,9 +199,11 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
     let fleet =
         crate::source::read::load_git_at(&at.repo, &commit.to_string(), at.subdir.as_deref())
             .map_err(|d| UiError::Fleet(d.to_string()))?;
-    let clusters = fleet
+    let mut fleet = fleet;
+    let mut clusters = fleet
         .resolve_all()
         .map_err(|e| UiError::Fleet(e.to_string()))?;
+    slim_for_views(&mut fleet, &mut clusters);
     let names: Vec<String> = clusters.iter().map(|c| c.name.clone()).collect();
     // Only the declared clusters' notes, each from its own ref: a note under a ref that no
     // cluster owns, or about another cluster, holds nothing here as it does for the guard.
@@ -208,7 +213,12 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
         .fingerprint(names)
         .await
         .map_err(|e| UiError::Notes(e.to_string()))?;
-    let head_docs = docs(&store, commit).await?;
+    let mut head_docs = docs(&store, commit).await?;
+    // The head's records move to `records` below; the page reads the docs' statuses only.
+    let mut head_records: Vec<PoolRecord> = head_docs
+        .iter_mut()
+        .flat_map(|d| std::mem::take(&mut d.pools))
+        .collect();
     // Each pool's newest records: records are cumulative, so the newest commit that carries
     // a pool's record has everything the pool ever recorded (up to KEPT_PER_POOL). Older
     // commits are read only for the clusters still missing a declared pool's record: once
@@ -221,16 +231,19 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
         if missing.is_empty() {
             break;
         }
-        let d = if c == commit {
-            head_docs.clone()
+        let found: Vec<PoolRecord> = if c == commit {
+            std::mem::take(&mut head_records)
         } else {
             let names = missing.iter().map(|c| c.name.clone()).collect();
             store
                 .docs_of(&c.to_string(), names)
                 .await
                 .map_err(|e| UiError::Notes(e.to_string()))?
+                .into_iter()
+                .flat_map(|d| d.pools)
+                .collect()
         };
-        for r in d.into_iter().flat_map(|d| d.pools) {
+        for r in found {
             if seen.insert((r.cluster.clone(), r.pool.clone())) {
                 records.push(r);
             }
@@ -250,6 +263,22 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
         commit_time: commit_time(&at.repo, commit)?,
         key: (commit, tips),
     })
+}
+
+/// What the views never read, dropped once the fleet is resolved: the cluster documents
+/// (the views read the fleet's waves and images, and the resolved clusters), and of each
+/// resolved pool its rollout policy, gates and node selector (the agent's business). At
+/// 10,000 clusters these were most of what `rota ui` kept between requests.
+fn slim_for_views(
+    fleet: &mut rota_core::fleet::Fleet,
+    clusters: &mut [rota_core::fleet::resolved::DesiredCluster],
+) {
+    fleet.clusters = Default::default();
+    for p in clusters.iter_mut().flat_map(|c| c.pools.iter_mut()) {
+        p.policy = Default::default();
+        p.gates = Vec::new();
+        p.node_selector = Default::default();
+    }
 }
 
 /// The page for `at` as of `now`.

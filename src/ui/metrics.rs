@@ -8,11 +8,35 @@ use std::fmt::Write as _;
 use super::model::FleetPage;
 
 /// Every series name rendered here (tests check the dashboard only queries known names).
-pub const NAMES: [&str; 3] = [
+pub const NAMES: [&str; 5] = [
     "rota_wave_nodes",
     "rota_wave_nodes_on_target",
     "rota_wave_pools",
+    "rota_ui_page_answers_total",
+    "rota_ui_page_builds_total",
 ];
+
+/// What the page server itself did: answers to the page and its live fragment, rendered or
+/// `304 Not Modified` (an open tab with nothing new), and the builds of its model.
+#[derive(Debug, Default)]
+pub struct Served {
+    pub rendered: std::sync::atomic::AtomicU64,
+    pub not_modified: std::sync::atomic::AtomicU64,
+    pub builds: std::sync::atomic::AtomicU64,
+}
+
+impl Served {
+    /// Its series, in the text format.
+    pub fn render(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        format!(
+            "# HELP rota_ui_page_answers_total Answers to the fleet page and its live fragment, by whether anything was rendered.\n# TYPE rota_ui_page_answers_total counter\nrota_ui_page_answers_total{{answer=\"rendered\"}} {}\nrota_ui_page_answers_total{{answer=\"not_modified\"}} {}\n# HELP rota_ui_page_builds_total Builds of the page's model (a commit or notes change, or the clock).\n# TYPE rota_ui_page_builds_total counter\nrota_ui_page_builds_total {}\n",
+            self.rendered.load(Relaxed),
+            self.not_modified.load(Relaxed),
+            self.builds.load(Relaxed),
+        )
+    }
+}
 
 fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -126,8 +150,18 @@ mod tests {
         assert!(text.contains(r#"rota_wave_nodes_on_target{wave="can\"ary",order="1"} 14"#));
         assert!(text.contains(r#"rota_wave_pools{wave="can\"ary",order="1",phase="rotating"} 2"#));
         assert!(text.contains(r#"rota_wave_pools{wave="can\"ary",order="1",phase="held"} 1"#));
+        let served = Served::default();
+        served
+            .not_modified
+            .fetch_add(3, std::sync::atomic::Ordering::Relaxed);
+        let text = text + &served.render();
+        assert!(text.contains(r#"rota_ui_page_answers_total{answer="not_modified"} 3"#));
         for name in NAMES {
-            assert!(text.contains(&format!("# TYPE {name} gauge")));
+            assert!(
+                text.contains(&format!("# TYPE {name} gauge"))
+                    || text.contains(&format!("# TYPE {name} counter")),
+                "{name}"
+            );
         }
     }
 }

@@ -1,16 +1,21 @@
 //! `rota ui`: the fleet at a glance, as a read-only web page served from the fleet repo and
 //! the agents' status notes (no cluster access). `model` is what the page shows (pure, also
 //! behind `rota status --fleet` and `rota where`), `load` reads git, `html` renders, `server`
-//! serves it over HTTP with the embedded assets; `summary` is what `rota status --fleet` leads
-//! with on a big fleet (counts per wave and the exceptions).
+//! serves it over HTTP with the embedded assets; `summary` is what `rota status --fleet` and
+//! the page lead with on a big fleet (counts per wave and the exceptions); `view` keeps the
+//! built model between requests, `query` reads the page's filters from its URL and
+//! `html_size` renders a big fleet (or a filtered view) as summary, exceptions and pages.
 
 pub mod html;
+pub mod html_size;
 pub mod load;
 pub mod metrics;
 pub mod model;
+pub mod query;
 pub mod server;
 pub mod summary;
 pub mod text;
+pub mod view;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -119,6 +119,20 @@ pub struct WavePanel {
     pub total: u32,
 }
 
+impl WavePanel {
+    /// The wave without its clusters (a page of them is put back by the caller).
+    pub fn clone_header(&self) -> WavePanel {
+        WavePanel {
+            name: self.name.clone(),
+            soak: self.soak.clone(),
+            pins: self.pins.clone(),
+            clusters: Vec::new(),
+            on_target: self.on_target,
+            total: self.total,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterPanel {

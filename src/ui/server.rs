@@ -15,14 +15,20 @@
 //!   `-Opener-Policy: same-origin`; a request another site's page makes (`Sec-Fetch-Site:
 //!   cross-site`, anything but following a link) is refused; the page loads nothing from
 //!   elsewhere (CSP) and links out without a referrer.
-//! - **Cost.** What the page is computed from is read from git once per (revision, notes
-//!   refs' tips) and kept; each request only recomputes the page for the clock.
+//! - **Cost.** The page's model is built once per (revision, notes refs' tips) and rebuilt
+//!   for the clock once a minute ([`super::view`]); a request renders only the part it asks
+//!   for (the summary, the exceptions, a page of clusters: [`super::html_size`]). Every
+//!   answer carries an `ETag` naming the model it came from, and a poll that sends it back
+//!   (`If-None-Match`) while the model stands is answered `304` with nothing rendered: an
+//!   open tab costs a `stat` or three every few seconds. While a big fleet is read again,
+//!   requests get the last model at once rather than wait for the new one.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -32,8 +38,11 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use super::load::{self, CommitView, Loaded, RepoAt};
-use super::{UiError, html};
+use super::load::{self, RepoAt};
+use super::query::Query;
+use super::text::LIST_ALL_UP_TO_POOLS;
+use super::view::{self, CLOCK_EVERY, Stamp, View};
+use super::{UiError, html, html_size};
 use crate::serving::Slots;
 
 const CSS: &str = include_str!("assets/rota.css");
@@ -142,8 +151,86 @@ impl Drop for ClientSlot {
     }
 }
 
-/// What the page was last computed from, and the recent commits of that revision.
-type Cache = Option<(Arc<Loaded>, Arc<Vec<CommitView>>)>;
+/// The model requests are answered from, or why there is none.
+enum Current {
+    Empty,
+    Ready(Arc<View>),
+    /// The last build failed (a bad revision, an invalid fleet at the commit): answered as
+    /// an error until the stamp moves or a minute passed.
+    Failed {
+        stamp: Stamp,
+        error: Arc<UiError>,
+        at: Instant,
+    },
+}
+
+/// How long a request waits for a rebuild it started before it takes the last model, when
+/// the last build took no longer than this: a small fleet's page is then fresh on the poll
+/// that follows a change; a big fleet's requests are not held for its reading of git.
+const WAIT_FOR_FRESH: Duration = Duration::from_millis(800);
+
+/// The built model and the one rebuild that may be under way.
+struct Views {
+    current: Mutex<Current>,
+    building: AtomicBool,
+    /// Counts finished builds: a request that started one waits on it.
+    done: tokio::sync::watch::Sender<u64>,
+    generation: AtomicU64,
+    /// Tells this process's `ETag`s from another's (a restart counts generations from 1).
+    boot: u64,
+    served: super::metrics::Served,
+    /// How long the last build took, in milliseconds.
+    last_build_ms: AtomicU64,
+}
+
+impl Views {
+    fn new() -> Self {
+        Views {
+            current: Mutex::new(Current::Empty),
+            building: AtomicBool::new(false),
+            done: tokio::sync::watch::Sender::new(0),
+            generation: AtomicU64::new(0),
+            boot: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            served: Default::default(),
+            last_build_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn get(&self) -> Result<Arc<View>, Arc<UiError>> {
+        match &*self.current.lock().expect("no panics under the lock") {
+            Current::Ready(v) => Ok(Arc::clone(v)),
+            Current::Failed { error, .. } => Err(Arc::clone(error)),
+            Current::Empty => Err(Arc::new(UiError::Notes("the page is not built yet".into()))),
+        }
+    }
+
+    /// Whether a request that found `stamp` should have a newer model built.
+    fn due(&self, stamp: &Stamp) -> (bool, Option<Arc<View>>) {
+        match &*self.current.lock().expect("no panics under the lock") {
+            Current::Ready(v) => (v.stale(stamp), Some(Arc::clone(v))),
+            Current::Failed { stamp: s, at, .. } => {
+                (s != stamp || at.elapsed() >= CLOCK_EVERY, None)
+            }
+            Current::Empty => (true, None),
+        }
+    }
+
+    fn etag(&self, v: &View) -> String {
+        format!("\"{:x}-{}\"", self.boot, v.generation)
+    }
+}
+
+/// Resets `building` however the build ends.
+struct Building(Arc<Views>);
+
+impl Drop for Building {
+    fn drop(&mut self) {
+        self.0.building.store(false, Ordering::SeqCst);
+        self.0.done.send_modify(|n| *n += 1);
+    }
+}
 
 /// The page's data source and limits; cheap to clone.
 #[derive(Clone)]
@@ -152,9 +239,7 @@ pub struct Ui {
     limits: Limits,
     hosts: Arc<Hosts>,
     clients: Arc<PerClient>,
-    /// One reader at a time: a request that finds the inputs stale reloads them while the
-    /// others wait, then all use the new ones.
-    cache: Arc<tokio::sync::Mutex<Cache>>,
+    views: Arc<Views>,
 }
 
 /// A commit id as links carry it: 4 to 64 hex digits (nothing else reaches `revparse`).
@@ -172,7 +257,7 @@ impl Ui {
             limits,
             hosts: Arc::new(Hosts::default()),
             clients: Arc::new(PerClient::default()),
-            cache: Arc::new(tokio::sync::Mutex::new(None)),
+            views: Arc::new(Views::new()),
         }
     }
 
@@ -251,19 +336,89 @@ impl Ui {
         }
     }
 
-    /// What the page is computed from: kept while the revision and the notes refs' tips
-    /// stay the same, read again from git when either moved.
-    async fn inputs(&self) -> Result<(Arc<Loaded>, Arc<Vec<CommitView>>), UiError> {
-        let mut cache = self.cache.lock().await;
-        if let Some((loaded, recent)) = &*cache
-            && load::key_now(&self.at, loaded).await?.as_ref() == Some(&loaded.key)
-        {
-            return Ok((Arc::clone(loaded), Arc::clone(recent)));
+    /// Builds the first model now (`rota ui` does before it listens, so that a wrong repo
+    /// fails at start and the first request is answered from a built page).
+    pub async fn warm(&self) -> Result<(), UiError> {
+        match self.view().await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(match Arc::try_unwrap(e) {
+                Ok(e) => e,
+                Err(e) => UiError::Notes(e.to_string()),
+            }),
         }
-        let loaded = Arc::new(load::load(&self.at).await?);
-        let recent = Arc::new(load::recent_of(&self.at, &loaded).await?);
-        *cache = Some((Arc::clone(&loaded), Arc::clone(&recent)));
-        Ok((loaded, recent))
+    }
+
+    /// The model to answer from (see the module doc): the current one while its stamp
+    /// holds; else a rebuild is started and waited for a moment (or, with no model yet,
+    /// until it is done).
+    async fn view(&self) -> Result<Arc<View>, Arc<UiError>> {
+        let at = Arc::clone(&self.at);
+        let stamp = match tokio::task::spawn_blocking(move || view::stamp(&at)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(Arc::new(e)),
+            Err(e) => return Err(Arc::new(UiError::Notes(format!("stamp task failed: {e}")))),
+        };
+        let (due, last) = self.views.due(&stamp);
+        if !due {
+            return self.views.get();
+        }
+        let mut done = self.views.done.subscribe();
+        self.start_build(stamp);
+        match last {
+            Some(v) => {
+                let last_took =
+                    Duration::from_millis(self.views.last_build_ms.load(Ordering::Relaxed));
+                if last_took <= WAIT_FOR_FRESH
+                    && tokio::time::timeout(WAIT_FOR_FRESH, done.changed())
+                        .await
+                        .is_ok()
+                {
+                    return self.views.get();
+                }
+                Ok(v)
+            }
+            None => {
+                let _ = done.changed().await;
+                self.views.get()
+            }
+        }
+    }
+
+    /// Starts a rebuild for `stamp` unless one is under way.
+    fn start_build(&self, stamp: Stamp) {
+        if self.views.building.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let _building = Building(Arc::clone(&me.views));
+            me.views.served.builds.fetch_add(1, Ordering::Relaxed);
+            let last = me.views.get().ok();
+            let generation = me.views.generation.fetch_add(1, Ordering::SeqCst) + 1;
+            let started = Instant::now();
+            let next = match view::next(&me.at, last, stamp.clone(), generation).await {
+                Ok(v) => Current::Ready(Arc::new(v)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "ui: cannot build the page");
+                    Current::Failed {
+                        stamp,
+                        error: Arc::new(e),
+                        at: Instant::now(),
+                    }
+                }
+            };
+            me.views
+                .last_build_ms
+                .store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            let old = std::mem::replace(
+                &mut *me.views.current.lock().expect("no panics under the lock"),
+                next,
+            );
+            // The last model and the transient reading of git go back to the kernel now,
+            // not at the next periodic trim.
+            drop(old);
+            crate::memory::trim();
+        });
     }
 
     async fn respond(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
@@ -281,30 +436,101 @@ impl Ui {
         if let Some(refused) = self.refuse(req) {
             return refused;
         }
-        let now = chrono::Utc::now();
-        match path {
-            "/" | "/fragment" => match self.inputs().await {
-                Ok((loaded, recent)) if path == "/" => {
-                    reply(StatusCode::OK, HTML, html::page(&loaded.page(now), &recent))
+        let query = match path {
+            "/" | "/fragment" | "/api/fleet" => match Query::parse(req.uri().query()) {
+                Ok(q) => Some(q),
+                Err(e) => {
+                    return if path == "/" {
+                        reply(
+                            StatusCode::BAD_REQUEST,
+                            HTML,
+                            html::error_page(&e.to_string()),
+                        )
+                    } else {
+                        reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n"))
+                    };
                 }
-                Ok((loaded, recent)) => reply(
-                    StatusCode::OK,
-                    HTML,
-                    html::fragment(&loaded.page(now), &recent),
-                ),
-                Err(e) => failed(&e, path == "/"),
             },
-            "/api/fleet" => match self.inputs().await {
-                Ok((loaded, _)) => json(&loaded.page(now)),
+            _ => None,
+        };
+        match path {
+            "/" | "/fragment" => {
+                let v = match self.view().await {
+                    Ok(v) => v,
+                    Err(e) => return failed(&e, path == "/"),
+                };
+                let etag = self.views.etag(&v);
+                // The tab already shows what this model renders to: nothing to render or send.
+                if req
+                    .headers()
+                    .get(hyper::header::IF_NONE_MATCH)
+                    .is_some_and(|h| h.as_bytes() == etag.as_bytes())
+                {
+                    self.views
+                        .served
+                        .not_modified
+                        .fetch_add(1, Ordering::Relaxed);
+                    return not_modified(&etag);
+                }
+                self.views.served.rendered.fetch_add(1, Ordering::Relaxed);
+                let q = query.unwrap_or_default();
+                match render(&v, &q) {
+                    Ok(body) if path == "/" => {
+                        // The page carries its ETag for the script's first poll.
+                        let page = html::shell(&format!("{} · rota", v.page.fleet), &body, true)
+                            .replacen(
+                                r#" data-live="/fragment""#,
+                                &format!(
+                                    r#" data-live="/fragment" data-etag="{}""#,
+                                    html::esc(&etag)
+                                ),
+                                1,
+                            );
+                        with_etag(reply(StatusCode::OK, HTML, page), &etag)
+                    }
+                    Ok(body) => with_etag(reply(StatusCode::OK, HTML, body), &etag),
+                    Err(e) if path == "/" => {
+                        reply(StatusCode::BAD_REQUEST, HTML, html::error_page(&e))
+                    }
+                    Err(e) => reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n")),
+                }
+            }
+            "/api/fleet" => match self.view().await {
+                Ok(v) => {
+                    let q = query.unwrap_or_default();
+                    if let Err(e) = q.filter.check(&v.page) {
+                        return reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n"));
+                    }
+                    #[derive(serde::Serialize)]
+                    struct FleetJson<'a> {
+                        #[serde(flatten)]
+                        page: &'a super::model::FleetPage,
+                        summary: std::borrow::Cow<'a, super::summary::FleetSummary>,
+                    }
+                    let selected = q.filter.apply(&v.page);
+                    let summary = if q.filter.narrowed() {
+                        std::borrow::Cow::Owned(super::summary::summarize(
+                            &selected,
+                            v.commit_time,
+                            &Default::default(),
+                        ))
+                    } else {
+                        std::borrow::Cow::Borrowed(&v.summary)
+                    };
+                    json(&FleetJson {
+                        page: &selected,
+                        summary,
+                    })
+                }
                 Err(e) => reply(e.status(), PLAIN, format!("{e}\n")),
             },
             "/assets/rota.css" => reply(StatusCode::OK, "text/css; charset=utf-8", CSS.into()),
             "/assets/rota.js" => reply(StatusCode::OK, "text/javascript; charset=utf-8", JS.into()),
-            "/metrics" => match self.inputs().await {
-                Ok((loaded, _)) => reply(
+            "/metrics" => match self.view().await {
+                Ok(v) => reply(
                     StatusCode::OK,
                     "text/plain; version=0.0.4; charset=utf-8",
-                    super::metrics::render(&loaded.page(now)),
+                    super::metrics::render(&v.page) + &self.views.served.render(),
                 ),
                 Err(e) => reply(e.status(), PLAIN, format!("{e}\n")),
             },
@@ -330,11 +556,11 @@ impl Ui {
                         )),
                     );
                 };
-                let loaded = match self.inputs().await {
-                    Ok((loaded, _)) => loaded,
+                let names = match self.view().await {
+                    Ok(v) => Arc::clone(&v.names),
                     Err(e) => return failed(&e, !api),
                 };
-                let store = self.at.notes(loaded.cluster_names());
+                let store = self.at.notes(names.iter().cloned());
                 match load::commit(&self.at.repo, &store, id).await {
                     Ok(c) if api => json(&c),
                     Ok(c) => reply(StatusCode::OK, HTML, html::commit_page(&c)),
@@ -370,6 +596,43 @@ impl Ui {
         }
         None
     }
+}
+
+/// The live part of the page `q` asks for: a small fleet whole, as it always was; a big one
+/// (or any filtered view) as the summary, the exceptions and a page of clusters. An unknown
+/// wave or cluster is the caller's mistake, said with what there is.
+fn render(v: &View, q: &Query) -> Result<String, String> {
+    if !q.filter.narrowed() && (v.summary.pools <= LIST_ALL_UP_TO_POOLS || q.all) {
+        return Ok(html::fragment(&v.page, &v.recent));
+    }
+    q.filter.check(&v.page)?;
+    let selected = q.filter.apply(&v.page);
+    let summary = if q.filter.narrowed() {
+        std::borrow::Cow::Owned(super::summary::summarize(
+            &selected,
+            v.commit_time,
+            &Default::default(),
+        ))
+    } else {
+        std::borrow::Cow::Borrowed(&v.summary)
+    };
+    Ok(html_size::fragment(
+        &v.page, &selected, &summary, q, &v.recent,
+    ))
+}
+
+fn with_etag(mut r: Response<Full<Bytes>>, etag: &str) -> Response<Full<Bytes>> {
+    if let Ok(h) = hyper::header::HeaderValue::from_str(etag) {
+        r.headers_mut().insert(hyper::header::ETAG, h);
+    }
+    r
+}
+
+/// `304 Not Modified`: the tab's copy stands.
+fn not_modified(etag: &str) -> Response<Full<Bytes>> {
+    let mut r = reply(StatusCode::NOT_MODIFIED, HTML, String::new());
+    r.headers_mut().remove("content-type");
+    with_etag(r, etag)
 }
 
 /// Past the connection cap: `/healthz` only.
@@ -419,7 +682,7 @@ fn reply(status: StatusCode, ctype: &str, body: String) -> Response<Full<Bytes>>
         // Only our own script and stylesheet; inline styles for the progress bars' widths.
         .header(
             "content-security-policy",
-            "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
         )
         .body(Full::new(Bytes::from(body)))
         .expect("static response parts are valid")

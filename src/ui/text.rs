@@ -334,7 +334,7 @@ pub fn count(n: usize) -> String {
 }
 
 /// `3 pools`, `1 pool`.
-fn plural(n: usize, one: &str) -> String {
+pub fn plural(n: usize, one: &str) -> String {
     format!("{} {one}{}", count(n), if n == 1 { "" } else { "s" })
 }
 

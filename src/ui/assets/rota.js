@@ -1,6 +1,6 @@
-// rota ui: keeps the page live without a framework. Every few seconds it fetches the
-// server-rendered fragment and swaps it in when it changed (keeping keyboard focus on the
-// same link), and ticks the countdowns once a second. Without JavaScript the page still
+// rota ui: keeps the page live without a framework. Every few seconds it asks for the
+// server-rendered fragment of the same view (its filters and page) and swaps it in when it
+// changed (keeping keyboard focus on the same link), and ticks the countdowns once a second. Without JavaScript the page still
 // reads fine; it just does not refresh by itself.
 (function () {
   "use strict";
@@ -35,17 +35,25 @@
     }
   }
 
+  // The server names the model a fragment came from (ETag); sent back, an unchanged model
+  // is answered 304 with no body, so an open tab costs the server next to nothing.
   var last = null;
+  var etag = main && main.getAttribute("data-etag");
   function refresh() {
-    fetch(live, { headers: { "accept": "text/html" }, cache: "no-store" })
+    var headers = { "accept": "text/html" };
+    if (etag) headers["if-none-match"] = etag;
+    // The same filters and page as the address bar: a shared link stays live as it is.
+    fetch(live + window.location.search, { headers: headers, cache: "no-store" })
       .then(function (r) {
+        if (r.status === 304) return null;
         if (!r.ok) throw new Error("HTTP " + r.status);
+        etag = r.headers.get("etag");
         return r.text();
       })
       .then(function (html) {
         if (liveText) liveText.textContent = "live";
         document.body.classList.remove("stale");
-        if (html === last) return;
+        if (html === null || html === last) return;
         last = html;
         var focused = document.activeElement;
         var href = focused && main.contains(focused) && focused.getAttribute("href");
