@@ -7,11 +7,13 @@
 //! seconds (and idle CPU after the rotation), the time to adopt every pool, the rotation's
 //! makespan in fleet time, Kubernetes reads and writes per rotated node (writes split into
 //! rota's own and evictions; the pre-terminate pod reads apart), cloud calls per rotated
-//! node, the bytes the agent received from the API server, and the sim's peak memory.
+//! node (describes apart), the describes of the idle window before the bump per pool and
+//! fleet hour, the bytes the agent received from the API server, and the sim's peak memory.
 //! Lines are `agent_scale <size> <figure> <value>` so a script can read them.
 //!
 //! `cargo bench --bench agent_scale` runs 500 nodes / 15,000 pods, then 5,000 / 150,000
-//! (`ROTA_SCALE_SIZES=500` or `=5000` runs one). `ROTA_SCALE_SPEED` (30) is the sim's and the
+//! (`ROTA_SCALE_SIZES=500` or `=5000` runs one; the 10 pools hold a tenth each, so
+//! `ROTA_SCALE_SIZES=30,500,5000` rotates pools of 3, 50 and 500 nodes). `ROTA_SCALE_SPEED` (30) is the sim's and the
 //! agent's clock, `ROTA_SCALE_POLL` (1s) the agent's git poll; `ROTA_SCALE_IDLE_ONLY=1` stops
 //! after adoption and two minutes of idle CPU. Without `--bench` (as `cargo test
 //! --all-targets` runs it) it runs 20 nodes / 600 pods, as a smoke pass. Asserts nothing
@@ -162,6 +164,8 @@ struct Counts {
     writes_by: [u64; 5],
     evictions: u64,
     cloud: u64,
+    /// Of `cloud`, the group describes.
+    describes: u64,
 }
 
 fn count(reqs: &[Req]) -> Counts {
@@ -169,6 +173,9 @@ fn count(reqs: &[Req]) -> Counts {
     for r in reqs {
         if r.server == "cloud" {
             c.cloud += 1;
+            if r.target.starts_with("/describe") {
+                c.describes += 1;
+            }
             continue;
         }
         match r.method.as_str() {
@@ -332,9 +339,23 @@ fn run(per_pool: u32, speed: f64) -> Figures {
     let idle_only = std::env::var_os("ROTA_SCALE_IDLE_ONLY").is_some();
     let window = if idle_only { 120 } else { 10 };
     let cpu0 = cpu_seconds(agent_pid);
+    let idle_from = lines_in(&log);
     std::thread::sleep(Duration::from_secs(window));
     let idle_before = (cpu_seconds(agent_pid) - cpu0) / window as f64 * 100.0;
     fig.put("idle_cpu_percent_before", format!("{idle_before:.2}"));
+    // Describes while every pool is on its image, per pool and hour of fleet time (at 30x
+    // the two-minute window of `ROTA_SCALE_IDLE_ONLY` is one fleet hour).
+    let idle_reqs = read_log(&log);
+    let idle = count(&idle_reqs[idle_from.min(idle_reqs.len())..]);
+    let fleet_hours = window as f64 * speed / 3600.0;
+    fig.put(
+        "idle_describes_per_pool_hour",
+        format!(
+            "{:.2}",
+            idle.describes as f64 / f64::from(pools) / fleet_hours
+        ),
+    );
+    fig.put("idle_cloud_calls", idle.cloud);
     if idle_only {
         fig.put("idle_window_seconds", window.to_string());
         fig.put("poll", poll.clone());
@@ -420,6 +441,7 @@ fn run(per_pool: u32, speed: f64) -> Figures {
     }
     fig.put("evictions_per_rotated_node", per(during.evictions));
     fig.put("cloud_calls_per_rotated_node", per(during.cloud));
+    fig.put("describes_per_rotated_node", per(during.describes));
     fig.put(
         "agent_received_mib",
         format!("{:.1}", all_kube_bytes as f64 / 1048576.0),

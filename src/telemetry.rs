@@ -51,6 +51,12 @@ pub struct OperateArgs {
     /// describe that misses a scale-down. 0s: describes are taken as consistent.
     #[arg(long, env = "ROTA_DESCRIBE_LAG", default_value = "0s")]
     pub describe_lag: rota_core::fleet::duration::GoDuration,
+    /// How often a pool with nothing to rotate (every node on its image, no rotation under
+    /// way) describes its cloud group anyway, to notice changes only the cloud shows (a
+    /// template someone edited). A node joining or leaving the pool, a spec change or a new
+    /// leader describes it at once.
+    #[arg(long, env = "ROTA_IDLE_DESCRIBE_INTERVAL", default_value = "1h")]
+    pub idle_describe_interval: rota_core::fleet::duration::GoDuration,
 }
 
 /// The default filter when `RUST_LOG` is unset: rota at info, its dependencies at warn.

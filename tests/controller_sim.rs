@@ -823,3 +823,172 @@ async fn an_image_not_published_in_the_groups_region_waits_and_goes_on_once_it_i
     let st = get(&s.client, "general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}\n{log}", st.message);
 }
+
+/// The simulated cloud behind a counter of the controller's calls, by kind.
+struct Counted {
+    inner: Arc<dyn NodeGroups>,
+    describes: Arc<std::sync::atomic::AtomicU64>,
+    others: Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[async_trait::async_trait]
+impl NodeGroups for Counted {
+    async fn describe(
+        &self,
+        group: &GroupRef,
+    ) -> Result<rota::cloud::GroupState, rota::cloud::CloudError> {
+        self.describes.fetch_add(1, Ordering::Relaxed);
+        self.inner.describe(group).await
+    }
+    async fn check_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+        arch: rota::cloud::Arch,
+    ) -> Result<rota::cloud::ImageCheck, rota::cloud::CloudError> {
+        self.others.fetch_add(1, Ordering::Relaxed);
+        self.inner.check_image(group, image, arch).await
+    }
+    async fn set_image(
+        &self,
+        group: &GroupRef,
+        image: &str,
+    ) -> Result<(), rota::cloud::CloudError> {
+        self.others.fetch_add(1, Ordering::Relaxed);
+        self.inner.set_image(group, image).await
+    }
+    async fn set_capacity(
+        &self,
+        group: &GroupRef,
+        desired: u32,
+        max: Option<u32>,
+    ) -> Result<(), rota::cloud::CloudError> {
+        self.others.fetch_add(1, Ordering::Relaxed);
+        self.inner.set_capacity(group, desired, max).await
+    }
+    async fn set_max(&self, group: &GroupRef, max: u32) -> Result<(), rota::cloud::CloudError> {
+        self.others.fetch_add(1, Ordering::Relaxed);
+        self.inner.set_max(group, max).await
+    }
+    async fn terminate(
+        &self,
+        group: &GroupRef,
+        instance_id: &str,
+        decrement: bool,
+    ) -> Result<(), rota::cloud::CloudError> {
+        self.others.fetch_add(1, Ordering::Relaxed);
+        self.inner.terminate(group, instance_id, decrement).await
+    }
+}
+
+/// A controller whose cloud calls are counted: (controller, describes, other calls).
+fn counted_controller(
+    s: &Sim,
+) -> (
+    Controller,
+    Arc<std::sync::atomic::AtomicU64>,
+    Arc<std::sync::atomic::AtomicU64>,
+) {
+    let describes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let others = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let groups = Counted {
+        inner: Arc::new(s.fleet.cloud.clone()),
+        describes: describes.clone(),
+        others: others.clone(),
+    };
+    let mut cfg = Config::new("0.1.0", "test-0.1.0");
+    cfg.events = false;
+    (
+        Controller::new(s.client.clone(), Arc::new(groups), cfg),
+        describes,
+        others,
+    )
+}
+
+/// Run the controller as `Controller::run` does (pass, wait for what is due) for `span` of
+/// (paused) time.
+async fn run_for(c: &mut Controller, span: Duration) {
+    let end = Instant::now() + span;
+    while Instant::now() < end {
+        c.step().await;
+        c.wait(end.min(Instant::now() + Duration::from_secs(300)), true)
+            .await;
+    }
+}
+
+/// Issue 25: a pool with nothing to rotate describes its group once per
+/// `--idle-describe-interval` (1h), not on every resync (every 5 minutes: 12 an hour); a
+/// node joining the pool (a change the cloud made) describes it again at once.
+#[tokio::test(start_paused = true)]
+async fn an_idle_pool_describes_its_group_once_an_hour_and_again_when_a_node_joins() {
+    let s = sim(&[("general", 3)], WORKLOADS, "{}", 31).await;
+    // The pool already runs the image it is asked for: nothing to rotate.
+    let mut n = npr("general", policy(1), None);
+    n.spec.image = OLD.into();
+    create(&s.client, &n).await;
+    let (mut c, describes, others) = counted_controller(&s);
+    run_for(&mut c, Duration::from_secs(60)).await;
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert_eq!((st.total, st.on_target), (3, 3));
+    let first = describes.load(Ordering::Relaxed);
+    assert!(first >= 1, "the pool was described");
+    // (The image was checked once, on first sight.)
+    let others_first = others.load(Ordering::Relaxed);
+    // Three idle hours: one describe an hour (the first of them at most an hour after the
+    // first look), nothing else.
+    run_for(&mut c, Duration::from_secs(3 * 3600 - 60)).await;
+    let idle = describes.load(Ordering::Relaxed) - first;
+    assert!(
+        idle <= 3,
+        "{idle} describes in 3 idle hours (at most one an hour)"
+    );
+    assert_eq!(
+        others.load(Ordering::Relaxed),
+        others_first,
+        "no other cloud call while idle"
+    );
+    // The cloud adds an instance (someone raised the desired capacity): its node joins the
+    // pool and the pool is described again without waiting for the hour.
+    let before = describes.load(Ordering::Relaxed);
+    s.fleet
+        .cloud
+        .set_capacity(&group("general"), 4, Some(4))
+        .await
+        .unwrap();
+    run_for(&mut c, Duration::from_secs(10 * 60)).await;
+    assert!(
+        describes.load(Ordering::Relaxed) > before,
+        "a node joining the idle pool describes it again"
+    );
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
+}
+
+/// Issue 25: a rotation reuses a describe where nothing it decides depends on a newer one,
+/// and keeps the invariants (checked after every pass, as in every test here).
+#[tokio::test(start_paused = true)]
+async fn a_rotation_reuses_describes_and_keeps_the_invariants() {
+    let s = sim(&[("general", 4)], WORKLOADS, "{}", 32).await;
+    create(&s.client, &npr("general", policy(1), None)).await;
+    let (c, describes, others) = counted_controller(&s);
+    let (c, log) = drive(
+        &s,
+        c,
+        &[("general", 4, 1)],
+        Duration::from_secs(4 * 3600),
+        |_| None,
+    )
+    .await;
+    assert_clean(&s, "general", 4, &log).await;
+    let passes = c.stats.reconciles.load(Ordering::Relaxed);
+    let d = describes.load(Ordering::Relaxed);
+    eprintln!(
+        "4 nodes rotated: {passes} passes, {d} describes, {} other cloud calls",
+        others.load(Ordering::Relaxed)
+    );
+    assert!(
+        d * 2 <= passes,
+        "{d} describes in {passes} passes: most passes reuse one\n{log}"
+    );
+}

@@ -172,6 +172,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     cc.speed = args.speed;
     cc.stuck_after = args.ops.stuck_after.as_duration();
     cc.describe_lag = args.ops.describe_lag.as_duration();
+    cc.idle_describe_interval = args.ops.idle_describe_interval.as_duration();
     let mut ac = AgentConfig::new(&args.cluster);
     ac.version = version.clone();
     ac.subdir = args.subdir.clone();

@@ -86,6 +86,9 @@ pub struct Config {
     /// How far the cloud's describes may lag behind writes (`--describe-lag`); see
     /// [`rota_core::rotate::observed::Observed::describe_lag`].
     pub describe_lag: std::time::Duration,
+    /// How often a pool with nothing to rotate describes its group anyway
+    /// (`--idle-describe-interval`); see [`Described`].
+    pub idle_describe_interval: std::time::Duration,
     /// This replica's wall clock is off by this much (tests: clock skew between replicas).
     pub clock_skew: chrono::Duration,
 }
@@ -101,6 +104,7 @@ impl Config {
             events: true,
             stuck_after: std::time::Duration::from_secs(30 * 60),
             describe_lag: std::time::Duration::ZERO,
+            idle_describe_interval: std::time::Duration::from_secs(3600),
             clock_skew: chrono::Duration::zero(),
         }
     }
@@ -167,6 +171,88 @@ struct PoolState {
     /// not launch (`None`: usable, kept for good; a hold is asked again after
     /// [`IMAGE_RECHECK`]).
     image_check: Option<ImageChecked>,
+    /// The group's last describe, reused by passes that may reuse it ([`Described`]).
+    described: Option<Described>,
+}
+
+/// The last describe of a pool's group and what it was taken under, so that a pass whose
+/// decisions cannot depend on anything newer the cloud knows reuses it instead of calling
+/// the cloud again (issue 25: a pool rotating batches of five described its group 47 times
+/// a batch, an idle pool 12 times an hour).
+///
+/// Why it is safe: a pass plans from the reused describe, and keeps that plan only if it
+/// calls the cloud for nothing and leaves the checkpoint as it was (evictions, waiting for a
+/// boot or a soak, an unchanged status). Any other plan is thrown away and made again from a
+/// fresh describe, so every capacity, termination and template change, and every
+/// checkpoint that is written, is decided from a describe taken in the same pass, exactly as
+/// without reuse. What a reused describe cannot show is only what the cloud did on its own
+/// since (rota's own writes drop it: see [`Controller::forget_describe`]); a change the
+/// cluster shows too (a node joining or leaving the pool) drops it as well, and the rest (a
+/// launch that failed, a template someone edited) is seen at the latest when it expires,
+/// as it would be by a cloud whose describes lag that long: the reused describe is still
+/// the newest one rota has, so nothing once seen goes back (an instance seen terminating
+/// stays so), and the planner's waits for lagging describes (`--describe-lag`) measure from
+/// rota's own writes, after which the describe is always fresh.
+#[derive(Clone, Debug)]
+struct Described {
+    group: rota_core::cloud::GroupState,
+    /// When it was taken (controller time).
+    at: chrono::DateTime<chrono::Utc>,
+    /// The NodePoolRotation's generation and the leadership term it was taken under: a spec
+    /// change or a new term describes again.
+    generation: Option<i64>,
+    fence: Option<rota_core::rotate::resource::Fence>,
+    /// The provider IDs of the pool's nodes (selected and departed) when it was taken: a
+    /// node joining or leaving the pool is a change the cloud made.
+    nodes: Vec<String>,
+    /// The plan made from it had nothing to do and the pool is on its image: reused for
+    /// `--idle-describe-interval` rather than [`DESCRIBE_REUSE`].
+    idle: bool,
+}
+
+/// How long a rotating pool reuses a describe at most (controller time): the bound on how
+/// late a change only the cloud shows (a launch that failed, an instance the cloud took
+/// back) is noticed mid-rotation, well within the minutes of `nodeReadyTimeout` and drain
+/// timeouts that such changes are judged by.
+pub const DESCRIBE_REUSE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The provider IDs of the pool's nodes, selected and departed, sorted.
+fn node_ids(observed: &rota_core::rotate::Observed) -> Vec<String> {
+    let mut ids: Vec<String> = observed
+        .nodes
+        .iter()
+        .chain(&observed.departed)
+        .map(|n| n.provider_id.clone())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Whether a plan made from a reused describe may stand: it calls the cloud for nothing
+/// and leaves the checkpoint as it was (see [`Described`]).
+fn reuse_may_stand(
+    plan: &rota_core::rotate::Plan,
+    previous: Option<&rota_core::rotate::Checkpoint>,
+) -> bool {
+    !calls_cloud(plan) && plan.checkpoint.as_ref() == previous
+}
+
+/// Whether a plan changes the cloud group. Every action is named: a new one must say which
+/// side it acts on.
+fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
+    use rota_core::rotate::Action;
+    plan.actions.iter().any(|a| match a.action {
+        Action::SetImage { .. }
+        | Action::SetCapacity { .. }
+        | Action::SetMax { .. }
+        | Action::Terminate { .. }
+        | Action::WithdrawSurge { .. } => true,
+        Action::Cordon { .. }
+        | Action::Uncordon { .. }
+        | Action::Evict { .. }
+        | Action::DeletePod { .. }
+        | Action::SetScaleDownDisabled { .. } => false,
+    })
 }
 
 /// One answer of `NodeGroups::check_image` for a pool: the image, when, and the hold (reason,
@@ -194,6 +280,7 @@ impl PoolState {
             selector: BTreeMap::new(),
             rotating: false,
             image_check: None,
+            described: None,
             last: Instant::now(),
         }
     }
@@ -600,13 +687,33 @@ impl Controller {
         let now = self.clock.now();
         self.prepare(npr, &desired);
         let verdict = self.sample_gates(npr, &desired, now).await;
-        let mut observed = match self.observe(&desired, verdict, start_hold, now).await {
-            Ok(o) => o,
-            Err(e) => return self.observe_failed(npr, e, now).await,
-        };
-        observed.image_hold = self.image_hold(npr, &desired, &observed).await;
         let request = operator_request(npr);
-        let (mut plan, steered) = self.plan(npr, &desired, &observed, request.as_ref(), now);
+        let previous = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+        // A describe reused where it may be (see `Described`); the plan made from it stands
+        // only if it calls the cloud for nothing and keeps the checkpoint, else the pool is
+        // described and planned again.
+        let reused = match self.reusable(npr, &desired, &verdict, &start_hold, now) {
+            Some(mut observed) => {
+                observed.image_hold = self.image_hold(npr, &desired, &observed).await;
+                let (plan, steered) = self.plan(npr, &desired, &observed, request.as_ref(), now);
+                reuse_may_stand(&plan, previous).then_some((observed, plan, steered))
+            }
+            None => None,
+        };
+        let (observed, mut plan, steered) = match reused {
+            Some(r) => r,
+            None => {
+                self.forget_describe(npr);
+                let mut observed = match self.observe(&desired, verdict, start_hold, now).await {
+                    Ok(o) => o,
+                    Err(e) => return self.observe_failed(npr, e, now).await,
+                };
+                observed.image_hold = self.image_hold(npr, &desired, &observed).await;
+                let (plan, steered) = self.plan(npr, &desired, &observed, request.as_ref(), now);
+                self.remember_describe(npr, &observed, &plan, now);
+                (observed, plan, steered)
+            }
+        };
         // Test hook: run only a prefix of the actions, as a crash would.
         let crash = self.crash_after.filter(|k| *k < plan.actions.len());
         let total = plan.actions.len();
@@ -615,6 +722,11 @@ impl Controller {
         }
         let composed = self.compose(npr, &plan, now);
         let acted = self.act(npr, &plan, &composed.status).await;
+        if calls_cloud(&plan) || acted.result.is_err() {
+            // rota changed the group (or may have: a failed call can have taken effect):
+            // the next pass describes it again.
+            self.forget_describe(npr);
+        }
         if let Some(request) = &request
             && acted.recorded()
         {
@@ -633,6 +745,83 @@ impl Controller {
                 self.settle(npr, &desired, &plan, &observed, result, now)
                     .await
             }
+        }
+    }
+
+    /// The pool observed with its last describe, when that may be reused now: taken under
+    /// the same spec and leadership term, younger than [`DESCRIBE_REUSE`] (an idle pool's:
+    /// `--idle-describe-interval`), and the pool's nodes are the ones it was taken with.
+    /// `None`: describe again.
+    fn reusable(
+        &mut self,
+        npr: &NodePoolRotation,
+        desired: &rota_core::fleet::resolved::DesiredPool,
+        verdict: &GateVerdict,
+        start_hold: &Option<String>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<rota_core::rotate::Observed> {
+        let fence = self.leadership.fence();
+        let state = self.pools.get(&npr.name_any())?;
+        let d = state.described.as_ref()?;
+        let ttl = if d.idle {
+            self.config.idle_describe_interval
+        } else {
+            DESCRIBE_REUSE
+        };
+        let age = (now - d.at).to_std().ok()?;
+        if age >= ttl || d.generation != npr.metadata.generation || d.fence != fence {
+            return None;
+        }
+        let mut observed = crate::kube::observe::observe_with(
+            &self.index,
+            d.group.clone(),
+            desired,
+            verdict.clone(),
+            start_hold.clone(),
+        )
+        .ok()?;
+        if node_ids(&observed) != d.nodes {
+            return None;
+        }
+        observed.describe_lag = self.config.describe_lag;
+        observed.leading_since = self.term.as_ref().map(|(_, at)| *at);
+        Some(observed)
+    }
+
+    /// Remember the describe `observed` holds, with what it was taken under.
+    fn remember_describe(
+        &mut self,
+        npr: &NodePoolRotation,
+        observed: &rota_core::rotate::Observed,
+        plan: &rota_core::rotate::Plan,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        let desired_image = &npr.spec.image;
+        let idle = plan.actions.is_empty()
+            && plan.status.phase == Phase::Succeeded
+            && plan
+                .checkpoint
+                .as_ref()
+                .is_none_or(|c| c.stage == Stage::Done && c.target_image == *desired_image)
+            && observed.group.template_image == *desired_image;
+        let fence = self.leadership.fence();
+        if let Some(state) = self.pools.get_mut(&npr.name_any()) {
+            state.described = Some(Described {
+                group: observed.group.clone(),
+                at: now,
+                generation: npr.metadata.generation,
+                fence,
+                nodes: node_ids(observed),
+                idle,
+            });
+        }
+    }
+
+    /// Drop the pool's last describe: rota changed its group (or may have), or a pass could
+    /// not use it.
+    fn forget_describe(&mut self, npr: &NodePoolRotation) {
+        if let Some(state) = self.pools.get_mut(&npr.name_any()) {
+            state.described = None;
         }
     }
 

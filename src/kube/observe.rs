@@ -6,7 +6,7 @@
 //! `kube::index` deliver them; [`pool_nodes`] is then a synchronous, pure read of that index.
 //! A kind the index has not observed (not listed yet, or its watch failing) makes the pool
 //! not observed: an error, never an empty pool. The cloud group's `describe` is the only
-//! call [`observe`] makes.
+//! call [`observe`] makes; [`observe_with`] makes none (the group is given).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -55,7 +55,19 @@ pub async fn observe(
     // The index first: a pool that cannot be observed costs no cloud call.
     pool_nodes(&index.read(), &desired.node_selector)?;
     let group = groups.describe(&desired.group).await?;
-    // Read again after the describe so nodes are at least as new as the group. Nodes of the
+    Ok(observe_with(index, group, desired, gates, start_hold)?)
+}
+
+/// [`observe`] with a group already described (the controller reuses a describe where it is
+/// safe, see `controller::Described`): the index is read now, the group is as given.
+pub fn observe_with(
+    index: &ClusterIndex,
+    group: crate::cloud::GroupState,
+    desired: &DesiredPool,
+    gates: GateVerdict,
+    start_hold: Option<String>,
+) -> Result<Observed, NotObserved> {
+    // Read after the describe so nodes are at least as new as the group. Nodes of the
     // group that left the selector mid-rotation are kept apart: they are still drained
     // before their instance is terminated.
     let (selected, departed) =
