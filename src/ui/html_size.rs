@@ -409,3 +409,105 @@ pub fn fragment(
     out += &timeline_html(page);
     out + &commits_html(recent)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ui::model::ClusterPanel;
+
+    /// Waves of `sizes[i]` clusters each (no pools: paging is by cluster).
+    fn fleet(sizes: &[usize]) -> FleetPage {
+        let mut n = 0;
+        FleetPage {
+            fleet: "acme".into(),
+            commit: "abc".into(),
+            now: chrono::Utc::now(),
+            waves: sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &size)| WavePanel {
+                    name: format!("w{i}"),
+                    soak: "1h".into(),
+                    pins: Default::default(),
+                    clusters: (0..size)
+                        .map(|_| {
+                            n += 1;
+                            ClusterPanel {
+                                name: format!("c{n:03}"),
+                                labels: Default::default(),
+                                state: "success".into(),
+                                description: String::new(),
+                                pools: Vec::new(),
+                            }
+                        })
+                        .collect(),
+                    on_target: 0,
+                    total: 0,
+                })
+                .collect(),
+            channels: Vec::new(),
+            overdue: Vec::new(),
+        }
+    }
+
+    fn names(p: &PageOf) -> Vec<String> {
+        p.waves
+            .iter()
+            .flat_map(|w| {
+                w.clusters
+                    .iter()
+                    .map(move |c| format!("{}/{}", w.name, c.name))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_page_spans_waves_in_order_and_the_last_is_short() {
+        // 30 + 40 + 45 = 115 clusters: pages of 50, 50 and 15.
+        let f = fleet(&[30, 40, 45]);
+        let q = |page| Query {
+            page,
+            ..Query::default()
+        };
+        let p1 = page_of(&f, &q(1));
+        assert_eq!(
+            (p1.page, p1.pages, p1.first, p1.last, p1.total),
+            (1, 3, 0, 50, 115)
+        );
+        let n = names(&p1);
+        assert_eq!(n.first().unwrap(), "w0/c001");
+        assert_eq!(
+            n.last().unwrap(),
+            "w1/c050",
+            "page 1 ends inside the second wave"
+        );
+        let p2 = page_of(&f, &q(2));
+        assert_eq!(names(&p2).first().unwrap(), "w1/c051");
+        assert_eq!(p2.waves.len(), 2, "the rest of w1, the start of w2");
+        let p3 = page_of(&f, &q(3));
+        assert_eq!((p3.first, p3.last), (100, 115));
+        assert_eq!(names(&p3).len(), 15);
+        // Past the last page: the last page (a stale link still shows something).
+        assert_eq!(page_of(&f, &q(9)).page, 3);
+        // Every cluster on exactly one page.
+        let all: Vec<String> = (1..=3).flat_map(|k| names(&page_of(&f, &q(k)))).collect();
+        assert_eq!(all.len(), 115);
+        let all_at_once = page_of(
+            &f,
+            &Query {
+                all: true,
+                ..Query::default()
+            },
+        );
+        assert_eq!(names(&all_at_once), all);
+        assert_eq!(all_at_once.pages, 1);
+    }
+
+    #[test]
+    fn an_empty_selection_says_so_and_has_one_page() {
+        let f = fleet(&[]);
+        let p = page_of(&f, &Query::default());
+        assert_eq!((p.page, p.pages, p.total), (1, 1, 0));
+        assert!(pager(&Query::default(), &p).contains("No cluster matches"));
+    }
+}
