@@ -228,6 +228,19 @@ fn node_ids(observed: &rota_core::rotate::Observed) -> Vec<String> {
     ids
 }
 
+/// Whether everything the group holds shows in the cluster too: as many instances as it
+/// wants, each running with its node registered (`nodes`: the pool's provider IDs). Only
+/// then is every change to it seen without the cloud (a node joins or leaves); an instance
+/// booting, terminating or never registered, or a launch not made yet, changes only in the
+/// cloud's describe, so a pool waiting on one describes on every pass.
+fn settled(group: &rota_core::cloud::GroupState, nodes: &[String]) -> bool {
+    group.instances.len() == group.desired as usize
+        && group.instances.iter().all(|i| {
+            i.lifecycle == rota_core::cloud::Lifecycle::InService
+                && nodes.binary_search(&i.provider_id).is_ok()
+        })
+}
+
 /// Whether a plan made from a reused describe may stand: it calls the cloud for nothing
 /// and leaves the checkpoint as it was (see [`Described`]).
 fn reuse_may_stand(
@@ -780,7 +793,7 @@ impl Controller {
             start_hold.clone(),
         )
         .ok()?;
-        if node_ids(&observed) != d.nodes {
+        if node_ids(&observed) != d.nodes || !settled(&d.group, &d.nodes) {
             return None;
         }
         observed.describe_lag = self.config.describe_lag;
