@@ -100,11 +100,16 @@ fn git(repo: &Path) -> impl Fn(git2::Error) -> UiError + '_ {
 /// Resolves `rev` in `repo` to a commit id.
 pub fn resolve(repo: &Path, rev: &str) -> Result<Oid, UiError> {
     let r = Repository::open(repo).map_err(git(repo))?;
+    resolve_in(&r, repo, rev)
+}
+
+/// [`resolve`] in a repository already open (`path` names it in errors).
+pub fn resolve_in(r: &Repository, path: &Path, rev: &str) -> Result<Oid, UiError> {
     let obj = r.revparse_single(rev).map_err(|e| UiError::Git {
-        repo: repo.to_path_buf(),
+        repo: path.to_path_buf(),
         message: format!("revision {rev:?}: {}", e.message()),
     })?;
-    let commit = obj.peel_to_commit().map_err(git(repo))?;
+    let commit = obj.peel_to_commit().map_err(git(path))?;
     Ok(commit.id())
 }
 

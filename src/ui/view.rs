@@ -52,13 +52,14 @@ fn stat(path: &Path) -> (PathBuf, Option<SystemTime>, u64) {
     }
 }
 
-/// The stamp of `at` now. Blocking, but a revision lookup and three `stat`s.
+/// The stamp of `at` now. Blocking, but one repository open, a revision lookup and three
+/// `stat`s.
 pub fn stamp(at: &RepoAt) -> Result<Stamp, UiError> {
-    let commit = load::resolve(&at.repo, &at.rev)?;
     let repo = Repository::open(&at.repo).map_err(|e| UiError::Git {
         repo: at.repo.clone(),
         message: e.message().to_string(),
     })?;
+    let commit = load::resolve_in(&repo, &at.repo, &at.rev)?;
     let git_dir = repo.path();
     let files = [
         git_dir.join("packed-refs"),
