@@ -507,16 +507,7 @@ impl Ui {
                         page: &'a super::model::FleetPage,
                         summary: std::borrow::Cow<'a, super::summary::FleetSummary>,
                     }
-                    let selected = q.filter.apply(&v.page);
-                    let summary = if q.filter.narrowed() {
-                        std::borrow::Cow::Owned(super::summary::summarize(
-                            &selected,
-                            v.commit_time,
-                            &Default::default(),
-                        ))
-                    } else {
-                        std::borrow::Cow::Borrowed(&v.summary)
-                    };
+                    let (selected, summary) = v.select(&q.filter);
                     json(&FleetJson {
                         page: &selected,
                         summary,
@@ -606,16 +597,7 @@ fn render(v: &View, q: &Query) -> Result<String, String> {
         return Ok(html::fragment(&v.page, &v.recent));
     }
     q.filter.check(&v.page)?;
-    let selected = q.filter.apply(&v.page);
-    let summary = if q.filter.narrowed() {
-        std::borrow::Cow::Owned(super::summary::summarize(
-            &selected,
-            v.commit_time,
-            &Default::default(),
-        ))
-    } else {
-        std::borrow::Cow::Borrowed(&v.summary)
-    };
+    let (selected, summary) = v.select(&q.filter);
     Ok(html_size::fragment(
         &v.page, &selected, &summary, q, &v.recent,
     ))

@@ -134,6 +134,24 @@ impl View {
         CLOCK_EVERY.max(self.build_took * CLOCK_COST_FACTOR)
     }
 
+    /// The part of the fleet `filter` selects and its summary: the whole page and the kept
+    /// summary when nothing narrows it (no copy, nothing recounted).
+    pub fn select(
+        &self,
+        filter: &super::text::Filter,
+    ) -> (
+        std::borrow::Cow<'_, FleetPage>,
+        std::borrow::Cow<'_, FleetSummary>,
+    ) {
+        use std::borrow::Cow;
+        let selected = filter.apply(&self.page);
+        let summary = match &selected {
+            Cow::Borrowed(_) => Cow::Borrowed(&self.summary),
+            Cow::Owned(part) => Cow::Owned(summarize(part, self.commit_time, &Default::default())),
+        };
+        (selected, summary)
+    }
+
     fn inputs(&self) -> Option<Arc<Loaded>> {
         self.loaded
             .lock()
