@@ -94,18 +94,10 @@ fn summary_html(page: &FleetPage, s: &FleetSummary, q: &Query) -> String {
                 edit(f)
             })
         };
-        let rank = |st: &str| match st {
-            "failure" => 0,
-            "error" => 1,
-            "pending" => 2,
-            "none" => 3,
-            _ => 4,
-        };
-        let mut states: Vec<(&String, &usize)> = ws.cluster_states.iter().collect();
-        states.sort_by_key(|(st, _)| rank(st));
-        let states: Vec<String> = states
-            .iter()
-            .map(|(st, n)| format!("{} {}", count(**n), state_badge(st)))
+        let states: Vec<String> = ws
+            .states_by_attention()
+            .into_iter()
+            .map(|(st, n)| format!("{} {}", count(n), state_badge(st)))
             .collect();
         let phases: Vec<String> = ws
             .phases

@@ -62,6 +62,27 @@ pub struct WaveSummary {
     pub holds: Vec<HoldGroup>,
 }
 
+impl WaveSummary {
+    /// The clusters' states with their counts, attention first: failure, error, pending,
+    /// none (no report), then success.
+    pub fn states_by_attention(&self) -> Vec<(&str, usize)> {
+        let rank = |st: &str| match st {
+            "failure" => 0,
+            "error" => 1,
+            "pending" => 2,
+            "none" => 3,
+            _ => 4,
+        };
+        let mut states: Vec<(&str, usize)> = self
+            .cluster_states
+            .iter()
+            .map(|(st, n)| (st.as_str(), *n))
+            .collect();
+        states.sort_by_key(|(st, _)| rank(st));
+        states
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PhaseCount {

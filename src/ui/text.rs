@@ -363,25 +363,12 @@ pub fn at_size(page: &FleetPage, summary: &FleetSummary) -> String {
     }
     for (i, (w, s)) in page.waves.iter().zip(&summary.waves).enumerate() {
         out += &wave_header(i, w, count(w.on_target as usize), count(w.total as usize));
-        // Attention first, as the states sort: failure, error, pending, none, success.
-        let rank = |st: &str| match st {
-            "failure" => 0,
-            "error" => 1,
-            "pending" => 2,
-            "none" => 3,
-            _ => 4,
-        };
-        let mut states: Vec<(&String, &usize)> = s.cluster_states.iter().collect();
-        states.sort_by_key(|(st, _)| rank(st));
-        let states: Vec<String> = states
-            .iter()
+        let states: Vec<String> = s
+            .states_by_attention()
+            .into_iter()
             .map(|(st, n)| {
-                let st = if st.as_str() == "none" {
-                    "no report"
-                } else {
-                    st.as_str()
-                };
-                format!("{} {st}", count(**n))
+                let st = if st == "none" { "no report" } else { st };
+                format!("{} {st}", count(n))
             })
             .collect();
         out += &format!(
