@@ -371,7 +371,9 @@ pub(super) fn commits_html(recent: &[CommitView]) -> String {
     out + "</tbody></table>\n"
 }
 
-pub(super) fn shell(title: &str, body: &str, live: bool) -> String {
+/// The page around `body`. `live`: the page refreshes itself from `/fragment`, with the
+/// `ETag` of what it was rendered from (the script's first poll sends it back), if any.
+fn shell(title: &str, body: &str, live: Option<&str>) -> String {
     format!(
         r##"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -385,26 +387,27 @@ pub(super) fn shell(title: &str, body: &str, live: bool) -> String {
 </body></html>
 "##,
         t = esc(title),
-        live = if live {
+        live = if live.is_some() {
             r#"<p class="live" role="status" aria-live="polite"><span class="dot" aria-hidden="true"></span> <span id="live-text">live</span></p>"#
         } else {
             ""
         },
-        attr = if live {
-            r#" data-live="/fragment""#
-        } else {
-            ""
+        attr = match live {
+            None => String::new(),
+            Some("") => r#" data-live="/fragment""#.to_string(),
+            Some(etag) => format!(r#" data-live="/fragment" data-etag="{}""#, esc(etag)),
         },
     )
 }
 
 /// The whole fleet page.
 pub fn page(page: &FleetPage, recent: &[CommitView]) -> String {
-    shell(
-        &format!("{} · rota", page.fleet),
-        &fragment(page, recent),
-        true,
-    )
+    live_page(&page.fleet, &fragment(page, recent), "")
+}
+
+/// The fleet page around a rendered fragment (`etag`: what it was rendered from, or empty).
+pub fn live_page(fleet: &str, fragment: &str, etag: &str) -> String {
+    shell(&format!("{fleet} · rota"), fragment, Some(etag))
 }
 
 /// One commit and its statuses, as a forge shows them.
@@ -444,7 +447,7 @@ pub fn commit_page(c: &CommitView) -> String {
         );
     }
     body += "</tbody></table>\n";
-    shell(&format!("commit {} · rota", short(&c.id)), &body, false)
+    shell(&format!("commit {} · rota", short(&c.id)), &body, None)
 }
 
 /// A page that says what went wrong (bad revision, invalid fleet at the commit).
@@ -455,6 +458,6 @@ pub fn error_page(message: &str) -> String {
             r#"<h2>Cannot show this</h2><p class="error" role="alert">{}</p>"#,
             esc(message)
         ),
-        false,
+        None,
     )
 }

@@ -477,15 +477,7 @@ impl Ui {
                 match render(&v, &q) {
                     Ok(body) if path == "/" => {
                         // The page carries its ETag for the script's first poll.
-                        let page = html::shell(&format!("{} · rota", v.page.fleet), &body, true)
-                            .replacen(
-                                r#" data-live="/fragment""#,
-                                &format!(
-                                    r#" data-live="/fragment" data-etag="{}""#,
-                                    html::esc(&etag)
-                                ),
-                                1,
-                            );
+                        let page = html::live_page(&v.page.fleet, &body, &etag);
                         with_etag(reply(StatusCode::OK, HTML, page), &etag)
                     }
                     Ok(body) => with_etag(reply(StatusCode::OK, HTML, body), &etag),
