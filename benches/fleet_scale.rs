@@ -112,12 +112,12 @@ fn body_of(response: &[u8]) -> &[u8] {
     &response[at..]
 }
 
-/// `VmRSS` (resident now) of `pid`, in MiB.
-fn rss_mib(pid: u32) -> f64 {
+/// A `/proc/<pid>/status` figure in kB (`VmRSS`: resident now, `VmHWM`: peak), in MiB.
+fn status_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kib| kib / 1024.0)
 }
@@ -162,16 +162,6 @@ fn chromium_dom(url: &str) -> String {
         .output()
         .expect("chromium (apt-get install chromium; scripts/test installs it)");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `VmHWM` (peak resident set) of `pid`, in MiB.
-fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
 }
 
 fn page(bin: &Path, repo: &str, clusters: usize, bench: bool) {
@@ -263,7 +253,8 @@ fn page(bin: &Path, repo: &str, clusters: usize, bench: bool) {
         t.elapsed().as_secs_f64() * 1000.0
     );
     assert!(
-        dom.contains(r#"id="exceptions-h""#) && dom.contains(&format!("of {}", count(clusters))),
+        dom.contains(r#"id="exceptions-h""#)
+            && dom.contains(&format!("of {}", rota::ui::text::count(clusters))),
         "chromium shows the summary, the exceptions and the pager: {}",
         &dom[..dom.len().min(2000)]
     );
@@ -296,23 +287,10 @@ fn page(bin: &Path, repo: &str, clusters: usize, bench: bool) {
             .unwrap_or("?");
         println!("page_answers_{what}={}", n.trim());
     }
-    println!("page_server_rss_mib={:.1}", rss_mib(pid));
-    println!("page_server_peak_rss_mib={:.1}", peak_rss_mib(pid));
+    println!("page_server_rss_mib={:.1}", status_mib(pid, "VmRSS"));
+    println!("page_server_peak_rss_mib={:.1}", status_mib(pid, "VmHWM"));
     let _ = child.kill();
     let _ = child.wait();
-}
-
-/// `10,000`, as the page writes counts.
-fn count(n: usize) -> String {
-    let d = n.to_string();
-    let mut out = String::new();
-    for (i, c) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn measure(bin: &Path, clusters: usize, bench: bool) {
