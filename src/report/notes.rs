@@ -386,28 +386,14 @@ impl Inner {
         // order. The byte budget holds as in one pass: a chunk stops once its own notes pass
         // the budget (so no thread reads much past it), and the join keeps a note only while
         // the notes before it, in cluster order, are within the budget.
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(8);
         // In name order, as one pass reads them (the budget cuts the same notes).
         let mut clusters = clusters.to_vec();
         clusters.sort();
         clusters.dedup();
-        let clusters = &clusters[..];
-        let chunks: Vec<Vec<(Vetted, u64)>> = if threads < 2 || clusters.len() < 256 {
-            vec![self.read_chunk(commit, oid, clusters)?]
-        } else {
-            std::thread::scope(|s| {
-                let handles: Vec<_> = clusters
-                    .chunks(clusters.len().div_ceil(threads))
-                    .map(|part| s.spawn(move || self.read_chunk(commit, oid, part)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                    .collect::<Result<Vec<_>, _>>()
-            })?
-        };
+        let chunks =
+            rota_core::parallel::in_chunks(&clusters, |part| self.read_chunk(commit, oid, part))
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()?;
         let mut out = Vec::new();
         let mut bytes = 0u64;
         for (v, size) in chunks.into_iter().flatten() {

@@ -20,6 +20,7 @@ pub mod cloud;
 pub mod errors;
 pub mod fleet;
 pub mod images;
+pub mod parallel;
 pub mod rotate;
 pub mod sanitize;
 pub mod waves;

@@ -69,37 +69,15 @@ pub struct Documents {
 /// Parse and type every document of `files`, collecting every problem.
 pub fn documents(files: &[SourceFile], diags: &mut Diagnostics) -> Documents {
     // Files are independent until the semantic checks: a fleet of 10,000 cluster files is
-    // parsed on every core (half the time on two), in chunks whose results are joined in
-    // file order, so the outcome is the one a single pass gives.
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    if threads < 2 || files.len() < PARALLEL_FROM_FILES {
+    // parsed on every core, in chunks whose results are joined in file order, so the
+    // outcome is the one a single pass gives.
+    let parts = crate::parallel::in_chunks(files, |part| {
         let mut out = Documents::default();
-        for f in files {
-            read_file(f, &mut out, diags);
+        let mut diags = Diagnostics::new();
+        for f in part {
+            read_file(f, &mut out, &mut diags);
         }
-        return out;
-    }
-    let chunk = files.len().div_ceil(threads);
-    let parts: Vec<(Documents, Diagnostics)> = std::thread::scope(|s| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    let mut out = Documents::default();
-                    let mut diags = Diagnostics::new();
-                    for f in part {
-                        read_file(f, &mut out, &mut diags);
-                    }
-                    (out, diags)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+        (out, diags)
     });
     let mut out = Documents::default();
     for (d, more) in parts {
@@ -111,9 +89,6 @@ pub fn documents(files: &[SourceFile], diags: &mut Diagnostics) -> Documents {
     }
     out
 }
-
-/// Below this many files a fleet is parsed on one thread (spawning costs more than it saves).
-const PARALLEL_FROM_FILES: usize = 256;
 
 fn read_file(f: &SourceFile, out: &mut Documents, diags: &mut Diagnostics) {
     let text = match std::str::from_utf8(&f.bytes) {
