@@ -11,6 +11,7 @@
 pub mod credentials;
 pub mod follow;
 pub mod history;
+pub mod ls_refs;
 pub mod poll;
 pub mod read;
 pub mod refs_plan;
@@ -141,7 +142,31 @@ pub struct GitSource {
     /// `max_notes_refs` by name): the fleet's declared clusters for the views, what its
     /// decision needs for an agent. Refs no cluster of the set owns are never fetched.
     notes_clusters: std::sync::Mutex<Option<std::collections::BTreeSet<String>>>,
+    /// The protocol v2 probe in front of each poll ([`ls_refs`]): whether to try it, and
+    /// until when not to, after a server that does not speak v2 or answered badly.
+    probe: ProbeState,
 }
+
+/// Polls answered by the v2 probe and polls that connected with libgit2, since the start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollCounts {
+    /// The probe's answer showed nothing in scope moved: no libgit2 connection.
+    pub by_probe: u64,
+    /// A libgit2 connection (and its advertisement): something moved, or no probe.
+    pub by_libgit2: u64,
+}
+
+#[derive(Debug)]
+struct ProbeState {
+    enabled: bool,
+    off_until: std::sync::Mutex<Option<std::time::Instant>>,
+    by_probe: std::sync::atomic::AtomicU64,
+    by_libgit2: std::sync::atomic::AtomicU64,
+}
+
+/// How long a URL is not probed after a server that does not speak protocol v2, or answered
+/// the probe badly or slowly: one wasted round trip an hour, not one per poll.
+pub const PROBE_BACKOFF: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The remote-tracking ref a fetch updates.
 fn tracking_ref(branch: &str) -> String {
@@ -180,6 +205,12 @@ impl GitSource {
             known_hosts,
             limits: FetchLimits::default(),
             notes_clusters: std::sync::Mutex::new(None),
+            probe: ProbeState {
+                enabled: true,
+                off_until: std::sync::Mutex::new(None),
+                by_probe: Default::default(),
+                by_libgit2: Default::default(),
+            },
         })
     }
 
@@ -200,6 +231,23 @@ impl GitSource {
             .lock()
             .expect("no panics under the lock")
             .clone()
+    }
+
+    /// Turns the protocol v2 probe in front of each poll ([`ls_refs`]) on (the default) or
+    /// off (every poll connects with libgit2 and receives the whole advertisement, as
+    /// before; the bench's `v0` rows).
+    pub fn with_probe(mut self, on: bool) -> Self {
+        self.probe.enabled = on;
+        self
+    }
+
+    /// Polls answered by the probe and polls that connected with libgit2 so far.
+    pub fn poll_counts(&self) -> PollCounts {
+        use std::sync::atomic::Ordering::Relaxed;
+        PollCounts {
+            by_probe: self.probe.by_probe.load(Relaxed),
+            by_libgit2: self.probe.by_libgit2.load(Relaxed),
+        }
     }
 
     /// Replace the default [`FetchLimits`].
@@ -243,14 +291,24 @@ impl GitSource {
         self.fetch_planned(false).map(|(_, plan)| plan)
     }
 
-    /// One poll: a single connection, one listing of the remote's refs, and a fetch over
-    /// that same connection of only the refs [`refs_plan::plan`] names (none when nothing in
-    /// scope moved). libgit2 speaks protocol v0 only, so the listing is the whole
-    /// advertisement: it is paid once per poll, never twice. Blocking.
+    /// One poll. First, over `git://` and smart HTTP(S) when the notes scope is a known set
+    /// of clusters, the protocol v2 probe ([`ls_refs`]): the server lists only the refs the
+    /// poll needs, and when none of them moved (and the branch exists) the poll ends there,
+    /// without a libgit2 connection. Otherwise a single libgit2 connection, one listing of
+    /// the remote's refs, and a fetch over that same connection of only the refs
+    /// [`refs_plan::plan`] names (none when nothing in scope moved). libgit2 speaks protocol
+    /// v0 only, so its listing is the whole advertisement: it is paid at most once per poll.
+    /// Blocking.
     pub fn fetch_planned(&self, with_branch: bool) -> Result<(Fetched, FetchPlan), SourceError> {
         let repo = self.repository()?;
         let previous = self.current()?;
         let branch = &self.config.branch;
+        if let Some(answered) = self.probe_poll(&repo, with_branch, previous)? {
+            return Ok(answered);
+        }
+        self.probe
+            .by_libgit2
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let refusal = credentials::Refusal::default();
         let fetch_err = |e: git2::Error| SourceError::Fetch {
             url: redact_url(&self.config.url),
@@ -316,6 +374,85 @@ impl GitSource {
                 url = %redact_url(&self.config.url), "fleet repo moved");
         }
         Ok((Fetched { commit, previous }, plan))
+    }
+
+    /// The protocol v2 probe of one poll: `Some` when it shows that nothing the poll needs
+    /// moved (the poll is done), `None` when the poll goes on to libgit2 (something moved,
+    /// the branch is missing, no probe for this URL or scope, or the probe failed: then,
+    /// unless no connection could be made, not again for [`PROBE_BACKOFF`]).
+    fn probe_poll(
+        &self,
+        repo: &Repository,
+        with_branch: bool,
+        previous: Option<Oid>,
+    ) -> Result<Option<(Fetched, FetchPlan)>, SourceError> {
+        use std::time::Instant;
+        if !self.probe.enabled {
+            return Ok(None);
+        }
+        // Before the fleet is known the scope is "the first refs by name": no names to ask.
+        let Some(clusters) = self.notes_clusters() else {
+            return Ok(None);
+        };
+        let Some(transport) = ls_refs::Transport::of(&normalise_url(&self.config.url)) else {
+            return Ok(None);
+        };
+        {
+            let mut off = self.probe.off_until.lock().expect("no panics under the lock");
+            match *off {
+                Some(until) if Instant::now() < until => return Ok(None),
+                Some(_) => *off = None,
+                None => {}
+            }
+        }
+        let branch = &self.config.branch;
+        let Some(wanted) = ls_refs::wanted(with_branch.then_some(branch.as_str()), &clusters)
+        else {
+            return Ok(None);
+        };
+        let url = redact_url(&self.config.url);
+        let answered = match ls_refs::probe(&transport, &self.config.auth, &wanted) {
+            Ok(a) => a,
+            Err(e) => {
+                let message = rota_core::sanitize::text(&redact_urls_in(&e.to_string())).into_owned();
+                if e.backs_off() {
+                    *self.probe.off_until.lock().expect("no panics under the lock") =
+                        Some(Instant::now() + PROBE_BACKOFF);
+                    tracing::warn!(url = %url, reason = e.reason(), error = %message,
+                        backoff_s = PROBE_BACKOFF.as_secs(),
+                        "protocol v2 probe failed: polls fetch with libgit2 (the whole ref advertisement) and do not probe this URL for a while");
+                } else {
+                    tracing::debug!(url = %url, reason = e.reason(), error = %message,
+                        "protocol v2 probe failed: this poll fetches with libgit2");
+                }
+                return Ok(None);
+            }
+        };
+        let branch_ref = format!("refs/heads/{branch}");
+        if with_branch && !answered.iter().any(|(n, _)| *n == branch_ref) {
+            // libgit2's listing says so with its own error.
+            return Ok(None);
+        }
+        let scope = NotesScope::Clusters(clusters);
+        let local = mirrored_ids(repo, branch, &answered, &scope);
+        let plan = refs_plan::plan(branch, with_branch, &answered, &local, &scope);
+        if !plan.specs.is_empty() {
+            tracing::debug!(url = %url, moved = plan.specs.len(),
+                "protocol v2 probe: refs moved, fetching with libgit2");
+            return Ok(None);
+        }
+        let commit = repo
+            .refname_to_id(&tracking_ref(branch))
+            .map_err(|_| SourceError::NoBranch {
+                url: url.clone(),
+                branch: branch.clone(),
+            })?;
+        self.probe
+            .by_probe
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::debug!(url = %url, refs = answered.len(),
+            "protocol v2 probe: nothing moved, no fetch");
+        Ok(Some((Fetched { commit, previous }, plan)))
     }
 
     /// Points the notes fetch at the clusters the fleet declares at the followed branch (in
