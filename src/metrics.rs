@@ -154,6 +154,7 @@ struct Inner {
     cloud_calls: IntCounterVec,
     cloud_call_duration: HistogramVec,
     git_fetches: IntCounterVec,
+    git_polls: IntCounterVec,
     git_last_success: GaugeVec,
     commits_rejected: IntCounterVec,
     commit_rejected: IntGaugeVec,
@@ -366,6 +367,11 @@ impl Metrics {
                 "Fetches of the fleet repo by outcome.",
                 &["cluster", "outcome"]
             )),
+            git_polls: reg!(c(
+                "rota_git_polls_total",
+                "Polls of the fleet repo by what answered them: the protocol v2 probe (nothing in scope moved, no libgit2 connection) or libgit2 (a connection and the whole ref advertisement).",
+                &["cluster", "answered_by"]
+            )),
             git_last_success: reg!(g(
                 "rota_git_last_fetch_success_timestamp_seconds",
                 "Unix time of the last successful fetch of the fleet repo.",
@@ -484,6 +490,19 @@ impl Metrics {
                 .git_last_success
                 .with_label_values(&[self.inner.cluster.as_str()])
                 .set(at.timestamp_millis() as f64 / 1000.0);
+        }
+    }
+
+    /// Polls answered by the protocol v2 probe (`by_probe`) and by libgit2 (`by_libgit2`)
+    /// since the last call (`rota_git_polls_total{answered_by="probe"|"libgit2"}`).
+    pub fn record_git_polls(&self, by_probe: u64, by_libgit2: u64) {
+        for (by, n) in [("probe", by_probe), ("libgit2", by_libgit2)] {
+            if n > 0 {
+                self.inner
+                    .git_polls
+                    .with_label_values(&[self.inner.cluster.as_str(), by])
+                    .inc_by(n);
+            }
         }
     }
 
@@ -1059,6 +1078,7 @@ mod tests {
         p.record_error("cloud_throttled", false);
         m.record_cloud_call("aws", "set_launch_image", Outcome::Ok);
         m.record_git_fetch(Outcome::Ok, at(5));
+        m.record_git_polls(2, 1);
         m.record_commit_rejected("validation");
         m.record_commit_rejected("signature");
         p.record_gate_failed("error-rate");
@@ -1085,6 +1105,8 @@ mod tests {
             )
         );
         assert!(text.contains(r#"rota_git_fetches_total{cluster="c1",outcome="ok"} 1"#));
+        assert!(text.contains(r#"rota_git_polls_total{answered_by="probe",cluster="c1"} 2"#));
+        assert!(text.contains(r#"rota_git_polls_total{answered_by="libgit2",cluster="c1"} 1"#));
         assert!(text.contains(r#"rota_commits_rejected_total{cluster="c1",reason="signature"} 1"#));
         assert!(text.contains(r#"rota_fleet_commit_rejected{cluster="c1",reason="signature"} 1"#));
         assert!(!text.contains(r#"rota_fleet_commit_rejected{cluster="c1",reason="validation"}"#));

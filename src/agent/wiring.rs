@@ -182,6 +182,7 @@ pub async fn start(
         Controller::with_metrics(client.clone(), Arc::clone(&groups), cc, metrics.clone());
     let clock = clock.unwrap_or_else(|| controller.clock());
     let notes = Arc::new(GitNotesStore::for_source(&source, &ac.cluster).with_evidence(&evidence));
+    let polls_source = Arc::clone(&source);
     let store: Arc<dyn StatusStore> = match &statuses {
         Some(sc) => store_from_config(sc, Arc::clone(&notes))?,
         None => Arc::clone(&notes) as Arc<dyn StatusStore>,
@@ -206,7 +207,11 @@ pub async fn start(
     let snapshot = agent.subscribe();
     let mut tasks = vec![(
         "fetch metrics",
-        tokio::spawn(record_fetches(follower.state.clone(), metrics)),
+        tokio::spawn(record_fetches(
+            follower.state.clone(),
+            polls_source,
+            metrics,
+        )),
     )];
     tasks.push((
         "agent",
@@ -240,9 +245,16 @@ pub fn refuse_working_copy(url: &str) -> Result<(), WiringError> {
     }
 }
 
-/// `rota_git_fetches_total{outcome}` and the last good fetch, from the poll loop's state.
-async fn record_fetches(mut state: watch::Receiver<SourceState>, metrics: Metrics) {
+/// `rota_git_fetches_total{outcome}` and the last good fetch, from the poll loop's state, and
+/// `rota_git_polls_total{answered_by}` from the source's counts (the guard's notes fetches
+/// between polls count there too).
+async fn record_fetches(
+    mut state: watch::Receiver<SourceState>,
+    source: Arc<GitSource>,
+    metrics: Metrics,
+) {
     let mut seen = 0;
+    let mut polls = crate::source::PollCounts::default();
     loop {
         {
             let s = state.borrow_and_update();
@@ -254,6 +266,12 @@ async fn record_fetches(mut state: watch::Receiver<SourceState>, metrics: Metric
                     Outcome::Error
                 };
                 metrics.record_git_fetch(outcome, chrono::Utc::now());
+                let now = source.poll_counts();
+                metrics.record_git_polls(
+                    now.by_probe - polls.by_probe,
+                    now.by_libgit2 - polls.by_libgit2,
+                );
+                polls = now;
             }
         }
         if state.changed().await.is_err() {
