@@ -8,6 +8,7 @@ mod agent_flags;
 mod canary_fleet;
 mod forge_double;
 mod notes;
+mod probe;
 mod source;
 mod ssh;
 mod status_api;

@@ -294,7 +294,12 @@ async fn https_token_is_sent_as_basic_auth_once_and_never_shown() {
 
 /// Smart HTTP through the real `git http-backend` (CGI) behind a server that demands the
 /// token as Basic auth: a full fetch with token credentials, and a wrong token refused.
-async fn serve_http_backend(root: std::path::PathBuf, expected: String) -> std::net::SocketAddr {
+/// Each request is logged in `log` as `METHOD path git-protocol`.
+pub(crate) async fn serve_http_backend(
+    root: std::path::PathBuf,
+    expected: String,
+    log: Arc<Mutex<Vec<String>>>,
+) -> std::net::SocketAddr {
     use tokio::io::AsyncWriteExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -303,11 +308,21 @@ async fn serve_http_backend(root: std::path::PathBuf, expected: String) -> std::
             let (stream, _) = listener.accept().await.unwrap();
             let root = root.clone();
             let expected = expected.clone();
+            let log = Arc::clone(&log);
             tokio::spawn(async move {
                 let svc =
                     hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                         let root = root.clone();
                         let expected = expected.clone();
+                        log.lock().unwrap().push(format!(
+                            "{} {} {}",
+                            req.method(),
+                            req.uri().path(),
+                            req.headers()
+                                .get("git-protocol")
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("-")
+                        ));
                         async move {
                             use http_body_util::BodyExt;
                             let authorized = req
@@ -404,7 +419,7 @@ async fn token_fetch_through_git_http_backend() {
         "two",
     );
     let basic = base64::engine::general_purpose::STANDARD.encode("x-access-token:ghs_GOOD");
-    let addr = serve_http_backend(served.clone(), format!("Basic {basic}")).await;
+    let addr = serve_http_backend(served.clone(), format!("Basic {basic}"), Arc::default()).await;
 
     let token_file = t.path().join("token");
     std::fs::write(&token_file, "ghs_GOOD\n").unwrap();
