@@ -508,10 +508,13 @@ fn over_daemon(
     let _ = stream.set_nodelay(true);
     stream.write_all(&daemon_request(path, host)).map_err(io)?;
     let mut r = PktReader::new(
-        Deadline {
-            stream: stream.try_clone().map_err(io)?,
-            deadline,
-        },
+        std::io::BufReader::with_capacity(
+            64 * 1024,
+            Deadline {
+                stream: stream.try_clone().map_err(io)?,
+                deadline,
+            },
+        ),
         MAX_ANSWER_BYTES,
     );
     read_capabilities(&mut r, false)?;
@@ -538,8 +541,35 @@ impl Read for Deadline {
             return Err(std::io::ErrorKind::TimedOut.into());
         }
         self.stream.set_read_timeout(Some(left))?;
+        quick_ack(&self.stream);
         self.stream.read(buf)
     }
+}
+
+/// Acknowledges what arrives at once instead of after the delayed-ACK timer: upload-pack
+/// writes an `ls-refs` answer of more than a few lines in pieces, and without it each answer
+/// waited 40 ms on Linux's delayed ACK (measured against `git daemon` on loopback: 42 ms
+/// for 101 prefixes, under 1 ms with it). Linux forgets the flag, so it is set before
+/// every read; elsewhere nothing is done.
+fn quick_ack(stream: &std::net::TcpStream) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let one: libc::c_int = 1;
+        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live local, on a socket
+        // this stream owns; a failure only leaves the default behaviour.
+        unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_QUICKACK,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
 }
 
 fn http_connector()
