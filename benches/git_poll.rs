@@ -4,17 +4,24 @@
 //! - `today`: the poll before issue 25's per-poll work, rebuilt here with the same git2 calls
 //!   (a listing of the remote's refs, then a fetch of the branch and every cluster's notes
 //!   refs on a second connection: two full advertisements per poll);
-//! - `idle`: `GitSource::fetch` of an agent with nothing to start (its own notes only);
+//! - `idle`: `GitSource::fetch` of an agent with nothing to start (its own notes only):
+//!   the protocol v2 probe (`source::ls_refs`, `ls-refs` with one `ref-prefix` per ref)
+//!   answers it when nothing moved, without a libgit2 connection;
 //! - `guard`: the same while its guard waits on a wave of clusters (its own notes and the
-//!   wave's), with nothing moved, and right after every cluster of the wave reported;
+//!   wave's), with nothing moved, and right after every cluster of the wave reported (the
+//!   probe, then libgit2's fetch of what moved);
+//! - `idle_v0`, `guard_v0`: the same polls with the probe off (`GitSource::with_probe`),
+//!   libgit2 alone, as before the probe: the whole advertisement each poll;
 //! - `v2_floor`: `git ls-remote --heads` of the branch over protocol v2 (`ref-prefix`), what
 //!   a poll would cost with a client that speaks v2 (libgit2 1.9 does not), and `v0_full`,
 //!   the whole advertisement (`git ls-remote`, as the issue measured it).
 //!
 //! Prints one key=value line per case: bytes from the server (`down`) and to it (`up`),
-//! connections, and the median wall time of a poll. Asserts what each poll fetched, never a
+//! connections, the median wall time of a poll, and the 1-minute load average when the case
+//! ended (`load1`, from /proc/loadavg: the machine may be shared). Asserts what each poll fetched, never a
 //! time. Run: `cargo bench --bench git_poll` (1,000 and 10,000 clusters, a wave of a tenth);
-//! `ROTA_BENCH_CLUSTERS=1000,10000 ROTA_BENCH_WAVE=100 ROTA_BENCH_POLLS=5` choose. `cargo
+//! `ROTA_BENCH_CLUSTERS=1000,10000 ROTA_BENCH_WAVE=100 ROTA_BENCH_POLLS=5` choose,
+//! `ROTA_BENCH_TODAY_POLLS=0` leaves the `today` rows out (minutes at 10,000 clusters). `cargo
 //! test --all-targets` runs it without `--bench` at 60 clusters, once each.
 
 use std::collections::BTreeSet;
@@ -131,9 +138,14 @@ impl Counter {
     }
 }
 
+/// Copies one direction. The proxy must not slow what it measures: it writes at once
+/// (`TCP_NODELAY`) and acknowledges at once (`TCP_QUICKACK`, as `source::ls_refs` does),
+/// or each answer upload-pack writes in pieces would wait on the delayed-ACK timer here.
 fn pipe(mut from: TcpStream, mut to: TcpStream, count: &AtomicU64, open: &AtomicUsize) {
     let mut buf = [0u8; 64 * 1024];
+    let _ = to.set_nodelay(true);
     loop {
+        quick_ack(&from);
         match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
@@ -146,6 +158,26 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, count: &AtomicU64, open: &Atomic
     }
     let _ = to.shutdown(Shutdown::Write);
     open.fetch_sub(1, Ordering::SeqCst);
+}
+
+fn quick_ack(stream: &TcpStream) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let one: libc::c_int = 1;
+        // SAFETY: setsockopt reads one c_int from a live local, on a socket we own.
+        unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_QUICKACK,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
 }
 
 struct Daemon(Child);
@@ -251,10 +283,19 @@ fn line(
 ) {
     let (down, up, conns) = counts[counts.len() / 2];
     println!(
-        "clusters={clusters} wave={wave} poll={case} down_bytes={down} up_bytes={up} connections={conns} median_ms={:.1} polls={}",
+        "clusters={clusters} wave={wave} poll={case} down_bytes={down} up_bytes={up} connections={conns} median_ms={:.1} polls={} load1={}",
         median(times).as_secs_f64() * 1000.0,
-        counts.len()
+        counts.len(),
+        load1()
     );
+}
+
+/// The 1-minute load average (`?` where /proc/loadavg is not there).
+fn load1() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
 }
 
 /// Runs `poll` `n` times, each after `before`, and prints its line.
@@ -319,7 +360,7 @@ fn fleet(root: &Path, clusters: usize, (polls, today_polls): (usize, usize), wav
     // The agent of the last cluster; its guard waits on the first `wave` clusters.
     let own = names[clusters - 1].clone();
     let waited: Vec<String> = names[..wave].to_vec();
-    let source = |dir: &str, notes: &[String]| -> (GitSource, PathBuf) {
+    let source = |dir: &str, notes: &[String], probe: bool| -> (GitSource, PathBuf) {
         let mirror = root.join(dir);
         let s = GitSource::open(
             SourceConfig {
@@ -331,7 +372,8 @@ fn fleet(root: &Path, clusters: usize, (polls, today_polls): (usize, usize), wav
             },
             &mirror,
         )
-        .unwrap();
+        .unwrap()
+        .with_probe(probe);
         s.set_notes_clusters(notes.iter().cloned());
         s.fetch().unwrap();
         (s, mirror)
@@ -342,13 +384,18 @@ fn fleet(root: &Path, clusters: usize, (polls, today_polls): (usize, usize), wav
         r.remote_with_fetch("origin", &url, "+refs/heads/*:refs/remotes/origin/*")
             .unwrap();
     }
-    let (idle, idle_mirror) = source("idle", std::slice::from_ref(&own));
+    let (idle, idle_mirror) = source("idle", std::slice::from_ref(&own), true);
+    let (idle_v0, _) = source("idle_v0", std::slice::from_ref(&own), false);
     let mut guard_notes = waited.clone();
     guard_notes.push(own.clone());
-    let (guard, guard_mirror) = source("guard", &guard_notes);
+    let (guard, guard_mirror) = source("guard", &guard_notes, true);
+    let (guard_v0, _) = source("guard_v0", &guard_notes, false);
     counter.take();
 
     let at = |case: &'static str| (clusters, wave, case);
+    // Which path answered each poll: the probe alone when nothing moved.
+    let answered = |s: &GitSource| s.poll_counts();
+    let before = answered(&idle);
     measure(
         &counter,
         at("idle"),
@@ -356,6 +403,30 @@ fn fleet(root: &Path, clusters: usize, (polls, today_polls): (usize, usize), wav
         |_| {},
         || {
             idle.fetch().unwrap();
+        },
+    );
+    assert_eq!(
+        answered(&idle).by_probe - before.by_probe,
+        polls as u64,
+        "every idle poll is answered by the probe"
+    );
+    assert_eq!(answered(&idle).by_libgit2, before.by_libgit2);
+    measure(
+        &counter,
+        at("idle_v0"),
+        polls,
+        |_| {},
+        || {
+            idle_v0.fetch().unwrap();
+        },
+    );
+    measure(
+        &counter,
+        at("guard_v0_waiting_nothing_moved"),
+        polls,
+        |_| {},
+        || {
+            guard_v0.fetch().unwrap();
         },
     );
     assert_eq!(
@@ -373,6 +444,7 @@ fn fleet(root: &Path, clusters: usize, (polls, today_polls): (usize, usize), wav
         },
     );
     assert_eq!(mirrored_notes(&guard_mirror), wave + 1);
+    assert_eq!(answered(&guard).by_libgit2, 1, "only the first fetch connected");
     // Every cluster of the wave reports between two polls: today's poll and the guard's
     // each bring the `wave` new notes; the idle agent's brings none.
     let mut round = 0;
@@ -394,10 +466,12 @@ fn fleet(root: &Path, clusters: usize, (polls, today_polls): (usize, usize), wav
             );
         },
     );
+    let before = answered(&idle);
     measure(&counter, at("idle_wave_reported"), polls, &mut bump, || {
         let (_, plan) = idle.fetch_planned(true).unwrap();
         assert!(plan.specs.is_empty(), "{plan:?}");
     });
+    assert_eq!(answered(&idle).by_libgit2, before.by_libgit2);
 
     let (d, u, c, out) = ls_remote(&counter, &url, false, &[]);
     println!(
@@ -412,6 +486,10 @@ fn fleet(root: &Path, clusters: usize, (polls, today_polls): (usize, usize), wav
     // Today's poll last: past 2,048 clusters it names every cluster's ref in a refspec of
     // its own, and libgit2 matches each advertised ref against each refspec, so at 10,000
     // clusters one poll takes minutes of CPU (ROTA_BENCH_TODAY_POLLS, default 1 there).
+    // `ROTA_BENCH_TODAY_POLLS=0` leaves it out (its figures are in docs/gitops.md).
+    if today_polls == 0 {
+        return;
+    }
     today_poll(&today_mirror, &names);
     assert_eq!(mirrored_notes(&today_mirror), clusters);
     counter.take();
