@@ -1123,8 +1123,22 @@ mod tests {
         assert!(!text.contains("rota_pool_gate_failed{"));
         // Every label name in the output is one of the allowed few.
         let allowed = [
-            "cluster", "pool", "phase", "reason", "alerting", "gate", "result", "outcome",
-            "provider", "call", "backend", "version", "le", "channel", "image",
+            "cluster",
+            "pool",
+            "phase",
+            "reason",
+            "alerting",
+            "gate",
+            "result",
+            "outcome",
+            "provider",
+            "call",
+            "backend",
+            "version",
+            "le",
+            "channel",
+            "image",
+            "answered_by",
         ];
         // Every series of the agent's own process names its cluster.
         for l in text.lines().filter(|l| !l.starts_with('#')) {
