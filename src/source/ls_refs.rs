@@ -284,8 +284,8 @@ pub fn read_capabilities<R: Read>(
         }
     };
     if first != b"version 2\n" && first != b"version 2" {
-        let shown: String = String::from_utf8_lossy(&first[..first.len().min(60)])
-            .replace('\0', " ");
+        let shown: String =
+            String::from_utf8_lossy(&first[..first.len().min(60)]).replace('\0', " ");
         return Err(ProbeError::NotV2(format!(
             "the advertisement starts with {shown:?}"
         )));
@@ -297,9 +297,7 @@ pub fn read_capabilities<R: Read>(
             p => {
                 let line = text(p, "a capability line")?;
                 if line.is_empty() || line.bytes().any(|b| b.is_ascii_control()) {
-                    return Err(ProbeError::Protocol(format!(
-                        "capability line {line:?}"
-                    )));
+                    return Err(ProbeError::Protocol(format!("capability line {line:?}")));
                 }
                 caps.push(line);
                 if caps.len() > MAX_CAPABILITY_LINES {
@@ -619,10 +617,9 @@ fn over_http(base: &str, auth: &Auth, wanted: &Wanted) -> Result<Vec<(String, Oi
         .build()
         .map_err(|e| ProbeError::Connect(format!("starting the probe's runtime: {e}")))?;
     let exchange = async {
-        let client = hyper_util::client::legacy::Client::builder(
-            hyper_util::rt::TokioExecutor::new(),
-        )
-        .build::<_, Full<Bytes>>(connector);
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build::<_, Full<Bytes>>(connector);
         let send = |method: http::Method, uri: String, body: Vec<u8>| {
             let mut req = http::Request::builder()
                 .method(method.clone())
@@ -777,7 +774,10 @@ mod tests {
         assert_eq!(w.names.len(), MAX_NAMED_PREFIXES + 1);
         // Nothing to ask would list every ref; a name that is not one line is not sent.
         assert_eq!(wanted(None, &BTreeSet::new()), None);
-        assert_eq!(wanted(Some("main"), &["a\nref-prefix refs/".to_string()].into()), None);
+        assert_eq!(
+            wanted(Some("main"), &["a\nref-prefix refs/".to_string()].into()),
+            None
+        );
         assert_eq!(wanted(Some("ma in"), &BTreeSet::new()), None);
     }
 
@@ -803,7 +803,10 @@ mod tests {
     fn a_v0_or_v1_server_or_one_without_ls_refs_is_not_v2() {
         let v0 = pkts(&[&format!("{A} HEAD\0multi_ack side-band-64k\n"), "0000"]);
         let e = caps(&v0, false).unwrap_err();
-        assert!(matches!(e, ProbeError::NotV2(ref m) if m.contains("HEAD")), "{e}");
+        assert!(
+            matches!(e, ProbeError::NotV2(ref m) if m.contains("HEAD")),
+            "{e}"
+        );
         assert!(matches!(
             caps(&pkts(&["version 1\n", "0000"]), false),
             Err(ProbeError::NotV2(_))
@@ -875,10 +878,16 @@ mod tests {
         for (line, want) in [
             (A.to_string(), "no ref name"),
             (format!("{} refs/heads/main", &A[..39]), "40 lowercase hex"),
-            (format!("{} refs/heads/main", "AB".repeat(20)), "40 lowercase hex"),
+            (
+                format!("{} refs/heads/main", "AB".repeat(20)),
+                "40 lowercase hex",
+            ),
             (format!("{A} HEAD"), "not a ref name"),
             (format!("{A} refs/heads/a\tb"), "not a ref name"),
-            (format!("{A} refs/heads/main unknown:x"), "unknown attribute"),
+            (
+                format!("{A} refs/heads/main unknown:x"),
+                "unknown attribute",
+            ),
             (format!("{A}  refs/heads/main"), "not a ref name"),
         ] {
             let e = refs(&pkts(&[&line, "0000"])).unwrap_err();
@@ -904,7 +913,8 @@ mod tests {
     fn only_the_exact_names_asked_for_are_kept() {
         let a = Oid::from_str(A).unwrap();
         let b = Oid::from_str(B).unwrap();
-        let names: BTreeSet<String> = ["refs/heads/main".into(), "refs/notes/rota/c1".into()].into();
+        let names: BTreeSet<String> =
+            ["refs/heads/main".into(), "refs/notes/rota/c1".into()].into();
         let got = exact(
             vec![
                 ("refs/notes/rota/c10".into(), b),
@@ -925,14 +935,43 @@ mod tests {
             ]
         );
         let e = exact(
-            vec![
-                ("refs/heads/main".into(), a),
-                ("refs/heads/main".into(), b),
-            ],
+            vec![("refs/heads/main".into(), a), ("refs/heads/main".into(), b)],
             &names,
         )
         .unwrap_err();
         assert!(e.to_string().contains("answered twice"), "{e}");
+    }
+
+    proptest::proptest! {
+        /// Whatever the server sends, the parsers end without panicking, within the budget,
+        /// and keep only names asked for; a valid answer cut anywhere is an error.
+        #[test]
+        fn arbitrary_answers_never_panic_nor_pass_the_budget(
+            noise in proptest::collection::vec(proptest::num::u8::ANY, 0..512),
+            lines in proptest::collection::vec("[0-9a-f]{40} refs/notes/rota/c[0-9]{1,2}", 0..8),
+            cut in 0usize..2048,
+        ) {
+            let mut r = PktReader::new(&noise[..], 256);
+            let _ = read_capabilities(&mut r, true);
+            proptest::prop_assert!(r.bytes_read() <= 256);
+            let mut r = PktReader::new(&noise[..], 256);
+            let _ = read_ls_refs(&mut r, 4);
+            proptest::prop_assert!(r.bytes_read() <= 256);
+            let mut answer = Vec::new();
+            for l in &lines {
+                encode(&mut answer, l.as_bytes());
+            }
+            answer.extend_from_slice(b"0000");
+            let whole = read_ls_refs(&mut PktReader::new(&answer[..], MAX_ANSWER_BYTES), 16);
+            proptest::prop_assert!(whole.is_ok());
+            let names: BTreeSet<String> = ["refs/notes/rota/c1".to_string()].into();
+            if let Ok(kept) = exact(whole.unwrap(), &names) {
+                proptest::prop_assert!(kept.iter().all(|(n, _)| names.contains(n)));
+            }
+            let cut = cut % answer.len();
+            let part = read_ls_refs(&mut PktReader::new(&answer[..cut], MAX_ANSWER_BYTES), 16);
+            proptest::prop_assert!(part.is_err());
+        }
     }
 
     #[test]
