@@ -444,7 +444,11 @@ fn fleet(root: &Path, clusters: usize, (polls, today_polls): (usize, usize), wav
         },
     );
     assert_eq!(mirrored_notes(&guard_mirror), wave + 1);
-    assert_eq!(answered(&guard).by_libgit2, 1, "only the first fetch connected");
+    assert_eq!(
+        answered(&guard).by_libgit2,
+        1,
+        "only the first fetch connected"
+    );
     // Every cluster of the wave reports between two polls: today's poll and the guard's
     // each bring the `wave` new notes; the idle agent's brings none.
     let mut round = 0;

@@ -398,7 +398,11 @@ impl GitSource {
             return Ok(None);
         };
         {
-            let mut off = self.probe.off_until.lock().expect("no panics under the lock");
+            let mut off = self
+                .probe
+                .off_until
+                .lock()
+                .expect("no panics under the lock");
             match *off {
                 Some(until) if Instant::now() < until => return Ok(None),
                 Some(_) => *off = None,
@@ -414,10 +418,14 @@ impl GitSource {
         let answered = match ls_refs::probe(&transport, &self.config.auth, &wanted) {
             Ok(a) => a,
             Err(e) => {
-                let message = rota_core::sanitize::text(&redact_urls_in(&e.to_string())).into_owned();
+                let message =
+                    rota_core::sanitize::text(&redact_urls_in(&e.to_string())).into_owned();
                 if e.backs_off() {
-                    *self.probe.off_until.lock().expect("no panics under the lock") =
-                        Some(Instant::now() + PROBE_BACKOFF);
+                    *self
+                        .probe
+                        .off_until
+                        .lock()
+                        .expect("no panics under the lock") = Some(Instant::now() + PROBE_BACKOFF);
                     tracing::warn!(url = %url, reason = e.reason(), error = %message,
                         backoff_s = PROBE_BACKOFF.as_secs(),
                         "protocol v2 probe failed: polls fetch with libgit2 (the whole ref advertisement) and do not probe this URL for a while");
@@ -441,12 +449,12 @@ impl GitSource {
                 "protocol v2 probe: refs moved, fetching with libgit2");
             return Ok(None);
         }
-        let commit = repo
-            .refname_to_id(&tracking_ref(branch))
-            .map_err(|_| SourceError::NoBranch {
-                url: url.clone(),
-                branch: branch.clone(),
-            })?;
+        let commit =
+            repo.refname_to_id(&tracking_ref(branch))
+                .map_err(|_| SourceError::NoBranch {
+                    url: url.clone(),
+                    branch: branch.clone(),
+                })?;
         self.probe
             .by_probe
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

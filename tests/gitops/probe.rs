@@ -102,7 +102,16 @@ fn v2(requests: &[String]) -> Vec<bool> {
 fn note(work: &Path, cluster: &str, text: &str) -> String {
     git(
         work,
-        &["notes", "--ref", &format!("rota/{cluster}"), "add", "-f", "-m", text, "HEAD"],
+        &[
+            "notes",
+            "--ref",
+            &format!("rota/{cluster}"),
+            "add",
+            "-f",
+            "-m",
+            text,
+            "HEAD",
+        ],
     );
     git(work, &["rev-parse", &format!("refs/notes/rota/{cluster}")])
 }
@@ -187,7 +196,10 @@ fn an_idle_poll_over_git_daemon_is_one_ls_refs_and_what_moved_is_still_fetched()
     assert_eq!((idle.commit, idle.changed()), (first.commit, false));
     let (reqs, down) = proxy.take();
     assert_eq!(v2(&reqs), [true], "{reqs:?}");
-    assert!(down < 1_000, "{down} bytes down (the advertisement: {v0_bytes})");
+    assert!(
+        down < 1_000,
+        "{down} bytes down (the advertisement: {v0_bytes})"
+    );
     assert_eq!(
         src.poll_counts(),
         PollCounts {
@@ -321,7 +333,10 @@ async fn an_idle_poll_over_smart_http_is_one_ls_refs_with_the_token() {
     let moved = note(&work, "c1", "c1 moved");
     poll().await;
     let reqs = take();
-    assert!(reqs.len() > 2 && reqs[2..].iter().all(|r| r.ends_with(" -")), "{reqs:?}");
+    assert!(
+        reqs.len() > 2 && reqs[2..].iter().all(|r| r.ends_with(" -")),
+        "{reqs:?}"
+    );
     assert_eq!(mirrored(&src, "refs/rota/remote-notes/c1"), Some(moved));
     assert_eq!(src.poll_counts().by_probe, 1);
 }
