@@ -3,7 +3,9 @@
 //! checkout). Around it: the poll loop ([`poll`]), the push webhook receiver ([`webhook`]),
 //! watching a local working copy ([`watch`]), credentials and host keys ([`credentials`]),
 //! commit signature verification ([`trust`]), history that only moves forward ([`history`]),
-//! and reading a revision's (or a folder's) fleet files within budgets ([`read`]).
+//! reading a revision's (or a folder's) fleet files within budgets ([`read`]), which refs a
+//! poll fetches ([`refs_plan`]), and the protocol v2 probe that answers a poll where nothing
+//! moved without a libgit2 connection ([`ls_refs`]).
 //!
 //! git2 is blocking; async callers run [`GitSource::fetch`] on the blocking pool (the poll
 //! loop does).

@@ -1,6 +1,8 @@
 //! Which refs one poll fetches, decided from the remote's ref advertisement and the refs the
 //! mirror already holds. Pure: [`super::GitSource::fetch`] lists the remote once, asks this
-//! module, and fetches what it names over the same connection.
+//! module, and fetches what it names over the same connection. The protocol v2 probe
+//! ([`super::ls_refs`]) asks it first with the few refs the server listed for it: an empty
+//! plan there ends the poll before libgit2 connects.
 //!
 //! Why here and not in libgit2: libgit2 (1.9, what git2 0.21 bundles) speaks only git
 //! protocol v0/v1, where the server sends every ref it has before the client can ask for
