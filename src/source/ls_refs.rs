@@ -144,7 +144,7 @@ impl<R: Read> PktReader<R> {
         Ok(())
     }
 
-    pub fn next(&mut self) -> Result<Pkt, ProbeError> {
+    pub fn read_pkt(&mut self) -> Result<Pkt, ProbeError> {
         let mut head = [0u8; 4];
         self.exact(&mut head, "a pkt-line length")?;
         let len = std::str::from_utf8(&head)
@@ -256,7 +256,7 @@ pub fn read_capabilities<R: Read>(
     r: &mut PktReader<R>,
     http: bool,
 ) -> Result<Vec<String>, ProbeError> {
-    let mut first = r.next()?;
+    let mut first = r.read_pkt()?;
     if http
         && let Pkt::Data(d) = &first
         && d.starts_with(b"# service=")
@@ -267,12 +267,12 @@ pub fn read_capabilities<R: Read>(
                 String::from_utf8_lossy(d)
             )));
         }
-        if r.next()? != Pkt::Flush {
+        if r.read_pkt()? != Pkt::Flush {
             return Err(ProbeError::Protocol(
                 "no flush after the service header".into(),
             ));
         }
-        first = r.next()?;
+        first = r.read_pkt()?;
     }
     let first = match first {
         Pkt::Data(d) => d,
@@ -292,7 +292,7 @@ pub fn read_capabilities<R: Read>(
     }
     let mut caps = Vec::new();
     loop {
-        match r.next()? {
+        match r.read_pkt()? {
             Pkt::Flush => break,
             p => {
                 let line = text(p, "a capability line")?;
@@ -330,7 +330,7 @@ pub fn read_ls_refs<R: Read>(
 ) -> Result<Vec<(String, Oid)>, ProbeError> {
     let mut out = Vec::new();
     loop {
-        let p = r.next()?;
+        let p = r.read_pkt()?;
         if p == Pkt::Flush {
             return Ok(out);
         }
