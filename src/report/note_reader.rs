@@ -71,13 +71,11 @@ impl std::fmt::Display for Unreadable {
 /// A note's blob and its size, or why it is not read.
 pub type Found = Result<(Oid, u64), Unreadable>;
 
-/// The note blob on `commit` under `notes_ref` and its size, found without reading any blob.
-/// `Ok(None)`: no such ref or no note on that commit.
-pub fn find(repo: &Repository, notes_ref: &str, commit: Oid) -> Result<Option<Found>, git2::Error> {
-    let Ok(reference) = repo.find_reference(notes_ref) else {
-        return Ok(None);
-    };
-    let tree = reference.peel_to_tree()?;
+/// The note blob on `commit` in the notes whose tip (the notes ref's commit, as looked up
+/// once by the caller) is `tip`, and its size, found without reading any blob. `Ok(None)`: no
+/// note on that commit.
+pub fn find_at(repo: &Repository, tip: Oid, commit: Oid) -> Result<Option<Found>, git2::Error> {
+    let tree = repo.find_object(tip, None)?.peel_to_tree()?;
     let hex = commit.to_string();
     let mut tree = tree;
     let mut rest = hex.as_str();

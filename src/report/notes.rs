@@ -88,6 +88,29 @@ fn remote_notes_ref(cluster: &str) -> String {
     format!("{REMOTE_NOTES_PREFIX}{cluster}")
 }
 
+/// Whether `repo` holds any fetched copy of a notes ref (an agent's mirror does; the git
+/// server's own repo does not): a folder of loose ones, or one packed. `packed-refs` larger
+/// than a bound is taken to hold some rather than read whole: the answer only saves lookups.
+fn has_fetched_notes(repo: &Repository) -> bool {
+    const READ_AT_MOST: u64 = 64 << 20;
+    let git_dir = repo.path();
+    if git_dir
+        .join(REMOTE_NOTES_PREFIX.trim_end_matches('/'))
+        .is_dir()
+    {
+        return true;
+    }
+    let packed = git_dir.join("packed-refs");
+    match std::fs::metadata(&packed) {
+        Err(_) => false,
+        Ok(m) if m.len() > READ_AT_MOST => true,
+        Ok(_) => std::fs::read(&packed).map_or(true, |text| {
+            let needle = REMOTE_NOTES_PREFIX.as_bytes();
+            text.windows(needle.len()).any(|w| w == needle)
+        }),
+    }
+}
+
 impl GitNotesStore {
     /// A store over the repository at `repo`, writing as `cluster` (if any) and pushing to
     /// `push` (if any) after every change.
@@ -221,7 +244,7 @@ impl GitNotesStore {
             Ok(inner
                 .refs_by_cluster(&repo, &clusters)
                 .into_iter()
-                .filter_map(|(c, r)| repo.refname_to_id(&r).ok().map(|id| (c, id)))
+                .map(|(c, (_, id))| (c, id))
                 .collect())
         })
         .await
@@ -292,24 +315,35 @@ impl Inner {
         }
     }
 
-    /// The ref to read each of `clusters` from (those that have one): our own local ref (we
-    /// are its writer), the fetched copy for everyone else (fresher than any stale local
-    /// ref). Every cluster asked for (the fleet's declared ones, or our own), each by name;
-    /// never a glob, so refs no declared cluster owns are never read.
-    fn refs_by_cluster(&self, repo: &Repository, clusters: &[String]) -> BTreeMap<String, String> {
+    /// The ref to read each of `clusters` from (those that have one), with its tip: our own
+    /// local ref (we are its writer), the fetched copy for everyone else (fresher than any
+    /// stale local ref). Every cluster asked for (the fleet's declared ones, or our own), each
+    /// by name; never a glob, so refs no declared cluster owns are never read. One lookup a
+    /// ref: at 10,000 clusters each lookup is a few system calls (a loose ref file, and for a
+    /// miss libgit2 checks `packed-refs` again), which were a third of `status --fleet`.
+    fn refs_by_cluster(
+        &self,
+        repo: &Repository,
+        clusters: &[String],
+    ) -> BTreeMap<String, (String, Oid)> {
+        // A repo without fetched copies at all (the git server's own, as `rota status` and
+        // `rota ui` read it) is asked for none: half the lookups, each a miss.
+        let fetched_copies = has_fetched_notes(repo);
         let mut out = BTreeMap::new();
         for cluster in clusters {
             let own = self.cluster.as_deref() == Some(cluster.as_str());
+            let fetched = fetched_copies.then(|| remote_notes_ref(cluster));
             let (first, second) = if own {
-                (notes_ref(cluster), remote_notes_ref(cluster))
+                (Some(notes_ref(cluster)), fetched)
             } else {
-                (remote_notes_ref(cluster), notes_ref(cluster))
+                (fetched, Some(notes_ref(cluster)))
             };
-            if let Some(name) = [first, second]
+            if let Some((name, id)) = [first, second]
                 .into_iter()
-                .find(|n| repo.find_reference(n).is_ok())
+                .flatten()
+                .find_map(|n| repo.refname_to_id(&n).ok().map(|id| (n, id)))
             {
-                out.insert(cluster.clone(), name);
+                out.insert(cluster.clone(), (name, id));
             }
         }
         out
@@ -320,7 +354,7 @@ impl Inner {
     fn read_doc(
         &self,
         repo: &Repository,
-        notes_ref: &str,
+        (notes_ref, tip): (&str, Oid),
         cluster: &str,
         commit: Oid,
     ) -> Result<Option<(NoteDoc, u64)>, ReportError> {
@@ -329,7 +363,7 @@ impl Inner {
             message: format!("note on {commit}: {why}"),
         };
         let (blob, size) =
-            match note_reader::find(repo, notes_ref, commit).map_err(self.git_err(notes_ref))? {
+            match note_reader::find_at(repo, tip, commit).map_err(self.git_err(notes_ref))? {
                 None => return Ok(None),
                 Some(Err(why)) => return Err(invalid(why.to_string())),
                 Some(Ok(found)) => found,
@@ -419,11 +453,11 @@ impl Inner {
         let repo = self.open()?;
         let mut out = Vec::new();
         let mut bytes = 0u64;
-        for (cluster, r) in self.refs_by_cluster(&repo, clusters) {
+        for (cluster, (r, tip)) in self.refs_by_cluster(&repo, clusters) {
             if bytes > note_reader::MAX_NOTES_BYTES_PER_COMMIT {
                 break;
             }
-            match self.read_doc(&repo, &r, &cluster, oid) {
+            match self.read_doc(&repo, (&r, tip), &cluster, oid) {
                 Ok(Some((mut doc, size))) => {
                     bytes += size;
                     let accepted = self.accept_records(commit, &doc);
@@ -505,7 +539,11 @@ impl Inner {
         oid: Oid,
         mutate: &dyn Fn(&mut NoteDoc, DateTime<Utc>) -> bool,
     ) -> Result<Posted, ReportError> {
-        let mut doc = match self.read_doc(repo, local, cluster, oid) {
+        let read = match repo.refname_to_id(local) {
+            Ok(tip) => self.read_doc(repo, (local, tip), cluster, oid),
+            Err(_) => Ok(None),
+        };
+        let mut doc = match read {
             Ok(Some((d, _))) => d,
             Ok(None) => NoteDoc {
                 cluster: cluster.to_string(),
