@@ -718,3 +718,37 @@ impl StatusStore for GitNotesStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lookups skipped for a repo without fetched copies must not be skipped for a repo
+    /// that has some, loose or packed: there the fetched copy is the fresher one.
+    #[test]
+    fn fetched_copies_are_seen_loose_or_packed_and_absent_only_when_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init_bare(dir.path()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let tree = repo.treebuilder(None).unwrap().write().unwrap();
+        let tree = repo.find_tree(tree).unwrap();
+        let c = repo.commit(None, &sig, &sig, "n", &tree, &[]).unwrap();
+        repo.reference(&notes_ref("a"), c, true, "t").unwrap();
+        assert!(!has_fetched_notes(&repo), "only local notes refs");
+
+        repo.reference(&remote_notes_ref("a"), c, true, "t")
+            .unwrap();
+        assert!(has_fetched_notes(&repo), "a loose fetched copy");
+
+        // Packed, as `git pack-refs --all` leaves them: no loose folder any more.
+        let ok = std::process::Command::new("git")
+            .args(["pack-refs", "--all"])
+            .current_dir(dir.path())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        assert!(!dir.path().join("refs/rota/remote-notes/a").exists());
+        let _ = std::fs::remove_dir_all(dir.path().join("refs/rota"));
+        assert!(has_fetched_notes(&repo), "a packed fetched copy");
+    }
+}
