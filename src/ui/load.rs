@@ -209,6 +209,18 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
         .resolve_all()
         .map_err(|e| UiError::Fleet(e.to_string()))?;
     slim_for_views(&mut fleet, &mut clusters);
+    load_notes(at, commit, fleet, clusters).await
+}
+
+/// The notes part of [`load`], for a fleet already read at `commit`: when only notes moved
+/// (agents reporting, the common change), the server reads them again and keeps the fleet,
+/// instead of reading and validating 10,000 cluster files for nothing.
+pub async fn load_notes(
+    at: &RepoAt,
+    commit: Oid,
+    fleet: rota_core::fleet::Fleet,
+    clusters: Vec<rota_core::fleet::resolved::DesiredCluster>,
+) -> Result<Loaded, UiError> {
     let names: Vec<String> = clusters.iter().map(|c| c.name.clone()).collect();
     // Only the declared clusters' notes, each from its own ref: a note under a ref that no
     // cluster owns, or about another cluster, holds nothing here as it does for the guard.

@@ -159,6 +159,28 @@ impl View {
             .clone()
     }
 
+    /// Takes the fleet out of the inputs and drops the rest (the notes read at the last
+    /// key), so that only one copy of the notes is ever held; `None` when they are gone.
+    fn take_fleet(
+        &self,
+    ) -> Option<(
+        rota_core::fleet::Fleet,
+        Vec<rota_core::fleet::resolved::DesiredCluster>,
+    )> {
+        let taken = self
+            .loaded
+            .lock()
+            .expect("no panics under the lock")
+            .take()?;
+        let fleet = match Arc::try_unwrap(taken) {
+            Ok(l) => (l.fleet, l.clusters),
+            // Another rebuild still reads them: a copy, theirs goes with them.
+            Err(shared) => (shared.fleet.clone(), shared.clusters.clone()),
+        };
+        crate::memory::trim();
+        Some(fleet)
+    }
+
     /// Drops the inputs (the page stays servable): at 10,000 clusters they are about half
     /// of what the server holds, and the next read of git allocates as much again.
     fn release_inputs(&self) {
@@ -177,29 +199,43 @@ pub async fn next(
     stamp: Stamp,
     generation: u64,
 ) -> Result<View, UiError> {
+    // What the last view's inputs still hold: all of them when neither the commit nor any
+    // notes tip moved (a rebuild for the clock); the fleet alone when only notes moved.
+    let same_commit = matches!(&last, Some(v) if v.stamp.commit == stamp.commit);
     let same = match &last {
-        Some(v) if v.stamp.commit == stamp.commit => {
+        Some(v) if same_commit => {
             load::key_now(at, &v.key, &v.names).await?.as_ref() == Some(&v.key)
         }
         _ => false,
     };
-    let kept = match &last {
-        Some(v) if same => v.inputs(),
+    let (loaded, recent) = match &last {
+        Some(v) if same => match v.inputs() {
+            Some(loaded) => (loaded, Arc::clone(&v.recent)),
+            None => reload(at).await?,
+        },
+        Some(v) if same_commit => match v.take_fleet() {
+            Some((fleet, clusters)) => {
+                let loaded = Arc::new(load::load_notes(at, v.key.0, fleet, clusters).await?);
+                let recent = Arc::new(load::recent_of(at, &loaded).await?);
+                (loaded, recent)
+            }
+            None => reload(at).await?,
+        },
         Some(v) => {
             v.release_inputs();
-            None
+            reload(at).await?
         }
-        None => None,
+        None => reload(at).await?,
     };
-    let (loaded, recent) = match (kept, last) {
-        (Some(loaded), Some(v)) => (loaded, Arc::clone(&v.recent)),
-        _ => {
-            let loaded = Arc::new(load::load(at).await?);
-            let recent = Arc::new(load::recent_of(at, &loaded).await?);
-            (loaded, recent)
-        }
-    };
+    drop(last);
     tokio::task::spawn_blocking(move || View::build(loaded, recent, stamp, generation, Utc::now()))
         .await
         .map_err(|e| UiError::Notes(format!("building the page failed: {e}")))
+}
+
+/// Everything read from git again: the fleet, the notes, the recent commits.
+async fn reload(at: &RepoAt) -> Result<(Arc<Loaded>, Arc<Vec<CommitView>>), UiError> {
+    let loaded = Arc::new(load::load(at).await?);
+    let recent = Arc::new(load::recent_of(at, &loaded).await?);
+    Ok((loaded, recent))
 }
