@@ -193,6 +193,11 @@ struct PoolState {
 /// the newest one rota has, so nothing once seen goes back (an instance seen terminating
 /// stays so), and the planner's waits for lagging describes (`--describe-lag`) measure from
 /// rota's own writes, after which the describe is always fresh.
+///
+/// A describe of a settled group (every instance running with its node registered) is
+/// reused for [`DESCRIBE_REUSE`] (idle: `--idle-describe-interval`); one of a group that is
+/// not, only while the pool waits on its batch's instances booting or terminating, whose
+/// end the cluster shows too, and for [`WAIT_REUSE`] at most ([`waits_on_the_cluster`]).
 #[derive(Clone, Debug)]
 struct Described {
     group: rota_core::cloud::GroupState,
@@ -239,6 +244,31 @@ fn settled(group: &rota_core::cloud::GroupState, nodes: &[String]) -> bool {
             i.lifecycle == rota_core::cloud::Lifecycle::InService
                 && nodes.binary_search(&i.provider_id).is_ok()
         })
+}
+
+/// How long a pool waiting on a batch's instances reuses a describe at most (controller
+/// time; `--describe-lag` when that is longer): see [`waits_on_the_cluster`].
+pub const WAIT_REUSE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Whether the pool waits on something whose end the cluster shows as soon as the cloud
+/// does: a surge's instances, whose nodes register with their provider IDs (Surging,
+/// WaitingReady, a pipelined next batch doing either while the current one soaks); old
+/// instances terminating, whose nodes go away (Terminating). Such a pool reuses a describe
+/// of an unsettled group for [`WAIT_REUSE`] at most: a node joining or leaving the pool
+/// drops it at once (`Described::nodes`), and so does anything the plan would decide
+/// (a stage, a capacity, a termination: the plan made from the kept describe stands only if
+/// it calls the cloud for nothing and keeps the checkpoint). What only the cloud shows (a
+/// launch that failed for a stock-out, an instance taken back, an instance gone before its
+/// node) is seen at most [`WAIT_REUSE`] late, as a cloud whose describes lag that long
+/// would show it (issue 25: these waits described on every pass, every 5-10 s).
+fn waits_on_the_cluster(checkpoint: Option<&rota_core::rotate::Checkpoint>) -> bool {
+    let Some(cp) = checkpoint else {
+        return false;
+    };
+    let boots = |s: &Stage| matches!(s, Stage::Surging { .. } | Stage::WaitingReady { .. });
+    boots(&cp.stage)
+        || matches!(cp.stage, Stage::Terminating { .. })
+        || (matches!(cp.stage, Stage::Soaking { .. }) && cp.next.as_deref().is_some_and(boots))
 }
 
 /// Whether a plan made from a reused describe may stand: it calls the cloud for nothing
@@ -776,7 +806,13 @@ impl Controller {
         let fence = self.leadership.fence();
         let state = self.pools.get(&npr.name_any())?;
         let d = state.described.as_ref()?;
-        let ttl = if d.idle {
+        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+        let ttl = if !settled(&d.group, &d.nodes) {
+            if !waits_on_the_cluster(checkpoint) {
+                return None;
+            }
+            WAIT_REUSE.max(self.config.describe_lag)
+        } else if d.idle {
             self.config.idle_describe_interval
         } else {
             DESCRIBE_REUSE
@@ -793,7 +829,7 @@ impl Controller {
             start_hold.clone(),
         )
         .ok()?;
-        if node_ids(&observed) != d.nodes || !settled(&d.group, &d.nodes) {
+        if node_ids(&observed) != d.nodes {
             return None;
         }
         observed.describe_lag = self.config.describe_lag;
