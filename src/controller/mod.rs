@@ -30,6 +30,7 @@ mod error_classes;
 pub mod leader;
 pub mod requeue;
 mod rotations;
+pub mod step_events;
 mod transitions;
 
 use std::collections::{BTreeMap, HashMap};
@@ -52,7 +53,7 @@ use crate::kube::observe::observe;
 use crate::kube::ownership;
 use crate::metrics::{GateResult, Metrics};
 use crate::notify::SharedNotifier;
-use apply::{ApplyError, Edge};
+use apply::{ApplyError, Edge, Persist};
 use clock::Clock;
 use leader::{Elector, Leadership, Renewal};
 use rota_core::errors::Class;
@@ -173,6 +174,9 @@ struct PoolState {
     image_check: Option<ImageChecked>,
     /// The group's last describe, reused by passes that may reuse it ([`Described`]).
     described: Option<Described>,
+    /// The actions of the batch step under way, posted as one Event when it ends
+    /// ([`step_events`]).
+    events: Option<step_events::Gathered>,
 }
 
 /// The last describe of a pool's group and what it was taken under, so that a pass whose
@@ -324,6 +328,7 @@ impl PoolState {
             rotating: false,
             image_check: None,
             described: None,
+            events: None,
             last: Instant::now(),
         }
     }
@@ -765,6 +770,7 @@ impl Controller {
         }
         let composed = self.compose(npr, &plan, now);
         let acted = self.act(npr, &plan, &composed.status).await;
+        self.post_step_events(npr, &plan, &acted.done, now).await;
         if calls_cloud(&plan) || acted.result.is_err() {
             // rota changed the group (or may have: a failed call can have taken effect):
             // the next pass describes it again.
@@ -778,6 +784,11 @@ impl Controller {
         if acted.written {
             let gate = verdict_gate(&observed.gates);
             self.after_write(npr, &composed, &gate, now).await;
+        } else if !acted.unchanged {
+            // Folded into the next write (`must_write`): the pool's gauges follow anyway.
+            self.metrics
+                .pool(&npr.spec.cluster, &npr.spec.pool)
+                .observe_status(&composed.status);
         }
         match (acted.result, crash) {
             (Ok(ran), Some(k)) => {
@@ -1131,14 +1142,28 @@ impl Controller {
         plan: &rota_core::rotate::Plan,
         status: &NodePoolRotationStatus,
     ) -> Acted {
-        let unchanged = plan.actions.is_empty() && npr.status.as_ref() == Some(status);
+        // A status that carries no decision waits for the next write (`must_write`); a pass
+        // with nothing to do then writes nothing, one that only evicts checks the stored
+        // status instead of writing it (`Persist::Check`).
+        let write = rota_core::rotate::status::must_write(npr.status.as_ref(), status);
+        let unchanged = plan.actions.is_empty() && !write;
         if unchanged {
             return Acted {
                 result: Ok(0),
                 unchanged,
                 written: false,
+                done: step_events::Digest::default(),
             };
         }
+        let evicts_only = plan
+            .actions
+            .iter()
+            .all(|p| matches!(p.action, rota_core::rotate::Action::Evict { .. }));
+        let persist = if write || !evicts_only {
+            Persist::Write
+        } else {
+            Persist::Check
+        };
         let edge = Edge {
             client: self.client.clone(),
             groups: self.groups.as_ref(),
@@ -1151,23 +1176,26 @@ impl Controller {
             .as_ref()
             .and_then(|c| c.stage.batch())
             .map(|b| b.number);
-        let write = apply::apply(&edge, npr, plan, status);
+        let mut done = step_events::Digest::default();
+        let applied = apply::apply(&edge, npr, plan, status, persist, &mut done);
         let result = match batch {
-            Some(n) => write.instrument(crate::telemetry::batch_span(n)).await,
-            None => write.await,
+            Some(n) => applied.instrument(crate::telemetry::batch_span(n)).await,
+            None => applied.await,
         };
         // The status is written unless the write itself failed or was refused.
-        let written = !matches!(
-            result,
-            Err(ApplyError::Status { .. }
-                | ApplyError::Conflict { .. }
-                | ApplyError::NotLeading(_)
-                | ApplyError::Fenced { .. })
-        );
+        let written = persist == Persist::Write
+            && !matches!(
+                result,
+                Err(ApplyError::Status { .. }
+                    | ApplyError::Conflict { .. }
+                    | ApplyError::NotLeading(_)
+                    | ApplyError::Fenced { .. })
+            );
         Acted {
             result,
             unchanged,
             written,
+            done,
         }
     }
 
@@ -1275,6 +1303,8 @@ struct Acted {
     unchanged: bool,
     /// The status was written.
     written: bool,
+    /// The actions that ran, for the step's Event.
+    done: step_events::Digest,
 }
 
 impl Acted {
@@ -1394,8 +1424,43 @@ impl Controller {
         }
     }
 
+    /// Gather what this pass did into the pool's batch step and post the step's Event when
+    /// it ends ([`step_events`]).
+    async fn post_step_events(
+        &mut self,
+        npr: &NodePoolRotation,
+        plan: &rota_core::rotate::Plan,
+        done: &step_events::Digest,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        let Some(state) = self.pools.get_mut(&npr.name_any()) else {
+            return;
+        };
+        let posts = step_events::record(
+            &mut state.events,
+            step_events::Step::of(plan),
+            done,
+            now,
+        );
+        for (reason, action, note) in posts {
+            self.event_as(npr, false, reason, &action, &note).await;
+        }
+    }
+
     /// Publish an Event on the NodePoolRotation (when events are on); failures are logged.
     async fn event(&self, npr: &NodePoolRotation, warning: bool, reason: &str, note: &str) {
+        self.event_as(npr, warning, reason, "Rotate", note).await
+    }
+
+    /// [`Self::event`] with its `action` (a batch step's Event names its batch).
+    async fn event_as(
+        &self,
+        npr: &NodePoolRotation,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
         use kube::runtime::events::{Event, EventType};
         let Some(rec) = &self.recorder else { return };
         let ev = Event {
@@ -1406,7 +1471,7 @@ impl Controller {
             },
             reason: reason.into(),
             note: Some(note.chars().take(1000).collect()),
-            action: "Rotate".into(),
+            action: action.into(),
             secondary: None,
         };
         if let Err(e) = rec.publish(&ev, &npr.object_ref(&())).await {
