@@ -289,13 +289,10 @@ async fn check_status(edge: &Edge<'_>, npr: &NodePoolRotation) -> Result<(), App
     let name = npr.name_any();
     let ours = edge.may_act()?;
     let api: Api<NodePoolRotation> = Api::all(edge.client.clone());
-    let stored = api
-        .get(&name)
-        .await
-        .map_err(|source| ApplyError::Status {
-            name: name.clone(),
-            source,
-        })?;
+    let stored = api.get(&name).await.map_err(|source| ApplyError::Status {
+        name: name.clone(),
+        source,
+    })?;
     if stored.metadata.resource_version != npr.metadata.resource_version {
         return Err(ApplyError::Conflict { name });
     }

@@ -1436,12 +1436,7 @@ impl Controller {
         let Some(state) = self.pools.get_mut(&npr.name_any()) else {
             return;
         };
-        let posts = step_events::record(
-            &mut state.events,
-            step_events::Step::of(plan),
-            done,
-            now,
-        );
+        let posts = step_events::record(&mut state.events, step_events::Step::of(plan), done, now);
         for (reason, action, note) in posts {
             self.event_as(npr, false, reason, &action, &note).await;
         }

@@ -212,14 +212,30 @@ mod tests {
         surge.add("SetImage", "batch 1: new instances must boot v2");
         surge.add("SetCapacity", "batch 1: surge 1 new node(s) to replace n1");
         posted.extend(record(&mut g, step(1, "Surging"), &surge, at(0)));
-        posted.extend(record(&mut g, step(1, "Surging"), &Digest::default(), at(10)));
-        posted.extend(record(&mut g, step(1, "WaitingReady"), &Digest::default(), at(20)));
+        posted.extend(record(
+            &mut g,
+            step(1, "Surging"),
+            &Digest::default(),
+            at(10),
+        ));
+        posted.extend(record(
+            &mut g,
+            step(1, "WaitingReady"),
+            &Digest::default(),
+            at(20),
+        ));
         assert_eq!(posted.len(), 1, "{posted:?}");
         for pass in 0..12 {
             let mut d = Digest::default();
             if pass == 0 {
-                d.add("ScaleDownDisabled", "batch 1: keep the autoscaler off new node n4");
-                d.add("Cordon", "batch 1: its replacement is Ready and the gates pass");
+                d.add(
+                    "ScaleDownDisabled",
+                    "batch 1: keep the autoscaler off new node n4",
+                );
+                d.add(
+                    "Cordon",
+                    "batch 1: its replacement is Ready and the gates pass",
+                );
             }
             for _ in 0..3 {
                 d.add("Evict", "batch 1: drain node n1");
@@ -230,7 +246,12 @@ mod tests {
         let mut t = Digest::default();
         t.add("Terminate", "batch 1: node n1 is drained");
         posted.extend(record(&mut g, step(1, "Terminating"), &t, at(120)));
-        posted.extend(record(&mut g, step(1, "Soaking"), &Digest::default(), at(140)));
+        posted.extend(record(
+            &mut g,
+            step(1, "Soaking"),
+            &Digest::default(),
+            at(140),
+        ));
         assert_eq!(posted.len(), 3, "{posted:?}");
         assert_eq!(posted[0].0, "Surging");
         assert_eq!(posted[0].1, "Batch1");
@@ -258,7 +279,11 @@ mod tests {
             ..step(2, "Draining")
         };
         let posted = record(&mut g, paused, &d, later);
-        assert_eq!(posted.len(), 2, "the step changed, then the stop posts its own");
+        assert_eq!(
+            posted.len(),
+            2,
+            "the step changed, then the stop posts its own"
+        );
         assert!(g.is_none());
         let done = Step {
             batch: None,
@@ -286,7 +311,10 @@ mod tests {
         }
         let note = d.note();
         assert!(note.len() <= 1000, "{}", note.len());
-        assert!(note.starts_with("Evict ×200: batch 1: drain node n0, "), "{note}");
+        assert!(
+            note.starts_with("Evict ×200: batch 1: drain node n0, "),
+            "{note}"
+        );
         assert!(note.ends_with(" more reasons)"), "{note}");
     }
 }

@@ -151,11 +151,8 @@ pub fn must_write(prev: Option<&NodePoolRotationStatus>, next: &NodePoolRotation
     if !rotating {
         return true;
     }
-    let error = |s: &NodePoolRotationStatus| {
-        s.message
-            .split_once(LAST_ERROR)
-            .map(|(_, e)| e.to_string())
-    };
+    let error =
+        |s: &NodePoolRotationStatus| s.message.split_once(LAST_ERROR).map(|(_, e)| e.to_string());
     // A stop a person must end is said again when anything of it changes (its Event is
     // posted then); one rota ends by itself, when its reason changes. A drain is moving
     // unless something holds it: held or not is the same wait.
@@ -459,7 +456,10 @@ mod tests {
         assert!(!must_write(Some(&held), &other));
         let mut drain = stored.clone();
         drain.stop = Some(wait("Draining", MovedBy::Rota, "pod a"));
-        assert!(!must_write(Some(&stored), &drain), "a held drain is a drain");
+        assert!(
+            !must_write(Some(&stored), &drain),
+            "a held drain is a drain"
+        );
         // A person's stop: any change.
         let mut person = stored.clone();
         person.stop = Some(wait("DoNotDisrupt", MovedBy::Person, "pod a"));
