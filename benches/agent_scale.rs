@@ -454,7 +454,7 @@ fn run(per_pool: u32, speed: f64) -> Figures {
 }
 
 /// rota's Events since `since` by reason, each counted with its series (a repeat the
-/// recorder folds into a series is a write too): `Draining=10 Surging=10 ...`, read with
+/// recorder folds into a series is a write too): `Draining=10,Surging=10,...`, read with
 /// `kubectl` (`unavailable` without it).
 fn events_by_reason(kubeconfig: &Path, since: chrono::DateTime<chrono::Utc>) -> String {
     let out = Command::new("kubectl")
@@ -470,9 +470,12 @@ fn events_by_reason(kubeconfig: &Path, since: chrono::DateTime<chrono::Utc>) -> 
             "json",
         ])
         .output();
-    let Ok(out) = out.filter(|o| o.status.success()) else {
+    let Ok(out) = out else {
         return "unavailable".into();
     };
+    if !out.status.success() {
+        return "unavailable".into();
+    }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let mut by: std::collections::BTreeMap<String, u64> = Default::default();
     for e in v["items"].as_array().into_iter().flatten() {
