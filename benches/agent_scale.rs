@@ -369,6 +369,7 @@ fn run(per_pool: u32, speed: f64) -> Figures {
     git(&work, &["commit", "-q", "-am", "main: general 2026.11.2"]);
     git(&work, &["push", "-q", "origin", "main"]);
     let bumped = Instant::now();
+    let bumped_at = chrono::Utc::now();
     // Wait until the new commit reports (its statuses replace the old one's).
     std::thread::sleep(Duration::from_secs(2));
     let (took, report) = wait("rotating every pool", limit * 4, &mut agent);
@@ -399,6 +400,7 @@ fn run(per_pool: u32, speed: f64) -> Figures {
     let (_, agent_hwm) = rss_kib(agent_pid);
     let (_, sim_hwm) = rss_kib(sim_pid);
     let cpu_total = cpu_seconds(agent_pid);
+    let events = events_by_reason(&kubeconfig, bumped_at);
     // Stop the agent so its watches close and their lines (with bytes) are written.
     drop(agent);
     std::thread::sleep(Duration::from_secs(2));
@@ -439,6 +441,7 @@ fn run(per_pool: u32, speed: f64) -> Figures {
     {
         fig.put(name, per(during.writes_by[i]));
     }
+    fig.put("events_by_reason_since_the_bump", events);
     fig.put("evictions_per_rotated_node", per(during.evictions));
     fig.put("cloud_calls_per_rotated_node", per(during.cloud));
     fig.put("describes_per_rotated_node", per(during.describes));
@@ -448,6 +451,47 @@ fn run(per_pool: u32, speed: f64) -> Figures {
     );
     fig.put("sim_peak_rss_mib", sim_hwm / 1024);
     fig
+}
+
+/// rota's Events since `since` by reason, each counted with its series (a repeat the
+/// recorder folds into a series is a write too): `Draining=10,Surging=10,...`, read with
+/// `kubectl` (`unavailable` without it).
+fn events_by_reason(kubeconfig: &Path, since: chrono::DateTime<chrono::Utc>) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "--context",
+            "scale",
+            "get",
+            "events.v1.events.k8s.io",
+            "-A",
+            "-o",
+            "json",
+        ])
+        .output();
+    let Ok(out) = out else {
+        return "unavailable".into();
+    };
+    if !out.status.success() {
+        return "unavailable".into();
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+    for e in v["items"].as_array().into_iter().flatten() {
+        let at = e["eventTime"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        if at.is_none_or(|t| t < since) || e["reportingController"] != "rota" {
+            continue;
+        }
+        let reason = e["reason"].as_str().unwrap_or("?").to_string();
+        *by.entry(reason).or_default() += e["series"]["count"].as_u64().unwrap_or(1);
+    }
+    by.iter()
+        .map(|(r, n)| format!("{r}={n}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn tail(p: &Path) -> String {

@@ -11,8 +11,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ObjectMeta, PostParams};
 use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
-use rota::controller::apply::{self, ApplyError, Edge};
+use rota::controller::apply::{self, ApplyError, Edge, Persist};
 use rota::controller::leader::Elector;
+use rota::controller::step_events::Digest;
 use rota::controller::{Config, Controller};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
@@ -305,7 +306,15 @@ async fn a_writer_whose_lease_ran_out_or_whose_term_was_replaced_writes_nothing(
 
     // 1. Mid-pass the lease runs down to its margin: the pass writes nothing more.
     tokio::time::sleep(Duration::from_secs(11)).await;
-    let r = apply::apply(&edge(la.clone()), &read, &plan, &status).await;
+    let r = apply::apply(
+        &edge(la.clone()),
+        &read,
+        &plan,
+        &status,
+        Persist::Write,
+        &mut Digest::default(),
+    )
+    .await;
     assert!(matches!(r, Err(ApplyError::NotLeading(_))), "{r:?}");
     assert_eq!(
         get(&s).await.metadata.resource_version,
@@ -331,9 +340,16 @@ async fn a_writer_whose_lease_ran_out_or_whose_term_was_replaced_writes_nothing(
         chrono::Utc::now(),
     ))
     .status;
-    apply::apply(&edge(lb.clone()), &read, &b_plan, &b_status)
-        .await
-        .unwrap();
+    apply::apply(
+        &edge(lb.clone()),
+        &read,
+        &b_plan,
+        &b_status,
+        Persist::Write,
+        &mut Digest::default(),
+    )
+    .await
+    .unwrap();
     let after_b = get(&s).await;
     let fence_b = after_b.status.as_ref().unwrap().fence.clone().unwrap();
     assert_eq!(fence_b.holder, "b");
@@ -342,10 +358,60 @@ async fn a_writer_whose_lease_ran_out_or_whose_term_was_replaced_writes_nothing(
     // succeeded, as far as it knows): its write based on the old read is refused by the
     // resourceVersion, and even on a fresh read by the fence. Nothing of its plan runs.
     let stale = stale_leadership(&s).await;
-    let r = apply::apply(&edge(stale.clone()), &read, &plan, &status).await;
+    let r = apply::apply(
+        &edge(stale.clone()),
+        &read,
+        &plan,
+        &status,
+        Persist::Write,
+        &mut Digest::default(),
+    )
+    .await;
     assert!(matches!(r, Err(ApplyError::Conflict { .. })), "{r:?}");
-    let r = apply::apply(&edge(stale), &after_b, &plan, &status).await;
+    let r = apply::apply(
+        &edge(stale.clone()),
+        &after_b,
+        &plan,
+        &status,
+        Persist::Write,
+        &mut Digest::default(),
+    )
+    .await;
     assert!(matches!(r, Err(ApplyError::Fenced { .. })), "{r:?}");
+    // The same for a drain's pass that checks the stored status instead of writing it
+    // (issue 25): refused on the old read, and on a fresh one by the fence; nothing evicted.
+    let mut evict = plan.clone();
+    evict.actions = vec![rota::rotate::Planned {
+        action: rota::rotate::Action::Evict {
+            namespace: "shop".into(),
+            pod: "web-0".into(),
+            node: "n1".into(),
+            grace_period: None,
+        },
+        reason: "batch 1: drain node n1".into(),
+    }];
+    let mut evicted = Digest::default();
+    let r = apply::apply(
+        &edge(stale.clone()),
+        &read,
+        &evict,
+        &status,
+        Persist::Check,
+        &mut evicted,
+    )
+    .await;
+    assert!(matches!(r, Err(ApplyError::Conflict { .. })), "{r:?}");
+    let r = apply::apply(
+        &edge(stale),
+        &after_b,
+        &evict,
+        &status,
+        Persist::Check,
+        &mut evicted,
+    )
+    .await;
+    assert!(matches!(r, Err(ApplyError::Fenced { .. })), "{r:?}");
+    assert!(evicted.is_empty());
     let now = get(&s).await;
     assert_eq!(
         now.metadata.resource_version,

@@ -3,7 +3,9 @@
 //! The order is the whole point: the status (with the checkpoint) is written first, and if
 //! that fails nothing is done. Then each action runs; the first failure stops the rest (a
 //! later action may depend on an earlier one: the image must be set before the surge), and
-//! the next reconcile plans again from the checkpoint and what it observes.
+//! the next reconcile plans again from the checkpoint and what it observes. A drain's pass
+//! whose status carries nothing new ([`Persist::Check`]: only evictions, the stored
+//! checkpoint) reads the resource instead of writing it, and is refused the same way.
 //!
 //! The status is written whole (a `PUT` of the status subresource) with the
 //! `resourceVersion` the pass read: a field that became empty is empty on the server too (a
@@ -21,6 +23,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::leader::{Leadership, LeaseError};
+use super::step_events::Digest;
 use crate::cloud::{CloudError, NodeGroups};
 use crate::kube::crd::NodePoolRotation;
 use rota_core::errors::{Class, Classified, Classify, KubeCall};
@@ -198,13 +201,33 @@ pub fn evict_params(grace: Option<GoDuration>) -> EvictParams {
     }
 }
 
-/// Persist the status composed for `plan` (with its checkpoint), then execute the plan's
-/// actions in order. Returns how many actions ran; the first failure stops the rest.
+/// How a pass records itself before it acts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persist {
+    /// Write the status (with its checkpoint), with the `resourceVersion` the pass read and
+    /// the writer's term: every pass whose checkpoint or status carries a decision, and
+    /// every pass that acts on the cloud or the nodes.
+    Write,
+    /// The status carries nothing new (`rotate::status::must_write`) and the pass only
+    /// evicts pods: read the resource instead and act only if it is still the one this pass
+    /// planned from and no later term wrote it. A drain's passes refuse, as a write would,
+    /// what another replica has since replaced (invariant 7); the checkpoint they act under
+    /// is the stored one (invariant 4), and what they said is folded into the next write.
+    Check,
+}
+
+/// Persist the status composed for `plan` (with its checkpoint), or check that the stored
+/// one is still the one read ([`Persist`]), then execute the plan's actions in order.
+/// Returns how many actions ran; the first failure stops the rest. What ran is added to
+/// `done` (the controller posts it as one Event per batch step, see `step_events`); a
+/// failure is posted at once, as a Warning.
 pub async fn apply(
     edge: &Edge<'_>,
     npr: &NodePoolRotation,
     plan: &Plan,
     status: &NodePoolRotationStatus,
+    persist: Persist,
+    done: &mut Digest,
 ) -> Result<usize, ApplyError> {
     if !plan.actions.is_empty() {
         // Inside the controller's pool (and batch) span: which pool and batch this is.
@@ -217,20 +240,27 @@ pub async fn apply(
             "applying the plan"
         );
     }
-    write_status(edge, npr, status).await?;
+    match persist {
+        Persist::Write => write_status(edge, npr, status).await?,
+        Persist::Check => {
+            debug_assert!(
+                plan.actions
+                    .iter()
+                    .all(|p| matches!(p.action, Action::Evict { .. })),
+                "only a drain's evictions act on a checked status"
+            );
+            check_status(edge, npr).await?
+        }
+    }
     let group = &npr.spec.group;
     let metrics = edge
         .metrics
         .as_ref()
         .map(|m| m.pool(&npr.spec.cluster, &npr.spec.pool));
-    // One Normal event per kind of action in the plan, not one per action: a batch evicts
-    // hundreds of pods, and an event write for each was most of rota's API writes.
-    let mut done_by_kind = EventDigest::default();
-    for (done, p) in plan.actions.iter().enumerate() {
+    for (n, p) in plan.actions.iter().enumerate() {
         // The lease may have run out while earlier actions ran (a slow cloud call).
         if let Err(e) = edge.may_act() {
-            tracing::warn!(done, error = %e, "apply stopped: the lease is not held");
-            publish_digest(edge, npr, &done_by_kind).await;
+            tracing::warn!(done = n, error = %e, "apply stopped: the lease is not held");
             return Err(e);
         }
         let result = execute(edge, group, p).await;
@@ -238,7 +268,6 @@ pub async fn apply(
             record(m, &p.action, &result);
         }
         if let Err(e) = result {
-            publish_digest(edge, npr, &done_by_kind).await;
             publish(
                 edge,
                 npr,
@@ -247,12 +276,35 @@ pub async fn apply(
                 &format!("{}: {e}", p.action),
             )
             .await;
-            return Err(e).inspect_err(|_| tracing::warn!(done, "apply stopped"));
+            return Err(e).inspect_err(|_| tracing::warn!(done = n, "apply stopped"));
         }
-        done_by_kind.add(event_reason(&p.action), &p.reason);
+        done.add(event_reason(&p.action), &p.reason);
     }
-    publish_digest(edge, npr, &done_by_kind).await;
     Ok(plan.actions.len())
+}
+
+/// Instead of a status write: the stored resource is still the one this pass read (its
+/// `resourceVersion`), and no later term wrote it, once the lease is held.
+async fn check_status(edge: &Edge<'_>, npr: &NodePoolRotation) -> Result<(), ApplyError> {
+    let name = npr.name_any();
+    let ours = edge.may_act()?;
+    let api: Api<NodePoolRotation> = Api::all(edge.client.clone());
+    let stored = api.get(&name).await.map_err(|source| ApplyError::Status {
+        name: name.clone(),
+        source,
+    })?;
+    if stored.metadata.resource_version != npr.metadata.resource_version {
+        return Err(ApplyError::Conflict { name });
+    }
+    let fence = stored.status.as_ref().and_then(|s| s.fence.as_ref());
+    if !fence_admits(fence, ours.as_ref()) {
+        return Err(ApplyError::Fenced {
+            name,
+            stored: fence.cloned().expect("refused only with a stored fence"),
+            ours: ours.expect("refused only with a fence of ours"),
+        });
+    }
+    Ok(())
 }
 
 /// Write the status whole, with the `resourceVersion` the pass read and the writer's term,
@@ -291,56 +343,6 @@ async fn write_status(
         Ok(_) => Ok(()),
         Err(e) if api_code(&e) == Some(409) => Err(ApplyError::Conflict { name }),
         Err(source) => Err(ApplyError::Status { name, source }),
-    }
-}
-
-/// The actions of one plan that were carried out, by event reason, in plan order.
-#[derive(Default)]
-struct EventDigest {
-    kinds: Vec<(&'static str, Vec<String>)>,
-}
-
-impl EventDigest {
-    fn add(&mut self, reason: &'static str, note: &str) {
-        match self.kinds.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, notes)) => notes.push(note.to_string()),
-            None => self.kinds.push((reason, vec![note.to_string()])),
-        }
-    }
-
-    /// One `(reason, note)` per kind: the action's own reason alone, or the count and as many
-    /// of the reasons as fit an event note (Kubernetes caps it at 1 kB).
-    fn events(&self) -> Vec<(&'static str, String)> {
-        self.kinds
-            .iter()
-            .map(|(reason, notes)| {
-                if let [one] = notes.as_slice() {
-                    return (*reason, one.clone());
-                }
-                let mut note = format!("{} actions: ", notes.len());
-                let mut shown = 0;
-                for n in notes {
-                    let sep = if shown == 0 { "" } else { "; " };
-                    // Room left for the "and N more" tail.
-                    if note.len() + sep.len() + n.len() > 960 {
-                        break;
-                    }
-                    note.push_str(sep);
-                    note.push_str(n);
-                    shown += 1;
-                }
-                if shown < notes.len() {
-                    note.push_str(&format!("; and {} more", notes.len() - shown));
-                }
-                (*reason, note)
-            })
-            .collect()
-    }
-}
-
-async fn publish_digest(edge: &Edge<'_>, npr: &NodePoolRotation, digest: &EventDigest) {
-    for (reason, note) in digest.events() {
-        publish(edge, npr, EventType::Normal, reason, &note).await;
     }
 }
 
@@ -584,28 +586,6 @@ async fn publish(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_plan_publishes_one_event_per_kind_of_action_with_the_count() {
-        let mut d = EventDigest::default();
-        d.add("Cordon", "cordon n1: batch 1");
-        for i in 0..200 {
-            d.add("Evict", &format!("evict default/web-{i} from n1: batch 1"));
-        }
-        let ev = d.events();
-        assert_eq!(ev.len(), 2, "{ev:?}");
-        assert_eq!(ev[0], ("Cordon", "cordon n1: batch 1".to_string()));
-        assert_eq!(ev[1].0, "Evict");
-        assert!(
-            ev[1]
-                .1
-                .starts_with("200 actions: evict default/web-0 from n1"),
-            "{}",
-            ev[1].1
-        );
-        assert!(ev[1].1.ends_with("more"), "{}", ev[1].1);
-        assert!(ev[1].1.len() <= 1000, "{}", ev[1].1.len());
-        assert!(EventDigest::default().events().is_empty());
-    }
     use crate::cloud::CloudErrorKind;
     #[test]
     fn the_status_is_written_whole_with_the_resource_version_read() {

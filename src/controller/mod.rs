@@ -30,6 +30,7 @@ mod error_classes;
 pub mod leader;
 pub mod requeue;
 mod rotations;
+pub mod step_events;
 mod transitions;
 
 use std::collections::{BTreeMap, HashMap};
@@ -52,7 +53,7 @@ use crate::kube::observe::observe;
 use crate::kube::ownership;
 use crate::metrics::{GateResult, Metrics};
 use crate::notify::SharedNotifier;
-use apply::{ApplyError, Edge};
+use apply::{ApplyError, Edge, Persist};
 use clock::Clock;
 use leader::{Elector, Leadership, Renewal};
 use rota_core::errors::Class;
@@ -173,6 +174,9 @@ struct PoolState {
     image_check: Option<ImageChecked>,
     /// The group's last describe, reused by passes that may reuse it ([`Described`]).
     described: Option<Described>,
+    /// The actions of the batch step under way, posted as one Event when it ends
+    /// ([`step_events`]).
+    events: Option<step_events::Gathered>,
 }
 
 /// The last describe of a pool's group and what it was taken under, so that a pass whose
@@ -193,6 +197,11 @@ struct PoolState {
 /// the newest one rota has, so nothing once seen goes back (an instance seen terminating
 /// stays so), and the planner's waits for lagging describes (`--describe-lag`) measure from
 /// rota's own writes, after which the describe is always fresh.
+///
+/// A describe of a settled group (every instance running with its node registered) is
+/// reused for [`DESCRIBE_REUSE`] (idle: `--idle-describe-interval`); one of a group that is
+/// not, only while the pool waits on its batch's instances booting or terminating, whose
+/// end the cluster shows too, and for [`WAIT_REUSE`] at most ([`waits_on_the_cluster`]).
 #[derive(Clone, Debug)]
 struct Described {
     group: rota_core::cloud::GroupState,
@@ -239,6 +248,31 @@ fn settled(group: &rota_core::cloud::GroupState, nodes: &[String]) -> bool {
             i.lifecycle == rota_core::cloud::Lifecycle::InService
                 && nodes.binary_search(&i.provider_id).is_ok()
         })
+}
+
+/// How long a pool waiting on a batch's instances reuses a describe at most (controller
+/// time; `--describe-lag` when that is longer): see [`waits_on_the_cluster`].
+pub const WAIT_REUSE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Whether the pool waits on something whose end the cluster shows as soon as the cloud
+/// does: a surge's instances, whose nodes register with their provider IDs (Surging,
+/// WaitingReady, a pipelined next batch doing either while the current one soaks); old
+/// instances terminating, whose nodes go away (Terminating). Such a pool reuses a describe
+/// of an unsettled group for [`WAIT_REUSE`] at most: a node joining or leaving the pool
+/// drops it at once (`Described::nodes`), and so does anything the plan would decide
+/// (a stage, a capacity, a termination: the plan made from the kept describe stands only if
+/// it calls the cloud for nothing and keeps the checkpoint). What only the cloud shows (a
+/// launch that failed for a stock-out, an instance taken back, an instance gone before its
+/// node) is seen at most [`WAIT_REUSE`] late, as a cloud whose describes lag that long
+/// would show it (issue 25: these waits described on every pass, every 5-10 s).
+fn waits_on_the_cluster(checkpoint: Option<&rota_core::rotate::Checkpoint>) -> bool {
+    let Some(cp) = checkpoint else {
+        return false;
+    };
+    let boots = |s: &Stage| matches!(s, Stage::Surging { .. } | Stage::WaitingReady { .. });
+    boots(&cp.stage)
+        || matches!(cp.stage, Stage::Terminating { .. })
+        || (matches!(cp.stage, Stage::Soaking { .. }) && cp.next.as_deref().is_some_and(boots))
 }
 
 /// Whether a plan made from a reused describe may stand: it calls the cloud for nothing
@@ -294,6 +328,7 @@ impl PoolState {
             rotating: false,
             image_check: None,
             described: None,
+            events: None,
             last: Instant::now(),
         }
     }
@@ -735,6 +770,7 @@ impl Controller {
         }
         let composed = self.compose(npr, &plan, now);
         let acted = self.act(npr, &plan, &composed.status).await;
+        self.post_step_events(npr, &plan, &acted.done, now).await;
         if calls_cloud(&plan) || acted.result.is_err() {
             // rota changed the group (or may have: a failed call can have taken effect):
             // the next pass describes it again.
@@ -748,6 +784,11 @@ impl Controller {
         if acted.written {
             let gate = verdict_gate(&observed.gates);
             self.after_write(npr, &composed, &gate, now).await;
+        } else if !acted.unchanged {
+            // Folded into the next write (`must_write`): the pool's gauges follow anyway.
+            self.metrics
+                .pool(&npr.spec.cluster, &npr.spec.pool)
+                .observe_status(&composed.status);
         }
         match (acted.result, crash) {
             (Ok(ran), Some(k)) => {
@@ -776,7 +817,13 @@ impl Controller {
         let fence = self.leadership.fence();
         let state = self.pools.get(&npr.name_any())?;
         let d = state.described.as_ref()?;
-        let ttl = if d.idle {
+        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+        let ttl = if !settled(&d.group, &d.nodes) {
+            if !waits_on_the_cluster(checkpoint) {
+                return None;
+            }
+            WAIT_REUSE.max(self.config.describe_lag)
+        } else if d.idle {
             self.config.idle_describe_interval
         } else {
             DESCRIBE_REUSE
@@ -793,7 +840,7 @@ impl Controller {
             start_hold.clone(),
         )
         .ok()?;
-        if node_ids(&observed) != d.nodes || !settled(&d.group, &d.nodes) {
+        if node_ids(&observed) != d.nodes {
             return None;
         }
         observed.describe_lag = self.config.describe_lag;
@@ -1095,14 +1142,28 @@ impl Controller {
         plan: &rota_core::rotate::Plan,
         status: &NodePoolRotationStatus,
     ) -> Acted {
-        let unchanged = plan.actions.is_empty() && npr.status.as_ref() == Some(status);
+        // A status that carries no decision waits for the next write (`must_write`); a pass
+        // with nothing to do then writes nothing, one that only evicts checks the stored
+        // status instead of writing it (`Persist::Check`).
+        let write = rota_core::rotate::status::must_write(npr.status.as_ref(), status);
+        let unchanged = plan.actions.is_empty() && !write;
         if unchanged {
             return Acted {
                 result: Ok(0),
                 unchanged,
                 written: false,
+                done: step_events::Digest::default(),
             };
         }
+        let evicts_only = plan
+            .actions
+            .iter()
+            .all(|p| matches!(p.action, rota_core::rotate::Action::Evict { .. }));
+        let persist = if write || !evicts_only {
+            Persist::Write
+        } else {
+            Persist::Check
+        };
         let edge = Edge {
             client: self.client.clone(),
             groups: self.groups.as_ref(),
@@ -1115,23 +1176,26 @@ impl Controller {
             .as_ref()
             .and_then(|c| c.stage.batch())
             .map(|b| b.number);
-        let write = apply::apply(&edge, npr, plan, status);
+        let mut done = step_events::Digest::default();
+        let applied = apply::apply(&edge, npr, plan, status, persist, &mut done);
         let result = match batch {
-            Some(n) => write.instrument(crate::telemetry::batch_span(n)).await,
-            None => write.await,
+            Some(n) => applied.instrument(crate::telemetry::batch_span(n)).await,
+            None => applied.await,
         };
         // The status is written unless the write itself failed or was refused.
-        let written = !matches!(
-            result,
-            Err(ApplyError::Status { .. }
-                | ApplyError::Conflict { .. }
-                | ApplyError::NotLeading(_)
-                | ApplyError::Fenced { .. })
-        );
+        let written = persist == Persist::Write
+            && !matches!(
+                result,
+                Err(ApplyError::Status { .. }
+                    | ApplyError::Conflict { .. }
+                    | ApplyError::NotLeading(_)
+                    | ApplyError::Fenced { .. })
+            );
         Acted {
             result,
             unchanged,
             written,
+            done,
         }
     }
 
@@ -1239,6 +1303,8 @@ struct Acted {
     unchanged: bool,
     /// The status was written.
     written: bool,
+    /// The actions that ran, for the step's Event.
+    done: step_events::Digest,
 }
 
 impl Acted {
@@ -1358,8 +1424,38 @@ impl Controller {
         }
     }
 
+    /// Gather what this pass did into the pool's batch step and post the step's Event when
+    /// it ends ([`step_events`]).
+    async fn post_step_events(
+        &mut self,
+        npr: &NodePoolRotation,
+        plan: &rota_core::rotate::Plan,
+        done: &step_events::Digest,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        let Some(state) = self.pools.get_mut(&npr.name_any()) else {
+            return;
+        };
+        let posts = step_events::record(&mut state.events, step_events::Step::of(plan), done, now);
+        for (reason, action, note) in posts {
+            self.event_as(npr, false, reason, &action, &note).await;
+        }
+    }
+
     /// Publish an Event on the NodePoolRotation (when events are on); failures are logged.
     async fn event(&self, npr: &NodePoolRotation, warning: bool, reason: &str, note: &str) {
+        self.event_as(npr, warning, reason, "Rotate", note).await
+    }
+
+    /// [`Self::event`] with its `action` (a batch step's Event names its batch).
+    async fn event_as(
+        &self,
+        npr: &NodePoolRotation,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
         use kube::runtime::events::{Event, EventType};
         let Some(rec) = &self.recorder else { return };
         let ev = Event {
@@ -1370,7 +1466,7 @@ impl Controller {
             },
             reason: reason.into(),
             note: Some(note.chars().take(1000).collect()),
-            action: "Rotate".into(),
+            action: action.into(),
             secondary: None,
         };
         if let Err(e) = rec.publish(&ev, &npr.object_ref(&())).await {

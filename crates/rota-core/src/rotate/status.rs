@@ -81,7 +81,7 @@ pub fn compose(r: &Reconciled<'_>) -> Composed {
     if let Some(e) = r.last_error
         && summary.phase != Phase::Succeeded
     {
-        summary.message = format!("{} (last error: {e})", summary.message);
+        summary.message = format!("{}{LAST_ERROR}{e})", summary.message);
     }
     let mut status = summarize(r.plan, &summary, r.previous, r.commit, r.generation, r.now);
     status.fence = r.fence.clone();
@@ -119,6 +119,70 @@ pub fn compose(r: &Reconciled<'_>) -> Composed {
         stuck,
         transition,
     }
+}
+
+/// How the last error is appended to a status message (` (last error: ...)`).
+const LAST_ERROR: &str = " (last error: ";
+
+/// Whether a composed status that differs from the stored one carries something the next
+/// pass, a person or another replica must read now, so that it is written in this pass.
+/// While a rotation is under way, a status whose checkpoint, phase, writer, observed spec,
+/// conditions, error and stop are the stored ones differs only in what follows from them
+/// (the message's wording, the node counts, the progress time and estimate, what holds a
+/// wait rota ends by itself): that is folded into the next write that carries a decision
+/// (issue 25: a pass that only said "waiting for n7 to be Ready" instead of "... (no node
+/// registered)" was a status write each). A pool with no rotation under way (idle, done,
+/// not started) is written whenever anything differs, as those writes are rare.
+///
+/// The checkpoint is compared whole: every checkpoint a plan makes is written before the
+/// pass acts on it (invariants 4 and 7) — this only drops writes whose checkpoint is the
+/// stored one.
+pub fn must_write(prev: Option<&NodePoolRotationStatus>, next: &NodePoolRotationStatus) -> bool {
+    let Some(prev) = prev else {
+        return true;
+    };
+    if prev == next {
+        return false;
+    }
+    let rotating = next
+        .checkpoint
+        .as_ref()
+        .is_some_and(|c| c.stage != super::Stage::Done);
+    if !rotating {
+        return true;
+    }
+    let error =
+        |s: &NodePoolRotationStatus| s.message.split_once(LAST_ERROR).map(|(_, e)| e.to_string());
+    // A stop a person must end is said again when anything of it changes (its Event is
+    // posted then); one rota ends by itself, when its reason changes. A drain is moving
+    // unless something holds it: held or not is the same wait.
+    let stop = |s: &NodePoolRotationStatus| {
+        s.stop.as_ref().and_then(|n| match n.by {
+            super::stop::MovedBy::Person => Some(n.clone()),
+            super::stop::MovedBy::Rota if n.reason == "Draining" => None,
+            super::stop::MovedBy::Rota => Some(super::stop::StopNote {
+                reason: n.reason.clone(),
+                by: n.by,
+                cause: String::new(),
+                blocked_by: Vec::new(),
+                next: String::new(),
+            }),
+        })
+    };
+    let conditions = |s: &NodePoolRotationStatus| {
+        s.conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect::<Vec<_>>()
+    };
+    prev.checkpoint != next.checkpoint
+        || prev.phase != next.phase
+        || prev.fence != next.fence
+        || prev.observed_generation != next.observed_generation
+        || prev.observed_commit != next.observed_commit
+        || error(prev) != error(next)
+        || stop(prev) != stop(next)
+        || conditions(prev) != conditions(next)
 }
 
 /// Whether the rotation moved between two statuses: a new phase, stage or batch.
@@ -345,5 +409,78 @@ mod tests {
         let s2 = compose(&again);
         assert_eq!(s2.transition, None);
         assert_eq!(s2.status.conditions, s1.status.conditions, "not rewritten");
+    }
+
+    /// Issue 25: while a pool rotates, a status whose decision is the stored one (only the
+    /// message's wording, the counts, the progress time changed) waits for the next write;
+    /// a new checkpoint, phase, error, stop or condition is written at once; an idle pool's
+    /// any change.
+    #[test]
+    fn only_a_status_that_carries_a_decision_is_written_while_a_pool_rotates() {
+        use super::super::stop::{MovedBy, StopNote};
+        let mut p = plan(Phase::Rotating, 0);
+        p.checkpoint = Some(
+            serde_json::from_value(serde_json::json!({
+                "originImage": "a", "targetImage": "b", "targetVersion": "v2",
+                "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 1,
+                "stage": {"name": "waitingReady", "batch": {
+                    "number": 1, "oldNodes": [], "targetCapacity": 5, "instancesBefore": [],
+                    "stageSince": "2026-09-21T13:46:40Z"}}
+            }))
+            .unwrap(),
+        );
+        let stored = status_for(&p, None, "abc", Some(1), at(0));
+        assert!(must_write(None, &stored));
+        assert!(!must_write(Some(&stored), &stored));
+        // Wording and counts: folded.
+        let mut next = stored.clone();
+        next.message = "waiting for i-5 (node n5 not Ready)".into();
+        next.conditions[1].message = next.message.clone();
+        next.total = 5;
+        next.ready = 4;
+        next.last_progress_time = Some(at(30));
+        assert!(!must_write(Some(&stored), &next));
+        // What holds a wait rota ends: folded; its reason: written.
+        let wait = |reason: &str, by, blocked: &str| StopNote {
+            reason: reason.into(),
+            by,
+            cause: "c".into(),
+            blocked_by: vec![blocked.into()],
+            next: "n".into(),
+        };
+        let mut held = stored.clone();
+        held.stop = Some(wait("GatePending", MovedBy::Rota, "gate a"));
+        let mut other = held.clone();
+        other.stop = Some(wait("GatePending", MovedBy::Rota, "gate b"));
+        assert!(must_write(Some(&stored), &held));
+        assert!(!must_write(Some(&held), &other));
+        let mut drain = stored.clone();
+        drain.stop = Some(wait("Draining", MovedBy::Rota, "pod a"));
+        assert!(
+            !must_write(Some(&stored), &drain),
+            "a held drain is a drain"
+        );
+        // A person's stop: any change.
+        let mut person = stored.clone();
+        person.stop = Some(wait("DoNotDisrupt", MovedBy::Person, "pod a"));
+        let mut person_b = person.clone();
+        person_b.stop = Some(wait("DoNotDisrupt", MovedBy::Person, "pod b"));
+        assert!(must_write(Some(&person), &person_b));
+        // A decision: the checkpoint, the phase, an error.
+        let mut moved = stored.clone();
+        moved.checkpoint.as_mut().unwrap().batches_started = 2;
+        assert!(must_write(Some(&stored), &moved));
+        let mut paused = stored.clone();
+        paused.phase = Phase::Paused;
+        assert!(must_write(Some(&stored), &paused));
+        let mut failing = stored.clone();
+        failing.message = format!("{}{LAST_ERROR}throttled)", stored.message);
+        assert!(must_write(Some(&stored), &failing));
+        // No rotation under way: any change.
+        let mut idle = stored.clone();
+        idle.checkpoint = None;
+        let mut idle_next = idle.clone();
+        idle_next.total = 5;
+        assert!(must_write(Some(&idle), &idle_next));
     }
 }
