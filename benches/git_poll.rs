@@ -145,7 +145,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, count: &AtomicU64, open: &Atomic
     let mut buf = [0u8; 64 * 1024];
     let _ = to.set_nodelay(true);
     loop {
-        quick_ack(&from);
+        rota::source::ls_refs::quick_ack(&from);
         match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
@@ -158,26 +158,6 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, count: &AtomicU64, open: &Atomic
     }
     let _ = to.shutdown(Shutdown::Write);
     open.fetch_sub(1, Ordering::SeqCst);
-}
-
-fn quick_ack(stream: &TcpStream) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        let one: libc::c_int = 1;
-        // SAFETY: setsockopt reads one c_int from a live local, on a socket we own.
-        unsafe {
-            libc::setsockopt(
-                stream.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_QUICKACK,
-                (&one as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = stream;
 }
 
 struct Daemon(Child);

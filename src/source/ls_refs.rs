@@ -549,7 +549,7 @@ impl Read for Deadline {
 /// waited 40 ms on Linux's delayed ACK (measured against `git daemon` on loopback: 42 ms
 /// for 101 prefixes, under 1 ms with it). Linux forgets the flag, so it is set before
 /// every read; elsewhere nothing is done.
-fn quick_ack(stream: &std::net::TcpStream) {
+pub fn quick_ack(stream: &std::net::TcpStream) {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
@@ -570,28 +570,11 @@ fn quick_ack(stream: &std::net::TcpStream) {
     let _ = stream;
 }
 
-fn http_connector()
--> Result<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, String>
-{
+fn http_connector() -> Result<crate::https::Connector, String> {
     use std::sync::OnceLock;
-    static CONNECTOR: OnceLock<
-        Result<
-            hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-            String,
-        >,
-    > = OnceLock::new();
+    static CONNECTOR: OnceLock<Result<crate::https::Connector, String>> = OnceLock::new();
     CONNECTOR
-        .get_or_init(|| {
-            let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-            http.enforce_http(false);
-            http.set_connect_timeout(Some(TIMEOUT));
-            Ok(hyper_rustls::HttpsConnectorBuilder::new()
-                .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
-                .map_err(|e| format!("loading the system's TLS roots: {e}"))?
-                .https_or_http()
-                .enable_http1()
-                .wrap_connector(http))
-        })
+        .get_or_init(|| crate::https::connector(Some(TIMEOUT)))
         .clone()
 }
 
