@@ -42,6 +42,7 @@ pub mod controller;
 pub mod demo;
 pub mod discovery;
 pub mod gates;
+pub mod https;
 pub mod kube;
 pub mod memory;
 pub mod metrics;

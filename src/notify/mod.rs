@@ -176,15 +176,10 @@ pub struct Sender {
 
 impl Sender {
     pub fn new(webhook: Webhook) -> Result<Sender, NotifyError> {
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| NotifyError::Config {
-                name: webhook.name.clone(),
-                message: format!("loading the system's TLS roots: {e}"),
-            })?
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let connector = crate::https::connector(None).map_err(|message| NotifyError::Config {
+            name: webhook.name.clone(),
+            message,
+        })?;
         Ok(Sender {
             webhook,
             client: Client::builder(TokioExecutor::new()).build(connector),

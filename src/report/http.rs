@@ -149,15 +149,7 @@ impl ForgeClient {
         let mut value = HeaderValue::from_str(&auth_value(token.expose()))
             .map_err(|_| config_err("the token holds characters not allowed in a header".into()))?;
         value.set_sensitive(true);
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| config_err(format!("loading the system's TLS roots: {e}")))?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let connector = crate::https::connector(Some(CONNECT_TIMEOUT)).map_err(config_err)?;
         Ok(ForgeClient {
             backend,
             base: api_url.trim_end_matches('/').to_string(),

@@ -42,12 +42,7 @@ impl std::fmt::Debug for HyperTransport {
 impl HyperTransport {
     /// HTTPS with the system's root certificates (and plain HTTP for loopback doubles).
     pub fn new() -> Result<Self, String> {
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
-            .map_err(|e| format!("loading the system's TLS roots: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let connector = crate::https::connector(None)?;
         Ok(HyperTransport {
             client: Client::builder(TokioExecutor::new()).build(connector),
         })
