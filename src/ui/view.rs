@@ -227,7 +227,6 @@ pub async fn next(
         }
         None => reload(at).await?,
     };
-    drop(last);
     tokio::task::spawn_blocking(move || View::build(loaded, recent, stamp, generation, Utc::now()))
         .await
         .map_err(|e| UiError::Notes(format!("building the page failed: {e}")))
