@@ -56,8 +56,63 @@ struct PosNode {
 
 #[derive(Clone, Debug)]
 enum Children {
-    Map(HashMap<Box<str>, u32>),
+    Map(Keys),
     Seq(Vec<u32>),
+}
+
+/// A mapping's members by key. A short list while the mapping is small: a fleet file's
+/// mappings have a handful of keys each, and a hash map for each of them was a tenth of
+/// parsing a 10,000-cluster fleet. A hash map past [`Keys::LIST_UP_TO`] keys, so that one
+/// huge mapping in a hostile file still costs time linear in its size.
+#[derive(Clone, Debug)]
+enum Keys {
+    List(Vec<(Box<str>, u32)>),
+    Hashed(HashMap<Box<str>, u32>),
+}
+
+impl Keys {
+    const LIST_UP_TO: usize = 16;
+
+    fn get(&self, k: &str) -> Option<u32> {
+        match self {
+            Keys::List(v) => v.iter().find(|(key, _)| &**key == k).map(|(_, id)| *id),
+            Keys::Hashed(m) => m.get(k).copied(),
+        }
+    }
+
+    /// Records `k` at `id`; a key written twice points at its last node (as a map's insert).
+    fn insert(&mut self, k: &str, id: u32) {
+        match self {
+            Keys::List(v) => {
+                if let Some(entry) = v.iter_mut().find(|(key, _)| &**key == k) {
+                    entry.1 = id;
+                } else if v.len() < Self::LIST_UP_TO {
+                    v.push((k.into(), id));
+                } else {
+                    let mut m: HashMap<Box<str>, u32> = std::mem::take(v).into_iter().collect();
+                    m.insert(k.into(), id);
+                    *self = Keys::Hashed(m);
+                }
+            }
+            Keys::Hashed(m) => {
+                m.insert(k.into(), id);
+            }
+        }
+    }
+
+    /// Bytes held: the entries' room and the keys' text.
+    fn stored_bytes(&self) -> usize {
+        match self {
+            Keys::List(v) => {
+                v.capacity() * std::mem::size_of::<(Box<str>, u32)>()
+                    + v.iter().map(|(k, _)| k.len()).sum::<usize>()
+            }
+            Keys::Hashed(m) => {
+                m.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1)
+                    + m.keys().map(|k| k.len()).sum::<usize>()
+            }
+        }
+    }
 }
 
 impl Default for Positions {
@@ -81,7 +136,7 @@ impl Positions {
                 std::borrow::Cow::Borrowed(raw)
             };
             let next = match self.nodes[at as usize].children.as_deref() {
-                Some(Children::Map(m)) => m.get(token.as_ref()).copied(),
+                Some(Children::Map(m)) => m.get(token.as_ref()),
                 Some(Children::Seq(items)) => token
                     .parse::<usize>()
                     .ok()
@@ -121,11 +176,7 @@ impl Positions {
             total += match n.children.as_deref() {
                 None => 0,
                 Some(Children::Seq(v)) => std::mem::size_of::<Children>() + v.capacity() * 4,
-                Some(Children::Map(m)) => {
-                    std::mem::size_of::<Children>()
-                        + m.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1)
-                        + m.keys().map(|k| k.len()).sum::<usize>()
-                }
+                Some(Children::Map(m)) => std::mem::size_of::<Children>() + m.stored_bytes(),
             };
         }
         total
@@ -143,10 +194,10 @@ impl Positions {
         match key {
             Some((k, _)) => {
                 if !matches!(children.as_deref(), Some(Children::Map(_))) {
-                    *children = Some(Box::new(Children::Map(HashMap::new())));
+                    *children = Some(Box::new(Children::Map(Keys::List(Vec::new()))));
                 }
                 if let Some(Children::Map(m)) = children.as_deref_mut() {
-                    m.insert(k.into(), id);
+                    m.insert(k, id);
                 }
             }
             None => {
@@ -165,8 +216,10 @@ impl Positions {
     fn shrink(&mut self) {
         self.nodes.shrink_to_fit();
         for n in &mut self.nodes {
-            if let Some(Children::Seq(v)) = n.children.as_deref_mut() {
-                v.shrink_to_fit();
+            match n.children.as_deref_mut() {
+                Some(Children::Seq(v)) => v.shrink_to_fit(),
+                Some(Children::Map(Keys::List(v))) => v.shrink_to_fit(),
+                _ => {}
             }
         }
     }
@@ -174,7 +227,7 @@ impl Positions {
     /// Where the key `k` of the mapping node `map` was written, if it was.
     fn key_of(&self, map: u32, k: &str) -> Option<Pos> {
         match self.nodes[map as usize].children.as_deref() {
-            Some(Children::Map(m)) => m.get(k).and_then(|id| self.nodes[*id as usize].key),
+            Some(Children::Map(m)) => m.get(k).and_then(|id| self.nodes[id as usize].key),
             _ => None,
         }
     }
@@ -510,6 +563,41 @@ mod tests {
         assert_eq!(d.positions.value("/a/c"), Pos { line: 3, column: 6 });
         // Unknown members fall back to their parent.
         assert_eq!(d.positions.value("/a/zzz"), Pos { line: 2, column: 3 });
+    }
+
+    #[test]
+    fn keys_are_placed_in_small_and_large_mappings_and_duplicates_caught_in_both() {
+        // Up to 16 keys a mapping's positions are a list, past it a hash map: both answer.
+        let text: String = (0..40).map(|i| format!("k{i}: {i}\n")).collect();
+        let d = one(&text);
+        for i in [0u32, 15, 16, 17, 39] {
+            assert_eq!(
+                d.positions.key(&format!("/k{i}")),
+                Pos {
+                    line: i + 1,
+                    column: 1
+                }
+            );
+            let column = format!("k{i}: ").len() as u32 + 1;
+            assert_eq!(
+                d.positions.value(&format!("/k{i}")),
+                Pos {
+                    line: i + 1,
+                    column
+                }
+            );
+        }
+        for n in [3, 30] {
+            let mut text: String = (0..n).map(|i| format!("k{i}: {i}\n")).collect();
+            text.push_str("k1: again\n");
+            let e = parse("t.yaml", &text).unwrap_err();
+            assert_eq!((e.line, e.column), (n + 1, 1), "{n} keys");
+            assert_eq!(
+                e.hint.as_deref(),
+                Some("first defined at line 2"),
+                "{n} keys"
+            );
+        }
     }
 
     #[test]
