@@ -75,6 +75,21 @@ pub fn init(format: LogFormat, filter: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
+/// The filter of the one-shot commands that read agents' notes (`status`, `where`,
+/// `promote`) when `RUST_LOG` is unset: their warnings (a note skipped as invalid, records
+/// refused or about another cluster) on stderr, where the person who ran them sees why a
+/// cluster shows no status; nothing else.
+pub const ONE_SHOT_FILTER: &str = "warn";
+
+/// [`init`] for a one-shot command: human lines on stderr, `RUST_LOG` else
+/// [`ONE_SHOT_FILTER`] (`RUST_LOG=rota=debug` adds the time each read took).
+pub fn init_one_shot() {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(ONE_SHOT_FILTER));
+    let _ =
+        tracing::subscriber::set_global_default(subscriber(LogFormat::Human, filter, io::stderr));
+}
+
 /// Build a subscriber for `format` writing to `writer` (tests capture logs with this).
 pub fn subscriber<W>(
     format: LogFormat,

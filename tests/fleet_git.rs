@@ -787,3 +787,79 @@ fn status_of_a_big_fleet_summarizes_lists_exceptions_and_filters() {
         "JSON lists every cluster"
     );
 }
+
+/// When only some clusters' notes move (agents reporting), `rota ui` reads those notes
+/// again and keeps the rest: what it then holds is what reading everything again gives,
+/// for a note rewritten, a notes ref deleted and one that appears.
+#[test]
+fn reading_only_the_moved_notes_again_equals_reading_them_all() {
+    use rota::ui::load::{RepoAt, load, reload_moved_notes};
+    let tmp = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now();
+    big_fleet::generate(tmp.path(), 300, now);
+    let at = RepoAt {
+        repo: tmp.path().to_path_buf(),
+        rev: "HEAD".into(),
+        subdir: None,
+        agent_signers: None,
+    };
+    let (rewritten, deleted, silent) = (big_fleet::name(2), big_fleet::name(3), big_fleet::name(4));
+    // A cluster that never reported: no notes ref.
+    git(
+        tmp.path(),
+        &["update-ref", "-d", &format!("refs/notes/rota/{silent}")],
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let before = rt.block_on(load(&at)).unwrap();
+    assert!(!before.key.1.iter().any(|(c, _)| c == &silent));
+    let head = git(tmp.path(), &["rev-parse", "HEAD"]);
+    // c00002 reports anew, c00003's notes ref goes, and c00004 reports for the first time.
+    for c in [&rewritten, &silent] {
+        let note = serde_json::json!({"cluster": c, "pools": [], "statuses": [
+            {"context": format!("rota/{c}"), "state": "failure",
+             "description": "reported again", "updatedAt": now.to_rfc3339()}]});
+        git(
+            tmp.path(),
+            &[
+                "notes",
+                "--ref",
+                &format!("rota/{c}"),
+                "add",
+                "-f",
+                "-m",
+                &note.to_string(),
+                &head,
+            ],
+        );
+    }
+    git(
+        tmp.path(),
+        &["update-ref", "-d", &format!("refs/notes/rota/{deleted}")],
+    );
+    let again = rt
+        .block_on(reload_moved_notes(&at, before.clone()))
+        .unwrap();
+    let whole = rt.block_on(load(&at)).unwrap();
+    assert_ne!(before.key, whole.key, "the notes moved");
+    assert_eq!(again.key, whole.key);
+    assert_eq!(
+        format!("{:?}", again.head_docs),
+        format!("{:?}", whole.head_docs)
+    );
+    assert_eq!(
+        format!("{:?}", again.records),
+        format!("{:?}", whole.records)
+    );
+    assert_eq!(again.note_bytes, whole.note_bytes);
+    assert_eq!(again.page(now), whole.page(now));
+    let described = |c: &str| {
+        whole
+            .head_docs
+            .iter()
+            .find(|d| d.cluster == c)
+            .map(|d| d.statuses[0].description.clone())
+    };
+    assert_eq!(described(&rewritten).as_deref(), Some("reported again"));
+    assert_eq!(described(&silent).as_deref(), Some("reported again"));
+    assert!(described(&deleted).is_none());
+}

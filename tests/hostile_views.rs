@@ -348,6 +348,13 @@ fn a_huge_note_is_not_read() {
     let (_, out) = run(&["status", "--fleet"], &repo);
     assert!(!out.contains("xxxxxxxx"), "the note was read");
     assert!(canary_holds(&out), "{}", &out[..out.len().min(2000)]);
+    // And the person who ran it is told why the canary shows nothing (the one-shot views
+    // dropped their warnings before they logged to stderr).
+    assert!(
+        out.contains("skipping a status note") && out.contains("cluster=canary-1"),
+        "{}",
+        &out[..out.len().min(2000)]
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let store = rota::report::GitNotesStore::new(&repo, None, None);
     store.scope_to(["canary-1".to_string(), "main-1".to_string()]);

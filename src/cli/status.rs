@@ -234,6 +234,11 @@ pub fn render(v: &FleetView) -> String {
 }
 
 pub fn run(args: StatusArgs) -> ExitCode {
+    crate::telemetry::init_one_shot();
+    crate::ui::load::trust_the_object_store();
+    // 10,000 clusters' files and notes are read on every core: two arenas, not one a thread
+    // (each new arena grows page by page; src/memory.rs), hold the peak near the live heap.
+    crate::memory::limit_arenas();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -295,7 +300,12 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
     loop {
         let (page, commit_time) = match crate::ui::load::load(&at).await {
             Ok(l) => {
+                let started = std::time::Instant::now();
                 let out = (l.page(chrono::Utc::now()), l.commit_time);
+                tracing::debug!(
+                    page_ms = started.elapsed().as_millis() as u64,
+                    "page model built"
+                );
                 // A one-shot view exits next: freeing 10,000 clusters' inputs piece by piece
                 // took a tenth of its time, and the process's exit frees them at once.
                 if args.watch {

@@ -86,6 +86,7 @@ fn mirror(args: &UiArgs) -> Result<std::sync::Arc<GitSource>, String> {
 
 pub fn run(args: UiArgs) -> ExitCode {
     let _ = crate::telemetry::init(crate::telemetry::LogFormat::Human, None);
+    crate::ui::load::trust_the_object_store();
     // A long-running server whose every rebuild reads the whole fleet: two arenas, and a
     // trim after each build (in the server), keep its resident size near the model it holds
     // (src/memory.rs). No periodic trim: walking a 10,000-cluster heap every 10 s cost more

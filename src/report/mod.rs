@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use rota_core::errors::{Class, Classified, Classify};
 
-pub use notes::GitNotesStore;
+pub use notes::{GitNotesStore, NotesTips};
 
 /// The longest description the forges accept (GitHub and Gitea cut or reject longer ones).
 pub const MAX_DESCRIPTION_CHARS: usize = 140;

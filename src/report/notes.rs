@@ -77,6 +77,23 @@ pub struct ClusterRecords {
     pub pools: Vec<PoolRecord>,
 }
 
+/// The notes refs of some clusters and their tips, as looked up at one moment
+/// ([`GitNotesStore::tips`]), in cluster order: (cluster, (ref name, tip)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotesTips(Vec<(String, (String, Oid))>);
+
+impl NotesTips {
+    /// Each cluster with its ref's tip: equal fingerprints, equal notes.
+    pub fn fingerprint(&self) -> Vec<(String, Oid)> {
+        self.0.iter().map(|(c, (_, id))| (c.clone(), *id)).collect()
+    }
+
+    /// Only the clusters `keep` accepts.
+    pub fn only(&self, keep: impl Fn(&str) -> bool) -> NotesTips {
+        NotesTips(self.0.iter().filter(|(c, _)| keep(c)).cloned().collect())
+    }
+}
+
 /// One cluster's note as read: validated, its records as the policy accepts them.
 struct Vetted {
     doc: NoteDoc,
@@ -238,13 +255,56 @@ impl GitNotesStore {
         &self,
         clusters: Vec<String>,
     ) -> Result<Vec<(String, Oid)>, ReportError> {
+        Ok(self.tips(clusters).await?.fingerprint())
+    }
+
+    /// The notes refs of these clusters that exist, each with its tip, as of now: read the
+    /// notes at exactly these tips with [`GitNotesStore::docs_at`], so that what is read is
+    /// what the fingerprint says (and each ref is looked up once, not once for the
+    /// fingerprint and again for the reading).
+    pub async fn tips(&self, clusters: Vec<String>) -> Result<NotesTips, ReportError> {
         let inner = Arc::clone(&self.inner);
         blocking(move || {
             let repo = inner.open()?;
+            Ok(NotesTips(
+                inner
+                    .refs_by_cluster(&repo, &clusters)
+                    .into_iter()
+                    .collect(),
+            ))
+        })
+        .await
+    }
+
+    /// [`GitNotesStore::docs`] as of `tips` (from [`GitNotesStore::tips`]): each cluster's
+    /// note on `commit` under the ref and at the tip recorded there.
+    pub async fn docs_at(
+        &self,
+        commit: &str,
+        tips: NotesTips,
+    ) -> Result<Vec<NoteDoc>, ReportError> {
+        Ok(self
+            .sized_docs_at(commit, tips)
+            .await?
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect())
+    }
+
+    /// [`GitNotesStore::docs_at`], each note with its size in bytes (what counts against
+    /// [`note_reader::MAX_NOTES_BYTES_PER_COMMIT`]).
+    pub async fn sized_docs_at(
+        &self,
+        commit: &str,
+        tips: NotesTips,
+    ) -> Result<Vec<(NoteDoc, u64)>, ReportError> {
+        let inner = Arc::clone(&self.inner);
+        let commit = commit.to_string();
+        blocking(move || {
             Ok(inner
-                .refs_by_cluster(&repo, &clusters)
+                .read_at(&commit, &tips.0)?
                 .into_iter()
-                .map(|(c, (_, id))| (c, id))
+                .map(|(v, size)| (v.doc, size))
                 .collect())
         })
         .await
@@ -414,20 +474,49 @@ impl Inner {
     /// The notes of `clusters` on `commit`, each vetted: bounded and validated, its records
     /// as the policy accepts them. One cluster's unreadable note never hides another's.
     fn read_all(&self, commit: &str, clusters: &[String]) -> Result<Vec<Vetted>, ReportError> {
-        let oid = Oid::from_str(commit)
-            .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
-        // 10,000 clusters' notes are read on every core, in chunks of clusters joined in
-        // order. The byte budget holds as in one pass: a chunk stops once its own notes pass
-        // the budget (so no thread reads much past it), and the join keeps a note only while
-        // the notes before it, in cluster order, are within the budget.
         // In name order, as one pass reads them (the budget cuts the same notes).
         let mut clusters = clusters.to_vec();
         clusters.sort();
         clusters.dedup();
-        let chunks =
-            rota_core::parallel::in_chunks(&clusters, |part| self.read_chunk(commit, oid, part))
-                .into_iter()
-                .collect::<Result<Vec<_>, _>>()?;
+        Ok(self
+            .read_chunks(commit, &clusters, |repo, part| {
+                self.refs_by_cluster(repo, part).into_iter().collect()
+            })?
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect())
+    }
+
+    /// [`Inner::read_all`] under refs already looked up (`refs`: in cluster order, each
+    /// cluster once, as [`NotesTips`] holds them).
+    fn read_at(
+        &self,
+        commit: &str,
+        refs: &[(String, (String, Oid))],
+    ) -> Result<Vec<(Vetted, u64)>, ReportError> {
+        self.read_chunks(commit, refs, |_, part| part.to_vec())
+    }
+
+    /// The notes on `commit` of the refs `refs_of` finds for each chunk of `items`.
+    /// 10,000 clusters' notes are read on every core, in chunks of clusters joined in
+    /// order. The byte budget holds as in one pass: a chunk stops once its own notes pass
+    /// the budget (so no thread reads much past it), and the join keeps a note only while
+    /// the notes before it, in cluster order, are within the budget.
+    fn read_chunks<T: Sync>(
+        &self,
+        commit: &str,
+        items: &[T],
+        refs_of: impl Fn(&Repository, &[T]) -> Vec<(String, (String, Oid))> + Sync,
+    ) -> Result<Vec<(Vetted, u64)>, ReportError> {
+        let oid = Oid::from_str(commit)
+            .map_err(|_| ReportError::Invalid(format!("not a commit id: {commit}")))?;
+        let chunks = rota_core::parallel::in_chunks(items, |part| {
+            let repo = self.open()?;
+            let refs = refs_of(&repo, part);
+            Ok::<_, ReportError>(self.read_chunk(&repo, commit, oid, refs))
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
         let mut out = Vec::new();
         let mut bytes = 0u64;
         for (v, size) in chunks.into_iter().flatten() {
@@ -437,27 +526,27 @@ impl Inner {
                 break;
             }
             bytes += size;
-            out.push(v);
+            out.push((v, size));
         }
         Ok(out)
     }
 
-    /// The notes of `clusters` on `commit`, in order, each with its size; stops once they
+    /// The notes under `refs` on `commit`, in order, each with its size; stops once they
     /// pass the commit's byte budget.
     fn read_chunk(
         &self,
+        repo: &Repository,
         commit: &str,
         oid: Oid,
-        clusters: &[String],
-    ) -> Result<Vec<(Vetted, u64)>, ReportError> {
-        let repo = self.open()?;
+        refs: Vec<(String, (String, Oid))>,
+    ) -> Vec<(Vetted, u64)> {
         let mut out = Vec::new();
         let mut bytes = 0u64;
-        for (cluster, (r, tip)) in self.refs_by_cluster(&repo, clusters) {
+        for (cluster, (r, tip)) in refs {
             if bytes > note_reader::MAX_NOTES_BYTES_PER_COMMIT {
                 break;
             }
-            match self.read_doc(&repo, (&r, tip), &cluster, oid) {
+            match self.read_doc(repo, (&r, tip), &cluster, oid) {
                 Ok(Some((mut doc, size))) => {
                     bytes += size;
                     let accepted = self.accept_records(commit, &doc);
@@ -478,7 +567,7 @@ impl Inner {
                 Err(e) => tracing::warn!(cluster = %cluster, error = %e, "skipping a status note"),
             }
         }
-        Ok(out)
+        out
     }
 
     fn write(
@@ -725,6 +814,83 @@ mod tests {
 
     /// The lookups skipped for a repo without fetched copies must not be skipped for a repo
     /// that has some, loose or packed: there the fetched copy is the fresher one.
+    #[test]
+    fn notes_are_read_at_the_tips_looked_up_though_a_ref_moves_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        let note = |description: &str| {
+            serde_json::json!({"cluster": "a", "pools": [], "statuses": [{"context": "rota/a",
+                "state": "success", "description": description,
+                "updatedAt": "2026-11-22T03:00:00Z"}]})
+            .to_string()
+        };
+        git(&["init", "-q", "-b", "main"]);
+        git(&["commit", "-q", "--allow-empty", "-m", "fleet"]);
+        let head = git(&["rev-parse", "HEAD"]);
+        git(&[
+            "notes",
+            "--ref",
+            "rota/a",
+            "add",
+            "-m",
+            &note("first"),
+            &head,
+        ]);
+        let store = GitNotesStore::new(dir.path(), None, None);
+        store.scope_to(["a".to_string(), "b".to_string()]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let clusters = vec!["a".to_string(), "b".to_string()];
+        let tips = rt.block_on(store.tips(clusters.clone())).unwrap();
+        assert_eq!(tips.fingerprint().len(), 1, "b has no notes ref: {tips:?}");
+
+        git(&[
+            "notes",
+            "--ref",
+            "rota/a",
+            "add",
+            "-f",
+            "-m",
+            &note("second"),
+            &head,
+        ]);
+        let described = |docs: Vec<NoteDoc>| -> Vec<String> {
+            docs.into_iter()
+                .flat_map(|d| d.statuses)
+                .map(|s| s.description)
+                .collect()
+        };
+        let at_tips = rt.block_on(store.docs_at(&head, tips.clone())).unwrap();
+        assert_eq!(
+            described(at_tips),
+            ["first"],
+            "read where the fingerprint says"
+        );
+        assert_eq!(
+            described(rt.block_on(store.docs(&head)).unwrap()),
+            ["second"]
+        );
+        assert_ne!(
+            rt.block_on(store.fingerprint(clusters)).unwrap(),
+            tips.fingerprint()
+        );
+        assert!(
+            rt.block_on(store.docs_at(&head, tips.only(|c| c == "b")))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
     #[test]
     fn fetched_copies_are_seen_loose_or_packed_and_absent_only_when_absent() {
         let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::load::CommitView;
+use super::load::{CommitLine, CommitView};
 use super::model::{FleetPage, Hold, OverduePool, Phase, PoolPanel, WavePanel, WaveStep};
 use rota_core::rotate::stop::{MovedBy, StopNote};
 
@@ -148,7 +148,7 @@ fn pool_row(p: &PoolPanel, now: DateTime<Utc>) -> String {
         None => r#"<span class="muted">no progress reported</span>"#.to_string(),
     };
     let hold = p.hold.as_ref().map_or(String::new(), |h| hold_html(h, now));
-    let stop = p.stop.as_ref().map_or(String::new(), stop_html);
+    let stop = p.stop.as_deref().map_or(String::new(), stop_html);
     format!(
         r#"<tr class="pool" id="pool-{c}-{n}" data-pool="{c}/{n}" data-phase="{ph}">
 <th scope="row">{n}</th><td>{ch}</td><td class="ver">{inf}</td><td class="ver{mv}">{tg}</td>
@@ -296,7 +296,7 @@ pub(super) fn overdue_table(rows: &[OverduePool], more: &str) -> String {
 
 /// The live part of the page (swapped in by the script on every refresh): every wave with
 /// every cluster and pool, for a fleet small enough to read whole.
-pub fn fragment(page: &FleetPage, recent: &[CommitView]) -> String {
+pub fn fragment(page: &FleetPage, recent: &[CommitLine]) -> String {
     let mut out = updated_html(page, "");
     out += &overdue_html(page);
     out += r#"<h2 id="waves-h">Waves</h2>
@@ -350,18 +350,18 @@ pub(super) fn timeline_html(page: &FleetPage) -> String {
 }
 
 /// The newest commits with their combined status.
-pub(super) fn commits_html(recent: &[CommitView]) -> String {
+pub(super) fn commits_html(recent: &[CommitLine]) -> String {
     let mut out = r#"<h2 id="commits-h">Commits</h2><table class="commits"><thead><tr><th scope="col">Commit</th><th scope="col">Statuses</th><th scope="col">Subject</th><th scope="col">Author</th><th scope="col">Time</th></tr></thead><tbody>"#.to_string();
     for c in recent {
         out += &format!(
             r#"<tr><td><a href="/commit/{id}"><code>{s}</code></a></td><td>{b} {n}</td><td>{subj}</td><td>{a}</td><td>{t}</td></tr>"#,
             id = esc(&c.id),
             s = esc(short(&c.id)),
-            b = state_badge(c.combined()),
-            n = if c.statuses.is_empty() {
+            b = state_badge(c.combined),
+            n = if c.statuses == 0 {
                 String::new()
             } else {
-                format!("({})", c.statuses.len())
+                format!("({})", c.statuses)
             },
             subj = esc(&c.subject),
             a = esc(&c.author),
@@ -401,7 +401,7 @@ fn shell(title: &str, body: &str, live: Option<&str>) -> String {
 }
 
 /// The whole fleet page.
-pub fn page(page: &FleetPage, recent: &[CommitView]) -> String {
+pub fn page(page: &FleetPage, recent: &[CommitLine]) -> String {
     live_page(&page.fleet, &fragment(page, recent), "")
 }
 

@@ -11,7 +11,7 @@ use super::html::{
     commits_html, esc, overdue_table, phase_badge, state_badge, timeline_html, updated_html,
     wave_html,
 };
-use super::load::CommitView;
+use super::load::CommitLine;
 use super::model::{FleetPage, Phase, WavePanel};
 use super::query::{PAGE_CLUSTERS, Query, href_of};
 use super::summary::{ExceptionKind, FleetSummary};
@@ -353,7 +353,7 @@ pub fn fragment(
     selected: &FleetPage,
     summary: &FleetSummary,
     q: &Query,
-    recent: &[CommitView],
+    recent: &[CommitLine],
 ) -> String {
     let mut out = updated_html(
         page,

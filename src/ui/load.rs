@@ -2,7 +2,7 @@
 //! agents' git notes on it and on the commits before it, then hands them to the pure
 //! [`super::model`]. The same reads `rota status` does; no cluster access.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, TimeZone, Utc};
@@ -11,8 +11,9 @@ use serde::Serialize;
 
 use super::UiError;
 use super::model::{FleetPage, Inputs, fleet_page};
-use crate::report::GitNotesStore;
 use crate::report::note_doc::NoteDoc;
+use crate::report::{GitNotesStore, NotesTips};
+use rota_core::fleet::resolved::DesiredCluster;
 use rota_core::waves::PoolRecord;
 
 /// How far back the page looks for each pool's newest records: the agents write records on
@@ -90,11 +91,52 @@ impl CommitView {
     }
 }
 
+/// One of the newest commits as the page's list shows it: its combined state and how many
+/// statuses it has, not the statuses themselves (a commit's own page reads them when asked,
+/// [`commit`]). At 10,000 clusters the statuses of the listed commits were 22 MB a list,
+/// and a rebuild held two lists.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitLine {
+    pub id: String,
+    pub subject: String,
+    pub author: String,
+    pub time: DateTime<Utc>,
+    /// [`CommitView::combined`].
+    pub combined: &'static str,
+    /// How many statuses agents recorded on it.
+    pub statuses: usize,
+}
+
+impl From<CommitView> for CommitLine {
+    fn from(c: CommitView) -> Self {
+        CommitLine {
+            combined: c.combined(),
+            statuses: c.statuses.len(),
+            id: c.id,
+            subject: c.subject,
+            author: c.author,
+            time: c.time,
+        }
+    }
+}
+
 fn git(repo: &Path) -> impl Fn(git2::Error) -> UiError + '_ {
     move |e| UiError::Git {
         repo: repo.to_path_buf(),
         message: e.message().to_string(),
     }
+}
+
+/// For the processes that only show what git holds (`status`, `where`, `ui`): libgit2 hashes
+/// every object it reads to check it against its name, which git's own readers (`git log`,
+/// `git show`) do not do (`git fsck` checks a repository). At 10,000 clusters a view reads
+/// 30,000 objects (each cluster's notes commit, tree and note), and hashing them was a
+/// twentieth of `rota status --fleet`. What is read stays bounded and validated (the note
+/// reader, the fleet's schema). Not for the agent or `rota promote`, which act on what they
+/// read. Call before any repository is opened.
+pub fn trust_the_object_store() {
+    git2::opts::strict_hash_verification(false);
 }
 
 /// Resolves `rev` in `repo` to a commit id.
@@ -152,8 +194,12 @@ pub struct Loaded {
     pub clusters: Vec<rota_core::fleet::resolved::DesiredCluster>,
     /// The agents' notes on the commit: their statuses (their records are in `records`).
     pub head_docs: Vec<NoteDoc>,
-    /// Each pool's newest records, from the commit or the nearest before it that has them.
+    /// Each pool's newest records, from the commit or the nearest before it that has them
+    /// (by cluster, then pool).
     pub records: Vec<PoolRecord>,
+    /// Each head note's size in bytes, by cluster: with only some notes read again
+    /// ([`reload_moved_notes`]), the commit's notes still keep to their byte budget.
+    pub note_bytes: BTreeMap<String, u64>,
     pub verified: bool,
     /// When the commit shown was made (its committer time): how long the agents have had
     /// to report on it.
@@ -200,15 +246,23 @@ pub async fn key_now(at: &RepoAt, last: &Key, names: &[String]) -> Result<Option
 
 /// Reads what the page of `at` is computed from.
 pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
+    let started = std::time::Instant::now();
     let commit = resolve(&at.repo, &at.rev)?;
     let fleet =
         crate::source::read::load_git_at(&at.repo, &commit.to_string(), at.subdir.as_deref())
             .map_err(|d| UiError::Fleet(d.to_string()))?;
+    let read = started.elapsed();
     let mut fleet = fleet;
     let mut clusters = fleet
         .resolve_all()
         .map_err(|e| UiError::Fleet(e.to_string()))?;
     slim_for_views(&mut fleet, &mut clusters);
+    tracing::debug!(
+        clusters = clusters.len(),
+        read_ms = read.as_millis() as u64,
+        resolve_ms = (started.elapsed() - read).as_millis() as u64,
+        "fleet read for the views"
+    );
     load_notes(at, commit, fleet, clusters).await
 }
 
@@ -225,17 +279,128 @@ pub async fn load_notes(
     // Only the declared clusters' notes, each from its own ref: a note under a ref that no
     // cluster owns, or about another cluster, holds nothing here as it does for the guard.
     let store = at.notes(names.clone());
-    // The tips before reading: a ref that moves during the read makes the next key differ.
-    let tips = store
-        .fingerprint(names)
+    let started = std::time::Instant::now();
+    // The notes are read at the tips the key records (each ref looked up once): a ref that
+    // moves during the read is seen by the next key.
+    let tips = store.tips(names).await.map_err(notes_err)?;
+    let sized = store
+        .sized_docs_at(&commit.to_string(), tips.clone())
         .await
-        .map_err(|e| UiError::Notes(e.to_string()))?;
-    let mut head_docs = docs(&store, commit).await?;
+        .map_err(notes_err)?;
+    let head_read = started.elapsed();
+    let all: Vec<&DesiredCluster> = clusters.iter().collect();
+    let (head_docs, records, note_bytes) =
+        statuses_and_records(at, &store, commit, &tips, &all, sized).await?;
+    tracing::debug!(
+        notes_refs = tips.fingerprint().len(),
+        head_ms = head_read.as_millis() as u64,
+        history_ms = (started.elapsed() - head_read).as_millis() as u64,
+        "notes read for the views"
+    );
+    Ok(Loaded {
+        fleet,
+        clusters,
+        head_docs,
+        records,
+        note_bytes,
+        verified: at.agent_signers.is_some(),
+        commit_time: commit_time(&at.repo, commit)?,
+        key: (commit, tips.fingerprint()),
+    })
+}
+
+/// `last` (read at its commit) with the notes of the clusters whose notes refs moved since
+/// (written, added, deleted) read again, and only theirs: agents report a cluster at a
+/// time, and reading 10,000 notes again because one moved was most of a rebuild's time
+/// and of the server's peak memory. The result equals [`load_notes`] at the same tips.
+/// When half the clusters or more moved, or the commit's notes would pass their byte budget
+/// (which a whole read cuts in cluster order), every note is read again.
+pub async fn reload_moved_notes(at: &RepoAt, mut last: Loaded) -> Result<Loaded, UiError> {
+    let commit = last.key.0;
+    let names = last.cluster_names();
+    let store = at.notes(names.clone());
+    let tips = store.tips(names).await.map_err(notes_err)?;
+    let now = tips.fingerprint();
+    let before: BTreeMap<&str, Oid> = last.key.1.iter().map(|(c, o)| (c.as_str(), *o)).collect();
+    let after: BTreeMap<&str, Oid> = now.iter().map(|(c, o)| (c.as_str(), *o)).collect();
+    let moved: BTreeSet<String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|c| before.get(*c) != after.get(*c))
+        .map(|c| c.to_string())
+        .collect();
+    if moved.len() * 2 >= last.clusters.len().max(1) {
+        return load_notes(at, commit, last.fleet, last.clusters).await;
+    }
+    let sized = store
+        .sized_docs_at(&commit.to_string(), tips.only(|c| moved.contains(c)))
+        .await
+        .map_err(notes_err)?;
+    let kept: u64 = last
+        .note_bytes
+        .iter()
+        .filter(|(c, _)| !moved.contains(*c))
+        .map(|(_, b)| b)
+        .sum();
+    let read: u64 = sized.iter().map(|(_, b)| b).sum();
+    if kept + read > crate::report::note_reader::MAX_NOTES_BYTES_PER_COMMIT {
+        return load_notes(at, commit, last.fleet, last.clusters).await;
+    }
+    let changed: Vec<&DesiredCluster> = last
+        .clusters
+        .iter()
+        .filter(|c| moved.contains(&c.name))
+        .collect();
+    let (docs, records, bytes) =
+        statuses_and_records(at, &store, commit, &tips, &changed, sized).await?;
+    tracing::debug!(
+        moved = moved.len(),
+        "notes read again for the clusters whose refs moved"
+    );
+    last.head_docs.retain(|d| !moved.contains(&d.cluster));
+    last.head_docs.extend(docs);
+    last.head_docs.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    last.records.retain(|r| !moved.contains(&r.cluster));
+    last.records.extend(records);
+    sort_records(&mut last.records);
+    last.note_bytes.retain(|c, _| !moved.contains(c));
+    last.note_bytes.extend(bytes);
+    last.key = (commit, now);
+    Ok(last)
+}
+
+fn notes_err(e: crate::report::ReportError) -> UiError {
+    UiError::Notes(e.to_string())
+}
+
+/// In one order whatever the order they were read in: by cluster, then pool.
+fn sort_records(records: &mut [PoolRecord]) {
+    records.sort_by(|a, b| (&a.cluster, &a.pool).cmp(&(&b.cluster, &b.pool)));
+}
+
+/// What the page reads of `clusters`' notes, from their notes on the head (`sized`, as read
+/// at `tips`): the notes' statuses, each declared pool's newest records, and each note's
+/// size by cluster.
+async fn statuses_and_records(
+    at: &RepoAt,
+    store: &GitNotesStore,
+    commit: Oid,
+    tips: &NotesTips,
+    clusters: &[&DesiredCluster],
+    sized: Vec<(NoteDoc, u64)>,
+) -> Result<(Vec<NoteDoc>, Vec<PoolRecord>, BTreeMap<String, u64>), UiError> {
+    let note_bytes = sized.iter().map(|(d, b)| (d.cluster.clone(), *b)).collect();
+    let mut head_docs: Vec<NoteDoc> = sized.into_iter().map(|(d, _)| d).collect();
     // The head's records move to `records` below; the page reads the docs' statuses only.
     let mut head_records: Vec<PoolRecord> = head_docs
         .iter_mut()
         .flat_map(|d| std::mem::take(&mut d.pools))
         .collect();
+    // Kept as long as the page: only the room the statuses use (parsing grew each list
+    // one status at a time, 6 statuses into room for 8).
+    for d in &mut head_docs {
+        d.statuses.shrink_to_fit();
+    }
     // Each pool's newest records: records are cumulative, so the newest commit that carries
     // a pool's record has everything the pool ever recorded (up to KEPT_PER_POOL). Older
     // commits are read only for the clusters still missing a declared pool's record: once
@@ -243,7 +408,7 @@ pub async fn load_notes(
     // the cost follows the fleet, not the fleet times the history.
     let mut records: Vec<PoolRecord> = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut missing: Vec<&rota_core::fleet::resolved::DesiredCluster> = clusters.iter().collect();
+    let mut missing: Vec<&DesiredCluster> = clusters.to_vec();
     for c in history(&at.repo, commit, RECORD_DEPTH)? {
         if missing.is_empty() {
             break;
@@ -251,11 +416,11 @@ pub async fn load_notes(
         let found: Vec<PoolRecord> = if c == commit {
             std::mem::take(&mut head_records)
         } else {
-            let names = missing.iter().map(|c| c.name.clone()).collect();
+            let names: BTreeSet<&str> = missing.iter().map(|c| c.name.as_str()).collect();
             store
-                .docs_of(&c.to_string(), names)
+                .docs_at(&c.to_string(), tips.only(|c| names.contains(c)))
                 .await
-                .map_err(|e| UiError::Notes(e.to_string()))?
+                .map_err(notes_err)?
                 .into_iter()
                 .flat_map(|d| d.pools)
                 .collect()
@@ -271,15 +436,8 @@ pub async fn load_notes(
                 .any(|p| !seen.contains(&(c.name.clone(), p.name.clone())))
         });
     }
-    Ok(Loaded {
-        fleet,
-        clusters,
-        head_docs,
-        records,
-        verified: at.agent_signers.is_some(),
-        commit_time: commit_time(&at.repo, commit)?,
-        key: (commit, tips),
-    })
+    sort_records(&mut records);
+    Ok((head_docs, records, note_bytes))
 }
 
 /// What the views never read, dropped once the fleet is resolved: the cluster documents
@@ -303,12 +461,13 @@ pub async fn page(at: &RepoAt, now: DateTime<Utc>) -> Result<FleetPage, UiError>
     Ok(load(at).await?.page(now))
 }
 
-/// The newest commits of `loaded`'s revision, with the statuses of its clusters.
-pub async fn recent_of(at: &RepoAt, loaded: &Loaded) -> Result<Vec<CommitView>, UiError> {
+/// The newest commits of `loaded`'s revision, each with the combined state and count of its
+/// clusters' statuses.
+pub async fn recent_of(at: &RepoAt, loaded: &Loaded) -> Result<Vec<CommitLine>, UiError> {
     let store = at.notes(loaded.cluster_names());
     let mut out = Vec::new();
     for c in history(&at.repo, loaded.key.0, RECENT_COMMITS)? {
-        out.push(commit(&at.repo, &store, &c.to_string()).await?);
+        out.push(commit(&at.repo, &store, &c.to_string()).await?.into());
     }
     Ok(out)
 }

@@ -591,7 +591,7 @@ mod tests {
                     ),
                     pool("paused", Phase::Paused, Some("1"), "paused: gate failed"),
                     PoolPanel {
-                        stop: Some(person),
+                        stop: Some(Box::new(person)),
                         ..pool("d", Phase::Held, Some("1"), "waits (drain)")
                     },
                     pool("f", Phase::Failed, Some("1"), "failed: image never booted"),

@@ -8,7 +8,9 @@
 //! When is it rebuilt? Each request compares a [`Stamp`] (the commit the revision names, and
 //! the modification times of the files git keeps refs in), a handful of `stat` calls, with
 //! the view's. Only when the stamp moved are the notes refs' tips read (10,000 lookups) to
-//! tell whether the notes did change, and only then are the inputs read again; the model
+//! tell whether the notes did change, and only then are the inputs read again (with the
+//! commit unchanged, only the notes of the clusters whose refs moved:
+//! [`load::reload_moved_notes`]); the model
 //! alone is rebuilt, for the clock, every [`CLOCK_EVERY`] or longer on a big fleet (holds
 //! that ran out, agents gone silent; see [`View::clock_every`]). A stamp may move without a change (a `git gc` packing refs): that costs one
 //! tip read, never a wrong page. A change always moves it: git and libgit2 write a ref by
@@ -23,7 +25,7 @@ use chrono::{DateTime, Utc};
 use git2::{Oid, Repository};
 
 use super::UiError;
-use super::load::{self, CommitView, Loaded, RepoAt};
+use super::load::{self, CommitLine, Loaded, RepoAt};
 use super::model::FleetPage;
 use super::summary::{FleetSummary, summarize};
 
@@ -82,7 +84,7 @@ pub struct View {
     pub key: load::Key,
     pub names: Arc<Vec<String>>,
     pub commit_time: DateTime<Utc>,
-    pub recent: Arc<Vec<CommitView>>,
+    pub recent: Arc<Vec<CommitLine>>,
     pub page: FleetPage,
     /// The whole fleet's summary (a filtered view summarizes its own part).
     pub summary: FleetSummary,
@@ -101,7 +103,7 @@ impl View {
     /// 10,000 clusters, so callers run it off the async threads.
     pub fn build(
         loaded: Arc<Loaded>,
-        recent: Arc<Vec<CommitView>>,
+        recent: Arc<Vec<CommitLine>>,
         stamp: Stamp,
         generation: u64,
         now: DateTime<Utc>,
@@ -159,26 +161,15 @@ impl View {
             .clone()
     }
 
-    /// Takes the fleet out of the inputs and drops the rest (the notes read at the last
-    /// key), so that only one copy of the notes is ever held; `None` when they are gone.
-    fn take_fleet(
-        &self,
-    ) -> Option<(
-        rota_core::fleet::Fleet,
-        Vec<rota_core::fleet::resolved::DesiredCluster>,
-    )> {
+    /// Takes the inputs out of this view (whole when no other rebuild shares them, else a
+    /// copy), so that a rebuild updates them in place; `None` when they are gone.
+    fn take_inputs(&self) -> Option<Loaded> {
         let taken = self
             .loaded
             .lock()
             .expect("no panics under the lock")
             .take()?;
-        let fleet = match Arc::try_unwrap(taken) {
-            Ok(l) => (l.fleet, l.clusters),
-            // Another rebuild still reads them: a copy, theirs goes with them.
-            Err(shared) => (shared.fleet.clone(), shared.clusters.clone()),
-        };
-        crate::memory::trim();
-        Some(fleet)
+        Some(Arc::try_unwrap(taken).unwrap_or_else(|shared| (*shared).clone()))
     }
 
     /// Drops the inputs (the page stays servable): at 10,000 clusters they are about half
@@ -200,7 +191,8 @@ pub async fn next(
     generation: u64,
 ) -> Result<View, UiError> {
     // What the last view's inputs still hold: all of them when neither the commit nor any
-    // notes tip moved (a rebuild for the clock); the fleet alone when only notes moved.
+    // notes tip moved (a rebuild for the clock); all but the moved clusters' notes when only
+    // notes moved.
     let same_commit = matches!(&last, Some(v) if v.stamp.commit == stamp.commit);
     let same = match &last {
         Some(v) if same_commit => {
@@ -213,9 +205,10 @@ pub async fn next(
             Some(loaded) => (loaded, Arc::clone(&v.recent)),
             None => reload(at).await?,
         },
-        Some(v) if same_commit => match v.take_fleet() {
-            Some((fleet, clusters)) => {
-                let loaded = Arc::new(load::load_notes(at, v.key.0, fleet, clusters).await?);
+        // Only notes moved: the notes of the clusters whose refs moved are read again.
+        Some(v) if same_commit => match v.take_inputs() {
+            Some(inputs) => {
+                let loaded = Arc::new(load::reload_moved_notes(at, inputs).await?);
                 let recent = Arc::new(load::recent_of(at, &loaded).await?);
                 (loaded, recent)
             }
@@ -233,7 +226,7 @@ pub async fn next(
 }
 
 /// Everything read from git again: the fleet, the notes, the recent commits.
-async fn reload(at: &RepoAt) -> Result<(Arc<Loaded>, Arc<Vec<CommitView>>), UiError> {
+async fn reload(at: &RepoAt) -> Result<(Arc<Loaded>, Arc<Vec<CommitLine>>), UiError> {
     let loaded = Arc::new(load::load(at).await?);
     let recent = Arc::new(load::recent_of(at, &loaded).await?);
     Ok((loaded, recent))
