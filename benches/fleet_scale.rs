@@ -12,7 +12,9 @@
 //! Run: `cargo bench --bench fleet_scale` (`ROTA_BENCH_CLUSTERS=10000` or `=1000,5000` picks
 //! the sizes). Without `--bench` (as `cargo test --all-targets` runs it) it is a smoke pass
 //! at 60 clusters (300 pools, past the size where `status --fleet` summarizes).
-//! `ROTA_BENCH_KEEP=DIR` keeps the generated fleets (DIR/<clusters>/fleet).
+//! `ROTA_BENCH_KEEP=DIR` keeps the generated fleets (DIR/<clusters>/fleet). The views read
+//! each repo after `git gc`, as a git server keeps it (`ROTA_BENCH_REPO=loose`: as generated,
+//! every object and ref loose).
 //!
 //! Prints `key=value` lines, a block per size starting with `clusters=N`: `<figure>_ms`,
 //! `<figure>_rss_mib`, `<figure>_bytes` (output size), and `promote_exit`, `page_*`.
@@ -289,6 +291,59 @@ fn page(bin: &Path, repo: &str, clusters: usize, bench: bool) {
     }
     println!("page_server_rss_mib={:.1}", status_mib(pid, "VmRSS"));
     println!("page_server_peak_rss_mib={:.1}", status_mib(pid, "VmHWM"));
+    // An agent reports (the common change): one cluster's note rewritten. The server reads
+    // that note again and rebuilds the model; how long until the page shows it, and what
+    // the server holds then and at its peak.
+    let cluster = big_fleet::name(1);
+    let marker = "reported again by the bench";
+    let note = format!(
+        r#"{{"cluster":"{cluster}","pools":[],"statuses":[{{"context":"rota/{cluster}","state":"failure","description":"{marker}","updatedAt":"{}"}}]}}"#,
+        chrono::Utc::now().to_rfc3339()
+    );
+    let ok = Command::new("git")
+        .args([
+            "notes",
+            "--ref",
+            &format!("rota/{cluster}"),
+            "add",
+            "-f",
+            "-m",
+            &note,
+            "HEAD",
+        ])
+        .current_dir(repo)
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .status()
+        .unwrap();
+    assert!(ok.success(), "git notes add");
+    let t = Instant::now();
+    loop {
+        let (_, _, r) = get(&addr, &format!("/api/fleet?cluster={cluster}"));
+        if String::from_utf8_lossy(&r).contains(marker) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the page never showed the note"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!(
+        "page_note_shown_ms={:.0}",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    println!(
+        "page_server_rss_after_note_mib={:.1}",
+        status_mib(pid, "VmRSS")
+    );
+    println!(
+        "page_server_peak_rss_after_note_mib={:.1}",
+        status_mib(pid, "VmHWM")
+    );
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -309,6 +364,26 @@ fn measure(bin: &Path, clusters: usize, bench: bool) {
     println!("clusters={clusters}");
     println!("pools={}", e.pools);
     println!("generate_ms={:.0}", t.elapsed().as_secs_f64() * 1000.0);
+    // The generator writes every object and ref loose (70,000 objects and 10,000 notes refs
+    // at 10,000 clusters). A git server does not keep them so: a push of fewer than 100
+    // objects (an agent's note is three) lands loose, and `receive-pack` runs `git gc
+    // --auto` past 6,700 loose objects, which packs them and the refs. So by default the
+    // views read the repo as a server keeps it after that `gc`; `ROTA_BENCH_REPO=loose`
+    // measures the generator's all-loose repo, a worst case no server reaches.
+    let loose = std::env::var("ROTA_BENCH_REPO").is_ok_and(|v| v == "loose");
+    if loose {
+        println!("repo=loose");
+    } else {
+        let t = Instant::now();
+        let gc = Command::new("git")
+            .args(["gc", "--quiet"])
+            .current_dir(&dir)
+            .status()
+            .expect("git gc runs");
+        assert!(gc.success(), "git gc packs the generated fleet");
+        println!("repo=packed");
+        println!("gc_ms={:.0}", t.elapsed().as_secs_f64() * 1000.0);
+    }
     let repo = dir.to_str().unwrap();
     let r = run(bin, &["validate", repo], scratch);
     assert_eq!(r.code, 0, "validate: {}", r.out);
