@@ -91,9 +91,6 @@ pub async fn checks(args: &PromoteArgs) -> Result<Vec<PinCheck>, String> {
 
 pub fn run(args: PromoteArgs) -> ExitCode {
     crate::telemetry::init_one_shot();
-    // 10,000 clusters' files and notes are read on every core: two arenas, not one a thread
-    // (each new arena grows page by page; src/memory.rs), hold the peak near the live heap.
-    crate::memory::limit_arenas();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

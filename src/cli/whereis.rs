@@ -28,9 +28,6 @@ pub struct WhereArgs {
 pub fn run(args: WhereArgs) -> ExitCode {
     crate::telemetry::init_one_shot();
     crate::ui::load::trust_the_object_store();
-    // 10,000 clusters' files and notes are read on every core: two arenas, not one a thread
-    // (each new arena grows page by page; src/memory.rs), hold the peak near the live heap.
-    crate::memory::limit_arenas();
     let Some((channel, version)) = args
         .target
         .split_once('@')

@@ -92,6 +92,11 @@ impl NotesTips {
     pub fn only(&self, keep: impl Fn(&str) -> bool) -> NotesTips {
         NotesTips(self.0.iter().filter(|(c, _)| keep(c)).cloned().collect())
     }
+
+    /// These tips in parts of at most `n` clusters, in order.
+    pub fn parts(&self, n: usize) -> impl Iterator<Item = NotesTips> + '_ {
+        self.0.chunks(n.max(1)).map(|p| NotesTips(p.to_vec()))
+    }
 }
 
 /// One cluster's note as read: validated, its records as the policy accepts them.

@@ -79,15 +79,24 @@ impl CommitView {
     /// The combined state a forge shows beside the commit: failure over pending over success.
     pub fn combined(&self) -> &'static str {
         let has = |s: &str| self.statuses.iter().any(|r| r.state == s);
-        if self.statuses.is_empty() {
-            "none"
-        } else if has("failure") || has("error") {
-            "failure"
-        } else if has("pending") {
-            "pending"
-        } else {
-            "success"
-        }
+        combined(
+            self.statuses.len(),
+            has("failure") || has("error"),
+            has("pending"),
+        )
+    }
+}
+
+/// The combined state of `statuses` statuses, some failed (or errored) or pending.
+fn combined(statuses: usize, failure: bool, pending: bool) -> &'static str {
+    if statuses == 0 {
+        "none"
+    } else if failure {
+        "failure"
+    } else if pending {
+        "pending"
+    } else {
+        "success"
     }
 }
 
@@ -106,19 +115,6 @@ pub struct CommitLine {
     pub combined: &'static str,
     /// How many statuses agents recorded on it.
     pub statuses: usize,
-}
-
-impl From<CommitView> for CommitLine {
-    fn from(c: CommitView) -> Self {
-        CommitLine {
-            combined: c.combined(),
-            statuses: c.statuses.len(),
-            id: c.id,
-            subject: c.subject,
-            author: c.author,
-            time: c.time,
-        }
-    }
 }
 
 fn git(repo: &Path) -> impl Fn(git2::Error) -> UiError + '_ {
@@ -195,7 +191,7 @@ pub struct Loaded {
     /// The agents' notes on the commit: their statuses (their records are in `records`).
     pub head_docs: Vec<NoteDoc>,
     /// Each pool's newest records, from the commit or the nearest before it that has them
-    /// (by cluster, then pool).
+    /// (in no particular order: the page indexes them).
     pub records: Vec<PoolRecord>,
     /// Each head note's size in bytes, by cluster: with only some notes read again
     /// ([`reload_moved_notes`]), the commit's notes still keep to their byte budget.
@@ -362,7 +358,6 @@ pub async fn reload_moved_notes(at: &RepoAt, mut last: Loaded) -> Result<Loaded,
     last.head_docs.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     last.records.retain(|r| !moved.contains(&r.cluster));
     last.records.extend(records);
-    sort_records(&mut last.records);
     last.note_bytes.retain(|c, _| !moved.contains(c));
     last.note_bytes.extend(bytes);
     last.key = (commit, now);
@@ -371,11 +366,6 @@ pub async fn reload_moved_notes(at: &RepoAt, mut last: Loaded) -> Result<Loaded,
 
 fn notes_err(e: crate::report::ReportError) -> UiError {
     UiError::Notes(e.to_string())
-}
-
-/// In one order whatever the order they were read in: by cluster, then pool.
-fn sort_records(records: &mut [PoolRecord]) {
-    records.sort_by(|a, b| (&a.cluster, &a.pool).cmp(&(&b.cluster, &b.pool)));
 }
 
 /// What the page reads of `clusters`' notes, from their notes on the head (`sized`, as read
@@ -436,7 +426,6 @@ async fn statuses_and_records(
                 .any(|p| !seen.contains(&(c.name.clone(), p.name.clone())))
         });
     }
-    sort_records(&mut records);
     Ok((head_docs, records, note_bytes))
 }
 
@@ -464,36 +453,81 @@ pub async fn page(at: &RepoAt, now: DateTime<Utc>) -> Result<FleetPage, UiError>
 /// The newest commits of `loaded`'s revision, each with the combined state and count of its
 /// clusters' statuses.
 pub async fn recent_of(at: &RepoAt, loaded: &Loaded) -> Result<Vec<CommitLine>, UiError> {
-    let store = at.notes(loaded.cluster_names());
+    let names = loaded.cluster_names();
+    let store = at.notes(names.clone());
+    let tips = store.tips(names).await.map_err(notes_err)?;
     let mut out = Vec::new();
     for c in history(&at.repo, loaded.key.0, RECENT_COMMITS)? {
-        out.push(commit(&at.repo, &store, &c.to_string()).await?.into());
+        out.push(commit_line(&at.repo, &store, &tips, c).await?);
     }
     Ok(out)
+}
+
+/// Clusters whose notes [`commit_line`] reads at once: the count and combined state are
+/// folded a part at a time, so that listing 15 commits of 10,000 clusters never holds more
+/// than this many notes (a whole commit's statuses were 22 MB, the peak of a rebuild).
+const LINE_PART: usize = 1_000;
+
+/// One commit of the list: its subject, author and time, and the count and combined state
+/// of its statuses, read from the notes at `tips`.
+async fn commit_line(
+    repo: &Path,
+    store: &GitNotesStore,
+    tips: &NotesTips,
+    id: Oid,
+) -> Result<CommitLine, UiError> {
+    let (subject, author, time) = header(repo, id)?;
+    let (mut statuses, mut failure, mut pending) = (0usize, false, false);
+    for part in tips.parts(LINE_PART) {
+        for d in store
+            .docs_at(&id.to_string(), part)
+            .await
+            .map_err(notes_err)?
+        {
+            for s in &d.statuses {
+                statuses += 1;
+                match s.state.as_str() {
+                    "failure" | "error" => failure = true,
+                    "pending" => pending = true,
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(CommitLine {
+        id: id.to_string(),
+        subject,
+        author,
+        time,
+        combined: combined(statuses, failure, pending),
+        statuses,
+    })
+}
+
+/// A commit's subject, author and time, made safe for a terminal and a page.
+fn header(repo: &Path, id: Oid) -> Result<(String, String, DateTime<Utc>), UiError> {
+    let r = Repository::open(repo).map_err(git(repo))?;
+    let c = r.find_commit(id).map_err(git(repo))?;
+    let time = Utc
+        .timestamp_opt(c.time().seconds(), 0)
+        .single()
+        .unwrap_or_default();
+    // Anyone with push access writes these.
+    Ok((
+        rota_core::sanitize::line(&String::from_utf8_lossy(
+            c.summary_bytes().unwrap_or_default(),
+        ))
+        .into_owned(),
+        rota_core::sanitize::line(&String::from_utf8_lossy(c.author().name_bytes())).into_owned(),
+        time,
+    ))
 }
 
 /// The statuses of the commit `rev` names, as a forge shows them: those of the clusters
 /// `store` reads (the fleet's, at the revision shown).
 pub async fn commit(repo: &Path, store: &GitNotesStore, rev: &str) -> Result<CommitView, UiError> {
     let id = resolve(repo, rev)?;
-    let (subject, author, time) = {
-        let r = Repository::open(repo).map_err(git(repo))?;
-        let c = r.find_commit(id).map_err(git(repo))?;
-        let time = Utc
-            .timestamp_opt(c.time().seconds(), 0)
-            .single()
-            .unwrap_or_default();
-        // Anyone with push access writes these: made safe for a terminal and a page.
-        (
-            rota_core::sanitize::line(&String::from_utf8_lossy(
-                c.summary_bytes().unwrap_or_default(),
-            ))
-            .into_owned(),
-            rota_core::sanitize::line(&String::from_utf8_lossy(c.author().name_bytes()))
-                .into_owned(),
-            time,
-        )
-    };
+    let (subject, author, time) = header(repo, id)?;
     let mut statuses: Vec<StatusRow> = docs(store, id)
         .await?
         .into_iter()
