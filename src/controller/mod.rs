@@ -90,6 +90,10 @@ pub struct Config {
     /// How often a pool with nothing to rotate describes its group anyway
     /// (`--idle-describe-interval`); see [`Described`].
     pub idle_describe_interval: std::time::Duration,
+    /// Whether a cluster autoscaler may share the pools' groups (`true` unless
+    /// `--no-cluster-autoscaler`); see
+    /// [`rota_core::rotate::observed::Observed::cluster_autoscaler`].
+    pub cluster_autoscaler: bool,
     /// This replica's wall clock is off by this much (tests: clock skew between replicas).
     pub clock_skew: chrono::Duration,
 }
@@ -106,6 +110,7 @@ impl Config {
             stuck_after: std::time::Duration::from_secs(30 * 60),
             describe_lag: std::time::Duration::ZERO,
             idle_describe_interval: std::time::Duration::from_secs(3600),
+            cluster_autoscaler: true,
             clock_skew: chrono::Duration::zero(),
         }
     }
@@ -844,6 +849,7 @@ impl Controller {
             return None;
         }
         observed.describe_lag = self.config.describe_lag;
+        observed.cluster_autoscaler = self.config.cluster_autoscaler;
         observed.leading_since = self.term.as_ref().map(|(_, at)| *at);
         Some(observed)
     }
@@ -1034,6 +1040,7 @@ impl Controller {
         )
         .await?;
         observed.describe_lag = self.config.describe_lag;
+        observed.cluster_autoscaler = self.config.cluster_autoscaler;
         // A new term (this replica took over, or won the lease back) restarts the waits that
         // are measured from times another replica may have written on its own clock.
         match (&self.leadership.fence(), &self.term) {
