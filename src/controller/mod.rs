@@ -28,6 +28,7 @@ pub mod clock;
 #[cfg(test)]
 mod error_classes;
 pub mod leader;
+mod own_writes;
 pub mod requeue;
 mod rotations;
 pub mod step_events;
@@ -195,13 +196,15 @@ struct PoolState {
 /// fresh describe, so every capacity, termination and template change, and every
 /// checkpoint that is written, is decided from a describe taken in the same pass, exactly as
 /// without reuse. What a reused describe cannot show is only what the cloud did on its own
-/// since (rota's own writes drop it: see [`Controller::forget_describe`]); a change the
+/// since (rota's own writes are applied to it, or drop it where the cloud chooses their
+/// outcome: see [`own_writes`]; a failed call drops it); a change the
 /// cluster shows too (a node joining or leaving the pool) drops it as well, and the rest (a
 /// launch that failed, a template someone edited) is seen at the latest when it expires,
 /// as it would be by a cloud whose describes lag that long: the reused describe is still
 /// the newest one rota has, so nothing once seen goes back (an instance seen terminating
 /// stays so), and the planner's waits for lagging describes (`--describe-lag`) measure from
-/// rota's own writes, after which the describe is always fresh.
+/// rota's own writes, and the capacity computed after them is planned from a fresh describe
+/// (a plan that calls the cloud never stands on a kept one).
 ///
 /// A describe of a settled group (every instance running with its node registered) is
 /// reused for [`DESCRIBE_REUSE`] (idle: `--idle-describe-interval`); one of a group that is
@@ -776,10 +779,13 @@ impl Controller {
         let composed = self.compose(npr, &plan, now);
         let acted = self.act(npr, &plan, &composed.status).await;
         self.post_step_events(npr, &plan, &acted.done, now).await;
-        if calls_cloud(&plan) || acted.result.is_err() {
-            // rota changed the group (or may have: a failed call can have taken effect):
-            // the next pass describes it again.
+        if acted.result.is_err() {
+            // A failed call may have taken effect, or not: the next pass describes again.
             self.forget_describe(npr);
+        } else if calls_cloud(&plan) {
+            // rota changed the group: the kept describe shows what its writes did, or is
+            // dropped where the cloud chooses the outcome (`own_writes`).
+            self.note_own_writes(npr, &plan.actions);
         }
         if let Some(request) = &request
             && acted.recorded()
@@ -879,6 +885,18 @@ impl Controller {
                 fence,
                 nodes: node_ids(observed),
                 idle,
+            });
+        }
+    }
+
+    /// Bring the pool's kept describe up to rota's own writes, all of which succeeded (see
+    /// [`own_writes`]); drop it where their outcome is the cloud's to choose. Its time stays
+    /// that of the describe: what the cloud did on its own since is no less late for it.
+    fn note_own_writes(&mut self, npr: &NodePoolRotation, actions: &[rota_core::rotate::Planned]) {
+        if let Some(state) = self.pools.get_mut(&npr.name_any()) {
+            state.described = state.described.take().and_then(|mut d| {
+                d.group = own_writes::applied(&d.group, actions)?;
+                Some(d)
             });
         }
     }
