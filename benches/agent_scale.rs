@@ -15,7 +15,9 @@
 //! (`ROTA_SCALE_SIZES=500` or `=5000` runs one; the 10 pools hold a tenth each, so
 //! `ROTA_SCALE_SIZES=30,500,5000` rotates pools of 3, 50 and 500 nodes). `ROTA_SCALE_SPEED` (30) is the sim's and the
 //! agent's clock, `ROTA_SCALE_POLL` (1s) the agent's git poll; `ROTA_SCALE_IDLE_ONLY=1` stops
-//! after adoption and two minutes of idle CPU. Without `--bench` (as `cargo test
+//! after adoption and two minutes of idle CPU; `ROTA_SCALE_NO_CLUSTER_AUTOSCALER=1` runs the
+//! agent with `--no-cluster-autoscaler` (no scale-down-disabled annotations; printed as the
+//! figure `no_cluster_autoscaler`). Without `--bench` (as `cargo test
 //! --all-targets` runs it) it runs 20 nodes / 600 pods, as a smoke pass. Asserts nothing
 //! about time; it fails only if the rotation does not finish with every node rotated.
 
@@ -288,8 +290,17 @@ fn run(per_pool: u32, speed: f64) -> Figures {
     // `ROTA_SCALE_SPEED=1` and `ROTA_SCALE_IDLE_ONLY=1` measures idle CPU as deployed.
     let poll = std::env::var("ROTA_SCALE_POLL").unwrap_or_else(|_| "1s".into());
     let agent_log = tmp.path().join("agent.log");
+    // Set by the bench alone, whatever the caller's environment holds.
+    let no_autoscaler = std::env::var_os("ROTA_SCALE_NO_CLUSTER_AUTOSCALER").is_some();
+    fig.put("no_cluster_autoscaler", u8::from(no_autoscaler));
+    let mut agent = Command::new(rota());
+    if no_autoscaler {
+        agent.env("ROTA_NO_CLUSTER_AUTOSCALER", "true");
+    } else {
+        agent.env_remove("ROTA_NO_CLUSTER_AUTOSCALER");
+    }
     let started = Instant::now();
-    let agent = Command::new(rota())
+    let agent = agent
         .arg("agent")
         .env("ROTA_REPO", &origin)
         .env("ROTA_CLUSTER", "scale")

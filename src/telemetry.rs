@@ -57,6 +57,14 @@ pub struct OperateArgs {
     /// leader describes it at once.
     #[arg(long, env = "ROTA_IDLE_DESCRIBE_INTERVAL", default_value = "1h")]
     pub idle_describe_interval: rota_core::fleet::duration::GoDuration,
+    /// No cluster autoscaler shares the pools' cloud groups: the operator's statement, since
+    /// rota cannot tell from the cluster (the autoscaler may run outside it). Replacement
+    /// nodes are then not annotated `cluster-autoscaler.kubernetes.io/scale-down-disabled`
+    /// (two node patches a rotated node saved), annotations an earlier run added are
+    /// removed at once, and `--describe-lag` waits only for rota's own capacity changes.
+    /// Wrong where an autoscaler does run: it may remove a replacement node that waits empty.
+    #[arg(long, env = "ROTA_NO_CLUSTER_AUTOSCALER")]
+    pub no_cluster_autoscaler: bool,
 }
 
 /// The default filter when `RUST_LOG` is unset: rota at info, its dependencies at warn.

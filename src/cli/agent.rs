@@ -173,6 +173,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     cc.stuck_after = args.ops.stuck_after.as_duration();
     cc.describe_lag = args.ops.describe_lag.as_duration();
     cc.idle_describe_interval = args.ops.idle_describe_interval.as_duration();
+    cc.cluster_autoscaler = !args.ops.no_cluster_autoscaler;
     let mut ac = AgentConfig::new(&args.cluster);
     ac.version = version.clone();
     ac.subdir = args.subdir.clone();

@@ -102,6 +102,7 @@ pub fn run(args: ControllerArgs) -> ExitCode {
         cfg.stuck_after = args.ops.stuck_after.as_duration();
         cfg.describe_lag = args.ops.describe_lag.as_duration();
         cfg.idle_describe_interval = args.ops.idle_describe_interval.as_duration();
+        cfg.cluster_autoscaler = !args.ops.no_cluster_autoscaler;
         eprintln!(
             "rota controller: version {version}{}, identity {identity}, lease {}/{}, cloud {cloud}",
             if cfg.is_default { " (default)" } else { "" },

@@ -28,6 +28,7 @@ pub mod clock;
 #[cfg(test)]
 mod error_classes;
 pub mod leader;
+mod own_writes;
 pub mod requeue;
 mod rotations;
 pub mod step_events;
@@ -90,6 +91,10 @@ pub struct Config {
     /// How often a pool with nothing to rotate describes its group anyway
     /// (`--idle-describe-interval`); see [`Described`].
     pub idle_describe_interval: std::time::Duration,
+    /// Whether a cluster autoscaler may share the pools' groups (`true` unless
+    /// `--no-cluster-autoscaler`); see
+    /// [`rota_core::rotate::observed::Observed::cluster_autoscaler`].
+    pub cluster_autoscaler: bool,
     /// This replica's wall clock is off by this much (tests: clock skew between replicas).
     pub clock_skew: chrono::Duration,
 }
@@ -106,6 +111,7 @@ impl Config {
             stuck_after: std::time::Duration::from_secs(30 * 60),
             describe_lag: std::time::Duration::ZERO,
             idle_describe_interval: std::time::Duration::from_secs(3600),
+            cluster_autoscaler: true,
             clock_skew: chrono::Duration::zero(),
         }
     }
@@ -190,13 +196,15 @@ struct PoolState {
 /// fresh describe, so every capacity, termination and template change, and every
 /// checkpoint that is written, is decided from a describe taken in the same pass, exactly as
 /// without reuse. What a reused describe cannot show is only what the cloud did on its own
-/// since (rota's own writes drop it: see [`Controller::forget_describe`]); a change the
+/// since (rota's own writes are applied to it, or drop it where the cloud chooses their
+/// outcome: see [`own_writes`]; a failed call drops it); a change the
 /// cluster shows too (a node joining or leaving the pool) drops it as well, and the rest (a
 /// launch that failed, a template someone edited) is seen at the latest when it expires,
 /// as it would be by a cloud whose describes lag that long: the reused describe is still
 /// the newest one rota has, so nothing once seen goes back (an instance seen terminating
 /// stays so), and the planner's waits for lagging describes (`--describe-lag`) measure from
-/// rota's own writes, after which the describe is always fresh.
+/// rota's own writes, and the capacity computed after them is planned from a fresh describe
+/// (a plan that calls the cloud never stands on a kept one).
 ///
 /// A describe of a settled group (every instance running with its node registered) is
 /// reused for [`DESCRIBE_REUSE`] (idle: `--idle-describe-interval`); one of a group that is
@@ -682,6 +690,14 @@ impl Controller {
         // A pass is bounded: a pool left when it ran a whole lease duration waits for the
         // next pass (it stays due), so the lease is looked at again in between.
         let bound = PASS_BOUND;
+        // Least recently reconciled first (pools not seen yet before all, then list order).
+        // A pass is bounded, and one pool's drain can fill it (1,450 actions a batch at
+        // 500-node pools of 30 pods a node): in list order, the first pools, due again at
+        // once, took every pass and the last ones waited past their drain timeouts
+        // (agent_scale at 5,000 nodes on a loaded machine: pools 8 and 9 halted in batch 1
+        // while pool 0 was at batch 9).
+        let mut owned = owned;
+        owned.sort_by_key(|n| self.pools.get(&n.name_any()).map(|p| p.last));
         let mut out = Vec::new();
         for npr in &owned {
             let name = npr.name_any();
@@ -771,10 +787,13 @@ impl Controller {
         let composed = self.compose(npr, &plan, now);
         let acted = self.act(npr, &plan, &composed.status).await;
         self.post_step_events(npr, &plan, &acted.done, now).await;
-        if calls_cloud(&plan) || acted.result.is_err() {
-            // rota changed the group (or may have: a failed call can have taken effect):
-            // the next pass describes it again.
+        if acted.result.is_err() {
+            // A failed call may have taken effect, or not: the next pass describes again.
             self.forget_describe(npr);
+        } else if calls_cloud(&plan) {
+            // rota changed the group: the kept describe shows what its writes did, or is
+            // dropped where the cloud chooses the outcome (`own_writes`).
+            self.note_own_writes(npr, &plan.actions);
         }
         if let Some(request) = &request
             && acted.recorded()
@@ -844,6 +863,7 @@ impl Controller {
             return None;
         }
         observed.describe_lag = self.config.describe_lag;
+        observed.cluster_autoscaler = self.config.cluster_autoscaler;
         observed.leading_since = self.term.as_ref().map(|(_, at)| *at);
         Some(observed)
     }
@@ -873,6 +893,18 @@ impl Controller {
                 fence,
                 nodes: node_ids(observed),
                 idle,
+            });
+        }
+    }
+
+    /// Bring the pool's kept describe up to rota's own writes, all of which succeeded (see
+    /// [`own_writes`]); drop it where their outcome is the cloud's to choose. Its time stays
+    /// that of the describe: what the cloud did on its own since is no less late for it.
+    fn note_own_writes(&mut self, npr: &NodePoolRotation, actions: &[rota_core::rotate::Planned]) {
+        if let Some(state) = self.pools.get_mut(&npr.name_any()) {
+            state.described = state.described.take().and_then(|mut d| {
+                d.group = own_writes::applied(&d.group, actions)?;
+                Some(d)
             });
         }
     }
@@ -1034,6 +1066,7 @@ impl Controller {
         )
         .await?;
         observed.describe_lag = self.config.describe_lag;
+        observed.cluster_autoscaler = self.config.cluster_autoscaler;
         // A new term (this replica took over, or won the lease back) restarts the waits that
         // are measured from times another replica may have written on its own clock.
         match (&self.leadership.fence(), &self.term) {

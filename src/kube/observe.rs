@@ -80,8 +80,9 @@ pub fn observe_with(
         start_hold,
         // The controller checks the image where it matters (`Controller::image_hold`).
         image_hold: None,
-        // The controller sets its `--describe-lag`.
+        // The controller sets its `--describe-lag` and `--no-cluster-autoscaler`.
         describe_lag: std::time::Duration::ZERO,
+        cluster_autoscaler: true,
         leading_since: None,
     })
 }

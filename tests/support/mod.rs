@@ -370,6 +370,7 @@ impl Model {
             start_hold: None,
             image_hold: None,
             describe_lag: std::time::Duration::ZERO,
+            cluster_autoscaler: true,
             leading_since: None,
         }
     }

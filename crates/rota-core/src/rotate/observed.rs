@@ -56,6 +56,13 @@ pub struct Observed {
     /// this much time pass after the fence and after each capacity change of its own before
     /// it computes a capacity from a describe (see `rotate::plan`).
     pub describe_lag: std::time::Duration,
+    /// Whether a cluster autoscaler may share the pool's group: `true` unless the operator
+    /// said otherwise (`--no-cluster-autoscaler`). rota cannot tell from the cluster (the
+    /// autoscaler may run outside it), so only that statement turns it off. `false`: no
+    /// [`SCALE_DOWN_DISABLED`] annotation is added, no lost one set again, and the ones an
+    /// earlier pass recorded are removed at once; with `describe_lag` there is no fence to
+    /// wait for (only rota's own capacity changes).
+    pub cluster_autoscaler: bool,
     /// When this replica's current leadership began, on its own clock. Waits measured from
     /// times in the checkpoint (`fenced_at`, `capacity_changed_at`, a stage's start) may have
     /// been written by another replica whose clock disagrees; with `describe_lag` they also

@@ -282,6 +282,8 @@ impl<'a> Planner<'a> {
             Err(outcome) => return *outcome,
         };
 
+        // Before a stop can return: a halted or paused pool may wait for a person for days.
+        self.release_annotations(&mut cp);
         if let Some(stopped) = self.stopped(&mut cp) {
             return self.after_a_stop(stopped);
         }
@@ -788,7 +790,7 @@ impl<'a> Planner<'a> {
     /// scale-down-disabled annotation: one lost (a crash before it was set, someone removing
     /// it) is set again.
     fn keep_annotations(&mut self, cp: &mut Checkpoint) {
-        if matches!(cp.stage, Stage::Cleanup | Stage::Done) {
+        if matches!(cp.stage, Stage::Cleanup | Stage::Done) || !self.obs.cluster_autoscaler {
             return;
         }
         if !self.obs.describe_lag.is_zero() {
@@ -809,6 +811,35 @@ impl<'a> Planner<'a> {
                 );
             }
         }
+    }
+
+    /// With `--no-cluster-autoscaler` (no autoscaler shares the group): the annotations an
+    /// earlier pass recorded (before the operator said so, mid-rotation) protect against
+    /// nothing, so they are removed now rather than when the pool is done, which a halted
+    /// pool may never reach. A name stays recorded until a describe shows its node without
+    /// the annotation (or the node gone): the checkpoint is written before the removal runs,
+    /// and a crash in between must not leave an annotation nothing records (invariant 4).
+    /// Nodes rota did not record are left alone, as at cleanup.
+    fn release_annotations(&mut self, cp: &mut Checkpoint) {
+        if self.obs.cluster_autoscaler {
+            return;
+        }
+        let mut still = Vec::new();
+        for name in std::mem::take(&mut cp.annotated_nodes) {
+            if self.obs.node(&name).is_some_and(|n| n.scale_down_disabled) {
+                self.push(
+                    Action::SetScaleDownDisabled {
+                        node: name.clone(),
+                        disabled: false,
+                    },
+                    format!(
+                        "no cluster autoscaler shares the group (--no-cluster-autoscaler): node {name} needs no scale-down-disabled annotation"
+                    ),
+                );
+                still.push(name);
+            }
+        }
+        cp.annotated_nodes = still;
     }
 
     /// With `--describe-lag`: keep the cluster autoscaler from scaling down any node of the
@@ -864,16 +895,23 @@ impl<'a> Planner<'a> {
             return None;
         }
         let lag_c = chrono::Duration::from_std(lag).unwrap_or(chrono::Duration::MAX);
-        let Some(fenced) = cp.fenced_at else {
-            return Some(
-                "keeping the cluster autoscaler from scaling down the pool's nodes before the first batch".into(),
-            );
+        // With no autoscaler sharing the group, there is no scale-down to fence and none a
+        // describe could miss: only rota's own capacity changes are waited out.
+        let anchor = if self.obs.cluster_autoscaler {
+            let Some(fenced) = cp.fenced_at else {
+                return Some(
+                    "keeping the cluster autoscaler from scaling down the pool's nodes before the first batch".into(),
+                );
+            };
+            fenced
+        } else {
+            cp.capacity_changed_at?
         };
-        let since = [Some(fenced), cp.capacity_changed_at, self.obs.leading_since]
+        let since = [Some(anchor), cp.capacity_changed_at, self.obs.leading_since]
             .into_iter()
             .flatten()
             .max()
-            .expect("fenced is some");
+            .expect("anchor is some");
         let ready = since + lag_c;
         (self.now < ready).then(|| {
             format!(
@@ -1666,8 +1704,13 @@ impl<'a> Planner<'a> {
         for id in &batch.new_instances {
             match self.obs.node_of(id) {
                 Some(n) if n.ready => {
-                    // Nodes already recorded are re-annotated by `keep_annotations`.
-                    if !n.scale_down_disabled && !cp.annotated_nodes.contains(&n.name) {
+                    // Nodes already recorded are re-annotated by `keep_annotations`. With
+                    // no autoscaler sharing the group, nothing would remove a Ready node
+                    // that waits empty: no annotation (two node patches a node saved).
+                    if self.obs.cluster_autoscaler
+                        && !n.scale_down_disabled
+                        && !cp.annotated_nodes.contains(&n.name)
+                    {
                         cp.annotated_nodes.push(n.name.clone());
                         self.push(
                             Action::SetScaleDownDisabled {
@@ -2479,14 +2522,17 @@ impl<'a> Planner<'a> {
             );
         }
         for name in &cp.annotated_nodes {
+            let removal = Action::SetScaleDownDisabled {
+                node: name.clone(),
+                disabled: false,
+            };
+            // `release_annotations` may have asked for it already in this plan.
             if let Some(n) = self.obs.node(name)
                 && n.scale_down_disabled
+                && !self.actions.iter().any(|a| a.action == removal)
             {
                 self.push(
-                    Action::SetScaleDownDisabled {
-                        node: name.clone(),
-                        disabled: false,
-                    },
+                    removal,
                     "rotation done: the autoscaler may manage this node again",
                 );
             }

@@ -174,6 +174,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
         start_hold: None,
         image_hold: None,
         describe_lag: std::time::Duration::ZERO,
+        cluster_autoscaler: true,
         leading_since: None,
     }
 }
@@ -397,6 +398,158 @@ fn with_lagging_describes_the_autoscaler_is_fenced_and_the_lag_waited_out_before
     // Without a lag nothing changes: the first plan surges at once.
     let p = plan(&desired(2), &world(old4()), None, t0());
     assert!(shown(&p).iter().all(|a| !a.starts_with("annotate")));
+}
+
+/// `w` as observed by an agent told `--no-cluster-autoscaler`.
+fn no_autoscaler(mut w: Observed) -> Observed {
+    w.cluster_autoscaler = false;
+    w
+}
+
+#[test]
+fn without_a_cluster_autoscaler_new_nodes_are_not_annotated() {
+    // The batch of `new_nodes_get_the_autoscaler_annotation_then_gates_then_cordon`, its new
+    // nodes Ready and unannotated: only the cordons, nothing recorded.
+    let mut w = surged(old4());
+    for n in &mut w.nodes {
+        n.scale_down_disabled = false;
+    }
+    let at = Stage::WaitingReady { batch: batch12() };
+    let p = plan(
+        &desired(2),
+        &no_autoscaler(w.clone()),
+        Some(&cp(at.clone())),
+        t0(),
+    );
+    assert_eq!(shown(&p), ["cordon n1", "cordon n2"]);
+    let next = p.checkpoint.unwrap();
+    assert!(next.annotated_nodes.is_empty());
+    assert!(matches!(next.stage, Stage::Draining { .. }));
+    // The same pass with the default (an autoscaler may share the group) annotates both.
+    let p = plan(&desired(2), &w, Some(&cp(at)), t0());
+    assert_eq!(
+        shown(&p)[..2],
+        [
+            "annotate m1 scale-down-disabled",
+            "annotate m2 scale-down-disabled"
+        ]
+    );
+}
+
+#[test]
+fn without_a_cluster_autoscaler_lagging_describes_wait_only_for_rotas_own_changes() {
+    // Describes lag 30 s, but no autoscaler shares the group: no fence (no annotation, no
+    // wait for one), the first batch surges at once.
+    let lagging = |mut w: Observed| {
+        w.describe_lag = std::time::Duration::from_secs(30);
+        no_autoscaler(w)
+    };
+    let p = plan(&desired(2), &lagging(world(old4())), None, t0());
+    assert_eq!(
+        shown(&p),
+        ["set image ami-0000000000000000b", "set capacity 6 (max 6)"]
+    );
+    let c = p.checkpoint.unwrap();
+    assert!(c.annotated_nodes.is_empty());
+    assert_eq!(c.fenced_at, None);
+    assert_eq!(c.capacity_changed_at, Some(t0()));
+
+    // Between batches, rota's own capacity change less than a lag ago still holds the next
+    // batch: a describe that misses it would surge twice.
+    let mut c = c;
+    c.stage = Stage::Between;
+    c.capacity_changed_at = Some(mins(10));
+    let p = plan(
+        &desired(2),
+        &lagging(world(old4())),
+        Some(&c),
+        mins(10) + chrono::Duration::seconds(10),
+    );
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.status.reason, "DescribeLag");
+    // A lag later it surges.
+    let p = plan(
+        &desired(2),
+        &lagging(world(old4())),
+        Some(&c),
+        mins(10) + chrono::Duration::seconds(30),
+    );
+    assert!(
+        shown(&p).iter().any(|a| a.starts_with("set capacity")),
+        "{:?}",
+        shown(&p)
+    );
+}
+
+#[test]
+fn annotations_recorded_before_the_flag_are_removed_at_once_and_forgotten_once_seen_gone() {
+    // Batch 1 soaks; an earlier pass (the flag off) annotated m1 and m2 and recorded them.
+    // The operator then says no autoscaler shares the group: both are removed now, not when
+    // the pool is done, and stay recorded until a describe shows them gone, so that a crash
+    // after the checkpoint's write and before the patches still removes them.
+    let (d, c) = soaking();
+    let p = plan(&d, &no_autoscaler(after_batch1(vec![])), Some(&c), mins(2));
+    let removals: Vec<String> = shown(&p)
+        .into_iter()
+        .filter(|a| a.starts_with("remove scale-down-disabled"))
+        .collect();
+    assert_eq!(
+        removals,
+        [
+            "remove scale-down-disabled from m1",
+            "remove scale-down-disabled from m2"
+        ]
+    );
+    assert!(shown(&p).iter().all(|a| !a.starts_with("annotate")));
+    let next = p.checkpoint.unwrap();
+    assert_eq!(next.annotated_nodes, ["m1", "m2"]);
+
+    // The patches ran: nothing more to remove, nothing left recorded.
+    let mut clean = after_batch1(vec![]);
+    for n in &mut clean.nodes {
+        n.scale_down_disabled = false;
+    }
+    let p = plan(&d, &no_autoscaler(clean.clone()), Some(&next), mins(3));
+    assert!(
+        shown(&p).iter().all(|a| !a.contains("scale-down-disabled")),
+        "{:?}",
+        shown(&p)
+    );
+    assert!(p.checkpoint.unwrap().annotated_nodes.is_empty());
+
+    // With the default, the same lost annotations are set again until the pool is done.
+    let p = plan(&d, &clean, Some(&next), mins(3));
+    assert!(
+        shown(&p).contains(&"annotate m1 scale-down-disabled".to_string()),
+        "{:?}",
+        shown(&p)
+    );
+}
+
+#[test]
+fn a_halted_pool_without_a_cluster_autoscaler_does_not_keep_the_annotations() {
+    // Halted, the pool may wait days for a person; with the default it keeps its
+    // annotations until resumed, with the flag they go at once.
+    let (d, mut c) = soaking();
+    c.halted = Some("batch 1: a gate failed".into());
+    let p = plan(&d, &after_batch1(vec![]), Some(&c), mins(2));
+    assert!(
+        shown(&p).iter().all(|a| !a.contains("scale-down-disabled")),
+        "{:?}",
+        shown(&p)
+    );
+    let p = plan(&d, &no_autoscaler(after_batch1(vec![])), Some(&c), mins(2));
+    assert_eq!(p.status.reason, "Halted");
+    assert_eq!(
+        shown(&p)
+            .into_iter()
+            .filter(|a| a.contains("scale-down-disabled"))
+            .collect::<Vec<_>>(),
+        [
+            "remove scale-down-disabled from m1",
+            "remove scale-down-disabled from m2"
+        ]
+    );
 }
 
 #[test]
