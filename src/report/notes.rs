@@ -208,15 +208,6 @@ impl GitNotesStore {
     /// only the records the store's policy accepts.
     pub async fn docs(&self, commit: &str) -> Result<Vec<NoteDoc>, ReportError> {
         let clusters = self.inner.clusters_to_read();
-        self.docs_of(commit, clusters).await
-    }
-
-    /// [`GitNotesStore::docs`] of these clusters only (each from its own ref, by name).
-    pub async fn docs_of(
-        &self,
-        commit: &str,
-        clusters: Vec<String>,
-    ) -> Result<Vec<NoteDoc>, ReportError> {
         let inner = Arc::clone(&self.inner);
         let commit = commit.to_string();
         blocking(move || {
