@@ -14,7 +14,7 @@
 
 #[path = "support/git.rs"]
 mod git_support;
-use git_support::{git, rota};
+use git_support::{git, git_stdin, rota};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -29,30 +29,6 @@ use rota::waves::PoolRecord;
 
 // ---------------------------------------------------------------------------------------
 // helpers
-
-/// Writes `input` to `git args` and returns its stdout.
-fn git_stdin(dir: &Path, args: &[&str], input: &[u8]) -> String {
-    let mut child = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("git is installed");
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 fn ssh_keygen_new(dir: &Path, name: &str) -> PathBuf {
     let key = dir.join(name);

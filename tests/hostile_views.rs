@@ -13,7 +13,7 @@
 
 #[path = "support/git.rs"]
 mod git_support;
-use git_support::{git, rota};
+use git_support::{git, git_stdin, rota};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -647,19 +647,7 @@ fn a_flood_of_notes_refs_does_not_hide_the_clusters_on_a_mirrored_page() {
     let flood: String = (0..2100)
         .map(|i| format!("create refs/notes/rota/aa-{i:05} {notes}\n"))
         .collect();
-    let mut child = Command::new("git")
-        .args(["update-ref", "--stdin"])
-        .current_dir(&origin)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(flood.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    git_stdin(&origin, &["update-ref", "--stdin"], flood.as_bytes());
     let state = tmp.path().join("state");
     let url = format!("file://{}", origin.display());
     let page = ui(&url, &["--state-dir", state.to_str().unwrap()]);

@@ -7,6 +7,8 @@ mod agent_flags;
 #[path = "../support/canary_fleet.rs"]
 mod canary_fleet;
 mod forge_double;
+#[path = "../support/git.rs"]
+mod git_support;
 mod notes;
 mod probe;
 mod source;

@@ -127,19 +127,7 @@ fn served(root: &Path) -> std::path::PathBuf {
     for i in 0..300 {
         refs.push_str(&format!("create refs/notes/rota/x{i:03} {other}\n"));
     }
-    let mut child = std::process::Command::new("git")
-        .args(["update-ref", "--stdin"])
-        .current_dir(&work)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(refs.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    crate::git_support::git_stdin(&work, &["update-ref", "--stdin"], refs.as_bytes());
     work
 }
 

@@ -70,22 +70,12 @@ fn signed_commit(work: &Path, config: &[String], envs: &[(&str, &Path)], content
 fn tampered_copy(work: &Path, commit: Oid) -> Oid {
     let raw = git(work, &["cat-file", "commit", &commit.to_string()]);
     let forged = raw.replacen("kind: Fleet", "kind: Fleet # evil", 1) + "\n";
-    let mut child = Command::new("git")
-        .args(["hash-object", "-t", "commit", "-w", "--stdin"])
-        .current_dir(work)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(forged.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    Oid::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap()
+    let id = crate::git_support::git_stdin(
+        work,
+        &["hash-object", "-t", "commit", "-w", "--stdin"],
+        forged.as_bytes(),
+    );
+    Oid::from_str(&id).unwrap()
 }
 
 fn verify_commit_agrees(work: &Path, allowed: &Path, commit: Oid) -> bool {
