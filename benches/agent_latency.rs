@@ -8,11 +8,10 @@
 //!   way to the controller's first rollback step (the NodePoolRotation's checkpoint turns
 //!   `rollingBack`), with the webhook.
 //!
-//! Prints figures; asserts nothing about time. Run: `cargo bench --bench agent_latency`.
+//! Prints figures; asserts nothing about time. Run: `cargo bench --bench figures -- agent_latency`.
 //! Without `--bench` (as `cargo test --all-targets` runs it) one sample of each, as a smoke run.
 
-#[path = "../tests/support/canary_fleet.rs"]
-mod canary_fleet;
+use crate::support::canary_fleet;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -206,7 +205,7 @@ fn summary(name: &str, mut xs: Vec<Duration>) {
 }
 
 #[tokio::main]
-async fn main() {
+pub async fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let n = if bench { 8 } else { 1 };
     println!("rota agent latency (wall time, whole agent on a simulated cluster, real git)");

@@ -11,7 +11,7 @@
 //! fleet hour, the bytes the agent received from the API server, and the sim's peak memory.
 //! Lines are `agent_scale <size> <figure> <value>` so a script can read them.
 //!
-//! `cargo bench --bench agent_scale` runs 500 nodes / 15,000 pods, then 5,000 / 150,000
+//! `cargo bench --bench figures -- agent_scale` runs 500 nodes / 15,000 pods, then 5,000 / 150,000
 //! (`ROTA_SCALE_SIZES=500` or `=5000` runs one; the 10 pools hold a tenth each, so
 //! `ROTA_SCALE_SIZES=30,500,5000` rotates pools of 3, 50 and 500 nodes). `ROTA_SCALE_SPEED` (30) is the sim's and the
 //! agent's clock, `ROTA_SCALE_POLL` (1s) the agent's git poll; `ROTA_SCALE_IDLE_ONLY=1` stops
@@ -511,7 +511,7 @@ fn tail(p: &Path) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-fn main() {
+pub fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let speed: f64 = std::env::var("ROTA_SCALE_SPEED")
         .ok()

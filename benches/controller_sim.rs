@@ -13,7 +13,7 @@
 //! watches included) and cloud calls per rotated node; the wall time of each run. The last
 //! lines are `key=value` figures for scripts.
 //!
-//! Run: `cargo bench --bench controller_sim` (`ROTA_BENCH_NODES=N` per pool, default 100;
+//! Run: `cargo bench --bench figures -- controller_sim` (`ROTA_BENCH_NODES=N` per pool, default 100;
 //! `ROTA_BENCH_SHAPES=boot,drain` to pick shapes). Without `--bench` (as `cargo test
 //! --all-targets` runs it) a 3 × 3-node smoke run of every shape checks that it completes
 //! and that pipelining is never slower than sequential there.
@@ -330,7 +330,7 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
         .block_on(f)
 }
 
-fn main() {
+pub fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let nodes: u32 = std::env::var("ROTA_BENCH_NODES")
         .ok()

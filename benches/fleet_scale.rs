@@ -9,7 +9,7 @@
 //! any build. Wall time and peak RSS per command come from `wait4`; nothing about time is
 //! asserted, only that each command answered.
 //!
-//! Run: `cargo bench --bench fleet_scale` (`ROTA_BENCH_CLUSTERS=10000` or `=1000,5000` picks
+//! Run: `cargo bench --bench figures -- fleet_scale` (`ROTA_BENCH_CLUSTERS=10000` or `=1000,5000` picks
 //! the sizes). Without `--bench` (as `cargo test --all-targets` runs it) it is a smoke pass
 //! at 60 clusters (300 pools, past the size where `status --fleet` summarizes).
 //! `ROTA_BENCH_KEEP=DIR` keeps the generated fleets (DIR/<clusters>/fleet). The views read
@@ -19,8 +19,7 @@
 //! Prints `key=value` lines, a block per size starting with `clusters=N`: `<figure>_ms`,
 //! `<figure>_rss_mib`, `<figure>_bytes` (output size), and `promote_exit`, `page_*`.
 
-#[path = "../tests/support/big_fleet.rs"]
-mod big_fleet;
+use crate::support::big_fleet;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -452,7 +451,7 @@ fn measure(bin: &Path, clusters: usize, bench: bool) {
     page(bin, repo, clusters, bench);
 }
 
-fn main() {
+pub fn main() {
     // `cargo test --all-targets` runs this without `--bench`: a smoke pass that still runs
     // every command once and checks each answered.
     let bench = std::env::args().any(|a| a == "--bench");

@@ -1,7 +1,7 @@
 //! Validates a generated fleet repo of 1,000 clusters (3,000 pools, 3 clouds, 3 waves) and
 //! prints how long loading, validating and resolving take. Target: under 1 s in release.
 //!
-//! Run: `cargo bench --bench fleet_validate` (set `FLEET_BENCH_CLUSTERS` to change the size).
+//! Run: `cargo bench --bench figures -- fleet_validate` (set `FLEET_BENCH_CLUSTERS` to change the size).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -107,7 +107,7 @@ fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
     (best, last.unwrap())
 }
 
-fn main() {
+pub fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it,
     // in a debug build: then only a small smoke run, to keep the test suite fast.
     let benching = std::env::args().any(|a| a == "--bench");

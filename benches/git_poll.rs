@@ -19,7 +19,7 @@
 //! Prints one key=value line per case: bytes from the server (`down`) and to it (`up`),
 //! connections, the median wall time of a poll, and the 1-minute load average when the case
 //! ended (`load1`, from /proc/loadavg: the machine may be shared). Asserts what each poll fetched, never a
-//! time. Run: `cargo bench --bench git_poll` (1,000 and 10,000 clusters, a wave of a tenth);
+//! time. Run: `cargo bench --bench figures -- git_poll` (1,000 and 10,000 clusters, a wave of a tenth);
 //! `ROTA_BENCH_CLUSTERS=1000,10000 ROTA_BENCH_WAVE=100 ROTA_BENCH_POLLS=5` choose,
 //! `ROTA_BENCH_TODAY_POLLS=0` leaves the `today` rows out (minutes at 10,000 clusters). `cargo
 //! test --all-targets` runs it without `--bench` at 60 clusters, once each.
@@ -35,8 +35,7 @@ use std::time::{Duration, Instant};
 
 use rota::source::{Auth, GitSource, SourceConfig};
 
-#[path = "../tests/support/git.rs"]
-mod support_git;
+use crate::support::git as support_git;
 use support_git::git;
 
 fn cluster(i: usize) -> String {
@@ -493,7 +492,7 @@ fn fleet(root: &Path, clusters: usize, (polls, today_polls): (usize, usize), wav
     );
 }
 
-fn main() {
+pub fn main() {
     // `cargo test --all-targets` runs this without `--bench`: a smoke pass at 60 clusters
     // that checks what each poll fetched; `cargo bench` measures at fleet size.
     let bench = std::env::args().any(|a| a == "--bench");

@@ -1,7 +1,7 @@
 //! GitOps latencies with real git: how long from `git commit` on the remote to the agent's
 //! source holding the new commit, via a signed push webhook and via polling; what a fetch and
 //! a git-notes status write (with push) cost; and the promotion guard over a large fleet.
-//! Prints figures; asserts nothing about time. Run: `cargo bench --bench gitops`.
+//! Prints figures; asserts nothing about time. Run: `cargo bench --bench figures -- gitops`.
 
 use std::path::Path;
 use std::process::Command;
@@ -131,7 +131,7 @@ async fn push_to_fetch(webhook: bool, interval: Duration, rounds: usize) -> Vec<
 }
 
 #[tokio::main]
-async fn main() {
+pub async fn main() {
     println!("rota gitops bench (wall time, this machine; commit = `git commit` of one file)");
     summary(
         "push -> fetched, webhook (poll 1h)",

@@ -5,7 +5,7 @@
 //! Prints key=value figures: loading the fleet, the lookups and the decision, and writing
 //! the version (edit, validation of the whole fleet, commit). Target: seconds.
 //!
-//! Run: `cargo bench --bench images_discover` (`DISCOVER_BENCH_CLUSTERS`,
+//! Run: `cargo bench --bench figures -- images_discover` (`DISCOVER_BENCH_CLUSTERS`,
 //! `DISCOVER_BENCH_REGIONS` change the size). `cargo test --all-targets` runs a small smoke
 //! pass that must propose the new build.
 
@@ -103,7 +103,7 @@ fn git(dir: &std::path::Path, args: &[&str]) {
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+pub async fn main() {
     let benching = std::env::args().any(|a| a == "--bench");
     let env = |k: &str, d: usize| {
         std::env::var(k)

@@ -6,17 +6,15 @@
 //! baseline; and the API requests per rotated node, counting per reconcile 4 reads (the
 //! group, nodes, pods, PDBs) and 1 status write, plus one request per action.
 //!
-//! Run: `cargo bench --bench rotation_makespan`. (The model stands in for `rota sim` until the
+//! Run: `cargo bench --bench figures -- rotation_makespan`. (The model stands in for `rota sim` until the
 //! simulated API server lands; the figures are the planner's, not the transport's.)
 
-#[path = "../tests/support/mod.rs"]
-mod support;
 
 use std::time::Instant;
 
 use rota::fleet::resolved::BatchSize;
 use rota::rotate::Phase;
-use support::*;
+use crate::support::model::*;
 
 const POOLS: u64 = 3;
 const NODES: u32 = 100;
@@ -53,7 +51,7 @@ fn minutes(ticks: u32) -> f64 {
     f64::from(ticks) * TICK as f64 / 60.0
 }
 
-fn main() {
+pub fn main() {
     let wall = Instant::now();
     let mut per_pool = Vec::new();
     let (mut requests, mut plans, mut actions) = (0u64, 0u64, 0u64);

@@ -4,7 +4,7 @@
 //! listing the pods of one node, through the store and through kube-rs against the in-process
 //! API server.
 //!
-//! `cargo bench --bench sim_scale` runs the full scenario. Run without `--bench` (as
+//! `cargo bench --bench figures -- sim_scale` runs the full scenario. Run without `--bench` (as
 //! `cargo test --all-targets` does) it loads a small cluster with the same profile, so the
 //! bench cannot rot unnoticed.
 
@@ -85,7 +85,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn main() {
+pub fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sim/scale.yaml");
     let mut workloads = WorkloadProfile::load(&dir).expect("examples/sim/scale.yaml");

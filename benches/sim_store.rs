@@ -2,7 +2,7 @@
 //! prints memory (RSS) and the latency of listing nodes and listing the pods of one node,
 //! directly on the store and through kube-rs and the in-process API server.
 //!
-//! `cargo bench --bench sim_store` runs the full size. Under `cargo test` (no `--bench`
+//! `cargo bench --bench figures -- sim_store` runs the full size. Under `cargo test` (no `--bench`
 //! argument) it runs a small size as a smoke test so the suite stays fast.
 
 use std::time::{Duration, Instant};
@@ -55,7 +55,7 @@ fn time<T>(iters: usize, mut f: impl FnMut() -> T) -> Duration {
     start.elapsed() / iters as u32
 }
 
-fn main() {
+pub fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (nodes, pods_per_node) = if full { (5_000, 30) } else { (50, 30) };
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -181,7 +181,7 @@ fn get(addr: &str, path: &str) -> Vec<u8> {
     body
 }
 
-fn main() {
+pub fn main() {
     // `cargo test --all-targets` runs this without `--bench`: a smoke pass at a small size
     // that still serves the page and checks it; `cargo bench` runs it at the size reported.
     let bench = std::env::args().any(|a| a == "--bench");

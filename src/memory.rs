@@ -6,7 +6,7 @@
 //! memory stays in the arena it came from: the process's resident size then follows the
 //! transient decoding spread over arenas rather than what the index holds. Two arenas and a
 //! periodic `malloc_trim` (which hands free pages of every arena back to the kernel) keep it
-//! near the live heap; `cargo bench --bench agent_scale` measures the result ("Sizing" in
+//! near the live heap; `cargo bench --bench figures -- agent_scale` measures the result ("Sizing" in
 //! docs/operations.md). Elsewhere (musl, other systems) these are no-ops.
 
 use std::time::Duration;

@@ -14,7 +14,7 @@
 //! Under leader election every side effect is preceded by a check that the lease is still
 //! held with margin, and the status carries the writer's [`Fence`]: a term older than the one
 //! that wrote the stored status never writes over it (invariant 7). End to end in
-//! `tests/resume_sim.rs` and `tests/leadership_sim.rs`.
+//! `tests/sim/resume_sim.rs` and `tests/sim/leadership_sim.rs`.
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};

@@ -1,7 +1,7 @@
 //! The simulated cloud: node groups whose instances boot, run and terminate on tokio time.
 //!
 //! [`SimCloud`] implements [`NodeGroups`] exactly as its contracts say, and is the reference
-//! implementation the conformance suite (`tests/cloud_conformance.rs`) is written against. One
+//! implementation the conformance suite (`tests/peers/cloud_conformance.rs`) is written against. One
 //! `SimCloud` stands for one cloud account and may hold groups of any of the three clouds;
 //! instance IDs and providerIDs follow the real format of the group's cloud.
 //!

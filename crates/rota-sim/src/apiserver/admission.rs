@@ -16,7 +16,7 @@
 //! `rota.dev/request` (or its `rota.dev/request-note`) must name its writer,
 //! `<verb>@<time>@<username>`, with `username` the authenticated user. The controller then
 //! records an identity the API server vouched for, not a name anyone could type.
-//! `tests/ctl_sim.rs` runs the same cases through this model and through the shipped policy's
+//! `tests/processes/ctl_sim.rs` runs the same cases through this model and through the shipped policy's
 //! CEL, so the two cannot drift apart.
 
 use std::collections::HashMap;
