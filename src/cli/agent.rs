@@ -2,7 +2,7 @@
 //! Every flag can also be set by an environment variable (`ROTA_*`, shown by `--help`).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -243,23 +243,6 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     }
     running.join().await;
     Ok(())
-}
-
-/// A secret from `file` when given, else from the environment variable `var` (looked up
-/// through `env`), else `None`. An empty one is an error naming where it came from.
-pub(crate) fn secret_from(
-    file: Option<&Path>,
-    var: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<Secret>, String> {
-    if let Some(f) = file {
-        return Secret::from_file(f).map(Some).map_err(|e| e.to_string());
-    }
-    match env(var) {
-        Some(v) if v.is_empty() => Err(format!("the environment variable {var} is empty")),
-        Some(v) => Ok(Some(Secret::new(v))),
-        None => Ok(None),
-    }
 }
 
 /// How to fetch the fleet repo: an SSH key (and its passphrase, from

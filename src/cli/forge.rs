@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::agent::secret_from;
+use super::secret::secret_from;
 use crate::promotion::propose::current_branch;
 use crate::report::StoreConfig;
 use crate::report::gitea::GiteaConfig;

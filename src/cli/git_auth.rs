@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::agent::secret_from;
+use super::secret::secret_from;
 use crate::source::Auth;
 
 #[derive(Args, Debug, Clone, Default)]

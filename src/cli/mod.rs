@@ -23,6 +23,7 @@ pub mod man;
 pub mod promote;
 pub mod propose;
 pub mod render;
+mod secret;
 pub mod sim;
 pub mod status;
 pub mod ui;

@@ -222,7 +222,7 @@ fn pool_exception(
             format!(
                 "held ({}) for {}: {}",
                 hold.kind,
-                super::text::span(since, now),
+                span(since, now),
                 hold.text
             ),
             Some(since),
@@ -258,7 +258,7 @@ pub fn summarize(page: &FleetPage, commit_time: DateTime<Utc>, limits: &Limits) 
                         pool: None,
                         text: format!(
                             "no report on this commit, made {} ago",
-                            super::text::span(commit_time, now)
+                            span(commit_time, now)
                         ),
                         since: Some(commit_time),
                     });
@@ -338,6 +338,18 @@ pub fn summarize(page: &FleetPage, commit_time: DateTime<Utc>, limits: &Limits) 
         waves,
         exception_counts: by_kind.iter().map(|(k, v)| (*k, v.len())).collect(),
         exceptions: by_kind.into_values().flatten().collect(),
+    }
+}
+
+/// `23d 4h`, `5h 10m`, `4m`: from `from` to `to`, for spans of days. Here, below the text
+/// view, because the summary's exceptions name their waits with it too.
+pub fn span(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
+    let secs = (to - from).num_seconds().max(0);
+    let (d, h, m) = (secs / 86_400, secs % 86_400 / 3_600, secs % 3_600 / 60);
+    match (d, h) {
+        (0, 0) => format!("{m}m"),
+        (0, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
     }
 }
 

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use super::model::{
     ClusterPanel, FleetPage, Phase, PoolPanel, WavePanel, pools_following, relation,
 };
+pub use super::summary::span;
 use super::summary::{ExceptionKind, FleetSummary};
 
 /// Up to this many pools, `rota status --fleet` lists every cluster and pool as it always
@@ -455,17 +456,6 @@ pub fn at_size(page: &FleetPage, summary: &FleetSummary) -> String {
     }
     out += "\nevery cluster and pool: rota status --fleet --all; or narrow with --wave, --cluster, --state, --version, --label KEY=VALUE\n";
     out
-}
-
-/// `23d 4h`, `5h 10m`, `4m`: from `from` to `to`, for spans of days.
-pub fn span(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
-    let secs = (to - from).num_seconds().max(0);
-    let (d, h, m) = (secs / 86_400, secs % 86_400 / 3_600, secs % 3_600 / 60);
-    match (d, h) {
-        (0, 0) => format!("{m}m"),
-        (0, _) => format!("{h}h {m}m"),
-        _ => format!("{d}d {h}h"),
-    }
 }
 
 /// `rota where CHANNEL@VERSION`.

@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::duration::{GoDuration, ImageAge};
+// `Arch` lives with the resolved values, which this model is made of (not the other way
+// round: `resolved` imports nothing from here).
+pub use super::resolved::Arch;
 use super::resolved::{BatchSize, Mode, NoData, OnDrainTimeout, OnGateFailure};
 
 pub const API_VERSION: &str = "rota.dev/v1alpha1";
@@ -183,48 +186,6 @@ pub enum AwsImages {
 pub enum RegionImage {
     One(String),
     ByArch(BTreeMap<Arch, String>),
-}
-
-/// A pool's CPU architecture, spelt as AWS and the EKS SSM parameters spell it.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-pub enum Arch {
-    #[default]
-    #[serde(rename = "x86_64")]
-    X86_64,
-    #[serde(rename = "arm64")]
-    Arm64,
-}
-
-impl Arch {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "x86_64",
-            Arch::Arm64 => "arm64",
-        }
-    }
-
-    pub fn is_default(&self) -> bool {
-        *self == Arch::X86_64
-    }
-}
-
-impl std::fmt::Display for Arch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Why a version has no image for a pool: the pieces validation names.
