@@ -16,7 +16,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use rota::cloud::{Cloud, GroupRef};
 use rota::fleet::resolved::{DesiredCluster, DesiredPool, EffectivePolicy, Mode};
-use rota::sim::apiserver::ApiServer;
 use rota::sim::faults::FaultProfile;
 use rota::sim::scenario::{Scenario, WorkloadProfile};
 use rota::sim::store::{ListOptions, ResourceType};
@@ -175,7 +174,7 @@ pub fn main() {
         });
         println!("sim_scale: store list pods of one node ({n}): median {d:.2?}");
 
-        let client = ApiServer::new(store.clone()).client();
+        let client = rota::kube::sim::client(store.clone());
         let nodes_api: Api<Node> = Api::all(client.clone());
         let pods_api: Api<Pod> = Api::all(client);
         let mut v = Vec::new();

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
-use rota::sim::apiserver;
 use rota::sim::store::{ListOptions, ResourceType, Store};
 use serde_json::{Value, json};
 
@@ -108,7 +107,7 @@ pub fn main() {
     });
     println!("sim_store: store list pods of one node ({pods_per_node} of {k}): {d:.2?}");
 
-    let client = apiserver::client(store.clone());
+    let client = rota::kube::sim::client(store.clone());
     let node_api: Api<Node> = Api::all(client.clone());
     let pod_api: Api<Pod> = Api::all(client);
     let lp = ListParams::default().fields(&format!("spec.nodeName={target}"));

@@ -110,7 +110,7 @@ impl LocalFleet {
                 .store(&c.name)
                 .ok_or("cluster missing from the sim")?
                 .clone();
-            let client = rota_sim::apiserver::client(store);
+            let client = crate::kube::sim::client(store);
             // The CRD is installed as an administrator would have installed it.
             super::install_crd(&client)
                 .await

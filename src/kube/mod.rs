@@ -1,8 +1,9 @@
 //! The Kubernetes edge, read side: the NodePoolRotation resource and its CRD (`crd`), the
 //! watch-fed cluster index (`index`) and what it keeps of each object (`summary`), one pool
 //! read from it for the planner (`observe`), which resources this version owns
-//! (`ownership`), the kubeconfig (`kubeconfig`), and how a Kubernetes API error is
-//! classified ([`kube_error`]). The writes (cordon, eviction, status, events) are
+//! (`ownership`), the kubeconfig (`kubeconfig`), clients of the simulated fleet's API servers
+//! in process (`sim`, with the `sim` feature), and how a Kubernetes API error is classified
+//! ([`kube_error`]). The writes (cordon, eviction, status, events) are
 //! `controller::apply`; the Lease is `controller::leader`.
 
 pub mod crd;
@@ -10,6 +11,8 @@ pub mod index;
 pub mod kubeconfig;
 pub mod observe;
 pub mod ownership;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod summary;
 
 use rota_core::errors::{Class, Classified, KubeCall, kube_status};

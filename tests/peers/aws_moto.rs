@@ -517,7 +517,7 @@ async fn a_pool_on_moto_rotates_to_the_new_ami_driven_by_the_controller() {
     let cluster = ExternalCluster::start(&scenario.clusters[0], &scenario, provider.clone(), SPEED)
         .await
         .unwrap();
-    let client = cluster.client();
+    let client = rota::kube::sim::client(cluster.store.clone());
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd::definition())
         .await

@@ -1937,7 +1937,7 @@ mod gcp {
             ExternalCluster::start(&scenario.clusters[0], &scenario, provider.clone(), SPEED)
                 .await
                 .unwrap();
-        let client = cluster.client();
+        let client = rota::kube::sim::client(cluster.store.clone());
         Api::<CustomResourceDefinition>::all(client.clone())
             .create(&PostParams::default(), &crd::definition())
             .await

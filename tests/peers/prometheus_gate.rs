@@ -277,7 +277,7 @@ deployments:
         seed: 1,
     };
     let fleet = Fleet::start(&scenario, SPEED).await.unwrap();
-    let client = rota::sim::apiserver::client(fleet.store("sim-1").unwrap().clone());
+    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd::definition())
         .await

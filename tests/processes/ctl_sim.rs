@@ -168,7 +168,7 @@ async fn pause_resume_and_complete_soak_steer_the_rotation_and_kubectl_shows_it(
     };
     let fleet = Fleet::start(&scenario, SPEED).await.unwrap();
     let store = fleet.store("sim-1").unwrap().clone();
-    let client = rota::sim::apiserver::client(store.clone());
+    let client = rota::kube::sim::client(store.clone());
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd::definition())
         .await

@@ -287,9 +287,9 @@ impl Run {
             self.draw.api_faults.clone(),
         )
         .expect("drawn rates are valid");
-        let client = ApiServer::new(self.store.clone())
-            .with_faults(faults.clone())
-            .client();
+        let client = rota::kube::sim::server_client(
+            ApiServer::new(self.store.clone()).with_faults(faults.clone()),
+        );
         let mut cfg = Config::new("0.1.0", &id);
         cfg.events = false;
         // As an operator sets `--describe-lag` to what their cloud's describes lag.
@@ -945,7 +945,7 @@ async fn run_seed(seed: u64) -> SeedReport {
     };
     let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
     let store = fleet.store(CLUSTER).unwrap().clone();
-    let client = rota::sim::apiserver::client(store.clone());
+    let client = rota::kube::sim::client(store.clone());
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd::definition())
         .await
@@ -1201,7 +1201,7 @@ async fn one_pool(
     };
     let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
     let store = fleet.store(CLUSTER).unwrap().clone();
-    let client = rota::sim::apiserver::client(store.clone());
+    let client = rota::kube::sim::client(store.clone());
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd::definition())
         .await
@@ -1222,7 +1222,7 @@ async fn one_pool(
         .await
         .unwrap();
     let faults = ApiFaults::new(seed, faults).unwrap();
-    let faulty = ApiServer::new(store).with_faults(faults.clone()).client();
+    let faulty = rota::kube::sim::server_client(ApiServer::new(store).with_faults(faults.clone()));
     let mut cfg = Config::new("0.1.0", "only");
     cfg.events = false;
     let c = Controller::new(faulty, Arc::new(fleet.cloud.clone()), cfg);

@@ -82,7 +82,7 @@ async fn sim(pools: &[(&str, u32)], workloads: &str, faults: &str, seed: u64) ->
         seed,
     };
     let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    let client = rota::sim::apiserver::client(fleet.store("sim-1").unwrap().clone());
+    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd::definition())
         .await

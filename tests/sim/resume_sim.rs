@@ -80,7 +80,7 @@ async fn sim(workloads: &str, seed: u64) -> Sim {
         seed,
     };
     let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    let client = rota::sim::apiserver::client(fleet.store("sim-1").unwrap().clone());
+    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &crd::definition())
         .await

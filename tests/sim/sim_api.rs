@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use rota::sim::apiserver;
 use rota::sim::pdb;
 use rota::sim::store::{ResourceType, Store};
 use serde_json::{Value, json};
@@ -30,7 +29,7 @@ async fn settle() {
 #[tokio::test(start_paused = true)]
 async fn watcher_sees_adds_changes_and_deletes() {
     let store = Store::new();
-    let client = apiserver::client(store.clone());
+    let client = rota::kube::sim::client(store.clone());
     let nodes: Api<Node> = Api::all(client);
     let node = |n: &str| serde_json::from_value::<Node>(json!({"metadata": {"name": n}})).unwrap();
     nodes
@@ -99,7 +98,7 @@ async fn watcher_sees_adds_changes_and_deletes() {
 #[tokio::test(start_paused = true)]
 async fn watch_from_a_compacted_version_is_gone() {
     let store = Store::new();
-    let client = apiserver::client(store.clone());
+    let client = rota::kube::sim::client(store.clone());
     let leases: Api<Lease> = Api::namespaced(client, "default");
     let lease: Lease = serde_json::from_value(
         json!({"metadata": {"name": "rota"}, "spec": {"holderIdentity": "a"}}),
@@ -132,7 +131,7 @@ async fn watch_from_a_compacted_version_is_gone() {
 #[tokio::test(start_paused = true)]
 async fn apply_status_and_conflicts() {
     let store = Store::new();
-    let client = apiserver::client(store.clone());
+    let client = rota::kube::sim::client(store.clone());
     let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
     // Server-side apply creates, then updates; a second manager changing the same field
     // conflicts unless it forces.
@@ -290,7 +289,7 @@ fn pdb_status(store: &Store) -> (i64, i64, i64, i64) {
 async fn eviction_follows_the_budget() {
     let store = Store::new();
     let _ctl = pdb::spawn_controller(store.clone());
-    let pods: Api<Pod> = Api::namespaced(apiserver::client(store.clone()), "default");
+    let pods: Api<Pod> = Api::namespaced(rota::kube::sim::client(store.clone()), "default");
     // 3 replicas, minAvailable 2: one disruption at a time.
     workload(&store, 3, json!({"minAvailable": 2}));
     settle().await;
@@ -360,7 +359,7 @@ async fn eviction_follows_the_budget() {
 async fn eviction_edge_cases_of_the_eviction_api() {
     let store = Store::new();
     let _ctl = pdb::spawn_controller(store.clone());
-    let client = apiserver::client(store.clone());
+    let client = rota::kube::sim::client(store.clone());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     workload(&store, 2, json!({"maxUnavailable": 0}));
     settle().await;
@@ -502,7 +501,7 @@ async fn percentage_budgets_count_the_controller_scale() {
     workload(&store, 7, json!({"minAvailable": "50%"}));
     settle().await;
     assert_eq!(pdb_status(&store), (7, 7, 4, 3));
-    let pods: Api<Pod> = Api::namespaced(apiserver::client(store.clone()), "default");
+    let pods: Api<Pod> = Api::namespaced(rota::kube::sim::client(store.clone()), "default");
     for i in 0..3 {
         assert_eq!(
             pods.evict(&format!("web-{i}"), &EvictParams::default())
@@ -806,7 +805,7 @@ mod raw {
 async fn kube_rs_recorder_events_show_as_core_events() {
     use kube::runtime::events::{Event, EventType, Recorder, Reporter};
     let store = Store::new();
-    let client = apiserver::client(store.clone());
+    let client = rota::kube::sim::client(store.clone());
     let nodes: Api<Node> = Api::all(client.clone());
     let n = nodes
         .create(
@@ -847,7 +846,7 @@ async fn kube_rs_recorder_events_show_as_core_events() {
 #[tokio::test(start_paused = true)]
 async fn dry_run_changes_nothing() {
     let store = Store::new();
-    let nodes: Api<Node> = Api::all(apiserver::client(store.clone()));
+    let nodes: Api<Node> = Api::all(rota::kube::sim::client(store.clone()));
     let dry = PostParams {
         dry_run: true,
         ..Default::default()

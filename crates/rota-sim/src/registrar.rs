@@ -60,11 +60,6 @@ impl ExternalCluster {
         let tasks = vec![super::pdb::spawn_controller(store.clone()), world.spawn()];
         Ok(ExternalCluster { store, tasks })
     }
-
-    /// A kube-rs client for this cluster's API server.
-    pub fn client(&self) -> kube::Client {
-        super::apiserver::client(self.store.clone())
-    }
 }
 
 impl Drop for ExternalCluster {

@@ -10,7 +10,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use super::ApiServer;
+use super::server::ApiServer;
 use crate::requestlog::{Counted, RequestLog};
 
 /// A running HTTP listener; dropping it stops accepting (open connections finish on their own).
