@@ -35,8 +35,7 @@ use std::time::{Duration, Instant};
 
 use rota::source::{Auth, GitSource, SourceConfig};
 
-use crate::support::git as support_git;
-use support_git::git;
+use crate::support::git::git;
 
 fn cluster(i: usize) -> String {
     format!("c{i:05}")

@@ -50,9 +50,9 @@ fn pick(names: &[&str]) -> Vec<&'static (&'static str, fn())> {
         .iter()
         .filter(|(n, _)| {
             names.is_empty()
-                || names.iter().any(|w| {
-                    *n == *w || (n.contains(w) && !SCENARIOS.iter().any(|(o, _)| o == w))
-                })
+                || names
+                    .iter()
+                    .any(|w| *n == *w || (n.contains(w) && !SCENARIOS.iter().any(|(o, _)| o == w)))
         })
         .collect()
 }
@@ -76,7 +76,10 @@ fn main() -> ExitCode {
     if picked.is_empty() {
         let all: Vec<&str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
         if bench {
-            eprintln!("no bench scenario matches {names:?}; the scenarios: {}", all.join(", "));
+            eprintln!(
+                "no bench scenario matches {names:?}; the scenarios: {}",
+                all.join(", ")
+            );
             return ExitCode::FAILURE;
         }
         // `cargo test --all-targets <filter>` hands its test filter to this binary too: a

@@ -9,12 +9,11 @@
 //! Run: `cargo bench --bench figures -- rotation_makespan`. (The model stands in for `rota sim` until the
 //! simulated API server lands; the figures are the planner's, not the transport's.)
 
-
 use std::time::Instant;
 
+use crate::support::model::*;
 use rota::fleet::resolved::BatchSize;
 use rota::rotate::Phase;
-use crate::support::model::*;
 
 const POOLS: u64 = 3;
 const NODES: u32 = 100;

@@ -2,8 +2,6 @@
 //! with progress bars and holds) and `rota where CHANNEL@VERSION`. Pure: the view model in,
 //! lines out; the same model as the web page.
 
-use chrono::{DateTime, Utc};
-
 use super::model::{
     ClusterPanel, FleetPage, Phase, PoolPanel, WavePanel, pools_following, relation,
 };

@@ -12,8 +12,7 @@
 //! - keys: a retired SSH key does not verify back-dated commits; a verifier that fails to
 //!   run is retried, not a verdict.
 
-use crate::support::git as git_support;
-use git_support::{git, git_stdin, rota};
+use crate::support::git::{git, git_stdin, rota};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

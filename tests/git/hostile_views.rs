@@ -11,8 +11,7 @@
 //! - the page: a foreign `Host` (DNS rebinding), cross-site requests, one client holding
 //!   every connection (`/healthz` included), a flood of notes refs on `rota ui --repo URL`.
 
-use crate::support::git as git_support;
-use git_support::{git, git_stdin, rota};
+use crate::support::git::{git, git_stdin, rota};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

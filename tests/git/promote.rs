@@ -2,13 +2,8 @@
 //! are git notes written by the same store the agents use; the command is the real binary.
 //! `rota images discover` on the simulated clouds, proposing versions as commits.
 
-use crate::support::git as git_support;
-use git_support::{git, rota};
-
-use crate::support::moto;
-
-use crate::support::api_schemas;
-use api_schemas::{Api, Exchange, check_on_drop};
+use crate::support::api_schemas::{Api, Exchange, check_on_drop};
+use crate::support::git::{git, rota};
 
 use std::path::Path;
 use std::process::Command;

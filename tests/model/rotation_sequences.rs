@@ -14,15 +14,14 @@
 //! cover many more orders; the crash test re-runs one scenario crashing at every step and
 //! after every prefix of that step's actions.
 
-
 use std::collections::BTreeMap;
 
+use crate::support::model::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{BatchSize, EffectivePolicy, OnDrainTimeout, OnGateFailure};
 use rota::rotate::Phase;
-use crate::support::model::*;
 
 // --- fixed scenarios -----------------------------------------------------------------------
 

@@ -4,9 +4,9 @@
 //! will run them. A drain that a PodDisruptionBudget blocks for good raises the condition
 //! (once) within the threshold; a disruption block that clears raises nothing.
 
-
 use std::time::Duration as StdDuration;
 
+use crate::support::model::{Model, NEW, TICK, Workload, group_ref};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{BatchSize, DesiredPool, EffectivePolicy, Mode};
 use rota::kube::crd::NodePoolRotationStatus;
@@ -14,7 +14,6 @@ use rota::metrics::Metrics;
 use rota::rotate::status::{Reconciled, compose};
 use rota::rotate::stuck::{ErrorTracker, Transition};
 use rota::rotate::{GateVerdict, Phase, plan};
-use crate::support::model::{Model, NEW, TICK, Workload, group_ref};
 
 const THRESHOLD: StdDuration = StdDuration::from_secs(600);
 

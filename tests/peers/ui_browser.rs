@@ -14,8 +14,7 @@
 //! installs it), they never skip.
 
 use crate::support::big_fleet;
-use crate::support::git as git_support;
-use git_support::{git, rota};
+use crate::support::git::{git, rota};
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -2,8 +2,7 @@
 //! bumps an image rotates the pool, and `rota status` shows success.
 
 use crate::support::canary_fleet;
-use crate::support::git as git_support;
-use git_support::{git, rota};
+use crate::support::git::{git, rota};
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

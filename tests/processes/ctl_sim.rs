@@ -3,8 +3,7 @@
 //! annotation cleared), and the installed `kubectl` shows the effect. Real time, with the
 //! simulation and the controller running 60x faster.
 
-use crate::support::git as git_support;
-use git_support::rota;
+use crate::support::git::rota;
 
 use std::collections::BTreeMap;
 use std::path::Path;

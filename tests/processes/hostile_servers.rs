@@ -13,8 +13,7 @@
 //! Waits have deadlines (a hung run fails instead of hanging); no assertion is on wall time.
 
 use crate::support::canary_fleet;
-use crate::support::git as git_support;
-use git_support::{git, rota};
+use crate::support::git::{git, rota};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

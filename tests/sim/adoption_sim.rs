@@ -4,8 +4,7 @@
 //! whose pin the earlier wave is past; a later wave whose earlier-wave cluster has no agent
 //! says which cluster never reported. All in process, real git, paused tokio time.
 
-use crate::support::git as git_support;
-use git_support::git;
+use crate::support::git::git;
 
 use std::path::Path;
 use std::time::Duration;

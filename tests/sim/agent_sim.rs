@@ -2,8 +2,7 @@
 //! (each with its own mirror, statuses in git notes), the rotation controllers and the
 //! simulated clusters, all in process with paused tokio time.
 
-use crate::support::git as git_support;
-use git_support::git;
+use crate::support::git::git;
 
 use std::path::Path;
 use std::time::Duration;
