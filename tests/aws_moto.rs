@@ -721,8 +721,10 @@ async fn discovery_reads_ssm_parameters_and_name_filters_per_region() {
     for owners in [vec![], vec!["aws-marketplace".to_string()]] {
         let e = p
             .find_image(&ImageQuery::AwsName {
+                region: moto::REGION.into(),
+                name_filter: "acme-general-*".into(),
                 owners,
-                ..by_name(moto::REGION)
+                arch: Arch::X86_64,
             })
             .await
             .unwrap_err();
