@@ -438,6 +438,23 @@ async fn a_hostile_image_name_is_refused_by_kind_and_nothing_is_written() {
     );
 }
 
+/// `--print-policy`: the IAM policy for this fleet, asking no cloud: the example fleet's
+/// channel is a name filter, so `ec2:DescribeImages` and no `ssm:GetParameter` at all.
+#[test]
+fn print_policy_grants_what_the_fleet_names_and_no_more() {
+    let (_tmp, work) = example_repo();
+    let (code, out, err) = discover(
+        &work,
+        "http://127.0.0.1:9",
+        &["--print-policy", "123456789012"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let policy: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let statements = policy["Statement"].as_array().unwrap();
+    assert_eq!(statements.len(), 1, "{policy}");
+    assert_eq!(statements[0]["Action"], "ec2:DescribeImages");
+}
+
 // ---- `--open-pr`: a branch per channel, pushed, and one pull request kept up to date -----
 
 /// The simulated clouds with general's build 2026.11.3 published four days ago in both AWS

@@ -10,6 +10,7 @@
 
 pub mod answers;
 pub mod edit;
+pub mod policy;
 
 use std::collections::{BTreeMap, BTreeSet};
 
