@@ -57,6 +57,13 @@ pub struct ForgeArgs {
         default_value = "https://api.github.com"
     )]
     pub github_api_url: String,
+    /// Whose pull requests are rota's own: the forge login its token acts as. A proposal
+    /// updates, and a revert counts as declined, only a pull request of its branch, from the
+    /// configured repository (not a fork) and by this author. Default: asked of the forge once
+    /// (`GET /user`); set it for a token that cannot read its own user (a GitHub App's
+    /// installation token: `APP-NAME[bot]`).
+    #[arg(long, env = "ROTA_FORGE_USER")]
+    pub forge_user: Option<String>,
 }
 
 impl ForgeArgs {
@@ -88,6 +95,7 @@ impl ForgeArgs {
                 token(&self.github_token_file, "ROTA_GITHUB_TOKEN", "--github")?,
             );
             gh.api_url = self.github_api_url.clone();
+            gh.pr_author = self.forge_user.clone();
             return Ok(Some(StoreConfig::GitHub(gh)));
         }
         if let Some(project) = &self.gitlab_project {
@@ -99,6 +107,7 @@ impl ForgeArgs {
                 project: project.clone(),
                 token: token(&self.gitlab_token_file, "ROTA_GITLAB_TOKEN", "--gitlab")?,
                 requests_per_second: 1.0,
+                pr_author: self.forge_user.clone(),
             })));
         }
         if let Some(full) = &self.gitea_repo {
@@ -113,6 +122,7 @@ impl ForgeArgs {
                 repo,
                 token: token(&self.gitea_token_file, "ROTA_GITEA_TOKEN", "--gitea")?,
                 requests_per_second: 1.0,
+                pr_author: self.forge_user.clone(),
             })));
         }
         Ok(None)

@@ -61,6 +61,11 @@ pub struct DiscoverArgs {
     /// --gitea-repo), or update the one open for it. Without a forge, only the branch.
     #[arg(long, conflicts_with_all = ["write", "branch"])]
     pub open_pr: bool,
+    /// Print the AWS IAM policy discovery needs for this fleet and exit (no cloud is asked):
+    /// `ec2:DescribeImages`, and `ssm:GetParameter` on exactly the parameters the fleet names.
+    /// The account's own parameters are under ACCOUNT (default: the word ACCOUNT, to replace).
+    #[arg(long, value_name = "ACCOUNT", num_args = 0..=1, default_missing_value = "ACCOUNT")]
+    pub print_policy: Option<String>,
     #[command(flatten)]
     pub propose: super::forge::ProposeArgs,
     #[command(flatten)]
@@ -95,6 +100,14 @@ async fn discover_at(args: &DiscoverArgs) -> Result<ExitCode, String> {
         crate::source::read::read_git(&args.repo, &args.rev, args.subdir.as_deref())
             .map_err(|d| d.to_string())?;
     let fleet = rota_core::fleet::load_files(&files).map_err(|d| d.to_string())?;
+    if let Some(account) = &args.print_policy {
+        let policy = rota_core::images::policy::aws_discovery_policy(&fleet, Some(account));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&policy).map_err(|e| e.to_string())?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     // The simulated cloud of `rota sim serve` when the kubeconfig names one (or
     // --cloud-endpoint), else the real providers with the platform's credentials.
     let kubeconfig = kube::config::Kubeconfig::read().ok().map(|k| (k, None));

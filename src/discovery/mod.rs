@@ -61,7 +61,14 @@ pub async fn discover(
         };
         let answers: Vec<(Vec<Need>, Result<FoundImage, String>)> =
             futures::stream::iter(queries.into_iter().map(|(needs, q)| async move {
-                let r = clouds.find_image(&q).await.map_err(|e| e.to_string());
+                // A cloud's answer is checked before anything of it is kept (its name goes
+                // into a commit and a pull request), and its error text is made safe to print.
+                let r = match clouds.find_image(&q).await {
+                    Ok(found) => images::answers::check_found(q.cloud(), &found)
+                        .map(|()| found)
+                        .map_err(|e| format!("{q}: {e}")),
+                    Err(e) => Err(rota_core::sanitize::line(&e.to_string()).into_owned()),
+                };
                 (needs, r)
             }))
             .buffered(IN_FLIGHT)
@@ -226,7 +233,7 @@ pub fn write(
             "\n{}@{}: build {}, released {}.\n",
             p.channel,
             p.version,
-            p.builds.join(", "),
+            code_spans(&p.builds),
             stamp(p.released)
         );
         if let Some(why) = &p.bake_skipped {
@@ -252,6 +259,16 @@ pub fn write(
         title,
         fleet: edited,
     }))
+}
+
+/// Build names as markdown code spans: a forge renders nothing inside one (no link, no
+/// mention). The names were checked to hold no backtick (`images::answers::check_found`).
+fn code_spans(builds: &[String]) -> String {
+    builds
+        .iter()
+        .map(|b| format!("`{b}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn replace(files: &mut [SourceFile], path: &str, text: String) {
@@ -298,7 +315,7 @@ pub async fn open_prs(
             "rota images discover proposes {}@{}: build {}, released {}.\n\n",
             p.channel,
             p.version,
-            p.builds.join(", "),
+            code_spans(&p.builds),
             stamp(p.released)
         );
         if let Some(why) = &p.bake_skipped {

@@ -100,9 +100,11 @@ pub fn push_branch(repo_path: &Path, remote: &str, branch: &str) -> Result<(), S
         .output()
         .map_err(|e| format!("cannot run git push: {e}"))?;
     if !out.status.success() {
+        // The server's own lines (`remote: ...` from its hooks) are in git's stderr: made
+        // safe to print before they reach a terminal or a log.
         return Err(format!(
             "git push {remote} {branch} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            rota_core::sanitize::text(String::from_utf8_lossy(&out.stderr).trim())
         ));
     }
     Ok(())

@@ -19,6 +19,9 @@ pub struct GiteaConfig {
     /// An access token with `write:repository`.
     pub token: Secret,
     pub requests_per_second: f64,
+    /// Whose pull requests are rota's own (the login the token acts as); `None`: asked of the
+    /// forge (`GET /user`) when first needed. See `report::pulls`.
+    pub pr_author: Option<String>,
 }
 
 pub struct GiteaApi {

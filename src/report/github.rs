@@ -23,6 +23,9 @@ pub struct GitHubConfig {
     pub requests_per_second: f64,
     /// GitHub keeps at most 1000 statuses per commit and context and rejects more.
     pub max_statuses_per_context: u32,
+    /// Whose pull requests are rota's own (the login the token acts as); `None`: asked of the
+    /// forge (`GET /user`) when first needed. See `report::pulls`.
+    pub pr_author: Option<String>,
 }
 
 impl GitHubConfig {
@@ -34,6 +37,7 @@ impl GitHubConfig {
             token,
             requests_per_second: 1.0,
             max_statuses_per_context: 1000,
+            pr_author: None,
         }
     }
 }

@@ -22,6 +22,9 @@ pub struct GitLabConfig {
     /// A project or personal access token with the `api` scope.
     pub token: Secret,
     pub requests_per_second: f64,
+    /// Whose pull requests are rota's own (the login the token acts as); `None`: asked of the
+    /// forge (`GET /user`) when first needed. See `report::pulls`.
+    pub pr_author: Option<String>,
 }
 
 pub struct GitLabApi {

@@ -421,6 +421,26 @@ mod tests {
         assert!(wait <= Duration::from_secs(120) && wait >= Duration::from_secs(100));
     }
 
+    /// A forge's error body reaches logs and terminals: OSC 8 links, OSC 52 clipboard
+    /// writes, bells and carriage returns in it are shown escaped, JSON or not.
+    #[test]
+    fn forge_error_bodies_are_made_safe_to_print() {
+        let hostile =
+            "denied \x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \x1b]52;c;cm0=\x07\x07\rok";
+        let json = serde_json::json!({"message": hostile}).to_string();
+        for body in [json.as_bytes(), hostile.as_bytes()] {
+            let m = error_message(StatusCode::FORBIDDEN, body);
+            for c in ['\x1b', '\x07', '\r'] {
+                assert!(!m.contains(c), "{c:?} in {m:?}");
+            }
+            // JSON's own escape (`\u001b`, from the message as JSON) or the sanitiser's.
+            assert!(
+                m.contains("\\u{1b}]52;c;") || m.contains("\\u001b]52;c;"),
+                "{m}"
+            );
+        }
+    }
+
     #[test]
     fn path_segments_are_escaped() {
         assert_eq!(

@@ -323,6 +323,7 @@ mod tests {
             project: "acme/fleet".into(),
             token: token.clone(),
             requests_per_second: 1.0,
+            pr_author: None,
         };
         assert_eq!(built(StoreConfig::GitLab(gl)).unwrap(), "gitlab");
         let gt = gitea::GiteaConfig {
@@ -331,6 +332,7 @@ mod tests {
             repo: "fleet".into(),
             token,
             requests_per_second: 1.0,
+            pr_author: None,
         };
         assert_eq!(built(StoreConfig::Gitea(gt)).unwrap(), "gitea");
         gh.api_url = "api.github.com".into();

@@ -703,17 +703,23 @@ pub fn push_refspec(repo: &Repository, push: &PushTarget, spec: &str) -> Result<
     {
         let mut cbs =
             credentials::callbacks(&push.auth, &push.url, push.known_hosts.as_ref(), &refusal);
+        // The server writes the reason of a rejected update (a hook's text) and libgit2's
+        // errors carry its `ERR` lines: both are the server's text, made safe to print.
         cbs.push_update_reference(|refname, status| {
             if let Some(s) = status {
-                *rejected.borrow_mut() = Some(format!("{refname} rejected: {s}"));
+                *rejected.borrow_mut() = Some(format!(
+                    "{} rejected: {}",
+                    rota_core::sanitize::line(refname),
+                    rota_core::sanitize::line(s)
+                ));
             }
             Ok(())
         });
         let mut opts = PushOptions::new();
         opts.remote_callbacks(cbs);
-        remote
-            .push(&[spec], Some(&mut opts))
-            .map_err(|e| credentials::explain(&e, &refusal))?;
+        remote.push(&[spec], Some(&mut opts)).map_err(|e| {
+            rota_core::sanitize::text(&credentials::explain(&e, &refusal)).into_owned()
+        })?;
     }
     match rejected.into_inner() {
         Some(reason) => Err(reason),
@@ -738,7 +744,11 @@ fn fetch_ref(
     ));
     remote
         .fetch(&[format!("+{from}:{into}")], Some(&mut opts), None)
-        .map_err(|e| git2::Error::from_str(&credentials::explain(&e, &refusal)))
+        .map_err(|e| {
+            git2::Error::from_str(&rota_core::sanitize::text(&credentials::explain(
+                &e, &refusal,
+            )))
+        })
 }
 
 #[async_trait]

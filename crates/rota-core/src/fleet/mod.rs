@@ -30,6 +30,7 @@
 pub mod diagnostics;
 pub mod diff;
 pub mod duration;
+pub mod image_source;
 pub mod load;
 pub mod model;
 pub mod resolve;

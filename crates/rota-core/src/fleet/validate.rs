@@ -392,6 +392,12 @@ fn check_fleet(
 ) {
     let cluster_names: Vec<&str> = clusters.keys().map(String::as_str).collect();
     for (channel, c) in &spec.images {
+        if let Some(aws) = c.source.as_ref().and_then(|s| s.aws.as_ref()) {
+            for (at, why) in super::image_source::aws_source_problems(aws) {
+                let p = format!("/spec/images/{}/source/aws{at}", escape_token(channel));
+                diags.push(fleet_origin.error(&p, why));
+            }
+        }
         for (version, images) in &c.versions {
             if let Some(super::model::AwsImages::ByRegion(m)) = &images.aws {
                 for region in m.keys().filter(|r| !is_aws_region(r)) {

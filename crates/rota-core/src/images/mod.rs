@@ -8,7 +8,9 @@
 //! The version's name comes from the build's name (see [`version_label`]), so that a person
 //! reading the pull request sees the release they know, not an ID.
 
+pub mod answers;
 pub mod edit;
+pub mod policy;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -81,6 +83,17 @@ pub fn queries(
         let query = match n.cloud {
             Cloud::Aws => {
                 let aws = source.aws.as_ref().ok_or_else(|| missing(Cloud::Aws, n))?;
+                // Checked by validation already; again here, so that a query with no owner
+                // (EC2 then answers every public AMI of that name) is never sent.
+                if let Some((at, why)) = crate::fleet::image_source::aws_source_problems(aws)
+                    .into_iter()
+                    .next()
+                {
+                    return Err(format!(
+                        "channel {channel_name}: spec.images.{channel_name}.source.aws{}: {why}",
+                        at.replace('/', ".")
+                    ));
+                }
                 let region = n.region.clone().unwrap_or_default();
                 match (&aws.ssm_parameter, &aws.name_filter) {
                     (Some(p), _) => ImageQuery::AwsSsm {

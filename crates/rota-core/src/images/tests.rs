@@ -87,6 +87,35 @@ fn needs_are_per_cloud_region_and_arch_and_queries_fill_in_the_arch() {
     assert!(e.contains("clusters c2 are on gcp"), "{e}");
 }
 
+/// Image squatting: a name filter with no owner would ask EC2 for every public AMI of that
+/// name, a stranger's included. Even when a repo slipped past validation, no such query is
+/// made.
+#[test]
+fn a_name_filter_with_no_owner_is_never_asked() {
+    let f = fleet(FLEET);
+    let ns = needs(&f, "general");
+    let mut ch = f.spec.images["general"].clone();
+    ch.source.as_mut().unwrap().aws = Some(crate::fleet::model::AwsImageSource {
+        ssm_parameter: None,
+        name_filter: Some("acme-general-*".into()),
+        owners: vec![],
+    });
+    let e = queries("general", &ch, &ns).unwrap_err();
+    assert!(
+        e.contains("spec.images.general.source.aws.owners: a nameFilter needs owners"),
+        "{e}"
+    );
+    ch.source.as_mut().unwrap().aws.as_mut().unwrap().owners = vec!["aws-marketplace".into()];
+    let e = queries("general", &ch, &ns).unwrap_err();
+    assert!(
+        e.contains("owners.0: owner `aws-marketplace` is refused"),
+        "{e}"
+    );
+    ch.source.as_mut().unwrap().aws.as_mut().unwrap().owners = vec!["123456789012".into()];
+    let qs = queries("general", &ch, &ns).unwrap();
+    assert!(matches!(&qs[0].1, ImageQuery::AwsName { owners, .. } if owners == &["123456789012"]));
+}
+
 #[test]
 fn a_new_build_everywhere_is_proposed_by_region_and_arch_once_baked() {
     let f = fleet(FLEET);
