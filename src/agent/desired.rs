@@ -186,6 +186,7 @@ mod tests {
             wave_index: usize::from(wave != "canary"),
             mode,
             pools: vec![DesiredPool {
+                owner_image: None,
                 cluster: name.into(),
                 name: "general".into(),
                 channel: "general".into(),

@@ -31,7 +31,9 @@ pub mod diagnostics;
 pub mod diff;
 pub mod duration;
 pub mod load;
+pub mod managed;
 pub mod model;
+pub mod owner;
 pub mod resolve;
 pub mod resolved;
 pub mod schema;
@@ -76,6 +78,9 @@ pub struct Fleet {
     wave_of: BTreeMap<String, usize>,
     /// The commit this fleet was read from, when read from git.
     commit: Option<String>,
+    /// What validation found worth saying that does not make the repo invalid (a rollout
+    /// field a managed pool's owner cannot honour), each at its file and line.
+    warnings: Diagnostics,
 }
 
 impl Fleet {
@@ -93,6 +98,12 @@ impl Fleet {
     pub fn at_commit(mut self, commit: impl Into<String>) -> Fleet {
         self.commit = Some(commit.into());
         self
+    }
+
+    /// The warnings of validation (the repo is valid; these say what will not happen as
+    /// written), sorted by file and line.
+    pub fn warnings(&self) -> &Diagnostics {
+        &self.warnings
     }
 
     /// Cluster names, sorted.

@@ -181,6 +181,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
 
 fn desired(batch: u32) -> DesiredPool {
     DesiredPool {
+        owner_image: None,
         cluster: "prod".into(),
         name: "general".into(),
         channel: "general".into(),
