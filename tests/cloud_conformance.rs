@@ -1962,6 +1962,7 @@ mod gcp {
         let mut npr = NodePoolRotation::new(
             "general",
             NodePoolRotationSpec {
+                owner_image: None,
                 cluster: "gke-1".into(),
                 pool: "general".into(),
                 group: g.clone(),
