@@ -43,7 +43,7 @@ fn line_of(file: &str, after: &str, needle: &str) -> u32 {
 
 #[test]
 fn the_managed_fixture_is_valid_and_each_owner_resolves() {
-    let fleet = rota::source::read::load_dir(&fixture()).unwrap_or_else(|d| panic!("{d}"));
+    let fleet = rota::source::read::load_dir(fixture()).unwrap_or_else(|d| panic!("{d}"));
     let eks = fleet.resolve_cluster("eks-canary").unwrap();
     let owners: Vec<(Owner, Strategy)> = eks
         .pools
@@ -316,4 +316,28 @@ fn edit(path: &Path, from: &str, to: &str) {
     let t = std::fs::read_to_string(path).unwrap();
     assert!(t.contains(from), "{} lacks {from:?}", path.display());
     std::fs::write(path, t.replacen(from, to, 1)).unwrap();
+}
+
+/// The capability matrices in the cloud docs are the table rota reads
+/// (`rota::fleet::owner::matrix_markdown`): a change to one without the other fails here.
+#[test]
+fn the_cloud_docs_hold_the_capability_matrix_rota_reads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (doc, owners) in [
+        (
+            "docs/cloud-aws.md",
+            &[Owner::EksNodegroup, Owner::KarpenterNodePool][..],
+        ),
+        ("docs/cloud-gcp.md", &[Owner::GkeNodePool][..]),
+        ("docs/cloud-azure.md", &[Owner::AksAgentPool][..]),
+    ] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for o in owners {
+            let table = rota::fleet::owner::matrix_markdown(*o);
+            assert!(
+                text.contains(&table),
+                "{doc} lacks the current matrix of {o}; it is:\n{table}"
+            );
+        }
+    }
 }

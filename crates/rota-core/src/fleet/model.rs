@@ -168,10 +168,11 @@ pub struct CloudImages {
     /// What GKE node pools take: a GKE version and image type (`imageType: CUSTOM` takes the
     /// version's `gcp` image instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gke: Option<GkeImage>,
-    /// What AKS agent pools take: a node image version.
+    pub gke: Option<Box<GkeImage>>,
+    /// What AKS agent pools take: a node image version. (Both forms are boxed: most
+    /// versions have neither, and a version travels inside image proposals.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aks: Option<AksImage>,
+    pub aks: Option<Box<AksImage>>,
 }
 
 /// A version's image for GKE node pools: `nodeVersion` (a GKE version such as

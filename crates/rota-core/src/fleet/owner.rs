@@ -569,7 +569,7 @@ fn aks_service(field: RolloutField) -> Support {
             "upgradeSettings.nodeSoakDurationInMinutes: AKS waits after each node, not after each batch",
         ),
         DrainOnTimeout => Support::Service(
-            "pause: the upgrade stops at the drain timeout (undrainableNodeBehavior Schedule); force is not available",
+            "pause: the upgrade fails at drainTimeoutInMinutes (undrainableNodeBehavior Schedule, the default); force is not available",
         ),
         NodeReadyTimeout => Support::Lost("AKS waits for new nodes on its own timeout"),
         DrainDeleteEmptyDirData => Support::Lost("AKS evicts every pod, emptyDir or not"),
@@ -671,9 +671,56 @@ impl Capabilities {
     }
 }
 
+/// The capability matrix of `owner` as a Markdown table, one row per rollout field and one
+/// column per strategy the owner can be replaced by: what docs/cloud-*.md show (a test
+/// holds the docs to it).
+pub fn matrix_markdown(owner: Owner) -> String {
+    let strategies: &[Strategy] = match owner {
+        Owner::SelfManaged => &[Strategy::Rota],
+        Owner::KarpenterNodePool => &[Strategy::Drift],
+        _ => &[Strategy::Service, Strategy::BlueGreen],
+    };
+    let head: Vec<String> = strategies
+        .iter()
+        .map(|s| match s {
+            Strategy::Service | Strategy::BlueGreen => format!("`managedUpdate: {s}`"),
+            other => format!("{other}"),
+        })
+        .collect();
+    let mut out = format!(
+        "| field | {} |\n|---|{}\n",
+        head.join(" | "),
+        "---|".repeat(strategies.len())
+    );
+    for f in RolloutField::ALL {
+        let cells: Vec<String> = strategies
+            .iter()
+            .map(|s| {
+                let sup = support(owner, *s, f);
+                match sup.how() {
+                    "" => sup.label().to_string(),
+                    how => format!("{}: {how}", sup.label()),
+                }
+            })
+            .collect();
+        out.push_str(&format!("| `{}` | {} |\n", f.name(), cells.join(" | ")));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `cargo test -p rota-core print_capability_matrices -- --ignored --nocapture` prints
+    /// the tables the cloud docs hold.
+    #[test]
+    #[ignore]
+    fn print_capability_matrices() {
+        for o in Owner::MANAGED {
+            println!("{o}\n{}", matrix_markdown(o));
+        }
+    }
 
     #[test]
     fn self_managed_pools_honour_every_field_themselves() {
