@@ -241,6 +241,7 @@ async fn run(shape: &Shape, nodes: u32, parallel: u32, pipeline: bool) -> Run {
                 ..ObjectMeta::default()
             },
             spec: NodePoolRotationSpec {
+                owner_image: None,
                 cluster: "bench".into(),
                 pool: p.into(),
                 group: group(p),

@@ -31,6 +31,7 @@ fn cluster(pools: u32) -> DesiredCluster {
         mode: Mode::Reconcile,
         pools: (0..pools)
             .map(|i| DesiredPool {
+                owner_image: None,
                 cluster: "scale".into(),
                 name: format!("pool-{i}"),
                 channel: "general".into(),

@@ -80,6 +80,7 @@ pub fn plan_cluster(
                         spec.channel = prev.channel.clone();
                         spec.version = prev.version.clone();
                         spec.image = prev.image.clone();
+                        spec.owner_image = prev.owner_image.clone();
                         (Some(spec), Some(why))
                     }
                     None => (None, Some(why)),
@@ -186,6 +187,7 @@ mod tests {
             wave_index: usize::from(wave != "canary"),
             mode,
             pools: vec![DesiredPool {
+                owner_image: None,
                 cluster: name.into(),
                 name: "general".into(),
                 channel: "general".into(),

@@ -756,9 +756,12 @@ impl Agent {
                 .records
                 .get(&pool.name)
                 .is_some_and(|r| r.adopted_at(&pool.channel, &pool.version).is_some());
+            // A managed pool is not adopted through the self-managed path either: its
+            // owner's API is not driven yet (`rotate::plan` reports it).
             if done
                 || existing.contains_key(&pool.name)
                 || pool.mode == rota_core::fleet::resolved::Mode::Ignore
+                || pool.group.managed().is_some()
             {
                 continue;
             }

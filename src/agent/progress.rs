@@ -315,6 +315,7 @@ mod tests {
         use crate::cloud::GroupRef;
         use rota_core::fleet::resolved::{DesiredPool, EffectivePolicy};
         DesiredPool {
+            owner_image: None,
             cluster: "prod".into(),
             name: "general".into(),
             channel: "general".into(),
@@ -398,6 +399,7 @@ mod tests {
         use rota_core::fleet::resolved::{DesiredPool, EffectivePolicy};
         use rota_core::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
         let pool = DesiredPool {
+            owner_image: None,
             cluster: "prod".into(),
             name: "general".into(),
             channel: "general".into(),

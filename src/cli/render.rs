@@ -1,6 +1,9 @@
 //! `rota render --cluster NAME [--repo PATH] [--rev REV] [--format yaml|json]`: the fully
 //! resolved desired state of one cluster (its wave, images, merged policies, gates, modes),
-//! exactly what its agent would act on.
+//! exactly what its agent would act on. A managed pool also shows its `owner`, its
+//! `strategy` and what it keeps of its policy (`capabilities`: the fields nobody honours, the
+//! ones its owner's settings carry, the ones rota holds only between two updates), so
+//! nobody believes in a soak that will not happen.
 
 use std::process::ExitCode;
 
@@ -26,6 +29,28 @@ pub struct RenderArgs {
     pub format: RenderFormat,
 }
 
+/// The desired state as rendered: as it serializes, each managed pool with its
+/// capabilities (`rota_core::fleet::owner::Capabilities`); self-managed pools as before.
+pub fn rendered(desired: &rota_core::fleet::resolved::DesiredCluster) -> serde_json::Value {
+    let mut value = serde_json::to_value(desired).expect("desired state serializes");
+    let pools = value
+        .get_mut("pools")
+        .and_then(serde_json::Value::as_array_mut);
+    for (v, pool) in pools.into_iter().flatten().zip(&desired.pools) {
+        if pool.group.managed().is_none() {
+            continue;
+        }
+        let caps = rota_core::fleet::owner::Capabilities::of(pool.owner(), pool.strategy());
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert(
+                "capabilities".into(),
+                serde_json::to_value(caps).expect("capabilities serialize"),
+            );
+        }
+    }
+    value
+}
+
 pub fn run(args: RenderArgs) -> ExitCode {
     let fleet = match load(
         &args.repo.repo,
@@ -37,7 +62,7 @@ pub fn run(args: RenderArgs) -> ExitCode {
     };
     match fleet.resolve_cluster(&args.cluster) {
         Ok(desired) => {
-            let value = serde_json::to_value(&desired).expect("desired state serializes");
+            let value = rendered(&desired);
             match args.format {
                 RenderFormat::Json => println!(
                     "{}",

@@ -2,7 +2,9 @@
 //! check a fleet repo and report every problem with its file, line and column.
 //!
 //! Exit 0 valid, 1 invalid, 2 usage or I/O error (no such folder, not a git repo, unknown
-//! revision). Also holds the repo-loading helper that `render` and `diff` share.
+//! revision). A valid repo may still have warnings (a rollout field a managed pool's owner
+//! cannot honour): printed at their file and line, in every format, without failing.
+//! Also holds the repo-loading helper that `render` and `diff` share.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -77,6 +79,16 @@ fn display(p: &Path) -> String {
     p.display().to_string()
 }
 
+/// The folder prefix shown in front of the repo's file names: the folder read, or with a
+/// revision the folder inside the repository.
+fn prefix(repo: &Path, rev: Option<&str>, subdir: Option<&Path>) -> String {
+    match (rev, subdir) {
+        (None, Some(s)) => display(&repo.join(s)),
+        (None, None) => display(repo),
+        (Some(_), s) => s.map(display).unwrap_or_default(),
+    }
+}
+
 /// Load the fleet at `rev` (git) or from the folder, distinguishing unusable input (exit 2)
 /// from an invalid repo (exit 1).
 pub fn load(repo: &Path, rev: Option<&str>, subdir: Option<&Path>) -> Result<Fleet, LoadFailure> {
@@ -117,19 +129,33 @@ pub fn load(repo: &Path, rev: Option<&str>, subdir: Option<&Path>) -> Result<Fle
 
 pub fn run(args: ValidateArgs) -> ExitCode {
     let repo = args.path.unwrap_or(args.repo.repo);
-    match load(&repo, args.repo.rev.as_deref(), args.repo.subdir.as_deref()) {
+    let (rev, subdir) = (args.repo.rev.as_deref(), args.repo.subdir.as_deref());
+    match load(&repo, rev, subdir) {
         Ok(fleet) => {
             let clusters = fleet.clusters.len();
             let pools: usize = fleet.clusters.values().map(|c| c.spec.pools.len()).sum();
+            let warnings = fleet
+                .warnings()
+                .clone()
+                .with_prefix(&prefix(&repo, rev, subdir));
             match args.format {
-                Format::Human => println!(
-                    "fleet {} is valid: {clusters} clusters, {pools} pools, {} waves, {} gates",
-                    fleet.name(),
-                    fleet.waves().len(),
-                    fleet.gates.len()
-                ),
-                Format::Json => print!("{}", Diagnostics::new().render_json()),
-                Format::Github => {}
+                Format::Human => {
+                    eprint!("{}", warnings.render_warnings(Format::Human));
+                    let n = warnings.len();
+                    println!(
+                        "fleet {} is valid: {clusters} clusters, {pools} pools, {} waves, {} gates{}",
+                        fleet.name(),
+                        fleet.waves().len(),
+                        fleet.gates.len(),
+                        match n {
+                            0 => String::new(),
+                            1 => " (1 warning)".to_string(),
+                            n => format!(" ({n} warnings)"),
+                        }
+                    );
+                }
+                Format::Json => print!("{}", Diagnostics::render_json_valid_with(&warnings)),
+                Format::Github => print!("{}", warnings.render_warnings(Format::Github)),
             }
             ExitCode::SUCCESS
         }

@@ -58,6 +58,22 @@ impl Providers {
         group: &GroupRef,
         call: &'static str,
     ) -> Result<&Arc<dyn NodeGroups>, CloudError> {
+        // A managed pool's template is its owner's (EKS marks a node group whose ASG
+        // template rota wrote DEGRADED; GKE and AKS undo or refuse the edit): no call on
+        // the self-managed path ever reaches a provider for one.
+        if let Some(m) = group.managed() {
+            return Err(CloudError::about(
+                CloudErrorKind::Invalid,
+                call,
+                &group.to_string(),
+                format!(
+                    "{} {} is a managed pool: rota changes it only through {}'s API, never as a self-managed group",
+                    m.owner().group_key(),
+                    m.name(),
+                    m.owner().service()
+                ),
+            ));
+        }
         self.provider_of(group.cloud(), call, group.to_string())
             .await
     }
@@ -208,6 +224,45 @@ mod tests {
         let e = p.describe(&gcp()).await.unwrap_err();
         assert_eq!(e.kind, CloudErrorKind::Permission);
         assert!(e.message.contains("no gcp provider"), "{e}");
+    }
+
+    /// A managed pool never reaches a self-managed provider: no template write, no
+    /// capacity change, not even a describe, and the provider is not built for it.
+    #[tokio::test]
+    async fn a_managed_pool_never_reaches_a_provider() {
+        let builds = Arc::new(AtomicU32::new(0));
+        let b = builds.clone();
+        let sim = Arc::new(SimCloud::new(7, FaultProfile::default(), 1.0));
+        sim.create_group(GroupSpec::new(aws(), 1, "ami-1")).unwrap();
+        let p = Providers::new().with(
+            Cloud::Aws,
+            Box::new(move || {
+                b.fetch_add(1, Ordering::SeqCst);
+                let s: Arc<dyn NodeGroups> = sim.clone();
+                Box::pin(async move { Ok(s) })
+            }),
+        );
+        let ng = GroupRef::Managed(rota_core::fleet::owner::ManagedGroup::EksNodegroup {
+            region: "us-east-1".into(),
+            eks_cluster: "prod".into(),
+            nodegroup: "general".into(),
+        });
+        let errors = [
+            p.describe(&ng).await.unwrap_err(),
+            p.set_image(&ng, "ami-2").await.unwrap_err(),
+            p.set_capacity(&ng, 3, Some(4)).await.unwrap_err(),
+            p.set_max(&ng, 4).await.unwrap_err(),
+            p.terminate(&ng, "i-1", true).await.unwrap_err(),
+        ];
+        for e in errors {
+            assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+            assert!(
+                e.message.contains("eksNodegroup general is a managed pool")
+                    && e.message.contains("EKS's API"),
+                "{e}"
+            );
+        }
+        assert_eq!(builds.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test]

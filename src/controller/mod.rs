@@ -957,7 +957,12 @@ impl Controller {
         let settled = checkpoint
             .is_some_and(|c| c.stage == Stage::Done && c.target_image == desired.image)
             && observed.group.template_image == desired.image;
-        if on_it || settled || desired.mode != rota_core::fleet::resolved::Mode::Reconcile {
+        // A managed pool's image is its owner's to check: nothing asks a self-managed cloud.
+        if on_it
+            || settled
+            || desired.mode != rota_core::fleet::resolved::Mode::Reconcile
+            || desired.group.managed().is_some()
+        {
             return None;
         }
         let state = self.pools.get_mut(&npr.name_any()).expect("prepared");

@@ -54,6 +54,19 @@ pub async fn observe(
 ) -> Result<Observed, ObserveError> {
     // The index first: a pool that cannot be observed costs no cloud call.
     pool_nodes(&index.read(), &desired.node_selector)?;
+    // A managed pool is not a group of the `NodeGroups` clouds: it is not described (the
+    // planner reports it, see `rotate::plan`); its nodes are read from the index alone.
+    if desired.group.managed().is_some() {
+        let group = crate::cloud::GroupState {
+            group: desired.group.clone(),
+            desired: 0,
+            min: 0,
+            max: 0,
+            template_image: String::new(),
+            instances: Vec::new(),
+        };
+        return Ok(observe_with(index, group, desired, gates, start_hold)?);
+    }
     let group = groups.describe(&desired.group).await?;
     Ok(observe_with(index, group, desired, gates, start_hold)?)
 }

@@ -13,4 +13,5 @@ mod fleet_git;
 mod gitops;
 mod hostile_git;
 mod hostile_views;
+mod managed_pools;
 mod promote;

@@ -42,6 +42,7 @@ fn run(ticks: u32, block: impl Fn(u32) -> bool) -> Run {
     // Long enough that the planner's own drain timeout does not end the test first.
     policy.drain.timeout = GoDuration::from_secs(6 * 3600);
     let desired = DesiredPool {
+        owner_image: None,
         cluster: "sim".into(),
         name: "general".into(),
         channel: "general".into(),

@@ -464,6 +464,7 @@ fn npr(image: &str) -> NodePoolRotation {
     let mut n = NodePoolRotation::new(
         "general",
         NodePoolRotationSpec {
+            owner_image: None,
             cluster: "moto-1".into(),
             pool: "general".into(),
             group: group("general"),

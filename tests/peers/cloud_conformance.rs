@@ -1958,6 +1958,7 @@ mod gcp {
         let mut npr = NodePoolRotation::new(
             "general",
             NodePoolRotationSpec {
+                owner_image: None,
                 cluster: "gke-1".into(),
                 pool: "general".into(),
                 group: g.clone(),

@@ -319,6 +319,7 @@ fn rotation(gate: ResolvedGate, on_gate_failure: OnGateFailure) -> NodePoolRotat
     let mut n = NodePoolRotation::new(
         "general",
         NodePoolRotationSpec {
+            owner_image: None,
             cluster: "sim-1".into(),
             pool: "general".into(),
             group: group(),

@@ -208,6 +208,7 @@ async fn pause_resume_and_complete_soak_steer_the_rotation_and_kubectl_shows_it(
     let mut npr = NodePoolRotation::new(
         "general",
         NodePoolRotationSpec {
+            owner_image: None,
             cluster: "sim-1".into(),
             pool: "general".into(),
             group: group(),

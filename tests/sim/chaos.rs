@@ -189,6 +189,7 @@ fn npr(pool: &PoolPlan) -> NodePoolRotation {
     let mut n = NodePoolRotation::new(
         &pool.name,
         NodePoolRotationSpec {
+            owner_image: None,
             cluster: CLUSTER.into(),
             pool: pool.name.clone(),
             group: group(&pool.name),

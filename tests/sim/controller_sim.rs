@@ -107,6 +107,7 @@ fn npr(pool: &str, policy: EffectivePolicy, label: Option<&str>) -> NodePoolRota
     let mut n = NodePoolRotation::new(
         pool,
         NodePoolRotationSpec {
+            owner_image: None,
             cluster: "sim-1".into(),
             pool: pool.into(),
             group: group(pool),
@@ -1178,5 +1179,51 @@ async fn the_pass_after_rotas_own_cloud_write_reuses_the_describe() {
     assert!(
         described_after_write * 2 <= after_write,
         "{described_after_write} of {after_write} passes after a cloud write described\n{log}"
+    );
+}
+
+/// A managed pool (an EKS managed node group) handed to the controller before its owner's
+/// API is driven: the pool's status names the reason, and nothing reaches the cloud, not
+/// even a describe, nor the nodes (no cordon): no template is ever written behind EKS.
+#[tokio::test(start_paused = true)]
+async fn a_managed_pool_is_reported_and_never_touched() {
+    let s = sim(&[("general", 4)], WORKLOADS, "{}", 43).await;
+    let mut n = npr("general", policy(2), None);
+    n.spec.group = GroupRef::Managed(rota::fleet::owner::ManagedGroup::EksNodegroup {
+        region: "us-east-1".into(),
+        eks_cluster: "sim-1".into(),
+        nodegroup: "general".into(),
+    });
+    n.spec.owner_image = Some(rota::fleet::owner::OwnerImage::Ami { id: NEW.into() });
+    create(&s.client, &n).await;
+    let before = describe_group(&s, "general").await;
+    let (mut c, describes, others) = counted_controller(&s);
+    run_for(&mut c, Duration::from_secs(3600)).await;
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Pending, "{st:?}");
+    let stop = st.stop.as_ref().expect("a stop note");
+    assert_eq!(stop.reason, "ManagedPoolNotSupported");
+    assert!(
+        st.message.contains("eksNodegroup general of cluster sim-1")
+            && st.message.contains("EKS's API"),
+        "{}",
+        st.message
+    );
+    assert_eq!(
+        st.total, 4,
+        "the pool's nodes are still counted from the cluster"
+    );
+    assert_eq!(describes.load(Ordering::Relaxed), 0, "no describe");
+    assert_eq!(others.load(Ordering::Relaxed), 0, "no cloud write");
+    assert_eq!(describe_group(&s, "general").await, before);
+    let nodes = Api::<Node>::all(s.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        nodes
+            .items
+            .iter()
+            .all(|n| n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true))
     );
 }

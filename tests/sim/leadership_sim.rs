@@ -87,6 +87,7 @@ async fn create_pool(s: &Sim, batch: u32) {
     let mut n = NodePoolRotation::new(
         "general",
         NodePoolRotationSpec {
+            owner_image: None,
             cluster: "sim-1".into(),
             pool: "general".into(),
             group: group(),

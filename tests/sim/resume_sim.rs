@@ -102,6 +102,7 @@ fn policy() -> EffectivePolicy {
 
 fn spec(version: &str, image: &str, policy: EffectivePolicy) -> NodePoolRotationSpec {
     NodePoolRotationSpec {
+        owner_image: None,
         cluster: "sim-1".into(),
         pool: "general".into(),
         group: group(),

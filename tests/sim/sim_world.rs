@@ -24,6 +24,7 @@ fn cluster(name: &str, pools: &[(&str, &str)]) -> DesiredCluster {
         pools: pools
             .iter()
             .map(|(pool, image)| DesiredPool {
+                owner_image: None,
                 cluster: name.into(),
                 name: (*pool).into(),
                 channel: "general".into(),

@@ -600,6 +600,7 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
     (s.policy)(&mut policy);
     let force = policy.drain.on_timeout == OnDrainTimeout::Force;
     let mut desired = DesiredPool {
+        owner_image: None,
         cluster: "sim".into(),
         name: "general".into(),
         channel: "general".into(),

@@ -214,6 +214,19 @@ impl SimCloud {
         let now = Instant::now();
         let mut inner = self.inner.lock().unwrap();
         let g = &spec.group;
+        // The owners' own APIs (EKS, GKE, AKS, Karpenter) are not simulated yet: a managed
+        // pool is never a group of this cloud.
+        if let GroupRef::Managed(m) = g {
+            return Err(CloudError::new(
+                CloudErrorKind::Invalid,
+                "CreateGroup",
+                g,
+                format!(
+                    "the simulated cloud does not serve {} pools yet",
+                    m.owner().service()
+                ),
+            ));
+        }
         if inner.groups.contains_key(g) {
             return Err(CloudError::new(
                 CloudErrorKind::Invalid,
@@ -552,6 +565,12 @@ impl Inner {
                 let pid = provider_id::azure(subscription_id, resource_group, scale_set, &id);
                 (id, pid)
             }
+            // `create_group` refuses managed pools: no instance of one is ever made here.
+            GroupRef::Managed(m) => {
+                let id = format!("{}-{}", m.name(), group.next_ordinal);
+                group.next_ordinal += 1;
+                (id.clone(), id)
+            }
         };
         let boot = &self.faults.boot;
         let (lo, hi) = (boot.min.as_duration(), boot.max.as_duration());
@@ -722,6 +741,7 @@ fn default_zones(group: &GroupRef) -> Vec<String> {
                 })
                 .collect()
         }
+        GroupRef::Managed(m) => vec![m.region().unwrap_or("zone").to_string()],
     }
 }
 

@@ -268,6 +268,7 @@ impl Catalog {
             GroupRef::Aws { .. } => "InvalidAMIID.NotFound".to_string(),
             GroupRef::Gcp { .. } => "RESOURCE_NOT_FOUND".to_string(),
             GroupRef::Azure { .. } => "GalleryImageNotFound".to_string(),
+            GroupRef::Managed(m) => format!("{}ImageNotFound", m.owner().service()),
         })
     }
 }
@@ -281,6 +282,9 @@ fn not_found(group: &GroupRef, image: &str, region: &str) -> String {
         GroupRef::Gcp { .. } => format!("The resource '{image}' was not found"),
         GroupRef::Azure { .. } => {
             format!("The gallery image version {image} was not found (in {region})")
+        }
+        GroupRef::Managed(m) => {
+            format!("{} has no image {image} (in {region})", m.owner().service())
         }
     }
 }
@@ -299,6 +303,7 @@ pub fn group_region(group: &GroupRef) -> Option<String> {
             .strip_prefix("MC_")
             .and_then(|r| r.rsplit_once('_'))
             .map(|(_, region)| region.to_ascii_lowercase()),
+        GroupRef::Managed(m) => m.region().map(str::to_string),
     }
 }
 

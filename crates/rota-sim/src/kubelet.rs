@@ -81,6 +81,7 @@ pub fn node_name(group: &GroupRef, inst: &Instance, attempt: u32) -> String {
             digits.reverse();
             format!("{scale_set}{}", digits.into_iter().collect::<String>())
         }
+        GroupRef::Managed(m) => format!("{}-{}", m.name(), inst.id),
     }
 }
 
@@ -110,6 +111,7 @@ fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
             .rsplit_once('-')
             .filter(|(_, n)| n.chars().all(|c| c.is_ascii_digit()))
             .map(|(r, _)| r.to_string()),
+        GroupRef::Managed(m) => m.region().map(str::to_string),
     }
 }
 
@@ -128,6 +130,11 @@ pub fn node_object(
         GroupRef::Aws { .. } => "m6i.xlarge",
         GroupRef::Gcp { .. } => "e2-standard-4",
         GroupRef::Azure { .. } => "Standard_D4s_v5",
+        GroupRef::Managed(ref m) => match m.cloud() {
+            rota_core::fleet::resolved::Cloud::Aws => "m6i.xlarge",
+            rota_core::fleet::resolved::Cloud::Gcp => "e2-standard-4",
+            rota_core::fleet::resolved::Cloud::Azure => "Standard_D4s_v5",
+        },
     };
     labels.insert("kubernetes.io/hostname".into(), name.clone());
     labels.insert("kubernetes.io/os".into(), "linux".into());

@@ -398,6 +398,7 @@ mod tests {
             pools: pools
                 .iter()
                 .map(|(pool, image)| DesiredPool {
+                    owner_image: None,
                     cluster: name.into(),
                     name: (*pool).into(),
                     channel: "general".into(),

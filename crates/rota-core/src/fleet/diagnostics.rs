@@ -183,9 +183,26 @@ impl Diagnostics {
 
     /// `file:line:col: error: path: message` and an indented hint, then a count.
     pub fn render_human(&self) -> String {
+        let mut out = self.lines_human("error");
+        let n = self.0.len();
+        let _ = writeln!(out, "{n} error{}", if n == 1 { "" } else { "s" });
+        out
+    }
+
+    /// These diagnostics as warnings (`file:line:col: warning: path: message`, hint),
+    /// without a count; GitHub workflow commands `::warning`; JSON `[...]`.
+    pub fn render_warnings(&self, format: Format) -> String {
+        match format {
+            Format::Human => self.lines_human("warning"),
+            Format::Github => self.lines_github("warning"),
+            Format::Json => serde_json::to_string(&self.0).unwrap_or_default() + "\n",
+        }
+    }
+
+    fn lines_human(&self, level: &str) -> String {
         let mut out = String::new();
         for d in &self.0 {
-            let _ = write!(out, "{}: error: ", d.position());
+            let _ = write!(out, "{}: {level}: ", d.position());
             if !d.path.is_empty() {
                 let _ = write!(out, "{}: ", d.path);
             }
@@ -194,8 +211,6 @@ impl Diagnostics {
                 let _ = writeln!(out, "  hint: {h}");
             }
         }
-        let n = self.0.len();
-        let _ = writeln!(out, "{n} error{}", if n == 1 { "" } else { "s" });
         out
     }
 
@@ -204,9 +219,22 @@ impl Diagnostics {
         serde_json::json!({"valid": self.0.is_empty(), "errors": self.0}).to_string() + "\n"
     }
 
+    /// `{"valid": true, "errors": [], "warnings": [...]}` on one line: a valid repo and what
+    /// validation warns about (no `warnings` key when there is none, as before warnings).
+    pub fn render_json_valid_with(warnings: &Diagnostics) -> String {
+        if warnings.is_empty() {
+            return Diagnostics::new().render_json();
+        }
+        serde_json::json!({"valid": true, "errors": [], "warnings": warnings.0}).to_string() + "\n"
+    }
+
     /// GitHub Actions workflow commands: `::error file=F,line=L,col=C,title=T::message`.
     /// Data is escaped as the runner expects (`%`, CR, LF; and `:` `,` in properties).
     pub fn render_github(&self) -> String {
+        self.lines_github("error")
+    }
+
+    fn lines_github(&self, level: &str) -> String {
         let mut out = String::new();
         for d in &self.0 {
             // Without a file GitHub shows the annotation on the run rather than on a line.
@@ -233,7 +261,7 @@ impl Diagnostics {
                 msg.push_str(h);
                 msg.push(')');
             }
-            let _ = writeln!(out, "::error {props}::{}", escape_data(&msg));
+            let _ = writeln!(out, "::{level} {props}::{}", escape_data(&msg));
         }
         out
     }
@@ -332,6 +360,23 @@ mod tests {
         assert_eq!(v["valid"], false);
         assert_eq!(v["errors"][0]["line"], 12);
         assert_eq!(v["errors"][0]["hint"], "did you mean `batchSoak`?");
+    }
+
+    #[test]
+    fn warnings_render_as_warnings() {
+        let w = sample();
+        assert!(
+            w.render_warnings(Format::Human)
+                .starts_with("clusters/a.yaml:12:7: warning: spec.rollout: unknown field")
+        );
+        assert!(
+            w.render_warnings(Format::Github)
+                .starts_with("::warning file=clusters/a.yaml,line=12,")
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&Diagnostics::render_json_valid_with(&w)).unwrap();
+        assert_eq!(v["valid"], true);
+        assert_eq!(v["warnings"][0]["line"], 12);
     }
 
     #[test]

@@ -402,6 +402,40 @@ pub fn diff(from: &Fleet, to: &Fleet) -> FleetDiff {
 /// selector.
 fn pool_settings(a: &DesiredPool, b: &DesiredPool) -> Vec<SettingChange> {
     let mut out = Vec::new();
+    // Who owns the pool and how it is replaced, named first: a pool moving from its ASG to
+    // an EKS managed node group (or from `service` to `blueGreen`) changes everything rota
+    // does to it. Both are the same for two self-managed pools and then not shown.
+    for (field, from, to) in [
+        ("owner", a.owner().to_string(), b.owner().to_string()),
+        (
+            "strategy",
+            a.strategy().to_string(),
+            b.strategy().to_string(),
+        ),
+    ] {
+        if from != to {
+            out.push(SettingChange {
+                field: field.into(),
+                from,
+                to,
+            });
+        }
+    }
+    // The image itself shows as the pool's image change; what shows here is a change of the
+    // form the owner takes (a GKE pool from GKE's node image to a custom one).
+    let form = |p: &DesiredPool| {
+        p.owner_image
+            .as_ref()
+            .map(|o| o.form().to_string())
+            .unwrap_or_else(|| "unset".into())
+    };
+    if form(a) != form(b) {
+        out.push(SettingChange {
+            field: "ownerImage".into(),
+            from: form(a),
+            to: form(b),
+        });
+    }
     leaf_diff("rollout", &json(&a.policy), &json(&b.policy), &mut out);
     leaf_diff("mode", &json(&a.mode), &json(&b.mode), &mut out);
     leaf_diff("group", &json(&a.group), &json(&b.group), &mut out);

@@ -32,7 +32,9 @@ pub mod diff;
 pub mod duration;
 pub mod image_source;
 pub mod load;
+pub mod managed;
 pub mod model;
+pub mod owner;
 pub mod resolve;
 pub mod resolved;
 pub mod schema;
@@ -77,6 +79,9 @@ pub struct Fleet {
     wave_of: BTreeMap<String, usize>,
     /// The commit this fleet was read from, when read from git.
     commit: Option<String>,
+    /// What validation found worth saying that does not make the repo invalid (a rollout
+    /// field a managed pool's owner cannot honour), each at its file and line.
+    warnings: Diagnostics,
 }
 
 impl Fleet {
@@ -94,6 +99,12 @@ impl Fleet {
     pub fn at_commit(mut self, commit: impl Into<String>) -> Fleet {
         self.commit = Some(commit.into());
         self
+    }
+
+    /// The warnings of validation (the repo is valid; these say what will not happen as
+    /// written), sorted by file and line.
+    pub fn warnings(&self) -> &Diagnostics {
+        &self.warnings
     }
 
     /// Cluster names, sorted.

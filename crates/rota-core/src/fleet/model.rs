@@ -168,6 +168,33 @@ pub struct CloudImages {
     pub gcp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub azure: Option<String>,
+    /// What GKE node pools take: a GKE version and image type (`imageType: CUSTOM` takes the
+    /// version's `gcp` image instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gke: Option<Box<GkeImage>>,
+    /// What AKS agent pools take: a node image version. (Both forms are boxed: most
+    /// versions have neither, and a version travels inside image proposals.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aks: Option<Box<AksImage>>,
+}
+
+/// A version's image for GKE node pools: `nodeVersion` (a GKE version such as
+/// `1.31.5-gke.1023000`, the node image GKE ships with it) and `imageType`
+/// (`COS_CONTAINERD`, `UBUNTU_CONTAINERD`, ... or `CUSTOM` for the version's `gcp` image).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GkeImage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_version: Option<String>,
+    pub image_type: String,
+}
+
+/// A version's image for AKS agent pools.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AksImage {
+    /// Such as `AKSUbuntu-2204gen2containerd-202611.02.0`.
+    pub node_image_version: String,
 }
 
 /// A version's AWS images: one AMI ID (valid only while every AWS cluster pinned to it is in
@@ -197,6 +224,13 @@ pub enum ImageMiss {
     Region { region: String, known: Vec<String> },
     /// The region's entry has no AMI for the architecture.
     Arch { region: String, arch: Arch },
+    /// The version has no form the pool's managed owner can take (a GKE node pool and a
+    /// version with neither `gke` nor `gcp` with `gke.imageType: CUSTOM`, an AKS agent pool
+    /// and a version without `aks`); `what` says what is missing.
+    Form {
+        owner: super::owner::Owner,
+        what: &'static str,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -274,6 +308,9 @@ pub struct RolloutPolicy {
     /// Replaced as a whole by a lower level (lists are not merged).
     #[serde(default)]
     pub windows: Option<Vec<WindowSpec>>,
+    /// How an EKS, GKE or AKS pool is replaced (managed pools only; default `service`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_update: Option<super::owner::ManagedUpdate>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -338,13 +375,41 @@ pub struct CloudSpec {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AwsCloud {
     pub region: String,
+    /// The EKS cluster's name, for `eksNodegroup` and `karpenterNodePool` pools (default:
+    /// the Cluster's `metadata.name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eks_cluster: Option<String>,
 }
 
+/// `region` (a regional cluster) or `zone` (a zonal one): exactly one (validation checks).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GcpCloud {
     pub project: String,
-    pub region: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// The GKE cluster's name, for `gkeNodePool` pools (default: the Cluster's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gke_cluster: Option<String>,
+}
+
+impl GcpCloud {
+    /// The cluster's region: `region`, else the region of its `zone` (`us-central1-a` →
+    /// `us-central1`).
+    pub fn region(&self) -> Option<&str> {
+        self.region.as_deref().or_else(|| {
+            self.zone
+                .as_deref()
+                .and_then(|z| z.rsplit_once('-').map(|(r, _)| r))
+        })
+    }
+
+    /// Where GKE's API finds the cluster: its zone (zonal) or region (regional).
+    pub fn location(&self) -> Option<&str> {
+        self.zone.as_deref().or(self.region.as_deref())
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -354,6 +419,9 @@ pub struct AzureCloud {
     pub resource_group: String,
     #[serde(default)]
     pub location: Option<String>,
+    /// The AKS cluster's name, for `aksAgentPool` pools (default: the Cluster's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aks_cluster: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -376,9 +444,12 @@ pub struct Pool {
     pub mode: Option<Mode>,
 }
 
-/// The cloud group of a pool, in one of three forms (checked against the cluster's cloud):
-/// aws `{autoScalingGroup}`; gcp `{instanceGroupManager, zone | region}` (neither: the
-/// cluster's region); azure `{scaleSet, resourceGroup}` (no resourceGroup: the cluster's).
+/// The cloud group of a pool, in one of three self-managed forms (checked against the
+/// cluster's cloud): aws `{autoScalingGroup}`; gcp `{instanceGroupManager, zone | region}`
+/// (neither: the cluster's region, or zone for a zonal cluster); azure `{scaleSet,
+/// resourceGroup}` (no resourceGroup: the cluster's); or one managed owner (see
+/// `crate::fleet::owner`): aws `{eksNodegroup}` or `{karpenterNodePool}`, gcp
+/// `{gkeNodePool}`, azure `{aksAgentPool}`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GroupSpec {
@@ -394,6 +465,38 @@ pub struct GroupSpec {
     pub scale_set: Option<String>,
     #[serde(default)]
     pub resource_group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eks_nodegroup: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub karpenter_node_pool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gke_node_pool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aks_agent_pool: Option<String>,
+}
+
+impl GroupSpec {
+    /// The managed owners this group names, with the name each gives (one in a valid repo).
+    pub fn managed(&self) -> Vec<(super::owner::Owner, &str)> {
+        use super::owner::Owner;
+        [
+            (Owner::EksNodegroup, &self.eks_nodegroup),
+            (Owner::KarpenterNodePool, &self.karpenter_node_pool),
+            (Owner::GkeNodePool, &self.gke_node_pool),
+            (Owner::AksAgentPool, &self.aks_agent_pool),
+        ]
+        .into_iter()
+        .filter_map(|(o, n)| n.as_deref().map(|n| (o, n)))
+        .collect()
+    }
+
+    /// The owner of the group: the managed one it names, else self-managed.
+    pub fn owner(&self) -> super::owner::Owner {
+        self.managed()
+            .first()
+            .map(|(o, _)| *o)
+            .unwrap_or(super::owner::Owner::SelfManaged)
+    }
 }
 
 // ----------------------------------------------------------------------------- HealthGate
@@ -463,7 +566,7 @@ impl ClusterSpec {
             .aws
             .as_ref()
             .map(|a| a.region.as_str())
-            .or_else(|| self.cloud.gcp.as_ref().map(|g| g.region.as_str()))
+            .or_else(|| self.cloud.gcp.as_ref().and_then(GcpCloud::region))
             .or_else(|| {
                 self.cloud
                     .azure
@@ -485,6 +588,52 @@ impl ClusterSpec {
 }
 
 impl CloudImages {
+    /// What a pool of `owner` takes from this version: the AMI for EKS and Karpenter (as
+    /// [`CloudImages::resolve`] finds it), the `gke` form or the `gcp` image with
+    /// `imageType: CUSTOM` for GKE, the `aks` form for AKS. `None` for self-managed groups,
+    /// which take the cloud's image.
+    pub fn owner_image(
+        &self,
+        owner: super::owner::Owner,
+        region: Option<&str>,
+        arch: Arch,
+    ) -> Option<Result<super::owner::OwnerImage, ImageMiss>> {
+        use super::owner::{GKE_CUSTOM_IMAGE_TYPE, Owner, OwnerImage};
+        use super::resolved::Cloud;
+        let miss = |what| Err(ImageMiss::Form { owner, what });
+        Some(match owner {
+            Owner::SelfManaged => return None,
+            Owner::EksNodegroup | Owner::KarpenterNodePool => self
+                .resolve(Cloud::Aws, region, arch)
+                .map(|id| OwnerImage::Ami { id: id.to_string() }),
+            Owner::GkeNodePool => match (&self.gke, &self.gcp) {
+                (Some(g), Some(image)) if g.image_type == GKE_CUSTOM_IMAGE_TYPE => {
+                    Ok(OwnerImage::GkeCustom {
+                        image: image.clone(),
+                        node_version: g.node_version.clone(),
+                    })
+                }
+                (Some(g), None) if g.image_type == GKE_CUSTOM_IMAGE_TYPE => {
+                    miss("a gcp image for its gke.imageType CUSTOM")
+                }
+                (Some(g), _) => Ok(OwnerImage::GkeNode {
+                    node_version: g.node_version.clone(),
+                    image_type: g.image_type.clone(),
+                }),
+                (None, Some(_)) => miss("gke: {imageType: CUSTOM} beside its gcp image"),
+                (None, None) => {
+                    miss("gke: {nodeVersion, imageType} (or a gcp image with gke.imageType CUSTOM)")
+                }
+            },
+            Owner::AksAgentPool => match &self.aks {
+                Some(a) => Ok(OwnerImage::AksNodeImage {
+                    node_image_version: a.node_image_version.clone(),
+                }),
+                None => miss("aks: {nodeImageVersion}"),
+            },
+        })
+    }
+
     /// The version's image for a pool of `cloud` in `region` (AWS only; GCP images are global
     /// and an Azure gallery version has one ID) on `arch`.
     pub fn resolve(

@@ -15,6 +15,7 @@
 use super::Fleet;
 use super::duration::GoDuration;
 use super::model::{Cluster, GroupSpec, HealthGate, RolloutPolicy};
+use super::owner::{ManagedGroup, Owner};
 use super::resolved::{
     Cloud, DesiredCluster, DesiredPool, EffectivePolicy, GateCheck, GroupRef, Mode, ResolvedGate,
     Window,
@@ -94,6 +95,9 @@ pub fn merge_policy(eff: &mut EffectivePolicy, p: &RolloutPolicy) {
     if let Some(v) = p.pipeline {
         eff.pipeline = v;
     }
+    if p.managed_update.is_some() {
+        eff.managed_update = p.managed_update;
+    }
     if let Some(ws) = &p.windows {
         eff.windows = ws
             .iter()
@@ -141,8 +145,57 @@ pub fn resolve_gate(g: &HealthGate) -> Option<ResolvedGate> {
     })
 }
 
+/// The managed pool a group names, qualified by its cluster's cloud (the managed cluster's
+/// name defaults to the Cluster's own); `None` for a self-managed group or a mismatch.
+fn managed_group(c: &Cluster, g: &GroupSpec) -> Option<ManagedGroup> {
+    let cloud = &c.spec.cloud;
+    let named = |n: &Option<String>| n.clone().unwrap_or_else(|| c.metadata.name.clone());
+    let (owner, name) = g.managed().first().map(|(o, n)| (*o, n.to_string()))?;
+    Some(match owner {
+        Owner::SelfManaged => return None,
+        Owner::EksNodegroup | Owner::KarpenterNodePool => {
+            let aws = cloud.aws.as_ref()?;
+            let (region, eks_cluster) = (aws.region.clone(), named(&aws.eks_cluster));
+            if owner == Owner::EksNodegroup {
+                ManagedGroup::EksNodegroup {
+                    region,
+                    eks_cluster,
+                    nodegroup: name,
+                }
+            } else {
+                ManagedGroup::KarpenterNodePool {
+                    region,
+                    eks_cluster,
+                    node_pool: name,
+                }
+            }
+        }
+        Owner::GkeNodePool => {
+            let gcp = cloud.gcp.as_ref()?;
+            ManagedGroup::GkeNodePool {
+                project: gcp.project.clone(),
+                location: gcp.location()?.to_string(),
+                gke_cluster: named(&gcp.gke_cluster),
+                node_pool: name,
+            }
+        }
+        Owner::AksAgentPool => {
+            let az = cloud.azure.as_ref()?;
+            ManagedGroup::AksAgentPool {
+                subscription_id: az.subscription_id.clone(),
+                resource_group: az.resource_group.clone(),
+                aks_cluster: named(&az.aks_cluster),
+                agent_pool: name,
+            }
+        }
+    })
+}
+
 fn group_ref(c: &Cluster, g: &GroupSpec) -> Option<GroupRef> {
     let cloud = &c.spec.cloud;
+    if g.owner() != Owner::SelfManaged {
+        return managed_group(c, g).map(GroupRef::Managed);
+    }
     if let Some(aws) = &cloud.aws {
         return Some(GroupRef::Aws {
             region: aws.region.clone(),
@@ -150,15 +203,16 @@ fn group_ref(c: &Cluster, g: &GroupSpec) -> Option<GroupRef> {
         });
     }
     if let Some(gcp) = &cloud.gcp {
-        // Neither zone nor region: a regional group in the cluster's region.
-        let region = match (&g.zone, &g.region) {
-            (None, None) => Some(gcp.region.clone()),
-            (_, r) => r.clone(),
+        // Neither zone nor region: a group where the cluster is, regional in its region or
+        // zonal in its zone.
+        let (zone, region) = match (&g.zone, &g.region) {
+            (None, None) => (gcp.zone.clone(), gcp.region.clone()),
+            (z, r) => (z.clone(), r.clone()),
         };
         return Some(GroupRef::Gcp {
             project: gcp.project.clone(),
             instance_group_manager: g.instance_group_manager.clone()?,
-            zone: g.zone.clone(),
+            zone,
             region,
         });
     }
@@ -192,6 +246,9 @@ pub fn describe_miss(
         }
         ImageMiss::Arch { region, arch } => {
             format!("{channel}@{version} has no AMI for region {region} and arch {arch}")
+        }
+        ImageMiss::Form { owner, what } => {
+            format!("{channel}@{version} has no image for a pool of owner {owner}: it needs {what}")
         }
     }
 }
@@ -237,9 +294,18 @@ impl Fleet {
                 .ok_or_else(|| invalid(format!("no version {}@{version}", p.channel)))?;
             let arch = p.arch.unwrap_or_default();
             let region = c.spec.region();
-            let image = images
-                .resolve(cloud, region, arch)
-                .map_err(|miss| invalid(describe_miss(&p.channel, version, cloud, &miss)))?;
+            let miss = |miss| invalid(describe_miss(&p.channel, version, cloud, &miss));
+            let owner_image = images
+                .owner_image(p.group.owner(), region, arch)
+                .transpose()
+                .map_err(miss)?;
+            let image = match &owner_image {
+                Some(o) => o.as_image(),
+                None => images
+                    .resolve(cloud, region, arch)
+                    .map_err(miss)?
+                    .to_string(),
+            };
             let group = group_ref(c, &p.group).ok_or_else(|| {
                 invalid(format!("pool `{}`: group does not match {cloud}", p.name))
             })?;
@@ -247,6 +313,13 @@ impl Fleet {
             merge_policy(&mut policy, &self.spec.rollout);
             merge_policy(&mut policy, &c.spec.rollout);
             merge_policy(&mut policy, &p.rollout);
+            // Only EKS, GKE and AKS pools are replaced by `managedUpdate`: a fleet-wide value
+            // does not reach self-managed and Karpenter pools, and the default is `service`.
+            policy.managed_update = p
+                .group
+                .owner()
+                .takes_managed_update()
+                .then(|| policy.managed_update.unwrap_or_default());
             // Fleet gates first, then the cluster's, then the pool's; a name listed at two
             // levels is checked once.
             let mut gates: Vec<ResolvedGate> = Vec::new();
@@ -266,7 +339,8 @@ impl Fleet {
                 name: p.name.clone(),
                 channel: p.channel.clone(),
                 version: version.clone(),
-                image: image.to_string(),
+                image,
+                owner_image,
                 arch,
                 released: images.released,
                 max_age: channel.and_then(|ch| ch.max_age),

@@ -55,6 +55,8 @@ impl std::fmt::Display for Arch {
     }
 }
 
+pub use super::owner::{ManagedGroup, ManagedUpdate, Owner, OwnerImage, Strategy};
+
 /// The three clouds rota drives.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
@@ -106,6 +108,9 @@ pub enum GroupRef {
         resource_group: String,
         scale_set: String,
     },
+    /// A pool a managed service owns (EKS, Karpenter, GKE, AKS): changed only through the
+    /// owner's API, never by writing its template (see `crate::fleet::owner`).
+    Managed(ManagedGroup),
 }
 
 impl GroupRef {
@@ -114,6 +119,23 @@ impl GroupRef {
             GroupRef::Aws { .. } => Cloud::Aws,
             GroupRef::Gcp { .. } => Cloud::Gcp,
             GroupRef::Azure { .. } => Cloud::Azure,
+            GroupRef::Managed(m) => m.cloud(),
+        }
+    }
+
+    /// Who owns the group's machines.
+    pub fn owner(&self) -> Owner {
+        match self {
+            GroupRef::Managed(m) => m.owner(),
+            _ => Owner::SelfManaged,
+        }
+    }
+
+    /// The managed pool, when a service owns the group.
+    pub fn managed(&self) -> Option<&ManagedGroup> {
+        match self {
+            GroupRef::Managed(m) => Some(m),
+            _ => None,
         }
     }
 
@@ -128,6 +150,7 @@ impl GroupRef {
                 ..
             } => instance_group_manager,
             GroupRef::Azure { scale_set, .. } => scale_set,
+            GroupRef::Managed(m) => m.name(),
         }
     }
 }
@@ -156,6 +179,7 @@ impl std::fmt::Display for GroupRef {
                 f,
                 "azure:{subscription_id}/{resource_group}/vmss/{scale_set}"
             ),
+            GroupRef::Managed(m) => m.fmt(f),
         }
     }
 }
@@ -311,6 +335,10 @@ pub struct EffectivePolicy {
     #[serde(default = "pipeline_default")]
     pub pipeline: bool,
     pub windows: Vec<Window>,
+    /// How a managed EKS, GKE or AKS pool is replaced (`service` unless the repo says
+    /// `blueGreen`); absent for self-managed and Karpenter pools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_update: Option<ManagedUpdate>,
 }
 
 fn pipeline_default() -> bool {
@@ -336,6 +364,7 @@ impl Default for EffectivePolicy {
             paused: false,
             pipeline: true,
             windows: Vec::new(),
+            managed_update: None,
         }
     }
 }
@@ -415,11 +444,27 @@ pub struct DesiredPool {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_age: Option<ImageAge>,
     pub group: GroupRef,
+    /// What the pool's managed owner takes for its image (absent for self-managed groups,
+    /// which take `image`); `image` is then [`OwnerImage::as_image`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_image: Option<OwnerImage>,
     /// Labels that pick the pool's nodes.
     pub node_selector: BTreeMap<String, String>,
     pub policy: EffectivePolicy,
     pub gates: Vec<ResolvedGate>,
     pub mode: Mode,
+}
+
+impl DesiredPool {
+    /// Who owns the pool's machines.
+    pub fn owner(&self) -> Owner {
+        self.group.owner()
+    }
+
+    /// How the pool is replaced: rota's rotation, the owner's update, blue-green or drift.
+    pub fn strategy(&self) -> Strategy {
+        self.owner().strategy(self.policy.managed_update)
+    }
 }
 
 /// One cluster's desired state at one fleet commit.

@@ -171,6 +171,7 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         );
         check_policy(origin, "/spec/rollout", &c.spec.rollout, &mut diags);
         check_notifications(origin, c.spec.notifications.as_deref(), &mut diags);
+        super::managed::check_cloud(origin, c, &mut diags);
 
         let mut pool_names: BTreeMap<&str, usize> = BTreeMap::new();
         let mut selectors: BTreeMap<&BTreeMap<String, String>, usize> = BTreeMap::new();
@@ -215,6 +216,8 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                 &mut diags,
             );
             check_policy(origin, &format!("{pp}/rollout"), &pool.rollout, &mut diags);
+            let owner = pool.group.owner();
+            super::managed::check_managed_update(origin, &pp, owner, &pool.rollout, &mut diags);
 
             if let (Some(Cloud::Aws), Some(region)) = (cloud, c.spec.region()) {
                 let on_channel = aws_regions.entry(pool.channel.as_str()).or_default();
@@ -259,8 +262,31 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                 continue;
             };
             let arch = pool.arch.unwrap_or_default();
-            match images.resolve(cloud, c.spec.region(), arch) {
-                Ok(_) => {}
+            let found = match images.owner_image(owner, c.spec.region(), arch) {
+                // An owner in another cloud has its own error; its images are not looked at.
+                _ if owner.cloud().is_some_and(|o| o != cloud) => Ok(()),
+                Some(r) => r.map(drop),
+                None => images.resolve(cloud, c.spec.region(), arch).map(drop),
+            };
+            match found {
+                Ok(()) => {}
+                Err(miss @ super::model::ImageMiss::Form { .. }) => diags.push(
+                    origin
+                        .error(
+                            &channel_at,
+                            format!(
+                                "pool `{}` of cluster `{name}` ({}): {} (pinned by wave `{}`)",
+                                pool.name,
+                                owner.group_key(),
+                                super::resolve::describe_miss(&pool.channel, version, cloud, &miss),
+                                wave.name
+                            ),
+                        )
+                        .with_hint(format!(
+                            "add it to spec.images.{}.versions.{version} of the Fleet",
+                            pool.channel
+                        )),
+                ),
                 Err(super::model::ImageMiss::Cloud) => diags.push(origin.error(
                     &channel_at,
                     format!(
@@ -355,6 +381,10 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         }
     }
 
+    if let Some((fleet_origin, fleet)) = &fleet_doc {
+        super::managed::check_fleet_versions(fleet_origin, fleet, &mut diags);
+    }
+    let warnings = super::managed::warnings(fleet_doc.as_ref(), &clusters).sorted();
     let fleet = match fleet_doc {
         Some((_, fleet)) if diags.is_empty() => fleet,
         _ => return Err(diags.sorted()),
@@ -366,6 +396,7 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
         gates: gates.into_iter().map(|(k, (_, g))| (k, g)).collect(),
         wave_of,
         commit: None,
+        warnings,
     })
 }
 
@@ -611,22 +642,17 @@ fn check_policy(origin: &Origin, at: &str, p: &RolloutPolicy, diags: &mut Diagno
 
 /// The group form must match the cloud of its cluster.
 fn check_group(origin: &Origin, at: &str, cloud: Cloud, g: &GroupSpec, diags: &mut Diagnostics) {
-    let (required, allowed, form): (&str, &[&str], &str) = match cloud {
-        Cloud::Aws => (
-            "autoScalingGroup",
-            &["autoScalingGroup"],
-            "{autoScalingGroup}",
-        ),
+    if super::managed::check_group(origin, at, cloud, g, diags) {
+        return;
+    }
+    let form = super::managed::forms(cloud);
+    let (required, allowed): (&str, &[&str]) = match cloud {
+        Cloud::Aws => ("autoScalingGroup", &["autoScalingGroup"]),
         Cloud::Gcp => (
             "instanceGroupManager",
             &["instanceGroupManager", "zone", "region"],
-            "{instanceGroupManager, zone | region}",
         ),
-        Cloud::Azure => (
-            "scaleSet",
-            &["scaleSet", "resourceGroup"],
-            "{scaleSet, resourceGroup}",
-        ),
+        Cloud::Azure => ("scaleSet", &["scaleSet", "resourceGroup"]),
     };
     let set: [(&str, bool); 6] = [
         ("autoScalingGroup", g.auto_scaling_group.is_some()),

@@ -78,6 +78,45 @@ pub fn plan_with(
     (plan, steered)
 }
 
+/// A managed pool (EKS, Karpenter, GKE, AKS): its owner holds the template, and this
+/// planner rotates only groups whose template it writes. Until an adapter drives the owner's
+/// API, the pool is reported, never acted on: no action, the checkpoint as it was.
+fn not_driven(
+    desired: &DesiredPool,
+    managed: &crate::fleet::owner::ManagedGroup,
+    counts: &Counts,
+    checkpoint: Option<&Checkpoint>,
+) -> Plan {
+    let owner = managed.owner();
+    let message = format!(
+        "{} {} of cluster {} is changed only through {}'s API, which this agent does not drive yet: nothing is written behind it",
+        owner.group_key(),
+        managed.name(),
+        managed.cluster(),
+        owner.service()
+    );
+    let note = stop::explain(
+        Reason::ManagedPoolNotSupported,
+        &message,
+        &stop::Context {
+            cluster: &desired.cluster,
+            pool: &desired.name,
+            ..Default::default()
+        },
+    );
+    Plan {
+        actions: Vec::new(),
+        dry_run: Vec::new(),
+        checkpoint: checkpoint.cloned(),
+        status: counts.status(
+            Phase::Pending,
+            Reason::ManagedPoolNotSupported,
+            message,
+            note,
+        ),
+    }
+}
+
 fn plan_steered(
     desired: &DesiredPool,
     observed: &Observed,
@@ -99,6 +138,9 @@ fn plan_steered(
                 None,
             ),
         };
+    }
+    if let Some(managed) = desired.group.managed() {
+        return not_driven(desired, managed, &counts, checkpoint);
     }
     let mut p = Planner {
         desired,

@@ -28,6 +28,9 @@ pub struct NodePoolRotationSpec {
     pub version: String,
     /// The image ID for the pool's cloud, region and arch.
     pub image: String,
+    /// What the pool's managed owner takes for its image (absent for self-managed groups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_image: Option<crate::fleet::owner::OwnerImage>,
     /// The pool's CPU architecture (checked against the image before the first surge).
     #[serde(default, skip_serializing_if = "Arch::is_default")]
     pub arch: Arch,
@@ -127,6 +130,7 @@ impl NodePoolRotationSpec {
             channel: pool.channel.clone(),
             version: pool.version.clone(),
             image: pool.image.clone(),
+            owner_image: pool.owner_image.clone(),
             arch: pool.arch,
             released: pool.released,
             max_age: pool.max_age,
@@ -149,6 +153,7 @@ impl NodePoolRotationSpec {
             released: self.released,
             max_age: self.max_age,
             group: self.group.clone(),
+            owner_image: self.owner_image.clone(),
             node_selector: self.node_selector.clone(),
             policy: self.policy.clone(),
             gates: self.gates.clone(),
@@ -259,6 +264,7 @@ mod tests {
     #[test]
     fn spec_round_trips_a_desired_pool() {
         let pool = DesiredPool {
+            owner_image: None,
             cluster: "prod-use1".into(),
             name: "general".into(),
             channel: "general".into(),

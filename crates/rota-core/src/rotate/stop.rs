@@ -59,6 +59,9 @@ pub enum Reason {
     ImageDeprecated,
     ImageWrongArch,
     ImageUnavailable,
+    /// A pool a managed service owns (EKS, Karpenter, GKE, AKS), which this agent does not
+    /// drive yet: nothing is written behind the owner.
+    ManagedPoolNotSupported,
     PlannerLoop,
 }
 
@@ -112,6 +115,7 @@ impl Reason {
         Reason::ImageDeprecated,
         Reason::ImageWrongArch,
         Reason::ImageUnavailable,
+        Reason::ManagedPoolNotSupported,
         Reason::PlannerLoop,
     ];
 
@@ -153,6 +157,7 @@ impl Reason {
             Reason::ImageDeprecated => "ImageDeprecated",
             Reason::ImageWrongArch => "ImageWrongArch",
             Reason::ImageUnavailable => "ImageUnavailable",
+            Reason::ManagedPoolNotSupported => "ManagedPoolNotSupported",
             Reason::PlannerLoop => "PlannerLoop",
         }
     }
@@ -382,6 +387,11 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
             "a commit pinning an image the cloud can launch here (rota images discover lists them)"
                 .into(),
         ),
+        Reason::ManagedPoolNotSupported => (
+            MovedBy::Person,
+            "an agent that drives the pool's owner, or a commit giving the pool a self-managed group"
+                .into(),
+        ),
         Reason::PlannerLoop => (
             MovedBy::Person,
             format!("a bug in rota: report it; {retry} tries again"),
@@ -459,7 +469,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Reason::ALL.len(), 37);
+        assert_eq!(Reason::ALL.len(), 38);
     }
 
     #[test]

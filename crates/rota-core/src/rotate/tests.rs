@@ -143,6 +143,41 @@ fn group_ref() -> GroupRef {
 }
 
 /// A pool whose group lists one instance per node, desired = max = the number of nodes.
+fn managed_eks() -> GroupRef {
+    GroupRef::Managed(crate::fleet::owner::ManagedGroup::EksNodegroup {
+        region: "us-east-1".into(),
+        eks_cluster: "prod".into(),
+        nodegroup: "general".into(),
+    })
+}
+
+/// A managed pool is never acted on by this planner, whatever its nodes, checkpoint, mode or
+/// policy say: not a surge, not a template write, not a cordon.
+#[test]
+fn a_managed_pool_is_never_acted_on() {
+    let stages = [
+        None,
+        Some(cp(Stage::Between)),
+        Some(cp(Stage::WaitingReady { batch: batch12() })),
+        Some(cp(Stage::Done)),
+    ];
+    for mode in [Mode::Reconcile, Mode::ReadOnly] {
+        for c in &stages {
+            let mut d = desired(2);
+            d.group = managed_eks();
+            d.mode = mode;
+            let p = plan(&d, &world(old4()), c.as_ref(), t0());
+            assert!(
+                p.actions.is_empty() && p.dry_run.is_empty(),
+                "{mode:?} {c:?}: {p:?}"
+            );
+            assert_eq!(p.checkpoint.as_ref(), c.as_ref());
+            assert_eq!(p.status.reason, "ManagedPoolNotSupported");
+            assert_eq!(p.status.total, 4);
+        }
+    }
+}
+
 fn world(nodes: Vec<NodeB>) -> Observed {
     let n = nodes.len() as u32;
     Observed {
@@ -181,6 +216,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
 
 fn desired(batch: u32) -> DesiredPool {
     DesiredPool {
+        owner_image: None,
         cluster: "prod".into(),
         name: "general".into(),
         channel: "general".into(),
@@ -2465,6 +2501,30 @@ fn every_stop_the_planner_makes_says_who_must_do_what() {
     c.rollback_reason = Some("health gate error-rate failed".into());
     let p = plan(&desired(2), &world(old4()), Some(&c), t0());
     check(&p, MovedBy::Person, &[], "a commit pinning another version");
+
+    // A managed pool (here an EKS managed node group): reported, never acted on, the
+    // checkpoint untouched; a person brings an agent that drives it, or a self-managed group.
+    let mut d = desired(2);
+    d.group = managed_eks();
+    let c = cp(Stage::Between);
+    let p = plan(&d, &world(old4()), Some(&c), t0());
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(p.checkpoint.as_ref(), Some(&c));
+    assert_eq!(p.status.reason, "ManagedPoolNotSupported");
+    assert!(
+        p.status
+            .message
+            .contains("eksNodegroup general of cluster prod")
+            && p.status.message.contains("EKS's API"),
+        "{}",
+        p.status.message
+    );
+    check(
+        &p,
+        MovedBy::Person,
+        &[],
+        "a commit giving the pool a self-managed group",
+    );
 
     // Every reason that stops a pool has a scenario above, but one: the planner's own bug
     // guard, which no world can reach (`explain` covers it, see `rotate::stop`).
