@@ -32,6 +32,7 @@ pub mod diff;
 pub mod duration;
 pub mod load;
 pub mod model;
+pub mod proposal;
 pub mod resolve;
 pub mod resolved;
 pub mod schema;
