@@ -181,7 +181,7 @@ async fn a_400_cluster_promotion_opens_a_pull_request_within_githubs_limit() {
     let pools = main_clusters * 4;
     let summary = format!(
         "- **wave main**: {} pools in {main_clusters} clusters: general 2026.11.1 → 2026.11.2; AWS 1 region",
-        count(pools)
+        rota::fleet::proposal::count(pools)
     );
     assert!(body.starts_with("### Summary\n\n"), "{body}");
     assert!(body.contains(&summary), "{summary}\n{body}");
@@ -206,16 +206,4 @@ async fn a_400_cluster_promotion_opens_a_pull_request_within_githubs_limit() {
     let pin = promoted.waves().iter().find(|w| w.name == "main").unwrap();
     assert_eq!(pin.images["general"], "2026.11.2");
     assert_eq!(promoted.clusters.len(), 400);
-}
-
-fn count(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
 }
