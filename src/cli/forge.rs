@@ -16,16 +16,21 @@ use crate::report::gitlab::GitLabConfig;
 
 #[derive(Args, Debug, Clone)]
 pub struct ForgeArgs {
-    /// Post statuses to this GitHub repository (`owner/repo`) instead of git notes (the
-    /// promotion records stay in git notes).
+    /// The GitHub repository (`owner/repo`). `rota agent` posts its commit statuses there
+    /// instead of git notes (the promotion records stay in git notes); `propose`, `promote
+    /// --open-pr` and `images discover --open-pr` open or update their pull request there
+    /// and post no status.
     #[arg(long, env = "ROTA_GITHUB_REPO", conflicts_with_all = ["gitlab_project", "gitea_repo"])]
     pub github_repo: Option<String>,
-    /// File holding the GitHub token ("Commit statuses: write"), else the environment
-    /// variable ROTA_GITHUB_TOKEN. Never logged.
+    /// File holding the GitHub token (the agent: "Commit statuses: write"; pull requests:
+    /// "Pull requests: write"), else the environment variable ROTA_GITHUB_TOKEN. Never
+    /// logged.
     #[arg(long, env = "ROTA_GITHUB_TOKEN_FILE")]
     pub github_token_file: Option<PathBuf>,
-    /// Post statuses to this GitLab project (its numeric ID or path, `acme/platform/fleet`)
-    /// instead of git notes (the promotion records stay in git notes).
+    /// The GitLab project (its numeric ID or path, `acme/platform/fleet`). `rota agent`
+    /// posts its commit statuses there instead of git notes (the promotion records stay in
+    /// git notes); `propose`, `promote --open-pr` and `images discover --open-pr` open or
+    /// update their merge request there and post no status.
     #[arg(long, env = "ROTA_GITLAB_PROJECT", conflicts_with = "gitea_repo")]
     pub gitlab_project: Option<String>,
     /// File holding the GitLab token (`api` scope), else the environment variable
@@ -39,8 +44,10 @@ pub struct ForgeArgs {
         default_value = "https://gitlab.com/api/v4"
     )]
     pub gitlab_api_url: String,
-    /// Post statuses to this Gitea or Forgejo repository (`owner/repo`) instead of git notes
-    /// (the promotion records stay in git notes); needs --gitea-api-url.
+    /// The Gitea or Forgejo repository (`owner/repo`; needs --gitea-api-url). `rota agent`
+    /// posts its commit statuses there instead of git notes (the promotion records stay in
+    /// git notes); `propose`, `promote --open-pr` and `images discover --open-pr` open or
+    /// update their pull request there and post no status.
     #[arg(long, env = "ROTA_GITEA_REPO", requires = "gitea_api_url")]
     pub gitea_repo: Option<String>,
     /// Gitea API base (`https://gitea.example.com/api/v1`).
@@ -151,5 +158,58 @@ impl ProposeArgs {
             None => current_branch(repo)?,
         };
         Ok((forge, base))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// What `rota <path> --help` says about `flag`.
+    fn help_of(path: &[&str], flag: &str) -> String {
+        let mut cmd = crate::cli::Cli::command();
+        cmd.build();
+        let mut c = &cmd;
+        for name in path {
+            c = c
+                .find_subcommand(name)
+                .unwrap_or_else(|| panic!("no subcommand {name}"));
+        }
+        let arg = c
+            .get_arguments()
+            .find(|a| a.get_long() == Some(flag))
+            .unwrap_or_else(|| panic!("rota {path:?} has no --{flag}"));
+        arg.get_long_help()
+            .or(arg.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+    }
+
+    /// The commands that open pull requests say so of the forge flags, and none of them
+    /// claims they post commit statuses (only the agent does).
+    #[test]
+    fn the_forge_flags_say_what_each_command_does_with_them() {
+        for path in [
+            &["propose"][..],
+            &["promote"][..],
+            &["images", "discover"][..],
+            &["agent"][..],
+        ] {
+            for flag in ["github-repo", "gitlab-project", "gitea-repo"] {
+                let h = help_of(path, flag);
+                assert!(
+                    !h.starts_with("Post statuses"),
+                    "rota {path:?} --{flag}: {h}"
+                );
+                assert!(
+                    h.contains("`rota agent` posts its commit statuses there"),
+                    "rota {path:?} --{flag}: {h}"
+                );
+                assert!(
+                    h.contains("post no status") && h.contains("request there"),
+                    "rota {path:?} --{flag}: {h}"
+                );
+            }
+        }
     }
 }

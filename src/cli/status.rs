@@ -48,6 +48,11 @@ pub struct StatusArgs {
     /// soaking, planning, unknown, ignored, done).
     #[arg(long, requires = "fleet", value_parser = crate::ui::text::parse_state)]
     pub state: Option<crate::ui::model::Phase>,
+    /// With --fleet: only pools that may be exceptions of this kind (failing, halted,
+    /// held-too-long, silent): what the exceptions' "and N more" lists. held-too-long and
+    /// silent list every held or unreported pool, the late ones among them.
+    #[arg(long, requires = "fleet", value_parser = crate::ui::summary::ExceptionKind::parse)]
+    pub exception: Option<crate::ui::summary::ExceptionKind>,
     /// With --fleet: only pools targeting or running this version (VERSION or
     /// CHANNEL@VERSION).
     #[arg(long, requires = "fleet")]
@@ -60,7 +65,8 @@ pub struct StatusArgs {
     #[arg(long, requires = "fleet")]
     pub all: bool,
     /// Only the pools on an image released longer ago than their channel's maxAge, the
-    /// oldest first (exit 1 when there is one).
+    /// oldest first, then the pools it cannot judge (no report yet, no released date).
+    /// Exit 1 when one is overdue, 3 when it could judge no pool at all.
     #[arg(long, requires = "fleet")]
     pub overdue: bool,
     /// Allowed-signers file of the agents (principal: cluster name): count only records
@@ -293,6 +299,7 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
         state: args.state,
         version: args.version.clone(),
         labels: args.labels.clone(),
+        exception: args.exception,
     };
     loop {
         let (page, commit_time) = match crate::ui::load::load(&at).await {
@@ -345,12 +352,15 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
             }
             OutputFormat::Human if args.overdue => {
                 return match crate::ui::text::overdue(&page, &filter) {
-                    Ok((text, n)) => {
-                        print!("{text}");
-                        if n == 0 {
-                            ExitCode::SUCCESS
-                        } else {
+                    Ok(r) => {
+                        print!("{}", r.text);
+                        if r.overdue > 0 {
                             ExitCode::from(1)
+                        } else if r.judged == 0 {
+                            // Nothing could be judged: "none overdue" would be a guess.
+                            ExitCode::from(3)
+                        } else {
+                            ExitCode::SUCCESS
                         }
                     }
                     Err(e) => {

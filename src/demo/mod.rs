@@ -99,6 +99,9 @@ pub struct PoolEnd {
     pub phase: String,
     pub on_target: u32,
     pub total: u32,
+    /// The status's stop, `Reason (by)`, when the pool is stopped (the STOP and WHO columns
+    /// of `kubectl get npr -o wide`).
+    pub stop: Option<String>,
 }
 
 /// What the story did, for the caller (and the tests).
@@ -518,7 +521,7 @@ impl<'a> Story<'a> {
                         state: s.state,
                         description: s.description.clone(),
                         target_url: s.target_url.clone(),
-                        stop: None,
+                        stop: s.stop.clone(),
                     });
                 }
             }
@@ -825,6 +828,10 @@ impl<'a> Story<'a> {
                         phase: format!("{:?}", st.phase),
                         on_target: st.on_target,
                         total: st.total,
+                        stop: st
+                            .stop
+                            .as_ref()
+                            .map(|n| format!("{} ({:?})", n.reason, n.by)),
                     },
                 );
             }

@@ -18,7 +18,7 @@ use rota_core::images::{self, Need, Outcome, Proposal};
 
 pub use crate::promotion::pin::Target;
 use crate::promotion::pin::{PinChange, commit_file, edit_pins};
-use crate::promotion::propose::{Where, propose};
+use crate::promotion::propose::Where;
 
 /// Lookups in flight at once: enough to ask 20 regions × 2 arches in one round trip's time,
 /// few enough to stay inside a cloud account's API rate.
@@ -311,20 +311,26 @@ pub async fn open_prs(
         let Some(written) = write(files, fleet, std::slice::from_ref(r), &at)? else {
             continue;
         };
-        let mut body = format!(
-            "rota images discover proposes {}@{}: build {}, released {}.\n\n",
+        let mut evidence = format!(
+            "rota images discover proposes {}@{}: build {}, released {}.\n",
             p.channel,
             p.version,
             code_spans(&p.builds),
             stamp(p.released)
         );
         if let Some(why) = &p.bake_skipped {
-            body += &format!("The bake (minAge) was skipped for security: {why}\n\n");
+            evidence += &format!("\nThe bake (minAge) was skipped for security: {why}\n");
         }
-        body += &rota_core::fleet::diff::diff(fleet, &written.fleet).render_markdown();
-        let line = propose(&to.at, &branch, &written.title, &body)
-            .await
-            .map_err(|e| format!("{}: {e}", p.channel))?;
+        let line = crate::promotion::body::propose_change(
+            &to.at,
+            &branch,
+            &written.title,
+            &evidence,
+            fleet,
+            &written.fleet,
+        )
+        .await
+        .map_err(|e| format!("{}: {e}", p.channel))?;
         lines.push(format!("{}: {line}", p.channel));
     }
     Ok(lines)

@@ -128,8 +128,8 @@ pub(super) fn commit_pins(
 }
 
 /// The promotion on branch `rota/promote/<wave>` (rewritten from `at.rev`), pushed, and its
-/// pull request opened or updated; the body is the guard's evidence and `rota diff --format
-/// markdown` of the change.
+/// pull request opened or updated; the body is the summary of the change, the guard's
+/// evidence and, while it fits, `rota diff --format markdown` (see `promotion::body`).
 pub async fn propose(
     at: &At<'_>,
     wave: &str,
@@ -142,11 +142,9 @@ pub async fn propose(
         crate::source::read::load_git_at(at.repo, at.rev, at.subdir).map_err(|d| d.to_string())?;
     let after = crate::source::read::load_git_at(at.repo, &id.to_string(), at.subdir)
         .map_err(|d| d.to_string())?;
-    let mut body = String::new();
+    let mut evidence = String::new();
     for c in checks {
-        body += &format!("- {}\n", describe(c));
+        evidence += &format!("- {}\n", describe(c));
     }
-    body += "\n";
-    body += &rota_core::fleet::diff::diff(&before, &after).render_markdown();
-    super::propose::propose(to, &branch, &title, &body).await
+    super::body::propose_change(to, &branch, &title, &evidence, &before, &after).await
 }

@@ -6,6 +6,7 @@
 //! [`revert`], the other way: a wave pinned back when its pools recorded that its version is
 //! bad.
 
+pub mod body;
 pub mod commit;
 pub mod pin;
 pub mod propose;

@@ -238,8 +238,8 @@ pub fn write(
 }
 
 /// `revert` on its branch `rota/revert/<wave>/<channel>-<version>` (rewritten from `at.rev`),
-/// pushed, and its pull request opened or updated; the body is the evidence and `rota diff
-/// --format markdown` of the change. Unless a person already closed a pull request of that
+/// pushed, and its pull request opened or updated; the body is the summary, the evidence and,
+/// while it fits, `rota diff --format markdown` of the change (see `promotion::body`). Unless a person already closed a pull request of that
 /// branch since the pin moved: then nothing is pushed or opened, and the line says so.
 pub async fn propose(at: &At<'_>, revert: &Revert, to: &Where<'_>) -> Result<String, String> {
     let branch = revert.branch();
@@ -270,8 +270,5 @@ pub async fn propose(at: &At<'_>, revert: &Revert, to: &Where<'_>) -> Result<Str
         crate::source::read::load_git_at(at.repo, at.rev, at.subdir).map_err(|d| d.to_string())?;
     let after = crate::source::read::load_git_at(at.repo, &id.to_string(), at.subdir)
         .map_err(|d| d.to_string())?;
-    let mut body = revert.body();
-    body += "\n";
-    body += &rota_core::fleet::diff::diff(&before, &after).render_markdown();
-    super::propose::propose(to, &branch, &title, &body).await
+    super::body::propose_change(to, &branch, &title, &revert.body(), &before, &after).await
 }

@@ -221,13 +221,12 @@ fn exceptions_html(s: &FleetSummary, q: &Query) -> String {
         }
         out += "</ul>";
         if all.len() > EXCEPTIONS_LISTED {
-            let state = kind.state();
             out += &format!(
                 r#"<p class="more">{} more: {}</p>"#,
                 count(all.len() - EXCEPTIONS_LISTED),
                 link(
-                    &narrowed(&q.filter, |f| f.state = Some(state)),
-                    &format!("every {} pool", esc(state.label()))
+                    &narrowed(&q.filter, |f| f.exception = Some(kind)),
+                    &format!("every {} pool", esc(kind.label()))
                 )
             );
         }
@@ -439,6 +438,9 @@ mod tests {
                 .collect(),
             channels: Vec::new(),
             overdue: Vec::new(),
+            unjudged: Vec::new(),
+            max_age_channels: Default::default(),
+            declared: Default::default(),
         }
     }
 

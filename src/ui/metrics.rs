@@ -141,6 +141,9 @@ mod tests {
             }],
             channels: Vec::new(),
             overdue: Vec::new(),
+            unjudged: Vec::new(),
+            max_age_channels: Default::default(),
+            declared: Default::default(),
         };
         let text = render(&page);
         assert!(

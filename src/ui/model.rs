@@ -46,6 +46,29 @@ pub struct FleetPage {
     /// Pools whose image in force was released longer ago than their channel's `maxAge`,
     /// the oldest first (what the page and `rota status --fleet --overdue` lead with).
     pub overdue: Vec<OverduePool>,
+    /// Pools of a channel with a `maxAge` that `overdue` could not judge: no report of the
+    /// version in force yet, or a version the repo gives no `released` date (`rota status
+    /// --fleet --overdue` names them rather than calling the fleet on time).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unjudged: Vec<UnjudgedPool>,
+    /// The channels that set a `maxAge` (what `--overdue` judges pools against).
+    #[serde(skip)]
+    pub max_age_channels: BTreeSet<String>,
+    /// Every channel the repo declares and its versions: a version or channel asked for
+    /// that is not here is an error, never an empty answer.
+    #[serde(skip)]
+    pub declared: BTreeMap<String, Vec<String>>,
+}
+
+/// A pool whose age against its channel's `maxAge` is unknown, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnjudgedPool {
+    pub cluster: String,
+    pub pool: String,
+    pub channel: String,
+    /// Why it cannot be judged, in words.
+    pub why: String,
 }
 
 /// A pool past its channel's patch deadline.
@@ -66,7 +89,7 @@ pub struct OverduePool {
 
 /// The pools of `waves` that run a version released longer ago than their channel's
 /// `maxAge` (a pool with no completion, or a version without `released`, cannot be judged
-/// and is left out), the oldest release first.
+/// and is left out: see [`unjudged_pools`]), the oldest release first.
 pub fn overdue_pools(fleet: &Fleet, waves: &[WavePanel], now: DateTime<Utc>) -> Vec<OverduePool> {
     let mut out = Vec::new();
     for p in waves
@@ -103,6 +126,39 @@ pub fn overdue_pools(fleet: &Fleet, waves: &[WavePanel], now: DateTime<Utc>) -> 
         }
     }
     out.sort_by(|a, b| (a.released, &a.cluster, &a.pool).cmp(&(b.released, &b.cluster, &b.pool)));
+    out
+}
+
+/// The pools of `waves` on a channel with a `maxAge` whose age [`overdue_pools`] cannot
+/// judge: no completion reported (the version in force is unknown), or a version in force
+/// without `released`. In wave, cluster and pool order.
+pub fn unjudged_pools(fleet: &Fleet, waves: &[WavePanel]) -> Vec<UnjudgedPool> {
+    let mut out = Vec::new();
+    for p in waves
+        .iter()
+        .flat_map(|w| &w.clusters)
+        .flat_map(|c| &c.pools)
+    {
+        let Some(ch) = fleet.spec.images.get(&p.channel) else {
+            continue;
+        };
+        if ch.max_age.is_none() {
+            continue;
+        }
+        let why = match &p.in_force {
+            None => "no report of the version it runs yet".to_string(),
+            Some(v) if ch.versions.get(v).and_then(|r| r.released).is_none() => {
+                format!("{}@{v} has no released date in the repo", p.channel)
+            }
+            Some(_) => continue,
+        };
+        out.push(UnjudgedPool {
+            cluster: p.cluster.clone(),
+            pool: p.name.clone(),
+            channel: p.channel.clone(),
+            why,
+        });
+    }
     out
 }
 
@@ -176,6 +232,12 @@ impl Phase {
         Phase::Ignored,
         Phase::Done,
     ];
+
+    /// Whether the agent reported trouble: failed, rolling back or paused. No hold the
+    /// views derive (the promotion guard) may hide such a report.
+    pub fn reports_trouble(self) -> bool {
+        matches!(self, Phase::Failed | Phase::RollingBack | Phase::Paused)
+    }
 
     /// The phase's name in JSON and on the command line (`--state rolling-back`).
     pub fn key(self) -> &'static str {
@@ -455,6 +517,13 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
                         })
                         .clone();
                     match decision {
+                        // The agent's own failure or stop report wins over a hold the page
+                        // derives: the pool failed, rolled back or waits for a person on
+                        // what it runs, and that is what an on-call must see (the guard's
+                        // hold stays attached, for what comes after).
+                        GuardDecision::Waiting(wait) if phase.reports_trouble() => {
+                            Some(guard_hold(&wait, &p.channel, &p.version))
+                        }
                         GuardDecision::Waiting(wait) if phase != Phase::Done => {
                             phase = Phase::Held;
                             stop = Some(Box::new(wait.stop_note(&p.channel, &p.version)));
@@ -490,6 +559,22 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
         now: inputs.now,
         channels: timelines(inputs),
         overdue: overdue_pools(inputs.fleet, &waves, inputs.now),
+        unjudged: unjudged_pools(inputs.fleet, &waves),
+        max_age_channels: inputs
+            .fleet
+            .spec
+            .images
+            .iter()
+            .filter(|(_, ch)| ch.max_age.is_some())
+            .map(|(name, _)| name.clone())
+            .collect(),
+        declared: inputs
+            .fleet
+            .spec
+            .images
+            .iter()
+            .map(|(name, ch)| (name.clone(), ch.versions.keys().cloned().collect()))
+            .collect(),
         waves,
     }
 }
@@ -818,8 +903,9 @@ mod tests {
             .collect();
         assert_eq!(listed, [("prod-use1", "general", "2026.11.1")]);
         assert_eq!(page.overdue[0].max_age, "30d");
-        let (text, n) = crate::ui::text::overdue(&page, &Default::default()).unwrap();
-        assert_eq!(n, 1);
+        let r = crate::ui::text::overdue(&page, &Default::default()).unwrap();
+        let text = r.text;
+        assert_eq!(r.overdue, 1);
         assert!(
             text.contains("prod-use1/general  general@2026.11.1  released 2026-11-03 08:00 UTC (32d 0h ago), maxAge 30d, overdue for 2d 0h"),
             "{text}"
@@ -832,6 +918,66 @@ mod tests {
             crate::ui::html::fragment(&page, &[])
                 .contains(r#"<h2 id="overdue-h">Overdue images</h2>"#)
         );
+    }
+
+    /// `--overdue` names what it cannot judge, and says so rather than "none overdue" when
+    /// it judged nothing (pins 59 days old, `maxAge: 30d`, no reports yet).
+    #[test]
+    fn overdue_names_the_pools_it_cannot_judge_and_never_says_none_of_none() {
+        let (fleet, clusters) = example();
+        let page_with = |records: &[PoolRecord], now: &str| {
+            fleet_page(&Inputs {
+                fleet: &fleet,
+                clusters: &clusters,
+                docs: &[],
+                records,
+                now: now.parse().unwrap(),
+                verified: false,
+            })
+        };
+        // No reports: every pool on `general` (maxAge 30d) is unjudged, none is judged.
+        let page = page_with(&[], "2027-01-01T08:00:00Z");
+        let general: Vec<_> = page
+            .waves
+            .iter()
+            .flat_map(|w| &w.clusters)
+            .flat_map(|c| &c.pools)
+            .filter(|p| p.channel == "general")
+            .map(|p| (p.cluster.clone(), p.name.clone()))
+            .collect();
+        assert!(!general.is_empty());
+        let named: Vec<_> = page
+            .unjudged
+            .iter()
+            .map(|u| (u.cluster.clone(), u.pool.clone()))
+            .collect();
+        assert_eq!(
+            named, general,
+            "exactly the pools of channels with a maxAge"
+        );
+        let r = crate::ui::text::overdue(&page, &Default::default()).unwrap();
+        assert_eq!((r.overdue, r.judged), (0, 0));
+        assert!(
+            r.text
+                .starts_with("no pool could be judged against its channel's maxAge\n"),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text
+                .contains("prod-use1/general  general: no report of the version it runs yet"),
+            "{}",
+            r.text
+        );
+        // One report on time... judged, and the others still named.
+        let done: DateTime<Utc> = "2026-11-25T00:00:00Z".parse().unwrap();
+        let records =
+            [PoolRecord::new("prod-use1", "general").completed("general", "2026.11.2", done)];
+        let page = page_with(&records, "2026-12-01T00:00:00Z");
+        let r = crate::ui::text::overdue(&page, &Default::default()).unwrap();
+        assert_eq!((r.overdue, r.judged), (0, 1), "{}", r.text);
+        assert_eq!(r.unjudged, general.len() - 1);
+        assert!(!r.text.contains("prod-use1/general"), "{}", r.text);
     }
 
     #[test]
@@ -886,6 +1032,92 @@ mod tests {
         let early = &general.versions[0].waves[1];
         assert_eq!((early.completed, early.completed_at), (0, None));
         assert!(early.pinned);
+    }
+
+    /// A pool the guard holds whose agent reports a failure shows the failure (and is an
+    /// exception); one reporting a plain wait shows the guard's hold.
+    #[test]
+    fn an_agents_failure_report_is_never_hidden_by_a_guard_hold() {
+        let (fleet, clusters) = example();
+        let done = now() - chrono::Duration::minutes(30);
+        let records: Vec<PoolRecord> = ["canary-use1", "dev-usc1"]
+            .iter()
+            .map(|c| PoolRecord::new(c, "general").completed("general", "2026.11.2", done))
+            .chain([PoolRecord::new("prod-use1", "general").completed(
+                "general",
+                "2026.11.1",
+                done - chrono::Duration::days(3),
+            )])
+            .collect();
+        let page_with = |state: State, description: &str| {
+            fleet_page(&Inputs {
+                fleet: &fleet,
+                clusters: &clusters,
+                docs: &[doc("prod-use1", &[("general", state, description)])],
+                records: &records,
+                now: now(),
+                verified: false,
+            })
+        };
+        let failing = |page: &FleetPage| {
+            let s = crate::ui::summary::summarize(page, now(), &Default::default());
+            s.exceptions
+                .iter()
+                .filter(|e| e.kind == crate::ui::summary::ExceptionKind::Failing)
+                .map(|e| format!("{}/{}", e.cluster, e.pool.as_deref().unwrap_or("")))
+                .collect::<Vec<_>>()
+        };
+        let page = page_with(
+            State::Failure,
+            "failed: rolled back from general@2026.11.1: health gate error-rate failed",
+        );
+        let p = pool(&page, "prod-use1", "general");
+        assert_eq!(p.phase, Phase::Failed);
+        assert_eq!(p.hold.as_ref().map(|h| h.kind.as_str()), Some("soak"));
+        assert_eq!(failing(&page), ["prod-use1/general"]);
+        // A plain wait: the guard's hold, not an exception.
+        let page = page_with(State::Pending, "waiting for the controller to take it");
+        assert_eq!(pool(&page, "prod-use1", "general").phase, Phase::Held);
+        assert!(failing(&page).is_empty());
+    }
+
+    /// A version or channel the repo does not declare is an error in `rota where` and in
+    /// `--version`, never an empty answer.
+    #[test]
+    fn unknown_versions_and_channels_are_errors() {
+        let (fleet, clusters) = example();
+        let page = fleet_page(&Inputs {
+            fleet: &fleet,
+            clusters: &clusters,
+            docs: &[],
+            records: &[],
+            now: now(),
+            verified: false,
+        });
+        let e = crate::ui::text::where_is(&page, "general", "9.9.9").unwrap_err();
+        assert!(
+            e.contains("channel \"general\" has no version \"9.9.9\"") && e.contains("2026.11.2"),
+            "{e}"
+        );
+        let e = crate::ui::text::where_is(&page, "nope", "2026.11.2").unwrap_err();
+        assert!(
+            e.contains("no channel \"nope\"") && e.contains("general"),
+            "{e}"
+        );
+        assert!(crate::ui::text::where_is(&page, "general", "2026.11.1").is_ok());
+        assert!(crate::ui::text::where_is(&page, "gpu", "2026.10.3").is_ok());
+        let check = |v: &str| {
+            crate::ui::text::Filter {
+                version: Some(v.into()),
+                ..Default::default()
+            }
+            .check(&page)
+        };
+        assert!(check("general@9.9.9").is_err());
+        assert!(check("9.9.9").is_err());
+        assert!(check("nope@2026.11.2").is_err());
+        assert!(check("general@2026.11.2").is_ok());
+        assert!(check("2026.10.3").is_ok());
     }
 
     #[test]

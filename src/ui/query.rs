@@ -1,5 +1,5 @@
 //! The fleet page's URL query: the same filters as `rota status --fleet` (`?wave=`,
-//! `?cluster=`, `?state=`, `?version=`, `?label=k=v`, repeatable) and the page of clusters
+//! `?cluster=`, `?state=`, `?exception=`, `?version=`, `?label=k=v`, repeatable) and the page of clusters
 //! (`?page=N`), so that a view can be shared as a link. Pure: a query string in, a
 //! [`Query`] or an error that names the parameter out; and back to a query string for the
 //! page's own links.
@@ -101,6 +101,12 @@ impl Query {
                 "wave" => q.filter.wave = Some(value.to_string()),
                 "cluster" => q.filter.cluster = Some(value.to_string()),
                 "state" => q.filter.state = Some(parse_state(value).map_err(|e| err("state", e))?),
+                "exception" => {
+                    q.filter.exception = Some(
+                        super::summary::ExceptionKind::parse(value)
+                            .map_err(|e| err("exception", e))?,
+                    )
+                }
                 "version" => q.filter.version = Some(value.to_string()),
                 "label" => q
                     .filter
@@ -133,6 +139,9 @@ impl Query {
         }
         if let Some(s) = f.state {
             parts.push(format!("state={}", s.key()));
+        }
+        if let Some(k) = f.exception {
+            parts.push(format!("exception={}", k.key()));
         }
         if let Some(v) = &f.version {
             parts.push(format!("version={}", encode(v)));

@@ -149,14 +149,44 @@ impl ExceptionKind {
         }
     }
 
-    /// The `--state` that lists every pool of this kind (and more: `held` lists every held
-    /// pool, not only the late ones).
-    pub fn state(self) -> Phase {
+    /// The kind's name on the command line and in links (`--exception held-too-long`).
+    pub fn key(self) -> &'static str {
         match self {
-            ExceptionKind::Failing => Phase::Failed,
-            ExceptionKind::Halted => Phase::Paused,
-            ExceptionKind::HeldTooLong => Phase::Held,
-            ExceptionKind::Silent => Phase::Unknown,
+            ExceptionKind::Failing => "failing",
+            ExceptionKind::Halted => "halted",
+            ExceptionKind::HeldTooLong => "held-too-long",
+            ExceptionKind::Silent => "silent",
+        }
+    }
+
+    /// The kind named `s` (its key or its label).
+    pub fn parse(s: &str) -> Result<ExceptionKind, String> {
+        ExceptionKind::ALL
+            .into_iter()
+            .find(|k| k.key() == s || k.label() == s)
+            .ok_or_else(|| {
+                let keys: Vec<&str> = ExceptionKind::ALL.iter().map(|k| k.key()).collect();
+                format!(
+                    "{s:?} is not a kind of exception: one of {}",
+                    keys.join(", ")
+                )
+            })
+    }
+
+    /// Whether pool `p` may be an exception of this kind, from the pool alone: what
+    /// `--exception KIND` lists, so that the "and N more" of the exceptions lists every one
+    /// of them (and, for `held-too-long` and `silent`, which need the clock and the commit's
+    /// age, every held or unreported pool among which they are). The same tests, in the
+    /// same order, decide [`pool_exception`].
+    pub fn may_be(self, p: &PoolPanel) -> bool {
+        let failing = matches!(p.phase, Phase::Failed | Phase::RollingBack);
+        let person = p.stop.as_ref().is_some_and(|s| s.by == MovedBy::Person);
+        let halted = !failing && (p.phase == Phase::Paused || person);
+        match self {
+            ExceptionKind::Failing => failing,
+            ExceptionKind::Halted => halted,
+            ExceptionKind::HeldTooLong => !failing && !halted && p.phase == Phase::Held,
+            ExceptionKind::Silent => p.phase == Phase::Unknown,
         }
     }
 }
@@ -191,11 +221,10 @@ fn pool_exception(
     now: DateTime<Utc>,
     limits: &Limits,
 ) -> Option<(ExceptionKind, String, Option<DateTime<Utc>>)> {
-    if matches!(p.phase, Phase::Failed | Phase::RollingBack) {
+    if ExceptionKind::Failing.may_be(p) {
         return Some((ExceptionKind::Failing, p.description.clone(), p.since));
     }
-    let person = p.stop.as_ref().is_some_and(|s| s.by == MovedBy::Person);
-    if p.phase == Phase::Paused || person {
+    if ExceptionKind::Halted.may_be(p) {
         let text = match &p.stop {
             // The agent's note whole, not the commit status that abbreviates it to 140
             // characters (which may already carry a shortened "next:").
@@ -439,6 +468,9 @@ mod tests {
                 .collect(),
             channels: Vec::new(),
             overdue: Vec::new(),
+            unjudged: Vec::new(),
+            max_age_channels: Default::default(),
+            declared: Default::default(),
         }
     }
 
@@ -645,5 +677,70 @@ mod tests {
             ]
             .into()
         );
+    }
+
+    /// The footer's "and N more" names a command that lists every one of them: the pools a
+    /// person must move on that the views show as held (a person's stop while waiting) are
+    /// `halted`, and `--state paused` would list none of them.
+    #[test]
+    fn every_kind_of_exception_has_a_filter_that_lists_all_of_them() {
+        let person = |i: usize| PoolPanel {
+            stop: Some(Box::new(StopNote {
+                reason: "ImageNotFound".into(),
+                cause: "AMI missing".into(),
+                blocked_by: Vec::new(),
+                by: MovedBy::Person,
+                next: "a commit pinning an image the cloud can launch here".into(),
+            })),
+            ..pool(
+                &format!("p{i:02}"),
+                Phase::Held,
+                Some("1"),
+                "waits for its image",
+            )
+        };
+        let n = crate::ui::text::EXCEPTIONS_LISTED + 5;
+        let mut pools: Vec<PoolPanel> = (0..n).map(person).collect();
+        pools.push(pool("f", Phase::Failed, Some("1"), "failed: x"));
+        pools.push(pool("ok", Phase::Done, Some("2"), "4/4 nodes on general@2"));
+        let p = page(vec![("main", vec![cluster("c1", "failure", pools)])]);
+        let s = summarize(&p, commit_time(), &Limits::default());
+        assert_eq!(s.exception_counts.get(&ExceptionKind::Halted), Some(&n));
+        let text = crate::ui::text::at_size(&p, &s);
+        assert!(
+            text.contains("and 5 more (rota status --fleet --exception halted)"),
+            "{text}"
+        );
+        for kind in ExceptionKind::ALL {
+            let filter = crate::ui::text::Filter {
+                exception: Some(kind),
+                ..Default::default()
+            };
+            let listed: Vec<String> = filter
+                .select(&p)
+                .waves
+                .iter()
+                .flat_map(|w| &w.clusters)
+                .flat_map(|c| &c.pools)
+                .map(|p| p.name.clone())
+                .collect();
+            for e in s.exceptions.iter().filter(|e| e.kind == kind) {
+                let pool = e.pool.clone().unwrap();
+                assert!(listed.contains(&pool), "{kind:?}: {pool} not in {listed:?}");
+            }
+            assert_eq!(ExceptionKind::parse(kind.key()), Ok(kind));
+        }
+        // The kinds apart: the failed pool is not halted, the done one nothing.
+        let halted = crate::ui::text::Filter {
+            exception: Some(ExceptionKind::Halted),
+            ..Default::default()
+        };
+        let names: Vec<String> = halted.select(&p).waves[0].clusters[0]
+            .pools
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        assert_eq!(names.len(), n);
+        assert!(!names.contains(&"f".to_string()) && !names.contains(&"ok".to_string()));
     }
 }

@@ -25,6 +25,8 @@ pub struct Filter {
     pub version: Option<String>,
     /// Clusters carrying every one of these labels.
     pub labels: Vec<(String, String)>,
+    /// Pools that may be exceptions of this kind (`--exception halted`).
+    pub exception: Option<ExceptionKind>,
 }
 
 impl Filter {
@@ -35,10 +37,11 @@ impl Filter {
             || self.state.is_some()
             || self.version.is_some()
             || !self.labels.is_empty()
+            || self.exception.is_some()
     }
 
     fn pool_level(&self) -> bool {
-        self.state.is_some() || self.version.is_some()
+        self.state.is_some() || self.version.is_some() || self.exception.is_some()
     }
 
     pub fn cluster_matches(&self, c: &ClusterPanel) -> bool {
@@ -51,6 +54,7 @@ impl Filter {
 
     pub fn pool_matches(&self, p: &PoolPanel) -> bool {
         self.state.is_none_or(|s| s == p.phase)
+            && self.exception.is_none_or(|k| k.may_be(p))
             && self.version.as_ref().is_none_or(|v| {
                 let (channel, version) = match v.split_once('@') {
                     Some((c, v)) => (Some(c), v),
@@ -125,6 +129,14 @@ impl Filter {
                 .filter(|o| kept.contains(&(o.cluster.clone(), o.pool.clone())))
                 .cloned()
                 .collect(),
+            max_age_channels: page.max_age_channels.clone(),
+            declared: page.declared.clone(),
+            unjudged: page
+                .unjudged
+                .iter()
+                .filter(|o| kept.contains(&(o.cluster.clone(), o.pool.clone())))
+                .cloned()
+                .collect(),
         }
     }
 
@@ -157,8 +169,42 @@ impl Filter {
         {
             return Err(format!("no cluster {c:?} in the fleet"));
         }
+        if let Some(v) = &self.version {
+            match v.split_once('@') {
+                Some((channel, version)) => known_version(page, channel, version)?,
+                None if !page.declared.is_empty()
+                    && !page.declared.values().flatten().any(|x| x == v) =>
+                {
+                    return Err(format!("no channel of the fleet declares version {v:?}"));
+                }
+                None => {}
+            }
+        }
         Ok(())
     }
+}
+
+/// `Ok` when the repo declares `channel` and its `version`, else what it declares instead.
+/// A page built without the repo's declarations (tests of the views alone) knows none and
+/// checks nothing.
+pub fn known_version(page: &FleetPage, channel: &str, version: &str) -> Result<(), String> {
+    if page.declared.is_empty() {
+        return Ok(());
+    }
+    let Some(versions) = page.declared.get(channel) else {
+        let names: Vec<&str> = page.declared.keys().map(String::as_str).collect();
+        return Err(format!(
+            "no channel {channel:?} in the fleet; its channels: {}",
+            names.join(", ")
+        ));
+    };
+    if !versions.iter().any(|v| v == version) {
+        return Err(format!(
+            "channel {channel:?} has no version {version:?}; its versions: {}",
+            versions.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// `--label k=v` read: the key and the value.
@@ -285,24 +331,55 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
     Ok(out)
 }
 
+/// What `rota status --fleet --overdue` found: its text, how many pools are overdue, and
+/// whether it could judge any pool at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverdueReport {
+    pub text: String,
+    pub overdue: usize,
+    /// Pools on a channel with a `maxAge` whose age it could judge; 0 with pools to judge
+    /// means the answer is unknown, not "on time".
+    pub judged: usize,
+    pub unjudged: usize,
+}
+
 /// `rota status --fleet --overdue`: the pools past their channel's `maxAge`, oldest
-/// release first, with how long ago their deadline passed; and how many there are.
-pub fn overdue(page: &FleetPage, filter: &Filter) -> Result<(String, usize), String> {
+/// release first, with how long ago their deadline passed; then the pools it cannot judge
+/// (no report yet, no `released` date), each named, so that "none overdue" is never said
+/// of pools nobody could look at.
+pub fn overdue(page: &FleetPage, filter: &Filter) -> Result<OverdueReport, String> {
     filter.check(page)?;
     let shown = filter.apply(page);
     let rows: Vec<_> = shown.overdue.iter().collect();
-    if rows.is_empty() {
-        return Ok((
-            "no pool runs an image older than its channel's maxAge\n".into(),
-            0,
-        ));
+    let unjudged = &shown.unjudged;
+    let aged = shown
+        .waves
+        .iter()
+        .flat_map(|w| &w.clusters)
+        .flat_map(|c| &c.pools)
+        .filter(|p| page.max_age_channels.contains(&p.channel))
+        .count();
+    let judged = aged.saturating_sub(unjudged.len());
+    let mut out = String::new();
+    if rows.is_empty() && judged == 0 {
+        out += if aged == 0 {
+            "no pool follows a channel with a maxAge: nothing to judge\n"
+        } else {
+            "no pool could be judged against its channel's maxAge\n"
+        };
+    } else if rows.is_empty() {
+        out += &format!(
+            "none of the {} judged runs an image older than its channel's maxAge\n",
+            plural(judged, "pool")
+        );
+    } else {
+        out += &format!(
+            "{} pool{} past the patch deadline (maxAge), the oldest image first:\n",
+            rows.len(),
+            if rows.len() == 1 { "" } else { "s" }
+        );
     }
     let n = rows.len();
-    let mut out = format!(
-        "{} pool{} past the patch deadline (maxAge), the oldest image first:\n",
-        rows.len(),
-        if rows.len() == 1 { "" } else { "s" }
-    );
     for o in rows {
         out += &format!(
             "  {}/{}  {}@{}  released {} ({} ago), maxAge {}, overdue for {}\n",
@@ -316,8 +393,31 @@ pub fn overdue(page: &FleetPage, filter: &Filter) -> Result<(String, usize), Str
             span(o.due, page.now),
         );
     }
-    Ok((out, n))
+    if !unjudged.is_empty() {
+        out += &format!(
+            "{} could not be judged (no age known):\n",
+            plural(unjudged.len(), "pool")
+        );
+        for u in unjudged.iter().take(UNJUDGED_LISTED) {
+            out += &format!("  {}/{}  {}: {}\n", u.cluster, u.pool, u.channel, u.why);
+        }
+        if unjudged.len() > UNJUDGED_LISTED {
+            out += &format!(
+                "  and {} more (rota status --fleet --format json lists them: unjudged)\n",
+                count(unjudged.len() - UNJUDGED_LISTED)
+            );
+        }
+    }
+    Ok(OverdueReport {
+        text: out,
+        overdue: n,
+        judged,
+        unjudged: unjudged.len(),
+    })
 }
+
+/// Pools `--overdue` names one by one among those it cannot judge; past that, a count.
+const UNJUDGED_LISTED: usize = 20;
 
 /// `10,000`: counts a reader takes in at a glance.
 pub fn count(n: usize) -> String {
@@ -444,20 +544,21 @@ pub fn at_size(page: &FleetPage, summary: &FleetSummary) -> String {
             }
             if n(kind) > EXCEPTIONS_LISTED {
                 out += &format!(
-                    "  {:<14}and {} more (rota status --fleet --state {})\n",
+                    "  {:<14}and {} more (rota status --fleet --exception {})\n",
                     "",
                     count(n(kind) - EXCEPTIONS_LISTED),
-                    kind.state().key()
+                    kind.key()
                 );
             }
         }
     }
-    out += "\nevery cluster and pool: rota status --fleet --all; or narrow with --wave, --cluster, --state, --version, --label KEY=VALUE\n";
+    out += "\nevery cluster and pool: rota status --fleet --all; or narrow with --wave, --cluster, --state, --exception, --version, --label KEY=VALUE\n";
     out
 }
 
 /// `rota where CHANNEL@VERSION`.
 pub fn where_is(page: &FleetPage, channel: &str, version: &str) -> Result<String, String> {
+    known_version(page, channel, version)?;
     let waves = pools_following(page, channel);
     if waves.is_empty() {
         let mut known: Vec<&str> = page.channels.iter().map(|c| c.channel.as_str()).collect();

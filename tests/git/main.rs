@@ -15,3 +15,4 @@ mod hostile_git;
 mod hostile_views;
 mod managed_pools;
 mod promote;
+mod proposal_body;

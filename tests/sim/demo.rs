@@ -153,6 +153,17 @@ async fn the_demo_plays_bump_promotion_and_revert() {
         status(&o, "revert", "rota/canary-use1/general"),
         (State::Success, "3/3 nodes on general@2026.11.2")
     );
+    // Done and on the version the revert pins: no stop anywhere, not "needs a person
+    // (RolledBack)" (the NodePoolRotation's STOP column, the git note the views read).
+    for pool in ["canary-use1/general", "dev-usc1/general"] {
+        assert_eq!(o.pools[pool].stop, None, "{pool}: {:?}", o.pools[pool]);
+        let context = format!("rota/{pool}");
+        let noted = o.statuses[&o.commits["revert"]]
+            .iter()
+            .find(|s| s.context == context)
+            .unwrap();
+        assert_eq!(noted.stop, None, "{context}: {noted:?}");
+    }
     let revert_short = &o.commits["revert"][..12];
     let (state, d) = status(&o, "bump-again", "rota/canary-use1/general");
     assert_eq!(state, State::Error, "{d}");

@@ -458,6 +458,7 @@ fn check_fleet(
             }
         }
     }
+    check_regional_amis(fleet_origin, spec, diags);
     check_gate_refs(fleet_origin, "/spec/gates", &spec.gates, gate_names, diags);
     check_policy(fleet_origin, "/spec/rollout", &spec.rollout, diags);
     check_notifications(fleet_origin, spec.notifications.as_deref(), diags);
@@ -526,6 +527,60 @@ fn check_fleet(
                     diags.push(d);
                 }
                 Some(_) => {}
+            }
+        }
+    }
+}
+
+/// An AMI ID exists in one region only: the same ID pinned under two regions (the usual
+/// copy-paste slip when a version gains a region) would make the second region's pools
+/// launch an image their region does not have. Each later place is an error that names the
+/// first, file and line.
+fn check_regional_amis(origin: &Origin, spec: &FleetSpec, diags: &mut Diagnostics) {
+    // ID -> (region, pointer) of its first place, in channel, version, region order.
+    let mut first: BTreeMap<&str, (&str, String)> = BTreeMap::new();
+    for (channel, c) in &spec.images {
+        for (version, images) in &c.versions {
+            let Some(super::model::AwsImages::ByRegion(m)) = &images.aws else {
+                continue;
+            };
+            for (region, img) in m {
+                let at = format!(
+                    "/spec/images/{}/versions/{}/aws/{}",
+                    escape_token(channel),
+                    escape_token(version),
+                    escape_token(region)
+                );
+                let ids: Vec<(String, &str)> = match img {
+                    super::model::RegionImage::One(id) => vec![(at, id.as_str())],
+                    super::model::RegionImage::ByArch(a) => a
+                        .iter()
+                        .map(|(arch, id)| (format!("{at}/{arch}"), id.as_str()))
+                        .collect(),
+                };
+                for (pointer, id) in ids {
+                    match first.get(id) {
+                        Some((r, p)) if *r != region.as_str() => {
+                            let there = origin.describe(p);
+                            diags.push(
+                                origin
+                                    .error(
+                                        &pointer,
+                                        format!(
+                                            "{id} is pinned under {region} here and under {r} at {there}; an AMI ID exists in one region only"
+                                        ),
+                                    )
+                                    .with_hint(format!(
+                                        "copy the AMI to {region} and pin the copy's ID (aws ec2 copy-image), or rota images discover finds each region's own"
+                                    )),
+                            );
+                        }
+                        Some(_) => {}
+                        None => {
+                            first.insert(id, (region.as_str(), pointer));
+                        }
+                    }
+                }
             }
         }
     }

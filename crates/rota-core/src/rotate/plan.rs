@@ -176,17 +176,23 @@ fn plan_steered(
         (Reason::Halted, Some(cp)) => stop::halt_cause(cp),
         (r, _) => r,
     };
-    let note = stop::explain(
-        note_reason,
-        &out.message,
-        &stop::Context {
-            cluster: &desired.cluster,
-            pool: &desired.name,
-            blocked_by: std::mem::take(&mut p.blocked_by),
-            until: p.until,
-            halted: halted.filter(|_| out.phase == Phase::Paused),
-        },
-    );
+    // A pool that succeeded has nothing to stop it: a rollback done onto the version the
+    // repo pins (a revert) is the end of the story, not a person's step.
+    let note = (out.phase != Phase::Succeeded)
+        .then(|| {
+            stop::explain(
+                note_reason,
+                &out.message,
+                &stop::Context {
+                    cluster: &desired.cluster,
+                    pool: &desired.name,
+                    blocked_by: std::mem::take(&mut p.blocked_by),
+                    until: p.until,
+                    halted: halted.filter(|_| out.phase == Phase::Paused),
+                },
+            )
+        })
+        .flatten();
     let mut plan = Plan {
         actions: p.actions,
         dry_run: Vec::new(),
@@ -2592,13 +2598,32 @@ impl<'a> Planner<'a> {
     }
 
     fn done(&mut self, cp: &mut Checkpoint) -> Step {
-        if let Some(from) = &cp.rejected_image {
+        let d = self.desired;
+        if let Some(from) = cp
+            .rejected_image
+            .as_ref()
+            .filter(|_| d.image != cp.target_image)
+        {
             let why = cp.rollback_reason.clone().unwrap_or_default();
             return stop(
                 Stage::Done,
                 Phase::Failed,
                 Reason::RolledBack,
                 format!("rolled back from {from}: {why}"),
+            );
+        }
+        if let Some(from) = &cp.rejected_image {
+            // The repo pins the image the pool rolled back to again (the revert of the bad
+            // pin): the stop's cause is gone, nobody needs to act. The pool stays done and
+            // keeps the rejected image, so pinning it again still stays put.
+            return stop(
+                Stage::Done,
+                Phase::Succeeded,
+                Reason::RolledBack,
+                format!(
+                    "rolled back to {} ({}), which the repo pins; {from} was rejected",
+                    d.version, cp.target_image
+                ),
             );
         }
         if cp.rolling_back {

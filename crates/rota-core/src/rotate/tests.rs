@@ -8,6 +8,7 @@ use crate::fleet::duration::GoDuration;
 use crate::fleet::resolved::{
     BatchSize, DesiredPool, EffectivePolicy, Mode, OnDrainTimeout, OnGateFailure, Window,
 };
+use crate::rotate::stop::MovedBy;
 
 const OLD: &str = "ami-0000000000000000a";
 const NEW: &str = "ami-0000000000000000b";
@@ -1321,6 +1322,76 @@ fn a_rolled_back_image_stays_failed_until_the_repo_moves_on() {
     d.image = NEWER.into();
     let p = plan(&d, &w, Some(&c), t0());
     assert_eq!(p.status.phase, Phase::Rotating);
+}
+
+#[test]
+fn a_rollback_stop_clears_once_the_repo_pins_the_version_in_force() {
+    // Rolled back from NEW after a gate; the repo still pins NEW: a person must act.
+    let mut c = cp(Stage::Done);
+    c.rejected_image = Some(NEW.into());
+    c.rolling_back = true;
+    c.target_image = OLD.into();
+    c.target_version = "the previous version".into();
+    c.rollback_reason = Some("health gate error-rate failed".into());
+    let w = world(old4());
+    let p = plan(&desired(2), &w, Some(&c), t0());
+    assert_eq!(p.status.phase, Phase::Failed);
+    assert_eq!(p.status.stop.as_ref().map(|s| s.by), Some(MovedBy::Person));
+    // The revert pins OLD, the image every node runs: done, no stop, nothing to do.
+    let mut back = desired(2);
+    back.version = "v1".into();
+    back.image = OLD.into();
+    let p = plan(&back, &w, Some(&c), t0());
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.status.phase, Phase::Succeeded);
+    assert_eq!(p.status.stop, None, "{}", p.status.message);
+    assert!(
+        p.status.message.contains("rolled back to v1"),
+        "{}",
+        p.status.message
+    );
+    // A fast rollback (the pin went back mid-rotation) ends on the pin: no stop either.
+    let mut c = cp(Stage::Done);
+    c.rolling_back = true;
+    c.target_image = OLD.into();
+    c.target_version = "v1".into();
+    let p = plan(&back, &w, Some(&c), t0());
+    assert_eq!(p.status.phase, Phase::Succeeded);
+    assert_eq!(p.status.stop, None, "{}", p.status.message);
+}
+
+#[test]
+fn a_retry_that_succeeds_clears_the_stop() {
+    // Halted by a gate with onGateFailure: pause, before anything was cordoned.
+    let mut d = desired(2);
+    d.policy.on_gate_failure = OnGateFailure::Pause;
+    let nodes = vec![
+        node("n1").ready(),
+        node("n2").ready(),
+        node("n3").ready(),
+        node("n4").ready(),
+        node("m1").ready().image(NEW),
+        node("m2").ready().image(NEW),
+    ];
+    let mut w = world(nodes);
+    w.group.template_image = NEW.into();
+    w.group.desired = 6;
+    w.group.max = 6;
+    w.gates = GateVerdict::Failed {
+        gate: "error-rate".into(),
+        reason: "0.07 above max 0.01".into(),
+    };
+    let p = plan(&d, &w, Some(&cp(Stage::Gating { batch: batch12() })), t0());
+    assert_eq!(p.status.phase, Phase::Paused);
+    assert_eq!(p.status.stop.as_ref().map(|s| s.by), Some(MovedBy::Person));
+    // `rota ctl retry` once the gate passes again: the stop is gone on the next pass.
+    let mut c = p.checkpoint.clone().unwrap();
+    let req = operator::Request::new(operator::Verb::Retry, mins(1), Some("ana"));
+    assert!(operator::apply(&mut c, &req, mins(1)).is_some());
+    w.gates = GateVerdict::Passing;
+    let p = plan(&d, &w, Some(&c), mins(1));
+    assert_ne!(p.status.phase, Phase::Paused);
+    assert_eq!(p.status.stop, None, "{}", p.status.message);
 }
 
 #[test]
