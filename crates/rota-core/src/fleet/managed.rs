@@ -11,7 +11,7 @@ use super::diagnostics::Diagnostics;
 use super::load::Origin;
 use super::model::{Cluster, FleetManifest, GroupSpec, RolloutPolicy};
 use super::owner::{GKE_CUSTOM_IMAGE_TYPE, Owner, RolloutField, Strategy, Support, support};
-use super::resolved::Cloud;
+use super::platform::Cloud;
 use super::yaml::escape_token;
 
 /// The group forms of `cloud`, for hints.

@@ -35,6 +35,7 @@ pub mod load;
 pub mod managed;
 pub mod model;
 pub mod owner;
+pub mod platform;
 pub mod proposal;
 pub mod resolve;
 pub mod resolved;

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::duration::{GoDuration, ImageAge};
-// `Arch` lives with the resolved values, which this model is made of (not the other way
-// round: `resolved` imports nothing from here).
-pub use super::resolved::Arch;
+// `Arch` lives in `platform`, below this model and the resolved values (`resolved` imports
+// nothing from here).
+pub use super::platform::Arch;
 use super::resolved::{BatchSize, Mode, NoData, OnDrainTimeout, OnGateFailure};
 
 pub const API_VERSION: &str = "rota.dev/v1alpha1";

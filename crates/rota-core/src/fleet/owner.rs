@@ -13,7 +13,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::resolved::Cloud;
+use super::platform::Cloud;
 
 /// Who owns a pool's machines (the `group` form of a pool).
 #[derive(

@@ -13,70 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::{GoDuration, ImageAge};
 
-/// A pool's CPU architecture, spelt as AWS and the EKS SSM parameters spell it.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-pub enum Arch {
-    #[default]
-    #[serde(rename = "x86_64")]
-    X86_64,
-    #[serde(rename = "arm64")]
-    Arm64,
-}
-
-impl Arch {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "x86_64",
-            Arch::Arm64 => "arm64",
-        }
-    }
-
-    pub fn is_default(&self) -> bool {
-        *self == Arch::X86_64
-    }
-}
-
-impl std::fmt::Display for Arch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 pub use super::owner::{ManagedGroup, ManagedUpdate, Owner, OwnerImage, Strategy};
-
-/// The three clouds rota drives.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Cloud {
-    Aws,
-    Gcp,
-    Azure,
-}
-
-impl std::fmt::Display for Cloud {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Cloud::Aws => "aws",
-            Cloud::Gcp => "gcp",
-            Cloud::Azure => "azure",
-        })
-    }
-}
+pub use super::platform::{Arch, Cloud};
 
 /// Where a pool's machines come from: one cloud group, fully qualified so that a provider can
 /// address it without any other context.
