@@ -115,6 +115,7 @@ fn npr(pool: &str, policy: EffectivePolicy, label: Option<&str>) -> NodePoolRota
             version: "2026.11.2".into(),
             image: NEW.into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             policy,
@@ -1179,4 +1180,67 @@ async fn the_pass_after_rotas_own_cloud_write_reuses_the_describe() {
         described_after_write * 2 <= after_write,
         "{described_after_write} of {after_write} passes after a cloud write described\n{log}"
     );
+}
+
+/// Version skew (fleet-repo.md "Kubernetes versions"): a version whose kubelet is newer than
+/// the live control plane is not surged; the pool waits naming both versions, across a
+/// crash and restart; once the control plane is upgraded the rotation starts and completes.
+#[tokio::test(start_paused = true)]
+async fn a_kubelet_newer_than_the_live_control_plane_waits_until_the_control_plane_is_upgraded() {
+    // The scenario's control plane: the simulated API server reports 1.30 on /version.
+    let workloads = format!("{WORKLOADS}controlPlanes: {{sim-1: \"1.30\"}}\n");
+    let s = sim(&[("general", 2)], &workloads, "{}", 23).await;
+    let info = s.client.apiserver_version().await.unwrap();
+    assert_eq!((info.major.as_str(), info.minor.as_str()), ("1", "30"));
+    let mut n = npr("general", policy(1), None);
+    n.spec.kubelet = Some("1.31".into());
+    create(&s.client, &n).await;
+    let mut c = controller(&s, "0.1.0");
+    for round in 0..2 {
+        for _ in 0..3 {
+            c.step().await;
+            c.wait(Instant::now() + Duration::from_secs(60), true).await;
+        }
+        let st = get(&s.client, "general").await.status.unwrap();
+        assert_eq!(st.phase, Phase::Waiting, "round {round}: {}", st.message);
+        assert!(
+            st.conditions.iter().any(|c| c.reason == "VersionSkew"),
+            "{:?}",
+            st.conditions
+        );
+        assert!(
+            st.message
+                .contains("kubelet 1.31, newer than the control plane 1.30"),
+            "the message names both versions: {}",
+            st.message
+        );
+        assert!(st.checkpoint.is_none(), "no rotation started");
+        let g = describe_group(&s, "general").await;
+        assert_eq!(
+            (g.desired, g.template_image.as_str()),
+            (2, OLD),
+            "nothing surged"
+        );
+        // The process dies; the next one holds the same way (nothing was checkpointed).
+        drop(c);
+        c = controller(&s, "0.1.0");
+    }
+
+    // The control plane is upgraded: the next read of /version lets the rotation start.
+    s.fleet
+        .store("sim-1")
+        .unwrap()
+        .set_kubernetes_version(rota::fleet::kubernetes::KubeMinor {
+            major: 1,
+            minor: 31,
+        });
+    let (_, log) = drive(
+        &s,
+        c,
+        &[("general", 2, 1)],
+        Duration::from_secs(3 * 3600),
+        |_| None,
+    )
+    .await;
+    assert_clean(&s, "general", 2, &log).await;
 }

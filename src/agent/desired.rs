@@ -185,6 +185,7 @@ mod tests {
             wave: wave.into(),
             wave_index: usize::from(wave != "canary"),
             mode,
+            kubernetes: None,
             pools: vec![DesiredPool {
                 cluster: name.into(),
                 name: "general".into(),
@@ -192,6 +193,7 @@ mod tests {
                 version: version.into(),
                 image: format!("ami-{}", version.replace('.', "")),
                 arch: Default::default(),
+                kubelet: None,
                 released: None,
                 max_age: None,
                 group: GroupRef::Aws {

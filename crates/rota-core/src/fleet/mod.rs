@@ -30,6 +30,7 @@
 pub mod diagnostics;
 pub mod diff;
 pub mod duration;
+pub mod kubernetes;
 pub mod load;
 pub mod model;
 pub mod resolve;

@@ -36,6 +36,7 @@ pub enum Reason {
     Cleanup,
     // Waits rota ends by itself.
     OutsideWindow,
+    Blackout,
     SurgeBudget,
     MaxParallelPools,
     DescribeLag,
@@ -46,6 +47,7 @@ pub enum Reason {
     ImageNotReplicated,
     NoCandidates,
     // Stops a person ends.
+    VersionSkew,
     PausedByOperator,
     PausedByPolicy,
     Halted,
@@ -90,6 +92,7 @@ impl Reason {
         Reason::Abandoning,
         Reason::Cleanup,
         Reason::OutsideWindow,
+        Reason::Blackout,
         Reason::SurgeBudget,
         Reason::MaxParallelPools,
         Reason::DescribeLag,
@@ -99,6 +102,7 @@ impl Reason {
         Reason::ImageNotReady,
         Reason::ImageNotReplicated,
         Reason::NoCandidates,
+        Reason::VersionSkew,
         Reason::PausedByOperator,
         Reason::PausedByPolicy,
         Reason::Halted,
@@ -131,6 +135,7 @@ impl Reason {
             Reason::Abandoning => "Abandoning",
             Reason::Cleanup => "Cleanup",
             Reason::OutsideWindow => "OutsideWindow",
+            Reason::Blackout => "Blackout",
             Reason::SurgeBudget => "SurgeBudget",
             Reason::MaxParallelPools => "MaxParallelPools",
             Reason::DescribeLag => "DescribeLag",
@@ -140,6 +145,7 @@ impl Reason {
             Reason::ImageNotReady => "ImageNotReady",
             Reason::ImageNotReplicated => "ImageNotReplicated",
             Reason::NoCandidates => "NoCandidates",
+            Reason::VersionSkew => "VersionSkew",
             Reason::PausedByOperator => "PausedByOperator",
             Reason::PausedByPolicy => "PausedByPolicy",
             Reason::Halted => "Halted",
@@ -300,7 +306,11 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
     let (by, next) = match reason {
         Reason::OutsideWindow => (
             MovedBy::Rota,
-            when("nothing to do: the next batch starts when a maintenance window opens"),
+            when("nothing to do: the next batch starts when a maintenance window opens with room for it"),
+        ),
+        Reason::Blackout => (
+            MovedBy::Rota,
+            when("nothing to do: the next batch starts when the blackout ends, inside a window"),
         ),
         Reason::SurgeBudget => (
             MovedBy::Rota,
@@ -344,6 +354,10 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
         Reason::DoNotDisrupt => (
             MovedBy::Person,
             "the pod's owner removes rota.dev/do-not-disrupt (or moves the pod); rota goes on by itself".into(),
+        ),
+        Reason::VersionSkew => (
+            MovedBy::Person,
+            "upgrade the control plane, or a commit pinning a version whose kubernetes it accepts".into(),
         ),
         Reason::PausedByOperator => (
             MovedBy::Person,
@@ -459,7 +473,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Reason::ALL.len(), 37);
+        assert_eq!(Reason::ALL.len(), 39);
     }
 
     #[test]
