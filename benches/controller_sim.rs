@@ -250,6 +250,7 @@ async fn run(shape: &Shape, nodes: u32, parallel: u32, pipeline: bool) -> Run {
                 version: "v2".into(),
                 image: "ami-new".into(),
                 arch: Default::default(),
+                kubelet: None,
                 released: None,
                 max_age: None,
                 policy,

@@ -29,6 +29,7 @@ fn cluster(pools: u32) -> DesiredCluster {
         wave: "main".into(),
         wave_index: 0,
         mode: Mode::Reconcile,
+        kubernetes: None,
         pools: (0..pools)
             .map(|i| DesiredPool {
                 owner_image: None,
@@ -38,6 +39,7 @@ fn cluster(pools: u32) -> DesiredCluster {
                 version: "2026.11.1".into(),
                 image: "ami-0a1b2c3d4e5f60718".into(),
                 arch: Default::default(),
+                kubelet: None,
                 released: None,
                 max_age: None,
                 group: GroupRef::Aws {

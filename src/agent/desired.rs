@@ -186,6 +186,7 @@ mod tests {
             wave: wave.into(),
             wave_index: usize::from(wave != "canary"),
             mode,
+            kubernetes: None,
             pools: vec![DesiredPool {
                 owner_image: None,
                 cluster: name.into(),
@@ -194,6 +195,7 @@ mod tests {
                 version: version.into(),
                 image: format!("ami-{}", version.replace('.', "")),
                 arch: Default::default(),
+                kubelet: None,
                 released: None,
                 max_age: None,
                 group: GroupRef::Aws {

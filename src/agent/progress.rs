@@ -24,6 +24,14 @@ use rota_core::waves::{DID_NOT_BOOT, PoolRecord};
 
 use super::desired::PoolIntent;
 
+/// `deferred until <time>` out of a status message of a pool whose next batch waits for a
+/// window with room for it or for a blackout's end (`rotate::window::Deferral::describe`).
+fn deferred(message: &str) -> Option<&str> {
+    let at = message.find("deferred until ")?;
+    let rest = &message[at..];
+    Some(rest.split(": ").next().unwrap_or(rest))
+}
+
 /// How a pool outside its maintenance window describes itself.
 pub const WINDOW_WAIT: &str = "waiting for a maintenance window";
 
@@ -85,6 +93,13 @@ pub fn pool_status(
         ),
         Phase::Paused => (State::Pending, stopped("paused", &status.message)),
         Phase::RollingBack => (State::Pending, format!("rolling back: {}", status.message)),
+        Phase::Waiting if deferred(&status.message).is_some() => (
+            State::Pending,
+            format!(
+                "{} · {nodes}",
+                deferred(&status.message).unwrap_or(WINDOW_WAIT)
+            ),
+        ),
         Phase::Waiting if status.message.contains("maintenance window") => {
             (State::Pending, format!("{WINDOW_WAIT} · {nodes}"))
         }
@@ -322,6 +337,7 @@ mod tests {
             version: version.into(),
             image: "ami-new".into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             group: GroupRef::Aws {
@@ -406,6 +422,7 @@ mod tests {
             version: "2026.11.2".into(),
             image: "ami-new".into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             group: GroupRef::Aws {
@@ -460,6 +477,45 @@ mod tests {
             now + chrono::Duration::hours(1),
         );
         assert!(!s.description.contains("left"), "{}", s.description);
+    }
+
+    #[test]
+    fn a_deferred_pool_says_until_when_in_its_commit_status() {
+        use rota_core::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
+        let pool = desired_pool("2026.11.2");
+        let now = DateTime::parse_from_rfc3339("2026-11-23T16:30:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let mut npr =
+            NodePoolRotation::new("general", NodePoolRotationSpec::from_desired(&pool, "abc"));
+        let intent = PoolIntent {
+            name: "general".into(),
+            spec: None,
+            pinned: ("general".into(), "2026.11.2".into()),
+            waiting: None,
+            held: None,
+        };
+        for (message, said) in [
+            (
+                "4 node(s) left; deferred until 2026-11-24T09:00:00+00:00: a batch takes about 45m, the window closes at 2026-11-23T17:00:00+00:00",
+                "deferred until 2026-11-24T09:00:00+00:00 · 0/4 nodes on general@2026.11.2",
+            ),
+            (
+                "4 node(s) left; deferred until 2027-01-04T06:00:00+00:00: blackout until 2027-01-04T06:00:00+00:00 (year-end freeze)",
+                "deferred until 2027-01-04T06:00:00+00:00 · 0/4 nodes on general@2026.11.2",
+            ),
+        ] {
+            npr.status = Some(NodePoolRotationStatus {
+                phase: Phase::Waiting,
+                total: 4,
+                on_target: 0,
+                message: message.into(),
+                observed_commit: Some("abc".into()),
+                ..Default::default()
+            });
+            let s = pool_status("prod", &intent, Some(&npr), "abc", now);
+            assert_eq!((s.state, s.description.as_str()), (State::Pending, said));
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod leader;
 mod own_writes;
 pub mod requeue;
 mod rotations;
+mod skew;
 pub mod step_events;
 mod transitions;
 
@@ -294,6 +295,28 @@ fn reuse_may_stand(
 
 /// Whether a plan changes the cloud group. Every action is named: a new one must say which
 /// side it acts on.
+/// Whether the next plan of this pool could surge onto the desired image: no rotation on it
+/// under way, and not settled on it; only a reconciling pool surges. The image and the
+/// control plane's version are checked only then (`image_hold`, `control_plane`).
+fn surge_may_follow(
+    npr: &NodePoolRotation,
+    desired: &rota_core::fleet::resolved::DesiredPool,
+    observed: &rota_core::rotate::Observed,
+) -> bool {
+    let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+    let on_it =
+        checkpoint.is_some_and(|c| c.stage != Stage::Done && c.target_image == desired.image);
+    let settled = checkpoint
+        .is_some_and(|c| c.stage == Stage::Done && c.target_image == desired.image)
+        && observed.group.template_image == desired.image;
+    // A managed pool is its owner's to surge and its image the owner's to check: nothing asks
+    // a self-managed cloud about it.
+    !(on_it
+        || settled
+        || desired.mode != rota_core::fleet::resolved::Mode::Reconcile
+        || desired.group.managed().is_some())
+}
+
 fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
     use rota_core::rotate::Action;
     plan.actions.iter().any(|a| match a.action {
@@ -389,6 +412,9 @@ pub struct Controller {
     /// plan that has more, then report [`Outcome::Crashed`] (the caller drops the
     /// controller and starts another, as after a crash).
     pub crash_after: Option<usize>,
+    /// The API server's version, read before a surge onto a version that declares its
+    /// kubelet (see [`skew`]).
+    control_plane: skew::ControlPlane,
 }
 
 impl Drop for Controller {
@@ -448,6 +474,7 @@ impl Controller {
             term: None,
             election: None,
             crash_after: None,
+            control_plane: skew::ControlPlane::default(),
         }
     }
 
@@ -759,6 +786,7 @@ impl Controller {
         let reused = match self.reusable(npr, &desired, &verdict, &start_hold, now) {
             Some(mut observed) => {
                 observed.image_hold = self.image_hold(npr, &desired, &observed).await;
+                observed.control_plane = self.control_plane(npr, &desired, &observed).await;
                 let (plan, steered) = self.plan(npr, &desired, &observed, request.as_ref(), now);
                 reuse_may_stand(&plan, previous).then_some((observed, plan, steered))
             }
@@ -773,6 +801,7 @@ impl Controller {
                     Err(e) => return self.observe_failed(npr, e, now).await,
                 };
                 observed.image_hold = self.image_hold(npr, &desired, &observed).await;
+                observed.control_plane = self.control_plane(npr, &desired, &observed).await;
                 let (plan, steered) = self.plan(npr, &desired, &observed, request.as_ref(), now);
                 self.remember_describe(npr, &observed, &plan, now);
                 (observed, plan, steered)
@@ -951,18 +980,7 @@ impl Controller {
         desired: &rota_core::fleet::resolved::DesiredPool,
         observed: &rota_core::rotate::Observed,
     ) -> Option<(String, String)> {
-        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        let on_it =
-            checkpoint.is_some_and(|c| c.stage != Stage::Done && c.target_image == desired.image);
-        let settled = checkpoint
-            .is_some_and(|c| c.stage == Stage::Done && c.target_image == desired.image)
-            && observed.group.template_image == desired.image;
-        // A managed pool's image is its owner's to check: nothing asks a self-managed cloud.
-        if on_it
-            || settled
-            || desired.mode != rota_core::fleet::resolved::Mode::Reconcile
-            || desired.group.managed().is_some()
-        {
+        if !surge_may_follow(npr, desired, observed) {
             return None;
         }
         let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
@@ -996,6 +1014,20 @@ impl Controller {
             hold: hold.clone(),
         });
         hold
+    }
+
+    /// The control plane's version, read (see [`skew`]) only when the next plan could surge
+    /// onto a version that declares its kubelet; `None` otherwise.
+    async fn control_plane(
+        &mut self,
+        npr: &NodePoolRotation,
+        desired: &rota_core::fleet::resolved::DesiredPool,
+        observed: &rota_core::rotate::Observed,
+    ) -> Option<Result<rota_core::fleet::kubernetes::KubeMinor, String>> {
+        if desired.kubelet.is_none() || !surge_may_follow(npr, desired, observed) {
+            return None;
+        }
+        Some(self.control_plane.read(&self.client).await)
     }
 
     /// The health gates' verdict for the evaluation the checkpoint is in, sampled here at the

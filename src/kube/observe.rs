@@ -93,6 +93,8 @@ pub fn observe_with(
         start_hold,
         // The controller checks the image where it matters (`Controller::image_hold`).
         image_hold: None,
+        // And the control plane's version (`Controller::control_plane`), before a surge.
+        control_plane: None,
         // The controller sets its `--describe-lag` and `--no-cluster-autoscaler`.
         describe_lag: std::time::Duration::ZERO,
         cluster_autoscaler: true,

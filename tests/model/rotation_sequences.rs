@@ -192,6 +192,30 @@ fn fixed_do_not_disrupt_holds_the_batch_until_removed() {
     golden("do-not-disrupt", &o.log);
 }
 
+/// `drain.maxDeferral` (fleet-repo.md): a do-not-disrupt pod that would hold its node for
+/// 150 minutes holds the drain 20 minutes, then is evicted like any other and recorded; the
+/// rotation finishes long before the annotation goes away, invariants after every step.
+#[test]
+fn fixed_do_not_disrupt_past_max_deferral_is_evicted_and_recorded() {
+    let mut s = scenario("max-deferral");
+    s.protected = Some((0, 300));
+    s.policy = |p| p.drain.max_deferral = Some(GoDuration::from_secs(20 * 60));
+    let o = run(&s, None).unwrap();
+    assert!(
+        o.log.contains(
+            "held it past drain.maxDeferral 20m (do-not-disrupt), evicted like any other"
+        ),
+        "{}",
+        o.log
+    );
+    assert_clean_success(&s, &o);
+    let done = o.succeeded_at.expect("succeeded");
+    assert!(
+        done < 300,
+        "finished at tick {done}, not when the annotation went away"
+    );
+}
+
 #[test]
 fn fixed_a_lost_status_leaves_no_orphaned_cordon() {
     // The status (and with it the checkpoint) disappears while batch 2's old nodes are

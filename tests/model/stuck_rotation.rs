@@ -49,6 +49,7 @@ fn run(ticks: u32, block: impl Fn(u32) -> bool) -> Run {
         version: "v2".into(),
         image: NEW.into(),
         arch: Default::default(),
+        kubelet: None,
         released: None,
         max_age: None,
         group: group_ref(),

@@ -473,6 +473,7 @@ fn npr(image: &str) -> NodePoolRotation {
             version: "2026.11.2".into(),
             image: image.into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             policy,

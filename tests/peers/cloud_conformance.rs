@@ -1967,6 +1967,7 @@ mod gcp {
                 version: "2026.11.2".into(),
                 image: new.into(),
                 arch: Default::default(),
+                kubelet: None,
                 released: None,
                 max_age: None,
                 policy,

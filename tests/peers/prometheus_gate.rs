@@ -328,6 +328,7 @@ fn rotation(gate: ResolvedGate, on_gate_failure: OnGateFailure) -> NodePoolRotat
             version: "2026.11.2".into(),
             image: NEW.into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             policy,

@@ -217,6 +217,7 @@ async fn pause_resume_and_complete_soak_steer_the_rotation_and_kubectl_shows_it(
             version: "2026.11.2".into(),
             image: NEW.into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             policy,

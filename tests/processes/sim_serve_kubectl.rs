@@ -38,7 +38,8 @@ fn start() -> Serve {
          - {name: web, namespace: shop, replicas: 4, pdb: {minAvailable: \"50%\"}}\n\
          - {name: license-server, namespace: legacy, replicas: 1, pdb: {minAvailable: 1}}\n\
          daemonSets:\n\
-         - {name: node-exporter, namespace: monitoring}\n",
+         - {name: node-exporter, namespace: monitoring}\n\
+         controlPlanes: {prod-use1: \"1.31\"}\n",
     )
     .unwrap();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo");
@@ -104,6 +105,22 @@ fn kubectl_operates_the_simulated_fleet() {
     for c in ["canary-use1", "prod-use1", "prod-weu", "dev-usc1"] {
         assert!(contexts.lines().any(|l| l == c), "{contexts}");
     }
+
+    // Each simulated API server reports its scenario's control plane on /version.
+    let v = s.json(&["version"]);
+    assert_eq!(
+        (&v["serverVersion"]["major"], &v["serverVersion"]["minor"]),
+        (&Value::from("1"), &Value::from("31")),
+        "{v}"
+    );
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&s.kubeconfig)
+        .args(["--context", "canary-use1", "version", "-o", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["serverVersion"]["minor"], "33", "the default: {v}");
 
     let nodes = s.json(&["get", "nodes"]);
     let items = nodes["items"].as_array().unwrap();

@@ -198,6 +198,7 @@ fn npr(pool: &PoolPlan) -> NodePoolRotation {
             version: "2026.11.2".into(),
             image: NEW.into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             policy: pool.policy.clone(),

@@ -116,6 +116,7 @@ fn npr(pool: &str, policy: EffectivePolicy, label: Option<&str>) -> NodePoolRota
             version: "2026.11.2".into(),
             image: NEW.into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             policy,
@@ -1226,4 +1227,136 @@ async fn a_managed_pool_is_reported_and_never_touched() {
             .iter()
             .all(|n| n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true))
     );
+/// Version skew (fleet-repo.md "Kubernetes versions"): a version whose kubelet is newer than
+/// the live control plane is not surged; the pool waits naming both versions, across a
+/// crash and restart; once the control plane is upgraded the rotation starts and completes.
+#[tokio::test(start_paused = true)]
+async fn a_kubelet_newer_than_the_live_control_plane_waits_until_the_control_plane_is_upgraded() {
+    // The scenario's control plane: the simulated API server reports 1.30 on /version.
+    let workloads = format!("{WORKLOADS}controlPlanes: {{sim-1: \"1.30\"}}\n");
+    let s = sim(&[("general", 2)], &workloads, "{}", 23).await;
+    let info = s.client.apiserver_version().await.unwrap();
+    assert_eq!((info.major.as_str(), info.minor.as_str()), ("1", "30"));
+    let mut n = npr("general", policy(1), None);
+    n.spec.kubelet = Some("1.31".into());
+    create(&s.client, &n).await;
+    let mut c = controller(&s, "0.1.0");
+    for round in 0..2 {
+        for _ in 0..3 {
+            c.step().await;
+            c.wait(Instant::now() + Duration::from_secs(60), true).await;
+        }
+        let st = get(&s.client, "general").await.status.unwrap();
+        assert_eq!(st.phase, Phase::Waiting, "round {round}: {}", st.message);
+        assert!(
+            st.conditions.iter().any(|c| c.reason == "VersionSkew"),
+            "{:?}",
+            st.conditions
+        );
+        assert!(
+            st.message
+                .contains("kubelet 1.31, newer than the control plane 1.30"),
+            "the message names both versions: {}",
+            st.message
+        );
+        assert!(st.checkpoint.is_none(), "no rotation started");
+        let g = describe_group(&s, "general").await;
+        assert_eq!(
+            (g.desired, g.template_image.as_str()),
+            (2, OLD),
+            "nothing surged"
+        );
+        // The process dies; the next one holds the same way (nothing was checkpointed).
+        drop(c);
+        c = controller(&s, "0.1.0");
+    }
+
+    // The control plane is upgraded: the next read of /version lets the rotation start.
+    s.fleet
+        .store("sim-1")
+        .unwrap()
+        .set_kubernetes_version(rota::fleet::kubernetes::KubeMinor {
+            major: 1,
+            minor: 31,
+        });
+    let (_, log) = drive(
+        &s,
+        c,
+        &[("general", 2, 1)],
+        Duration::from_secs(3 * 3600),
+        |_| None,
+    )
+    .await;
+    assert_clean(&s, "general", 2, &log).await;
+}
+
+/// Windows with a runway (fleet-repo.md, RolloutPolicy `windows`): a window that closes while
+/// a batch runs lets that batch finish; the next batch is deferred to the next opening,
+/// saying until when, and the rotation completes then. Nothing breaks an invariant.
+#[tokio::test(start_paused = true)]
+async fn a_window_closing_mid_batch_finishes_the_batch_and_defers_the_next() {
+    use chrono::{Duration as Span, DurationRound, Timelike};
+    let s = sim(&[("general", 4)], WORKLOADS, "{}", 29).await;
+    // The controller's clock: a daily window that opened an hour ago and closes in 30
+    // minutes. The first batch's expected duration (nodeReadyTimeout 10m + drain.timeout
+    // 15m) fits; its 40-minute soak (not pipelined) outlasts the window.
+    let now = rota::controller::clock::Clock::new(1.0)
+        .now()
+        .duration_trunc(Span::minutes(1))
+        .unwrap();
+    let hhmm = |t: chrono::DateTime<chrono::Utc>| format!("{:02}:{:02}", t.hour(), t.minute());
+    let (opens, closes) = (now - Span::hours(1), now + Span::minutes(30));
+    let mut p = policy(2);
+    p.pipeline = false;
+    p.batch_soak = GoDuration::from_secs(40 * 60);
+    p.windows = vec![rota::fleet::resolved::Window {
+        days: vec![],
+        start: hhmm(opens),
+        end: hhmm(closes),
+        time_zone: "UTC".into(),
+    }];
+    create(&s.client, &npr("general", p, None)).await;
+    let mut c = controller(&s, "0.1.0");
+    let mut log = String::new();
+    let mut deferred = None;
+    // Until the pool is deferred: the first batch runs to its end inside and past the
+    // window; invariants after every pass.
+    let end = Instant::now() + Duration::from_secs(2 * 3600);
+    while Instant::now() < end {
+        let out = c.step().await;
+        log.push_str(&format!("{}\n", describe(&out)));
+        check(&s, "general", 4, 2, &log).await;
+        let st = get(&s.client, "general").await.status.unwrap();
+        if st.message.contains("deferred until") {
+            deferred = Some(st);
+            break;
+        }
+        c.wait(Instant::now() + Duration::from_secs(120), true)
+            .await;
+    }
+    let st = deferred.unwrap_or_else(|| panic!("never deferred\n{log}"));
+    assert_eq!(st.phase, Phase::Waiting, "{}", st.message);
+    let next = (opens + Span::days(1)).to_rfc3339();
+    assert!(
+        st.message.contains(&format!(
+            "2 node(s) left; deferred until {next}: outside every maintenance window"
+        )),
+        "{}",
+        st.message
+    );
+    let cp = st.checkpoint.unwrap();
+    assert_eq!(cp.batches_started, 1, "the second batch did not start");
+    assert_eq!(st.on_target, 2, "the first batch finished: {}", st.message);
+    let g = describe_group(&s, "general").await;
+    assert_eq!(g.desired, 4, "nothing surged for the next batch");
+    // The next opening: the rotation goes on and completes.
+    let (_, log) = drive(
+        &s,
+        c,
+        &[("general", 4, 2)],
+        Duration::from_secs(26 * 3600),
+        |_| None,
+    )
+    .await;
+    assert_clean(&s, "general", 4, &log).await;
 }

@@ -96,6 +96,7 @@ async fn create_pool(s: &Sim, batch: u32) {
             version: "2026.11.2".into(),
             image: NEW.into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             policy,

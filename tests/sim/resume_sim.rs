@@ -111,6 +111,7 @@ fn spec(version: &str, image: &str, policy: EffectivePolicy) -> NodePoolRotation
         version: version.into(),
         image: image.into(),
         arch: Default::default(),
+        kubelet: None,
         released: None,
         max_age: None,
         policy,

@@ -21,6 +21,7 @@ fn cluster(name: &str, pools: &[(&str, &str)]) -> DesiredCluster {
         wave: "main".into(),
         wave_index: 0,
         mode: Mode::Reconcile,
+        kubernetes: None,
         pools: pools
             .iter()
             .map(|(pool, image)| DesiredPool {
@@ -31,6 +32,7 @@ fn cluster(name: &str, pools: &[(&str, &str)]) -> DesiredCluster {
                 version: "2026.11.1".into(),
                 image: (*image).into(),
                 arch: Default::default(),
+                kubelet: None,
                 released: None,
                 max_age: None,
                 group: asg(name, pool),

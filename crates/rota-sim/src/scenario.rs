@@ -133,6 +133,11 @@ pub struct WorkloadProfile {
     pub nodes: NodeProfile,
     pub deployments: Vec<DeploymentProfile>,
     pub daemon_sets: Vec<DaemonSetProfile>,
+    /// Cluster → the Kubernetes minor (`"1.30"`) its simulated API server reports on
+    /// `/version`. A cluster not named here reports its Cluster's `spec.kubernetes`, else
+    /// 1.33 (`store::DEFAULT_KUBERNETES`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub control_planes: BTreeMap<String, String>,
 }
 
 impl Default for WorkloadProfile {
@@ -190,6 +195,7 @@ impl Default for WorkloadProfile {
                     ready_after: GoDuration::from_secs(5),
                 },
             ],
+            control_planes: BTreeMap::new(),
         }
     }
 }
@@ -252,6 +258,14 @@ impl WorkloadProfile {
                 ))
             }
         };
+        for (cluster, v) in &self.control_planes {
+            if rota_core::fleet::kubernetes::KubeMinor::parse(v).is_none() {
+                return Err(invalid(
+                    format!("controlPlanes.{cluster}"),
+                    format!("{v:?} is not a Kubernetes major.minor such as \"1.31\""),
+                ));
+            }
+        }
         q("nodes.cpu".into(), &self.nodes.cpu, false)?;
         q("nodes.memory".into(), &self.nodes.memory, true)?;
         let mut seen = std::collections::BTreeSet::new();
@@ -337,10 +351,19 @@ impl Scenario {
     /// override) on the image its wave pins.
     pub fn from_fleet(
         clusters: &[DesiredCluster],
-        workloads: WorkloadProfile,
+        mut workloads: WorkloadProfile,
         faults: FaultProfile,
         seed: u64,
     ) -> Self {
+        // What the repo declares, where the profile does not say otherwise.
+        for c in clusters {
+            if let Some(v) = &c.kubernetes {
+                workloads
+                    .control_planes
+                    .entry(c.name.clone())
+                    .or_insert_with(|| v.clone());
+            }
+        }
         let clusters = clusters
             .iter()
             .map(|c| ClusterScenario {
@@ -395,6 +418,7 @@ mod tests {
             wave: "main".into(),
             wave_index: 0,
             mode: Mode::Reconcile,
+            kubernetes: None,
             pools: pools
                 .iter()
                 .map(|(pool, image)| DesiredPool {
@@ -405,6 +429,7 @@ mod tests {
                     version: "2026.11.1".into(),
                     image: (*image).into(),
                     arch: Default::default(),
+                    kubelet: None,
                     released: None,
                     max_age: None,
                     group: GroupRef::Aws {

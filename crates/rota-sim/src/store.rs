@@ -486,6 +486,8 @@ struct Inner {
     start_wall: DateTime<Utc>,
     start: tokio::time::Instant,
     uid_prefix: u32,
+    /// The Kubernetes minor `/version` reports (`1.33` unless the scenario says).
+    kubernetes: std::sync::RwLock<rota_core::fleet::kubernetes::KubeMinor>,
 }
 
 struct State {
@@ -826,7 +828,32 @@ impl Default for Store {
     }
 }
 
+/// The Kubernetes minor a simulated API server reports unless its scenario says otherwise.
+pub const DEFAULT_KUBERNETES: rota_core::fleet::kubernetes::KubeMinor =
+    rota_core::fleet::kubernetes::KubeMinor {
+        major: 1,
+        minor: 33,
+    };
+
 impl Store {
+    /// The Kubernetes minor this cluster's API server reports on `/version`.
+    pub fn kubernetes_version(&self) -> rota_core::fleet::kubernetes::KubeMinor {
+        *self
+            .inner
+            .kubernetes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Report `v` on `/version` from now on (a scenario's control plane, or an upgrade).
+    pub fn set_kubernetes_version(&self, v: rota_core::fleet::kubernetes::KubeMinor) {
+        *self
+            .inner
+            .kubernetes
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = v;
+    }
+
     /// A cluster with the built-in types and the namespaces every cluster has.
     pub fn new() -> Self {
         let store = Store {
@@ -839,6 +866,7 @@ impl Store {
                 start_wall: Utc::now(),
                 start: tokio::time::Instant::now(),
                 uid_prefix: rand::random(),
+                kubernetes: std::sync::RwLock::new(DEFAULT_KUBERNETES),
             }),
         };
         for rt in ResourceType::builtins() {

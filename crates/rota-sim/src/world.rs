@@ -55,6 +55,13 @@ impl World {
     ) -> Result<World, LoadError> {
         let store = Store::new();
         let w = &scenario.workloads;
+        if let Some(v) = w
+            .control_planes
+            .get(&cluster.name)
+            .and_then(|v| rota_core::fleet::kubernetes::KubeMinor::parse(v))
+        {
+            store.set_kubernetes_version(v);
+        }
         let shape = NodeShape {
             cpu: w.nodes.cpu.clone(),
             memory: w.nodes.memory.clone(),

@@ -35,6 +35,10 @@ impl GoDuration {
     pub fn as_duration(self) -> Duration {
         self.0
     }
+
+    pub fn is_zero(&self) -> bool {
+        self.0.is_zero()
+    }
 }
 
 impl FromStr for GoDuration {

@@ -31,6 +31,7 @@ pub mod diagnostics;
 pub mod diff;
 pub mod duration;
 pub mod image_source;
+pub mod kubernetes;
 pub mod load;
 pub mod managed;
 pub mod model;

@@ -162,6 +162,10 @@ pub struct AzureImageSource {
 pub struct CloudImages {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released: Option<chrono::DateTime<chrono::Utc>>,
+    /// The kubelet minor the images carry (`"1.31"`), held to the version-skew policy
+    /// against each cluster's control plane (`fleet::kubernetes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<AwsImages>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -311,6 +315,19 @@ pub struct RolloutPolicy {
     /// How an EKS, GKE or AKS pool is replaced (managed pools only; default `service`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_update: Option<super::owner::ManagedUpdate>,
+    /// Dates when no batch starts (a freeze); replaced as a whole like `windows`.
+    #[serde(default)]
+    pub blackouts: Option<Vec<BlackoutSpec>>,
+}
+
+/// `{from, to, reason}`: no batch starts from `from` until `to` (RFC 3339).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BlackoutSpec {
+    pub from: chrono::DateTime<chrono::Utc>,
+    pub to: chrono::DateTime<chrono::Utc>,
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -326,6 +343,10 @@ pub struct DrainOverride {
     pub delete_empty_dir_data: Option<bool>,
     #[serde(default)]
     pub grace_period: Option<GoDuration>,
+    #[serde(default)]
+    pub delay: Option<GoDuration>,
+    #[serde(default)]
+    pub max_deferral: Option<GoDuration>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -347,6 +368,10 @@ pub struct WindowSpec {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterSpec {
     pub cloud: CloudSpec,
+    /// The control plane's minor (`"1.30"`): no pool takes a version whose kubelet is newer
+    /// or more than three minors older (`fleet::kubernetes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<String>,
     #[serde(default)]
     pub mode: Option<Mode>,
     #[serde(default)]

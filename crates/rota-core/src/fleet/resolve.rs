@@ -85,6 +85,12 @@ pub fn merge_policy(eff: &mut EffectivePolicy, p: &RolloutPolicy) {
         if d.grace_period.is_some() {
             eff.drain.grace_period = d.grace_period;
         }
+        if let Some(v) = d.delay {
+            eff.drain.delay = v;
+        }
+        if d.max_deferral.is_some() {
+            eff.drain.max_deferral = d.max_deferral;
+        }
     }
     if let Some(v) = p.on_gate_failure {
         eff.on_gate_failure = v;
@@ -106,6 +112,16 @@ pub fn merge_policy(eff: &mut EffectivePolicy, p: &RolloutPolicy) {
                 start: w.start.clone(),
                 end: w.end.clone(),
                 time_zone: w.time_zone.clone().unwrap_or_else(|| "UTC".to_string()),
+            })
+            .collect();
+    }
+    if let Some(bs) = &p.blackouts {
+        eff.blackouts = bs
+            .iter()
+            .map(|b| super::resolved::Blackout {
+                from: b.from,
+                to: b.to,
+                reason: b.reason.clone().unwrap_or_default(),
             })
             .collect();
     }
@@ -342,6 +358,7 @@ impl Fleet {
                 image,
                 owner_image,
                 arch,
+                kubelet: images.kubernetes.clone(),
                 released: images.released,
                 max_age: channel.and_then(|ch| ch.max_age),
                 group,
@@ -358,6 +375,7 @@ impl Fleet {
             wave: wave.name.clone(),
             wave_index,
             mode: cluster_mode,
+            kubernetes: c.spec.kubernetes.clone(),
             pools,
         })
     }

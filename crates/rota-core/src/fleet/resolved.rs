@@ -221,6 +221,13 @@ pub struct DrainPolicy {
     pub delete_empty_dir_data: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_period: Option<GoDuration>,
+    /// After cordoning, how long pods get to finish on their own before evictions start.
+    #[serde(default, skip_serializing_if = "GoDuration::is_zero")]
+    pub delay: GoDuration,
+    /// How long a do-not-disrupt pod may hold a drain (from the end of `delay`) before it is
+    /// evicted like any other, recorded as such; `None`: forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_deferral: Option<GoDuration>,
 }
 
 impl Default for DrainPolicy {
@@ -231,6 +238,8 @@ impl Default for DrainPolicy {
             eviction_interval: GoDuration::ZERO,
             delete_empty_dir_data: true,
             grace_period: None,
+            delay: GoDuration::ZERO,
+            max_deferral: None,
         }
     }
 }
@@ -277,6 +286,21 @@ pub struct EffectivePolicy {
     /// `blueGreen`); absent for self-managed and Karpenter pools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_update: Option<ManagedUpdate>,
+    /// Dates when no batch starts (`rotate::window::blackout_at`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blackouts: Vec<Blackout>,
+}
+
+/// A freeze: no batch starts in `[from, to)`; a started batch finishes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Blackout {
+    #[schemars(with = "String")]
+    pub from: chrono::DateTime<chrono::Utc>,
+    #[schemars(with = "String")]
+    pub to: chrono::DateTime<chrono::Utc>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
 }
 
 fn pipeline_default() -> bool {
@@ -303,6 +327,7 @@ impl Default for EffectivePolicy {
             pipeline: true,
             windows: Vec::new(),
             managed_update: None,
+            blackouts: Vec::new(),
         }
     }
 }
@@ -374,6 +399,10 @@ pub struct DesiredPool {
     /// The pool's CPU architecture (the Pool's `arch`, default `x86_64`).
     #[serde(default, skip_serializing_if = "Arch::is_default")]
     pub arch: Arch,
+    /// The kubelet minor the pinned version's images carry (its `kubernetes`), checked
+    /// against the live control plane before the first surge (`rotate::skew`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<String>,
     /// When the pinned version was released (the version's `released`), if the repo says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
@@ -416,6 +445,9 @@ pub struct DesiredCluster {
     /// Position of the wave in the fleet's ordered list (0 = first).
     pub wave_index: usize,
     pub mode: Mode,
+    /// The control plane's minor the Cluster declares (`spec.kubernetes`), if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<String>,
     pub pools: Vec<DesiredPool>,
 }
 

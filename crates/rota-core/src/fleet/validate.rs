@@ -175,6 +175,8 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
 
         let mut pool_names: BTreeMap<&str, usize> = BTreeMap::new();
         let mut selectors: BTreeMap<&BTreeMap<String, String>, usize> = BTreeMap::new();
+        // Pools of one cluster on one channel take one pin: its skew is said once.
+        let mut skew_checked: BTreeSet<&str> = BTreeSet::new();
         for (i, pool) in c.spec.pools.iter().enumerate() {
             let pp = format!("/spec/pools/{i}");
             if let Some(first) = pool_names.insert(&pool.name, i) {
@@ -258,6 +260,25 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                 );
                 continue;
             };
+            if let (Some((fleet_origin, _)), Some(images), Some(wave_index), true) = (
+                &fleet_doc,
+                channel.versions.get(version),
+                wave_of.get(name),
+                skew_checked.insert(&pool.channel),
+            ) {
+                super::kubernetes::PinnedOnCluster {
+                    fleet: fleet_origin,
+                    wave_index: *wave_index,
+                    wave: &wave.name,
+                    channel: &pool.channel,
+                    version,
+                    images,
+                    cluster_origin: origin,
+                    cluster: name,
+                    control_plane: c.spec.kubernetes.as_deref(),
+                }
+                .check(&mut diags);
+            }
             let Some((cloud, images)) = cloud.zip(channel.versions.get(version)) else {
                 continue;
             };
@@ -670,8 +691,21 @@ fn check_notifications(
     }
 }
 
-/// What a schema cannot check in a policy: time zones exist, windows are not empty.
+/// What a schema cannot check in a policy: time zones exist, windows are not empty,
+/// blackouts end after they begin.
 fn check_policy(origin: &Origin, at: &str, p: &RolloutPolicy, diags: &mut Diagnostics) {
+    for (i, b) in p.blackouts.iter().flatten().enumerate() {
+        if b.to <= b.from {
+            diags.push(origin.error(
+                &format!("{at}/blackouts/{i}/to"),
+                format!(
+                    "blackout ends at {} but begins at {}: it would never hold",
+                    b.to.to_rfc3339(),
+                    b.from.to_rfc3339()
+                ),
+            ));
+        }
+    }
     for (i, w) in p.windows.iter().flatten().enumerate() {
         let wp = format!("{at}/windows/{i}");
         if let Some(tz) = &w.time_zone

@@ -187,6 +187,11 @@ pub struct Batch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opt_date_time")]
     pub cordoned_at: Option<DateTime<Utc>>,
+    /// Pods marked do-not-disrupt that held the drain past `drain.maxDeferral` and were
+    /// evicted like any other (`namespace/name`): the record the status, the commit status
+    /// and the notes carry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferral_ended: Vec<String>,
 }
 
 /// Where a rotation is. The batch stages follow each other in this order; `Abandoning`

@@ -13,6 +13,7 @@ pub mod operator;
 pub mod parallel;
 pub mod plan;
 pub mod resource;
+pub mod skew;
 pub mod status;
 pub mod stop;
 pub mod stuck;

@@ -51,6 +51,10 @@ pub struct Observed {
     /// nothing is to be surged on it. While set, no rotation starts onto the image and no
     /// rotation under way is switched to it; the pool waits and goes on once it clears.
     pub image_hold: Option<(String, String)>,
+    /// The control plane's minor as the API server's `/version` reported it, or why it
+    /// could not be read; `None` when the edge did not look (it looks only before a surge
+    /// onto a version that declares its kubelet, see `rotate::skew`).
+    pub control_plane: Option<Result<crate::fleet::kubernetes::KubeMinor, String>>,
     /// How far the group's describe may lag behind writes (`--describe-lag`). Non-zero: the
     /// rotation fences the cluster autoscaler's scale-downs off the pool's nodes and lets
     /// this much time pass after the fence and after each capacity change of its own before

@@ -491,7 +491,10 @@ impl<'a> Planner<'a> {
         let d = self.desired;
         let obs = self.obs;
         let needs_rotation = self.remaining(None) > 0;
-        if let Some(held) = self.image_held(cp.as_ref(), needs_rotation) {
+        if let Some(held) = self
+            .image_held(cp.as_ref(), needs_rotation)
+            .or_else(|| self.skew_held(cp.as_ref(), needs_rotation))
+        {
             return Err(Box::new(Outcome {
                 checkpoint: cp,
                 ..held
@@ -581,6 +584,28 @@ impl<'a> Planner<'a> {
                 "{} waits for its image: {why}; nothing is surged until the cloud can launch it",
                 d.version
             ),
+        })
+    }
+
+    /// Nothing is surged onto a version whose kubelet the live control plane refuses
+    /// (`rotate::skew`), at the same points as [`Self::image_held`]; going back to the
+    /// image a rotation came from is never held (it ran here).
+    fn skew_held(&self, cp: Option<&Checkpoint>, needs_rotation: bool) -> Option<Outcome> {
+        let d = self.desired;
+        let onto_it = match cp {
+            None => needs_rotation || self.obs.group.template_image != d.image,
+            Some(c) if c.target_image == d.image => c.stage == Stage::Done && needs_rotation,
+            Some(c) => c.origin_image != d.image,
+        };
+        if !onto_it {
+            return None;
+        }
+        let why = super::skew::hold(d, self.obs.control_plane.as_ref())?;
+        Some(Outcome {
+            checkpoint: None,
+            phase: Phase::Waiting,
+            reason: Reason::VersionSkew,
+            message: why,
         })
     }
 
@@ -1150,43 +1175,31 @@ impl<'a> Planner<'a> {
             stage_since: self.now,
             started_at: Some(self.now),
             cordoned_at: None,
+            deferral_ended: Vec::new(),
         };
         Ok(batch)
     }
 
-    /// Whether a batch may start now: inside a maintenance window, and with a describe that
-    /// shows the rotation's own capacity changes (`--describe-lag`).
+    /// Whether a batch may start now: inside a maintenance window with room for it before
+    /// the window closes, outside every blackout (`rotate::window::may_start`), and with a
+    /// describe that shows the rotation's own capacity changes (`--describe-lag`).
     fn may_start_batch(&mut self, cp: &Checkpoint, remaining: u32) -> Result<(), Box<Step>> {
         let d = self.desired;
-        match window::is_open(&d.policy.windows, self.now) {
-            Ok(true) => {}
-            Ok(false) => {
-                self.blocked_by = d
-                    .policy
-                    .windows
-                    .iter()
-                    .map(|w| {
-                        let days = if w.days.is_empty() {
-                            "every day".to_string()
-                        } else {
-                            w.days.join(",")
-                        };
-                        let tz = if w.time_zone.is_empty() {
-                            "UTC"
-                        } else {
-                            &w.time_zone
-                        };
-                        format!("window {days} {}-{} {tz}", w.start, w.end)
-                    })
-                    .collect();
-                self.until = window::next_open(&d.policy.windows, self.now);
+        let expected = expected_batch(d, cp);
+        match window::may_start(&d.policy.windows, &d.policy.blackouts, self.now, expected) {
+            Ok(None) => {}
+            Ok(Some(deferral)) => {
+                self.blocked_by = held_by(d, &deferral);
+                self.until = deferral.until();
+                let reason = match deferral {
+                    window::Deferral::Blackout { .. } => Reason::Blackout,
+                    _ => Reason::OutsideWindow,
+                };
                 return Err(Box::new(stop(
                     Stage::Between,
                     Phase::Waiting,
-                    Reason::OutsideWindow,
-                    format!(
-                        "{remaining} node(s) left; the next batch starts inside a maintenance window"
-                    ),
+                    reason,
+                    format!("{remaining} node(s) left; {}", deferral.describe(expected)),
                 )));
             }
             Err(e) => {
@@ -1208,6 +1221,16 @@ impl<'a> Planner<'a> {
             )));
         }
         Ok(())
+    }
+
+    /// Why `n` may not be disrupted at all. A pod's do-not-disrupt holds only the drain, up
+    /// to `drain.maxDeferral`, where one is set: such a node is taken and cordoned, and
+    /// the pod goes last. A node's own annotation always holds.
+    fn disruption_blocker(&self, n: &ObservedNode) -> Option<String> {
+        if self.desired.policy.drain.max_deferral.is_some() && !n.do_not_disrupt {
+            return None;
+        }
+        n.disruption_blocker()
     }
 
     /// The old nodes a batch may take, in the order it takes them: nodes not on the target,
@@ -1237,7 +1260,7 @@ impl<'a> Planner<'a> {
             if inst.lifecycle == crate::cloud::Lifecycle::Terminating {
                 continue;
             }
-            if let Some(why) = n.disruption_blocker() {
+            if let Some(why) = self.disruption_blocker(n) {
                 blocked.push(why);
                 continue;
             }
@@ -1854,7 +1877,7 @@ impl<'a> Planner<'a> {
             let Some(n) = self.obs.node(&c.node) else {
                 continue;
             };
-            if let Some(why) = n.disruption_blocker() {
+            if let Some(why) = self.disruption_blocker(n) {
                 blocked.push(why);
                 continue;
             }
@@ -1896,7 +1919,9 @@ impl<'a> Planner<'a> {
             // a pod scheduled in between.
             batch.stage_since = self.now;
             let old: Vec<String> = batch.old_nodes.iter().map(|c| c.node.clone()).collect();
-            let waiting = self.drain(cp, batch.number, &old);
+            let mut ended = std::mem::take(&mut batch.deferral_ended);
+            let waiting = self.drain(cp, batch.number, &old, batch.cordoned_at, &mut ended);
+            batch.deferral_ended = ended;
             let mut msg = format!("cordoning {}", names(&batch.old_nodes));
             if !waiting.is_empty() {
                 msg.push_str(&format!("; draining: {}", waiting.join(", ")));
@@ -1914,8 +1939,31 @@ impl<'a> Planner<'a> {
 
     /// Evict what must go from `nodes`, within PDBs and the eviction interval. Returns the
     /// pods still to go, each with why it is still there (empty: the nodes are drained).
-    fn drain(&mut self, cp: &mut Checkpoint, batch_no: u32, nodes: &[String]) -> Vec<String> {
+    ///
+    /// `since` is when the batch's nodes were cordoned: evictions wait `drain.delay` after
+    /// it, and a do-not-disrupt pod holds the drain `drain.maxDeferral` after that, then is
+    /// evicted like any other and added to `ended` (the record). `None` (a batch being
+    /// undone): no delay, and do-not-disrupt holds as long as it is set.
+    fn drain(
+        &mut self,
+        cp: &mut Checkpoint,
+        batch_no: u32,
+        nodes: &[String],
+        since: Option<DateTime<Utc>>,
+        ended: &mut Vec<String>,
+    ) -> Vec<String> {
         let policy = &self.desired.policy.drain;
+        let delay_end = since.map(|t| t + dur(policy.delay));
+        if let Some(end) = delay_end.filter(|end| self.now < *end) {
+            // Long jobs finish on their own: nothing is evicted before the delay ends.
+            return nodes
+                .iter()
+                .filter_map(|name| self.obs.node(name))
+                .flat_map(|n| n.blocking_termination())
+                .map(|p| format!("{} (drain.delay until {})", p.key(), end.to_rfc3339()))
+                .collect();
+        }
+        let deferral_end = delay_end.zip(policy.max_deferral).map(|(t, m)| t + dur(m));
         let interval = dur(policy.eviction_interval);
         let mut budget: BTreeMap<(String, String), u32> = BTreeMap::new();
         let mut waiting = Vec::new();
@@ -1931,9 +1979,21 @@ impl<'a> Planner<'a> {
                     waiting.push(format!("{} (terminating)", pod.key()));
                     continue;
                 }
-                if pod.do_not_disrupt {
-                    waiting.push(format!("{} (rota.dev/do-not-disrupt)", pod.key()));
-                    continue;
+                let past_deferral = deferral_end.is_some_and(|end| self.now >= end);
+                match deferral_end {
+                    _ if !pod.do_not_disrupt || past_deferral => {}
+                    None => {
+                        waiting.push(format!("{} (rota.dev/do-not-disrupt)", pod.key()));
+                        continue;
+                    }
+                    Some(end) => {
+                        waiting.push(format!(
+                            "{} (do-not-disrupt until {}, drain.maxDeferral)",
+                            pod.key(),
+                            end.to_rfc3339()
+                        ));
+                        continue;
+                    }
                 }
                 if pod.uses_empty_dir && !policy.delete_empty_dir_data {
                     waiting.push(format!(
@@ -1975,6 +2035,20 @@ impl<'a> Planner<'a> {
                 if !interval.is_zero() {
                     cp.last_eviction = Some(self.now);
                 }
+                let reason = if pod.do_not_disrupt {
+                    // Recorded: the pod's owner asked not to be disrupted and was overruled.
+                    if !ended.contains(&pod.key()) {
+                        ended.push(pod.key());
+                    }
+                    format!(
+                        "batch {batch_no}: drain node {}; {} held it past drain.maxDeferral {} (do-not-disrupt), evicted like any other",
+                        n.name,
+                        pod.key(),
+                        policy.max_deferral.unwrap_or_default()
+                    )
+                } else {
+                    format!("batch {batch_no}: drain node {}", n.name)
+                };
                 self.actions.push(Planned {
                     action: Action::Evict {
                         namespace: pod.namespace.clone(),
@@ -1982,7 +2056,7 @@ impl<'a> Planner<'a> {
                         node: n.name.clone(),
                         grace_period: policy.grace_period,
                     },
-                    reason: format!("batch {batch_no}: drain node {}", n.name),
+                    reason,
                 });
                 waiting.push(format!("{} (evicting)", pod.key()));
             }
@@ -2013,27 +2087,33 @@ impl<'a> Planner<'a> {
             .iter()
             .any(|a| matches!(a.action, Action::Cordon { .. }));
         let old: Vec<String> = batch.old_nodes.iter().map(|c| c.node.clone()).collect();
-        let waiting = self.drain(cp, batch.number, &old);
+        let mut batch = batch;
+        let mut ended = std::mem::take(&mut batch.deferral_ended);
+        let since = batch.cordoned_at.or(Some(batch.stage_since));
+        let waiting = self.drain(cp, batch.number, &old, since, &mut ended);
+        batch.deferral_ended = ended;
         // A node cordoned just now is terminated only after an observation made after its
         // cordon: one made before may miss a pod scheduled in between.
         if waiting.is_empty() && !recordoned {
-            let mut batch = batch;
             batch.stage_since = self.now;
             return Step::Next(Stage::Terminating { batch });
         }
-        let deadline = batch.stage_since + dur(d.policy.drain.timeout);
+        let deadline = drain_deadline(d, &batch, &waiting);
         if self.now >= deadline
             && let Some(step) = self.drain_timed_out(cp, &batch, &old, &waiting)
         {
             return step;
         }
-        let blocked = waiting.iter().any(|w| w.contains("do-not-disrupt"));
+        let blocked = waiting
+            .iter()
+            .any(|w| w.ends_with("(rota.dev/do-not-disrupt)"));
         self.blocked_by = waiting
             .iter()
             .filter(|w| holds_the_drain(w))
             .cloned()
             .collect();
         self.until = Some(deadline);
+        let message = format!("draining: {}{}", waiting.join(", "), past_deferral(&batch));
         stop(
             Stage::Draining { batch },
             if blocked {
@@ -2046,7 +2126,7 @@ impl<'a> Planner<'a> {
             } else {
                 Reason::Draining
             },
-            format!("draining: {}", waiting.join(", ")),
+            message,
         )
     }
 
@@ -2361,7 +2441,7 @@ impl<'a> Planner<'a> {
         self.template_on_origin(cp);
         self.give_back_old_nodes(&batch, &owner, &why);
         let (left, to_drain, new) = self.take_back_new_nodes(&batch, &owner, &why);
-        let waiting = self.drain(cp, batch.number, &to_drain);
+        let waiting = self.drain(cp, batch.number, &to_drain, None, &mut Vec::new());
         let pending_surge = self.pending_surge(&batch, new.len());
         if left.is_empty() && !pending_surge && self.actions.is_empty() {
             if let Some(why) = halt {
@@ -2681,6 +2761,81 @@ fn abandon(mut batch: Batch, why: String, halt: Option<String>, now: DateTime<Ut
 }
 
 /// The owner annotation value of a batch's cordons.
+/// When a drain that has not finished is past `drain.timeout`: counted from the cordon
+/// plus `drain.delay` (the pods' own time comes first), and, while a do-not-disrupt pod still
+/// defers the drain or was evicted past it, from the end of `drain.maxDeferral` (the pod is
+/// evicted then, and the drain gets its whole timeout after it).
+fn drain_deadline(d: &DesiredPool, batch: &Batch, waiting: &[String]) -> DateTime<Utc> {
+    let drain = &d.policy.drain;
+    let start = batch
+        .cordoned_at
+        .unwrap_or(batch.stage_since)
+        .max(batch.stage_since);
+    let evictions = batch.cordoned_at.unwrap_or(batch.stage_since) + dur(drain.delay);
+    let base = start.max(evictions) + dur(drain.timeout);
+    match drain.max_deferral {
+        Some(m)
+            if !batch.deferral_ended.is_empty()
+                || waiting.iter().any(|w| w.ends_with(", drain.maxDeferral)")) =>
+        {
+            base.max(evictions + dur(m) + dur(drain.timeout))
+        }
+        _ => base,
+    }
+}
+
+/// `; evicted past drain.maxDeferral: ns/pod` for a batch that overruled do-not-disrupt.
+fn past_deferral(batch: &Batch) -> String {
+    if batch.deferral_ended.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; evicted past drain.maxDeferral: {}",
+        batch.deferral_ended.join(", ")
+    )
+}
+
+/// How long the next batch is expected to take, surge to its old instances gone: what the
+/// pool's own batches took (`Checkpoint::pace`, kept from one rotation to the next), else
+/// the policy's bounds (`nodeReadyTimeout` plus `drain.timeout`).
+fn expected_batch(d: &DesiredPool, cp: &Checkpoint) -> Duration {
+    match cp.pace.and_then(|p| p.boot_seconds.zip(p.drain_seconds)) {
+        Some((boot, drain)) => Duration::seconds((boot + drain) as i64),
+        None => dur(d.policy.node_ready_timeout)
+            .checked_add(&dur(d.policy.drain.timeout))
+            .unwrap_or(Duration::MAX),
+    }
+}
+
+/// What holds a deferred batch: the windows, or the blackout in force.
+fn held_by(d: &DesiredPool, deferral: &window::Deferral) -> Vec<String> {
+    if let window::Deferral::Blackout { reason, ends, .. } = deferral {
+        let why = if reason.is_empty() {
+            String::new()
+        } else {
+            format!(" ({reason})")
+        };
+        return vec![format!("blackout until {}{why}", ends.to_rfc3339())];
+    }
+    d.policy
+        .windows
+        .iter()
+        .map(|w| {
+            let days = if w.days.is_empty() {
+                "every day".to_string()
+            } else {
+                w.days.join(",")
+            };
+            let tz = if w.time_zone.is_empty() {
+                "UTC"
+            } else {
+                &w.time_zone
+            };
+            format!("window {days} {}-{} {tz}", w.start, w.end)
+        })
+        .collect()
+}
+
 pub fn owner(pool: &str, batch: &Batch) -> String {
     format!("{pool}/batch-{}", batch.number)
 }

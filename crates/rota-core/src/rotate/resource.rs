@@ -34,6 +34,10 @@ pub struct NodePoolRotationSpec {
     /// The pool's CPU architecture (checked against the image before the first surge).
     #[serde(default, skip_serializing_if = "Arch::is_default")]
     pub arch: Arch,
+    /// The kubelet minor the version's images carry (checked against the control plane
+    /// before the first surge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<String>,
     /// When the version was released (the fleet repo's `released`), for its age.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::checkpoint::opt_date_time")]
@@ -132,6 +136,7 @@ impl NodePoolRotationSpec {
             image: pool.image.clone(),
             owner_image: pool.owner_image.clone(),
             arch: pool.arch,
+            kubelet: pool.kubelet.clone(),
             released: pool.released,
             max_age: pool.max_age,
             policy: pool.policy.clone(),
@@ -150,6 +155,7 @@ impl NodePoolRotationSpec {
             version: self.version.clone(),
             image: self.image.clone(),
             arch: self.arch,
+            kubelet: self.kubelet.clone(),
             released: self.released,
             max_age: self.max_age,
             group: self.group.clone(),
@@ -271,6 +277,7 @@ mod tests {
             version: "2026.11.2".into(),
             image: "ami-0f9e8d7c6b5a40312".into(),
             arch: Default::default(),
+            kubelet: None,
             released: None,
             max_age: None,
             group: GroupRef::Aws {

@@ -36,6 +36,7 @@ pub enum Reason {
     Cleanup,
     // Waits rota ends by itself.
     OutsideWindow,
+    Blackout,
     SurgeBudget,
     MaxParallelPools,
     DescribeLag,
@@ -46,6 +47,7 @@ pub enum Reason {
     ImageNotReplicated,
     NoCandidates,
     // Stops a person ends.
+    VersionSkew,
     PausedByOperator,
     PausedByPolicy,
     Halted,
@@ -93,6 +95,7 @@ impl Reason {
         Reason::Abandoning,
         Reason::Cleanup,
         Reason::OutsideWindow,
+        Reason::Blackout,
         Reason::SurgeBudget,
         Reason::MaxParallelPools,
         Reason::DescribeLag,
@@ -102,6 +105,7 @@ impl Reason {
         Reason::ImageNotReady,
         Reason::ImageNotReplicated,
         Reason::NoCandidates,
+        Reason::VersionSkew,
         Reason::PausedByOperator,
         Reason::PausedByPolicy,
         Reason::Halted,
@@ -135,6 +139,7 @@ impl Reason {
             Reason::Abandoning => "Abandoning",
             Reason::Cleanup => "Cleanup",
             Reason::OutsideWindow => "OutsideWindow",
+            Reason::Blackout => "Blackout",
             Reason::SurgeBudget => "SurgeBudget",
             Reason::MaxParallelPools => "MaxParallelPools",
             Reason::DescribeLag => "DescribeLag",
@@ -144,6 +149,7 @@ impl Reason {
             Reason::ImageNotReady => "ImageNotReady",
             Reason::ImageNotReplicated => "ImageNotReplicated",
             Reason::NoCandidates => "NoCandidates",
+            Reason::VersionSkew => "VersionSkew",
             Reason::PausedByOperator => "PausedByOperator",
             Reason::PausedByPolicy => "PausedByPolicy",
             Reason::Halted => "Halted",
@@ -305,7 +311,11 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
     let (by, next) = match reason {
         Reason::OutsideWindow => (
             MovedBy::Rota,
-            when("nothing to do: the next batch starts when a maintenance window opens"),
+            when("nothing to do: the next batch starts when a maintenance window opens with room for it"),
+        ),
+        Reason::Blackout => (
+            MovedBy::Rota,
+            when("nothing to do: the next batch starts when the blackout ends, inside a window"),
         ),
         Reason::SurgeBudget => (
             MovedBy::Rota,
@@ -349,6 +359,10 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
         Reason::DoNotDisrupt => (
             MovedBy::Person,
             "the pod's owner removes rota.dev/do-not-disrupt (or moves the pod); rota goes on by itself".into(),
+        ),
+        Reason::VersionSkew => (
+            MovedBy::Person,
+            "upgrade the control plane, or a commit pinning a version whose kubernetes it accepts".into(),
         ),
         Reason::PausedByOperator => (
             MovedBy::Person,
@@ -469,7 +483,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Reason::ALL.len(), 38);
+        assert_eq!(Reason::ALL.len(), 40);
     }
 
     #[test]

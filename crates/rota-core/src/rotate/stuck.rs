@@ -246,6 +246,7 @@ mod tests {
             stage_since: t(since),
             started_at: None,
             cordoned_at: None,
+            deferral_ended: Vec::new(),
         }
     }
 

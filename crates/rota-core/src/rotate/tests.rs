@@ -209,6 +209,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
         gates: GateVerdict::Passing,
         start_hold: None,
         image_hold: None,
+        control_plane: None,
         describe_lag: std::time::Duration::ZERO,
         cluster_autoscaler: true,
         leading_since: None,
@@ -224,6 +225,7 @@ fn desired(batch: u32) -> DesiredPool {
         version: "v2".into(),
         image: NEW.into(),
         arch: Default::default(),
+        kubelet: None,
         released: None,
         max_age: None,
         group: group_ref(),
@@ -302,6 +304,7 @@ fn batch12() -> Batch {
         stage_since: t0(),
         started_at: None,
         cordoned_at: None,
+        deferral_ended: vec![],
     }
 }
 
@@ -1910,6 +1913,7 @@ fn batch34() -> Batch {
         stage_since: mins(1),
         started_at: Some(mins(1)),
         cordoned_at: None,
+        deferral_ended: vec![],
     }
 }
 
@@ -2597,6 +2601,29 @@ fn every_stop_the_planner_makes_says_who_must_do_what() {
         "a commit giving the pool a self-managed group",
     );
 
+    // A blackout: rota starts once it ends.
+    let mut d = desired(2);
+    d.policy.blackouts = vec![crate::fleet::resolved::Blackout {
+        from: mins(-60),
+        to: mins(24 * 60),
+        reason: "year-end freeze".into(),
+    }];
+    let p = plan(&d, &world(old4()), None, t0());
+    check(
+        &p,
+        MovedBy::Rota,
+        &["blackout until 2026-11-24T10:00:00+00:00 (year-end freeze)"],
+        "at 2026-11-24T10:00:00+00:00",
+    );
+
+    // A kubelet the live control plane refuses: upgrade it, or a commit.
+    let mut d = desired(2);
+    d.kubelet = Some("1.31".into());
+    let mut w = world(old4());
+    w.control_plane = on_control_plane("1.30");
+    let p = plan(&d, &w, None, t0());
+    check(&p, MovedBy::Person, &[], "upgrade the control plane");
+
     // Every reason that stops a pool has a scenario above, but one: the planner's own bug
     // guard, which no world can reach (`explain` covers it, see `rotate::stop`).
     let stops: BTreeSet<Reason> = Reason::ALL
@@ -2609,4 +2636,361 @@ fn every_stop_the_planner_makes_says_who_must_do_what() {
         missing.is_empty(),
         "stop reasons without a scenario: {missing:?}"
     );
+}
+
+// ------------------------------------------------------------------ version skew (rotate::skew)
+
+fn on_control_plane(minor: &str) -> Option<Result<crate::fleet::kubernetes::KubeMinor, String>> {
+    Some(Ok(
+        crate::fleet::kubernetes::KubeMinor::parse(minor).unwrap()
+    ))
+}
+
+#[test]
+fn a_kubelet_newer_than_the_live_control_plane_waits_naming_both_and_starts_once_upgraded() {
+    let mut d = desired(2);
+    d.kubelet = Some("1.31".into());
+    let mut w = world(old4());
+    w.control_plane = on_control_plane("1.30");
+    let p = plan(&d, &w, None, t0());
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.checkpoint, None);
+    assert_eq!(p.status.phase, Phase::Waiting);
+    assert_eq!(p.status.reason, "VersionSkew");
+    assert!(
+        p.status
+            .message
+            .contains("general@v2 carries kubelet 1.31, newer than the control plane 1.30"),
+        "{}",
+        p.status.message
+    );
+    let note = p.status.stop.as_ref().expect("a stop note");
+    assert_eq!(note.by, stop::MovedBy::Person);
+    assert!(
+        note.next.contains("upgrade the control plane"),
+        "{}",
+        note.next
+    );
+
+    // Three minors behind is allowed; four is not.
+    w.control_plane = on_control_plane("1.35");
+    let p = plan(&d, &w, None, t0());
+    assert_eq!(p.status.reason, "VersionSkew");
+    assert!(
+        p.status
+            .message
+            .contains("more than three minors older than the control plane 1.35")
+            && p.status.message.contains("allows 1.32 to 1.35"),
+        "{}",
+        p.status.message
+    );
+    for ok in ["1.31", "1.34"] {
+        w.control_plane = on_control_plane(ok);
+        let p = plan(&d, &w, None, t0());
+        assert_eq!(
+            shown(&p),
+            ["set image ami-0000000000000000b", "set capacity 6 (max 6)"],
+            "on {ok}"
+        );
+    }
+}
+
+#[test]
+fn an_unreadable_control_plane_holds_and_an_undeclared_kubelet_is_not_checked() {
+    let mut d = desired(2);
+    d.kubelet = Some("1.31".into());
+    let mut w = world(old4());
+    w.control_plane = Some(Err("GET /version: 503".into()));
+    let p = plan(&d, &w, None, t0());
+    assert_eq!(p.status.reason, "VersionSkew");
+    assert!(
+        p.status
+            .message
+            .contains("could not be read (GET /version: 503)")
+    );
+    assert!(p.actions.is_empty());
+
+    // No `kubernetes` on the version: rota cannot know, the rotation starts.
+    d.kubelet = None;
+    w.control_plane = on_control_plane("1.20");
+    let p = plan(&d, &w, None, t0());
+    assert_eq!(shown(&p).len(), 2, "{:?}", shown(&p));
+}
+
+#[test]
+fn a_rotation_under_way_is_not_held_by_skew_but_a_switch_to_a_skewed_version_is() {
+    let mut w = surged(old4());
+    w.control_plane = on_control_plane("1.30");
+    let mut d = desired(2);
+    d.kubelet = Some("1.31".into());
+    // Already on NEW (it passed the check when it started): it goes on.
+    let under_way = cp(Stage::WaitingReady { batch: batch12() });
+    let p = plan(&d, &w, Some(&under_way), t0());
+    assert_ne!(p.status.reason, "VersionSkew", "{}", p.status.message);
+    // A newer version mid-rotation whose kubelet is too new: held, the checkpoint kept.
+    d.image = NEWER.into();
+    d.version = "v3".into();
+    let p = plan(&d, &w, Some(&under_way), t0());
+    assert_eq!(p.status.reason, "VersionSkew");
+    assert_eq!(p.checkpoint.as_ref(), Some(&under_way));
+    assert!(p.actions.is_empty());
+    // Back to the origin image (a revert): never held, it ran here.
+    d.image = OLD.into();
+    let p = plan(&d, &w, Some(&under_way), t0());
+    assert_ne!(p.status.reason, "VersionSkew", "{}", p.status.message);
+}
+
+// ------------------------------------------------------- windows with a runway (rotate::window)
+
+/// Monday and Tuesday 09:00-17:00 UTC (t0 is Monday 10:00).
+fn weekdays() -> Vec<Window> {
+    vec![Window {
+        days: vec!["Mon".into(), "Tue".into()],
+        start: "09:00".into(),
+        end: "17:00".into(),
+        time_zone: "UTC".into(),
+    }]
+}
+
+#[test]
+fn a_batch_that_would_not_finish_before_the_window_closes_is_deferred_to_the_next_opening() {
+    let mut d = desired(2);
+    d.policy.windows = weekdays();
+    // Without a measured batch: nodeReadyTimeout 15m + drain.timeout 30m = 45m.
+    let p = plan(&d, &world(old4()), None, mins(6 * 60 + 15)); // 16:15
+    assert_eq!(p.actions.len(), 2, "16:15 + 45m fits: {}", p.status.message);
+    let p = plan(&d, &world(old4()), None, mins(6 * 60 + 16)); // 16:16
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.status.phase, Phase::Waiting);
+    assert_eq!(p.status.reason, "OutsideWindow");
+    assert!(
+        p.status.message.contains(
+            "deferred until 2026-11-24T09:00:00+00:00: a batch takes about 45m, the window closes at 2026-11-23T17:00:00+00:00"
+        ),
+        "{}",
+        p.status.message
+    );
+    // The change is accepted: the rotation is recorded, and waits.
+    let cp0 = p.checkpoint.clone().expect("a rotation recorded");
+    assert_eq!(cp0.stage, Stage::Between);
+    assert_eq!(cp0.batches_started, 0);
+
+    // Measured batches of 10 minutes (5 boot + 5 drain) fit at 16:45.
+    let mut c = cp(Stage::Between);
+    c.pace = Some(super::checkpoint::Pace {
+        boot_seconds: Some(300),
+        drain_seconds: Some(300),
+    });
+    let p = plan(&d, &world(old4()), Some(&c), mins(6 * 60 + 45));
+    assert_eq!(p.actions.len(), 2, "{}", p.status.message);
+    let p = plan(&d, &world(old4()), Some(&c), mins(6 * 60 + 51));
+    assert!(
+        p.status.message.contains("about 10m"),
+        "{}",
+        p.status.message
+    );
+    // Outside every window (a change merged at night): deferred until the next opening.
+    let p = plan(&d, &world(old4()), None, mins(12 * 60));
+    assert!(
+        p.status
+            .message
+            .contains("deferred until 2026-11-24T09:00:00+00:00: outside every maintenance window"),
+        "{}",
+        p.status.message
+    );
+    assert_eq!(p.status.stop.unwrap().reason, "OutsideWindow");
+}
+
+#[test]
+fn a_window_closing_mid_batch_lets_the_batch_finish_and_defers_the_next() {
+    let mut d = desired(2);
+    d.policy.windows = weekdays();
+    // Batch 1 started at 16:10 (inside, it fits); now it is 17:05, the window has closed.
+    let mut b = batch12();
+    b.started_at = Some(mins(6 * 60 + 10));
+    b.stage_since = mins(6 * 60 + 10);
+    let c = cp(Stage::WaitingReady { batch: b });
+    let p = plan(&d, &surged(old4()), Some(&c), mins(7 * 60 + 5));
+    assert_ne!(p.status.reason, "OutsideWindow", "{}", p.status.message);
+    assert!(
+        shown(&p).iter().any(|a| a.starts_with("cordon")),
+        "the started batch goes on: {:?}",
+        shown(&p)
+    );
+    // Between batches after the close: nothing starts, deferred until Tuesday 09:00.
+    let w = world(vec![
+        node("m1").ready().image(NEW),
+        node("m2").ready().image(NEW),
+        node("n3").ready(),
+        node("n4").ready(),
+    ]);
+    let mut c = cp(Stage::Between);
+    c.batches_started = 1;
+    let p = plan(&d, &w, Some(&c), mins(7 * 60 + 30));
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.status.reason, "OutsideWindow");
+    assert!(
+        p.status
+            .message
+            .contains("2 node(s) left; deferred until 2026-11-24T09:00:00+00:00"),
+        "{}",
+        p.status.message
+    );
+    // Tuesday 09:00: the next batch starts.
+    let p = plan(&d, &w, Some(&c), mins(23 * 60));
+    assert_eq!(p.actions.len(), 2, "{}", p.status.message);
+}
+
+#[test]
+fn no_batch_starts_in_a_blackout_and_a_started_one_finishes() {
+    let mut d = desired(2);
+    d.policy.blackouts = vec![crate::fleet::resolved::Blackout {
+        from: mins(30),
+        to: mins(90),
+        reason: String::new(),
+    }];
+    // Before it: starts.
+    assert_eq!(plan(&d, &world(old4()), None, t0()).actions.len(), 2);
+    // Inside it: waits, until its end.
+    let p = plan(&d, &world(old4()), None, mins(31));
+    assert!(p.actions.is_empty());
+    assert_eq!(p.status.reason, "Blackout");
+    assert!(
+        p.status.message.contains(
+            "deferred until 2026-11-23T11:30:00+00:00: blackout until 2026-11-23T11:30:00+00:00"
+        ),
+        "{}",
+        p.status.message
+    );
+    // A batch started before it goes on inside it.
+    let c = cp(Stage::WaitingReady { batch: batch12() });
+    let p = plan(&d, &surged(old4()), Some(&c), mins(45));
+    assert!(
+        shown(&p).iter().any(|a| a.starts_with("cordon")),
+        "{:?}",
+        shown(&p)
+    );
+    // After it: starts.
+    assert_eq!(plan(&d, &world(old4()), None, mins(90)).actions.len(), 2);
+}
+
+// ------------------------------------------- long jobs: drain.delay and drain.maxDeferral
+
+/// `old4` with batch 1 (n1, n2) cordoned at t0: n1 runs a do-not-disrupt training job and a
+/// web pod, n2 a web pod.
+fn cordoned_with_a_long_job() -> (Observed, Checkpoint) {
+    let nodes = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("train-0").do_not_disrupt())
+            .pod(pod("web-1")),
+        node("n2")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("web-2")),
+        node("n3"),
+        node("n4").ready(),
+    ];
+    let mut b = batch12();
+    b.cordoned_at = Some(t0());
+    (surged(nodes), cp(Stage::Draining { batch: b }))
+}
+
+#[test]
+fn drain_delay_lets_pods_finish_on_their_own_before_any_eviction() {
+    let (w, c) = cordoned_with_a_long_job();
+    let mut d = desired(2);
+    d.policy.drain.delay = GoDuration::from_secs(2 * 3600);
+    d.policy.drain.max_deferral = Some(GoDuration::from_secs(3600));
+    let p = plan(&d, &w, Some(&c), mins(119));
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert!(
+        p.status
+            .message
+            .contains("app/web-1 (drain.delay until 2026-11-23T12:00:00+00:00)"),
+        "{}",
+        p.status.message
+    );
+    // Not a timeout: the drain's 30 minutes count after the delay.
+    assert_eq!(p.status.phase, Phase::Rotating);
+    let p = plan(&d, &w, Some(&c), mins(120));
+    assert_eq!(shown(&p), ["evict app/web-1", "evict app/web-2"]);
+    assert!(
+        p.status.message.contains(
+            "app/train-0 (do-not-disrupt until 2026-11-23T13:00:00+00:00, drain.maxDeferral)"
+        ),
+        "{}",
+        p.status.message
+    );
+}
+
+#[test]
+fn a_do_not_disrupt_pod_holds_the_drain_up_to_max_deferral_then_is_evicted_and_recorded() {
+    let (w, c) = cordoned_with_a_long_job();
+    let mut d = desired(2);
+    d.policy.drain.max_deferral = Some(GoDuration::from_secs(3600));
+    // 50 minutes in: past drain.timeout (30m) but the deferral holds, no halt.
+    let p = plan(&d, &w, Some(&c), mins(50));
+    assert_eq!(shown(&p), ["evict app/web-1", "evict app/web-2"]);
+    assert_eq!(p.status.phase, Phase::Rotating, "{}", p.status.message);
+    assert!(p.checkpoint.as_ref().unwrap().halted.is_none());
+    // At the bound: evicted like any other, with a reason that says so, and recorded.
+    let p = plan(&d, &w, Some(&c), mins(60));
+    let evict = p
+        .actions
+        .iter()
+        .find(|a| a.action.to_string() == "evict app/train-0")
+        .expect("the long job is evicted");
+    assert!(
+        evict.reason.contains(
+            "app/train-0 held it past drain.maxDeferral 1h (do-not-disrupt), evicted like any other"
+        ),
+        "{}",
+        evict.reason
+    );
+    let cp = p.checkpoint.unwrap();
+    let batch = cp.stage.batch().unwrap();
+    assert_eq!(batch.deferral_ended, ["app/train-0"]);
+    assert!(
+        p.status
+            .message
+            .ends_with("; evicted past drain.maxDeferral: app/train-0"),
+        "{}",
+        p.status.message
+    );
+    // After a crash the record is still there, and the pod is not evicted twice once its
+    // eviction was accepted.
+    let mut w2 = w.clone();
+    w2.nodes[0].pods[0].terminating = true;
+    let p = plan(&d, &w2, Some(&cp), mins(61));
+    assert!(!shown(&p).contains(&"evict app/train-0".to_string()));
+    assert_eq!(
+        p.checkpoint.unwrap().stage.batch().unwrap().deferral_ended,
+        ["app/train-0"]
+    );
+}
+
+#[test]
+fn without_max_deferral_do_not_disrupt_holds_forever_and_with_it_the_node_is_taken() {
+    let nodes = || {
+        vec![
+            node("n1").ready().pod(pod("train-0").do_not_disrupt()),
+            node("n2").ready().do_not_disrupt(),
+        ]
+    };
+    let p = plan(&desired(1), &world(nodes()), None, t0());
+    assert_eq!(p.status.reason, "DoNotDisrupt");
+    let mut d = desired(1);
+    d.policy.drain.max_deferral = Some(GoDuration::from_secs(3600));
+    let p = plan(&d, &world(nodes()), None, t0());
+    assert_eq!(
+        shown(&p),
+        ["set image ami-0000000000000000b", "set capacity 3 (max 3)"],
+        "{}",
+        p.status.message
+    );
+    // The node's own annotation still holds: n1 is chosen, never n2.
+    let batch = p.checkpoint.unwrap();
+    assert_eq!(batch.stage.batch().unwrap().old_nodes[0].node, "n1");
 }

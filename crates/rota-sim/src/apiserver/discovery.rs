@@ -13,10 +13,13 @@ use serde_json::{Value, json};
 
 use crate::store::{ResourceType, Store};
 
-/// The Kubernetes version the simulation claims to be.
-pub fn version() -> Value {
+/// The Kubernetes version the simulated cluster claims to be (its scenario's control plane,
+/// see `Store::kubernetes_version`).
+pub fn version(store: &Store) -> Value {
+    let v = store.kubernetes_version();
     json!({
-        "major": "1", "minor": "33", "gitVersion": "v1.33.0-rota-sim",
+        "major": v.major.to_string(), "minor": v.minor.to_string(),
+        "gitVersion": format!("v{}.{}.0-rota-sim", v.major, v.minor),
         "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
         "platform": "linux/amd64"

@@ -214,7 +214,7 @@ impl ApiServer {
         let ok = |v: Value| Ok(json_response(200, &v));
         match segs.as_slice() {
             [] if get => ok(discovery::root_paths(&self.store)),
-            ["version"] if get => ok(discovery::version()),
+            ["version"] if get => ok(discovery::version(&self.store)),
             ["healthz" | "livez" | "readyz"] if get => Ok(Response::builder()
                 .header("content-type", "text/plain")
                 .body(Full::new(Bytes::from_static(b"ok")).boxed_unsync())
