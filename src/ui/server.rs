@@ -12,8 +12,9 @@
 //! - **Memory.** An answer that holds the whole fleet (`/api/fleet`, the page or fragment
 //!   rendered whole, a commit's statuses of every cluster) is built as one string, tens of
 //!   MiB at 2,000 clusters; 16 of them at once took the page from 90 to ~400 MiB. At most
-//!   `max_heavy` of them are built or sent at once (the permit is held until the body is
-//!   sent); a request over it gets `503` with `Retry-After` at once, never a queue.
+//!   `max_heavy` of them are built or sent at once (the permit is held until the socket took
+//!   the body's last chunk); a request over it gets `503` with `Retry-After` at once, never
+//!   a queue.
 //! - **Host.** A request is answered only when its `Host` is an IP address, `localhost` or a
 //!   name given with `--allow-host`: a DNS-rebinding page (an attacker's name resolving to
 //!   127.0.0.1) would otherwise read the fleet from a UI kept on loopback. `/healthz` is
@@ -340,10 +341,7 @@ impl Ui {
                         } else {
                             me.respond(&req, &mut permit).await
                         };
-                        Ok::<_, Infallible>(r.map(|body| Answer {
-                            body,
-                            _permit: permit,
-                        }))
+                        Ok::<_, Infallible>(r.map(|body| Answer::new(body, permit)))
                     }
                 });
                 let conn = slots.http1().serve_connection(TokioIo::new(stream), svc);
@@ -695,12 +693,30 @@ fn retry_later(text: &str) -> Response<Full<Bytes>> {
     r
 }
 
-/// An answer's body, with the permit of a whole-fleet answer ([`Limits::max_heavy`]) that is
-/// given back only when hyper drops the body: once sent, or when the client went away.
+/// An answer's body, handed to hyper in [`CHUNK`]s, with the permit of a whole-fleet answer
+/// ([`Limits::max_heavy`]) given back only with its last chunk. hyper asks for the next
+/// chunk when the socket took the last one, so the permit stands for the answer while the
+/// client has not read it: a whole body handed over at once was queued in hyper's buffer and
+/// its permit given back at once, and 16 slow readers held 16 answers again.
 struct Answer {
-    body: Full<Bytes>,
-    /// Held, never read: dropping it gives the slot back.
-    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    rest: Bytes,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// What hyper gets of an answer at a time.
+const CHUNK: usize = 64 * 1024;
+
+impl Answer {
+    fn new(mut body: Full<Bytes>, permit: Option<tokio::sync::OwnedSemaphorePermit>) -> Self {
+        use hyper::body::Body as _;
+        // A `Full` answers at once, in one frame: its bytes, without copying them.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let rest = match std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
+            std::task::Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+            _ => Bytes::new(),
+        };
+        Answer { rest, permit }
+    }
 }
 
 impl hyper::body::Body for Answer {
@@ -709,17 +725,26 @@ impl hyper::body::Body for Answer {
 
     fn poll_frame(
         self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
+        _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
-        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        let me = self.get_mut();
+        if me.rest.is_empty() {
+            me.permit = None;
+            return std::task::Poll::Ready(None);
+        }
+        let chunk = me.rest.split_to(me.rest.len().min(CHUNK));
+        if me.rest.is_empty() {
+            me.permit = None;
+        }
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(chunk))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.rest.is_empty()
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
+        hyper::body::SizeHint::with_exact(self.rest.len() as u64)
     }
 }
 
@@ -817,15 +842,26 @@ mod tests {
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(refused.headers()["retry-after"], "2");
         assert!(c.is_none());
-        // The permit lives in the body: while hyper holds it, the slot stays taken.
-        let body = Answer {
-            body: Full::new(Bytes::from_static(b"{}")),
-            _permit: a.take(),
+        // The permit lives in the body until its last chunk is taken (the socket took the
+        // rest), or it is dropped (the client went away).
+        use hyper::body::Body as _;
+        let mut body = Answer::new(Full::new(Bytes::from(vec![b'x'; 3 * CHUNK / 2])), a.take());
+        assert_eq!(body.size_hint().exact(), Some(3 * CHUNK as u64 / 2));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut frame = || match std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
+            std::task::Poll::Ready(Some(Ok(f))) => f.into_data().unwrap().len(),
+            other => panic!("{other:?}"),
         };
-        assert!(ui.heavy(&mut c).is_err());
-        drop(body);
-        assert!(ui.heavy(&mut c).is_ok());
-        assert_eq!(ui.views.served.busy.load(Ordering::Relaxed), 2);
+        assert_eq!(frame(), CHUNK);
+        assert!(ui.heavy(&mut c).is_err(), "half sent: still held");
+        assert_eq!(frame(), CHUNK / 2);
+        assert!(ui.heavy(&mut c).is_ok(), "the last chunk gives it back");
+        let unread = Answer::new(Full::new(Bytes::from_static(b"{}")), b.take());
+        let mut d = None;
+        assert!(ui.heavy(&mut d).is_err());
+        drop(unread);
+        assert!(ui.heavy(&mut d).is_ok());
+        assert_eq!(ui.views.served.busy.load(Ordering::Relaxed), 3);
     }
 
     #[test]
