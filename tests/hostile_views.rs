@@ -252,8 +252,18 @@ fn a_promotion_that_changes_the_guards_rules_is_refused_naming_both() {
     let (_tmp, repo, base, head) = promoted_repo();
     // canary-1 completed 2026.11.2 a minute ago: main waits for the canary's 30m soak.
     let done = (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339();
-    put_note(&repo, "rota/canary-1", &base, &claim("canary-1", &done, "done"));
-    let check = |rev: &str| run(&["promote", "--check", "--base", &base, "--rev", rev], &repo);
+    put_note(
+        &repo,
+        "rota/canary-1",
+        &base,
+        &claim("canary-1", &done, "done"),
+    );
+    let check = |rev: &str| {
+        run(
+            &["promote", "--check", "--base", &base, "--rev", rev],
+            &repo,
+        )
+    };
     let (code, out) = check(&head);
     assert_eq!(code, 1, "the honest promotion waits for the soak: {out}");
     assert!(out.contains("soak"), "{out}");
@@ -679,7 +689,10 @@ fn a_client_at_its_share_does_not_starve_the_probe_from_its_own_address() {
     assert!(probe.starts_with("HTTP/1.1 200"), "{probe:?}");
     let busy = request(&page.addr, "127.0.0.1", "/", "Host: localhost\r\n", quick);
     assert!(busy.starts_with("HTTP/1.1 503"), "{busy:?}");
-    assert!(busy.to_ascii_lowercase().contains("retry-after: 2"), "{busy}");
+    assert!(
+        busy.to_ascii_lowercase().contains("retry-after: 2"),
+        "{busy}"
+    );
 }
 
 /// `/api/commit/<hex>` and `/commit/<hex>` of a commit the repo does not hold answered

@@ -172,7 +172,10 @@ fn the_proposer_reaches_its_clouds_workload_identity_and_nothing_more() {
     }
     let bare = render();
     for (addr, port) in [("169.254.169.254", 80), ("169.254.170.23", 80)] {
-        assert!(!egress_to(&bare, "rota-proposals", ip(addr), port), "{addr}");
+        assert!(
+            !egress_to(&bare, "rota-proposals", ip(addr), port),
+            "{addr}"
+        );
     }
     // Still HTTPS for the clouds' APIs, the forge and the git remote.
     assert!(egress_to(&eks, "rota-proposals", ip("140.82.112.3"), 443));

@@ -487,9 +487,11 @@ async fn serve_loopback(
                             .and_then(|v| v.to_str().ok())
                             .unwrap_or("-")
                             .to_string();
-                        log.lock()
-                            .unwrap()
-                            .push(format!("{} {} {auth}", parts.method, parts.uri.path()));
+                        log.lock().unwrap().push(format!(
+                            "{} {} {auth}",
+                            parts.method,
+                            parts.uri.path()
+                        ));
                         let r = answer(&parts);
                         async move { Ok::<_, Infallible>(r) }
                     });
@@ -521,7 +523,11 @@ async fn a_redirect_to_another_host_gets_no_token() {
     let origin = serve_loopback("127.0.0.1", Arc::default(), move |parts| {
         let mut r = http::Response::new(Full::new(Bytes::new()));
         *r.status_mut() = http::StatusCode::FOUND;
-        let query = parts.uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+        let query = parts
+            .uri
+            .query()
+            .map(|q| format!("?{q}"))
+            .unwrap_or_default();
         let to = format!("http://{thief}{}{query}", parts.uri.path());
         r.headers_mut().insert("location", to.parse().unwrap());
         r

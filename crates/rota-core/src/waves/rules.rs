@@ -57,9 +57,8 @@ pub fn changes(base: GuardRules<'_>, head: GuardRules<'_>) -> Vec<String> {
                 GoDuration::from_secs(h.soak.as_secs())
             ));
         }
-        let pool = |p: &super::records::PoolRef| {
-            format!("{}/{} ({})", p.cluster, p.pool, p.channel)
-        };
+        let pool =
+            |p: &super::records::PoolRef| format!("{}/{} ({})", p.cluster, p.pool, p.channel);
         let added: Vec<String> = h
             .pools
             .iter()
@@ -76,7 +75,11 @@ pub fn changes(base: GuardRules<'_>, head: GuardRules<'_>) -> Vec<String> {
             out.push(format!("wave {}: pools added: {}", h.name, list(&added)));
         }
         if !removed.is_empty() {
-            out.push(format!("wave {}: pools removed: {}", h.name, list(&removed)));
+            out.push(format!(
+                "wave {}: pools removed: {}",
+                h.name,
+                list(&removed)
+            ));
         }
     }
     out
