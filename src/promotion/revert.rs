@@ -179,9 +179,18 @@ struct WavesCache {
     fleet_file: Option<std::path::PathBuf>,
     /// Commits whose fleet was loaded whole.
     loads: usize,
-    /// The commit read last: its fleet folder's tree, its Fleet file's blob, its waves
-    /// (`None`: its fleet did not load).
-    last: Option<(Option<Oid>, Option<Oid>, Option<Vec<Wave>>)>,
+    /// The commit read last.
+    last: Option<Read>,
+}
+
+/// One commit of the walk as [`WavesCache`] read it.
+struct Read {
+    /// Its fleet folder's tree.
+    tree: Option<Oid>,
+    /// The blob of its file holding the Fleet document.
+    blob: Option<Oid>,
+    /// Its waves (`None`: its fleet did not load).
+    waves: Option<Vec<Wave>>,
 }
 
 impl WavesCache {
@@ -206,8 +215,12 @@ impl WavesCache {
             commit.tree().ok()?.get_path(&path).ok().map(|e| e.id())
         });
         let waves = match &self.last {
-            Some((t, _, waves)) if *t == tree => waves.clone(),
-            Some((_, b, Some(waves))) if blob.is_some() && *b == blob => Some(waves.clone()),
+            Some(last) if last.tree == tree => last.waves.clone(),
+            Some(Read {
+                blob: b,
+                waves: Some(waves),
+                ..
+            }) if blob.is_some() && *b == blob => Some(waves.clone()),
             _ => {
                 self.loads += 1;
                 crate::source::read::load_git_at(repo_path, &commit.id().to_string(), subdir)
@@ -215,7 +228,11 @@ impl WavesCache {
                     .map(|f| f.waves().to_vec())
             }
         };
-        self.last = Some((tree, blob, waves.clone()));
+        self.last = Some(Read {
+            tree,
+            blob,
+            waves: waves.clone(),
+        });
         waves
     }
 }

@@ -436,19 +436,19 @@ impl Ui {
     }
 
     /// A permit for an answer holding the whole fleet, kept in `held` until the answer is
-    /// sent; `Err`: the `503` to answer instead.
+    /// sent; `Some`: none is left, the `503` to answer instead.
     fn heavy(
         &self,
         held: &mut Option<tokio::sync::OwnedSemaphorePermit>,
-    ) -> Result<(), Response<Full<Bytes>>> {
+    ) -> Option<Response<Full<Bytes>>> {
         match Arc::clone(&self.heavy).try_acquire_owned() {
             Ok(p) => {
                 *held = Some(p);
-                Ok(())
+                None
             }
             Err(_) => {
                 self.views.served.busy.fetch_add(1, Ordering::Relaxed);
-                Err(retry_later(
+                Some(retry_later(
                     "too many whole-fleet answers under way: retry shortly\n",
                 ))
             }
@@ -514,7 +514,7 @@ impl Ui {
                 self.views.served.rendered.fetch_add(1, Ordering::Relaxed);
                 let q = query.unwrap_or_default();
                 if whole(&v, &q)
-                    && let Err(busy) = self.heavy(held)
+                    && let Some(busy) = self.heavy(held)
                 {
                     return busy;
                 }
@@ -537,7 +537,7 @@ impl Ui {
                     if let Err(e) = q.filter.check(&v.page) {
                         return reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n"));
                     }
-                    if let Err(busy) = self.heavy(held) {
+                    if let Some(busy) = self.heavy(held) {
                         return busy;
                     }
                     #[derive(serde::Serialize)]
@@ -591,7 +591,7 @@ impl Ui {
                     Err(e) => return self.failed(&e, !api),
                 };
                 // Every cluster's note on the commit: the whole fleet's statuses.
-                if let Err(busy) = self.heavy(held) {
+                if let Some(busy) = self.heavy(held) {
                     return busy;
                 }
                 let store = self.at.notes(names.iter().cloned());
@@ -836,9 +836,9 @@ mod tests {
             },
         );
         let (mut a, mut b, mut c) = (None, None, None);
-        assert!(ui.heavy(&mut a).is_ok());
-        assert!(ui.heavy(&mut b).is_ok());
-        let refused = ui.heavy(&mut c).unwrap_err();
+        assert!(ui.heavy(&mut a).is_none());
+        assert!(ui.heavy(&mut b).is_none());
+        let refused = ui.heavy(&mut c).unwrap();
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(refused.headers()["retry-after"], "2");
         assert!(c.is_none());
@@ -853,14 +853,14 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(frame(), CHUNK);
-        assert!(ui.heavy(&mut c).is_err(), "half sent: still held");
+        assert!(ui.heavy(&mut c).is_some(), "half sent: still held");
         assert_eq!(frame(), CHUNK / 2);
-        assert!(ui.heavy(&mut c).is_ok(), "the last chunk gives it back");
+        assert!(ui.heavy(&mut c).is_none(), "the last chunk gives it back");
         let unread = Answer::new(Full::new(Bytes::from_static(b"{}")), b.take());
         let mut d = None;
-        assert!(ui.heavy(&mut d).is_err());
+        assert!(ui.heavy(&mut d).is_some());
         drop(unread);
-        assert!(ui.heavy(&mut d).is_ok());
+        assert!(ui.heavy(&mut d).is_none());
         assert_eq!(ui.views.served.busy.load(Ordering::Relaxed), 3);
     }
 
