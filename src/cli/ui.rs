@@ -45,6 +45,11 @@ pub struct UiArgs {
     /// every user is one address: raise it there).
     #[arg(long, default_value_t = 16)]
     pub max_connections_per_client: usize,
+    /// Answers holding the whole fleet (`/api/fleet`, `/?all=1`, a commit's statuses) built
+    /// or sent at once; more get `503` with `Retry-After` at once. Each is tens of MiB at
+    /// thousands of clusters: this bounds what the page holds whatever the clients do.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub max_whole_fleet_answers: u64,
     /// Also answer requests for this host name (repeatable; comma-separated in the
     /// environment). IP addresses and `localhost` are always answered; any other `Host` is
     /// refused, so that a DNS-rebinding web page cannot read the fleet through a browser.
@@ -128,6 +133,7 @@ pub fn run(args: UiArgs) -> ExitCode {
         let limits = Limits {
             max_connections: args.max_connections,
             max_per_client: args.max_connections_per_client,
+            max_heavy: args.max_whole_fleet_answers as usize,
             ..Limits::default()
         };
         let ui = Ui::new(at, limits).with_hosts(Hosts::new(args.allow_hosts.clone()));

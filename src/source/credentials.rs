@@ -228,7 +228,10 @@ pub fn callbacks<'a>(
         *refusal.borrow_mut() = Some(m.clone());
         git2::Error::from_str(&m)
     };
-    cb.credentials(move |_url, username_from_url, allowed| {
+    cb.credentials(move |asking, username_from_url, allowed| {
+        // libgit2 follows the first request's redirect to any host and then asks for
+        // credentials for wherever it landed: the token goes only where it was configured for.
+        same_origin(url, asking).map_err(refuse)?;
         if !allowed.contains(CredentialType::USERNAME) {
             attempts += 1;
         }
@@ -275,6 +278,80 @@ pub fn callbacks<'a>(
         }
     });
     cb
+}
+
+/// Whether credentials configured for `configured` may be handed to a server asking for them
+/// at `asking` (the URL libgit2 reached, after any redirect). An http(s) server must be the
+/// configured one: the same host and port, or the same host upgraded from `http` to `https`.
+/// A redirect elsewhere (a compromised or hostile host, an open redirect on a forge) would
+/// otherwise receive the fleet repo's token. ssh and local transports do not redirect.
+pub fn same_origin(configured: &str, asking: &str) -> Result<(), String> {
+    let Some(there) = http_origin(asking) else {
+        return Ok(());
+    };
+    let here = http_origin(configured);
+    let allowed = here.as_ref().is_some_and(|here| {
+        here.host == there.host
+            && (here.port == there.port
+                || (here.scheme == "http"
+                    && here.port == 80
+                    && there.scheme == "https"
+                    && there.port == 443))
+    });
+    if allowed {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to send the credentials configured for {} to {}://{}:{}: the server \
+         redirected to another host, and credentials go only to the configured one (point \
+         the repo URL at where the repo is served)",
+        here.map_or_else(
+            || super::redact_url(configured),
+            |h| format!("{}://{}:{}", h.scheme, h.host, h.port)
+        ),
+        there.scheme,
+        rota_core::sanitize::line(&there.host),
+        there.port
+    ))
+}
+
+/// The scheme, host (lower case) and port (the scheme's default when absent) of an http(s)
+/// URL; `None` for anything else.
+#[derive(Debug, PartialEq, Eq)]
+struct HttpOrigin {
+    scheme: &'static str,
+    host: String,
+    port: u16,
+}
+
+fn http_origin(url: &str) -> Option<HttpOrigin> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (scheme, default) = match scheme.to_ascii_lowercase().as_str() {
+        "http" => ("http", 80),
+        "https" => ("https", 443),
+        _ => return None,
+    };
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = match hostport.strip_prefix('[') {
+        Some(v6) => {
+            let (h, tail) = v6.split_once(']')?;
+            (h, tail.strip_prefix(':'))
+        }
+        None => match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        },
+    };
+    let port = match port {
+        Some("") | None => default,
+        Some(p) => p.parse().ok()?,
+    };
+    Some(HttpOrigin {
+        scheme,
+        host: host.trim_end_matches('.').to_ascii_lowercase(),
+        port,
+    })
 }
 
 /// Host and port of an ssh URL (`ssh://user@host:2222/path` or `user@host:path`).
@@ -559,6 +636,42 @@ mod tests {
         let ssh_only = plan_credential(&auth, None, CredentialType::SSH_KEY, 1).unwrap_err();
         assert!(ssh_only.contains("accepts only"), "{ssh_only}");
         assert!(plan_credential(&Auth::None, None, CredentialType::SSH_KEY, 1).is_err());
+    }
+
+    #[test]
+    fn credentials_go_only_to_the_configured_host() {
+        let repo = "https://git.example.com/acme/fleet.git";
+        for same in [
+            "https://git.example.com/acme/fleet.git/info/refs",
+            "https://GIT.example.com:443/other/path",
+            "https://x-access-token@git.example.com./acme/fleet.git",
+        ] {
+            assert_eq!(same_origin(repo, same), Ok(()), "{same}");
+        }
+        // An http repo redirected to https on the same host keeps its credentials.
+        assert_eq!(
+            same_origin("http://git.example.com/f", "https://git.example.com/f"),
+            Ok(())
+        );
+        for elsewhere in [
+            "https://attacker.example/acme/fleet.git",
+            "https://git.example.com.attacker.example/x",
+            "https://git.example.com:8443/acme/fleet.git",
+            "http://git.example.com/acme/fleet.git",
+            "https://[::1]/acme",
+        ] {
+            let e = same_origin(repo, elsewhere).unwrap_err();
+            assert!(e.contains("redirected to another host"), "{elsewhere}: {e}");
+        }
+        // Over loopback, libgit2 itself tells hosts apart by name only, not by port.
+        assert!(same_origin("http://127.0.0.1:8080/f", "http://127.0.0.1:9090/f").is_err());
+        assert!(same_origin("http://127.0.0.1:8080/f", "http://127.0.0.2:8080/f").is_err());
+        // ssh and local transports never redirect.
+        assert_eq!(same_origin("git@host:f", "ssh://git@host/f"), Ok(()));
+        assert_eq!(same_origin("/srv/fleet", "file:///srv/fleet"), Ok(()));
+        // Escapes in a hostile Location's host never reach the message raw.
+        let e = same_origin(repo, "https://ev\x1b[2Jil/").unwrap_err();
+        assert!(!e.contains('\x1b'), "{e:?}");
     }
 
     #[test]

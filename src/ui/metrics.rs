@@ -23,6 +23,8 @@ pub struct Served {
     pub rendered: std::sync::atomic::AtomicU64,
     pub not_modified: std::sync::atomic::AtomicU64,
     pub builds: std::sync::atomic::AtomicU64,
+    /// Whole-fleet answers refused with `503` because `max_heavy` were under way.
+    pub busy: std::sync::atomic::AtomicU64,
 }
 
 impl Served {
@@ -30,10 +32,11 @@ impl Served {
     pub fn render(&self) -> String {
         use std::sync::atomic::Ordering::Relaxed;
         format!(
-            "# HELP rota_ui_page_answers_total Answers to the fleet page and its live fragment, by whether anything was rendered.\n# TYPE rota_ui_page_answers_total counter\nrota_ui_page_answers_total{{answer=\"rendered\"}} {}\nrota_ui_page_answers_total{{answer=\"not_modified\"}} {}\n# HELP rota_ui_page_builds_total Builds of the page's model (a commit or notes change, or the clock).\n# TYPE rota_ui_page_builds_total counter\nrota_ui_page_builds_total {}\n",
+            "# HELP rota_ui_page_answers_total Answers to the fleet page and its live fragment, by whether anything was rendered.\n# TYPE rota_ui_page_answers_total counter\nrota_ui_page_answers_total{{answer=\"rendered\"}} {}\nrota_ui_page_answers_total{{answer=\"not_modified\"}} {}\n# HELP rota_ui_page_builds_total Builds of the page's model (a commit or notes change, or the clock).\n# TYPE rota_ui_page_builds_total counter\nrota_ui_page_builds_total {}\n# HELP rota_ui_whole_fleet_busy_total Answers holding the whole fleet refused with 503 while the most allowed at once were under way.\n# TYPE rota_ui_whole_fleet_busy_total counter\nrota_ui_whole_fleet_busy_total {}\n",
             self.rendered.load(Relaxed),
             self.not_modified.load(Relaxed),
             self.builds.load(Relaxed),
+            self.busy.load(Relaxed),
         )
     }
 }

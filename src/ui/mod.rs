@@ -39,6 +39,22 @@ pub enum UiError {
 }
 
 impl UiError {
+    /// The error as a client of the page is told it: the server's own paths left out (where
+    /// the repo lives on the server's disk is nobody's business over HTTP, and a map for
+    /// whoever probes it). The log line keeps the whole error.
+    pub fn public(&self, repo: &std::path::Path) -> String {
+        let text = match self {
+            UiError::Git { message, .. } => format!("git repository: {message}"),
+            other => other.to_string(),
+        };
+        let here = repo.display().to_string();
+        if here.len() > 1 {
+            text.replace(&here, "(the fleet repo)")
+        } else {
+            text
+        }
+    }
+
     /// The HTTP status a request that hit this error gets.
     pub fn status(&self) -> StatusCode {
         match self {

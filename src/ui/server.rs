@@ -3,10 +3,18 @@
 //! assets. It faces a network and a browser, so:
 //!
 //! - **Connections.** At most `max_connections` at once and `max_per_client` from one
-//!   address (one client holding every slot starved everyone, `/healthz` included). Over a
-//!   cap a connection is closed at once, unread; when every slot is taken, a few spare ones
-//!   answer `/healthz` (and `503` to the rest), so probes still see a live server. Slow
-//!   request headers and old connections are cut ([`crate::serving::Slots`]).
+//!   address (one client holding every slot starved everyone, `/healthz` included). A
+//!   connection over either cap gets one of a few spare, short-lived slots that answer
+//!   `/healthz` (and `503` to the rest), so probes still see a live server even when they
+//!   come from the address of a client holding its whole share: behind a proxy or an
+//!   ingress, every client and the probes share one address. Slow request headers and old
+//!   connections are cut ([`crate::serving::Slots`]).
+//! - **Memory.** An answer that holds the whole fleet (`/api/fleet`, the page or fragment
+//!   rendered whole, a commit's statuses of every cluster) is built as one string, tens of
+//!   MiB at 2,000 clusters; 16 of them at once took the page from 90 to ~400 MiB. At most
+//!   `max_heavy` of them are built or sent at once (the permit is held until the socket took
+//!   the body's last chunk); a request over it gets `503` with `Retry-After` at once, never
+//!   a queue.
 //! - **Host.** A request is answered only when its `Host` is an IP address, `localhost` or a
 //!   name given with `--allow-host`: a DNS-rebinding page (an attacker's name resolving to
 //!   127.0.0.1) would otherwise read the fleet from a UI kept on loopback. `/healthz` is
@@ -60,6 +68,8 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// A connection (keep-alive included) is closed after this.
     pub connection_timeout: Duration,
+    /// Answers holding the whole fleet built or sent at once (see the module doc).
+    pub max_heavy: usize,
 }
 
 impl Default for Limits {
@@ -69,6 +79,7 @@ impl Default for Limits {
             max_per_client: 16,
             header_timeout: Duration::from_secs(10),
             connection_timeout: Duration::from_secs(60),
+            max_heavy: 2,
         }
     }
 }
@@ -240,6 +251,8 @@ pub struct Ui {
     hosts: Arc<Hosts>,
     clients: Arc<PerClient>,
     views: Arc<Views>,
+    /// Permits for answers that hold the whole fleet ([`Limits::max_heavy`]).
+    heavy: Arc<tokio::sync::Semaphore>,
 }
 
 /// A commit id as links carry it: 4 to 64 hex digits (nothing else reaches `revparse`).
@@ -258,6 +271,7 @@ impl Ui {
             hosts: Arc::new(Hosts::default()),
             clients: Arc::new(PerClient::default()),
             views: Arc::new(Views::new()),
+            heavy: Arc::new(tokio::sync::Semaphore::new(limits.max_heavy.max(1))),
         }
     }
 
@@ -304,18 +318,16 @@ impl Ui {
                     continue;
                 }
             };
-            // One client may not hold more than its share: closed at once, unread.
-            let Some(client) =
-                PerClient::admit(&self.clients, peer.ip(), self.limits.max_per_client)
-            else {
-                continue;
+            // One client may not hold more than its share, nor everyone more than the page's:
+            // past either, a spare slot that answers `/healthz` only (the probes may come
+            // from that very client's address), or the connection is closed unread.
+            let client = PerClient::admit(&self.clients, peer.ip(), self.limits.max_per_client);
+            let admitted = match (&client, page.admit()) {
+                (Some(_), Some(slot)) => Some((page.clone(), slot, false)),
+                _ => health.admit().map(|slot| (health.clone(), slot, true)),
             };
-            let (slots, slot, full) = match page.admit() {
-                Some(slot) => (page.clone(), slot, false),
-                None => match health.admit() {
-                    Some(slot) => (health.clone(), slot, true),
-                    None => continue,
-                },
+            let Some((slots, slot, full)) = admitted else {
+                continue;
             };
             let me = self.clone();
             tokio::spawn(async move {
@@ -323,11 +335,13 @@ impl Ui {
                 let svc = service_fn(move |req| {
                     let me = me.clone();
                     async move {
-                        Ok::<_, Infallible>(if full {
+                        let mut permit = None;
+                        let r = if full {
                             busy(&req)
                         } else {
-                            me.respond(&req).await
-                        })
+                            me.respond(&req, &mut permit).await
+                        };
+                        Ok::<_, Infallible>(r.map(|body| Answer::new(body, permit)))
                     }
                 });
                 let conn = slots.http1().serve_connection(TokioIo::new(stream), svc);
@@ -421,7 +435,32 @@ impl Ui {
         });
     }
 
-    async fn respond(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    /// A permit for an answer holding the whole fleet, kept in `held` until the answer is
+    /// sent; `Some`: none is left, the `503` to answer instead.
+    fn heavy(
+        &self,
+        held: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Option<Response<Full<Bytes>>> {
+        match Arc::clone(&self.heavy).try_acquire_owned() {
+            Ok(p) => {
+                *held = Some(p);
+                None
+            }
+            Err(_) => {
+                self.views.served.busy.fetch_add(1, Ordering::Relaxed);
+                Some(retry_later(
+                    "too many whole-fleet answers under way: retry shortly\n",
+                ))
+            }
+        }
+    }
+
+    /// The answer to `req`; one holding the whole fleet takes a permit into `held`.
+    async fn respond(
+        &self,
+        req: &Request<Incoming>,
+        held: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Response<Full<Bytes>> {
         if req.method() != Method::GET && req.method() != Method::HEAD {
             return reply(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -457,7 +496,7 @@ impl Ui {
             "/" | "/fragment" => {
                 let v = match self.view().await {
                     Ok(v) => v,
-                    Err(e) => return failed(&e, path == "/"),
+                    Err(e) => return self.failed(&e, path == "/"),
                 };
                 let etag = self.views.etag(&v);
                 // The tab already shows what this model renders to: nothing to render or send.
@@ -474,6 +513,11 @@ impl Ui {
                 }
                 self.views.served.rendered.fetch_add(1, Ordering::Relaxed);
                 let q = query.unwrap_or_default();
+                if whole(&v, &q)
+                    && let Some(busy) = self.heavy(held)
+                {
+                    return busy;
+                }
                 match render(&v, &q) {
                     Ok(body) if path == "/" => {
                         // The page carries its ETag for the script's first poll.
@@ -493,6 +537,9 @@ impl Ui {
                     if let Err(e) = q.filter.check(&v.page) {
                         return reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n"));
                     }
+                    if let Some(busy) = self.heavy(held) {
+                        return busy;
+                    }
                     #[derive(serde::Serialize)]
                     struct FleetJson<'a> {
                         #[serde(flatten)]
@@ -505,7 +552,7 @@ impl Ui {
                         summary,
                     })
                 }
-                Err(e) => reply(e.status(), PLAIN, format!("{e}\n")),
+                Err(e) => self.failed(&e, false),
             },
             "/assets/rota.css" => reply(StatusCode::OK, "text/css; charset=utf-8", CSS.into()),
             "/assets/rota.js" => reply(StatusCode::OK, "text/javascript; charset=utf-8", JS.into()),
@@ -515,7 +562,7 @@ impl Ui {
                     "text/plain; version=0.0.4; charset=utf-8",
                     super::metrics::render(&v.page) + &self.views.served.render(),
                 ),
-                Err(e) => reply(e.status(), PLAIN, format!("{e}\n")),
+                Err(e) => self.failed(&e, false),
             },
             _ => {
                 let (api, rest) = match path.strip_prefix("/api/commit/") {
@@ -541,15 +588,31 @@ impl Ui {
                 };
                 let names = match self.view().await {
                     Ok(v) => Arc::clone(&v.names),
-                    Err(e) => return failed(&e, !api),
+                    Err(e) => return self.failed(&e, !api),
                 };
+                // Every cluster's note on the commit: the whole fleet's statuses.
+                if let Some(busy) = self.heavy(held) {
+                    return busy;
+                }
                 let store = self.at.notes(names.iter().cloned());
                 match load::commit(&self.at.repo, &store, id).await {
                     Ok(c) if api => json(&c),
                     Ok(c) => reply(StatusCode::OK, HTML, html::commit_page(&c)),
-                    Err(e) => failed(&e, !api),
+                    Err(e) => self.failed(&e, !api),
                 }
             }
+        }
+    }
+
+    /// An error as a client sees it (without the server's paths: [`UiError::public`]); the
+    /// log line has it whole.
+    fn failed(&self, e: &UiError, page: bool) -> Response<Full<Bytes>> {
+        tracing::warn!(error = %e, "ui: cannot render");
+        let text = e.public(&self.at.repo);
+        if page {
+            reply(e.status(), HTML, html::error_page(&text))
+        } else {
+            reply(e.status(), PLAIN, format!("{text}\n"))
         }
     }
 
@@ -581,11 +644,16 @@ impl Ui {
     }
 }
 
+/// Whether `q` renders the fleet whole (every cluster: a small fleet, or `?all=1`).
+fn whole(v: &View, q: &Query) -> bool {
+    !q.filter.narrowed() && (v.summary.pools <= LIST_ALL_UP_TO_POOLS || q.all)
+}
+
 /// The live part of the page `q` asks for: a small fleet whole, as it always was; a big one
 /// (or any filtered view) as the summary, the exceptions and a page of clusters. An unknown
 /// wave or cluster is the caller's mistake, said with what there is.
 fn render(v: &View, q: &Query) -> Result<String, String> {
-    if !q.filter.narrowed() && (v.summary.pools <= LIST_ALL_UP_TO_POOLS || q.all) {
+    if whole(v, q) {
         return Ok(html::fragment(&v.page, &v.recent));
     }
     q.filter.check(&v.page)?;
@@ -609,32 +677,79 @@ fn not_modified(etag: &str) -> Response<Full<Bytes>> {
     with_etag(r, etag)
 }
 
-/// Past the connection cap: `/healthz` only.
+/// Past a connection cap: `/healthz` only.
 fn busy(req: &Request<Incoming>) -> Response<Full<Bytes>> {
     if req.uri().path() == "/healthz" {
         return reply(StatusCode::OK, PLAIN, "ok\n".into());
     }
-    let mut r = reply(
-        StatusCode::SERVICE_UNAVAILABLE,
-        PLAIN,
-        "too many connections: retry shortly\n".into(),
-    );
+    retry_later("too many connections: retry shortly\n")
+}
+
+/// `503` with `Retry-After: 2`.
+fn retry_later(text: &str) -> Response<Full<Bytes>> {
+    let mut r = reply(StatusCode::SERVICE_UNAVAILABLE, PLAIN, text.into());
     r.headers_mut()
         .insert("retry-after", hyper::header::HeaderValue::from_static("2"));
     r
 }
 
-const PLAIN: &str = "text/plain; charset=utf-8";
-const HTML: &str = "text/html; charset=utf-8";
+/// An answer's body, handed to hyper in [`CHUNK`]s, with the permit of a whole-fleet answer
+/// ([`Limits::max_heavy`]) given back only with its last chunk. hyper asks for the next
+/// chunk when the socket took the last one, so the permit stands for the answer while the
+/// client has not read it: a whole body handed over at once was queued in hyper's buffer and
+/// its permit given back at once, and 16 slow readers held 16 answers again.
+struct Answer {
+    rest: Bytes,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
 
-fn failed(e: &UiError, page: bool) -> Response<Full<Bytes>> {
-    tracing::warn!(error = %e, "ui: cannot render");
-    if page {
-        reply(e.status(), HTML, html::error_page(&e.to_string()))
-    } else {
-        reply(e.status(), PLAIN, format!("{e}\n"))
+/// What hyper gets of an answer at a time.
+const CHUNK: usize = 64 * 1024;
+
+impl Answer {
+    fn new(mut body: Full<Bytes>, permit: Option<tokio::sync::OwnedSemaphorePermit>) -> Self {
+        use hyper::body::Body as _;
+        // A `Full` answers at once, in one frame: its bytes, without copying them.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let rest = match std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
+            std::task::Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+            _ => Bytes::new(),
+        };
+        Answer { rest, permit }
     }
 }
+
+impl hyper::body::Body for Answer {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        let me = self.get_mut();
+        if me.rest.is_empty() {
+            me.permit = None;
+            return std::task::Poll::Ready(None);
+        }
+        let chunk = me.rest.split_to(me.rest.len().min(CHUNK));
+        if me.rest.is_empty() {
+            me.permit = None;
+        }
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.rest.len() as u64)
+    }
+}
+
+const PLAIN: &str = "text/plain; charset=utf-8";
+const HTML: &str = "text/html; charset=utf-8";
 
 fn json<T: serde::Serialize>(v: &T) -> Response<Full<Bytes>> {
     match serde_json::to_string_pretty(v) {
@@ -701,6 +816,69 @@ mod tests {
         assert!(PerClient::admit(&table, "127.0.0.2".parse().unwrap(), 2).is_some());
         drop(a);
         assert!(PerClient::admit(&table, ip, 2).is_some());
+    }
+
+    /// 16 connections each asking for `/api/fleet` of a 2,000-cluster fleet at once took the
+    /// page from 90 to ~400 MiB. A whole-fleet answer now holds a permit until its body is
+    /// dropped (sent); one over the bound is answered 503 at once, with Retry-After.
+    #[test]
+    fn whole_fleet_answers_are_bounded_until_their_bodies_are_sent() {
+        let ui = Ui::new(
+            RepoAt {
+                repo: "/srv/fleet".into(),
+                rev: "HEAD".into(),
+                subdir: None,
+                agent_signers: None,
+            },
+            Limits {
+                max_heavy: 2,
+                ..Limits::default()
+            },
+        );
+        let (mut a, mut b, mut c) = (None, None, None);
+        assert!(ui.heavy(&mut a).is_none());
+        assert!(ui.heavy(&mut b).is_none());
+        let refused = ui.heavy(&mut c).unwrap();
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(refused.headers()["retry-after"], "2");
+        assert!(c.is_none());
+        // The permit lives in the body until its last chunk is taken (the socket took the
+        // rest), or it is dropped (the client went away).
+        use hyper::body::Body as _;
+        let mut body = Answer::new(Full::new(Bytes::from(vec![b'x'; 3 * CHUNK / 2])), a.take());
+        assert_eq!(body.size_hint().exact(), Some(3 * CHUNK as u64 / 2));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut frame = || match std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
+            std::task::Poll::Ready(Some(Ok(f))) => f.into_data().unwrap().len(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(frame(), CHUNK);
+        assert!(ui.heavy(&mut c).is_some(), "half sent: still held");
+        assert_eq!(frame(), CHUNK / 2);
+        assert!(ui.heavy(&mut c).is_none(), "the last chunk gives it back");
+        let unread = Answer::new(Full::new(Bytes::from_static(b"{}")), b.take());
+        let mut d = None;
+        assert!(ui.heavy(&mut d).is_some());
+        drop(unread);
+        assert!(ui.heavy(&mut d).is_none());
+        assert_eq!(ui.views.served.busy.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn errors_shown_to_clients_leave_the_servers_paths_out() {
+        let e = UiError::Git {
+            repo: "/srv/fleet".into(),
+            message: "revision \"deadbeef\": not found".into(),
+        };
+        assert_eq!(
+            e.public(std::path::Path::new("/srv/fleet")),
+            "git repository: revision \"deadbeef\": not found"
+        );
+        let e = UiError::Notes("reading /srv/fleet/.git/refs: denied".into());
+        assert_eq!(
+            e.public(std::path::Path::new("/srv/fleet")),
+            "status notes: reading (the fleet repo)/.git/refs: denied"
+        );
     }
 
     #[test]

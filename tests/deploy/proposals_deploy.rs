@@ -90,3 +90,92 @@ fn the_proposals_component_runs_rota_propose_hourly_one_pass_at_a_time() {
         "no Kubernetes API: {egress_ports:?}"
     );
 }
+
+/// `deploy` with the proposals component and `components` (names under deploy/components),
+/// rendered from a kustomization in a temporary folder (kustomize refuses absolute paths: the
+/// repo is named relative to it).
+fn render_with(components: &[&str]) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let up = "../".repeat(dir.path().components().count() - 1);
+    let repo = env!("CARGO_MANIFEST_DIR").trim_start_matches('/');
+    let mut text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {up}{repo}/deploy\ncomponents:\n  - {up}{repo}/deploy/components/proposals\n"
+    );
+    for c in components {
+        text += &format!("  - {up}{repo}/deploy/components/{c}\n");
+    }
+    std::fs::write(dir.path().join("kustomization.yaml"), text).unwrap();
+    kustomize::render(dir.path())
+}
+
+/// Whether the NetworkPolicy `name` lets its pods open TCP `port` on address `ip`: a rule
+/// whose peers include an ipBlock holding `ip` (or no peers) and whose ports include `port`
+/// (or no ports).
+fn egress_to(objects: &[Value], name: &str, ip: std::net::IpAddr, port: i32) -> bool {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let np: NetworkPolicy = find(objects, "NetworkPolicy", name);
+    let holds = |cidr: &str| {
+        let (net, len) = cidr.split_once('/').unwrap();
+        let (net, len): (std::net::IpAddr, u32) = (net.parse().unwrap(), len.parse().unwrap());
+        let bits = |a: std::net::IpAddr| match a {
+            std::net::IpAddr::V4(v) => (u32::from(v) as u128, 32),
+            std::net::IpAddr::V6(v) => (u128::from(v), 128),
+        };
+        let ((n, w), (a, wa)) = (bits(net), bits(ip));
+        w == wa && (len == 0 || (n ^ a) >> (w - len) == 0)
+    };
+    np.spec
+        .unwrap()
+        .egress
+        .unwrap_or_default()
+        .iter()
+        .any(|rule| {
+            let peer = rule.to.as_ref().is_none_or(|to| {
+                to.is_empty()
+                    || to
+                        .iter()
+                        .any(|p| p.ip_block.as_ref().is_some_and(|b| holds(&b.cidr)))
+            });
+            let ports = rule.ports.as_ref().is_none_or(|ps| {
+                ps.is_empty()
+                    || ps.iter().any(|p| {
+                        p.protocol.as_deref().unwrap_or("TCP") == "TCP"
+                            && p.port.as_ref().is_none_or(|q| *q == IntOrString::Int(port))
+                    })
+            });
+            peer && ports
+        })
+}
+
+/// The proposer's NetworkPolicy allowed DNS, 443 and 22 only: with GKE Workload Identity its
+/// image lookups fetch tokens from the metadata server (169.254.169.254:80, 169.254.169.252:988
+/// without Dataplane V2), with EKS Pod Identity from the node's agent (169.254.170.23:80,
+/// [fd00:ec2::23]:80), and each fetch hung until the pass's deadline. Now each cloud's
+/// component opens its identity endpoints for the proposer as for the agent, and nothing
+/// else: without a cloud's component, or on AWS, the instance metadata service stays shut
+/// (a pod must not borrow the node's role).
+#[test]
+fn the_proposer_reaches_its_clouds_workload_identity_and_nothing_more() {
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let gke = render_with(&["gcp"]);
+    let eks = render_with(&["aws"]);
+    for name in ["rota", "rota-proposals"] {
+        assert!(egress_to(&gke, name, ip("169.254.169.254"), 80), "{name}");
+        assert!(egress_to(&gke, name, ip("169.254.169.252"), 988), "{name}");
+        assert!(egress_to(&eks, name, ip("169.254.170.23"), 80), "{name}");
+        assert!(egress_to(&eks, name, ip("fd00:ec2::23"), 80), "{name}");
+        assert!(
+            !egress_to(&eks, name, ip("169.254.169.254"), 80),
+            "{name}: IMDS stays shut on AWS"
+        );
+    }
+    let bare = render();
+    for (addr, port) in [("169.254.169.254", 80), ("169.254.170.23", 80)] {
+        assert!(
+            !egress_to(&bare, "rota-proposals", ip(addr), port),
+            "{addr}"
+        );
+    }
+    // Still HTTPS for the clouds' APIs, the forge and the git remote.
+    assert!(egress_to(&eks, "rota-proposals", ip("140.82.112.3"), 443));
+}

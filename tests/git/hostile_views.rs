@@ -240,6 +240,66 @@ fn a_record_dated_at_the_end_of_time_crashes_no_view() {
     }
 }
 
+/// `rota promote --check` judged a pull request by the rules the pull request brought: one
+/// that promotes main and, in the same diff, sets the canary's `soak: 0s` (or
+/// `promotion.guard: false`, or puts main before the canary) passed at once while the
+/// honest promotion waited for the soak. Now the check judges by the base's rules and refuses
+/// a diff that both promotes and changes them, naming both.
+#[test]
+fn a_promotion_that_changes_the_guards_rules_is_refused_naming_both() {
+    let (_tmp, repo, base, head) = promoted_repo();
+    // canary-1 completed 2026.11.2 a minute ago: main waits for the canary's 30m soak.
+    let done = (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339();
+    put_note(
+        &repo,
+        "rota/canary-1",
+        &base,
+        &claim("canary-1", &done, "done"),
+    );
+    let check = |rev: &str| {
+        run(
+            &["promote", "--check", "--base", &base, "--rev", rev],
+            &repo,
+        )
+    };
+    let (code, out) = check(&head);
+    assert_eq!(code, 1, "the honest promotion waits for the soak: {out}");
+    assert!(out.contains("soak"), "{out}");
+    let promoted = two_waves("2026.11.2", "2026.11.2");
+    for (rule, fleet, named) in [
+        (
+            "soak",
+            promoted.replace("soak: 30m", "soak: 0s"),
+            "wave canary: soak 30m",
+        ),
+        (
+            "guard",
+            promoted.replace("promotion: {guard: true}", "promotion: {guard: false}"),
+            "promotion.guard: true → false",
+        ),
+        (
+            "order",
+            promoted.replace("    - name: canary\n      clusters: [canary-1]\n      images: {general: \"2026.11.2\"}\n      soak: 30m\n    - name: main\n      clusters: [main-1]\n      images: {general: \"2026.11.2\"}\n", "    - name: main\n      clusters: [main-1]\n      images: {general: \"2026.11.2\"}\n    - name: canary\n      clusters: [canary-1]\n      images: {general: \"2026.11.2\"}\n      soak: 30m\n"),
+            "the waves' order: canary, main → main, canary",
+        ),
+    ] {
+        assert_ne!(fleet, promoted, "{rule}: the replacement applies");
+        git(&repo, &["checkout", "-q", "-B", &format!("pr-{rule}"), &base]);
+        std::fs::write(repo.join("fleet.yaml"), &fleet).unwrap();
+        git(&repo, &["commit", "-q", "-am", &format!("promote main, and {rule}")]);
+        let pr = git(&repo, &["rev-parse", "HEAD"]);
+        let (code, out) = check(&pr);
+        assert_eq!(code, 2, "{rule}: refused, not allowed: {out}");
+        assert!(
+            out.contains("wave main: general 2026.11.1 → 2026.11.2")
+                && out.contains(named)
+                && out.contains("split"),
+            "{rule}: names the promotion, the rule change and what to do: {out}"
+        );
+    }
+    git(&repo, &["checkout", "-q", "main"]);
+}
+
 /// A note under a ref that no cluster owns, claiming the canary completed, made the page
 /// (and `status --fleet`, `where`) show the canary done and main moving; the views read
 /// every `refs/notes/rota/*` ref and every record in it. Now they read only the declared
@@ -603,6 +663,51 @@ fn one_client_cannot_starve_the_page_or_its_probe() {
     assert!(probe.starts_with("HTTP/1.1 200"), "{probe:?}");
     let busy = request(&page.addr, "127.0.0.2", "/", "Host: localhost\r\n", quick);
     assert!(busy.starts_with("HTTP/1.1 503"), "{busy:?}");
+}
+
+/// Behind a proxy or an ingress every client and the kubelet's probes share one address:
+/// a client holding its share (16) of connections from that address made every further
+/// connection from it be closed unread, `/healthz` included, and the pod was restarted. Now
+/// a connection over the per-client cap gets a spare slot that answers `/healthz` (and 503,
+/// with Retry-After, to anything else).
+#[test]
+fn a_client_at_its_share_does_not_starve_the_probe_from_its_own_address() {
+    let (_tmp, repo, _base, _head) = promoted_repo();
+    let page = ui(repo.to_str().unwrap(), &[]);
+    let _held = hold(&page.addr, "127.0.0.1", 16);
+    std::thread::sleep(Duration::from_millis(300));
+    let quick = Duration::from_secs(5);
+    let probe = request(
+        &page.addr,
+        "127.0.0.1",
+        "/healthz",
+        "Host: 10.0.0.7\r\n",
+        quick,
+    );
+    assert!(probe.starts_with("HTTP/1.1 200"), "{probe:?}");
+    let busy = request(&page.addr, "127.0.0.1", "/", "Host: localhost\r\n", quick);
+    assert!(busy.starts_with("HTTP/1.1 503"), "{busy:?}");
+    assert!(
+        busy.to_ascii_lowercase().contains("retry-after: 2"),
+        "{busy}"
+    );
+}
+
+/// `/api/commit/<hex>` and `/commit/<hex>` of a commit the repo does not hold answered
+/// `git repository /the/server's/path: revision ...`: the page told any client where the
+/// repo lives on the server's disk. Now the error says what is wrong without the path (the
+/// log keeps it).
+#[test]
+fn commit_errors_do_not_name_the_servers_repo_path() {
+    let (_tmp, repo, _base, _head) = promoted_repo();
+    let page = ui(repo.to_str().unwrap(), &[]);
+    let path = repo.display().to_string();
+    for url in ["/api/commit/deadbeef", "/commit/deadbeef"] {
+        let r = get(&page.addr, url, "localhost");
+        assert!(r.starts_with("HTTP/1.1 404"), "{url}: {r}");
+        assert!(r.contains("revision"), "{url}: {r}");
+        assert!(!r.contains(&path), "{url} names {path}: {r}");
+    }
 }
 
 /// `rota ui --repo URL` mirrored the first 2048 notes refs by name: a flood of refs sorting

@@ -1719,3 +1719,100 @@ async fn on_git_alone_the_revert_is_a_branch_and_by_hand_a_commit() {
         "{out}"
     );
 }
+
+/// `rota promote --revert --wave canary --dry-run` in `work`.
+fn revert_dry_run(work: &Path) -> (i32, String, String) {
+    let out = Command::new(rota())
+        .args([
+            "promote",
+            "--revert",
+            "--wave",
+            "canary",
+            "--dry-run",
+            "--repo",
+        ])
+        .arg(work)
+        .output()
+        .unwrap();
+    outcome(&out)
+}
+
+/// The commit that moved the canary's pin was dated a day ahead by whoever pushed it
+/// (`GIT_COMMITTER_DATE`): the failure canary-1 recorded today after the move looked
+/// "recorded before" it, and no revert was proposed. Now the evidence is ordered by the
+/// agents' notes and the first-parent history, not by dates: a failure already in a note on a
+/// commit before the move is old (the pin was moved back to a version known bad, by a
+/// person), one that is not is new, whatever the dates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_future_dated_pin_move_does_not_hide_a_failure_recorded_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    let on_1 = FLEET.replace(
+        r#"images: {general: "2026.11.2"}   # bumped last week"#,
+        r#"images: {general: "2026.11.1"}   # bumped last week"#,
+    );
+    std::fs::write(work.join("fleet.yaml"), &on_1).unwrap();
+    git(&work, &["add", "-A"]);
+    git(
+        &work,
+        &["commit", "-q", "-m", "the fleet on general 2026.11.1"],
+    );
+    let before = git(&work, &["rev-parse", "HEAD"]);
+    let notes = GitNotesStore::new(&work, Some("canary-1"), None);
+    notes
+        .set_pool_records(&before, vec![PoolRecord::new("canary-1", "general")])
+        .await
+        .unwrap();
+    std::fs::write(work.join("fleet.yaml"), FLEET).unwrap();
+    let tomorrow = (Utc::now() + chrono::Duration::days(1)).to_rfc3339();
+    let out = Command::new("git")
+        .args(["-c", "commit.gpgsign=false", "commit", "-q", "-am"])
+        .arg("canary: general 2026.11.2")
+        .current_dir(&work)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .env("GIT_AUTHOR_DATE", &tomorrow)
+        .env("GIT_COMMITTER_DATE", &tomorrow)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let moved = git(&work, &["rev-parse", "HEAD"]);
+    assert!(
+        git(&work, &["log", "-1", "--format=%cI"]).starts_with(&tomorrow[..10]),
+        "the move is dated tomorrow"
+    );
+    let failed = Utc::now();
+    let failing = PoolRecord::new("canary-1", "general").gate_failed(
+        "general",
+        "2026.11.2",
+        "error-rate",
+        failed,
+    );
+    notes
+        .set_pool_records(&moved, vec![failing.clone()])
+        .await
+        .unwrap();
+    let (code, out, err) = revert_dry_run(&work);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("↩ wave canary: general 2026.11.2 → 2026.11.1: revert"),
+        "{out}{err}"
+    );
+
+    // The other way: the same failure was already in canary-1's note before the move (the
+    // version failed once, was pinned back, and a person pinned it again): not evidence.
+    notes
+        .set_pool_records(&before, vec![failing.clone()])
+        .await
+        .unwrap();
+    let (code, out, err) = revert_dry_run(&work);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("· wave canary: general@2026.11.2: no revert: the failures on general@2026.11.2 were recorded before"),
+        "{out}{err}"
+    );
+}

@@ -460,3 +460,106 @@ async fn token_fetch_through_git_http_backend() {
         "{text}"
     );
 }
+
+/// Answers every request on `ip` with `answer(request line, Authorization header)`, and logs
+/// each request as `METHOD path auth` (`-` when it carried none).
+async fn serve_loopback(
+    ip: &str,
+    log: Arc<Mutex<Vec<String>>>,
+    answer: impl Fn(&http::request::Parts) -> http::Response<Full<Bytes>> + Send + Sync + 'static,
+) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind(format!("{ip}:0"))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (log, answer) = (Arc::clone(&log), Arc::clone(&answer));
+            tokio::spawn(async move {
+                let svc =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let (parts, _) = req.into_parts();
+                        let auth = parts
+                            .headers
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("-")
+                            .to_string();
+                        log.lock().unwrap().push(format!(
+                            "{} {} {auth}",
+                            parts.method,
+                            parts.uri.path()
+                        ));
+                        let r = answer(&parts);
+                        async move { Ok::<_, Infallible>(r) }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// The repo's host redirected the first request to another host, which asked for
+/// credentials: libgit2 follows a first redirect anywhere and the credential callback never
+/// looked at who asked, so the fleet repo's token went to that host as Basic auth. Now the
+/// token goes only to the configured host: the fetch fails naming the redirect, and the other
+/// host sees no credential at all.
+#[tokio::test]
+async fn a_redirect_to_another_host_gets_no_token() {
+    let thief_log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let thief = serve_loopback("127.0.0.2", Arc::clone(&thief_log), |_| {
+        let mut r = http::Response::new(Full::new(Bytes::new()));
+        *r.status_mut() = http::StatusCode::UNAUTHORIZED;
+        r.headers_mut()
+            .insert("www-authenticate", "Basic realm=\"x\"".parse().unwrap());
+        r
+    })
+    .await;
+    let origin = serve_loopback("127.0.0.1", Arc::default(), move |parts| {
+        let mut r = http::Response::new(Full::new(Bytes::new()));
+        *r.status_mut() = http::StatusCode::FOUND;
+        let query = parts
+            .uri
+            .query()
+            .map(|q| format!("?{q}"))
+            .unwrap_or_default();
+        let to = format!("http://{thief}{}{query}", parts.uri.path());
+        r.headers_mut().insert("location", to.parse().unwrap());
+        r
+    })
+    .await;
+    let t = tmp();
+    let src = GitSource::open(
+        SourceConfig {
+            url: format!("http://{origin}/fleet"),
+            branch: "main".into(),
+            auth: Auth::HttpsToken {
+                username: "x-access-token".into(),
+                token: Secret::new("ghs_STOLEN"),
+            },
+            depth: None,
+        },
+        &t.path().join("mirror"),
+    )
+    .unwrap();
+    let err = tokio::task::spawn_blocking(move || src.fetch())
+        .await
+        .unwrap()
+        .unwrap_err();
+    let text = err.to_string();
+    let seen = thief_log.lock().unwrap().clone();
+    assert!(!seen.is_empty(), "the redirect was followed: {seen:?}");
+    assert!(
+        seen.iter().all(|r| r.ends_with(" -")),
+        "the other host received credentials: {seen:?}"
+    );
+    assert!(
+        text.contains("redirected to another host") && !text.contains("ghs_STOLEN"),
+        "{text}"
+    );
+}

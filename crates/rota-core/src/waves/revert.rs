@@ -8,8 +8,13 @@
 //! A wave pinned to `channel@V` calls for a revert when a pool of its clusters on `channel`
 //! recorded a failure on V
 //!
-//! 1. at or after the pin moved to V (`since`: the time of the commit that moved it). An older
-//!    failure is from an earlier time V was pinned: a person pinned it again since, knowing;
+//! 1. after the pin moved to V: the failure is not in the records the agents had written
+//!    before the commit that moved it (`PinHistory::recorded_before`: each cluster's newest
+//!    note on a commit older than the move, in the branch's first-parent order). A failure
+//!    already there is from an earlier time V was pinned: a person pinned it again since,
+//!    knowing. The order is the agents' records and the history's, never a commit's date: the
+//!    pusher chooses that (`GIT_COMMITTER_DATE` a day ahead once made today's failure look
+//!    "recorded before" the move, and no revert was proposed);
 //! 2. not followed by a completion of V by the same pool. That pool recovered (a gate paused
 //!    it and a person resumed it to the end); the promotion guard lets the next wave take V
 //!    then, and a revert would contradict it;
@@ -22,8 +27,9 @@
 //! 2026.11.2; canary-use1/general records gate error-rate failing on 2026.11.2 at 10:40 (and
 //! rolls back). The decision: revert canary from 2026.11.2 to 2026.11.1 on branch
 //! `rota/revert/canary/general-2026.11.2`, evidence `canary-use1/general: gate error-rate
-//! failed at 2026-11-22T10:40:00Z`. A failure of 2026.11.2 recorded at 09:30, before the
-//! merge, would not call for it; nor would one on 2026.11.1.
+//! failed at 2026-11-22T10:40:00Z`. A failure of 2026.11.2 recorded at 09:30 and found in
+//! canary-use1's note on a commit before the merge would not call for it; nor would one on
+//! 2026.11.1.
 //!
 //! The branch names the wave and the version, never the time or the evidence: every pass that
 //! finds the same failures, or more of them, proposes on the same branch, so there is never
@@ -45,8 +51,13 @@ pub struct PinHistory {
     /// The version the wave pins at the head.
     pub version: String,
     /// When the pin moved to `version`: the time of the oldest commit of the run of commits,
-    /// back from the head, that pin it (the history's oldest commit if all of it does).
+    /// back from the head, that pin it (the history's oldest commit if all of it does). Said
+    /// in the proposal; never used to order the evidence (the pusher chose it).
     pub since: DateTime<Utc>,
+    /// The records of the wave's pools as they stood before the pin moved: each cluster's
+    /// newest note on a commit older than the one that moved it (first-parent order). A
+    /// failure found here was recorded before the move. Empty when no such note was read.
+    pub recorded_before: Vec<PoolRecord>,
     /// The version the wave pinned before that run; `None` when the history read has none
     /// (the pin was added with `version`, or the history ends first).
     pub previous: Option<String>,
@@ -268,6 +279,11 @@ fn decide(
             reason: format!("no pool of wave {wave} follows channel {channel}"),
         };
     }
+    let earlier: HashMap<(&str, &str), &PoolRecord> = pin
+        .recorded_before
+        .iter()
+        .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
+        .collect();
     let mut evidence = Vec::new();
     let mut before = 0;
     let mut recovered: Option<(&PoolRef, DateTime<Utc>)> = None;
@@ -276,12 +292,13 @@ fn decide(
             continue;
         };
         let done = r.latest_completion(channel, version);
+        let known = earlier.get(&(p.cluster.as_str(), p.pool.as_str()));
         for f in r
             .gate_failures
             .iter()
             .filter(|f| &f.channel == channel && &f.version == version)
         {
-            if f.at < pin.since {
+            if known.is_some_and(|k| k.gate_failures.contains(f)) {
                 before += 1;
             } else if let Some(done) = done.filter(|d| *d >= f.at) {
                 recovered = recovered.or(Some((p, done)));
@@ -302,7 +319,7 @@ fn decide(
                 stamp(done)
             ),
             (None, n) if n > 0 => format!(
-                "the failures on {cv} were recorded before wave {wave} pinned it again at {}",
+                "the failures on {cv} were recorded before wave {wave} pinned it again (at {})",
                 stamp(pin.since)
             ),
             _ => format!("no pool of wave {wave} recorded a failure on {cv}"),
@@ -397,6 +414,7 @@ mod tests {
             version: V.into(),
             since: t(10, 0),
             previous: Some(P.into()),
+            recorded_before: Vec::new(),
         }
     }
 
@@ -523,27 +541,52 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_before_the_pin_moved_there_does_not_revert() {
-        // general@V was pinned once, failed at 09:30, went back; pinned again at 10:00.
-        let records = [PoolRecord::new("canary-use1", "general").gate_failed(
+    fn a_failure_recorded_before_the_pin_moved_there_does_not_revert() {
+        // general@V was pinned once, failed at 09:30, went back; pinned again at 10:00. The
+        // agent's note on a commit before the move already holds the 09:30 failure.
+        let old = PoolRecord::new("canary-use1", "general").gate_failed(
             "general",
             V,
             "error-rate",
             t(9, 30),
-        )];
-        assert_eq!(
-            keep_reason(&decide_one(canary_pin(), &records)),
-            "the failures on general@2026.11.2 were recorded before wave canary pinned it again at 2026-11-22T10:00:00Z"
         );
-        // At the very second the pin moved: after it.
+        let pin = PinHistory {
+            recorded_before: vec![old.clone()],
+            ..canary_pin()
+        };
+        assert_eq!(
+            keep_reason(&decide_one(pin.clone(), std::slice::from_ref(&old))),
+            "the failures on general@2026.11.2 were recorded before wave canary pinned it again (at 2026-11-22T10:00:00Z)"
+        );
+        // A new failure after the move, beside the old one: only the new one is evidence.
+        let now = old
+            .clone()
+            .gate_failed("general", V, "error-rate", t(10, 40));
+        let RevertDecision::Revert(r) = decide_one(pin, &[now]) else {
+            panic!("want a revert")
+        };
+        assert_eq!(r.evidence.len(), 1);
+        assert_eq!(r.evidence[0].failure.at, t(10, 40));
+    }
+
+    /// The commit that moved the pin was dated a day ahead by its pusher: a failure the
+    /// agents recorded after the move, at 10:40 of the same day, is still after it, because
+    /// no record from before the move holds it. The date plays no part.
+    #[test]
+    fn a_future_dated_move_does_not_hide_a_failure_recorded_after_it() {
+        let pin = PinHistory {
+            since: t(10, 0) + chrono::Duration::days(1),
+            recorded_before: vec![PoolRecord::new("canary-use1", "general")],
+            ..canary_pin()
+        };
         let records = [PoolRecord::new("canary-use1", "general").gate_failed(
             "general",
             V,
             "error-rate",
-            t(10, 0),
+            t(10, 40),
         )];
         assert!(matches!(
-            decide_one(canary_pin(), &records),
+            decide_one(pin, &records),
             RevertDecision::Revert(_)
         ));
     }
