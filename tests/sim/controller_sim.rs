@@ -1227,6 +1227,8 @@ async fn a_managed_pool_is_reported_and_never_touched() {
             .iter()
             .all(|n| n.spec.as_ref().and_then(|s| s.unschedulable) != Some(true))
     );
+}
+
 /// Version skew (fleet-repo.md "Kubernetes versions"): a version whose kubelet is newer than
 /// the live control plane is not surged; the pool waits naming both versions, across a
 /// crash and restart; once the control plane is upgraded the rotation starts and completes.

@@ -136,7 +136,7 @@ fn place(fleet: &Fleet, cluster: &str) -> Option<(Cloud, String)> {
         return Some((Cloud::Aws, a.region.clone()));
     }
     if let Some(g) = &cloud.gcp {
-        return Some((Cloud::Gcp, g.region.clone()));
+        return Some((Cloud::Gcp, g.region().unwrap_or("unset").to_string()));
     }
     let az = cloud.azure.as_ref()?;
     Some((
