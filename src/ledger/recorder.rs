@@ -14,7 +14,7 @@
 //! pass), one that joined meanwhile opens marked `joinedBefore: restart`; nothing is
 //! written twice because a life already open is never opened again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,6 +60,9 @@ struct Memory {
     continuing: bool,
     /// The remote ledger was taken (a new mirror continues the pushed chain).
     synced: bool,
+    /// Per pool, the nodes present when this process first observed it while the ledger
+    /// had no life of it: the nodes of its adoption.
+    met: BTreeMap<String, BTreeSet<(String, String)>>,
 }
 
 impl Recorder {
@@ -110,16 +113,27 @@ impl Recorder {
         let repo_path = self.repo.clone();
         let cluster = self.cluster.clone();
         let signing_key = self.signing_key.clone();
-        let contexts = self.contexts(&nprs, memory);
+        let mut contexts = self.contexts(&nprs, memory);
+        // The first observation of a pool: what is there now was there before the ledger.
+        let open_pools = open_pools(&self.repo, &self.cluster).await;
+        for (pool, ctx) in contexts.iter_mut() {
+            let met = memory.met.entry(pool.clone()).or_insert_with(|| {
+                if open_pools.contains(pool) {
+                    BTreeSet::new()
+                } else {
+                    seen.iter()
+                        .filter(|s| &s.pool == pool)
+                        .map(|s| (s.node.clone(), s.instance.clone()))
+                        .collect()
+                }
+            });
+            ctx.preexisting = met.clone();
+        }
         let push = self.push.clone();
         let leadership = self.leadership.clone();
         let result = tokio::task::spawn_blocking(move || -> Result<bool, String> {
             let repo = git2::Repository::open(&repo_path).map_err(|e| e.to_string())?;
             let book = book::read_book(&repo, &cluster).map_err(|e| e.to_string())?;
-            let mut contexts = contexts;
-            for (pool, ctx) in contexts.iter_mut() {
-                ctx.adopted = !book.open.iter().any(|l| &l.pool == pool);
-            }
             let delta = diff(&cluster, &book.open, &seen, &contexts, start, now);
             if delta.is_empty() {
                 return Ok(false);
@@ -252,23 +266,27 @@ impl Recorder {
             let s = &npr.spec;
             let versions = memory.versions.entry(s.pool.clone()).or_default();
             versions.insert(s.image.clone(), format!("{}@{}", s.channel, s.version));
-            let rotation = npr
+            // A node that joins on the desired image joined under the pool's desired version
+            // (a rotation to it, a rollback to it, or a scale-up on it). A checkpoint stays
+            // after its rotation ended: only a rollback under way is read from it.
+            let rolling_back = npr
                 .status
                 .as_ref()
+                .filter(|st| st.phase != rota_core::rotate::Phase::Succeeded)
                 .and_then(|st| st.checkpoint.as_ref())
-                .map(|cp| {
-                    let to = if cp.rolling_back { &cp.origin_image } else { &cp.target_image };
-                    let version = versions.get(to).cloned().unwrap_or_else(|| to.clone());
-                    let kind = if cp.rolling_back { "rollback to " } else { "" };
-                    (format!("{}:{kind}{version}", s.pool), to.clone())
-                });
+                .is_some_and(|cp| cp.rolling_back);
+            let kind = if rolling_back { "rollback to " } else { "" };
+            let rotation = Some((
+                format!("{}:{kind}{}@{}", s.pool, s.channel, s.version),
+                s.image.clone(),
+            ));
             out.insert(
                 s.pool.clone(),
                 PoolContext {
                     versions: versions.clone(),
                     rotation,
                     commit: Some(s.source_commit.clone()),
-                    adopted: false,
+                    preexisting: BTreeSet::new(),
                 },
             );
         }
@@ -279,4 +297,20 @@ impl Recorder {
 /// The open lives of `cluster` in `repo` (for tests and `rota audit`).
 pub fn open_lives(repo: &git2::Repository, cluster: &str) -> Result<Book, LedgerError> {
     book::read_book(repo, cluster)
+}
+
+/// The pools with an open life in `cluster`'s ledger in the repo at `path` (none when it
+/// cannot be read: every pool is then met as new, which only marks its nodes' lives as
+/// joined before adoption).
+async fn open_pools(path: &std::path::Path, cluster: &str) -> BTreeSet<String> {
+    let (path, cluster) = (path.to_path_buf(), cluster.to_string());
+    tokio::task::spawn_blocking(move || {
+        git2::Repository::open(&path)
+            .ok()
+            .and_then(|r| book::read_book(&r, &cluster).ok())
+            .map(|b| b.open.into_iter().map(|l| l.pool).collect())
+            .unwrap_or_default()
+    })
+    .await
+    .unwrap_or_default()
 }

@@ -86,7 +86,8 @@ pub struct Life {
     pub left: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_how: Option<Left>,
-    /// The rotation that brought it (`pool:channel@version`), when it joined during one.
+    /// The desired state it joined under (`pool:channel@version`, or `pool:rollback to
+    /// channel@version`), when it joined on that image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<String>,
     /// The fleet commit in force for its pool when it joined.
@@ -181,12 +182,13 @@ pub struct Seen {
 pub struct PoolContext {
     /// `image -> channel@version` for every image the fleet names for this pool so far.
     pub versions: BTreeMap<String, String>,
-    /// The rotation under way (`pool:channel@version`) and the image it moves nodes to.
+    /// The desired state nodes join under (`pool:channel@version`) and its image.
     pub rotation: Option<(String, String)>,
     /// The fleet commit in force for the pool.
     pub commit: Option<String>,
-    /// The pool was adopted (or met running): nodes already there joined before adoption.
-    pub adopted: bool,
+    /// The nodes (node, instance) that were there when the ledger first met the pool (its
+    /// adoption): their lives start "before adoption", whenever they turn Ready.
+    pub preexisting: BTreeSet<(String, String)>,
 }
 
 /// What one observation changes in the ledger.
@@ -281,7 +283,7 @@ pub fn diff(
         if !s.ready || open_keys.contains(&key) {
             continue;
         }
-        let joined_before = match (ctx.adopted, start) {
+        let joined_before = match (ctx.preexisting.contains(&key), start) {
             (true, _) => Some("adoption".to_string()),
             (false, Start::AfterRestart) => Some("restart".to_string()),
             (false, Start::Continuing) => None,
@@ -369,6 +371,11 @@ mod tests {
     }
 
     fn pools(adopted: bool, rotation: Option<(&str, &str)>) -> BTreeMap<String, PoolContext> {
+        let preexisting = if adopted {
+            [("a".to_string(), "i-a".to_string())].into_iter().collect()
+        } else {
+            BTreeSet::new()
+        };
         let ctx = PoolContext {
             versions: [("ami-1", "general@1"), ("ami-2", "general@2")]
                 .into_iter()
@@ -376,7 +383,7 @@ mod tests {
                 .collect(),
             rotation: rotation.map(|(a, b)| (a.to_string(), b.to_string())),
             commit: Some("c0ffee".into()),
-            adopted,
+            preexisting,
         };
         [("general".to_string(), ctx)].into_iter().collect()
     }
