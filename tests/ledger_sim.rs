@@ -88,7 +88,10 @@ async fn state_of(origin: &Path, commit: &str, context: &str) -> Option<State> {
 async fn wait_success(fleet: &LocalFleet, origin: &Path, commit: &str) {
     let start = tokio::time::Instant::now();
     while state_of(origin, commit, "rota/canary-1/general").await != Some(State::Success) {
-        assert!(start.elapsed() < Duration::from_secs(6 * 3600), "never succeeded on {commit}");
+        assert!(
+            start.elapsed() < Duration::from_secs(6 * 3600),
+            "never succeeded on {commit}"
+        );
         fleet.poke();
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
@@ -114,7 +117,10 @@ async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_reve
     git(&repo, &["checkout", "-q", "-b", "main"]);
     let first = commit(
         &repo,
-        &[("fleet.yaml", &fleet_yaml("2026.11.1")), ("canary-1.yaml", CLUSTER)],
+        &[
+            ("fleet.yaml", &fleet_yaml("2026.11.1")),
+            ("canary-1.yaml", CLUSTER),
+        ],
         "fleet on 2026.11.1",
     );
     let mut fleet = LocalFleet::start(LocalConfig {
@@ -146,7 +152,11 @@ async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_reve
         "{adopted:#?}"
     );
 
-    let bump = commit(&repo, &[("fleet.yaml", &fleet_yaml("2026.11.2"))], "canary: 2026.11.2");
+    let bump = commit(
+        &repo,
+        &[("fleet.yaml", &fleet_yaml("2026.11.2"))],
+        "canary: 2026.11.2",
+    );
     fleet.poke();
     // Mid-rotation: a node of the new image is in, old ones remain. Kill the agent there.
     let api: Api<NodePoolRotation> = Api::all(fleet.clients["canary-1"].clone());
@@ -157,7 +167,10 @@ async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_reve
         if n.spec.version == "2026.11.2" && st.on_target >= 1 && st.on_target < st.total {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(3 * 3600), "no rotation under way");
+        assert!(
+            start.elapsed() < Duration::from_secs(3 * 3600),
+            "no rotation under way"
+        );
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     fleet
@@ -188,21 +201,37 @@ async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_reve
         per_instance.entry(l.instance.as_str()).or_default().push(l);
     }
     for (instance, image) in &ran {
-        let mine = per_instance.get(instance.as_str()).cloned().unwrap_or_default();
+        let mine = per_instance
+            .get(instance.as_str())
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(mine.len(), 1, "instance {instance} ({image}): {mine:#?}");
         assert_eq!(&mine[0].image, image, "{mine:#?}");
     }
-    assert_eq!(all.len(), ran.len(), "a life of no instance that ran: {all:#?}");
+    assert_eq!(
+        all.len(),
+        ran.len(),
+        "a life of no instance that ran: {all:#?}"
+    );
     // 4 adopted on 2026.11.1, 4 rotated in on 2026.11.2, 4 back on 2026.11.1.
     assert_eq!(ran.len(), 12, "{ran:?}");
     let open: Vec<&Life> = all.iter().filter(|l| l.left.is_none()).collect();
     assert_eq!(open.len(), 4);
-    assert!(open.iter().all(|l| l.image == V1 && l.rotation.is_some()), "{open:#?}");
+    assert!(
+        open.iter().all(|l| l.image == V1 && l.rotation.is_some()),
+        "{open:#?}"
+    );
     let on_v2: Vec<&Life> = all.iter().filter(|l| l.image == V2).collect();
     assert_eq!(on_v2.len(), 4);
-    assert!(on_v2.iter().all(|l| l.version.as_deref() == Some("general@2026.11.2")));
     assert!(
-        on_v2.iter().all(|l| l.left_how == Some(rota::ledger::Left::Rotated)),
+        on_v2
+            .iter()
+            .all(|l| l.version.as_deref() == Some("general@2026.11.2"))
+    );
+    assert!(
+        on_v2
+            .iter()
+            .all(|l| l.left_how == Some(rota::ledger::Left::Rotated)),
         "the revert drained them: {on_v2:#?}"
     );
     // The chain holds: one parent each, months appended to, no life twice.

@@ -134,7 +134,11 @@ impl LocalFleet {
     }
 
     /// Starts the controller and agent of `cluster`, keeping their state under `state_dir`.
-    async fn start_agent(&mut self, cluster: &str, state_dir: &std::path::Path) -> Result<(), String> {
+    async fn start_agent(
+        &mut self,
+        cluster: &str,
+        state_dir: &std::path::Path,
+    ) -> Result<(), String> {
         let config = &self.config;
         let client = self.clients[cluster].clone();
         let mut cc = Config::new(env!("CARGO_PKG_VERSION"), &format!("rota-{cluster}"));
@@ -188,7 +192,11 @@ impl LocalFleet {
     /// released, nothing flushed) and starts new ones on a fresh state folder `state_dir`,
     /// as a pod rescheduled onto another node: its mirror starts empty and the Lease of the
     /// killed one has to run out first.
-    pub async fn crash_and_restart(&mut self, cluster: &str, state_dir: &std::path::Path) -> Result<(), String> {
+    pub async fn crash_and_restart(
+        &mut self,
+        cluster: &str,
+        state_dir: &std::path::Path,
+    ) -> Result<(), String> {
         if let Some((running, cancel)) = self.running.remove(cluster) {
             running.kill();
             cancel.cancel();

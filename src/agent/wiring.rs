@@ -242,10 +242,7 @@ pub async fn start(
         "agent",
         tokio::spawn(agent.run(follower.state.clone(), cancel.clone())),
     ));
-    tasks.push((
-        "ledger",
-        tokio::spawn(ledger.run(cancel.clone())),
-    ));
+    tasks.push(("ledger", tokio::spawn(ledger.run(cancel.clone()))));
     tasks.push((
         "controller",
         tokio::spawn(async move { controller.run(cancel.cancelled_owned()).await }),

@@ -93,8 +93,9 @@ pub fn open_repo(
         known_hosts: source.known_hosts().cloned(),
     };
     let all = format!("{}*", ledger::LEDGER_PREFIX);
-    crate::report::notes::fetch_ref(&mirror, &push, &all, &all)
-        .map_err(|e| crate::source::redact_urls_in(&format!("fetching the ledgers: {}", e.message())))?;
+    crate::report::notes::fetch_ref(&mirror, &push, &all, &all).map_err(|e| {
+        crate::source::redact_urls_in(&format!("fetching the ledgers: {}", e.message()))
+    })?;
     Ok(mirror)
 }
 
@@ -107,7 +108,9 @@ pub fn lives(repo: &git2::Repository, filter: &Filter) -> Result<Vec<Life>, Stri
         }
         out.extend(ledger::read_lives(repo, &c, filter).map_err(|e| e.to_string())?);
     }
-    out.sort_by(|a, b| (&a.cluster, &a.pool, a.joined, &a.node).cmp(&(&b.cluster, &b.pool, b.joined, &b.node)));
+    out.sort_by(|a, b| {
+        (&a.cluster, &a.pool, a.joined, &a.node).cmp(&(&b.cluster, &b.pool, b.joined, &b.node))
+    });
     Ok(out)
 }
 
@@ -118,8 +121,18 @@ fn time(t: Option<DateTime<Utc>>) -> String {
 
 /// The columns of the table and CSV, in order.
 const COLUMNS: [&str; 12] = [
-    "cluster", "pool", "node", "instance", "image", "version", "joined", "joinedBefore",
-    "drainedAt", "left", "leftHow", "rotation",
+    "cluster",
+    "pool",
+    "node",
+    "instance",
+    "image",
+    "version",
+    "joined",
+    "joinedBefore",
+    "drainedAt",
+    "left",
+    "leftHow",
+    "rotation",
 ];
 
 fn row(l: &Life) -> [String; 12] {
@@ -134,7 +147,9 @@ fn row(l: &Life) -> [String; 12] {
         l.joined_before.clone().unwrap_or_default(),
         time(l.drained_at),
         time(l.left),
-        l.left_how.map(|h| h.as_str().to_string()).unwrap_or_default(),
+        l.left_how
+            .map(|h| h.as_str().to_string())
+            .unwrap_or_default(),
         l.rotation.clone().unwrap_or_default(),
     ]
 }
@@ -201,7 +216,8 @@ fn verify(repo: &git2::Repository, args: &AuditArgs) -> ExitCode {
         .agent_signers
         .as_deref()
         .map(crate::report::evidence::RecordVerifier::new);
-    let verdicts = match ledger::verify::verify_all(repo, args.cluster.as_deref(), signers.as_ref()) {
+    let verdicts = match ledger::verify::verify_all(repo, args.cluster.as_deref(), signers.as_ref())
+    {
         Ok(v) => v,
         Err(e) => {
             eprintln!("rota audit --verify: {e}");
@@ -219,14 +235,25 @@ fn verify(repo: &git2::Repository, args: &AuditArgs) -> ExitCode {
         } else {
             ", signatures not checked (no --agent-signers)".into()
         };
-        let state = if v.faults.is_empty() { "holds" } else { "DOES NOT HOLD" };
-        println!("{}: {state}: {} appends, {} lives{signed}", v.cluster, v.appends, v.lives);
+        let state = if v.faults.is_empty() {
+            "holds"
+        } else {
+            "DOES NOT HOLD"
+        };
+        println!(
+            "{}: {state}: {} appends, {} lives{signed}",
+            v.cluster, v.appends, v.lives
+        );
         for f in &v.faults {
             println!("  {f}");
         }
         failed |= !v.faults.is_empty();
     }
-    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 pub fn run(args: AuditArgs) -> ExitCode {

@@ -167,7 +167,11 @@ pub fn compose(
             let rel = in_force.as_deref().and_then(|v| released(fleet, v));
             let max_age = fleet.spec.images.get(&p.channel).and_then(|ch| ch.max_age);
             let age = rel.map(|r| {
-                ev::age(r, max_age.and_then(|m| Duration::from_std(m.as_duration()).ok()), at)
+                ev::age(
+                    r,
+                    max_age.and_then(|m| Duration::from_std(m.as_duration()).ok()),
+                    at,
+                )
             });
             pools.push(PoolEvidence {
                 cluster: c.name.clone(),
@@ -203,7 +207,9 @@ pub fn compose(
         let mut reached = Vec::new();
         for c in &clusters {
             for p in c.pools.iter().filter(|p| p.channel == channel) {
-                let mine = pools_lives.get(&(c.name.clone(), p.name.clone())).unwrap_or(&none);
+                let mine = pools_lives
+                    .get(&(c.name.clone(), p.name.clone()))
+                    .unwrap_or(&none);
                 if mine.iter().any(|l| ev::label(l) == label) {
                     reached.push(Reached {
                         wave: c.wave.clone(),
@@ -241,10 +247,18 @@ fn t(x: Option<DateTime<Utc>>) -> String {
 pub fn markdown(e: &Evidence) -> String {
     let mut s = format!(
         "# Patching evidence: fleet {}\n\nFleet commit `{}`; pools at {}; breaches from {} to {}.\n\n## Pools\n\n| cluster | pool | wave | in force | nodes | released | age (days) | maxAge | overdue since | ledger |\n|---|---|---|---|---|---|---|---|---|---|\n",
-        e.fleet, e.commit, t(Some(e.at)), t(Some(e.period.0)), t(Some(e.period.1))
+        e.fleet,
+        e.commit,
+        t(Some(e.at)),
+        t(Some(e.period.0)),
+        t(Some(e.period.1))
     );
     for p in &e.pools {
-        let nodes: Vec<String> = p.running.iter().map(|(v, n)| format!("{n} on {v}")).collect();
+        let nodes: Vec<String> = p
+            .running
+            .iter()
+            .map(|(v, n)| format!("{n} on {v}"))
+            .collect();
         s += &format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | `{}` |\n",
             p.cluster,
@@ -253,9 +267,15 @@ pub fn markdown(e: &Evidence) -> String {
             p.in_force.as_deref().unwrap_or("-"),
             nodes.join(", "),
             t(p.released),
-            p.age_days.map(|d| format!("{d:.1}")).unwrap_or_else(|| "-".into()),
+            p.age_days
+                .map(|d| format!("{d:.1}"))
+                .unwrap_or_else(|| "-".into()),
             p.max_age.as_deref().unwrap_or("-"),
-            if p.overdue { t(p.overdue_since) } else { "no".into() },
+            if p.overdue {
+                t(p.overdue_since)
+            } else {
+                "no".into()
+            },
             p.ledger
         );
     }
@@ -263,23 +283,45 @@ pub fn markdown(e: &Evidence) -> String {
     for v in &e.versions {
         s += &format!("\n### {}\n\n- released: {}\n", v.version, t(v.released));
         match &v.history.proposed {
-            Some(c) => s += &format!("- proposed: {} by {} in `{}` {}\n", t(Some(c.at)), c.author, &c.commit[..12], c.pr.as_deref().unwrap_or("")),
+            Some(c) => {
+                s += &format!(
+                    "- proposed: {} by {} in `{}` {}\n",
+                    t(Some(c.at)),
+                    c.author,
+                    &c.commit[..12],
+                    c.pr.as_deref().unwrap_or("")
+                )
+            }
             None => s += "- proposed: not found in the history read\n",
         }
         for c in &v.history.pinned {
             s += &format!(
                 "- pinned in {}: {} by {} (committed by {}) in `{}` {}{}\n",
-                if c.waves.is_empty() { "a wave".to_string() } else { c.waves.join(", ") },
+                if c.waves.is_empty() {
+                    "a wave".to_string()
+                } else {
+                    c.waves.join(", ")
+                },
                 t(Some(c.at)),
                 c.proposed_by.as_deref().unwrap_or(&c.author),
                 c.committer,
                 &c.commit[..12],
                 c.pr.as_deref().unwrap_or(""),
-                if c.subject.is_empty() { String::new() } else { format!(" \"{}\"", c.subject) }
+                if c.subject.is_empty() {
+                    String::new()
+                } else {
+                    format!(" \"{}\"", c.subject)
+                }
             );
         }
         for r in &v.reached {
-            s += &format!("- reached {}/{} (wave {}): {}\n", r.cluster, r.pool, r.wave, r.at.map_or("not every node yet".into(), |a| t(Some(a))));
+            s += &format!(
+                "- reached {}/{} (wave {}): {}\n",
+                r.cluster,
+                r.pool,
+                r.wave,
+                r.at.map_or("not every node yet".into(), |a| t(Some(a)))
+            );
         }
     }
     s += "\n## Breaches of maxAge\n\n";
@@ -288,7 +330,15 @@ pub fn markdown(e: &Evidence) -> String {
     } else {
         s += "| cluster | pool | version | due | until | cause |\n|---|---|---|---|---|---|\n";
         for b in &e.breaches {
-            s += &format!("| {} | {} | {} | {} | {} | {} |\n", b.cluster, b.pool, b.version, t(Some(b.due)), b.until.map_or("still running".into(), |u| t(Some(u))), b.cause.replace('|', "/"));
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                b.cluster,
+                b.pool,
+                b.version,
+                t(Some(b.due)),
+                b.until.map_or("still running".into(), |u| t(Some(u))),
+                b.cause.replace('|', "/")
+            );
         }
     }
     s
@@ -296,15 +346,25 @@ pub fn markdown(e: &Evidence) -> String {
 
 /// The pools as CSV, one row each (the breaches and versions are in the JSON and markdown).
 pub fn csv(e: &Evidence) -> String {
-    let mut s = String::from("cluster,pool,wave,inForce,released,ageDays,maxAge,overdue,overdueSince,breaches\n");
+    let mut s = String::from(
+        "cluster,pool,wave,inForce,released,ageDays,maxAge,overdue,overdueSince,breaches\n",
+    );
     for p in &e.pools {
-        let n = e.breaches.iter().filter(|b| b.cluster == p.cluster && b.pool == p.pool).count();
+        let n = e
+            .breaches
+            .iter()
+            .filter(|b| b.cluster == p.cluster && b.pool == p.pool)
+            .count();
         s += &format!(
             "{},{},{},{},{},{},{},{},{},{n}\n",
-            p.cluster, p.pool, p.wave, p.in_force.as_deref().unwrap_or(""),
+            p.cluster,
+            p.pool,
+            p.wave,
+            p.in_force.as_deref().unwrap_or(""),
             p.released.map(|r| t(Some(r))).unwrap_or_default(),
             p.age_days.map(|d| format!("{d:.3}")).unwrap_or_default(),
-            p.max_age.as_deref().unwrap_or(""), p.overdue,
+            p.max_age.as_deref().unwrap_or(""),
+            p.overdue,
             p.overdue_since.map(|r| t(Some(r))).unwrap_or_default()
         );
     }
@@ -312,7 +372,11 @@ pub fn csv(e: &Evidence) -> String {
 }
 
 /// Each pool's stop cause from the notes on `commit` (`person: cause; next: ...`).
-fn causes(repo: &std::path::Path, fleet: &Fleet, commit: &str) -> BTreeMap<(String, String), String> {
+fn causes(
+    repo: &std::path::Path,
+    fleet: &Fleet,
+    commit: &str,
+) -> BTreeMap<(String, String), String> {
     let store = crate::report::GitNotesStore::new(repo, None, None);
     store.scope_to(fleet.clusters.keys().cloned());
     let rt = match tokio::runtime::Builder::new_current_thread().build() {
@@ -330,7 +394,10 @@ fn causes(repo: &std::path::Path, fleet: &Fleet, commit: &str) -> BTreeMap<(Stri
                 Some(stop) => format!("{}: {}", stop.headline(), stop.line()),
                 None => s.description.clone(),
             };
-            out.insert((d.cluster.clone(), pool.to_string()), rota_core::sanitize::text(&cause).into_owned());
+            out.insert(
+                (d.cluster.clone(), pool.to_string()),
+                rota_core::sanitize::text(&cause).into_owned(),
+            );
         }
     }
     out
@@ -363,7 +430,13 @@ fn evidence(args: &EvidenceArgs) -> Result<String, String> {
         .id();
     let at = args.at.unwrap_or_else(Utc::now);
     let period = args.period.unwrap_or((at - Duration::days(365), at));
-    let lives = super::audit::lives(&repo, &Filter { from: Some(period.0.min(at)), ..Filter::default() })?;
+    let lives = super::audit::lives(
+        &repo,
+        &Filter {
+            from: Some(period.0.min(at)),
+            ..Filter::default()
+        },
+    )?;
     let asked: Vec<(String, String)> = fleet
         .spec
         .images
@@ -372,7 +445,15 @@ fn evidence(args: &EvidenceArgs) -> Result<String, String> {
         .collect();
     let histories = history::versions(&repo, head, &asked).map_err(|e| e.message().to_string())?;
     let causes = causes(&path, &fleet, &head.to_string());
-    let e = compose(&fleet, &head.to_string(), &lives, histories, &causes, at, period)?;
+    let e = compose(
+        &fleet,
+        &head.to_string(),
+        &lives,
+        histories,
+        &causes,
+        at,
+        period,
+    )?;
     Ok(match args.format {
         EvidenceFormat::Json => serde_json::to_string_pretty(&e).expect("serialisable") + "\n",
         EvidenceFormat::Csv => csv(&e),
@@ -452,13 +533,24 @@ spec:
             life("a", "1", day(1), Some(day(21))),
             life("b", "2", day(21), None),
         ];
-        let causes: BTreeMap<_, _> =
-            [(("c".to_string(), "general".to_string()), "needs a person (Halted)".to_string())]
-                .into_iter()
-                .collect();
+        let causes: BTreeMap<_, _> = [(
+            ("c".to_string(), "general".to_string()),
+            "needs a person (Halted)".to_string(),
+        )]
+        .into_iter()
+        .collect();
         let at = day(25);
         let f = fleet();
-        let e = compose(&f, "abc", &lives, BTreeMap::new(), &causes, at, (day(1), at)).unwrap();
+        let e = compose(
+            &f,
+            "abc",
+            &lives,
+            BTreeMap::new(),
+            &causes,
+            at,
+            (day(1), at),
+        )
+        .unwrap();
         assert_eq!(e.pools.len(), 1);
         let p = &e.pools[0];
         assert_eq!(p.in_force.as_deref(), Some("general@2"));
@@ -466,7 +558,10 @@ spec:
         assert_eq!(e.breaches.len(), 1, "{:?}", e.breaches);
         let b = &e.breaches[0];
         assert_eq!((b.version.as_str(), b.until), ("general@1", Some(day(21))));
-        assert_eq!(b.due, chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 10, 31, 0, 0, 0).unwrap());
+        assert_eq!(
+            b.due,
+            chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 10, 31, 0, 0, 0).unwrap()
+        );
         assert_eq!(b.cause, "needs a person (Halted)");
         // The agent's gauge for the pool, from the spec of the version it runs.
         let m = crate::metrics::Metrics::for_cluster("c");
@@ -474,9 +569,18 @@ spec:
         let max_age = f.spec.images["general"].max_age.map(|a| a.as_duration());
         m.set_pool_image_age("general", spec_released, max_age, at);
         let seconds = (p.age_days.unwrap() * 86_400.0).round() as i64;
-        let line = format!(r#"rota_pool_image_age_seconds{{cluster="c",pool="general"}} {seconds}"#);
+        let line =
+            format!(r#"rota_pool_image_age_seconds{{cluster="c",pool="general"}} {seconds}"#);
         assert!(m.render_at(at).contains(&line), "{line} not in the metrics");
-        assert!(markdown(&e).contains("| c | general | general@1 |"), "{}", markdown(&e));
-        assert!(csv(&e).lines().nth(1).unwrap().ends_with(",1"), "{}", csv(&e));
+        assert!(
+            markdown(&e).contains("| c | general | general@1 |"),
+            "{}",
+            markdown(&e)
+        );
+        assert!(
+            csv(&e).lines().nth(1).unwrap().ends_with(",1"),
+            "{}",
+            csv(&e)
+        );
     }
 }

@@ -15,7 +15,9 @@ use chrono::{DateTime, Utc};
 use git2::{Oid, Repository};
 
 use super::{LEDGER_PREFIX, LedgerError, ledger_ref, signed_payload};
-use rota_core::ledger::{Delta, Filter, LIVES_DIR, Life, OPEN_FILE, month_file, month_in, parse_lines};
+use rota_core::ledger::{
+    Delta, Filter, LIVES_DIR, Life, OPEN_FILE, month_file, month_in, parse_lines,
+};
 
 /// A cluster's ledger at its tip: the open lives.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,7 +44,11 @@ pub fn clusters(repo: &Repository) -> Result<Vec<String>, LedgerError> {
 }
 
 /// The text of `path` in `tree` (None when absent).
-fn file_text(repo: &Repository, tree: &git2::Tree, path: &str) -> Result<Option<String>, git2::Error> {
+fn file_text(
+    repo: &Repository,
+    tree: &git2::Tree,
+    path: &str,
+) -> Result<Option<String>, git2::Error> {
     let Ok(entry) = tree.get_path(Path::new(path)) else {
         return Ok(None);
     };
@@ -75,7 +81,11 @@ pub fn read_book(repo: &Repository, cluster: &str) -> Result<Book, LedgerError> 
 /// Every life of `cluster`'s ledger that `filter` matches, closed ones first (by month), then
 /// the open ones. Month files that end before `filter.from` are not read, and lines without
 /// the filter's image or node are skipped before they are parsed.
-pub fn read_lives(repo: &Repository, cluster: &str, filter: &Filter) -> Result<Vec<Life>, LedgerError> {
+pub fn read_lives(
+    repo: &Repository,
+    cluster: &str,
+    filter: &Filter,
+) -> Result<Vec<Life>, LedgerError> {
     let name = ledger_ref(cluster);
     let Ok(tip) = repo.refname_to_id(&name) else {
         return Ok(Vec::new());
@@ -188,8 +198,12 @@ pub fn append(
     }
     let lives = lives.write().map_err(&err)?;
     let mut root = repo.treebuilder(base.as_ref()).map_err(&err)?;
-    root.insert(OPEN_FILE, repo.blob(open.as_bytes()).map_err(&err)?, 0o100644)
-        .map_err(&err)?;
+    root.insert(
+        OPEN_FILE,
+        repo.blob(open.as_bytes()).map_err(&err)?,
+        0o100644,
+    )
+    .map_err(&err)?;
     if !repo.find_tree(lives).map_err(&err)?.is_empty() {
         root.insert(LIVES_DIR, lives, 0o040000).map_err(&err)?;
     }
@@ -248,7 +262,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let repo = Repository::init_bare(dir.path()).unwrap();
         let pools: BTreeMap<String, PoolContext> =
-            [("general".to_string(), PoolContext::default())].into_iter().collect();
+            [("general".to_string(), PoolContext::default())]
+                .into_iter()
+                .collect();
         let step = |seen: &[Seen], at| {
             let book = read_book(&repo, "c").unwrap();
             let d = diff("c", &book.open, seen, &pools, Start::Continuing, at);

@@ -58,7 +58,10 @@ pub fn pr_reference(message: &str) -> Option<String> {
         }
     }
     let at = message.find("pull/")?;
-    let digits: String = message[at + 5..].chars().take_while(char::is_ascii_digit).collect();
+    let digits: String = message[at + 5..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     (!digits.is_empty()).then(|| format!("#{digits}"))
 }
 
@@ -86,20 +89,26 @@ fn commit_ref(c: &git2::Commit, waves: Vec<String>) -> CommitRef {
 /// Whether `line` pins `version` of `channel` (`general: "2026.11.2"`, quoted or not, block
 /// or flow style).
 fn pins(line: &str, channel: &str, version: &str) -> bool {
-    [format!("{channel}: \"{version}\""), format!("{channel}: '{version}'"), format!("{channel}: {version}")]
-        .iter()
-        .any(|p| {
-            line.match_indices(p.as_str()).any(|(i, _)| {
-                let after = line[i + p.len()..].chars().next();
-                after.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_'))
-            })
+    [
+        format!("{channel}: \"{version}\""),
+        format!("{channel}: '{version}'"),
+        format!("{channel}: {version}"),
+    ]
+    .iter()
+    .any(|p| {
+        line.match_indices(p.as_str()).any(|(i, _)| {
+            let after = line[i + p.len()..].chars().next();
+            after.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_'))
         })
+    })
 }
 
 /// Whether `line` adds `version` as a key (`"2026.11.2":` or `2026.11.2:`).
 fn adds(line: &str, version: &str) -> bool {
     let t = line.trim_start();
-    t.starts_with(&format!("\"{version}\":")) || t.starts_with(&format!("'{version}':")) || t.starts_with(&format!("{version}:"))
+    t.starts_with(&format!("\"{version}\":"))
+        || t.starts_with(&format!("'{version}':"))
+        || t.starts_with(&format!("{version}:"))
 }
 
 /// The wave a pin line belongs to: `name:` on the line itself (flow style) or the nearest
@@ -137,8 +146,10 @@ pub fn versions(
         }
         at = c.parent(0).ok();
     }
-    let mut out: BTreeMap<(String, String), VersionHistory> =
-        asked.iter().map(|k| (k.clone(), VersionHistory::default())).collect();
+    let mut out: BTreeMap<(String, String), VersionHistory> = asked
+        .iter()
+        .map(|k| (k.clone(), VersionHistory::default()))
+        .collect();
     for id in line_of.into_iter().rev() {
         let c = repo.find_commit(id)?;
         let tree = c.tree()?;
@@ -149,8 +160,14 @@ pub fn versions(
         let mut added: Vec<(String, usize, String)> = Vec::new();
         diff.print(git2::DiffFormat::Patch, |delta, _, line| {
             if line.origin() == '+' {
-                let path = delta.new_file().path().map(|p| p.display().to_string()).unwrap_or_default();
-                let text = String::from_utf8_lossy(line.content()).trim_end().to_string();
+                let path = delta
+                    .new_file()
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                let text = String::from_utf8_lossy(line.content())
+                    .trim_end()
+                    .to_string();
                 added.push((path, line.new_lineno().unwrap_or(0) as usize, text));
             }
             true
@@ -165,8 +182,10 @@ pub fn versions(
             if h.proposed.is_none() && added.iter().any(|(_, _, l)| adds(l, version)) {
                 h.proposed = Some(commit_ref(&c, Vec::new()));
             }
-            let pin_lines: Vec<&(String, usize, String)> =
-                added.iter().filter(|(_, _, l)| pins(l, channel, version)).collect();
+            let pin_lines: Vec<&(String, usize, String)> = added
+                .iter()
+                .filter(|(_, _, l)| pins(l, channel, version))
+                .collect();
             if pin_lines.is_empty() {
                 continue;
             }
@@ -197,17 +216,29 @@ mod tests {
 
     #[test]
     fn pins_adds_and_pull_requests_are_read_from_lines() {
-        assert!(pins("      images: {general: \"2026.11.2\"}", "general", "2026.11.2"));
+        assert!(pins(
+            "      images: {general: \"2026.11.2\"}",
+            "general",
+            "2026.11.2"
+        ));
         assert!(pins("        general: 2026.11.2", "general", "2026.11.2"));
         assert!(!pins("        general: 2026.11.21", "general", "2026.11.2"));
         assert!(!pins("        gpu: 2026.11.2", "general", "2026.11.2"));
         assert!(adds("        \"2026.11.2\": {aws: ami-1}", "2026.11.2"));
         assert!(!adds("      images: {general: \"2026.11.2\"}", "2026.11.2"));
-        assert_eq!(pr_reference("Merge pull request #42 from a/b").as_deref(), Some("#42"));
+        assert_eq!(
+            pr_reference("Merge pull request #42 from a/b").as_deref(),
+            Some("#42")
+        );
         assert_eq!(pr_reference("promote (!7)").as_deref(), Some("!7"));
         assert_eq!(pr_reference("see https://x/pull/9").as_deref(), Some("#9"));
         assert_eq!(pr_reference("no reference here"), None);
-        let text = ["  waves:", "    - name: canary", "      clusters: [a]", "      images: {general: \"2\"}"];
+        let text = [
+            "  waves:",
+            "    - name: canary",
+            "      clusters: [a]",
+            "      images: {general: \"2\"}",
+        ];
         assert_eq!(wave_of(&text, 4, text[3]).as_deref(), Some("canary"));
         assert_eq!(
             wave_of(&[], 1, "    - {name: main, images: {general: \"2\"}}").as_deref(),

@@ -149,7 +149,9 @@ impl Recorder {
                         .map_err(|e| e.to_string())
                 }
             });
-            let sign_ref = sign.as_ref().map(|f| f as &dyn Fn(&str) -> Result<String, String>);
+            let sign_ref = sign
+                .as_ref()
+                .map(|f| f as &dyn Fn(&str) -> Result<String, String>);
             book::append(&repo, &cluster, &book, &delta, now, sign_ref)
                 .map_err(|e| e.to_string())?;
             tracing::info!(cluster = %cluster, joined = delta.opened.len(),
@@ -246,7 +248,9 @@ impl Recorder {
                     }
                 }
                 // Those nodes wait for the next pass; the others are recorded now.
-                Err(e) => tracing::debug!(cluster = %self.cluster, error = %e, "ledger: describing a group"),
+                Err(e) => {
+                    tracing::debug!(cluster = %self.cluster, error = %e, "ledger: describing a group")
+                }
             }
         }
         Ok(Some(
@@ -260,7 +264,11 @@ impl Recorder {
     }
 
     /// Per pool: the versions its images belong to, the rotation under way, the commit.
-    fn contexts(&self, nprs: &[NodePoolRotation], memory: &mut Memory) -> BTreeMap<String, PoolContext> {
+    fn contexts(
+        &self,
+        nprs: &[NodePoolRotation],
+        memory: &mut Memory,
+    ) -> BTreeMap<String, PoolContext> {
         let mut out = BTreeMap::new();
         for npr in nprs {
             let s = &npr.spec;

@@ -59,7 +59,13 @@ fn text(repo: &Repository, id: Oid) -> String {
 }
 
 /// Checks the lives of one file of one append.
-fn check_file(cluster: &str, short: &str, path: &str, text: &str, faults: &mut Vec<String>) -> Vec<Life> {
+fn check_file(
+    cluster: &str,
+    short: &str,
+    path: &str,
+    text: &str,
+    faults: &mut Vec<String>,
+) -> Vec<Life> {
     let lives = match parse_lines(path, text) {
         Ok(l) => l,
         Err(e) => {
@@ -70,7 +76,10 @@ fn check_file(cluster: &str, short: &str, path: &str, text: &str, faults: &mut V
     for (i, l) in lives.iter().enumerate() {
         let at = format!("append {short}: {path}:{}", i + 1);
         if l.cluster != cluster {
-            faults.push(format!("{at}: a life of cluster {} in {cluster}'s ledger", l.cluster));
+            faults.push(format!(
+                "{at}: a life of cluster {} in {cluster}'s ledger",
+                l.cluster
+            ));
         }
         if path != OPEN_FILE {
             match l.left {
@@ -103,7 +112,10 @@ pub fn verify_chain(
         v.appends += 1;
         let short = c.id().to_string()[..12].to_string();
         if c.parent_count() > 1 {
-            v.faults.push(format!("append {short}: {} parents (the chain was merged)", c.parent_count()));
+            v.faults.push(format!(
+                "append {short}: {} parents (the chain was merged)",
+                c.parent_count()
+            ));
         }
         let parent = c.parent(0).ok();
         let tree = c.tree().map_err(&err)?;
@@ -116,7 +128,8 @@ pub fn verify_chain(
         for (path, id) in &now {
             let is_month = path.starts_with(&format!("{LIVES_DIR}/")) && path.ends_with(".jsonl");
             if path != OPEN_FILE && !is_month {
-                v.faults.push(format!("append {short}: {path} is not a ledger file"));
+                v.faults
+                    .push(format!("append {short}: {path} is not a ledger file"));
                 continue;
             }
             // Only what changed is read again (the tip reads everything, for duplicates).
@@ -127,7 +140,9 @@ pub fn verify_chain(
             if let Some(old) = before.get(path).filter(|_| is_month)
                 && !body.starts_with(&text(repo, *old))
             {
-                v.faults.push(format!("append {short}: {path} was rewritten, not appended to"));
+                v.faults.push(format!(
+                    "append {short}: {path} was rewritten, not appended to"
+                ));
             }
             for l in check_file(cluster, &short, path, &body, &mut v.faults) {
                 if first {
@@ -175,9 +190,9 @@ fn check_signature(
     };
     match verifier.verify(cluster, &signed) {
         Ok(Ok(())) => v.signed += 1,
-        Ok(Err(why)) => v
-            .faults
-            .push(format!("append {short}: the signature is not {cluster}'s: {why}")),
+        Ok(Err(why)) => v.faults.push(format!(
+            "append {short}: the signature is not {cluster}'s: {why}"
+        )),
         Err(e) => {
             return Err(LedgerError::Git {
                 ledger_ref: ledger_ref(cluster),
@@ -196,7 +211,10 @@ pub fn verify_all(
 ) -> Result<Vec<Verdict>, LedgerError> {
     let mut out = Vec::new();
     let names: BTreeSet<String> = super::clusters(repo)?.into_iter().collect();
-    for c in names.iter().filter(|c| only.is_none_or(|o| o == c.as_str())) {
+    for c in names
+        .iter()
+        .filter(|c| only.is_none_or(|o| o == c.as_str()))
+    {
         out.push(verify_chain(repo, c, signers)?);
     }
     Ok(out)
@@ -237,10 +255,22 @@ mod tests {
 
     fn ledger(repo: &Repository) {
         let pools: BTreeMap<String, PoolContext> =
-            [("general".to_string(), PoolContext::default())].into_iter().collect();
-        for (i, seen) in [vec![seen("a"), seen("b")], vec![seen("b")], vec![]].iter().enumerate() {
+            [("general".to_string(), PoolContext::default())]
+                .into_iter()
+                .collect();
+        for (i, seen) in [vec![seen("a"), seen("b")], vec![seen("b")], vec![]]
+            .iter()
+            .enumerate()
+        {
             let book = read_book(repo, "c").unwrap();
-            let d = diff("c", &book.open, seen, &pools, Start::Continuing, t(i as i64));
+            let d = diff(
+                "c",
+                &book.open,
+                seen,
+                &pools,
+                Start::Continuing,
+                t(i as i64),
+            );
             append(repo, "c", &book, &d, t(i as i64), None).unwrap();
         }
     }
@@ -255,22 +285,42 @@ mod tests {
         assert!(v.faults.is_empty(), "{:?}", v.faults);
 
         // Someone edits the month file in a new commit on top (a forged history).
-        let tip = repo.find_commit(repo.refname_to_id("refs/rota/ledger/c").unwrap()).unwrap();
+        let tip = repo
+            .find_commit(repo.refname_to_id("refs/rota/ledger/c").unwrap())
+            .unwrap();
         let tree = tip.tree().unwrap();
-        let lives = repo.find_tree(tree.get_path(Path::new("lives")).unwrap().id()).unwrap();
+        let lives = repo
+            .find_tree(tree.get_path(Path::new("lives")).unwrap().id())
+            .unwrap();
         let mut lb = repo.treebuilder(Some(&lives)).unwrap();
         let first = text(&repo, lives.get_name("2026-11.jsonl").unwrap().id());
         let edited = first.replacen("\"node\":\"a\"", "\"node\":\"z\"", 1);
-        lb.insert("2026-11.jsonl", repo.blob(edited.as_bytes()).unwrap(), 0o100644).unwrap();
+        lb.insert(
+            "2026-11.jsonl",
+            repo.blob(edited.as_bytes()).unwrap(),
+            0o100644,
+        )
+        .unwrap();
         let mut rb = repo.treebuilder(Some(&tree)).unwrap();
         rb.insert("lives", lb.write().unwrap(), 0o040000).unwrap();
         let new = repo.find_tree(rb.write().unwrap()).unwrap();
         let sig = git2::Signature::now("x", "x@example.com").unwrap();
-        repo.commit(Some("refs/rota/ledger/c"), &sig, &sig, "edit", &new, &[&tip])
-            .unwrap();
+        repo.commit(
+            Some("refs/rota/ledger/c"),
+            &sig,
+            &sig,
+            "edit",
+            &new,
+            &[&tip],
+        )
+        .unwrap();
         let v = verify_chain(&repo, "c", None).unwrap();
         assert_eq!(v.faults.len(), 1, "{:?}", v.faults);
-        assert!(v.faults[0].contains("lives/2026-11.jsonl was rewritten"), "{:?}", v.faults);
+        assert!(
+            v.faults[0].contains("lives/2026-11.jsonl was rewritten"),
+            "{:?}",
+            v.faults
+        );
     }
 
     fn keygen(dir: &Path, name: &str) -> (std::path::PathBuf, String) {
@@ -292,9 +342,15 @@ mod tests {
         let (ours, public) = keygen(dir.path(), "ours");
         let (theirs, _) = keygen(dir.path(), "theirs");
         let signers = dir.path().join("allowed_signers");
-        std::fs::write(&signers, format!("c namespaces=\"rota-records\" {public}\n")).unwrap();
+        std::fs::write(
+            &signers,
+            format!("c namespaces=\"rota-records\" {public}\n"),
+        )
+        .unwrap();
         let pools: BTreeMap<String, PoolContext> =
-            [("general".to_string(), PoolContext::default())].into_iter().collect();
+            [("general".to_string(), PoolContext::default())]
+                .into_iter()
+                .collect();
         let append_signed = |key: &Path, seen: &[Seen], at| {
             let sign = |payload: &str| {
                 crate::report::evidence::sign(key, payload)
@@ -327,6 +383,10 @@ mod tests {
         let d = diff("c", &book.open, &[], &pools, Start::Continuing, t(3));
         append(&repo, "c", &book, &d, t(3), None).unwrap();
         let v = verify_chain(&repo, "c", Some(&verifier)).unwrap();
-        assert!(v.faults.iter().any(|f| f.ends_with(": not signed")), "{:?}", v.faults);
+        assert!(
+            v.faults.iter().any(|f| f.ends_with(": not signed")),
+            "{:?}",
+            v.faults
+        );
     }
 }

@@ -20,7 +20,9 @@ pub type PoolKey = (String, String);
 pub fn by_pool(lives: &[Life]) -> BTreeMap<PoolKey, Vec<&Life>> {
     let mut out: BTreeMap<PoolKey, Vec<&Life>> = BTreeMap::new();
     for l in lives {
-        out.entry((l.cluster.clone(), l.pool.clone())).or_default().push(l);
+        out.entry((l.cluster.clone(), l.pool.clone()))
+            .or_default()
+            .push(l);
     }
     out
 }
@@ -181,7 +183,10 @@ mod tests {
         assert_eq!(reached(&refs, "general@1"), Some(t(0)));
         assert_eq!(reached(&refs, "general@3"), None);
         // A tie is ordered by name.
-        assert_eq!(versions_at(&refs, t(10)), vec![("general@1".into(), 1), ("general@2".into(), 1)]);
+        assert_eq!(
+            versions_at(&refs, t(10)),
+            vec![("general@1".into(), 1), ("general@2".into(), 1)]
+        );
         assert_eq!(versions_at(&refs, t(13)), vec![("general@2".into(), 2)]);
         assert_eq!(last_ran(&refs, "general@1"), Some(Some(t(12))));
         assert_eq!(last_ran(&refs, "general@2"), Some(None));
@@ -210,7 +215,10 @@ mod tests {
         let a = age(t(0), Some(Duration::hours(24)), t(25));
         assert!(a.overdue);
         assert_eq!(a.due, Some(t(24)));
-        assert!(!age(t(0), Some(Duration::hours(24)), t(24)).overdue, "at the deadline: not yet");
+        assert!(
+            !age(t(0), Some(Duration::hours(24)), t(24)).overdue,
+            "at the deadline: not yet"
+        );
         assert_eq!(age(t(5), None, t(0)).age, Duration::zero());
     }
 }

@@ -214,7 +214,11 @@ impl Delta {
         let mut out: Vec<Life> = open
             .iter()
             .filter(|l| !gone.contains(&l.key()))
-            .map(|l| updated.get(&l.key()).map_or_else(|| l.clone(), |u| (*u).clone()))
+            .map(|l| {
+                updated
+                    .get(&l.key())
+                    .map_or_else(|| l.clone(), |u| (*u).clone())
+            })
             .collect();
         out.extend(self.opened.iter().cloned());
         out.sort_by(|a, b| (&a.pool, &a.node, &a.instance).cmp(&(&b.pool, &b.node, &b.instance)));
@@ -342,7 +346,10 @@ impl Filter {
     /// (lines are written by [`Life::to_line`]: a JSON string appears as its own quoted
     /// text when it needs no escaping).
     pub fn needle(&self) -> Option<String> {
-        let plain = |s: &str| s.chars().all(|c| c.is_ascii_graphic() && c != '"' && c != '\\');
+        let plain = |s: &str| {
+            s.chars()
+                .all(|c| c.is_ascii_graphic() && c != '"' && c != '\\')
+        };
         let pick = self.image.as_ref().or(self.node.as_ref())?;
         plain(pick).then(|| format!("\"{pick}\""))
     }
@@ -391,7 +398,14 @@ mod tests {
     #[test]
     fn a_rotation_opens_the_new_lives_and_closes_the_drained_ones_once() {
         let p = pools(true, None);
-        let d = diff("c", &[], &[seen("a", "ami-1")], &p, Start::AfterRestart, t(0));
+        let d = diff(
+            "c",
+            &[],
+            &[seen("a", "ami-1")],
+            &p,
+            Start::AfterRestart,
+            t(0),
+        );
         assert_eq!(d.opened.len(), 1);
         assert_eq!(d.opened[0].joined_before.as_deref(), Some("adoption"));
         assert_eq!(d.opened[0].version.as_deref(), Some("general@1"));
@@ -400,21 +414,42 @@ mod tests {
         let p = pools(false, Some(("general:general@2", "ami-2")));
         let mut a = seen("a", "ami-1");
         a.cordoned = Some(Some("rota".into()));
-        let d = diff("c", &open, &[a, seen("b", "ami-2")], &p, Start::Continuing, t(5));
+        let d = diff(
+            "c",
+            &open,
+            &[a, seen("b", "ami-2")],
+            &p,
+            Start::Continuing,
+            t(5),
+        );
         assert_eq!(d.updated.len(), 1, "the drain began");
         assert_eq!(d.opened[0].rotation.as_deref(), Some("general:general@2"));
         assert_eq!(d.opened[0].joined_before, None);
         let open = d.apply(&open);
         assert_eq!(open.len(), 2);
 
-        let d = diff("c", &open, &[seen("b", "ami-2")], &p, Start::Continuing, t(9));
+        let d = diff(
+            "c",
+            &open,
+            &[seen("b", "ami-2")],
+            &p,
+            Start::Continuing,
+            t(9),
+        );
         assert_eq!(d.closed.len(), 1);
         assert_eq!(d.closed[0].left_how, Some(Left::Rotated));
         assert_eq!(d.closed[0].drained_at, Some(t(5)));
         assert_eq!(d.closed[0].left, Some(t(9)));
         let open = d.apply(&open);
         // Seen again as it is: nothing more to write.
-        let again = diff("c", &open, &[seen("b", "ami-2")], &p, Start::Continuing, t(10));
+        let again = diff(
+            "c",
+            &open,
+            &[seen("b", "ami-2")],
+            &p,
+            Start::Continuing,
+            t(10),
+        );
         assert!(again.is_empty(), "{again:?}");
     }
 
@@ -436,7 +471,14 @@ mod tests {
     #[test]
     fn a_restart_marks_what_joined_unseen_and_a_reused_name_is_a_new_life() {
         let p = pools(false, None);
-        let d = diff("c", &[], &[seen("a", "ami-1")], &p, Start::AfterRestart, t(0));
+        let d = diff(
+            "c",
+            &[],
+            &[seen("a", "ami-1")],
+            &p,
+            Start::AfterRestart,
+            t(0),
+        );
         assert_eq!(d.opened[0].joined_before.as_deref(), Some("restart"));
         let open = d.apply(&[]);
         let mut again = seen("a", "ami-2");
@@ -449,23 +491,36 @@ mod tests {
     #[test]
     fn lines_round_trip_and_a_bad_line_is_named_with_its_field() {
         let p = pools(false, None);
-        let life = diff("c", &[], &[seen("a", "ami-1")], &p, Start::Continuing, t(0)).opened[0]
-            .clone();
+        let life =
+            diff("c", &[], &[seen("a", "ami-1")], &p, Start::Continuing, t(0)).opened[0].clone();
         let text = format!("{}\n{}\n", life.to_line(), life.to_line());
-        assert_eq!(parse_lines("open.jsonl", &text).unwrap(), vec![life.clone(), life]);
+        assert_eq!(
+            parse_lines("open.jsonl", &text).unwrap(),
+            vec![life.clone(), life]
+        );
         let bad = "{\"cluster\":\"c\"}\n";
         let e = parse_lines("lives/2026-11.jsonl", &format!("\n{bad}")).unwrap_err();
         assert_eq!(e.line, 2);
         assert!(e.to_string().starts_with("lives/2026-11.jsonl:2:"), "{e}");
         assert!(e.message.contains("missing field `pool`"), "{e}");
         let unknown = parse_lines("x", "{\"clster\":1}").unwrap_err();
-        assert!(unknown.message.contains("unknown field `clster`"), "{unknown}");
+        assert!(
+            unknown.message.contains("unknown field `clster`"),
+            "{unknown}"
+        );
     }
 
     #[test]
     fn filters_match_by_version_image_node_and_period() {
-        let mut l = diff("c", &[], &[seen("a", "ami-1")], &pools(false, None), Start::Continuing, t(0))
-            .opened[0]
+        let mut l = diff(
+            "c",
+            &[],
+            &[seen("a", "ami-1")],
+            &pools(false, None),
+            Start::Continuing,
+            t(0),
+        )
+        .opened[0]
             .clone();
         l.left = Some(t(60));
         let f = |image: Option<&str>, from, to| Filter {
@@ -480,7 +535,10 @@ mod tests {
         assert!(f(None, Some(t(30)), Some(t(90))).matches(&l));
         assert!(!f(None, Some(t(61)), None).matches(&l));
         assert!(!f(None, None, Some(t(0))).matches(&l));
-        assert!(l.to_line().contains(&f(Some("general@1"), None, None).needle().unwrap()));
+        assert!(
+            l.to_line()
+                .contains(&f(Some("general@1"), None, None).needle().unwrap())
+        );
         assert_eq!(month_file(t(0)), "lives/2026-11.jsonl");
         assert!(month_in("lives/2026-11.jsonl", Some(t(0))));
         assert!(!month_in("lives/2026-10.jsonl", Some(t(0))));
