@@ -230,14 +230,17 @@ fn fleet_files(dir: &Path, clusters: usize) {
     );
     std::fs::write(dir.join("fleet.yaml"), f).unwrap();
     std::fs::create_dir_all(dir.join("clusters")).unwrap();
-    let mut all = String::new();
-    for i in 0..clusters {
-        let c = cluster(i);
-        all += &format!(
-            "---\napiVersion: rota.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: {c}, labels: {{ring: all}}}}\nspec:\n  cloud: {{aws: {{region: us-east-1}}}}\n  pools:\n    - name: general\n      channel: general\n      nodeSelector: {{pool: general}}\n      group: {{autoScalingGroup: {c}-general}}\n"
-        );
+    // 200 clusters a file: the loader refuses a file over 1 MiB.
+    for (n, part) in (0..clusters).collect::<Vec<_>>().chunks(200).enumerate() {
+        let mut text = String::new();
+        for &i in part {
+            let c = cluster(i);
+            text += &format!(
+                "---\napiVersion: rota.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: {c}, labels: {{ring: all}}}}\nspec:\n  cloud: {{aws: {{region: us-east-1}}}}\n  pools:\n    - name: general\n      channel: general\n      nodeSelector: {{pool: general}}\n      group: {{autoScalingGroup: {c}-general}}\n"
+            );
+        }
+        std::fs::write(dir.join(format!("clusters/part-{n:03}.yaml")), text).unwrap();
     }
-    std::fs::write(dir.join("clusters/all.yaml"), all).unwrap();
 }
 
 fn load1() -> String {
