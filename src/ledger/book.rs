@@ -148,6 +148,9 @@ fn subject(cluster: &str, delta: &Delta) -> String {
     )
 }
 
+/// Signs an append's payload: the armored signature, or why it could not.
+pub type Signer<'a> = &'a dyn Fn(&str) -> Result<String, String>;
+
 /// Appends `delta` to `cluster`'s ledger on top of `book` (as read from its tip) and returns
 /// the new tip. `sign` signs the append's payload ([`signed_payload`]) and returns an armored
 /// signature, kept in the commit message. Fails (nothing written) when the ref has moved
@@ -158,7 +161,7 @@ pub fn append(
     book: &Book,
     delta: &Delta,
     now: DateTime<Utc>,
-    sign: Option<&dyn Fn(&str) -> Result<String, String>>,
+    sign: Option<Signer<'_>>,
 ) -> Result<Oid, LedgerError> {
     let name = ledger_ref(cluster);
     let err = LedgerError::git(&name);
