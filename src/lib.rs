@@ -44,6 +44,7 @@ pub mod discovery;
 pub mod gates;
 pub mod https;
 pub mod kube;
+pub mod ledger;
 pub mod memory;
 pub mod metrics;
 pub mod notify;

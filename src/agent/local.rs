@@ -61,7 +61,10 @@ pub struct LocalFleet {
     /// Where each agent's webhook receiver listens (with `LocalConfig::webhook`).
     pub webhooks: BTreeMap<String, std::net::SocketAddr>,
     cancel: CancellationToken,
-    _followers: Vec<super::wiring::RunningAgent>,
+    config: LocalConfig,
+    verifier: Option<Arc<Verifier>>,
+    /// Each cluster's running agent, with the token that stops its fetch loop.
+    running: BTreeMap<String, (super::wiring::RunningAgent, CancellationToken)>,
 }
 
 impl Drop for LocalFleet {
@@ -101,12 +104,20 @@ impl LocalFleet {
             Some(p) => Some(Arc::new(Verifier::new(p).map_err(|e| e.to_string())?)),
             None => None,
         };
-        let mut clients = BTreeMap::new();
-        let mut agents = BTreeMap::new();
-        let mut followers = Vec::new();
-        let mut webhooks = BTreeMap::new();
+        let mut local = LocalFleet {
+            sim,
+            clients: BTreeMap::new(),
+            agents: BTreeMap::new(),
+            clock,
+            webhooks: BTreeMap::new(),
+            cancel,
+            config,
+            verifier,
+            running: BTreeMap::new(),
+        };
         for c in &clusters {
-            let store = sim
+            let store = local
+                .sim
                 .store(&c.name)
                 .ok_or("cluster missing from the sim")?
                 .clone();
@@ -115,64 +126,87 @@ impl LocalFleet {
             super::install_crd(&client)
                 .await
                 .map_err(|e| e.to_string())?;
-            let mut cc = Config::new(env!("CARGO_PKG_VERSION"), &format!("rota-{}", c.name));
-            cc.speed = config.speed;
-            cc.events = false;
-            let mut ac = AgentConfig::new(&c.name);
-            ac.resync = config.resync;
-            let running = wiring::start(
-                AgentParts {
-                    agent: ac,
-                    controller: cc,
-                    client: client.clone(),
-                    groups: Arc::new(sim.cloud.clone()),
-                    source: SourceConfig {
-                        url: config.repo.display().to_string(),
-                        branch: config.branch.clone(),
-                        auth: Auth::None,
-                        depth: None,
-                    },
-                    state_dir: config.state_dir.clone(),
-                    follow: FollowConfig {
-                        interval: config.poll,
-                        webhook: config
-                            .webhook
-                            .clone()
-                            .map(|w| (std::net::SocketAddr::from(([127, 0, 0, 1], 0)), w)),
-                        watch_dir: None,
-                    },
-                    fetch_limits: Default::default(),
-                    evidence: Default::default(),
-                    verifier: verifier.clone(),
-                    statuses: config.statuses.clone(),
-                    metrics: crate::metrics::Metrics::for_cluster(&c.name),
-                    clock: Some(clock),
-                },
-                cancel.clone(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            if let Some(addr) = running.webhook_addr() {
-                webhooks.insert(c.name.clone(), addr);
-            }
-            agents.insert(c.name.clone(), running.snapshot.clone());
-            followers.push(running);
-            clients.insert(c.name.clone(), client);
+            local.clients.insert(c.name.clone(), client);
+            let state_dir = local.config.state_dir.clone();
+            local.start_agent(&c.name, &state_dir).await?;
         }
-        Ok(LocalFleet {
-            sim,
-            clients,
-            agents,
-            clock,
-            webhooks,
-            cancel,
-            _followers: followers,
-        })
+        Ok(local)
+    }
+
+    /// Starts the controller and agent of `cluster`, keeping their state under `state_dir`.
+    async fn start_agent(
+        &mut self,
+        cluster: &str,
+        state_dir: &std::path::Path,
+    ) -> Result<(), String> {
+        let config = &self.config;
+        let client = self.clients[cluster].clone();
+        let mut cc = Config::new(env!("CARGO_PKG_VERSION"), &format!("rota-{cluster}"));
+        cc.speed = config.speed;
+        cc.events = false;
+        let mut ac = AgentConfig::new(cluster);
+        ac.resync = config.resync;
+        let cancel = self.cancel.child_token();
+        let running = wiring::start(
+            AgentParts {
+                agent: ac,
+                controller: cc,
+                client,
+                groups: Arc::new(self.sim.cloud.clone()),
+                source: SourceConfig {
+                    url: config.repo.display().to_string(),
+                    branch: config.branch.clone(),
+                    auth: Auth::None,
+                    depth: None,
+                },
+                state_dir: state_dir.to_path_buf(),
+                follow: FollowConfig {
+                    interval: config.poll,
+                    webhook: config
+                        .webhook
+                        .clone()
+                        .map(|w| (std::net::SocketAddr::from(([127, 0, 0, 1], 0)), w)),
+                    watch_dir: None,
+                },
+                fetch_limits: Default::default(),
+                evidence: Default::default(),
+                verifier: self.verifier.clone(),
+                statuses: config.statuses.clone(),
+                metrics: crate::metrics::Metrics::for_cluster(cluster),
+                clock: Some(self.clock),
+            },
+            cancel.clone(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        if let Some(addr) = running.webhook_addr() {
+            self.webhooks.insert(cluster.to_string(), addr);
+        }
+        self.agents
+            .insert(cluster.to_string(), running.snapshot.clone());
+        self.running.insert(cluster.to_string(), (running, cancel));
+        Ok(())
+    }
+
+    /// Kills `cluster`'s agent and controller at whatever await they are in (nothing
+    /// released, nothing flushed) and starts new ones on a fresh state folder `state_dir`,
+    /// as a pod rescheduled onto another node: its mirror starts empty and the Lease of the
+    /// killed one has to run out first.
+    pub async fn crash_and_restart(
+        &mut self,
+        cluster: &str,
+        state_dir: &std::path::Path,
+    ) -> Result<(), String> {
+        if let Some((running, cancel)) = self.running.remove(cluster) {
+            running.kill();
+            cancel.cancel();
+        }
+        self.start_agent(cluster, state_dir).await
     }
 
     /// Fetch now in every agent (after a commit, instead of waiting for the poll).
     pub fn poke(&self) {
-        for a in &self._followers {
+        for (a, _) in self.running.values() {
             a.follower.trigger.fire();
         }
     }

@@ -119,6 +119,14 @@ impl RunningAgent {
         super::supervise::until_stop_or_end(stop, &mut self.tasks).await
     }
 
+    /// Ends every task of the agent at whatever await it is in, as a killed process would:
+    /// nothing is released (its Lease runs out on its own), nothing is flushed.
+    pub fn kill(self) {
+        for (_, t) in &self.tasks {
+            t.abort();
+        }
+    }
+
     /// Waits for the agent loop and the controller to return (after the cancellation), the
     /// controller having given its Lease up.
     pub async fn join(self) {
@@ -182,6 +190,23 @@ pub async fn start(
         Controller::with_metrics(client.clone(), Arc::clone(&groups), cc, metrics.clone());
     let clock = clock.unwrap_or_else(|| controller.clock());
     let notes = Arc::new(GitNotesStore::for_source(&source, &ac.cluster).with_evidence(&evidence));
+    // The image ledger: written beside the notes, by the same single writer.
+    let ledger = crate::ledger::recorder::Recorder {
+        cluster: ac.cluster.clone(),
+        client: client.clone(),
+        index: Arc::clone(controller.index()),
+        groups: Arc::clone(&groups),
+        repo: source.mirror_path().to_path_buf(),
+        push: Some(crate::report::notes::PushTarget {
+            url: source.config().url.clone(),
+            auth: source.config().auth.clone(),
+            known_hosts: source.known_hosts().cloned(),
+        }),
+        signing_key: evidence.signing_key.clone(),
+        leadership: Some(controller.leadership()),
+        clock,
+        interval: ac.resync,
+    };
     let polls_source = Arc::clone(&source);
     let store: Arc<dyn StatusStore> = match &statuses {
         Some(sc) => store_from_config(sc, Arc::clone(&notes))?,
@@ -217,6 +242,7 @@ pub async fn start(
         "agent",
         tokio::spawn(agent.run(follower.state.clone(), cancel.clone())),
     ));
+    tasks.push(("ledger", tokio::spawn(ledger.run(cancel.clone()))));
     tasks.push((
         "controller",
         tokio::spawn(async move { controller.run(cancel.cancelled_owned()).await }),

@@ -77,7 +77,8 @@ pub struct AgentArgs {
     /// head that does not descend from the commit in force is never acted on.
     #[arg(long, env = "ROTA_CONFIRM_REWRITE")]
     pub confirm_rewrite: Option<crate::source::history::ConfirmedRewrite>,
-    /// This agent's SSH private key: its promotion records are signed with it.
+    /// This agent's SSH private key: its promotion records and its image ledger's appends
+    /// are signed with it.
     #[arg(long, env = "ROTA_RECORDS_SIGNING_KEY")]
     pub records_signing_key: Option<PathBuf>,
     /// Allowed-signers file of the agents (principal: cluster name, namespace

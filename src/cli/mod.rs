@@ -11,11 +11,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod agent;
+pub mod audit;
 pub mod cloud;
 pub mod completions;
 pub mod ctl;
 pub mod demo;
 pub mod diff;
+pub mod evidence;
 pub mod forge;
 pub mod git_auth;
 pub mod images;
@@ -85,6 +87,12 @@ pub enum Command {
     Where(whereis::WhereArgs),
     /// Steer the rotation under way outside git: pause, resume, retry after a halt, end a soak.
     Ctl(ctl::CtlArgs),
+    /// Which nodes ran an image and when (or what a node ran), from the agents' image
+    /// ledger in the fleet repo; --verify checks its chain and signatures.
+    Audit(audit::AuditArgs),
+    /// The fleet's patching evidence in one document: per pool the image in force, its age
+    /// and deadline; per version when released, proposed, merged and rolled out; breaches.
+    Evidence(evidence::EvidenceArgs),
 }
 
 /// Parse the process arguments and run the chosen command.
@@ -115,6 +123,8 @@ pub fn main() -> ExitCode {
         Command::Ui(args) => ui::run(args),
         Command::Where(args) => whereis::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Audit(args) => audit::run(args),
+        Command::Evidence(args) => evidence::run(args),
     }
 }
 

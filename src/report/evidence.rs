@@ -181,7 +181,9 @@ impl RecordVerifier {
         Ok(Ok(p.pools))
     }
 
-    fn verify(
+    /// Whether `signed.signature` is the signature of `cluster`'s key over `signed.payload`
+    /// (any payload: the ledger's appends are verified here too).
+    pub(crate) fn verify(
         &self,
         cluster: &str,
         signed: &SignedRecords,

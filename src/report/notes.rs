@@ -727,7 +727,7 @@ pub fn push_refspec(repo: &Repository, push: &PushTarget, spec: &str) -> Result<
     }
 }
 
-fn fetch_ref(
+pub(crate) fn fetch_ref(
     repo: &Repository,
     push: &PushTarget,
     from: &str,

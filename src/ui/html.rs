@@ -206,7 +206,7 @@ pub(super) fn wave_html(i: usize, w: &WavePanel, now: DateTime<Utc>) -> String {
     for c in &w.clusters {
         out += &format!(
             r#"<div class="cluster" id="cluster-{n}" data-cluster="{n}">
-<h4>{n} {b}</h4><p class="desc">{d}</p>
+<h4>{n} {b}</h4><p class="desc">{d}</p><p class="ledger muted" title="every node's life on the fleet's images, from the image ledger">nodes: <code>rota audit --cluster {n}</code></p>
 <table><thead><tr><th scope="col">Pool</th><th scope="col">Channel</th><th scope="col">In force</th><th scope="col">Target</th><th scope="col">Progress</th><th scope="col">Phase</th></tr></thead><tbody>
 "#,
             n = esc(&c.name),

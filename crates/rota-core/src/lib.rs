@@ -10,6 +10,8 @@
 //!   agents' records.
 //! - [`images`]: discovery of new images (what to ask the clouds, whether to propose,
 //!   wait for the bake or for a lagging region) and the textual edit that adds a version.
+//! - [`ledger`]: the image ledger's lives of nodes on images, its line format and what an
+//!   observation changes in it.
 //! - [`cloud`]: the narrow trait every cloud provider implements and its value types.
 //! - [`errors`]: the error classes (what a retry should do), importing nothing of rota.
 //!
@@ -20,6 +22,7 @@ pub mod cloud;
 pub mod errors;
 pub mod fleet;
 pub mod images;
+pub mod ledger;
 pub mod parallel;
 pub mod rotate;
 pub mod sanitize;

@@ -174,6 +174,17 @@ struct Inner {
     history: BTreeMap<GroupRef, Vec<(Instant, GroupState)>>,
     /// The account's published images (see `crate::images`).
     images: Catalog,
+    /// Every instance that came in service, with the image it booted: the cloud's own
+    /// record of what ran where, which the image ledger is checked against.
+    ran: Vec<Ran>,
+}
+
+/// An instance that came in service: its group, ID and image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ran {
+    pub group: String,
+    pub instance: String,
+    pub image: String,
 }
 
 /// A simulated cloud account. Cheap to clone; clones share state.
@@ -203,6 +214,7 @@ impl SimCloud {
                 record_events: true,
                 history: BTreeMap::new(),
                 images: Catalog::default(),
+                ran: Vec::new(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -271,6 +283,11 @@ impl SimCloud {
                 let mut inst = inst;
                 inst.public.lifecycle = Lifecycle::InService;
                 inst.boot_fails = false;
+                inner.ran.push(Ran {
+                    group: group.spec.group.name().to_string(),
+                    instance: inst.public.id.clone(),
+                    image: inst.public.image.clone(),
+                });
                 group.instances.push(inst);
             }
             inner.record_events = true;
@@ -313,6 +330,11 @@ impl SimCloud {
     }
 
     /// The cloud's events since the last call (oldest first).
+    /// Every instance that came in service so far, with its image, in order.
+    pub fn ran(&self) -> Vec<Ran> {
+        self.inner.lock().unwrap().ran.clone()
+    }
+
     pub fn take_events(&self) -> Vec<CloudEvent> {
         std::mem::take(&mut self.inner.lock().unwrap().events)
     }
@@ -641,6 +663,11 @@ impl Inner {
                         self.record(CloudEvent::InService {
                             group: name.clone(),
                             instance: inst.public.id.clone(),
+                        });
+                        self.ran.push(Ran {
+                            group: name.clone(),
+                            instance: inst.public.id.clone(),
+                            image: inst.public.image.clone(),
                         });
                     }
                 }

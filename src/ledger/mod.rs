@@ -1,0 +1,70 @@
+//! The image ledger in the fleet repo: which image ran on which node of which cluster, and
+//! when, kept in git as long as the repo is kept. The model and its line format are the
+//! core's [`rota_core::ledger`]; this module writes and reads it.
+//!
+//! Each cluster's agent is the single writer of its own ref, `refs/rota/ledger/<cluster>`
+//! (as of its notes ref, `refs/notes/rota/<cluster>`): each append is a commit whose only
+//! parent is the previous tip, so the chain can be walked and checked
+//! ([`verify::verify_chain`]), and a push that is not a fast-forward is refused by the server.
+//! The ref is outside `refs/heads` and `refs/notes/rota`: deleting a cluster from the fleet
+//! repo leaves its ledger where it is.
+//!
+//! - [`book`]: read a ledger (the open lives, the lives of a period) and append to it.
+//! - [`recorder`]: the agent's side: observe the cluster's nodes (the controller's
+//!   watch-fed index, the NodePoolRotations, the cloud group for instance images) and
+//!   append what changed.
+//! - [`history`]: who proposed and merged a version (the commits that add and pin it).
+//! - [`verify`]: the chain and the signatures, naming what does not hold.
+
+pub mod book;
+pub mod history;
+pub mod recorder;
+pub mod verify;
+
+pub use book::{Book, append, clusters, read_book, read_lives};
+pub use rota_core::ledger::{Filter, Left, Life};
+
+/// The prefix of the ledger refs.
+pub const LEDGER_PREFIX: &str = "refs/rota/ledger/";
+
+/// The ledger ref of `cluster`.
+pub fn ledger_ref(cluster: &str) -> String {
+    format!("{LEDGER_PREFIX}{cluster}")
+}
+
+/// The first line of what each append's signature covers (see [`signed_payload`]).
+pub const PAYLOAD_HEADER: &str = "rota-ledger v1";
+
+/// What an agent signs for one append: the cluster, the parent and the tree. The tree's ID
+/// is the hash of every file of the ledger as of that append, so the signature covers the
+/// content, and the parent chains it to what came before: an append moved to another ref,
+/// or a tree edited afterwards, no longer verifies.
+pub fn signed_payload(cluster: &str, parent: Option<&str>, tree: &str) -> String {
+    format!(
+        "{PAYLOAD_HEADER}\ncluster {cluster}\nparent {}\ntree {tree}\n",
+        parent.unwrap_or("none")
+    )
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("ledger {ledger_ref}: {message}")]
+    Git { ledger_ref: String, message: String },
+    #[error("ledger {ledger_ref} at {commit}: {source}")]
+    Unreadable {
+        ledger_ref: String,
+        commit: String,
+        source: rota_core::ledger::LineError,
+    },
+    #[error("ledger {ledger_ref}: signing the append: {message}")]
+    Sign { ledger_ref: String, message: String },
+}
+
+impl LedgerError {
+    pub(crate) fn git(ledger_ref: &str) -> impl Fn(git2::Error) -> LedgerError + '_ {
+        move |e| LedgerError::Git {
+            ledger_ref: ledger_ref.to_string(),
+            message: e.message().to_string(),
+        }
+    }
+}

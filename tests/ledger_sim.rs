@@ -1,0 +1,242 @@
+//! The image ledger end to end on the simulated fleet: real agents (`LocalFleet`) record
+//! their nodes' lives into `refs/rota/ledger/<cluster>` of the bare repo they follow, through
+//! a rotation, an agent killed mid-rotation and restarted on a fresh mirror, and a revert
+//! (rollback) to the old version. The ledger is then checked against the simulated cloud's
+//! own record of which instance ran which image: every instance that came in service appears
+//! exactly once, with its image, and the chain verifies.
+
+#[path = "support/git.rs"]
+mod git_support;
+use git_support::git;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use kube::api::Api;
+use rota::agent::local::{LocalConfig, LocalFleet};
+use rota::kube::crd::NodePoolRotation;
+use rota::ledger::{Filter, Life};
+use rota::report::{GitNotesStore, State};
+use rota::sim::scenario::WorkloadProfile;
+
+const V1: &str = "ami-0a1b2c3d4e5f60718";
+const V2: &str = "ami-0f9e8d7c6b5a40312";
+
+fn fleet_yaml(pin: &str) -> String {
+    format!(
+        r#"apiVersion: rota.dev/v1alpha1
+kind: Fleet
+metadata: {{name: acme}}
+spec:
+  images:
+    general:
+      maxAge: 30d
+      versions:
+        "2026.11.1": {{aws: {V1}, released: "2026-10-01T00:00:00Z"}}
+        "2026.11.2": {{aws: {V2}, released: "2026-11-20T00:00:00Z"}}
+  waves:
+    - name: canary
+      clusters: [canary-1]
+      images: {{general: "{pin}"}}
+  rollout: {{batch: 1, nodeReadyTimeout: 10m}}
+"#
+    )
+}
+
+const CLUSTER: &str = r#"apiVersion: rota.dev/v1alpha1
+kind: Cluster
+metadata: {name: canary-1}
+spec:
+  cloud: {aws: {region: us-east-1}}
+  pools:
+    - name: general
+      channel: general
+      nodeSelector: {rota.dev/pool: general}
+      group: {autoScalingGroup: canary-1-general}
+"#;
+
+const WORKLOADS: &str = r#"
+nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}
+deployments:
+  - {name: web, namespace: shop, replicas: 4, pdb: {maxUnavailable: 1}, readyAfter: 10s}
+"#;
+
+fn commit(dir: &Path, files: &[(&str, &str)], message: &str) -> String {
+    for (p, c) in files {
+        std::fs::write(dir.join(p), c).unwrap();
+    }
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+    git(dir, &["push", "-q", "origin", "main"]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+async fn state_of(origin: &Path, commit: &str, context: &str) -> Option<State> {
+    let store = GitNotesStore::new(origin, None, None);
+    store.scope_to(["canary-1".to_string()]);
+    store
+        .docs(commit)
+        .await
+        .unwrap()
+        .into_iter()
+        .flat_map(|d| d.statuses)
+        .find(|s| s.context == context)
+        .map(|s| s.state)
+}
+
+async fn wait_success(fleet: &LocalFleet, origin: &Path, commit: &str) {
+    let start = tokio::time::Instant::now();
+    while state_of(origin, commit, "rota/canary-1/general").await != Some(State::Success) {
+        assert!(
+            start.elapsed() < Duration::from_secs(6 * 3600),
+            "never succeeded on {commit}"
+        );
+        fleet.poke();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+fn lives(origin: &Path) -> Vec<Life> {
+    let repo = git2::Repository::open_bare(origin).unwrap();
+    rota::ledger::read_lives(&repo, "canary-1", &Filter::default()).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_revert() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("fleet.git");
+    std::fs::create_dir_all(&origin).unwrap();
+    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+    git(tmp.path(), &["clone", "-q", "fleet.git", "fleet"]);
+    let repo = tmp.path().join("fleet");
+    git(&repo, &["checkout", "-q", "-b", "main"]);
+    let first = commit(
+        &repo,
+        &[
+            ("fleet.yaml", &fleet_yaml("2026.11.1")),
+            ("canary-1.yaml", CLUSTER),
+        ],
+        "fleet on 2026.11.1",
+    );
+    let mut fleet = LocalFleet::start(LocalConfig {
+        repo: origin.clone(),
+        branch: "main".into(),
+        state_dir: tmp.path().join("state"),
+        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+        speed: 1.0,
+        poll: Duration::from_secs(10),
+        resync: Duration::from_secs(5),
+        trust: None,
+        webhook: None,
+        statuses: None,
+    })
+    .await
+    .unwrap();
+    wait_success(&fleet, &origin, &first).await;
+    // Give the recorder a pass after the pool settled.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let adopted = lives(&origin);
+    assert_eq!(adopted.len(), 4, "{adopted:#?}");
+    // The simulated nodes register after the agent started, so the ledger saw them join
+    // (a pool met with its nodes already there marks them `joinedBefore: adoption`: see
+    // `rota_core::ledger` tests).
+    assert!(
+        adopted
+            .iter()
+            .all(|l| l.version.as_deref() == Some("general@2026.11.1") && l.left.is_none()),
+        "{adopted:#?}"
+    );
+
+    let bump = commit(
+        &repo,
+        &[("fleet.yaml", &fleet_yaml("2026.11.2"))],
+        "canary: 2026.11.2",
+    );
+    fleet.poke();
+    // Mid-rotation: a node of the new image is in, old ones remain. Kill the agent there.
+    let api: Api<NodePoolRotation> = Api::all(fleet.clients["canary-1"].clone());
+    let start = tokio::time::Instant::now();
+    loop {
+        let n = api.get("general").await.unwrap();
+        let st = n.status.unwrap_or_default();
+        if n.spec.version == "2026.11.2" && st.on_target >= 1 && st.on_target < st.total {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(3 * 3600),
+            "no rotation under way"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    fleet
+        .crash_and_restart("canary-1", &tmp.path().join("state-after-crash"))
+        .await
+        .unwrap();
+    wait_success(&fleet, &origin, &bump).await;
+
+    git(&repo, &["revert", "--no-edit", "HEAD"]);
+    git(&repo, &["push", "-q", "origin", "main"]);
+    let revert = git(&repo, &["rev-parse", "HEAD"]);
+    fleet.poke();
+    wait_success(&fleet, &origin, &revert).await;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+
+    // The sim's own record: every instance of the pool's group that came in service.
+    let ran: BTreeMap<String, String> = fleet
+        .sim
+        .cloud
+        .ran()
+        .into_iter()
+        .filter(|r| r.group == "canary-1-general")
+        .map(|r| (r.instance, r.image))
+        .collect();
+    let all = lives(&origin);
+    let mut per_instance: BTreeMap<&str, Vec<&Life>> = BTreeMap::new();
+    for l in &all {
+        per_instance.entry(l.instance.as_str()).or_default().push(l);
+    }
+    for (instance, image) in &ran {
+        let mine = per_instance
+            .get(instance.as_str())
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(mine.len(), 1, "instance {instance} ({image}): {mine:#?}");
+        assert_eq!(&mine[0].image, image, "{mine:#?}");
+    }
+    assert_eq!(
+        all.len(),
+        ran.len(),
+        "a life of no instance that ran: {all:#?}"
+    );
+    // 4 adopted on 2026.11.1, 4 rotated in on 2026.11.2, 4 back on 2026.11.1.
+    assert_eq!(ran.len(), 12, "{ran:?}");
+    let open: Vec<&Life> = all.iter().filter(|l| l.left.is_none()).collect();
+    assert_eq!(open.len(), 4);
+    assert!(
+        open.iter().all(|l| l.image == V1 && l.rotation.is_some()),
+        "{open:#?}"
+    );
+    let on_v2: Vec<&Life> = all.iter().filter(|l| l.image == V2).collect();
+    assert_eq!(on_v2.len(), 4);
+    assert!(
+        on_v2
+            .iter()
+            .all(|l| l.version.as_deref() == Some("general@2026.11.2"))
+    );
+    assert!(
+        on_v2
+            .iter()
+            .all(|l| l.left_how == Some(rota::ledger::Left::Rotated)),
+        "the revert drained them: {on_v2:#?}"
+    );
+    // The chain holds: one parent each, months appended to, no life twice.
+    let bare = git2::Repository::open_bare(&origin).unwrap();
+    let v = rota::ledger::verify::verify_chain(&bare, "canary-1", None).unwrap();
+    assert!(v.faults.is_empty(), "{:?}", v.faults);
+    assert_eq!(v.lives, 12);
+}
