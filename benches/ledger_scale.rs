@@ -12,7 +12,7 @@
 //! Prints `key: value` lines: clusters, months, lives, appends, the pack's size as written
 //! and after `git repack -adf` (as a server's gc leaves it), the wall time of each command
 //! and the 1-minute load average when it ended (`load1`: the machine may be shared).
-//! Run: `cargo bench --bench ledger_scale` (10,000 clusters); `ROTA_BENCH_CLUSTERS=1000`
+//! Run: `cargo bench --bench figures -- ledger_scale` (10,000 clusters); `ROTA_BENCH_CLUSTERS=1000`
 //! chooses. Without `--bench` (as `cargo test --all-targets` runs it) it is a smoke pass on
 //! 20 clusters that checks each command answered.
 
@@ -25,9 +25,7 @@ use std::time::Instant;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use rota_core::ledger::{Life, PoolContext, Seen, Start, diff, month_file};
 
-#[path = "../tests/support/git.rs"]
-mod support_git;
-use support_git::git;
+use crate::support::git::git;
 
 const MONTHS: usize = 13;
 
@@ -275,7 +273,7 @@ fn timed(bin: &Path, args: &[&str], name: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn main() {
+pub fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let clusters = env("ROTA_BENCH_CLUSTERS", if bench { 10_000 } else { 20 });
     let nodes = env("ROTA_BENCH_NODES", if bench { 10 } else { 4 });

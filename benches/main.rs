@@ -22,6 +22,7 @@ mod fleet_validate;
 mod git_poll;
 mod gitops;
 mod images_discover;
+mod ledger_scale;
 mod rotation_makespan;
 mod sim_scale;
 mod sim_store;
@@ -37,6 +38,7 @@ const SCENARIOS: &[(&str, fn())] = &[
     ("git_poll", git_poll::main),
     ("gitops", gitops::main),
     ("images_discover", images_discover::main),
+    ("ledger_scale", ledger_scale::main),
     ("rotation_makespan", rotation_makespan::main),
     ("sim_scale", sim_scale::main),
     ("sim_store", sim_store::main),

@@ -15,6 +15,7 @@ mod chaos;
 mod controller_sim;
 mod demo;
 mod leadership_sim;
+mod ledger_sim;
 mod resume_sim;
 mod sim_api;
 mod sim_world;

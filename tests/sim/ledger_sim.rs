@@ -5,9 +5,7 @@
 //! own record of which instance ran which image: every instance that came in service appears
 //! exactly once, with its image, and the chain verifies.
 
-#[path = "support/git.rs"]
-mod git_support;
-use git_support::git;
+use crate::support::git::git;
 
 use std::collections::BTreeMap;
 use std::path::Path;
