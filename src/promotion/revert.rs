@@ -376,8 +376,10 @@ pub fn write(
 
 /// `revert` on its branch `rota/revert/<wave>/<channel>-<version>` (rewritten from `at.rev`),
 /// pushed, and its pull request opened or updated; the body is the summary, the evidence and,
-/// while it fits, `rota diff --format markdown` of the change (see `promotion::body`). Unless a person already closed a pull request of that
-/// branch since the pin moved: then nothing is pushed or opened, and the line says so.
+/// while it fits, `rota diff --format markdown` of the change (see `promotion::body`). Unless a
+/// person already closed a pull request of that branch since the pin moved (as the agents'
+/// records date it: [`Revert::closed_counts_since`]): then nothing is pushed or opened, and the
+/// line says so.
 pub async fn propose(at: &At<'_>, revert: &Revert, to: &Where<'_>) -> Result<String, String> {
     let branch = revert.branch();
     // Versions allow what a ref does not (`1..2`, `x.lock`): say so rather than fail in git.
@@ -388,9 +390,10 @@ pub async fn propose(at: &At<'_>, revert: &Revert, to: &Where<'_>) -> Result<Str
         ));
     }
     if let Some(forge) = to.forge {
-        let closed = crate::report::pulls::closed_since(forge, &branch, revert.since)
-            .await
-            .map_err(|e| format!("looking for a closed pull request of {branch}: {e}"))?;
+        let closed =
+            crate::report::pulls::closed_since(forge, &branch, revert.closed_counts_since())
+                .await
+                .map_err(|e| format!("looking for a closed pull request of {branch}: {e}"))?;
         if let Some(pr) = closed {
             return Ok(format!(
                 "not proposed again: pull request #{} {} of {branch} was closed at {} (one \

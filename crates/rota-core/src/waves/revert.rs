@@ -115,6 +115,19 @@ pub struct Revert {
 const SHOWN: usize = 50;
 
 impl Revert {
+    /// Since when a closed pull request of this revert's branch counts as "a person closed
+    /// it" (and the revert is not proposed again): the pin move's commit time, but never
+    /// earlier than the first failure the evidence rests on. The commit time is the pusher's
+    /// to choose: dated in the past, it would let a pull request closed in an earlier period
+    /// of the same version (pinned, failed, closed, moved away, pinned again) silence this
+    /// one. The failures' times are the agents' records, and a revert of this period is only
+    /// proposed once one of them exists, so a pull request closed before the first of them
+    /// belongs to another period. Erring late only proposes again; it never hides a revert.
+    pub fn closed_counts_since(&self) -> DateTime<Utc> {
+        let first_failure = self.evidence.iter().map(|e| e.failure.at).min();
+        first_failure.map_or(self.since, |f| self.since.max(f))
+    }
+
     /// `rota/revert/<wave>/<channel>-<version>`: one per wave and version, whatever the
     /// evidence, so that a later pass updates the proposal rather than making another.
     pub fn branch(&self) -> String {
@@ -428,6 +441,35 @@ mod tests {
         match d {
             RevertDecision::Keep { reason } => reason,
             d => panic!("want Keep, got {d:?}"),
+        }
+    }
+
+    #[test]
+    fn a_pin_move_dated_in_the_past_does_not_let_an_older_closed_pull_request_count() {
+        let records = [PoolRecord::new("canary-use1", "general").gate_failed(
+            "general",
+            V,
+            "error-rate",
+            t(10, 40),
+        )];
+        // Honest: the move at 10:00, the failure at 10:40: closed pull requests count from
+        // the failure on (a revert of this period was proposed no earlier).
+        let RevertDecision::Revert(r) = decide_one(canary_pin(), &records) else {
+            panic!("want a revert")
+        };
+        assert_eq!(r.closed_counts_since(), t(10, 40));
+        // The pusher dated the move a week back: still from the first failure.
+        let mut pin = canary_pin();
+        pin.since = t(10, 0) - chrono::Duration::days(7);
+        let RevertDecision::Revert(r) = decide_one(pin, &records) else {
+            panic!("want a revert")
+        };
+        assert_eq!(r.closed_counts_since(), t(10, 40));
+        // Dated in the future: from that date (later only proposes again).
+        let mut pin = canary_pin();
+        pin.since = t(12, 0);
+        if let RevertDecision::Revert(r) = decide_one(pin, &records) {
+            assert_eq!(r.closed_counts_since(), t(12, 0));
         }
     }
 
