@@ -8,6 +8,7 @@
 
 pub mod checkpoint;
 pub mod eta;
+pub mod managed;
 pub mod observed;
 pub mod operator;
 pub mod parallel;
@@ -23,7 +24,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
+pub use checkpoint::{Batch, Checkpoint, ChosenNode, OwnerUpdateMark, Stage};
 pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
 pub use plan::{plan, plan_with};
 
@@ -103,6 +104,11 @@ pub enum Action {
         desired: u32,
         instances: Vec<String>,
     },
+    /// A managed pool: start its owner's own update to `request.image` through the owner's
+    /// API (`cloud::managed::OwnerPools`), never a template write.
+    StartOwnerUpdate {
+        request: crate::cloud::managed::UpdateRequest,
+    },
 }
 
 impl fmt::Display for Action {
@@ -128,6 +134,11 @@ impl fmt::Display for Action {
                 node,
                 disabled: false,
             } => write!(f, "remove scale-down-disabled from {node}"),
+            Action::StartOwnerUpdate { request } => write!(
+                f,
+                "start the owner's update to {} (token {})",
+                request.image, request.token
+            ),
             Action::WithdrawSurge { desired, .. } => {
                 write!(f, "withdraw the unfulfilled surge (capacity {desired})")
             }
