@@ -126,6 +126,8 @@ impl LocalFleet {
                     controller: cc,
                     client: client.clone(),
                     groups: Arc::new(sim.cloud.clone()),
+                    // The simulated fleet serves EKS managed node groups.
+                    owners: Some(Arc::new(sim.cloud.clone())),
                     source: SourceConfig {
                         url: config.repo.display().to_string(),
                         branch: config.branch.clone(),

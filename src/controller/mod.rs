@@ -301,7 +301,8 @@ fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
         | Action::SetCapacity { .. }
         | Action::SetMax { .. }
         | Action::Terminate { .. }
-        | Action::WithdrawSurge { .. } => true,
+        | Action::WithdrawSurge { .. }
+        | Action::StartOwnerUpdate { .. } => true,
         Action::Cordon { .. }
         | Action::Uncordon { .. }
         | Action::Evict { .. }
@@ -389,6 +390,9 @@ pub struct Controller {
     /// plan that has more, then report [`Outcome::Crashed`] (the caller drops the
     /// controller and starts another, as after a crash).
     pub crash_after: Option<usize>,
+    /// The owner's API of the managed pools this controller drives (see
+    /// [`Controller::with_owners`]).
+    owners: Option<Arc<dyn rota_core::cloud::managed::OwnerPools>>,
 }
 
 impl Drop for Controller {
@@ -448,7 +452,15 @@ impl Controller {
             term: None,
             election: None,
             crash_after: None,
+            owners: None,
         }
+    }
+
+    /// Drive the managed pools of `owners`' kind through its API (`managedUpdate: service`);
+    /// without it, a managed pool is reported and never acted on.
+    pub fn with_owners(mut self, owners: Arc<dyn rota_core::cloud::managed::OwnerPools>) -> Self {
+        self.owners = Some(owners);
+        self
     }
 
     /// Whether this process leads, as the election decides once [`run`](Self::run) (or
@@ -833,6 +845,11 @@ impl Controller {
         start_hold: &Option<String>,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Option<rota_core::rotate::Observed> {
+        // A managed pool driven through its owner is planned from the owner's state, which
+        // a kept describe of the (empty) group does not hold: described on every pass.
+        if desired.group.managed().is_some() && self.owners.is_some() {
+            return None;
+        }
         let fence = self.leadership.fence();
         let state = self.pools.get(&npr.name_any())?;
         let d = state.described.as_ref()?;
@@ -1072,6 +1089,17 @@ impl Controller {
         .await?;
         observed.describe_lag = self.config.describe_lag;
         observed.cluster_autoscaler = self.config.cluster_autoscaler;
+        // A managed pool whose owner this controller drives: the owner's state, described
+        // on every pass (the planner decides from it; nothing is reused across passes).
+        if let (Some(m), Some(o)) = (desired.group.managed(), self.owners.as_ref())
+            && o.owner() == m.owner()
+        {
+            observed.owner = Some(
+                o.describe(m)
+                    .await
+                    .map_err(crate::kube::observe::ObserveError::from)?,
+            );
+        }
         // A new term (this replica took over, or won the lease back) restarts the waits that
         // are measured from times another replica may have written on its own clock.
         match (&self.leadership.fence(), &self.term) {
@@ -1208,6 +1236,7 @@ impl Controller {
             recorder: self.recorder.clone(),
             metrics: Some(self.metrics.clone()),
             lease: self.election.as_ref().map(|_| self.leadership.clone()),
+            owners: self.owners.as_deref(),
         };
         let batch = plan
             .checkpoint

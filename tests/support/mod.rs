@@ -372,6 +372,7 @@ impl Model {
             describe_lag: std::time::Duration::ZERO,
             cluster_autoscaler: true,
             leading_since: None,
+            owner: None,
         }
     }
 
