@@ -43,7 +43,7 @@ fn line_of(file: &str, after: &str, needle: &str) -> u32 {
 
 #[test]
 fn the_managed_fixture_is_valid_and_each_owner_resolves() {
-    let fleet = rota::source::read::load_dir(&fixture()).unwrap_or_else(|d| panic!("{d}"));
+    let fleet = rota::source::read::load_dir(fixture()).unwrap_or_else(|d| panic!("{d}"));
     let eks = fleet.resolve_cluster("eks-canary").unwrap();
     let owners: Vec<(Owner, Strategy)> = eks
         .pools
