@@ -153,6 +153,8 @@ impl LocalFleet {
                 controller: cc,
                 client,
                 groups: Arc::new(self.sim.cloud.clone()),
+                // The simulated fleet serves EKS managed node groups.
+                owners: Some(Arc::new(self.sim.cloud.clone())),
                 source: SourceConfig {
                     url: config.repo.display().to_string(),
                     branch: config.branch.clone(),

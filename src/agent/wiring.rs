@@ -36,6 +36,9 @@ pub struct AgentParts {
     pub client: kube::Client,
     /// The cloud groups of its pools.
     pub groups: Arc<dyn NodeGroups>,
+    /// The owner's API of its managed pools, where this agent drives one (the simulated
+    /// fleet's EKS); `None`: managed pools are reported, never acted on.
+    pub owners: Option<Arc<dyn rota_core::cloud::managed::OwnerPools>>,
     /// The fleet repo to follow.
     pub source: SourceConfig,
     /// Where the bare mirror of the fleet repo is kept (see [`mirror_dir`]).
@@ -152,6 +155,7 @@ pub async fn start(
         controller: cc,
         client,
         groups,
+        owners,
         source,
         state_dir,
         follow: fc,
@@ -188,6 +192,9 @@ pub async fn start(
     let follower = follow(Arc::clone(&source), fc, cancel.clone()).await?;
     let mut controller =
         Controller::with_metrics(client.clone(), Arc::clone(&groups), cc, metrics.clone());
+    if let Some(owners) = owners {
+        controller = controller.with_owners(owners);
+    }
     let clock = clock.unwrap_or_else(|| controller.clock());
     let notes = Arc::new(GitNotesStore::for_source(&source, &ac.cluster).with_evidence(&evidence));
     // The image ledger: written beside the notes, by the same single writer.

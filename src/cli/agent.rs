@@ -196,6 +196,8 @@ async fn start(args: AgentArgs) -> Result<(), String> {
             controller: cc,
             client,
             groups,
+            // No EKS, GKE or AKS client yet: managed pools are reported, never acted on.
+            owners: None,
             source: SourceConfig {
                 url: args.repo.clone(),
                 branch: args.branch.clone(),

@@ -142,6 +142,9 @@ pub struct Edge<'a> {
     /// Checked before every side effect; `None` when the caller is the only writer by
     /// construction (a test driving one controller, no election).
     pub lease: Option<Leadership>,
+    /// The owner's API of the managed pools this controller drives (`None`: managed pools
+    /// are reported, never acted on).
+    pub owners: Option<&'a dyn rota_core::cloud::managed::OwnerPools>,
 }
 
 impl Edge<'_> {
@@ -374,6 +377,32 @@ fn event_reason(a: &Action) -> &'static str {
         Action::Terminate { .. } => "Terminate",
         Action::SetScaleDownDisabled { .. } => "ScaleDownDisabled",
         Action::WithdrawSurge { .. } => "WithdrawSurge",
+        Action::StartOwnerUpdate { .. } => "StartOwnerUpdate",
+    }
+}
+
+/// Start a managed pool's update through its owner's API (the only write rota makes to a
+/// managed pool's machines). A pool whose owner is not driven here is refused, never
+/// written through the self-managed path.
+async fn start_owner_update(
+    edge: &Edge<'_>,
+    group: &crate::cloud::GroupRef,
+    request: &rota_core::cloud::managed::UpdateRequest,
+) -> Result<String, crate::cloud::CloudError> {
+    let refuse = |why: &str| {
+        crate::cloud::CloudError::new(
+            crate::cloud::CloudErrorKind::Invalid,
+            "StartOwnerUpdate",
+            group,
+            why.to_string(),
+        )
+    };
+    let managed = group
+        .managed()
+        .ok_or_else(|| refuse("not a managed pool: its template is rota's to write"))?;
+    match edge.owners {
+        Some(o) if o.owner() == managed.owner() => o.start_update(managed, request).await,
+        _ => Err(refuse("this agent does not drive the pool's owner")),
     }
 }
 
@@ -442,6 +471,12 @@ async fn execute(
         Action::WithdrawSurge { desired, instances } => {
             return withdraw_surge(edge, group, *desired, instances)
                 .await
+                .map_err(cloud);
+        }
+        Action::StartOwnerUpdate { request } => {
+            return start_owner_update(edge, group, request)
+                .await
+                .map(|_| true)
                 .map_err(cloud);
         }
         Action::Terminate { instance_id, node } => {

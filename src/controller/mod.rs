@@ -324,7 +324,8 @@ fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
         | Action::SetCapacity { .. }
         | Action::SetMax { .. }
         | Action::Terminate { .. }
-        | Action::WithdrawSurge { .. } => true,
+        | Action::WithdrawSurge { .. }
+        | Action::StartOwnerUpdate { .. } => true,
         Action::Cordon { .. }
         | Action::Uncordon { .. }
         | Action::Evict { .. }
@@ -415,6 +416,9 @@ pub struct Controller {
     /// The API server's version, read before a surge onto a version that declares its
     /// kubelet (see [`skew`]).
     control_plane: skew::ControlPlane,
+    /// The owner's API of the managed pools this controller drives (see
+    /// [`Controller::with_owners`]).
+    owners: Option<Arc<dyn rota_core::cloud::managed::OwnerPools>>,
 }
 
 impl Drop for Controller {
@@ -475,7 +479,15 @@ impl Controller {
             election: None,
             crash_after: None,
             control_plane: skew::ControlPlane::default(),
+            owners: None,
         }
+    }
+
+    /// Drive the managed pools of `owners`' kind through its API (`managedUpdate: service`);
+    /// without it, a managed pool is reported and never acted on.
+    pub fn with_owners(mut self, owners: Arc<dyn rota_core::cloud::managed::OwnerPools>) -> Self {
+        self.owners = Some(owners);
+        self
     }
 
     /// Whether this process leads, as the election decides once [`run`](Self::run) (or
@@ -862,6 +874,11 @@ impl Controller {
         start_hold: &Option<String>,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Option<rota_core::rotate::Observed> {
+        // A managed pool driven through its owner is planned from the owner's state, which
+        // a kept describe of the (empty) group does not hold: described on every pass.
+        if desired.group.managed().is_some() && self.owners.is_some() {
+            return None;
+        }
         let fence = self.leadership.fence();
         let state = self.pools.get(&npr.name_any())?;
         let d = state.described.as_ref()?;
@@ -1104,6 +1121,17 @@ impl Controller {
         .await?;
         observed.describe_lag = self.config.describe_lag;
         observed.cluster_autoscaler = self.config.cluster_autoscaler;
+        // A managed pool whose owner this controller drives: the owner's state, described
+        // on every pass (the planner decides from it; nothing is reused across passes).
+        if let (Some(m), Some(o)) = (desired.group.managed(), self.owners.as_ref())
+            && o.owner() == m.owner()
+        {
+            observed.owner = Some(
+                o.describe(m)
+                    .await
+                    .map_err(crate::kube::observe::ObserveError::from)?,
+            );
+        }
         // A new term (this replica took over, or won the lease back) restarts the waits that
         // are measured from times another replica may have written on its own clock.
         match (&self.leadership.fence(), &self.term) {
@@ -1240,6 +1268,7 @@ impl Controller {
             recorder: self.recorder.clone(),
             metrics: Some(self.metrics.clone()),
             lease: self.election.as_ref().map(|_| self.leadership.clone()),
+            owners: self.owners.as_deref(),
         };
         let batch = plan
             .checkpoint

@@ -47,7 +47,8 @@ pub fn applied(group: &GroupState, actions: &[Planned]) -> Option<GroupState> {
                     g.desired = g.desired.saturating_sub(1);
                 }
             }
-            Action::WithdrawSurge { .. } => return None,
+            // The owner chooses what its update does: the describe is dropped.
+            Action::WithdrawSurge { .. } | Action::StartOwnerUpdate { .. } => return None,
             Action::Cordon { .. }
             | Action::Uncordon { .. }
             | Action::Evict { .. }

@@ -99,6 +99,7 @@ pub fn observe_with(
         describe_lag: std::time::Duration::ZERO,
         cluster_autoscaler: true,
         leading_since: None,
+        owner: None,
     })
 }
 
@@ -185,7 +186,17 @@ pub fn observed_node(
     ObservedNode {
         name: node.name.clone(),
         provider_id: node.provider_id.clone(),
-        image_label: node.labels.get(IMAGE_LABEL).cloned(),
+        // A managed pool's nodes carry their image in the owner's label (EKS:
+        // `eks.amazonaws.com/nodegroup-image`): its progress is counted from it.
+        image_label: node
+            .labels
+            .get(IMAGE_LABEL)
+            .or_else(|| {
+                rota_core::cloud::managed::OWNER_IMAGE_LABELS
+                    .iter()
+                    .find_map(|l| node.labels.get(*l))
+            })
+            .cloned(),
         ready,
         cordoned: node.cordoned,
         cordoned_by: node.cordoned_by.clone(),

@@ -58,6 +58,17 @@ struct Sim {
 }
 
 async fn sim(pools: &[(&str, u32)], workloads: &str, faults: &str, seed: u64) -> Sim {
+    sim_of(pools, workloads, faults, seed, group).await
+}
+
+/// [`sim`] with each pool's group named by `group_of` (an ASG, an EKS node group).
+async fn sim_of(
+    pools: &[(&str, u32)],
+    workloads: &str,
+    faults: &str,
+    seed: u64,
+    group_of: fn(&str) -> GroupRef,
+) -> Sim {
     let mut workloads = WorkloadProfile::from_yaml(workloads, "workloads").unwrap();
     for (p, n) in pools {
         workloads.nodes.overrides.insert(format!("sim-1/{p}"), *n);
@@ -70,7 +81,7 @@ async fn sim(pools: &[(&str, u32)], workloads: &str, faults: &str, seed: u64) ->
                 .iter()
                 .map(|(p, n)| PoolScenario {
                     name: p.to_string(),
-                    group: group(p),
+                    group: group_of(p),
                     image: OLD.into(),
                     node_selector: BTreeMap::from([("rota.dev/pool".into(), p.to_string())]),
                     nodes: *n,
@@ -1361,4 +1372,172 @@ async fn a_window_closing_mid_batch_finishes_the_batch_and_defers_the_next() {
     )
     .await;
     assert_clean(&s, "general", 4, &log).await;
+}
+
+fn eks(pool: &str) -> GroupRef {
+    GroupRef::Managed(rota::fleet::owner::ManagedGroup::EksNodegroup {
+        region: "us-east-1".into(),
+        eks_cluster: "sim-1".into(),
+        nodegroup: pool.into(),
+    })
+}
+
+/// A pool on an EKS managed node group of `nodes`, asked to move to NEW with `managedUpdate:
+/// service` (the default), and a controller that drives EKS (counting its self-managed
+/// cloud calls, which must stay at zero).
+async fn eks_pool(
+    nodes: u32,
+    batch: u32,
+    seed: u64,
+) -> (
+    Sim,
+    Controller,
+    Arc<std::sync::atomic::AtomicU64>,
+    Arc<std::sync::atomic::AtomicU64>,
+) {
+    let s = sim_of(&[("general", nodes)], WORKLOADS, "{}", seed, eks).await;
+    let mut n = npr("general", policy(batch), None);
+    n.spec.group = eks("general");
+    n.spec.owner_image = Some(rota::fleet::owner::OwnerImage::Ami { id: NEW.into() });
+    create(&s.client, &n).await;
+    let (c, describes, others) = counted_controller(&s);
+    let c = c.with_owners(Arc::new(s.fleet.cloud.clone()));
+    (s, c, describes, others)
+}
+
+/// Live instances of the node group now (what EKS's surge may raise).
+async fn eks_live(s: &Sim) -> usize {
+    loop {
+        match s.fleet.cloud.describe(&eks("general")).await {
+            Ok(g) => {
+                return g
+                    .instances
+                    .iter()
+                    .filter(|i| i.lifecycle != Lifecycle::Terminating)
+                    .count();
+            }
+            Err(e) if e.kind.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+fn eks_updates(s: &Sim) -> Vec<rota::cloud::managed::OwnerUpdate> {
+    let rota::cloud::GroupRef::Managed(m) = eks("general") else {
+        unreachable!()
+    };
+    s.fleet.cloud.eks_updates(&m)
+}
+
+/// Run `c` for `span`, checking after every pass that EKS's surge stays within one batch
+/// (maxUnavailable) above the pool's size.
+async fn run_eks(s: &Sim, c: &mut Controller, span: Duration, size: usize, batch: usize) {
+    let end = Instant::now() + span;
+    while Instant::now() < end {
+        c.step().await;
+        let live = eks_live(s).await;
+        assert!(live <= size + batch, "{live} live > {size} + {batch}");
+        c.wait(end.min(Instant::now() + Duration::from_secs(300)), true)
+            .await;
+    }
+}
+
+/// `managedUpdate: service` end to end: rota starts one EKS update (batch as
+/// maxUnavailable), never writes the group itself, counts progress from the nodes' EKS
+/// labels and reports Succeeded once every node runs the new AMI.
+#[tokio::test(start_paused = true)]
+async fn an_eks_node_group_is_updated_by_eks_once_and_reported_like_a_rotation() {
+    let (s, mut c, describes, others) = eks_pool(4, 2, 47).await;
+    run_eks(&s, &mut c, Duration::from_secs(3 * 3600), 4, 2).await;
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
+    let updates = eks_updates(&s);
+    assert_eq!(updates.len(), 1, "one update: {updates:?}");
+    assert_eq!(updates[0].image, NEW);
+    assert_eq!(
+        describes.load(Ordering::Relaxed),
+        0,
+        "no self-managed describe"
+    );
+    assert_eq!(
+        others.load(Ordering::Relaxed),
+        0,
+        "no template or capacity write"
+    );
+    let nodes = Api::<Node>::all(s.client.clone())
+        .list(&ListParams::default().labels("eks.amazonaws.com/nodegroup=general"))
+        .await
+        .unwrap();
+    assert_eq!(nodes.items.len(), 4);
+    for n in &nodes.items {
+        let labels = n.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["eks.amazonaws.com/nodegroup-image"], NEW);
+        let kubelet = &n
+            .status
+            .as_ref()
+            .unwrap()
+            .node_info
+            .as_ref()
+            .unwrap()
+            .kubelet_version;
+        assert!(kubelet.starts_with("v1.33.4-eks-"), "{kubelet}");
+    }
+}
+
+/// A crash right after the checkpoint recorded the update and before EKS was called: the
+/// next controller sends the same request (same token) and EKS runs exactly one update.
+#[tokio::test(start_paused = true)]
+async fn a_crash_before_the_eks_call_resumes_without_a_second_update() {
+    let (s, mut c, _, _) = eks_pool(4, 2, 48).await;
+    c.crash_after = Some(0);
+    let mut crashed = false;
+    for _ in 0..20 {
+        let out = c.step().await;
+        if out
+            .iter()
+            .any(|(_, o)| matches!(o, Outcome::Crashed { .. }))
+        {
+            crashed = true;
+            break;
+        }
+        c.wait(Instant::now() + Duration::from_secs(30), true).await;
+    }
+    assert!(crashed, "the pass that starts the update crashed");
+    let cp = get(&s.client, "general")
+        .await
+        .status
+        .unwrap()
+        .checkpoint
+        .unwrap();
+    assert!(cp.owner_update.is_some(), "recorded before the call");
+    assert!(eks_updates(&s).is_empty(), "the call was not made");
+    drop(c);
+    let (c, _, _) = counted_controller(&s);
+    let mut c = c.with_owners(Arc::new(s.fleet.cloud.clone()));
+    run_eks(&s, &mut c, Duration::from_secs(3 * 3600), 4, 2).await;
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    let updates = eks_updates(&s);
+    assert_eq!(updates.len(), 1, "{updates:?}");
+    assert_eq!(updates[0].token, Some(cp.owner_update.unwrap().token));
+}
+
+/// An AMI whose nodes never join: EKS fails the update and puts the launch template back;
+/// the pool stops, naming EKS's error, and starts nothing more.
+#[tokio::test(start_paused = true)]
+async fn a_failed_eks_update_pauses_the_pool_naming_the_cause() {
+    let (s, mut c, _, others) = eks_pool(4, 1, 49).await;
+    s.fleet.cloud.fail_eks_updates_to(NEW);
+    run_eks(&s, &mut c, Duration::from_secs(3600), 4, 1).await;
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert!(st.message.contains("NodeCreationFailure"), "{}", st.message);
+    assert_eq!(eks_updates(&s).len(), 1);
+    let g = s.fleet.cloud.describe(&eks("general")).await.unwrap();
+    assert_eq!(
+        g.template_image, OLD,
+        "EKS's launch template is back on the old AMI"
+    );
+    assert_eq!(others.load(Ordering::Relaxed), 0);
 }

@@ -373,12 +373,17 @@ impl Model {
             describe_lag: std::time::Duration::ZERO,
             cluster_autoscaler: true,
             leading_since: None,
+            owner: None,
         }
     }
 
     /// Apply one action as the cloud and the API server would; a broken invariant is an Err.
     pub fn apply(&mut self, a: &Action, force_allowed: bool) -> Result<(), String> {
         match a {
+            // The model world holds one self-managed group: an owner's update here is a bug.
+            Action::StartOwnerUpdate { .. } => {
+                return Err(format!("{a}: the model world's group is self-managed"));
+            }
             Action::SetImage { image } => self.template = image.clone(),
             Action::SetCapacity { desired, max } => {
                 if let Some(m) = max {

@@ -27,6 +27,8 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::faults::{Call, FaultProfile};
+
+mod eks;
 use super::images::{Catalog, SimImage};
 use rota_core::cloud::{
     Arch, CloudError, CloudErrorKind, FoundImage, GroupRef, GroupState, ImageCheck, ImageQuery,
@@ -101,6 +103,8 @@ struct SimGroup {
     next_ordinal: u64,
     /// No launch before this instant (after a capacity error).
     launch_blocked_until: Option<Instant>,
+    /// An EKS managed node group: its updates and update settings (see [`eks`]).
+    eks: Option<eks::Nodegroup>,
 }
 
 impl SimGroup {
@@ -174,6 +178,8 @@ struct Inner {
     history: BTreeMap<GroupRef, Vec<(Instant, GroupState)>>,
     /// The account's published images (see `crate::images`).
     images: Catalog,
+    /// AMIs an EKS update to fails (see [`SimCloud::fail_eks_updates_to`]).
+    eks_failing: std::collections::BTreeSet<String>,
     /// Every instance that came in service, with the image it booted: the cloud's own
     /// record of what ran where, which the image ledger is checked against.
     ran: Vec<Ran>,
@@ -215,6 +221,7 @@ impl SimCloud {
                 history: BTreeMap::new(),
                 images: Catalog::default(),
                 ran: Vec::new(),
+                eks_failing: Default::default(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -226,9 +233,14 @@ impl SimCloud {
         let now = Instant::now();
         let mut inner = self.inner.lock().unwrap();
         let g = &spec.group;
-        // The owners' own APIs (EKS, GKE, AKS, Karpenter) are not simulated yet: a managed
-        // pool is never a group of this cloud.
-        if let GroupRef::Managed(m) = g {
+        // EKS managed node groups are simulated (`eks`); the other owners' APIs (GKE, AKS,
+        // Karpenter) are not yet: such a pool is never a group of this cloud.
+        if let GroupRef::Managed(m) = g
+            && !matches!(
+                m,
+                rota_core::fleet::owner::ManagedGroup::EksNodegroup { .. }
+            )
+        {
             return Err(CloudError::new(
                 CloudErrorKind::Invalid,
                 "CreateGroup",
@@ -273,6 +285,7 @@ impl SimCloud {
             next_zone: 0,
             next_ordinal: 0,
             launch_blocked_until: None,
+            eks: matches!(g, GroupRef::Managed(_)).then(|| eks::Nodegroup::new(spec.desired)),
             spec,
         };
         if group.spec.prebooted {
@@ -364,6 +377,12 @@ impl SimCloud {
         for r in refs {
             let mut group = inner.groups.remove(&r).expect("group listed");
             changed |= inner.step_group(&mut group, now);
+            // An EKS update moves the node group on (surge, terminate) once the group has
+            // acted on what is due; what it asks for is launched in the same pass.
+            if eks::step(&mut inner, &mut group, now) {
+                changed = true;
+                inner.step_group(&mut group, now);
+            }
             for i in &group.instances {
                 if i.public.lifecycle != Lifecycle::InService {
                     next = Some(next.map_or(i.due, |n| n.min(i.due)));

@@ -125,6 +125,10 @@ pub enum Call {
     SetImage,
     SetCapacity,
     Terminate,
+    /// EKS `DescribeNodegroup` (with its newest update) of a simulated managed node group.
+    DescribeNodegroup,
+    /// EKS `UpdateNodegroupVersion` of a simulated managed node group.
+    UpdateNodegroupVersion,
 }
 
 impl Call {
@@ -135,6 +139,8 @@ impl Call {
             Call::SetImage => "SetTemplateImage",
             Call::SetCapacity => "SetDesiredCapacity",
             Call::Terminate => "TerminateInstance",
+            Call::DescribeNodegroup => "DescribeNodegroup",
+            Call::UpdateNodegroupVersion => "UpdateNodegroupVersion",
         }
     }
 }

@@ -150,6 +150,20 @@ pub fn node_object(
     let resources =
         json!({"cpu": shape.cpu, "memory": shape.memory, "pods": shape.pods.to_string()});
     let h = fnv(inst.id.as_bytes());
+    let mut kubelet = "v1.33.4".to_string();
+    // EKS labels a managed node group's nodes with the group and the AMI, and its kubelets
+    // report an EKS build (`v1.33.4-eks-<hash>`).
+    if let GroupRef::Managed(m @ rota_core::fleet::owner::ManagedGroup::EksNodegroup { .. }) =
+        &pool.group
+    {
+        use rota_core::cloud::managed::{EKS_NODEGROUP_IMAGE_LABEL, EKS_NODEGROUP_LABEL};
+        labels.insert(EKS_NODEGROUP_LABEL.into(), m.name().to_string());
+        labels.insert(EKS_NODEGROUP_IMAGE_LABEL.into(), inst.image.clone());
+        kubelet = format!(
+            "v1.33.4-eks-{:07x}",
+            fnv(inst.image.as_bytes()) & 0xfff_ffff
+        );
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -164,7 +178,7 @@ pub fn node_object(
                 {"type": "Hostname", "address": name},
             ],
             "nodeInfo": {
-                "kubeletVersion": "v1.33.4",
+                "kubeletVersion": kubelet,
                 "kubeProxyVersion": "v1.33.4",
                 "containerRuntimeVersion": "containerd://1.7.27",
                 "operatingSystem": "linux",

@@ -93,6 +93,24 @@ pub struct Checkpoint {
     /// How long this rotation's batches took so far (for the estimate of what is left).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace: Option<Pace>,
+    /// A managed pool under `managedUpdate: service`: the owner's update rota started (or is
+    /// about to start: recorded before the call), so that a restart finds it instead of
+    /// starting a second one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_update: Option<OwnerUpdateMark>,
+}
+
+/// The owner's update a managed rotation started, as the checkpoint keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerUpdateMark {
+    /// The image the update moves the pool to (the origin image for a rollback).
+    pub image: String,
+    /// The idempotency token the update is started with (EKS `clientRequestToken`).
+    pub token: String,
+    /// When it was recorded.
+    #[schemars(schema_with = "date_time")]
+    pub started_at: DateTime<Utc>,
 }
 
 /// Measured durations of the batches of one rotation: the inputs of the remaining-time

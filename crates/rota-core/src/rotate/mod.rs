@@ -8,6 +8,7 @@
 
 pub mod checkpoint;
 pub mod eta;
+pub mod managed;
 pub mod observed;
 pub mod operator;
 pub mod parallel;
@@ -24,7 +25,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
+pub use checkpoint::{Batch, Checkpoint, ChosenNode, OwnerUpdateMark, Stage};
 pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
 pub use plan::{plan, plan_with};
 
@@ -104,6 +105,11 @@ pub enum Action {
         desired: u32,
         instances: Vec<String>,
     },
+    /// A managed pool: start its owner's own update to `request.image` through the owner's
+    /// API (`cloud::managed::OwnerPools`), never a template write.
+    StartOwnerUpdate {
+        request: crate::cloud::managed::UpdateRequest,
+    },
 }
 
 impl fmt::Display for Action {
@@ -129,6 +135,11 @@ impl fmt::Display for Action {
                 node,
                 disabled: false,
             } => write!(f, "remove scale-down-disabled from {node}"),
+            Action::StartOwnerUpdate { request } => write!(
+                f,
+                "start the owner's update to {} (token {})",
+                request.image, request.token
+            ),
             Action::WithdrawSurge { desired, .. } => {
                 write!(f, "withdraw the unfulfilled surge (capacity {desired})")
             }

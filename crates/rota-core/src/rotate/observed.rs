@@ -72,6 +72,9 @@ pub struct Observed {
     /// been written by another replica whose clock disagrees; with `describe_lag` they also
     /// start again from here, so that skew can only lengthen them.
     pub leading_since: Option<chrono::DateTime<chrono::Utc>>,
+    /// A managed pool driven through its owner's API: the pool as the owner describes it
+    /// (`None` for a self-managed group, whose state is `group`).
+    pub owner: Option<crate::cloud::managed::OwnerPoolState>,
 }
 
 /// A node of the pool.

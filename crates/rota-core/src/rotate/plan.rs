@@ -140,7 +140,14 @@ fn plan_steered(
         };
     }
     if let Some(managed) = desired.group.managed() {
-        return not_driven(desired, managed, &counts, checkpoint);
+        // Driven through the owner's API when the edge described the owner and the
+        // strategy is the owner's own update; reported, never acted on, otherwise.
+        return match (&observed.owner, desired.strategy()) {
+            (Some(owner), crate::fleet::owner::Strategy::Service) => {
+                super::managed::plan_service(desired, observed, owner, checkpoint, now)
+            }
+            _ => not_driven(desired, managed, &counts, checkpoint),
+        };
     }
     let mut p = Planner {
         desired,
@@ -224,14 +231,14 @@ fn plan_steered(
 }
 
 /// Node counts for the status.
-struct Counts {
+pub(super) struct Counts {
     total: u32,
     on_target: u32,
     ready: u32,
 }
 
 impl Counts {
-    fn of(desired: &DesiredPool, obs: &Observed) -> Counts {
+    pub(super) fn of(desired: &DesiredPool, obs: &Observed) -> Counts {
         Counts {
             total: obs.nodes.len() as u32,
             on_target: obs
@@ -243,7 +250,7 @@ impl Counts {
         }
     }
 
-    fn status(
+    pub(super) fn status(
         &self,
         phase: Phase,
         reason: Reason,
@@ -734,6 +741,7 @@ impl<'a> Planner<'a> {
             stage: Stage::Between,
             next: None,
             pace: previous.and_then(|p| p.pace),
+            owner_update: None,
         }
     }
 

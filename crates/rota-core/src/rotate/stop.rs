@@ -34,6 +34,9 @@ pub enum Reason {
     PoolSoak,
     Abandoning,
     Cleanup,
+    /// A managed pool's owner is replacing its nodes (its own update, started by rota or
+    /// someone else).
+    OwnerUpdating,
     // Waits rota ends by itself.
     OutsideWindow,
     Blackout,
@@ -61,6 +64,8 @@ pub enum Reason {
     ImageDeprecated,
     ImageWrongArch,
     ImageUnavailable,
+    /// The owner's update of a managed pool failed (its own errors are in the message).
+    OwnerUpdateFailed,
     /// A pool a managed service owns (EKS, Karpenter, GKE, AKS), which this agent does not
     /// drive yet: nothing is written behind the owner.
     ManagedPoolNotSupported,
@@ -94,6 +99,7 @@ impl Reason {
         Reason::PoolSoak,
         Reason::Abandoning,
         Reason::Cleanup,
+        Reason::OwnerUpdating,
         Reason::OutsideWindow,
         Reason::Blackout,
         Reason::SurgeBudget,
@@ -119,6 +125,7 @@ impl Reason {
         Reason::ImageDeprecated,
         Reason::ImageWrongArch,
         Reason::ImageUnavailable,
+        Reason::OwnerUpdateFailed,
         Reason::ManagedPoolNotSupported,
         Reason::PlannerLoop,
     ];
@@ -163,6 +170,8 @@ impl Reason {
             Reason::ImageDeprecated => "ImageDeprecated",
             Reason::ImageWrongArch => "ImageWrongArch",
             Reason::ImageUnavailable => "ImageUnavailable",
+            Reason::OwnerUpdating => "OwnerUpdating",
+            Reason::OwnerUpdateFailed => "OwnerUpdateFailed",
             Reason::ManagedPoolNotSupported => "ManagedPoolNotSupported",
             Reason::PlannerLoop => "PlannerLoop",
         }
@@ -203,6 +212,7 @@ impl Reason {
                 | Reason::PoolSoak
                 | Reason::Abandoning
                 | Reason::Cleanup
+                | Reason::OwnerUpdating
         )
     }
 
@@ -401,6 +411,10 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
             "a commit pinning an image the cloud can launch here (rota images discover lists them)"
                 .into(),
         ),
+        Reason::OwnerUpdateFailed => (
+            MovedBy::Person,
+            "a commit pinning a version the owner's update can finish (its errors name the cause)".into(),
+        ),
         Reason::ManagedPoolNotSupported => (
             MovedBy::Person,
             "an agent that drives the pool's owner, or a commit giving the pool a self-managed group"
@@ -421,7 +435,8 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
         | Reason::BatchSoak
         | Reason::PoolSoak
         | Reason::Abandoning
-        | Reason::Cleanup => return None,
+        | Reason::Cleanup
+        | Reason::OwnerUpdating => return None,
     };
     Some(StopNote {
         reason: reason.as_str().into(),
@@ -483,7 +498,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Reason::ALL.len(), 40);
+        assert_eq!(Reason::ALL.len(), 42);
     }
 
     #[test]

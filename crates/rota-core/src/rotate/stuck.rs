@@ -277,6 +277,7 @@ mod tests {
                 stage,
                 next: None,
                 pace: None,
+                owner_update: None,
             }),
             ..Default::default()
         }

@@ -213,6 +213,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
         describe_lag: std::time::Duration::ZERO,
         cluster_autoscaler: true,
         leading_since: None,
+        owner: None,
     }
 }
 
@@ -275,6 +276,7 @@ fn cp(stage: Stage) -> Checkpoint {
         stage,
         next: None,
         pace: None,
+        owner_update: None,
     }
 }
 
@@ -2623,6 +2625,38 @@ fn every_stop_the_planner_makes_says_who_must_do_what() {
     w.control_plane = on_control_plane("1.30");
     let p = plan(&d, &w, None, t0());
     check(&p, MovedBy::Person, &[], "upgrade the control plane");
+
+    // The owner's own update failed (managedUpdate: service): EKS's errors, and a commit.
+    let mut d = desired(2);
+    d.group = managed_eks();
+    let mut w = world(old4());
+    let mut c = cp(Stage::Between);
+    c.owner_update = Some(OwnerUpdateMark {
+        image: NEW.into(),
+        token: "t1".into(),
+        started_at: t0(),
+    });
+    w.owner = Some(crate::cloud::managed::OwnerPoolState {
+        pool: d.group.managed().unwrap().clone(),
+        image: OLD.into(),
+        desired: 4,
+        max_unavailable: None,
+        update: Some(crate::cloud::managed::OwnerUpdate {
+            id: "u1".into(),
+            token: Some("t1".into()),
+            image: NEW.into(),
+            status: crate::cloud::managed::UpdateStatus::Failed,
+            errors: vec!["NodeCreationFailure: Instances failed to join".into()],
+        }),
+    });
+    let p = plan(&d, &w, Some(&c), t0());
+    assert_eq!(p.status.reason, "OwnerUpdateFailed");
+    check(
+        &p,
+        MovedBy::Person,
+        &[],
+        "a commit pinning a version the owner",
+    );
 
     // Every reason that stops a pool has a scenario above, but one: the planner's own bug
     // guard, which no world can reach (`explain` covers it, see `rotate::stop`).

@@ -1,0 +1,793 @@
+//! `managedUpdate: service`: a managed pool replaced by its owner's own update (EKS
+//! `UpdateNodegroupVersion`), with rota's waves, guard, gates, windows and pause around it.
+//!
+//! Pure, like the rest of `rotate`: from the desired pool, the owner's state as the edge
+//! described it ([`OwnerPoolState`]), the nodes' image labels and the checkpoint, it returns
+//! at most one action ([`Action::StartOwnerUpdate`]) and the next checkpoint. The checkpoint
+//! records the update (its image and idempotency token) *before* the call, so that a restart
+//! at any point finds the owner's update by its token instead of starting a second one: a
+//! token the owner has not seen is sent again (the call never arrived), one it has is
+//! followed to its end.
+//!
+//! What rota keeps around the owner's update (see `fleet::owner::support`):
+//! - windows, `paused`, `maxParallelPools` and the guard decide when an update *starts*; an
+//!   update the owner runs goes on to its end (EKS cannot cancel one);
+//! - gates are checked before the update and while it runs; a failed gate with
+//!   `onGateFailure: pause` halts the pool (no further update), with `rollback` starts an
+//!   update back to the origin image as soon as the owner accepts one (after its current
+//!   update ends);
+//! - `poolSoak` after the owner's update succeeded, gates holding throughout;
+//! - progress is counted from the nodes' image labels (`eks.amazonaws.com/nodegroup-image`).
+
+use chrono::{DateTime, Utc};
+
+use super::plan::Counts;
+use super::stop::{self, Reason};
+use super::{Action, Checkpoint, GateVerdict, Observed, OwnerUpdateMark, Phase, Plan, Planned};
+use crate::cloud::managed::{
+    MaxUnavailable, OwnerPoolState, OwnerUpdate, UpdateRequest, UpdateStatus,
+};
+use crate::fleet::resolved::{BatchSize, DesiredPool, Mode, OnGateFailure};
+
+/// What one pass decided, before it becomes a [`Plan`].
+struct Decision {
+    checkpoint: Option<Checkpoint>,
+    action: Option<Planned>,
+    phase: Phase,
+    reason: Reason,
+    message: String,
+    until: Option<DateTime<Utc>>,
+}
+
+fn stay(cp: Option<&Checkpoint>, phase: Phase, reason: Reason, message: String) -> Decision {
+    Decision {
+        checkpoint: cp.cloned(),
+        action: None,
+        phase,
+        reason,
+        message,
+        until: None,
+    }
+}
+
+/// The inputs every step reads.
+struct Ctx<'a> {
+    desired: &'a DesiredPool,
+    obs: &'a Observed,
+    owner: &'a OwnerPoolState,
+    now: DateTime<Utc>,
+    /// The image the owner takes for this version (the AMI for EKS).
+    target: String,
+}
+
+impl Ctx<'_> {
+    fn service(&self) -> &'static str {
+        self.desired.owner().service()
+    }
+
+    /// `k/n nodes on <channel>@<version>`, counted from the nodes' image labels.
+    fn progress(&self, image: &str) -> String {
+        let on = self
+            .obs
+            .nodes
+            .iter()
+            .filter(|n| self.obs.image_of(n).as_deref() == Some(image))
+            .count();
+        format!("{on}/{} nodes on {image}", self.obs.nodes.len())
+    }
+
+    fn all_on(&self, image: &str) -> bool {
+        self.owner.image == image
+            && self
+                .obs
+                .nodes
+                .iter()
+                .all(|n| self.obs.image_of(n).as_deref() == Some(image))
+    }
+
+    /// The owner's update `mark` names, found by its token.
+    fn update_of(&self, mark: &OwnerUpdateMark) -> Option<&OwnerUpdate> {
+        self.owner
+            .update
+            .as_ref()
+            .filter(|u| u.token.as_deref() == Some(mark.token.as_str()))
+    }
+
+    fn mark(&self, image: &str) -> OwnerUpdateMark {
+        OwnerUpdateMark {
+            image: image.to_string(),
+            // Unique per start (pool, image, second): the owner starts one update per token.
+            token: format!(
+                "rota-{}-{}-{}",
+                self.desired.name,
+                image,
+                self.now.timestamp()
+            ),
+            started_at: self.now,
+        }
+    }
+
+    fn send(&self, mark: &OwnerUpdateMark, why: String) -> Planned {
+        let max_unavailable = match self.desired.policy.batch {
+            BatchSize::Count(n) => MaxUnavailable::Count(n.clamp(1, 100)),
+            BatchSize::Percent(p) => MaxUnavailable::Percent(p.clamp(1, 100)),
+        };
+        Planned {
+            action: Action::StartOwnerUpdate {
+                request: UpdateRequest {
+                    image: mark.image.clone(),
+                    max_unavailable,
+                    token: mark.token.clone(),
+                },
+            },
+            reason: why,
+        }
+    }
+}
+
+/// The plan for a managed pool under `managedUpdate: service`.
+pub(super) fn plan_service(
+    desired: &DesiredPool,
+    observed: &Observed,
+    owner: &OwnerPoolState,
+    checkpoint: Option<&Checkpoint>,
+    now: DateTime<Utc>,
+) -> Plan {
+    let target = desired
+        .owner_image
+        .as_ref()
+        .map_or_else(|| desired.image.clone(), |o| o.as_image());
+    let cx = Ctx {
+        desired,
+        obs: observed,
+        owner,
+        now,
+        target,
+    };
+    let ours = checkpoint.filter(|c| {
+        c.target_image == cx.target || c.rejected_image.as_deref() == Some(cx.target.as_str())
+    });
+    let d = match ours {
+        Some(cp) => follow(&cx, cp),
+        None => start(&cx, checkpoint),
+    };
+    into_plan(&cx, d, checkpoint)
+}
+
+/// No rotation to this image yet: start the owner's update when everything allows.
+fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
+    let svc = cx.service();
+    let policy = &cx.desired.policy;
+    if cx.all_on(&cx.target) {
+        let msg = format!("up to date: {}", cx.progress(&cx.target));
+        return stay(previous, Phase::Succeeded, Reason::UpToDate, msg);
+    }
+    if let Some(u) = cx.owner.update.as_ref().filter(|_| cx.owner.updating()) {
+        let msg = format!(
+            "{svc} is updating the pool to {} (update {}): rota starts its own update once it ends",
+            u.image, u.id
+        );
+        return stay(previous, Phase::Waiting, Reason::OwnerUpdating, msg);
+    }
+    if policy.paused {
+        let msg = "rollout.paused: no update starts".to_string();
+        return stay(previous, Phase::Paused, Reason::PausedByPolicy, msg);
+    }
+    match super::window::is_open(&policy.windows, cx.now) {
+        Ok(true) => {}
+        Ok(false) => {
+            let mut d = stay(
+                previous,
+                Phase::Waiting,
+                Reason::OutsideWindow,
+                format!("outside every window: the {svc} update starts when one opens"),
+            );
+            d.until = super::window::next_open(&policy.windows, cx.now);
+            return d;
+        }
+        Err(e) => {
+            return stay(
+                previous,
+                Phase::Paused,
+                Reason::InvalidWindow,
+                e.to_string(),
+            );
+        }
+    }
+    if let Some(hold) = &cx.obs.start_hold {
+        return stay(
+            previous,
+            Phase::Waiting,
+            Reason::MaxParallelPools,
+            hold.clone(),
+        );
+    }
+    match &cx.obs.gates {
+        GateVerdict::Passing => {}
+        GateVerdict::Pending(g) => {
+            let msg = format!("gate {g} collecting samples before the {svc} update starts");
+            return stay(previous, Phase::Waiting, Reason::GatePending, msg);
+        }
+        GateVerdict::Failed { gate, reason } => {
+            let msg = format!("gate {gate} failed before the {svc} update: {reason}");
+            return stay(previous, Phase::Paused, Reason::GateFailed, msg);
+        }
+    }
+    let mark = cx.mark(&cx.target);
+    let action = cx.send(
+        &mark,
+        format!("start {svc}'s update of the pool to {}", cx.target),
+    );
+    let cp = Checkpoint {
+        origin_image: cx.owner.image.clone(),
+        target_image: cx.target.clone(),
+        target_version: cx.desired.version.clone(),
+        original_desired: cx.owner.desired,
+        original_max: cx.owner.desired,
+        pool_size: cx.obs.nodes.len() as u32,
+        batches_started: 1,
+        rolling_back: false,
+        rejected_image: None,
+        rollback_reason: None,
+        last_eviction: None,
+        halted: None,
+        operator_paused: None,
+        operator_request: None,
+        annotated_nodes: Vec::new(),
+        fenced_at: None,
+        capacity_changed_at: None,
+        stage: super::Stage::Between,
+        next: None,
+        pace: None,
+        owner_update: Some(mark),
+    };
+    Decision {
+        checkpoint: Some(cp),
+        action: Some(action),
+        phase: Phase::Rotating,
+        reason: Reason::OwnerUpdating,
+        message: format!(
+            "{svc} update to {} started · {}",
+            cx.target,
+            cx.progress(&cx.target)
+        ),
+        until: None,
+    }
+}
+
+/// A rotation under way (or finished) for this image: follow the owner's update.
+fn follow(cx: &Ctx<'_>, cp: &Checkpoint) -> Decision {
+    let svc = cx.service();
+    match &cp.stage {
+        super::Stage::Done if cp.rolling_back => {
+            let msg = format!(
+                "rolled back from {} to {}: {}",
+                cx.target,
+                cp.origin_image,
+                cp.rollback_reason.as_deref().unwrap_or("a gate failed")
+            );
+            return stay(Some(cp), Phase::Failed, Reason::RolledBack, msg);
+        }
+        super::Stage::Done => {
+            let msg = format!("done: {}", cx.progress(&cx.target));
+            return stay(Some(cp), Phase::Succeeded, Reason::Done, msg);
+        }
+        super::Stage::PoolSoak { until } => return pool_soak(cx, cp, *until),
+        _ => {}
+    }
+    if let Some(h) = &cp.halted {
+        let reason = if h.starts_with("gate ") {
+            Reason::GateFailed
+        } else {
+            Reason::OwnerUpdateFailed
+        };
+        return stay(Some(cp), Phase::Paused, reason, h.clone());
+    }
+    if !cp.rolling_back
+        && let GateVerdict::Failed { gate, reason } = &cx.obs.gates
+    {
+        return gate_failed(cx, cp, gate, reason);
+    }
+    let Some(mark) = &cp.owner_update else {
+        let msg = "a rotation without an owner's update recorded".to_string();
+        return stay(Some(cp), Phase::Paused, Reason::Halted, msg);
+    };
+    let phase = if cp.rolling_back {
+        Phase::RollingBack
+    } else {
+        Phase::Rotating
+    };
+    match cx.update_of(mark) {
+        Some(u) if u.status == UpdateStatus::InProgress => {
+            let msg = format!(
+                "{svc} update {} in progress · {}",
+                u.id,
+                cx.progress(&mark.image)
+            );
+            stay(Some(cp), phase, Reason::OwnerUpdating, msg)
+        }
+        Some(u) if u.status == UpdateStatus::Successful => succeeded(cx, cp, mark, u),
+        Some(u) => {
+            let mut next = cp.clone();
+            next.halted = Some(format!(
+                "{svc} update {} to {} {:?}: {}",
+                u.id,
+                mark.image,
+                u.status,
+                if u.errors.is_empty() {
+                    "no cause given".to_string()
+                } else {
+                    u.errors.join("; ")
+                }
+            ));
+            let msg = next.halted.clone().unwrap_or_default();
+            stay(Some(&next), Phase::Paused, Reason::OwnerUpdateFailed, msg)
+        }
+        None => not_seen(cx, cp, mark, phase),
+    }
+}
+
+/// The owner does not know the recorded token: the call never arrived (a crash between the
+/// checkpoint and the call, a lost request), or the owner is busy with an earlier update (a
+/// rollback waits for the forward update to end). Sent again, with the same token, once the
+/// owner takes one.
+fn not_seen(cx: &Ctx<'_>, cp: &Checkpoint, mark: &OwnerUpdateMark, phase: Phase) -> Decision {
+    let svc = cx.service();
+    if let Some(u) = cx.owner.update.as_ref().filter(|_| cx.owner.updating()) {
+        let msg = format!(
+            "{svc} update {} to {} runs to its end; then the update to {} starts",
+            u.id, u.image, mark.image
+        );
+        return stay(Some(cp), phase, Reason::OwnerUpdating, msg);
+    }
+    if cx.desired.policy.paused && !cp.rolling_back {
+        let msg = "rollout.paused: the recorded update is not started".to_string();
+        return stay(Some(cp), Phase::Paused, Reason::PausedByPolicy, msg);
+    }
+    let mut d = stay(
+        Some(cp),
+        phase,
+        Reason::OwnerUpdating,
+        format!(
+            "{svc} update to {} (re)sent · {}",
+            mark.image,
+            cx.progress(&mark.image)
+        ),
+    );
+    d.action = Some(cx.send(
+        mark,
+        format!(
+            "{svc} has no update with token {}: send it (again)",
+            mark.token
+        ),
+    ));
+    d
+}
+
+/// The owner's update succeeded: once every node carries its image, the pool soaks (or is
+/// done; a rollback ends Failed, naming why).
+fn succeeded(cx: &Ctx<'_>, cp: &Checkpoint, mark: &OwnerUpdateMark, u: &OwnerUpdate) -> Decision {
+    let svc = cx.service();
+    if !cx.all_on(&mark.image) {
+        let msg = format!(
+            "{svc} update {} succeeded; waiting for the nodes' labels · {}",
+            u.id,
+            cx.progress(&mark.image)
+        );
+        return stay(Some(cp), Phase::Rotating, Reason::OwnerUpdating, msg);
+    }
+    let mut next = cp.clone();
+    if cp.rolling_back {
+        next.stage = super::Stage::Done;
+        return follow(cx, &next);
+    }
+    let soak = cx.desired.policy.pool_soak.0;
+    if soak.is_zero() {
+        next.stage = super::Stage::Done;
+    } else {
+        let until = cx.now + chrono::Duration::from_std(soak).unwrap_or(chrono::Duration::MAX);
+        next.stage = super::Stage::PoolSoak { until };
+    }
+    follow(cx, &next)
+}
+
+/// After the owner's update: gates must hold until `until`.
+fn pool_soak(cx: &Ctx<'_>, cp: &Checkpoint, until: DateTime<Utc>) -> Decision {
+    if let GateVerdict::Failed { gate, reason } = &cx.obs.gates {
+        return gate_failed(cx, cp, gate, reason);
+    }
+    if cx.now >= until {
+        let mut next = cp.clone();
+        next.stage = super::Stage::Done;
+        return follow(cx, &next);
+    }
+    let mut d = stay(
+        Some(cp),
+        Phase::Soaking,
+        Reason::PoolSoak,
+        format!(
+            "pool soak until {} · {}",
+            until.to_rfc3339(),
+            cx.progress(&cx.target)
+        ),
+    );
+    d.until = Some(until);
+    d
+}
+
+/// A gate failed while the owner's update ran or the pool soaked: halt (`pause`) or go
+/// back to the origin image with a second update (`rollback`), sent once the owner takes it.
+fn gate_failed(cx: &Ctx<'_>, cp: &Checkpoint, gate: &str, reason: &str) -> Decision {
+    let svc = cx.service();
+    let why = format!("gate {gate} failed: {reason}");
+    let mut next = cp.clone();
+    if cx.desired.policy.on_gate_failure == OnGateFailure::Pause {
+        next.halted = Some(format!(
+            "{why} (an update {svc} has started runs to its end; no further update starts)"
+        ));
+        let msg = next.halted.clone().unwrap_or_default();
+        return stay(Some(&next), Phase::Paused, Reason::GateFailed, msg);
+    }
+    next.rolling_back = true;
+    next.rejected_image = Some(cp.target_image.clone());
+    next.rollback_reason = Some(why);
+    next.stage = super::Stage::Between;
+    next.owner_update = Some(cx.mark(&cp.origin_image));
+    follow(cx, &next)
+}
+
+fn into_plan(cx: &Ctx<'_>, d: Decision, previous: Option<&Checkpoint>) -> Plan {
+    let counts = Counts::of(cx.desired, cx.obs);
+    let halted = d.checkpoint.as_ref().and_then(|c| c.halted.as_deref());
+    let note = stop::explain(
+        d.reason,
+        &d.message,
+        &stop::Context {
+            cluster: &cx.desired.cluster,
+            pool: &cx.desired.name,
+            blocked_by: Vec::new(),
+            until: d.until,
+            halted: halted.filter(|_| d.phase == Phase::Paused),
+        },
+    );
+    let mut plan = Plan {
+        actions: d.action.into_iter().collect(),
+        dry_run: Vec::new(),
+        checkpoint: d.checkpoint,
+        status: counts.status(d.phase, d.reason, d.message, note),
+    };
+    if cx.desired.mode == Mode::ReadOnly {
+        plan.dry_run = std::mem::take(&mut plan.actions);
+        plan.checkpoint = previous.cloned();
+        plan.status.message = format!("readOnly: {}", plan.status.message);
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    //! The service strategy as a sequence of owner states: each test is one pass or a few,
+    //! the owner's answers written out as EKS would give them.
+
+    use super::*;
+    use crate::cloud::{GroupRef, GroupState};
+    use crate::fleet::duration::GoDuration;
+    use crate::fleet::owner::{ManagedGroup, OwnerImage};
+    use crate::fleet::resolved::EffectivePolicy;
+    use crate::rotate::ObservedNode;
+
+    const OLD: &str = "ami-old";
+    const NEW: &str = "ami-new";
+
+    fn t(m: i64) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-23T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+            + chrono::Duration::minutes(m)
+    }
+
+    fn ng() -> ManagedGroup {
+        ManagedGroup::EksNodegroup {
+            region: "us-east-1".into(),
+            eks_cluster: "prod".into(),
+            nodegroup: "general".into(),
+        }
+    }
+
+    fn desired() -> DesiredPool {
+        DesiredPool {
+            owner_image: Some(OwnerImage::Ami { id: NEW.into() }),
+            cluster: "prod".into(),
+            name: "general".into(),
+            channel: "general".into(),
+            version: "v2".into(),
+            image: NEW.into(),
+            arch: Default::default(),
+            kubelet: None,
+            released: None,
+            max_age: None,
+            group: GroupRef::Managed(ng()),
+            node_selector: Default::default(),
+            policy: EffectivePolicy {
+                batch: BatchSize::Count(2),
+                ..EffectivePolicy::default()
+            },
+            gates: vec![],
+            mode: Mode::Reconcile,
+        }
+    }
+
+    /// Nodes labelled with `images`, and the owner's state.
+    fn world(images: &[&str], owner: OwnerPoolState) -> Observed {
+        Observed {
+            group: GroupState {
+                group: GroupRef::Managed(ng()),
+                desired: 0,
+                min: 0,
+                max: 0,
+                template_image: String::new(),
+                instances: vec![],
+            },
+            nodes: images
+                .iter()
+                .enumerate()
+                .map(|(i, img)| ObservedNode {
+                    name: format!("n{i}"),
+                    provider_id: format!("aws:///us-east-1a/i-{i}"),
+                    image_label: Some(img.to_string()),
+                    ready: true,
+                    cordoned: false,
+                    cordoned_by: None,
+                    do_not_disrupt: false,
+                    scale_down_disabled: false,
+                    pods: vec![],
+                })
+                .collect(),
+            departed: vec![],
+            gates: GateVerdict::Passing,
+            start_hold: None,
+            image_hold: None,
+            control_plane: None,
+            describe_lag: std::time::Duration::ZERO,
+            cluster_autoscaler: true,
+            leading_since: None,
+            owner: Some(owner),
+        }
+    }
+
+    fn owner(image: &str, update: Option<(&str, &str, UpdateStatus)>) -> OwnerPoolState {
+        OwnerPoolState {
+            pool: ng(),
+            image: image.into(),
+            desired: 4,
+            max_unavailable: Some(MaxUnavailable::Count(1)),
+            update: update.map(|(token, img, status)| OwnerUpdate {
+                id: format!("u-{token}"),
+                token: Some(token.into()),
+                image: img.into(),
+                status,
+                errors: if status == UpdateStatus::Failed {
+                    vec!["NodeCreationFailure: Instances failed to join".into()]
+                } else {
+                    vec![]
+                },
+            }),
+        }
+    }
+
+    fn plan(d: &DesiredPool, o: &Observed, cp: Option<&Checkpoint>, now: DateTime<Utc>) -> Plan {
+        super::super::plan(d, o, cp, now)
+    }
+
+    fn request(p: &Plan) -> Option<UpdateRequest> {
+        p.actions.iter().find_map(|a| match &a.action {
+            Action::StartOwnerUpdate { request } => Some(request.clone()),
+            _ => None,
+        })
+    }
+
+    /// The whole story: start (batch mapped to maxUnavailable, checkpoint first), follow the
+    /// owner's update, soak, done; never a second update.
+    #[test]
+    fn an_update_is_started_once_followed_soaked_and_done() {
+        let mut d = desired();
+        d.policy.pool_soak = GoDuration::from_secs(600);
+        let old4 = [OLD, OLD, OLD, OLD];
+        let p1 = plan(&d, &world(&old4, owner(OLD, None)), None, t(0));
+        let req = request(&p1).expect("an update starts");
+        assert_eq!(req.image, NEW);
+        assert_eq!(req.max_unavailable, MaxUnavailable::Count(2));
+        let cp1 = p1.checkpoint.clone().expect("the checkpoint records it");
+        assert_eq!(cp1.owner_update.as_ref().unwrap().token, req.token);
+        assert_eq!(cp1.origin_image, OLD);
+        assert_eq!(p1.status.phase, Phase::Rotating);
+        // The owner runs it: no second update, progress from the labels.
+        let running = owner(NEW, Some((&req.token, NEW, UpdateStatus::InProgress)));
+        let p2 = plan(&d, &world(&[NEW, NEW, OLD, OLD], running), Some(&cp1), t(5));
+        assert!(p2.actions.is_empty(), "{:?}", p2.actions);
+        assert!(
+            p2.status.message.contains("2/4 nodes on ami-new"),
+            "{}",
+            p2.status.message
+        );
+        assert_eq!(p2.status.on_target, 2);
+        // Successful, every node on the new AMI: the pool soaks, then is done.
+        let done = owner(NEW, Some((&req.token, NEW, UpdateStatus::Successful)));
+        let w = world(&[NEW; 4], done);
+        let p3 = plan(&d, &w, Some(&cp1), t(20));
+        assert_eq!(p3.status.phase, Phase::Soaking, "{}", p3.status.message);
+        let cp3 = p3.checkpoint.clone().unwrap();
+        let p4 = plan(&d, &w, Some(&cp3), t(31));
+        assert_eq!(p4.status.phase, Phase::Succeeded);
+        assert!(p4.actions.is_empty());
+        let p5 = plan(&d, &w, p4.checkpoint.as_ref(), t(90));
+        assert_eq!(p5.status.phase, Phase::Succeeded);
+    }
+
+    /// A crash after the checkpoint and before the call: the owner has no update with the
+    /// token, so the same request (same token) is sent again; once the owner has it, never.
+    #[test]
+    fn a_restart_sends_the_recorded_update_again_with_its_token_and_only_then() {
+        let d = desired();
+        let p1 = plan(&d, &world(&[OLD; 4], owner(OLD, None)), None, t(0));
+        let cp = p1.checkpoint.unwrap();
+        let token = cp.owner_update.as_ref().unwrap().token.clone();
+        // An earlier update of someone else's, finished: not ours.
+        let other = owner(OLD, Some(("console", OLD, UpdateStatus::Successful)));
+        let again = plan(&d, &world(&[OLD; 4], other), Some(&cp), t(3));
+        assert_eq!(request(&again).map(|r| r.token), Some(token.clone()));
+        assert_eq!(
+            again.checkpoint.as_ref(),
+            Some(&cp),
+            "the checkpoint is unchanged"
+        );
+        let seen = owner(NEW, Some((&token, NEW, UpdateStatus::InProgress)));
+        let follow = plan(&d, &world(&[OLD; 4], seen), Some(&cp), t(4));
+        assert!(follow.actions.is_empty());
+    }
+
+    /// Windows, pause, the parallel-pools hold, a pending or failed gate and someone
+    /// else's update in progress each keep a new update from starting.
+    #[test]
+    fn no_update_starts_outside_a_window_paused_held_gated_or_while_the_owner_updates() {
+        let w = world(&[OLD; 4], owner(OLD, None));
+        let mut paused = desired();
+        paused.policy.paused = true;
+        let mut windowed = desired();
+        windowed.policy.windows = vec![crate::fleet::resolved::Window {
+            days: vec!["Sat".into()],
+            start: "01:00".into(),
+            end: "02:00".into(),
+            time_zone: "UTC".into(),
+        }];
+        let mut held = w.clone();
+        held.start_hold = Some("maxParallelPools 1: pool other rotates".into());
+        let mut gated = w.clone();
+        gated.gates = GateVerdict::Failed {
+            gate: "errors".into(),
+            reason: "0.2 > 0.01".into(),
+        };
+        let busy = world(
+            &[OLD; 4],
+            owner(OLD, Some(("console", "ami-x", UpdateStatus::InProgress))),
+        );
+        let cases = [
+            (paused, w.clone(), Reason::PausedByPolicy),
+            (windowed, w.clone(), Reason::OutsideWindow),
+            (desired(), held, Reason::MaxParallelPools),
+            (desired(), gated, Reason::GateFailed),
+            (desired(), busy, Reason::OwnerUpdating),
+        ];
+        for (d, o, reason) in cases {
+            let p = plan(&d, &o, None, t(0));
+            assert!(p.actions.is_empty(), "{reason:?}: {:?}", p.actions);
+            assert!(p.checkpoint.is_none(), "{reason:?}");
+            assert_eq!(p.status.reason, reason.as_str(), "{}", p.status.message);
+        }
+    }
+
+    /// A gate failing while EKS updates: `rollback` records an update back to the origin
+    /// image and sends it only once EKS has finished the running one (EKS refuses a second);
+    /// the pool then ends Failed and stays there while the desired image is the rejected one.
+    #[test]
+    fn a_failed_gate_with_rollback_sends_an_update_back_once_the_owner_takes_it() {
+        let mut d = desired();
+        d.policy.on_gate_failure = OnGateFailure::Rollback;
+        let p1 = plan(&d, &world(&[OLD; 4], owner(OLD, None)), None, t(0));
+        let cp1 = p1.checkpoint.unwrap();
+        let token = cp1.owner_update.as_ref().unwrap().token.clone();
+        let mut w = world(
+            &[NEW, OLD, OLD, OLD],
+            owner(NEW, Some((&token, NEW, UpdateStatus::InProgress))),
+        );
+        w.gates = GateVerdict::Failed {
+            gate: "errors".into(),
+            reason: "0.2 > 0.01".into(),
+        };
+        let p2 = plan(&d, &w, Some(&cp1), t(5));
+        assert!(
+            p2.actions.is_empty(),
+            "EKS refuses a second update while one runs"
+        );
+        assert_eq!(p2.status.phase, Phase::RollingBack);
+        let cp2 = p2.checkpoint.unwrap();
+        assert!(cp2.rolling_back);
+        let back = cp2.owner_update.clone().unwrap();
+        assert_eq!(back.image, OLD);
+        // The forward update ended: the rollback update is sent.
+        w.owner = Some(owner(NEW, Some((&token, NEW, UpdateStatus::Successful))));
+        let p3 = plan(&d, &w, Some(&cp2), t(15));
+        let req = request(&p3).expect("the update back starts");
+        assert_eq!(
+            (req.image.as_str(), req.token.as_str()),
+            (OLD, back.token.as_str())
+        );
+        // Done back on the old AMI: Failed, and it stays there.
+        let home = world(
+            &[OLD; 4],
+            owner(OLD, Some((&back.token, OLD, UpdateStatus::Successful))),
+        );
+        let p4 = plan(&d, &home, p3.checkpoint.as_ref(), t(30));
+        assert_eq!(p4.status.phase, Phase::Failed, "{}", p4.status.message);
+        assert!(p4.status.message.contains("gate errors failed"));
+        let p5 = plan(&d, &home, p4.checkpoint.as_ref(), t(60));
+        assert_eq!(p5.status.phase, Phase::Failed);
+        assert!(p5.actions.is_empty());
+    }
+
+    /// `pause` on a failed gate halts; a failed owner update halts naming EKS's errors.
+    #[test]
+    fn a_failed_gate_with_pause_and_a_failed_update_halt_the_pool() {
+        let d = desired();
+        let p1 = plan(&d, &world(&[OLD; 4], owner(OLD, None)), None, t(0));
+        let cp1 = p1.checkpoint.unwrap();
+        let token = cp1.owner_update.as_ref().unwrap().token.clone();
+        let mut w = world(
+            &[OLD; 4],
+            owner(NEW, Some((&token, NEW, UpdateStatus::InProgress))),
+        );
+        w.gates = GateVerdict::Failed {
+            gate: "errors".into(),
+            reason: "0.2".into(),
+        };
+        let p = plan(&d, &w, Some(&cp1), t(5));
+        assert_eq!(
+            (p.status.phase, p.status.reason),
+            (Phase::Paused, "GateFailed")
+        );
+        assert!(p.checkpoint.unwrap().halted.is_some());
+        let failed = world(
+            &[OLD; 4],
+            owner(OLD, Some((&token, NEW, UpdateStatus::Failed))),
+        );
+        let p = plan(&d, &failed, Some(&cp1), t(20));
+        assert_eq!(
+            (p.status.phase, p.status.reason),
+            (Phase::Paused, "OwnerUpdateFailed")
+        );
+        assert!(
+            p.status.message.contains("NodeCreationFailure"),
+            "{}",
+            p.status.message
+        );
+        assert!(p.actions.is_empty());
+        let again = plan(&d, &failed, p.checkpoint.as_ref(), t(30));
+        assert!(again.actions.is_empty(), "a halted pool starts nothing");
+    }
+
+    /// Without the owner's state (an agent that does not drive the owner), or under
+    /// `blueGreen`, the pool is still only reported.
+    #[test]
+    fn without_the_owner_or_under_blue_green_nothing_is_acted_on() {
+        let mut w = world(&[OLD; 4], owner(OLD, None));
+        let mut bg = desired();
+        bg.policy.managed_update = Some(crate::fleet::owner::ManagedUpdate::BlueGreen);
+        let p = plan(&bg, &w, None, t(0));
+        assert_eq!(p.status.reason, "ManagedPoolNotSupported");
+        assert!(p.actions.is_empty());
+        w.owner = None;
+        let p = plan(&desired(), &w, None, t(0));
+        assert_eq!(p.status.reason, "ManagedPoolNotSupported");
+        assert!(p.actions.is_empty());
+    }
+}
