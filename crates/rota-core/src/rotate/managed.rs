@@ -21,7 +21,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::plan::Counts;
+use super::counts::Counts;
 use super::stop::{self, Reason};
 use super::{Action, Checkpoint, GateVerdict, Observed, OwnerUpdateMark, Phase, Plan, Planned};
 use crate::cloud::managed::{

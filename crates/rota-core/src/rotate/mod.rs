@@ -7,6 +7,7 @@
 //! [`checkpoint::Checkpoint`]) and [`Phase`] (what `kubectl get` shows).
 
 pub mod checkpoint;
+mod counts;
 pub mod eta;
 pub mod managed;
 pub mod observed;

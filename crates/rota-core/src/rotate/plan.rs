@@ -23,11 +23,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, Utc};
 
 use super::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
+use super::counts::Counts;
 use super::observed::{GateVerdict, Observed, ObservedNode};
 use super::operator::Request;
 use super::stop::{self, Reason};
 use super::window;
-use super::{Action, Phase, Plan, Planned, StatusSummary};
+use super::{Action, Phase, Plan, Planned};
 use crate::fleet::duration::GoDuration;
 use crate::fleet::resolved::{DesiredPool, Mode, OnDrainTimeout, OnGateFailure};
 
@@ -228,46 +229,6 @@ fn plan_steered(
         }
     }
     plan
-}
-
-/// Node counts for the status.
-pub(super) struct Counts {
-    total: u32,
-    on_target: u32,
-    ready: u32,
-}
-
-impl Counts {
-    pub(super) fn of(desired: &DesiredPool, obs: &Observed) -> Counts {
-        Counts {
-            total: obs.nodes.len() as u32,
-            on_target: obs
-                .nodes
-                .iter()
-                .filter(|n| obs.image_of(n).as_deref() == Some(desired.image.as_str()))
-                .count() as u32,
-            ready: obs.nodes.iter().filter(|n| n.ready).count() as u32,
-        }
-    }
-
-    pub(super) fn status(
-        &self,
-        phase: Phase,
-        reason: Reason,
-        message: String,
-        stop: Option<stop::StopNote>,
-    ) -> StatusSummary {
-        StatusSummary {
-            phase,
-            reason: reason.as_str(),
-            message,
-            stop,
-            total: self.total,
-            on_target: self.on_target,
-            ready: self.ready,
-            remaining: None,
-        }
-    }
 }
 
 /// What one run of the stage machine ends with.
