@@ -262,11 +262,12 @@ pub fn write(
 }
 
 /// Build names as markdown code spans: a forge renders nothing inside one (no link, no
-/// mention). The names were checked to hold no backtick (`images::answers::check_found`).
+/// mention). The names were already checked (`images::answers::check_found`); the span is
+/// made safe on its own all the same.
 fn code_spans(builds: &[String]) -> String {
     builds
         .iter()
-        .map(|b| format!("`{b}`"))
+        .map(|b| rota_core::sanitize::code_span(b))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -55,6 +55,13 @@ pub fn text(s: &str) -> Cow<'_, str> {
     escape(s, true)
 }
 
+/// Untrusted text as a markdown code span for a pull request body or a comment: one line
+/// ([`line`]), its backticks replaced (a code span ends at the first one). A forge renders
+/// nothing inside one: no link, no mention, no HTML.
+pub fn code_span(s: &str) -> String {
+    format!("`{}`", line(s).replace('`', "'"))
+}
+
 /// [`line`] in place, for fields of documents read from git.
 pub fn line_in_place(s: &mut String) {
     if let Cow::Owned(clean) = line(s) {
@@ -69,6 +76,11 @@ pub fn is_clean_line(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_code_span_cannot_be_closed_early_nor_span_lines() {
+        assert_eq!(super::code_span("a`@x\n[y](z)"), "`a'@x\\u{a}[y](z)`");
+    }
+
     use super::*;
 
     #[test]

@@ -88,11 +88,11 @@ impl Evidence {
         let what = if self.failure.did_not_boot() {
             "the image did not boot (new nodes never Ready)".to_string()
         } else {
-            format!("gate {} failed", code(&self.failure.gate))
+            format!("gate {} failed", sanitize::code_span(&self.failure.gate))
         };
         format!(
             "- {}: {what} at {}",
-            code(&format!("{}/{}", self.pool.cluster, self.pool.pool)),
+            sanitize::code_span(&format!("{}/{}", self.pool.cluster, self.pool.pool)),
             stamp(self.failure.at)
         )
     }
@@ -377,12 +377,6 @@ fn decide(
 /// A record's time, to the second.
 fn stamp(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// Untrusted text as a markdown code span: one line, its backticks replaced (a code span ends
-/// at the first one).
-fn code(s: &str) -> String {
-    format!("`{}`", sanitize::line(s).replace('`', "'"))
 }
 
 #[cfg(test)]
