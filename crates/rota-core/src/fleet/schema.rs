@@ -53,135 +53,176 @@ pub fn validate(file: &str, kind: &str, value: &Value, positions: &Positions) ->
     if c.validator.is_valid(value) {
         return Vec::new();
     }
+    let site = Site { file, positions };
     let mut out = Vec::new();
     for err in c.validator.iter_errors(value) {
-        let instance_path = err.instance_path().to_string();
-        let schema_path = err.schema_path().to_string();
-        // The schema node holding the failed keyword: its description says what is expected.
-        let parent = schema_path
-            .rfind('/')
-            .map(|i| &schema_path[..i])
-            .unwrap_or("");
-        let node = resolve(&c.schema, parent);
-        let at = |pointer: &str, key: bool| {
-            let pos = if key {
-                positions.key(pointer)
-            } else {
-                positions.value(pointer)
-            };
-            Location {
-                file: file.to_string(),
-                line: pos.line,
-                column: pos.column,
-            }
-        };
-        let path = pointer_to_path(&instance_path);
-        match err.kind() {
-            ValidationErrorKind::AdditionalProperties { unexpected } => {
-                let known: Vec<&str> = node
-                    .and_then(|n| n.get("properties"))
-                    .and_then(Value::as_object)
-                    .map(|p| p.keys().map(String::as_str).collect())
-                    .unwrap_or_default();
-                for name in unexpected {
-                    let member = format!("{instance_path}/{}", escape_token(name));
-                    let mut d = Diagnostic::new(
-                        &at(&member, true),
-                        pointer_to_path(&member),
-                        format!("unknown field `{name}`"),
-                    );
-                    d = match did_you_mean(name, known.iter().copied()) {
-                        Some(s) => d.with_hint(format!("did you mean `{s}`?")),
-                        None if !known.is_empty() => {
-                            d.with_hint(format!("expected one of: {}", known.join(", ")))
-                        }
-                        None => d,
-                    };
-                    out.push(d);
-                }
-            }
-            ValidationErrorKind::Required { property } => {
-                let name = property.as_str().unwrap_or_default();
-                out.push(Diagnostic::new(
-                    &at(&instance_path, false),
-                    path,
-                    format!("missing required field `{name}`"),
-                ));
-            }
-            ValidationErrorKind::Constant { expected_value } => {
-                out.push(Diagnostic::new(
-                    &at(&instance_path, false),
-                    path,
-                    format!(
-                        "expected {expected_value}, got {}",
-                        short(err.instance().as_ref())
-                    ),
-                ));
-            }
-            ValidationErrorKind::PropertyNames { error } => {
-                // A map key (channel, version, label) that breaks its naming rule: point at
-                // the key itself.
-                let name = error.instance().as_str().unwrap_or_default().to_string();
-                let member = format!("{instance_path}/{}", escape_token(&name));
-                let inner = error.schema_path().to_string();
-                let inner_parent = inner.rfind('/').map(|i| &inner[..i]).unwrap_or("");
-                let expected = node
-                    .and_then(|n| n.get("propertyNames"))
-                    .and_then(|p| description(&c.schema, p))
-                    .or_else(|| node.and_then(|n| description(&c.schema, n)))
-                    .or_else(|| {
-                        resolve(&c.schema, inner_parent).and_then(|n| description(&c.schema, n))
-                    })
-                    .unwrap_or_else(|| error.to_string());
-                out.push(Diagnostic::new(
-                    &at(&member, true),
-                    pointer_to_path(&member),
-                    format!("invalid name {name:?}: expected {expected}"),
-                ));
-            }
-            ValidationErrorKind::UniqueItems => {
-                let items = err.instance().as_array().cloned().unwrap_or_default();
-                let mut seen = Vec::new();
-                let mut dups = Vec::new();
-                for i in &items {
-                    if seen.contains(&i) && !dups.contains(&i) {
-                        dups.push(i);
-                    }
-                    seen.push(i);
-                }
-                let dups: Vec<String> = dups.iter().map(|d| short(d)).collect();
-                out.push(Diagnostic::new(
-                    &at(&instance_path, false),
-                    path,
-                    format!("listed more than once: {}", dups.join(", ")),
-                ));
-            }
-            ValidationErrorKind::MinItems { limit } => {
-                out.push(Diagnostic::new(
-                    &at(&instance_path, false),
-                    path,
-                    format!(
-                        "needs at least {limit} item{}",
-                        if *limit == 1 { "" } else { "s" }
-                    ),
-                ));
-            }
-            kind => {
-                let got = short(err.instance().as_ref());
-                let message = match node.and_then(|n| description(&c.schema, n)) {
-                    Some(expected) => format!("expected {expected}, got {got}"),
-                    None => match kind {
-                        ValidationErrorKind::Type { kind } => {
-                            format!("expected {}, got {got}", type_name(kind))
-                        }
-                        _ => truncate(&err.to_string()),
-                    },
-                };
-                out.push(Diagnostic::new(&at(&instance_path, false), path, message));
-            }
-        }
+        diagnose(c, &site, &err, &mut out);
     }
     out
+}
+
+/// Where a document's errors point: its file and the positions of its keys and values.
+struct Site<'a> {
+    file: &'a str,
+    positions: &'a Positions,
+}
+
+impl Site<'_> {
+    /// The location of the key (`key`) or the value at a JSON pointer.
+    fn at(&self, pointer: &str, key: bool) -> Location {
+        let pos = if key {
+            self.positions.key(pointer)
+        } else {
+            self.positions.value(pointer)
+        };
+        Location {
+            file: self.file.to_string(),
+            line: pos.line,
+            column: pos.column,
+        }
+    }
+}
+
+/// One schema violation as the diagnostics a person reads: the field, what was expected (the
+/// schema node's description where it has one) and what was found.
+fn diagnose(
+    c: &Compiled,
+    site: &Site<'_>,
+    err: &jsonschema::ValidationError<'_>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let instance_path = err.instance_path().to_string();
+    let schema_path = err.schema_path().to_string();
+    // The schema node holding the failed keyword: its description says what is expected.
+    let parent = schema_path
+        .rfind('/')
+        .map(|i| &schema_path[..i])
+        .unwrap_or("");
+    let node = resolve(&c.schema, parent);
+    let path = pointer_to_path(&instance_path);
+    let here = site.at(&instance_path, false);
+    match err.kind() {
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            unknown_fields(site, node, &instance_path, unexpected, out)
+        }
+        ValidationErrorKind::Required { property } => {
+            let name = property.as_str().unwrap_or_default();
+            out.push(Diagnostic::new(
+                &here,
+                path,
+                format!("missing required field `{name}`"),
+            ));
+        }
+        ValidationErrorKind::Constant { expected_value } => {
+            out.push(Diagnostic::new(
+                &here,
+                path,
+                format!(
+                    "expected {expected_value}, got {}",
+                    short(err.instance().as_ref())
+                ),
+            ));
+        }
+        ValidationErrorKind::PropertyNames { error } => {
+            out.push(bad_key_name(c, site, node, &instance_path, error))
+        }
+        ValidationErrorKind::UniqueItems => {
+            let items = err.instance().as_array().cloned().unwrap_or_default();
+            let mut seen = Vec::new();
+            let mut dups = Vec::new();
+            for i in &items {
+                if seen.contains(&i) && !dups.contains(&i) {
+                    dups.push(i);
+                }
+                seen.push(i);
+            }
+            let dups: Vec<String> = dups.iter().map(|d| short(d)).collect();
+            out.push(Diagnostic::new(
+                &here,
+                path,
+                format!("listed more than once: {}", dups.join(", ")),
+            ));
+        }
+        ValidationErrorKind::MinItems { limit } => {
+            out.push(Diagnostic::new(
+                &here,
+                path,
+                format!(
+                    "needs at least {limit} item{}",
+                    if *limit == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        kind => {
+            let got = short(err.instance().as_ref());
+            let message = match node.and_then(|n| description(&c.schema, n)) {
+                Some(expected) => format!("expected {expected}, got {got}"),
+                None => match kind {
+                    ValidationErrorKind::Type { kind } => {
+                        format!("expected {}, got {got}", type_name(kind))
+                    }
+                    _ => truncate(&err.to_string()),
+                },
+            };
+            out.push(Diagnostic::new(&here, path, message));
+        }
+    }
+}
+
+/// Fields the schema does not know, each at its key, with the nearest known name or the list.
+fn unknown_fields(
+    site: &Site<'_>,
+    node: Option<&Value>,
+    instance_path: &str,
+    unexpected: &[String],
+    out: &mut Vec<Diagnostic>,
+) {
+    let known: Vec<&str> = node
+        .and_then(|n| n.get("properties"))
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    for name in unexpected {
+        let member = format!("{instance_path}/{}", escape_token(name));
+        let d = Diagnostic::new(
+            &site.at(&member, true),
+            pointer_to_path(&member),
+            format!("unknown field `{name}`"),
+        );
+        out.push(match did_you_mean(name, known.iter().copied()) {
+            Some(s) => d.with_hint(format!("did you mean `{s}`?")),
+            None if !known.is_empty() => {
+                d.with_hint(format!("expected one of: {}", known.join(", ")))
+            }
+            None => d,
+        });
+    }
+}
+
+/// A map key (channel, version, label) that breaks its naming rule: pointed at the key itself,
+/// with the rule's description.
+fn bad_key_name(
+    c: &Compiled,
+    site: &Site<'_>,
+    node: Option<&Value>,
+    instance_path: &str,
+    error: &jsonschema::ValidationError<'_>,
+) -> Diagnostic {
+    let name = error.instance().as_str().unwrap_or_default().to_string();
+    let member = format!("{instance_path}/{}", escape_token(&name));
+    let inner = error.schema_path().to_string();
+    let inner_parent = inner.rfind('/').map(|i| &inner[..i]).unwrap_or("");
+    let expected = node
+        .and_then(|n| n.get("propertyNames"))
+        .and_then(|p| description(&c.schema, p))
+        .or_else(|| node.and_then(|n| description(&c.schema, n)))
+        .or_else(|| resolve(&c.schema, inner_parent).and_then(|n| description(&c.schema, n)))
+        .unwrap_or_else(|| error.to_string());
+    Diagnostic::new(
+        &site.at(&member, true),
+        pointer_to_path(&member),
+        format!("invalid name {name:?}: expected {expected}"),
+    )
 }
 
 fn type_name(kind: &jsonschema::error::TypeKind) -> String {

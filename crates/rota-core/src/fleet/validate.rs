@@ -8,11 +8,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::Fleet;
 use super::diagnostics::{Diagnostic, Diagnostics, Location, did_you_mean};
 use super::load::{Documents, Origin};
-use super::model::{Arch, Cluster, FleetSpec, GroupSpec, HealthGate, RolloutPolicy};
+use super::model::{
+    Arch, Cluster, FleetManifest, FleetSpec, GroupSpec, HealthGate, Pool, RolloutPolicy,
+};
 use super::resolved::Cloud;
 use super::yaml::escape_token;
 
+/// Channel → AWS region → the clusters with a pool on that channel there: what the
+/// one-AMI-in-many-regions rule reads once every cluster was looked at.
+type AwsRegions<'a> = BTreeMap<&'a str, BTreeMap<&'a str, Vec<&'a str>>>;
+
 /// Check the documents together; `Ok` only when nothing is wrong (including earlier `diags`).
+/// The rules run by group (the documents' count, gates, the Fleet, each cluster and its
+/// pools, then the rules that need every cluster): each group reports every problem it sees,
+/// so one mistake does not hide the next.
 pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnostics> {
     let Documents {
         fleets,
@@ -29,10 +38,87 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
     };
     let (rejected_gates, rejected_clusters) =
         (rejected_named("HealthGate"), rejected_named("Cluster"));
+    let fleet_hidden = rejected.iter().any(|(k, _)| k == "Fleet");
+    // Without a valid Fleet, the checks that need it are skipped, the others still run: a
+    // typo in fleet.yaml must not hide the mistakes in cluster files.
+    let fleet_doc = one_fleet(fleets, fleet_hidden, &mut diags);
 
-    // Only worth saying when the Fleet is not simply hidden behind another error (a file
-    // that failed to parse may well hold it).
-    if fleets.is_empty() && !rejected.iter().any(|(k, _)| k == "Fleet") && diags.is_empty() {
+    let gates = unique("HealthGate", gates, &mut diags, |g: &HealthGate| {
+        &g.metadata.name
+    });
+    let clusters = unique("Cluster", clusters, &mut diags, |c: &Cluster| {
+        &c.metadata.name
+    });
+    // Rejected gates count as declared: their own error is enough.
+    let gate_names: Vec<&str> = gates
+        .keys()
+        .chain(&rejected_gates)
+        .map(String::as_str)
+        .collect();
+
+    for (origin, g) in gates.values() {
+        check_health_gate(origin, g, &mut diags);
+    }
+    if let Some((fleet_origin, fleet)) = &fleet_doc {
+        check_fleet(
+            fleet_origin,
+            &fleet.spec,
+            &clusters,
+            &rejected_clusters,
+            &gate_names,
+            &mut diags,
+        );
+    }
+
+    let fleet_ref = fleet_doc.as_ref().map(|(o, f)| (o, &f.spec));
+    let mut aws_regions = AwsRegions::new();
+    let mut wave_of = BTreeMap::new();
+    for (name, (origin, c)) in &clusters {
+        let spec = fleet_ref.map(|(_, spec)| spec);
+        let wave_index = wave_membership(spec, name, origin, c, &mut diags);
+        if let Some(i) = wave_index {
+            wave_of.insert(name.clone(), i);
+        }
+        ClusterCheck {
+            name,
+            origin,
+            cluster: c,
+            fleet: fleet_ref,
+            wave_index,
+            gate_names: &gate_names,
+        }
+        .run(&mut aws_regions, &mut diags);
+    }
+
+    if let Some((fleet_origin, fleet)) = &fleet_doc {
+        check_one_ami_across_regions(fleet_origin, &fleet.spec, &aws_regions, &mut diags);
+        super::managed::check_fleet_versions(fleet_origin, fleet, &mut diags);
+    }
+    let warnings = super::managed::warnings(fleet_doc.as_ref(), &clusters).sorted();
+    let fleet = match fleet_doc {
+        Some((_, fleet)) if diags.is_empty() => fleet,
+        _ => return Err(diags.sorted()),
+    };
+    Ok(Fleet {
+        metadata: fleet.metadata,
+        spec: fleet.spec,
+        clusters: clusters.into_iter().map(|(k, (_, c))| (k, c)).collect(),
+        gates: gates.into_iter().map(|(k, (_, g))| (k, g)).collect(),
+        wave_of,
+        commit: None,
+        warnings,
+    })
+}
+
+/// The repo's one Fleet document: none and a second one are errors. "None" is only worth
+/// saying when the Fleet is not simply hidden behind another error (a file that failed to
+/// parse may well hold it).
+fn one_fleet(
+    fleets: Vec<(Origin, FleetManifest)>,
+    fleet_hidden: bool,
+    diags: &mut Diagnostics,
+) -> Option<(Origin, FleetManifest)> {
+    if fleets.is_empty() && !fleet_hidden && diags.is_empty() {
         diags.push(Diagnostic::new(
             &Location::default(),
             "",
@@ -52,126 +138,114 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                 )),
         );
     }
-    // Without a valid Fleet, the checks that need it are skipped, the others still run: a
-    // typo in fleet.yaml must not hide the mistakes in cluster files.
-    let fleet_doc = fleets.into_iter().next();
+    fleets.into_iter().next()
+}
 
-    let gates = unique("HealthGate", gates, &mut diags, |g: &HealthGate| {
-        &g.metadata.name
-    });
-    let clusters = unique("Cluster", clusters, &mut diags, |c: &Cluster| {
-        &c.metadata.name
-    });
-    // Rejected gates count as declared: their own error is enough.
-    let gate_names: Vec<&str> = gates
-        .keys()
-        .chain(&rejected_gates)
-        .map(String::as_str)
+/// A HealthGate has exactly one kind of check, with a bound, and no credentials in a URL.
+fn check_health_gate(origin: &Origin, g: &HealthGate, diags: &mut Diagnostics) {
+    let s = &g.spec;
+    let kinds = [s.prometheus.is_some(), s.pods.is_some(), s.events.is_some()]
+        .iter()
+        .filter(|k| **k)
+        .count();
+    if kinds != 1 {
+        diags.push(origin.key_error(
+            "/spec",
+            format!("a HealthGate has exactly one of prometheus, pods, events; found {kinds}"),
+        ));
+    }
+    if let Some(p) = &s.prometheus {
+        if has_userinfo(&p.address) {
+            diags.push(origin.error("/spec/prometheus/address", CREDENTIALS_IN_URL));
+        }
+        match (p.min, p.max) {
+            (None, None) => diags.push(origin.key_error(
+                "/spec/prometheus",
+                "a prometheus gate needs a bound: `min`, `max` or both",
+            )),
+            (Some(lo), Some(hi)) if lo > hi => diags.push(origin.error(
+                "/spec/prometheus/min",
+                format!("min {lo} is greater than max {hi}: the gate could never pass"),
+            )),
+            _ => {}
+        }
+    }
+    if let Some(p) = &s.pods
+        && p.max_not_ready.is_none()
+        && p.max_pending.is_none()
+    {
+        diags.push(origin.key_error(
+            "/spec/pods",
+            "a pods gate needs a bound: `maxNotReady`, `maxPending` or both",
+        ));
+    }
+}
+
+/// The one wave a cluster belongs to (by name or by a `clusterSelector` on its labels): none
+/// and several are errors. `None` without a Fleet to say.
+fn wave_membership(
+    spec: Option<&FleetSpec>,
+    name: &str,
+    origin: &Origin,
+    c: &Cluster,
+    diags: &mut Diagnostics,
+) -> Option<usize> {
+    let spec = spec?;
+    let waves: Vec<usize> = spec
+        .waves
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| {
+            w.clusters.iter().any(|n| n == name)
+                || w.cluster_selector
+                    .as_ref()
+                    .is_some_and(|s| s.matches(&c.metadata.labels))
+        })
+        .map(|(i, _)| i)
         .collect();
-
-    // --- HealthGates: exactly one kind of check, with a bound.
-    for (origin, g) in gates.values() {
-        let s = &g.spec;
-        let kinds = [s.prometheus.is_some(), s.pods.is_some(), s.events.is_some()]
-            .iter()
-            .filter(|k| **k)
-            .count();
-        if kinds != 1 {
-            diags.push(origin.key_error(
-                "/spec",
-                format!("a HealthGate has exactly one of prometheus, pods, events; found {kinds}"),
-            ));
-        }
-        if let Some(p) = &s.prometheus {
-            if has_userinfo(&p.address) {
-                diags.push(origin.error("/spec/prometheus/address", CREDENTIALS_IN_URL));
-            }
-            match (p.min, p.max) {
-                (None, None) => diags.push(origin.key_error(
-                    "/spec/prometheus",
-                    "a prometheus gate needs a bound: `min`, `max` or both",
-                )),
-                (Some(lo), Some(hi)) if lo > hi => diags.push(origin.error(
-                    "/spec/prometheus/min",
-                    format!("min {lo} is greater than max {hi}: the gate could never pass"),
-                )),
-                _ => {}
-            }
-        }
-        if let Some(p) = &s.pods
-            && p.max_not_ready.is_none()
-            && p.max_pending.is_none()
-        {
-            diags.push(origin.key_error(
-                "/spec/pods",
-                "a pods gate needs a bound: `maxNotReady`, `maxPending` or both",
-            ));
-        }
-    }
-
-    // --- Fleet: images, waves, pins, gates, policy.
-    if let Some((fleet_origin, fleet)) = &fleet_doc {
-        check_fleet(
-            fleet_origin,
-            &fleet.spec,
-            &clusters,
-            &rejected_clusters,
-            &gate_names,
-            &mut diags,
-        );
-    }
-    // Channel → AWS region → the clusters with a pool on that channel there.
-    let mut aws_regions: BTreeMap<&str, BTreeMap<&str, Vec<&str>>> = BTreeMap::new();
-    let spec = fleet_doc.as_ref().map(|(_, f)| &f.spec);
-
-    // --- Clusters: wave membership, pools, groups, pins, gates, policy.
-    let mut wave_of = BTreeMap::new();
-    for (name, (origin, c)) in &clusters {
-        let waves: Vec<usize> = spec
-            .map(|spec| {
-                spec.waves
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, w)| {
-                        w.clusters.iter().any(|n| n == name)
-                            || w.cluster_selector
-                                .as_ref()
-                                .is_some_and(|s| s.matches(&c.metadata.labels))
-                    })
-                    .map(|(i, _)| i)
-                    .collect()
-            })
-            .unwrap_or_default();
-        match (spec, waves.as_slice()) {
-            (None, _) => {}
-            (Some(_), []) => diags.push(
+    match waves.as_slice() {
+        [] => {
+            diags.push(
                 origin
                     .error("/metadata/name", format!("cluster `{name}` belongs to no wave"))
                     .with_hint("list it in a wave's `clusters`, or give it labels a wave's `clusterSelector` matches"),
-            ),
-            (Some(_), [one]) => {
-                wave_of.insert(name.clone(), *one);
-            }
-            (Some(spec), many) => {
-                let names: Vec<&str> = many.iter().map(|i| spec.waves[*i].name.as_str()).collect();
-                diags.push(origin.error(
-                    "/metadata/name",
-                    format!("cluster `{name}` belongs to {} waves ({}): it must be in exactly one", many.len(), names.join(", ")),
-                ));
-            }
+            );
+            None
         }
-        let wave = spec.and_then(|spec| wave_of.get(name).map(|i| &spec.waves[*i]));
-        let cloud = c.spec.cloud_kind();
-        check_gate_refs(
-            origin,
-            "/spec/gates",
-            &c.spec.gates,
-            &gate_names,
-            &mut diags,
-        );
-        check_policy(origin, "/spec/rollout", &c.spec.rollout, &mut diags);
-        check_notifications(origin, c.spec.notifications.as_deref(), &mut diags);
-        super::managed::check_cloud(origin, c, &mut diags);
+        [one] => Some(*one),
+        many => {
+            let names: Vec<&str> = many.iter().map(|i| spec.waves[*i].name.as_str()).collect();
+            diags.push(origin.error(
+                "/metadata/name",
+                format!(
+                    "cluster `{name}` belongs to {} waves ({}): it must be in exactly one",
+                    many.len(),
+                    names.join(", ")
+                ),
+            ));
+            None
+        }
+    }
+}
+
+/// One cluster's rules: its gates, policy, notifications and cloud, then each pool's (unique
+/// names and selectors, group, gates, policy, and the image its wave pins for it).
+struct ClusterCheck<'a> {
+    name: &'a str,
+    origin: &'a Origin,
+    cluster: &'a Cluster,
+    fleet: Option<(&'a Origin, &'a FleetSpec)>,
+    wave_index: Option<usize>,
+    gate_names: &'a [&'a str],
+}
+
+impl<'a> ClusterCheck<'a> {
+    fn run(&self, aws_regions: &mut AwsRegions<'a>, diags: &mut Diagnostics) {
+        let (origin, c) = (self.origin, self.cluster);
+        check_gate_refs(origin, "/spec/gates", &c.spec.gates, self.gate_names, diags);
+        check_policy(origin, "/spec/rollout", &c.spec.rollout, diags);
+        check_notifications(origin, c.spec.notifications.as_deref(), diags);
+        super::managed::check_cloud(origin, c, diags);
 
         let mut pool_names: BTreeMap<&str, usize> = BTreeMap::new();
         let mut selectors: BTreeMap<&BTreeMap<String, String>, usize> = BTreeMap::new();
@@ -184,7 +258,10 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                     origin
                         .error(
                             &format!("{pp}/name"),
-                            format!("duplicate pool name `{}` in cluster `{name}`", pool.name),
+                            format!(
+                                "duplicate pool name `{}` in cluster `{}`",
+                                pool.name, self.name
+                            ),
                         )
                         .with_hint(format!(
                             "the first is at {}",
@@ -201,224 +278,260 @@ pub fn check(docs: Documents, mut diags: Diagnostics) -> Result<Fleet, Diagnosti
                     ),
                 ));
             }
-            if let Some(cloud) = cloud {
-                check_group(
-                    origin,
-                    &format!("{pp}/group"),
-                    cloud,
-                    &pool.group,
-                    &mut diags,
-                );
-            }
-            check_gate_refs(
-                origin,
-                &format!("{pp}/gates"),
-                &pool.gates,
-                &gate_names,
-                &mut diags,
-            );
-            check_policy(origin, &format!("{pp}/rollout"), &pool.rollout, &mut diags);
-            let owner = pool.group.owner();
-            super::managed::check_managed_update(origin, &pp, owner, &pool.rollout, &mut diags);
+            self.pool(&pp, pool, aws_regions, diags);
+            let first_of_channel = skew_checked.insert(&pool.channel);
+            self.pool_image(&pp, pool, first_of_channel, diags);
+        }
+    }
 
-            if let (Some(Cloud::Aws), Some(region)) = (cloud, c.spec.region()) {
-                let on_channel = aws_regions.entry(pool.channel.as_str()).or_default();
-                let clusters = on_channel.entry(region).or_default();
-                if clusters.last() != Some(&name.as_str()) {
-                    clusters.push(name.as_str());
-                }
+    /// A pool's group, gates and policy, and where its AWS cluster is (for the AMI rule).
+    fn pool(
+        &self,
+        pp: &str,
+        pool: &'a Pool,
+        aws_regions: &mut AwsRegions<'a>,
+        diags: &mut Diagnostics,
+    ) {
+        let (origin, c) = (self.origin, self.cluster);
+        let cloud = c.spec.cloud_kind();
+        if let Some(cloud) = cloud {
+            check_group(origin, &format!("{pp}/group"), cloud, &pool.group, diags);
+        }
+        check_gate_refs(
+            origin,
+            &format!("{pp}/gates"),
+            &pool.gates,
+            self.gate_names,
+            diags,
+        );
+        check_policy(origin, &format!("{pp}/rollout"), &pool.rollout, diags);
+        let owner = pool.group.owner();
+        super::managed::check_managed_update(origin, pp, owner, &pool.rollout, diags);
+        if let (Some(Cloud::Aws), Some(region)) = (cloud, c.spec.region()) {
+            let on_channel = aws_regions.entry(pool.channel.as_str()).or_default();
+            let clusters = on_channel.entry(region).or_default();
+            if clusters.last() != Some(&self.name) {
+                clusters.push(self.name);
             }
-            let Some(spec) = spec else { continue };
-            let channel_at = format!("{pp}/channel");
-            let Some(channel) = spec.images.get(&pool.channel) else {
-                let mut d = origin.error(
-                    &channel_at,
-                    format!("pool `{}` uses channel `{}`, which the Fleet's spec.images does not declare", pool.name, pool.channel),
-                );
-                if let Some(s) = did_you_mean(&pool.channel, spec.images.keys().map(String::as_str))
-                {
-                    d = d.with_hint(format!("did you mean `{s}`?"));
-                }
-                diags.push(d);
-                continue;
-            };
-            let Some(wave) = wave else { continue };
-            let Some(version) = wave.images.get(&pool.channel) else {
-                diags.push(
-                    origin
-                        .error(
-                            &channel_at,
-                            format!(
-                                "channel `{}` is not pinned in wave `{}`",
-                                pool.channel, wave.name
-                            ),
-                        )
-                        .with_hint(format!(
-                            "add `{}: <version>` to the images of wave `{}`",
-                            pool.channel, wave.name
-                        )),
-                );
-                continue;
-            };
-            if let (Some((fleet_origin, _)), Some(images), Some(wave_index), true) = (
-                &fleet_doc,
-                channel.versions.get(version),
-                wave_of.get(name),
-                skew_checked.insert(&pool.channel),
-            ) {
-                super::kubernetes::PinnedOnCluster {
-                    fleet: fleet_origin,
-                    wave_index: *wave_index,
-                    wave: &wave.name,
-                    channel: &pool.channel,
-                    version,
-                    images,
-                    cluster_origin: origin,
-                    cluster: name,
-                    control_plane: c.spec.kubernetes.as_deref(),
-                }
-                .check(&mut diags);
-            }
-            let Some((cloud, images)) = cloud.zip(channel.versions.get(version)) else {
-                continue;
-            };
-            let arch = pool.arch.unwrap_or_default();
-            let found = match images.owner_image(owner, c.spec.region(), arch) {
-                // An owner in another cloud has its own error; its images are not looked at.
-                _ if owner.cloud().is_some_and(|o| o != cloud) => Ok(()),
-                Some(r) => r.map(drop),
-                None => images.resolve(cloud, c.spec.region(), arch).map(drop),
-            };
-            match found {
-                Ok(()) => {}
-                Err(miss @ super::model::ImageMiss::Form { .. }) => diags.push(
-                    origin
-                        .error(
-                            &channel_at,
-                            format!(
-                                "pool `{}` of cluster `{name}` ({}): {} (pinned by wave `{}`)",
-                                pool.name,
-                                owner.group_key(),
-                                super::resolve::describe_miss(&pool.channel, version, cloud, &miss),
-                                wave.name
-                            ),
-                        )
-                        .with_hint(format!(
-                            "add it to spec.images.{}.versions.{version} of the Fleet",
-                            pool.channel
-                        )),
+        }
+    }
+
+    /// The pool's channel is declared and pinned by its wave, the pinned version's
+    /// Kubernetes fits the cluster (once per channel), and the version has an image the
+    /// pool's owner, cloud, region and architecture can boot.
+    fn pool_image(&self, pp: &str, pool: &Pool, first_of_channel: bool, diags: &mut Diagnostics) {
+        let (origin, c, name) = (self.origin, self.cluster, self.name);
+        let Some((fleet_origin, spec)) = self.fleet else {
+            return;
+        };
+        let channel_at = format!("{pp}/channel");
+        let Some(channel) = spec.images.get(&pool.channel) else {
+            let mut d = origin.error(
+                &channel_at,
+                format!(
+                    "pool `{}` uses channel `{}`, which the Fleet's spec.images does not declare",
+                    pool.name, pool.channel
                 ),
-                Err(super::model::ImageMiss::Cloud) => diags.push(origin.error(
-                    &channel_at,
-                    format!(
-                        "{}@{version} (pinned by wave `{}`) has no image for {cloud}, the cloud of cluster `{name}`",
+            );
+            if let Some(s) = did_you_mean(&pool.channel, spec.images.keys().map(String::as_str)) {
+                d = d.with_hint(format!("did you mean `{s}`?"));
+            }
+            diags.push(d);
+            return;
+        };
+        let Some(wave_index) = self.wave_index else {
+            return;
+        };
+        let wave = &spec.waves[wave_index];
+        let Some(version) = wave.images.get(&pool.channel) else {
+            diags.push(
+                origin
+                    .error(
+                        &channel_at,
+                        format!(
+                            "channel `{}` is not pinned in wave `{}`",
+                            pool.channel, wave.name
+                        ),
+                    )
+                    .with_hint(format!(
+                        "add `{}: <version>` to the images of wave `{}`",
                         pool.channel, wave.name
+                    )),
+            );
+            return;
+        };
+        let images = channel.versions.get(version);
+        if let (Some(images), true) = (images, first_of_channel) {
+            super::kubernetes::PinnedOnCluster {
+                fleet: fleet_origin,
+                wave_index,
+                wave: &wave.name,
+                channel: &pool.channel,
+                version,
+                images,
+                cluster_origin: origin,
+                cluster: name,
+                control_plane: c.spec.kubernetes.as_deref(),
+            }
+            .check(diags);
+        }
+        let Some((cloud, images)) = c.spec.cloud_kind().zip(images) else {
+            return;
+        };
+        let owner = pool.group.owner();
+        let arch = pool.arch.unwrap_or_default();
+        let found = match images.owner_image(owner, c.spec.region(), arch) {
+            // An owner in another cloud has its own error; its images are not looked at.
+            _ if owner.cloud().is_some_and(|o| o != cloud) => Ok(()),
+            Some(r) => r.map(drop),
+            None => images.resolve(cloud, c.spec.region(), arch).map(drop),
+        };
+        let Err(miss) = found else { return };
+        let pinned = Pinned {
+            pool,
+            version,
+            wave: &wave.name,
+            cloud,
+            arch,
+        };
+        diags.push(self.image_miss(pp, &channel_at, &pinned, miss));
+    }
+
+    /// The error for a pinned version without an image this pool can boot.
+    fn image_miss(
+        &self,
+        pp: &str,
+        channel_at: &str,
+        p: &Pinned<'_>,
+        miss: super::model::ImageMiss,
+    ) -> Diagnostic {
+        let (origin, c, name) = (self.origin, self.cluster, self.name);
+        let (pool, version, cloud, arch) = (p.pool, p.version, p.cloud, p.arch);
+        let describe = |miss| super::resolve::describe_miss(&pool.channel, version, cloud, miss);
+        match miss {
+            miss @ super::model::ImageMiss::Form { .. } => origin
+                .error(
+                    channel_at,
+                    format!(
+                        "pool `{}` of cluster `{name}` ({}): {} (pinned by wave `{}`)",
+                        pool.name,
+                        pool.group.owner().group_key(),
+                        describe(&miss),
+                        p.wave
                     ),
+                )
+                .with_hint(format!(
+                    "add it to spec.images.{}.versions.{version} of the Fleet",
+                    pool.channel
                 )),
-                Err(miss) => {
-                    let at = if pool.arch.is_some() { format!("{pp}/arch") } else { channel_at };
-                    diags.push(
-                        origin
-                            .error(
-                                &at,
-                                format!(
-                                    "pool `{}` of cluster `{name}` ({}, arch {arch}): {} (pinned by wave `{}`)",
-                                    pool.name,
-                                    c.spec.region().unwrap_or("no region"),
-                                    super::resolve::describe_miss(&pool.channel, version, cloud, &miss),
-                                    wave.name
-                                ),
-                            )
-                            .with_hint(match arch {
-                                // A plain ID per region serves x86_64 pools.
-                                Arch::X86_64 => format!(
-                                    "add the region's AMI to the version: aws: {{…, {}: ami-…}}",
-                                    c.spec.region().unwrap_or("<region>")
-                                ),
-                                _ => format!(
-                                    "add the region's AMI for {arch} to the version: aws: {{…, {}: {{x86_64: ami-…, {arch}: ami-…}}}}",
-                                    c.spec.region().unwrap_or("<region>")
-                                ),
-                            }),
-                    );
-                }
+            super::model::ImageMiss::Cloud => origin.error(
+                channel_at,
+                format!(
+                    "{}@{version} (pinned by wave `{}`) has no image for {cloud}, the cloud of cluster `{name}`",
+                    pool.channel, p.wave
+                ),
+            ),
+            miss => {
+                let at = if pool.arch.is_some() {
+                    format!("{pp}/arch")
+                } else {
+                    channel_at.to_string()
+                };
+                let region = c.spec.region();
+                origin
+                    .error(
+                        &at,
+                        format!(
+                            "pool `{}` of cluster `{name}` ({}, arch {arch}): {} (pinned by wave `{}`)",
+                            pool.name,
+                            region.unwrap_or("no region"),
+                            describe(&miss),
+                            p.wave
+                        ),
+                    )
+                    .with_hint(match arch {
+                        // A plain ID per region serves x86_64 pools.
+                        Arch::X86_64 => format!(
+                            "add the region's AMI to the version: aws: {{…, {}: ami-…}}",
+                            region.unwrap_or("<region>")
+                        ),
+                        _ => format!(
+                            "add the region's AMI for {arch} to the version: aws: {{…, {}: {{x86_64: ami-…, {arch}: ami-…}}}}",
+                            region.unwrap_or("<region>")
+                        ),
+                    })
             }
         }
     }
+}
 
-    // A plain AMI ID exists in one region. A pinned version is on its way to every cluster of
-    // its channel (promotion moves it wave by wave), so one AMI for a channel whose AWS
-    // clusters span regions fails to launch somewhere, now or at the next promotion. Versions
-    // no wave pins are history and not held to it.
-    if let Some((fleet_origin, fleet)) = &fleet_doc {
-        let pinned: BTreeSet<(&str, &str)> = fleet
-            .spec
-            .waves
-            .iter()
-            .flat_map(|w| w.images.iter().map(|(c, v)| (c.as_str(), v.as_str())))
-            .collect();
-        for (channel, c) in &fleet.spec.images {
-            let Some(regions) = aws_regions.get(channel.as_str()) else {
-                continue;
-            };
-            if regions.len() < 2 {
+/// What a wave pins for one pool, as an image miss names it.
+struct Pinned<'p> {
+    pool: &'p Pool,
+    version: &'p str,
+    wave: &'p str,
+    cloud: Cloud,
+    arch: Arch,
+}
+
+/// A plain AMI ID exists in one region. A pinned version is on its way to every cluster of
+/// its channel (promotion moves it wave by wave), so one AMI for a channel whose AWS
+/// clusters span regions fails to launch somewhere, now or at the next promotion. Versions
+/// no wave pins are history and not held to it.
+fn check_one_ami_across_regions(
+    fleet_origin: &Origin,
+    spec: &FleetSpec,
+    aws_regions: &AwsRegions<'_>,
+    diags: &mut Diagnostics,
+) {
+    let pinned: BTreeSet<(&str, &str)> = spec
+        .waves
+        .iter()
+        .flat_map(|w| w.images.iter().map(|(c, v)| (c.as_str(), v.as_str())))
+        .collect();
+    for (channel, c) in &spec.images {
+        let Some(regions) = aws_regions.get(channel.as_str()) else {
+            continue;
+        };
+        if regions.len() < 2 {
+            continue;
+        }
+        for (version, images) in &c.versions {
+            if !pinned.contains(&(channel.as_str(), version.as_str()))
+                || !matches!(images.aws, Some(super::model::AwsImages::One(_)))
+            {
                 continue;
             }
-            for (version, images) in &c.versions {
-                if !pinned.contains(&(channel.as_str(), version.as_str()))
-                    || !matches!(images.aws, Some(super::model::AwsImages::One(_)))
-                {
-                    continue;
-                }
-                let named: Vec<String> = regions
-                    .iter()
-                    .map(|(r, cs)| format!("{r} ({})", cs.join(", ")))
-                    .collect();
-                let p = format!(
-                    "/spec/images/{}/versions/{}/aws",
-                    escape_token(channel),
-                    escape_token(version)
-                );
-                diags.push(
-                    fleet_origin
-                        .error(
-                            &p,
-                            format!(
-                                "{channel}@{version} has one AMI, but the AWS clusters on channel `{channel}` are in {} regions: {}; an AMI ID exists in one region only",
-                                regions.len(),
-                                named.join(", ")
-                            ),
-                        )
-                        .with_hint(format!(
-                            "map it by region: aws: {{{}}}",
-                            regions
-                                .keys()
-                                .map(|r| format!("{r}: ami-…"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
-                );
-            }
+            let named: Vec<String> = regions
+                .iter()
+                .map(|(r, cs)| format!("{r} ({})", cs.join(", ")))
+                .collect();
+            let p = format!(
+                "/spec/images/{}/versions/{}/aws",
+                escape_token(channel),
+                escape_token(version)
+            );
+            diags.push(
+                fleet_origin
+                    .error(
+                        &p,
+                        format!(
+                            "{channel}@{version} has one AMI, but the AWS clusters on channel `{channel}` are in {} regions: {}; an AMI ID exists in one region only",
+                            regions.len(),
+                            named.join(", ")
+                        ),
+                    )
+                    .with_hint(format!(
+                        "map it by region: aws: {{{}}}",
+                        regions
+                            .keys()
+                            .map(|r| format!("{r}: ami-…"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+            );
         }
     }
-
-    if let Some((fleet_origin, fleet)) = &fleet_doc {
-        super::managed::check_fleet_versions(fleet_origin, fleet, &mut diags);
-    }
-    let warnings = super::managed::warnings(fleet_doc.as_ref(), &clusters).sorted();
-    let fleet = match fleet_doc {
-        Some((_, fleet)) if diags.is_empty() => fleet,
-        _ => return Err(diags.sorted()),
-    };
-    Ok(Fleet {
-        metadata: fleet.metadata,
-        spec: fleet.spec,
-        clusters: clusters.into_iter().map(|(k, (_, c))| (k, c)).collect(),
-        gates: gates.into_iter().map(|(k, (_, g))| (k, g)).collect(),
-        wave_of,
-        commit: None,
-        warnings,
-    })
 }
 
 /// An AWS region's shape: `us-east-1`, `ap-southeast-2`, `us-gov-west-1`.

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::records::{CompletionKind, PoolRecord, PoolRef};
+use super::records::{CompletionKind, GateFailure, PoolRecord, PoolRef};
 use crate::fleet::Fleet;
 use crate::fleet::resolved::DesiredCluster;
 
@@ -281,128 +281,22 @@ pub fn promotion_guard(
             reason: format!("wave {wave} is the first wave"),
         };
     }
-    // Indexed once: a fleet has hundreds of pools and each is looked up per decision.
-    let index: std::collections::HashMap<(&str, &str), &PoolRecord> = records
-        .iter()
-        .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
-        .collect();
-    let record_of = |p: &PoolRef| index.get(&(p.cluster.as_str(), p.pool.as_str())).copied();
+    let judge = Judge {
+        channel,
+        version,
+        records,
+        // Indexed once: a fleet has hundreds of pools and each is looked up per decision.
+        index: records
+            .iter()
+            .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
+            .collect(),
+        now,
+    };
     let mut adopted = 0;
     for earlier in &waves[..k] {
-        let on_channel: Vec<&PoolRef> = earlier
-            .pools
-            .iter()
-            .filter(|p| p.channel == channel)
-            .collect();
-        if on_channel.is_empty() {
-            continue;
-        }
-        // 1. every pool on c has completed v (its latest completion of v), or was adopted
-        //    on it (found running it when its agent first met it).
-        let mut missing = Vec::new();
-        let mut completions = Vec::new();
-        let mut soak_from = None;
-        for p in &on_channel {
-            match record_of(p).and_then(|r| r.latest(channel, version)) {
-                Some(c) => {
-                    completions.push((*p, c.completed_at));
-                    if c.kind == CompletionKind::Rotated {
-                        soak_from = soak_from.max(Some(c.completed_at));
-                    } else {
-                        adopted += 1;
-                    }
-                }
-                None => missing.push((*p).clone()),
-            }
-        }
-        if !missing.is_empty() {
-            // A pool that recorded a failure on v and has not completed it since (it has no
-            // completion of v at all): the image is in question, name that.
-            let failed = missing
-                .iter()
-                .flat_map(|p| {
-                    record_of(p)
-                        .into_iter()
-                        .flat_map(|r| r.gate_failures.iter())
-                        .filter(|f| f.channel == channel && f.version == version)
-                        .map(move |f| (p, f))
-                })
-                .max_by_key(|(_, f)| f.at);
-            if let Some((p, f)) = failed {
-                return GuardDecision::Waiting(Wait::GateFailure {
-                    wave: earlier.name.clone(),
-                    pool: p.clone(),
-                    gate: f.gate.clone(),
-                    at: f.at,
-                });
-            }
-            // A cluster with no record at all has no agent reporting: say so, it is the
-            // one thing to fix, not a rollout to wait for.
-            let mut silent: Vec<String> = Vec::new();
-            for p in &missing {
-                if !records.iter().any(|r| r.cluster == p.cluster) && !silent.contains(&p.cluster) {
-                    silent.push(p.cluster.clone());
-                }
-            }
-            if !silent.is_empty() {
-                return GuardDecision::Waiting(Wait::NeverReported {
-                    wave: earlier.name.clone(),
-                    clusters: silent,
-                });
-            }
-            return GuardDecision::Waiting(Wait::Completion {
-                wave: earlier.name.clone(),
-                pools: missing,
-            });
-        }
-        let newest = completions
-            .iter()
-            .map(|(_, at)| *at)
-            .max()
-            .expect("non-empty");
-        // 3. no gate failure on v after the newest completion, or after the failing pool's
-        //    own completion.
-        let mut blocking = None;
-        for (p, own) in &completions {
-            let since = (*own).min(newest);
-            let failures = record_of(p)
-                .into_iter()
-                .flat_map(|r| r.gate_failures.iter());
-            for f in
-                failures.filter(|f| f.channel == channel && f.version == version && f.at > since)
-            {
-                if blocking
-                    .as_ref()
-                    .is_none_or(|(_, g): &(&PoolRef, &super::records::GateFailure)| f.at > g.at)
-                {
-                    blocking = Some((*p, f));
-                }
-            }
-        }
-        if let Some((p, f)) = blocking {
-            return GuardDecision::Waiting(Wait::GateFailure {
-                wave: earlier.name.clone(),
-                pool: p.clone(),
-                gate: f.gate.clone(),
-                at: f.at,
-            });
-        }
-        // 2. the newest completion is at least the wave's soak old. Adoptions have nothing
-        //    to soak: the version ran there before rota did.
-        let Some(newest) = soak_from else {
-            continue;
-        };
-        let soak = chrono::Duration::from_std(earlier.soak).unwrap_or(chrono::Duration::MAX);
-        let until = newest
-            .checked_add_signed(soak)
-            .unwrap_or(DateTime::<Utc>::MAX_UTC);
-        if now < until {
-            return GuardDecision::Waiting(Wait::Soak {
-                wave: earlier.name.clone(),
-                completed_at: newest,
-                until,
-                remaining: (until - now).to_std().unwrap_or_default(),
-            });
+        match judge.earlier_wave(earlier) {
+            Ok(n) => adopted += n,
+            Err(wait) => return GuardDecision::Waiting(wait),
         }
     }
     let reason = match adopted {
@@ -412,6 +306,142 @@ pub fn promotion_guard(
         ),
     };
     GuardDecision::Allowed { reason }
+}
+
+/// The guard's view of one promotion's evidence: the agents' records, indexed by pool.
+struct Judge<'a> {
+    channel: &'a str,
+    version: &'a str,
+    records: &'a [PoolRecord],
+    index: std::collections::HashMap<(&'a str, &'a str), &'a PoolRecord>,
+    now: DateTime<Utc>,
+}
+
+impl<'a> Judge<'a> {
+    fn record_of(&self, p: &PoolRef) -> Option<&'a PoolRecord> {
+        self.index
+            .get(&(p.cluster.as_str(), p.pool.as_str()))
+            .copied()
+    }
+
+    /// The gate failures a pool recorded on the promoted version.
+    fn failures_of(&self, p: &PoolRef) -> impl Iterator<Item = &'a GateFailure> {
+        let (channel, version) = (self.channel, self.version);
+        self.record_of(p)
+            .into_iter()
+            .flat_map(|r| r.gate_failures.iter())
+            .filter(move |f| f.channel == channel && f.version == version)
+    }
+
+    /// One earlier wave's rules, in order: (1) every pool on the channel completed the
+    /// version (its latest completion of it) or was adopted on it; (3) no gate failure on the
+    /// version after the newest completion, or after the failing pool's own; (2) the newest
+    /// completion has soaked the wave's soak. `Ok` with the count of adopted pools.
+    fn earlier_wave(&self, earlier: &WaveView) -> Result<usize, Wait> {
+        let on_channel = earlier.pools.iter().filter(|p| p.channel == self.channel);
+        let (mut missing, mut completions, mut soak_from, mut adopted) =
+            (Vec::new(), Vec::new(), None, 0);
+        for p in on_channel {
+            match self
+                .record_of(p)
+                .and_then(|r| r.latest(self.channel, self.version))
+            {
+                Some(c) => {
+                    completions.push((p, c.completed_at));
+                    if c.kind == CompletionKind::Rotated {
+                        soak_from = soak_from.max(Some(c.completed_at));
+                    } else {
+                        adopted += 1;
+                    }
+                }
+                None => missing.push(p.clone()),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(self.why_missing(earlier, missing));
+        }
+        if let Some((p, f)) = self.failure_after_completion(&completions) {
+            return Err(Wait::GateFailure {
+                wave: earlier.name.clone(),
+                pool: p.clone(),
+                gate: f.gate.clone(),
+                at: f.at,
+            });
+        }
+        // Adoptions have nothing to soak: the version ran there before rota did.
+        match soak_from.and_then(|newest| self.soaking(earlier, newest)) {
+            Some(wait) => Err(wait),
+            None => Ok(adopted),
+        }
+    }
+
+    /// Why pools of an earlier wave have not completed the version: a failure they recorded
+    /// on it (the image is in question), clusters whose agent never reported (the one thing
+    /// to fix), or a rollout still to wait for.
+    fn why_missing(&self, earlier: &WaveView, missing: Vec<PoolRef>) -> Wait {
+        let failed = missing
+            .iter()
+            .flat_map(|p| self.failures_of(p).map(move |f| (p, f)))
+            .max_by_key(|(_, f)| f.at);
+        if let Some((p, f)) = failed {
+            return Wait::GateFailure {
+                wave: earlier.name.clone(),
+                pool: p.clone(),
+                gate: f.gate.clone(),
+                at: f.at,
+            };
+        }
+        let mut silent: Vec<String> = Vec::new();
+        for p in &missing {
+            if !self.records.iter().any(|r| r.cluster == p.cluster) && !silent.contains(&p.cluster)
+            {
+                silent.push(p.cluster.clone());
+            }
+        }
+        if !silent.is_empty() {
+            return Wait::NeverReported {
+                wave: earlier.name.clone(),
+                clusters: silent,
+            };
+        }
+        Wait::Completion {
+            wave: earlier.name.clone(),
+            pools: missing,
+        }
+    }
+
+    /// The latest gate failure on the version after the newest completion of the wave, or
+    /// after the failing pool's own completion when that is earlier.
+    fn failure_after_completion<'p>(
+        &self,
+        completions: &[(&'p PoolRef, DateTime<Utc>)],
+    ) -> Option<(&'p PoolRef, &'a GateFailure)> {
+        let newest = completions.iter().map(|(_, at)| *at).max()?;
+        let mut blocking: Option<(&PoolRef, &GateFailure)> = None;
+        for (p, own) in completions {
+            let since = (*own).min(newest);
+            for f in self.failures_of(p).filter(|f| f.at > since) {
+                if blocking.is_none_or(|(_, g)| f.at > g.at) {
+                    blocking = Some((*p, f));
+                }
+            }
+        }
+        blocking
+    }
+
+    /// The wave's soak, while the newest rotated completion is younger than it.
+    fn soaking(&self, earlier: &WaveView, newest: DateTime<Utc>) -> Option<Wait> {
+        let soak = chrono::Duration::from_std(earlier.soak).unwrap_or(chrono::Duration::MAX);
+        let until = newest
+            .checked_add_signed(soak)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        (self.now < until).then(|| Wait::Soak {
+            wave: earlier.name.clone(),
+            completed_at: newest,
+            until,
+            remaining: (until - self.now).to_std().unwrap_or_default(),
+        })
+    }
 }
 
 #[cfg(test)]
