@@ -295,8 +295,8 @@ pub fn promotion_guard(
     let mut adopted = 0;
     for earlier in &waves[..k] {
         match judge.earlier_wave(earlier) {
-            Ok(n) => adopted += n,
-            Err(wait) => return GuardDecision::Waiting(wait),
+            Verdict::Clear { adopted: n } => adopted += n,
+            Verdict::Holds(wait) => return GuardDecision::Waiting(wait),
         }
     }
     let reason = match adopted {
@@ -306,6 +306,14 @@ pub fn promotion_guard(
         ),
     };
     GuardDecision::Allowed { reason }
+}
+
+/// What one earlier wave says of a promotion.
+enum Verdict {
+    /// It completed (or adopted) the version, without a failure since, and soaked.
+    Clear { adopted: usize },
+    /// It holds the promotion, and why.
+    Holds(Wait),
 }
 
 /// The guard's view of one promotion's evidence: the agents' records, indexed by pool.
@@ -336,8 +344,8 @@ impl<'a> Judge<'a> {
     /// One earlier wave's rules, in order: (1) every pool on the channel completed the
     /// version (its latest completion of it) or was adopted on it; (3) no gate failure on the
     /// version after the newest completion, or after the failing pool's own; (2) the newest
-    /// completion has soaked the wave's soak. `Ok` with the count of adopted pools.
-    fn earlier_wave(&self, earlier: &WaveView) -> Result<usize, Wait> {
+    /// completion has soaked the wave's soak.
+    fn earlier_wave(&self, earlier: &WaveView) -> Verdict {
         let on_channel = earlier.pools.iter().filter(|p| p.channel == self.channel);
         let (mut missing, mut completions, mut soak_from, mut adopted) =
             (Vec::new(), Vec::new(), None, 0);
@@ -358,10 +366,10 @@ impl<'a> Judge<'a> {
             }
         }
         if !missing.is_empty() {
-            return Err(self.why_missing(earlier, missing));
+            return Verdict::Holds(self.why_missing(earlier, missing));
         }
         if let Some((p, f)) = self.failure_after_completion(&completions) {
-            return Err(Wait::GateFailure {
+            return Verdict::Holds(Wait::GateFailure {
                 wave: earlier.name.clone(),
                 pool: p.clone(),
                 gate: f.gate.clone(),
@@ -370,8 +378,8 @@ impl<'a> Judge<'a> {
         }
         // Adoptions have nothing to soak: the version ran there before rota did.
         match soak_from.and_then(|newest| self.soaking(earlier, newest)) {
-            Some(wait) => Err(wait),
-            None => Ok(adopted),
+            Some(wait) => Verdict::Holds(wait),
+            None => Verdict::Clear { adopted },
         }
     }
 
