@@ -130,117 +130,141 @@ async fn pass(args: &ProposeArgs) -> Result<Vec<String>, String> {
         auth,
         known_hosts: source.known_hosts().cloned(),
     };
-    let to = Where {
-        repo: mirror_path,
-        remote: Remote::Url(&push),
-        base: &args.branch,
-        forge: forge.as_ref(),
-    };
     let (files, _, _) = crate::source::read::read_git(mirror_path, &commit, args.subdir.as_deref())
         .map_err(|d| d.to_string())?;
     let fleet = rota_core::fleet::load_files(&files).map_err(|d| d.to_string())?;
-    let now = chrono::Utc::now();
+    let pass = Pass {
+        args,
+        commit: &commit,
+        files: &files,
+        fleet: &fleet,
+        to: Where {
+            repo: mirror_path,
+            remote: Remote::Url(&push),
+            base: &args.branch,
+            forge: forge.as_ref(),
+        },
+        now: chrono::Utc::now(),
+    };
     let mut failures = Vec::new();
     if !args.no_images {
+        pass.images(&mut failures).await?;
+    }
+    if !args.no_promotions {
+        pass.promotions(&mut failures).await;
+    }
+    if !args.no_reverts {
+        pass.reverts(&mut failures).await;
+    }
+    Ok(failures)
+}
+
+/// What one pass read (the fleet at the fetched commit) and where its proposals go.
+struct Pass<'a> {
+    args: &'a ProposeArgs,
+    commit: &'a str,
+    files: &'a [rota_core::fleet::SourceFile],
+    fleet: &'a rota_core::fleet::Fleet,
+    to: Where<'a>,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+impl Pass<'_> {
+    /// The fleet at the pass's commit, for the promotion guard and the revert checks.
+    fn query(&self) -> Query {
+        Query {
+            repo: self.to.repo.to_path_buf(),
+            rev: self.commit.to_string(),
+            base: self.commit.to_string(),
+            check: false,
+            wave: None,
+            subdir: self.args.subdir.clone(),
+            agent_signers: self.args.agent_signers.clone(),
+        }
+    }
+
+    fn at(&self) -> At<'_> {
+        At {
+            repo: self.to.repo,
+            rev: self.commit,
+            subdir: self.args.subdir.as_deref(),
+        }
+    }
+
+    /// New images the clouds published, proposed per channel.
+    async fn images(&self, failures: &mut Vec<String>) -> Result<(), String> {
         // The simulated cloud of `rota sim serve` when the kubeconfig names one (or
         // --cloud-endpoint), else the real providers with the pod's cloud identity.
         let kubeconfig = kube::config::Kubeconfig::read().ok().map(|k| (k, None));
-        let (clouds, _) = super::cloud::build(&args.cloud, kubeconfig.as_ref())?;
-        let reports = discovery::discover(&fleet, clouds.as_ref(), None, now, None).await?;
+        let (clouds, _) = super::cloud::build(&self.args.cloud, kubeconfig.as_ref())?;
+        let reports =
+            discovery::discover(self.fleet, clouds.as_ref(), None, self.now, None).await?;
         for r in &reports {
-            println!("images {}", discovery::describe(r, now));
+            println!("images {}", discovery::describe(r, self.now));
             if let Err(e) = &r.result {
                 failures.push(format!("images {}: {}", r.channel, e.join("; ")));
             }
         }
         let open = discovery::OpenPr {
-            parent: &commit,
-            subdir: args.subdir.as_deref(),
-            at: to,
+            parent: self.commit,
+            subdir: self.args.subdir.as_deref(),
+            at: self.to,
         };
-        match discovery::open_prs(&files, &fleet, &reports, &open).await {
+        match discovery::open_prs(self.files, self.fleet, &reports, &open).await {
             Ok(lines) => lines.iter().for_each(|l| println!("images {l}")),
             Err(e) => failures.push(format!("images: {e}")),
         }
+        Ok(())
     }
-    if !args.no_promotions {
-        // One read of the fleet and the agents' records answers for every wave.
-        let query = Query {
-            repo: mirror_path.to_path_buf(),
-            rev: commit.clone(),
-            base: commit.clone(),
-            check: false,
-            wave: None,
-            subdir: args.subdir.clone(),
-            agent_signers: args.agent_signers.clone(),
+
+    /// The promotions the guard allows, one proposal per wave. One read of the fleet and the
+    /// agents' records answers for every wave.
+    async fn promotions(&self, failures: &mut Vec<String>) {
+        let all = match checks_at(&self.query(), self.now).await {
+            Ok(all) => all,
+            Err(e) => return failures.push(format!("promotions: {e}")),
         };
-        match checks_at(&query, now).await {
-            Err(e) => failures.push(format!("promotions: {e}")),
-            Ok(all) => {
-                for wave in fleet.waves().iter().skip(1) {
-                    let checks: Vec<_> = all
-                        .iter()
-                        .filter(|c| c.wave == wave.name)
-                        .cloned()
-                        .collect();
-                    if checks.is_empty() {
-                        println!(
-                            "wave {}: nothing to promote: it pins what the wave before it runs",
-                            wave.name
-                        );
-                        continue;
-                    }
-                    for c in &checks {
-                        println!("{}", describe(c));
-                    }
-                    if !checks.iter().all(|c| c.decision.is_allowed()) {
-                        continue;
-                    }
-                    let at = At {
-                        repo: mirror_path,
-                        rev: &commit,
-                        subdir: args.subdir.as_deref(),
-                    };
-                    match propose_promotion(&at, &wave.name, &checks, &to).await {
-                        Ok(line) => println!("wave {}: {line}", wave.name),
-                        Err(e) => failures.push(format!("wave {}: {e}", wave.name)),
-                    }
-                }
+        for wave in self.fleet.waves().iter().skip(1) {
+            let checks: Vec<_> = all
+                .iter()
+                .filter(|c| c.wave == wave.name)
+                .cloned()
+                .collect();
+            if checks.is_empty() {
+                println!(
+                    "wave {}: nothing to promote: it pins what the wave before it runs",
+                    wave.name
+                );
+                continue;
+            }
+            for c in &checks {
+                println!("{}", describe(c));
+            }
+            if !checks.iter().all(|c| c.decision.is_allowed()) {
+                continue;
+            }
+            match propose_promotion(&self.at(), &wave.name, &checks, &self.to).await {
+                Ok(line) => println!("wave {}: {line}", wave.name),
+                Err(e) => failures.push(format!("wave {}: {e}", wave.name)),
             }
         }
     }
-    if !args.no_reverts {
-        let query = Query {
-            repo: mirror_path.to_path_buf(),
-            rev: commit.clone(),
-            base: commit.clone(),
-            check: false,
-            wave: None,
-            subdir: args.subdir.clone(),
-            agent_signers: args.agent_signers.clone(),
+
+    /// Reverts of waves whose pools failed a gate or could not boot their version.
+    async fn reverts(&self, failures: &mut Vec<String>) {
+        let checks = match revert::checks_at(&self.query()).await {
+            Ok(checks) => checks,
+            Err(e) => return failures.push(format!("reverts: {e}")),
         };
-        match revert::checks_at(&query).await {
-            Err(e) => failures.push(format!("reverts: {e}")),
-            Ok(checks) => {
-                let at = At {
-                    repo: mirror_path,
-                    rev: &commit,
-                    subdir: args.subdir.as_deref(),
-                };
-                for c in &checks {
-                    println!("{}", c.describe());
-                    let RevertDecision::Revert(r) = &c.decision else {
-                        continue;
-                    };
-                    match revert::propose(&at, r, &to).await {
-                        Ok(line) => println!("revert wave {} {}: {line}", r.wave, r.channel),
-                        Err(e) => {
-                            failures.push(format!("revert wave {} {}: {e}", r.wave, r.channel))
-                        }
-                    }
-                }
+        for c in &checks {
+            println!("{}", c.describe());
+            let RevertDecision::Revert(r) = &c.decision else {
+                continue;
+            };
+            match revert::propose(&self.at(), r, &self.to).await {
+                Ok(line) => println!("revert wave {} {}: {line}", r.wave, r.channel),
+                Err(e) => failures.push(format!("revert wave {} {}: {e}", r.wave, r.channel)),
             }
         }
     }
-    Ok(failures)
 }

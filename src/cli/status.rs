@@ -302,23 +302,8 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
         exception: args.exception,
     };
     loop {
-        let (page, commit_time) = match crate::ui::load::load(&at).await {
-            Ok(l) => {
-                let started = std::time::Instant::now();
-                let out = (l.page(chrono::Utc::now()), l.commit_time);
-                tracing::debug!(
-                    page_ms = started.elapsed().as_millis() as u64,
-                    "page model built"
-                );
-                // A one-shot view exits next: freeing 10,000 clusters' inputs piece by piece
-                // took a tenth of its time, and the process's exit frees them at once.
-                if args.watch {
-                    drop(l);
-                } else {
-                    std::mem::forget(l);
-                }
-                out
-            }
+        let (page, commit_time) = match load_page(&at, args.watch).await {
+            Ok(loaded) => loaded,
             Err(e) => {
                 eprintln!("rota: {e}");
                 return ExitCode::from(1);
@@ -332,86 +317,17 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
         }
         let selected = filter.apply(&page);
         match args.format {
-            OutputFormat::Json => {
-                // The selection, and its summary for scripts that want only the counts.
-                #[derive(Serialize)]
-                struct FleetJson<'a> {
-                    #[serde(flatten)]
-                    page: &'a crate::ui::model::FleetPage,
-                    summary: crate::ui::summary::FleetSummary,
-                }
-                let out = FleetJson {
-                    page: &selected,
-                    summary: crate::ui::summary::summarize(
-                        &selected,
-                        commit_time,
-                        &Default::default(),
-                    ),
-                };
-                println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default())
-            }
-            OutputFormat::Human if args.overdue => {
-                return match crate::ui::text::overdue(&page, &filter) {
-                    Ok(r) => {
-                        print!("{}", r.text);
-                        if r.overdue > 0 {
-                            ExitCode::from(1)
-                        } else if r.judged == 0 {
-                            // Nothing could be judged: "none overdue" would be a guess.
-                            ExitCode::from(3)
-                        } else {
-                            ExitCode::SUCCESS
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("rota status: {e}");
-                        ExitCode::from(2)
-                    }
-                };
-            }
+            OutputFormat::Json => print_json(&selected, commit_time),
+            OutputFormat::Human if args.overdue => return overdue(&page, &filter),
             OutputFormat::Human => {
-                let pools: usize = page
-                    .waves
-                    .iter()
-                    .flat_map(|w| &w.clusters)
-                    .map(|c| c.pools.len())
-                    .sum();
-                // Small fleets, --all and filters: every selected cluster and pool. Past
-                // that, the summary and the exceptions: 50,000 pool lines are read by no one.
-                let text = if args.all
-                    || filter.narrowed()
-                    || pools <= crate::ui::text::LIST_ALL_UP_TO_POOLS
-                {
-                    crate::ui::text::fleet(&page, &filter)
-                } else {
-                    Ok(crate::ui::text::at_size(
-                        &page,
-                        &crate::ui::summary::summarize(&page, commit_time, &Default::default()),
-                    ))
-                };
-                match text {
-                    Ok(text) => {
-                        if args.watch && std::io::stdout().is_terminal() {
-                            print!("\x1b[2J\x1b[H");
-                        }
-                        print!("{text}");
-                    }
-                    Err(e) => {
-                        eprintln!("rota status: {e}");
-                        return ExitCode::from(2);
-                    }
+                if let Err(code) = print_fleet(args, &page, &filter, commit_time) {
+                    return code;
                 }
             }
         }
         if !args.watch {
-            // Exit 0 when every pool selected is done.
-            let done = selected
-                .waves
-                .iter()
-                .flat_map(|w| &w.clusters)
-                .flat_map(|c| &c.pools)
-                .all(|p| p.phase == crate::ui::model::Phase::Done);
-            // As the inputs above: the exit frees the model.
+            let done = every_pool_done(&selected);
+            // As the inputs: the exit frees the model.
             std::mem::forget(selected);
             std::mem::forget(page);
             return if done {
@@ -422,6 +338,111 @@ async fn fleet_loop(args: &StatusArgs) -> ExitCode {
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
+}
+
+/// The fleet's page model at the repo's revision, and the commit's time.
+async fn load_page(
+    at: &crate::ui::load::RepoAt,
+    watch: bool,
+) -> Result<(crate::ui::model::FleetPage, chrono::DateTime<chrono::Utc>), String> {
+    let l = crate::ui::load::load(at).await.map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    let out = (l.page(chrono::Utc::now()), l.commit_time);
+    tracing::debug!(
+        page_ms = started.elapsed().as_millis() as u64,
+        "page model built"
+    );
+    // A one-shot view exits next: freeing 10,000 clusters' inputs piece by piece took a
+    // tenth of its time, and the process's exit frees them at once.
+    if watch {
+        drop(l);
+    } else {
+        std::mem::forget(l);
+    }
+    Ok(out)
+}
+
+/// The selection as JSON, with its summary for scripts that want only the counts.
+fn print_json(selected: &crate::ui::model::FleetPage, commit_time: chrono::DateTime<chrono::Utc>) {
+    #[derive(Serialize)]
+    struct FleetJson<'a> {
+        #[serde(flatten)]
+        page: &'a crate::ui::model::FleetPage,
+        summary: crate::ui::summary::FleetSummary,
+    }
+    let out = FleetJson {
+        page: selected,
+        summary: crate::ui::summary::summarize(selected, commit_time, &Default::default()),
+    };
+    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default())
+}
+
+/// `--overdue`: exit 1 when a pool is overdue, 3 when no pool could be judged ("none
+/// overdue" would be a guess), 2 on a usage error.
+fn overdue(page: &crate::ui::model::FleetPage, filter: &crate::ui::text::Filter) -> ExitCode {
+    match crate::ui::text::overdue(page, filter) {
+        Ok(r) => {
+            print!("{}", r.text);
+            if r.overdue > 0 {
+                ExitCode::from(1)
+            } else if r.judged == 0 {
+                ExitCode::from(3)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("rota status: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The fleet in the terminal: small fleets, `--all` and filters every selected cluster and
+/// pool; past that the summary and the exceptions (50,000 pool lines are read by no one).
+fn print_fleet(
+    args: &StatusArgs,
+    page: &crate::ui::model::FleetPage,
+    filter: &crate::ui::text::Filter,
+    commit_time: chrono::DateTime<chrono::Utc>,
+) -> Result<(), ExitCode> {
+    let pools: usize = page
+        .waves
+        .iter()
+        .flat_map(|w| &w.clusters)
+        .map(|c| c.pools.len())
+        .sum();
+    let text = if args.all || filter.narrowed() || pools <= crate::ui::text::LIST_ALL_UP_TO_POOLS {
+        crate::ui::text::fleet(page, filter)
+    } else {
+        Ok(crate::ui::text::at_size(
+            page,
+            &crate::ui::summary::summarize(page, commit_time, &Default::default()),
+        ))
+    };
+    match text {
+        Ok(text) => {
+            if args.watch && std::io::stdout().is_terminal() {
+                print!("\x1b[2J\x1b[H");
+            }
+            print!("{text}");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("rota status: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// Whether every selected pool is done (the one-shot view's exit 0).
+fn every_pool_done(selected: &crate::ui::model::FleetPage) -> bool {
+    selected
+        .waves
+        .iter()
+        .flat_map(|w| &w.clusters)
+        .flat_map(|c| &c.pools)
+        .all(|p| p.phase == crate::ui::model::Phase::Done)
 }
 
 #[cfg(test)]

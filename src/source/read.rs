@@ -264,184 +264,192 @@ pub fn read_git(
     let odb = repo
         .odb()
         .map_err(|e| fail(format!("cannot open the object database: {}", e.message())))?;
-    let mut files = Vec::new();
-    let mut diags = Diagnostics::new();
-    let mut budget = Budget::default();
+    let mut walk = TreeWalk {
+        repo: &repo,
+        odb: &odb,
+        root: &tree,
+        files: Vec::new(),
+        diags: Diagnostics::new(),
+        budget: Budget::default(),
+    };
     // Over a budget the whole revision is refused: half a fleet must never be acted on.
-    walk_tree(
-        &repo,
-        &odb,
-        &tree,
-        &tree,
-        "",
-        0,
-        &mut files,
-        &mut diags,
-        &mut budget,
-    )
-    .map_err(Diagnostics::from)?;
+    walk.walk(&tree, "", 0).map_err(Diagnostics::from)?;
+    let TreeWalk {
+        mut files, diags, ..
+    } = walk;
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, diags, commit.id().to_string()))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn walk_tree(
-    repo: &git2::Repository,
-    odb: &git2::Odb<'_>,
-    root: &git2::Tree<'_>,
-    tree: &git2::Tree<'_>,
-    rel: &str,
-    depth: usize,
-    files: &mut Vec<SourceFile>,
-    diags: &mut Diagnostics,
-    budget: &mut Budget,
-) -> Result<(), Diagnostic> {
-    for entry in tree.iter() {
-        budget.entries += 1;
-        if budget.entries > MAX_TREE_ENTRIES {
-            let at = format!("{rel}/{}", String::from_utf8_lossy(entry.name_bytes()));
-            return Err(whole_file(
-                at.trim_start_matches('/'),
-                format!("the git tree has more than {MAX_TREE_ENTRIES} entries: not read"),
-            )
-            .with_hint(
-                "a fleet repo has hundreds of files; is this tree built to reuse folders?",
-            ));
-        }
-        let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let rel_path = if rel.is_empty() {
-            name.clone()
-        } else {
-            format!("{rel}/{name}")
-        };
-        if !rota_core::sanitize::is_clean_line(&name)
-            && (is_yaml(&name) || entry.kind() == Some(git2::ObjectType::Tree))
-        {
-            // A path is printed in every diagnostic: it must not drive the terminal.
-            diags.push(
-                whole_file(
-                    &rota_core::sanitize::line(&rel_path),
-                    "the name holds control characters: not read",
+/// One walk of a revision's tree: every YAML file read, within the budgets, and every file
+/// that cannot be read named in `diags`.
+struct TreeWalk<'r> {
+    repo: &'r git2::Repository,
+    odb: &'r git2::Odb<'r>,
+    root: &'r git2::Tree<'r>,
+    files: Vec<SourceFile>,
+    diags: Diagnostics,
+    budget: Budget,
+}
+
+impl TreeWalk<'_> {
+    /// Walks `tree` (at `rel`, `depth` folders down). Over a budget the whole revision is
+    /// refused (`Err`); a file that cannot be read is a diagnostic and the walk goes on.
+    fn walk(&mut self, tree: &git2::Tree<'_>, rel: &str, depth: usize) -> Result<(), Diagnostic> {
+        for entry in tree.iter() {
+            self.budget.entries += 1;
+            if self.budget.entries > MAX_TREE_ENTRIES {
+                let at = format!("{rel}/{}", String::from_utf8_lossy(entry.name_bytes()));
+                return Err(whole_file(
+                    at.trim_start_matches('/'),
+                    format!("the git tree has more than {MAX_TREE_ENTRIES} entries: not read"),
                 )
-                .with_hint("rename it"),
-            );
-            continue;
-        }
-        match entry.kind() {
-            Some(git2::ObjectType::Tree) => {
-                if depth + 1 > MAX_DIR_DEPTH {
-                    diags.push(whole_file(
-                        &rel_path,
-                        format!("folders nested deeper than {MAX_DIR_DEPTH} levels are not read"),
-                    ));
-                    continue;
-                }
-                let walks = budget.subtrees.entry(entry.id()).or_default();
-                *walks += 1;
-                if *walks > MAX_SUBTREE_REPEATS {
-                    // Short: it goes into a 140-character status after a long path.
-                    return Err(whole_file(
-                        &rel_path,
-                        format!("a tree repeated over {MAX_SUBTREE_REPEATS} times: not read"),
+                .with_hint(
+                    "a fleet repo has hundreds of files; is this tree built to reuse folders?",
+                ));
+            }
+            let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let rel_path = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if !rota_core::sanitize::is_clean_line(&name)
+                && (is_yaml(&name) || entry.kind() == Some(git2::ObjectType::Tree))
+            {
+                // A path is printed in every diagnostic: it must not drive the terminal.
+                self.diags.push(
+                    whole_file(
+                        &rota_core::sanitize::line(&rel_path),
+                        "the name holds control characters: not read",
                     )
-                    .with_hint(format!(
-                        "git tree {} is reused at every level: a tree bomb",
-                        &entry.id().to_string()[..12]
-                    )));
-                }
-                if let Ok(sub) = repo.find_tree(entry.id()) {
-                    walk_tree(
-                        repo,
-                        odb,
-                        root,
-                        &sub,
-                        &rel_path,
-                        depth + 1,
-                        files,
-                        diags,
-                        budget,
-                    )?;
-                }
+                    .with_hint("rename it"),
+                );
+                continue;
             }
-            Some(git2::ObjectType::Blob) if is_yaml(&name) => {
-                let mut oid = entry.id();
-                if entry.filemode() == 0o120000 {
-                    // A symlink: its blob is the target path. Followed only to a plain file
-                    // inside the tree (what `rota validate` of a checkout reads too), and its
-                    // own blob is budgeted like any other before it is read.
-                    let target = match odb.read_header(oid) {
-                        Ok((size, _)) if size as u64 > MAX_LINK_BYTES => {
-                            diags.push(
-                                whole_file(
-                                    &rel_path,
-                                    format!(
-                                        "symbolic link target is {size} bytes, over the limit of {MAX_LINK_BYTES}: not read"
-                                    ),
-                                )
-                                .with_hint("a link names a path; this one is built to cost memory"),
-                            );
-                            continue;
-                        }
-                        Ok(_) => odb
-                            .read(oid)
-                            .ok()
-                            .map(|o| String::from_utf8_lossy(o.data()).into_owned()),
-                        Err(_) => None,
-                    };
-                    let inside = target
-                        .as_deref()
-                        .and_then(|t| normalize(rel, t))
-                        .and_then(|p| root.get_path(&p).ok())
-                        .filter(|e| {
-                            e.kind() == Some(git2::ObjectType::Blob) && e.filemode() != 0o120000
-                        });
-                    match inside {
-                        Some(e) => oid = e.id(),
-                        None => {
-                            diags.push(
-                                whole_file(
-                                    &rel_path,
-                                    "symbolic link points outside the fleet repo (or nowhere)",
-                                )
-                                .with_hint("rota reads only files inside the repo"),
-                            );
-                            continue;
-                        }
-                    }
+            match entry.kind() {
+                Some(git2::ObjectType::Tree) => self.folder(&entry, &rel_path, depth)?,
+                Some(git2::ObjectType::Blob) if is_yaml(&name) => {
+                    self.yaml_file(&entry, rel, rel_path)
                 }
-                // The header gives the size without inflating the object.
-                let size = match odb.read_header(oid) {
-                    Ok((size, _)) => size as u64,
-                    Err(e) => {
-                        diags.push(whole_file(
-                            &rel_path,
-                            format!("cannot read blob: {}", e.message()),
-                        ));
-                        continue;
-                    }
-                };
-                if let Err(d) = budget.take(&rel_path, size) {
-                    diags.push(d);
-                    continue;
-                }
-                match odb.read(oid) {
-                    Ok(o) => files.push(SourceFile {
-                        path: rel_path,
-                        bytes: o.data().to_vec(),
-                    }),
-                    Err(e) => diags.push(whole_file(
-                        &rel_path,
-                        format!("cannot read blob: {}", e.message()),
-                    )),
-                }
+                _ => {}
             }
-            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A folder: walked unless too deep; a tree reused too often refuses the revision.
+    fn folder(
+        &mut self,
+        entry: &git2::TreeEntry<'_>,
+        rel_path: &str,
+        depth: usize,
+    ) -> Result<(), Diagnostic> {
+        if depth + 1 > MAX_DIR_DEPTH {
+            self.diags.push(whole_file(
+                rel_path,
+                format!("folders nested deeper than {MAX_DIR_DEPTH} levels are not read"),
+            ));
+            return Ok(());
+        }
+        let walks = self.budget.subtrees.entry(entry.id()).or_default();
+        *walks += 1;
+        if *walks > MAX_SUBTREE_REPEATS {
+            // Short: it goes into a 140-character status after a long path.
+            return Err(whole_file(
+                rel_path,
+                format!("a tree repeated over {MAX_SUBTREE_REPEATS} times: not read"),
+            )
+            .with_hint(format!(
+                "git tree {} is reused at every level: a tree bomb",
+                &entry.id().to_string()[..12]
+            )));
+        }
+        match self.repo.find_tree(entry.id()) {
+            Ok(sub) => self.walk(&sub, rel_path, depth + 1),
+            Err(_) => Ok(()),
         }
     }
-    Ok(())
+
+    /// A YAML file (or a symlink to one inside the tree), read within the byte budget.
+    fn yaml_file(&mut self, entry: &git2::TreeEntry<'_>, rel: &str, rel_path: String) {
+        let mut oid = entry.id();
+        if entry.filemode() == 0o120000 {
+            match self.link_target(oid, rel, &rel_path) {
+                Some(target) => oid = target,
+                None => return,
+            }
+        }
+        // The header gives the size without inflating the object.
+        let size = match self.odb.read_header(oid) {
+            Ok((size, _)) => size as u64,
+            Err(e) => {
+                self.diags.push(whole_file(
+                    &rel_path,
+                    format!("cannot read blob: {}", e.message()),
+                ));
+                return;
+            }
+        };
+        if let Err(d) = self.budget.take(&rel_path, size) {
+            self.diags.push(d);
+            return;
+        }
+        match self.odb.read(oid) {
+            Ok(o) => self.files.push(SourceFile {
+                path: rel_path,
+                bytes: o.data().to_vec(),
+            }),
+            Err(e) => self.diags.push(whole_file(
+                &rel_path,
+                format!("cannot read blob: {}", e.message()),
+            )),
+        }
+    }
+
+    /// A symlink's blob is the target path. Followed only to a plain file inside the tree
+    /// (what `rota validate` of a checkout reads too), and its own blob is budgeted like any
+    /// other before it is read. `None` (with a diagnostic) when it is not followed.
+    fn link_target(&mut self, link: git2::Oid, rel: &str, rel_path: &str) -> Option<git2::Oid> {
+        let target = match self.odb.read_header(link) {
+            Ok((size, _)) if size as u64 > MAX_LINK_BYTES => {
+                self.diags.push(
+                    whole_file(
+                        rel_path,
+                        format!(
+                            "symbolic link target is {size} bytes, over the limit of {MAX_LINK_BYTES}: not read"
+                        ),
+                    )
+                    .with_hint("a link names a path; this one is built to cost memory"),
+                );
+                return None;
+            }
+            Ok(_) => self
+                .odb
+                .read(link)
+                .ok()
+                .map(|o| String::from_utf8_lossy(o.data()).into_owned()),
+            Err(_) => None,
+        };
+        let inside = target
+            .as_deref()
+            .and_then(|t| normalize(rel, t))
+            .and_then(|p| self.root.get_path(&p).ok())
+            .filter(|e| e.kind() == Some(git2::ObjectType::Blob) && e.filemode() != 0o120000);
+        if inside.is_none() {
+            self.diags.push(
+                whole_file(
+                    rel_path,
+                    "symbolic link points outside the fleet repo (or nowhere)",
+                )
+                .with_hint("rota reads only files inside the repo"),
+            );
+        }
+        inside.map(|e| e.id())
+    }
 }
 
 /// The repo-relative path a symlink in folder `dir` pointing at `target` names, or `None`
