@@ -251,6 +251,32 @@ pub fn compare(file: &str, existing: &str, found: &FoundCluster) -> Result<Vec<S
     Ok(changes)
 }
 
+/// What an import does with the file it would write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// No file yet: write `text`.
+    New { text: String },
+    /// The file holds exactly what the import writes: nothing to do.
+    Unchanged,
+    /// The file differs (edited by hand, or the owners changed): it is kept unless the user
+    /// forces `text` over it; `changes` are what the owners say differently (empty: only
+    /// the user's own edits differ).
+    Differs { text: String, changes: Vec<String> },
+}
+
+/// The outcome of importing `found` into `file`, which holds `existing` (if it exists).
+pub fn outcome(file: &str, existing: Option<&str>, found: &FoundCluster) -> Result<Outcome, String> {
+    let text = render(found);
+    match existing {
+        None => Ok(Outcome::New { text }),
+        Some(e) if e == text => Ok(Outcome::Unchanged),
+        Some(e) => Ok(Outcome::Differs {
+            changes: compare(file, e, found)?,
+            text,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,6 +374,25 @@ mod tests {
         let pools = docs[0].value.pointer("/spec/pools").unwrap();
         assert_eq!(pools.as_array().unwrap().len(), 1, "{text}");
         assert_eq!(compare("c.yaml", &text, &f).unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_second_import_is_unchanged_and_an_edited_file_is_kept() {
+        let f = found();
+        let Outcome::New { text } = outcome("c.yaml", None, &f).unwrap() else {
+            panic!("a new file")
+        };
+        assert_eq!(outcome("c.yaml", Some(&text), &f).unwrap(), Outcome::Unchanged);
+        let edited = text.replace("channel: general", "channel: gpu");
+        assert_eq!(
+            outcome("c.yaml", Some(&edited), &f).unwrap(),
+            Outcome::Differs {
+                text: text.clone(),
+                changes: vec![]
+            }
+        );
+        let err = outcome("c.yaml", Some("kind: [\n"), &f).unwrap_err();
+        assert!(err.contains("c.yaml"), "{err}");
     }
 
     #[test]

@@ -54,6 +54,8 @@ const MAX_UPDATES: usize = 500;
 pub(crate) struct EksClients {
     pub(crate) eks: aws_sdk_eks::Client,
     pub(crate) ec2: aws_sdk_ec2::Client,
+    /// Only `rota clusters import` uses it (the groups tagged as the cluster's).
+    pub(crate) asg: aws_sdk_autoscaling::Client,
 }
 
 /// [`OwnerPools`] for EKS managed node groups, in any region.
@@ -113,13 +115,17 @@ impl AwsEksPools {
                     .region(Region::new(region.to_string()));
                 let mut ec2 = aws_sdk_ec2::config::Builder::from(&self.sdk)
                     .region(Region::new(region.to_string()));
+                let mut asg = aws_sdk_autoscaling::config::Builder::from(&self.sdk)
+                    .region(Region::new(region.to_string()));
                 if let Some(url) = &self.endpoint_url {
                     eks = eks.endpoint_url(url);
                     ec2 = ec2.endpoint_url(url);
+                    asg = asg.endpoint_url(url);
                 }
                 EksClients {
                     eks: aws_sdk_eks::Client::from_conf(eks.build()),
                     ec2: aws_sdk_ec2::Client::from_conf(ec2.build()),
+                    asg: aws_sdk_autoscaling::Client::from_conf(asg.build()),
                 }
             })
             .clone()
