@@ -9,6 +9,7 @@
 mod support;
 
 mod aws_moto;
+mod eks_moto;
 mod cloud_conformance;
 mod prometheus_gate;
 mod ui_browser;

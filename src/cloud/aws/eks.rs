@@ -324,6 +324,41 @@ impl AwsEksPools {
     }
 }
 
+impl AwsEksPools {
+    /// The node group as `DescribeNodegroup` and its launch template version say: the
+    /// image, size and `updateConfig`, without its updates (`update` is `None`; `describe`
+    /// adds them).
+    pub async fn nodegroup_state(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
+        let (region, _, _) = eks_target(pool, "DescribeNodegroup")?;
+        let c = self.clients(region);
+        Ok(self.nodegroup_now(&c, pool).await?.0)
+    }
+
+    async fn nodegroup_now(
+        &self,
+        c: &EksClients,
+        pool: &ManagedGroup,
+    ) -> Result<(OwnerPoolState, NodegroupTemplate, TemplateVersion), CloudError> {
+        let (_, cluster, name) = eks_target(pool, "DescribeNodegroup")?;
+        let subject = pool.to_string();
+        let ng = self.nodegroup(c, cluster, name, &subject).await?;
+        let t = template_of(&ng, &subject)?;
+        let current = self.template_version(c, &t, &t.version, &subject).await?;
+        let state = OwnerPoolState {
+            pool: pool.clone(),
+            image: current.image.clone(),
+            desired: ng
+                .scaling_config()
+                .and_then(|s| s.desired_size())
+                .unwrap_or_default()
+                .max(0) as u32,
+            max_unavailable: max_unavailable_of(&ng),
+            update: None,
+        };
+        Ok((state, t, current))
+    }
+}
+
 /// The node group's coordinates, or `Invalid` for a pool of another owner.
 fn eks_target<'a>(
     pool: &'a ManagedGroup,
@@ -452,11 +487,9 @@ impl OwnerPools for AwsEksPools {
         let (region, cluster, name) = eks_target(pool, "DescribeNodegroup")?;
         let subject = pool.to_string();
         let c = self.clients(region);
-        let ng = self.nodegroup(&c, cluster, name, &subject).await?;
-        let t = template_of(&ng, &subject)?;
-        let current = self.template_version(&c, &t, &t.version, &subject).await?;
+        let (mut state, t, current) = self.nodegroup_now(&c, pool).await?;
         let updates = self.updates(&c, cluster, name, &subject).await?;
-        let update = match newest_version_update(&updates) {
+        state.update = match newest_version_update(&updates) {
             None => None,
             Some(u) => {
                 let version = match update_version(u) {
@@ -467,17 +500,7 @@ impl OwnerPools for AwsEksPools {
                 Some(owner_update(u, version.as_ref()))
             }
         };
-        Ok(OwnerPoolState {
-            pool: pool.clone(),
-            image: current.image,
-            desired: ng
-                .scaling_config()
-                .and_then(|s| s.desired_size())
-                .unwrap_or_default()
-                .max(0) as u32,
-            max_unavailable: max_unavailable_of(&ng),
-            update,
-        })
+        Ok(state)
     }
 
     async fn start_update(
