@@ -68,6 +68,10 @@ pub struct ImportArgs {
     /// A label of the Cluster (`--label ring=canary`; repeat), e.g. for a wave's selector.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
+    /// Write `mode: readOnly`: the agent plans and reports, changes nothing (remove it in
+    /// a pull request when the plans look right).
+    #[arg(long)]
+    pub read_only: bool,
     /// Write into this fleet repo checkout, as <REPO>/clusters/<NAME>.yaml.
     #[arg(long, conflicts_with = "out")]
     pub repo: Option<PathBuf>,
@@ -217,6 +221,9 @@ fn command_line(a: &ImportArgs) -> String {
     for (k, v) in &a.labels {
         s.push_str(&format!(" --label {k}={v}"));
     }
+    if a.read_only {
+        s.push_str(" --read-only");
+    }
     s
 }
 
@@ -256,6 +263,7 @@ fn aws(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
         },
         channel: a.channel.clone(),
         pools,
+        read_only: a.read_only,
         command,
     })
 }

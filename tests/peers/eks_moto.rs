@@ -221,6 +221,7 @@ fn import(m: &moto::Moto, repo: &Path) -> (i32, String) {
             "prod",
             "--label",
             "ring=early",
+            "--read-only",
             "--repo",
         ])
         .arg(repo)
@@ -289,7 +290,7 @@ async fn import_writes_a_valid_cluster_file_and_a_second_run_changes_nothing() {
     let text = std::fs::read_to_string(&file).unwrap();
     for want in [
         "  labels: {ring: early}\n",
-        "    aws: {region: us-east-1, eksCluster: prod}\n",
+        "    aws: {region: us-east-1, eksCluster: prod}\n  mode: readOnly",
         "    # EKS managed node group general of cluster prod in us-east-1 (with a launch template)\n    - name: general\n",
         "      nodeSelector: {eks.amazonaws.com/nodegroup: general}\n      group: {eksNodegroup: general}\n",
         "(without a launch template: EKS picks its AMI, rota cannot pin one)\n    - name: batch\n",

@@ -64,6 +64,7 @@ async fn found(cloud: &SimCloud, c: &ClusterScenario) -> FoundCluster {
         cloud: section,
         channel: "general".into(),
         pools,
+        read_only: true,
         command: "rota clusters import sim-use1 --cloud sim".into(),
     }
 }

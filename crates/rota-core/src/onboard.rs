@@ -52,6 +52,9 @@ pub struct FoundCluster {
     /// know the fleet's channels).
     pub channel: String,
     pub pools: Vec<FoundPool>,
+    /// `mode: readOnly` for the whole cluster: its agent plans and reports, changes nothing
+    /// (how a cluster is best onboarded, docs/howto/onboard-cluster.md).
+    pub read_only: bool,
     /// The command that wrote the file, for its header.
     pub command: String,
 }
@@ -143,6 +146,9 @@ pub fn render(found: &FoundCluster) -> String {
                 .map(|(k, v)| (k.to_string(), v.clone()))
         )
     );
+    if found.read_only {
+        out.push_str("  mode: readOnly  # the agent plans and reports, changes nothing\n");
+    }
     if found.pools.is_empty() {
         out.push_str("  pools: []  # no owner listed a pool of this cluster\n");
         return out;
@@ -307,6 +313,7 @@ mod tests {
                     source: "EKS managed node group general".into(),
                 },
             ],
+            read_only: false,
             command: "rota clusters import prod-use1 --cloud aws".into(),
         }
     }
@@ -393,6 +400,19 @@ mod tests {
         );
         let err = outcome("c.yaml", Some("kind: [\n"), &f).unwrap_err();
         assert!(err.contains("c.yaml"), "{err}");
+    }
+
+    #[test]
+    fn read_only_is_written_under_spec() {
+        let mut f = found();
+        f.read_only = true;
+        let text = render(&f);
+        let docs = yaml::parse("c.yaml", &text).unwrap();
+        assert_eq!(
+            docs[0].value.pointer("/spec/mode").and_then(Value::as_str),
+            Some("readOnly"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -359,6 +359,58 @@ impl AwsEksPools {
     }
 }
 
+/// [`AwsEksPools`] built on its first call: an agent allowed AWS among other clouds
+/// (`--cloud auto`) loads the AWS credential chain only once it meets an EKS pool, as the
+/// self-managed providers are built on first use (`cloud::registry`).
+pub struct LazyEksPools {
+    endpoint_url: Option<String>,
+    retry: RetryPolicy,
+    cell: tokio::sync::OnceCell<AwsEksPools>,
+}
+
+impl LazyEksPools {
+    pub fn new(endpoint_url: Option<String>, retry: RetryPolicy) -> LazyEksPools {
+        LazyEksPools {
+            endpoint_url,
+            retry,
+            cell: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    async fn get(&self) -> &AwsEksPools {
+        self.cell
+            .get_or_init(|| AwsEksPools::from_env(self.endpoint_url.clone(), self.retry.clone()))
+            .await
+    }
+}
+
+#[async_trait]
+impl OwnerPools for LazyEksPools {
+    fn owner(&self) -> Owner {
+        Owner::EksNodegroup
+    }
+
+    fn capabilities(&self) -> OwnerCapabilities {
+        OwnerCapabilities {
+            service_update: true,
+            max_unavailable: true,
+            cancel_update: false,
+        }
+    }
+
+    async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
+        self.get().await.describe(pool).await
+    }
+
+    async fn start_update(
+        &self,
+        pool: &ManagedGroup,
+        req: &UpdateRequest,
+    ) -> Result<String, CloudError> {
+        self.get().await.start_update(pool, req).await
+    }
+}
+
 /// The node group's coordinates, or `Invalid` for a pool of another owner.
 fn eks_target<'a>(
     pool: &'a ManagedGroup,
