@@ -12,13 +12,12 @@
 //! say something the file does not (nothing written without `--force`), or `--check` found
 //! a file to write; 2 a usage, cloud or I/O error (nothing written).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use rota_core::onboard::{FoundCloud, FoundCluster, Outcome, outcome};
+use rota_core::onboard::{FoundCluster, Outcome, outcome};
 
 #[derive(Args, Debug)]
 pub struct ClustersArgs {
@@ -177,7 +176,9 @@ fn write(
             for c in &changes {
                 println!("  - {c}");
             }
-            println!("Edit the file, or run again with --force to rewrite it (hand edits are lost).");
+            println!(
+                "Edit the file, or run again with --force to rewrite it (hand edits are lost)."
+            );
             Ok(ExitCode::from(1))
         }
     }
@@ -191,7 +192,11 @@ fn find(a: &ImportArgs) -> Result<FoundCluster, String> {
         ImportCloud::Gcp | ImportCloud::Azure => Err(format!(
             "--cloud {}: not yet; this build imports AWS clusters only (GKE node pools, AKS \
              agent pools, managed instance groups and scale sets are to come)",
-            if a.cloud == ImportCloud::Gcp { "gcp" } else { "azure" }
+            if a.cloud == ImportCloud::Gcp {
+                "gcp"
+            } else {
+                "azure"
+            }
         )),
     }
 }
@@ -231,6 +236,8 @@ fn command_line(a: &ImportArgs) -> String {
 fn aws(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
     use crate::cloud::aws::eks::AwsEksPools;
     use crate::cloud::retry::RetryPolicy;
+    use rota_core::onboard::FoundCloud;
+    use std::collections::BTreeMap;
     let region = a
         .region
         .clone()

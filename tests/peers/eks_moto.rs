@@ -146,7 +146,10 @@ async fn a_node_group_is_read_and_its_update_prepared_as_far_as_moto_serves() {
     let p = owner(&m).await;
 
     let before = p.nodegroup_state(&general()).await.unwrap();
-    assert_eq!(before.image, old, "the AMI of the node group's launch template version");
+    assert_eq!(
+        before.image, old,
+        "the AMI of the node group's launch template version"
+    );
     assert_eq!(before.desired, 3);
     assert_eq!(before.update, None);
 
@@ -169,7 +172,10 @@ async fn a_node_group_is_read_and_its_update_prepared_as_far_as_moto_serves() {
     );
     let after = p.nodegroup_state(&general()).await.unwrap();
     assert_eq!(after.max_unavailable, Some(MaxUnavailable::Count(2)));
-    assert_eq!(after.image, old, "the node group stays on its version until EKS updates it");
+    assert_eq!(
+        after.image, old,
+        "the node group stays on its version until EKS updates it"
+    );
 
     // A retry with the same token (a crash or a lost answer) makes no second version.
     let again = p.start_update(&general(), &req).await.unwrap_err();
@@ -205,7 +211,6 @@ async fn a_node_group_without_a_launch_template_or_missing_is_refused_by_name() 
     assert_eq!(err.call, "DescribeNodegroup");
     assert!(err.message.contains("ResourceNotFoundException"), "{err}");
 }
-
 
 fn import(m: &moto::Moto, repo: &Path) -> (i32, String) {
     let out = Command::new(git::rota())
@@ -273,13 +278,31 @@ async fn import_writes_a_valid_cluster_file_and_a_second_run_changes_nothing() {
     .await;
     // Self-managed without label tags: written commented out.
     moto::create_group(&ec2, &asg, "prod-legacy-asg", (0, 1, 3), &ami).await;
-    tag(&asg, "prod-legacy-asg", "kubernetes.io/cluster/prod", "owned").await;
+    tag(
+        &asg,
+        "prod-legacy-asg",
+        "kubernetes.io/cluster/prod",
+        "owned",
+    )
+    .await;
     // EKS's own group of a node group, and another cluster's group: not pools of this one.
     moto::create_group(&ec2, &asg, "eks-general-0a1b", (0, 1, 3), &ami).await;
-    tag(&asg, "eks-general-0a1b", "kubernetes.io/cluster/prod", "owned").await;
+    tag(
+        &asg,
+        "eks-general-0a1b",
+        "kubernetes.io/cluster/prod",
+        "owned",
+    )
+    .await;
     tag(&asg, "eks-general-0a1b", "eks:nodegroup-name", "general").await;
     moto::create_group(&ec2, &asg, "staging-asg", (0, 1, 3), &ami).await;
-    tag(&asg, "staging-asg", "kubernetes.io/cluster/staging", "owned").await;
+    tag(
+        &asg,
+        "staging-asg",
+        "kubernetes.io/cluster/staging",
+        "owned",
+    )
+    .await;
 
     let repo = tempfile::tempdir().unwrap();
     crate::support::example_repo::copy_to(repo.path());
@@ -359,7 +382,13 @@ async fn import_with_no_eks_lists_the_tagged_groups_only_and_prints_without_a_re
     let (ec2, asg) = (m.ec2().await, m.asg().await);
     let ami = moto::register_ami(&ec2, "general").await;
     moto::create_group(&ec2, &asg, "kops-nodes", (0, 1, 3), &ami).await;
-    tag(&asg, "kops-nodes", "kubernetes.io/cluster/kops-use1", "owned").await;
+    tag(
+        &asg,
+        "kops-nodes",
+        "kubernetes.io/cluster/kops-use1",
+        "owned",
+    )
+    .await;
     tag(
         &asg,
         "kops-nodes",
@@ -369,13 +398,25 @@ async fn import_with_no_eks_lists_the_tagged_groups_only_and_prints_without_a_re
     .await;
     let out = Command::new(git::rota())
         .args([
-            "clusters", "import", "kops-use1", "--cloud", "aws", "--region", moto::REGION,
-            "--no-eks", "--aws-endpoint-url", &m.url,
+            "clusters",
+            "import",
+            "kops-use1",
+            "--cloud",
+            "aws",
+            "--region",
+            moto::REGION,
+            "--no-eks",
+            "--aws-endpoint-url",
+            &m.url,
         ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("    aws: {region: us-east-1}\n"), "{text}");
     assert!(
         text.contains("      nodeSelector: {kops.k8s.io/instancegroup: nodes}\n      group: {autoScalingGroup: kops-nodes}\n"),

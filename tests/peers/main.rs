@@ -9,7 +9,7 @@
 mod support;
 
 mod aws_moto;
-mod eks_moto;
 mod cloud_conformance;
+mod eks_moto;
 mod prometheus_gate;
 mod ui_browser;

@@ -55,7 +55,6 @@ fn cluster() -> ClusterScenario {
     }
 }
 
-
 async fn found(cloud: &SimCloud, c: &ClusterScenario) -> FoundCluster {
     let (section, pools) = rota::sim::onboard::cluster_pools(cloud, c).await.unwrap();
     FoundCluster {
@@ -91,7 +90,10 @@ async fn an_imported_simulated_cluster_validates_and_resolves_to_its_own_groups(
         text.contains("# simulated EKS managed node group general of cluster sim-eks"),
         "{text}"
     );
-    assert!(text.contains("aws: {region: us-east-1, eksCluster: sim-eks}"), "{text}");
+    assert!(
+        text.contains("aws: {region: us-east-1, eksCluster: sim-eks}"),
+        "{text}"
+    );
 
     let fleet = rota::fleet::load_dir(repo.path())
         .unwrap_or_else(|d| panic!("the imported file does not validate:\n{d}\n{text}"));

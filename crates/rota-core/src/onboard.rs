@@ -169,7 +169,11 @@ pub fn render(found: &FoundCluster) -> String {
         };
         let _ = writeln!(out, "{lead}- name: {name}");
         let _ = writeln!(out, "{lead}  channel: {}", scalar(&found.channel));
-        let _ = writeln!(out, "{lead}  nodeSelector: {}", flow(p.node_selector.clone()));
+        let _ = writeln!(
+            out,
+            "{lead}  nodeSelector: {}",
+            flow(p.node_selector.clone())
+        );
         let _ = writeln!(out, "{lead}  group: {}", group_text(&p.group));
     }
     out
@@ -212,8 +216,11 @@ pub fn compare(file: &str, existing: &str, found: &FoundCluster) -> Result<Vec<S
     let mut changes = Vec::new();
     let mut listed = BTreeSet::new();
     for (name, p) in named(&found.pools) {
-        let mut pairs: Vec<(String, String)> =
-            p.group.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let mut pairs: Vec<(String, String)> = p
+            .group
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
         pairs.sort();
         let key = flow(pairs);
         listed.insert(key.clone());
@@ -271,7 +278,11 @@ pub enum Outcome {
 }
 
 /// The outcome of importing `found` into `file`, which holds `existing` (if it exists).
-pub fn outcome(file: &str, existing: Option<&str>, found: &FoundCluster) -> Result<Outcome, String> {
+pub fn outcome(
+    file: &str,
+    existing: Option<&str>,
+    found: &FoundCluster,
+) -> Result<Outcome, String> {
     let text = render(found);
     match existing {
         None => Ok(Outcome::New { text }),
@@ -293,7 +304,10 @@ mod tests {
             labels: BTreeMap::from([("ring".into(), "main".into())]),
             cloud: FoundCloud {
                 cloud: "aws",
-                fields: vec![("region", "us-east-1".into()), ("eksCluster", "prod".into())],
+                fields: vec![
+                    ("region", "us-east-1".into()),
+                    ("eksCluster", "prod".into()),
+                ],
             },
             channel: "general".into(),
             pools: vec![
@@ -344,7 +358,10 @@ mod tests {
         let edited = text
             .replace("channel: general", "channel: gpu")
             .replace("- name: spot-gpu", "- name: accel");
-        assert_eq!(compare("c.yaml", &edited, &f).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            compare("c.yaml", &edited, &f).unwrap(),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -358,17 +375,17 @@ mod tests {
         now.pools.push(FoundPool {
             name: "batch".into(),
             group: vec![("eksNodegroup", "batch".into())],
-            node_selector: BTreeMap::from([(
-                "eks.amazonaws.com/nodegroup".into(),
-                "batch".into(),
-            )]),
+            node_selector: BTreeMap::from([("eks.amazonaws.com/nodegroup".into(), "batch".into())]),
             source: "EKS managed node group batch".into(),
         });
         let changes = compare("c.yaml", &text, &now).unwrap();
         assert_eq!(changes.len(), 3, "{changes:#?}");
         assert!(changes[0].starts_with("would add pool batch {eksNodegroup: batch}"));
         assert!(changes[1].starts_with("pool general: nodeSelector"));
-        assert!(changes[2].starts_with("pool spot-gpu {autoScalingGroup: spot-gpu-asg}: no owner lists it"));
+        assert!(
+            changes[2]
+                .starts_with("pool spot-gpu {autoScalingGroup: spot-gpu-asg}: no owner lists it")
+        );
     }
 
     #[test]
@@ -376,7 +393,10 @@ mod tests {
         let mut f = found();
         f.pools[0].node_selector.clear();
         let text = render(&f);
-        assert!(text.contains("    # - name: spot-gpu\n    #   channel: general\n"), "{text}");
+        assert!(
+            text.contains("    # - name: spot-gpu\n    #   channel: general\n"),
+            "{text}"
+        );
         let docs = yaml::parse("c.yaml", &text).unwrap();
         let pools = docs[0].value.pointer("/spec/pools").unwrap();
         assert_eq!(pools.as_array().unwrap().len(), 1, "{text}");
@@ -389,7 +409,10 @@ mod tests {
         let Outcome::New { text } = outcome("c.yaml", None, &f).unwrap() else {
             panic!("a new file")
         };
-        assert_eq!(outcome("c.yaml", Some(&text), &f).unwrap(), Outcome::Unchanged);
+        assert_eq!(
+            outcome("c.yaml", Some(&text), &f).unwrap(),
+            Outcome::Unchanged
+        );
         let edited = text.replace("channel: general", "channel: gpu");
         assert_eq!(
             outcome("c.yaml", Some(&edited), &f).unwrap(),

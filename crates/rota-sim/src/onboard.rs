@@ -134,7 +134,10 @@ fn cloud_of(group: &GroupRef) -> FoundCloud {
             } else if let Some(z) = zone {
                 fields.push(("zone", z.clone()));
             }
-            FoundCloud { cloud: "gcp", fields }
+            FoundCloud {
+                cloud: "gcp",
+                fields,
+            }
         }
         GroupRef::Azure {
             subscription_id,
@@ -159,7 +162,10 @@ fn cloud_of(group: &GroupRef) -> FoundCloud {
                 ..
             } => FoundCloud {
                 cloud: "aws",
-                fields: vec![("region", region.clone()), ("eksCluster", eks_cluster.clone())],
+                fields: vec![
+                    ("region", region.clone()),
+                    ("eksCluster", eks_cluster.clone()),
+                ],
             },
             ManagedGroup::GkeNodePool {
                 project,

@@ -610,16 +610,14 @@ impl OwnerPools for AwsEksPools {
                     .map_err(|e| from_sdk(e, VERSION, &subject))
             })
             .await?;
-        out.update
-            .and_then(|u| u.id)
-            .ok_or_else(|| {
-                CloudError::about(
-                    CloudErrorKind::Invalid,
-                    VERSION,
-                    &subject,
-                    "EKS answered without the update's ID",
-                )
-            })
+        out.update.and_then(|u| u.id).ok_or_else(|| {
+            CloudError::about(
+                CloudErrorKind::Invalid,
+                VERSION,
+                &subject,
+                "EKS answered without the update's ID",
+            )
+        })
     }
 }
 
