@@ -186,6 +186,8 @@ fn write(
 
 /// The cluster as its owners list it.
 fn find(a: &ImportArgs) -> Result<FoundCluster, String> {
+    // The name is also the file's: a path (`../x`) must never come through it.
+    rota_core::onboard::check_cluster_name(&a.name)?;
     let command = command_line(a);
     match a.cloud {
         ImportCloud::Aws => aws(a, command),

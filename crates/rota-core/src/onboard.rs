@@ -77,6 +77,28 @@ pub fn pool_name(owner_name: &str) -> String {
     if s.is_empty() { "pool".to_string() } else { s }
 }
 
+/// `Err` saying why, when `name` cannot be a Cluster's name (a DNS-1123 label: lower case
+/// letters, digits and `-`, at most 63, starting and ending with a letter or digit): the
+/// file would not validate, and the name is the file's too.
+pub fn check_cluster_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a cluster name: lower case letters, digits and '-', at most 63, \
+             starting and ending with a letter or digit (try {:?})",
+            pool_name(name)
+        ))
+    }
+}
+
 /// A scalar as YAML writes it (quoted where plain YAML would read something else).
 fn scalar(s: &str) -> String {
     yaml::to_yaml(&Value::String(s.to_string()))
@@ -436,6 +458,23 @@ mod tests {
             Some("readOnly"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_cluster_name_must_be_a_label() {
+        assert!(check_cluster_name("prod-use1").is_ok());
+        for bad in [
+            "",
+            "Prod",
+            "prod_use1",
+            "-prod",
+            "prod-",
+            "../etc",
+            &"a".repeat(64),
+        ] {
+            let err = check_cluster_name(bad).unwrap_err();
+            assert!(err.contains("is not a cluster name"), "{err}");
+        }
     }
 
     #[test]
