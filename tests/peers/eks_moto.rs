@@ -396,6 +396,22 @@ async fn import_with_no_eks_lists_the_tagged_groups_only_and_prints_without_a_re
         "nodes",
     )
     .await;
+    // An eksctl unmanaged node group: eksctl's tag, which eksctl labels the nodes with.
+    moto::create_group(&ec2, &asg, "eksctl-kops-use1-ng-1", (0, 1, 3), &ami).await;
+    tag(
+        &asg,
+        "eksctl-kops-use1-ng-1",
+        "kubernetes.io/cluster/kops-use1",
+        "owned",
+    )
+    .await;
+    tag(
+        &asg,
+        "eksctl-kops-use1-ng-1",
+        "alpha.eksctl.io/nodegroup-name",
+        "ng-1",
+    )
+    .await;
     let out = Command::new(git::rota())
         .args([
             "clusters",
@@ -420,6 +436,10 @@ async fn import_with_no_eks_lists_the_tagged_groups_only_and_prints_without_a_re
     assert!(text.contains("    aws: {region: us-east-1}\n"), "{text}");
     assert!(
         text.contains("      nodeSelector: {kops.k8s.io/instancegroup: nodes}\n      group: {autoScalingGroup: kops-nodes}\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("      nodeSelector: {alpha.eksctl.io/nodegroup-name: ng-1}\n      group: {autoScalingGroup: eksctl-kops-use1-ng-1}\n"),
         "{text}"
     );
     assert!(!text.contains("eksNodegroup"), "{text}");

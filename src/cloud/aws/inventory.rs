@@ -6,8 +6,10 @@
 //! An Auto Scaling group that EKS made for a node group (tagged `eks:nodegroup-name`) is
 //! the node group's, not a pool of its own: it is left out. A self-managed group's node
 //! labels are read from the tags cluster-autoscaler reads them from
-//! (`k8s.io/cluster-autoscaler/node-template/label/<key>`); a group without them is listed
-//! with no labels (written commented out, see `rota_core::onboard`).
+//! (`k8s.io/cluster-autoscaler/node-template/label/<key>`), else from eksctl's
+//! `alpha.eksctl.io/nodegroup-name` tag (eksctl labels an unmanaged node group's nodes with
+//! it); a group with neither is listed with no labels (written commented out, see
+//! `rota_core::onboard`).
 //!
 //! Not listed yet (loose ends, docs/cloud-aws.md): Karpenter NodePools, which live in the
 //! cluster's Kubernetes API, not in AWS's.
@@ -28,6 +30,9 @@ pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
 pub const EKS_NODEGROUP_TAG: &str = "eks:nodegroup-name";
 /// cluster-autoscaler's tag prefix for the labels a group's nodes carry.
 pub const NODE_LABEL_TAG_PREFIX: &str = "k8s.io/cluster-autoscaler/node-template/label/";
+/// The tag eksctl puts on an unmanaged node group's Auto Scaling group; eksctl labels the
+/// group's nodes with the same key and value.
+pub const EKSCTL_NODEGROUP_KEY: &str = "alpha.eksctl.io/nodegroup-name";
 
 impl AwsEksPools {
     /// The managed node groups of EKS cluster `cluster` in `region`. `NotFound` when EKS
@@ -122,13 +127,22 @@ impl AwsEksPools {
                 if tags.contains_key(EKS_NODEGROUP_TAG) {
                     continue;
                 }
-                let labels: BTreeMap<String, String> = tags
+                let mut labels: BTreeMap<String, String> = tags
                     .iter()
                     .filter_map(|(k, v)| {
                         let key = k.strip_prefix(NODE_LABEL_TAG_PREFIX)?;
                         Some((key.to_string(), v.to_string()))
                     })
                     .collect();
+                let mut from = NODE_LABEL_TAG_PREFIX.to_string() + "* tags";
+                if labels.is_empty()
+                    && let Some(ng) = tags.get(EKSCTL_NODEGROUP_KEY)
+                {
+                    // eksctl's unmanaged node groups: the label eksctl gives their nodes.
+                    labels.insert(EKSCTL_NODEGROUP_KEY.to_string(), ng.to_string());
+                    from =
+                        format!("{EKSCTL_NODEGROUP_KEY} tag, which eksctl labels its nodes with");
+                }
                 pools.push(FoundPool {
                     name: name.clone(),
                     group: vec![("autoScalingGroup", name.clone())],
@@ -137,7 +151,7 @@ impl AwsEksPools {
                         if labels.is_empty() {
                             String::new()
                         } else {
-                            format!(" (node labels from its {NODE_LABEL_TAG_PREFIX}* tags)")
+                            format!(" (node labels from its {from})")
                         }
                     ),
                     node_selector: labels,
