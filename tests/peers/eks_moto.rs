@@ -213,6 +213,11 @@ async fn a_node_group_without_a_launch_template_or_missing_is_refused_by_name() 
 }
 
 fn import(m: &moto::Moto, repo: &Path) -> (i32, String) {
+    import_with(m, repo, &[])
+}
+
+/// The import of `import_with`'s cluster with `extra` flags.
+fn import_with(m: &moto::Moto, repo: &Path, extra: &[&str]) -> (i32, String) {
     let out = Command::new(git::rota())
         .args([
             "clusters",
@@ -231,6 +236,7 @@ fn import(m: &moto::Moto, repo: &Path) -> (i32, String) {
         ])
         .arg(repo)
         .args(["--aws-endpoint-url", &m.url])
+        .args(extra)
         .output()
         .unwrap();
     let text = format!(
@@ -374,6 +380,32 @@ async fn import_writes_a_valid_cluster_file_and_a_second_run_changes_nothing() {
         "{out}"
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
+
+    // --check says the same and writes nothing either.
+    let (code, out) = import_with(&m, repo.path(), &["--check"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("would add pool spot"), "{out}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
+
+    // --force rewrites it as the owners list the pools now (the hand edit is gone), and a
+    // check after that finds nothing to do.
+    let (code, out) = import_with(&m, repo.path(), &["--force"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("overwritten (--force; 4 pools)"), "{out}");
+    let forced = std::fs::read_to_string(&file).unwrap();
+    assert!(forced.contains("- name: spot\n"), "{forced}");
+    assert!(!forced.contains("- name: batch\n"), "{forced}");
+    assert!(!forced.contains("rollout: {batch: 1}"), "{forced}");
+    let (code, out) = import_with(&m, repo.path(), &["--check"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("unchanged (4 pools)"), "{out}");
+
+    // --check of a cluster not written yet: exit 1, nothing written.
+    let other = tempfile::tempdir().unwrap();
+    let (code, out) = import_with(&m, other.path(), &["--check"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("would be written (4 pools)"), "{out}");
+    assert!(!other.path().join("clusters").exists());
 }
 
 #[tokio::test]
