@@ -476,3 +476,106 @@ async fn import_with_no_eks_lists_the_tagged_groups_only_and_prints_without_a_re
     );
     assert!(!text.contains("eksNodegroup"), "{text}");
 }
+
+/// The node group's launch template ID in moto.
+async fn template_id(ec2: &aws_sdk_ec2::Client, name: &str) -> String {
+    ec2.describe_launch_templates()
+        .launch_template_names(name)
+        .send()
+        .await
+        .unwrap()
+        .launch_templates()[0]
+        .launch_template_id()
+        .unwrap()
+        .to_string()
+}
+
+/// What moto does not serve, on the EKS double (held to botocore's EKS model when dropped):
+/// an update started, followed to its end and recognised by its token; a second start with
+/// the same token answered with the same update; another refused while it runs; a failed
+/// update with EKS's errors; a finished update described once.
+#[tokio::test]
+async fn an_update_is_followed_to_its_end_and_known_by_its_token_on_the_eks_double() {
+    let m = moto::Moto::start();
+    let double = crate::support::eks_double::EksDouble::start().await;
+    let ec2 = m.ec2().await;
+    let (old, new) = (
+        moto::register_ami(&ec2, "old").await,
+        moto::register_ami(&ec2, "new").await,
+    );
+    template(&ec2, "general-lt", &old).await;
+    let lt = template_id(&ec2, "general-lt").await;
+    double.add_nodegroup("prod", "general", &lt, "1", 3);
+    let p = owner(&m).await.with_eks_endpoint(&double.url);
+
+    let before = p.describe(&general()).await.unwrap();
+    assert_eq!((before.image.as_str(), before.desired), (old.as_str(), 3));
+    assert_eq!(before.update, None);
+    assert_eq!(before.max_unavailable, Some(MaxUnavailable::Count(1)));
+
+    let req = UpdateRequest {
+        image: new.clone(),
+        max_unavailable: MaxUnavailable::Percent(34),
+        token: "rota-general-new-1700000000".into(),
+    };
+    let id = p.start_update(&general(), &req).await.unwrap();
+    let running = p.describe(&general()).await.unwrap();
+    let u = running.update.clone().expect("the update");
+    assert_eq!(u.id, id);
+    assert_eq!(
+        u.token.as_deref(),
+        Some(req.token.as_str()),
+        "the token read back"
+    );
+    assert_eq!(u.image, new);
+    assert!(running.updating());
+    assert_eq!(running.max_unavailable, Some(MaxUnavailable::Percent(34)));
+    assert_eq!(
+        running.image, old,
+        "EKS moves the node group when its update ends"
+    );
+
+    // The same start again (a lost answer, a restart): the same update, no second version.
+    assert_eq!(p.start_update(&general(), &req).await.unwrap(), id);
+    assert_eq!(versions(&ec2, "general-lt").await.len(), 2);
+    // Another start while it runs: EKS refuses (ResourceInUseException), as the trait says.
+    let other = UpdateRequest {
+        token: "rota-general-old-1700000001".into(),
+        image: old.clone(),
+        ..req.clone()
+    };
+    let err = p.start_update(&general(), &other).await.unwrap_err();
+    assert_eq!(err.kind, CloudErrorKind::Invalid, "{err}");
+    assert!(err.message.contains("ResourceInUseException"), "{err}");
+
+    double.finish(true);
+    let done = p.describe(&general()).await.unwrap();
+    let u = done.update.clone().unwrap();
+    assert_eq!(u.status, rota::cloud::managed::UpdateStatus::Successful);
+    assert_eq!(u.token.as_deref(), Some(req.token.as_str()));
+    assert_eq!(done.image, new, "the node group on the update's version");
+    assert_eq!(double.version_of("prod", "general"), "2");
+
+    // Back to the old AMI, and EKS fails it: the errors as EKS gives them, and the token.
+    p.start_update(&general(), &other).await.unwrap();
+    double.finish(false);
+    let failed = p.describe(&general()).await.unwrap();
+    let u = failed.update.clone().unwrap();
+    assert_eq!(u.status, rota::cloud::managed::UpdateStatus::Failed);
+    assert_eq!(u.token.as_deref(), Some(other.token.as_str()));
+    assert_eq!(u.image, old);
+    assert_eq!(
+        u.errors,
+        vec!["NodeCreationFailure: Instances failed to join the kubernetes cluster"]
+    );
+    assert_eq!(
+        failed.image, new,
+        "a failed update leaves the node group where it was"
+    );
+
+    // Finished updates are described once per owner: a describe now lists them and asks
+    // for none again.
+    let asked = double.calls("GET", "/updates/");
+    p.describe(&general()).await.unwrap();
+    assert_eq!(double.calls("GET", "/updates/"), asked);
+}

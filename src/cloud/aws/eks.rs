@@ -66,6 +66,9 @@ pub(crate) struct EksClients {
 pub struct AwsEksPools {
     sdk: SdkConfig,
     endpoint_url: Option<String>,
+    /// The EKS endpoint alone, where it differs from `endpoint_url` (tests: an EKS double
+    /// beside moto's EC2).
+    eks_endpoint_url: Option<String>,
     retry: RetryPolicy,
     clients: Mutex<HashMap<String, EksClients>>,
     /// Finished updates by ID: EKS never changes them again.
@@ -104,10 +107,19 @@ impl AwsEksPools {
         AwsEksPools {
             sdk: super::without_sdk_retries(sdk),
             endpoint_url,
+            eks_endpoint_url: None,
             retry,
             clients: Mutex::new(HashMap::new()),
             finished: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same owner with EKS calls sent to `url` (EC2 and Auto Scaling keep the endpoint
+    /// they had): an EKS double beside moto in tests, an EKS VPC endpoint of its own.
+    pub fn with_eks_endpoint(mut self, url: impl Into<String>) -> AwsEksPools {
+        self.eks_endpoint_url = Some(url.into());
+        self.clients.lock().unwrap().clear();
+        self
     }
 
     pub(crate) fn clients(&self, region: &str) -> EksClients {
@@ -125,6 +137,9 @@ impl AwsEksPools {
                     eks = eks.endpoint_url(url);
                     ec2 = ec2.endpoint_url(url);
                     asg = asg.endpoint_url(url);
+                }
+                if let Some(url) = &self.eks_endpoint_url {
+                    eks = eks.endpoint_url(url);
                 }
                 EksClients {
                     eks: aws_sdk_eks::Client::from_conf(eks.build()),
