@@ -77,7 +77,8 @@ pub struct ImportArgs {
     /// Write this file (default: print to stdout unless --repo is given).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Write nothing; exit 1 if the file would be written or differs.
+    /// Write nothing; exit 1 if the file would be written, or the owners list what it does
+    /// not say (edits of your own leave it at 0).
     #[arg(long)]
     pub check: bool,
     /// Overwrite a file that differs (hand edits are lost).
