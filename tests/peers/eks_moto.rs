@@ -267,7 +267,7 @@ async fn tag(asg: &aws_sdk_autoscaling::Client, group: &str, key: &str, value: &
 async fn import_writes_a_valid_cluster_file_and_a_second_run_changes_nothing() {
     let m = moto::Moto::start();
     let (ec2, asg, eks) = (m.ec2().await, m.asg().await, eks(&m).await);
-    let ami = moto::register_ami(&ec2, "general").await;
+    let ami = builtin_ami(&ec2, "x86_64").await;
     template(&ec2, "general-lt", &ami).await;
     cluster(&eks, "prod").await;
     nodegroup(&eks, "prod", "general", 3, Some(("general-lt", "1"))).await;
@@ -578,4 +578,92 @@ async fn an_update_is_followed_to_its_end_and_known_by_its_token_on_the_eks_doub
     let asked = double.calls("GET", "/updates/");
     p.describe(&general()).await.unwrap();
     assert_eq!(double.calls("GET", "/updates/"), asked);
+}
+
+/// One of moto's own AMIs of `arch` (`x86_64`, `arm64`). moto's RegisterImage drops the
+/// `Architecture` it is given (DescribeImages answers none), so an image of a known
+/// architecture must be one moto ships.
+async fn builtin_ami(ec2: &aws_sdk_ec2::Client, arch: &str) -> String {
+    ec2.describe_images()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("architecture")
+                .values(arch)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .images()
+        .iter()
+        .find_map(|i| i.image_id().map(str::to_string))
+        .unwrap_or_else(|| panic!("moto ships no {arch} AMI"))
+}
+
+/// An arm64 pool written without `arch` would be given the x86_64 AMI of a version, which
+/// its machines cannot boot: the import reads the architecture from the pool's image (its
+/// launch template's AMI, or EKS's AMI type).
+#[tokio::test]
+async fn import_writes_arm64_for_pools_on_arm64_images() {
+    let m = moto::Moto::start();
+    let (ec2, asg, eks) = (m.ec2().await, m.asg().await, eks(&m).await);
+    let x86 = builtin_ami(&ec2, "x86_64").await;
+    let arm = builtin_ami(&ec2, "arm64").await;
+    template(&ec2, "general-lt", &x86).await;
+    template(&ec2, "graviton-lt", &arm).await;
+    cluster(&eks, "arm-use1").await;
+    nodegroup(&eks, "arm-use1", "general", 2, Some(("general-lt", "1"))).await;
+    nodegroup(&eks, "arm-use1", "graviton", 2, Some(("graviton-lt", "1"))).await;
+    eks.create_nodegroup()
+        .cluster_name("arm-use1")
+        .nodegroup_name("system")
+        .node_role(ROLE)
+        .subnets("subnet-0a1b2c3d")
+        .ami_type(aws_sdk_eks::types::AmiTypes::Al2023Arm64Standard)
+        .send()
+        .await
+        .unwrap();
+    moto::create_group(&ec2, &asg, "arm-use1-batch", (0, 1, 3), &arm).await;
+    tag(
+        &asg,
+        "arm-use1-batch",
+        "kubernetes.io/cluster/arm-use1",
+        "owned",
+    )
+    .await;
+    tag(
+        &asg,
+        "arm-use1-batch",
+        "k8s.io/cluster-autoscaler/node-template/label/pool",
+        "batch",
+    )
+    .await;
+    let out = Command::new(git::rota())
+        .args([
+            "clusters",
+            "import",
+            "arm-use1",
+            "--cloud",
+            "aws",
+            "--region",
+            moto::REGION,
+            "--aws-endpoint-url",
+            &m.url,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "    - name: arm-use1-batch\n      channel: general\n      arch: arm64\n",
+        "    - name: graviton\n      channel: general\n      arch: arm64\n",
+        "    - name: system\n      channel: general\n      arch: arm64\n",
+        "    - name: general\n      channel: general\n      nodeSelector:",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
 }

@@ -36,6 +36,10 @@ pub struct FoundPool {
     pub group: Vec<(&'static str, String)>,
     /// The labels that pick the pool's nodes, as the owner labels them.
     pub node_selector: BTreeMap<String, String>,
+    /// The CPU architecture of the pool's machines as the owner's image says it
+    /// (`x86_64`, `arm64`), when it could be read: a pool written without `arch` takes the
+    /// x86_64 AMI of a version, which an arm64 node group cannot boot.
+    pub arch: Option<String>,
     /// Where it came from, for the comment: `EKS managed node group general of cluster prod
     /// (DescribeNodegroup)`.
     pub source: String,
@@ -191,6 +195,10 @@ pub fn render(found: &FoundCluster) -> String {
         };
         let _ = writeln!(out, "{lead}- name: {name}");
         let _ = writeln!(out, "{lead}  channel: {}", scalar(&found.channel));
+        // x86_64 is the default: written only when it is not.
+        if let Some(a) = p.arch.as_deref().filter(|a| *a != "x86_64") {
+            let _ = writeln!(out, "{lead}  arch: {}", scalar(a));
+        }
         let _ = writeln!(
             out,
             "{lead}  nodeSelector: {}",
@@ -267,6 +275,13 @@ pub fn compare(file: &str, existing: &str, found: &FoundCluster) -> Result<Vec<S
                     .collect()
             })
             .unwrap_or_default();
+        let arch = v.get("arch").and_then(Value::as_str).unwrap_or("x86_64");
+        if let Some(a) = p.arch.as_deref().filter(|a| *a != arch) {
+            changes.push(format!(
+                "pool {pool}: arch {arch} in the file, the owner's image is {a} (its nodes \
+                 cannot boot the other architecture's image)"
+            ));
+        }
         if selector != p.node_selector {
             changes.push(format!(
                 "pool {pool}: nodeSelector {} in the file, the owner labels its nodes {}",
@@ -337,6 +352,7 @@ mod tests {
                     name: "Spot_GPU".into(),
                     group: vec![("autoScalingGroup", "spot-gpu-asg".into())],
                     node_selector: BTreeMap::from([("pool".into(), "gpu".into())]),
+                    arch: Some("arm64".into()),
                     source: "Auto Scaling group spot-gpu-asg".into(),
                 },
                 FoundPool {
@@ -346,6 +362,7 @@ mod tests {
                         "eks.amazonaws.com/nodegroup".into(),
                         "general".into(),
                     )]),
+                    arch: Some("x86_64".into()),
                     source: "EKS managed node group general".into(),
                 },
             ],
@@ -398,6 +415,7 @@ mod tests {
             name: "batch".into(),
             group: vec![("eksNodegroup", "batch".into())],
             node_selector: BTreeMap::from([("eks.amazonaws.com/nodegroup".into(), "batch".into())]),
+            arch: None,
             source: "EKS managed node group batch".into(),
         });
         let changes = compare("c.yaml", &text, &now).unwrap();
@@ -475,6 +493,25 @@ mod tests {
             let err = check_cluster_name(bad).unwrap_err();
             assert!(err.contains("is not a cluster name"), "{err}");
         }
+    }
+
+    #[test]
+    fn an_arm64_pool_says_so_and_a_file_that_lost_it_is_told() {
+        let f = found();
+        let text = render(&f);
+        assert!(
+            text.contains("- name: spot-gpu\n      channel: general\n      arch: arm64\n"),
+            "{text}"
+        );
+        assert!(!text.contains("arch: x86_64"), "{text}");
+        let lost = text.replace("      arch: arm64\n", "");
+        let changes = compare("c.yaml", &lost, &f).unwrap();
+        assert_eq!(changes.len(), 1, "{changes:#?}");
+        assert!(
+            changes[0]
+                .starts_with("pool spot-gpu: arch x86_64 in the file, the owner's image is arm64"),
+            "{changes:#?}"
+        );
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub async fn cluster_pools(
             ),
         };
         pools.push(FoundPool {
+            // The simulated images carry no architecture the cloud reports: the pool's
+            // `arch` is left to its default.
+            arch: None,
             // The sim names its groups after the pools; a real owner's name is what a
             // person recognises, so the group's name is used here too.
             name: group[0].1.clone(),

@@ -77,17 +77,17 @@ pub struct AwsEksPools {
 
 /// A node group's launch template as EKS names it: ID (or name) and version.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct NodegroupTemplate {
-    id: Option<String>,
-    name: Option<String>,
-    version: String,
+pub(crate) struct NodegroupTemplate {
+    pub(crate) id: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) version: String,
 }
 
 /// One launch template version: its AMI and its description.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct TemplateVersion {
+pub(crate) struct TemplateVersion {
     number: i64,
-    image: String,
+    pub(crate) image: String,
     description: String,
 }
 
@@ -186,7 +186,7 @@ impl AwsEksPools {
     }
 
     /// One version of the node group's launch template (`DescribeLaunchTemplateVersions`).
-    async fn template_version(
+    pub(crate) async fn template_version(
         &self,
         c: &EksClients,
         t: &NodegroupTemplate,
@@ -453,7 +453,7 @@ fn eks_target<'a>(
 /// The node group's launch template, or `Invalid` saying why rota cannot pin its AMI: a
 /// node group made without one takes its AMI from `amiType` and `releaseVersion`, which EKS
 /// chooses.
-fn template_of(ng: &Nodegroup, subject: &str) -> Result<NodegroupTemplate, CloudError> {
+pub(crate) fn template_of(ng: &Nodegroup, subject: &str) -> Result<NodegroupTemplate, CloudError> {
     let lt = ng.launch_template().ok_or_else(|| {
         CloudError::about(
             CloudErrorKind::Invalid,

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_autoscaling::types::Filter;
 
-use super::eks::AwsEksPools;
+use super::eks::{AwsEksPools, EksClients, NodegroupTemplate, template_of};
 use super::errors::from_sdk;
 use rota_core::cloud::managed::EKS_NODEGROUP_LABEL;
 use rota_core::cloud::{CloudError, CloudErrorKind};
@@ -35,6 +35,62 @@ pub const NODE_LABEL_TAG_PREFIX: &str = "k8s.io/cluster-autoscaler/node-template
 pub const EKSCTL_NODEGROUP_KEY: &str = "alpha.eksctl.io/nodegroup-name";
 
 impl AwsEksPools {
+    /// The architecture of `ami` as EC2 describes it (`DescribeImages`): `x86_64` or
+    /// `arm64`; `None` for another or an image EC2 does not list.
+    async fn image_arch(
+        &self,
+        c: &EksClients,
+        ami: &str,
+        subject: &str,
+    ) -> Result<Option<String>, CloudError> {
+        const CALL: &str = "DescribeImages";
+        let out = self
+            .retry()
+            .run(CALL, subject, || async {
+                c.ec2
+                    .describe_images()
+                    .image_ids(ami)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(e, CALL, subject))
+            })
+            .await?;
+        Ok(out
+            .images()
+            .first()
+            .and_then(|i| i.architecture())
+            .and_then(|a| match a.as_str() {
+                a if a.starts_with("arm64") => Some("arm64".to_string()),
+                a if a.starts_with("x86_64") => Some("x86_64".to_string()),
+                _ => None,
+            }))
+    }
+
+    /// The architecture of the AMI a launch template version boots; `None` (with why, for
+    /// the pool's comment) when it cannot be read: the import goes on, the file says so.
+    async fn template_arch(
+        &self,
+        c: &EksClients,
+        t: &NodegroupTemplate,
+        subject: &str,
+    ) -> (Option<String>, Option<String>) {
+        let version = match self.template_version(c, t, &t.version, subject).await {
+            Ok(v) => v,
+            Err(e) => return (None, Some(format!("architecture not read: {}", e.message))),
+        };
+        match self.image_arch(c, &version.image, subject).await {
+            Ok(Some(a)) => (Some(a), None),
+            Ok(None) => (
+                None,
+                Some(format!(
+                    "architecture of {} not known to EC2",
+                    version.image
+                )),
+            ),
+            Err(e) => (None, Some(format!("architecture not read: {}", e.message))),
+        }
+    }
+
     /// The managed node groups of EKS cluster `cluster` in `region`. `NotFound` when EKS
     /// has no such cluster.
     pub async fn list_nodegroups(
@@ -69,18 +125,35 @@ impl AwsEksPools {
         let mut pools = Vec::new();
         for name in names {
             let ng = self.nodegroup(&c, cluster, &name, &subject).await?;
-            let how = match ng.launch_template() {
-                Some(_) => "with a launch template",
+            let (how, arch, note) = match template_of(&ng, &subject) {
+                Ok(t) => {
+                    let (arch, note) = self.template_arch(&c, &t, &subject).await;
+                    ("with a launch template", arch, note)
+                }
                 // rota can pin an AMI only through a launch template (see `eks`): said
                 // where the pool is written, before anyone bumps its image.
-                None => "without a launch template: EKS picks its AMI, rota cannot pin one",
+                Err(_) => (
+                    "without a launch template: EKS picks its AMI, rota cannot pin one",
+                    // EKS's AMI types name their architecture (`AL2023_ARM_64_STANDARD`).
+                    ng.ami_type().map(|t| {
+                        if t.as_str().contains("ARM_64") {
+                            "arm64"
+                        } else {
+                            "x86_64"
+                        }
+                        .to_string()
+                    }),
+                    None,
+                ),
             };
             pools.push(FoundPool {
                 name: name.clone(),
                 group: vec![("eksNodegroup", name.clone())],
                 node_selector: BTreeMap::from([(EKS_NODEGROUP_LABEL.to_string(), name.clone())]),
+                arch,
                 source: format!(
-                    "EKS managed node group {name} of cluster {cluster} in {region} ({how})"
+                    "EKS managed node group {name} of cluster {cluster} in {region} ({how}){}",
+                    note.map(|n| format!("; {n}")).unwrap_or_default()
                 ),
             });
         }
@@ -143,17 +216,29 @@ impl AwsEksPools {
                     from =
                         format!("{EKSCTL_NODEGROUP_KEY} tag, which eksctl labels its nodes with");
                 }
+                let (arch, note) = match super::template::group_template(g) {
+                    Ok(t) => {
+                        let t = NodegroupTemplate {
+                            id: t.id,
+                            name: t.name,
+                            version: t.version,
+                        };
+                        self.template_arch(&c, &t, &subject).await
+                    }
+                    Err(u) => (None, Some(format!("architecture not read: {}", u.0))),
+                };
+                let mut source = format!("Auto Scaling group {name} in {region}, tagged {tag}");
+                if !labels.is_empty() {
+                    source.push_str(&format!(" (node labels from its {from})"));
+                }
+                if let Some(n) = note {
+                    source.push_str(&format!("; {n}"));
+                }
                 pools.push(FoundPool {
                     name: name.clone(),
                     group: vec![("autoScalingGroup", name.clone())],
-                    source: format!(
-                        "Auto Scaling group {name} in {region}, tagged {tag}{}",
-                        if labels.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (node labels from its {from})")
-                        }
-                    ),
+                    arch,
+                    source,
                     node_selector: labels,
                 });
             }
