@@ -381,28 +381,34 @@ async fn import_writes_a_valid_cluster_file_and_a_second_run_changes_nothing() {
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
 
+    check_and_force(&m, repo.path(), &file, &edited);
+}
+
+/// `--check` and `--force` on the file `edited` holds, which the owners' pools no longer
+/// match (a node group `spot` added, `batch` gone).
+fn check_and_force(m: &moto::Moto, repo: &Path, file: &Path, edited: &str) {
     // --check says the same and writes nothing either.
-    let (code, out) = import_with(&m, repo.path(), &["--check"]);
+    let (code, out) = import_with(m, repo, &["--check"]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("would add pool spot"), "{out}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
+    assert_eq!(std::fs::read_to_string(file).unwrap(), edited);
 
     // --force rewrites it as the owners list the pools now (the hand edit is gone), and a
     // check after that finds nothing to do.
-    let (code, out) = import_with(&m, repo.path(), &["--force"]);
+    let (code, out) = import_with(m, repo, &["--force"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("overwritten (--force; 4 pools)"), "{out}");
-    let forced = std::fs::read_to_string(&file).unwrap();
+    let forced = std::fs::read_to_string(file).unwrap();
     assert!(forced.contains("- name: spot\n"), "{forced}");
     assert!(!forced.contains("- name: batch\n"), "{forced}");
     assert!(!forced.contains("rollout: {batch: 1}"), "{forced}");
-    let (code, out) = import_with(&m, repo.path(), &["--check"]);
+    let (code, out) = import_with(m, repo, &["--check"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("unchanged (4 pools)"), "{out}");
 
     // --check of a cluster not written yet: exit 1, nothing written.
     let other = tempfile::tempdir().unwrap();
-    let (code, out) = import_with(&m, other.path(), &["--check"]);
+    let (code, out) = import_with(m, other.path(), &["--check"]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("would be written (4 pools)"), "{out}");
     assert!(!other.path().join("clusters").exists());

@@ -258,46 +258,7 @@ fn answer(
             (200, json!({"update": update_json(&u)}), None)
         }
         ("POST", ["clusters", c, "node-groups", n, "update-version"]) => {
-            let key = (c.to_string(), n.to_string());
-            if !s.nodegroups.contains_key(&key) {
-                return error(
-                    404,
-                    "ResourceNotFoundException",
-                    "No node group found for name",
-                );
-            }
-            let token = body["clientRequestToken"].as_str().map(str::to_string);
-            if let Some(seen) = s
-                .updates
-                .iter()
-                .find(|u| token.is_some() && u.token == token && u.nodegroup == key)
-            {
-                return (200, json!({"update": update_json(seen)}), None);
-            }
-            if s.updates
-                .iter()
-                .any(|u| u.nodegroup == key && u.status == "InProgress")
-            {
-                return error(
-                    409,
-                    "ResourceInUseException",
-                    "Nodegroup is currently being updated",
-                );
-            }
-            let u = Update {
-                id: format!("ver-{}", s.clock),
-                nodegroup: key,
-                token,
-                kind: "VersionUpdate",
-                status: "InProgress",
-                version: body["launchTemplate"]["version"]
-                    .as_str()
-                    .map(str::to_string),
-                created: s.clock,
-                errors: Vec::new(),
-            };
-            s.updates.push(u.clone());
-            (200, json!({"update": update_json(&u)}), None)
+            update_version(s, (c.to_string(), n.to_string()), body)
         }
         ("GET", ["clusters", c, "updates"]) => {
             let ids: Vec<&str> = s
@@ -324,6 +285,54 @@ fn answer(
             "the EKS double does not serve this",
         ),
     }
+}
+
+/// `UpdateNodegroupVersion`: the update a token started before, or a refusal while one
+/// runs, or a new update `InProgress`.
+fn update_version(
+    s: &mut State,
+    key: (String, String),
+    body: &Value,
+) -> (u16, Value, Option<String>) {
+    if !s.nodegroups.contains_key(&key) {
+        return error(
+            404,
+            "ResourceNotFoundException",
+            "No node group found for name",
+        );
+    }
+    let token = body["clientRequestToken"].as_str().map(str::to_string);
+    if let Some(seen) = s
+        .updates
+        .iter()
+        .find(|u| token.is_some() && u.token == token && u.nodegroup == key)
+    {
+        return (200, json!({"update": update_json(seen)}), None);
+    }
+    if s.updates
+        .iter()
+        .any(|u| u.nodegroup == key && u.status == "InProgress")
+    {
+        return error(
+            409,
+            "ResourceInUseException",
+            "Nodegroup is currently being updated",
+        );
+    }
+    let u = Update {
+        id: format!("ver-{}", s.clock),
+        nodegroup: key,
+        token,
+        kind: "VersionUpdate",
+        status: "InProgress",
+        version: body["launchTemplate"]["version"]
+            .as_str()
+            .map(str::to_string),
+        created: s.clock,
+        errors: Vec::new(),
+    };
+    s.updates.push(u.clone());
+    (200, json!({"update": update_json(&u)}), None)
 }
 
 async fn serve(state: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Full<bytes::Bytes>> {
