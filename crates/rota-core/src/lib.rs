@@ -23,6 +23,7 @@ pub mod errors;
 pub mod fleet;
 pub mod images;
 pub mod ledger;
+pub mod onboard;
 pub mod parallel;
 pub mod rotate;
 pub mod sanitize;

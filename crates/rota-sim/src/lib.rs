@@ -25,6 +25,7 @@ pub mod faults;
 pub mod images;
 pub mod kubeconfig;
 pub mod kubelet;
+pub mod onboard;
 pub mod pdb;
 pub mod quantity;
 pub mod registrar;

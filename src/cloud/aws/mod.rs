@@ -27,7 +27,9 @@
 //! through rustls on ring. The SDK's own retries are disabled so that exactly one policy —
 //! rota's — decides about retries, timeouts and backoff for every cloud alike.
 
+pub mod eks;
 pub mod errors;
+pub mod inventory;
 pub mod template;
 
 use std::collections::{BTreeMap, HashMap};
@@ -48,6 +50,35 @@ use super::{
     CloudError, CloudErrorKind, FoundImage, GroupRef, GroupState, ImageQuery, Instance, Lifecycle,
     NodeGroups, provider_id,
 };
+
+/// The SDK configuration from the standard chain, with rota's HTTPS client (rustls on ring)
+/// and without the SDK's retries; the region `us-east-1` when the chain names none (it is
+/// used only to fetch credentials from STS: each call goes to its group's region).
+pub(crate) async fn load_sdk_config() -> SdkConfig {
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+        .build_https();
+    // The loader's own region chain (environment, profile, instance metadata) shares
+    // the HTTP client above; a chain built apart would have none.
+    let sdk = aws_config::defaults(BehaviorVersion::latest())
+        .http_client(http)
+        // One retry policy applies, rota's (see `RetryPolicy::run` around every call).
+        .retry_config(RetryConfig::disabled())
+        .load()
+        .await;
+    if sdk.region().is_none() {
+        sdk.into_builder().region(Region::new("us-east-1")).build()
+    } else {
+        sdk
+    }
+}
+
+/// A configuration built by a caller, its retries turned off: rota's policy applies.
+pub(crate) fn without_sdk_retries(sdk: SdkConfig) -> SdkConfig {
+    sdk.into_builder()
+        .retry_config(RetryConfig::disabled())
+        .build()
+}
 
 /// EC2 takes at most 200 values in one filter.
 const INSTANCE_BATCH: usize = 200;
@@ -87,23 +118,7 @@ impl AwsNodeGroups {
     /// too). The region of each call is the group's; the chain's region (`AWS_REGION`,
     /// profile, else `us-east-1`) is used only to fetch credentials from STS.
     pub async fn from_env(endpoint_url: Option<String>, retry: RetryPolicy) -> AwsNodeGroups {
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-            .build_https();
-        // The loader's own region chain (environment, profile, instance metadata) shares
-        // the HTTP client above; a chain built apart would have none.
-        let sdk = aws_config::defaults(BehaviorVersion::latest())
-            .http_client(http)
-            // One retry policy applies, rota's (see `RetryPolicy::run` around every call).
-            .retry_config(RetryConfig::disabled())
-            .load()
-            .await;
-        let sdk = if sdk.region().is_none() {
-            sdk.into_builder().region(Region::new("us-east-1")).build()
-        } else {
-            sdk
-        };
-        AwsNodeGroups::from_sdk_config(sdk, endpoint_url, retry)
+        AwsNodeGroups::from_sdk_config(load_sdk_config().await, endpoint_url, retry)
     }
 
     /// The provider on an SDK configuration built by the caller (its credentials provider,
@@ -113,10 +128,7 @@ impl AwsNodeGroups {
         endpoint_url: Option<String>,
         retry: RetryPolicy,
     ) -> AwsNodeGroups {
-        let sdk = sdk
-            .into_builder()
-            .retry_config(RetryConfig::disabled())
-            .build();
+        let sdk = without_sdk_retries(sdk);
         AwsNodeGroups {
             sdk,
             endpoint_url,

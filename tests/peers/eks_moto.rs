@@ -1,0 +1,675 @@
+//! rota's EKS managed node groups (`rota::cloud::aws::eks`) and `rota clusters import`
+//! against moto, as far as moto serves EKS.
+//!
+//! moto 5.2 serves `CreateCluster`, `CreateNodegroup`, `ListNodegroups`,
+//! `DescribeNodegroup`, `UpdateNodegroupConfig` (`updateConfig` kept and read back) and
+//! `DeleteNodegroup`, and EC2's launch templates; it answers 404 to
+//! `UpdateNodegroupVersion`, `ListUpdates` and `DescribeUpdate`. So these tests hold rota
+//! to moto up to the version update: the launch template version rota makes (moto_server.py
+//! checks the contract: from the node group's own version by number, the image only), the
+//! node group's `updateConfig`, a retried start that makes no second version; and the
+//! import end to end. The update's own life (`InProgress` to `Successful`/`Failed`, the
+//! token read back) is tested on the pure mapping (`cloud::aws::eks`'s unit tests) and on
+//! the simulated fleet (`OwnerPools` of the simulated EKS), not here.
+
+use crate::support::{git, moto};
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use aws_sdk_eks::types::{LaunchTemplateSpecification, NodegroupScalingConfig};
+use rota::cloud::CloudErrorKind;
+use rota::cloud::aws::eks::AwsEksPools;
+use rota::cloud::managed::{MaxUnavailable, OwnerPools, UpdateRequest};
+use rota::cloud::retry::RetryPolicy;
+use rota::fleet::owner::ManagedGroup;
+
+const ROLE: &str = "arn:aws:iam::123456789012:role/eks-nodes";
+
+async fn eks(m: &moto::Moto) -> aws_sdk_eks::Client {
+    aws_sdk_eks::Client::new(&m.sdk_config().await)
+}
+
+async fn owner(m: &moto::Moto) -> AwsEksPools {
+    AwsEksPools::from_env(
+        Some(m.url.clone()),
+        RetryPolicy::no_retries(Duration::from_secs(30)),
+    )
+    .await
+}
+
+async fn cluster(eks: &aws_sdk_eks::Client, name: &str) {
+    eks.create_cluster()
+        .name(name)
+        .role_arn(ROLE)
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids("subnet-0a1b2c3d")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateCluster {name}: {e:?}"));
+}
+
+/// A node group of `size` nodes; on launch template `lt` (name, version) if given.
+async fn nodegroup(
+    eks: &aws_sdk_eks::Client,
+    cluster: &str,
+    name: &str,
+    size: i32,
+    lt: Option<(&str, &str)>,
+) {
+    eks.create_nodegroup()
+        .cluster_name(cluster)
+        .nodegroup_name(name)
+        .node_role(ROLE)
+        .subnets("subnet-0a1b2c3d")
+        .scaling_config(
+            NodegroupScalingConfig::builder()
+                .min_size(1)
+                .max_size(size + 2)
+                .desired_size(size)
+                .build(),
+        )
+        .set_launch_template(lt.map(|(n, v)| {
+            LaunchTemplateSpecification::builder()
+                .name(n)
+                .version(v)
+                .build()
+        }))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateNodegroup {name}: {e:?}"));
+}
+
+async fn template(ec2: &aws_sdk_ec2::Client, name: &str, ami: &str) {
+    ec2.create_launch_template()
+        .launch_template_name(name)
+        .launch_template_data(
+            aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                .image_id(ami)
+                .instance_type(aws_sdk_ec2::types::InstanceType::M6iLarge)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateLaunchTemplate {name}: {e:?}"));
+}
+
+/// Every version of launch template `name`: (number, AMI, description).
+async fn versions(ec2: &aws_sdk_ec2::Client, name: &str) -> Vec<(i64, String, String)> {
+    let out = ec2
+        .describe_launch_template_versions()
+        .launch_template_name(name)
+        .send()
+        .await
+        .unwrap();
+    let mut v: Vec<_> = out
+        .launch_template_versions()
+        .iter()
+        .map(|v| {
+            (
+                v.version_number().unwrap_or_default(),
+                v.launch_template_data()
+                    .and_then(|d| d.image_id())
+                    .unwrap_or_default()
+                    .to_string(),
+                v.version_description().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn general() -> ManagedGroup {
+    ManagedGroup::EksNodegroup {
+        region: moto::REGION.into(),
+        eks_cluster: "prod".into(),
+        nodegroup: "general".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_node_group_is_read_and_its_update_prepared_as_far_as_moto_serves() {
+    let m = moto::Moto::start();
+    let (ec2, eks) = (m.ec2().await, eks(&m).await);
+    let (old, new) = (
+        moto::register_ami(&ec2, "old").await,
+        moto::register_ami(&ec2, "new").await,
+    );
+    template(&ec2, "general-lt", &old).await;
+    cluster(&eks, "prod").await;
+    nodegroup(&eks, "prod", "general", 3, Some(("general-lt", "1"))).await;
+    let p = owner(&m).await;
+
+    let before = p.nodegroup_state(&general()).await.unwrap();
+    assert_eq!(
+        before.image, old,
+        "the AMI of the node group's launch template version"
+    );
+    assert_eq!(before.desired, 3);
+    assert_eq!(before.update, None);
+
+    let req = UpdateRequest {
+        image: new.clone(),
+        max_unavailable: MaxUnavailable::Count(2),
+        token: "rota-general-new-1700000000".into(),
+    };
+    // moto answers UpdateNodegroupVersion with 404: everything before it is moto's to check.
+    let err = p.start_update(&general(), &req).await.unwrap_err();
+    assert_eq!(err.call, "UpdateNodegroupVersion", "{err}");
+    let made = versions(&ec2, "general-lt").await;
+    assert_eq!(
+        made,
+        vec![
+            (1, old.clone(), String::new()),
+            (2, new.clone(), "rota: rota-general-new-1700000000".into()),
+        ],
+        "one new version of the node group's own template, the new AMI, the token"
+    );
+    let after = p.nodegroup_state(&general()).await.unwrap();
+    assert_eq!(after.max_unavailable, Some(MaxUnavailable::Count(2)));
+    assert_eq!(
+        after.image, old,
+        "the node group stays on its version until EKS updates it"
+    );
+
+    // A retry with the same token (a crash or a lost answer) makes no second version.
+    let again = p.start_update(&general(), &req).await.unwrap_err();
+    assert_eq!(again.call, "UpdateNodegroupVersion", "{again}");
+    assert_eq!(versions(&ec2, "general-lt").await, made);
+
+    // A percentage goes as maxUnavailablePercentage.
+    let pct = UpdateRequest {
+        max_unavailable: MaxUnavailable::Percent(25),
+        ..req.clone()
+    };
+    let _ = p.start_update(&general(), &pct).await.unwrap_err();
+    let after = p.nodegroup_state(&general()).await.unwrap();
+    assert_eq!(after.max_unavailable, Some(MaxUnavailable::Percent(25)));
+}
+
+#[tokio::test]
+async fn a_node_group_without_a_launch_template_or_missing_is_refused_by_name() {
+    let m = moto::Moto::start();
+    let eks = eks(&m).await;
+    cluster(&eks, "prod").await;
+    nodegroup(&eks, "prod", "general", 2, None).await;
+    let p = owner(&m).await;
+    let err = p.nodegroup_state(&general()).await.unwrap_err();
+    assert_eq!(err.kind, CloudErrorKind::Invalid, "{err}");
+    assert!(err.message.contains("no launch template"), "{err}");
+    let gone = ManagedGroup::EksNodegroup {
+        region: moto::REGION.into(),
+        eks_cluster: "prod".into(),
+        nodegroup: "gone".into(),
+    };
+    let err = p.nodegroup_state(&gone).await.unwrap_err();
+    assert_eq!(err.call, "DescribeNodegroup");
+    assert!(err.message.contains("ResourceNotFoundException"), "{err}");
+}
+
+fn import(m: &moto::Moto, repo: &Path) -> (i32, String) {
+    import_with(m, repo, &[])
+}
+
+/// The import of `import_with`'s cluster with `extra` flags.
+fn import_with(m: &moto::Moto, repo: &Path, extra: &[&str]) -> (i32, String) {
+    let out = Command::new(git::rota())
+        .args([
+            "clusters",
+            "import",
+            "import-use1",
+            "--cloud",
+            "aws",
+            "--region",
+            moto::REGION,
+            "--eks-cluster",
+            "prod",
+            "--label",
+            "ring=early",
+            "--read-only",
+            "--repo",
+        ])
+        .arg(repo)
+        .args(["--aws-endpoint-url", &m.url])
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+async fn tag(asg: &aws_sdk_autoscaling::Client, group: &str, key: &str, value: &str) {
+    asg.create_or_update_tags()
+        .tags(
+            aws_sdk_autoscaling::types::Tag::builder()
+                .resource_id(group)
+                .resource_type("auto-scaling-group")
+                .key(key)
+                .value(value)
+                .propagate_at_launch(true)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateOrUpdateTags {group}: {e:?}"));
+}
+
+#[tokio::test]
+async fn import_writes_a_valid_cluster_file_and_a_second_run_changes_nothing() {
+    let m = moto::Moto::start();
+    let (ec2, asg, eks) = (m.ec2().await, m.asg().await, eks(&m).await);
+    let ami = builtin_ami(&ec2, "x86_64").await;
+    template(&ec2, "general-lt", &ami).await;
+    cluster(&eks, "prod").await;
+    nodegroup(&eks, "prod", "general", 3, Some(("general-lt", "1"))).await;
+    nodegroup(&eks, "prod", "batch", 2, None).await;
+    // Self-managed, with cluster-autoscaler's label tag: a pool of its own.
+    moto::create_group(&ec2, &asg, "prod-gpu-asg", (0, 1, 3), &ami).await;
+    tag(&asg, "prod-gpu-asg", "kubernetes.io/cluster/prod", "owned").await;
+    tag(
+        &asg,
+        "prod-gpu-asg",
+        "k8s.io/cluster-autoscaler/node-template/label/pool",
+        "gpu",
+    )
+    .await;
+    // Self-managed without label tags: written commented out.
+    moto::create_group(&ec2, &asg, "prod-legacy-asg", (0, 1, 3), &ami).await;
+    tag(
+        &asg,
+        "prod-legacy-asg",
+        "kubernetes.io/cluster/prod",
+        "owned",
+    )
+    .await;
+    // EKS's own group of a node group, and another cluster's group: not pools of this one.
+    moto::create_group(&ec2, &asg, "eks-general-0a1b", (0, 1, 3), &ami).await;
+    tag(
+        &asg,
+        "eks-general-0a1b",
+        "kubernetes.io/cluster/prod",
+        "owned",
+    )
+    .await;
+    tag(&asg, "eks-general-0a1b", "eks:nodegroup-name", "general").await;
+    moto::create_group(&ec2, &asg, "staging-asg", (0, 1, 3), &ami).await;
+    tag(
+        &asg,
+        "staging-asg",
+        "kubernetes.io/cluster/staging",
+        "owned",
+    )
+    .await;
+
+    let repo = tempfile::tempdir().unwrap();
+    crate::support::example_repo::copy_to(repo.path());
+    let (code, out) = import(&m, repo.path());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("written (4 pools)"), "{out}");
+    let file = repo.path().join("clusters/import-use1.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    for want in [
+        "  labels: {ring: early}\n",
+        "    aws: {region: us-east-1, eksCluster: prod}\n  mode: readOnly",
+        "    # EKS managed node group general of cluster prod in us-east-1 (with a launch template)\n    - name: general\n",
+        "      nodeSelector: {eks.amazonaws.com/nodegroup: general}\n      group: {eksNodegroup: general}\n",
+        "(without a launch template: EKS picks its AMI, rota cannot pin one)\n    - name: batch\n",
+        "    - name: prod-gpu-asg\n      channel: general\n      nodeSelector: {pool: gpu}\n      group: {autoScalingGroup: prod-gpu-asg}\n",
+        "    # - name: prod-legacy-asg\n",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    for absent in ["eks-general-0a1b", "staging-asg"] {
+        assert!(!text.contains(absent), "{absent} imported:\n{text}");
+    }
+
+    let validate = Command::new(git::rota())
+        .args(["validate", "--repo"])
+        .arg(repo.path())
+        .output()
+        .unwrap();
+    assert!(
+        validate.status.success(),
+        "rota validate on the imported file:\n{}{}\n{text}",
+        String::from_utf8_lossy(&validate.stdout),
+        String::from_utf8_lossy(&validate.stderr)
+    );
+
+    // Again: the same bytes, nothing written.
+    let (code, out) = import(&m, repo.path());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("unchanged (4 pools)"), "{out}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+
+    // A hand edit is kept: the owners list the same pools.
+    let edited = text.replace(
+        "      nodeSelector: {pool: gpu}",
+        "      rollout: {batch: 1}\n      nodeSelector: {pool: gpu}",
+    );
+    std::fs::write(&file, &edited).unwrap();
+    let (code, out) = import(&m, repo.path());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("kept as edited"), "{out}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
+
+    // A node group gone and one added: named, the file kept, exit 1.
+    eks.delete_nodegroup()
+        .cluster_name("prod")
+        .nodegroup_name("batch")
+        .send()
+        .await
+        .unwrap();
+    nodegroup(&eks, "prod", "spot", 1, Some(("general-lt", "1"))).await;
+    let (code, out) = import(&m, repo.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("would add pool spot {eksNodegroup: spot}"),
+        "{out}"
+    );
+    assert!(
+        out.contains("pool batch {eksNodegroup: batch}: no owner lists it any more"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
+
+    check_and_force(&m, repo.path(), &file, &edited);
+}
+
+/// `--check` and `--force` on the file `edited` holds, which the owners' pools no longer
+/// match (a node group `spot` added, `batch` gone).
+fn check_and_force(m: &moto::Moto, repo: &Path, file: &Path, edited: &str) {
+    // --check says the same and writes nothing either.
+    let (code, out) = import_with(m, repo, &["--check"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("would add pool spot"), "{out}");
+    assert_eq!(std::fs::read_to_string(file).unwrap(), edited);
+
+    // --force rewrites it as the owners list the pools now (the hand edit is gone), and a
+    // check after that finds nothing to do.
+    let (code, out) = import_with(m, repo, &["--force"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("overwritten (--force; 4 pools)"), "{out}");
+    let forced = std::fs::read_to_string(file).unwrap();
+    assert!(forced.contains("- name: spot\n"), "{forced}");
+    assert!(!forced.contains("- name: batch\n"), "{forced}");
+    assert!(!forced.contains("rollout: {batch: 1}"), "{forced}");
+    let (code, out) = import_with(m, repo, &["--check"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("unchanged (4 pools)"), "{out}");
+
+    // --check of a cluster not written yet: exit 1, nothing written.
+    let other = tempfile::tempdir().unwrap();
+    let (code, out) = import_with(m, other.path(), &["--check"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("would be written (4 pools)"), "{out}");
+    assert!(!other.path().join("clusters").exists());
+}
+
+#[tokio::test]
+async fn import_with_no_eks_lists_the_tagged_groups_only_and_prints_without_a_repo() {
+    let m = moto::Moto::start();
+    let (ec2, asg) = (m.ec2().await, m.asg().await);
+    let ami = moto::register_ami(&ec2, "general").await;
+    moto::create_group(&ec2, &asg, "kops-nodes", (0, 1, 3), &ami).await;
+    tag(
+        &asg,
+        "kops-nodes",
+        "kubernetes.io/cluster/kops-use1",
+        "owned",
+    )
+    .await;
+    tag(
+        &asg,
+        "kops-nodes",
+        "k8s.io/cluster-autoscaler/node-template/label/kops.k8s.io/instancegroup",
+        "nodes",
+    )
+    .await;
+    // An eksctl unmanaged node group: eksctl's tag, which eksctl labels the nodes with.
+    moto::create_group(&ec2, &asg, "eksctl-kops-use1-ng-1", (0, 1, 3), &ami).await;
+    tag(
+        &asg,
+        "eksctl-kops-use1-ng-1",
+        "kubernetes.io/cluster/kops-use1",
+        "owned",
+    )
+    .await;
+    tag(
+        &asg,
+        "eksctl-kops-use1-ng-1",
+        "alpha.eksctl.io/nodegroup-name",
+        "ng-1",
+    )
+    .await;
+    let out = Command::new(git::rota())
+        .args([
+            "clusters",
+            "import",
+            "kops-use1",
+            "--cloud",
+            "aws",
+            "--region",
+            moto::REGION,
+            "--no-eks",
+            "--aws-endpoint-url",
+            &m.url,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("    aws: {region: us-east-1}\n"), "{text}");
+    assert!(
+        text.contains("      nodeSelector: {kops.k8s.io/instancegroup: nodes}\n      group: {autoScalingGroup: kops-nodes}\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("      nodeSelector: {alpha.eksctl.io/nodegroup-name: ng-1}\n      group: {autoScalingGroup: eksctl-kops-use1-ng-1}\n"),
+        "{text}"
+    );
+    assert!(!text.contains("eksNodegroup"), "{text}");
+}
+
+/// The node group's launch template ID in moto.
+async fn template_id(ec2: &aws_sdk_ec2::Client, name: &str) -> String {
+    ec2.describe_launch_templates()
+        .launch_template_names(name)
+        .send()
+        .await
+        .unwrap()
+        .launch_templates()[0]
+        .launch_template_id()
+        .unwrap()
+        .to_string()
+}
+
+/// What moto does not serve, on the EKS double (held to botocore's EKS model when dropped):
+/// an update started, followed to its end and recognised by its token; a second start with
+/// the same token answered with the same update; another refused while it runs; a failed
+/// update with EKS's errors; a finished update described once.
+#[tokio::test]
+async fn an_update_is_followed_to_its_end_and_known_by_its_token_on_the_eks_double() {
+    let m = moto::Moto::start();
+    let double = crate::support::eks_double::EksDouble::start().await;
+    let ec2 = m.ec2().await;
+    let (old, new) = (
+        moto::register_ami(&ec2, "old").await,
+        moto::register_ami(&ec2, "new").await,
+    );
+    template(&ec2, "general-lt", &old).await;
+    let lt = template_id(&ec2, "general-lt").await;
+    double.add_nodegroup("prod", "general", &lt, "1", 3);
+    let p = owner(&m).await.with_eks_endpoint(&double.url);
+
+    let before = p.describe(&general()).await.unwrap();
+    assert_eq!((before.image.as_str(), before.desired), (old.as_str(), 3));
+    assert_eq!(before.update, None);
+    assert_eq!(before.max_unavailable, Some(MaxUnavailable::Count(1)));
+
+    let req = UpdateRequest {
+        image: new.clone(),
+        max_unavailable: MaxUnavailable::Percent(34),
+        token: "rota-general-new-1700000000".into(),
+    };
+    let id = p.start_update(&general(), &req).await.unwrap();
+    let running = p.describe(&general()).await.unwrap();
+    let u = running.update.clone().expect("the update");
+    assert_eq!(u.id, id);
+    assert_eq!(
+        u.token.as_deref(),
+        Some(req.token.as_str()),
+        "the token read back"
+    );
+    assert_eq!(u.image, new);
+    assert!(running.updating());
+    assert_eq!(running.max_unavailable, Some(MaxUnavailable::Percent(34)));
+    assert_eq!(
+        running.image, old,
+        "EKS moves the node group when its update ends"
+    );
+
+    // The same start again (a lost answer, a restart): the same update, no second version.
+    assert_eq!(p.start_update(&general(), &req).await.unwrap(), id);
+    assert_eq!(versions(&ec2, "general-lt").await.len(), 2);
+    // Another start while it runs: EKS refuses (ResourceInUseException), as the trait says.
+    let other = UpdateRequest {
+        token: "rota-general-old-1700000001".into(),
+        image: old.clone(),
+        ..req.clone()
+    };
+    let err = p.start_update(&general(), &other).await.unwrap_err();
+    assert_eq!(err.kind, CloudErrorKind::Invalid, "{err}");
+    assert!(err.message.contains("ResourceInUseException"), "{err}");
+
+    double.finish(true);
+    let done = p.describe(&general()).await.unwrap();
+    let u = done.update.clone().unwrap();
+    assert_eq!(u.status, rota::cloud::managed::UpdateStatus::Successful);
+    assert_eq!(u.token.as_deref(), Some(req.token.as_str()));
+    assert_eq!(done.image, new, "the node group on the update's version");
+    assert_eq!(double.version_of("prod", "general"), "2");
+
+    // Back to the old AMI, and EKS fails it: the errors as EKS gives them, and the token.
+    p.start_update(&general(), &other).await.unwrap();
+    double.finish(false);
+    let failed = p.describe(&general()).await.unwrap();
+    let u = failed.update.clone().unwrap();
+    assert_eq!(u.status, rota::cloud::managed::UpdateStatus::Failed);
+    assert_eq!(u.token.as_deref(), Some(other.token.as_str()));
+    assert_eq!(u.image, old);
+    assert_eq!(
+        u.errors,
+        vec!["NodeCreationFailure: Instances failed to join the kubernetes cluster"]
+    );
+    assert_eq!(
+        failed.image, new,
+        "a failed update leaves the node group where it was"
+    );
+
+    // Finished updates are described once per owner: a describe now lists them and asks
+    // for none again.
+    let asked = double.calls("GET", "/updates/");
+    p.describe(&general()).await.unwrap();
+    assert_eq!(double.calls("GET", "/updates/"), asked);
+}
+
+/// One of moto's own AMIs of `arch` (`x86_64`, `arm64`). moto's RegisterImage drops the
+/// `Architecture` it is given (DescribeImages answers none), so an image of a known
+/// architecture must be one moto ships.
+async fn builtin_ami(ec2: &aws_sdk_ec2::Client, arch: &str) -> String {
+    ec2.describe_images()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("architecture")
+                .values(arch)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .images()
+        .iter()
+        .find_map(|i| i.image_id().map(str::to_string))
+        .unwrap_or_else(|| panic!("moto ships no {arch} AMI"))
+}
+
+/// An arm64 pool written without `arch` would be given the x86_64 AMI of a version, which
+/// its machines cannot boot: the import reads the architecture from the pool's image (its
+/// launch template's AMI, or EKS's AMI type).
+#[tokio::test]
+async fn import_writes_arm64_for_pools_on_arm64_images() {
+    let m = moto::Moto::start();
+    let (ec2, asg, eks) = (m.ec2().await, m.asg().await, eks(&m).await);
+    let x86 = builtin_ami(&ec2, "x86_64").await;
+    let arm = builtin_ami(&ec2, "arm64").await;
+    template(&ec2, "general-lt", &x86).await;
+    template(&ec2, "graviton-lt", &arm).await;
+    cluster(&eks, "arm-use1").await;
+    nodegroup(&eks, "arm-use1", "general", 2, Some(("general-lt", "1"))).await;
+    nodegroup(&eks, "arm-use1", "graviton", 2, Some(("graviton-lt", "1"))).await;
+    eks.create_nodegroup()
+        .cluster_name("arm-use1")
+        .nodegroup_name("system")
+        .node_role(ROLE)
+        .subnets("subnet-0a1b2c3d")
+        .ami_type(aws_sdk_eks::types::AmiTypes::Al2023Arm64Standard)
+        .send()
+        .await
+        .unwrap();
+    moto::create_group(&ec2, &asg, "arm-use1-batch", (0, 1, 3), &arm).await;
+    tag(
+        &asg,
+        "arm-use1-batch",
+        "kubernetes.io/cluster/arm-use1",
+        "owned",
+    )
+    .await;
+    tag(
+        &asg,
+        "arm-use1-batch",
+        "k8s.io/cluster-autoscaler/node-template/label/pool",
+        "batch",
+    )
+    .await;
+    let out = Command::new(git::rota())
+        .args([
+            "clusters",
+            "import",
+            "arm-use1",
+            "--cloud",
+            "aws",
+            "--region",
+            moto::REGION,
+            "--aws-endpoint-url",
+            &m.url,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "    - name: arm-use1-batch\n      channel: general\n      arch: arm64\n",
+        "    - name: graviton\n      channel: general\n      arch: arm64\n",
+        "    - name: system\n      channel: general\n      arch: arm64\n",
+        "    - name: general\n      channel: general\n      nodeSelector:",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+}
