@@ -197,7 +197,7 @@ async fn start(args: AgentArgs) -> Result<(), String> {
             client,
             groups,
             // No EKS, GKE or AKS client yet: managed pools are reported, never acted on.
-            owners: None,
+            owners: Vec::new(),
             source: SourceConfig {
                 url: args.repo.clone(),
                 branch: args.branch.clone(),
