@@ -16,6 +16,7 @@ mod controller_sim;
 mod demo;
 mod leadership_sim;
 mod ledger_sim;
+mod owners_sim;
 mod resume_sim;
 mod sim_api;
 mod sim_world;
