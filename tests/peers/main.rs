@@ -10,5 +10,6 @@ mod support;
 
 mod aws_moto;
 mod cloud_conformance;
+mod owner_schemas;
 mod prometheus_gate;
 mod ui_browser;
