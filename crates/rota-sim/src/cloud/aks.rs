@@ -509,3 +509,89 @@ impl OwnerPools for Aks {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cloud::GroupSpec;
+    use crate::faults::FaultProfile;
+
+    const OLD: &str = "AKSUbuntu-2204gen2containerd-202610.01.0";
+    const NEW: &str = "AKSUbuntu-2204gen2containerd-202611.02.0";
+
+    fn ap() -> ManagedGroup {
+        ManagedGroup::AksAgentPool {
+            subscription_id: "s".into(),
+            resource_group: "rg".into(),
+            aks_cluster: "prod".into(),
+            agent_pool: "general".into(),
+        }
+    }
+
+    fn req(image: &str, token: &str) -> UpdateRequest {
+        UpdateRequest {
+            image: image.into(),
+            max_unavailable: MaxUnavailable::Percent(50),
+            token: token.into(),
+            drain_timeout_minutes: Some(15),
+            node_soak_minutes: None,
+        }
+    }
+
+    async fn settle(cloud: &SimCloud, aks: &Aks) -> OwnerPoolState {
+        for _ in 0..3600 {
+            cloud.step(Instant::now());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        aks.describe(&ap()).await.unwrap()
+    }
+
+    /// To the newest node image by the upgrade, back to a recently used one by the rollback;
+    /// any other pin refused, naming the newest; one upgrade per token.
+    #[tokio::test(start_paused = true)]
+    async fn only_the_newest_image_or_a_recent_one_is_reached() {
+        let cloud = SimCloud::new(5, FaultProfile::default(), 1.0);
+        cloud
+            .create_group(GroupSpec::new(GroupRef::Managed(ap()), 4, OLD).prebooted())
+            .unwrap();
+        cloud.set_aks_latest_node_image(NEW);
+        let aks = cloud.aks();
+        let other = "AKSUbuntu-2204gen2containerd-202609.01.0";
+        let e = aks
+            .start_update(&ap(), &req(other, "t0"))
+            .await
+            .unwrap_err();
+        assert!(
+            e.message.contains(&format!("only to its newest ({NEW})")),
+            "{e}"
+        );
+        let id = aks.start_update(&ap(), &req(NEW, "t1")).await.unwrap();
+        assert_eq!(aks.start_update(&ap(), &req(NEW, "t1")).await.unwrap(), id);
+        let st = aks.describe(&ap()).await.unwrap();
+        assert_eq!(st.update.as_ref().unwrap().status, UpdateStatus::InProgress);
+        assert_eq!(st.max_unavailable, Some(MaxUnavailable::Percent(50)));
+        let st = settle(&cloud, &aks).await;
+        assert_eq!(
+            (st.image.as_str(), st.update.unwrap().status),
+            (NEW, UpdateStatus::Successful)
+        );
+        // Back to the image it ran before: AKS's rollback.
+        aks.start_update(&ap(), &req(OLD, "t2")).await.unwrap();
+        let st = settle(&cloud, &aks).await;
+        assert_eq!(
+            (st.image.as_str(), st.update.unwrap().status),
+            (OLD, UpdateStatus::Successful)
+        );
+        assert_eq!(cloud.aks_upgrades(&ap()).len(), 2);
+        let put = cloud
+            .owner_exchanges()
+            .into_iter()
+            .rfind(|x| x.method == "PUT")
+            .unwrap();
+        let props = &put.request.unwrap()["properties"];
+        assert_eq!(props["nodeImageVersion"], OLD, "a rollback names its image");
+        assert_eq!(props["upgradeSettings"]["drainTimeoutInMinutes"], 15);
+    }
+}

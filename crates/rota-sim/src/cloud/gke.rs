@@ -454,3 +454,95 @@ impl SimCloud {
             .unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cloud::GroupSpec;
+    use crate::faults::FaultProfile;
+    use rota_core::cloud::{Lifecycle, NodeGroups};
+
+    const OLD: &str = "1.31.4-gke.1183000/COS_CONTAINERD";
+    const NEW: &str = "1.31.5-gke.1023000/COS_CONTAINERD";
+
+    fn np() -> ManagedGroup {
+        ManagedGroup::GkeNodePool {
+            project: "acme".into(),
+            location: "europe-west1".into(),
+            gke_cluster: "prod".into(),
+            node_pool: "general".into(),
+        }
+    }
+
+    fn req(image: &str, token: &str) -> UpdateRequest {
+        UpdateRequest {
+            image: image.into(),
+            max_unavailable: MaxUnavailable::Count(2),
+            token: token.into(),
+            drain_timeout_minutes: None,
+            node_soak_minutes: None,
+        }
+    }
+
+    /// One operation per token, a second refused while it runs, the pool never above its
+    /// size plus maxSurge, every node on the new version at the end.
+    #[tokio::test(start_paused = true)]
+    async fn an_update_surges_within_max_surge_once_per_token() {
+        let cloud = SimCloud::new(3, FaultProfile::default(), 1.0);
+        let g = GroupRef::Managed(np());
+        cloud
+            .create_group(GroupSpec::new(g.clone(), 5, OLD).prebooted())
+            .unwrap();
+        let gke = cloud.gke();
+        let id = gke.start_update(&np(), &req(NEW, "t1")).await.unwrap();
+        assert!(id.starts_with("operation-"), "{id}");
+        assert_eq!(gke.start_update(&np(), &req(NEW, "t1")).await.unwrap(), id);
+        let busy = gke.start_update(&np(), &req(OLD, "t2")).await.unwrap_err();
+        assert!(busy.message.contains("FAILED_PRECONDITION"), "{busy}");
+        let mut most = 0;
+        for _ in 0..3600 {
+            cloud.step(Instant::now());
+            let st = NodeGroups::describe(&cloud, &g).await.unwrap();
+            let live = st
+                .instances
+                .iter()
+                .filter(|i| i.lifecycle != Lifecycle::Terminating)
+                .count();
+            most = most.max(live);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        assert!(most <= 7, "{most} alive at once");
+        let st = gke.describe(&np()).await.unwrap();
+        assert_eq!(st.image, NEW);
+        let u = st.update.unwrap();
+        assert_eq!(
+            (u.id, u.status, u.token.as_deref()),
+            (id, UpdateStatus::Successful, Some("t1"))
+        );
+        let g = NodeGroups::describe(&cloud, &g).await.unwrap();
+        assert_eq!(g.instances.len(), 5);
+        assert!(g.instances.iter().all(|i| i.image == NEW));
+        assert_eq!(cloud.gke_operations(&np()).len(), 1);
+    }
+
+    /// A custom image is not a GKE node version: refused before anything starts.
+    #[tokio::test(start_paused = true)]
+    async fn a_custom_image_is_refused_by_name() {
+        let cloud = SimCloud::new(4, FaultProfile::default(), 1.0);
+        cloud
+            .create_group(GroupSpec::new(GroupRef::Managed(np()), 2, OLD).prebooted())
+            .unwrap();
+        let e = cloud
+            .gke()
+            .start_update(&np(), &req("projects/acme/global/images/node-7", "t1"))
+            .await
+            .unwrap_err();
+        assert!(
+            e.message.contains("projects/acme/global/images/node-7"),
+            "{e}"
+        );
+        assert!(cloud.gke_operations(&np()).is_empty());
+    }
+}
