@@ -153,8 +153,9 @@ impl LocalFleet {
                 controller: cc,
                 client,
                 groups: Arc::new(self.sim.cloud.clone()),
-                // The simulated fleet serves EKS managed node groups.
-                owners: Some(Arc::new(self.sim.cloud.clone())),
+                // The simulated fleet serves EKS node groups, GKE node pools and AKS agent
+                // pools.
+                owners: self.sim.cloud.owners(),
                 source: SourceConfig {
                     url: config.repo.display().to_string(),
                     branch: config.branch.clone(),

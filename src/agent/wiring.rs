@@ -36,9 +36,10 @@ pub struct AgentParts {
     pub client: kube::Client,
     /// The cloud groups of its pools.
     pub groups: Arc<dyn NodeGroups>,
-    /// The owner's API of its managed pools, where this agent drives one (the simulated
-    /// fleet's EKS); `None`: managed pools are reported, never acted on.
-    pub owners: Option<Arc<dyn rota_core::cloud::managed::OwnerPools>>,
+    /// The owners' APIs of its managed pools, one adapter per owner this agent drives (the
+    /// simulated fleet's EKS, GKE and AKS); a managed pool whose owner is not among them is
+    /// reported, never acted on.
+    pub owners: Vec<Arc<dyn rota_core::cloud::managed::OwnerPools>>,
     /// The fleet repo to follow.
     pub source: SourceConfig,
     /// Where the bare mirror of the fleet repo is kept (see [`mirror_dir`]).
@@ -192,8 +193,8 @@ pub async fn start(
     let follower = follow(Arc::clone(&source), fc, cancel.clone()).await?;
     let mut controller =
         Controller::with_metrics(client.clone(), Arc::clone(&groups), cc, metrics.clone());
-    if let Some(owners) = owners {
-        controller = controller.with_owners(owners);
+    for owner in owners {
+        controller = controller.with_owners(owner);
     }
     let clock = clock.unwrap_or_else(|| controller.clock());
     let notes = Arc::new(GitNotesStore::for_source(&source, &ac.cluster).with_evidence(&evidence));

@@ -197,8 +197,10 @@ async fn start(args: AgentArgs) -> Result<(), String> {
             client,
             groups,
             // EKS managed node groups with the real AWS provider; no GKE or AKS client yet
-            // (their pools are refused by the EKS owner, naming them, and never acted on).
-            owners: super::cloud::owners(&args.cloud, &cloud),
+            // (their pools have no owner adapter: reported by name, never acted on).
+            owners: super::cloud::owners(&args.cloud, &cloud)
+                .into_iter()
+                .collect(),
             source: SourceConfig {
                 url: args.repo.clone(),
                 branch: args.branch.clone(),

@@ -29,6 +29,7 @@ pub mod clock;
 mod error_classes;
 pub mod leader;
 mod own_writes;
+pub mod owners;
 pub mod requeue;
 mod rotations;
 mod skew;
@@ -416,9 +417,9 @@ pub struct Controller {
     /// The API server's version, read before a surge onto a version that declares its
     /// kubelet (see [`skew`]).
     control_plane: skew::ControlPlane,
-    /// The owner's API of the managed pools this controller drives (see
+    /// The owners' APIs of the managed pools this controller drives (see
     /// [`Controller::with_owners`]).
-    owners: Option<Arc<dyn rota_core::cloud::managed::OwnerPools>>,
+    owners: owners::Owners,
 }
 
 impl Drop for Controller {
@@ -479,14 +480,15 @@ impl Controller {
             election: None,
             crash_after: None,
             control_plane: skew::ControlPlane::default(),
-            owners: None,
+            owners: Default::default(),
         }
     }
 
-    /// Drive the managed pools of `owners`' kind through its API (`managedUpdate: service`);
-    /// without it, a managed pool is reported and never acted on.
+    /// Drive the managed pools of `owners`' kind through its API (`managedUpdate: service`),
+    /// beside the owners added before; a managed pool whose owner was never added is
+    /// reported and never acted on.
     pub fn with_owners(mut self, owners: Arc<dyn rota_core::cloud::managed::OwnerPools>) -> Self {
-        self.owners = Some(owners);
+        self.owners.add(owners);
         self
     }
 
@@ -876,7 +878,7 @@ impl Controller {
     ) -> Option<rota_core::rotate::Observed> {
         // A managed pool driven through its owner is planned from the owner's state, which
         // a kept describe of the (empty) group does not hold: described on every pass.
-        if desired.group.managed().is_some() && self.owners.is_some() {
+        if self.owners.of(&desired.group).is_some() {
             return None;
         }
         let fence = self.leadership.fence();
@@ -1123,9 +1125,7 @@ impl Controller {
         observed.cluster_autoscaler = self.config.cluster_autoscaler;
         // A managed pool whose owner this controller drives: the owner's state, described
         // on every pass (the planner decides from it; nothing is reused across passes).
-        if let (Some(m), Some(o)) = (desired.group.managed(), self.owners.as_ref())
-            && o.owner() == m.owner()
-        {
+        if let (Some(m), Some(o)) = (desired.group.managed(), self.owners.of(&desired.group)) {
             observed.owner = Some(
                 o.describe(m)
                     .await
@@ -1268,7 +1268,7 @@ impl Controller {
             recorder: self.recorder.clone(),
             metrics: Some(self.metrics.clone()),
             lease: self.election.as_ref().map(|_| self.leadership.clone()),
-            owners: self.owners.as_deref(),
+            owners: self.owners.of(&npr.spec.group),
         };
         let batch = plan
             .checkpoint

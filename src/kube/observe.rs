@@ -187,7 +187,9 @@ pub fn observed_node(
         name: node.name.clone(),
         provider_id: node.provider_id.clone(),
         // A managed pool's nodes carry their image in the owner's label (EKS:
-        // `eks.amazonaws.com/nodegroup-image`): its progress is counted from it.
+        // `eks.amazonaws.com/nodegroup-image`, AKS: `kubernetes.azure.com/node-image-version`)
+        // or, on GKE, in the kubelet's version and the image type's labels: its progress is
+        // counted from them.
         image_label: node
             .labels
             .get(IMAGE_LABEL)
@@ -196,7 +198,13 @@ pub fn observed_node(
                     .iter()
                     .find_map(|l| node.labels.get(*l))
             })
-            .cloned(),
+            .cloned()
+            .or_else(|| {
+                rota_core::cloud::managed::gke_node_image(
+                    &node.labels,
+                    node.kubelet_version.as_deref(),
+                )
+            }),
         ready,
         cordoned: node.cordoned,
         cordoned_by: node.cordoned_by.clone(),
@@ -446,6 +454,39 @@ mod tests {
         assert!(n.ready && n.cordoned && n.scale_down_disabled && !n.do_not_disrupt);
         assert_eq!(n.cordoned_by.as_deref(), Some("general/batch-2"));
         assert_eq!(n.image_label.as_deref(), Some("ami-1"));
+    }
+
+    /// A managed node's image as each owner shows it: AKS's node image label; GKE's kubelet
+    /// version and image type labels (no label carries a GKE node version).
+    #[test]
+    fn gke_and_aks_nodes_carry_their_image_as_their_owner_labels_them() {
+        let aks: Node = serde_json::from_value(json!({
+            "metadata": {"name": "aks-general-12345678-vmss000000", "labels": {
+                "kubernetes.azure.com/agentpool": "general",
+                "kubernetes.azure.com/node-image-version": "AKSUbuntu-2204gen2containerd-202611.02.0"}},
+            "status": {"nodeInfo": {"kubeletVersion": "v1.31.5", "architecture": "amd64",
+                "bootID": "", "containerRuntimeVersion": "", "kernelVersion": "", "kubeProxyVersion": "",
+                "machineID": "", "operatingSystem": "linux", "osImage": "", "systemUUID": ""}}
+        }))
+        .unwrap();
+        assert_eq!(
+            on(&aks, &[]).image_label.as_deref(),
+            Some("AKSUbuntu-2204gen2containerd-202611.02.0")
+        );
+        let gke: Node = serde_json::from_value(json!({
+            "metadata": {"name": "gke-prod-general-1a2b3c4d-x1y2", "labels": {
+                "cloud.google.com/gke-nodepool": "general",
+                "cloud.google.com/gke-os-distribution": "cos",
+                "cloud.google.com/gke-container-runtime": "containerd"}},
+            "status": {"nodeInfo": {"kubeletVersion": "v1.31.5-gke.1023000", "architecture": "amd64",
+                "bootID": "", "containerRuntimeVersion": "", "kernelVersion": "", "kubeProxyVersion": "",
+                "machineID": "", "operatingSystem": "linux", "osImage": "", "systemUUID": ""}}
+        }))
+        .unwrap();
+        assert_eq!(
+            on(&gke, &[]).image_label.as_deref(),
+            Some("1.31.5-gke.1023000/COS_CONTAINERD")
+        );
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub struct NodeSummary {
     pub cordoned_by: Option<String>,
     pub do_not_disrupt: bool,
     pub scale_down_disabled: bool,
+    /// `status.nodeInfo.kubeletVersion`: a GKE node's node version (no label carries it).
+    pub kubelet_version: Option<String>,
 }
 
 impl NodeSummary {
@@ -85,6 +87,11 @@ impl NodeSummary {
             cordoned_by: annotation(meta, CORDONED_BY).map(String::from),
             do_not_disrupt: do_not_disrupt(meta),
             scale_down_disabled: truthy(annotation(meta, SCALE_DOWN_DISABLED)),
+            kubelet_version: node
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.kubelet_version.clone()),
         }
     }
 }

@@ -157,6 +157,8 @@ async fn a_node_group_is_read_and_its_update_prepared_as_far_as_moto_serves() {
         image: new.clone(),
         max_unavailable: MaxUnavailable::Count(2),
         token: "rota-general-new-1700000000".into(),
+        drain_timeout_minutes: None,
+        node_soak_minutes: None,
     };
     // moto answers UpdateNodegroupVersion with 404: everything before it is moto's to check.
     let err = p.start_update(&general(), &req).await.unwrap_err();
@@ -523,6 +525,8 @@ async fn an_update_is_followed_to_its_end_and_known_by_its_token_on_the_eks_doub
         image: new.clone(),
         max_unavailable: MaxUnavailable::Percent(34),
         token: "rota-general-new-1700000000".into(),
+        drain_timeout_minutes: None,
+        node_soak_minutes: None,
     };
     let id = p.start_update(&general(), &req).await.unwrap();
     let running = p.describe(&general()).await.unwrap();

@@ -11,5 +11,6 @@ mod support;
 mod aws_moto;
 mod cloud_conformance;
 mod eks_moto;
+mod owner_schemas;
 mod prometheus_gate;
 mod ui_browser;

@@ -17,6 +17,7 @@ mod demo;
 mod leadership_sim;
 mod ledger_sim;
 mod onboard_sim;
+mod owners_sim;
 mod resume_sim;
 mod sim_api;
 mod sim_world;

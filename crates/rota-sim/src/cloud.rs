@@ -28,12 +28,18 @@ use tokio::time::Instant;
 
 use super::faults::{Call, FaultProfile};
 
+mod aks;
 mod eks;
+mod gke;
+mod surge;
 use super::images::{Catalog, SimImage};
+pub use aks::Aks;
+pub use gke::Gke;
 use rota_core::cloud::{
     Arch, CloudError, CloudErrorKind, FoundImage, GroupRef, GroupState, ImageCheck, ImageQuery,
     Instance, Lifecycle, NodeGroups, provider_id,
 };
+use rota_core::fleet::owner::ManagedGroup;
 
 /// A group to create in the simulated cloud.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +111,10 @@ struct SimGroup {
     launch_blocked_until: Option<Instant>,
     /// An EKS managed node group: its updates and update settings (see [`eks`]).
     eks: Option<eks::Nodegroup>,
+    /// A GKE node pool: its operations and upgrade settings (see [`gke`]).
+    gke: Option<gke::NodePool>,
+    /// An AKS agent pool: its upgrades and upgrade settings (see [`aks`]).
+    aks: Option<aks::AgentPool>,
 }
 
 impl SimGroup {
@@ -178,11 +188,48 @@ struct Inner {
     history: BTreeMap<GroupRef, Vec<(Instant, GroupState)>>,
     /// The account's published images (see `crate::images`).
     images: Catalog,
-    /// AMIs an EKS update to fails (see [`SimCloud::fail_eks_updates_to`]).
-    eks_failing: std::collections::BTreeSet<String>,
+    /// Images a managed owner's update to fails (see [`SimCloud::fail_eks_updates_to`],
+    /// [`SimCloud::fail_owner_updates_to`]).
+    failing_updates: std::collections::BTreeSet<String>,
+    /// The newest node image the simulated AKS ships (see `aks`).
+    aks_latest_node_image: Option<String>,
+    /// The managed owners' API exchanges in their own JSON, oldest first (see
+    /// [`SimCloud::owner_exchanges`]).
+    exchanges: Vec<Exchange>,
+    /// When this cloud was made: the origin of its wall clock ([`Inner::wall`]).
+    started: Instant,
     /// Every instance that came in service, with the image it booted: the cloud's own
     /// record of what ran where, which the image ledger is checked against.
     ran: Vec<Ran>,
+}
+
+/// One call to a managed owner's API and its answer, in the owner's own JSON: what the
+/// peers suite holds to the owner's published description.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Exchange {
+    pub method: String,
+    /// The path below the API's root (GKE: `v1/projects/...`; ARM: `/subscriptions/...?api-version=...`).
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<serde_json::Value>,
+    /// The answer's body (`null` for a 202 without one).
+    pub response: serde_json::Value,
+}
+
+impl Exchange {
+    fn new(
+        method: &str,
+        path: &str,
+        request: Option<serde_json::Value>,
+        response: serde_json::Value,
+    ) -> Exchange {
+        Exchange {
+            method: method.to_string(),
+            path: path.to_string(),
+            request,
+            response,
+        }
+    }
 }
 
 /// An instance that came in service: its group, ID and image.
@@ -221,7 +268,10 @@ impl SimCloud {
                 history: BTreeMap::new(),
                 images: Catalog::default(),
                 ran: Vec::new(),
-                eks_failing: Default::default(),
+                failing_updates: Default::default(),
+                aks_latest_node_image: None,
+                exchanges: Vec::new(),
+                started: Instant::now(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -233,12 +283,12 @@ impl SimCloud {
         let now = Instant::now();
         let mut inner = self.inner.lock().unwrap();
         let g = &spec.group;
-        // EKS managed node groups are simulated (`eks`); the other owners' APIs (GKE, AKS,
-        // Karpenter) are not yet: such a pool is never a group of this cloud.
+        // EKS node groups, GKE node pools and AKS agent pools are simulated (`eks`, `gke`,
+        // `aks`); Karpenter is not yet: such a pool is never a group of this cloud.
         if let GroupRef::Managed(m) = g
-            && !matches!(
+            && matches!(
                 m,
-                rota_core::fleet::owner::ManagedGroup::EksNodegroup { .. }
+                rota_core::fleet::owner::ManagedGroup::KarpenterNodePool { .. }
             )
         {
             return Err(CloudError::new(
@@ -285,7 +335,12 @@ impl SimCloud {
             next_zone: 0,
             next_ordinal: 0,
             launch_blocked_until: None,
-            eks: matches!(g, GroupRef::Managed(_)).then(|| eks::Nodegroup::new(spec.desired)),
+            eks: matches!(g, GroupRef::Managed(ManagedGroup::EksNodegroup { .. }))
+                .then(|| eks::Nodegroup::new(spec.desired)),
+            gke: matches!(g, GroupRef::Managed(ManagedGroup::GkeNodePool { .. }))
+                .then(|| gke::NodePool::new(spec.desired)),
+            aks: matches!(g, GroupRef::Managed(ManagedGroup::AksAgentPool { .. }))
+                .then(|| aks::AgentPool::new(spec.desired, &spec.image)),
             spec,
         };
         if group.spec.prebooted {
@@ -310,6 +365,32 @@ impl SimCloud {
         drop(inner);
         self.changed();
         Ok(())
+    }
+
+    /// From now on, every update of a GKE node pool or an AKS agent pool to `image` fails:
+    /// its nodes never join (a broken node image).
+    pub fn fail_owner_updates_to(&self, image: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .failing_updates
+            .insert(image.to_string());
+        self.changed();
+    }
+
+    /// The managed owners' API exchanges so far (GKE's and AKS's JSON), oldest first.
+    pub fn owner_exchanges(&self) -> Vec<Exchange> {
+        self.inner.lock().unwrap().exchanges.clone()
+    }
+
+    /// The owners' APIs this cloud serves, one adapter each (EKS, GKE, AKS): what an agent
+    /// of the simulated fleet drives its managed pools through.
+    pub fn owners(&self) -> Vec<std::sync::Arc<dyn rota_core::cloud::managed::OwnerPools>> {
+        vec![
+            std::sync::Arc::new(self.clone()),
+            std::sync::Arc::new(self.gke()),
+            std::sync::Arc::new(self.aks()),
+        ]
     }
 
     /// Publish an image (or change one: its state, its regions); launches waiting on it go on.
@@ -379,7 +460,10 @@ impl SimCloud {
             changed |= inner.step_group(&mut group, now);
             // An EKS update moves the node group on (surge, terminate) once the group has
             // acted on what is due; what it asks for is launched in the same pass.
-            if eks::step(&mut inner, &mut group, now) {
+            if eks::step(&mut inner, &mut group, now)
+                || gke::step(&mut inner, &mut group, now)
+                || aks::step(&mut inner, &mut group, now)
+            {
                 changed = true;
                 inner.step_group(&mut group, now);
             }
@@ -475,6 +559,25 @@ impl SimCloud {
 }
 
 impl Inner {
+    /// The cloud's wall time at `at`: 2026-01-01T00:00:00Z when the cloud was made, then on
+    /// tokio's clock (the operations' `startTime`, `endTime`).
+    fn wall(&self, at: Instant) -> chrono::DateTime<chrono::Utc> {
+        let origin = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .expect("a valid origin")
+            .with_timezone(&chrono::Utc);
+        origin
+            + chrono::Duration::from_std(at.saturating_duration_since(self.started))
+                .unwrap_or_default()
+    }
+
+    /// Keep one exchange with a managed owner's API (at most the newest 10,000).
+    fn exchange(&mut self, e: Exchange) {
+        if self.exchanges.len() >= 10_000 {
+            self.exchanges.remove(0);
+        }
+        self.exchanges.push(e);
+    }
+
     fn scale(&self, d: Duration) -> Duration {
         d.div_f64(self.speed)
     }

@@ -129,6 +129,15 @@ pub enum Call {
     DescribeNodegroup,
     /// EKS `UpdateNodegroupVersion` of a simulated managed node group.
     UpdateNodegroupVersion,
+    /// GKE `nodePools.get` (and the newest operation's `operations.get`).
+    GetNodePool,
+    /// GKE `nodePools.update`.
+    UpdateNodePool,
+    /// AKS `AgentPools_Get`.
+    GetAgentPool,
+    /// AKS's node image upgrade (`AgentPools_CreateOrUpdate` with its settings, then
+    /// `AgentPools_UpgradeNodeImageVersion`).
+    UpgradeNodeImageVersion,
 }
 
 impl Call {
@@ -141,6 +150,10 @@ impl Call {
             Call::Terminate => "TerminateInstance",
             Call::DescribeNodegroup => "DescribeNodegroup",
             Call::UpdateNodegroupVersion => "UpdateNodegroupVersion",
+            Call::GetNodePool => "nodePools.get",
+            Call::UpdateNodePool => "nodePools.update",
+            Call::GetAgentPool => "AgentPools_Get",
+            Call::UpgradeNodeImageVersion => "AgentPools_UpgradeNodeImageVersion",
         }
     }
 }

@@ -164,6 +164,33 @@ pub fn node_object(
             fnv(inst.image.as_bytes()) & 0xfff_ffff
         );
     }
+    // GKE labels a node pool's nodes with the pool and its image type's OS and runtime; the
+    // node version is the kubelet's own (`v1.31.5-gke.1023000`): no label carries it.
+    if let GroupRef::Managed(m @ rota_core::fleet::owner::ManagedGroup::GkeNodePool { .. }) =
+        &pool.group
+    {
+        use rota_core::cloud::managed::{self as owned, GkeTarget};
+        labels.insert(owned::GKE_NODEPOOL_LABEL.into(), m.name().to_string());
+        if let Some(t) = GkeTarget::parse(&inst.image) {
+            if let Some((os, runtime)) = owned::gke_image_type_labels(&t.image_type) {
+                labels.insert(owned::GKE_OS_DISTRIBUTION_LABEL.into(), os.into());
+                labels.insert(owned::GKE_CONTAINER_RUNTIME_LABEL.into(), runtime.into());
+            }
+            if let Some(v) = t.node_version {
+                kubelet = format!("v{v}");
+            }
+        }
+    }
+    // AKS labels an agent pool's nodes with the pool and the node image; a node image
+    // upgrade leaves the kubelet at the cluster's Kubernetes version.
+    if let GroupRef::Managed(m @ rota_core::fleet::owner::ManagedGroup::AksAgentPool { .. }) =
+        &pool.group
+    {
+        use rota_core::cloud::managed::{AKS_AGENTPOOL_LABEL, AKS_NODE_IMAGE_LABEL};
+        labels.insert(AKS_AGENTPOOL_LABEL.into(), m.name().to_string());
+        labels.insert(AKS_NODE_IMAGE_LABEL.into(), inst.image.clone());
+        kubelet = "v1.31.5".into();
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",

@@ -1,4 +1,4 @@
-//! A managed pool's owner (an EKS managed node group, later GKE node pools, AKS agent pools),
+//! A managed pool's owner (an EKS managed node group, a GKE node pool, an AKS agent pool),
 //! as rota drives it: one small trait per owner ([`OwnerPools`]) with the capability set it
 //! offers ([`OwnerCapabilities`]), beside the self-managed [`super::NodeGroups`]. The planner
 //! decides from the owner's state ([`OwnerPoolState`], data) and one executor calls the
@@ -19,10 +19,106 @@ pub const EKS_NODEGROUP_LABEL: &str = "eks.amazonaws.com/nodegroup";
 /// The node label EKS puts on a managed node group's nodes: the AMI the node booted from.
 pub const EKS_NODEGROUP_IMAGE_LABEL: &str = "eks.amazonaws.com/nodegroup-image";
 
+/// The node label GKE puts on a node pool's nodes: the node pool's name.
+pub const GKE_NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";
+/// The node label GKE puts on a node pool's nodes: the OS of its image type (`cos`,
+/// `ubuntu`, `windows`). GKE labels no node with its node version: that is the kubelet's
+/// version (`v1.31.5-gke.1023000`), see [`gke_node_image`].
+pub const GKE_OS_DISTRIBUTION_LABEL: &str = "cloud.google.com/gke-os-distribution";
+/// The node label GKE puts on a node pool's nodes: the container runtime of its image type.
+pub const GKE_CONTAINER_RUNTIME_LABEL: &str = "cloud.google.com/gke-container-runtime";
+/// The node label AKS puts on an agent pool's nodes: the agent pool's name.
+pub const AKS_AGENTPOOL_LABEL: &str = "kubernetes.azure.com/agentpool";
+/// The node label AKS puts on an agent pool's nodes: the node image version the node runs
+/// (`AKSUbuntu-2204gen2containerd-202611.02.0`).
+pub const AKS_NODE_IMAGE_LABEL: &str = "kubernetes.azure.com/node-image-version";
+
 /// The node labels that carry a managed node's image, in the order they are read: rota
 /// counts a managed pool's progress from them (the nodes are not instances of a group rota
-/// describes).
-pub const OWNER_IMAGE_LABELS: [&str; 1] = [EKS_NODEGROUP_IMAGE_LABEL];
+/// describes). GKE's nodes carry theirs in two labels and the kubelet's version:
+/// [`gke_node_image`].
+pub const OWNER_IMAGE_LABELS: [&str; 2] = [EKS_NODEGROUP_IMAGE_LABEL, AKS_NODE_IMAGE_LABEL];
+
+/// GKE image types as a node shows them (`gke-os-distribution`, `gke-container-runtime`),
+/// and back: the image types GKE labels this way.
+const GKE_IMAGE_TYPES: [(&str, &str, &str); 3] = [
+    ("COS_CONTAINERD", "cos", "containerd"),
+    ("UBUNTU_CONTAINERD", "ubuntu", "containerd"),
+    ("WINDOWS_LTSC_CONTAINERD", "windows", "containerd"),
+];
+
+/// The OS distribution and container runtime labels GKE puts on a node of `image_type`;
+/// `None` for an image type rota does not know (its nodes are then not counted as on it).
+pub fn gke_image_type_labels(image_type: &str) -> Option<(&'static str, &'static str)> {
+    GKE_IMAGE_TYPES
+        .iter()
+        .find(|(t, _, _)| *t == image_type)
+        .map(|(_, os, rt)| (*os, *rt))
+}
+
+/// A GKE node's image in the one-string form of [`crate::fleet::owner::OwnerImage::as_image`]
+/// (`NODE_VERSION/IMAGE_TYPE`): the node version from the kubelet's (`v1.31.5-gke.1023000`,
+/// GKE's own build), the image type from the OS distribution and runtime labels. `None` for
+/// a node that is not GKE's (no `gke-nodepool` label) or says too little.
+pub fn gke_node_image(
+    labels: &std::collections::BTreeMap<String, String>,
+    kubelet_version: Option<&str>,
+) -> Option<String> {
+    labels.get(GKE_NODEPOOL_LABEL)?;
+    let version = kubelet_version?.strip_prefix('v')?;
+    let os = labels.get(GKE_OS_DISTRIBUTION_LABEL)?;
+    let runtime = labels.get(GKE_CONTAINER_RUNTIME_LABEL)?;
+    let (image_type, _, _) = GKE_IMAGE_TYPES
+        .iter()
+        .find(|(_, o, r)| o == os && r == runtime)?;
+    Some(format!("{version}/{image_type}"))
+}
+
+/// A GKE target as `nodePools.update` takes it, from the one-string form: `1.31.5-gke.1023000/
+/// COS_CONTAINERD` (a node version and an image type) or `COS_CONTAINERD` (the image type
+/// alone: the node version stays). A custom image (`imageType: CUSTOM`) is not this form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GkeTarget {
+    pub node_version: Option<String>,
+    pub image_type: String,
+}
+
+impl GkeTarget {
+    /// `None` when `image` is not a GKE node version and image type (a custom image's path).
+    pub fn parse(image: &str) -> Option<GkeTarget> {
+        let upper = |t: &str| {
+            !t.is_empty()
+                && t.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        };
+        match image.split_once('/') {
+            None if upper(image) => Some(GkeTarget {
+                node_version: None,
+                image_type: image.to_string(),
+            }),
+            Some((v, t))
+                if upper(t) && v.starts_with(|c: char| c.is_ascii_digit()) && !v.contains('/') =>
+            {
+                Some(GkeTarget {
+                    node_version: Some(v.to_string()),
+                    image_type: t.to_string(),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether a node or pool on `have` runs `want`: the same string, or, for a GKE target that
+/// names only an image type (the node version left alone), any node version of that type.
+pub fn same_image(have: &str, want: &str) -> bool {
+    have == want
+        || (!want.is_empty()
+            && !want.contains('/')
+            && have
+                .strip_suffix(want)
+                .is_some_and(|v| v.ends_with('/') && GkeTarget::parse(have).is_some()))
+}
 
 /// What an owner lets rota do with its pools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +201,14 @@ pub struct UpdateRequest {
     pub image: String,
     pub max_unavailable: MaxUnavailable,
     pub token: String,
+    /// `drain.timeout` in whole minutes (rounded up), for an owner that takes a per-node
+    /// drain timeout (AKS `upgradeSettings.drainTimeoutInMinutes`); others ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_timeout_minutes: Option<u32>,
+    /// `batchSoak` in whole minutes (rounded up), for an owner that soaks after each node
+    /// (AKS `upgradeSettings.nodeSoakDurationInMinutes`); others ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_soak_minutes: Option<u32>,
 }
 
 /// One owner's API for its pools. Contracts, as for [`super::NodeGroups`]: errors are
@@ -130,4 +234,87 @@ pub trait OwnerPools: Send + Sync {
         pool: &ManagedGroup,
         req: &UpdateRequest,
     ) -> Result<String, CloudError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn gke_labels(os: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (GKE_NODEPOOL_LABEL.to_string(), "general".to_string()),
+            (GKE_OS_DISTRIBUTION_LABEL.to_string(), os.to_string()),
+            (
+                GKE_CONTAINER_RUNTIME_LABEL.to_string(),
+                "containerd".to_string(),
+            ),
+        ])
+    }
+
+    /// A GKE node's image is read from its kubelet version and its image type's labels, as
+    /// GKE labels a node; a node without GKE's pool label or with an unknown OS has none.
+    #[test]
+    fn a_gke_nodes_image_comes_from_its_kubelet_and_labels() {
+        let l = gke_labels("cos");
+        assert_eq!(
+            gke_node_image(&l, Some("v1.31.5-gke.1023000")).as_deref(),
+            Some("1.31.5-gke.1023000/COS_CONTAINERD")
+        );
+        assert_eq!(
+            gke_node_image(&gke_labels("ubuntu"), Some("v1.31.5-gke.1023000")).as_deref(),
+            Some("1.31.5-gke.1023000/UBUNTU_CONTAINERD")
+        );
+        assert_eq!(gke_node_image(&l, None), None);
+        assert_eq!(gke_node_image(&gke_labels("plan9"), Some("v1.31.5")), None);
+        let mut not_gke = l.clone();
+        not_gke.remove(GKE_NODEPOOL_LABEL);
+        assert_eq!(gke_node_image(&not_gke, Some("v1.31.5-gke.1")), None);
+        assert_eq!(
+            gke_image_type_labels("COS_CONTAINERD"),
+            Some(("cos", "containerd"))
+        );
+        assert_eq!(gke_image_type_labels("CUSTOM"), None);
+    }
+
+    #[test]
+    fn gke_targets_parse_from_the_one_string_form() {
+        assert_eq!(
+            GkeTarget::parse("1.31.5-gke.1023000/COS_CONTAINERD"),
+            Some(GkeTarget {
+                node_version: Some("1.31.5-gke.1023000".into()),
+                image_type: "COS_CONTAINERD".into()
+            })
+        );
+        assert_eq!(
+            GkeTarget::parse("UBUNTU_CONTAINERD"),
+            Some(GkeTarget {
+                node_version: None,
+                image_type: "UBUNTU_CONTAINERD".into()
+            })
+        );
+        assert_eq!(GkeTarget::parse("projects/acme/global/images/node-1"), None);
+        assert_eq!(GkeTarget::parse("ami-0123"), None);
+    }
+
+    /// An image-type-only GKE target matches any node version of that type, nothing else.
+    #[test]
+    fn same_image_takes_any_node_version_of_an_image_type_alone() {
+        assert!(same_image("ami-1", "ami-1"));
+        assert!(!same_image("ami-1", "ami-2"));
+        assert!(same_image("1.31.5-gke.1/COS_CONTAINERD", "COS_CONTAINERD"));
+        assert!(!same_image(
+            "1.31.5-gke.1/UBUNTU_CONTAINERD",
+            "COS_CONTAINERD"
+        ));
+        assert!(!same_image(
+            "1.31.5-gke.1/COS_CONTAINERD",
+            "1.31.6-gke.2/COS_CONTAINERD"
+        ));
+        assert!(
+            !same_image("x/ami-1", "ami-1"),
+            "only a GKE form matches so"
+        );
+    }
 }

@@ -17,7 +17,9 @@
 //!   update back to the origin image as soon as the owner accepts one (after its current
 //!   update ends);
 //! - `poolSoak` after the owner's update succeeded, gates holding throughout;
-//! - progress is counted from the nodes' image labels (`eks.amazonaws.com/nodegroup-image`).
+//! - progress is counted from the nodes' image labels (`eks.amazonaws.com/nodegroup-image`,
+//!   `kubernetes.azure.com/node-image-version`; a GKE node's from its kubelet version and
+//!   image type labels, `cloud::managed::gke_node_image`).
 
 use chrono::{DateTime, Utc};
 
@@ -25,7 +27,7 @@ use super::counts::Counts;
 use super::stop::{self, Reason};
 use super::{Action, Checkpoint, GateVerdict, Observed, OwnerUpdateMark, Phase, Plan, Planned};
 use crate::cloud::managed::{
-    MaxUnavailable, OwnerPoolState, OwnerUpdate, UpdateRequest, UpdateStatus,
+    MaxUnavailable, OwnerPoolState, OwnerUpdate, UpdateRequest, UpdateStatus, same_image,
 };
 use crate::fleet::resolved::{BatchSize, DesiredPool, Mode, OnGateFailure};
 
@@ -67,22 +69,20 @@ impl Ctx<'_> {
 
     /// `k/n nodes on <channel>@<version>`, counted from the nodes' image labels.
     fn progress(&self, image: &str) -> String {
-        let on = self
-            .obs
-            .nodes
-            .iter()
-            .filter(|n| self.obs.image_of(n).as_deref() == Some(image))
-            .count();
+        let on = self.obs.nodes.iter().filter(|n| self.on(n, image)).count();
         format!("{on}/{} nodes on {image}", self.obs.nodes.len())
     }
 
+    /// Whether node `n` runs `image` (by its image labels; a GKE target naming only an
+    /// image type takes any node version of it).
+    fn on(&self, n: &super::ObservedNode, image: &str) -> bool {
+        self.obs
+            .image_of(n)
+            .is_some_and(|have| same_image(&have, image))
+    }
+
     fn all_on(&self, image: &str) -> bool {
-        self.owner.image == image
-            && self
-                .obs
-                .nodes
-                .iter()
-                .all(|n| self.obs.image_of(n).as_deref() == Some(image))
+        same_image(&self.owner.image, image) && self.obs.nodes.iter().all(|n| self.on(n, image))
     }
 
     /// The owner's update `mark` names, found by its token.
@@ -97,11 +97,13 @@ impl Ctx<'_> {
         OwnerUpdateMark {
             image: image.to_string(),
             // Unique per start (pool, image, second): the owner starts one update per token.
+            // Lowercase letters, digits and dashes, at most 63 characters: the token rides
+            // where each owner can carry it (EKS `clientRequestToken`, a GKE node pool's
+            // resource label, an AKS agent pool's tag), so it must be a valid value of each.
             token: format!(
-                "rota-{}-{}-{}",
-                self.desired.name,
-                image,
-                self.now.timestamp()
+                "rota-{}-{:016x}",
+                self.now.timestamp(),
+                fnv(&format!("{}\n{image}", self.desired.name))
             ),
             started_at: self.now,
         }
@@ -118,11 +120,26 @@ impl Ctx<'_> {
                     image: mark.image.clone(),
                     max_unavailable,
                     token: mark.token.clone(),
+                    drain_timeout_minutes: Some(minutes(self.desired.policy.drain.timeout.0)),
+                    node_soak_minutes: Some(minutes(self.desired.policy.batch_soak.0)),
                 },
             },
             reason: why,
         }
     }
+}
+
+/// `d` in whole minutes, rounded up (the owners' settings take minutes).
+fn minutes(d: std::time::Duration) -> u32 {
+    u32::try_from(d.as_secs().div_ceil(60)).unwrap_or(u32::MAX)
+}
+
+/// FNV-1a of `s`: a stable short digest (the token names the pool and image without
+/// carrying characters an owner's label or tag refuses).
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The plan for a managed pool under `managedUpdate: service`.
@@ -597,6 +614,11 @@ mod tests {
         let req = request(&p1).expect("an update starts");
         assert_eq!(req.image, NEW);
         assert_eq!(req.max_unavailable, MaxUnavailable::Count(2));
+        // drain.timeout (30m by default) and batchSoak (0s) in the owners' minutes.
+        assert_eq!(
+            (req.drain_timeout_minutes, req.node_soak_minutes),
+            (Some(30), Some(0))
+        );
         let cp1 = p1.checkpoint.clone().expect("the checkpoint records it");
         assert_eq!(cp1.owner_update.as_ref().unwrap().token, req.token);
         assert_eq!(cp1.origin_image, OLD);

@@ -75,7 +75,7 @@ impl SimCloud {
         self.inner
             .lock()
             .unwrap()
-            .eks_failing
+            .failing_updates
             .insert(image.to_string());
         self.changed();
     }
@@ -92,7 +92,7 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
     let target = update.image.clone();
     let size = ng.size;
     let step = ng.unavailable();
-    if inner.eks_failing.contains(&target) {
+    if inner.failing_updates.contains(&target) {
         return fail(group);
     }
     let live: Vec<usize> = (0..group.instances.len())
@@ -278,6 +278,8 @@ mod tests {
             image: "ami-new".into(),
             max_unavailable: MaxUnavailable::Count(2),
             token: token.into(),
+            drain_timeout_minutes: None,
+            node_soak_minutes: None,
         }
     }
 

@@ -1,0 +1,166 @@
+//! The simulated fleet's GKE and AKS held to their published API descriptions: every request
+//! rota's adapters send and every answer the simulated owner gives, through a rotation, a
+//! failed update and a rollback, is checked against Google's container v1 discovery document
+//! (PyPI `google-api-python-client`) and the api-version 2026-08-01 models of PyPI
+//! `azure-mgmt-containerservice` (`tests/support/api_schemas.py`, in the test peers' venv).
+//! A field the description does not name, a value of the wrong type or enum, a read-only field
+//! in a request, a wrong api-version: each fails here, named.
+
+use std::time::Duration;
+
+use rota::cloud::GroupRef;
+use rota::cloud::managed::{MaxUnavailable, OwnerPools, UpdateRequest, UpdateStatus};
+use rota::fleet::owner::ManagedGroup;
+use rota::sim::cloud::{Exchange, GroupSpec, SimCloud};
+use rota::sim::faults::FaultProfile;
+use tokio::time::Instant;
+
+use crate::support::api_schemas::{self, Api};
+
+fn gke() -> ManagedGroup {
+    ManagedGroup::GkeNodePool {
+        project: "acme".into(),
+        location: "europe-west1".into(),
+        gke_cluster: "prod".into(),
+        node_pool: "general".into(),
+    }
+}
+
+fn aks() -> ManagedGroup {
+    ManagedGroup::AksAgentPool {
+        subscription_id: "00000000-0000-0000-0000-000000000001".into(),
+        resource_group: "rg-prod".into(),
+        aks_cluster: "prod".into(),
+        agent_pool: "general".into(),
+    }
+}
+
+fn req(image: &str, token: &str, batch: MaxUnavailable) -> UpdateRequest {
+    UpdateRequest {
+        image: image.into(),
+        max_unavailable: batch,
+        token: token.into(),
+        drain_timeout_minutes: Some(30),
+        node_soak_minutes: Some(2),
+    }
+}
+
+/// Run the owner's update of `pool` to its end (describing as the controller does).
+async fn follow(cloud: &SimCloud, owner: &dyn OwnerPools, pool: &ManagedGroup) -> UpdateStatus {
+    for _ in 0..7200 {
+        cloud.step(Instant::now());
+        let st = owner.describe(pool).await.unwrap();
+        let u = st.update.expect("an update");
+        if u.status != UpdateStatus::InProgress {
+            return u.status;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    panic!("the update did not end");
+}
+
+fn as_checked(xs: Vec<Exchange>, prefix: &str) -> Vec<api_schemas::Exchange> {
+    xs.into_iter()
+        .filter(|x| x.path.starts_with(prefix))
+        .map(|x| api_schemas::Exchange {
+            status: if x.method == "POST" { 202 } else { 200 },
+            method: x.method,
+            path: x.path,
+            request: x.request.unwrap_or(serde_json::Value::Null),
+            response: x.response,
+            headers: vec![],
+        })
+        .collect()
+}
+
+/// A GKE update forward (a percent batch), a failed one, and one back: every exchange is one
+/// container v1 allows.
+#[tokio::test(start_paused = true)]
+async fn the_simulated_gkes_requests_and_answers_follow_container_v1() {
+    let cloud = SimCloud::new(5, FaultProfile::default(), 1.0);
+    let old = "1.31.4-gke.1183000/COS_CONTAINERD";
+    let new = "1.31.5-gke.1023000/COS_CONTAINERD";
+    cloud
+        .create_group(GroupSpec::new(GroupRef::Managed(gke()), 4, old).prebooted())
+        .unwrap();
+    let owner = cloud.gke();
+    owner
+        .start_update(&gke(), &req(new, "rota-1-a", MaxUnavailable::Percent(50)))
+        .await
+        .unwrap();
+    assert_eq!(
+        follow(&cloud, &owner, &gke()).await,
+        UpdateStatus::Successful
+    );
+    let broken = "1.31.6-gke.1000000/UBUNTU_CONTAINERD";
+    cloud.fail_owner_updates_to(broken);
+    owner
+        .start_update(&gke(), &req(broken, "rota-2-b", MaxUnavailable::Count(1)))
+        .await
+        .unwrap();
+    assert_eq!(follow(&cloud, &owner, &gke()).await, UpdateStatus::Failed);
+    owner
+        .start_update(&gke(), &req(old, "rota-3-c", MaxUnavailable::Count(1)))
+        .await
+        .unwrap();
+    assert_eq!(
+        follow(&cloud, &owner, &gke()).await,
+        UpdateStatus::Successful
+    );
+    let xs = as_checked(cloud.owner_exchanges(), "v1/");
+    assert!(xs.iter().any(|x| x.method == "PUT"), "{xs:?}");
+    assert!(xs.iter().any(|x| x.path.contains("/operations/")), "{xs:?}");
+    assert!(
+        xs.iter().any(|x| x.response.get("error").is_some()),
+        "a failed operation was checked too"
+    );
+    let problems = api_schemas::check(Api::Container, &xs);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// An AKS upgrade to the newest node image, a failed one, and a rollback to a recently used
+/// version: every exchange is one the AKS models allow.
+#[tokio::test(start_paused = true)]
+async fn the_simulated_akss_requests_and_answers_follow_the_containerservice_models() {
+    let cloud = SimCloud::new(6, FaultProfile::default(), 1.0);
+    let old = "AKSUbuntu-2204gen2containerd-202610.01.0";
+    let new = "AKSUbuntu-2204gen2containerd-202611.02.0";
+    cloud
+        .create_group(GroupSpec::new(GroupRef::Managed(aks()), 4, old).prebooted())
+        .unwrap();
+    cloud.set_aks_latest_node_image(new);
+    let owner = cloud.aks();
+    owner
+        .start_update(&aks(), &req(new, "rota-1-a", MaxUnavailable::Percent(25)))
+        .await
+        .unwrap();
+    assert_eq!(
+        follow(&cloud, &owner, &aks()).await,
+        UpdateStatus::Successful
+    );
+    let broken = "AKSUbuntu-2204gen2containerd-202612.01.0";
+    cloud.set_aks_latest_node_image(broken);
+    cloud.fail_owner_updates_to(broken);
+    owner
+        .start_update(&aks(), &req(broken, "rota-2-b", MaxUnavailable::Count(1)))
+        .await
+        .unwrap();
+    assert_eq!(follow(&cloud, &owner, &aks()).await, UpdateStatus::Failed);
+    owner
+        .start_update(&aks(), &req(old, "rota-3-c", MaxUnavailable::Count(1)))
+        .await
+        .unwrap();
+    assert_eq!(
+        follow(&cloud, &owner, &aks()).await,
+        UpdateStatus::Successful
+    );
+    let xs = as_checked(cloud.owner_exchanges(), "/subscriptions/");
+    assert!(xs.iter().any(|x| x.method == "POST"), "{xs:?}");
+    assert!(
+        xs.iter()
+            .any(|x| x.response["properties"]["status"]["provisioningError"].is_object()),
+        "a failed upgrade was checked too"
+    );
+    let problems = api_schemas::check(Api::Aks, &xs);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

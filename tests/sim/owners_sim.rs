@@ -1,0 +1,789 @@
+//! `managedUpdate: service` on GKE node pools and AKS agent pools, end to end on the
+//! simulated fleet: the controller drives each owner's own update through its `OwnerPools`
+//! adapter (the simulated GKE's `nodePools.update`, AKS's node image upgrade), never a
+//! self-managed call. Per owner: adoption of a pool already on its pin, a rotation to the
+//! end, a failed gate with `onGateFailure: rollback`, a crash before the owner's call and a
+//! controller lost mid-update, a stop (`paused`) and its resume. After every pass the
+//! owner's surge stays within one batch above the pool's size and no second update of the
+//! same image starts.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, ObjectReference};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use rota::cloud::managed::{OwnerPools, OwnerUpdate, UpdateStatus};
+use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
+use rota::controller::{Config, Controller, Outcome};
+use rota::fleet::duration::GoDuration;
+use rota::fleet::owner::{ManagedGroup, OwnerImage};
+use rota::fleet::resolved::{
+    BatchSize, Cloud, EffectivePolicy, GateCheck, Mode, OnGateFailure, ResolvedGate,
+};
+use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::rotate::Phase;
+use rota::sim::faults::FaultProfile;
+use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
+use rota::sim::world::Fleet;
+use tokio::time::Instant;
+
+const WORKLOADS: &str = r#"
+nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}
+deployments:
+  - {name: web, namespace: shop, replicas: 6, pdb: {minAvailable: "50%"}, readyAfter: 10s}
+daemonSets:
+  - {name: node-exporter, namespace: monitoring, readyAfter: 5s}
+"#;
+
+/// One owner under test: its pool, its images and how the test reads its updates.
+#[derive(Clone, Copy)]
+enum Kind {
+    Gke,
+    Aks,
+}
+
+impl Kind {
+    fn pool(self) -> ManagedGroup {
+        match self {
+            Kind::Gke => ManagedGroup::GkeNodePool {
+                project: "acme".into(),
+                location: "europe-west1".into(),
+                gke_cluster: "sim-1".into(),
+                node_pool: "general".into(),
+            },
+            Kind::Aks => ManagedGroup::AksAgentPool {
+                subscription_id: "00000000-0000-0000-0000-000000000001".into(),
+                resource_group: "rg-prod".into(),
+                aks_cluster: "sim-1".into(),
+                agent_pool: "general".into(),
+            },
+        }
+    }
+
+    fn cloud(self) -> Cloud {
+        match self {
+            Kind::Gke => Cloud::Gcp,
+            Kind::Aks => Cloud::Azure,
+        }
+    }
+
+    /// (old, new) images in the owner's one-string form.
+    fn images(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Gke => (
+                "1.31.4-gke.1183000/COS_CONTAINERD",
+                "1.31.5-gke.1023000/COS_CONTAINERD",
+            ),
+            Kind::Aks => (
+                "AKSUbuntu-2204gen2containerd-202610.01.0",
+                "AKSUbuntu-2204gen2containerd-202611.02.0",
+            ),
+        }
+    }
+
+    fn owner_image(self, image: &str) -> OwnerImage {
+        match self {
+            Kind::Gke => {
+                let (v, t) = image.split_once('/').unwrap();
+                OwnerImage::GkeNode {
+                    node_version: Some(v.into()),
+                    image_type: t.into(),
+                }
+            }
+            Kind::Aks => OwnerImage::AksNodeImage {
+                node_image_version: image.into(),
+            },
+        }
+    }
+
+    fn adapter(self, s: &Sim) -> Arc<dyn OwnerPools> {
+        match self {
+            Kind::Gke => Arc::new(s.fleet.cloud.gke()),
+            Kind::Aks => Arc::new(s.fleet.cloud.aks()),
+        }
+    }
+
+    fn updates(self, s: &Sim) -> Vec<OwnerUpdate> {
+        match self {
+            Kind::Gke => s.fleet.cloud.gke_operations(&self.pool()),
+            Kind::Aks => s.fleet.cloud.aks_upgrades(&self.pool()),
+        }
+    }
+
+    /// The label that names the pool on its nodes.
+    fn pool_label(self) -> &'static str {
+        match self {
+            Kind::Gke => "cloud.google.com/gke-nodepool",
+            Kind::Aks => "kubernetes.azure.com/agentpool",
+        }
+    }
+}
+
+struct Sim {
+    fleet: Fleet,
+    client: kube::Client,
+}
+
+/// A cluster of `kind`'s cloud with one managed pool of `nodes` on `image`; AKS ships
+/// `kind`'s new image as its newest node image.
+async fn sim(kind: Kind, nodes: u32, image: &str, seed: u64) -> Sim {
+    let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
+    workloads
+        .nodes
+        .overrides
+        .insert("sim-1/general".into(), nodes);
+    let scenario = Scenario {
+        clusters: vec![ClusterScenario {
+            name: "sim-1".into(),
+            cloud: kind.cloud(),
+            pools: vec![PoolScenario {
+                name: "general".into(),
+                group: GroupRef::Managed(kind.pool()),
+                image: image.into(),
+                node_selector: BTreeMap::from([(kind.pool_label().into(), "general".into())]),
+                nodes,
+            }],
+        }],
+        workloads,
+        faults: FaultProfile::default(),
+        seed,
+    };
+    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
+    fleet.cloud.set_aks_latest_node_image(Kind::Aks.images().1);
+    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd::definition())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    Sim { fleet, client }
+}
+
+fn policy(batch: u32) -> EffectivePolicy {
+    EffectivePolicy {
+        batch: BatchSize::Count(batch),
+        ..EffectivePolicy::default()
+    }
+}
+
+fn npr(kind: Kind, image: &str, policy: EffectivePolicy) -> NodePoolRotation {
+    let mut n = NodePoolRotation::new(
+        "general",
+        NodePoolRotationSpec {
+            owner_image: Some(kind.owner_image(image)),
+            cluster: "sim-1".into(),
+            pool: "general".into(),
+            group: GroupRef::Managed(kind.pool()),
+            node_selector: BTreeMap::from([(kind.pool_label().into(), "general".into())]),
+            channel: "stable".into(),
+            version: "2026.11.2".into(),
+            image: image.into(),
+            arch: Default::default(),
+            kubelet: None,
+            released: None,
+            max_age: None,
+            policy,
+            gates: vec![],
+            source_commit: "c0ffee".into(),
+            mode: Mode::Reconcile,
+        },
+    );
+    n.metadata = ObjectMeta {
+        name: Some("general".into()),
+        ..ObjectMeta::default()
+    };
+    n
+}
+
+async fn create(s: &Sim, n: &NodePoolRotation) {
+    Api::<NodePoolRotation>::all(s.client.clone())
+        .create(&PostParams::default(), n)
+        .await
+        .unwrap();
+}
+
+async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {
+    Api::<NodePoolRotation>::all(s.client.clone())
+        .get("general")
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default()
+}
+
+/// A controller that drives `kind`'s owner and counts its self-managed cloud calls (which
+/// must stay at zero: the pool's template is the owner's).
+fn controller(s: &Sim, kind: Kind) -> (Controller, Arc<std::sync::atomic::AtomicU64>) {
+    let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let groups = Counted {
+        inner: Arc::new(s.fleet.cloud.clone()),
+        calls: calls.clone(),
+    };
+    let mut cfg = Config::new("0.1.0", "test-0.1.0");
+    cfg.events = false;
+    let c = Controller::new(s.client.clone(), Arc::new(groups), cfg).with_owners(kind.adapter(s));
+    (c, calls)
+}
+
+/// The self-managed cloud API, every call counted.
+struct Counted {
+    inner: Arc<dyn NodeGroups>,
+    calls: Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[async_trait::async_trait]
+impl NodeGroups for Counted {
+    async fn describe(
+        &self,
+        g: &GroupRef,
+    ) -> Result<rota::cloud::GroupState, rota::cloud::CloudError> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.describe(g).await
+    }
+    async fn check_image(
+        &self,
+        g: &GroupRef,
+        image: &str,
+        arch: rota::cloud::Arch,
+    ) -> Result<rota::cloud::ImageCheck, rota::cloud::CloudError> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.check_image(g, image, arch).await
+    }
+    async fn set_max(&self, g: &GroupRef, max: u32) -> Result<(), rota::cloud::CloudError> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.set_max(g, max).await
+    }
+    async fn set_image(&self, g: &GroupRef, image: &str) -> Result<(), rota::cloud::CloudError> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.set_image(g, image).await
+    }
+    async fn set_capacity(
+        &self,
+        g: &GroupRef,
+        desired: u32,
+        max: Option<u32>,
+    ) -> Result<(), rota::cloud::CloudError> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.set_capacity(g, desired, max).await
+    }
+    async fn terminate(
+        &self,
+        g: &GroupRef,
+        id: &str,
+        decrement: bool,
+    ) -> Result<(), rota::cloud::CloudError> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.terminate(g, id, decrement).await
+    }
+}
+
+/// Live instances of the managed pool (what the owner's surge may raise).
+async fn live(s: &Sim, kind: Kind) -> usize {
+    let g = GroupRef::Managed(kind.pool());
+    loop {
+        match NodeGroups::describe(&s.fleet.cloud, &g).await {
+            Ok(g) => {
+                return g
+                    .instances
+                    .iter()
+                    .filter(|i| i.lifecycle != Lifecycle::Terminating)
+                    .count();
+            }
+            Err(e) if e.kind.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// Run `c` for `span` or until `until` holds of the status, checking after every pass that
+/// the owner's surge stays within one batch above the pool's size and that no image is
+/// updated to twice at once.
+async fn run(
+    s: &Sim,
+    kind: Kind,
+    c: &mut Controller,
+    span: Duration,
+    sizes: (usize, usize),
+    until: impl Fn(&rota::kube::crd::NodePoolRotationStatus) -> bool,
+) -> Vec<(String, Outcome)> {
+    run_every(s, kind, c, span, sizes, Duration::from_secs(300), until).await
+}
+
+/// [`run`] with passes at least every `poll` (a test that must catch the owner mid-update).
+async fn run_every(
+    s: &Sim,
+    kind: Kind,
+    c: &mut Controller,
+    span: Duration,
+    (size, batch): (usize, usize),
+    poll: Duration,
+    until: impl Fn(&rota::kube::crd::NodePoolRotationStatus) -> bool,
+) -> Vec<(String, Outcome)> {
+    let end = Instant::now() + span;
+    let mut outcomes = Vec::new();
+    while Instant::now() < end {
+        outcomes.extend(c.step().await);
+        let n = live(s, kind).await;
+        assert!(n <= size + batch, "{n} live > {size} + {batch}");
+        let running = kind
+            .updates(s)
+            .iter()
+            .filter(|u| u.status == UpdateStatus::InProgress)
+            .count();
+        assert!(running <= 1, "{running} updates at once");
+        if until(&status(s).await) {
+            break;
+        }
+        c.wait(end.min(Instant::now() + poll), true).await;
+    }
+    outcomes
+}
+
+fn done(st: &rota::kube::crd::NodePoolRotationStatus) -> bool {
+    matches!(st.phase, Phase::Succeeded | Phase::Failed)
+}
+
+/// Every node of the pool, with its image as its owner shows it: AKS's node image label,
+/// GKE's kubelet version and image type labels.
+async fn node_images(s: &Sim, kind: Kind) -> Vec<(String, String)> {
+    let nodes = Api::<Node>::all(s.client.clone())
+        .list(&ListParams::default().labels(&format!("{}=general", kind.pool_label())))
+        .await
+        .unwrap();
+    nodes
+        .items
+        .iter()
+        .map(|n| {
+            let labels = n.metadata.labels.clone().unwrap_or_default();
+            let kubelet = n
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.kubelet_version.clone())
+                .unwrap_or_default();
+            let image = match kind {
+                Kind::Gke => {
+                    assert_eq!(labels["cloud.google.com/gke-os-distribution"], "cos");
+                    assert_eq!(
+                        labels["cloud.google.com/gke-container-runtime"],
+                        "containerd"
+                    );
+                    format!("{}/COS_CONTAINERD", kubelet.trim_start_matches('v'))
+                }
+                Kind::Aks => {
+                    assert_eq!(kubelet, "v1.31.5", "a node image upgrade keeps the kubelet");
+                    labels["kubernetes.azure.com/node-image-version"].clone()
+                }
+            };
+            (n.metadata.name.clone().unwrap_or_default(), image)
+        })
+        .collect()
+}
+
+async fn all_on(s: &Sim, kind: Kind, image: &str) {
+    let nodes = node_images(s, kind).await;
+    assert_eq!(nodes.len(), 4, "{nodes:?}");
+    assert!(nodes.iter().all(|(_, i)| i == image), "{nodes:?}");
+}
+
+// --- the scenarios, each run for both owners --------------------------------------------
+
+/// Rotation to the end: one update by the owner (batch as its max surge), progress counted
+/// from the nodes' labels, Succeeded once every node runs the new image; no self-managed call.
+async fn rotates_to_the_end(kind: Kind, seed: u64) {
+    let (old, new) = kind.images();
+    let s = sim(kind, 4, old, seed).await;
+    create(&s, &npr(kind, new, policy(2))).await;
+    let (mut c, calls) = controller(&s, kind);
+    run(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(3 * 3600),
+        (4, 2),
+        done,
+    )
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
+    let updates = kind.updates(&s);
+    assert_eq!(updates.len(), 1, "one update: {updates:?}");
+    assert_eq!(
+        (updates[0].image.as_str(), updates[0].status),
+        (new, UpdateStatus::Successful)
+    );
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "no self-managed call"
+    );
+    all_on(&s, kind, new).await;
+    let state = kind.adapter(&s).describe(&kind.pool()).await.unwrap();
+    assert_eq!(
+        state.max_unavailable,
+        Some(rota::cloud::managed::MaxUnavailable::Count(2)),
+        "the batch became the owner's max surge"
+    );
+    // What rota sent, in the owner's own request.
+    let sent: Vec<_> = s
+        .fleet
+        .cloud
+        .owner_exchanges()
+        .into_iter()
+        .filter(|x| x.method == "PUT")
+        .collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let body = sent[0].request.as_ref().unwrap();
+    match kind {
+        Kind::Gke => {
+            assert_eq!(body["upgradeSettings"]["maxSurge"], 2);
+            assert_eq!(body["upgradeSettings"]["maxUnavailable"], 0);
+            assert_eq!(body["nodeVersion"], "1.31.5-gke.1023000");
+        }
+        Kind::Aks => {
+            let u = &body["properties"]["upgradeSettings"];
+            assert_eq!(u["maxSurge"], "2");
+            assert_eq!(
+                u["drainTimeoutInMinutes"], 30,
+                "drain.timeout, 30m by default"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gke_node_pool_is_updated_by_gke_once_to_the_end() {
+    rotates_to_the_end(Kind::Gke, 61).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_aks_agent_pool_is_upgraded_by_aks_once_to_the_end() {
+    rotates_to_the_end(Kind::Aks, 62).await;
+}
+
+/// Adoption: a pool whose nodes already run the pin is up to date; no update starts.
+async fn adopts_a_pool_on_its_pin(kind: Kind, seed: u64) {
+    let (_, new) = kind.images();
+    let s = sim(kind, 4, new, seed).await;
+    create(&s, &npr(kind, new, policy(2))).await;
+    let (mut c, calls) = controller(&s, kind);
+    run(&s, kind, &mut c, Duration::from_secs(1800), (4, 2), |_| {
+        false
+    })
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert!(st.message.starts_with("up to date"), "{}", st.message);
+    assert!(kind.updates(&s).is_empty());
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gke_node_pool_on_its_pin_is_adopted_without_an_update() {
+    adopts_a_pool_on_its_pin(Kind::Gke, 63).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_aks_agent_pool_on_its_pin_is_adopted_without_an_upgrade() {
+    adopts_a_pool_on_its_pin(Kind::Aks, 64).await;
+}
+
+/// An events gate that fails while a `CanaryFailed` event is recent.
+fn canary_gate() -> ResolvedGate {
+    ResolvedGate {
+        name: "canary".into(),
+        interval: GoDuration::from_secs(30),
+        samples: 1,
+        failure_limit: 0,
+        check: GateCheck::Events {
+            reasons: vec!["CanaryFailed".into()],
+            max: 0,
+            window: GoDuration::from_secs(3600),
+        },
+    }
+}
+
+async fn canary_failed(s: &Sim, at: chrono::DateTime<chrono::Utc>) {
+    let t = Time(k8s_openapi::jiff::Timestamp::from_second(at.timestamp()).unwrap());
+    let ev = CoreEvent {
+        metadata: ObjectMeta {
+            name: Some("canary-failed".into()),
+            namespace: Some("shop".into()),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            kind: Some("Deployment".into()),
+            name: Some("web".into()),
+            namespace: Some("shop".into()),
+            ..ObjectReference::default()
+        },
+        reason: Some("CanaryFailed".into()),
+        message: Some("canary requests fail on the new nodes".into()),
+        last_timestamp: Some(t.clone()),
+        first_timestamp: Some(t),
+        count: Some(1),
+        type_: Some("Warning".into()),
+        ..CoreEvent::default()
+    };
+    Api::<CoreEvent>::namespaced(s.client.clone(), "shop")
+        .create(&PostParams::default(), &ev)
+        .await
+        .unwrap();
+}
+
+/// A gate failing while the owner updates, with `onGateFailure: rollback`: the owner's
+/// update runs to its end, then rota starts one update back to the old image (GKE: a second
+/// `nodePools.update`; AKS: the agent pool's rollback to a recently used node image); the
+/// pool ends Failed (RolledBack) with every node on the old image, and starts nothing more.
+async fn rolls_back_on_a_failed_gate(kind: Kind, seed: u64) {
+    let (old, new) = kind.images();
+    let s = sim(kind, 4, old, seed).await;
+    let mut p = policy(1);
+    p.on_gate_failure = OnGateFailure::Rollback;
+    // Gates hold through the pool soak too: the canary fails before the pool is done
+    // whether the owner's update is still running or has just ended.
+    p.pool_soak = GoDuration::from_secs(1800);
+    let mut n = npr(kind, new, p);
+    n.spec.gates = vec![canary_gate()];
+    create(&s, &n).await;
+    let (mut c, _) = controller(&s, kind);
+    let clock = c.clock();
+    // Wait until the owner's update is under way, then the canary fails.
+    let poll = Duration::from_secs(5);
+    run_every(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(3600),
+        (4, 1),
+        poll,
+        |st| st.phase == Phase::Rotating,
+    )
+    .await;
+    assert_eq!(kind.updates(&s).len(), 1, "the owner's update started");
+    canary_failed(&s, clock.now()).await;
+    run(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(6 * 3600),
+        (4, 1),
+        |st| st.phase == Phase::Failed,
+    )
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Failed, "{}", st.message);
+    assert!(st.message.contains("rolled back"), "{}", st.message);
+    let updates = kind.updates(&s);
+    assert_eq!(updates.len(), 2, "forward and back: {updates:?}");
+    assert_eq!(updates[1].image, old);
+    assert!(
+        updates.iter().all(|u| u.status == UpdateStatus::Successful),
+        "{updates:?}"
+    );
+    all_on(&s, kind, old).await;
+    run(&s, kind, &mut c, Duration::from_secs(3600), (4, 1), |_| {
+        false
+    })
+    .await;
+    assert_eq!(kind.updates(&s).len(), 2, "nothing more starts");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_gate_rolls_a_gke_node_pool_back_with_a_second_update() {
+    rolls_back_on_a_failed_gate(Kind::Gke, 65).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_gate_rolls_an_aks_agent_pool_back_to_its_recent_node_image() {
+    rolls_back_on_a_failed_gate(Kind::Aks, 66).await;
+}
+
+/// A crash right after the checkpoint recorded the update, before the owner was called; then
+/// the next controller lost mid-update: each restart follows the one update by its token.
+async fn resumes_after_crashes(kind: Kind, seed: u64) {
+    let (old, new) = kind.images();
+    let s = sim(kind, 4, old, seed).await;
+    create(&s, &npr(kind, new, policy(1))).await;
+    let (mut c, _) = controller(&s, kind);
+    c.crash_after = Some(0);
+    let mut crashed = false;
+    for _ in 0..20 {
+        let out = c.step().await;
+        if out
+            .iter()
+            .any(|(_, o)| matches!(o, Outcome::Crashed { .. }))
+        {
+            crashed = true;
+            break;
+        }
+        c.wait(Instant::now() + Duration::from_secs(30), true).await;
+    }
+    assert!(crashed, "the pass that starts the update crashed");
+    let cp = status(&s).await.checkpoint.expect("a checkpoint");
+    let token = cp.owner_update.expect("recorded before the call").token;
+    assert!(kind.updates(&s).is_empty(), "the call was not made");
+    drop(c);
+    // The next controller sends it; it is lost once the owner has moved some nodes.
+    let (mut c, _) = controller(&s, kind);
+    let end = Instant::now() + Duration::from_secs(3600);
+    while Instant::now() < end {
+        c.step().await;
+        let moved = node_images(&s, kind)
+            .await
+            .iter()
+            .filter(|(_, i)| i == new)
+            .count();
+        if (1..4).contains(&moved) {
+            break;
+        }
+        c.wait(Instant::now() + Duration::from_secs(5), true).await;
+    }
+    assert_eq!(kind.updates(&s).len(), 1);
+    assert_eq!(
+        kind.updates(&s)[0].status,
+        UpdateStatus::InProgress,
+        "mid-update"
+    );
+    drop(c);
+    let (mut c, _) = controller(&s, kind);
+    run(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(3 * 3600),
+        (4, 1),
+        done,
+    )
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    let updates = kind.updates(&s);
+    assert_eq!(updates.len(), 1, "{updates:?}");
+    assert_eq!(updates[0].token, Some(token));
+    all_on(&s, kind, new).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gke_update_resumes_after_crashes_without_a_second_update() {
+    resumes_after_crashes(Kind::Gke, 67).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_aks_upgrade_resumes_after_crashes_without_a_second_upgrade() {
+    resumes_after_crashes(Kind::Aks, 68).await;
+}
+
+/// `paused: true` holds the pool before the owner's update (nothing starts for hours);
+/// resumed, the one update runs to the end.
+async fn stops_and_resumes(kind: Kind, seed: u64) {
+    let (old, new) = kind.images();
+    let s = sim(kind, 4, old, seed).await;
+    let mut p = policy(2);
+    p.paused = true;
+    let n = npr(kind, new, p);
+    create(&s, &n).await;
+    let (mut c, _) = controller(&s, kind);
+    run(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(2 * 3600),
+        (4, 2),
+        |_| false,
+    )
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert!(kind.updates(&s).is_empty(), "no update while paused");
+    all_on(&s, kind, old).await;
+    let api = Api::<NodePoolRotation>::all(s.client.clone());
+    let mut cur = api.get("general").await.unwrap();
+    cur.spec.policy.paused = false;
+    api.replace("general", &PostParams::default(), &cur)
+        .await
+        .unwrap();
+    run(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(3 * 3600),
+        (4, 2),
+        done,
+    )
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert_eq!(kind.updates(&s).len(), 1);
+    all_on(&s, kind, new).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paused_gke_node_pool_waits_and_resumes() {
+    stops_and_resumes(Kind::Gke, 69).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paused_aks_agent_pool_waits_and_resumes() {
+    stops_and_resumes(Kind::Aks, 70).await;
+}
+
+/// AKS upgrades only to its newest node image (or back to a recent one): a pin to any
+/// other is refused by name before any call that would move the pool, and nothing is
+/// upgraded.
+#[tokio::test(start_paused = true)]
+async fn an_aks_pin_that_is_not_the_newest_node_image_is_refused_by_name() {
+    let kind = Kind::Aks;
+    let (old, _) = kind.images();
+    let s = sim(kind, 4, old, 71).await;
+    let pin = "AKSUbuntu-2204gen2containerd-202609.01.0";
+    create(&s, &npr(kind, pin, policy(1))).await;
+    let (mut c, _) = controller(&s, kind);
+    run(&s, kind, &mut c, Duration::from_secs(1800), (4, 1), |_| {
+        false
+    })
+    .await;
+    let st = status(&s).await;
+    assert!(
+        st.message
+            .contains("only to its newest (AKSUbuntu-2204gen2containerd-202611.02.0)"),
+        "{:?}: {}",
+        st.phase,
+        st.message
+    );
+    // Not paused (yet): the recorded upgrade is sent again each pass, refused each time,
+    // the refusal named as the pool's last error (a loose end in docs/cloud-azure.md).
+    assert_eq!(st.phase, Phase::Rotating, "{}", st.message);
+    assert!(kind.updates(&s).is_empty());
+    all_on(&s, kind, old).await;
+}
+
+/// A GKE node image that does not boot: GKE's operation ends DONE with an error, the pool
+/// stops naming it and starts nothing more.
+#[tokio::test(start_paused = true)]
+async fn a_failed_gke_operation_pauses_the_pool_naming_its_error() {
+    let kind = Kind::Gke;
+    let (old, new) = kind.images();
+    let s = sim(kind, 4, old, 72).await;
+    s.fleet.cloud.fail_owner_updates_to(new);
+    create(&s, &npr(kind, new, policy(1))).await;
+    let (mut c, _) = controller(&s, kind);
+    run(&s, kind, &mut c, Duration::from_secs(3600), (4, 1), |_| {
+        false
+    })
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert!(st.message.contains("code 13"), "{}", st.message);
+    assert_eq!(kind.updates(&s).len(), 1);
+}
