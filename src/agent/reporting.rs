@@ -237,14 +237,14 @@ impl Agent {
                 catching_up: false,
             });
         }
-        for s in economy::select(&all, &self.written, contexts) {
+        for s in economy::select(&all, &self.written, contexts, commit) {
             self.may_write()?;
             let posted = self.store.set(commit, s).await?;
             if matches!(
                 posted,
                 Posted::Created | Posted::Unchanged | Posted::Deferred
             ) {
-                self.written.record(s);
+                self.written.record(commit, s);
             }
         }
         Ok(())

@@ -222,6 +222,19 @@ impl StatusStore for BudgetedStore {
             ledger.writers = writers;
             let share = self.fleet_per_hour / writers as f64;
             ledger.bucket.set_rate(share, Instant::now());
+            // Below two an hour the at-least-one write lets the fleet's bursts pass the
+            // budget (see `Bucket::capacity`): say so once per change of the fleet's size.
+            if share < 2.0 {
+                tracing::warn!(
+                    backend = self.inner.backend(),
+                    writers,
+                    share,
+                    budget = self.fleet_per_hour,
+                    "the status budget gives this agent under two statuses an hour: per-pool \
+                     contexts do not fit this forge at this fleet size; use --status-contexts \
+                     waves (or raise --status-budget)"
+                );
+            }
         }
     }
 }

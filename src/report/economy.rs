@@ -9,7 +9,8 @@
 //! commit at 400 clusters. The rules:
 //!
 //! - a status is written only when its state or description changed since the last one
-//!   this agent wrote *for that context* (on any commit), not per commit;
+//!   this agent wrote *for that context* (on any commit), not per commit; a context the
+//!   commit changes gets at least one status on it (its reviewers look there);
 //! - a pool the commit does not change (its desired state is the one before, only the
 //!   commit differs) costs nothing while its controller catches up with the new commit: its
 //!   `waiting for the controller to take …` says nothing about the pool. So does its
@@ -74,30 +75,33 @@ pub enum Decision {
     RolledUp,
 }
 
-/// The last state and description this agent wrote per context, across commits.
+/// The last state and description this agent wrote per context, across commits, and on
+/// which commit.
 #[derive(Debug, Clone, Default)]
 pub struct Written {
-    last: HashMap<String, (State, String)>,
+    last: HashMap<String, (String, State, String)>,
 }
 
 impl Written {
-    /// Remembers `status` as written (or queued: the budget delivers it).
-    pub fn record(&mut self, status: &CommitStatus) {
+    /// Remembers `status` as written on `commit` (or queued: the budget delivers it).
+    pub fn record(&mut self, commit: &str, status: &CommitStatus) {
         self.last.insert(
             status.context.clone(),
-            (status.state, status.description.clone()),
+            (commit.to_string(), status.state, status.description.clone()),
         );
     }
 
-    fn same(&self, status: &CommitStatus) -> bool {
-        self.last
-            .get(&status.context)
-            .is_some_and(|(s, d)| *s == status.state && *d == status.description)
+    /// Said already: the same state and description, on this commit or, for a context the
+    /// commit does not change, on any.
+    fn same(&self, commit: &str, c: &Candidate) -> bool {
+        self.last.get(&c.status.context).is_some_and(|(on, s, d)| {
+            *s == c.status.state && *d == c.status.description && (c.unchanged || on == commit)
+        })
     }
 }
 
-/// What to do with one candidate.
-pub fn decide(c: &Candidate, written: &Written, contexts: Contexts) -> Decision {
+/// What to do with one candidate on `commit`.
+pub fn decide(c: &Candidate, written: &Written, contexts: Contexts, commit: &str) -> Decision {
     let wave = c.status.context.starts_with("rota/wave/");
     if contexts == Contexts::Waves && !wave {
         return Decision::RolledUp;
@@ -110,21 +114,22 @@ pub fn decide(c: &Candidate, written: &Written, contexts: Contexts) -> Decision 
     if c.unchanged && c.catching_up {
         return Decision::CatchingUp;
     }
-    if written.same(&c.status) {
+    if written.same(commit, c) {
         return Decision::Same;
     }
     Decision::Write
 }
 
-/// The candidates worth a write, in the order given.
+/// The candidates worth a write on `commit`, in the order given.
 pub fn select<'a>(
     candidates: &'a [Candidate],
     written: &Written,
     contexts: Contexts,
+    commit: &str,
 ) -> Vec<&'a CommitStatus> {
     candidates
         .iter()
-        .filter(|c| decide(c, written, contexts) == Decision::Write)
+        .filter(|c| decide(c, written, contexts, commit) == Decision::Write)
         .map(|c| &c.status)
         .collect()
 }
@@ -132,6 +137,9 @@ pub fn select<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const C0: &str = "c0";
+    const C1: &str = "c1";
 
     fn cand(context: &str, state: State, d: &str, unchanged: bool, catching_up: bool) -> Candidate {
         Candidate {
@@ -145,25 +153,25 @@ mod tests {
     fn a_status_is_written_exactly_when_its_state_or_description_changed() {
         let mut w = Written::default();
         let done = cand("rota/c/p", State::Success, "4/4 nodes on g@2", false, false);
-        assert_eq!(decide(&done, &w, Contexts::Pools), Decision::Write);
-        w.record(&done.status);
-        assert_eq!(decide(&done, &w, Contexts::Pools), Decision::Same);
+        assert_eq!(decide(&done, &w, Contexts::Pools, C1), Decision::Write);
+        w.record(C1, &done.status);
+        assert_eq!(decide(&done, &w, Contexts::Pools, C1), Decision::Same);
         // Another description, same state: written.
         let other = cand("rota/c/p", State::Success, "5/5 nodes on g@2", false, false);
-        assert_eq!(decide(&other, &w, Contexts::Pools), Decision::Write);
+        assert_eq!(decide(&other, &w, Contexts::Pools, C1), Decision::Write);
         // Another state, same description: written.
         let failed = cand("rota/c/p", State::Failure, "4/4 nodes on g@2", false, false);
-        assert_eq!(decide(&failed, &w, Contexts::Pools), Decision::Write);
+        assert_eq!(decide(&failed, &w, Contexts::Pools, C1), Decision::Write);
         // Another context with the same text is its own.
         let q = cand("rota/c/q", State::Success, "4/4 nodes on g@2", false, false);
-        assert_eq!(decide(&q, &w, Contexts::Pools), Decision::Write);
+        assert_eq!(decide(&q, &w, Contexts::Pools, C1), Decision::Write);
     }
 
     #[test]
     fn a_commit_that_changes_nothing_for_a_pool_costs_that_pool_nothing() {
         let mut w = Written::default();
         let before = cand("rota/c/p", State::Success, "4/4 nodes on g@2", false, false);
-        w.record(&before.status);
+        w.record(C0, &before.status);
         // The next commit changes another pool: this one's controller catches up (pending,
         // "waiting for the controller"), then says the same as before.
         let catching = cand(
@@ -173,9 +181,12 @@ mod tests {
             true,
             true,
         );
-        assert_eq!(decide(&catching, &w, Contexts::Pools), Decision::CatchingUp);
+        assert_eq!(
+            decide(&catching, &w, Contexts::Pools, C1),
+            Decision::CatchingUp
+        );
         let after = cand("rota/c/p", State::Success, "4/4 nodes on g@2", true, false);
-        assert_eq!(decide(&after, &w, Contexts::Pools), Decision::Same);
+        assert_eq!(decide(&after, &w, Contexts::Pools, C1), Decision::Same);
         // A pool the commit changes reports its catching up: that is news.
         let changed = cand(
             "rota/c/p",
@@ -184,10 +195,16 @@ mod tests {
             false,
             true,
         );
-        assert_eq!(decide(&changed, &w, Contexts::Pools), Decision::Write);
+        assert_eq!(decide(&changed, &w, Contexts::Pools, C1), Decision::Write);
+        // A pool the commit changes says so on it, even when its controller took the commit
+        // before the agent looked and the words are the ones of the commit before.
+        let moved = cand("rota/c/p", State::Success, "4/4 nodes on g@2", false, false);
+        assert_eq!(decide(&moved, &w, Contexts::Pools, C1), Decision::Write);
+        w.record(C1, &moved.status);
+        assert_eq!(decide(&moved, &w, Contexts::Pools, C1), Decision::Same);
         // An unchanged pool that fails later is written, whatever the commit.
         let fails = cand("rota/c/p", State::Failure, "failed: gate", true, false);
-        assert_eq!(decide(&fails, &w, Contexts::Pools), Decision::Write);
+        assert_eq!(decide(&fails, &w, Contexts::Pools, C1), Decision::Write);
     }
 
     #[test]
@@ -204,18 +221,18 @@ mod tests {
                 false,
             ),
         ];
-        let picked: Vec<&str> = select(&all, &w, Contexts::Waves)
+        let picked: Vec<&str> = select(&all, &w, Contexts::Waves, C1)
             .iter()
             .map(|s| s.context.as_str())
             .collect();
         assert_eq!(picked, ["rota/wave/prod"]);
-        let picked = select(&all, &w, Contexts::Pools);
+        let picked = select(&all, &w, Contexts::Pools, C1);
         assert_eq!(picked.len(), 3);
         // The rollup is judged per commit by the store, never skipped as the same as the
         // last one written on another commit.
         let mut w = Written::default();
-        w.record(&all[2].status);
-        assert_eq!(decide(&all[2], &w, Contexts::Waves), Decision::Write);
+        w.record(C0, &all[2].status);
+        assert_eq!(decide(&all[2], &w, Contexts::Waves, C1), Decision::Write);
     }
 
     #[test]
