@@ -646,15 +646,8 @@ impl Agent {
         // Only the notes this decision reads are fetched and read: our own, and the
         // clusters the guard waits on while a pin waits on it.
         let own: Vec<PoolRecord> = self.records.values().cloned().collect();
-        let mut needed = desired::notes_needed(&f.cluster, f.guard, &f.waves, &own, &existing);
-        // The wave's rollup counts every cluster of the wave (its writer reads their notes).
-        if self.config.report.contexts == crate::report::economy::Contexts::Waves
-            && self.store.backend() != "git-notes"
-            && f.shape.writes_rollup(cluster)
-        {
-            needed.extend(f.shape.wave_clusters());
-        }
-        self.scope_notes(needed).await;
+        let needed = desired::notes_needed(&f.cluster, f.guard, &f.waves, &own, &existing);
+        self.scope_notes(self.rollup_notes(needed, &f.shape)).await;
         let records = self.notes.pool_records(&commit).await.unwrap_or_default();
         // Our own records are authoritative in memory (the note may lag one pass).
         let mut all: Vec<PoolRecord> = records
@@ -740,20 +733,12 @@ impl Agent {
                 m.clear_pool_info(name);
             }
         }
-        let mut statuses: Vec<CommitStatus> = intent
-            .pools
-            .iter()
-            .map(|p| progress::pool_status(cluster, p, nprs.get(&p.name), &commit, now))
-            .collect();
-        let summary = progress::cluster_status(cluster, &statuses);
-        statuses.insert(0, summary);
+        let statuses = reporting::statuses(cluster, &intent, &nprs, &commit, now);
         self.may_write()?;
         self.notes
             .set_pool_records(&commit, self.records.values().cloned().collect())
             .await?;
-        all.retain(|r| &r.cluster != cluster);
-        all.extend(self.records.values().cloned());
-        self.report(&commit, &f.shape, &statuses, &intent, &nprs, &all)
+        self.report(&commit, &f.shape, &statuses, &intent, &nprs, all)
             .await?;
         self.snapshot.send_modify(|snap| {
             snap.statuses = statuses;

@@ -151,6 +151,24 @@ pub fn catching_up(npr: Option<&NodePoolRotation>) -> bool {
     })
 }
 
+/// The statuses of a pass, as `progress` words them: the cluster's first, then each pool's.
+pub fn statuses(
+    cluster: &str,
+    intent: &ClusterIntent,
+    nprs: &BTreeMap<String, NodePoolRotation>,
+    commit: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<CommitStatus> {
+    let pools: Vec<CommitStatus> = intent
+        .pools
+        .iter()
+        .map(|p| super::progress::pool_status(cluster, p, nprs.get(&p.name), commit, now))
+        .collect();
+    std::iter::once(super::progress::cluster_status(cluster, &pools))
+        .chain(pools)
+        .collect()
+}
+
 /// The candidates of a pass: pools, then the cluster (statuses as `progress` made them,
 /// the cluster's first).
 pub fn candidates(
@@ -180,6 +198,22 @@ pub fn candidates(
 }
 
 impl Agent {
+    /// The notes a pass reads, with every cluster of the wave when this agent writes the
+    /// wave's rollup (it counts their records).
+    pub(super) fn rollup_notes(
+        &self,
+        mut needed: BTreeSet<String>,
+        shape: &FleetShape,
+    ) -> BTreeSet<String> {
+        if self.config.report.contexts == Contexts::Waves
+            && self.store.backend() != "git-notes"
+            && shape.writes_rollup(&self.config.cluster)
+        {
+            needed.extend(shape.wave_clusters());
+        }
+        needed
+    }
+
     /// Writes the pass's statuses: all of them to git notes, the economy's pick to a forge.
     /// Pools first, the cluster's summary after, the wave's rollup last: a reader that sees
     /// the summary succeed must also see every pool's success.
@@ -190,8 +224,11 @@ impl Agent {
         statuses: &[CommitStatus],
         intent: &ClusterIntent,
         nprs: &BTreeMap<String, NodePoolRotation>,
-        records: &[PoolRecord],
+        mut records: Vec<PoolRecord>,
     ) -> Result<(), AgentError> {
+        // Our own records as this pass left them (the guard read them before it observed).
+        records.retain(|r| r.cluster != self.config.cluster);
+        records.extend(self.records.values().cloned());
         let ordered: Vec<&CommitStatus> = statuses.iter().skip(1).chain(statuses.first()).collect();
         if self.store.backend() == "git-notes" {
             for s in ordered {
@@ -227,7 +264,7 @@ impl Agent {
             let status = rollup::wave_status(
                 &shape.wave,
                 &shape.wave_pools,
-                records,
+                &records,
                 held,
                 self.config.report.page_url.as_deref(),
             );

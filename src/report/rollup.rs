@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use rota_core::fleet::proposal::count as grouped;
 use rota_core::waves::PoolRecord;
 
 use super::{CommitStatus, State};
@@ -66,19 +67,6 @@ pub fn standing(record: Option<&PoolRecord>, channel: &str, version: &str) -> St
         (Some(_), _) => Standing::Done,
         (None, None) => Standing::ToGo,
     }
-}
-
-/// `1424` as `1,424`.
-fn grouped(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The wave's rollup status from its pools' records. `held`: what the promotion guard says
