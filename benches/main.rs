@@ -26,6 +26,7 @@ mod ledger_scale;
 mod rotation_makespan;
 mod sim_scale;
 mod sim_store;
+mod status_writes;
 mod ui_page;
 
 /// Every scenario by name, as `cargo bench --bench figures -- <name>` picks it.
@@ -42,6 +43,7 @@ const SCENARIOS: &[(&str, fn())] = &[
     ("rotation_makespan", rotation_makespan::main),
     ("sim_scale", sim_scale::main),
     ("sim_store", sim_store::main),
+    ("status_writes", status_writes::main),
     ("ui_page", ui_page::main),
 ];
 

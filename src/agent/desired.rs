@@ -172,13 +172,14 @@ pub fn released_spec(existing: &NodePoolRotationSpec, commit: &str) -> NodePoolR
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rota_core::fleet::resolved::{Cloud, DesiredPool, EffectivePolicy, GroupRef};
     use rota_core::waves::PoolRef;
     use std::time::Duration;
 
-    fn cluster(name: &str, wave: &str, version: &str, mode: Mode) -> DesiredCluster {
+    /// One cluster of one pool (`general`) pinned at `version` (also used by `reporting`).
+    pub(crate) fn cluster(name: &str, wave: &str, version: &str, mode: Mode) -> DesiredCluster {
         DesiredCluster {
             name: name.into(),
             labels: BTreeMap::new(),

@@ -33,6 +33,7 @@ pub mod adopt;
 pub mod desired;
 pub mod local;
 pub mod progress;
+pub mod reporting;
 pub mod supervise;
 pub mod wiring;
 
@@ -82,6 +83,8 @@ pub struct AgentConfig {
     pub confirm_rewrite: Option<ConfirmedRewrite>,
     /// Where secrets the fleet repo names (`urlSecret`) are read (`--secrets-dir`).
     pub secrets_dir: Option<PathBuf>,
+    /// Which contexts a forge gets and the page the wave rollup links to.
+    pub report: reporting::ReportConfig,
 }
 
 impl AgentConfig {
@@ -94,6 +97,7 @@ impl AgentConfig {
             install_crd: false,
             confirm_rewrite: None,
             secrets_dir: None,
+            report: reporting::ReportConfig::default(),
         }
     }
 }
@@ -107,6 +111,8 @@ struct InForce {
     guard: bool,
     /// The cluster's `spec.notifications` (or the fleet's) at this commit.
     notifications: Vec<rota_core::fleet::model::WebhookSpec>,
+    /// This cluster's wave and the fleet's size, for the statuses a forge gets.
+    shape: reporting::FleetShape,
 }
 
 /// What the agent did last (for tests, `rota demo` and logs).
@@ -151,6 +157,10 @@ pub struct Agent {
     resumed_from: Option<Vec<Oid>>,
     /// Checked before every write; `None`: the only agent by construction (tests).
     leadership: Option<crate::controller::leader::Leadership>,
+    /// What a forge was last given per context, and which commits change which pools
+    /// (see [`reporting`]).
+    written: crate::report::economy::Written,
+    baseline: reporting::Baseline,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -202,6 +212,8 @@ impl Agent {
             groups: None,
             resumed_from: None,
             leadership: None,
+            written: Default::default(),
+            baseline: Default::default(),
         }
     }
 
@@ -328,11 +340,16 @@ impl Agent {
     /// Makes `old`'s pending statuses of this cluster final: superseded by `new`.
     async fn supersede(&self, old: Oid, new: Oid) -> Result<(), AgentError> {
         let commit = old.to_string();
-        let cluster = cluster_context(&self.config.cluster);
-        let pools = format!("{cluster}/");
         let short = &new.to_string()[..12];
+        // The wave's rollup is its writer's to finish too.
+        let wave = self
+            .in_force
+            .as_ref()
+            .filter(|f| f.shape.writes_rollup(&self.config.cluster))
+            .map(|f| f.shape.wave.clone());
         for s in self.store.list(&commit).await? {
-            if s.state != State::Pending || !(s.context == cluster || s.context.starts_with(&pools))
+            if s.state != State::Pending
+                || !reporting::own_context(&s.context, &self.config.cluster, wave.as_deref())
             {
                 continue;
             }
@@ -539,6 +556,7 @@ impl Agent {
             waves: rota_core::waves::wave_views(&fleet, &all),
             guard: fleet.promotion_guard(),
             notifications: fleet.notifications_for(&cluster).unwrap_or_default(),
+            shape: reporting::FleetShape::of(&all, &desired),
             cluster: desired,
         }))
     }
@@ -629,7 +647,7 @@ impl Agent {
         // clusters the guard waits on while a pin waits on it.
         let own: Vec<PoolRecord> = self.records.values().cloned().collect();
         let needed = desired::notes_needed(&f.cluster, f.guard, &f.waves, &own, &existing);
-        self.scope_notes(needed).await;
+        self.scope_notes(self.rollup_notes(needed, &f.shape)).await;
         let records = self.notes.pool_records(&commit).await.unwrap_or_default();
         // Our own records are authoritative in memory (the note may lag one pass).
         let mut all: Vec<PoolRecord> = records
@@ -715,24 +733,13 @@ impl Agent {
                 m.clear_pool_info(name);
             }
         }
-        let mut statuses: Vec<CommitStatus> = intent
-            .pools
-            .iter()
-            .map(|p| progress::pool_status(cluster, p, nprs.get(&p.name), &commit, now))
-            .collect();
-        let summary = progress::cluster_status(cluster, &statuses);
-        statuses.insert(0, summary);
+        let statuses = reporting::statuses(cluster, &intent, &nprs, &commit, now);
         self.may_write()?;
         self.notes
             .set_pool_records(&commit, self.records.values().cloned().collect())
             .await?;
-        // Pools first, the cluster's summary last: a reader (`rota status`, a required check)
-        // that sees the cluster succeed must also see every pool's success, never an older
-        // pool status beside a newer summary.
-        for s in statuses.iter().skip(1).chain(statuses.first()) {
-            self.may_write()?;
-            self.store.set(&commit, s).await?;
-        }
+        self.report(&commit, &f.shape, &statuses, &intent, &nprs, all)
+            .await?;
         self.snapshot.send_modify(|snap| {
             snap.statuses = statuses;
             snap.reported = Some(commit);

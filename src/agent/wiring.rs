@@ -217,7 +217,17 @@ pub async fn start(
     };
     let polls_source = Arc::clone(&source);
     let store: Arc<dyn StatusStore> = match &statuses {
-        Some(sc) => store_from_config(sc, Arc::clone(&notes))?,
+        Some(sc) => {
+            let forge = store_from_config(sc, Arc::clone(&notes))?;
+            let budget = ac
+                .report
+                .budget
+                .or_else(|| super::reporting::default_budget(forge.backend()));
+            match budget {
+                Some(b) => Arc::new(crate::report::budget::BudgetedStore::new(forge, b)),
+                None => forge,
+            }
+        }
         None => Arc::clone(&notes) as Arc<dyn StatusStore>,
     };
     let store = Arc::new(MeteredStore::new(store, metrics.clone()));

@@ -115,6 +115,30 @@ pub struct AgentArgs {
     /// Where statuses go: a forge's commit statuses instead of git notes.
     #[command(flatten)]
     pub forge: super::forge::ForgeArgs,
+    /// Which contexts the forge gets: `pools` (`rota/<cluster>` and `rota/<cluster>/<pool>`)
+    /// or `waves` (one `rota/wave/<name>` per wave, written by the agent of the wave's first
+    /// cluster by name: for fleets of hundreds of clusters and more). Git notes always hold
+    /// every pool's status.
+    #[arg(long, env = "ROTA_STATUS_CONTEXTS", default_value = "pools",
+        value_parser = crate::report::economy::Contexts::parse)]
+    pub status_contexts: crate::report::economy::Contexts,
+    /// The statuses the whole fleet may post an hour with the forge token, shared by its
+    /// agents (each takes this divided by the fleet's clusters, or by its waves with
+    /// `--status-contexts waves`); past its share an agent defers and catches up, the last
+    /// state of each context always written. Default: 3000 on GitHub (its token has 5,000
+    /// requests an hour; bursts reach 1.5 times the budget), none on GitLab and Gitea.
+    #[arg(long, env = "ROTA_STATUS_BUDGET", value_parser = positive_rate)]
+    pub status_budget: Option<f64>,
+    /// The fleet page (`rota ui`) the wave rollup status links to (`URL/?wave=NAME`).
+    #[arg(long, env = "ROTA_STATUS_PAGE_URL")]
+    pub status_page_url: Option<String>,
+}
+
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+        _ => Err(format!("{s:?} is not a number of statuses an hour above 0")),
+    }
 }
 
 pub fn run(args: AgentArgs) -> ExitCode {
@@ -181,6 +205,11 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     ac.resync = args.resync.as_duration();
     ac.install_crd = args.install_crd;
     ac.secrets_dir = args.secrets_dir.clone();
+    ac.report = crate::agent::reporting::ReportConfig {
+        contexts: args.status_contexts,
+        page_url: args.status_page_url.clone(),
+        budget: args.status_budget,
+    };
     ac.confirm_rewrite = args.confirm_rewrite;
     for f in [&args.records_signing_key, &args.agent_signers]
         .into_iter()

@@ -36,11 +36,19 @@ impl StatusStore for MeteredStore {
             Ok(Posted::Created) => self
                 .metrics
                 .record_status_posted(self.backend(), Outcome::Ok),
-            Ok(Posted::Unchanged) => {}
+            Ok(Posted::Unchanged | Posted::Deferred) => {}
             Err(_) => self
                 .metrics
                 .record_status_posted(self.backend(), Outcome::Error),
         }
         r
+    }
+
+    async fn flush(&self) -> Result<(), ReportError> {
+        self.inner.flush().await
+    }
+
+    async fn set_writers(&self, writers: usize) {
+        self.inner.set_writers(writers).await
     }
 }

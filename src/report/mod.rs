@@ -7,6 +7,8 @@
 //! Contexts follow the contract: `rota/<cluster>` and `rota/<cluster>/<pool>`; descriptions
 //! are at most 140 characters (the forges' limit), cut with `…` when longer.
 
+pub mod budget;
+pub mod economy;
 pub mod evidence;
 pub mod forge;
 pub mod gitea;
@@ -18,6 +20,7 @@ pub mod note_doc;
 pub mod note_reader;
 pub mod notes;
 pub mod pulls;
+pub mod rollup;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,6 +137,8 @@ pub enum Posted {
     Created,
     /// The recorded status was already the same: nothing written.
     Unchanged,
+    /// Past the write budget (`report::budget`): queued, written when the budget refills.
+    Deferred,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -223,6 +228,15 @@ pub trait StatusStore: Send + Sync {
 
     /// Records `status` on `commit` unless the same status is already recorded.
     async fn set(&self, commit: &str, status: &CommitStatus) -> Result<Posted, ReportError>;
+
+    /// Writes what waits for budget, as far as it lasts (`report::budget`); stores without a
+    /// budget write at once and have nothing to catch up.
+    async fn flush(&self) -> Result<(), ReportError> {
+        Ok(())
+    }
+
+    /// How many agents share the fleet's write budget now (`report::budget`).
+    async fn set_writers(&self, _writers: usize) {}
 }
 
 fn validate(commit: &str, status: &CommitStatus) -> Result<(), ReportError> {

@@ -283,4 +283,21 @@ async fn a_rotation_posts_exactly_its_statuses_to_a_github_compatible_api() {
     // The first commit was superseded after it finished: its statuses stayed success.
     let old = posts_for(&double, &first);
     assert!(old.iter().all(|p| p.1 != "error"), "{old:?}");
+    // A commit that changes nothing for the pool (a file the fleet does not read) costs it
+    // nothing: no `waiting for the controller`, no second `success`, nor for its cluster.
+    std::fs::write(work.join("NOTES.txt"), "who to call\n").unwrap();
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "notes for the on-call"]);
+    git(&work, &["push", "-q", "origin", "main"]);
+    let quiet = git(&work, &["rev-parse", "HEAD"]);
+    fleet.poke();
+    until(&fleet, "the quiet commit reported", |s| {
+        s.reported.as_deref() == Some(quiet.as_str())
+            && s.statuses
+                .first()
+                .is_some_and(|st| st.state == rota::report::State::Success)
+    })
+    .await;
+    let posts = posts_for(&double, &quiet);
+    assert!(posts.is_empty(), "{posts:?}");
 }

@@ -200,3 +200,45 @@ fn the_fetch_token_and_the_ssh_passphrase_come_from_the_environment_as_documente
             .contains("ROTA_TOKEN")
     );
 }
+
+#[test]
+fn the_status_economy_flags_parse_and_refuse_what_they_cannot_use() {
+    use rota::report::economy::Contexts;
+    let a = agent_args(&[]);
+    assert_eq!(a.status_contexts, Contexts::Pools);
+    assert_eq!(a.status_budget, None, "the forge's default applies");
+    let a = agent_args(&[
+        "--status-contexts",
+        "waves",
+        "--status-budget",
+        "600",
+        "--status-page-url",
+        "https://rota.example.com",
+    ]);
+    assert_eq!(a.status_contexts, Contexts::Waves);
+    assert_eq!(a.status_budget, Some(600.0));
+    assert_eq!(
+        a.status_page_url.as_deref(),
+        Some("https://rota.example.com")
+    );
+    let bad: [&[&str]; 4] = [
+        &["--status-contexts", "wave"],
+        &["--status-budget", "0"],
+        &["--status-budget=-5"],
+        &["--status-budget", "lots"],
+    ];
+    for bad in bad {
+        let mut argv = vec![
+            "rota",
+            "agent",
+            "--repo",
+            "/srv/fleet.git",
+            "--cluster",
+            "c1",
+        ];
+        argv.extend_from_slice(bad);
+        let e = Cli::try_parse_from(argv).unwrap_err().to_string();
+        let flag = bad[0].split('=').next().unwrap();
+        assert!(e.contains(flag), "{bad:?}: {e}");
+    }
+}
