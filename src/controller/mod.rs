@@ -25,6 +25,7 @@
 
 pub mod apply;
 pub mod clock;
+pub mod departures;
 #[cfg(test)]
 mod error_classes;
 pub mod leader;
@@ -419,6 +420,8 @@ pub struct Controller {
     /// The owner's API of the managed pools this controller drives (see
     /// [`Controller::with_owners`]).
     owners: Option<Arc<dyn rota_core::cloud::managed::OwnerPools>>,
+    /// rota's drains and terminations, for the image ledger ([`departures`]).
+    departures: departures::Departures,
 }
 
 impl Drop for Controller {
@@ -459,8 +462,10 @@ impl Controller {
                 },
             )
         });
+        let clock = Clock::new(config.speed).skewed(config.clock_skew);
         Controller {
-            clock: Clock::new(config.speed).skewed(config.clock_skew),
+            departures: departures::Departures::new(clock),
+            clock,
             client,
             groups,
             config,
@@ -539,6 +544,11 @@ impl Controller {
     /// The cluster index the controller observes through.
     pub fn index(&self) -> &Arc<ClusterIndex> {
         &self.index
+    }
+
+    /// The drains and terminations this controller carried out, for the image ledger.
+    pub fn departures(&self) -> departures::Departures {
+        self.departures.clone()
     }
 
     /// Mark the caches synced for `/readyz` once the index has listed nodes, pods and PDBs
@@ -1269,6 +1279,7 @@ impl Controller {
             metrics: Some(self.metrics.clone()),
             lease: self.election.as_ref().map(|_| self.leadership.clone()),
             owners: self.owners.as_deref(),
+            departures: Some(&self.departures),
         };
         let batch = plan
             .checkpoint
