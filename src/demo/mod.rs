@@ -125,6 +125,9 @@ pub struct Outcome {
     pub wall_time: Duration,
     /// The folder (removed at the end unless kept).
     pub dir: PathBuf,
+    /// The simulated cloud's own record: every instance that came in service, with its
+    /// image (what the ledger is checked against).
+    pub ran: Vec<rota_sim::cloud::Ran>,
 }
 
 /// The workloads of every simulated cluster: the default profile without its singleton
@@ -352,10 +355,16 @@ impl<'a> Story<'a> {
         if opts.serve {
             story.serve_on(dir).await;
         }
+        // A clean shutdown: each agent writes its ledger's last pass, so the lives that ended
+        // since its last look are closed (`rota audit` after the demo shows them left).
+        let Story { fleet, .. } = story;
+        let ran = fleet.sim.cloud.ran();
+        fleet.shutdown().await;
         drop(served);
         drop(prom);
         Ok(Outcome {
             dir: dir.to_path_buf(),
+            ran,
             ..outcome
         })
     }
@@ -558,6 +567,7 @@ impl<'a> Story<'a> {
             fleet_time,
             wall_time,
             dir: PathBuf::new(),
+            ran: Vec::new(),
         })
     }
 
