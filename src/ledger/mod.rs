@@ -14,10 +14,13 @@
 //!   watch-fed index, the NodePoolRotations, the cloud group for instance images) and
 //!   append what changed.
 //! - [`history`]: who proposed and merged a version (the commits that add and pin it).
+//! - [`index`]: a per-image index of the ledgers, cached beside the repo's objects and
+//!   brought up to date from what was appended, for `rota audit --image` at fleet size.
 //! - [`verify`]: the chain and the signatures, naming what does not hold.
 
 pub mod book;
 pub mod history;
+pub mod index;
 pub mod recorder;
 pub mod verify;
 
