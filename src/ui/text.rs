@@ -296,6 +296,12 @@ fn pool_line(p: &PoolPanel, now: chrono::DateTime<chrono::Utc>) -> String {
     line
 }
 
+/// The command that lists a pool's nodes from the image ledger (each node's life on the
+/// fleet's images): what `status --fleet` and the page link a pool to.
+pub fn audit_command(cluster: &str, pool: &str) -> String {
+    format!("rota audit --cluster {cluster} --pool {pool}")
+}
+
 /// `rota status --fleet`.
 pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
     filter.check(page)?;
@@ -323,10 +329,10 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
         out += &wave_header(i, w, w.on_target.to_string(), w.total.to_string());
         for c in clusters {
             out += &format!("  {} {:<20} {}\n", mark(&c.state), c.name, c.description);
-            // Where an auditor reads what ran on the cluster's nodes (the image ledger).
-            out += &format!("    nodes: rota audit --cluster {}\n", c.name);
             for p in &c.pools {
                 out += &pool_line(p, page.now);
+                // Where an auditor reads what ran on the pool's nodes (the image ledger).
+                out += &format!("        nodes: {}\n", audit_command(&c.name, &p.name));
             }
         }
     }
