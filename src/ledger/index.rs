@@ -1,6 +1,6 @@
-//! A per-image index of the ledgers, for `rota audit` and `rota evidence`: built from the ledgers and
-//! kept as a cache beside the repo's objects (`<git dir>/rota-ledger-index/`), brought up to
-//! date incrementally from what was appended since.
+//! A per-image index of the ledgers, for `rota audit` and `rota evidence`: built from the
+//! ledgers and kept as a cache beside the repo's objects (`<git dir>/rota-ledger-index/`),
+//! brought up to date incrementally from what was appended since.
 //!
 //! Without it, "which nodes ran image X" reads every month file of every cluster: 140,000
 //! blobs for a year of 10,000 clusters. The ledger's own layout makes an incremental index
@@ -9,7 +9,10 @@
 //! of each month file; a new tip means reading only the bytes after those (the new closed
 //! lives), filed into one file per image (`closed/<key>.jsonl`, the lines as the ledger
 //! holds them). The open lives change with every append and are few: each cluster's
-//! `open.jsonl` is copied whole (`open/<key>.jsonl`).
+//! `open.jsonl` is copied whole (`open/<key>.jsonl`), and all of them into one `open.jsonl`
+//! that a query reads. What was read of each cluster's month files is in `read/<key>.json`,
+//! read only when that cluster's ledger moved; `state.json` (the tips, the image files'
+//! lengths, each version's images) stays small enough to read on every query.
 //!
 //! What keeps it right:
 //! - The bytes of a month file the index has read are checked against the hash it kept; a
@@ -36,22 +39,26 @@ use rota_core::ledger::{Filter, LIVES_DIR, Life, OPEN_FILE, parse_lines};
 /// The folder of the index, in the repository's git directory.
 pub const INDEX_DIR: &str = "rota-ledger-index";
 /// Bumped when the layout changes: an index of another format is rebuilt.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 /// A lock older than this is from an update that died: it is taken over.
 const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// What the index has read.
+/// What the index has read. Small enough to read on every query (a query with nothing new
+/// reads it, resolves the ledger refs and reads the image's file and `open.jsonl`): what
+/// was read of each month file is kept per cluster in `read/<key>.json`, read only when
+/// that cluster's ledger moved.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct State {
     format: u32,
-    /// Per cluster: the tip read and, per month file, what of it was read.
-    clusters: BTreeMap<String, Read>,
+    /// Per cluster: the tip read.
+    clusters: BTreeMap<String, String>,
     /// The length of each `closed/` file as of this state.
     files: BTreeMap<String, u64>,
     /// `channel@version` -> the image IDs its lives ran (a query by version reads these).
     versions: BTreeMap<String, BTreeSet<String>>,
 }
 
+/// What was read of one cluster's ledger, as of `tip`.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Read {
     tip: String,
@@ -124,8 +131,9 @@ impl Drop for Lock {
 /// as [`super::read_lives`] names it.
 pub fn indexed_lives(repo: &Repository, filter: &Filter) -> Result<Option<Vec<Life>>, LedgerError> {
     let dir = repo.path().join(INDEX_DIR);
-    if std::fs::create_dir_all(dir.join("closed")).is_err()
-        || std::fs::create_dir_all(dir.join("open")).is_err()
+    if ["closed", "open", "read"]
+        .iter()
+        .any(|d| std::fs::create_dir_all(dir.join(d)).is_err())
     {
         return Ok(None);
     }
@@ -163,17 +171,7 @@ pub fn indexed_lives(repo: &Repository, filter: &Filter) -> Result<Option<Vec<Li
     for f in files {
         out.extend(matching(&dir.join("closed").join(f), filter));
     }
-    let clusters: Vec<&String> = state
-        .clusters
-        .keys()
-        .filter(|c| filter.cluster.as_ref().is_none_or(|f| f == *c))
-        .collect();
-    for c in clusters {
-        out.extend(matching(
-            &dir.join("open").join(format!("{}.jsonl", key(c))),
-            filter,
-        ));
-    }
+    out.extend(matching(&dir.join(OPEN_FILE), filter));
     Ok(Some(out))
 }
 
@@ -200,7 +198,7 @@ fn load(dir: &Path) -> State {
 }
 
 fn wipe(dir: &Path) {
-    for sub in ["closed", "open"] {
+    for sub in ["closed", "open", "read"] {
         let _ = std::fs::remove_dir_all(dir.join(sub));
         let _ = std::fs::create_dir_all(dir.join(sub));
     }
@@ -218,27 +216,47 @@ fn update(repo: &Repository, dir: &Path, mut state: State) -> Result<State, Stal
         return Err(Stale::Rebuild);
     }
     let mut appended: BTreeMap<String, String> = BTreeMap::new();
+    let mut reads: Vec<(PathBuf, Read)> = Vec::new();
     let mut changed = false;
     for c in &clusters {
         let name = ledger_ref(c);
         let tip = repo
             .refname_to_id(&name)
             .map_err(|e| Stale::Ledger(LedgerError::git(&name)(e)))?;
-        let read = state.clusters.entry(c.clone()).or_default();
-        if read.tip == tip.to_string() {
+        let known = state.clusters.get(c).cloned().unwrap_or_default();
+        if known == tip.to_string() {
             continue;
         }
         changed = true;
-        let lives = read_new(repo, c, tip, read, &mut appended)?;
+        // What was read of it, as of the tip the state names (a file of another tip is from
+        // an update cut short: its lengths are not those of the image files).
+        let path = dir.join("read").join(format!("{}.json", key(c)));
+        let mut read = match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice::<Read>(&b).map_err(|_| Stale::Rebuild)?,
+            Err(_) => Read::default(),
+        };
+        if read.tip != known {
+            return Err(Stale::Rebuild);
+        }
+        let lives = read_new(repo, c, tip, &mut read, &mut appended)?;
+        reads.push((path, read));
         for l in lives {
             if let Some(v) = l.version {
                 state.versions.entry(v).or_default().insert(l.image);
             }
         }
+        state.clusters.insert(c.clone(), tip.to_string());
     }
     if !changed {
         return Ok(state);
     }
+    // Every cluster's open lives in one file, so that a query reads one file for them.
+    let mut open = String::new();
+    for c in &clusters {
+        let path = dir.join("open").join(format!("{}.jsonl", key(c)));
+        open += &std::fs::read_to_string(path).unwrap_or_default();
+    }
+    std::fs::write(dir.join(OPEN_FILE), open)?;
     for (k, text) in &appended {
         let file = format!("{k}.jsonl");
         let mut f = std::fs::OpenOptions::new()
@@ -247,6 +265,11 @@ fn update(repo: &Repository, dir: &Path, mut state: State) -> Result<State, Stal
             .open(dir.join("closed").join(&file))?;
         f.write_all(text.as_bytes())?;
         *state.files.entry(file).or_default() += text.len() as u64;
+    }
+    // Before the state: a cut update leaves read files of tips the state does not name
+    // (rebuilt), never a state whose read files are missing.
+    for (path, read) in &reads {
+        std::fs::write(path, serde_json::to_vec(read).expect("serialisable"))?;
     }
     let tmp = dir.join("state.json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(&state).expect("serialisable"))?;
