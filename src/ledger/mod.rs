@@ -35,6 +35,12 @@ pub fn ledger_ref(cluster: &str) -> String {
     format!("{LEDGER_PREFIX}{cluster}")
 }
 
+/// The command that lists a pool's nodes from the image ledger (each node's life on the
+/// fleet's images): what `status --fleet`, the page and the evidence link a pool to.
+pub fn audit_command(cluster: &str, pool: &str) -> String {
+    format!("rota audit --cluster {cluster} --pool {pool}")
+}
+
 /// The first line of what each append's signature covers (see [`signed_payload`]).
 pub const PAYLOAD_HEADER: &str = "rota-ledger v1";
 

@@ -156,7 +156,7 @@ fn pool_row(p: &PoolPanel, now: DateTime<Utc>) -> String {
 "#,
         c = esc(&p.cluster),
         n = esc(&p.name),
-        audit = esc(&super::text::audit_command(&p.cluster, &p.name)),
+        audit = esc(&crate::ledger::audit_command(&p.cluster, &p.name)),
         ph = p.phase.label(),
         ch = esc(&p.channel),
         inf = esc(in_force),

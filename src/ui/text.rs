@@ -296,12 +296,6 @@ fn pool_line(p: &PoolPanel, now: chrono::DateTime<chrono::Utc>) -> String {
     line
 }
 
-/// The command that lists a pool's nodes from the image ledger (each node's life on the
-/// fleet's images): what `status --fleet` and the page link a pool to.
-pub fn audit_command(cluster: &str, pool: &str) -> String {
-    format!("rota audit --cluster {cluster} --pool {pool}")
-}
-
 /// `rota status --fleet`.
 pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
     filter.check(page)?;
@@ -332,7 +326,10 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
             for p in &c.pools {
                 out += &pool_line(p, page.now);
                 // Where an auditor reads what ran on the pool's nodes (the image ledger).
-                out += &format!("        nodes: {}\n", audit_command(&c.name, &p.name));
+                out += &format!(
+                    "        nodes: {}\n",
+                    crate::ledger::audit_command(&c.name, &p.name)
+                );
             }
         }
     }

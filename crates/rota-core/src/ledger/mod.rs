@@ -559,7 +559,8 @@ mod tests {
             t(10),
         );
         assert!(d.opened.is_empty(), "{d:?}");
-        let how: BTreeMap<&str, (Option<Left>, Option<DateTime<Utc>>, Option<&str>)> = d
+        type How<'a> = (Option<Left>, Option<DateTime<Utc>>, Option<&'a str>);
+        let how: BTreeMap<&str, How> = d
             .closed
             .iter()
             .map(|l| {
