@@ -557,6 +557,22 @@ impl<'a> Story<'a> {
             view::elapsed(fleet_time),
             wall_time.as_secs_f64()
         ));
+        if self.opts.keep.is_some() {
+            // The fleet's clock ran ahead of the wall's: the evidence is asked for at the
+            // story's end, not at the reader's now (when the story had not happened yet).
+            let end = self
+                .fleet
+                .clock
+                .now()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let origin = self.repo.origin.display();
+            let _ = writeln!(
+                self.out,
+                "audit it (docs/audit.md): which nodes ran the reverted version, and the evidence
+  rota audit --repo {origin} --image general@2026.11.3
+  rota evidence --repo {origin} --at {end}"
+            );
+        }
         Ok(Outcome {
             commits: self.commits.clone(),
             statuses,

@@ -224,7 +224,8 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
         .collect();
     assert!(lost.is_empty(), "nothing left without rota: {lost:#?}");
 
-    // `rota audit --image general@2026.11.3`: the canary's nodes on the reverted version.
+    // `rota audit --image general@2026.11.3`: the canary wave's nodes (canary-use1 and
+    // dev-usc1) on the reverted version.
     let filter = rota::ledger::Filter {
         image: Some("general@2026.11.3".into()),
         ..Default::default()
@@ -232,7 +233,10 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
     let reverted = rota::cli::audit::lives(&repo, &filter).unwrap();
     assert!(!reverted.is_empty(), "{all:#?}");
     for l in &reverted {
-        assert!(l.cluster.starts_with("canary"), "{l:?}");
+        assert!(
+            ["canary-use1", "dev-usc1"].contains(&l.cluster.as_str()),
+            "{l:?}"
+        );
         assert_eq!(l.left_how, Some(rota::ledger::Left::Rotated), "{l:#?}");
         assert!(l.drained_at.is_some() && l.drained_at <= l.left, "{l:#?}");
         assert_eq!(
@@ -241,6 +245,16 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
             "{l:#?}"
         );
     }
+    // The story tells how to audit it, at its own end (the fleet's clock ran ahead).
+    let origin = o.dir.join("fleet.git");
+    assert!(
+        text.contains(&format!(
+            "rota audit --repo {} --image general@2026.11.3",
+            origin.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("rota evidence --repo "), "{text}");
     let table = rota::cli::audit::render(&reverted, rota::cli::audit::AuditFormat::Table);
     assert!(!table.contains("running"), "{table}");
     assert!(table.contains("rotated"), "{table}");
