@@ -207,6 +207,15 @@ impl LocalFleet {
         self.start_agent(cluster, state_dir).await
     }
 
+    /// Stops every agent as a clean shutdown does (each writes its ledger's last pass, then
+    /// its controller gives the Lease up) and waits for them.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        for (_, (running, _)) in std::mem::take(&mut self.running) {
+            running.join().await;
+        }
+    }
+
     /// Fetch now in every agent (after a commit, instead of waiting for the poll).
     pub fn poke(&self) {
         for (a, _) in self.running.values() {

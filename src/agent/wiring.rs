@@ -214,6 +214,7 @@ pub async fn start(
         leadership: Some(controller.leadership()),
         clock,
         interval: ac.resync,
+        departures: Some(controller.departures()),
     };
     let polls_source = Arc::clone(&source);
     let store: Arc<dyn StatusStore> = match &statuses {
@@ -260,10 +261,22 @@ pub async fn start(
         "agent",
         tokio::spawn(agent.run(follower.state.clone(), cancel.clone())),
     ));
-    tasks.push(("ledger", tokio::spawn(ledger.run(cancel.clone()))));
+    // On a clean shutdown the ledger writes its last pass first, while the controller still
+    // holds the Lease; the controller stops (and gives the Lease up) once it has.
+    let ledger_done = CancellationToken::new();
+    let controller_stop = ledger_done.clone();
+    let ledger_cancel = cancel.clone();
+    tasks.push((
+        "ledger",
+        tokio::spawn(async move {
+            // Dropped at the end, or when the ledger task panics or is aborted.
+            let _stop_controller = ledger_done.drop_guard();
+            ledger.run(ledger_cancel).await;
+        }),
+    ));
     tasks.push((
         "controller",
-        tokio::spawn(async move { controller.run(cancel.cancelled_owned()).await }),
+        tokio::spawn(async move { controller.run(controller_stop.cancelled_owned()).await }),
     ));
     Ok(RunningAgent {
         snapshot,

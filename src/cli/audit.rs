@@ -37,6 +37,9 @@ pub struct AuditArgs {
     pub node: Option<String>,
     #[arg(long)]
     pub cluster: Option<String>,
+    /// Only this pool's nodes (by its name; with --cluster, one pool of one cluster).
+    #[arg(long)]
+    pub pool: Option<String>,
     /// Only lives that were running at or after this time (RFC 3339, or a date 2026-11-01).
     #[arg(long, value_parser = parse_time)]
     pub from: Option<DateTime<Utc>>,
@@ -53,6 +56,18 @@ pub struct AuditArgs {
     /// append must be signed by its cluster's key.
     #[arg(long, env = "ROTA_AGENT_SIGNERS")]
     pub agent_signers: Option<PathBuf>,
+}
+
+/// Every life `filter` matches, read from each ledger (no index).
+pub fn read_every_ledger(repo: &git2::Repository, filter: &Filter) -> Result<Vec<Life>, String> {
+    let mut out = Vec::new();
+    for c in ledger::clusters(repo).map_err(|e| e.to_string())? {
+        if filter.cluster.as_ref().is_some_and(|f| f != &c) {
+            continue;
+        }
+        out.extend(ledger::read_lives(repo, &c, filter).map_err(|e| e.to_string())?);
+    }
+    Ok(out)
 }
 
 /// `2026-11-20T08:00:00Z` or `2026-11-20` (midnight UTC).
@@ -100,14 +115,14 @@ pub fn open_repo(
 }
 
 /// Every life `filter` matches, across the ledgers of `repo`, sorted by cluster, pool, join.
+/// Read through the per-image index ([`ledger::index`]) when it can be used (a query by
+/// image reads only that image's lives), from every ledger otherwise.
 pub fn lives(repo: &git2::Repository, filter: &Filter) -> Result<Vec<Life>, String> {
-    let mut out = Vec::new();
-    for c in ledger::clusters(repo).map_err(|e| e.to_string())? {
-        if filter.cluster.as_ref().is_some_and(|f| f != &c) {
-            continue;
-        }
-        out.extend(ledger::read_lives(repo, &c, filter).map_err(|e| e.to_string())?);
-    }
+    let indexed = ledger::index::indexed_lives(repo, filter).map_err(|e| e.to_string())?;
+    let mut out = match indexed {
+        Some(lives) => lives,
+        None => read_every_ledger(repo, filter)?,
+    };
     out.sort_by(|a, b| {
         (&a.cluster, &a.pool, a.joined, &a.node).cmp(&(&b.cluster, &b.pool, b.joined, &b.node))
     });
@@ -168,10 +183,12 @@ pub fn render(lives: &[Life], format: AuditFormat) -> String {
     match format {
         AuditFormat::Json => serde_json::to_string_pretty(lives).expect("serialisable") + "\n",
         AuditFormat::Csv => {
-            let mut out = COLUMNS.join(",") + ",commit\n";
+            let mut out = COLUMNS.join(",") + ",commit,drainedBy,leftRotation\n";
             for l in lives {
                 let mut fields: Vec<String> = row(l).iter().map(|f| csv_field(f)).collect();
-                fields.push(csv_field(l.commit.as_deref().unwrap_or("")));
+                for extra in [&l.commit, &l.drained_by, &l.left_rotation] {
+                    fields.push(csv_field(extra.as_deref().unwrap_or("")));
+                }
                 out += &(fields.join(",") + "\n");
             }
             out
@@ -273,6 +290,7 @@ pub fn run(args: AuditArgs) -> ExitCode {
         image: args.image.clone(),
         node: args.node.clone(),
         cluster: args.cluster.clone(),
+        pool: args.pool.clone(),
         from: args.from,
         to: args.to,
     };

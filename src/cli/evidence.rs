@@ -184,7 +184,7 @@ pub fn compose(
                 max_age: max_age.map(|m| m.to_string()),
                 overdue: age.as_ref().is_some_and(|a| a.overdue),
                 overdue_since: age.as_ref().filter(|a| a.overdue).and_then(|a| a.due),
-                ledger: format!("rota audit --cluster {}", c.name),
+                ledger: crate::ledger::audit_command(&c.name, &p.name),
             });
             for b in ev::breaches(mine, |v| deadline(fleet, v), Some(period.0), period.1) {
                 breaches.push(BreachEvidence {
@@ -511,6 +511,7 @@ spec:
             drained_by: None,
             left,
             left_how: None,
+            left_rotation: None,
             rotation: None,
             commit: None,
         }

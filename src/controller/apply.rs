@@ -145,6 +145,9 @@ pub struct Edge<'a> {
     /// The owner's API of the managed pools this controller drives (`None`: managed pools
     /// are reported, never acted on).
     pub owners: Option<&'a dyn rota_core::cloud::managed::OwnerPools>,
+    /// Where rota's own drains and terminations are noted for the image ledger (`None`:
+    /// nothing records them).
+    pub departures: Option<&'a super::departures::Departures>,
 }
 
 impl Edge<'_> {
@@ -282,6 +285,9 @@ pub async fn apply(
             return Err(e).inspect_err(|_| tracing::warn!(done = n, "apply stopped"));
         }
         done.add(event_reason(&p.action), &p.reason);
+        if let Some(d) = edge.departures {
+            d.record(&npr.spec, plan.checkpoint.as_ref(), &p.action);
+        }
     }
     Ok(plan.actions.len())
 }

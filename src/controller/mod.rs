@@ -25,6 +25,7 @@
 
 pub mod apply;
 pub mod clock;
+pub mod departures;
 #[cfg(test)]
 mod error_classes;
 pub mod leader;
@@ -420,6 +421,8 @@ pub struct Controller {
     /// The owners' APIs of the managed pools this controller drives (see
     /// [`Controller::with_owners`]).
     owners: owners::Owners,
+    /// rota's drains and terminations, for the image ledger ([`departures`]).
+    departures: departures::Departures,
 }
 
 impl Drop for Controller {
@@ -460,8 +463,10 @@ impl Controller {
                 },
             )
         });
+        let clock = Clock::new(config.speed).skewed(config.clock_skew);
         Controller {
-            clock: Clock::new(config.speed).skewed(config.clock_skew),
+            departures: departures::Departures::new(clock),
+            clock,
             client,
             groups,
             config,
@@ -541,6 +546,11 @@ impl Controller {
     /// The cluster index the controller observes through.
     pub fn index(&self) -> &Arc<ClusterIndex> {
         &self.index
+    }
+
+    /// The drains and terminations this controller carried out, for the image ledger.
+    pub fn departures(&self) -> departures::Departures {
+        self.departures.clone()
     }
 
     /// Mark the caches synced for `/readyz` once the index has listed nodes, pods and PDBs
@@ -1269,6 +1279,7 @@ impl Controller {
             metrics: Some(self.metrics.clone()),
             lease: self.election.as_ref().map(|_| self.leadership.clone()),
             owners: self.owners.of(&npr.spec.group),
+            departures: Some(&self.departures),
         };
         let batch = plan
             .checkpoint

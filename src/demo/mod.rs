@@ -125,6 +125,9 @@ pub struct Outcome {
     pub wall_time: Duration,
     /// The folder (removed at the end unless kept).
     pub dir: PathBuf,
+    /// The simulated cloud's own record: every instance that came in service, with its
+    /// image (what the ledger is checked against).
+    pub ran: Vec<rota_sim::cloud::Ran>,
 }
 
 /// The workloads of every simulated cluster: the default profile without its singleton
@@ -352,10 +355,16 @@ impl<'a> Story<'a> {
         if opts.serve {
             story.serve_on(dir).await;
         }
+        // A clean shutdown: each agent writes its ledger's last pass, so the lives that ended
+        // since its last look are closed (`rota audit` after the demo shows them left).
+        let Story { fleet, .. } = story;
+        let ran = fleet.sim.cloud.ran();
+        fleet.shutdown().await;
         drop(served);
         drop(prom);
         Ok(Outcome {
             dir: dir.to_path_buf(),
+            ran,
             ..outcome
         })
     }
@@ -548,6 +557,22 @@ impl<'a> Story<'a> {
             view::elapsed(fleet_time),
             wall_time.as_secs_f64()
         ));
+        if self.opts.keep.is_some() {
+            // The fleet's clock ran ahead of the wall's: the evidence is asked for at the
+            // story's end, not at the reader's now (when the story had not happened yet).
+            let end = self
+                .fleet
+                .clock
+                .now()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let origin = self.repo.origin.display();
+            let _ = writeln!(
+                self.out,
+                "audit it (docs/audit.md): which nodes ran the reverted version, and the evidence
+  rota audit --repo {origin} --image general@2026.11.3
+  rota evidence --repo {origin} --at {end}"
+            );
+        }
         Ok(Outcome {
             commits: self.commits.clone(),
             statuses,
@@ -558,6 +583,7 @@ impl<'a> Story<'a> {
             fleet_time,
             wall_time,
             dir: PathBuf::new(),
+            ran: Vec::new(),
         })
     }
 

@@ -14,10 +14,13 @@
 //!   watch-fed index, the NodePoolRotations, the cloud group for instance images) and
 //!   append what changed.
 //! - [`history`]: who proposed and merged a version (the commits that add and pin it).
+//! - [`index`]: a per-image index of the ledgers, cached beside the repo's objects and
+//!   brought up to date from what was appended, for `rota audit --image` at fleet size.
 //! - [`verify`]: the chain and the signatures, naming what does not hold.
 
 pub mod book;
 pub mod history;
+pub mod index;
 pub mod recorder;
 pub mod verify;
 
@@ -30,6 +33,12 @@ pub const LEDGER_PREFIX: &str = "refs/rota/ledger/";
 /// The ledger ref of `cluster`.
 pub fn ledger_ref(cluster: &str) -> String {
     format!("{LEDGER_PREFIX}{cluster}")
+}
+
+/// The command that lists a pool's nodes from the image ledger (each node's life on the
+/// fleet's images): what `status --fleet`, the page and the evidence link a pool to.
+pub fn audit_command(cluster: &str, pool: &str) -> String {
+    format!("rota audit --cluster {cluster} --pool {pool}")
 }
 
 /// The first line of what each append's signature covers (see [`signed_payload`]).

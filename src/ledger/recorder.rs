@@ -26,12 +26,13 @@ use super::book::{self, Book};
 use super::{LedgerError, ledger_ref};
 use crate::cloud::NodeGroups;
 use crate::controller::clock::Clock;
+use crate::controller::departures::{Departures, rotation_name};
 use crate::controller::leader::Leadership;
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::index::{ClusterIndex, Kind};
 use crate::report::notes::{PushTarget, fetch_ref, push_refspec};
 use rota_core::fleet::resolved::Mode;
-use rota_core::ledger::{PoolContext, Seen, Start, diff};
+use rota_core::ledger::{Departure, PoolContext, Seen, Start, diff_with};
 
 /// What the recorder needs.
 pub struct Recorder {
@@ -47,7 +48,17 @@ pub struct Recorder {
     pub leadership: Option<Leadership>,
     pub clock: Clock,
     pub interval: Duration,
+    /// rota's own drains and terminations, as the controller carries them out (`None`: the
+    /// leaves are judged from what the looks see alone).
+    pub departures: Option<Departures>,
 }
+
+/// How long a departure is kept after it happened: longer than any node object lingers
+/// after its instance was terminated, so a lingering node is not opened again.
+const DEPARTURES_KEPT: chrono::TimeDelta = chrono::TimeDelta::hours(2);
+
+/// How long the last pass of a clean shutdown may take (a push to a slow remote).
+const LAST_PASS: Duration = Duration::from_secs(30);
 
 /// What a recorder remembers between passes: only caches, never the ledger's state.
 #[derive(Default)]
@@ -63,10 +74,13 @@ struct Memory {
     /// Per pool, the nodes present when this process first observed it while the ledger
     /// had no life of it: the nodes of its adoption.
     met: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// The controller's departures of the last [`DEPARTURES_KEPT`].
+    departures: Vec<Departure>,
 }
 
 impl Recorder {
-    /// Runs passes until `cancel`.
+    /// Runs passes until `cancel`, then one last pass (a clean shutdown writes what changed
+    /// since the last look: lives that ended are not left open in the ledger).
     pub async fn run(self, cancel: CancellationToken) {
         let mut memory = Memory::default();
         loop {
@@ -74,9 +88,16 @@ impl Recorder {
                 tracing::warn!(cluster = %self.cluster, error = %e, "ledger pass failed; retrying");
             }
             tokio::select! {
-                _ = cancel.cancelled() => return,
+                _ = cancel.cancelled() => break,
                 _ = tokio::time::sleep(self.interval) => {}
             }
+        }
+        match tokio::time::timeout(LAST_PASS, self.pass(&mut memory)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(cluster = %self.cluster, error = %e, "ledger: the last pass failed")
+            }
+            Err(_) => tracing::warn!(cluster = %self.cluster, "ledger: the last pass timed out"),
         }
     }
 
@@ -105,6 +126,13 @@ impl Recorder {
         let seen = self.observe(&nprs, memory).await?;
         let Some(seen) = seen else { return Ok(()) };
         let now = self.clock.now();
+        if let Some(d) = &self.departures {
+            memory.departures.extend(d.take());
+        }
+        memory
+            .departures
+            .retain(|d| now.signed_duration_since(d.at) < DEPARTURES_KEPT);
+        let departures = memory.departures.clone();
         let start = if memory.continuing {
             Start::Continuing
         } else {
@@ -134,7 +162,15 @@ impl Recorder {
         let result = tokio::task::spawn_blocking(move || -> Result<bool, String> {
             let repo = git2::Repository::open(&repo_path).map_err(|e| e.to_string())?;
             let book = book::read_book(&repo, &cluster).map_err(|e| e.to_string())?;
-            let delta = diff(&cluster, &book.open, &seen, &contexts, start, now);
+            let delta = diff_with(
+                &cluster,
+                &book.open,
+                &seen,
+                &contexts,
+                &departures,
+                start,
+                now,
+            );
             if delta.is_empty() {
                 return Ok(false);
             }
@@ -277,17 +313,12 @@ impl Recorder {
             // A node that joins on the desired image joined under the pool's desired version
             // (a rotation to it, a rollback to it, or a scale-up on it). A checkpoint stays
             // after its rotation ended: only a rollback under way is read from it.
-            let rolling_back = npr
+            let checkpoint = npr
                 .status
                 .as_ref()
                 .filter(|st| st.phase != rota_core::rotate::Phase::Succeeded)
-                .and_then(|st| st.checkpoint.as_ref())
-                .is_some_and(|cp| cp.rolling_back);
-            let kind = if rolling_back { "rollback to " } else { "" };
-            let rotation = Some((
-                format!("{}:{kind}{}@{}", s.pool, s.channel, s.version),
-                s.image.clone(),
-            ));
+                .and_then(|st| st.checkpoint.as_ref());
+            let rotation = Some((rotation_name(s, checkpoint), s.image.clone()));
             out.insert(
                 s.pool.clone(),
                 PoolContext {

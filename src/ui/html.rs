@@ -151,11 +151,12 @@ fn pool_row(p: &PoolPanel, now: DateTime<Utc>) -> String {
     let stop = p.stop.as_deref().map_or(String::new(), stop_html);
     format!(
         r#"<tr class="pool" id="pool-{c}-{n}" data-pool="{c}/{n}" data-phase="{ph}">
-<th scope="row">{n}</th><td>{ch}</td><td class="ver">{inf}</td><td class="ver{mv}">{tg}</td>
+<th scope="row" title="its nodes, from the image ledger: {audit}">{n}</th><td>{ch}</td><td class="ver">{inf}</td><td class="ver{mv}">{tg}</td>
 <td>{progress}</td><td>{phase}{d}{hold}{stop}</td></tr>
 "#,
         c = esc(&p.cluster),
         n = esc(&p.name),
+        audit = esc(&crate::ledger::audit_command(&p.cluster, &p.name)),
         ph = p.phase.label(),
         ch = esc(&p.channel),
         inf = esc(in_force),
@@ -206,7 +207,7 @@ pub(super) fn wave_html(i: usize, w: &WavePanel, now: DateTime<Utc>) -> String {
     for c in &w.clusters {
         out += &format!(
             r#"<div class="cluster" id="cluster-{n}" data-cluster="{n}">
-<h4>{n} {b}</h4><p class="desc">{d}</p><p class="ledger muted" title="every node's life on the fleet's images, from the image ledger">nodes: <code>rota audit --cluster {n}</code></p>
+<h4>{n} {b}</h4><p class="desc">{d}</p><p class="ledger muted" title="every node's life on the fleet's images, from the image ledger">nodes: <code>rota audit --cluster {n}</code> (one pool: <code>--pool POOL</code>, on each pool's name)</p>
 <table><thead><tr><th scope="col">Pool</th><th scope="col">Channel</th><th scope="col">In force</th><th scope="col">Target</th><th scope="col">Progress</th><th scope="col">Phase</th></tr></thead><tbody>
 "#,
             n = esc(&c.name),

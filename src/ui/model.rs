@@ -1346,6 +1346,13 @@ mod tests {
             );
             let text = crate::ui::text::fleet(&page, &Default::default()).unwrap();
             assert!(text.contains(&note.next), "{r}: {text}");
+            // Each pool links to its nodes in the image ledger.
+            let audit = "rota audit --cluster canary-use1 --pool general";
+            assert!(text.contains(&format!("nodes: {audit}")), "{text}");
+            assert!(
+                html.contains(audit),
+                "the page links the pool to its ledger"
+            );
         }
         assert_eq!(
             covered,

@@ -323,10 +323,13 @@ pub fn fleet(page: &FleetPage, filter: &Filter) -> Result<String, String> {
         out += &wave_header(i, w, w.on_target.to_string(), w.total.to_string());
         for c in clusters {
             out += &format!("  {} {:<20} {}\n", mark(&c.state), c.name, c.description);
-            // Where an auditor reads what ran on the cluster's nodes (the image ledger).
-            out += &format!("    nodes: rota audit --cluster {}\n", c.name);
             for p in &c.pools {
                 out += &pool_line(p, page.now);
+                // Where an auditor reads what ran on the pool's nodes (the image ledger).
+                out += &format!(
+                    "        nodes: {}\n",
+                    crate::ledger::audit_command(&c.name, &p.name)
+                );
             }
         }
     }

@@ -223,6 +223,10 @@ struct Replica {
     partitioned_until: Option<Instant>,
     task: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Its image ledger recorder (as the agent runs one beside its controller), and the token
+    /// that asks it for its last pass.
+    ledger: tokio::task::JoinHandle<()>,
+    ledger_stop: tokio_util::sync::CancellationToken,
 }
 
 /// The cluster autoscaler of one pool, as the real one behaves: it reconciles the nodes the
@@ -263,6 +267,8 @@ struct Run {
     replicas: Vec<Option<Replica>>,
     restarts: u32,
     started: Instant,
+    /// The bare repo the replicas' recorders write the ledger into.
+    ledger: tempfile::TempDir,
 }
 
 impl Run {
@@ -298,7 +304,22 @@ impl Run {
         cfg.describe_lag = Duration::from_secs(self.draw.describe_lag_s);
         // Each replica's wall clock is off by up to two minutes, its own way.
         cfg.clock_skew = chrono::Duration::seconds(self.draw.clock_skew_s[slot]);
-        let mut c = Controller::new(client, Arc::new(self.fleet.cloud.clone()), cfg);
+        let mut c = Controller::new(client.clone(), Arc::new(self.fleet.cloud.clone()), cfg);
+        let recorder = rota::ledger::recorder::Recorder {
+            cluster: CLUSTER.into(),
+            client,
+            index: Arc::clone(c.index()),
+            groups: Arc::new(self.fleet.cloud.clone()),
+            repo: self.ledger.path().to_path_buf(),
+            push: None,
+            signing_key: None,
+            leadership: Some(c.leadership()),
+            clock: c.clock(),
+            interval: LEDGER_EVERY,
+            departures: Some(c.departures()),
+        };
+        let ledger_stop = tokio_util::sync::CancellationToken::new();
+        let ledger = tokio::spawn(recorder.run(ledger_stop.clone()));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             c.run(async {
@@ -312,6 +333,8 @@ impl Run {
             partitioned_until: None,
             task,
             stop: Some(tx),
+            ledger,
+            ledger_stop,
         }
     }
 
@@ -511,6 +534,7 @@ impl Run {
                     let r = self.replicas[slot].take().expect("present");
                     // kill -9: no clean stop, no lease release.
                     r.task.abort();
+                    r.ledger.abort();
                     self.note(format!("{} killed", r.id));
                 }
                 None if rng.random_bool(0.3) => {
@@ -867,8 +891,77 @@ impl Run {
                 }
             }
         }
+        for v in ledger_faults(self.ledger.path(), &self.fleet.cloud.ran(), &nodes.items) {
+            self.violate(v);
+        }
         outcomes
     }
+}
+
+/// How often each replica's recorder looks at the nodes.
+const LEDGER_EVERY: Duration = Duration::from_secs(10);
+/// How long the run waits at the end for the ledger to see the last changes (a Lease of a
+/// killed replica to run out, a few looks).
+const LEDGER_SETTLE: Duration = Duration::from_secs(120);
+
+/// The ledger against the simulated cloud's own record of what ran where (`ran`: every
+/// instance that came in service, with its image) and the nodes at the end: each life is of
+/// an instance that ran, on the image it ran; no instance has two lives; every node Ready at
+/// the end has exactly one open life; no open life is of a node that is gone.
+fn ledger_faults(
+    repo: &std::path::Path,
+    ran: &[rota::sim::cloud::Ran],
+    nodes: &[Node],
+) -> Vec<String> {
+    let repo = git2::Repository::open_bare(repo).unwrap();
+    let lives = rota::ledger::read_lives(&repo, CLUSTER, &rota::ledger::Filter::default())
+        .unwrap_or_else(|e| panic!("the ledger reads: {e}"));
+    let images: BTreeMap<&str, &str> = ran
+        .iter()
+        .map(|r| (r.instance.as_str(), r.image.as_str()))
+        .collect();
+    let mut faults = Vec::new();
+    let mut per_instance: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in &lives {
+        *per_instance.entry(l.instance.as_str()).or_default() += 1;
+        match images.get(l.instance.as_str()) {
+            Some(image) if *image == l.image => {}
+            other => faults.push(format!(
+                "ledger: {} ({}) on {} is not what the cloud ran there ({other:?})",
+                l.node, l.instance, l.image
+            )),
+        }
+    }
+    for (instance, n) in per_instance.into_iter().filter(|(_, n)| *n > 1) {
+        faults.push(format!("ledger: instance {instance} has {n} lives"));
+    }
+    let node_name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+    let ready = |n: &Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    let open: std::collections::BTreeSet<&str> = lives
+        .iter()
+        .filter(|l| l.left.is_none())
+        .map(|l| l.node.as_str())
+        .collect();
+    for n in nodes.iter().filter(|n| ready(n)) {
+        if !open.contains(node_name(n).as_str()) {
+            faults.push(format!(
+                "ledger: node {} is Ready at the end with no open life",
+                node_name(n)
+            ));
+        }
+    }
+    let present: std::collections::BTreeSet<String> = nodes.iter().map(node_name).collect();
+    for gone in open.iter().filter(|n| !present.contains(**n)) {
+        faults.push(format!(
+            "ledger: node {gone} is gone but its life is still open"
+        ));
+    }
+    faults
 }
 
 /// Whether a pool has settled: `Succeeded`, or stopped with a message naming the cause
@@ -982,7 +1075,9 @@ async fn run_seed(seed: u64) -> SeedReport {
         replicas: vec![None, None],
         restarts: 0,
         started: Instant::now(),
+        ledger: tempfile::tempdir().unwrap(),
     };
+    git2::Repository::init_bare(run.ledger.path()).unwrap();
     for p in run.draw.pools.clone() {
         Api::<NodePoolRotation>::all(run.client.clone())
             .create(&PostParams::default(), &npr(&p))
@@ -1036,7 +1131,20 @@ async fn run_seed(seed: u64) -> SeedReport {
             run.replicas[0] = Some(r);
         }
     }
-    // Stop the replicas cleanly, then judge the end state.
+    // A replica to write the ledger's last passes (one killed last holds its Lease until it
+    // runs out), then stop the replicas cleanly, each ledger first (its last pass), and judge
+    // the end state.
+    if run.replicas.iter().all(Option::is_none) {
+        let r = run.replica(0);
+        run.replicas[0] = Some(r);
+    }
+    tokio::time::sleep(LEDGER_SETTLE).await;
+    for r in run.replicas.iter_mut().flatten() {
+        r.ledger_stop.cancel();
+    }
+    for r in run.replicas.iter_mut().flatten() {
+        let _ = (&mut r.ledger).await;
+    }
     for r in run.replicas.iter_mut().flatten() {
         if let Some(tx) = r.stop.take() {
             let _ = tx.send(());

@@ -181,3 +181,81 @@ async fn the_demo_plays_bump_promotion_and_revert() {
         o.fleet_time
     );
 }
+
+/// The demo's story audited as an auditor would after it (`rota audit --image` of the
+/// reverted version): every instance the simulated cloud brought in service has exactly one
+/// life in the ledger, with its image; the reverted version's nodes were rotated out by the
+/// revert's rollback (not `lost`, not still `running`), and nothing is `lost` anywhere, since
+/// every node that left did so by rota's hand.
+#[tokio::test(start_paused = true)]
+async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut out = Vec::new();
+    let opts = DemoOptions {
+        keep: Some(tmp.path().join("demo")),
+        ..DemoOptions::default()
+    };
+    let result = run(opts, &mut out).await;
+    let text = String::from_utf8_lossy(&out).to_string();
+    let o = result.unwrap_or_else(|e| panic!("{e}\n--- output:\n{text}"));
+    let repo = git2::Repository::open_bare(o.dir.join("fleet.git")).unwrap();
+    let all = rota::cli::audit::lives(&repo, &rota::ledger::Filter::default()).unwrap();
+
+    // Instance IDs are unique within a group only (an Azure scale set numbers its own from
+    // 0): compare the two records as counts per instance and image.
+    let mut ran: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+    for r in &o.ran {
+        *ran.entry((r.instance.as_str(), r.image.as_str()))
+            .or_default() += 1;
+    }
+    let mut recorded: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+    for l in &all {
+        *recorded
+            .entry((l.instance.as_str(), l.image.as_str()))
+            .or_default() += 1;
+    }
+    assert_eq!(
+        recorded, ran,
+        "lives per instance and image, against the cloud's record"
+    );
+    let lost: Vec<_> = all
+        .iter()
+        .filter(|l| l.left_how == Some(rota::ledger::Left::Lost))
+        .collect();
+    assert!(lost.is_empty(), "nothing left without rota: {lost:#?}");
+
+    // `rota audit --image general@2026.11.3`: the canary wave's nodes (canary-use1 and
+    // dev-usc1) on the reverted version.
+    let filter = rota::ledger::Filter {
+        image: Some("general@2026.11.3".into()),
+        ..Default::default()
+    };
+    let reverted = rota::cli::audit::lives(&repo, &filter).unwrap();
+    assert!(!reverted.is_empty(), "{all:#?}");
+    for l in &reverted {
+        assert!(
+            ["canary-use1", "dev-usc1"].contains(&l.cluster.as_str()),
+            "{l:?}"
+        );
+        assert_eq!(l.left_how, Some(rota::ledger::Left::Rotated), "{l:#?}");
+        assert!(l.drained_at.is_some() && l.drained_at <= l.left, "{l:#?}");
+        assert_eq!(
+            l.left_rotation.as_deref(),
+            Some(format!("{}:rollback to general@2026.11.2", l.pool).as_str()),
+            "{l:#?}"
+        );
+    }
+    // The story tells how to audit it, at its own end (the fleet's clock ran ahead).
+    let origin = o.dir.join("fleet.git");
+    assert!(
+        text.contains(&format!(
+            "rota audit --repo {} --image general@2026.11.3",
+            origin.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("rota evidence --repo "), "{text}");
+    let table = rota::cli::audit::render(&reverted, rota::cli::audit::AuditFormat::Table);
+    assert!(!table.contains("running"), "{table}");
+    assert!(table.contains("rotated"), "{table}");
+}

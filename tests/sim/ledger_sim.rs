@@ -237,4 +237,40 @@ async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_reve
     let v = rota::ledger::verify::verify_chain(&bare, "canary-1", None).unwrap();
     assert!(v.faults.is_empty(), "{:?}", v.faults);
     assert_eq!(v.lives, 12);
+    // rota's own leaves name the rotation that did them: the revert's rollback.
+    assert!(
+        on_v2
+            .iter()
+            .all(|l| l.left_rotation.as_deref() == Some("general:rollback to general@2026.11.1")),
+        "{on_v2:#?}"
+    );
+
+    // A node lost behind rota's back (its instance terminated by someone else, the group
+    // replacing it): `lost`, with no rotation; the replacement opens a life of its own.
+    use rota::cloud::NodeGroups;
+    let victim = open[0].clone();
+    let group = rota::cloud::GroupRef::Aws {
+        region: "us-east-1".into(),
+        auto_scaling_group: "canary-1-general".into(),
+    };
+    fleet
+        .sim
+        .cloud
+        .terminate(&group, &victim.instance, false)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let after = lives(&origin);
+    let gone: Vec<&Life> = after
+        .iter()
+        .filter(|l| l.instance == victim.instance)
+        .collect();
+    assert_eq!(gone.len(), 1, "{gone:#?}");
+    assert_eq!(
+        gone[0].left_how,
+        Some(rota::ledger::Left::Lost),
+        "{gone:#?}"
+    );
+    assert_eq!(gone[0].left_rotation, None, "{gone:#?}");
+    assert_eq!(after.len(), 13, "the replacement's life: {after:#?}");
 }

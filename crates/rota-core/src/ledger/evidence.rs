@@ -165,6 +165,7 @@ mod tests {
             drained_by: None,
             left: left.map(t),
             left_how: None,
+            left_rotation: None,
             rotation: None,
             commit: None,
         }

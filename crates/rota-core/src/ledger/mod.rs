@@ -20,7 +20,10 @@
 //! ran, and a restart cannot write a life twice: what is open is read back from the ledger
 //! itself, never from memory.
 
+pub mod departure;
 pub mod evidence;
+
+pub use departure::{Departure, Leave};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,7 +43,11 @@ pub enum Left {
     Rotated,
     /// Cordoned by someone else, then gone (a person, an autoscaler's scale-down).
     Drained,
-    /// Gone without a cordon: terminated behind rota's back, or lost.
+    /// rota terminated its instance without draining it first (a surge node withdrawn when
+    /// its batch was abandoned, a node that never turned Ready replaced).
+    Terminated,
+    /// Gone without rota's doing and without a cordon: terminated behind rota's back, or
+    /// lost.
     Lost,
 }
 
@@ -49,6 +56,7 @@ impl Left {
         match self {
             Left::Rotated => "rotated",
             Left::Drained => "drained",
+            Left::Terminated => "terminated",
             Left::Lost => "lost",
         }
     }
@@ -86,6 +94,11 @@ pub struct Life {
     pub left: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_how: Option<Left>,
+    /// The rotation that drained or terminated it (`pool:channel@version`, or `pool:rollback
+    /// to channel@version`), when rota did: from rota's own actions, so known even when the
+    /// node went between two of the agent's looks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_rotation: Option<String>,
     /// The desired state it joined under (`pool:channel@version`, or `pool:rollback to
     /// channel@version`), when it joined on that image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -248,6 +261,23 @@ pub fn diff(
     start: Start,
     now: DateTime<Utc>,
 ) -> Delta {
+    diff_with(cluster, open, seen, pools, &[], start, now)
+}
+
+/// [`diff`], knowing what rota itself drained and terminated since the lives were read
+/// ([`Departure`]s, newest last). A life rota drained carries the drain's time and rotation
+/// even when no look saw its cordon; one whose instance rota terminated closes at the
+/// terminate (`rotated` after a drain, `terminated` without one), even while its node object
+/// lingers, and that node is not opened again. `lost` is left for what went without rota.
+pub fn diff_with(
+    cluster: &str,
+    open: &[Life],
+    seen: &[Seen],
+    pools: &BTreeMap<String, PoolContext>,
+    departures: &[Departure],
+    start: Start,
+    now: DateTime<Utc>,
+) -> Delta {
     let mut delta = Delta::default();
     let by_key: BTreeMap<(String, String), &Seen> = seen
         .iter()
@@ -258,19 +288,43 @@ pub fn diff(
         if !pools.contains_key(&life.pool) {
             continue;
         }
-        match by_key.get(&life.key()) {
-            None => {
-                let mut closed = life.clone();
+        let drained = departure::drain_of(life, departures);
+        let terminated = departure::terminate_of(life, departures);
+        let mut known = life.clone();
+        if let (None, Some(d)) = (&life.drained_at, drained) {
+            known.drained_at = Some(d.at);
+            known.drained_by = Some(d.by.clone());
+            known.left_rotation = d.rotation.clone();
+        }
+        match (by_key.get(&life.key()), terminated) {
+            (_, Some(t)) => {
+                // rota terminated it: it ended then, whether or not its node object is
+                // still listed.
+                let mut closed = known;
+                closed.left = Some(t.at.min(now).max(life.joined));
+                closed.left_how = Some(match &closed.drained_by {
+                    Some(_) => Left::Rotated,
+                    None => Left::Terminated,
+                });
+                if closed.left_rotation.is_none() {
+                    closed.left_rotation = t.rotation.clone();
+                }
+                delta.closed.push(closed);
+            }
+            (None, None) => {
+                let mut closed = known;
                 closed.left = Some(now);
-                closed.left_how = Some(match (&life.drained_at, &life.drained_by) {
+                closed.left_how = Some(match (&closed.drained_at, &closed.drained_by) {
                     (Some(_), Some(_)) => Left::Rotated,
                     (Some(_), None) => Left::Drained,
                     (None, _) => Left::Lost,
                 });
                 delta.closed.push(closed);
             }
-            Some(s) => {
-                if let (None, Some(by)) = (&life.drained_at, &s.cordoned) {
+            (Some(s), None) => {
+                if known != *life {
+                    delta.updated.push(known);
+                } else if let (None, Some(by)) = (&life.drained_at, &s.cordoned) {
                     let mut u = life.clone();
                     u.drained_at = Some(now);
                     u.drained_by = by.clone();
@@ -281,6 +335,13 @@ pub fn diff(
     }
     for s in seen {
         let key = (s.node.clone(), s.instance.clone());
+        // A node whose instance rota terminated is gone, however long its object lingers.
+        if departures
+            .iter()
+            .any(|d| d.leave == Leave::Terminate && d.instance.as_deref() == Some(&s.instance))
+        {
+            continue;
+        }
         let (Some(image), Some(ctx)) = (&s.image, pools.get(&s.pool)) else {
             continue;
         };
@@ -310,6 +371,7 @@ pub fn diff(
             drained_by: s.cordoned.clone().flatten(),
             left: None,
             left_how: None,
+            left_rotation: None,
             rotation,
             commit: ctx.commit.clone(),
         });
@@ -324,6 +386,8 @@ pub struct Filter {
     pub image: Option<String>,
     pub node: Option<String>,
     pub cluster: Option<String>,
+    /// A pool's name (with `cluster`: one pool's nodes, as the fleet page links them).
+    pub pool: Option<String>,
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
 }
@@ -339,7 +403,8 @@ impl Filter {
             .as_ref()
             .is_none_or(|n| &l.node == n || &l.instance == n);
         let cluster = self.cluster.as_ref().is_none_or(|c| &l.cluster == c);
-        image && node && cluster && l.overlaps(self.from, self.to)
+        let pool = self.pool.as_ref().is_none_or(|p| &l.pool == p);
+        image && node && cluster && pool && l.overlaps(self.from, self.to)
     }
 
     /// A substring every matching line contains, to skip the others before parsing them
@@ -453,6 +518,104 @@ mod tests {
         assert!(again.is_empty(), "{again:?}");
     }
 
+    fn departure(leave: Leave, node: Option<&str>, instance: Option<&str>, at: i64) -> Departure {
+        Departure {
+            leave,
+            node: node.map(String::from),
+            instance: instance.map(String::from),
+            at: t(at),
+            by: "rota".into(),
+            rotation: Some("general:general@2".into()),
+        }
+    }
+
+    #[test]
+    fn rotas_own_drains_and_terminates_name_the_leave_even_between_two_looks() {
+        let p = pools(false, None);
+        let open = diff(
+            "c",
+            &[],
+            &[seen("a", "ami-1"), seen("b", "ami-1"), seen("c", "ami-1")],
+            &p,
+            Start::Continuing,
+            t(0),
+        )
+        .apply(&[]);
+        // Between two looks: rota cordoned `a` and terminated its instance; it terminated
+        // `b`'s without a drain (a surge withdrawn); `c` went without rota.
+        let deps = [
+            departure(Leave::Drain, Some("a"), None, 2),
+            departure(Leave::Terminate, Some("a"), Some("i-a"), 4),
+            departure(Leave::Terminate, None, Some("i-b"), 5),
+        ];
+        // `b`'s node object still lingers: it closes all the same and is not opened again.
+        let d = diff_with(
+            "c",
+            &open,
+            &[seen("b", "ami-1")],
+            &p,
+            &deps,
+            Start::Continuing,
+            t(10),
+        );
+        assert!(d.opened.is_empty(), "{d:?}");
+        type How<'a> = (Option<Left>, Option<DateTime<Utc>>, Option<&'a str>);
+        let how: BTreeMap<&str, How> = d
+            .closed
+            .iter()
+            .map(|l| {
+                (
+                    l.node.as_str(),
+                    (l.left_how, l.left, l.left_rotation.as_deref()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            how["a"],
+            (Some(Left::Rotated), Some(t(4)), Some("general:general@2"))
+        );
+        assert_eq!(
+            how["b"],
+            (
+                Some(Left::Terminated),
+                Some(t(5)),
+                Some("general:general@2")
+            )
+        );
+        assert_eq!(how["c"], (Some(Left::Lost), Some(t(10)), None));
+        let a = d.closed.iter().find(|l| l.node == "a").unwrap();
+        assert_eq!(
+            (a.drained_at, a.drained_by.as_deref()),
+            (Some(t(2)), Some("rota"))
+        );
+        // A drain seen by a look while the node is still there is kept on the open life.
+        let d = diff_with(
+            "c",
+            &open,
+            &[seen("a", "ami-1"), seen("b", "ami-1"), seen("c", "ami-1")],
+            &p,
+            &deps[..1],
+            Start::Continuing,
+            t(3),
+        );
+        assert_eq!(d.updated.len(), 1);
+        assert_eq!(d.updated[0].drained_at, Some(t(2)));
+        assert!(d.closed.is_empty());
+        // A drain of an earlier life of a reused node name is not this life's.
+        let mut later = open.clone();
+        later[0].joined = t(3);
+        let d = diff_with(
+            "c",
+            &later[..1],
+            &[],
+            &p,
+            &deps[..1],
+            Start::Continuing,
+            t(9),
+        );
+        assert_eq!(d.closed[0].left_how, Some(Left::Lost));
+    }
+
     #[test]
     fn nodes_not_ready_or_of_unknown_image_or_pool_are_not_recorded_yet() {
         let p = pools(false, None);
@@ -530,6 +693,12 @@ mod tests {
             ..Filter::default()
         };
         assert!(f(Some("general@1"), None, None).matches(&l));
+        let pool = |p: &str| Filter {
+            pool: Some(p.into()),
+            ..Filter::default()
+        };
+        assert!(pool("general").matches(&l));
+        assert!(!pool("gpu").matches(&l));
         assert!(f(Some("ami-1"), None, None).matches(&l));
         assert!(!f(Some("general@2"), None, None).matches(&l));
         assert!(f(None, Some(t(30)), Some(t(90))).matches(&l));
