@@ -143,6 +143,11 @@ fn plan_steered(
     if let Some(managed) = desired.group.managed() {
         // Driven through the owner's API when the edge described the owner and the
         // strategy is the owner's own update; reported, never acted on, otherwise.
+        if let (Some(state), crate::fleet::owner::Strategy::Drift) =
+            (&observed.drift, desired.strategy())
+        {
+            return super::drift::plan_drift(desired, observed, state, checkpoint, now);
+        }
         return match (&observed.owner, desired.strategy()) {
             (Some(owner), crate::fleet::owner::Strategy::Service) => {
                 super::managed::plan_service(desired, observed, owner, checkpoint, now)
@@ -703,6 +708,7 @@ impl<'a> Planner<'a> {
             next: None,
             pace: previous.and_then(|p| p.pace),
             owner_update: None,
+            drift: None,
         }
     }
 
