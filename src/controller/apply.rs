@@ -145,6 +145,8 @@ pub struct Edge<'a> {
     /// The owner's API of the managed pools this controller drives (`None`: managed pools
     /// are reported, never acted on).
     pub owners: Option<&'a dyn rota_core::cloud::managed::OwnerPools>,
+    /// Karpenter's objects, for Karpenter pools (`None`: nothing is written to them).
+    pub drift: Option<&'a dyn rota_core::cloud::karpenter::DriftPools>,
 }
 
 impl Edge<'_> {
@@ -378,6 +380,8 @@ fn event_reason(a: &Action) -> &'static str {
         Action::SetScaleDownDisabled { .. } => "ScaleDownDisabled",
         Action::WithdrawSurge { .. } => "WithdrawSurge",
         Action::StartOwnerUpdate { .. } => "StartOwnerUpdate",
+        Action::PinNodeClassImage { .. } => "PinNodeClassImage",
+        Action::SetDisruptionBudgets { .. } => "SetDisruptionBudgets",
     }
 }
 
@@ -477,6 +481,13 @@ async fn execute(
             return start_owner_update(edge, group, request)
                 .await
                 .map(|_| true)
+                .map_err(cloud);
+        }
+        Action::PinNodeClassImage { .. } | Action::SetDisruptionBudgets { .. } => {
+            return super::drift::write(edge.drift, group, &p.action)
+                .await
+                .expect("a drift write")
+                .map(|()| true)
                 .map_err(cloud);
         }
         Action::Terminate { instance_id, node } => {

@@ -25,6 +25,7 @@
 
 pub mod apply;
 pub mod clock;
+mod drift;
 #[cfg(test)]
 mod error_classes;
 pub mod leader;
@@ -325,7 +326,9 @@ fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
         | Action::SetMax { .. }
         | Action::Terminate { .. }
         | Action::WithdrawSurge { .. }
-        | Action::StartOwnerUpdate { .. } => true,
+        | Action::StartOwnerUpdate { .. }
+        | Action::PinNodeClassImage { .. }
+        | Action::SetDisruptionBudgets { .. } => true,
         Action::Cordon { .. }
         | Action::Uncordon { .. }
         | Action::Evict { .. }
@@ -419,6 +422,8 @@ pub struct Controller {
     /// The owner's API of the managed pools this controller drives (see
     /// [`Controller::with_owners`]).
     owners: Option<Arc<dyn rota_core::cloud::managed::OwnerPools>>,
+    /// Karpenter's objects in this cluster (its NodePools are driven through them).
+    drift: Arc<dyn rota_core::cloud::karpenter::DriftPools>,
 }
 
 impl Drop for Controller {
@@ -461,6 +466,7 @@ impl Controller {
         });
         Controller {
             clock: Clock::new(config.speed).skewed(config.clock_skew),
+            drift: Arc::new(crate::kube::karpenter::KubeKarpenter::new(client.clone())),
             client,
             groups,
             config,
@@ -876,7 +882,7 @@ impl Controller {
     ) -> Option<rota_core::rotate::Observed> {
         // A managed pool driven through its owner is planned from the owner's state, which
         // a kept describe of the (empty) group does not hold: described on every pass.
-        if desired.group.managed().is_some() && self.owners.is_some() {
+        if desired.group.managed().is_some() {
             return None;
         }
         let fence = self.leadership.fence();
@@ -1132,6 +1138,7 @@ impl Controller {
                     .map_err(crate::kube::observe::ObserveError::from)?,
             );
         }
+        drift::observe(Some(self.drift.as_ref()), desired, &mut observed).await?;
         // A new term (this replica took over, or won the lease back) restarts the waits that
         // are measured from times another replica may have written on its own clock.
         match (&self.leadership.fence(), &self.term) {
@@ -1269,6 +1276,7 @@ impl Controller {
             metrics: Some(self.metrics.clone()),
             lease: self.election.as_ref().map(|_| self.leadership.clone()),
             owners: self.owners.as_deref(),
+            drift: Some(self.drift.as_ref()),
         };
         let batch = plan
             .checkpoint

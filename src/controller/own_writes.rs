@@ -48,7 +48,10 @@ pub fn applied(group: &GroupState, actions: &[Planned]) -> Option<GroupState> {
                 }
             }
             // The owner chooses what its update does: the describe is dropped.
-            Action::WithdrawSurge { .. } | Action::StartOwnerUpdate { .. } => return None,
+            Action::WithdrawSurge { .. }
+            | Action::StartOwnerUpdate { .. }
+            | Action::PinNodeClassImage { .. }
+            | Action::SetDisruptionBudgets { .. } => return None,
             Action::Cordon { .. }
             | Action::Uncordon { .. }
             | Action::Evict { .. }

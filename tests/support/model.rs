@@ -374,6 +374,7 @@ impl Model {
             cluster_autoscaler: true,
             leading_since: None,
             owner: None,
+            drift: None,
         }
     }
 
