@@ -233,12 +233,14 @@ impl SimCloud {
         let now = Instant::now();
         let mut inner = self.inner.lock().unwrap();
         let g = &spec.group;
-        // EKS managed node groups are simulated (`eks`); the other owners' APIs (GKE, AKS,
-        // Karpenter) are not yet: such a pool is never a group of this cloud.
+        // EKS managed node groups are simulated (`eks`), and Karpenter's instances are a
+        // group only the simulated Karpenter sizes (`crate::karpenter`); the other owners'
+        // APIs (GKE, AKS) are not yet: such a pool is never a group of this cloud.
         if let GroupRef::Managed(m) = g
             && !matches!(
                 m,
                 rota_core::fleet::owner::ManagedGroup::EksNodegroup { .. }
+                    | rota_core::fleet::owner::ManagedGroup::KarpenterNodePool { .. }
             )
         {
             return Err(CloudError::new(
