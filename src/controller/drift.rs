@@ -7,7 +7,7 @@ use rota_core::cloud::CloudError;
 use rota_core::cloud::karpenter::DriftPools;
 use rota_core::fleet::owner::Strategy;
 use rota_core::fleet::resolved::DesiredPool;
-use rota_core::rotate::{Action, Observed};
+use rota_core::rotate::{Action, Checkpoint, Observed, Stage};
 
 /// Adds the Karpenter pool's state to `observed` when `desired` is one (strategy `drift`):
 /// read on every pass, as the planner decides from it. A node whose image no label carries
@@ -32,6 +32,23 @@ pub(super) async fn observe(
     }
     observed.drift = Some(state);
     Ok(())
+}
+
+/// Which gate evaluation a Karpenter drift is in (`None`: not a drift; the stage decides).
+/// Between batches the gates are sampled before the next batch opens (`pre-N`), through a
+/// batch's soak (`soak-N`) and the pool soak; not while Karpenter drains, when evicted pods
+/// are briefly not Ready by design (as for self-managed batches).
+pub(super) fn evaluation(checkpoint: Option<&Checkpoint>) -> Option<String> {
+    let cp = checkpoint?;
+    let mark = cp.drift.as_ref()?;
+    Some(match (&cp.stage, &mark.batch) {
+        (Stage::PoolSoak { .. }, _) => "pool".into(),
+        (Stage::Done, _) => String::new(),
+        _ if cp.rolling_back || cp.halted.is_some() => String::new(),
+        (_, None) => format!("pre-{}", cp.batches_started + 1),
+        (_, Some(b)) if b.soak_until.is_some() => format!("soak-{}", b.number),
+        (_, Some(_)) => String::new(),
+    })
 }
 
 /// Executes a drift write; `None` when `action` is not one.

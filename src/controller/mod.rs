@@ -1062,7 +1062,8 @@ impl Controller {
         now: chrono::DateTime<chrono::Utc>,
     ) -> GateVerdict {
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        let evaluation = evaluation(checkpoint.map(|c| &c.stage));
+        let evaluation = drift::evaluation(checkpoint)
+            .unwrap_or_else(|| evaluation(checkpoint.map(|c| &c.stage)));
         let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
         if evaluation != state.evaluation {
             state.trackers.iter_mut().for_each(Tracker::reset);

@@ -13,6 +13,7 @@ mod adoption_sim;
 mod agent_sim;
 mod chaos;
 mod controller_sim;
+mod karpenter_sim;
 mod demo;
 mod leadership_sim;
 mod ledger_sim;
