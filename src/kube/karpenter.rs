@@ -10,10 +10,14 @@
 //! the field, and nothing is written on it.
 
 use async_trait::async_trait;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use serde_json::{Value, json};
 
-use rota_core::cloud::karpenter::{Budget, DriftPoolState, DriftPools, NODEPOOL_LABEL, NodeClaimState};
+use rota_core::cloud::karpenter::{
+    Budget, DriftPoolState, DriftPools, NODEPOOL_LABEL, NodeClaimState,
+};
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef};
 use rota_core::fleet::owner::ManagedGroup;
 
@@ -96,14 +100,19 @@ fn as_value(o: &DynamicObject) -> Value {
 
 /// The NodeClass a NodePool references, checked to be an EC2NodeClass.
 fn node_class_of(pool: &ManagedGroup, np: &Value) -> Result<String, CloudError> {
-    let name = np.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?");
+    let name = np
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("?");
     let kind = str_at(np, "/spec/template/spec/nodeClassRef/kind");
     match (str_at(np, "/spec/template/spec/nodeClassRef/name"), kind) {
         (Some(c), Some("EC2NodeClass")) => Ok(c.to_string()),
         (Some(_), other) => Err(invalid(
             pool,
             "GetNodePool",
-            format!("NodePool {name}: spec.template.spec.nodeClassRef.kind is {other:?}, not EC2NodeClass"),
+            format!(
+                "NodePool {name}: spec.template.spec.nodeClassRef.kind is {other:?}, not EC2NodeClass"
+            ),
         )),
         (None, _) => Err(invalid(
             pool,
@@ -143,7 +152,10 @@ fn terms_of(pool: &ManagedGroup, nc: &Value) -> Result<(Vec<String>, Vec<String>
         })?;
     let (mut ids, mut other) = (Vec::new(), Vec::new());
     for t in terms {
-        match (t.get("id").and_then(Value::as_str), t.as_object().map(|o| o.len())) {
+        match (
+            t.get("id").and_then(Value::as_str),
+            t.as_object().map(|o| o.len()),
+        ) {
             (Some(id), Some(1)) => ids.push(id.to_string()),
             _ => other.push(t.to_string()),
         }
@@ -158,7 +170,9 @@ fn claim_of(c: &Value) -> NodeClaimState {
         image: str_at(c, "/status/imageID").map(str::to_string),
         ready: condition_true(c, "Ready"),
         drifted: condition_true(c, "Drifted"),
-        deleting: c.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null()),
+        deleting: c
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|d| !d.is_null()),
     }
 }
 
@@ -268,10 +282,18 @@ mod tests {
     fn a_nodepool_without_its_nodeclass_or_with_bad_budgets_is_refused_naming_the_field() {
         let missing = json!({"metadata": {"name": "default"}, "spec": {"template": {"spec": {}}}});
         let e = node_class_of(&np(), &missing).unwrap_err();
-        assert!(e.message.contains("spec.template.spec.nodeClassRef.name"), "{e}");
+        assert!(
+            e.message.contains("spec.template.spec.nodeClassRef.name"),
+            "{e}"
+        );
         let other = json!({"metadata": {"name": "default"},
             "spec": {"template": {"spec": {"nodeClassRef": {"name": "x", "kind": "AKSNodeClass"}}}}});
-        assert!(node_class_of(&np(), &other).unwrap_err().message.contains("AKSNodeClass"));
+        assert!(
+            node_class_of(&np(), &other)
+                .unwrap_err()
+                .message
+                .contains("AKSNodeClass")
+        );
         let bad = json!({"spec": {"disruption": {"budgets": [{"nodes": 3}]}}});
         let e = budgets_of(&np(), &bad).unwrap_err();
         assert_eq!(e.kind, CloudErrorKind::Invalid);
@@ -286,6 +308,11 @@ mod tests {
         assert_eq!(ids, ["ami-1"]);
         assert_eq!(other.len(), 2);
         let none = json!({"metadata": {"name": "default"}, "spec": {}});
-        assert!(terms_of(&np(), &none).unwrap_err().message.contains("amiSelectorTerms"));
+        assert!(
+            terms_of(&np(), &none)
+                .unwrap_err()
+                .message
+                .contains("amiSelectorTerms")
+        );
     }
 }

@@ -57,7 +57,10 @@ struct Sim {
 
 async fn sim(nodes: u32, seed: u64) -> Sim {
     let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
-    workloads.nodes.overrides.insert("sim-1/general".into(), nodes);
+    workloads
+        .nodes
+        .overrides
+        .insert("sim-1/general".into(), nodes);
     let scenario = Scenario {
         clusters: vec![ClusterScenario {
             name: "sim-1".into(),
@@ -177,15 +180,27 @@ fn schemas() -> BTreeMap<String, jsonschema::Validator> {
 
 /// What the pool holds now, checked against the invariants; returns the NodeClaims being
 /// replaced (deleting, or with a replacement launched).
-async fn check(s: &Sim, size: usize, batch: usize, schemas: &BTreeMap<String, jsonschema::Validator>) -> usize {
+async fn check(
+    s: &Sim,
+    size: usize,
+    batch: usize,
+    schemas: &BTreeMap<String, jsonschema::Validator>,
+) -> usize {
     let mut claims = objects(s, &node_claims()).await;
     for r in [node_pools(), ec2_node_classes()] {
         claims.extend(objects(s, &r).await);
     }
     for o in &claims {
         let kind = o["kind"].as_str().unwrap();
-        let errors: Vec<String> = schemas[kind].iter_errors(o).map(|e| e.to_string()).collect();
-        assert!(errors.is_empty(), "{kind} {}: {errors:?}", o["metadata"]["name"]);
+        let errors: Vec<String> = schemas[kind]
+            .iter_errors(o)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{kind} {}: {errors:?}",
+            o["metadata"]["name"]
+        );
     }
     let replacing = claims
         .iter()
@@ -195,9 +210,16 @@ async fn check(s: &Sim, size: usize, batch: usize, schemas: &BTreeMap<String, js
                 || has(c, "/metadata/annotations/sim.rota.dev~1replacement")
         })
         .count();
-    assert!(replacing <= batch, "{replacing} NodeClaims replaced at once > batch {batch}");
+    assert!(
+        replacing <= batch,
+        "{replacing} NodeClaims replaced at once > batch {batch}"
+    );
     let g = s.fleet.cloud.describe(&karpenter()).await.unwrap();
-    let live = g.instances.iter().filter(|i| i.lifecycle != Lifecycle::Terminating).count();
+    let live = g
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle != Lifecycle::Terminating)
+        .count();
     assert!(live <= size + batch, "{live} instances > {size} + {batch}");
     for pdb in Api::<PodDisruptionBudget>::all(s.client.clone())
         .list(&ListParams::default())
@@ -248,7 +270,13 @@ async fn node_pool(s: &Sim) -> Value {
 }
 
 async fn node_class(s: &Sim) -> Value {
-    serde_json::to_value(dynamic(s, &ec2_node_classes()).get("general").await.unwrap()).unwrap()
+    serde_json::to_value(
+        dynamic(s, &ec2_node_classes())
+            .get("general")
+            .await
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 /// Adoption and a rotation to the end: the pool starts on OLD with a NodeClaim per node;
@@ -272,11 +300,20 @@ async fn a_karpenter_pool_drifts_to_the_new_ami_a_batch_at_a_time() {
     assert_eq!(class_pin(&node_class(&s).await), json!([{"id": NEW}]));
     // One more pass: the restore is seen and rota lets the budgets be.
     run(&s, &mut c, Duration::from_secs(120), 5, 2, |_| false).await;
-    assert_eq!(node_pool(&s).await["spec"]["disruption"]["budgets"], user_budgets);
+    assert_eq!(
+        node_pool(&s).await["spec"]["disruption"]["budgets"],
+        user_budgets
+    );
     let after = objects(&s, &node_claims()).await;
     assert_eq!(after.len(), 5);
-    assert!(after.iter().all(|c| c["status"]["imageID"] == NEW), "{after:?}");
-    let cp = Api::<NodePoolRotation>::all(s.client.clone()).get("general").await.unwrap();
+    assert!(
+        after.iter().all(|c| c["status"]["imageID"] == NEW),
+        "{after:?}"
+    );
+    let cp = Api::<NodePoolRotation>::all(s.client.clone())
+        .get("general")
+        .await
+        .unwrap();
     let cp = cp.status.unwrap().checkpoint.unwrap();
     assert_eq!(cp.batches_started, 3, "5 nodes in batches of 2");
     assert!(cp.drift.unwrap().restored);
@@ -299,7 +336,10 @@ async fn a_crash_mid_drift_resumes_without_pacing_twice() {
         }
         let out = c.step().await;
         check(&s, 4, 2, &schemas).await;
-        if out.iter().any(|(_, o)| matches!(o, Outcome::Crashed { .. })) {
+        if out
+            .iter()
+            .any(|(_, o)| matches!(o, Outcome::Crashed { .. }))
+        {
             crashes += 1;
             c = controller(&s);
         }
@@ -310,7 +350,8 @@ async fn a_crash_mid_drift_resumes_without_pacing_twice() {
         if st.phase == Phase::Succeeded {
             break;
         }
-        c.wait(end.min(Instant::now() + Duration::from_secs(60)), true).await;
+        c.wait(end.min(Instant::now() + Duration::from_secs(60)), true)
+            .await;
     }
     assert!(crashes >= 2, "{crashes} crashes");
     let st = status(&s).await;
@@ -326,7 +367,9 @@ async fn a_pause_closes_the_drift_and_a_resume_finishes_it() {
     create_npr(&s, policy(1), vec![]).await;
     let mut c = controller(&s);
     run(&s, &mut c, Duration::from_secs(3600), 4, 1, |st| {
-        st.checkpoint.as_ref().is_some_and(|c| c.batches_started >= 1)
+        st.checkpoint
+            .as_ref()
+            .is_some_and(|c| c.batches_started >= 1)
     })
     .await;
     let set_paused = |on: bool| {
@@ -347,12 +390,18 @@ async fn a_pause_closes_the_drift_and_a_resume_finishes_it() {
     let budgets = node_pool(&s).await["spec"]["disruption"]["budgets"].clone();
     assert_eq!(budgets.as_array().unwrap().last().unwrap()["nodes"], "0");
     let claims = objects(&s, &node_claims()).await;
-    let on_new = claims.iter().filter(|c| c["status"]["imageID"] == NEW).count();
+    let on_new = claims
+        .iter()
+        .filter(|c| c["status"]["imageID"] == NEW)
+        .count();
     let st = run(&s, &mut c, Duration::from_secs(3600), 4, 1, |_| false).await;
     assert_eq!(st.phase, Phase::Paused);
     let later = objects(&s, &node_claims()).await;
     assert_eq!(
-        later.iter().filter(|c| c["status"]["imageID"] == NEW).count(),
+        later
+            .iter()
+            .filter(|c| c["status"]["imageID"] == NEW)
+            .count(),
         on_new,
         "nothing drifted while paused"
     );
@@ -411,11 +460,17 @@ async fn a_failed_gate_pins_the_old_ami_back_and_the_pool_drifts_back() {
     })
     .await;
     assert_eq!(st.phase, Phase::Failed, "{}", st.message);
-    assert_eq!(st.stop.as_ref().map(|n| n.reason.as_str()), Some("RolledBack"));
+    assert_eq!(
+        st.stop.as_ref().map(|n| n.reason.as_str()),
+        Some("RolledBack")
+    );
     assert_eq!(class_pin(&node_class(&s).await), json!([{"id": OLD}]));
     let claims = objects(&s, &node_claims()).await;
     assert_eq!(claims.len(), 4);
-    assert!(claims.iter().all(|c| c["status"]["imageID"] == OLD), "{claims:?}");
+    assert!(
+        claims.iter().all(|c| c["status"]["imageID"] == OLD),
+        "{claims:?}"
+    );
 }
 
 /// A pod marked `karpenter.sh/do-not-disrupt` keeps its node: Karpenter drifts every other
@@ -424,7 +479,10 @@ async fn a_failed_gate_pins_the_old_ami_back_and_the_pool_drifts_back() {
 async fn a_do_not_disrupt_pod_holds_its_node_until_it_goes() {
     let s = sim(3, 65).await;
     let claims = objects(&s, &node_claims()).await;
-    let held = claims[0]["status"]["nodeName"].as_str().unwrap().to_string();
+    let held = claims[0]["status"]["nodeName"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "long-job", "namespace": "shop",
@@ -444,7 +502,11 @@ async fn a_do_not_disrupt_pod_holds_its_node_until_it_goes() {
         .filter(|c| c["status"]["imageID"] == OLD)
         .filter_map(|c| c["status"]["nodeName"].as_str())
         .collect();
-    assert_eq!(on_old, [held.as_str()], "only the held node is left on the old AMI");
+    assert_eq!(
+        on_old,
+        [held.as_str()],
+        "only the held node is left on the old AMI"
+    );
     pods.delete("long-job", &Default::default()).await.unwrap();
     let st = run(&s, &mut c, Duration::from_secs(3 * 3600), 3, 1, |st| {
         st.phase == Phase::Succeeded

@@ -197,7 +197,9 @@ fn drift_budget(node_pool: &Value, total: u32) -> u32 {
 async fn reconcile(store: &Store, cloud: &SimCloud, pool: &ManagedGroup) -> Result<(), String> {
     let name = pool.name();
     let group = GroupRef::Managed(pool.clone());
-    let np = store.get(&node_pools(), None, name).map_err(|e| e.message)?;
+    let np = store
+        .get(&node_pools(), None, name)
+        .map_err(|e| e.message)?;
     let class_name = s(&np, "/spec/template/spec/nodeClassRef/name").unwrap_or(name);
     let class = store
         .get(&ec2_node_classes(), None, class_name)
@@ -218,7 +220,11 @@ async fn reconcile(store: &Store, cloud: &SimCloud, pool: &ManagedGroup) -> Resu
         .collect();
     // Every instance has its NodeClaim: a pending one of the same image takes it, else one
     // is made for it (the instances a scenario starts with).
-    for inst in state.instances.iter().filter(|i| i.lifecycle != Lifecycle::Terminating) {
+    for inst in state
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle != Lifecycle::Terminating)
+    {
         if claims
             .iter()
             .any(|c| s(c, "/status/providerID") == Some(inst.provider_id.as_str()))
@@ -231,7 +237,11 @@ async fn reconcile(store: &Store, cloud: &SimCloud, pool: &ManagedGroup) -> Resu
         let claim = match pending {
             Some(i) => claims.remove(i),
             None => store
-                .create(&node_claims(), None, new_claim(pool, class_name, &inst.image))
+                .create(
+                    &node_claims(),
+                    None,
+                    new_claim(pool, class_name, &inst.image),
+                )
                 .map_err(|e| e.message)?,
         };
         let cname = s(&claim, "/metadata/name").unwrap_or_default().to_string();
@@ -328,8 +338,10 @@ fn refresh_status(
 /// Old NodeClaims whose replacement is Ready are deleted (their drain starts).
 fn replace_ready(store: &Store, claims: &[Value]) -> Result<(), String> {
     for c in claims {
-        let Some(r) = c.pointer(&format!("/metadata/annotations/{}", REPLACEMENT.replace('/', "~1")))
-        else {
+        let Some(r) = c.pointer(&format!(
+            "/metadata/annotations/{}",
+            REPLACEMENT.replace('/', "~1")
+        )) else {
             continue;
         };
         let ready = claims
@@ -379,9 +391,9 @@ async fn terminate_deleted(
                 continue;
             }
         }
-        if let Some(inst) = s(c, "/status/providerID").and_then(|p| {
-            p.rsplit('/').next().map(str::to_string)
-        }) {
+        if let Some(inst) =
+            s(c, "/status/providerID").and_then(|p| p.rsplit('/').next().map(str::to_string))
+        {
             cloud
                 .terminate(group, &inst, true)
                 .await
@@ -439,7 +451,10 @@ fn daemon(pod: &Value) -> bool {
 
 /// Whether `karpenter.sh/do-not-disrupt: "true"` is on the node or one of its pods.
 fn do_not_disrupt(store: &Store, node: &Value) -> bool {
-    let key = format!("/metadata/annotations/{}", KARPENTER_DO_NOT_DISRUPT.replace('/', "~1"));
+    let key = format!(
+        "/metadata/annotations/{}",
+        KARPENTER_DO_NOT_DISRUPT.replace('/', "~1")
+    );
     if s(node, &key) == Some("true") {
         return true;
     }
@@ -468,8 +483,11 @@ async fn disrupt_drifted(
 ) -> Result<(), String> {
     let replacing = |c: &&Value| {
         c.pointer("/metadata/deletionTimestamp").is_some()
-            || c.pointer(&format!("/metadata/annotations/{}", REPLACEMENT.replace('/', "~1")))
-                .is_some()
+            || c.pointer(&format!(
+                "/metadata/annotations/{}",
+                REPLACEMENT.replace('/', "~1")
+            ))
+            .is_some()
     };
     let total = claims
         .iter()

@@ -165,13 +165,15 @@ pub fn node_object(
         );
     }
     // Karpenter labels its nodes with the NodePool and the NodeClass (named alike here).
-    if let GroupRef::Managed(
-        m @ rota_core::fleet::owner::ManagedGroup::KarpenterNodePool { .. },
-    ) = &pool.group
+    if let GroupRef::Managed(m @ rota_core::fleet::owner::ManagedGroup::KarpenterNodePool { .. }) =
+        &pool.group
     {
         use rota_core::cloud::karpenter::NODEPOOL_LABEL;
         labels.insert(NODEPOOL_LABEL.into(), m.name().to_string());
-        labels.insert("karpenter.k8s.aws/ec2nodeclass".into(), m.name().to_string());
+        labels.insert(
+            "karpenter.k8s.aws/ec2nodeclass".into(),
+            m.name().to_string(),
+        );
     }
     json!({
         "apiVersion": "v1",

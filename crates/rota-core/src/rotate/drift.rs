@@ -15,7 +15,8 @@
 //!    start `batch` replacements. Karpenter's `nodes` is how many may be disrupting *at once*,
 //!    not how many in total, so rota counts the batch's starts (the NodeClaims off the image
 //!    that disappeared or are being deleted since the batch opened) and keeps the budget at
-//!    `deleting now + starts left`, `0` once all have started;
+//!    the starts left (`0` once all have started), so that a node that finishes draining does
+//!    not open room for more than the batch;
 //! 3. when the batch's replacements are Ready and nothing is being deleted, the batch soaks
 //!    (`batchSoak`) with the gates held, then the next one opens;
 //! 4. with every NodeClaim on the image, the pool soaks (`poolSoak`), then rota's budget is
@@ -499,9 +500,14 @@ fn in_batch(
     heading: &str,
 ) -> Decision {
     let t = cx.tally(heading);
-    // Worked example: a batch of 2 opened with 6 NodeClaims off the image; Karpenter
-    // deleted one (off 5, deleting 1): 1 started, 1 to start, and the one deleting still
-    // counts against `nodes`, so the budget is 1 + 1 = 2. Once off is 4, the budget is 0.
+    // The budget is the starts left, not `deleting + left`: Karpenter's `nodes` is how
+    // many may be disrupting at once, so a node that finishes draining opens room. Worked
+    // example: a batch of 2 opened with 6 NodeClaims off the image; Karpenter deleted one
+    // (off 5, deleting 1): 1 started, 1 left, budget 1, which the one deleting fills until
+    // it is gone; then Karpenter may start one more. With `deleting + left` = 2 it could
+    // start one now and, once the first is gone, a third before rota's next pass. Once off
+    // is 4, the budget is 0. A start that also finishes between two passes can still add
+    // one (a replacement boots and drains in minutes; rota replans on every node change).
     let started = b.off_at_open.saturating_sub(t.off).min(b.size);
     let left = b.size - started;
     let n = b.number;
@@ -536,7 +542,7 @@ fn in_batch(
         next.drift = Some(m.clone());
         return in_batch(cx, &next, &m, m.batch.as_ref().expect("set"), heading);
     }
-    let budget = if left == 0 { 0 } else { t.deleting + left };
+    let budget = left;
     let msg = format!(
         "batch {n}: Karpenter replacing {started}/{} drifted node(s), {} draining, {} booting · {}",
         b.size,

@@ -69,6 +69,8 @@ struct Karpenter {
     /// NodeClaims that started being disrupted, in order.
     disrupted: Vec<String>,
     gates: GateVerdict,
+    /// Ticks each deleting NodeClaim has been draining.
+    draining: std::collections::BTreeMap<String, u32>,
 }
 
 impl Karpenter {
@@ -98,6 +100,7 @@ impl Karpenter {
             max_deleting: 0,
             disrupted: vec![],
             gates: GateVerdict::Passing,
+            draining: Default::default(),
         }
     }
 
@@ -189,18 +192,37 @@ impl Karpenter {
     /// disrupted within the budget (each with a replacement on the pinned AMI).
     fn step(&mut self) {
         let pinned = self.state.pinned().map(str::to_string);
-        self.state.claims.retain(|c| !c.deleting);
+        // A drain takes two ticks: longer than rota's passes, which see 1 or 2 ticks.
+        let draining = &mut self.draining;
+        self.state.claims.retain(|c| {
+            if !c.deleting {
+                return true;
+            }
+            let age = draining.entry(c.name.clone()).or_insert(0);
+            *age += 1;
+            *age < 2
+        });
         for c in &mut self.state.claims {
             c.ready = true;
             c.drifted = pinned.is_some() && c.image != pinned;
         }
-        let mut deleting = 0;
+        let mut deleting = self.state.claims.iter().filter(|c| c.deleting).count() as u32;
         let allowed = self.allowed();
         let mut fresh = vec![];
-        for c in self.state.claims.iter_mut().filter(|c| c.drifted) {
-            if deleting >= allowed {
+        let mut started = 0;
+        for c in self
+            .state
+            .claims
+            .iter_mut()
+            .filter(|c| c.drifted && !c.deleting)
+        {
+            // One disruption decision per tick, as Karpenter's disruption loop takes one
+            // command at a time: over several ticks between two of rota's passes, a budget
+            // left open would let it start more than the batch.
+            if deleting >= allowed || started == 1 {
                 break;
             }
+            started += 1;
             c.deleting = true;
             deleting += 1;
             self.disrupted.push(c.name.clone());
@@ -239,7 +261,10 @@ fn run(
         if stop(&p) {
             return (p, cp, m);
         }
-        k.step();
+        // One or two ticks of Karpenter between two passes.
+        for _ in 0..1 + m % 2 {
+            k.step();
+        }
     }
     panic!("no end after 200 passes: {:?}", cp);
 }
