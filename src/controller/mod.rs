@@ -291,11 +291,9 @@ fn reuse_may_stand(
     plan: &rota_core::rotate::Plan,
     previous: Option<&rota_core::rotate::Checkpoint>,
 ) -> bool {
-    !calls_cloud(plan) && plan.checkpoint.as_ref() == previous
+    !own_writes::calls_cloud(plan) && plan.checkpoint.as_ref() == previous
 }
 
-/// Whether a plan changes the cloud group. Every action is named: a new one must say which
-/// side it acts on.
 /// Whether the next plan of this pool could surge onto the desired image: no rotation on it
 /// under way, and not settled on it; only a reconciling pool surges. The image and the
 /// control plane's version are checked only then (`image_hold`, `control_plane`).
@@ -316,25 +314,6 @@ fn surge_may_follow(
         || settled
         || desired.mode != rota_core::fleet::resolved::Mode::Reconcile
         || desired.group.managed().is_some())
-}
-
-fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
-    use rota_core::rotate::Action;
-    plan.actions.iter().any(|a| match a.action {
-        Action::SetImage { .. }
-        | Action::SetCapacity { .. }
-        | Action::SetMax { .. }
-        | Action::Terminate { .. }
-        | Action::WithdrawSurge { .. }
-        | Action::StartOwnerUpdate { .. }
-        | Action::PinNodeClassImage { .. }
-        | Action::SetDisruptionBudgets { .. } => true,
-        Action::Cordon { .. }
-        | Action::Uncordon { .. }
-        | Action::Evict { .. }
-        | Action::DeletePod { .. }
-        | Action::SetScaleDownDisabled { .. } => false,
-    })
 }
 
 /// One answer of `NodeGroups::check_image` for a pool: the image, when, and the hold (reason,
@@ -837,7 +816,7 @@ impl Controller {
         if acted.result.is_err() {
             // A failed call may have taken effect, or not: the next pass describes again.
             self.forget_describe(npr);
-        } else if calls_cloud(&plan) {
+        } else if own_writes::calls_cloud(&plan) {
             // rota changed the group: the kept describe shows what its writes did, or is
             // dropped where the cloud chooses the outcome (`own_writes`).
             self.note_own_writes(npr, &plan.actions);

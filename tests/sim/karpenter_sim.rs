@@ -288,7 +288,9 @@ async fn a_karpenter_pool_drifts_to_the_new_ami_a_batch_at_a_time() {
     let before = objects(&s, &node_claims()).await;
     assert_eq!(before.len(), 5, "a NodeClaim per node");
     assert!(before.iter().all(|c| c["status"]["imageID"] == OLD));
-    let user_budgets = node_pool(&s).await["spec"]["disruption"]["budgets"].clone();
+    let pool_before = node_pool(&s).await;
+    let class_before = node_class(&s).await;
+    let user_budgets = pool_before["spec"]["disruption"]["budgets"].clone();
     create_npr(&s, policy(2), vec![]).await;
     let mut c = controller(&s);
     let st = run(&s, &mut c, Duration::from_secs(6 * 3600), 5, 2, |st| {
@@ -304,6 +306,12 @@ async fn a_karpenter_pool_drifts_to_the_new_ami_a_batch_at_a_time() {
         node_pool(&s).await["spec"]["disruption"]["budgets"],
         user_budgets
     );
+    // Nothing else of Karpenter's was written: the NodePool's spec as it was, the
+    // NodeClass's but for its amiSelectorTerms.
+    assert_eq!(node_pool(&s).await["spec"], pool_before["spec"]);
+    let mut class = node_class(&s).await["spec"].clone();
+    class["amiSelectorTerms"] = class_before["spec"]["amiSelectorTerms"].clone();
+    assert_eq!(class, class_before["spec"]);
     let after = objects(&s, &node_claims()).await;
     assert_eq!(after.len(), 5);
     assert!(
