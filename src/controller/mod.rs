@@ -859,8 +859,8 @@ impl Controller {
         start_hold: &Option<String>,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Option<rota_core::rotate::Observed> {
-        // A managed pool driven through its owner is planned from the owner's state, which
-        // a kept describe of the (empty) group does not hold: described on every pass.
+        // A managed pool is planned from its owner's state (or Karpenter's objects), which a
+        // kept describe of the (empty) group does not hold: observed on every pass.
         if desired.group.managed().is_some() {
             return None;
         }

@@ -209,20 +209,16 @@ impl Karpenter {
         let mut deleting = self.state.claims.iter().filter(|c| c.deleting).count() as u32;
         let allowed = self.allowed();
         let mut fresh = vec![];
-        let mut started = 0;
-        for c in self
-            .state
-            .claims
-            .iter_mut()
-            .filter(|c| c.drifted && !c.deleting)
+        // One disruption decision per tick, as Karpenter's disruption loop takes one command
+        // at a time: over several ticks between two of rota's passes, a budget left open
+        // would let it start more than the batch.
+        if deleting < allowed
+            && let Some(c) = self
+                .state
+                .claims
+                .iter_mut()
+                .find(|c| c.drifted && !c.deleting)
         {
-            // One disruption decision per tick, as Karpenter's disruption loop takes one
-            // command at a time: over several ticks between two of rota's passes, a budget
-            // left open would let it start more than the batch.
-            if deleting >= allowed || started == 1 {
-                break;
-            }
-            started += 1;
             c.deleting = true;
             deleting += 1;
             self.disrupted.push(c.name.clone());
