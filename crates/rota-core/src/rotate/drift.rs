@@ -216,6 +216,27 @@ pub(super) fn plan_drift(
     into_plan(&cx, d, checkpoint)
 }
 
+/// Applies an operator's request to a drift's checkpoint (`rota ctl pause | resume | retry |
+/// complete-soak`); a batch soak of the drift ends early like a self-managed one.
+pub(super) fn steer(
+    cp: &mut Checkpoint,
+    request: &super::operator::Request,
+    now: DateTime<Utc>,
+) -> Option<String> {
+    cp.drift.as_ref()?;
+    let soaking = cp.drift.as_ref().and_then(|m| m.batch.as_ref()?.soak_until);
+    let done = super::operator::apply(cp, request, now)?;
+    match (request.verb, soaking) {
+        (super::operator::Verb::CompleteSoak, Some(until)) if until > now => {
+            if let Some(b) = cp.drift.as_mut().and_then(|m| m.batch.as_mut()) {
+                b.soak_until = Some(now);
+            }
+            Some(format!("soak ended early ({})", request.describe()))
+        }
+        _ => Some(done),
+    }
+}
+
 /// Someone changed the NodePool's budgets during the drift (not rota's one): theirs are the
 /// user's budgets from now on, written back at the end.
 fn adopt_budgets(cx: &Ctx<'_>, cp: &Checkpoint) -> Checkpoint {

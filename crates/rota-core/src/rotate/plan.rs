@@ -146,7 +146,17 @@ fn plan_steered(
         if let (Some(state), crate::fleet::owner::Strategy::Drift) =
             (&observed.drift, desired.strategy())
         {
-            return super::drift::plan_drift(desired, observed, state, checkpoint, now);
+            // An operator's request (`rota ctl`) steers the drift under way like any rotation.
+            let mut steering = checkpoint.cloned();
+            if let (Some(cp), Some(r)) = (steering.as_mut(), request) {
+                *steered = super::drift::steer(cp, r, now);
+            }
+            let cp = if steered.is_some() {
+                steering.as_ref()
+            } else {
+                checkpoint
+            };
+            return super::drift::plan_drift(desired, observed, state, cp, now);
         }
         return match (&observed.owner, desired.strategy()) {
             (Some(owner), crate::fleet::owner::Strategy::Service) => {

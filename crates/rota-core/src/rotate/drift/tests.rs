@@ -605,3 +605,31 @@ fn a_pool_on_the_pinned_image_is_up_to_date() {
     assert_eq!(p.status.reason, "UpToDate");
     assert!(p.actions.is_empty());
 }
+
+/// `rota ctl pause` closes the budget, `resume` opens it again, `complete-soak` ends a
+/// batch soak early: the requests steer a drift like any rotation.
+#[test]
+fn operator_requests_steer_the_drift() {
+    use crate::rotate::operator::{Request, Verb};
+    let mut d = desired();
+    d.policy.batch_soak = GoDuration::from_secs(3600);
+    let mut k = Karpenter::new(4);
+    let (_, cp, m) = run(&d, &mut k, None, 0, |p| p.status.phase == Phase::Soaking);
+    let steer = |cp: Option<&Checkpoint>, verb, at: i64| {
+        let r = Request::new(verb, t(at), Some("ana"));
+        crate::rotate::plan_with(&d, &k.observed(), cp, Some(&r), t(at))
+    };
+    let (p, said) = steer(cp.as_ref(), Verb::Pause, m + 1);
+    assert!(said.unwrap().starts_with("paused"));
+    assert_eq!(p.status.reason, "PausedByOperator");
+    let (p, said) = steer(p.checkpoint.as_ref(), Verb::Resume, m + 2);
+    assert!(said.unwrap().starts_with("resumed"));
+    assert_eq!(p.status.reason, "BatchSoak");
+    let (p, said) = steer(p.checkpoint.as_ref(), Verb::CompleteSoak, m + 3);
+    assert!(
+        said.unwrap().starts_with("soak ended early"),
+        "{}",
+        p.status.message
+    );
+    assert_ne!(p.status.reason, "BatchSoak", "{}", p.status.message);
+}
