@@ -148,6 +148,8 @@ pub struct Edge<'a> {
     /// Where rota's own drains and terminations are noted for the image ledger (`None`:
     /// nothing records them).
     pub departures: Option<&'a super::departures::Departures>,
+    /// Karpenter's objects, for Karpenter pools (`None`: nothing is written to them).
+    pub drift: Option<&'a dyn rota_core::cloud::karpenter::DriftPools>,
 }
 
 impl Edge<'_> {
@@ -384,6 +386,8 @@ fn event_reason(a: &Action) -> &'static str {
         Action::SetScaleDownDisabled { .. } => "ScaleDownDisabled",
         Action::WithdrawSurge { .. } => "WithdrawSurge",
         Action::StartOwnerUpdate { .. } => "StartOwnerUpdate",
+        Action::PinNodeClassImage { .. } => "PinNodeClassImage",
+        Action::SetDisruptionBudgets { .. } => "SetDisruptionBudgets",
     }
 }
 
@@ -483,6 +487,13 @@ async fn execute(
             return start_owner_update(edge, group, request)
                 .await
                 .map(|_| true)
+                .map_err(cloud);
+        }
+        Action::PinNodeClassImage { .. } | Action::SetDisruptionBudgets { .. } => {
+            return super::drift::write(edge.drift, group, &p.action)
+                .await
+                .expect("a drift write")
+                .map(|()| true)
                 .map_err(cloud);
         }
         Action::Terminate { instance_id, node } => {

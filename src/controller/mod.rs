@@ -26,6 +26,7 @@
 pub mod apply;
 pub mod clock;
 pub mod departures;
+mod drift;
 #[cfg(test)]
 mod error_classes;
 pub mod leader;
@@ -292,11 +293,9 @@ fn reuse_may_stand(
     plan: &rota_core::rotate::Plan,
     previous: Option<&rota_core::rotate::Checkpoint>,
 ) -> bool {
-    !calls_cloud(plan) && plan.checkpoint.as_ref() == previous
+    !own_writes::calls_cloud(plan) && plan.checkpoint.as_ref() == previous
 }
 
-/// Whether a plan changes the cloud group. Every action is named: a new one must say which
-/// side it acts on.
 /// Whether the next plan of this pool could surge onto the desired image: no rotation on it
 /// under way, and not settled on it; only a reconciling pool surges. The image and the
 /// control plane's version are checked only then (`image_hold`, `control_plane`).
@@ -317,23 +316,6 @@ fn surge_may_follow(
         || settled
         || desired.mode != rota_core::fleet::resolved::Mode::Reconcile
         || desired.group.managed().is_some())
-}
-
-fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
-    use rota_core::rotate::Action;
-    plan.actions.iter().any(|a| match a.action {
-        Action::SetImage { .. }
-        | Action::SetCapacity { .. }
-        | Action::SetMax { .. }
-        | Action::Terminate { .. }
-        | Action::WithdrawSurge { .. }
-        | Action::StartOwnerUpdate { .. } => true,
-        Action::Cordon { .. }
-        | Action::Uncordon { .. }
-        | Action::Evict { .. }
-        | Action::DeletePod { .. }
-        | Action::SetScaleDownDisabled { .. } => false,
-    })
 }
 
 /// One answer of `NodeGroups::check_image` for a pool: the image, when, and the hold (reason,
@@ -423,6 +405,8 @@ pub struct Controller {
     owners: owners::Owners,
     /// rota's drains and terminations, for the image ledger ([`departures`]).
     departures: departures::Departures,
+    /// Karpenter's objects in this cluster (its NodePools are driven through them).
+    drift: Arc<dyn rota_core::cloud::karpenter::DriftPools>,
 }
 
 impl Drop for Controller {
@@ -467,6 +451,7 @@ impl Controller {
         Controller {
             departures: departures::Departures::new(clock),
             clock,
+            drift: Arc::new(crate::kube::karpenter::KubeKarpenter::new(client.clone())),
             client,
             groups,
             config,
@@ -843,7 +828,7 @@ impl Controller {
         if acted.result.is_err() {
             // A failed call may have taken effect, or not: the next pass describes again.
             self.forget_describe(npr);
-        } else if calls_cloud(&plan) {
+        } else if own_writes::calls_cloud(&plan) {
             // rota changed the group: the kept describe shows what its writes did, or is
             // dropped where the cloud chooses the outcome (`own_writes`).
             self.note_own_writes(npr, &plan.actions);
@@ -886,9 +871,9 @@ impl Controller {
         start_hold: &Option<String>,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Option<rota_core::rotate::Observed> {
-        // A managed pool driven through its owner is planned from the owner's state, which
-        // a kept describe of the (empty) group does not hold: described on every pass.
-        if self.owners.of(&desired.group).is_some() {
+        // A managed pool is planned from its owner's state (or Karpenter's objects), which a
+        // kept describe of the (empty) group does not hold: observed on every pass.
+        if desired.group.managed().is_some() {
             return None;
         }
         let fence = self.leadership.fence();
@@ -1068,7 +1053,8 @@ impl Controller {
         now: chrono::DateTime<chrono::Utc>,
     ) -> GateVerdict {
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        let evaluation = evaluation(checkpoint.map(|c| &c.stage));
+        let evaluation = drift::evaluation(checkpoint)
+            .unwrap_or_else(|| evaluation(checkpoint.map(|c| &c.stage)));
         let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
         if evaluation != state.evaluation {
             state.trackers.iter_mut().for_each(Tracker::reset);
@@ -1142,6 +1128,7 @@ impl Controller {
                     .map_err(crate::kube::observe::ObserveError::from)?,
             );
         }
+        drift::observe(Some(self.drift.as_ref()), desired, &mut observed).await?;
         // A new term (this replica took over, or won the lease back) restarts the waits that
         // are measured from times another replica may have written on its own clock.
         match (&self.leadership.fence(), &self.term) {
@@ -1280,6 +1267,7 @@ impl Controller {
             lease: self.election.as_ref().map(|_| self.leadership.clone()),
             owners: self.owners.of(&npr.spec.group),
             departures: Some(&self.departures),
+            drift: Some(self.drift.as_ref()),
         };
         let batch = plan
             .checkpoint

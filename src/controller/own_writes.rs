@@ -21,6 +21,26 @@
 use rota_core::cloud::{GroupState, Lifecycle};
 use rota_core::rotate::{Action, Planned};
 
+/// Whether a plan writes to the cloud group or the pool's owner (a managed pool's API,
+/// Karpenter's objects). Every action is named: a new one must say which side it acts on.
+pub fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
+    plan.actions.iter().any(|a| match a.action {
+        Action::SetImage { .. }
+        | Action::SetCapacity { .. }
+        | Action::SetMax { .. }
+        | Action::Terminate { .. }
+        | Action::WithdrawSurge { .. }
+        | Action::StartOwnerUpdate { .. }
+        | Action::PinNodeClassImage { .. }
+        | Action::SetDisruptionBudgets { .. } => true,
+        Action::Cordon { .. }
+        | Action::Uncordon { .. }
+        | Action::Evict { .. }
+        | Action::DeletePod { .. }
+        | Action::SetScaleDownDisabled { .. } => false,
+    })
+}
+
 /// `group` after `actions`, all of which succeeded, as far as their effect is rota's own;
 /// `None` when one's effect is the cloud's to choose (the next pass describes again).
 pub fn applied(group: &GroupState, actions: &[Planned]) -> Option<GroupState> {
@@ -48,7 +68,10 @@ pub fn applied(group: &GroupState, actions: &[Planned]) -> Option<GroupState> {
                 }
             }
             // The owner chooses what its update does: the describe is dropped.
-            Action::WithdrawSurge { .. } | Action::StartOwnerUpdate { .. } => return None,
+            Action::WithdrawSurge { .. }
+            | Action::StartOwnerUpdate { .. }
+            | Action::PinNodeClassImage { .. }
+            | Action::SetDisruptionBudgets { .. } => return None,
             Action::Cordon { .. }
             | Action::Uncordon { .. }
             | Action::Evict { .. }

@@ -2,12 +2,13 @@
 //! watch-fed cluster index (`index`) and what it keeps of each object (`summary`), one pool
 //! read from it for the planner (`observe`), which resources this version owns
 //! (`ownership`), the kubeconfig (`kubeconfig`), clients of the simulated fleet's API servers
-//! in process (`sim`, with the `sim` feature), and how a Kubernetes API error is classified
+//! in process (`sim`, with the `sim` feature), Karpenter's objects (`karpenter`), and how a Kubernetes API error is classified
 //! ([`kube_error`]). The writes (cordon, eviction, status, events) are
 //! `controller::apply`; the Lease is `controller::leader`.
 
 pub mod crd;
 pub mod index;
+pub mod karpenter;
 pub mod kubeconfig;
 pub mod observe;
 pub mod ownership;

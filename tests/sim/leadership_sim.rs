@@ -297,6 +297,7 @@ async fn a_writer_whose_lease_ran_out_or_whose_term_was_replaced_writes_nothing(
         lease: Some(lease),
         owners: None,
         departures: None,
+        drift: None,
     };
     let plan = set_capacity_plan(5);
     let status = compose(&Reconciled::new(

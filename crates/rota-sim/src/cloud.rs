@@ -283,24 +283,9 @@ impl SimCloud {
         let now = Instant::now();
         let mut inner = self.inner.lock().unwrap();
         let g = &spec.group;
-        // EKS node groups, GKE node pools and AKS agent pools are simulated (`eks`, `gke`,
-        // `aks`); Karpenter is not yet: such a pool is never a group of this cloud.
-        if let GroupRef::Managed(m) = g
-            && matches!(
-                m,
-                rota_core::fleet::owner::ManagedGroup::KarpenterNodePool { .. }
-            )
-        {
-            return Err(CloudError::new(
-                CloudErrorKind::Invalid,
-                "CreateGroup",
-                g,
-                format!(
-                    "the simulated cloud does not serve {} pools yet",
-                    m.owner().service()
-                ),
-            ));
-        }
+        // Every owner is simulated: EKS node groups, GKE node pools and AKS agent pools
+        // (`eks`, `gke`, `aks`), and Karpenter's instances are a group only the simulated
+        // Karpenter sizes (`crate::karpenter`).
         if inner.groups.contains_key(g) {
             return Err(CloudError::new(
                 CloudErrorKind::Invalid,

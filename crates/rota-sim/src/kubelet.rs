@@ -191,6 +191,17 @@ pub fn node_object(
         labels.insert(AKS_NODE_IMAGE_LABEL.into(), inst.image.clone());
         kubelet = "v1.31.5".into();
     }
+    // Karpenter labels its nodes with the NodePool and the NodeClass (named alike here).
+    if let GroupRef::Managed(m @ rota_core::fleet::owner::ManagedGroup::KarpenterNodePool { .. }) =
+        &pool.group
+    {
+        use rota_core::cloud::karpenter::NODEPOOL_LABEL;
+        labels.insert(NODEPOOL_LABEL.into(), m.name().to_string());
+        labels.insert(
+            "karpenter.k8s.aws/ec2nodeclass".into(),
+            m.name().to_string(),
+        );
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",

@@ -23,6 +23,7 @@ pub mod events;
 pub mod eviction;
 pub mod faults;
 pub mod images;
+pub mod karpenter;
 pub mod kubeconfig;
 pub mod kubelet;
 pub mod onboard;

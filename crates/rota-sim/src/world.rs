@@ -96,6 +96,14 @@ impl World {
                     .map_err(|e| LoadError::Store("node", e))?;
             }
         }
+        let karpenter = karpenter_pools(cluster);
+        if !karpenter.is_empty() {
+            crate::karpenter::install(&store).map_err(|e| LoadError::Store("karpenter CRD", e))?;
+            for (m, image) in &karpenter {
+                crate::karpenter::create_pool(&store, m, image)
+                    .map_err(|e| LoadError::Store("karpenter NodePool", e))?;
+            }
+        }
         load_workloads(&store, w, cluster.node_count())?;
         let mut kubelets = Kubelets::new(pools, observer, shape);
         kubelets.adopt(&store);
@@ -463,6 +471,22 @@ fn owner(obj: &Value, kind: &str) -> Value {
     })
 }
 
+/// The cluster's Karpenter pools and the AMI each starts on.
+fn karpenter_pools(
+    cluster: &ClusterScenario,
+) -> Vec<(rota_core::fleet::owner::ManagedGroup, String)> {
+    cluster
+        .pools
+        .iter()
+        .filter_map(|p| match &p.group {
+            rota_core::cloud::GroupRef::Managed(
+                m @ rota_core::fleet::owner::ManagedGroup::KarpenterNodePool { .. },
+            ) => Some((m.clone(), p.image.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Every cluster of a scenario, each with its own store, all clouds in one [`SimCloud`].
 pub struct Fleet {
     pub cloud: SimCloud,
@@ -481,6 +505,15 @@ impl Fleet {
             clusters.insert(c.name.clone(), world.store.clone());
             // The disruption controller keeps PDB statuses current (the API side's).
             tasks.push(super::pdb::spawn_controller(world.store.clone()));
+            let karpenter: Vec<_> = karpenter_pools(c).into_iter().map(|(m, _)| m).collect();
+            if !karpenter.is_empty() {
+                tasks.push(super::karpenter::spawn_controller(
+                    world.store.clone(),
+                    cloud.clone(),
+                    karpenter,
+                    speed,
+                ));
+            }
             tasks.push(world.spawn());
         }
         Ok(Fleet {

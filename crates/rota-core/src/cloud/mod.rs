@@ -4,6 +4,7 @@
 //! method. The providers themselves (AWS, GCP, Azure, the simulated cloud) live at the edges;
 //! the conformance suite in `tests/` holds each to these contracts.
 
+pub mod karpenter;
 pub mod managed;
 pub mod provider_id;
 

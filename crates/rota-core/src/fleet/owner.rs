@@ -582,7 +582,7 @@ fn karpenter_drift(field: RolloutField) -> Support {
     use RolloutField::*;
     match field {
         Batch => Support::Service(
-            "the NodePool's disruption budget for reason Drifted (nodes: N or \"N%\")",
+            "rota's disruption budget for reason Drifted, opened for one batch of N nodes at a time and closed once they started",
         ),
         Paused => Support::Service(
             "a disruption budget of 0 nodes for reason Drifted: Karpenter stops between two nodes",
@@ -601,9 +601,9 @@ fn karpenter_drift(field: RolloutField) -> Support {
         ),
         PoolSoak | MaxParallelPools => Support::Rota,
         Percent => Support::Lost("Karpenter drifts every node off the pinned image"),
-        BatchSoak => {
-            Support::Lost("Karpenter replaces drifted nodes as the budget allows, without soaks")
-        }
+        BatchSoak => Support::Service(
+            "the Drifted budget stays 0 after a batch until its soak passed with the gates holding",
+        ),
         Pipeline => Support::Lost("Karpenter has no batches to pipeline"),
         NodeReadyTimeout => Support::Lost("Karpenter's own registration timeout applies"),
         NodeReadyRetries => {
@@ -778,7 +778,10 @@ mod tests {
         }
         let k = |f| support(Owner::KarpenterNodePool, Strategy::Drift, f);
         assert!(matches!(k(RolloutField::Paused), Support::Service(_)));
-        assert!(!k(RolloutField::BatchSoak).honoured());
+        assert!(
+            k(RolloutField::BatchSoak).honoured(),
+            "rota holds the budget at 0 through a batch soak"
+        );
     }
 
     #[test]

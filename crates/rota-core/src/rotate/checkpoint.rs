@@ -98,6 +98,42 @@ pub struct Checkpoint {
     /// starting a second one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_update: Option<OwnerUpdateMark>,
+    /// A Karpenter pool: the drift rota paces (the user's budgets to restore, the batch
+    /// open now), so that a restart neither opens a batch twice nor loses the budgets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftMark>,
+}
+
+/// A Karpenter drift as the checkpoint keeps it (see `rotate::drift`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftMark {
+    /// The NodePool's disruption budgets without rota's: written back when the drift ends.
+    pub user_budgets: Vec<crate::cloud::karpenter::Budget>,
+    /// The batch Karpenter is replacing now, if one is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<DriftBatch>,
+    /// The user's budgets were seen back on the NodePool after the drift ended: rota no
+    /// longer touches them.
+    #[serde(default)]
+    pub restored: bool,
+}
+
+/// One batch of a paced drift: Karpenter may start replacing `size` nodes, counted as the
+/// fall of the nodes off the image from `off_at_open`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftBatch {
+    pub number: u32,
+    pub size: u32,
+    /// NodeClaims not on the image (and not being deleted) when the batch opened.
+    pub off_at_open: u32,
+    #[schemars(schema_with = "date_time")]
+    pub opened_at: DateTime<Utc>,
+    /// Set once the batch's nodes are replaced: gates must hold until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opt_date_time")]
+    pub soak_until: Option<DateTime<Utc>>,
 }
 
 /// The owner's update a managed rotation started, as the checkpoint keeps it.

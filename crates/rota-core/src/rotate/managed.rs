@@ -257,6 +257,7 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         next: None,
         pace: None,
         owner_update: Some(mark),
+        drift: None,
     };
     Decision {
         checkpoint: Some(cp),
@@ -569,6 +570,7 @@ mod tests {
             cluster_autoscaler: true,
             leading_since: None,
             owner: Some(owner),
+            drift: None,
         }
     }
 

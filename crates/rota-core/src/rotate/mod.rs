@@ -8,6 +8,7 @@
 
 pub mod checkpoint;
 mod counts;
+pub mod drift;
 pub mod eta;
 pub mod managed;
 pub mod observed;
@@ -26,7 +27,9 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use checkpoint::{Batch, Checkpoint, ChosenNode, OwnerUpdateMark, Stage};
+pub use checkpoint::{
+    Batch, Checkpoint, ChosenNode, DriftBatch, DriftMark, OwnerUpdateMark, Stage,
+};
 pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
 pub use plan::{plan, plan_with};
 
@@ -111,6 +114,16 @@ pub enum Action {
     StartOwnerUpdate {
         request: crate::cloud::managed::UpdateRequest,
     },
+    /// A Karpenter pool: set its EC2NodeClass's `amiSelectorTerms` to `[{id: image}]`
+    /// (`cloud::karpenter::DriftPools`); Karpenter drifts every node off any other image.
+    PinNodeClassImage { node_class: String, image: String },
+    /// A Karpenter pool: set its NodePool's `spec.disruption.budgets` to `budgets` if the
+    /// NodePool is still at `resource_version` (the user's budgets and rota's one for reason
+    /// `Drifted`, or the user's alone once the drift ended).
+    SetDisruptionBudgets {
+        budgets: Vec<crate::cloud::karpenter::Budget>,
+        resource_version: String,
+    },
 }
 
 impl fmt::Display for Action {
@@ -141,6 +154,19 @@ impl fmt::Display for Action {
                 "start the owner's update to {} (token {})",
                 request.image, request.token
             ),
+            Action::PinNodeClassImage { node_class, image } => {
+                write!(f, "pin EC2NodeClass {node_class} to {image}")
+            }
+            Action::SetDisruptionBudgets { budgets, .. } => {
+                let drift = budgets
+                    .last()
+                    .filter(|b| b.is_drift_only())
+                    .map_or("none".to_string(), |b| b.nodes.clone());
+                write!(
+                    f,
+                    "set the NodePool's disruption budgets (Drifted: {drift})"
+                )
+            }
             Action::WithdrawSurge { desired, .. } => {
                 write!(f, "withdraw the unfulfilled surge (capacity {desired})")
             }

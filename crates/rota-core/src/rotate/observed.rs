@@ -75,6 +75,9 @@ pub struct Observed {
     /// A managed pool driven through its owner's API: the pool as the owner describes it
     /// (`None` for a self-managed group, whose state is `group`).
     pub owner: Option<crate::cloud::managed::OwnerPoolState>,
+    /// A Karpenter pool driven through its objects: the NodePool, NodeClass and NodeClaims
+    /// as the edge read them (`None` otherwise).
+    pub drift: Option<crate::cloud::karpenter::DriftPoolState>,
 }
 
 /// A node of the pool.

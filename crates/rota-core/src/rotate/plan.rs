@@ -143,6 +143,21 @@ fn plan_steered(
     if let Some(managed) = desired.group.managed() {
         // Driven through the owner's API when the edge described the owner and the
         // strategy is the owner's own update; reported, never acted on, otherwise.
+        if let (Some(state), crate::fleet::owner::Strategy::Drift) =
+            (&observed.drift, desired.strategy())
+        {
+            // An operator's request (`rota ctl`) steers the drift under way like any rotation.
+            let mut steering = checkpoint.cloned();
+            if let (Some(cp), Some(r)) = (steering.as_mut(), request) {
+                *steered = super::drift::steer(cp, r, now);
+            }
+            let cp = if steered.is_some() {
+                steering.as_ref()
+            } else {
+                checkpoint
+            };
+            return super::drift::plan_drift(desired, observed, state, cp, now);
+        }
         return match (&observed.owner, desired.strategy()) {
             (Some(owner), crate::fleet::owner::Strategy::Service) => {
                 super::managed::plan_service(desired, observed, owner, checkpoint, now)
@@ -703,6 +718,7 @@ impl<'a> Planner<'a> {
             next: None,
             pace: previous.and_then(|p| p.pace),
             owner_update: None,
+            drift: None,
         }
     }
 
