@@ -100,6 +100,7 @@ pub fn observe_with(
         cluster_autoscaler: true,
         leading_since: None,
         owner: None,
+        pools: Vec::new(),
     })
 }
 

@@ -374,6 +374,7 @@ impl Model {
             cluster_autoscaler: true,
             leading_since: None,
             owner: None,
+            pools: Vec::new(),
         }
     }
 
@@ -381,7 +382,11 @@ impl Model {
     pub fn apply(&mut self, a: &Action, force_allowed: bool) -> Result<(), String> {
         match a {
             // The model world holds one self-managed group: an owner's update here is a bug.
-            Action::StartOwnerUpdate { .. } => {
+            Action::StartOwnerUpdate { .. }
+            | Action::CreateTwinPool { .. }
+            | Action::SetPoolSize { .. }
+            | Action::RemovePoolNode { .. }
+            | Action::DeletePool { .. } => {
                 return Err(format!("{a}: the model world's group is self-managed"));
             }
             Action::SetImage { image } => self.template = image.clone(),

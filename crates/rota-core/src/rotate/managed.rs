@@ -240,6 +240,7 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         next: None,
         pace: None,
         owner_update: Some(mark),
+        blue_green: None,
     };
     Decision {
         checkpoint: Some(cp),
@@ -552,6 +553,7 @@ mod tests {
             cluster_autoscaler: true,
             leading_since: None,
             owner: Some(owner),
+            pools: Vec::new(),
         }
     }
 

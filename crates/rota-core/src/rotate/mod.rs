@@ -6,6 +6,7 @@
 //! [`Action`] (what to do, always with a reason), [`Plan`] (the actions and the next
 //! [`checkpoint::Checkpoint`]) and [`Phase`] (what `kubectl get` shows).
 
+pub mod bluegreen;
 pub mod checkpoint;
 mod counts;
 pub mod eta;
@@ -26,7 +27,9 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use checkpoint::{Batch, Checkpoint, ChosenNode, OwnerUpdateMark, Stage};
+pub use checkpoint::{
+    Batch, BlueGreenMark, BlueGreenStep, Checkpoint, ChosenNode, OwnerUpdateMark, Stage,
+};
 pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
 pub use plan::{plan, plan_with};
 
@@ -111,6 +114,29 @@ pub enum Action {
     StartOwnerUpdate {
         request: crate::cloud::managed::UpdateRequest,
     },
+    /// `managedUpdate: blueGreen`: create the twin pool through the owner's API (named
+    /// deterministically: sent again after a crash, the owner answers with the twin it made).
+    CreateTwinPool {
+        request: crate::cloud::managed::TwinRequest,
+    },
+    /// `managedUpdate: blueGreen`: set one of the two pools' size through the owner's API
+    /// (absolute).
+    SetPoolSize {
+        pool: crate::fleet::owner::ManagedGroup,
+        desired: u32,
+        max: u32,
+    },
+    /// `managedUpdate: blueGreen`: remove one drained node's instance through the owner's
+    /// API, lowering the pool's size by one.
+    RemovePoolNode {
+        pool: crate::fleet::owner::ManagedGroup,
+        instance_id: String,
+        node: Option<String>,
+    },
+    /// `managedUpdate: blueGreen`: delete the pool the move left empty, after `poolSoak`.
+    DeletePool {
+        pool: crate::fleet::owner::ManagedGroup,
+    },
 }
 
 impl fmt::Display for Action {
@@ -141,6 +167,20 @@ impl fmt::Display for Action {
                 "start the owner's update to {} (token {})",
                 request.image, request.token
             ),
+            Action::CreateTwinPool { request } => write!(
+                f,
+                "create pool {} on {} ({} nodes)",
+                request.twin.name(),
+                request.image,
+                request.desired
+            ),
+            Action::SetPoolSize { pool, desired, .. } => {
+                write!(f, "set pool {} to {desired} nodes", pool.name())
+            }
+            Action::RemovePoolNode {
+                pool, instance_id, ..
+            } => write!(f, "remove {instance_id} from pool {}", pool.name()),
+            Action::DeletePool { pool } => write!(f, "delete pool {}", pool.name()),
             Action::WithdrawSurge { desired, .. } => {
                 write!(f, "withdraw the unfulfilled surge (capacity {desired})")
             }

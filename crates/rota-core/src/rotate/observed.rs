@@ -75,6 +75,10 @@ pub struct Observed {
     /// A managed pool driven through its owner's API: the pool as the owner describes it
     /// (`None` for a self-managed group, whose state is `group`).
     pub owner: Option<crate::cloud::managed::OwnerPoolState>,
+    /// `managedUpdate: blueGreen`: the pools of the move as the owner lists them (the pool
+    /// the nodes are on, and its twin once the checkpoint names one); empty otherwise, and
+    /// when the agent does not drive the owner's blue-green calls.
+    pub pools: Vec<crate::cloud::managed::OwnerPoolMembers>,
 }
 
 /// A node of the pool.

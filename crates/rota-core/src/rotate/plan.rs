@@ -142,14 +142,32 @@ fn plan_steered(
     }
     if let Some(managed) = desired.group.managed() {
         // Driven through the owner's API when the edge described the owner and the
-        // strategy is the owner's own update; reported, never acted on, otherwise.
+        // strategy is the owner's own update, or listed the pools of a blue-green move;
+        // reported, never acted on, otherwise.
         return match (&observed.owner, desired.strategy()) {
             (Some(owner), crate::fleet::owner::Strategy::Service) => {
                 super::managed::plan_service(desired, observed, owner, checkpoint, now)
             }
+            (_, crate::fleet::owner::Strategy::BlueGreen) if !observed.pools.is_empty() => {
+                super::bluegreen::plan(desired, observed, checkpoint, request, steered, now)
+            }
             _ => not_driven(desired, managed, &counts, checkpoint),
         };
     }
+    plan_group(desired, observed, checkpoint, request, steered, now)
+}
+
+/// The batch rotation of a group whose template and capacity rota sets: a self-managed
+/// group, or the two pools of a blue-green move seen as one (`rotate::bluegreen`).
+pub(super) fn plan_group(
+    desired: &DesiredPool,
+    observed: &Observed,
+    checkpoint: Option<&Checkpoint>,
+    request: Option<&Request>,
+    steered: &mut Option<String>,
+    now: DateTime<Utc>,
+) -> Plan {
+    let counts = Counts::of(desired, observed);
     let mut p = Planner {
         desired,
         obs: observed,
@@ -703,6 +721,7 @@ impl<'a> Planner<'a> {
             next: None,
             pace: previous.and_then(|p| p.pace),
             owner_update: None,
+            blue_green: None,
         }
     }
 

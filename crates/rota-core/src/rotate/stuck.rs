@@ -278,6 +278,7 @@ mod tests {
                 next: None,
                 pace: None,
                 owner_update: None,
+                blue_green: None,
             }),
             ..Default::default()
         }

@@ -214,6 +214,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
         cluster_autoscaler: true,
         leading_since: None,
         owner: None,
+        pools: Vec::new(),
     }
 }
 
@@ -277,6 +278,7 @@ fn cp(stage: Stage) -> Checkpoint {
         next: None,
         pace: None,
         owner_update: None,
+        blue_green: None,
     }
 }
 
