@@ -29,6 +29,7 @@ pub mod clock;
 mod error_classes;
 pub mod leader;
 mod own_writes;
+mod owner_pools;
 pub mod requeue;
 mod rotations;
 mod skew;
@@ -325,7 +326,11 @@ fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
         | Action::SetMax { .. }
         | Action::Terminate { .. }
         | Action::WithdrawSurge { .. }
-        | Action::StartOwnerUpdate { .. } => true,
+        | Action::StartOwnerUpdate { .. }
+        | Action::CreateTwinPool { .. }
+        | Action::SetPoolSize { .. }
+        | Action::RemovePoolNode { .. }
+        | Action::DeletePool { .. } => true,
         Action::Cordon { .. }
         | Action::Uncordon { .. }
         | Action::Evict { .. }
@@ -808,7 +813,9 @@ impl Controller {
             Some(r) => r,
             None => {
                 self.forget_describe(npr);
-                let mut observed = match self.observe(&desired, verdict, start_hold, now).await {
+                let cp = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+                let mut observed = match self.observe(&desired, cp, verdict, start_hold, now).await
+                {
                     Ok(o) => o,
                     Err(e) => return self.observe_failed(npr, e, now).await,
                 };
@@ -1107,6 +1114,7 @@ impl Controller {
     async fn observe(
         &mut self,
         desired: &rota_core::fleet::resolved::DesiredPool,
+        checkpoint: Option<&rota_core::rotate::Checkpoint>,
         verdict: GateVerdict,
         start_hold: Option<String>,
         now: chrono::DateTime<chrono::Utc>,
@@ -1126,11 +1134,9 @@ impl Controller {
         if let (Some(m), Some(o)) = (desired.group.managed(), self.owners.as_ref())
             && o.owner() == m.owner()
         {
-            observed.owner = Some(
-                o.describe(m)
-                    .await
-                    .map_err(crate::kube::observe::ObserveError::from)?,
-            );
+            owner_pools::observe(&mut observed, &self.index, desired, o.as_ref(), checkpoint)
+                .await
+                .map_err(crate::kube::observe::ObserveError::from)?;
         }
         // A new term (this replica took over, or won the lease back) restarts the waits that
         // are measured from times another replica may have written on its own clock.

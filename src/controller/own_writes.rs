@@ -48,7 +48,12 @@ pub fn applied(group: &GroupState, actions: &[Planned]) -> Option<GroupState> {
                 }
             }
             // The owner chooses what its update does: the describe is dropped.
-            Action::WithdrawSurge { .. } | Action::StartOwnerUpdate { .. } => return None,
+            Action::WithdrawSurge { .. }
+            | Action::StartOwnerUpdate { .. }
+            | Action::CreateTwinPool { .. }
+            | Action::SetPoolSize { .. }
+            | Action::RemovePoolNode { .. }
+            | Action::DeletePool { .. } => return None,
             Action::Cordon { .. }
             | Action::Uncordon { .. }
             | Action::Evict { .. }

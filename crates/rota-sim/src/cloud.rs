@@ -180,6 +180,8 @@ struct Inner {
     images: Catalog,
     /// AMIs an EKS update to fails (see [`SimCloud::fail_eks_updates_to`]).
     eks_failing: std::collections::BTreeSet<String>,
+    /// Node groups `CreateNodegroup` created, in order (tests: "never a second twin").
+    eks_created: Vec<String>,
     /// Every instance that came in service, with the image it booted: the cloud's own
     /// record of what ran where, which the image ledger is checked against.
     ran: Vec<Ran>,
@@ -222,6 +224,7 @@ impl SimCloud {
                 images: Catalog::default(),
                 ran: Vec::new(),
                 eks_failing: Default::default(),
+                eks_created: Vec::new(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -382,6 +385,17 @@ impl SimCloud {
             if eks::step(&mut inner, &mut group, now) {
                 changed = true;
                 inner.step_group(&mut group, now);
+            }
+            // A node group EKS finished deleting is gone; one being created or deleted
+            // wakes the loop when that is due.
+            match eks::lifecycle(&mut group, now) {
+                eks::Life::Gone => {
+                    changed = true;
+                    continue;
+                }
+                eks::Life::Changed => changed = true,
+                eks::Life::Due(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                eks::Life::Steady => {}
             }
             for i in &group.instances {
                 if i.public.lifecycle != Lifecycle::InService {
@@ -976,12 +990,23 @@ pub trait InstanceObserver: Send + Sync {
 
     /// A channel that changes whenever instances may have changed; `None`: poll.
     fn changes(&self) -> Option<watch::Receiver<u64>>;
+
+    /// Groups created from `group` since (an EKS node group's blue-green twins), whose
+    /// nodes carry the same labels.
+    fn derived(&self, group: &GroupRef) -> Vec<GroupRef> {
+        let _ = group;
+        Vec::new()
+    }
 }
 
 struct SimObserver(SimCloud);
 
 #[async_trait]
 impl InstanceObserver for SimObserver {
+    fn derived(&self, group: &GroupRef) -> Vec<GroupRef> {
+        SimCloud::twins_of(&self.0.inner.lock().unwrap(), group)
+    }
+
     async fn observe(&self, group: &GroupRef) -> Result<GroupState, CloudError> {
         let inner = self.0.inner.lock().unwrap();
         inner.groups.get(group).map(SimGroup::state).ok_or_else(|| {

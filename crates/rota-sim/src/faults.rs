@@ -129,6 +129,12 @@ pub enum Call {
     DescribeNodegroup,
     /// EKS `UpdateNodegroupVersion` of a simulated managed node group.
     UpdateNodegroupVersion,
+    /// EKS `CreateNodegroup` (a blue-green twin).
+    CreateNodegroup,
+    /// EKS `UpdateNodegroupConfig` with a `scalingConfig`.
+    UpdateNodegroupConfig,
+    /// EKS `DeleteNodegroup`.
+    DeleteNodegroup,
 }
 
 impl Call {
@@ -141,6 +147,9 @@ impl Call {
             Call::Terminate => "TerminateInstance",
             Call::DescribeNodegroup => "DescribeNodegroup",
             Call::UpdateNodegroupVersion => "UpdateNodegroupVersion",
+            Call::CreateNodegroup => "CreateNodegroup",
+            Call::UpdateNodegroupConfig => "UpdateNodegroupConfig",
+            Call::DeleteNodegroup => "DeleteNodegroup",
         }
     }
 }

@@ -31,11 +31,12 @@
 
 use chrono::{DateTime, Utc};
 
+use super::Stage;
 use super::counts::Counts;
 use super::operator::Request;
+use super::plan::plan_group;
 use super::stop::{self, Reason};
 use super::{Action, BlueGreenMark, BlueGreenStep, Checkpoint, Observed, Phase, Plan, Planned};
-use super::{Stage, plan::plan_group};
 use crate::cloud::managed::{OwnerPoolMembers, PoolStatus, TwinRequest, renamed, twin_name};
 use crate::cloud::{GroupRef, GroupState};
 use crate::fleet::owner::ManagedGroup;

@@ -16,6 +16,7 @@ pub mod operator;
 pub mod parallel;
 pub mod plan;
 pub mod resource;
+mod route;
 pub mod skew;
 pub mod status;
 pub mod stop;
@@ -31,7 +32,7 @@ pub use checkpoint::{
     Batch, BlueGreenMark, BlueGreenStep, Checkpoint, ChosenNode, OwnerUpdateMark, Stage,
 };
 pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
-pub use plan::{plan, plan_with};
+pub use route::{plan, plan_with};
 
 use crate::fleet::duration::GoDuration;
 
