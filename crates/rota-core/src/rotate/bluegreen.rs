@@ -477,7 +477,11 @@ fn deleting(cx: &Ctx<'_>, cp: &Checkpoint, m: &BlueGreenMark) -> Plan {
     match cx.members(empty) {
         None => {
             let done = with_step(cp, BlueGreenStep::Done);
-            let (phase, reason, msg) = if cp.rolling_back {
+            let (phase, reason, msg) = if cp.rolling_back && cx.target == cp.origin_image {
+                // The repo went back (a revert): the end of the story, not a person's step.
+                let msg = format!("back on pool {} ({})", m.old_pool, cp.origin_image);
+                (Phase::Succeeded, Reason::Done, msg)
+            } else if cp.rolling_back {
                 let why = cp.rollback_reason.clone().unwrap_or_default();
                 (
                     Phase::Failed,

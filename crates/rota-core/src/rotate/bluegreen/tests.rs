@@ -452,3 +452,52 @@ fn paused_creates_nothing_and_a_foreign_pool_of_the_twins_name_is_left_alone() {
     );
     assert_eq!(images(&w, "general"), vec![OLD; SIZE]);
 }
+
+/// Stopped mid-move (`rollout.paused` after the first batch) nothing moves, nothing is
+/// created or removed; resumed, the move ends from where it stood with the same twin.
+#[test]
+fn a_move_paused_mid_way_holds_and_resumes_with_the_same_twin() {
+    let mut w = World::new();
+    let mut d = desired(NEW, "v2");
+    let mut cp = None;
+    run(&mut w, &d, &mut cp, 0, 5, None);
+    assert_eq!(images(&w, "general"), vec![OLD; 2], "one batch moved");
+    d.policy.paused = true;
+    let before = (images(&w, "general"), images(&w, "general-rota-v2"));
+    let p = run(&mut w, &d, &mut cp, 5, 10, None);
+    assert_eq!(p.status.phase, Phase::Paused, "{}", p.status.message);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(
+        (images(&w, "general"), images(&w, "general-rota-v2")),
+        before
+    );
+    d.policy.paused = false;
+    let p = run(&mut w, &d, &mut cp, 15, 15, None);
+    assert_eq!(p.status.phase, Phase::Succeeded, "{}", p.status.message);
+    assert_eq!(w.created, vec!["general-rota-v2"]);
+    assert_eq!(w.pools.keys().collect::<Vec<_>>(), vec!["general-rota-v2"]);
+}
+
+/// A newer version merged mid-move waits for the move to end, then moves from the twin;
+/// the repo back on the origin version mid-move is a rollback into the old pool at once.
+#[test]
+fn a_newer_version_waits_for_the_move_and_a_revert_rolls_back_at_once() {
+    let mut w = World::new();
+    let mut cp = None;
+    run(&mut w, &desired(NEW, "v2"), &mut cp, 0, 5, None);
+    let p = run(&mut w, &desired("ami-v3", "v3"), &mut cp, 5, 40, None);
+    assert_eq!(p.status.phase, Phase::Succeeded, "{}", p.status.message);
+    assert_eq!(w.created, vec!["general-rota-v2", "general-rota-v3"]);
+    assert_eq!(images(&w, "general-rota-v3"), vec!["ami-v3"; SIZE]);
+    let mut w = World::new();
+    let mut cp = None;
+    run(&mut w, &desired(NEW, "v2"), &mut cp, 0, 5, None);
+    let p = run(&mut w, &desired(OLD, "v1"), &mut cp, 5, 20, None);
+    assert_eq!(
+        images(&w, "general"),
+        vec![OLD; SIZE],
+        "{}",
+        p.status.message
+    );
+    assert_eq!(w.pools.keys().collect::<Vec<_>>(), vec!["general"]);
+}
