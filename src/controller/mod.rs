@@ -1135,8 +1135,7 @@ impl Controller {
             && o.owner() == m.owner()
         {
             owner_pools::observe(&mut observed, &self.index, desired, o.as_ref(), checkpoint)
-                .await
-                .map_err(crate::kube::observe::ObserveError::from)?;
+                .await?;
         }
         // A new term (this replica took over, or won the lease back) restarts the waits that
         // are measured from times another replica may have written on its own clock.

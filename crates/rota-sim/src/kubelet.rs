@@ -860,4 +860,36 @@ mod tests {
             n["status"]["addresses"][0]["address"].as_str().unwrap()
         );
     }
+
+    /// EKS's drain of a node it scales in: the workload's pod is evicted (a pod not yet
+    /// running goes at once, as the Eviction API deletes it), a DaemonSet's is left.
+    #[test]
+    fn a_managed_nodes_pods_are_evicted_but_not_its_daemon_sets() {
+        let store = Store::new();
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}});
+        store.create(&ResourceType::namespaces(), None, ns).unwrap();
+        for (name, owner) in [("web-1", "ReplicaSet"), ("agent-1", "DaemonSet")] {
+            let pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "app", "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u1",
+                     "controller": true}]},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}
+            });
+            store
+                .create(&ResourceType::pods(), Some("app"), pod)
+                .unwrap();
+        }
+        evict_pods_on(&store, "n1", 1.0);
+        let web = store.get(&ResourceType::pods(), Some("app"), "web-1");
+        let evicted = match &web {
+            Ok(p) => p["metadata"]["deletionTimestamp"].is_string(),
+            Err(_) => true,
+        };
+        assert!(evicted, "{web:?}");
+        let agent = store
+            .get(&ResourceType::pods(), Some("app"), "agent-1")
+            .unwrap();
+        assert!(agent["metadata"]["deletionTimestamp"].is_null(), "{agent}");
+    }
 }

@@ -612,8 +612,13 @@ mod tests {
         cloud.create_twin(&twin_req()).await.unwrap();
         cloud.create_twin(&twin_req()).await.unwrap();
         assert_eq!(cloud.eks_created(), vec!["general-rota-v2"]);
+        // A node group of the twin's name that is not rota's twin of this one: refused.
+        let taken = rota_core::cloud::managed::renamed(&ng(), "taken");
+        cloud
+            .create_group(GroupSpec::new(GroupRef::Managed(taken.clone()), 0, "ami-x"))
+            .unwrap();
         let mut foreign = twin_req();
-        foreign.from = rota_core::cloud::managed::renamed(&ng(), "other");
+        foreign.twin = taken;
         let refused = cloud.create_twin(&foreign).await.unwrap_err();
         assert!(
             refused.message.contains("ResourceInUseException"),
