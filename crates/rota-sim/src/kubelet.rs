@@ -863,8 +863,8 @@ mod tests {
 
     /// EKS's drain of a node it scales in: the workload's pod is evicted (a pod not yet
     /// running goes at once, as the Eviction API deletes it), a DaemonSet's is left.
-    #[test]
-    fn a_managed_nodes_pods_are_evicted_but_not_its_daemon_sets() {
+    #[tokio::test(start_paused = true)]
+    async fn a_managed_nodes_pods_are_evicted_but_not_its_daemon_sets() {
         let store = Store::new();
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}});
         store.create(&ResourceType::namespaces(), None, ns).unwrap();
