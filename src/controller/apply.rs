@@ -368,7 +368,7 @@ fn record(m: &crate::metrics::PoolMetrics<'_>, action: &Action, result: &Result<
             m.record_eviction(Outcome::Throttled)
         }
         (Action::Evict { .. }, Err(_)) => m.record_eviction(Outcome::Error),
-        (Action::Terminate { .. }, Ok(_)) => m.record_terminated(1),
+        (Action::Terminate { .. } | Action::RemovePoolNode { .. }, Ok(_)) => m.record_terminated(1),
         _ => {}
     }
 }
@@ -388,6 +388,10 @@ fn event_reason(a: &Action) -> &'static str {
         Action::StartOwnerUpdate { .. } => "StartOwnerUpdate",
         Action::PinNodeClassImage { .. } => "PinNodeClassImage",
         Action::SetDisruptionBudgets { .. } => "SetDisruptionBudgets",
+        Action::CreateTwinPool { .. } => "CreateTwinPool",
+        Action::SetPoolSize { .. } => "SetPoolSize",
+        Action::RemovePoolNode { .. } => "RemovePoolNode",
+        Action::DeletePool { .. } => "DeletePool",
     }
 }
 
@@ -493,6 +497,24 @@ async fn execute(
             return super::drift::write(edge.drift, group, &p.action)
                 .await
                 .expect("a drift write")
+                .map(|()| true)
+                .map_err(cloud);
+        }
+        Action::CreateTwinPool { .. }
+        | Action::SetPoolSize { .. }
+        | Action::RemovePoolNode { .. }
+        | Action::DeletePool { .. } => {
+            // A node is removed only once it is seen drained again, as for a terminate.
+            if let Action::RemovePoolNode {
+                node: Some(node), ..
+            } = &p.action
+            {
+                re_validate_drained(edge, node)
+                    .await
+                    .map_err(|e| e.or_else(kube))?;
+            }
+            return super::owner_pools::execute(edge.owners, group, &p.action)
+                .await
                 .map(|()| true)
                 .map_err(cloud);
         }

@@ -31,6 +31,7 @@ mod drift;
 mod error_classes;
 pub mod leader;
 mod own_writes;
+mod owner_pools;
 pub mod owners;
 pub mod requeue;
 mod rotations;
@@ -805,7 +806,9 @@ impl Controller {
             Some(r) => r,
             None => {
                 self.forget_describe(npr);
-                let mut observed = match self.observe(&desired, verdict, start_hold, now).await {
+                let cp = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+                let mut observed = match self.observe(&desired, cp, verdict, start_hold, now).await
+                {
                     Ok(o) => o,
                     Err(e) => return self.observe_failed(npr, e, now).await,
                 };
@@ -1105,6 +1108,7 @@ impl Controller {
     async fn observe(
         &mut self,
         desired: &rota_core::fleet::resolved::DesiredPool,
+        checkpoint: Option<&rota_core::rotate::Checkpoint>,
         verdict: GateVerdict,
         start_hold: Option<String>,
         now: chrono::DateTime<chrono::Utc>,
@@ -1121,12 +1125,8 @@ impl Controller {
         observed.cluster_autoscaler = self.config.cluster_autoscaler;
         // A managed pool whose owner this controller drives: the owner's state, described
         // on every pass (the planner decides from it; nothing is reused across passes).
-        if let (Some(m), Some(o)) = (desired.group.managed(), self.owners.of(&desired.group)) {
-            observed.owner = Some(
-                o.describe(m)
-                    .await
-                    .map_err(crate::kube::observe::ObserveError::from)?,
-            );
+        if let Some(o) = self.owners.of(&desired.group) {
+            owner_pools::observe(&mut observed, &self.index, desired, o, checkpoint).await?;
         }
         drift::observe(Some(self.drift.as_ref()), desired, &mut observed).await?;
         // A new term (this replica took over, or won the lease back) restarts the waits that

@@ -32,7 +32,11 @@ pub fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
         | Action::WithdrawSurge { .. }
         | Action::StartOwnerUpdate { .. }
         | Action::PinNodeClassImage { .. }
-        | Action::SetDisruptionBudgets { .. } => true,
+        | Action::SetDisruptionBudgets { .. }
+        | Action::CreateTwinPool { .. }
+        | Action::SetPoolSize { .. }
+        | Action::RemovePoolNode { .. }
+        | Action::DeletePool { .. } => true,
         Action::Cordon { .. }
         | Action::Uncordon { .. }
         | Action::Evict { .. }
@@ -71,7 +75,11 @@ pub fn applied(group: &GroupState, actions: &[Planned]) -> Option<GroupState> {
             Action::WithdrawSurge { .. }
             | Action::StartOwnerUpdate { .. }
             | Action::PinNodeClassImage { .. }
-            | Action::SetDisruptionBudgets { .. } => return None,
+            | Action::SetDisruptionBudgets { .. }
+            | Action::CreateTwinPool { .. }
+            | Action::SetPoolSize { .. }
+            | Action::RemovePoolNode { .. }
+            | Action::DeletePool { .. } => return None,
             Action::Cordon { .. }
             | Action::Uncordon { .. }
             | Action::Evict { .. }

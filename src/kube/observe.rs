@@ -101,6 +101,7 @@ pub fn observe_with(
         leading_since: None,
         owner: None,
         drift: None,
+        pools: Vec::new(),
     })
 }
 

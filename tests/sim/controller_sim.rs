@@ -1541,3 +1541,129 @@ async fn a_failed_eks_update_pauses_the_pool_naming_the_cause() {
     );
     assert_eq!(others.load(Ordering::Relaxed), 0);
 }
+
+/// The twin `blueGreen` creates for the pools of these tests (`general` to 2026.11.2).
+const TWIN: &str = "general-rota-2026-11-2";
+
+/// A pool on an EKS managed node group of `nodes` under `managedUpdate: blueGreen`, asked
+/// to move to NEW, and a controller that drives EKS (counting its self-managed cloud calls).
+async fn eks_blue_green(
+    nodes: u32,
+    batch: u32,
+    seed: u64,
+) -> (Sim, Controller, Arc<std::sync::atomic::AtomicU64>) {
+    let s = sim_of(&[("general", nodes)], WORKLOADS, "{}", seed, eks).await;
+    let mut p = policy(batch);
+    p.managed_update = Some(rota::fleet::owner::ManagedUpdate::BlueGreen);
+    p.pool_soak = GoDuration::from_secs(600);
+    let mut n = npr("general", p, None);
+    n.spec.group = eks("general");
+    n.spec.owner_image = Some(rota::fleet::owner::OwnerImage::Ami { id: NEW.into() });
+    create(&s.client, &n).await;
+    let (c, _, others) = counted_controller(&s);
+    let c = c.with_owners(Arc::new(s.fleet.cloud.clone()));
+    (s, c, others)
+}
+
+/// Live instances of an EKS node group now; 0 once it is gone.
+async fn ng_live(s: &Sim, name: &str) -> Option<usize> {
+    loop {
+        match s.fleet.cloud.describe(&eks(name)).await {
+            Ok(g) => {
+                let live = g.instances.iter();
+                return Some(
+                    live.filter(|i| i.lifecycle != Lifecycle::Terminating)
+                        .count(),
+                );
+            }
+            Err(e) if e.kind == rota::cloud::CloudErrorKind::NotFound => return None,
+            Err(e) if e.kind.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// One pass of `c`, then the surge bound over both node groups: never more than the pool's
+/// size plus one batch alive at once.
+async fn blue_green_pass(s: &Sim, c: &mut Controller, size: usize, batch: usize) -> bool {
+    let out = c.step().await;
+    let live = ng_live(s, "general").await.unwrap_or(0) + ng_live(s, TWIN).await.unwrap_or(0);
+    assert!(live <= size + batch, "{live} live > {size} + {batch}");
+    c.wait(Instant::now() + Duration::from_secs(60), true).await;
+    out.iter()
+        .any(|(_, o)| matches!(o, Outcome::Crashed { .. }))
+}
+
+/// `managedUpdate: blueGreen` end to end: one twin created through EKS, the nodes moved
+/// in batches of two with their pods evicted, the old node group held at zero through the
+/// pool soak and then deleted; no self-managed call; every workload pod still running.
+#[tokio::test(start_paused = true)]
+async fn an_eks_node_group_moves_to_its_blue_green_twin_in_batches() {
+    let (s, mut c, others) = eks_blue_green(4, 2, 51).await;
+    let end = Instant::now() + Duration::from_secs(4 * 3600);
+    while Instant::now() < end {
+        blue_green_pass(&s, &mut c, 4, 2).await;
+        let st = get(&s.client, "general").await.status.unwrap();
+        if st.phase == Phase::Succeeded {
+            break;
+        }
+    }
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
+    assert_eq!(s.fleet.cloud.eks_created(), vec![TWIN]);
+    assert_eq!(
+        ng_live(&s, "general").await,
+        None,
+        "the old node group is deleted"
+    );
+    let twin = s.fleet.cloud.describe(&eks(TWIN)).await.unwrap();
+    assert!(twin.instances.iter().all(|i| i.image == NEW));
+    assert_eq!(others.load(Ordering::Relaxed), 0, "no self-managed write");
+    let nodes = Api::<Node>::all(s.client.clone())
+        .list(&ListParams::default().labels(&format!("eks.amazonaws.com/nodegroup={TWIN}")))
+        .await
+        .unwrap();
+    assert_eq!(nodes.items.len(), 4);
+    let cp = get(&s.client, "general")
+        .await
+        .status
+        .unwrap()
+        .checkpoint
+        .unwrap();
+    assert_eq!(
+        cp.blue_green.unwrap().step,
+        rota::rotate::BlueGreenStep::Done
+    );
+}
+
+/// A crash after the checkpoint and before the pass's owner calls, on every pass that acts,
+/// each time with a new controller: the move still ends once, with one twin and within the
+/// surge bound.
+#[tokio::test(start_paused = true)]
+async fn a_blue_green_move_crashing_at_every_acting_pass_creates_one_twin() {
+    let (s, mut c, _) = eks_blue_green(4, 2, 52).await;
+    let end = Instant::now() + Duration::from_secs(8 * 3600);
+    let mut crashes = 0;
+    let mut crash_next = true;
+    while Instant::now() < end {
+        c.crash_after = crash_next.then_some(0);
+        if blue_green_pass(&s, &mut c, 4, 2).await {
+            crashes += 1;
+            let (fresh, _, _) = counted_controller(&s);
+            c = fresh.with_owners(Arc::new(s.fleet.cloud.clone()));
+            crash_next = false;
+            continue;
+        }
+        crash_next = true;
+        let st = get(&s.client, "general").await.status.unwrap();
+        if st.phase == Phase::Succeeded {
+            break;
+        }
+    }
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert!(crashes >= 6, "crashed {crashes} times");
+    assert_eq!(s.fleet.cloud.eks_created(), vec![TWIN]);
+    assert_eq!(ng_live(&s, "general").await, None);
+}

@@ -375,6 +375,7 @@ impl Model {
             leading_since: None,
             owner: None,
             drift: None,
+            pools: Vec::new(),
         }
     }
 
@@ -384,7 +385,11 @@ impl Model {
             // The model world holds one self-managed group: an owner's update here is a bug.
             Action::StartOwnerUpdate { .. }
             | Action::PinNodeClassImage { .. }
-            | Action::SetDisruptionBudgets { .. } => {
+            | Action::SetDisruptionBudgets { .. }
+            | Action::CreateTwinPool { .. }
+            | Action::SetPoolSize { .. }
+            | Action::RemovePoolNode { .. }
+            | Action::DeletePool { .. } => {
                 return Err(format!("{a}: the model world's group is self-managed"));
             }
             Action::SetImage { image } => self.template = image.clone(),

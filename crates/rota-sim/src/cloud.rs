@@ -198,6 +198,8 @@ struct Inner {
     exchanges: Vec<Exchange>,
     /// When this cloud was made: the origin of its wall clock ([`Inner::wall`]).
     started: Instant,
+    /// Node groups `CreateNodegroup` created, in order (tests: "never a second twin").
+    eks_created: Vec<String>,
     /// Every instance that came in service, with the image it booted: the cloud's own
     /// record of what ran where, which the image ledger is checked against.
     ran: Vec<Ran>,
@@ -272,6 +274,7 @@ impl SimCloud {
                 aks_latest_node_image: None,
                 exchanges: Vec::new(),
                 started: Instant::now(),
+                eks_created: Vec::new(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -451,6 +454,17 @@ impl SimCloud {
             {
                 changed = true;
                 inner.step_group(&mut group, now);
+            }
+            // A node group EKS finished deleting is gone; one being created or deleted
+            // wakes the loop when that is due.
+            match eks::lifecycle(&mut group, now) {
+                eks::Life::Gone => {
+                    changed = true;
+                    continue;
+                }
+                eks::Life::Changed => changed = true,
+                eks::Life::Due(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                eks::Life::Steady => {}
             }
             for i in &group.instances {
                 if i.public.lifecycle != Lifecycle::InService {
@@ -1064,12 +1078,23 @@ pub trait InstanceObserver: Send + Sync {
 
     /// A channel that changes whenever instances may have changed; `None`: poll.
     fn changes(&self) -> Option<watch::Receiver<u64>>;
+
+    /// Groups created from `group` since (an EKS node group's blue-green twins), whose
+    /// nodes carry the same labels.
+    fn derived(&self, group: &GroupRef) -> Vec<GroupRef> {
+        let _ = group;
+        Vec::new()
+    }
 }
 
 struct SimObserver(SimCloud);
 
 #[async_trait]
 impl InstanceObserver for SimObserver {
+    fn derived(&self, group: &GroupRef) -> Vec<GroupRef> {
+        SimCloud::twins_of(&self.0.inner.lock().unwrap(), group)
+    }
+
     async fn observe(&self, group: &GroupRef) -> Result<GroupState, CloudError> {
         let inner = self.0.inner.lock().unwrap();
         inner.groups.get(group).map(SimGroup::state).ok_or_else(|| {

@@ -52,6 +52,11 @@ impl Ctx {
         }
     }
 
+    /// How much faster than real time the simulation runs.
+    pub fn speed(&self) -> f64 {
+        self.speed
+    }
+
     /// Run `timer` after `delay` of simulated time (divided by the speed).
     pub fn after(&mut self, delay: Duration, timer: Timer) {
         self.seq += 1;

@@ -138,6 +138,12 @@ pub enum Call {
     /// AKS's node image upgrade (`AgentPools_CreateOrUpdate` with its settings, then
     /// `AgentPools_UpgradeNodeImageVersion`).
     UpgradeNodeImageVersion,
+    /// EKS `CreateNodegroup` (a blue-green twin).
+    CreateNodegroup,
+    /// EKS `UpdateNodegroupConfig` with a `scalingConfig`.
+    UpdateNodegroupConfig,
+    /// EKS `DeleteNodegroup`.
+    DeleteNodegroup,
 }
 
 impl Call {
@@ -154,6 +160,9 @@ impl Call {
             Call::UpdateNodePool => "nodePools.update",
             Call::GetAgentPool => "AgentPools_Get",
             Call::UpgradeNodeImageVersion => "AgentPools_UpgradeNodeImageVersion",
+            Call::CreateNodegroup => "CreateNodegroup",
+            Call::UpdateNodegroupConfig => "UpdateNodegroupConfig",
+            Call::DeleteNodegroup => "DeleteNodegroup",
         }
     }
 }

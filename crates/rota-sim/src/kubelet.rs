@@ -417,6 +417,25 @@ impl Kubelets {
         &self.observer
     }
 
+    /// Node groups created beside a pool's group (an EKS node group's blue-green twin)
+    /// register their nodes with the pool's labels, as `CreateNodegroup` copies the labels
+    /// of the node group it is made from.
+    fn add_derived(&mut self) {
+        let mut add: Vec<PoolNodes> = Vec::new();
+        for p in &self.pools {
+            for g in self.observer.derived(&p.group) {
+                if !self.pools.iter().chain(&add).any(|q| q.group == g) {
+                    add.push(PoolNodes {
+                        pool: p.pool.clone(),
+                        group: g,
+                        labels: p.labels.clone(),
+                    });
+                }
+            }
+        }
+        self.pools.extend(add);
+    }
+
     /// Take over nodes that exist already (a scenario loaded with its fleet running).
     pub fn adopt(&mut self, store: &Store) {
         let (nodes, _) = store
@@ -472,6 +491,7 @@ impl Kubelets {
 
     /// Compare every pool's instances with the nodes and act on the difference.
     pub async fn sync(&mut self, ctx: &mut Ctx) {
+        self.add_derived();
         for (pi, pool) in self.pools.clone().iter().enumerate() {
             // An observer that fails (a throttled describe) just tries again next time.
             let Ok(state) = self.observer.observe(&pool.group).await else {
@@ -504,6 +524,9 @@ impl Kubelets {
                     (Lifecycle::Terminating, Some(k)) if k.phase != Phase::Lost => {
                         let was_registered = k.phase != Phase::Booting;
                         k.phase = Phase::Lost;
+                        if was_registered && matches!(pool.group, GroupRef::Managed(_)) {
+                            evict_pods_on(&ctx.store, &k.name, ctx.speed());
+                        }
                         if was_registered {
                             let now = ctx.store.timestamp();
                             let _ = ctx
@@ -766,6 +789,31 @@ fn remove_node(store: &Store, name: &str) {
     delete_pods_on(store, name);
 }
 
+/// EKS drains a managed node group's node when its instance is scaled in or replaced (the
+/// node group's lifecycle hook): every pod but a DaemonSet's is evicted through the Eviction
+/// API, budgets respected. Modelled at the moment the instance starts terminating: the pods
+/// go gracefully while it shuts down; a pod a budget protects is left to the garbage
+/// collector when the node is gone, as EKS forces a drain that outlasts its 15 minutes.
+fn evict_pods_on(store: &Store, node: &str, speed: f64) {
+    let opts = ListOptions::fields(&format!("spec.nodeName={node}"));
+    let Ok((pods, _)) = store.list(&ResourceType::pods(), None, &opts) else {
+        return;
+    };
+    for p in pods {
+        let daemon = p["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|r| r["kind"] == "DaemonSet"));
+        if daemon {
+            continue;
+        }
+        let ns = p["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = p["metadata"]["name"].as_str().unwrap_or_default();
+        let body = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                          "metadata": {"name": name, "namespace": ns}});
+        let _ = super::eviction::evict(store, ns, name, &body, speed);
+    }
+}
+
 /// The pod garbage collector: pods bound to a node that no longer exists are deleted.
 fn delete_pods_on(store: &Store, node: &str) {
     let opts = ListOptions::fields(&format!("spec.nodeName={node}"));
@@ -849,5 +897,37 @@ mod tests {
             node_ip(&name),
             n["status"]["addresses"][0]["address"].as_str().unwrap()
         );
+    }
+
+    /// EKS's drain of a node it scales in: the workload's pod is evicted (a pod not yet
+    /// running goes at once, as the Eviction API deletes it), a DaemonSet's is left.
+    #[tokio::test(start_paused = true)]
+    async fn a_managed_nodes_pods_are_evicted_but_not_its_daemon_sets() {
+        let store = Store::new();
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}});
+        store.create(&ResourceType::namespaces(), None, ns).unwrap();
+        for (name, owner) in [("web-1", "ReplicaSet"), ("agent-1", "DaemonSet")] {
+            let pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "app", "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u1",
+                     "controller": true}]},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}
+            });
+            store
+                .create(&ResourceType::pods(), Some("app"), pod)
+                .unwrap();
+        }
+        evict_pods_on(&store, "n1", 1.0);
+        let web = store.get(&ResourceType::pods(), Some("app"), "web-1");
+        let evicted = match &web {
+            Ok(p) => p["metadata"]["deletionTimestamp"].is_string(),
+            Err(_) => true,
+        };
+        assert!(evicted, "{web:?}");
+        let agent = store
+            .get(&ResourceType::pods(), Some("app"), "agent-1")
+            .unwrap();
+        assert!(agent["metadata"]["deletionTimestamp"].is_null(), "{agent}");
     }
 }

@@ -102,6 +102,11 @@ pub struct Checkpoint {
     /// open now), so that a restart neither opens a batch twice nor loses the budgets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<DriftMark>,
+    /// A managed pool under `managedUpdate: blueGreen`: the two pools and where the move
+    /// between them is (see `rotate::bluegreen`). Recorded before the twin is created, so a
+    /// restart finds the twin by its name instead of creating a second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blue_green: Option<BlueGreenMark>,
 }
 
 /// A Karpenter drift as the checkpoint keeps it (see `rotate::drift`).
@@ -134,6 +139,34 @@ pub struct DriftBatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "opt_date_time")]
     pub soak_until: Option<DateTime<Utc>>,
+}
+
+/// A blue-green move of a managed pool, as the checkpoint keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlueGreenMark {
+    /// The owner's pool the nodes are moved from (the fleet repo's, or the twin a previous
+    /// blue-green move left in its place).
+    pub old_pool: String,
+    /// The twin the nodes are moved to (`cloud::managed::twin_name`).
+    pub twin_pool: String,
+    pub step: BlueGreenStep,
+}
+
+/// Where a blue-green move is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BlueGreenStep {
+    /// The twin is asked for (or about to be); waiting for the owner to make it active.
+    CreatingTwin,
+    /// The nodes move in rota's batches (the checkpoint's `stage`), gates and soaks as for a
+    /// self-managed pool; the pool soak holds the old pool at zero.
+    Moving,
+    /// The move is done and soaked: the pool left empty is deleted.
+    DeletingEmpty,
+    /// The pool left empty is gone; the nodes' pool is `twin_pool` (or `old_pool` after a
+    /// rollback).
+    Done,
 }
 
 /// The owner's update a managed rotation started, as the checkpoint keeps it.

@@ -342,6 +342,7 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         next: None,
         pace: None,
         owner_update: None,
+        blue_green: None,
         drift: Some(mark.clone()),
     };
     let actions = cx.budget(&mark, 0).into_iter().chain(cx.pin(&cx.target));

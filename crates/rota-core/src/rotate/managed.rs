@@ -258,6 +258,7 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         pace: None,
         owner_update: Some(mark),
         drift: None,
+        blue_green: None,
     };
     Decision {
         checkpoint: Some(cp),
@@ -571,6 +572,7 @@ mod tests {
             leading_since: None,
             owner: Some(owner),
             drift: None,
+            pools: Vec::new(),
         }
     }
 

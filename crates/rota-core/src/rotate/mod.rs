@@ -6,6 +6,7 @@
 //! [`Action`] (what to do, always with a reason), [`Plan`] (the actions and the next
 //! [`checkpoint::Checkpoint`]) and [`Phase`] (what `kubectl get` shows).
 
+pub mod bluegreen;
 pub mod checkpoint;
 mod counts;
 pub mod drift;
@@ -16,6 +17,7 @@ pub mod operator;
 pub mod parallel;
 pub mod plan;
 pub mod resource;
+mod route;
 pub mod skew;
 pub mod status;
 pub mod stop;
@@ -28,10 +30,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use checkpoint::{
-    Batch, Checkpoint, ChosenNode, DriftBatch, DriftMark, OwnerUpdateMark, Stage,
+    Batch, BlueGreenMark, BlueGreenStep, Checkpoint, ChosenNode, DriftBatch, DriftMark,
+    OwnerUpdateMark, Stage,
 };
 pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
-pub use plan::{plan, plan_with};
+pub use route::{plan, plan_with};
 
 use crate::fleet::duration::GoDuration;
 
@@ -124,6 +127,29 @@ pub enum Action {
         budgets: Vec<crate::cloud::karpenter::Budget>,
         resource_version: String,
     },
+    /// `managedUpdate: blueGreen`: create the twin pool through the owner's API (named
+    /// deterministically: sent again after a crash, the owner answers with the twin it made).
+    CreateTwinPool {
+        request: crate::cloud::managed::TwinRequest,
+    },
+    /// `managedUpdate: blueGreen`: set one of the two pools' size through the owner's API
+    /// (absolute).
+    SetPoolSize {
+        pool: crate::fleet::owner::ManagedGroup,
+        desired: u32,
+        max: u32,
+    },
+    /// `managedUpdate: blueGreen`: remove one drained node's instance through the owner's
+    /// API, lowering the pool's size by one.
+    RemovePoolNode {
+        pool: crate::fleet::owner::ManagedGroup,
+        instance_id: String,
+        node: Option<String>,
+    },
+    /// `managedUpdate: blueGreen`: delete the pool the move left empty, after `poolSoak`.
+    DeletePool {
+        pool: crate::fleet::owner::ManagedGroup,
+    },
 }
 
 impl fmt::Display for Action {
@@ -167,6 +193,20 @@ impl fmt::Display for Action {
                     "set the NodePool's disruption budgets (Drifted: {drift})"
                 )
             }
+            Action::CreateTwinPool { request } => write!(
+                f,
+                "create pool {} on {} ({} nodes)",
+                request.twin.name(),
+                request.image,
+                request.desired
+            ),
+            Action::SetPoolSize { pool, desired, .. } => {
+                write!(f, "set pool {} to {desired} nodes", pool.name())
+            }
+            Action::RemovePoolNode {
+                pool, instance_id, ..
+            } => write!(f, "remove {instance_id} from pool {}", pool.name()),
+            Action::DeletePool { pool } => write!(f, "delete pool {}", pool.name()),
             Action::WithdrawSurge { desired, .. } => {
                 write!(f, "withdraw the unfulfilled surge (capacity {desired})")
             }

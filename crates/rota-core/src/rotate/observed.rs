@@ -78,6 +78,10 @@ pub struct Observed {
     /// A Karpenter pool driven through its objects: the NodePool, NodeClass and NodeClaims
     /// as the edge read them (`None` otherwise).
     pub drift: Option<crate::cloud::karpenter::DriftPoolState>,
+    /// `managedUpdate: blueGreen`: the pools of the move as the owner lists them (the pool
+    /// the nodes are on, and its twin once the checkpoint names one); empty otherwise, and
+    /// when the agent does not drive the owner's blue-green calls.
+    pub pools: Vec<crate::cloud::managed::OwnerPoolMembers>,
 }
 
 /// A node of the pool.

@@ -40,85 +40,9 @@ fn holds_the_drain(waiting: &str) -> bool {
         || waiting.ends_with("(drain.evictionInterval)"))
 }
 
-/// Plan one step of the rotation of one pool.
-pub fn plan(
-    desired: &DesiredPool,
-    observed: &Observed,
-    checkpoint: Option<&Checkpoint>,
-    now: DateTime<Utc>,
-) -> Plan {
-    plan_with(desired, observed, checkpoint, None, now).0
-}
-
-/// [`plan`] with an operator's request (`rota ctl`, see [`super::operator`]) as one more
-/// input. Also returns what the request did, or why it did nothing (no rotation under way).
-pub fn plan_with(
-    desired: &DesiredPool,
-    observed: &Observed,
-    checkpoint: Option<&Checkpoint>,
-    request: Option<&Request>,
-    now: DateTime<Utc>,
-) -> (Plan, Option<String>) {
-    let mut steered = None;
-    let plan = plan_steered(desired, observed, checkpoint, request, &mut steered, now);
-    let steered = match (request, steered) {
-        (Some(r), None)
-            if plan
-                .checkpoint
-                .as_ref()
-                .and_then(|c| c.operator_request.as_deref())
-                != Some(r.id.as_str()) =>
-        {
-            Some(format!(
-                "{}: no rotation under way, nothing to steer",
-                r.describe()
-            ))
-        }
-        (_, s) => s,
-    };
-    (plan, steered)
-}
-
-/// A managed pool (EKS, Karpenter, GKE, AKS): its owner holds the template, and this
-/// planner rotates only groups whose template it writes. Until an adapter drives the owner's
-/// API, the pool is reported, never acted on: no action, the checkpoint as it was.
-fn not_driven(
-    desired: &DesiredPool,
-    managed: &crate::fleet::owner::ManagedGroup,
-    counts: &Counts,
-    checkpoint: Option<&Checkpoint>,
-) -> Plan {
-    let owner = managed.owner();
-    let message = format!(
-        "{} {} of cluster {} is changed only through {}'s API, which this agent does not drive yet: nothing is written behind it",
-        owner.group_key(),
-        managed.name(),
-        managed.cluster(),
-        owner.service()
-    );
-    let note = stop::explain(
-        Reason::ManagedPoolNotSupported,
-        &message,
-        &stop::Context {
-            cluster: &desired.cluster,
-            pool: &desired.name,
-            ..Default::default()
-        },
-    );
-    Plan {
-        actions: Vec::new(),
-        dry_run: Vec::new(),
-        checkpoint: checkpoint.cloned(),
-        status: counts.status(
-            Phase::Pending,
-            Reason::ManagedPoolNotSupported,
-            message,
-            note,
-        ),
-    }
-}
-
-fn plan_steered(
+/// The batch rotation of a group whose template and capacity rota sets: a self-managed
+/// group, or the two pools of a blue-green move seen as one (`rotate::bluegreen`).
+pub(super) fn plan_group(
     desired: &DesiredPool,
     observed: &Observed,
     checkpoint: Option<&Checkpoint>,
@@ -127,44 +51,6 @@ fn plan_steered(
     now: DateTime<Utc>,
 ) -> Plan {
     let counts = Counts::of(desired, observed);
-    if desired.mode == Mode::Ignore {
-        return Plan {
-            actions: Vec::new(),
-            dry_run: Vec::new(),
-            checkpoint: checkpoint.cloned(),
-            status: counts.status(
-                Phase::Pending,
-                Reason::NotManaged,
-                "mode ignore: rota does not touch this pool".into(),
-                None,
-            ),
-        };
-    }
-    if let Some(managed) = desired.group.managed() {
-        // Driven through the owner's API when the edge described the owner and the
-        // strategy is the owner's own update; reported, never acted on, otherwise.
-        if let (Some(state), crate::fleet::owner::Strategy::Drift) =
-            (&observed.drift, desired.strategy())
-        {
-            // An operator's request (`rota ctl`) steers the drift under way like any rotation.
-            let mut steering = checkpoint.cloned();
-            if let (Some(cp), Some(r)) = (steering.as_mut(), request) {
-                *steered = super::drift::steer(cp, r, now);
-            }
-            let cp = if steered.is_some() {
-                steering.as_ref()
-            } else {
-                checkpoint
-            };
-            return super::drift::plan_drift(desired, observed, state, cp, now);
-        }
-        return match (&observed.owner, desired.strategy()) {
-            (Some(owner), crate::fleet::owner::Strategy::Service) => {
-                super::managed::plan_service(desired, observed, owner, checkpoint, now)
-            }
-            _ => not_driven(desired, managed, &counts, checkpoint),
-        };
-    }
     let mut p = Planner {
         desired,
         obs: observed,
@@ -231,19 +117,23 @@ fn plan_steered(
         plan.status.remaining = super::eta::remaining(&desired.policy, cp, left, now);
     }
     if desired.mode == Mode::ReadOnly {
-        // Plans and reports, changes nothing: the checkpoint does not move either, since none
-        // of the actions it would record happened.
-        plan.dry_run = std::mem::take(&mut plan.actions);
-        plan.checkpoint = checkpoint.cloned();
-        plan.status.message = format!("readOnly: {}", plan.status.message);
-        if !plan.dry_run.is_empty() {
-            let would: Vec<String> = plan.dry_run.iter().map(|a| a.action.to_string()).collect();
-            plan.status
-                .message
-                .push_str(&format!("; would {}", would.join(", ")));
-        }
+        read_only(&mut plan, checkpoint);
     }
     plan
+}
+
+/// `readOnly`: plans and reports, changes nothing: the checkpoint does not move either,
+/// since none of the actions it would record happened.
+fn read_only(plan: &mut Plan, checkpoint: Option<&Checkpoint>) {
+    plan.dry_run = std::mem::take(&mut plan.actions);
+    plan.checkpoint = checkpoint.cloned();
+    plan.status.message = format!("readOnly: {}", plan.status.message);
+    if !plan.dry_run.is_empty() {
+        let would: Vec<String> = plan.dry_run.iter().map(|a| a.action.to_string()).collect();
+        plan.status
+            .message
+            .push_str(&format!("; would {}", would.join(", ")));
+    }
 }
 
 /// What one run of the stage machine ends with.
@@ -719,6 +609,7 @@ impl<'a> Planner<'a> {
             pace: previous.and_then(|p| p.pace),
             owner_update: None,
             drift: None,
+            blue_green: None,
         }
     }
 

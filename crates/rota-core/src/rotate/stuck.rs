@@ -279,6 +279,7 @@ mod tests {
                 pace: None,
                 owner_update: None,
                 drift: None,
+                blue_green: None,
             }),
             ..Default::default()
         }

@@ -215,6 +215,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
         leading_since: None,
         owner: None,
         drift: None,
+        pools: Vec::new(),
     }
 }
 
@@ -279,6 +280,7 @@ fn cp(stage: Stage) -> Checkpoint {
         pace: None,
         owner_update: None,
         drift: None,
+        blue_green: None,
     }
 }
 

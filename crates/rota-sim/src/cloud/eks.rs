@@ -14,9 +14,16 @@
 //!   (`fail_updates_to`) it is `Failed` with `NodeCreationFailure`, the launch template is
 //!   put back on the old AMI and the surge taken back.
 //!
-//! Not modelled (a loose end, named in docs/cloud-aws.md): EKS evicts each old node's pods
-//! through the Eviction API before it terminates the node; here the node goes with its
-//! instance and the workloads recreate the pods elsewhere. Nodes carry EKS's labels
+//! For `managedUpdate: blueGreen` it also serves `CreateNodegroup` (a twin in the shape of
+//! the node group it is made from, tagged `rota.dev/twin-of`, `CREATING` for
+//! [`CREATE_TIME`] then `ACTIVE`), `UpdateNodegroupConfig` (`scalingConfig`: the size),
+//! `TerminateInstanceInAutoScalingGroup` with decrement on the node group's ASG (the size
+//! follows) and `DeleteNodegroup` (`DELETING` for [`DELETE_TIME`], then gone; refused while
+//! an update runs, as EKS refuses).
+//!
+//! EKS drains a node it scales in or replaces (its lifecycle hook): the kubelets evict the
+//! pods of a managed node group's node through the Eviction API when its instance starts
+//! terminating (`kubelet::evict_pods_on`). Nodes carry EKS's labels
 //! (`eks.amazonaws.com/nodegroup`, `eks.amazonaws.com/nodegroup-image`), see `kubelet`.
 
 use async_trait::async_trait;
@@ -25,8 +32,8 @@ use tokio::time::Instant;
 
 use super::{Call, Inner, SimCloud, SimGroup};
 use rota_core::cloud::managed::{
-    MaxUnavailable, OwnerCapabilities, OwnerPoolState, OwnerPools, OwnerUpdate, UpdateRequest,
-    UpdateStatus,
+    MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
+    PoolStatus, TwinRequest, UpdateRequest, UpdateStatus,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef, Lifecycle};
 use rota_core::fleet::owner::{ManagedGroup, Owner};
@@ -41,6 +48,43 @@ pub(super) struct Nodegroup {
     updates: Vec<OwnerUpdate>,
     /// The AMI the running update came from (put back if it fails).
     previous_image: Option<String>,
+    /// `CREATING`, `ACTIVE`, `DELETING` (the others are not simulated).
+    status: PoolStatus,
+    /// When a `CREATING` or `DELETING` node group is done.
+    status_due: Option<Instant>,
+    /// The tag `rota.dev/twin-of` a blue-green twin is created with.
+    twin_of: Option<String>,
+}
+
+/// How long EKS takes to create a node group (before its first node launches).
+pub const CREATE_TIME: std::time::Duration = std::time::Duration::from_secs(120);
+/// How long EKS takes to delete an empty node group.
+pub const DELETE_TIME: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What [`lifecycle`] did to a node group.
+pub(super) enum Life {
+    Steady,
+    Changed,
+    Due(Instant),
+    /// Deleted: the caller forgets the group.
+    Gone,
+}
+
+/// A node group's own life: `CREATING` becomes `ACTIVE`, `DELETING` becomes gone.
+pub(super) fn lifecycle(group: &mut SimGroup, now: Instant) -> Life {
+    let Some(ng) = group.eks.as_mut() else {
+        return Life::Steady;
+    };
+    match (ng.status, ng.status_due) {
+        (_, Some(due)) if due > now => Life::Due(due),
+        (PoolStatus::Creating, Some(_)) => {
+            ng.status = PoolStatus::Active;
+            ng.status_due = None;
+            Life::Changed
+        }
+        (PoolStatus::Deleting, Some(_)) => Life::Gone,
+        _ => Life::Steady,
+    }
 }
 
 impl Nodegroup {
@@ -50,6 +94,9 @@ impl Nodegroup {
             max_unavailable: MaxUnavailable::Count(1),
             updates: Vec::new(),
             previous_image: None,
+            status: PoolStatus::Active,
+            status_due: None,
+            twin_of: None,
         }
     }
 
@@ -242,9 +289,196 @@ impl OwnerPools for SimCloud {
             Ok((id, true))
         })
     }
+
+    fn blue_green(&self) -> bool {
+        true
+    }
+
+    async fn create_twin(&self, req: &TwinRequest) -> Result<(), CloudError> {
+        self.create_nodegroup(req).await
+    }
+
+    async fn members(&self, pool: &ManagedGroup) -> Result<Option<OwnerPoolMembers>, CloudError> {
+        self.nodegroup_members(pool)
+    }
+
+    async fn set_size(
+        &self,
+        pool: &ManagedGroup,
+        desired: u32,
+        max: u32,
+    ) -> Result<(), CloudError> {
+        self.scale_nodegroup(pool, desired, max).await
+    }
+
+    async fn remove_node(&self, pool: &ManagedGroup, instance_id: &str) -> Result<(), CloudError> {
+        // TerminateInstanceInAutoScalingGroup with decrement on the node group's own ASG;
+        // EKS's desired size follows the ASG's.
+        let group = eks_group(pool)?;
+        rota_core::cloud::NodeGroups::terminate(self, &group, instance_id, true).await?;
+        let mut inner = self.inner.lock().unwrap();
+        if let Some(g) = inner.groups.get_mut(&group) {
+            let desired = g.desired;
+            if let Some(ng) = g.eks.as_mut() {
+                ng.size = desired;
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
+        self.delete_nodegroup(pool).await
+    }
+}
+
+/// `ResourceInUseException`, as EKS names a conflict.
+fn in_use(call: &'static str, group: &GroupRef, why: String) -> CloudError {
+    CloudError::new(
+        CloudErrorKind::Invalid,
+        call,
+        group,
+        format!("ResourceInUseException: {why}"),
+    )
 }
 
 impl SimCloud {
+    /// `CreateNodegroup` of a twin in the shape of `req.from` (its zones); idempotent by
+    /// name for rota's own twin of the same node group.
+    async fn create_nodegroup(&self, req: &TwinRequest) -> Result<(), CloudError> {
+        let from = eks_group(&req.from)?;
+        let twin = eks_group(&req.twin)?;
+        let zones = self.call(Call::CreateNodegroup, &from, |inner, _| {
+            if let Some(g) = inner.groups.get(&twin) {
+                let ours =
+                    g.eks.as_ref().and_then(|n| n.twin_of.as_deref()) == Some(req.from.name());
+                return if ours {
+                    Ok((None, false))
+                } else {
+                    Err(in_use(
+                        "CreateNodegroup",
+                        &twin,
+                        "NodeGroup already exists with name".into(),
+                    ))
+                };
+            }
+            Ok((Some(inner.groups[&from].zones.clone()), false))
+        })?;
+        let Some(zones) = zones else {
+            return Ok(());
+        };
+        let mut spec = super::GroupSpec::new(twin.clone(), req.desired, req.image.clone())
+            .with_max(req.max.max(req.desired).max(1));
+        spec.zones = zones;
+        self.create_group(spec)?;
+        let mut inner = self.inner.lock().unwrap();
+        let g = inner.groups.get_mut(&twin).expect("just created");
+        let ng = g.eks.as_mut().expect("an EKS node group");
+        ng.status = PoolStatus::Creating;
+        ng.status_due = Some(Instant::now() + CREATE_TIME);
+        ng.twin_of = Some(req.from.name().to_string());
+        inner.eks_created.push(req.twin.name().to_string());
+        drop(inner);
+        self.changed();
+        Ok(())
+    }
+
+    /// `UpdateNodegroupConfig` with `scalingConfig {desiredSize, maxSize}`.
+    async fn scale_nodegroup(
+        &self,
+        pool: &ManagedGroup,
+        desired: u32,
+        max: u32,
+    ) -> Result<(), CloudError> {
+        let group = eks_group(pool)?;
+        self.call(Call::UpdateNodegroupConfig, &group, |inner, _| {
+            let g = inner.groups.get_mut(&group).expect("checked by call");
+            let ng = g.eks.as_mut().expect("an EKS node group");
+            if ng.status != PoolStatus::Active || ng.running().is_some() {
+                let why = format!("node group is {:?} or updating", ng.status);
+                return Err(in_use("UpdateNodegroupConfig", &group, why));
+            }
+            let changed = (g.desired, g.max) != (desired, max.max(desired));
+            ng.size = desired;
+            g.desired = desired;
+            g.max = max.max(desired);
+            Ok(((), changed))
+        })
+    }
+
+    /// `DeleteNodegroup`: `DELETING`, then gone; a node group already deleting answers Ok.
+    async fn delete_nodegroup(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
+        let group = eks_group(pool)?;
+        if !self.inner.lock().unwrap().groups.contains_key(&group) {
+            return Ok(());
+        }
+        self.call(Call::DeleteNodegroup, &group, |inner, now| {
+            let g = inner.groups.get_mut(&group).expect("checked by call");
+            let ng = g.eks.as_mut().expect("an EKS node group");
+            if ng.status == PoolStatus::Deleting {
+                return Ok(((), false));
+            }
+            if ng.running().is_some() {
+                return Err(in_use(
+                    "DeleteNodegroup",
+                    &group,
+                    "an update is in progress".into(),
+                ));
+            }
+            ng.status = PoolStatus::Deleting;
+            ng.status_due = Some(now + DELETE_TIME);
+            // EKS drains and terminates what is left; rota deletes only empty node groups.
+            g.desired = 0;
+            Ok(((), true))
+        })
+    }
+
+    fn nodegroup_members(
+        &self,
+        pool: &ManagedGroup,
+    ) -> Result<Option<OwnerPoolMembers>, CloudError> {
+        let group = eks_group(pool)?;
+        if !self.inner.lock().unwrap().groups.contains_key(&group) {
+            return Ok(None);
+        }
+        self.call(Call::DescribeNodegroup, &group, |inner, _| {
+            let g = &inner.groups[&group];
+            let ng = g.eks.as_ref().expect("an EKS node group");
+            let state = g.state();
+            Ok((
+                Some(OwnerPoolMembers {
+                    pool: pool.clone(),
+                    status: ng.status,
+                    image: g.template_image.clone(),
+                    desired: g.desired,
+                    max: g.max,
+                    instances: state.instances,
+                    issues: Vec::new(),
+                    twin_of: ng.twin_of.clone(),
+                }),
+                false,
+            ))
+        })
+    }
+
+    /// The twins rota created from `group` (the kubelets serve their nodes with the same
+    /// labels, as `CreateNodegroup` copies them).
+    pub(super) fn twins_of(inner: &Inner, group: &GroupRef) -> Vec<GroupRef> {
+        let GroupRef::Managed(from) = group else {
+            return Vec::new();
+        };
+        inner
+            .groups
+            .iter()
+            .filter(|(_, g)| g.eks.as_ref().and_then(|n| n.twin_of.as_deref()) == Some(from.name()))
+            .map(|(r, _)| r.clone())
+            .collect()
+    }
+
+    /// Every node group `CreateNodegroup` created, in order.
+    pub fn eks_created(&self) -> Vec<String> {
+        self.inner.lock().unwrap().eks_created.clone()
+    }
+
     /// Every update EKS made of `pool`, oldest first (tests: "never a second update").
     pub fn eks_updates(&self, pool: &ManagedGroup) -> Vec<OwnerUpdate> {
         let inner = self.inner.lock().unwrap();
@@ -343,5 +577,94 @@ mod tests {
         assert_eq!(u.status, UpdateStatus::Failed);
         assert!(u.errors[0].starts_with("NodeCreationFailure"));
         assert_eq!(st.image, "ami-old");
+    }
+
+    /// Step the cloud every second for `secs`, describing nothing.
+    async fn tick(cloud: &SimCloud, secs: u64) {
+        for _ in 0..secs {
+            cloud.step(Instant::now());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    fn twin() -> ManagedGroup {
+        rota_core::cloud::managed::renamed(&ng(), "general-rota-v2")
+    }
+
+    fn twin_req() -> TwinRequest {
+        TwinRequest {
+            from: ng(),
+            twin: twin(),
+            image: "ami-new".into(),
+            desired: 0,
+            max: 3,
+        }
+    }
+
+    /// CreateNodegroup once per name (rota's own twin answers Ok, a foreign one is refused),
+    /// CREATING then ACTIVE; sized through scalingConfig; a node removed with decrement;
+    /// DeleteNodegroup: DELETING, then gone.
+    #[tokio::test(start_paused = true)]
+    async fn a_twin_is_created_once_sized_emptied_and_deleted_as_eks_does() {
+        let cloud = SimCloud::new(5, FaultProfile::default(), 1.0);
+        cloud
+            .create_group(GroupSpec::new(GroupRef::Managed(ng()), 3, "ami-old").prebooted())
+            .unwrap();
+        assert_eq!(cloud.members(&twin()).await.unwrap(), None);
+        cloud.create_twin(&twin_req()).await.unwrap();
+        cloud.create_twin(&twin_req()).await.unwrap();
+        assert_eq!(cloud.eks_created(), vec!["general-rota-v2"]);
+        // A node group of the twin's name that is not rota's twin of this one: refused.
+        let taken = rota_core::cloud::managed::renamed(&ng(), "taken");
+        cloud
+            .create_group(GroupSpec::new(GroupRef::Managed(taken.clone()), 0, "ami-x"))
+            .unwrap();
+        let mut foreign = twin_req();
+        foreign.twin = taken;
+        let refused = cloud.create_twin(&foreign).await.unwrap_err();
+        assert!(
+            refused.message.contains("ResourceInUseException"),
+            "{refused}"
+        );
+        let m = cloud.members(&twin()).await.unwrap().unwrap();
+        assert_eq!((m.status, m.desired), (PoolStatus::Creating, 0));
+        assert_eq!(m.twin_of.as_deref(), Some("general"));
+        assert!(
+            cloud.set_size(&twin(), 2, 3).await.is_err(),
+            "not while CREATING"
+        );
+        tick(&cloud, 150).await;
+        assert_eq!(
+            cloud.members(&twin()).await.unwrap().unwrap().status,
+            PoolStatus::Active
+        );
+        cloud.set_size(&twin(), 2, 3).await.unwrap();
+        tick(&cloud, 600).await;
+        let m = cloud.members(&twin()).await.unwrap().unwrap();
+        assert_eq!(m.instances.len(), 2);
+        assert!(m.instances.iter().all(|i| i.image == "ami-new"));
+        let old = cloud.members(&ng()).await.unwrap().unwrap();
+        for i in &old.instances {
+            cloud.remove_node(&ng(), &i.id).await.unwrap();
+        }
+        let old = cloud.members(&ng()).await.unwrap().unwrap();
+        assert_eq!(old.desired, 0, "the node group's size follows its ASG's");
+        tick(&cloud, 600).await;
+        assert!(
+            cloud
+                .members(&ng())
+                .await
+                .unwrap()
+                .unwrap()
+                .instances
+                .is_empty()
+        );
+        cloud.delete_pool(&ng()).await.unwrap();
+        cloud.delete_pool(&ng()).await.unwrap();
+        let m = cloud.members(&ng()).await.unwrap().unwrap();
+        assert_eq!(m.status, PoolStatus::Deleting);
+        tick(&cloud, 120).await;
+        assert_eq!(cloud.members(&ng()).await.unwrap(), None);
+        cloud.delete_pool(&ng()).await.unwrap();
     }
 }

@@ -143,6 +143,7 @@ impl Karpenter {
             leading_since: None,
             owner: None,
             drift: Some(self.state.clone()),
+            pools: Vec::new(),
         }
     }
 

@@ -1,0 +1,528 @@
+//! `managedUpdate: blueGreen`: a managed pool moved to a twin pool on the new image, in
+//! rota's own batches, only through the owner's API.
+//!
+//! Pure, like the rest of `rotate`. The move has four steps, recorded in the checkpoint's
+//! [`BlueGreenMark`] before anything is asked of the owner:
+//!
+//! 1. `CreatingTwin`: the twin (named by `cloud::managed::twin_name` from the pool and the
+//!    version, so a restart finds it instead of creating a second) is created empty, in the
+//!    old pool's shape, on the new image; the move waits until the owner says it is active.
+//! 2. `Moving`: the two pools are planned as *one* group by the batch planner the
+//!    self-managed groups use ([`super::plan::plan_group`]): its instances are both pools',
+//!    its capacity their sum, its template the image of the pool that grows. The planner's
+//!    surge becomes the growing pool's size ([`Action::SetPoolSize`], absolute), its
+//!    terminations of drained nodes become [`Action::RemovePoolNode`] on the pool that lists
+//!    the instance, and everything it does between (cordon, eviction through the Eviction
+//!    API with budgets and `drain.evictionInterval`, gates, batch soaks, `drain.timeout`,
+//!    windows, pause, the checkpointed stages) is the self-managed rotation's, invariants
+//!    and crash tests included. So the pool never holds more than its size plus one batch
+//!    (invariant 1): the twin grows by one batch, the old pool shrinks by the nodes drained.
+//!    The planner's pool soak holds the old pool at zero; a gate failing then (with
+//!    `onGateFailure: rollback`) is the planner's rollback: the old pool grows back batch by
+//!    batch and the twin is drained.
+//! 3. `DeletingEmpty`: the pool the move emptied (the old one, or the twin after a rollback)
+//!    is deleted, once it lists no instance.
+//! 4. `Done`: the pool's nodes now live in the twin (or still in the old pool): the next move
+//!    starts from it.
+//!
+//! What the planner asks of a self-managed group and an owner does not take is dropped: the
+//! template (each pool boots one image: the twin the new, the old pool the origin) and the
+//! group's maximum outside a resize.
+
+use chrono::{DateTime, Utc};
+
+use super::Stage;
+use super::counts::Counts;
+use super::operator::Request;
+use super::plan::plan_group;
+use super::stop::{self, Reason};
+use super::{Action, BlueGreenMark, BlueGreenStep, Checkpoint, Observed, Phase, Plan, Planned};
+use crate::cloud::managed::{OwnerPoolMembers, PoolStatus, TwinRequest, renamed, twin_name};
+use crate::cloud::{GroupRef, GroupState};
+use crate::fleet::owner::ManagedGroup;
+use crate::fleet::resolved::{DesiredPool, Mode};
+
+/// The inputs every step reads.
+struct Ctx<'a> {
+    desired: &'a DesiredPool,
+    obs: &'a Observed,
+    now: DateTime<Utc>,
+    /// The fleet repo's pool (its name is the twins' stem).
+    base: &'a ManagedGroup,
+    /// The image the owner takes for this version (the AMI for EKS).
+    target: String,
+}
+
+impl Ctx<'_> {
+    fn pool(&self, name: &str) -> ManagedGroup {
+        renamed(self.base, name)
+    }
+
+    fn members(&self, name: &str) -> Option<&OwnerPoolMembers> {
+        self.obs.pools.iter().find(|m| m.pool.name() == name)
+    }
+
+    /// The desired pool as the batch planner sees it: the owner's image, every node.
+    fn as_group(&self, image: &str) -> DesiredPool {
+        let mut d = self.desired.clone();
+        d.image = image.to_string();
+        // A twin holds the whole pool or nothing: the old pool is deleted at the end.
+        d.policy.percent = 100;
+        d
+    }
+
+    fn stop(&self, cp: Option<Checkpoint>, phase: Phase, reason: Reason, msg: String) -> Plan {
+        let counts = Counts::of(&self.as_group(&self.target), self.obs);
+        let halted = cp.as_ref().and_then(|c| c.halted.clone());
+        let note = (phase != Phase::Succeeded).then(|| {
+            stop::explain(
+                reason,
+                &msg,
+                &stop::Context {
+                    cluster: &self.desired.cluster,
+                    pool: &self.desired.name,
+                    halted: halted.as_deref().filter(|_| phase == Phase::Paused),
+                    ..Default::default()
+                },
+            )
+        });
+        Plan {
+            actions: Vec::new(),
+            dry_run: Vec::new(),
+            checkpoint: cp,
+            status: counts.status(phase, reason, msg, note.flatten()),
+        }
+    }
+}
+
+/// The plan for a managed pool under `managedUpdate: blueGreen`, from the pools the edge
+/// listed (`Observed::pools`).
+pub(super) fn plan(
+    desired: &DesiredPool,
+    observed: &Observed,
+    checkpoint: Option<&Checkpoint>,
+    request: Option<&Request>,
+    steered: &mut Option<String>,
+    now: DateTime<Utc>,
+) -> Plan {
+    let Some(base) = desired.group.managed() else {
+        unreachable!("routed here for managed pools only")
+    };
+    let target = desired
+        .owner_image
+        .as_ref()
+        .map_or_else(|| desired.image.clone(), |o| o.as_image());
+    let cx = Ctx {
+        desired,
+        obs: observed,
+        now,
+        base,
+        target,
+    };
+    let moving = checkpoint.and_then(|c| c.blue_green.as_ref().map(|m| (c, m)));
+    let mut plan = match moving {
+        Some((cp, m)) if m.step != BlueGreenStep::Done => follow(&cx, cp, m, request, steered),
+        _ => start(&cx, checkpoint),
+    };
+    if desired.mode == Mode::ReadOnly && !plan.actions.is_empty() {
+        plan.dry_run = std::mem::take(&mut plan.actions);
+        plan.checkpoint = checkpoint.cloned();
+        plan.status.message = format!("readOnly: {}", plan.status.message);
+    }
+    plan
+}
+
+/// The pool the nodes are on now: the one the last move left them in, else the repo's.
+fn current(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> String {
+    match previous.and_then(|c| c.blue_green.as_ref().map(|m| (c, m))) {
+        Some((c, m)) if m.step == BlueGreenStep::Done && !c.rolling_back => m.twin_pool.clone(),
+        Some((_, m)) => m.old_pool.clone(),
+        None => cx.base.name().to_string(),
+    }
+}
+
+/// No move under way: up to date, rolled back from this image, or a new move starts by
+/// recording the twin (the call follows in the same plan).
+fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Plan {
+    let keep = previous.cloned();
+    let name = current(cx, previous);
+    let Some(old) = cx.members(&name) else {
+        let msg = format!("the pool's nodes are in {name}, which the owner does not list");
+        return cx.stop(keep, Phase::Paused, Reason::Halted, msg);
+    };
+    let on_target = cx
+        .obs
+        .nodes
+        .iter()
+        .all(|n| cx.obs.image_of(n).as_deref() == Some(cx.target.as_str()));
+    if old.image == cx.target && on_target {
+        let msg = format!("up to date: pool {name} runs {}", cx.target);
+        return cx.stop(keep, Phase::Succeeded, Reason::UpToDate, msg);
+    }
+    if let Some(cp) = previous.filter(|c| c.rejected_image.as_deref() == Some(&*cx.target)) {
+        let why = cp.rollback_reason.clone().unwrap_or_default();
+        let msg = format!(
+            "rolled back from {}: {why}; waiting for a new version",
+            cx.target
+        );
+        return cx.stop(keep, Phase::Failed, Reason::RolledBack, msg);
+    }
+    if cx.desired.policy.paused {
+        let msg = "rollout.paused: no twin pool is created".to_string();
+        return cx.stop(keep, Phase::Paused, Reason::PausedByPolicy, msg);
+    }
+    if let Some(hold) = &cx.obs.start_hold {
+        return cx.stop(keep, Phase::Waiting, Reason::MaxParallelPools, hold.clone());
+    }
+    let mut twin = twin_name(cx.base.name(), &cx.desired.version);
+    if twin == name {
+        // The version's image changed in place: the nodes' pool already has this name.
+        twin = twin_name(cx.base.name(), &format!("{}-2", cx.desired.version));
+    }
+    let cp = first_checkpoint(cx, old, previous, &name, &twin);
+    let mut plan = cx.stop(
+        Some(cp),
+        Phase::Rotating,
+        Reason::OwnerUpdating,
+        format!(
+            "creating twin pool {twin} on {} to replace {name}",
+            cx.target
+        ),
+    );
+    plan.actions.push(create(cx, &name, &twin, old));
+    plan
+}
+
+fn first_checkpoint(
+    cx: &Ctx<'_>,
+    old: &OwnerPoolMembers,
+    previous: Option<&Checkpoint>,
+    name: &str,
+    twin: &str,
+) -> Checkpoint {
+    Checkpoint {
+        origin_image: old.image.clone(),
+        target_image: cx.target.clone(),
+        target_version: cx.desired.version.clone(),
+        original_desired: old.desired,
+        original_max: old.desired.max(old.max),
+        pool_size: cx.obs.nodes.len() as u32,
+        batches_started: 0,
+        rolling_back: false,
+        rejected_image: None,
+        rollback_reason: None,
+        last_eviction: None,
+        halted: None,
+        operator_paused: previous.and_then(|p| p.operator_paused.clone()),
+        operator_request: previous.and_then(|p| p.operator_request.clone()),
+        annotated_nodes: Vec::new(),
+        fenced_at: None,
+        capacity_changed_at: None,
+        stage: Stage::Between,
+        next: None,
+        pace: previous.and_then(|p| p.pace),
+        owner_update: None,
+        drift: None,
+        blue_green: Some(BlueGreenMark {
+            old_pool: name.to_string(),
+            twin_pool: twin.to_string(),
+            step: BlueGreenStep::CreatingTwin,
+        }),
+    }
+}
+
+fn create(cx: &Ctx<'_>, old: &str, twin: &str, members: &OwnerPoolMembers) -> Planned {
+    Planned {
+        action: Action::CreateTwinPool {
+            request: TwinRequest {
+                from: cx.pool(old),
+                twin: cx.pool(twin),
+                image: cx.target.clone(),
+                // Empty: the batches grow it, one batch at a time (invariant 1).
+                desired: 0,
+                max: members.desired.max(members.max).max(1),
+            },
+        },
+        reason: format!("blueGreen: a twin of {old} on {}", cx.target),
+    }
+}
+
+/// A move under way, at its recorded step.
+fn follow(
+    cx: &Ctx<'_>,
+    cp: &Checkpoint,
+    m: &BlueGreenMark,
+    request: Option<&Request>,
+    steered: &mut Option<String>,
+) -> Plan {
+    match m.step {
+        BlueGreenStep::CreatingTwin => creating(cx, cp, m, request, steered),
+        BlueGreenStep::Moving => moving(cx, cp, m, request, steered),
+        BlueGreenStep::DeletingEmpty => deleting(cx, cp, m),
+        BlueGreenStep::Done => start(cx, Some(cp)),
+    }
+}
+
+fn with_step(cp: &Checkpoint, step: BlueGreenStep) -> Checkpoint {
+    let mut next = cp.clone();
+    if let Some(m) = next.blue_green.as_mut() {
+        m.step = step;
+    }
+    next
+}
+
+/// Step 1: the twin is asked for until the owner lists it, then waited for until active.
+fn creating(
+    cx: &Ctx<'_>,
+    cp: &Checkpoint,
+    m: &BlueGreenMark,
+    request: Option<&Request>,
+    steered: &mut Option<String>,
+) -> Plan {
+    let keep = Some(cp.clone());
+    let Some(twin) = cx.members(&m.twin_pool) else {
+        let Some(old) = cx.members(&m.old_pool) else {
+            let msg = format!("pool {} is not listed by its owner", m.old_pool);
+            return cx.stop(keep, Phase::Paused, Reason::Halted, msg);
+        };
+        // Not there: the call never arrived (a crash after the checkpoint) or was lost.
+        let msg = format!("twin pool {} asked for (again)", m.twin_pool);
+        let mut plan = cx.stop(keep, Phase::Rotating, Reason::OwnerUpdating, msg);
+        plan.actions
+            .push(create(cx, &m.old_pool, &m.twin_pool, old));
+        return plan;
+    };
+    if twin.twin_of.as_deref() != Some(m.old_pool.as_str()) {
+        let msg = format!(
+            "a pool named {} exists and is not rota's twin of {}: nothing is done to it",
+            m.twin_pool, m.old_pool
+        );
+        return cx.stop(keep, Phase::Paused, Reason::Halted, msg);
+    }
+    match twin.status {
+        PoolStatus::Active => moving(
+            cx,
+            &with_step(cp, BlueGreenStep::Moving),
+            m,
+            request,
+            steered,
+        ),
+        PoolStatus::Failed => {
+            let msg = format!(
+                "twin pool {} failed: {}",
+                m.twin_pool,
+                twin.issues.join("; ")
+            );
+            cx.stop(keep, Phase::Paused, Reason::OwnerUpdateFailed, msg)
+        }
+        s => {
+            let msg = format!(
+                "twin pool {} is {s:?}; the batches start once it is active",
+                m.twin_pool
+            );
+            cx.stop(keep, Phase::Rotating, Reason::OwnerUpdating, msg)
+        }
+    }
+}
+
+/// Step 2: the batch planner over the two pools seen as one, its actions translated.
+fn moving(
+    cx: &Ctx<'_>,
+    cp: &Checkpoint,
+    m: &BlueGreenMark,
+    request: Option<&Request>,
+    steered: &mut Option<String>,
+) -> Plan {
+    let (Some(old), Some(twin)) = (cx.members(&m.old_pool), cx.members(&m.twin_pool)) else {
+        let msg = format!(
+            "pools {} and {} are not both listed by their owner",
+            m.old_pool, m.twin_pool
+        );
+        return cx.stop(Some(cp.clone()), Phase::Paused, Reason::Halted, msg);
+    };
+    // A new version while a move is under way waits for its end; going back to the origin
+    // is the planner's fast rollback (the old pool grows back).
+    let image = if cx.target == cp.origin_image {
+        cx.target.clone()
+    } else {
+        cp.target_image.clone()
+    };
+    let desired = cx.as_group(&image);
+    let growing_twin = !cp.rolling_back && image == cp.target_image;
+    let obs = composite(cx, old, twin, growing_twin);
+    let mut plan = plan_group(&desired, &obs, Some(cp), request, steered, cx.now);
+    let next = plan.checkpoint.clone();
+    let grows_twin = !next.as_ref().is_some_and(|c| c.rolling_back);
+    plan.actions = translate(std::mem::take(&mut plan.actions), old, twin, grows_twin);
+    plan.dry_run = translate(std::mem::take(&mut plan.dry_run), old, twin, grows_twin);
+    let Some(mut next) = next else {
+        return plan;
+    };
+    next.blue_green = Some(m.clone());
+    if next.stage == Stage::Done {
+        // Every batch done and soaked (the old pool held at zero throughout the soak): the
+        // emptied pool goes, in this same pass.
+        let next = with_step(&next, BlueGreenStep::DeletingEmpty);
+        let mut more = deleting(cx, &next, next.blue_green.as_ref().expect("set above"));
+        let mut actions = plan.actions;
+        actions.append(&mut more.actions);
+        more.actions = actions;
+        return more;
+    }
+    plan.checkpoint = Some(next);
+    plan
+}
+
+/// The two pools as one group for the batch planner: the growing pool's image is the
+/// template, the capacity is their sum, the instances are both pools'.
+fn composite(
+    cx: &Ctx<'_>,
+    old: &OwnerPoolMembers,
+    twin: &OwnerPoolMembers,
+    growing_twin: bool,
+) -> Observed {
+    let (grows, shrinks) = if growing_twin {
+        (twin, old)
+    } else {
+        (old, twin)
+    };
+    let mut obs = cx.obs.clone();
+    obs.group = GroupState {
+        group: GroupRef::Managed(cx.base.clone()),
+        desired: old.desired + twin.desired,
+        min: 0,
+        max: shrinks.desired + grows.max.max(grows.desired),
+        template_image: grows.image.clone(),
+        instances: old
+            .instances
+            .iter()
+            .chain(&twin.instances)
+            .cloned()
+            .collect(),
+    };
+    obs
+}
+
+/// The batch planner's actions on one group, as calls on the two pools. Capacities are
+/// absolute: the growing pool's size is the group's less the other pool's, as this plan
+/// leaves it (a removal earlier in the plan lowers it by one).
+fn translate(
+    actions: Vec<Planned>,
+    old: &OwnerPoolMembers,
+    twin: &OwnerPoolMembers,
+    growing_twin: bool,
+) -> Vec<Planned> {
+    let (grows, shrinks) = if growing_twin {
+        (twin, old)
+    } else {
+        (old, twin)
+    };
+    let (mut grows_desired, mut shrinks_desired) = (grows.desired, shrinks.desired);
+    let mut out = Vec::new();
+    for p in actions {
+        let action = match p.action {
+            // Each pool boots one image; the maximum is set with the size.
+            Action::SetImage { .. } | Action::SetMax { .. } => continue,
+            Action::SetCapacity { desired, max } => {
+                grows_desired = desired.saturating_sub(shrinks_desired);
+                let max = max.map_or(0, |m| m.saturating_sub(shrinks_desired));
+                Action::SetPoolSize {
+                    pool: grows.pool.clone(),
+                    desired: grows_desired,
+                    max: max.max(grows.max).max(grows_desired),
+                }
+            }
+            Action::WithdrawSurge { desired, .. } => {
+                grows_desired = desired.saturating_sub(shrinks_desired);
+                Action::SetPoolSize {
+                    pool: grows.pool.clone(),
+                    desired: grows_desired,
+                    max: grows.max.max(grows_desired),
+                }
+            }
+            Action::Terminate { instance_id, node } => {
+                let lists = |m: &OwnerPoolMembers| m.instances.iter().any(|i| i.id == instance_id);
+                let pool = if lists(shrinks) {
+                    shrinks_desired = shrinks_desired.saturating_sub(1);
+                    shrinks.pool.clone()
+                } else if lists(grows) {
+                    grows_desired = grows_desired.saturating_sub(1);
+                    grows.pool.clone()
+                } else {
+                    continue;
+                };
+                Action::RemovePoolNode {
+                    pool,
+                    instance_id,
+                    node,
+                }
+            }
+            other => other,
+        };
+        out.push(Planned {
+            action,
+            reason: p.reason,
+        });
+    }
+    out
+}
+
+/// Step 3: the emptied pool is deleted once it lists no instance; then the move is done.
+fn deleting(cx: &Ctx<'_>, cp: &Checkpoint, m: &BlueGreenMark) -> Plan {
+    let empty = if cp.rolling_back {
+        &m.twin_pool
+    } else {
+        &m.old_pool
+    };
+    let keep = Some(cp.clone());
+    match cx.members(empty) {
+        None => {
+            let done = with_step(cp, BlueGreenStep::Done);
+            let (phase, reason, msg) = if cp.rolling_back && cx.target == cp.origin_image {
+                // The repo went back (a revert): the end of the story, not a person's step.
+                let msg = format!("back on pool {} ({})", m.old_pool, cp.origin_image);
+                (Phase::Succeeded, Reason::Done, msg)
+            } else if cp.rolling_back {
+                let why = cp.rollback_reason.clone().unwrap_or_default();
+                (
+                    Phase::Failed,
+                    Reason::RolledBack,
+                    format!("rolled back to pool {}: {why}", m.old_pool),
+                )
+            } else {
+                (
+                    Phase::Succeeded,
+                    Reason::Done,
+                    format!("done: pool {} runs {}", m.twin_pool, cp.target_image),
+                )
+            };
+            cx.stop(Some(done), phase, reason, msg)
+        }
+        Some(p) if p.status == PoolStatus::Deleting => {
+            let msg = format!("pool {empty} is being deleted");
+            cx.stop(keep, Phase::Rotating, Reason::Cleanup, msg)
+        }
+        Some(p) if !p.instances.is_empty() || p.desired > 0 => {
+            let msg = format!(
+                "pool {empty} still has {} instances (size {}): it is not deleted",
+                p.instances.len(),
+                p.desired
+            );
+            cx.stop(keep, Phase::Paused, Reason::Halted, msg)
+        }
+        Some(p) => {
+            let msg = format!("deleting the emptied pool {empty}");
+            let mut plan = cx.stop(keep, Phase::Rotating, Reason::Cleanup, msg);
+            plan.actions.push(Planned {
+                action: Action::DeletePool {
+                    pool: p.pool.clone(),
+                },
+                reason: format!("blueGreen: {empty} has no node left and the pool soak passed"),
+            });
+            plan
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
