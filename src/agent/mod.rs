@@ -33,6 +33,7 @@ pub mod adopt;
 pub mod desired;
 pub mod local;
 pub mod progress;
+pub mod stops;
 pub mod supervise;
 pub mod wiring;
 
@@ -151,6 +152,8 @@ pub struct Agent {
     resumed_from: Option<Vec<Oid>>,
     /// Checked before every write; `None`: the only agent by construction (tests).
     leadership: Option<crate::controller::leader::Leadership>,
+    /// The fleet stop's orders as last read (`rota stop`, see [`stops`]).
+    stops: Arc<std::sync::Mutex<stops::StopCache>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -202,6 +205,7 @@ impl Agent {
             groups: None,
             resumed_from: None,
             leadership: None,
+            stops: Default::default(),
         }
     }
 
@@ -652,8 +656,10 @@ impl Agent {
             }
         }
         let now = self.clock.now();
-        let intent =
+        let mut intent =
             desired::plan_cluster(&f.cluster, &commit, f.guard, &f.waves, &all, &existing, now);
+        let fleet_stops = self.fleet_stops().await;
+        stops::hold(&mut intent, &f.cluster, fleet_stops.as_ref(), &existing);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         for pool in &intent.pools {
             if let Some(spec) = &pool.spec
@@ -738,6 +744,35 @@ impl Agent {
             snap.reported = Some(commit);
         });
         Ok(())
+    }
+
+    /// The fleet stop's orders at the mirror's stop ref; `None` when they could not be read
+    /// this pass (every pool then keeps the stop its spec has).
+    async fn fleet_stops(&self) -> Option<rota_core::fleet::stops::Stops> {
+        let (source, verifier, cache) = (
+            Arc::clone(&self.source),
+            self.verifier.clone(),
+            Arc::clone(&self.stops),
+        );
+        let read = tokio::task::spawn_blocking(move || {
+            let repo = source.repository().map_err(|e| e.to_string())?;
+            let mut cache = cache.lock().expect("no panics under the lock");
+            cache.read(&repo, verifier.as_deref()).cloned()
+        })
+        .await;
+        match read {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                tracing::warn!(cluster = %self.config.cluster, error = %e,
+                    "reading the fleet stop's ref failed: every pool keeps its stop as it is");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %self.config.cluster, error = %e,
+                    "reading the fleet stop's ref failed: every pool keeps its stop as it is");
+                None
+            }
+        }
     }
 
     /// Records an adoption for every pool of `cluster` without a NodePoolRotation whose
