@@ -545,7 +545,7 @@ mod tests {
             id: "ab".repeat(20),
             wave: Some("main".into()),
             cluster: None,
-            reason: "INC-4711 elevated 5xx".into(),
+            reason: "INC-4711".into(),
             by: "ssh:ana@example.com SHA256:abc".into(),
             at: Utc::now(),
             trust: Trust::Signed,
@@ -579,7 +579,7 @@ mod tests {
         assert_eq!(s.state, State::Pending);
         assert_eq!(
             s.description,
-            "paused; next: rota stop --clear --wave main · stopped by ssh:ana@example.com (wave main): INC-4711 elevated 5xx · 1/4 nodes on general@2026.11.2"
+            "paused; next: rota stop --clear --wave main · stopped by ssh:ana@example.com (wave main): INC-4711 · 1/4 nodes on general@2026.11.2"
         );
         assert_eq!(
             s.stop.as_ref().map(|n| n.next.as_str()),

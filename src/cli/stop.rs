@@ -67,6 +67,10 @@ pub fn run(args: StopArgs) -> ExitCode {
 
 /// Writes (and pushes) the order `args` ask for, or lists the stops; what to print.
 pub fn order(args: &StopArgs) -> Result<String, String> {
+    // clap's `requires` counts the flag's default: said here instead.
+    if !args.ids.is_empty() && !args.clear {
+        return Err("--id names stops to lift: it goes with --clear".into());
+    }
     if !args.no_push {
         fetch(&args.repo, &args.remote)?;
     }
@@ -337,4 +341,50 @@ fn push(repo: &Path, remote: &str) -> Result<(), String> {
         .map_err(|e| {
             format!("{e}\n(another order may have been pushed meanwhile: run the command again)")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<super::StopArgs, String> {
+        match Cli::try_parse_from(std::iter::once("rota").chain(args.iter().copied())) {
+            Ok(Cli {
+                command: Command::Stop(a),
+            }) => Ok(a),
+            Ok(other) => Err(format!("{other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// A stop says why; a clear and a list do not take a reason; `--id` only clears.
+    #[test]
+    fn the_command_line_asks_a_reason_to_stop_and_none_to_clear() {
+        let a = parse(&["stop", "--wave", "main", "--reason", "INC-1"]).unwrap();
+        assert_eq!(
+            (a.wave.as_deref(), a.reason.as_deref()),
+            (Some("main"), Some("INC-1"))
+        );
+        assert!(parse(&["stop", "--wave", "main"]).is_err());
+        let a = parse(&["stop", "--clear", "--wave", "main"]).unwrap();
+        assert!(a.clear && a.reason.is_none());
+        assert!(parse(&["stop", "--clear", "--reason", "x"]).is_err());
+        let stray = parse(&["stop", "--id", "1a2b3c4d5e6f", "--reason", "x"]);
+        assert!(
+            stray.is_err()
+                || super::order(&stray.unwrap())
+                    .unwrap_err()
+                    .contains("--clear"),
+            "--id without --clear"
+        );
+        assert_eq!(
+            parse(&["stop", "--clear", "--id", "1a2b3c4d5e6f"])
+                .unwrap()
+                .ids,
+            ["1a2b3c4d5e6f"]
+        );
+        assert!(parse(&["stop", "--list"]).unwrap().list);
+    }
 }
