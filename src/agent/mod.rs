@@ -827,6 +827,12 @@ impl Agent {
     }
 
     fn object(&self, name: &str, spec: &NodePoolRotationSpec) -> serde_json::Value {
+        let mut spec = serde_json::to_value(spec).expect("a spec serialises");
+        // A lifted fleet stop is applied as `null`: left out, it would stay wherever another
+        // writer's managed fields cover it (the field is nullable: `null` reads as none).
+        if spec["policy"].get("stop").is_none() {
+            spec["policy"]["stop"] = serde_json::Value::Null;
+        }
         serde_json::json!({
             "apiVersion": "rota.dev/v1alpha1",
             "kind": "NodePoolRotation",
