@@ -34,6 +34,7 @@ pub mod desired;
 pub mod local;
 pub mod progress;
 pub mod reporting;
+pub mod stops;
 pub mod supervise;
 pub mod wiring;
 
@@ -161,6 +162,8 @@ pub struct Agent {
     /// (see [`reporting`]).
     written: crate::report::economy::Written,
     baseline: reporting::Baseline,
+    /// The fleet stop's orders as last read (`rota stop`, see [`stops`]).
+    stops: Arc<std::sync::Mutex<stops::StopCache>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -214,6 +217,7 @@ impl Agent {
             leadership: None,
             written: Default::default(),
             baseline: Default::default(),
+            stops: Default::default(),
         }
     }
 
@@ -670,8 +674,10 @@ impl Agent {
             }
         }
         let now = self.clock.now();
-        let intent =
+        let mut intent =
             desired::plan_cluster(&f.cluster, &commit, f.guard, &f.waves, &all, &existing, now);
+        let fleet_stops = self.fleet_stops().await;
+        stops::hold(&mut intent, &f.cluster, fleet_stops.as_ref(), &existing);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         for pool in &intent.pools {
             if let Some(spec) = &pool.spec
@@ -747,6 +753,35 @@ impl Agent {
         Ok(())
     }
 
+    /// The fleet stop's orders at the mirror's stop ref; `None` when they could not be read
+    /// this pass (every pool then keeps the stop its spec has).
+    async fn fleet_stops(&self) -> Option<rota_core::fleet::stops::Stops> {
+        let (source, verifier, cache) = (
+            Arc::clone(&self.source),
+            self.verifier.clone(),
+            Arc::clone(&self.stops),
+        );
+        let read = tokio::task::spawn_blocking(move || {
+            let repo = source.repository().map_err(|e| e.to_string())?;
+            let mut cache = cache.lock().expect("no panics under the lock");
+            cache.read(&repo, verifier.as_deref()).cloned()
+        })
+        .await;
+        match read {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                tracing::warn!(cluster = %self.config.cluster, error = %e,
+                    "reading the fleet stop's ref failed: every pool keeps its stop as it is");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %self.config.cluster, error = %e,
+                    "reading the fleet stop's ref failed: every pool keeps its stop as it is");
+                None
+            }
+        }
+    }
+
     /// Records an adoption for every pool of `cluster` without a NodePoolRotation whose
     /// nodes already all run its pin ([`adopt::judge`]). A pool that cannot be observed now
     /// is tried again next pass; until adopted it goes through the guard.
@@ -799,6 +834,12 @@ impl Agent {
     }
 
     fn object(&self, name: &str, spec: &NodePoolRotationSpec) -> serde_json::Value {
+        let mut spec = serde_json::to_value(spec).expect("a spec serialises");
+        // A lifted fleet stop is applied as `null`: left out, it would stay wherever another
+        // writer's managed fields cover it (the field is nullable: `null` reads as none).
+        if spec["policy"].get("stop").is_none() {
+            spec["policy"]["stop"] = serde_json::Value::Null;
+        }
         serde_json::json!({
             "apiVersion": "rota.dev/v1alpha1",
             "kind": "NodePoolRotation",

@@ -87,6 +87,13 @@ pub fn pool_status(
     let (state, text) = match status.phase {
         Phase::Succeeded => (State::Success, nodes),
         Phase::Failed => (State::Failure, stopped("failed", &status.message)),
+        Phase::Paused if status.stop.as_ref().is_some_and(|n| n.reason == "Stopped") => (
+            State::Pending,
+            stopped(
+                "paused",
+                &super::stops::commit_text(npr.spec.policy.stop.as_ref(), &nodes),
+            ),
+        ),
         Phase::Paused if halted.is_some() => (
             State::Failure,
             stopped("paused", &halted.unwrap_or_default()),
@@ -139,6 +146,13 @@ pub fn pool_status(
             )
         }
         Phase::Pending => (State::Pending, format!("planning {cv}")),
+    };
+    // A fleet stop in force says so on every pool it scopes, even one it holds nothing of.
+    let text = match &npr.spec.policy.stop {
+        Some(s) if status.stop.as_ref().is_none_or(|n| n.reason != "Stopped") => {
+            format!("{text} · fleet stop {}", s.short_id())
+        }
+        _ => text,
     };
     CommitStatus::new(context, state, &format!("{prefix}{text}")).with_stop(status.stop.clone())
 }
@@ -516,6 +530,74 @@ mod tests {
             let s = pool_status("prod", &intent, Some(&npr), "abc", now);
             assert_eq!((s.state, s.description.as_str()), (State::Pending, said));
         }
+    }
+
+    /// A pool a fleet stop holds says who stopped it and why in its commit status, with the
+    /// note's next step (the clear command); a pool the stop scopes but holds nothing of (up
+    /// to date) names the stop after its own words.
+    #[test]
+    fn a_stopped_pool_says_who_and_why_in_its_commit_status() {
+        use rota_core::fleet::stops::{FleetStop, Trust};
+        use rota_core::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
+        use rota_core::rotate::stop::StopNote;
+        let mut pool = desired_pool("2026.11.2");
+        pool.policy.stop = Some(FleetStop {
+            id: "ab".repeat(20),
+            wave: Some("main".into()),
+            cluster: None,
+            reason: "INC-4711".into(),
+            by: "ssh:ana@example.com SHA256:abc".into(),
+            at: Utc::now(),
+            trust: Trust::Signed,
+        });
+        let now = Utc::now();
+        let mut npr =
+            NodePoolRotation::new("general", NodePoolRotationSpec::from_desired(&pool, "abc"));
+        let intent = PoolIntent {
+            name: "general".into(),
+            spec: None,
+            pinned: ("general".into(), "2026.11.2".into()),
+            waiting: None,
+            held: None,
+        };
+        npr.status = Some(NodePoolRotationStatus {
+            phase: Phase::Paused,
+            total: 4,
+            on_target: 1,
+            message: "fleet stop abababababab (wave main) ...".into(),
+            stop: Some(StopNote {
+                reason: "Stopped".into(),
+                by: MovedBy::Person,
+                cause: "fleet stop".into(),
+                blocked_by: vec![],
+                next: "rota stop --clear --wave main".into(),
+            }),
+            observed_commit: Some("abc".into()),
+            ..Default::default()
+        });
+        let s = pool_status("prod", &intent, Some(&npr), "abc", now);
+        assert_eq!(s.state, State::Pending);
+        assert_eq!(
+            s.description,
+            "paused; next: rota stop --clear --wave main · stopped by ssh:ana@example.com (wave main): INC-4711 · 1/4 nodes on general@2026.11.2"
+        );
+        assert_eq!(
+            s.stop.as_ref().map(|n| n.next.as_str()),
+            Some("rota stop --clear --wave main")
+        );
+        npr.status = Some(NodePoolRotationStatus {
+            phase: Phase::Succeeded,
+            total: 4,
+            on_target: 4,
+            observed_commit: Some("abc".into()),
+            ..Default::default()
+        });
+        let s = pool_status("prod", &intent, Some(&npr), "abc", now);
+        assert_eq!(s.state, State::Success);
+        assert_eq!(
+            s.description,
+            "4/4 nodes on general@2026.11.2 · fleet stop abababababab"
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod render;
 mod secret;
 pub mod sim;
 pub mod status;
+pub mod stop;
 pub mod ui;
 pub mod validate;
 pub mod whereis;
@@ -91,6 +92,9 @@ pub enum Command {
     Where(whereis::WhereArgs),
     /// Steer the rotation under way outside git: pause, resume, retry after a halt, end a soak.
     Ctl(ctl::CtlArgs),
+    /// Stop rotations fleet-wide (or a wave, or a cluster) without a review: an order on the
+    /// fleet repo's stop ref that every agent holds at its next poll; --clear lifts it.
+    Stop(stop::StopArgs),
     /// Which nodes ran an image and when (or what a node ran), from the agents' image
     /// ledger in the fleet repo; --verify checks its chain and signatures.
     Audit(audit::AuditArgs),
@@ -128,6 +132,7 @@ pub fn main() -> ExitCode {
         Command::Ui(args) => ui::run(args),
         Command::Where(args) => whereis::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Stop(args) => stop::run(args),
         Command::Audit(args) => audit::run(args),
         Command::Evidence(args) => evidence::run(args),
     }

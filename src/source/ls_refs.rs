@@ -235,6 +235,10 @@ pub fn wanted(branch: Option<&str>, clusters: &BTreeSet<String>) -> Option<Wante
         let r = format!("refs/heads/{b}");
         prefixes.insert(0, r.clone());
         names.insert(r);
+        // A poll also reads the fleet stop's ref (`rota stop`): a stop moves it alone.
+        let stop = rota_core::fleet::stops::STOP_REF.to_string();
+        prefixes.insert(1, stop.clone());
+        names.insert(stop);
     }
     let sendable = |n: &String| n.len() <= 1024 && n.bytes().all(|b| b.is_ascii_graphic());
     (!prefixes.is_empty() && names.iter().all(sendable)).then_some(Wanted { names, prefixes })
@@ -744,11 +748,12 @@ mod tests {
             w.prefixes,
             vec![
                 "refs/heads/main".to_string(),
+                "refs/rota/stop".into(),
                 "refs/notes/rota/c1".into(),
                 "refs/notes/rota/c2".into()
             ]
         );
-        assert_eq!(w.names.len(), 3);
+        assert_eq!(w.names.len(), 4);
         let many: BTreeSet<String> = (0..MAX_NAMED_PREFIXES + 1)
             .map(|i| format!("c{i}"))
             .collect();

@@ -597,7 +597,8 @@ fn mirrored_ids(
     scope: &NotesScope,
 ) -> std::collections::BTreeMap<String, Oid> {
     let tracking = tracking_ref(branch);
-    std::iter::once(tracking)
+    [tracking, REMOTE_STOP_REF.to_string()]
+        .into_iter()
         .chain(advertised.iter().filter_map(|(n, _)| {
             n.strip_prefix(NOTES_PREFIX)
                 .filter(|c| !c.is_empty())
@@ -626,6 +627,8 @@ pub fn open_mirror(
 /// The notes namespace rota writes statuses under, and where fetches mirror the remote's.
 pub const NOTES_PREFIX: &str = "refs/notes/rota/";
 pub const REMOTE_NOTES_PREFIX: &str = "refs/rota/remote-notes/";
+/// The mirror's copy of the fleet stop's ref (`rota_core::fleet::stops::STOP_REF`).
+pub const REMOTE_STOP_REF: &str = "refs/rota/remote-stop";
 
 /// Reads the files of a commit's tree (see [`GitSource::read_files`]); usable on any repo.
 pub fn read_tree_files(

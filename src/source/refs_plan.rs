@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use git2::Oid;
 
-use super::{NOTES_PREFIX, REMOTE_NOTES_PREFIX};
+use super::{NOTES_PREFIX, REMOTE_NOTES_PREFIX, REMOTE_STOP_REF};
+use rota_core::fleet::stops::STOP_REF;
 
 /// Whose notes refs a fetch brings in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +63,15 @@ pub fn plan(
     {
         out.specs.push(format!("+{branch_ref}:{tracking}"));
     }
+    // The fleet stop's ref (`rota stop`) with the branch, on every poll, when it moved. A
+    // ref the remote stopped advertising keeps the mirror's copy: deleting it lifts nothing
+    // (and a stop in force is carried by the pools' specs whatever the ref says).
+    if with_branch
+        && let Some((_, oid)) = advertised.iter().find(|(n, _)| n == STOP_REF)
+        && local.get(REMOTE_STOP_REF) != Some(oid)
+    {
+        out.specs.push(format!("+{STOP_REF}:{REMOTE_STOP_REF}"));
+    }
     let mut notes: Vec<(&str, &Oid)> = advertised
         .iter()
         .filter_map(|(n, oid)| {
@@ -94,6 +104,33 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stop_ref_is_fetched_with_the_branch_when_it_moved() {
+        let scope = NotesScope::Clusters(BTreeSet::new());
+        let advertised = adv(&[("refs/heads/main", 1), ("refs/rota/stop", 7)]);
+        let local: BTreeMap<String, Oid> =
+            [("refs/remotes/origin/main".to_string(), oid(1))].into();
+        let p = plan("main", true, &advertised, &local, &scope);
+        assert_eq!(
+            p.specs,
+            vec!["+refs/rota/stop:refs/rota/remote-stop".to_string()]
+        );
+        let mut local = local;
+        local.insert("refs/rota/remote-stop".into(), oid(7));
+        assert!(
+            plan("main", true, &advertised, &local, &scope)
+                .specs
+                .is_empty()
+        );
+        // A notes-only fetch leaves it for the next poll.
+        local.remove("refs/rota/remote-stop");
+        assert!(
+            plan("main", false, &advertised, &local, &scope)
+                .specs
+                .is_empty()
+        );
+    }
 
     fn oid(n: u8) -> Oid {
         Oid::from_bytes(&[n; 20]).unwrap()

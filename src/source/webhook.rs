@@ -295,7 +295,8 @@ impl Receiver {
         };
         if let Some(branch) = &self.config.branch {
             let wanted = format!("refs/heads/{branch}");
-            if push.reference != wanted {
+            // A fleet stop (`rota stop`) is a push to its own ref: fetched at once too.
+            if push.reference != wanted && push.reference != rota_core::fleet::stops::STOP_REF {
                 return Verdict::Ignored {
                     forge,
                     why: format!("push to {}, following {wanted}", push.reference),
@@ -623,6 +624,7 @@ mod tests {
         let r = receiver();
         let push_main = br#"{"ref":"refs/heads/main","after":"abc"}"#;
         let push_dev = br#"{"ref":"refs/heads/dev"}"#;
+        let push_stop = br#"{"ref":"refs/rota/stop","after":"5a5"}"#;
         let s = r.config.secret.clone();
         let gh_sig = format!("sha256={}", sign_hex(&s, push_main));
         let gitea_sig = sign_hex(&s, push_main);
@@ -648,6 +650,23 @@ mod tests {
                 Verdict::Fetch {
                     forge: Forge::GitHub,
                     delivery: Some("d1".into()),
+                },
+            ),
+            (
+                "github push to the fleet stop's ref",
+                Method::POST,
+                headers(&[
+                    ("x-github-event", "push"),
+                    ("x-github-delivery", "d-stop"),
+                    (
+                        "x-hub-signature-256",
+                        &format!("sha256={}", sign_hex(&s, push_stop)),
+                    ),
+                ]),
+                push_stop,
+                Verdict::Fetch {
+                    forge: Forge::GitHub,
+                    delivery: Some("d-stop".into()),
                 },
             ),
             (

@@ -1240,6 +1240,7 @@ mod tests {
                 blocked_by: vec!["pod app/db-0".into()],
                 until: None,
                 halted: None,
+                clear: None,
             };
             let Some(note) = stop::explain(*r, "the cause, in words", &ctx) else {
                 assert!(r.moving(), "{r}");

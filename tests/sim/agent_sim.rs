@@ -16,7 +16,7 @@ use rota::sim::scenario::WorkloadProfile;
 const V1: &str = "ami-0a1b2c3d4e5f60718";
 const V2: &str = "ami-0f9e8d7c6b5a40312";
 
-fn fleet_yaml(canary: &str, main: &str) -> String {
+pub(crate) fn fleet_yaml(canary: &str, main: &str) -> String {
     format!(
         r#"apiVersion: rota.dev/v1alpha1
 kind: Fleet
@@ -62,7 +62,7 @@ deployments:
   - {name: web, namespace: shop, replicas: 4, pdb: {maxUnavailable: 1}, readyAfter: 10s}
 "#;
 
-fn commit(dir: &Path, files: &[(&str, &str)], message: &str) -> String {
+pub(crate) fn commit(dir: &Path, files: &[(&str, &str)], message: &str) -> String {
     for (p, c) in files {
         std::fs::write(dir.join(p), c).unwrap();
     }
@@ -72,17 +72,17 @@ fn commit(dir: &Path, files: &[(&str, &str)], message: &str) -> String {
     git(dir, &["rev-parse", "HEAD"])
 }
 
-struct Setup {
-    _tmp: tempfile::TempDir,
+pub(crate) struct Setup {
+    pub(crate) _tmp: tempfile::TempDir,
     /// The working clone people commit in.
-    repo: std::path::PathBuf,
+    pub(crate) repo: std::path::PathBuf,
     /// The bare repo the agents follow and push their notes to.
-    origin: std::path::PathBuf,
-    fleet: LocalFleet,
-    first: String,
+    pub(crate) origin: std::path::PathBuf,
+    pub(crate) fleet: LocalFleet,
+    pub(crate) first: String,
 }
 
-async fn setup(trust: Option<rota::source::trust::TrustPolicy>) -> Setup {
+pub(crate) async fn setup(trust: Option<rota::source::trust::TrustPolicy>) -> Setup {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -156,7 +156,7 @@ async fn statuses(repo: &Path, commit: &str) -> Vec<(String, State, String)> {
     out
 }
 
-async fn state_of(repo: &Path, commit: &str, context: &str) -> Option<(State, String)> {
+pub(crate) async fn state_of(repo: &Path, commit: &str, context: &str) -> Option<(State, String)> {
     statuses(repo, commit)
         .await
         .into_iter()
@@ -165,7 +165,13 @@ async fn state_of(repo: &Path, commit: &str, context: &str) -> Option<(State, St
 }
 
 /// Waits (in simulated time) until `context` on `commit` is `want`; returns its description.
-async fn wait_for(s: &Setup, commit: &str, context: &str, want: State, limit: Duration) -> String {
+pub(crate) async fn wait_for(
+    s: &Setup,
+    commit: &str,
+    context: &str,
+    want: State,
+    limit: Duration,
+) -> String {
     let start = tokio::time::Instant::now();
     loop {
         if let Some((state, d)) = state_of(&s.origin, commit, context).await
@@ -183,14 +189,14 @@ async fn wait_for(s: &Setup, commit: &str, context: &str, want: State, limit: Du
     }
 }
 
-async fn npr(s: &Setup, cluster: &str) -> NodePoolRotation {
+pub(crate) async fn npr(s: &Setup, cluster: &str) -> NodePoolRotation {
     Api::<NodePoolRotation>::all(s.fleet.clients[cluster].clone())
         .get("general")
         .await
         .unwrap()
 }
 
-const LONG: Duration = Duration::from_secs(4 * 3600);
+pub(crate) const LONG: Duration = Duration::from_secs(4 * 3600);
 
 #[tokio::test(start_paused = true)]
 async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() {

@@ -26,6 +26,12 @@
 //! cordon rota set that no batch owns (invariant 4); no group template left on an image the
 //! pool stopped on (invariant 8).
 //!
+//! Half the seeds also get a fleet stop (`rota stop`, as the agent carries it: the pool's
+//! `spec.policy.stop`) on one pool, at a random moment of the rotation, cleared 5 to 40
+//! minutes later: once the pool's status says `Stopped`, its checkpoint must not move (no
+//! new batch, no stage advanced: no surge, cordon, eviction or terminate) until the clear,
+//! and the pool must then finish like the others.
+//!
 //! `cargo test --test sim chaos::` runs 50 seeds (about a minute in debug). `ROTA_CHAOS_SEEDS=1000 cargo test --release
 //! --test sim chaos:: -- --nocapture` runs 1,000 and prints the table (seeds, outcomes by cause,
 //! violations, and the command replaying each failing seed); `ROTA_CHAOS_SEED=N` replays one
@@ -1001,6 +1007,87 @@ fn halt_cause(why: &str) -> (&'static str, &'static str) {
     }
 }
 
+/// A fleet stop a seed puts on one pool (drawn from its own generator, so a seed's other
+/// draws are the same with or without it).
+#[derive(Clone, Debug)]
+struct ChaosStop {
+    pool: String,
+    /// Checks (of `CHECK_EVERY`) after the start when it is written, and when it is cleared.
+    from: u32,
+    until: u32,
+    /// The checkpoint's (stage, batches started) when the status first said `Stopped`.
+    held_at: Option<(String, u32)>,
+}
+
+fn draw_stop(seed: u64, pools: &[PoolPlan]) -> Option<ChaosStop> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0057_0b00);
+    if !rng.random_bool(0.5) {
+        return None;
+    }
+    let pool = pools[rng.random_range(0..pools.len())].name.clone();
+    let from = rng.random_range(3..=90);
+    Some(ChaosStop {
+        pool,
+        from,
+        until: from + rng.random_range(30..=240),
+        held_at: None,
+    })
+}
+
+impl Run {
+    /// Writes or clears the seed's fleet stop, as the agent would: the pool's spec.
+    async fn set_fleet_stop(&mut self, pool: &str, on: bool) {
+        use kube::api::{Patch, PatchParams};
+        let stop = on.then(|| rota::fleet::stops::FleetStop {
+            id: format!("{:040x}", self.seed),
+            wave: None,
+            cluster: Some(CLUSTER.into()),
+            reason: "chaos".into(),
+            by: "chaos".into(),
+            at: chrono::Utc::now(),
+            trust: rota::fleet::stops::Trust::Signed,
+        });
+        let patch = serde_json::json!({"spec": {"policy": {"stop": stop}}});
+        Api::<NodePoolRotation>::all(self.client.clone())
+            .patch(pool, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch the stop");
+        self.note(format!(
+            "fleet stop on pool {pool}: {}",
+            if on { "written" } else { "cleared" }
+        ));
+    }
+
+    /// While the seed's stop is in force: once the pool says `Stopped`, its checkpoint holds.
+    async fn check_fleet_stop(&mut self, stop: &mut ChaosStop) {
+        let Some(st) = self.status(&stop.pool).await else {
+            return;
+        };
+        if st.stop.as_ref().is_none_or(|n| n.reason != "Stopped") {
+            return;
+        }
+        let Some(cp) = st.checkpoint.as_ref() else {
+            return;
+        };
+        let now = (cp.stage.name().to_string(), cp.batches_started);
+        match &stop.held_at {
+            None => {
+                // Which seeds exercised a stop (stderr, beside the progress).
+                eprintln!(
+                    "chaos stop in seed {}: pool {} held at stage {} (batch {})",
+                    self.seed, stop.pool, now.0, now.1
+                );
+                stop.held_at = Some(now);
+            }
+            Some(held) if *held != now => self.violate(format!(
+                "pool {} moved while stopped: from stage {} (batch {}) to {} (batch {})",
+                stop.pool, held.0, held.1, now.0, now.1
+            )),
+            Some(_) => {}
+        }
+    }
+}
+
 /// What one seed ended with.
 struct SeedReport {
     seed: u64,
@@ -1093,8 +1180,30 @@ async fn run_seed(seed: u64) -> SeedReport {
     let mut kubelets_left = run.draw.kubelet_deaths;
     let end = Instant::now() + BOUND;
     let mut settled_for = 0;
+    let mut fleet_stop = draw_stop(seed, &run.draw.pools);
+    if let Some(f) = &fleet_stop {
+        run.note(format!("draws {f:?}"));
+    }
+    let mut step: u32 = 0;
     while Instant::now() < end {
         tokio::time::sleep(CHECK_EVERY).await;
+        step += 1;
+        if let Some(mut f) = fleet_stop.take() {
+            if step == f.from {
+                run.set_fleet_stop(&f.pool, true).await;
+            }
+            if (f.from..f.until).contains(&step) {
+                run.check_fleet_stop(&mut f).await;
+            }
+            if step == f.until {
+                run.set_fleet_stop(&f.pool, false).await;
+                if f.held_at.is_some() {
+                    run.note(format!("pool {} held while stopped", f.pool));
+                }
+            } else {
+                fleet_stop = Some(f);
+            }
+        }
         // The cloud's own record of what changed (a replayed seed prints it).
         for e in run.fleet.cloud.take_events() {
             if trace {
@@ -1111,6 +1220,9 @@ async fn run_seed(seed: u64) -> SeedReport {
                 None => false,
             };
         }
+        // A fleet stop still to come or in force: not settled (it is cleared, then the pool
+        // finishes like the others).
+        settled &= fleet_stop.is_none();
         // Settled for a while (a stopped pool's leftovers are undone on the passes after).
         settled_for = if settled { settled_for + 1 } else { 0 };
         // And, where the seed has an autoscaler, until it has nothing left to do (it removes

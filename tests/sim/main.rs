@@ -14,6 +14,7 @@ mod agent_sim;
 mod chaos;
 mod controller_sim;
 mod demo;
+mod fleet_stop_sim;
 mod karpenter_sim;
 mod leadership_sim;
 mod ledger_sim;

@@ -41,6 +41,7 @@ pub mod proposal;
 pub mod resolve;
 pub mod resolved;
 pub mod schema;
+pub mod stops;
 pub mod validate;
 pub mod yaml;
 

@@ -289,6 +289,11 @@ pub struct EffectivePolicy {
     /// Dates when no batch starts (`rotate::window::blackout_at`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blackouts: Vec<Blackout>,
+    /// A fleet stop in force for this pool (`rota stop`, read by the agent from the stop
+    /// ref, never from the fleet's files): the rotation holds where it is until it is
+    /// cleared. Carried in the NodePoolRotation's spec, so a restart stays stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<super::stops::FleetStop>,
 }
 
 /// A freeze: no batch starts in `[from, to)`; a started batch finishes.
@@ -328,6 +333,7 @@ impl Default for EffectivePolicy {
             windows: Vec::new(),
             managed_update: None,
             blackouts: Vec::new(),
+            stop: None,
         }
     }
 }

@@ -222,6 +222,7 @@ fn first_checkpoint(
         next: None,
         pace: previous.and_then(|p| p.pace),
         owner_update: None,
+        fleet_stop: None,
         drift: None,
         blue_green: Some(BlueGreenMark {
             old_pool: name.to_string(),

@@ -63,6 +63,11 @@ pub struct Checkpoint {
     /// that a request is applied once even when its annotation outlives a crash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator_request: Option<String>,
+    /// The id of the fleet stop (`rota stop`) holding the rotation, while one does: when it
+    /// is lifted the stage's clocks restart. Serialized as `null` when unset, like
+    /// `operator_paused` (a merge patch would otherwise keep the old value).
+    #[serde(default)]
+    pub fleet_stop: Option<String>,
     /// Nodes rota annotated with the autoscaler's scale-down-disabled annotation; cleared at
     /// the end of the rotation (only these: someone else's annotation is left alone).
     #[serde(default)]

@@ -342,6 +342,7 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         next: None,
         pace: None,
         owner_update: None,
+        fleet_stop: None,
         blue_green: None,
         drift: Some(mark.clone()),
     };
@@ -689,6 +690,7 @@ fn into_plan(cx: &Ctx<'_>, d: Decision, previous: Option<&Checkpoint>) -> Plan {
             blocked_by: Vec::new(),
             until: d.until,
             halted: halted.filter(|_| d.phase == Phase::Paused),
+            clear: None,
         },
     );
     let mut plan = Plan {

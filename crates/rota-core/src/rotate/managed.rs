@@ -250,6 +250,7 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         halted: None,
         operator_paused: None,
         operator_request: None,
+        fleet_stop: None,
         annotated_nodes: Vec::new(),
         fenced_at: None,
         capacity_changed_at: None,
@@ -467,6 +468,7 @@ fn into_plan(cx: &Ctx<'_>, d: Decision, previous: Option<&Checkpoint>) -> Plan {
             blocked_by: Vec::new(),
             until: d.until,
             halted: halted.filter(|_| d.phase == Phase::Paused),
+            clear: None,
         },
     );
     let mut plan = Plan {

@@ -98,6 +98,7 @@ pub(super) fn plan_group(
                     blocked_by: std::mem::take(&mut p.blocked_by),
                     until: p.until,
                     halted: halted.filter(|_| out.phase == Phase::Paused),
+                    clear: desired.policy.stop.as_ref().map(|s| s.clear_command()),
                 },
             )
         })
@@ -234,6 +235,9 @@ impl<'a> Planner<'a> {
         if let Some(r) = self.request {
             self.steered = super::operator::apply(cp, r, self.now);
         }
+        if let Some(held) = self.fleet_stop(cp) {
+            return Some(held);
+        }
         if let Some(by) = cp.operator_paused.clone() {
             let at = cp.stage.name();
             return Some(Outcome {
@@ -280,6 +284,36 @@ impl<'a> Planner<'a> {
             });
         }
         None
+    }
+
+    /// A fleet stop (`rota stop`, carried in the policy by the agent) holds the rotation
+    /// where it is, before any stage runs: no new surge, no new cordon or eviction, while
+    /// what the cloud already started (a boot) completes by itself. The checkpoint records
+    /// the stop, so that when it is cleared the stage's clocks start again (a boot that
+    /// waited out a two-hour stop is not "never Ready").
+    fn fleet_stop(&mut self, cp: &mut Checkpoint) -> Option<Outcome> {
+        match &self.desired.policy.stop {
+            Some(stop) => {
+                cp.fleet_stop = Some(stop.id.clone());
+                let at = cp.stage.name();
+                Some(Outcome {
+                    checkpoint: Some(cp.clone()),
+                    phase: Phase::Paused,
+                    reason: Reason::Stopped,
+                    message: format!(
+                        "{} (held at stage {at}); `{}` lifts it",
+                        stop.describe(),
+                        stop.clear_command()
+                    ),
+                })
+            }
+            None => {
+                if cp.fleet_stop.take().is_some() {
+                    cp.restart_clocks(self.now);
+                }
+                None
+            }
+        }
     }
 
     /// A stopped rotation (halted, paused by policy or by an operator) gives the group's
@@ -601,6 +635,7 @@ impl<'a> Planner<'a> {
             // An operator's pause and the last request applied outlive one rotation.
             operator_paused: previous.and_then(|p| p.operator_paused.clone()),
             operator_request: previous.and_then(|p| p.operator_request.clone()),
+            fleet_stop: None,
             annotated_nodes: Vec::new(),
             fenced_at: None,
             capacity_changed_at: None,

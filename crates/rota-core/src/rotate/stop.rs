@@ -51,6 +51,8 @@ pub enum Reason {
     NoCandidates,
     // Stops a person ends.
     VersionSkew,
+    /// A fleet stop (`rota stop`) holds the pool: its commit on the stop ref says who and why.
+    Stopped,
     PausedByOperator,
     PausedByPolicy,
     Halted,
@@ -112,6 +114,7 @@ impl Reason {
         Reason::ImageNotReplicated,
         Reason::NoCandidates,
         Reason::VersionSkew,
+        Reason::Stopped,
         Reason::PausedByOperator,
         Reason::PausedByPolicy,
         Reason::Halted,
@@ -157,6 +160,7 @@ impl Reason {
             Reason::ImageNotReplicated => "ImageNotReplicated",
             Reason::NoCandidates => "NoCandidates",
             Reason::VersionSkew => "VersionSkew",
+            Reason::Stopped => "Stopped",
             Reason::PausedByOperator => "PausedByOperator",
             Reason::PausedByPolicy => "PausedByPolicy",
             Reason::Halted => "Halted",
@@ -302,6 +306,9 @@ pub struct Context<'a> {
     pub until: Option<DateTime<Utc>>,
     /// A halt's own words (the checkpoint's `halted`), when the pool is halted.
     pub halted: Option<&'a str>,
+    /// A fleet stop: the command that lifts it (`rota stop --clear --wave main`, by someone
+    /// at least as trusted as who stopped it).
+    pub clear: Option<String>,
 }
 
 /// The note for a pool whose status says `reason` and `message`; `None` while it moves.
@@ -373,6 +380,10 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
         Reason::VersionSkew => (
             MovedBy::Person,
             "upgrade the control plane, or a commit pinning a version whose kubernetes it accepts".into(),
+        ),
+        Reason::Stopped => (
+            MovedBy::Person,
+            ctx.clear.clone().unwrap_or_else(|| "rota stop --clear".into()),
         ),
         Reason::PausedByOperator => (
             MovedBy::Person,
@@ -476,6 +487,7 @@ mod tests {
             blocked_by: vec!["data/db-0".into()],
             until: None,
             halted: None,
+            clear: None,
         };
         for r in Reason::ALL {
             assert_eq!(Reason::parse(r.as_str()), Some(*r));
@@ -487,6 +499,7 @@ mod tests {
                     if n.by == MovedBy::Person {
                         assert!(
                             n.next.contains("rota ctl")
+                                || n.next.contains("rota stop --clear")
                                 || n.next.contains("commit")
                                 || n.next.contains("owner"),
                             "{r}: a person's step names a command or a commit: {}",
@@ -498,7 +511,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Reason::ALL.len(), 42);
+        assert_eq!(Reason::ALL.len(), 43);
     }
 
     #[test]

@@ -271,6 +271,7 @@ mod tests {
                 halted: None,
                 operator_paused: None,
                 operator_request: None,
+                fleet_stop: None,
                 annotated_nodes: vec![],
                 fenced_at: None,
                 capacity_changed_at: None,

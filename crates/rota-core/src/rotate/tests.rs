@@ -272,6 +272,7 @@ fn cp(stage: Stage) -> Checkpoint {
         halted: None,
         operator_paused: None,
         operator_request: None,
+        fleet_stop: None,
         annotated_nodes: vec![],
         fenced_at: None,
         capacity_changed_at: None,
@@ -2662,6 +2663,13 @@ fn every_stop_the_planner_makes_says_who_must_do_what() {
         "a commit pinning a version the owner",
     );
 
+    // A fleet stop (`rota stop`): lifted by the clear with the stop's own scope.
+    let mut d = desired(2);
+    d.policy.stop = Some(fleet_stop());
+    let p = plan(&d, &world(old4()), None, t0());
+    assert_eq!(p.status.reason, "Stopped");
+    check(&p, MovedBy::Person, &[], "rota stop --clear --wave main");
+
     // Every reason that stops a pool has a scenario above, but one: the planner's own bug
     // guard, which no world can reach (`explain` covers it, see `rotate::stop`).
     let stops: BTreeSet<Reason> = Reason::ALL
@@ -3031,4 +3039,138 @@ fn without_max_deferral_do_not_disrupt_holds_forever_and_with_it_the_node_is_tak
     // The node's own annotation still holds: n1 is chosen, never n2.
     let batch = p.checkpoint.unwrap();
     assert_eq!(batch.stage.batch().unwrap().old_nodes[0].node, "n1");
+}
+
+/// A fleet stop as the agent puts it in the policy.
+fn fleet_stop() -> crate::fleet::stops::FleetStop {
+    crate::fleet::stops::FleetStop {
+        id: "ab".repeat(20),
+        wave: Some("main".into()),
+        cluster: None,
+        reason: "INC-4711".into(),
+        by: "ssh:ana SHA256:x".into(),
+        at: t0(),
+        trust: crate::fleet::stops::Trust::Signed,
+    }
+}
+
+/// A fleet stop seen mid-batch holds the rotation at its next safe point: the surge already
+/// sent is left to boot (no withdrawal, no new surge), nothing is cordoned or evicted, and
+/// the status names who stopped it, why, and the command that lifts it. Cleared, the batch
+/// goes on from where it was with fresh clocks (the boot that outlived the stop is not
+/// "never Ready").
+#[test]
+fn a_fleet_stop_racing_a_batch_lets_its_boot_complete_and_starts_nothing() {
+    let mut d = desired(2);
+    d.policy.stop = Some(fleet_stop());
+    // Surge sent, new instances booting (not registered yet).
+    let mut booting = old4();
+    booting.push(node("m1").image(NEW).unregistered());
+    booting.push(node("m2").image(NEW).unregistered());
+    let mut w = world(booting);
+    w.group.max = 6;
+    w.group.desired = 6;
+    w.group.template_image = NEW.into();
+    let c = cp(Stage::WaitingReady { batch: batch12() });
+    let p = plan(&d, &w, Some(&c), mins(5));
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.status.phase, Phase::Paused);
+    assert_eq!(p.status.reason, "Stopped");
+    assert!(
+        p.status
+            .message
+            .starts_with("fleet stop abababababab (wave main) by ssh:ana SHA256:x, signed"),
+        "{}",
+        p.status.message
+    );
+    assert!(p.status.message.contains("INC-4711"));
+    let note = p.status.stop.clone().unwrap();
+    assert_eq!(note.by, MovedBy::Person);
+    assert_eq!(note.next, "rota stop --clear --wave main");
+    let held = p.checkpoint.clone().unwrap();
+    assert_eq!(held.fleet_stop.as_deref(), Some("ab".repeat(20).as_str()));
+    assert!(matches!(held.stage, Stage::WaitingReady { .. }));
+
+    // The boot completed while stopped: still nothing (no cordon, no eviction), even two
+    // hours later, past nodeReadyTimeout.
+    let mut ready = old4();
+    for n in &mut ready {
+        n.node.pods.push(pod(&format!("web-{}", n.node.name)).0);
+    }
+    let w = surged(ready);
+    let p = plan(&d, &w, Some(&held), mins(120));
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.status.reason, "Stopped");
+    // Draining when the stop came: no eviction either.
+    let draining = cp(Stage::Draining { batch: batch12() });
+    let mut cordoned = vec![
+        node("n1")
+            .ready()
+            .cordoned_by("general/batch-1")
+            .pod(pod("web-1")),
+        node("n2").ready().cordoned_by("general/batch-1"),
+        node("n3").ready(),
+        node("n4").ready(),
+    ];
+    cordoned[2].node.pods.push(pod("web-3").0);
+    let p = plan(&d, &surged(cordoned), Some(&draining), mins(10));
+    assert!(
+        !shown(&p)
+            .iter()
+            .any(|a| a.starts_with("evict") || a.starts_with("cordon") || a.starts_with("surge")),
+        "{:?}",
+        shown(&p)
+    );
+
+    // Cleared: the batch goes on from WaitingReady with its clock restarted, so the new
+    // nodes (Ready) move it on rather than the two hours counting as a boot timeout.
+    d.policy.stop = None;
+    let p = plan(&d, &w, Some(&held), mins(120));
+    assert_ne!(p.status.reason, "Stopped");
+    assert_ne!(p.status.phase, Phase::Paused, "{}", p.status.message);
+    let next = p.checkpoint.unwrap();
+    assert_eq!(next.fleet_stop, None);
+}
+
+/// A stop in force when a new version arrives holds it before its first surge.
+#[test]
+fn a_fleet_stop_holds_a_new_rotation_before_its_first_surge() {
+    let mut d = desired(2);
+    d.policy.stop = Some(fleet_stop());
+    let p = plan(&d, &world(old4()), None, t0());
+    assert!(p.actions.is_empty(), "{:?}", shown(&p));
+    assert_eq!(p.status.reason, "Stopped");
+    // The same pool without the stop surges at once.
+    d.policy.stop = None;
+    assert!(shown(&plan(&d, &world(old4()), None, t0()))[0].starts_with("set image"));
+}
+
+/// The stop survives a restart: it lives in the spec (the policy) and in the checkpoint, both
+/// written to the NodePoolRotation, and a plan from the re-read objects holds the same way.
+#[test]
+fn a_fleet_stop_round_trips_through_the_resource() {
+    let mut d = desired(2);
+    d.policy.stop = Some(fleet_stop());
+    let spec = crate::rotate::resource::NodePoolRotationSpec::from_desired(&d, "c0ffee");
+    let back: crate::rotate::resource::NodePoolRotationSpec =
+        serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
+    assert_eq!(back.desired().policy.stop, Some(fleet_stop()));
+    let c = cp(Stage::WaitingReady { batch: batch12() });
+    let p = plan(&back.desired(), &surged(old4()), Some(&c), t0());
+    let stored: Checkpoint =
+        serde_json::from_value(serde_json::to_value(p.checkpoint.as_ref().unwrap()).unwrap())
+            .unwrap();
+    let again = plan(&back.desired(), &surged(old4()), Some(&stored), mins(30));
+    assert!(again.actions.is_empty());
+    assert_eq!(again.status.reason, "Stopped");
+    // `null`, never absent: a merge patch must clear it once the stop is lifted.
+    let mut lifted = stored.clone();
+    lifted.fleet_stop = None;
+    assert!(
+        serde_json::to_value(&lifted)
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .contains_key("fleetStop")
+    );
 }
