@@ -191,10 +191,10 @@ impl Timekeeping {
         format!(
             "# HELP rota_sim_lag_seconds How late the simulated cluster's ticks of the last {}s handled what was due, at worst, in simulated seconds.\n\
              # TYPE rota_sim_lag_seconds gauge\n\
-             rota_sim_lag_seconds {}\n\
+             rota_sim_lag_seconds {:.3}\n\
              # HELP rota_sim_lag_seconds_max The largest lag since the cluster started, in simulated seconds.\n\
              # TYPE rota_sim_lag_seconds_max gauge\n\
-             rota_sim_lag_seconds_max {}\n\
+             rota_sim_lag_seconds_max {:.3}\n\
              # HELP rota_sim_late_ticks_total Ticks that ran more than {}s of simulated time late.\n\
              # TYPE rota_sim_late_ticks_total counter\n\
              rota_sim_late_ticks_total {}\n\
