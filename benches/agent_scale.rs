@@ -8,12 +8,18 @@
 //! makespan in fleet time, Kubernetes reads and writes per rotated node (writes split into
 //! rota's own and evictions; the pre-terminate pod reads apart), cloud calls per rotated
 //! node (describes apart), the describes of the idle window before the bump per pool and
-//! fleet hour, the bytes the agent received from the API server, and the sim's peak memory.
+//! fleet hour, the bytes the agent received from the API server, and the sim's peak memory;
+//! the agent's resident size per node and per pod, its pool passes during the rotation
+//! with their time percentiles (its `rota_reconcile_duration_seconds`), and how far the
+//! simulated cluster ran behind its clock (`rota_sim_lag_seconds_max` of its `/metrics`, its
+//! late ticks and lag warnings): a run whose sim lagged measured the machine, not rota.
 //! Lines are `agent_scale <size> <figure> <value>` so a script can read them.
 //!
 //! `cargo bench --bench figures -- agent_scale` runs 500 nodes / 15,000 pods, then 5,000 / 150,000
 //! (`ROTA_SCALE_SIZES=500` or `=5000` runs one; the 10 pools hold a tenth each, so
-//! `ROTA_SCALE_SIZES=30,500,5000` rotates pools of 3, 50 and 500 nodes). `ROTA_SCALE_SPEED` (30) is the sim's and the
+//! `ROTA_SCALE_SIZES=30,500,5000` rotates pools of 3, 50 and 500 nodes; `=20000` the biggest
+//! clusters, 600,000 pods, best at `ROTA_SCALE_SPEED=20`). `ROTA_SCALE_BIN` names the `rota`
+//! binary to measure (a release build, whatever profile built this harness). `ROTA_SCALE_SPEED` (30) is the sim's and the
 //! agent's clock, `ROTA_SCALE_POLL` (1s) the agent's git poll; `ROTA_SCALE_IDLE_ONLY=1` stops
 //! after adoption and two minutes of idle CPU; `ROTA_SCALE_NO_CLUSTER_AUTOSCALER=1` runs the
 //! agent with `--no-cluster-autoscaler` (no scale-down-disabled annotations; printed as the
@@ -26,8 +32,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The `rota` binary measured: `ROTA_SCALE_BIN` if set (a release build, while this harness
+/// is built in any profile), else the one cargo built beside the bench.
 fn rota() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_rota"))
+    std::env::var_os("ROTA_SCALE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rota")))
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -182,6 +192,8 @@ fn count(reqs: &[Req]) -> Counts {
         }
         match r.method.as_str() {
             "GET" if is_watch(r) => {}
+            // The bench's own reads of the simulated API server's lag.
+            "GET" if r.target.starts_with("/metrics") => {}
             "GET" if r.target.contains("fieldSelector=spec.nodeName") => {
                 c.preterminate_reads += 1;
                 c.reads += 1;
@@ -271,7 +283,7 @@ fn run(per_pool: u32, speed: f64) -> Figures {
         .arg(&log)
         .args(["--speed", &speed.to_string()])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(tmp.path().join("sim.log")).unwrap())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -310,6 +322,8 @@ fn run(per_pool: u32, speed: f64) -> Figures {
         .env("ROTA_STATE_DIR", tmp.path().join("state"))
         .env("ROTA_POLL", &poll)
         .env("ROTA_SPEED", speed.to_string())
+        // Any free port (logged): the pass times come from its `/metrics`.
+        .env("ROTA_METRICS_ADDR", "127.0.0.1:0")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&agent_log).unwrap())
         .spawn()
@@ -375,6 +389,12 @@ fn run(per_pool: u32, speed: f64) -> Figures {
         return fig;
     }
 
+    let metrics = metrics_addr(&agent_log);
+    let passes_before = reconcile_histogram(metrics.as_deref());
+    fig.put(
+        "sim_lag_max_seconds_adoption",
+        sim_metric(&kubeconfig, "rota_sim_lag_seconds_max"),
+    );
     let from = lines_in(&log);
     std::fs::write(work.join("fleet.yaml"), fleet_yaml("2026.11.2", pools)).unwrap();
     git(&work, &["commit", "-q", "-am", "main: general 2026.11.2"]);
@@ -412,6 +432,14 @@ fn run(per_pool: u32, speed: f64) -> Figures {
     let (_, sim_hwm) = rss_kib(sim_pid);
     let cpu_total = cpu_seconds(agent_pid);
     let events = events_by_reason(&kubeconfig, bumped_at);
+    let passes = reconcile_histogram(metrics.as_deref()).since(&passes_before);
+    let sim_lag_max = sim_metric(&kubeconfig, "rota_sim_lag_seconds_max");
+    let sim_late_ticks = sim_metric(&kubeconfig, "rota_sim_late_ticks_total");
+    let sim_warnings = std::fs::read_to_string(tmp.path().join("sim.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("behind its clock"))
+        .count();
     // Stop the agent so its watches close and their lines (with bytes) are written.
     drop(agent);
     std::thread::sleep(Duration::from_secs(2));
@@ -461,7 +489,157 @@ fn run(per_pool: u32, speed: f64) -> Figures {
         format!("{:.1}", all_kube_bytes as f64 / 1048576.0),
     );
     fig.put("sim_peak_rss_mib", sim_hwm / 1024);
+    fig.put(
+        "agent_rss_kib_per_node",
+        format!("{:.2}", steady as f64 / f64::from(nodes)),
+    );
+    fig.put(
+        "agent_rss_bytes_per_pod",
+        format!("{:.0}", steady as f64 * 1024.0 / f64::from(nodes * 30)),
+    );
+    fig.put("pool_passes_during_rotation", passes.count);
+    for (name, q) in [
+        ("pass_seconds_p50", 0.5),
+        ("pass_seconds_p90", 0.9),
+        ("pass_seconds_p99", 0.99),
+    ] {
+        fig.put(name, passes.quantile(q));
+    }
+    fig.put("sim_lag_max_seconds", sim_lag_max);
+    fig.put("sim_late_ticks", sim_late_ticks);
+    fig.put("sim_lag_warnings", sim_warnings);
     fig
+}
+
+/// Where the agent serves `/metrics` (its log names the port it got).
+fn metrics_addr(agent_log: &Path) -> Option<String> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        let log = std::fs::read_to_string(agent_log).unwrap_or_default();
+        if let Some(l) = log.lines().find(|l| l.contains("serving metrics")) {
+            // `addr=127.0.0.1:PORT`, whatever the format's colours and quotes around it.
+            let (_, rest) = l.split_once("127.0.0.1:")?;
+            let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            return Some(format!("127.0.0.1:{port}"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    None
+}
+
+/// A plain HTTP GET of `path` on `addr` (loopback, no TLS): the body.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = write!(
+        c,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    let mut s = String::new();
+    let _ = c.read_to_string(&mut s);
+    s.split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_string())
+}
+
+/// `rota_reconcile_duration_seconds` summed over the pools: the count in each bucket.
+#[derive(Default)]
+struct Passes {
+    /// (upper bound, cumulative count), in the order of the bounds.
+    buckets: Vec<(f64, u64)>,
+    count: u64,
+}
+
+impl Passes {
+    /// The passes between `before` and this one.
+    fn since(&self, before: &Passes) -> Passes {
+        let prior = |le: f64| {
+            before
+                .buckets
+                .iter()
+                .find(|(b, _)| *b == le)
+                .map_or(0, |(_, n)| *n)
+        };
+        Passes {
+            buckets: self
+                .buckets
+                .iter()
+                .map(|(le, n)| (*le, n.saturating_sub(prior(*le))))
+                .collect(),
+            count: self.count.saturating_sub(before.count),
+        }
+    }
+
+    /// The bucket bound below which a share `q` of the passes took: `0.25` means at most
+    /// 0.25 s; `>10` more than the largest bound.
+    fn quantile(&self, q: f64) -> String {
+        if self.count == 0 {
+            return "none".into();
+        }
+        let want = (q * self.count as f64).ceil() as u64;
+        for (le, n) in &self.buckets {
+            if *n >= want {
+                return if le.is_infinite() {
+                    let top = self
+                        .buckets
+                        .iter()
+                        .map(|(b, _)| *b)
+                        .filter(|b| b.is_finite())
+                        .fold(0.0, f64::max);
+                    format!(">{top}")
+                } else {
+                    format!("{le}")
+                };
+            }
+        }
+        "none".into()
+    }
+}
+
+fn reconcile_histogram(addr: Option<&str>) -> Passes {
+    let Some(addr) = addr else {
+        return Passes::default();
+    };
+    let text = http_get(addr, "/metrics");
+    let mut by_le: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut count = 0;
+    for l in text.lines() {
+        let Some((name, value)) = l.rsplit_once(' ') else {
+            continue;
+        };
+        let value: u64 = value.parse().unwrap_or(0);
+        if name.starts_with("rota_reconcile_duration_seconds_bucket{") {
+            if let Some(le) = name.split("le=\"").nth(1).and_then(|r| r.split('"').next()) {
+                *by_le.entry(le.to_string()).or_default() += value;
+            }
+        } else if name.starts_with("rota_reconcile_duration_seconds_count") {
+            count += value;
+        }
+    }
+    let mut buckets: Vec<(f64, u64)> = by_le
+        .into_iter()
+        .map(|(le, n)| (le.parse().unwrap_or(f64::INFINITY), n))
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Passes { buckets, count }
+}
+
+/// A value of the simulated API server's `/metrics` (`rota_sim_lag_seconds_max`, ...), read
+/// with kubectl (`unavailable` without it).
+fn sim_metric(kubeconfig: &Path, name: &str) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--context", "scale", "get", "--raw", "/metrics"])
+        .output();
+    let Ok(out) = out else {
+        return "unavailable".into();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .map_or_else(|| "unavailable".into(), str::to_string)
 }
 
 /// rota's Events since `since` by reason, each counted with its series (a repeat the

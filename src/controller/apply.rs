@@ -613,8 +613,11 @@ async fn re_validate_drained(edge: &Edge<'_>, node: &str) -> Result<(), Refused>
 /// One read of the pods bound to `node` (`fieldSelector=spec.nodeName=<node>`): a list the
 /// API server answers from the node's pods alone (the `agent_scale` bench counts these
 /// reads apart from the writes).
-async fn fresh_pods_on(edge: &Edge<'_>, node: &str) -> Result<Vec<Pod>, kube::Error> {
-    let pods: Api<Pod> = Api::all(edge.client.clone());
+async fn fresh_pods_on(
+    edge: &Edge<'_>,
+    node: &str,
+) -> Result<Vec<crate::kube::projection::PodProjection>, kube::Error> {
+    let pods: Api<crate::kube::projection::PodProjection> = Api::all(edge.client.clone());
     let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let list = pods.list(&lp).await?;
     Ok(list.items)

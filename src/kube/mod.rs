@@ -1,5 +1,6 @@
 //! The Kubernetes edge, read side: the NodePoolRotation resource and its CRD (`crd`), the
-//! watch-fed cluster index (`index`) and what it keeps of each object (`summary`), one pool
+//! watch-fed cluster index (`index`), what it decodes of a pod (`projection`) and what it
+//! keeps of each object (`summary`), one pool
 //! read from it for the planner (`observe`), which resources this version owns
 //! (`ownership`), the kubeconfig (`kubeconfig`), clients of the simulated fleet's API servers
 //! in process (`sim`, with the `sim` feature), Karpenter's objects (`karpenter`), and how a Kubernetes API error is classified
@@ -12,6 +13,7 @@ pub mod karpenter;
 pub mod kubeconfig;
 pub mod observe;
 pub mod ownership;
+pub mod projection;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod summary;

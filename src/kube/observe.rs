@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::core::SelectorExt;
 
 use crate::cloud::{CloudError, NodeGroups};
 use crate::kube::index::{ClusterIndex, Kind, NotObserved, PodKey, State};
+use crate::kube::projection::PodProjection;
 use crate::kube::summary::{Interner, NodeSummary, PdbSummary, PodSummary};
 use rota_core::errors::{Classified, Classify};
 use rota_core::fleet::resolved::DesiredPool;
@@ -259,7 +259,7 @@ pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Opt
 ///
 /// With `kubelet_ready` false, pods already terminating do not hold the node: a dead kubelet
 /// never finishes their shutdown (`ObservedNode::blocking_termination`).
-pub fn pods_holding(pods: &[Pod], kubelet_ready: bool) -> Vec<String> {
+pub fn pods_holding(pods: &[PodProjection], kubelet_ready: bool) -> Vec<String> {
     let mut interner = Interner::default();
     pods.iter()
         .filter_map(|p| {
@@ -278,7 +278,7 @@ pub fn pods_holding(pods: &[Pod], kubelet_ready: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::api::core::v1::{Node, Pod};
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     use kube::core::ObjectMeta;
 
@@ -299,7 +299,7 @@ mod tests {
         );
         observed_pod(
             &key,
-            &PodSummary::from_pod(p, &mut Interner::default()),
+            &PodSummary::from_pod(&p.into(), &mut Interner::default()),
             &refs,
         )
     }
@@ -313,7 +313,7 @@ mod tests {
                     Arc::from(p.metadata.namespace.as_deref().unwrap_or_default()),
                     Arc::from(p.metadata.name.as_deref().unwrap_or_default()),
                 );
-                (key, PodSummary::from_pod(p, &mut i))
+                (key, PodSummary::from_pod(&(*p).into(), &mut i))
             })
             .collect();
         let refs: Vec<(&PodKey, &PodSummary)> = owned.iter().map(|(k, s)| (k, s)).collect();

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::{ObjectMeta, Selector};
 
+use super::projection::PodProjection;
 use rota_core::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
 
 /// Annotation the kubelet puts on the mirror of a static pod.
@@ -122,7 +123,7 @@ pub struct PodSummary {
 }
 
 impl PodSummary {
-    pub fn from_pod(pod: &Pod, interner: &mut Interner) -> PodSummary {
+    pub fn from_pod(pod: &PodProjection, interner: &mut Interner) -> PodSummary {
         let meta = &pod.metadata;
         let status = pod.status.as_ref();
         let phase = status.and_then(|s| s.phase.as_deref());

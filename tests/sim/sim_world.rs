@@ -1,6 +1,7 @@
 //! The simulated world end to end on paused time: instances boot into Ready nodes, pods get
 //! scheduled, evicted replicas come back elsewhere, terminated instances take their nodes
-//! away, and faults repeat under a seed.
+//! away, and faults repeat under a seed; the world keeps its time under load (deletions due
+//! whatever is queued, a lag metric when it falls behind).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -451,4 +452,112 @@ async fn deleting_an_owner_collects_its_dependents() {
     );
     assert!(rs.is_empty());
     assert_eq!(pods_of(&store, "api").len(), 4, "others are untouched");
+}
+
+/// One pool of 40 nodes running 30 pods each (1,200 pods, two PDB-less Deployments).
+fn crowded() -> Scenario {
+    let profile = WorkloadProfile::from_yaml(
+        "nodes: {perPool: 40, cpu: '16', memory: 64Gi, pods: 110}\n\
+         deployments:\n  \
+           - {name: web, namespace: shop, replicasPerNode: 15, cpu: 100m, memory: 128Mi}\n  \
+           - {name: api, namespace: shop, replicasPerNode: 15, cpu: 100m, memory: 128Mi}\n",
+        "crowded",
+    )
+    .unwrap();
+    scenario(profile, FaultProfile::default(), 7)
+}
+
+/// The API server's `/metrics` value of `name`.
+async fn sim_metric(store: &Store, name: &str) -> f64 {
+    let client = rota::kube::sim::client(store.clone());
+    let text = client
+        .request_text(http::Request::get("/metrics").body(vec![]).unwrap())
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_past_its_grace_period_is_gone_at_the_next_tick_however_many_terminate() {
+    let fleet = Fleet::start(&crowded(), 1.0).await.unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    wait(5).await;
+    // Every pod of the cluster marked for deletion at once (a drain of the whole pool), with
+    // no chance for the world to run in between: 1,200 watch events queue up.
+    let marked: Vec<(String, String)> = pods_of(&store, "web")
+        .into_iter()
+        .chain(pods_of(&store, "api"))
+        .map(|p| {
+            let name = p["metadata"]["name"].as_str().unwrap().to_string();
+            let uid = p["metadata"]["uid"].as_str().unwrap().to_string();
+            (name, uid)
+        })
+        .collect();
+    assert_eq!(marked.len(), 1_200);
+    for (name, _) in &marked {
+        store
+            .mark_deleting(&ResourceType::pods(), Some("shop"), name, 30)
+            .unwrap();
+    }
+    // The world does not run for 31 s (a starved process), then gets one tick.
+    tokio::time::advance(Duration::from_secs(31)).await;
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    let left: Vec<&String> = marked
+        .iter()
+        .filter(|(name, uid)| {
+            store
+                .get(&ResourceType::pods(), Some("shop"), name)
+                .is_ok_and(|p| p["metadata"]["uid"] == uid.as_str())
+        })
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{} of 1,200 pods past their grace period still there, e.g. {:?}",
+        left.len(),
+        left.first()
+    );
+    assert!(
+        sim_metric(&store, "rota_sim_lag_seconds_max").await >= 0.9,
+        "the deletions were handled a second late"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_lag_metric_rises_when_the_sim_is_starved_and_falls_when_it_keeps_up() {
+    let fleet = Fleet::start(&crowded(), 10.0).await.unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    wait(5).await;
+    let idle = sim_metric(&store, "rota_sim_lag_seconds").await;
+    assert!(idle < 1.0, "an idle world keeps up: lag {idle}");
+    // One pod terminating (3 real seconds at 10x), then 60 real seconds without the world
+    // running: it handles the deletion 57 real seconds, 570 simulated seconds, late.
+    let victim = pods_of(&store, "web").remove(0);
+    let name = victim["metadata"]["name"].as_str().unwrap();
+    store
+        .mark_deleting(&ResourceType::pods(), Some("shop"), name, 30)
+        .unwrap();
+    tokio::time::advance(Duration::from_secs(60)).await;
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    let starved = sim_metric(&store, "rota_sim_lag_seconds").await;
+    assert!(
+        (560.0..=580.0).contains(&starved),
+        "starved for 57 s at 10x: lag {starved}; pod {:?}",
+        store
+            .get(&ResourceType::pods(), Some("shop"), name)
+            .map(|p| p["metadata"]["deletionTimestamp"].clone())
+    );
+    assert!(sim_metric(&store, "rota_sim_late_ticks_total").await >= 1.0);
+    // Running freely again: once the gauge's window is over the rounds show on time; the
+    // maximum is kept.
+    wait(15).await;
+    assert!(sim_metric(&store, "rota_sim_lag_seconds").await < 1.0);
+    assert!(sim_metric(&store, "rota_sim_lag_seconds_max").await >= 560.0);
 }

@@ -25,11 +25,6 @@ pub enum Timer {
         name: String,
         uid: String,
     },
-    PodDelete {
-        ns: String,
-        name: String,
-        uid: String,
-    },
     FlushStatus,
     Poll,
 }
@@ -68,9 +63,10 @@ impl Ctx {
         self.timers.peek().map(|Reverse((at, _, _))| *at)
     }
 
-    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<Timer> {
+    /// The next timer due at `now`, with when it was due (how late it runs is the lag).
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(Instant, Timer)> {
         if self.next_due()? <= now {
-            self.timers.pop().map(|Reverse((_, _, t))| t)
+            self.timers.pop().map(|Reverse((at, _, t))| (at, t))
         } else {
             None
         }

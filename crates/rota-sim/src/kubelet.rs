@@ -11,7 +11,7 @@
 //!
 //! Pods: a pod bound to a node starts running a second later and turns Ready after its
 //! readiness probe's `initialDelaySeconds`; a pod marked for deletion is removed once its
-//! grace period has passed.
+//! grace period has passed, counted on the simulated clock from the mark (`timekeeping`).
 //!
 //! A kubelet can die ([`kill_kubelet`], a fault): its node turns NotReady (Unknown) while its
 //! instance keeps running, and nothing on it changes any more. Pods marked for deletion there
@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use super::cloud::InstanceObserver;
 use super::ctx::{Ctx, Timer};
 use super::store::{ListOptions, ResourceType, Store, WatchEvent};
+use super::timekeeping::DueDeletion;
 use rota_core::cloud::{GroupRef, Instance, Lifecycle};
 
 /// One pool as the kubelet registers its nodes.
@@ -391,7 +392,6 @@ pub struct Kubelets {
     nodes: BTreeMap<String, Known>,
     by_name: BTreeMap<String, String>,
     started: HashSet<String>,
-    deleting: HashSet<String>,
     next_ip: u32,
 }
 
@@ -408,7 +408,6 @@ impl Kubelets {
             nodes: BTreeMap::new(),
             by_name: BTreeMap::new(),
             started: HashSet::new(),
-            deleting: HashSet::new(),
             next_ip: 0,
         }
     }
@@ -657,19 +656,30 @@ impl Kubelets {
                     }
                 }
             }
-            Timer::PodDelete { ns, name, uid } => {
-                // A dead kubelet never confirms the end of its pods: they stay Terminating
-                // until the node goes (the pod garbage collector then removes them).
-                if pods_kubelet_dead(&store, ns, name) {
-                    return;
-                }
-                let _ = store.delete_if(&ResourceType::pods(), Some(ns), name, Some(uid));
-            }
             _ => {}
         }
     }
 
-    /// Pods bound to a node start; pods marked for deletion go after their grace period.
+    /// Pods whose grace period is over go, as their kubelets confirm their end: all of them
+    /// at once, whatever else the world has queued (`timekeeping`). A dead kubelet never
+    /// confirms the end of its pods: they stay Terminating until the node goes (the pod
+    /// garbage collector then removes them).
+    pub fn reap(&self, store: &Store, due: &[DueDeletion]) {
+        for d in due {
+            if pods_kubelet_dead(store, &d.namespace, &d.name) {
+                continue;
+            }
+            let _ = store.delete_if(
+                &ResourceType::pods(),
+                Some(&d.namespace),
+                &d.name,
+                Some(&d.uid),
+            );
+        }
+    }
+
+    /// Pods bound to a node start (pods marked for deletion go when [`Kubelets::reap`] finds
+    /// their grace period over).
     pub fn on_pod(&mut self, ctx: &mut Ctx, ev: &WatchEvent) {
         let (pod, deleted) = match ev {
             WatchEvent::Added(p) | WatchEvent::Modified(p) => (p, false),
@@ -679,7 +689,6 @@ impl Kubelets {
         let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
         if deleted {
             self.started.remove(uid);
-            self.deleting.remove(uid);
             return;
         }
         let ns = pod["metadata"]["namespace"]
@@ -691,19 +700,6 @@ impl Kubelets {
             .unwrap_or_default()
             .to_string();
         if pod["metadata"]["deletionTimestamp"].is_string() {
-            if self.deleting.insert(uid.to_string()) {
-                let grace = pod["metadata"]["deletionGracePeriodSeconds"]
-                    .as_u64()
-                    .unwrap_or(30);
-                ctx.after(
-                    Duration::from_secs(grace),
-                    Timer::PodDelete {
-                        ns,
-                        name,
-                        uid: uid.to_string(),
-                    },
-                );
-            }
             return;
         }
         let Some(node) = pod["spec"]["nodeName"].as_str() else {

@@ -9,7 +9,8 @@
 //! World side: `cloud` is a simulated cloud account behind `rota_core::cloud::NodeGroups`, `faults`
 //! what goes wrong in it; `kubelet`, `scheduler` and `workloads` are the cluster's own
 //! controllers, `autoscaler` a cluster autoscaler sharing a group with the rotation; `registrar` runs those controllers against any other `NodeGroups` provider
-//! (moto); `scenario` says what a simulated fleet holds and `world` runs it on tokio.
+//! (moto); `scenario` says what a simulated fleet holds and `world` runs it on tokio,
+//! `timekeeping` keeping its deletions and its lag honest under load.
 //!
 //! The crate `rota` depends on it through its `sim` Cargo feature (on by default; the
 //! agent's image leaves it out). It depends on `rota-core` only among rota's crates: it
@@ -35,6 +36,7 @@ pub mod scenario;
 pub mod scheduler;
 pub mod selector;
 pub mod store;
+pub mod timekeeping;
 pub mod wire;
 pub mod workloads;
 pub mod world;

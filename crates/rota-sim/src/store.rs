@@ -488,6 +488,8 @@ struct Inner {
     uid_prefix: u32,
     /// The Kubernetes minor `/version` reports (`1.33` unless the scenario says).
     kubernetes: std::sync::RwLock<rota_core::fleet::kubernetes::KubeMinor>,
+    /// When marked pods are due to go, and how late the world runs (`timekeeping`).
+    time: super::timekeeping::Timekeeping,
 }
 
 struct State {
@@ -867,6 +869,7 @@ impl Store {
                 start: tokio::time::Instant::now(),
                 uid_prefix: rand::random(),
                 kubernetes: std::sync::RwLock::new(DEFAULT_KUBERNETES),
+                time: Default::default(),
             }),
         };
         for rt in ResourceType::builtins() {
@@ -1608,8 +1611,21 @@ impl Store {
         st.rv += 1;
         let rv = st.rv;
         new["metadata"]["resourceVersion"] = json!(rv.to_string());
+        if *rt == ResourceType::pods() {
+            // Due when its grace period ends, counted from now, whenever the world gets to
+            // the watch event that tells of the mark.
+            let uid = new.pointer("/metadata/uid").and_then(Value::as_str);
+            self.inner
+                .time
+                .schedule(nsk, name, uid.unwrap_or_default(), grace_seconds);
+        }
         let t = Self::table(&mut st, rt)?;
         Ok(t.put(rv, new))
+    }
+
+    /// The cluster's deletion deadlines and lag.
+    pub fn timekeeping(&self) -> &super::timekeeping::Timekeeping {
+        &self.inner.time
     }
 
     /// Watches a type. `resource_version` None, "" or "0": first an ADDED event for every

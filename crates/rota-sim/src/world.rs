@@ -54,6 +54,7 @@ impl World {
         speed: f64,
     ) -> Result<World, LoadError> {
         let store = Store::new();
+        store.timekeeping().set_speed(speed);
         let w = &scenario.workloads;
         if let Some(v) = w
             .control_planes
@@ -199,6 +200,10 @@ impl World {
             let mut sync = false;
             loop {
                 let mut any = false;
+                let round = Instant::now();
+                // Deletions first, and again every so many pod events: a pod whose grace
+                // period is over goes now, however long the queue (`timekeeping`).
+                let mut late = self.reap_due();
                 while let Ok(ev) = nodes.try_recv() {
                     any = true;
                     scheduler.on_node(&ev);
@@ -207,11 +212,16 @@ impl World {
                         self.kubelets.on_node_deleted(&mut ctx, n);
                     }
                 }
+                let mut handled = 0u32;
                 while let Ok(ev) = pods.try_recv() {
                     any = true;
                     scheduler.on_pod(&ev);
                     workloads.on_pod(&ev);
                     self.kubelets.on_pod(&mut ctx, &ev);
+                    handled += 1;
+                    if handled.is_multiple_of(REAP_EVERY) {
+                        late = late.into_iter().chain(self.reap_due()).min();
+                    }
                 }
                 while let Ok(ev) = deployments.try_recv() {
                     any = true;
@@ -232,8 +242,9 @@ impl World {
                     sync = true;
                 }
                 let now = Instant::now();
-                while let Some(t) = ctx.pop_due(now) {
+                while let Some((due, t)) = ctx.pop_due(now) {
                     any = true;
+                    late = late.into_iter().chain([due]).min();
                     match t {
                         Timer::FlushStatus => {
                             status_armed = false;
@@ -257,11 +268,19 @@ impl World {
                     status_armed = true;
                     ctx.after(STATUS_DEBOUNCE, Timer::FlushStatus);
                 }
+                // What was queued when the round began waited for it: a long round is lag.
+                if any {
+                    late = late.into_iter().chain([round]).min();
+                }
+                self.keep_time(late);
                 if !any {
                     break;
                 }
             }
-            let next = ctx.next_due();
+            let next = [ctx.next_due(), self.store.timekeeping().next_due()]
+                .into_iter()
+                .flatten()
+                .min();
             let changed = async {
                 match changes.as_mut() {
                     Some(rx) => {
@@ -301,6 +320,30 @@ impl World {
         }
     }
 }
+
+impl World {
+    /// Removes the pods whose grace period is over; returns when the earliest was due.
+    fn reap_due(&self) -> Option<Instant> {
+        let due = self.store.timekeeping().take_due(Instant::now());
+        self.kubelets.reap(&self.store, &due);
+        due.first().map(|d| d.due)
+    }
+
+    /// Records how late a round handled what was due at `late` (the lag), warning when the
+    /// cluster cannot keep up with its speed.
+    fn keep_time(&self, late: Option<Instant>) {
+        // A round that handled nothing says nothing: the gauge keeps the last round's.
+        if let Some(due) = late
+            && let Some(w) = self.store.timekeeping().observe(due, Instant::now())
+        {
+            tracing::warn!(cluster = %self.name, "{w}");
+        }
+    }
+}
+
+/// While working through a queue of pod events, the world reaps due deletions every this
+/// many events (a 2,000-node batch's evictions queue tens of thousands).
+const REAP_EVERY: u32 = 1024;
 
 /// The group's state, retrying what a retry may fix (a throttled or failed describe) a few
 /// times, so that a provider with injected API faults can still be loaded.

@@ -156,6 +156,7 @@ pub fn root_paths(store: &Store) -> Value {
         "/apis".into(),
         "/healthz".into(),
         "/livez".into(),
+        "/metrics".into(),
         "/readyz".into(),
         "/version".into(),
     ];

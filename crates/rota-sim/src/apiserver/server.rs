@@ -219,6 +219,12 @@ impl ApiServer {
                 .header("content-type", "text/plain")
                 .body(Full::new(Bytes::from_static(b"ok")).boxed_unsync())
                 .expect("valid")),
+            ["metrics"] if get => Ok(Response::builder()
+                .header("content-type", "text/plain; version=0.0.4")
+                .body(
+                    Full::new(Bytes::from(self.store.timekeeping().metrics_text())).boxed_unsync(),
+                )
+                .expect("valid")),
             ["api"] if get => ok(discovery::core_versions()),
             ["apis"] if get => ok(discovery::group_list(&self.store)),
             ["apis", g] if get => discovery::group(&self.store, g)
