@@ -194,21 +194,15 @@ impl AwsEksPools {
         subject: &str,
     ) -> Result<TemplateVersion, CloudError> {
         const CALL: &str = "DescribeLaunchTemplateVersions";
-        let out = self
-            .retry
-            .run(CALL, subject, || async {
-                c.ec2
-                    .describe_launch_template_versions()
-                    .set_launch_template_id(t.id.clone())
-                    .set_launch_template_name(if t.id.is_some() { None } else { t.name.clone() })
-                    .versions(version)
-                    .resolve_alias(true)
-                    .send()
-                    .await
-                    .map_err(|e| from_sdk(e, CALL, subject))
-            })
-            .await?;
-        let v = out.launch_template_versions().first().ok_or_else(|| {
+        let v = super::describe_template_version(
+            &c.ec2,
+            &self.retry,
+            (&t.id, &t.name),
+            version,
+            subject,
+        )
+        .await?
+        .ok_or_else(|| {
             CloudError::about(
                 CloudErrorKind::Invalid,
                 CALL,

@@ -291,32 +291,19 @@ impl AwsNodeGroups {
         version: &str,
     ) -> Result<Version, CloudError> {
         const CALL: &str = "DescribeLaunchTemplateVersions";
-        let out = self
-            .retry
-            .run(CALL, group, || async {
-                c.ec2
-                    .describe_launch_template_versions()
-                    .set_launch_template_id(t.id.clone())
-                    .set_launch_template_name(if t.id.is_some() { None } else { t.name.clone() })
-                    .versions(version)
-                    // An ImageId of `resolve:ssm:…` comes back as the AMI it names.
-                    .resolve_alias(true)
-                    .send()
-                    .await
-                    .map_err(|e| from_sdk(e, CALL, group))
-            })
-            .await?;
-        let v = out.launch_template_versions().first().ok_or_else(|| {
-            CloudError::new(
-                CloudErrorKind::Invalid,
-                CALL,
-                group,
-                format!(
-                    "launch template {} has no version {version}",
-                    t.id.as_deref().or(t.name.as_deref()).unwrap_or_default()
-                ),
-            )
-        })?;
+        let v = describe_template_version(&c.ec2, &self.retry, (&t.id, &t.name), version, group)
+            .await?
+            .ok_or_else(|| {
+                CloudError::new(
+                    CloudErrorKind::Invalid,
+                    CALL,
+                    group,
+                    format!(
+                        "launch template {} has no version {version}",
+                        t.id.as_deref().or(t.name.as_deref()).unwrap_or_default()
+                    ),
+                )
+            })?;
         Ok(Version {
             template_id: v.launch_template_id().unwrap_or_default().to_string(),
             number: v.version_number().unwrap_or_default(),
@@ -831,4 +818,32 @@ impl NodeGroups for AwsNodeGroups {
             Ok(_) => Ok(()),
         }
     }
+}
+
+/// One version of a launch template named by `(id, name)` (the ID when there is one; `version`:
+/// a number, `$Latest` or `$Default`), as EC2 describes it; `None` when EC2 lists no such version. The one read of a template version,
+/// for a self-managed group's template and an EKS node group's alike; `subject` names what
+/// the caller reads it for in errors.
+pub(crate) async fn describe_template_version(
+    ec2: &aws_sdk_ec2::Client,
+    retry: &RetryPolicy,
+    (id, name): (&Option<String>, &Option<String>),
+    version: &str,
+    subject: &(impl std::fmt::Display + ?Sized),
+) -> Result<Option<aws_sdk_ec2::types::LaunchTemplateVersion>, CloudError> {
+    const CALL: &str = "DescribeLaunchTemplateVersions";
+    let out = retry
+        .run(CALL, subject, || async {
+            ec2.describe_launch_template_versions()
+                .set_launch_template_id(id.clone())
+                .set_launch_template_name(if id.is_some() { None } else { name.clone() })
+                .versions(version)
+                // An ImageId of `resolve:ssm:…` comes back as the AMI it names.
+                .resolve_alias(true)
+                .send()
+                .await
+                .map_err(|e| from_sdk(e, CALL, subject))
+        })
+        .await?;
+    Ok(out.launch_template_versions().first().cloned())
 }
