@@ -72,6 +72,14 @@ pub fn run(args: SimArgs) -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
+    // The simulated clusters warn on stderr when they fall behind their clock (a lag past
+    // which timeouts fire that no real cluster would): without a subscriber those warnings,
+    // and every other log line of the simulated fleet, went nowhere. `RUST_LOG` filters them
+    // (default `warn,rota=info`).
+    if let Err(e) = crate::telemetry::init(crate::telemetry::LogFormat::Human, None) {
+        eprintln!("rota: {e}");
+        return ExitCode::from(2);
+    }
     if !(args.speed.is_finite() && args.speed > 0.0) {
         eprintln!(
             "rota: --speed must be a positive number, got {}",

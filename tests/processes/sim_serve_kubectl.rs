@@ -271,3 +271,84 @@ fn bad_profiles_and_repos_are_refused_with_their_file_and_field() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!dir.path().join("kubeconfig").exists(), "nothing written");
 }
+
+/// A simulated cluster that falls behind its clock says so on `rota sim serve`'s stderr:
+/// a pod is deleted with a grace period, the process is stopped (SIGSTOP) for longer than
+/// that period, and when it runs again the pod's deletion is handled late, past the 10 s of
+/// simulated time after which the simulated fleet warns.
+#[test]
+fn a_simulated_cluster_behind_its_clock_warns_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let log = dir.path().join("stderr.log");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rota"))
+        .args(["sim", "serve", "--repo"])
+        .arg(&repo)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--speed", "60", "--seed", "3"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("rota binary");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("rota sim: ready"), "{line}");
+    let s = Serve {
+        child,
+        kubeconfig,
+        _dir: dir,
+    };
+    let pods = s.ok(&[
+        "get",
+        "pods",
+        "-A",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}",
+    ]);
+    let (ns, pod) = pods
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.split_once('/'))
+        .expect("a pod");
+    // 30 s of grace at 60x: due half a real second from now.
+    s.ok(&[
+        "delete",
+        "pod",
+        "-n",
+        ns,
+        pod,
+        "--grace-period=30",
+        "--wait=false",
+    ]);
+    let pid = s.child.id().to_string();
+    let signal = |sig: &str| {
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(3));
+    signal("-CONT");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("behind its clock") {
+            assert!(text.contains("lower --speed"), "{text}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no lag warning on stderr after the sim was stopped for 3 s at 60x:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
