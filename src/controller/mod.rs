@@ -52,7 +52,7 @@ use tracing::Instrument;
 
 use crate::cloud::NodeGroups;
 use crate::cloud::metered::MeteredNodeGroups;
-use crate::gates::{self, EventRecord, Gate, GateInputs, PodHealth, Tracker};
+use crate::gates::{self, EventRecord, Gate, GateInputs, PodTally, Tracker};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::index::{Changes, ClusterIndex};
 use crate::kube::observe::observe;
@@ -1753,22 +1753,22 @@ async fn take_samples(
 fn gate_inputs(
     index: &ClusterIndex,
     gates: &[rota_core::fleet::resolved::ResolvedGate],
-) -> Option<(Vec<PodHealth>, Vec<EventRecord>, gates::Unseen)> {
+) -> Option<(PodTally, Vec<EventRecord>, gates::Unseen)> {
     use crate::kube::index::NotObserved;
     let state = index.read();
     let wants = |f: fn(&GateCheck) -> bool| gates.iter().any(|g| f(&g.check));
     let mut unseen = gates::Unseen::default();
     let pods = if wants(|c| matches!(c, GateCheck::Pods { .. })) {
-        match state.pod_health() {
+        match state.pod_tally() {
             Ok(p) => p,
             Err(NotObserved::NotSynced(_)) => return None,
             Err(e) => {
                 unseen.pods = Some(e.to_string());
-                Vec::new()
+                PodTally::default()
             }
         }
     } else {
-        Vec::new()
+        PodTally::default()
     };
     let events = if wants(|c| matches!(c, GateCheck::Events { .. })) {
         match state.events() {

@@ -20,14 +20,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
 /// The pods and events the gates judge, as the cluster index keeps them.
-pub use crate::kube::summary::{EventRecord, PodHealth};
+pub use crate::kube::summary::{EventRecord, PodCounts, PodTally};
 use rota_core::fleet::resolved::{GateCheck, ResolvedGate};
 pub use rota_core::rotate::GateVerdict;
 
 /// What a gate may look at when it samples.
 #[derive(Clone, Copy, Debug)]
 pub struct GateInputs<'a> {
-    pub pods: &'a [PodHealth],
+    pub pods: &'a PodTally,
     pub events: &'a [EventRecord],
     pub now: DateTime<Utc>,
 }
@@ -369,7 +369,7 @@ mod tests {
             count: 1,
         }];
         let inputs = GateInputs {
-            pods: &[],
+            pods: &PodTally::default(),
             events: &events,
             now: t(0),
         };

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::{Gate, GateError, GateInputs, PodHealth, Sample};
+use super::{Gate, GateError, GateInputs, PodTally, Sample};
 use rota_core::fleet::resolved::{GateCheck, ResolvedGate, parse_percent};
 
 /// A limit on not-Ready pods: a count or a share of the pods considered.
@@ -67,15 +67,10 @@ impl PodsGate {
         })
     }
 
-    /// The sample for a set of pods (pure).
-    pub fn judge(&self, pods: &[PodHealth]) -> Sample {
-        let considered: Vec<&PodHealth> = pods
-            .iter()
-            .filter(|p| self.namespaces.is_empty() || self.namespaces.contains(&p.namespace))
-            .collect();
-        let total = considered.len() as u32;
-        let not_ready = considered.iter().filter(|p| !p.ready).count() as u32;
-        let pending = considered.iter().filter(|p| p.pending).count() as u32;
+    /// The sample for the pods' health (pure).
+    pub fn judge(&self, pods: &PodTally) -> Sample {
+        let counts = pods.over(&self.namespaces);
+        let (total, not_ready, pending) = (counts.total, counts.not_ready, counts.pending);
         let mut fails = Vec::new();
         if let Some(l) = self.max_not_ready
             && not_ready > l.of(total)
@@ -140,24 +135,15 @@ mod tests {
         })
     }
 
-    fn pods(ready: u32, not_ready: u32, pending: u32) -> Vec<PodHealth> {
-        let mut v = Vec::new();
+    fn pods(ready: u32, not_ready: u32, pending: u32) -> PodTally {
+        let mut t = PodTally::default();
+        let app: std::sync::Arc<str> = "app".into();
         for i in 0..ready + not_ready + pending {
-            v.push(PodHealth {
-                namespace: "app".into(),
-                name: format!("p{i}"),
-                ready: i < ready,
-                pending: i >= ready + not_ready,
-            });
+            t.add(&app, i < ready, i >= ready + not_ready);
         }
         // Another namespace is not considered.
-        v.push(PodHealth {
-            namespace: "kube-system".into(),
-            name: "broken".into(),
-            ready: false,
-            pending: true,
-        });
-        v
+        t.add(&"kube-system".into(), false, true);
+        t
     }
 
     #[test]
@@ -175,6 +161,24 @@ mod tests {
         }
         let g = gate(serde_json::json!(0), None).unwrap();
         assert!(matches!(g.judge(&pods(3, 1, 0)), Sample::Fail(_)));
+    }
+
+    #[test]
+    fn a_gate_without_namespaces_counts_every_namespace() {
+        let mut g = gate(serde_json::json!(1), None).unwrap();
+        g.namespaces.clear();
+        // 22 pods of `app`, 1 not Ready, plus kube-system's one not Ready and Pending.
+        match g.judge(&pods(21, 1, 0)) {
+            Sample::Fail(why) => assert_eq!(why, "2 of 23 pods not Ready (max 1)"),
+            s => panic!("{s:?}"),
+        }
+        let mut t = PodTally::default();
+        assert_eq!(t.over(&[]), crate::gates::PodCounts::default());
+        t.add(&"a".into(), true, false);
+        t.add(&"a".into(), false, true);
+        t.add(&"b".into(), false, false);
+        let c = t.over(&["a".to_string()]);
+        assert_eq!((c.total, c.not_ready, c.pending), (2, 1, 1));
     }
 
     #[test]

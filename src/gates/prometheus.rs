@@ -975,7 +975,7 @@ mod tests {
             .port();
         let g = PrometheusGate::new(&spec(&format!("http://127.0.0.1:{port}"), "up")).unwrap();
         let inputs = GateInputs {
-            pods: &[],
+            pods: &crate::gates::PodTally::default(),
             events: &[],
             now: Utc::now(),
         };

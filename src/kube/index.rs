@@ -29,7 +29,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use super::projection::PodProjection;
-use super::summary::{EventRecord, Interner, NodeSummary, PdbSummary, PodHealth, PodSummary};
+use super::summary::{EventRecord, Interner, NodeSummary, PdbSummary, PodSummary, PodTally};
 
 /// Events older than this (behind the newest one seen) are dropped: no events gate window
 /// may look further back (`docs/fleet-repo` caps gate windows well below it).
@@ -180,19 +180,14 @@ impl State {
         self.nodes.get(name)
     }
 
-    /// Every pod as the pods gate sees it.
-    pub fn pod_health(&self) -> Result<Vec<PodHealth>, NotObserved> {
+    /// Every pod's health counted per namespace, as the pods gate judges it.
+    pub fn pod_tally(&self) -> Result<PodTally, NotObserved> {
         self.ready(Kind::Pods)?;
-        Ok(self
-            .pods
-            .iter()
-            .map(|((ns, name), p)| PodHealth {
-                namespace: ns.to_string(),
-                name: name.to_string(),
-                pending: p.pending,
-                ready: p.ready,
-            })
-            .collect())
+        let mut tally = PodTally::default();
+        for ((ns, _), p) in &self.pods {
+            tally.add(ns, p.ready, p.pending);
+        }
+        Ok(tally)
     }
 
     /// The events of the window the index keeps.
@@ -710,7 +705,7 @@ mod tests {
             pool_nodes(&s, &selector()),
             Err(NotObserved::NotSynced(Kind::Pods))
         );
-        assert!(s.pod_health().is_err());
+        assert!(s.pod_tally().is_err());
         // Listed, then the pods watch failed: not observed until it has relisted.
         s.set_sync(Kind::Pods, WatchState::Synced);
         assert_eq!(pool_nodes(&s, &selector()).unwrap().len(), 1);
