@@ -8,7 +8,7 @@
 //! not observed: an error, never an empty pool. The cloud group's `describe` is the only
 //! call [`observe`] makes; [`observe_with`] makes none (the group is given).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use kube::core::SelectorExt;
@@ -132,13 +132,34 @@ pub fn pool_side(
     selector: &BTreeMap<String, String>,
     group: &crate::cloud::GroupState,
 ) -> Option<bool> {
+    side_of(node, selector, &GroupInstances::of(group))
+}
+
+/// The provider IDs of a group's instances, looked up by hash: a pass asks once for every
+/// node of the cluster, and a scan of the group for each (20,000 nodes against a group of
+/// 2,000) was 40 million string comparisons a pool a pass.
+struct GroupInstances<'a>(HashSet<&'a str>);
+
+impl<'a> GroupInstances<'a> {
+    fn of(group: &'a crate::cloud::GroupState) -> Self {
+        GroupInstances(
+            group
+                .instances
+                .iter()
+                .map(|i| i.provider_id.as_str())
+                .collect(),
+        )
+    }
+}
+
+fn side_of(
+    node: &NodeSummary,
+    selector: &BTreeMap<String, String>,
+    group: &GroupInstances<'_>,
+) -> Option<bool> {
     if selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)) {
         Some(true)
-    } else if group
-        .instances
-        .iter()
-        .any(|i| i.provider_id == node.provider_id)
-    {
+    } else if group.0.contains(node.provider_id.as_str()) {
         Some(false)
     } else {
         None
@@ -157,8 +178,9 @@ pub fn pool_and_departed_nodes(
     index.ready(Kind::PodDisruptionBudgets)?;
     let pdbs: Vec<&PdbSummary> = index.pdbs().collect();
     let (mut selected, mut departed) = (Vec::new(), Vec::new());
+    let instances = GroupInstances::of(group);
     for n in index.all_nodes() {
-        match pool_side(n, selector, group) {
+        match side_of(n, selector, &instances) {
             Some(true) => selected.push(observed_node(n, &index.pods_on(&n.name), &pdbs)),
             Some(false) => departed.push(observed_node(n, &index.pods_on(&n.name), &pdbs)),
             None => {}

@@ -143,7 +143,12 @@ impl Recorder {
         let signing_key = self.signing_key.clone();
         let mut contexts = self.contexts(&nprs, memory);
         // The first observation of a pool: what is there now was there before the ledger.
-        let open_pools = open_pools(&self.repo, &self.cluster).await;
+        // Read (a parse of every open life) only when a pool is met for the first time.
+        let open_pools = if contexts.keys().any(|p| !memory.met.contains_key(p)) {
+            open_pools(&self.repo, &self.cluster).await
+        } else {
+            BTreeSet::new()
+        };
         for (pool, ctx) in contexts.iter_mut() {
             let met = memory.met.entry(pool.clone()).or_insert_with(|| {
                 if open_pools.contains(pool) {
