@@ -395,6 +395,8 @@ def check_container(x, problems):
             check_discovery(schemas, m["request"], x["request"], f"{at} ({name} request)", problems)
         else:
             problems.append(f"{at}: {name} takes no request body")
+    if x.get("requestOnly"):
+        return
     if 200 <= x["status"] < 300 and "response" in m:
         check_discovery(schemas, m["response"], x["response"], f"{at} ({name})", problems)
     elif not 200 <= x["status"] < 300:
@@ -534,6 +536,15 @@ def check_aks(x, problems):
         problems.append(f"{at}: takes no request body")
     if req is not None:
         check_typespec(getattr(_models, req), x["request"], f"{at} (request)", problems, True)
+    if x.get("requestOnly"):
+        return
+    if x["status"] >= 400:
+        body = x["response"]
+        if not (isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("code")):
+            problems.append(f"{at}: an ARM error body is {{\"error\": {{\"code\", ...}}}}, got {json.dumps(body)[:120]}")
+        else:
+            check_typespec(_models.ErrorDetail, body["error"], f"{at}.error", problems, False)
+        return
     if resp is None:
         if x.get("response") is not None:
             problems.append(f"{at}: answers 202 without a body")

@@ -32,6 +32,7 @@
 
 pub mod classify;
 pub mod names;
+pub mod node_pools;
 
 use std::collections::HashMap;
 use std::time::Duration;
