@@ -61,7 +61,7 @@ mod gke {
         }
     }
 
-    fn client(double: &GkeDouble) -> GkeNodePools {
+    pub(super) fn client(double: &GkeDouble) -> GkeNodePools {
         GkeNodePools::new(GkeOptions {
             endpoint: Some(double.url.clone()),
             credentials: GcpCredentials::Anonymous,
@@ -263,7 +263,7 @@ mod aks {
         }
     }
 
-    fn client(d: &AksDouble) -> AksAgentPools {
+    pub(super) fn client(d: &AksDouble) -> AksAgentPools {
         AksAgentPools::new(
             Arc::new(FixedToken),
             AzureOptions {
@@ -456,4 +456,204 @@ fn the_descriptions_refuse_what_they_do_not_allow() {
         &body,
     );
     assert!(old.iter().any(|p| p.contains("api-version")), "{old:?}");
+}
+
+/// `rota clusters import --cloud gcp` and `--cloud azure`'s listing against the doubles: each
+/// cluster's pools written as `clusters/<name>.yaml` into a fleet repo whose channel has GKE's
+/// and AKS's version forms, valid, resolving to the very node pools and agent pools with the
+/// labels GKE and AKS put on their nodes, a comment per pool on where it came from; a second
+/// import writes the same bytes, and a hand edit is kept and named.
+#[tokio::test]
+async fn gke_and_aks_clusters_are_imported_valid_and_byte_stable() {
+    use std::collections::BTreeMap;
+
+    use rota::cloud::GroupRef;
+    use rota_core::onboard::{FoundCloud, FoundCluster, FoundPool, Outcome, outcome};
+
+    let g = GkeDouble::start().await;
+    for name in ["general", "spot"] {
+        g.add_pool(
+            &format!("projects/acme/locations/europe-west1/clusters/prod-euw1/nodePools/{name}"),
+            "1.31.4-gke.1183000",
+            "COS_CONTAINERD",
+            2,
+            &["europe-west1-b"],
+        );
+    }
+    // Another cluster's pool is not this cluster's.
+    g.add_pool(
+        "projects/acme/locations/europe-west1/clusters/staging/nodePools/general",
+        "1.31.4-gke.1183000",
+        "COS_CONTAINERD",
+        1,
+        &["europe-west1-b"],
+    );
+    let a = AksDouble::start().await;
+    let sub = "1b2c3d4e-0000-4000-8000-000000000001";
+    let ap = |n: &str| {
+        format!(
+            "/subscriptions/{sub}/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/aks-prod/agentPools/{n}"
+        )
+    };
+    a.add_pool(&ap("system"), 3, "AKSUbuntu-2204gen2containerd-202611.02.0");
+    a.set_property(&ap("system"), "mode", serde_json::json!("System"));
+    a.add_pool(
+        &ap("general"),
+        4,
+        "AKSUbuntu-2204gen2containerd-202611.02.0",
+    );
+
+    let gke = gke::client(&g);
+    let aks = aks::client(&a);
+    let cluster = |name: &str, cloud: FoundCloud, pools: Vec<FoundPool>| FoundCluster {
+        name: name.into(),
+        labels: BTreeMap::from([("ring".into(), "early".into())]),
+        cloud,
+        channel: "general".into(),
+        pools,
+        read_only: true,
+        command: format!("rota clusters import {name}"),
+    };
+    let found_gke = || async {
+        cluster(
+            "prod-euw1",
+            FoundCloud {
+                cloud: "gcp",
+                fields: vec![
+                    ("project", "acme".into()),
+                    ("region", "europe-west1".into()),
+                ],
+            },
+            gke.list_cluster_pools("acme", "europe-west1", "prod-euw1")
+                .await
+                .unwrap(),
+        )
+    };
+    let found_aks = || async {
+        cluster(
+            "prod-weu",
+            FoundCloud {
+                cloud: "azure",
+                fields: vec![
+                    ("subscriptionId", sub.into()),
+                    ("resourceGroup", "rg-prod".into()),
+                    ("aksCluster", "aks-prod".into()),
+                ],
+            },
+            aks.list_cluster_pools(sub, "rg-prod", "aks-prod")
+                .await
+                .unwrap(),
+        )
+    };
+
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(repo.path().join("clusters")).unwrap();
+    std::fs::write(
+        repo.path().join("fleet.yaml"),
+        r#"apiVersion: rota.dev/v1alpha1
+kind: Fleet
+metadata: {name: acme}
+spec:
+  images:
+    general:
+      versions:
+        "2026.11.2":
+          gke: {nodeVersion: "1.31.5-gke.1023000", imageType: COS_CONTAINERD}
+          aks: {nodeImageVersion: "AKSUbuntu-2204gen2containerd-202611.02.0"}
+  waves:
+    - name: early
+      clusterSelector: {matchLabels: {ring: early}}
+      images: {general: "2026.11.2"}
+"#,
+    )
+    .unwrap();
+    let mut texts = Vec::new();
+    for f in [found_gke().await, found_aks().await] {
+        let rel = format!("clusters/{}.yaml", f.name);
+        let Outcome::New { text } = outcome(&rel, None, &f).unwrap() else {
+            panic!("no file yet")
+        };
+        std::fs::write(repo.path().join(&rel), &text).unwrap();
+        texts.push(text);
+    }
+    assert!(
+        texts[0].contains(
+            "# GKE node pool general of cluster prod-euw1 in acme/europe-west1 (nodePools.list)"
+        ),
+        "{}",
+        texts[0]
+    );
+    assert!(
+        texts[0].contains("gcp: {project: acme, region: europe-west1}"),
+        "{}",
+        texts[0]
+    );
+    assert!(!texts[0].contains("staging"), "{}", texts[0]);
+    assert!(texts[1].contains("a System pool"), "{}", texts[1]);
+    let fleet = rota::fleet::load_dir(repo.path()).unwrap_or_else(|d| {
+        panic!(
+            "the imported files do not validate:\n{d}\n{}\n{}",
+            texts[0], texts[1]
+        )
+    });
+    let groups = |name: &str| -> Vec<(String, BTreeMap<String, String>)> {
+        let mut v: Vec<_> = fleet
+            .resolve_cluster(name)
+            .unwrap()
+            .pools
+            .iter()
+            .map(|p| {
+                (
+                    match &p.group {
+                        GroupRef::Managed(m) => m.to_string(),
+                        other => other.to_string(),
+                    },
+                    p.node_selector.clone(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let gke_groups = groups("prod-euw1");
+    assert_eq!(gke_groups.len(), 2, "{gke_groups:?}");
+    assert!(
+        gke_groups.iter().all(
+            |(g, s)| g.contains("prod-euw1") && s.contains_key("cloud.google.com/gke-nodepool")
+        ),
+        "{gke_groups:?}"
+    );
+    let aks_groups = groups("prod-weu");
+    assert_eq!(aks_groups.len(), 2, "{aks_groups:?}");
+    assert!(
+        aks_groups.iter().all(
+            |(g, s)| g.contains("aks-prod") && s.contains_key("kubernetes.azure.com/agentpool")
+        ),
+        "{aks_groups:?}"
+    );
+
+    // Again: the same bytes. A hand edit is kept, and the owners' view named only where it differs.
+    assert_eq!(
+        outcome(
+            "clusters/prod-euw1.yaml",
+            Some(&texts[0]),
+            &found_gke().await
+        )
+        .unwrap(),
+        Outcome::Unchanged
+    );
+    assert_eq!(
+        outcome(
+            "clusters/prod-weu.yaml",
+            Some(&texts[1]),
+            &found_aks().await
+        )
+        .unwrap(),
+        Outcome::Unchanged
+    );
+    let edited = texts[1].replace("mode: readOnly", "mode: reconcile");
+    match outcome("clusters/prod-weu.yaml", Some(&edited), &found_aks().await).unwrap() {
+        Outcome::Differs { changes, .. } => assert!(changes.is_empty(), "{changes:?}"),
+        other => panic!("a hand edit is not overwritten: {other:?}"),
+    }
 }

@@ -127,6 +127,17 @@ impl AksDouble {
         );
     }
 
+    /// Set one of the agent pool's properties (`mode: System`, say).
+    pub fn set_property(&self, path: &str, key: &str, value: Value) {
+        self.state
+            .lock()
+            .unwrap()
+            .pools
+            .get_mut(path)
+            .unwrap()
+            .props[key] = value;
+    }
+
     /// The newest node image AKS ships (where the POST takes a pool).
     pub fn set_latest(&self, image: &str) {
         self.state.lock().unwrap().latest = image.to_string();
@@ -249,6 +260,16 @@ fn answer(
     if_match: Option<&str>,
 ) -> (u16, Value) {
     let (path, _) = path.split_once('?').unwrap_or((path, ""));
+    if method == "GET" && path.ends_with("/agentPools") {
+        let prefix = format!("{path}/");
+        let value: Vec<Value> = s
+            .pools
+            .iter()
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, p)| pool_json(k, p))
+            .collect();
+        return (200, json!({"value": value}));
+    }
     let (pool_path, tail) = match path.find("/agentPools/") {
         Some(i) => {
             let rest = &path[i + "/agentPools/".len()..];

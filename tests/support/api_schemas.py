@@ -519,6 +519,23 @@ def check_aks(x, problems):
     path, _, query = x["path"].partition("?")
     if query != f"api-version={version}":
         problems.append(f"{at}: api-version must be {version} (the pinned package's)")
+    listing = re.fullmatch(
+        r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ContainerService/managedClusters/[^/]+/agentPools",
+        path,
+    )
+    if listing:
+        # AgentPools_List: a page of AgentPool items and the next page's link.
+        if x["method"] != "GET" or x.get("request") not in (None, {}):
+            problems.append(f"{at}: AgentPools_List is a GET without a body")
+        if x.get("requestOnly") or x["status"] >= 400:
+            return
+        body = x["response"]
+        if not isinstance(body, dict) or not set(body) <= {"value", "nextLink"}:
+            problems.append(f"{at}: a page is {{value, nextLink}}, got {json.dumps(body)[:120]}")
+            return
+        for i, item in enumerate(body.get("value", [])):
+            check_typespec(_models.AgentPool, item, f"{at}.value[{i}]", problems, False)
+        return
     m = re.fullmatch(
         r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ContainerService/managedClusters/[^/]+/agentPools/[^/]+(/.*)?",
         path,

@@ -312,6 +312,16 @@ fn answer(s: &mut State, method: &str, path: &str, body: &Value) -> (u16, Value)
                 &format!("Operation {} not found", parts[6]),
             ),
         },
+        ("GET", Some("clusters"), 8) if parts[7] == "nodePools" => {
+            let prefix = format!("{tail}/");
+            let pools: Vec<Value> = s
+                .pools
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .map(|(k, p)| pool_json(k, p, running_on(s, k).is_some()))
+                .collect();
+            (200, json!({"nodePools": pools}))
+        }
         ("GET", Some("clusters"), 9) => match s.pools.get(tail.as_str()) {
             Some(p) => (200, pool_json(tail, p, running_on(s, tail).is_some())),
             None => google_error(

@@ -86,7 +86,7 @@ const READ_ONLY: [&str; 4] = [
 /// [`OwnerPools`] for AKS agent pools, in any subscription.
 #[derive(Clone)]
 pub struct AksAgentPools {
-    arm: Arm,
+    pub(crate) arm: Arm,
 }
 
 impl AksAgentPools {

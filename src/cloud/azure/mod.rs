@@ -24,6 +24,7 @@
 pub mod agent_pools;
 pub mod arm;
 pub mod classify;
+pub mod inventory;
 pub mod model;
 pub mod transport;
 

@@ -31,6 +31,7 @@
 //! applies a retried request once.
 
 pub mod classify;
+pub mod inventory;
 pub mod names;
 pub mod node_pools;
 

@@ -185,7 +185,7 @@ impl GkeNodePools {
 
     /// One request under the retry policy: the JSON answer of a 2xx, else the Google error
     /// classified.
-    async fn request(
+    pub(crate) async fn request(
         &self,
         call: &'static str,
         subject: &str,
