@@ -62,6 +62,16 @@ pub struct ImportArgs {
     /// cluster's name, else NAME).
     #[arg(long)]
     pub tag_cluster: Option<String>,
+    /// AWS: also list the cluster's Karpenter NodePools, through the Kubernetes API of
+    /// --kubeconfig (else $KUBECONFIG) at --kube-context (else its current context).
+    #[arg(long)]
+    pub karpenter: bool,
+    /// The kubeconfig --karpenter reads the cluster through.
+    #[arg(long, requires = "karpenter")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context --karpenter reads the cluster through.
+    #[arg(long, requires = "karpenter")]
+    pub kube_context: Option<String>,
     /// GCP: the GKE cluster's project.
     #[arg(long, env = "CLOUDSDK_CORE_PROJECT")]
     pub project: Option<String>,
@@ -240,6 +250,9 @@ fn command_line(a: &ImportArgs) -> String {
     if a.no_eks {
         s.push_str(" --no-eks");
     }
+    if a.karpenter {
+        s.push_str(" --karpenter");
+    }
     if let Some(t) = &a.tag_cluster {
         s.push_str(&format!(" --tag-cluster {t}"));
     }
@@ -284,10 +297,19 @@ fn aws(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let pools = rt.block_on(async {
         let owner = AwsEksPools::from_env(a.aws_endpoint_url.clone(), RetryPolicy::default()).await;
-        owner
+        let mut pools = owner
             .list_cluster_pools(&region, eks.as_deref(), &tag)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        if a.karpenter {
+            let (config, _) =
+                crate::kube::kubeconfig::load(a.kubeconfig.as_deref(), a.kube_context.as_deref())
+                    .await?;
+            let client =
+                kube::Client::try_from(config).map_err(|e| format!("Kubernetes client: {e}"))?;
+            pools.extend(crate::kube::karpenter_import::list_node_pools(&client).await?);
+        }
+        Ok::<_, String>(pools)
     })?;
     let mut fields = vec![("region", region)];
     // `eksCluster` defaults to the Cluster's name: written only when it differs.
