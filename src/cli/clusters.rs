@@ -446,6 +446,65 @@ fn azure(_: &ImportArgs, _: String) -> Result<FoundCluster, String> {
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        import: ImportArgs,
+    }
+
+    fn args(line: &[&str]) -> ImportArgs {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("import").chain(line.iter().copied()))
+            .unwrap()
+            .import
+    }
+
+    /// A GKE or AKS import without the cluster's coordinates says which flag is missing
+    /// before any call; the file's header names the flags a person reruns it with.
+    #[test]
+    fn gcp_and_azure_imports_name_what_they_miss_and_their_command() {
+        let e = find(&args(&[
+            "prod",
+            "--cloud",
+            "gcp",
+            "--location",
+            "europe-west1",
+        ]))
+        .unwrap_err();
+        assert!(e.contains("--project"), "{e}");
+        let e = find(&args(&["prod", "--cloud", "gcp", "--project", "acme"])).unwrap_err();
+        assert!(e.contains("--location"), "{e}");
+        let e = find(&args(&[
+            "prod",
+            "--cloud",
+            "azure",
+            "--subscription-id",
+            "s",
+        ]))
+        .unwrap_err();
+        assert!(e.contains("--resource-group"), "{e}");
+        let a = args(&[
+            "prod",
+            "--cloud",
+            "gcp",
+            "--project",
+            "acme",
+            "--location",
+            "europe-west1-b",
+            "--gke-cluster",
+            "gke-prod",
+            "--gke-endpoint",
+            "http://127.0.0.1:1",
+        ]);
+        assert_eq!(
+            command_line(&a),
+            "rota clusters import prod --cloud gcp --project acme --location europe-west1-b \
+             --gke-cluster gke-prod --channel general"
+        );
+        let e = find(&args(&["../x", "--cloud", "azure"])).unwrap_err();
+        assert!(!e.is_empty());
+    }
+
     #[test]
     fn a_gcp_location_is_a_zone_or_a_region() {
         assert_eq!(gcp_location_key("europe-west1-b"), "zone");
