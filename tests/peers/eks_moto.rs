@@ -687,7 +687,6 @@ async fn import_writes_arm64_for_pools_on_arm64_images() {
 /// scaled to zero (its minimum lowered with it) and deleted, twice.
 #[tokio::test]
 async fn a_blue_green_twin_is_made_in_the_old_node_groups_shape_and_the_old_one_removed() {
-    use aws_sdk_eks::types::{AmiTypes, CapacityTypes, Taint, TaintEffect};
     use rota::cloud::managed::{PoolStatus, TwinRequest};
 
     let m = moto::Moto::start();
@@ -698,40 +697,7 @@ async fn a_blue_green_twin_is_made_in_the_old_node_groups_shape_and_the_old_one_
     );
     cluster(&eks, "prod").await;
     template(&ec2, "lt-general", &old).await;
-    eks.create_nodegroup()
-        .cluster_name("prod")
-        .nodegroup_name("general")
-        .node_role(ROLE)
-        .subnets("subnet-0a1b2c3d")
-        .subnets("subnet-0e1f2a3b")
-        .instance_types("m6i.large")
-        .capacity_type(CapacityTypes::OnDemand)
-        .ami_type(AmiTypes::Custom)
-        .labels("workload", "general")
-        .taints(
-            Taint::builder()
-                .key("dedicated")
-                .value("general")
-                .effect(TaintEffect::NoSchedule)
-                .build(),
-        )
-        .tags("team", "payments")
-        .scaling_config(
-            NodegroupScalingConfig::builder()
-                .min_size(2)
-                .max_size(5)
-                .desired_size(3)
-                .build(),
-        )
-        .launch_template(
-            LaunchTemplateSpecification::builder()
-                .name("lt-general")
-                .version("1")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    shaped_nodegroup(&eks).await;
     let o = owner(&m).await;
     assert!(o.blue_green());
     let twin_name = rota::cloud::managed::twin_name("general", "2026.11.2");
@@ -746,56 +712,7 @@ async fn a_blue_green_twin_is_made_in_the_old_node_groups_shape_and_the_old_one_
     o.create_twin(&req).await.unwrap();
     o.create_twin(&req).await.unwrap();
 
-    let ng = eks
-        .describe_nodegroup()
-        .cluster_name("prod")
-        .nodegroup_name(&twin_name)
-        .send()
-        .await
-        .unwrap()
-        .nodegroup
-        .unwrap();
-    assert_eq!(ng.node_role(), Some(ROLE));
-    assert_eq!(ng.subnets(), ["subnet-0a1b2c3d", "subnet-0e1f2a3b"]);
-    assert_eq!(ng.instance_types(), ["m6i.large"]);
-    assert_eq!(ng.capacity_type(), Some(&CapacityTypes::OnDemand));
-    assert_eq!(ng.ami_type(), Some(&AmiTypes::Custom));
-    assert_eq!(ng.labels().unwrap()["workload"], "general");
-    assert_eq!(ng.taints()[0].key(), Some("dedicated"));
-    let tags = ng.tags().unwrap();
-    assert_eq!(
-        (tags["team"].as_str(), tags["rota.dev/twin-of"].as_str()),
-        ("payments", "general")
-    );
-    let s = ng.scaling_config().unwrap();
-    assert_eq!(
-        (s.min_size(), s.desired_size(), s.max_size()),
-        (Some(0), Some(0), Some(3))
-    );
-    let lt = ng.launch_template().unwrap();
-    assert_eq!((lt.name(), lt.version()), (Some("lt-general"), Some("2")));
-    let vs = versions(&ec2, "lt-general").await;
-    assert_eq!(
-        vs.len(),
-        2,
-        "one version for the twin, however often asked: {vs:?}"
-    );
-    assert_eq!(
-        (vs[1].1.as_str(), vs[1].2.as_str()),
-        (new.as_str(), format!("rota: {twin_name}").as_str())
-    );
-    assert!(
-        m.launch_template_violations().is_empty(),
-        "{:?}",
-        m.launch_template_violations()
-    );
-    let list = eks
-        .list_nodegroups()
-        .cluster_name("prod")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(list.nodegroups().len(), 2);
+    let ng = assert_twin_shape(&m, &eks, &ec2, &twin_name, &new).await;
 
     // A node group of another name that is not rota's twin is never taken for one.
     nodegroup(&eks, "prod", "imposter", 1, Some(("lt-general", "1"))).await;
@@ -860,4 +777,108 @@ async fn a_blue_green_twin_is_made_in_the_old_node_groups_shape_and_the_old_one_
     o.delete_pool(&general()).await.unwrap();
     o.delete_pool(&general()).await.unwrap();
     assert!(o.members(&general()).await.unwrap().is_none());
+}
+
+/// A node group of every field the twin copies: two subnets, an instance type, capacity and
+/// AMI type, a label, a taint, a tag, a minimum above zero, a launch template.
+async fn shaped_nodegroup(eks: &aws_sdk_eks::Client) {
+    use aws_sdk_eks::types::{AmiTypes, CapacityTypes, Taint, TaintEffect};
+    eks.create_nodegroup()
+        .cluster_name("prod")
+        .nodegroup_name("general")
+        .node_role(ROLE)
+        .subnets("subnet-0a1b2c3d")
+        .subnets("subnet-0e1f2a3b")
+        .instance_types("m6i.large")
+        .capacity_type(CapacityTypes::OnDemand)
+        .ami_type(AmiTypes::Custom)
+        .labels("workload", "general")
+        .taints(
+            Taint::builder()
+                .key("dedicated")
+                .value("general")
+                .effect(TaintEffect::NoSchedule)
+                .build(),
+        )
+        .tags("team", "payments")
+        .scaling_config(
+            NodegroupScalingConfig::builder()
+                .min_size(2)
+                .max_size(5)
+                .desired_size(3)
+                .build(),
+        )
+        .launch_template(
+            LaunchTemplateSpecification::builder()
+                .name("lt-general")
+                .version("1")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The twin as EKS describes it, in the old node group's shape on a launch template version
+/// of its own (one, however often asked, that differs in the AMI only).
+async fn assert_twin_shape(
+    m: &moto::Moto,
+    eks: &aws_sdk_eks::Client,
+    ec2: &aws_sdk_ec2::Client,
+    twin_name: &str,
+    new: &str,
+) -> aws_sdk_eks::types::Nodegroup {
+    use aws_sdk_eks::types::{AmiTypes, CapacityTypes};
+    let ng = eks
+        .describe_nodegroup()
+        .cluster_name("prod")
+        .nodegroup_name(twin_name)
+        .send()
+        .await
+        .unwrap()
+        .nodegroup
+        .unwrap();
+    assert_eq!(ng.node_role(), Some(ROLE));
+    assert_eq!(ng.subnets(), ["subnet-0a1b2c3d", "subnet-0e1f2a3b"]);
+    assert_eq!(ng.instance_types(), ["m6i.large"]);
+    assert_eq!(ng.capacity_type(), Some(&CapacityTypes::OnDemand));
+    assert_eq!(ng.ami_type(), Some(&AmiTypes::Custom));
+    assert_eq!(ng.labels().unwrap()["workload"], "general");
+    assert_eq!(ng.taints()[0].key(), Some("dedicated"));
+    let tags = ng.tags().unwrap();
+    assert_eq!(
+        (tags["team"].as_str(), tags["rota.dev/twin-of"].as_str()),
+        ("payments", "general")
+    );
+    let s = ng.scaling_config().unwrap();
+    assert_eq!(
+        (s.min_size(), s.desired_size(), s.max_size()),
+        (Some(0), Some(0), Some(3))
+    );
+    let lt = ng.launch_template().unwrap();
+    assert_eq!((lt.name(), lt.version()), (Some("lt-general"), Some("2")));
+    let vs = versions(ec2, "lt-general").await;
+    assert_eq!(
+        vs.len(),
+        2,
+        "one version for the twin, however often asked: {vs:?}"
+    );
+    assert_eq!(
+        (vs[1].1.as_str(), vs[1].2.as_str()),
+        (new, format!("rota: {twin_name}").as_str())
+    );
+    assert!(
+        m.launch_template_violations().is_empty(),
+        "{:?}",
+        m.launch_template_violations()
+    );
+    let list = eks
+        .list_nodegroups()
+        .cluster_name("prod")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.nodegroups().len(), 2);
+
+    ng
 }

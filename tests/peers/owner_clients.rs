@@ -465,108 +465,30 @@ fn the_descriptions_refuse_what_they_do_not_allow() {
 /// import writes the same bytes, and a hand edit is kept and named.
 #[tokio::test]
 async fn gke_and_aks_clusters_are_imported_valid_and_byte_stable() {
-    use std::collections::BTreeMap;
+    use rota_core::onboard::{Outcome, outcome};
 
-    use rota::cloud::GroupRef;
-    use rota_core::onboard::{FoundCloud, FoundCluster, FoundPool, Outcome, outcome};
-
-    let g = GkeDouble::start().await;
-    for name in ["general", "spot"] {
-        g.add_pool(
-            &format!("projects/acme/locations/europe-west1/clusters/prod-euw1/nodePools/{name}"),
-            "1.31.4-gke.1183000",
-            "COS_CONTAINERD",
-            2,
-            &["europe-west1-b"],
-        );
-    }
-    // Another cluster's pool is not this cluster's.
-    g.add_pool(
-        "projects/acme/locations/europe-west1/clusters/staging/nodePools/general",
-        "1.31.4-gke.1183000",
-        "COS_CONTAINERD",
-        1,
-        &["europe-west1-b"],
-    );
-    let a = AksDouble::start().await;
-    let sub = "1b2c3d4e-0000-4000-8000-000000000001";
-    let ap = |n: &str| {
-        format!(
-            "/subscriptions/{sub}/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/aks-prod/agentPools/{n}"
-        )
-    };
-    a.add_pool(&ap("system"), 3, "AKSUbuntu-2204gen2containerd-202611.02.0");
-    a.set_property(&ap("system"), "mode", serde_json::json!("System"));
-    a.add_pool(
-        &ap("general"),
-        4,
-        "AKSUbuntu-2204gen2containerd-202611.02.0",
-    );
-
+    let (g, a) = import_doubles().await;
+    let sub = SUB_IMPORT;
     let gke = gke::client(&g);
     let aks = aks::client(&a);
-    let cluster = |name: &str, cloud: FoundCloud, pools: Vec<FoundPool>| FoundCluster {
-        name: name.into(),
-        labels: BTreeMap::from([("ring".into(), "early".into())]),
-        cloud,
-        channel: "general".into(),
-        pools,
-        read_only: true,
-        command: format!("rota clusters import {name}"),
-    };
+    let gcp = [("project", "acme"), ("region", "europe-west1")];
+    let azure = [
+        ("subscriptionId", sub),
+        ("resourceGroup", "rg-prod"),
+        ("aksCluster", "aks-prod"),
+    ];
     let found_gke = || async {
-        cluster(
-            "prod-euw1",
-            FoundCloud {
-                cloud: "gcp",
-                fields: vec![
-                    ("project", "acme".into()),
-                    ("region", "europe-west1".into()),
-                ],
-            },
-            gke.list_cluster_pools("acme", "europe-west1", "prod-euw1")
-                .await
-                .unwrap(),
-        )
+        let pools = gke
+            .list_cluster_pools("acme", "europe-west1", "prod-euw1")
+            .await;
+        found("prod-euw1", "gcp", &gcp, pools.unwrap())
     };
     let found_aks = || async {
-        cluster(
-            "prod-weu",
-            FoundCloud {
-                cloud: "azure",
-                fields: vec![
-                    ("subscriptionId", sub.into()),
-                    ("resourceGroup", "rg-prod".into()),
-                    ("aksCluster", "aks-prod".into()),
-                ],
-            },
-            aks.list_cluster_pools(sub, "rg-prod", "aks-prod")
-                .await
-                .unwrap(),
-        )
+        let pools = aks.list_cluster_pools(sub, "rg-prod", "aks-prod").await;
+        found("prod-weu", "azure", &azure, pools.unwrap())
     };
 
-    let repo = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(repo.path().join("clusters")).unwrap();
-    std::fs::write(
-        repo.path().join("fleet.yaml"),
-        r#"apiVersion: rota.dev/v1alpha1
-kind: Fleet
-metadata: {name: acme}
-spec:
-  images:
-    general:
-      versions:
-        "2026.11.2":
-          gke: {nodeVersion: "1.31.5-gke.1023000", imageType: COS_CONTAINERD}
-          aks: {nodeImageVersion: "AKSUbuntu-2204gen2containerd-202611.02.0"}
-  waves:
-    - name: early
-      clusterSelector: {matchLabels: {ring: early}}
-      images: {general: "2026.11.2"}
-"#,
-    )
-    .unwrap();
+    let repo = fleet_with_gke_and_aks_forms();
     let mut texts = Vec::new();
     for f in [found_gke().await, found_aks().await] {
         let rel = format!("clusters/{}.yaml", f.name);
@@ -596,40 +518,33 @@ spec:
             texts[0], texts[1]
         )
     });
-    let groups = |name: &str| -> Vec<(String, BTreeMap<String, String>)> {
-        let mut v: Vec<_> = fleet
-            .resolve_cluster(name)
-            .unwrap()
-            .pools
-            .iter()
-            .map(|p| {
-                (
-                    match &p.group {
-                        GroupRef::Managed(m) => m.to_string(),
-                        other => other.to_string(),
-                    },
-                    p.node_selector.clone(),
-                )
-            })
-            .collect();
-        v.sort();
-        v
+    let gke_pool = |n: &str| ManagedGroup::GkeNodePool {
+        project: "acme".into(),
+        location: "europe-west1".into(),
+        gke_cluster: "prod-euw1".into(),
+        node_pool: n.into(),
     };
-    let gke_groups = groups("prod-euw1");
-    assert_eq!(gke_groups.len(), 2, "{gke_groups:?}");
-    assert!(
-        gke_groups.iter().all(
-            |(g, s)| g.contains("prod-euw1") && s.contains_key("cloud.google.com/gke-nodepool")
-        ),
-        "{gke_groups:?}"
+    let aks_pool = |n: &str| ManagedGroup::AksAgentPool {
+        subscription_id: sub.into(),
+        resource_group: "rg-prod".into(),
+        aks_cluster: "aks-prod".into(),
+        agent_pool: n.into(),
+    };
+    let gke_label = "cloud.google.com/gke-nodepool";
+    let aks_label = "kubernetes.azure.com/agentpool";
+    assert_eq!(
+        resolved(&fleet, "prod-euw1"),
+        [
+            managed(gke_pool("general"), gke_label),
+            managed(gke_pool("spot"), gke_label)
+        ]
     );
-    let aks_groups = groups("prod-weu");
-    assert_eq!(aks_groups.len(), 2, "{aks_groups:?}");
-    assert!(
-        aks_groups.iter().all(
-            |(g, s)| g.contains("aks-prod") && s.contains_key("kubernetes.azure.com/agentpool")
-        ),
-        "{aks_groups:?}"
+    assert_eq!(
+        resolved(&fleet, "prod-weu"),
+        [
+            managed(aks_pool("general"), aks_label),
+            managed(aks_pool("system"), aks_label)
+        ]
     );
 
     // Again: the same bytes. A hand edit is kept, and the owners' view named only where it differs.
@@ -655,5 +570,126 @@ spec:
     match outcome("clusters/prod-weu.yaml", Some(&edited), &found_aks().await).unwrap() {
         Outcome::Differs { changes, .. } => assert!(changes.is_empty(), "{changes:?}"),
         other => panic!("a hand edit is not overwritten: {other:?}"),
+    }
+}
+
+const SUB_IMPORT: &str = "1b2c3d4e-0000-4000-8000-000000000001";
+
+/// A GKE cluster `prod-euw1` of two node pools (beside another cluster's) and an AKS cluster
+/// `aks-prod` of a System and a User agent pool.
+async fn import_doubles() -> (GkeDouble, AksDouble) {
+    let g = GkeDouble::start().await;
+    for name in ["general", "spot"] {
+        g.add_pool(
+            &format!("projects/acme/locations/europe-west1/clusters/prod-euw1/nodePools/{name}"),
+            "1.31.4-gke.1183000",
+            "COS_CONTAINERD",
+            2,
+            &["europe-west1-b"],
+        );
+    }
+    // Another cluster's pool is not this cluster's.
+    g.add_pool(
+        "projects/acme/locations/europe-west1/clusters/staging/nodePools/general",
+        "1.31.4-gke.1183000",
+        "COS_CONTAINERD",
+        1,
+        &["europe-west1-b"],
+    );
+    let a = AksDouble::start().await;
+    let sub = SUB_IMPORT;
+    let ap = |n: &str| {
+        format!(
+            "/subscriptions/{sub}/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/aks-prod/agentPools/{n}"
+        )
+    };
+    a.add_pool(&ap("system"), 3, "AKSUbuntu-2204gen2containerd-202611.02.0");
+    a.set_property(&ap("system"), "mode", serde_json::json!("System"));
+    a.add_pool(
+        &ap("general"),
+        4,
+        "AKSUbuntu-2204gen2containerd-202611.02.0",
+    );
+
+    (g, a)
+}
+
+/// A fleet repo whose channel `general` has GKE's and AKS's version forms, a wave for
+/// `ring: early`, and no cluster yet.
+fn fleet_with_gke_and_aks_forms() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(repo.path().join("clusters")).unwrap();
+    std::fs::write(
+        repo.path().join("fleet.yaml"),
+        r#"apiVersion: rota.dev/v1alpha1
+kind: Fleet
+metadata: {name: acme}
+spec:
+  images:
+    general:
+      versions:
+        "2026.11.2":
+          gke: {nodeVersion: "1.31.5-gke.1023000", imageType: COS_CONTAINERD}
+          aks: {nodeImageVersion: "AKSUbuntu-2204gen2containerd-202611.02.0"}
+  waves:
+    - name: early
+      clusterSelector: {matchLabels: {ring: early}}
+      images: {general: "2026.11.2"}
+"#,
+    )
+    .unwrap();
+    repo
+}
+
+/// `pool` as a resolved pool's (group, node selector), its nodes picked by `label: NAME`.
+fn managed(
+    pool: ManagedGroup,
+    label: &str,
+) -> (
+    rota::cloud::GroupRef,
+    std::collections::BTreeMap<String, String>,
+) {
+    let selector = std::collections::BTreeMap::from([(label.to_string(), pool.name().to_string())]);
+    (rota::cloud::GroupRef::Managed(pool), selector)
+}
+
+/// Cluster `name`'s pools as the fleet resolves them: (group, node selector), by group.
+fn resolved(
+    fleet: &rota::fleet::Fleet,
+    name: &str,
+) -> Vec<(
+    rota::cloud::GroupRef,
+    std::collections::BTreeMap<String, String>,
+)> {
+    let mut v: Vec<_> = fleet
+        .resolve_cluster(name)
+        .unwrap()
+        .pools
+        .iter()
+        .map(|p| (p.group.clone(), p.node_selector.clone()))
+        .collect();
+    v.sort_by_key(|(g, _)| g.to_string());
+    v
+}
+
+/// The Cluster an import writes for `pools` found in `cloud` (`fields` its section), in wave
+/// `ring: early`, read-only.
+fn found(
+    name: &str,
+    cloud: &'static str,
+    fields: &[(&'static str, &str)],
+    pools: Vec<rota_core::onboard::FoundPool>,
+) -> rota_core::onboard::FoundCluster {
+    rota_core::onboard::FoundCluster {
+        name: name.into(),
+        labels: std::collections::BTreeMap::from([("ring".into(), "early".into())]),
+        cloud: rota_core::onboard::FoundCloud {
+            cloud,
+            fields: fields.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        },
+        channel: "general".into(),
+        pools,
+        read_only: true,
+        command: format!("rota clusters import {name}"),
     }
 }

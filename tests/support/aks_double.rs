@@ -322,47 +322,14 @@ fn answer(
             )
         }
         ("PUT", "") => {
-            if if_match.is_some_and(|m| m != format!("\"{}\"", p.etag)) {
-                return arm_error(
-                    412,
-                    "PreconditionFailed",
-                    "the agent pool changed: its eTag is not the If-Match",
-                );
-            }
-            if busy || p.updating {
-                return arm_error(
-                    409,
-                    "OperationNotAllowed",
-                    "Operation is not allowed because there's an in progress upgrade node image version operation",
-                );
-            }
-            let new = &body["properties"];
-            let image = new["nodeImageVersion"].as_str();
-            let rollback = image.is_some_and(|i| Some(i) != p.props["nodeImageVersion"].as_str());
-            if rollback && !p.recently_used.iter().any(|v| Some(v.as_str()) == image) {
-                return arm_error(
-                    400,
-                    "InvalidParameter",
-                    "nodeImageVersion is not one of the agent pool's recentlyUsedVersions",
-                );
-            }
-            for (k, v) in new.as_object().into_iter().flatten() {
-                if k != "nodeImageVersion" {
-                    p.props[k] = v.clone();
-                }
-            }
-            p.props.as_object_mut().unwrap().remove("status");
-            p.etag += 1;
-            if rollback {
-                p.upgrading_to = image.map(str::to_string);
-                p.props["provisioningState"] = json!("UpgradingNodeImageVersion");
+            let (status, upgrade) = put(p, &body["properties"], if_match);
+            if upgrade {
                 s.upgrades += 1;
-            } else {
-                p.updating = true;
-                p.props["provisioningState"] = json!("Updating");
             }
-            let p = &s.pools[pool_path];
-            (200, pool_json(pool_path, p))
+            match status {
+                Ok(()) => (200, pool_json(pool_path, &s.pools[pool_path])),
+                Err(e) => e,
+            }
         }
         ("POST", "/upgradeNodeImageVersion") => {
             if busy || p.updating {
@@ -385,4 +352,50 @@ fn answer(
             &format!("{method} {path}: not served by the AKS double"),
         ),
     }
+}
+
+/// `AgentPools_CreateOrUpdate` on `p` with `new` properties: applied (and whether it started
+/// an upgrade: a rollback to a recently used image), or the error ARM answers.
+fn put(p: &mut Pool, new: &Value, if_match: Option<&str>) -> (Result<(), (u16, Value)>, bool) {
+    if if_match.is_some_and(|m| m != format!("\"{}\"", p.etag)) {
+        let e = arm_error(
+            412,
+            "PreconditionFailed",
+            "the agent pool changed: its eTag is not the If-Match",
+        );
+        return (Err(e), false);
+    }
+    if p.upgrading_to.is_some() || p.updating {
+        let e = arm_error(
+            409,
+            "OperationNotAllowed",
+            "Operation is not allowed because there's an in progress upgrade node image version operation",
+        );
+        return (Err(e), false);
+    }
+    let image = new["nodeImageVersion"].as_str();
+    let rollback = image.is_some_and(|i| Some(i) != p.props["nodeImageVersion"].as_str());
+    if rollback && !p.recently_used.iter().any(|v| Some(v.as_str()) == image) {
+        let e = arm_error(
+            400,
+            "InvalidParameter",
+            "nodeImageVersion is not one of the agent pool's recentlyUsedVersions",
+        );
+        return (Err(e), false);
+    }
+    for (k, v) in new.as_object().into_iter().flatten() {
+        if k != "nodeImageVersion" {
+            p.props[k] = v.clone();
+        }
+    }
+    p.props.as_object_mut().unwrap().remove("status");
+    p.etag += 1;
+    if rollback {
+        p.upgrading_to = image.map(str::to_string);
+        p.props["provisioningState"] = json!("UpgradingNodeImageVersion");
+    } else {
+        p.updating = true;
+        p.props["provisioningState"] = json!("Updating");
+    }
+    (Ok(()), rollback)
 }
