@@ -23,6 +23,7 @@ mod git_poll;
 mod gitops;
 mod images_discover;
 mod ledger_scale;
+mod owner_rotation;
 mod rotation_makespan;
 mod sim_scale;
 mod sim_store;
@@ -40,6 +41,7 @@ const SCENARIOS: &[(&str, fn())] = &[
     ("gitops", gitops::main),
     ("images_discover", images_discover::main),
     ("ledger_scale", ledger_scale::main),
+    ("owner_rotation", owner_rotation::main),
     ("rotation_makespan", rotation_makespan::main),
     ("sim_scale", sim_scale::main),
     ("sim_store", sim_store::main),

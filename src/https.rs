@@ -22,3 +22,19 @@ pub fn connector(connect_timeout: Option<Duration>) -> Result<Connector, String>
         .enable_http1()
         .wrap_connector(http))
 }
+
+/// Whether a bearer credential may be sent to a URL of `scheme` and `host`: over TLS, or
+/// plain HTTP to this machine (a loopback test double), where it never leaves it. Every
+/// client that puts a cloud token on a request asks this first.
+pub fn bearer_may_go_to(scheme: Option<&str>, host: Option<&str>) -> bool {
+    match scheme {
+        Some("https") => true,
+        Some("http") => host.is_some_and(|h| {
+            let h = h.trim_start_matches('[').trim_end_matches(']');
+            h.eq_ignore_ascii_case("localhost")
+                || h.parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }),
+        _ => false,
+    }
+}

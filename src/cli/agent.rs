@@ -225,11 +225,8 @@ async fn start(args: AgentArgs) -> Result<(), String> {
             controller: cc,
             client,
             groups,
-            // EKS managed node groups with the real AWS provider; no GKE or AKS client yet
-            // (their pools have no owner adapter: reported by name, never acted on).
-            owners: super::cloud::owners(&args.cloud, &cloud)
-                .into_iter()
-                .collect(),
+            // EKS node groups, GKE node pools and AKS agent pools with the real providers.
+            owners: super::cloud::owners(&args.cloud, &cloud),
             source: SourceConfig {
                 url: args.repo.clone(),
                 branch: args.branch.clone(),

@@ -61,6 +61,10 @@ pub struct CloudArgs {
     /// Compute Engine API root (default https://compute.googleapis.com).
     #[arg(long, env = "ROTA_GCP_ENDPOINT")]
     pub gcp_endpoint: Option<String>,
+    /// Kubernetes Engine API root, for GKE node pools (default
+    /// https://container.googleapis.com).
+    #[arg(long, env = "ROTA_GKE_ENDPOINT")]
+    pub gke_endpoint: Option<String>,
     /// Azure Resource Manager endpoint (default https://management.azure.com; sovereign
     /// clouds have their own).
     #[arg(long, env = "ROTA_AZURE_ENDPOINT")]
@@ -180,26 +184,47 @@ pub fn build(
     Ok((groups, choice))
 }
 
-/// The owner of the managed pools an agent drives: EKS managed node groups when the real
-/// AWS provider is allowed and built in (made on its first call); `None` otherwise (the
-/// simulated cloud's EKS is served in process only, not over `rota sim serve`'s HTTP).
+/// The owners of the managed pools an agent drives, one adapter per owner whose cloud the
+/// real provider allows and this build has: EKS managed node groups (AWS), GKE node pools
+/// (GCP, through `--gke-endpoint` when given), AKS agent
+/// pools (Azure, through `--azure-endpoint`, the ARM endpoint). Each is made on its first
+/// call. None on the simulated cloud (its owners are served in process only, not over
+/// `rota sim serve`'s HTTP).
 pub fn owners(
     args: &CloudArgs,
     choice: &Choice,
-) -> Option<Arc<dyn rota_core::cloud::managed::OwnerPools>> {
-    match choice {
-        #[cfg(feature = "aws")]
-        Choice::Real { clouds } if clouds.contains(&Cloud::Aws) => {
-            Some(Arc::new(crate::cloud::aws::eks::LazyEksPools::new(
-                args.aws_endpoint_url.clone(),
-                crate::cloud::retry::RetryPolicy::default(),
-            )))
-        }
-        _ => {
-            let _ = args;
-            None
-        }
+) -> Vec<Arc<dyn rota_core::cloud::managed::OwnerPools>> {
+    let mut out: Vec<Arc<dyn rota_core::cloud::managed::OwnerPools>> = Vec::new();
+    let Choice::Real { clouds } = choice else {
+        return out;
+    };
+    #[cfg(feature = "aws")]
+    if clouds.contains(&Cloud::Aws) {
+        out.push(Arc::new(crate::cloud::aws::eks::LazyEksPools::new(
+            args.aws_endpoint_url.clone(),
+            crate::cloud::retry::RetryPolicy::default(),
+        )));
     }
+    #[cfg(feature = "gcp")]
+    if clouds.contains(&Cloud::Gcp) {
+        use crate::cloud::gcp::node_pools::{GkeOptions, LazyGkeNodePools};
+        out.push(Arc::new(LazyGkeNodePools::new(GkeOptions {
+            endpoint: args.gke_endpoint.clone(),
+            ..GkeOptions::default()
+        })));
+    }
+    #[cfg(feature = "azure")]
+    if clouds.contains(&Cloud::Azure) {
+        use crate::cloud::azure::AzureOptions;
+        use crate::cloud::azure::agent_pools::LazyAksAgentPools;
+        let mut options = AzureOptions::default();
+        if let Some(e) = &args.azure_endpoint {
+            options.endpoint = e.clone();
+        }
+        out.push(Arc::new(LazyAksAgentPools::new(options)));
+    }
+    let _ = (args, clouds);
+    out
 }
 
 /// How to build `cloud`'s provider on first use, with the platform's workload identity;
@@ -269,6 +294,7 @@ mod tests {
             cloud_endpoint: endpoint.map(str::to_string),
             aws_endpoint_url: None,
             gcp_endpoint: None,
+            gke_endpoint: None,
             azure_endpoint: None,
         }
     }

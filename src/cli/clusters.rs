@@ -1,6 +1,7 @@
 //! `rota clusters import NAME --cloud aws --region R`: a cluster's pools read from their
 //! owners (EKS managed node groups; the Auto Scaling groups tagged
-//! `kubernetes.io/cluster/<name>`) and written as the fleet repo's `clusters/<NAME>.yaml`
+//! `kubernetes.io/cluster/<name>`; with `--cloud gcp` a GKE cluster's node pools, with
+//! `--cloud azure` an AKS cluster's agent pools) and written as the fleet repo's `clusters/<NAME>.yaml`
 //! (the decisions are `rota_core::onboard`'s).
 //!
 //! Run again, it writes the same bytes, so it changes nothing. A file that differs from
@@ -35,9 +36,9 @@ pub enum ClustersCommand {
 pub enum ImportCloud {
     /// EKS managed node groups and the Auto Scaling groups tagged as the cluster's.
     Aws,
-    /// Not yet: GKE node pools and managed instance groups.
+    /// A GKE cluster's node pools (--project, --location).
     Gcp,
-    /// Not yet: AKS agent pools and scale sets.
+    /// An AKS cluster's agent pools (--subscription-id, --resource-group).
     Azure,
 }
 
@@ -61,6 +62,40 @@ pub struct ImportArgs {
     /// cluster's name, else NAME).
     #[arg(long)]
     pub tag_cluster: Option<String>,
+    /// AWS: also list the cluster's Karpenter NodePools, through the Kubernetes API of
+    /// --kubeconfig (else $KUBECONFIG) at --kube-context (else its current context).
+    #[arg(long)]
+    pub karpenter: bool,
+    /// The kubeconfig --karpenter reads the cluster through.
+    #[arg(long, requires = "karpenter")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context --karpenter reads the cluster through.
+    #[arg(long, requires = "karpenter")]
+    pub kube_context: Option<String>,
+    /// GCP: the GKE cluster's project.
+    #[arg(long, env = "CLOUDSDK_CORE_PROJECT")]
+    pub project: Option<String>,
+    /// GCP: the GKE cluster's location, a region (regional cluster) or a zone.
+    #[arg(long)]
+    pub location: Option<String>,
+    /// GCP: the GKE cluster's name, when it is not NAME (written as `gkeCluster`).
+    #[arg(long)]
+    pub gke_cluster: Option<String>,
+    /// GCP: the Kubernetes Engine API root (default https://container.googleapis.com).
+    #[arg(long, env = "ROTA_GKE_ENDPOINT")]
+    pub gke_endpoint: Option<String>,
+    /// Azure: the AKS cluster's subscription.
+    #[arg(long, env = "AZURE_SUBSCRIPTION_ID")]
+    pub subscription_id: Option<String>,
+    /// Azure: the AKS cluster's resource group (not its node resource group).
+    #[arg(long)]
+    pub resource_group: Option<String>,
+    /// Azure: the AKS cluster's name, when it is not NAME (written as `aksCluster`).
+    #[arg(long)]
+    pub aks_cluster: Option<String>,
+    /// Azure: the Resource Manager endpoint (default https://management.azure.com).
+    #[arg(long, env = "ROTA_AZURE_ENDPOINT")]
+    pub azure_endpoint: Option<String>,
     /// The image channel every imported pool starts on (the Fleet's `spec.images` key).
     #[arg(long, default_value = "general")]
     pub channel: String,
@@ -192,15 +227,8 @@ fn find(a: &ImportArgs) -> Result<FoundCluster, String> {
     let command = command_line(a);
     match a.cloud {
         ImportCloud::Aws => aws(a, command),
-        ImportCloud::Gcp | ImportCloud::Azure => Err(format!(
-            "--cloud {}: not yet; this build imports AWS clusters only (GKE node pools, AKS \
-             agent pools, managed instance groups and scale sets are to come)",
-            if a.cloud == ImportCloud::Gcp {
-                "gcp"
-            } else {
-                "azure"
-            }
-        )),
+        ImportCloud::Gcp => gcp(a, command),
+        ImportCloud::Azure => azure(a, command),
     }
 }
 
@@ -222,8 +250,23 @@ fn command_line(a: &ImportArgs) -> String {
     if a.no_eks {
         s.push_str(" --no-eks");
     }
+    if a.karpenter {
+        s.push_str(" --karpenter");
+    }
     if let Some(t) = &a.tag_cluster {
         s.push_str(&format!(" --tag-cluster {t}"));
+    }
+    for (flag, v) in [
+        ("--project", &a.project),
+        ("--location", &a.location),
+        ("--gke-cluster", &a.gke_cluster),
+        ("--subscription-id", &a.subscription_id),
+        ("--resource-group", &a.resource_group),
+        ("--aks-cluster", &a.aks_cluster),
+    ] {
+        if let Some(v) = v {
+            s.push_str(&format!(" {flag} {v}"));
+        }
     }
     s.push_str(&format!(" --channel {}", a.channel));
     for (k, v) in &a.labels {
@@ -254,10 +297,19 @@ fn aws(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let pools = rt.block_on(async {
         let owner = AwsEksPools::from_env(a.aws_endpoint_url.clone(), RetryPolicy::default()).await;
-        owner
+        let mut pools = owner
             .list_cluster_pools(&region, eks.as_deref(), &tag)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        if a.karpenter {
+            let (config, _) =
+                crate::kube::kubeconfig::load(a.kubeconfig.as_deref(), a.kube_context.as_deref())
+                    .await?;
+            let client =
+                kube::Client::try_from(config).map_err(|e| format!("Kubernetes client: {e}"))?;
+            pools.extend(crate::kube::karpenter_import::list_node_pools(&client).await?);
+        }
+        Ok::<_, String>(pools)
     })?;
     let mut fields = vec![("region", region)];
     // `eksCluster` defaults to the Cluster's name: written only when it differs.
@@ -281,4 +333,182 @@ fn aws(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
 #[cfg(not(feature = "aws"))]
 fn aws(_: &ImportArgs, _: String) -> Result<FoundCluster, String> {
     Err("--cloud aws: this build leaves AWS out (the `aws` feature)".into())
+}
+
+/// The Cluster document around `pools` found in `cloud`'s `fields`.
+fn cluster_of(
+    a: &ImportArgs,
+    command: String,
+    cloud: &'static str,
+    fields: Vec<(&'static str, String)>,
+    pools: Vec<rota_core::onboard::FoundPool>,
+) -> FoundCluster {
+    FoundCluster {
+        name: a.name.clone(),
+        labels: a.labels.iter().cloned().collect(),
+        cloud: rota_core::onboard::FoundCloud { cloud, fields },
+        channel: a.channel.clone(),
+        pools,
+        read_only: a.read_only,
+        command,
+    }
+}
+
+/// `zone` for a GCP zone (`europe-west1-b`: a region and a one-letter suffix), else `region`.
+pub fn gcp_location_key(location: &str) -> &'static str {
+    match location.rsplit_once('-') {
+        Some((_, z)) if z.len() == 1 && z.chars().all(|c| c.is_ascii_lowercase()) => "zone",
+        _ => "region",
+    }
+}
+
+#[cfg(feature = "gcp")]
+fn gcp(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
+    use crate::cloud::gcp::node_pools::{GkeNodePools, GkeOptions};
+    let project = a.project.clone().ok_or("--cloud gcp needs --project")?;
+    let location = a
+        .location
+        .clone()
+        .ok_or("--cloud gcp needs --location (the cluster's region or zone)")?;
+    let cluster = a.gke_cluster.clone().unwrap_or_else(|| a.name.clone());
+    let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    let pools = rt.block_on(async {
+        let gke = GkeNodePools::new(GkeOptions {
+            endpoint: a.gke_endpoint.clone(),
+            ..GkeOptions::default()
+        })
+        .map_err(|e| format!("{e:#}"))?;
+        gke.list_cluster_pools(&project, &location, &cluster)
+            .await
+            .map_err(|e| e.to_string())
+    })?;
+    let mut fields = vec![
+        ("project", project),
+        (gcp_location_key(&location), location),
+    ];
+    // `gkeCluster` defaults to the Cluster's name: written only when it differs.
+    if cluster != a.name {
+        fields.push(("gkeCluster", cluster));
+    }
+    Ok(cluster_of(a, command, "gcp", fields, pools))
+}
+
+#[cfg(not(feature = "gcp"))]
+fn gcp(_: &ImportArgs, _: String) -> Result<FoundCluster, String> {
+    Err("--cloud gcp: this build leaves GCP out (the `gcp` feature)".into())
+}
+
+#[cfg(feature = "azure")]
+fn azure(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
+    use crate::cloud::azure::AzureOptions;
+    use crate::cloud::azure::agent_pools::AksAgentPools;
+    let sub = a
+        .subscription_id
+        .clone()
+        .ok_or("--cloud azure needs --subscription-id (or AZURE_SUBSCRIPTION_ID)")?;
+    let rg = a
+        .resource_group
+        .clone()
+        .ok_or("--cloud azure needs --resource-group (the AKS cluster's own)")?;
+    let cluster = a.aks_cluster.clone().unwrap_or_else(|| a.name.clone());
+    let mut options = AzureOptions::default();
+    if let Some(e) = &a.azure_endpoint {
+        options.endpoint = e.clone();
+    }
+    let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    let pools = rt.block_on(async {
+        // A person at a terminal (`az login`), or a pod with Workload ID.
+        let credential: std::sync::Arc<dyn azure_core::credentials::TokenCredential> =
+            if std::env::var_os("AZURE_FEDERATED_TOKEN_FILE").is_some() {
+                crate::cloud::azure::workload_identity()?
+            } else {
+                azure_identity::AzureCliCredential::new(None)
+                    .map_err(|e| format!("Azure CLI credential (run az login): {e}"))?
+            };
+        let aks = AksAgentPools::new(credential, options)?;
+        aks.list_cluster_pools(&sub, &rg, &cluster)
+            .await
+            .map_err(|e| e.to_string())
+    })?;
+    let mut fields = vec![("subscriptionId", sub), ("resourceGroup", rg)];
+    if cluster != a.name {
+        fields.push(("aksCluster", cluster));
+    }
+    Ok(cluster_of(a, command, "azure", fields, pools))
+}
+
+#[cfg(not(feature = "azure"))]
+fn azure(_: &ImportArgs, _: String) -> Result<FoundCluster, String> {
+    Err("--cloud azure: this build leaves Azure out (the `azure` feature)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        import: ImportArgs,
+    }
+
+    fn args(line: &[&str]) -> ImportArgs {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("import").chain(line.iter().copied()))
+            .unwrap()
+            .import
+    }
+
+    /// A GKE or AKS import without the cluster's coordinates says which flag is missing
+    /// before any call; the file's header names the flags a person reruns it with.
+    #[test]
+    fn gcp_and_azure_imports_name_what_they_miss_and_their_command() {
+        let e = find(&args(&[
+            "prod",
+            "--cloud",
+            "gcp",
+            "--location",
+            "europe-west1",
+        ]))
+        .unwrap_err();
+        assert!(e.contains("--project"), "{e}");
+        let e = find(&args(&["prod", "--cloud", "gcp", "--project", "acme"])).unwrap_err();
+        assert!(e.contains("--location"), "{e}");
+        let e = find(&args(&[
+            "prod",
+            "--cloud",
+            "azure",
+            "--subscription-id",
+            "s",
+        ]))
+        .unwrap_err();
+        assert!(e.contains("--resource-group"), "{e}");
+        let a = args(&[
+            "prod",
+            "--cloud",
+            "gcp",
+            "--project",
+            "acme",
+            "--location",
+            "europe-west1-b",
+            "--gke-cluster",
+            "gke-prod",
+            "--gke-endpoint",
+            "http://127.0.0.1:1",
+        ]);
+        assert_eq!(
+            command_line(&a),
+            "rota clusters import prod --cloud gcp --project acme --location europe-west1-b \
+             --gke-cluster gke-prod --channel general"
+        );
+        let e = find(&args(&["../x", "--cloud", "azure"])).unwrap_err();
+        assert!(!e.is_empty());
+    }
+
+    #[test]
+    fn a_gcp_location_is_a_zone_or_a_region() {
+        assert_eq!(gcp_location_key("europe-west1-b"), "zone");
+        assert_eq!(gcp_location_key("europe-west1"), "region");
+        assert_eq!(gcp_location_key("us-central1"), "region");
+    }
 }

@@ -10,6 +10,7 @@
 pub mod crd;
 pub mod index;
 pub mod karpenter;
+pub mod karpenter_import;
 pub mod kubeconfig;
 pub mod observe;
 pub mod ownership;

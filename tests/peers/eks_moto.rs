@@ -677,3 +677,208 @@ async fn import_writes_arm64_for_pools_on_arm64_images() {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
 }
+
+/// `managedUpdate: blueGreen` on EKS, as far as moto serves it: the twin made in the old node
+/// group's shape (`CreateNodegroup`: role, subnets, instance types, capacity and AMI type,
+/// labels, taints, tags plus the twin tag, a launch template version that differs in the AMI
+/// only), made once however often asked, refused over a node group that is not rota's twin;
+/// its members read through its Auto Scaling group (moto names one and does not make it: the
+/// test makes it under that name), a drained node removed with decrement, the old node group
+/// scaled to zero (its minimum lowered with it) and deleted, twice.
+#[tokio::test]
+async fn a_blue_green_twin_is_made_in_the_old_node_groups_shape_and_the_old_one_removed() {
+    use rota::cloud::managed::{PoolStatus, TwinRequest};
+
+    let m = moto::Moto::start();
+    let (ec2, eks, asg) = (m.ec2().await, eks(&m).await, m.asg().await);
+    let (old, new) = (
+        moto::register_ami(&ec2, "old").await,
+        moto::register_ami(&ec2, "new").await,
+    );
+    cluster(&eks, "prod").await;
+    template(&ec2, "lt-general", &old).await;
+    shaped_nodegroup(&eks).await;
+    let o = owner(&m).await;
+    assert!(o.blue_green());
+    let twin_name = rota::cloud::managed::twin_name("general", "2026.11.2");
+    let twin = rota::cloud::managed::renamed(&general(), &twin_name);
+    let req = TwinRequest {
+        from: general(),
+        twin: twin.clone(),
+        image: new.clone(),
+        desired: 0,
+        max: 3,
+    };
+    o.create_twin(&req).await.unwrap();
+    o.create_twin(&req).await.unwrap();
+
+    let ng = assert_twin_shape(&m, &eks, &ec2, &twin_name, &new).await;
+
+    // A node group of another name that is not rota's twin is never taken for one.
+    nodegroup(&eks, "prod", "imposter", 1, Some(("lt-general", "1"))).await;
+    let e = o
+        .create_twin(&TwinRequest {
+            twin: rota::cloud::managed::renamed(&general(), "imposter"),
+            ..req.clone()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, CloudErrorKind::Invalid);
+    assert!(e.message.contains("rota.dev/twin-of"), "{e}");
+
+    // Members: the twin's AMI, size and tag; its instances from its Auto Scaling group.
+    o.set_size(&twin, 2, 3).await.unwrap();
+    let asg_name = ng.resources().unwrap().auto_scaling_groups()[0]
+        .name()
+        .unwrap()
+        .to_string();
+    moto::create_group(&ec2, &asg, &asg_name, (0, 2, 3), &new).await;
+    let mb = o.members(&twin).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            mb.status,
+            mb.image.as_str(),
+            mb.desired,
+            mb.max,
+            mb.twin_of.as_deref()
+        ),
+        (PoolStatus::Active, new.as_str(), 2, 3, Some("general"))
+    );
+    assert_eq!(mb.instances.len(), 2, "{:?}", mb.instances);
+    let gone = mb.instances[0].id.clone();
+    o.remove_node(&twin, &gone).await.unwrap();
+    o.remove_node(&twin, &gone).await.unwrap();
+    let g = asg
+        .describe_auto_scaling_groups()
+        .auto_scaling_group_names(&asg_name)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        g.auto_scaling_groups()[0].desired_capacity(),
+        Some(1),
+        "decremented once"
+    );
+
+    // The old node group to zero (its minimum of 2 lowered with it), then deleted, twice.
+    o.set_size(&general(), 0, 5).await.unwrap();
+    let s = eks
+        .describe_nodegroup()
+        .cluster_name("prod")
+        .nodegroup_name("general")
+        .send()
+        .await
+        .unwrap()
+        .nodegroup
+        .unwrap()
+        .scaling_config
+        .unwrap();
+    assert_eq!((s.min_size(), s.desired_size()), (Some(0), Some(0)));
+    o.delete_pool(&general()).await.unwrap();
+    o.delete_pool(&general()).await.unwrap();
+    assert!(o.members(&general()).await.unwrap().is_none());
+}
+
+/// A node group of every field the twin copies: two subnets, an instance type, capacity and
+/// AMI type, a label, a taint, a tag, a minimum above zero, a launch template.
+async fn shaped_nodegroup(eks: &aws_sdk_eks::Client) {
+    use aws_sdk_eks::types::{AmiTypes, CapacityTypes, Taint, TaintEffect};
+    eks.create_nodegroup()
+        .cluster_name("prod")
+        .nodegroup_name("general")
+        .node_role(ROLE)
+        .subnets("subnet-0a1b2c3d")
+        .subnets("subnet-0e1f2a3b")
+        .instance_types("m6i.large")
+        .capacity_type(CapacityTypes::OnDemand)
+        .ami_type(AmiTypes::Custom)
+        .labels("workload", "general")
+        .taints(
+            Taint::builder()
+                .key("dedicated")
+                .value("general")
+                .effect(TaintEffect::NoSchedule)
+                .build(),
+        )
+        .tags("team", "payments")
+        .scaling_config(
+            NodegroupScalingConfig::builder()
+                .min_size(2)
+                .max_size(5)
+                .desired_size(3)
+                .build(),
+        )
+        .launch_template(
+            LaunchTemplateSpecification::builder()
+                .name("lt-general")
+                .version("1")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The twin as EKS describes it, in the old node group's shape on a launch template version
+/// of its own (one, however often asked, that differs in the AMI only).
+async fn assert_twin_shape(
+    m: &moto::Moto,
+    eks: &aws_sdk_eks::Client,
+    ec2: &aws_sdk_ec2::Client,
+    twin_name: &str,
+    new: &str,
+) -> aws_sdk_eks::types::Nodegroup {
+    use aws_sdk_eks::types::{AmiTypes, CapacityTypes};
+    let ng = eks
+        .describe_nodegroup()
+        .cluster_name("prod")
+        .nodegroup_name(twin_name)
+        .send()
+        .await
+        .unwrap()
+        .nodegroup
+        .unwrap();
+    assert_eq!(ng.node_role(), Some(ROLE));
+    assert_eq!(ng.subnets(), ["subnet-0a1b2c3d", "subnet-0e1f2a3b"]);
+    assert_eq!(ng.instance_types(), ["m6i.large"]);
+    assert_eq!(ng.capacity_type(), Some(&CapacityTypes::OnDemand));
+    assert_eq!(ng.ami_type(), Some(&AmiTypes::Custom));
+    assert_eq!(ng.labels().unwrap()["workload"], "general");
+    assert_eq!(ng.taints()[0].key(), Some("dedicated"));
+    let tags = ng.tags().unwrap();
+    assert_eq!(
+        (tags["team"].as_str(), tags["rota.dev/twin-of"].as_str()),
+        ("payments", "general")
+    );
+    let s = ng.scaling_config().unwrap();
+    assert_eq!(
+        (s.min_size(), s.desired_size(), s.max_size()),
+        (Some(0), Some(0), Some(3))
+    );
+    let lt = ng.launch_template().unwrap();
+    assert_eq!((lt.name(), lt.version()), (Some("lt-general"), Some("2")));
+    let vs = versions(ec2, "lt-general").await;
+    assert_eq!(
+        vs.len(),
+        2,
+        "one version for the twin, however often asked: {vs:?}"
+    );
+    assert_eq!(
+        (vs[1].1.as_str(), vs[1].2.as_str()),
+        (new, format!("rota: {twin_name}").as_str())
+    );
+    assert!(
+        m.launch_template_violations().is_empty(),
+        "{:?}",
+        m.launch_template_violations()
+    );
+    let list = eks
+        .list_nodegroups()
+        .cluster_name("prod")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.nodegroups().len(), 2);
+
+    ng
+}

@@ -11,6 +11,7 @@ mod support;
 mod aws_moto;
 mod cloud_conformance;
 mod eks_moto;
+mod owner_clients;
 mod owner_schemas;
 mod prometheus_gate;
 mod ui_browser;

@@ -129,3 +129,82 @@ async fn a_group_the_simulated_cloud_does_not_hold_is_an_error_naming_the_pool()
         .unwrap_err();
     assert!(err.message.contains("pool general"), "{err}");
 }
+
+/// `--karpenter`: a simulated cluster's Karpenter NodePool, read through the simulated API
+/// server (which serves Karpenter's published CRDs), written as a `karpenterNodePool` pool
+/// that validates against the example fleet and resolves to the very NodePool and the label
+/// Karpenter puts on its nodes; a second import writes the same bytes.
+#[tokio::test(start_paused = true)]
+async fn an_imported_karpenter_node_pool_validates_and_resolves_to_its_node_pool() {
+    use rota::sim::scenario::{Scenario, WorkloadProfile};
+    use rota::sim::world::Fleet;
+    use rota_core::onboard::FoundCloud;
+
+    let group = GroupRef::Managed(ManagedGroup::KarpenterNodePool {
+        region: "us-east-1".into(),
+        eks_cluster: "sim-kpt".into(),
+        node_pool: "general".into(),
+    });
+    let selector = BTreeMap::from([("karpenter.sh/nodepool".to_string(), "general".to_string())]);
+    let scenario = Scenario {
+        clusters: vec![ClusterScenario {
+            name: "sim-kpt".into(),
+            cloud: Cloud::Aws,
+            pools: vec![PoolScenario {
+                name: "general".into(),
+                group: group.clone(),
+                image: AMI.into(),
+                node_selector: selector.clone(),
+                nodes: 2,
+            }],
+        }],
+        workloads: WorkloadProfile::from_yaml("nodes: {perPool: 2}", "workloads").unwrap(),
+        faults: FaultProfile::default(),
+        seed: 3,
+    };
+    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
+    let client = rota::kube::sim::client(fleet.store("sim-kpt").unwrap().clone());
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    let found = || async {
+        FoundCluster {
+            name: "sim-kpt".into(),
+            labels: BTreeMap::from([("ring".into(), "early".into())]),
+            cloud: FoundCloud {
+                cloud: "aws",
+                fields: vec![("region", "us-east-1".into())],
+            },
+            channel: "general".into(),
+            pools: rota::kube::karpenter_import::list_node_pools(&client)
+                .await
+                .unwrap(),
+            read_only: true,
+            command: "rota clusters import sim-kpt --cloud aws --karpenter".into(),
+        }
+    };
+    let f = found().await;
+    assert_eq!(f.pools.len(), 1, "{:?}", f.pools);
+    let repo = tempfile::tempdir().unwrap();
+    crate::support::example_repo::copy_to(repo.path());
+    let Outcome::New { text } = outcome("clusters/sim-kpt.yaml", None, &f).unwrap() else {
+        panic!("no file yet")
+    };
+    std::fs::write(repo.path().join("clusters/sim-kpt.yaml"), &text).unwrap();
+    assert!(
+        text.contains("# Karpenter NodePool general (EC2NodeClass"),
+        "{text}"
+    );
+    assert!(text.contains("karpenterNodePool: general"), "{text}");
+    let fleet_repo = rota::fleet::load_dir(repo.path())
+        .unwrap_or_else(|d| panic!("the imported file does not validate:\n{d}\n{text}"));
+    let desired = fleet_repo.resolve_cluster("sim-kpt").unwrap();
+    let got: Vec<_> = desired
+        .pools
+        .iter()
+        .map(|p| (p.group.clone(), p.node_selector.clone()))
+        .collect();
+    assert_eq!(got, vec![(group, selector)], "{text}");
+    assert_eq!(
+        outcome("clusters/sim-kpt.yaml", Some(&text), &found().await).unwrap(),
+        Outcome::Unchanged
+    );
+}

@@ -395,6 +395,8 @@ def check_container(x, problems):
             check_discovery(schemas, m["request"], x["request"], f"{at} ({name} request)", problems)
         else:
             problems.append(f"{at}: {name} takes no request body")
+    if x.get("requestOnly"):
+        return
     if 200 <= x["status"] < 300 and "response" in m:
         check_discovery(schemas, m["response"], x["response"], f"{at} ({name})", problems)
     elif not 200 <= x["status"] < 300:
@@ -517,6 +519,23 @@ def check_aks(x, problems):
     path, _, query = x["path"].partition("?")
     if query != f"api-version={version}":
         problems.append(f"{at}: api-version must be {version} (the pinned package's)")
+    listing = re.fullmatch(
+        r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ContainerService/managedClusters/[^/]+/agentPools",
+        path,
+    )
+    if listing:
+        # AgentPools_List: a page of AgentPool items and the next page's link.
+        if x["method"] != "GET" or x.get("request") not in (None, {}):
+            problems.append(f"{at}: AgentPools_List is a GET without a body")
+        if x.get("requestOnly") or x["status"] >= 400:
+            return
+        body = x["response"]
+        if not isinstance(body, dict) or not set(body) <= {"value", "nextLink"}:
+            problems.append(f"{at}: a page is {{value, nextLink}}, got {json.dumps(body)[:120]}")
+            return
+        for i, item in enumerate(body.get("value", [])):
+            check_typespec(_models.AgentPool, item, f"{at}.value[{i}]", problems, False)
+        return
     m = re.fullmatch(
         r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ContainerService/managedClusters/[^/]+/agentPools/[^/]+(/.*)?",
         path,
@@ -534,6 +553,15 @@ def check_aks(x, problems):
         problems.append(f"{at}: takes no request body")
     if req is not None:
         check_typespec(getattr(_models, req), x["request"], f"{at} (request)", problems, True)
+    if x.get("requestOnly"):
+        return
+    if x["status"] >= 400:
+        body = x["response"]
+        if not (isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("code")):
+            problems.append(f"{at}: an ARM error body is {{\"error\": {{\"code\", ...}}}}, got {json.dumps(body)[:120]}")
+        else:
+            check_typespec(_models.ErrorDetail, body["error"], f"{at}.error", problems, False)
+        return
     if resp is None:
         if x.get("response") is not None:
             problems.append(f"{at}: answers 202 without a body")

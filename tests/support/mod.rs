@@ -5,6 +5,7 @@
 // Every target uses a part of it; the rest is not dead, only unused there.
 #![allow(dead_code)]
 
+pub mod aks_double;
 pub mod api_schemas;
 pub mod azure_double;
 pub mod big_fleet;
@@ -13,6 +14,7 @@ pub mod eks_double;
 pub mod example_repo;
 pub mod gcp_double;
 pub mod git;
+pub mod gke_double;
 pub mod kustomize;
 pub mod model;
 pub mod moto;

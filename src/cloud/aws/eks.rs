@@ -39,8 +39,8 @@ use aws_sdk_eks::types::{
 use super::errors::from_sdk;
 use crate::cloud::retry::RetryPolicy;
 use rota_core::cloud::managed::{
-    MaxUnavailable, OwnerCapabilities, OwnerPoolState, OwnerPools, OwnerUpdate, UpdateRequest,
-    UpdateStatus,
+    MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
+    TwinRequest, UpdateRequest, UpdateStatus,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind};
 use rota_core::fleet::owner::{ManagedGroup, Owner};
@@ -73,6 +73,9 @@ pub struct AwsEksPools {
     clients: Mutex<HashMap<String, EksClients>>,
     /// Finished updates by ID: EKS never changes them again.
     finished: Mutex<HashMap<String, Update>>,
+    /// The node groups' own Auto Scaling groups, for `blueGreen`'s members and scale-in
+    /// (`eks_twin`): read, and an instance terminated with decrement; never their template.
+    pub(crate) asgs: super::AwsNodeGroups,
 }
 
 /// A node group's launch template as EKS names it: ID (or name) and version.
@@ -104,6 +107,8 @@ impl AwsEksPools {
         endpoint_url: Option<String>,
         retry: RetryPolicy,
     ) -> AwsEksPools {
+        let asgs =
+            super::AwsNodeGroups::from_sdk_config(sdk.clone(), endpoint_url.clone(), retry.clone());
         AwsEksPools {
             sdk: super::without_sdk_retries(sdk),
             endpoint_url,
@@ -111,6 +116,7 @@ impl AwsEksPools {
             retry,
             clients: Mutex::new(HashMap::new()),
             finished: Mutex::new(HashMap::new()),
+            asgs,
         }
     }
 
@@ -290,7 +296,7 @@ impl AwsEksPools {
 
     /// The version `CreateLaunchTemplateVersion` makes for `req`, or the one a start with
     /// the same token already made (a retry after a crash or a lost answer).
-    async fn version_for(
+    pub(crate) async fn version_for(
         &self,
         c: &EksClients,
         t: &NodegroupTemplate,
@@ -422,10 +428,39 @@ impl OwnerPools for LazyEksPools {
     ) -> Result<String, CloudError> {
         self.get().await.start_update(pool, req).await
     }
+
+    fn blue_green(&self) -> bool {
+        true
+    }
+
+    async fn create_twin(&self, req: &TwinRequest) -> Result<(), CloudError> {
+        self.get().await.create_twin(req).await
+    }
+
+    async fn members(&self, pool: &ManagedGroup) -> Result<Option<OwnerPoolMembers>, CloudError> {
+        self.get().await.members(pool).await
+    }
+
+    async fn set_size(
+        &self,
+        pool: &ManagedGroup,
+        desired: u32,
+        max: u32,
+    ) -> Result<(), CloudError> {
+        self.get().await.set_size(pool, desired, max).await
+    }
+
+    async fn remove_node(&self, pool: &ManagedGroup, instance_id: &str) -> Result<(), CloudError> {
+        self.get().await.remove_node(pool, instance_id).await
+    }
+
+    async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
+        self.get().await.delete_pool(pool).await
+    }
 }
 
 /// The node group's coordinates, or `Invalid` for a pool of another owner.
-fn eks_target<'a>(
+pub(crate) fn eks_target<'a>(
     pool: &'a ManagedGroup,
     call: &'static str,
 ) -> Result<(&'a str, &'a str, &'a str), CloudError> {
@@ -631,6 +666,35 @@ impl OwnerPools for AwsEksPools {
                 "EKS answered without the update's ID",
             )
         })
+    }
+
+    fn blue_green(&self) -> bool {
+        true
+    }
+
+    async fn create_twin(&self, req: &TwinRequest) -> Result<(), CloudError> {
+        self.twin_create(req).await
+    }
+
+    async fn members(&self, pool: &ManagedGroup) -> Result<Option<OwnerPoolMembers>, CloudError> {
+        self.twin_members(pool).await
+    }
+
+    async fn set_size(
+        &self,
+        pool: &ManagedGroup,
+        desired: u32,
+        max: u32,
+    ) -> Result<(), CloudError> {
+        self.twin_set_size(pool, desired, max).await
+    }
+
+    async fn remove_node(&self, pool: &ManagedGroup, instance_id: &str) -> Result<(), CloudError> {
+        self.twin_remove_node(pool, instance_id).await
+    }
+
+    async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
+        self.twin_delete(pool).await
     }
 }
 

@@ -11,8 +11,8 @@
 //! it); a group with neither is listed with no labels (written commented out, see
 //! `rota_core::onboard`).
 //!
-//! Not listed yet (loose ends, docs/cloud-aws.md): Karpenter NodePools, which live in the
-//! cluster's Kubernetes API, not in AWS's.
+//! Karpenter NodePools live in the cluster's Kubernetes API, not in AWS's: `--karpenter`
+//! lists them through `kube::karpenter_import`.
 
 use std::collections::BTreeMap;
 

@@ -28,6 +28,7 @@
 //! rota's — decides about retries, timeouts and backoff for every cloud alike.
 
 pub mod eks;
+pub mod eks_twin;
 pub mod errors;
 pub mod inventory;
 pub mod template;

@@ -21,8 +21,10 @@
 //! `/CommunityGalleries/…` ID, or a marketplace URN `publisher:offer:sku:version`
 //! ([`model::ImageReference`]). See `docs/cloud-azure.md` for credentials and the role.
 
+pub mod agent_pools;
 pub mod arm;
 pub mod classify;
+pub mod inventory;
 pub mod model;
 pub mod transport;
 
@@ -192,6 +194,27 @@ impl Default for AzureOptions {
     }
 }
 
+/// The credential of a pod with Microsoft Entra Workload ID: the webhook sets
+/// `AZURE_CLIENT_ID`, `AZURE_TENANT_ID`, `AZURE_FEDERATED_TOKEN_FILE` (and
+/// `AZURE_AUTHORITY_HOST`), and the credential trades the projected service account token for
+/// an Entra token. Its token requests use rota's transport, without SDK retries.
+pub fn workload_identity() -> Result<Arc<dyn TokenCredential>, String> {
+    let transport = HyperTransport::new()?;
+    let credential_options = azure_identity::WorkloadIdentityCredentialOptions {
+        credential_options: azure_identity::ClientAssertionCredentialOptions {
+            client_options: ClientOptions {
+                transport: Some(Transport::new(Arc::new(transport))),
+                retry: RetryOptions::none(),
+                ..Default::default()
+            },
+        },
+        ..Default::default()
+    };
+    let credential = azure_identity::WorkloadIdentityCredential::new(Some(credential_options))
+        .map_err(|e| format!("Azure workload identity: {e}"))?;
+    Ok(credential)
+}
+
 /// [`NodeGroups`] over Azure virtual machine scale sets.
 #[derive(Clone)]
 pub struct AzureNodeGroups {
@@ -220,20 +243,7 @@ impl AzureNodeGroups {
     /// `AZURE_AUTHORITY_HOST`), and the credential trades the projected service account token
     /// for an Entra token. Its token requests use the same transport, without SDK retries.
     pub fn with_workload_identity(options: AzureOptions) -> Result<Self, String> {
-        let transport = HyperTransport::new()?;
-        let credential_options = azure_identity::WorkloadIdentityCredentialOptions {
-            credential_options: azure_identity::ClientAssertionCredentialOptions {
-                client_options: ClientOptions {
-                    transport: Some(Transport::new(Arc::new(transport))),
-                    retry: RetryOptions::none(),
-                    ..Default::default()
-                },
-            },
-            ..Default::default()
-        };
-        let credential = azure_identity::WorkloadIdentityCredential::new(Some(credential_options))
-            .map_err(|e| format!("Azure workload identity: {e}"))?;
-        Self::new(credential, options)
+        Self::new(workload_identity()?, options)
     }
 
     fn scale_set_path(&self, group: &GroupRef, call: &'static str) -> Result<String, CloudError> {

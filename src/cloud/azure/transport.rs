@@ -10,7 +10,6 @@
 //! refuses `http://` too, except to a loopback address, where the token never leaves the
 //! machine. Tokens come from the credential, which caches and refreshes them.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -97,18 +96,7 @@ impl HttpClient for HyperTransport {
 
 /// Whether a bearer token may be sent to `url`: over TLS, or to this machine.
 pub fn token_may_go_to(url: &Url) -> bool {
-    if url.scheme() == "https" {
-        return true;
-    }
-    if url.scheme() != "http" {
-        return false;
-    }
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    crate::https::bearer_may_go_to(Some(url.scheme()), url.host_str())
 }
 
 /// Puts `Authorization: Bearer <token>` on every request, the token for `scope` from the

@@ -31,7 +31,9 @@
 //! applies a retried request once.
 
 pub mod classify;
+pub mod inventory;
 pub mod names;
+pub mod node_pools;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,0 +1,695 @@
+//! The real GKE node pool and AKS agent pool clients (`cloud::gcp::node_pools`,
+//! `cloud::azure::agent_pools`) against doubles held to the published descriptions (container
+//! v1's discovery document, `azure-mgmt-containerservice`'s models; `tests/support/
+//! gke_double.rs`, `aks_double.rs`): the calls of a rotation (read the pool, start the update,
+//! follow it to its end), a start sent twice, a restarted client finding its update, a
+//! second update refused while one runs, a failed update, a rollback, and pins the owner
+//! cannot take. Each double refuses a request its description does not allow, and every
+//! exchange is checked again when it is dropped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rota::cloud::CloudErrorKind;
+use rota::cloud::managed::{MaxUnavailable, OwnerPools, UpdateRequest, UpdateStatus};
+use rota::cloud::retry::RetryPolicy;
+use rota::fleet::owner::ManagedGroup;
+
+use crate::support::aks_double::AksDouble;
+use crate::support::gke_double::GkeDouble;
+
+fn retries() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(10),
+        throttle_floor: Duration::from_millis(2),
+        call_timeout: Duration::from_secs(10),
+    }
+}
+
+/// A token as the planner makes one: `rota-<unix seconds>-<digest>`.
+fn token(n: u64) -> String {
+    format!("rota-{}-{n:016x}", chrono::Utc::now().timestamp())
+}
+
+fn req(image: &str, token: &str, batch: MaxUnavailable) -> UpdateRequest {
+    UpdateRequest {
+        image: image.into(),
+        max_unavailable: batch,
+        token: token.into(),
+        drain_timeout_minutes: Some(30),
+        node_soak_minutes: Some(2),
+    }
+}
+
+mod gke {
+    use super::*;
+    use rota::cloud::gcp::GcpCredentials;
+    use rota::cloud::gcp::node_pools::{GkeNodePools, GkeOptions, TOKEN_LABEL};
+
+    const PATH: &str = "projects/acme/locations/europe-west1/clusters/prod/nodePools/general";
+    const OLD: &str = "1.31.4-gke.1183000/COS_CONTAINERD";
+    const NEW: &str = "1.31.5-gke.1023000/COS_CONTAINERD";
+
+    fn pool() -> ManagedGroup {
+        ManagedGroup::GkeNodePool {
+            project: "acme".into(),
+            location: "europe-west1".into(),
+            gke_cluster: "prod".into(),
+            node_pool: "general".into(),
+        }
+    }
+
+    pub(super) fn client(double: &GkeDouble) -> GkeNodePools {
+        GkeNodePools::new(GkeOptions {
+            endpoint: Some(double.url.clone()),
+            credentials: GcpCredentials::Anonymous,
+            retry: retries(),
+        })
+        .unwrap()
+    }
+
+    async fn double() -> GkeDouble {
+        let d = GkeDouble::start().await;
+        d.add_pool(
+            PATH,
+            "1.31.4-gke.1183000",
+            "COS_CONTAINERD",
+            3,
+            &["europe-west1-b", "europe-west1-c"],
+        );
+        // The location's list holds other clusters' upgrades and other kinds of operation.
+        d.add_other_operation(
+            "europe-west1",
+            "UPGRADE_NODES",
+            "projects/acme/locations/europe-west1/clusters/staging/nodePools/general",
+        );
+        d.add_other_operation("europe-west1", "SET_LABELS", PATH);
+        d
+    }
+
+    /// Read, start (twice: one operation), follow it with `operations.get`, end: the pool on
+    /// the new version; the pool's own labels kept beside the token.
+    #[tokio::test]
+    async fn a_gke_update_is_started_once_and_followed_to_its_end() {
+        let d = double().await;
+        let gke = client(&d);
+        let st = gke.describe(&pool()).await.unwrap();
+        assert_eq!(st.image, OLD);
+        assert_eq!(st.desired, 6, "3 a zone in 2 zones");
+        assert_eq!(st.max_unavailable, Some(MaxUnavailable::Count(1)));
+        assert!(
+            st.update.is_none(),
+            "other pools' and kinds' operations are not this pool's update: {:?}",
+            st.update
+        );
+
+        let t = token(1);
+        let r = req(NEW, &t, MaxUnavailable::Percent(50));
+        let id = gke.start_update(&pool(), &r).await.unwrap();
+        assert_eq!(
+            gke.start_update(&pool(), &r).await.unwrap(),
+            id,
+            "the same token answers the same operation"
+        );
+        assert_eq!(d.upgrades(), 1, "{:?}", d.calls());
+        let labels = d.labels(PATH);
+        assert_eq!(labels.get(TOKEN_LABEL), Some(&t));
+        assert_eq!(
+            labels.get("team").map(String::as_str),
+            Some("payments"),
+            "the pool's own label kept"
+        );
+
+        let st = gke.describe(&pool()).await.unwrap();
+        let u = st.update.unwrap();
+        assert_eq!(
+            (
+                u.id.as_str(),
+                u.token.as_deref(),
+                u.status,
+                u.image.as_str()
+            ),
+            (id.as_str(), Some(t.as_str()), UpdateStatus::InProgress, NEW)
+        );
+        assert!(
+            d.calls().iter().any(|c| c
+                .starts_with("GET v1/projects/acme/locations/europe-west1/operations/operation-")),
+            "{:?}",
+            d.calls()
+        );
+
+        d.finish(true);
+        let st = gke.describe(&pool()).await.unwrap();
+        assert_eq!(st.image, NEW);
+        assert_eq!(st.update.unwrap().status, UpdateStatus::Successful);
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
+    }
+
+    /// A restarted agent (a new client) finds its update from the location's operations and
+    /// the pool's label; sending its start again starts nothing.
+    #[tokio::test]
+    async fn a_restarted_client_finds_its_operation_by_the_pools_label() {
+        let d = double().await;
+        let t = token(2);
+        let r = req(NEW, &t, MaxUnavailable::Count(2));
+        let id = client(&d).start_update(&pool(), &r).await.unwrap();
+        let fresh = client(&d);
+        let u = fresh.describe(&pool()).await.unwrap().update.unwrap();
+        assert_eq!(
+            (u.id.as_str(), u.token.as_deref(), u.status),
+            (id.as_str(), Some(t.as_str()), UpdateStatus::InProgress)
+        );
+        assert_eq!(client(&d).start_update(&pool(), &r).await.unwrap(), id);
+        assert_eq!(d.upgrades(), 1);
+        assert!(
+            d.calls()
+                .iter()
+                .any(|c| c == "GET v1/projects/acme/locations/europe-west1/operations"),
+            "{:?}",
+            d.calls()
+        );
+    }
+
+    /// A second update while one runs is refused as GKE refuses it; a failed operation is
+    /// `Failed` with GKE's message; a custom image is refused before any write.
+    #[tokio::test]
+    async fn a_busy_pool_refuses_a_failed_upgrade_reports_and_custom_images_are_named() {
+        let d = double().await;
+        let gke = client(&d);
+        let broken = "1.31.6-gke.1000000/UBUNTU_CONTAINERD";
+        gke.start_update(&pool(), &req(broken, &token(3), MaxUnavailable::Count(1)))
+            .await
+            .unwrap();
+        let busy = gke
+            .start_update(&pool(), &req(NEW, &token(4), MaxUnavailable::Count(1)))
+            .await
+            .unwrap_err();
+        assert_eq!(busy.kind, CloudErrorKind::Invalid, "{busy}");
+        assert!(
+            busy.message.contains("FAILED_PRECONDITION")
+                && busy.message.contains("currently upgrading"),
+            "{busy}"
+        );
+        d.finish(false);
+        let st = gke.describe(&pool()).await.unwrap();
+        assert_eq!(
+            st.image, OLD,
+            "a failed upgrade leaves the pool where it was"
+        );
+        let u = st.update.unwrap();
+        assert_eq!(u.status, UpdateStatus::Failed);
+        assert!(u.errors[0].contains("does not boot"), "{:?}", u.errors);
+        let before = d.upgrades();
+        let e = gke
+            .start_update(
+                &pool(),
+                &req(
+                    "projects/acme/global/images/node-7",
+                    &token(5),
+                    MaxUnavailable::Count(1),
+                ),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.message.contains("node-7"), "{e}");
+        assert_eq!(d.upgrades(), before);
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
+    }
+}
+
+mod aks {
+    use super::*;
+    use async_trait::async_trait;
+    use azure_core::credentials::{AccessToken, TokenCredential, TokenRequestOptions};
+    use rota::cloud::azure::AzureOptions;
+    use rota::cloud::azure::agent_pools::{AksAgentPools, IMAGE_TAG, TOKEN_TAG};
+    use rota::cloud::azure::arm::LroOptions;
+
+    const SUB: &str = "1b2c3d4e-0000-4000-8000-000000000001";
+    const OLD: &str = "AKSUbuntu-2204gen2containerd-202610.01.0";
+    const NEW: &str = "AKSUbuntu-2204gen2containerd-202611.02.0";
+
+    fn path() -> String {
+        format!(
+            "/subscriptions/{SUB}/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/prod/agentPools/general"
+        )
+    }
+
+    fn pool() -> ManagedGroup {
+        ManagedGroup::AksAgentPool {
+            subscription_id: SUB.into(),
+            resource_group: "rg-prod".into(),
+            aks_cluster: "prod".into(),
+            agent_pool: "general".into(),
+        }
+    }
+
+    #[derive(Debug)]
+    struct FixedToken;
+
+    #[async_trait]
+    impl TokenCredential for FixedToken {
+        async fn get_token(
+            &self,
+            _: &[&str],
+            _: Option<TokenRequestOptions<'_>>,
+        ) -> azure_core::Result<AccessToken> {
+            Ok(AccessToken::new(
+                "aks-double-token".to_string(),
+                azure_core::time::OffsetDateTime::now_utc() + azure_core::time::Duration::hours(1),
+            ))
+        }
+    }
+
+    pub(super) fn client(d: &AksDouble) -> AksAgentPools {
+        AksAgentPools::new(
+            Arc::new(FixedToken),
+            AzureOptions {
+                endpoint: d.url.clone(),
+                retry: retries(),
+                lro: LroOptions {
+                    poll_interval: Duration::from_millis(1),
+                    min_poll_interval: Duration::ZERO,
+                    max_poll_interval: Duration::from_millis(1),
+                    timeout: Duration::from_secs(30),
+                },
+            },
+        )
+        .unwrap()
+    }
+
+    async fn double() -> AksDouble {
+        let d = AksDouble::start().await;
+        d.add_pool(&path(), 4, OLD);
+        d.set_latest(NEW);
+        d
+    }
+
+    /// Read, start (the settings PUT waited for, then the POST), start again (nothing new),
+    /// end: the pool on the newest image, the batch as maxSurge, the drain timeout and soak as
+    /// AKS's own, the pool's tags kept beside rota's.
+    #[tokio::test]
+    async fn an_aks_upgrade_is_started_once_and_followed_to_its_end() {
+        let d = double().await;
+        let aks = client(&d);
+        let st = aks.describe(&pool()).await.unwrap();
+        assert_eq!(
+            (st.image.as_str(), st.desired, st.max_unavailable),
+            (OLD, 4, Some(MaxUnavailable::Percent(10)))
+        );
+        assert!(st.update.is_none());
+
+        let t = token(1);
+        let r = req(NEW, &t, MaxUnavailable::Percent(25));
+        assert_eq!(aks.start_update(&pool(), &r).await.unwrap(), t);
+        assert_eq!(aks.start_update(&pool(), &r).await.unwrap(), t);
+        assert_eq!(d.upgrades(), 1, "{:?}", d.calls());
+        let p = d.properties(&path());
+        assert_eq!(
+            p["upgradeSettings"],
+            serde_json::json!({"maxSurge": "25%", "drainTimeoutInMinutes": 30, "nodeSoakDurationInMinutes": 2})
+        );
+        assert_eq!(p["tags"]["team"], "payments");
+        assert_eq!(
+            (p["tags"][TOKEN_TAG].as_str(), p["tags"][IMAGE_TAG].as_str()),
+            (Some(t.as_str()), Some(NEW))
+        );
+
+        let u = aks.describe(&pool()).await.unwrap().update.unwrap();
+        assert_eq!(
+            (u.token.as_deref(), u.status, u.image.as_str()),
+            (Some(t.as_str()), UpdateStatus::InProgress, NEW)
+        );
+        d.finish(true);
+        let st = aks.describe(&pool()).await.unwrap();
+        assert_eq!(st.image, NEW);
+        assert_eq!(st.update.unwrap().status, UpdateStatus::Successful);
+        let calls = d.calls();
+        let put = calls.iter().position(|c| c.starts_with("PUT ")).unwrap();
+        let post = calls.iter().position(|c| c.starts_with("POST ")).unwrap();
+        assert!(
+            put < post && calls[put + 1..post].iter().any(|c| c.starts_with("GET ")),
+            "the PUT is waited for before the POST: {calls:?}"
+        );
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
+    }
+
+    /// A failed upgrade reports AKS's error and can be tried again; the way back from a
+    /// finished one is a rollback to the recently used image (a PUT naming it, no POST); a pin AKS cannot reach is refused before any write;
+    /// a second upgrade while one runs is refused.
+    #[tokio::test]
+    async fn a_failed_upgrade_rolls_back_and_unreachable_pins_are_refused() {
+        let d = double().await;
+        let aks = client(&d);
+        aks.start_update(&pool(), &req(NEW, &token(2), MaxUnavailable::Count(1)))
+            .await
+            .unwrap();
+        let busy = aks
+            .start_update(&pool(), &req(OLD, &token(3), MaxUnavailable::Count(1)))
+            .await
+            .unwrap_err();
+        assert_eq!(busy.kind, CloudErrorKind::Invalid, "{busy}");
+        d.finish(false);
+        let u = aks.describe(&pool()).await.unwrap().update.unwrap();
+        assert_eq!(u.status, UpdateStatus::Failed);
+        assert!(
+            u.errors[0].starts_with("VMExtensionProvisioningError"),
+            "{:?}",
+            u.errors
+        );
+        // Tried again (a new token): the POST again, this time to its end.
+        aks.start_update(&pool(), &req(NEW, &token(6), MaxUnavailable::Count(1)))
+            .await
+            .unwrap();
+        d.finish(true);
+        assert_eq!(aks.describe(&pool()).await.unwrap().image, NEW);
+
+        let before = d.calls().iter().filter(|c| c.starts_with("POST ")).count();
+        let back = token(4);
+        aks.start_update(&pool(), &req(OLD, &back, MaxUnavailable::Count(1)))
+            .await
+            .unwrap();
+        assert_eq!(
+            d.calls().iter().filter(|c| c.starts_with("POST ")).count(),
+            before,
+            "a rollback is a PUT"
+        );
+        let u = aks.describe(&pool()).await.unwrap().update.unwrap();
+        assert_eq!(
+            (u.token.as_deref(), u.status, u.image.as_str()),
+            (Some(back.as_str()), UpdateStatus::InProgress, OLD)
+        );
+        d.finish(true);
+        assert_eq!(aks.describe(&pool()).await.unwrap().image, OLD);
+
+        let writes = d.calls().iter().filter(|c| !c.starts_with("GET ")).count();
+        let e = aks
+            .start_update(
+                &pool(),
+                &req(
+                    "AKSUbuntu-2204gen2containerd-202501.01.0",
+                    &token(5),
+                    MaxUnavailable::Count(1),
+                ),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            e.message.contains(NEW) && e.message.contains("202501.01.0"),
+            "{e}"
+        );
+        assert_eq!(
+            d.calls().iter().filter(|c| !c.starts_with("GET ")).count(),
+            writes
+        );
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
+    }
+}
+
+/// The doubles' request check finds what the descriptions do not allow in the very bodies
+/// the clients build: an unknown field, a read-only field sent back, a wrong api-version.
+#[test]
+fn the_descriptions_refuse_what_they_do_not_allow() {
+    use crate::support::api_schemas::{Api, check_request};
+    use rota::cloud::azure::agent_pools::put_body;
+    use rota::cloud::gcp::node_pools::update_request;
+    use serde_json::json;
+
+    let path = "projects/acme/locations/europe-west1/clusters/prod/nodePools/general";
+    let np = json!({"initialNodeCount": 2, "config": {"resourceLabels": {}}});
+    let r = req(
+        "1.31.5-gke.1023000/COS_CONTAINERD",
+        "rota-1-a",
+        MaxUnavailable::Count(1),
+    );
+    let body = update_request(path, &np, &r).unwrap();
+    let ok = check_request(Api::Container, "PUT", &format!("v1/{path}"), &body);
+    assert!(ok.is_empty(), "{ok:?}");
+    let mut bad = body.clone();
+    bad["maxSurge"] = json!(1);
+    let problems = check_request(Api::Container, "PUT", &format!("v1/{path}"), &bad);
+    assert!(
+        problems.iter().any(|p| p.contains("maxSurge")),
+        "{problems:?}"
+    );
+
+    let aks = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/c/agentPools/general";
+    let current =
+        json!({"properties": {"count": 2, "provisioningState": "Succeeded", "eTag": "1"}});
+    let body = put_body(&current, &r, false);
+    let url = format!("{aks}?api-version=2026-08-01");
+    let ok = check_request(Api::Aks, "PUT", &url, &body);
+    assert!(ok.is_empty(), "{ok:?}");
+    let mut bad = body.clone();
+    bad["properties"]["provisioningState"] = json!("Succeeded");
+    let problems = check_request(Api::Aks, "PUT", &url, &bad);
+    assert!(
+        problems.iter().any(|p| p.contains("read-only")),
+        "{problems:?}"
+    );
+    let old = check_request(
+        Api::Aks,
+        "PUT",
+        &format!("{aks}?api-version=2024-01-01"),
+        &body,
+    );
+    assert!(old.iter().any(|p| p.contains("api-version")), "{old:?}");
+}
+
+/// `rota clusters import --cloud gcp` and `--cloud azure`'s listing against the doubles: each
+/// cluster's pools written as `clusters/<name>.yaml` into a fleet repo whose channel has GKE's
+/// and AKS's version forms, valid, resolving to the very node pools and agent pools with the
+/// labels GKE and AKS put on their nodes, a comment per pool on where it came from; a second
+/// import writes the same bytes, and a hand edit is kept and named.
+#[tokio::test]
+async fn gke_and_aks_clusters_are_imported_valid_and_byte_stable() {
+    use rota_core::onboard::{Outcome, outcome};
+
+    let (g, a) = import_doubles().await;
+    let sub = SUB_IMPORT;
+    let gke = gke::client(&g);
+    let aks = aks::client(&a);
+    let gcp = [("project", "acme"), ("region", "europe-west1")];
+    let azure = [
+        ("subscriptionId", sub),
+        ("resourceGroup", "rg-prod"),
+        ("aksCluster", "aks-prod"),
+    ];
+    let found_gke = || async {
+        let pools = gke
+            .list_cluster_pools("acme", "europe-west1", "prod-euw1")
+            .await;
+        found("prod-euw1", "gcp", &gcp, pools.unwrap())
+    };
+    let found_aks = || async {
+        let pools = aks.list_cluster_pools(sub, "rg-prod", "aks-prod").await;
+        found("prod-weu", "azure", &azure, pools.unwrap())
+    };
+
+    let repo = fleet_with_gke_and_aks_forms();
+    let mut texts = Vec::new();
+    for f in [found_gke().await, found_aks().await] {
+        let rel = format!("clusters/{}.yaml", f.name);
+        let Outcome::New { text } = outcome(&rel, None, &f).unwrap() else {
+            panic!("no file yet")
+        };
+        std::fs::write(repo.path().join(&rel), &text).unwrap();
+        texts.push(text);
+    }
+    assert!(
+        texts[0].contains(
+            "# GKE node pool general of cluster prod-euw1 in acme/europe-west1 (nodePools.list)"
+        ),
+        "{}",
+        texts[0]
+    );
+    assert!(
+        texts[0].contains("gcp: {project: acme, region: europe-west1}"),
+        "{}",
+        texts[0]
+    );
+    assert!(!texts[0].contains("staging"), "{}", texts[0]);
+    assert!(texts[1].contains("a System pool"), "{}", texts[1]);
+    let fleet = rota::fleet::load_dir(repo.path()).unwrap_or_else(|d| {
+        panic!(
+            "the imported files do not validate:\n{d}\n{}\n{}",
+            texts[0], texts[1]
+        )
+    });
+    let gke_pool = |n: &str| ManagedGroup::GkeNodePool {
+        project: "acme".into(),
+        location: "europe-west1".into(),
+        gke_cluster: "prod-euw1".into(),
+        node_pool: n.into(),
+    };
+    let aks_pool = |n: &str| ManagedGroup::AksAgentPool {
+        subscription_id: sub.into(),
+        resource_group: "rg-prod".into(),
+        aks_cluster: "aks-prod".into(),
+        agent_pool: n.into(),
+    };
+    let gke_label = "cloud.google.com/gke-nodepool";
+    let aks_label = "kubernetes.azure.com/agentpool";
+    assert_eq!(
+        resolved(&fleet, "prod-euw1"),
+        [
+            managed(gke_pool("general"), gke_label),
+            managed(gke_pool("spot"), gke_label)
+        ]
+    );
+    assert_eq!(
+        resolved(&fleet, "prod-weu"),
+        [
+            managed(aks_pool("general"), aks_label),
+            managed(aks_pool("system"), aks_label)
+        ]
+    );
+
+    // Again: the same bytes. A hand edit is kept, and the owners' view named only where it differs.
+    assert_eq!(
+        outcome(
+            "clusters/prod-euw1.yaml",
+            Some(&texts[0]),
+            &found_gke().await
+        )
+        .unwrap(),
+        Outcome::Unchanged
+    );
+    assert_eq!(
+        outcome(
+            "clusters/prod-weu.yaml",
+            Some(&texts[1]),
+            &found_aks().await
+        )
+        .unwrap(),
+        Outcome::Unchanged
+    );
+    let edited = texts[1].replace("mode: readOnly", "mode: reconcile");
+    match outcome("clusters/prod-weu.yaml", Some(&edited), &found_aks().await).unwrap() {
+        Outcome::Differs { changes, .. } => assert!(changes.is_empty(), "{changes:?}"),
+        other => panic!("a hand edit is not overwritten: {other:?}"),
+    }
+}
+
+const SUB_IMPORT: &str = "1b2c3d4e-0000-4000-8000-000000000001";
+
+/// A GKE cluster `prod-euw1` of two node pools (beside another cluster's) and an AKS cluster
+/// `aks-prod` of a System and a User agent pool.
+async fn import_doubles() -> (GkeDouble, AksDouble) {
+    let g = GkeDouble::start().await;
+    for name in ["general", "spot"] {
+        g.add_pool(
+            &format!("projects/acme/locations/europe-west1/clusters/prod-euw1/nodePools/{name}"),
+            "1.31.4-gke.1183000",
+            "COS_CONTAINERD",
+            2,
+            &["europe-west1-b"],
+        );
+    }
+    // Another cluster's pool is not this cluster's.
+    g.add_pool(
+        "projects/acme/locations/europe-west1/clusters/staging/nodePools/general",
+        "1.31.4-gke.1183000",
+        "COS_CONTAINERD",
+        1,
+        &["europe-west1-b"],
+    );
+    let a = AksDouble::start().await;
+    let sub = SUB_IMPORT;
+    let ap = |n: &str| {
+        format!(
+            "/subscriptions/{sub}/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/aks-prod/agentPools/{n}"
+        )
+    };
+    a.add_pool(&ap("system"), 3, "AKSUbuntu-2204gen2containerd-202611.02.0");
+    a.set_property(&ap("system"), "mode", serde_json::json!("System"));
+    a.add_pool(
+        &ap("general"),
+        4,
+        "AKSUbuntu-2204gen2containerd-202611.02.0",
+    );
+
+    (g, a)
+}
+
+/// A fleet repo whose channel `general` has GKE's and AKS's version forms, a wave for
+/// `ring: early`, and no cluster yet.
+fn fleet_with_gke_and_aks_forms() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(repo.path().join("clusters")).unwrap();
+    std::fs::write(
+        repo.path().join("fleet.yaml"),
+        r#"apiVersion: rota.dev/v1alpha1
+kind: Fleet
+metadata: {name: acme}
+spec:
+  images:
+    general:
+      versions:
+        "2026.11.2":
+          gke: {nodeVersion: "1.31.5-gke.1023000", imageType: COS_CONTAINERD}
+          aks: {nodeImageVersion: "AKSUbuntu-2204gen2containerd-202611.02.0"}
+  waves:
+    - name: early
+      clusterSelector: {matchLabels: {ring: early}}
+      images: {general: "2026.11.2"}
+"#,
+    )
+    .unwrap();
+    repo
+}
+
+/// `pool` as a resolved pool's (group, node selector), its nodes picked by `label: NAME`.
+fn managed(
+    pool: ManagedGroup,
+    label: &str,
+) -> (
+    rota::cloud::GroupRef,
+    std::collections::BTreeMap<String, String>,
+) {
+    let selector = std::collections::BTreeMap::from([(label.to_string(), pool.name().to_string())]);
+    (rota::cloud::GroupRef::Managed(pool), selector)
+}
+
+/// Cluster `name`'s pools as the fleet resolves them: (group, node selector), by group.
+fn resolved(
+    fleet: &rota::fleet::Fleet,
+    name: &str,
+) -> Vec<(
+    rota::cloud::GroupRef,
+    std::collections::BTreeMap<String, String>,
+)> {
+    let mut v: Vec<_> = fleet
+        .resolve_cluster(name)
+        .unwrap()
+        .pools
+        .iter()
+        .map(|p| (p.group.clone(), p.node_selector.clone()))
+        .collect();
+    v.sort_by_key(|(g, _)| g.to_string());
+    v
+}
+
+/// The Cluster an import writes for `pools` found in `cloud` (`fields` its section), in wave
+/// `ring: early`, read-only.
+fn found(
+    name: &str,
+    cloud: &'static str,
+    fields: &[(&'static str, &str)],
+    pools: Vec<rota_core::onboard::FoundPool>,
+) -> rota_core::onboard::FoundCluster {
+    rota_core::onboard::FoundCluster {
+        name: name.into(),
+        labels: std::collections::BTreeMap::from([("ring".into(), "early".into())]),
+        cloud: rota_core::onboard::FoundCloud {
+            cloud,
+            fields: fields.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        },
+        channel: "general".into(),
+        pools,
+        read_only: true,
+        command: format!("rota clusters import {name}"),
+    }
+}

@@ -1,0 +1,395 @@
+//! A GKE double: the Kubernetes Engine API v1 calls rota's GKE node pool client makes
+//! (`projects.locations.clusters.nodePools.get` and `.update`,
+//! `projects.locations.operations.get` and `.list`), on a loopback port, held to Google's
+//! published container v1 discovery document (`api_schemas`, `Api::Container`).
+//!
+//! Every request is checked against the description as it arrives: one the description does
+//! not allow (a field it does not name, a value of the wrong type or enum, a path no method
+//! serves) is refused with 400 `INVALID_ARGUMENT` naming the problems, as GKE refuses a
+//! malformed request. Every exchange is checked again, answers included, when the double is
+//! dropped.
+//!
+//! It answers as GKE does: `nodePools.update` starts an `UPGRADE_NODES` operation, `RUNNING`
+//! until the test ends it ([`GkeDouble::finish`]: `DONE`, the pool on the new version and image
+//! type, or `DONE` with `error`, the pool left where it was); a second update while one runs
+//! is refused with 400 `FAILED_PRECONDITION` ("Operation ... is currently upgrading node
+//! pool ..."); `resourceLabels` replaces the pool's labels; operations are listed for the
+//! whole location, other clusters' and other kinds' among them.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use super::api_schemas::{Api, Exchange, check_on_drop, check_request};
+
+#[derive(Clone, Debug)]
+struct Pool {
+    version: String,
+    image_type: String,
+    per_zone: u64,
+    zones: Vec<String>,
+    labels: BTreeMap<String, String>,
+    upgrade_settings: Value,
+}
+
+#[derive(Clone, Debug)]
+struct Op {
+    name: String,
+    location: String,
+    kind: &'static str,
+    target: String,
+    status: &'static str,
+    start: String,
+    end: Option<String>,
+    error: Option<String>,
+    /// The node version and image type the pool moves to.
+    to: Option<(String, String)>,
+}
+
+#[derive(Default)]
+struct State {
+    /// By node pool path (`projects/P/locations/L/clusters/C/nodePools/N`).
+    pools: BTreeMap<String, Pool>,
+    ops: Vec<Op>,
+    exchanges: Vec<Exchange>,
+    serial: u32,
+    /// Requests refused for breaking the description (tests assert it stays empty, or not).
+    refused: Vec<String>,
+}
+
+pub struct GkeDouble {
+    pub url: String,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for GkeDouble {
+    fn drop(&mut self) {
+        self.task.abort();
+        let exchanges = std::mem::take(&mut self.state.lock().unwrap().exchanges);
+        check_on_drop(Api::Container, exchanges);
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+const BASE: &str = "https://container.googleapis.com/v1";
+
+impl GkeDouble {
+    pub async fn start() -> GkeDouble {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(Mutex::new(State::default()));
+        let s = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: Request<Incoming>| {
+                        let s = s.clone();
+                        async move { Ok::<_, std::convert::Infallible>(serve(&s, req).await) }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        GkeDouble { url, state, task }
+    }
+
+    /// A node pool at `path` of `per_zone` nodes in each of `zones`, on `version` and
+    /// `image_type`, with GKE's default upgrade settings (surge 1, unavailable 0).
+    pub fn add_pool(
+        &self,
+        path: &str,
+        version: &str,
+        image_type: &str,
+        per_zone: u64,
+        zones: &[&str],
+    ) {
+        self.state.lock().unwrap().pools.insert(
+            path.into(),
+            Pool {
+                version: version.into(),
+                image_type: image_type.into(),
+                per_zone,
+                zones: zones.iter().map(|z| z.to_string()).collect(),
+                labels: BTreeMap::from([("team".to_string(), "payments".to_string())]),
+                upgrade_settings: json!({"maxSurge": 1, "maxUnavailable": 0, "strategy": "SURGE"}),
+            },
+        );
+    }
+
+    /// An operation that is not this pool's upgrade (another cluster's, another kind), so
+    /// that the client has to pick the pool's own out of the location's list.
+    pub fn add_other_operation(&self, location: &str, kind: &'static str, target: &str) {
+        let mut s = self.state.lock().unwrap();
+        s.serial += 1;
+        let name = format!("operation-{}-other", s.serial);
+        s.ops.push(Op {
+            name,
+            location: location.into(),
+            kind,
+            target: format!("{BASE}/{target}"),
+            status: "DONE",
+            start: now(),
+            end: Some(now()),
+            error: None,
+            to: None,
+        });
+    }
+
+    /// End the running upgrade: `DONE` with the pool on its target, or `DONE` with an
+    /// error and the pool where it was.
+    pub fn finish(&self, ok: bool) {
+        let mut s = self.state.lock().unwrap();
+        let s = &mut *s;
+        let op = s
+            .ops
+            .iter_mut()
+            .rev()
+            .find(|o| o.status == "RUNNING")
+            .expect("an operation running");
+        op.status = "DONE";
+        op.end = Some(now());
+        if ok {
+            let path = op
+                .target
+                .strip_prefix(&format!("{BASE}/"))
+                .unwrap()
+                .to_string();
+            let (v, t) = op.to.clone().unwrap();
+            let pool = s.pools.get_mut(&path).unwrap();
+            pool.version = v;
+            pool.image_type = t;
+        } else {
+            op.error = Some("Nodes failed to register: the node image does not boot".into());
+        }
+    }
+
+    /// How many upgrades `nodePools.update` started (tests: "never a second update").
+    pub fn upgrades(&self) -> usize {
+        let s = self.state.lock().unwrap();
+        s.ops.iter().filter(|o| o.to.is_some()).count()
+    }
+
+    /// The pool's resource labels now.
+    pub fn labels(&self, path: &str) -> BTreeMap<String, String> {
+        self.state.lock().unwrap().pools[path].labels.clone()
+    }
+
+    /// The requests refused for breaking the description.
+    pub fn refused(&self) -> Vec<String> {
+        self.state.lock().unwrap().refused.clone()
+    }
+
+    /// Every (method, path) served, in order.
+    pub fn calls(&self) -> Vec<String> {
+        let s = self.state.lock().unwrap();
+        s.exchanges
+            .iter()
+            .map(|x| format!("{} {}", x.method, x.path))
+            .collect()
+    }
+}
+
+fn pool_json(path: &str, p: &Pool, running: bool) -> Value {
+    json!({
+        "name": path.rsplit('/').next().unwrap(),
+        "version": p.version,
+        "config": {"imageType": p.image_type, "resourceLabels": p.labels, "machineType": "e2-standard-4"},
+        "initialNodeCount": p.per_zone,
+        "locations": p.zones,
+        "upgradeSettings": p.upgrade_settings,
+        "status": if running { "RECONCILING" } else { "RUNNING" },
+        "selfLink": format!("{BASE}/{path}"),
+    })
+}
+
+fn op_json(project: &str, o: &Op) -> Value {
+    let mut v = json!({
+        "name": o.name,
+        "location": o.location,
+        "operationType": o.kind,
+        "status": o.status,
+        "selfLink": format!("{BASE}/projects/{project}/locations/{}/operations/{}", o.location, o.name),
+        "targetLink": o.target,
+        "startTime": o.start,
+    });
+    if let Some(e) = &o.end {
+        v["endTime"] = json!(e);
+    }
+    if let Some(e) = &o.error {
+        v["error"] = json!({"code": 13, "message": e});
+        v["statusMessage"] = json!(e);
+    }
+    v
+}
+
+fn google_error(status: u16, code: &str, message: &str) -> (u16, Value) {
+    (
+        status,
+        json!({"error": {"code": status, "message": message, "status": code}}),
+    )
+}
+
+async fn serve(state: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Full<bytes::Bytes>> {
+    let method = req.method().to_string();
+    let path = req.uri().path().trim_start_matches('/').to_string();
+    let bytes = req.into_body().collect().await.unwrap().to_bytes();
+    let request: Value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or(Value::String("<not JSON>".into()))
+    };
+    let problems = check_request(Api::Container, &method, &path, &request);
+    let mut s = state.lock().unwrap();
+    let (status, response) = if problems.is_empty() {
+        answer(&mut s, &method, &path, &request)
+    } else {
+        s.refused.extend(problems.iter().cloned());
+        google_error(400, "INVALID_ARGUMENT", &problems.join("; "))
+    };
+    s.exchanges.push(Exchange {
+        method,
+        path,
+        status,
+        request,
+        response: response.clone(),
+        headers: vec![],
+    });
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(response.to_string().into()))
+        .unwrap()
+}
+
+fn answer(s: &mut State, method: &str, path: &str, body: &Value) -> (u16, Value) {
+    let parts: Vec<&str> = path.split('/').collect();
+    // v1/projects/P/locations/L/...
+    let (project, location) = (
+        parts.get(2).copied().unwrap_or(""),
+        parts.get(4).copied().unwrap_or(""),
+    );
+    let tail = &parts[1.min(parts.len())..].join("/");
+    let running_on = |s: &State, target: &str| {
+        s.ops
+            .iter()
+            .find(|o| o.status == "RUNNING" && o.target == format!("{BASE}/{target}"))
+            .cloned()
+    };
+    match (method, parts.get(5).copied(), parts.len()) {
+        ("GET", Some("operations"), 6) => {
+            let ops: Vec<Value> = s
+                .ops
+                .iter()
+                .filter(|o| o.location == location)
+                .map(|o| op_json(project, o))
+                .collect();
+            (200, json!({"operations": ops}))
+        }
+        ("GET", Some("operations"), 7) => match s.ops.iter().find(|o| o.name == parts[6]) {
+            Some(o) => (200, op_json(project, o)),
+            None => google_error(
+                404,
+                "NOT_FOUND",
+                &format!("Operation {} not found", parts[6]),
+            ),
+        },
+        ("GET", Some("clusters"), 8) if parts[7] == "nodePools" => {
+            let prefix = format!("{tail}/");
+            let pools: Vec<Value> = s
+                .pools
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .map(|(k, p)| pool_json(k, p, running_on(s, k).is_some()))
+                .collect();
+            (200, json!({"nodePools": pools}))
+        }
+        ("GET", Some("clusters"), 9) => match s.pools.get(tail.as_str()) {
+            Some(p) => (200, pool_json(tail, p, running_on(s, tail).is_some())),
+            None => google_error(
+                404,
+                "NOT_FOUND",
+                &format!("Node pool {} not found.", parts[8]),
+            ),
+        },
+        ("PUT", Some("clusters"), 9) => {
+            if !s.pools.contains_key(tail.as_str()) {
+                return google_error(
+                    404,
+                    "NOT_FOUND",
+                    &format!("Node pool {} not found.", parts[8]),
+                );
+            }
+            if let Some(o) = running_on(s, tail) {
+                return google_error(
+                    400,
+                    "FAILED_PRECONDITION",
+                    &format!(
+                        "Operation {} is currently upgrading node pool {}. Please wait and try again once it is done.",
+                        o.name, parts[8]
+                    ),
+                );
+            }
+            let pool = s.pools.get_mut(tail.as_str()).unwrap();
+            let version = match body["nodeVersion"].as_str() {
+                Some("-") | None => pool.version.clone(),
+                Some(v) => v.to_string(),
+            };
+            let image_type = body["imageType"]
+                .as_str()
+                .unwrap_or(&pool.image_type)
+                .to_string();
+            if let Some(u) = body.get("upgradeSettings") {
+                pool.upgrade_settings = u.clone();
+            }
+            if let Some(l) = body["resourceLabels"]["labels"].as_object() {
+                pool.labels = l
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect();
+            }
+            s.serial += 1;
+            let op = Op {
+                name: format!(
+                    "operation-{}-{:08x}",
+                    s.serial,
+                    s.serial.wrapping_mul(2_654_435_761)
+                ),
+                location: location.to_string(),
+                kind: "UPGRADE_NODES",
+                target: format!("{BASE}/{tail}"),
+                status: "RUNNING",
+                start: now(),
+                end: None,
+                error: None,
+                to: Some((version, image_type)),
+            };
+            let v = op_json(project, &op);
+            s.ops.push(op);
+            (200, v)
+        }
+        _ => google_error(
+            404,
+            "NOT_FOUND",
+            &format!("{method} {path}: not served by the GKE double"),
+        ),
+    }
+}
