@@ -226,12 +226,31 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
     let all = rota::cli::audit::lives(&repo, &rota::ledger::Filter::default()).unwrap();
 
     // Instance IDs are unique within a group only (an Azure scale set numbers its own from
-    // 0): compare the two records as counts per instance and image.
+    // 0): compare the two records as counts per instance and image. Two gaps of the ledger
+    // are left out, by name (docs/audit.md says both): the EKS managed node group's
+    // instances (the ledger reads self-managed groups only), and the canary-use1 surge on
+    // the bad build, which the rollback took back between two of the agent's looks (ten
+    // fleet minutes at the demo's speed) before any look saw its node.
+    const BAD_SURGE: &str = "ami-0e5d4c3b2a1908f7e";
     let mut ran: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+    let mut unrecorded = Vec::new();
     for r in &o.ran {
+        if r.group == "system" || r.image == BAD_SURGE {
+            unrecorded.push(r);
+            continue;
+        }
         *ran.entry((r.instance.as_str(), r.image.as_str()))
             .or_default() += 1;
     }
+    assert!(
+        unrecorded.iter().any(|r| r.group == "system"),
+        "{unrecorded:?}"
+    );
+    assert!(
+        all.iter()
+            .all(|l| l.image != BAD_SURGE && !l.instance.starts_with("system-")),
+        "the gaps closed: the exclusions above can go"
+    );
     let mut recorded: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
     for l in &all {
         *recorded
