@@ -147,7 +147,9 @@ impl Story<'_> {
             |s, v| s.all_on(v, &canary, &merge, |st| st == crate::report::State::Success),
         )
         .await?;
-        self.say("the revert is in force: both pools run 2026.11.2 again and nothing waits for a person");
+        self.say(
+            "the revert is in force: both pools run 2026.11.2 again and nothing waits for a person",
+        );
         let merged = self.signals("the revert merged", &merge).await?;
         self.show_pools(&merged);
         Ok(Failure {
@@ -165,10 +167,7 @@ impl Story<'_> {
         self.note("rota status --fleet says:");
         for (c, p) in [("canary-use1", "general"), ("dev-usc1", "general")] {
             let lines = s.fleet_lines(c, p);
-            let indented: Vec<String> = lines
-                .lines()
-                .map(|l| format!("  {c:<12} {l}"))
-                .collect();
+            let indented: Vec<String> = lines.lines().map(|l| format!("  {c:<12} {l}")).collect();
             self.note(&indented.join("\n"));
         }
     }
@@ -233,7 +232,9 @@ impl Story<'_> {
                 .is_some_and(|st| st.description.starts_with("paused"))
         })
         .await?;
-        self.say("after the retry the gate fails again: the image is the cause, not a passing glitch");
+        self.say(
+            "after the retry the gate fails again: the image is the cause, not a passing glitch",
+        );
         let retried = self.signals("the retry failed", commit).await?;
         Ok((line, retried))
     }
@@ -288,7 +289,9 @@ impl Story<'_> {
         let branch = branch
             .ok_or("demo: rota propose proposed no revert of wave canary")?
             .to_string();
-        self.say(&format!("a person reviews the revert and merges it (branch {branch})"));
+        self.say(&format!(
+            "a person reviews the revert and merges it (branch {branch})"
+        ));
         let r = self.repo.clone();
         let b = branch.clone();
         let merge = blocking(move || {

@@ -30,7 +30,9 @@ impl Story<'_> {
             .map(|p| p.group.clone())
             .ok_or_else(|| format!("demo: no pool {CLUSTER}/{POOL} in the fleet"))?;
         let GroupRef::Managed(group) = group else {
-            return Err(format!("demo: {CLUSTER}/{POOL} is not a managed pool: {group:?}"));
+            return Err(format!(
+                "demo: {CLUSTER}/{POOL} is not a managed pool: {group:?}"
+            ));
         };
         let updates: Vec<String> = self
             .fleet

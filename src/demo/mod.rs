@@ -170,7 +170,8 @@ const PROMETHEUS: &str = "http://prometheus.monitoring:9090";
 const PROD_USE1_LAST: &str = "      rollout: {batch: 1, batchSoak: 20m}\n";
 /// An EKS managed node group: rota changes it only through EKS's API (its own update, with
 /// rota's policy mapped onto the update's settings), never its launch template.
-const MANAGED_POOL: &str = "    # An EKS managed node group: rota rotates it through EKS's own update
+const MANAGED_POOL: &str =
+    "    # An EKS managed node group: rota rotates it through EKS's own update
     # (UpdateNodegroupVersion), never by writing its launch template.
     - name: system
       channel: general
@@ -180,7 +181,8 @@ const MANAGED_POOL: &str = "    # An EKS managed node group: rota rotates it thr
         managedUpdate: service
         windows: []           # any time, like batch
 ";
-const MANAGED_COMMIT: &str = "prod-use1: pool system, an EKS managed node group (changed only through EKS's API)";
+const MANAGED_COMMIT: &str =
+    "prod-use1: pool system, an EKS managed node group (changed only through EKS's API)";
 const PROMOTION_BRANCH: &str = "promote/early-general-2026.11.2";
 
 /// Plays the story; writes what happens to `out`.

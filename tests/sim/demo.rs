@@ -325,7 +325,10 @@ fn the_demo_fails_once_and_every_signal_is_true(o: &Outcome, text: &str) {
     assert_eq!(rolled.state, State::Failure, "{rolled:?}");
     assert!(rolled.description.starts_with("failed"), "{rolled:?}");
     assert!(rolled.description.contains("health gate"), "{rolled:?}");
-    let stop = rolled.stop.as_ref().expect("a stop on the rolled-back pool");
+    let stop = rolled
+        .stop
+        .as_ref()
+        .expect("a stop on the rolled-back pool");
     assert_eq!(stop.reason, "RolledBack", "{stop:?}");
     assert_eq!(stop.by, rota::rotate::stop::MovedBy::Person, "{stop:?}");
     let paused = noted(&f.failed, "dev-usc1/general");
@@ -360,11 +363,17 @@ fn the_demo_fails_once_and_every_signal_is_true(o: &Outcome, text: &str) {
         let stop = f.failed.page_stops[pool].as_deref().unwrap_or_default();
         assert!(stop.starts_with("needs a person"), "{pool}: {stop:?}");
     }
-    assert!(f.failed.page_needs_person >= 2, "{}", f.failed.page_needs_person);
+    assert!(
+        f.failed.page_needs_person >= 2,
+        "{}",
+        f.failed.page_needs_person
+    );
     let npr = &f.failed.pools["canary-use1/general"];
     assert_eq!(npr.phase, "Failed", "{npr:?}");
     assert!(
-        npr.stop.as_deref().is_some_and(|s| s.starts_with("RolledBack")),
+        npr.stop
+            .as_deref()
+            .is_some_and(|s| s.starts_with("RolledBack")),
         "{npr:?}"
     );
     assert_eq!(f.failed.pools["dev-usc1/general"].phase, "Paused");
@@ -375,7 +384,12 @@ fn the_demo_fails_once_and_every_signal_is_true(o: &Outcome, text: &str) {
     let again = &f.retried.pools["dev-usc1/general"];
     assert_eq!(again.phase, "Paused", "{again:?}");
     let again = noted(&f.retried, "dev-usc1/general");
-    assert!(again.description.starts_with("paused; next: rota ctl retry"), "{again:?}");
+    assert!(
+        again
+            .description
+            .starts_with("paused; next: rota ctl retry"),
+        "{again:?}"
+    );
 
     // rota proposed the revert of the canary wave, with the failures as evidence; a person
     // merged it.
@@ -413,7 +427,11 @@ fn the_demo_fails_once_and_every_signal_is_true(o: &Outcome, text: &str) {
         assert_eq!(s.stop, None, "{pool}: {s:?}");
         assert_eq!(merged.page_stops[pool], None, "{pool}");
         let npr = &merged.pools[pool];
-        assert_eq!((npr.phase.as_str(), npr.stop.as_deref()), ("Succeeded", None), "{npr:?}");
+        assert_eq!(
+            (npr.phase.as_str(), npr.stop.as_deref()),
+            ("Succeeded", None),
+            "{npr:?}"
+        );
         assert_eq!(npr.version, "2026.11.2", "{npr:?}");
     }
     assert!(
