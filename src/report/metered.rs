@@ -105,7 +105,7 @@ mod tests {
         let store = MeteredStore::new(budgeted, metrics.clone());
         let commit = "0123456789abcdef0123456789abcdef01234567";
         for pool in ["a", "b", "c"] {
-            let s = CommitStatus::new(&format!("rota/c1/{pool}"), State::Pending, "batch 1/2");
+            let s = CommitStatus::new(format!("rota/c1/{pool}"), State::Pending, "batch 1/2");
             store.set(commit, &s).await.unwrap();
         }
         let text = metrics.render();
