@@ -160,6 +160,8 @@ struct Inner {
     commit_rejected: IntGaugeVec,
     history_rewritten: IntGaugeVec,
     statuses_posted: IntCounterVec,
+    statuses_deferred: IntCounterVec,
+    statuses_waiting: IntGaugeVec,
     notifications: IntCounterVec,
     leader: IntGaugeVec,
     build_info: IntGaugeVec,
@@ -397,6 +399,16 @@ impl Metrics {
                 "Commit statuses posted, by backend and outcome.",
                 &["cluster", "backend", "outcome"]
             )),
+            statuses_deferred: reg!(c(
+                "rota_statuses_deferred_total",
+                "Commit statuses deferred past the fleet's write budget (written later, the newest per context).",
+                &["cluster", "backend"]
+            )),
+            statuses_waiting: reg!(ig(
+                "rota_statuses_waiting",
+                "Commit statuses waiting for the write budget now.",
+                &["cluster", "backend"]
+            )),
             notifications: reg!(c(
                 "rota_notifications_total",
                 "Notification messages sent, by outcome.",
@@ -555,6 +567,22 @@ impl Metrics {
             .statuses_posted
             .with_label_values(&[self.inner.cluster.as_str(), backend, outcome.as_str()])
             .inc();
+    }
+
+    /// A status the write budget deferred (`report::budget`).
+    pub fn record_status_deferred(&self, backend: &str) {
+        self.inner
+            .statuses_deferred
+            .with_label_values(&[self.inner.cluster.as_str(), backend])
+            .inc();
+    }
+
+    /// How many statuses wait for the write budget now.
+    pub fn set_statuses_waiting(&self, backend: &str, waiting: usize) {
+        self.inner
+            .statuses_waiting
+            .with_label_values(&[self.inner.cluster.as_str(), backend])
+            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
     }
 
     /// `rota_pool_info{cluster,pool,channel,version,image} 1`: what every node of `pool`

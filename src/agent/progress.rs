@@ -27,13 +27,17 @@ use super::desired::PoolIntent;
 /// `deferred until <time>` out of a status message of a pool whose next batch waits for a
 /// window with room for it or for a blackout's end (`rotate::window::Deferral::describe`).
 fn deferred(message: &str) -> Option<&str> {
-    let at = message.find("deferred until ")?;
+    let at = message.find(DEFERRED)?;
     let rest = &message[at..];
     Some(rest.split(": ").next().unwrap_or(rest))
 }
 
 /// How a pool outside its maintenance window describes itself.
 pub const WINDOW_WAIT: &str = "waiting for a maintenance window";
+
+/// How a pool whose next batch waits for a window with room for it (or a blackout's end)
+/// begins its description: `deferred until <time>`.
+pub const DEFERRED: &str = "deferred until ";
 
 /// The status of one pool at `commit`.
 pub fn pool_status(

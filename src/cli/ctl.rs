@@ -12,11 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-
-use crate::kube::crd::NodePoolRotation;
-use rota_core::rotate::operator::{REQUEST_ANNOTATION, REQUEST_NOTE_ANNOTATION, Request, Verb};
+use rota_core::rotate::operator::{REQUEST_ANNOTATION, Request, Verb};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CtlVerb {
@@ -82,64 +78,18 @@ async fn client(args: &CtlArgs) -> Result<kube::Client, String> {
     kube::Client::try_from(config).map_err(|e| format!("Kubernetes client: {e}"))
 }
 
-/// Sets the request annotation; returns the request written.
+/// Sets the request annotation (`kube::operator`); returns the request written.
 pub async fn request(args: &CtlArgs) -> Result<Request, String> {
     let client = client(args).await?;
-    let api: Api<NodePoolRotation> = Api::all(client);
-    let npr = api
-        .get_opt(&args.pool)
-        .await
-        .map_err(|e| format!("reading NodePoolRotation {}: {e}", args.pool))?
-        .ok_or_else(|| {
-            format!(
-                "no NodePoolRotation {:?} in cluster {:?} (kubectl get nodepoolrotations lists them)",
-                args.pool, args.cluster
-            )
-        })?;
-    if npr.spec.cluster != args.cluster {
-        return Err(format!(
-            "NodePoolRotation {:?} belongs to cluster {:?}, not {:?}: wrong --context?",
-            args.pool, npr.spec.cluster, args.cluster
-        ));
-    }
-    let who = whoami(&api).await?;
-    // Whole seconds, so that the value reads well in `kubectl get -o yaml`; the value is the
-    // request's identity, so two requests in the same second by the same person are one.
-    let now = chrono::Utc::now();
-    let r = Request::new(verb(args.verb), now, Some(&who)).with_note(args.by.as_deref());
-    // The note is replaced (or removed) with the request: it never outlives the request it
-    // was written for.
-    let patch = serde_json::json!({"metadata": {"annotations": {
-        REQUEST_ANNOTATION: r.id,
-        REQUEST_NOTE_ANNOTATION: r.note,
-    }}});
-    api.patch(&args.pool, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| format!("annotating NodePoolRotation {}: {e}", args.pool))?;
-    Ok(r)
-}
-
-/// The caller's Kubernetes user name, as the API server authenticates it.
-async fn whoami(api: &Api<NodePoolRotation>) -> Result<String, String> {
-    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-    let reviews: Api<SelfSubjectReview> = Api::all(api.clone().into_client());
-    let review = reviews
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .map_err(|e| {
-            format!(
-                "asking the API server who you are (SelfSubjectReview, Kubernetes 1.28 or later; `kubectl auth whoami` does the same): {e}"
-            )
-        })?;
-    review
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| {
-            "the API server did not say who you are (SelfSubjectReview without a user name)"
-                .to_string()
-        })
+    crate::kube::operator::request(
+        client,
+        &args.cluster,
+        &args.pool,
+        verb(args.verb),
+        args.by.as_deref(),
+        chrono::Utc::now(),
+    )
+    .await
 }
 
 pub fn run(args: CtlArgs) -> ExitCode {

@@ -1,7 +1,8 @@
 //! `rota demo`: the GitOps story on a simulated fleet, with real git commits.
 //!
-//! The fleet of `examples/fleet-repo` (7 clusters, 13 pools, 3 waves) becomes a git repo (a
-//! bare origin and a work clone, in a temporary folder or `--keep DIR`), a simulated fleet
+//! The fleet of `examples/fleet-repo` (7 clusters, 13 pools, 3 waves; the demo adds an EKS
+//! managed node group to prod-use1) becomes a git repo (a bare origin and a work clone, in a
+//! temporary folder or `--keep DIR`), a simulated fleet
 //! ([`crate::agent::local::LocalFleet`]: per cluster a simulated API server, the rotation
 //! controller and an agent following the origin, statuses in git notes), and the story is
 //! played with the `git` command, as people would:
@@ -10,9 +11,14 @@
 //!    adopt each pool on its pins, with the promotion guard on;
 //! 2. (a) a commit bumps the canary wave to `2026.11.2`: its pools roll, batch by batch;
 //! 3. (b) a branch moving wave `early`'s pin is merged (a merge commit) right away: the
-//!    promotion guard holds the wave until the canary has soaked (2h), then it rolls;
+//!    promotion guard holds the wave until the canary has soaked (2h), then it rolls, its
+//!    EKS managed node group prod-use1/system through EKS's own update ([`managed`]);
 //! 4. (c) the clouds publish `2026.11.3`; `rota images discover --write` proposes it on the
-//!    canary wave; midway, `git revert`: the pools roll back.
+//!    canary wave; midway, `git revert`: the pools roll back;
+//! 5. (d) the demo fails once ([`failure`]): a bad build `2026.11.4` fails the `pods-healthy`
+//!    gate; canary-use1/general rolls back by itself, dev-usc1/general pauses; a person's
+//!    `rota ctl retry` fails again; `rota propose` writes the revert, a person merges it, and
+//!    every signal ends with no stop.
 //!
 //! It ends with `git log --graph` and every commit's statuses, read from the status store.
 //!
@@ -28,6 +34,8 @@
 //! Built with the `sim` Cargo feature only (on by default; the image leaves it out).
 #![cfg(feature = "sim")]
 
+pub mod failure;
+pub mod managed;
 pub mod prometheus;
 pub mod repo;
 pub mod view;
@@ -43,9 +51,10 @@ use tokio::sync::watch;
 
 use crate::agent::Snapshot;
 use crate::agent::local::{LocalConfig, LocalFleet};
-use crate::agent::progress::WINDOW_WAIT;
+use crate::agent::progress::{DEFERRED, WINDOW_WAIT};
 use crate::kube::crd::NodePoolRotation;
 use crate::report::{CommitStatus, GitNotesStore, State};
+use failure::{Build, GOOD_BUILD};
 use repo::DemoRepo;
 use rota_sim::scenario::WorkloadProfile;
 use view::ClusterView;
@@ -108,7 +117,7 @@ pub struct PoolEnd {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     /// The story's commits by step name (`initial`, `prometheus`, `bump`, `promotion-branch`,
-    /// `merge`, `bump-again`, `revert`).
+    /// `merge`, `bump-again`, `revert`, `bad-image`, `revert-merged`).
     pub commits: BTreeMap<String, String>,
     /// Every commit's statuses (all clusters), from the git notes on the origin.
     pub statuses: BTreeMap<String, Vec<CommitStatus>>,
@@ -128,6 +137,11 @@ pub struct Outcome {
     /// The simulated cloud's own record: every instance that came in service, with its
     /// image (what the ledger is checked against).
     pub ran: Vec<rota_sim::cloud::Ran>,
+    /// (d): the failure, and what every view said at each of its steps.
+    pub failure: failure::Failure,
+    /// The EKS managed node group's updates as EKS made them, `image status` each
+    /// ([`managed`]).
+    pub managed_updates: Vec<String>,
 }
 
 /// The workloads of every simulated cluster: the default profile without its singleton
@@ -152,6 +166,23 @@ const EARLY_V1: &str = r#"images: {general: "2026.11.1", gpu: "2026.10.3"}
 const EARLY_V2: &str = r#"images: {general: "2026.11.2", gpu: "2026.10.3"}
       soak: 24h"#;
 const PROMETHEUS: &str = "http://prometheus.monitoring:9090";
+/// prod-use1's last pool in the example, where the demo adds its managed pool after it.
+const PROD_USE1_LAST: &str = "      rollout: {batch: 1, batchSoak: 20m}\n";
+/// An EKS managed node group: rota changes it only through EKS's API (its own update, with
+/// rota's policy mapped onto the update's settings), never its launch template.
+const MANAGED_POOL: &str =
+    "    # An EKS managed node group: rota rotates it through EKS's own update
+    # (UpdateNodegroupVersion), never by writing its launch template.
+    - name: system
+      channel: general
+      nodeSelector: {eks.amazonaws.com/nodegroup: system}
+      group: {eksNodegroup: system}
+      rollout:
+        managedUpdate: service
+        windows: []           # any time, like batch
+";
+const MANAGED_COMMIT: &str =
+    "prod-use1: pool system, an EKS managed node group (changed only through EKS's API)";
 const PROMOTION_BRANCH: &str = "promote/early-general-2026.11.2";
 
 /// Plays the story; writes what happens to `out`.
@@ -239,12 +270,18 @@ impl<'a> Story<'a> {
             .await
             .map_err(|e| format!("demo: cannot listen on loopback: {e}"))?;
         let (r, url) = (repo.clone(), prom.url.clone());
-        let (initial, prometheus) = blocking(move || {
+        let (initial, managed, prometheus) = blocking(move || {
             // The example pins the canary and early waves one version ahead: start every wave
             // on 2026.11.1, so that the story can move them.
             r.edit("fleet.yaml", CANARY_V2, CANARY_V1)?;
             r.edit("fleet.yaml", EARLY_V2, EARLY_V1)?;
             let initial = r.commit("fleet: acme, every wave on general 2026.11.1")?;
+            r.edit(
+                "clusters/aws/prod-use1.yaml",
+                PROD_USE1_LAST,
+                &format!("{PROD_USE1_LAST}{MANAGED_POOL}"),
+            )?;
+            let managed = r.commit(MANAGED_COMMIT)?;
             let path = "gates/prometheus.yaml";
             let text = r.read(path)?;
             std::fs::write(r.work.join(path), text.replace(PROMETHEUS, &url))
@@ -255,13 +292,14 @@ impl<'a> Story<'a> {
                  stand-in answers every query with 0 (no errors). Nothing else changes."
             ))?;
             r.push()?;
-            Ok((initial, prometheus))
+            Ok((initial, managed, prometheus))
         })
         .await?;
         let _ = writeln!(
             out,
-            "{} fleet: acme, every wave on general 2026.11.1\n{} demo: the Prometheus gates query the demo's stand-in at {}",
+            "{} fleet: acme, every wave on general 2026.11.1\n{} {MANAGED_COMMIT}\n{} demo: the Prometheus gates query the demo's stand-in at {}",
             &initial[..7],
+            &managed[..7],
             &prometheus[..7],
             prom.url
         );
@@ -329,6 +367,7 @@ impl<'a> Story<'a> {
         let start_fleet = fleet.clock.now();
         let mut commits = BTreeMap::new();
         commits.insert("initial".to_string(), initial);
+        commits.insert("managed".to_string(), managed);
         commits.insert("prometheus".to_string(), prometheus.clone());
         let mut story = Story {
             opts,
@@ -383,7 +422,7 @@ impl<'a> Story<'a> {
         // pools would wait for the canary forever).
         let adopted = self.adopted(head).await?;
         self.note(&format!(
-            "{} pools adopted (records of kind `adopted` in refs/notes/rota/<cluster>), e.g. {}",
+            "{} pools adopted (records of kind `adopted` in refs/notes/rota/<cluster>; not the managed prod-use1/system), e.g. {}",
             adopted.len(),
             adopted
                 .iter()
@@ -451,24 +490,39 @@ impl<'a> Story<'a> {
             "wave early waits for the canary's soak, then rolls",
             |s, v| {
                 // A pool outside its maintenance window waits for it (prod-use1/general: Mon-Thu
-                // 14:00-20:00 New York); the story goes on meanwhile.
+                // 14:00-20:00 New York): `waiting for a maintenance window`, or `deferred until`
+                // the next window with room for a batch. The story goes on meanwhile, rather
+                // than wait up to four days of fleet time for Monday afternoon.
                 early.iter().all(|c| {
                     let st = s.statuses_on(v, c, &merge);
                     !st.is_empty()
                         && st.iter().skip(1).all(|p| {
-                            p.state != State::Pending || p.description.starts_with(WINDOW_WAIT)
+                            p.state != State::Pending
+                                || p.description.starts_with(WINDOW_WAIT)
+                                || p.description.starts_with(DEFERRED)
                         })
                 })
             },
         )
         .await?;
 
-        // (c) bump again, revert midway. The clouds publish a build; discovery proposes it.
-        let again = self.discover_and_propose().await?;
-        self.note(&format!(
-            "{} images: general 2026.11.3 on wave canary",
-            &again[..7]
-        ));
+        let managed_updates = self.managed_updates().await?;
+
+        // (c) bump again, revert midway.
+        let revert_progress = self.revert_midway(&canary).await?;
+
+        // (d) the demo fails once.
+        let failure = self.fails_once().await?;
+        let mut outcome = self.epilogue(revert_progress, guard, failure).await?;
+        outcome.managed_updates = managed_updates;
+        Ok(outcome)
+    }
+
+    /// (c): the clouds publish a build; discovery proposes it on the canary wave; midway, a
+    /// person reverts it with `git revert`. Returns the canary pools' descriptions seen on
+    /// the revert commit (the rollback as it happened).
+    async fn revert_midway(&mut self, canary: &[String]) -> Result<Vec<String>, String> {
+        let again = self.discover_and_propose(&GOOD_BUILD, "bump-again").await?;
         self.fleet.poke();
         self.wait("canary-use1/general is midway (batch 2)", |s, v| {
             s.pool(v, "canary-use1", "general", &again)
@@ -494,18 +548,26 @@ impl<'a> Story<'a> {
         self.fleet.poke();
         let mut revert_progress = Vec::new();
         self.wait("the canary wave rolls back to general 2026.11.2", |s, v| {
-            for c in &canary {
+            for c in canary {
                 for st in s.statuses_on(v, c, &revert).into_iter().skip(1) {
                     if revert_progress.last() != Some(&st.description) {
                         revert_progress.push(st.description.clone());
                     }
                 }
             }
-            s.all_on(v, &canary, &revert, |st| st == State::Success)
+            s.all_on(v, canary, &revert, |st| st == State::Success)
         })
         .await?;
+        Ok(revert_progress)
+    }
 
-        // The story in git.
+    /// The story in git, each commit's statuses, and what the story did.
+    async fn epilogue(
+        &mut self,
+        revert_progress: Vec<String>,
+        guard: Vec<String>,
+        failure: failure::Failure,
+    ) -> Result<Outcome, String> {
         self.say("the story in git");
         let r = self.repo.clone();
         let log = blocking(move || r.git(&["log", "--oneline", "--graph", "main"])).await?;
@@ -584,6 +646,8 @@ impl<'a> Story<'a> {
             wall_time,
             dir: PathBuf::new(),
             ran: Vec::new(),
+            failure,
+            managed_updates: Vec::new(),
         })
     }
 
@@ -596,7 +660,10 @@ impl<'a> Story<'a> {
     }
 
     /// `cluster/pool channel@version` of every pool recorded as adopted on `commit`; an error
-    /// unless every pool of the fleet is (the story starts on a fleet already on its pins).
+    /// unless every self-managed pool of the fleet is (the story starts on a fleet already on
+    /// its pins). The agent does not adopt a managed pool (`agent::adopt` observes groups
+    /// rota writes itself): prod-use1/system reports its pin like the others but goes
+    /// through the promotion guard, which its wave's pin of 2026.11.1 passes.
     async fn adopted(&self, commit: &str) -> Result<Vec<String>, String> {
         let store = GitNotesStore::new(&self.repo.origin, None, None);
         store.scope_to(self.order.iter().map(|(c, _)| c.clone()));
@@ -616,6 +683,8 @@ impl<'a> Story<'a> {
                     "{}/{} {}@{}",
                     r.cluster, r.pool, c.channel, c.version
                 )),
+                None if (r.cluster.as_str(), r.pool.as_str())
+                    == (managed::CLUSTER, managed::POOL) => {}
                 None => not.push(format!("{}/{}", r.cluster, r.pool)),
             }
         }
@@ -629,36 +698,41 @@ impl<'a> Story<'a> {
         Ok(out)
     }
 
-    /// (c)'s start: the clouds publish general's build 2026.11.3 (an AMI in each region the
-    /// fleet uses, named as the channel's `nameFilter` expects; the GCP image in the
-    /// channel's family; the gallery version), four days ago so that it has baked past the
-    /// channel's `minAge`; `rota images discover --write` proposes it, pinned on the canary
-    /// wave, and the commit is pushed (the PR merged). Returns the commit.
-    async fn discover_and_propose(&mut self) -> Result<String, String> {
+    /// A new build of general: the clouds publish it (an AMI in each region the fleet uses,
+    /// named as the channel's `nameFilter` expects; the GCP image in the channel's family;
+    /// the gallery version), baked past the channel's `minAge`; `rota images discover
+    /// --write` proposes it, pinned on the canary wave, and the commit is pushed (the PR
+    /// merged). Returns the commit, recorded as `step`.
+    async fn discover_and_propose(&mut self, build: &Build, step: &str) -> Result<String, String> {
         use rota_core::cloud::Arch;
         use rota_sim::images::SimImage;
-        let created = chrono::Utc::now() - chrono::Duration::days(4);
+        let created = chrono::Utc::now() - build.age;
+        let dashed = build.version.replace('.', "-");
         let gallery = "/subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general";
+        let bad = |i: SimImage| match build.defect {
+            Some(why) => i.defective(why),
+            None => i,
+        };
         let mut gcp = SimImage::new(
-            "projects/acme-images/global/images/general-2026-11-3",
+            format!("projects/acme-images/global/images/general-{dashed}"),
             &[],
             Arch::X86_64,
         )
-        .named("general-2026-11-3", created);
+        .named(format!("general-{dashed}"), created);
         gcp.family = Some("acme-general".into());
-        for image in [
-            SimImage::new("ami-0c3b2a1908f7e6d54", &["us-east-1"], Arch::X86_64),
-            SimImage::new("ami-0d4c3b2a19087f6e5", &["us-west-2"], Arch::X86_64),
-        ] {
-            let image = image.named("acme-general-2026-11-3", created);
-            self.fleet.sim.cloud.publish_image(image);
+        for (ami, region) in build.amis {
+            let image = SimImage::new(*ami, &[region], Arch::X86_64)
+                .named(format!("acme-general-{dashed}"), created);
+            self.fleet.sim.cloud.publish_image(bad(image));
         }
-        self.fleet.sim.cloud.publish_image(gcp);
-        self.fleet.sim.cloud.publish_image(
-            SimImage::new(format!("{gallery}/versions/2026.11.3"), &[], Arch::X86_64)
-                .named("2026.11.3", created),
-        );
-        self.say("(c) the clouds publish general 2026.11.3 (us-east-1, us-west-2, GCP, Azure); rota images discover --write proposes it, the PR is merged");
+        self.fleet.sim.cloud.publish_image(bad(gcp));
+        self.fleet.sim.cloud.publish_image(bad(SimImage::new(
+            format!("{gallery}/versions/{}", build.version),
+            &[],
+            Arch::X86_64,
+        )
+        .named(build.version, created)));
+        self.say(build.headline);
         let work = self.repo.work.clone();
         let (files, commit) = blocking(move || {
             let (files, _, commit) =
@@ -689,7 +763,12 @@ impl<'a> Story<'a> {
             r.git(&["rev-parse", "HEAD"])
         })
         .await?;
-        self.commits.insert("bump-again".into(), again.clone());
+        self.commits.insert(step.into(), again.clone());
+        self.note(&format!(
+            "{} images: general {} on wave canary",
+            &again[..7],
+            build.version
+        ));
         Ok(again)
     }
 

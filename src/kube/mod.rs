@@ -5,7 +5,8 @@
 //! (`ownership`), the kubeconfig (`kubeconfig`), clients of the simulated fleet's API servers
 //! in process (`sim`, with the `sim` feature), Karpenter's objects (`karpenter`), and how a Kubernetes API error is classified
 //! ([`kube_error`]). The writes (cordon, eviction, status, events) are
-//! `controller::apply`; the Lease is `controller::leader`.
+//! `controller::apply`; the Lease is `controller::leader`; an operator's request to a pool
+//! (`rota ctl`, the annotation the controller applies) is `operator`.
 
 pub mod crd;
 pub mod index;
@@ -13,6 +14,7 @@ pub mod karpenter;
 pub mod karpenter_import;
 pub mod kubeconfig;
 pub mod observe;
+pub mod operator;
 pub mod ownership;
 pub mod projection;
 #[cfg(feature = "sim")]

@@ -215,6 +215,10 @@ impl StatusStore for BudgetedStore {
         self.drain(None).await.map(|_| ())
     }
 
+    async fn waiting(&self) -> usize {
+        self.deferred().await
+    }
+
     async fn set_writers(&self, writers: usize) {
         let mut ledger = self.ledger.lock().await;
         let writers = writers.max(1);

@@ -237,6 +237,12 @@ pub trait StatusStore: Send + Sync {
 
     /// How many agents share the fleet's write budget now (`report::budget`).
     async fn set_writers(&self, _writers: usize) {}
+
+    /// Statuses accepted but not written yet: what waits for a write budget
+    /// (`report::budget`); 0 for a store that writes at once.
+    async fn waiting(&self) -> usize {
+        0
+    }
 }
 
 fn validate(commit: &str, status: &CommitStatus) -> Result<(), ReportError> {

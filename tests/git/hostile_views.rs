@@ -334,6 +334,40 @@ fn a_note_under_a_ref_no_cluster_owns_shows_nothing_done() {
     );
 }
 
+/// `rota status --fleet --version` and `rota where` refuse a version or channel the repo does
+/// not declare; so does the page, at its server: `?version=` naming one is a 400 that says
+/// what the repo declares, on the page, its fragment and the JSON, never a view of no pools
+/// (which reads as "nothing runs it").
+#[test]
+fn the_page_answers_an_unknown_version_or_channel_with_an_error() {
+    let (_tmp, repo, _, _) = promoted_repo();
+    let page = ui(repo.to_str().unwrap(), &[]);
+    for path in ["/api/fleet", "/fragment", "/"] {
+        for (version, says) in [
+            ("general%402026.11.9", "has no version"),
+            ("gpu%402026.11.1", "no channel"),
+            ("2026.11.9", "no channel of the fleet declares version"),
+        ] {
+            let r = get(
+                &page.addr,
+                &format!("{path}?version={version}"),
+                "localhost",
+            );
+            let status = r.lines().next().unwrap_or_default();
+            assert!(status.contains(" 400 "), "{path}?version={version}: {r}");
+            assert!(r.contains(says), "{path}?version={version}: {r}");
+        }
+        // A version the repo declares is answered.
+        let r = get(
+            &page.addr,
+            &format!("{path}?version=general%402026.11.2"),
+            "localhost",
+        );
+        let status = r.lines().next().unwrap_or_default();
+        assert!(status.contains(" 200 "), "{path}: {r}");
+    }
+}
+
 fn ssh_keygen_new(dir: &Path, name: &str) -> PathBuf {
     let key = dir.join(name);
     let out = Command::new("ssh-keygen")

@@ -1,6 +1,7 @@
 //! `rota demo` end to end, in process on paused time (as the command runs it): the story's
 //! commits, where every pool ended, and the statuses each commit carries in git notes.
 
+use rota::demo::failure::Signals;
 use rota::demo::{DemoOptions, Outcome, run};
 use rota::report::State;
 
@@ -73,11 +74,13 @@ async fn the_demo_plays_bump_promotion_and_revert() {
         ),
         "{first_step}"
     );
+    // The example's 13 pools; not the EKS managed node group the demo adds (the agent
+    // adopts no managed pool).
     assert!(text.contains("13 pools adopted"), "{text}");
     assert!(text.contains("gpu@2026.10.3"), "{text}");
-    let (state, text) = status(&o, "prometheus", "rota/prod-use1/gpu");
-    assert_eq!(state, State::Success, "{text}");
-    assert!(text.ends_with("nodes on gpu@2026.10.3"), "{text}");
+    let (state, desc) = status(&o, "prometheus", "rota/prod-use1/gpu");
+    assert_eq!(state, State::Success, "{desc}");
+    assert!(desc.ends_with("nodes on gpu@2026.10.3"), "{desc}");
 
     // (a) the canary wave rolled 2026.11.2, every node.
     for pool in ["canary-use1/general", "dev-usc1/general"] {
@@ -117,6 +120,25 @@ async fn the_demo_plays_bump_promotion_and_revert() {
         assert!(
             prod.1.contains("prometheus gates are not available"),
             "{prod:?}"
+        );
+    }
+    // prod-use1/system, an EKS managed node group, rolled through EKS's own update: one
+    // update, to 2026.11.2's AMI, which EKS finished.
+    if prometheus_gates_supported() {
+        assert_eq!(o.managed_updates, ["ami-0f9e8d7c6b5a40312 Successful"]);
+        let p = &o.pools["prod-use1/system"];
+        assert_eq!(
+            (p.version.as_str(), p.phase.as_str(), p.on_target),
+            ("2026.11.2", "Succeeded", p.total),
+            "{p:?}"
+        );
+        assert_eq!(
+            status(&o, "merge", "rota/prod-use1/system"),
+            (State::Success, "3/3 nodes on general@2026.11.2")
+        );
+        assert!(
+            text.contains("prod-use1/system is an EKS managed node group: rota rotated it through EKS's own update (UpdateNodegroupVersion: ami-0f9e8d7c6b5a40312 Successful)"),
+            "{text}"
         );
     }
     // The main wave was never promoted.
@@ -174,6 +196,8 @@ async fn the_demo_plays_bump_promotion_and_revert() {
         "{d}"
     );
     assert_eq!(status(&o, "bump-again", "rota/canary-use1").0, State::Error);
+    the_demo_fails_once_and_every_signal_is_true(&o, &text);
+
     // Hours of policy (soaks) in fleet time.
     assert!(
         o.fleet_time >= chrono::Duration::hours(2),
@@ -202,12 +226,31 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
     let all = rota::cli::audit::lives(&repo, &rota::ledger::Filter::default()).unwrap();
 
     // Instance IDs are unique within a group only (an Azure scale set numbers its own from
-    // 0): compare the two records as counts per instance and image.
+    // 0): compare the two records as counts per instance and image. Two gaps of the ledger
+    // are left out, by name (docs/audit.md says both): the EKS managed node group's
+    // instances (the ledger reads self-managed groups only), and the canary-use1 surge on
+    // the bad build, which the rollback took back between two of the agent's looks (ten
+    // fleet minutes at the demo's speed) before any look saw its node.
+    const BAD_SURGE: &str = "ami-0e5d4c3b2a1908f7e";
     let mut ran: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+    let mut unrecorded = Vec::new();
     for r in &o.ran {
+        if r.group == "system" || r.image == BAD_SURGE {
+            unrecorded.push(r);
+            continue;
+        }
         *ran.entry((r.instance.as_str(), r.image.as_str()))
             .or_default() += 1;
     }
+    assert!(
+        unrecorded.iter().any(|r| r.group == "system"),
+        "{unrecorded:?}"
+    );
+    assert!(
+        all.iter()
+            .all(|l| l.image != BAD_SURGE && !l.instance.starts_with("system-")),
+        "the gaps closed: the exclusions above can go"
+    );
     let mut recorded: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
     for l in &all {
         *recorded
@@ -258,4 +301,156 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
     let table = rota::cli::audit::render(&reverted, rota::cli::audit::AuditFormat::Table);
     assert!(!table.contains("running"), "{table}");
     assert!(table.contains("rotated"), "{table}");
+}
+
+/// `cluster/pool`'s commit status at a step of (d), from the git notes.
+fn noted<'a>(s: &'a Signals, pool: &str) -> &'a rota::report::CommitStatus {
+    let context = format!("rota/{pool}");
+    s.statuses
+        .get(&context)
+        .unwrap_or_else(|| panic!("{}: no {context} on {}: {:?}", s.step, s.commit, s.statuses))
+}
+
+/// (d): a bad build fails a health gate. At each step every view says what is the
+/// case: a person is needed exactly while one is (the rolled-back pool until the revert, the
+/// paused pool until the retry or the revert), and nowhere once the revert is in force.
+fn the_demo_fails_once_and_every_signal_is_true(o: &Outcome, text: &str) {
+    let f = &o.failure;
+    let bad = &o.commits["bad-image"];
+    assert_eq!(&f.failed.commit, bad);
+
+    // The gate failed: canary-use1/general rolled back by itself, and says a person must
+    // move the wave on (the revert); dev-usc1/general paused and suggests the retry.
+    let rolled = noted(&f.failed, "canary-use1/general");
+    assert_eq!(rolled.state, State::Failure, "{rolled:?}");
+    assert!(rolled.description.starts_with("failed"), "{rolled:?}");
+    assert!(rolled.description.contains("health gate"), "{rolled:?}");
+    let stop = rolled
+        .stop
+        .as_ref()
+        .expect("a stop on the rolled-back pool");
+    assert_eq!(stop.reason, "RolledBack", "{stop:?}");
+    assert_eq!(stop.by, rota::rotate::stop::MovedBy::Person, "{stop:?}");
+    let paused = noted(&f.failed, "dev-usc1/general");
+    assert_eq!(paused.state, State::Failure, "{paused:?}");
+    assert!(
+        paused
+            .description
+            .starts_with("paused; next: rota ctl retry --cluster dev-usc1 --pool general"),
+        "{paused:?}"
+    );
+    assert!(paused.description.contains("health gate"), "{paused:?}");
+    assert_eq!(
+        paused.stop.as_ref().map(|n| n.by),
+        Some(rota::rotate::stop::MovedBy::Person),
+        "{paused:?}"
+    );
+    // `rota status --fleet`, the page and the NodePoolRotations say the same.
+    let rolled_lines = f.failed.fleet_lines("canary-use1", "general");
+    assert!(
+        rolled_lines.contains("needs a person (RolledBack)"),
+        "{rolled_lines}\n{}",
+        f.failed.fleet_text
+    );
+    let paused_lines = f.failed.fleet_lines("dev-usc1", "general");
+    assert!(
+        paused_lines.contains("needs a person")
+            && paused_lines.contains("rota ctl retry --cluster dev-usc1 --pool general"),
+        "{paused_lines}\n{}",
+        f.failed.fleet_text
+    );
+    for pool in ["canary-use1/general", "dev-usc1/general"] {
+        let stop = f.failed.page_stops[pool].as_deref().unwrap_or_default();
+        assert!(stop.starts_with("needs a person"), "{pool}: {stop:?}");
+    }
+    assert!(
+        f.failed.page_needs_person >= 2,
+        "{}",
+        f.failed.page_needs_person
+    );
+    let npr = &f.failed.pools["canary-use1/general"];
+    assert_eq!(npr.phase, "Failed", "{npr:?}");
+    assert!(
+        npr.stop
+            .as_deref()
+            .is_some_and(|s| s.starts_with("RolledBack")),
+        "{npr:?}"
+    );
+    assert_eq!(f.failed.pools["dev-usc1/general"].phase, "Paused");
+
+    // The retry was tried and did not help: the gate failed again, the pool is paused again
+    // and still says so.
+    assert!(f.retry.contains("rota.dev/request=retry@"), "{}", f.retry);
+    let again = &f.retried.pools["dev-usc1/general"];
+    assert_eq!(again.phase, "Paused", "{again:?}");
+    let again = noted(&f.retried, "dev-usc1/general");
+    assert!(
+        again
+            .description
+            .starts_with("paused; next: rota ctl retry"),
+        "{again:?}"
+    );
+
+    // rota proposed the revert of the canary wave, with the failures as evidence; a person
+    // merged it.
+    assert_eq!(
+        f.revert_branch.as_deref(),
+        Some("rota/revert/canary/general-2026.11.4"),
+        "{:?}",
+        f.proposal
+    );
+    assert!(
+        f.proposal
+            .iter()
+            .any(|l| l.contains("2026.11.4 → 2026.11.2") && l.contains("revert")),
+        "{:?}",
+        f.proposal
+    );
+    assert!(
+        o.log
+            .contains("Merge branch 'rota/revert/canary/general-2026.11.4'"),
+        "{}",
+        o.log
+    );
+
+    // The revert in force: both pools done on 2026.11.2, and no view says a person is
+    // needed anywhere in the fleet.
+    let merged = &f.merged;
+    assert_eq!(&merged.commit, &o.commits["revert-merged"]);
+    for pool in ["canary-use1/general", "dev-usc1/general"] {
+        let s = noted(merged, pool);
+        assert_eq!(
+            (s.state, s.description.as_str()),
+            (State::Success, "3/3 nodes on general@2026.11.2"),
+            "{pool}"
+        );
+        assert_eq!(s.stop, None, "{pool}: {s:?}");
+        assert_eq!(merged.page_stops[pool], None, "{pool}");
+        let npr = &merged.pools[pool];
+        assert_eq!(
+            (npr.phase.as_str(), npr.stop.as_deref()),
+            ("Succeeded", None),
+            "{npr:?}"
+        );
+        assert_eq!(npr.version, "2026.11.2", "{npr:?}");
+    }
+    assert!(
+        !merged.fleet_text.contains("needs a person"),
+        "{}",
+        merged.fleet_text
+    );
+    assert_eq!(merged.page_needs_person, 0, "{:?}", merged.page_stops);
+
+    // Each step in a line a newcomer reads.
+    for line in [
+        "] (d) the clouds publish general 2026.11.4, a bad build",
+        "] a health gate fails on 2026.11.4's nodes",
+        "] a person tries what dev-usc1/general's status suggests: rota ctl retry --cluster dev-usc1 --pool general",
+        "] after the retry the gate fails again",
+        "] rota propose reads the agents' records",
+        "] a person reviews the revert and merges it",
+        "] the revert is in force",
+    ] {
+        assert!(text.contains(line), "{line:?} not in:\n{text}");
+    }
 }

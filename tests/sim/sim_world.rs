@@ -202,6 +202,100 @@ async fn new_instances_boot_register_and_take_pods() {
     assert_eq!(d["status"]["readyReplicas"], 4);
 }
 
+/// A bad build (`SimImage::defective`): its node boots, turns Ready and runs its DaemonSet
+/// pods, but a workload pod scheduled there fails its sandbox three times, 10 s apart, with
+/// one `FailedCreatePodSandBox` Warning event whose count rises, before it starts; pods on
+/// the good nodes start at once.
+#[tokio::test(start_paused = true)]
+async fn a_bad_builds_node_is_ready_but_its_workload_pods_fail_their_sandbox_first() {
+    let mut w = WorkloadProfile::default();
+    w.deployments.clear();
+    let fleet = Fleet::start(&scenario(w, FaultProfile::default(), 7), 1.0)
+        .await
+        .unwrap();
+    let store = fleet.store("prod").unwrap().clone();
+    let bad = "ami-0bad0bad0bad0bad0";
+    fleet.cloud.publish_image(
+        rota::sim::images::SimImage::new(bad, &["us-east-1"], rota::cloud::Arch::X86_64)
+            .defective("the CNI plugin does not start"),
+    );
+    let g = asg("prod", "general");
+    fleet.cloud.set_image(&g, bad).await.unwrap();
+    fleet.cloud.set_capacity(&g, 4, Some(4)).await.unwrap();
+    // Boot (60–120 s) + register (15 s) + ready (20 s), and the DaemonSets' pods.
+    wait(120 + 15 + 20 + 15).await;
+    let nodes = list(&store, ResourceType::nodes(), &ListOptions::default());
+    let on_bad: Vec<&Value> = nodes
+        .iter()
+        .filter(|n| n["status"]["nodeInfo"]["osImage"] == bad)
+        .collect();
+    assert_eq!(on_bad.len(), 1, "{nodes:#?}");
+    assert!(ready(on_bad[0]), "the bad build's node turns Ready");
+    let bad_node = on_bad[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let exporters = pods_of(&store, "node-exporter");
+    let exporter = exporters
+        .iter()
+        .find(|p| p["spec"]["nodeName"] == bad_node.as_str())
+        .expect("a node-exporter pod on the bad node");
+    assert!(ready(exporter), "DaemonSet pods are not on the pod network");
+    store
+        .create(
+            &ResourceType::deployments(),
+            None,
+            json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "cache", "namespace": "default"},
+                "spec": {
+                    "replicas": 4,
+                    "selector": {"matchLabels": {"app": "cache"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "cache"}},
+                        "spec": {
+                            "nodeSelector": {"eks.amazonaws.com/nodegroup": "general"},
+                            "containers": [{"name": "c", "image": "redis",
+                                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+                                "readinessProbe": {"initialDelaySeconds": 5}}]
+                        }
+                    }
+                }
+            }),
+        )
+        .unwrap();
+    wait(15).await;
+    let pods = pods_of(&store, "cache");
+    assert_eq!(pods.len(), 4);
+    let (stuck, good): (Vec<&Value>, Vec<&Value>) = pods
+        .iter()
+        .partition(|p| p["spec"]["nodeName"] == bad_node.as_str());
+    assert_eq!(stuck.len(), 1, "least-allocated placement puts one there");
+    assert!(good.iter().all(|p| ready(p)), "{good:#?}");
+    assert!(!ready(stuck[0]), "{:#}", stuck[0]);
+    let event = |store: &Store| {
+        let name = format!("{}.sandbox", stuck[0]["metadata"]["name"].as_str().unwrap());
+        store
+            .get(&ResourceType::events(), Some("default"), &name)
+            .unwrap()
+    };
+    let e = event(&store);
+    assert_eq!(e["reason"], "FailedCreatePodSandBox", "{e:#}");
+    assert_eq!(e["type"], "Warning");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("the CNI plugin does not start"),
+        "{e:#}"
+    );
+    // Three failures 10 s apart, then the pod starts and passes its probe.
+    wait(40).await;
+    assert_eq!(event(&store)["count"], 3);
+    let pod = pods_of(&store, "cache")
+        .into_iter()
+        .find(|p| p["spec"]["nodeName"] == bad_node.as_str())
+        .unwrap();
+    assert!(ready(&pod), "{pod:#}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_evicted_replica_comes_back_on_another_node() {
     let fleet = Fleet::start(

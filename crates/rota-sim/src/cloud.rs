@@ -1085,6 +1085,14 @@ pub trait InstanceObserver: Send + Sync {
         let _ = group;
         Vec::new()
     }
+
+    /// Why the pod network fails on nodes of `image` (a bad build the cloud published,
+    /// [`super::images::SimImage::defect`]); `None`: a good image, or a provider that does
+    /// not know.
+    fn defect(&self, image: &str) -> Option<String> {
+        let _ = image;
+        None
+    }
 }
 
 struct SimObserver(SimCloud);
@@ -1093,6 +1101,10 @@ struct SimObserver(SimCloud);
 impl InstanceObserver for SimObserver {
     fn derived(&self, group: &GroupRef) -> Vec<GroupRef> {
         SimCloud::twins_of(&self.0.inner.lock().unwrap(), group)
+    }
+
+    fn defect(&self, image: &str) -> Option<String> {
+        self.0.inner.lock().unwrap().images.defect(image)
     }
 
     async fn observe(&self, group: &GroupRef) -> Result<GroupState, CloudError> {

@@ -45,6 +45,11 @@ pub struct SimImage {
     pub family: Option<String>,
     /// An Azure gallery version kept out of "latest".
     pub exclude_from_latest: bool,
+    /// A bad build: it boots and its nodes turn Ready, with their DaemonSets' node agents
+    /// (on the host's network), but the pod network of each workload pod fails to come up
+    /// several times before it starts (`kubelet::SANDBOX_FAILURES`). This says why, as the
+    /// kubelet's `FailedCreatePodSandBox` events do. What an events gate exists to catch.
+    pub defect: Option<String>,
 }
 
 impl SimImage {
@@ -65,7 +70,14 @@ impl SimImage {
             created: DateTime::UNIX_EPOCH,
             family: None,
             exclude_from_latest: false,
+            defect: None,
         }
+    }
+
+    /// The same image, bad: the pod network fails on its nodes, for `why`.
+    pub fn defective(mut self, why: impl Into<String>) -> Self {
+        self.defect = Some(why.into());
+        self
     }
 
     /// The same image with the cloud's name for it and its publication time.
@@ -98,6 +110,12 @@ impl Catalog {
     /// Publish (or replace) an image.
     pub fn publish(&mut self, image: SimImage) {
         self.images.insert(image.id.clone(), image);
+    }
+
+    /// Why the pod network fails on nodes of `image`, if it is a bad build
+    /// ([`SimImage::defect`]).
+    pub fn defect(&self, image: &str) -> Option<String> {
+        self.images.get(image).and_then(|i| i.defect.clone())
     }
 
     /// Set an SSM parameter in `region` (as AWS publishes the EKS AMI's ID).

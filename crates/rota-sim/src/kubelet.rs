@@ -12,6 +12,12 @@
 //! Pods: a pod bound to a node starts running a second later and turns Ready after its
 //! readiness probe's `initialDelaySeconds`; a pod marked for deletion is removed once its
 //! grace period has passed, counted on the simulated clock from the mark (`timekeeping`).
+//! On a node of a bad build ([`InstanceObserver::defect`]) the pod network fails to come up
+//! for a workload's pod: its sandbox fails [`SANDBOX_FAILURES`] times, [`SANDBOX_RETRY`]
+//! apart, each posting a `Warning` `FailedCreatePodSandBox` event (one Event, its `count`
+//! raised, as the kubelet aggregates them), before the pod starts. DaemonSet and
+//! host-network pods are not on the pod network and start as usual, so the node turns Ready
+//! and drains are not held: what catches the build is an events gate.
 //!
 //! A kubelet can die ([`kill_kubelet`], a fault): its node turns NotReady (Unknown) while its
 //! instance keeps running, and nothing on it changes any more. Pods marked for deletion there
@@ -349,6 +355,43 @@ pub fn pod_running(pod: &mut Value, host_ip: &str, pod_ip: &str, now: &str, read
     });
 }
 
+/// How many times a workload pod's sandbox fails on a bad build's node before it starts.
+pub const SANDBOX_FAILURES: u32 = 3;
+/// How long the kubelet waits before it tries a failed sandbox again.
+pub const SANDBOX_RETRY: Duration = Duration::from_secs(10);
+
+/// The kubelet's Warning Event for a pod sandbox that failed (reason
+/// `FailedCreatePodSandBox`, as the real kubelet words it): one Event per pod, its `count`
+/// raised on each failure.
+fn sandbox_failed(store: &Store, ns: &str, pod: &str, uid: &str, count: u32, why: &str) {
+    // On the cluster's simulated clock, where the events gate looks for it.
+    let now = store
+        .sim_now()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let name = format!("{pod}.sandbox");
+    let raised = store.modify(&ResourceType::events(), Some(ns), &name, |e| {
+        e["count"] = json!(count);
+        e["lastTimestamp"] = json!(now);
+        Ok(())
+    });
+    if raised.is_ok() {
+        return;
+    }
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": ns},
+        "involvedObject": {"kind": "Pod", "name": pod, "namespace": ns, "uid": uid},
+        "reason": "FailedCreatePodSandBox",
+        "message": format!("Failed to create pod sandbox: {why}"),
+        "type": "Warning",
+        "source": {"component": "kubelet"},
+        "firstTimestamp": now, "lastTimestamp": now, "count": count,
+    });
+    if let Err(e) = store.create(&ResourceType::events(), Some(ns), event) {
+        tracing::warn!(pod, error = %e, "cannot record the sandbox failure");
+    }
+}
+
 /// Whether a pod's JSON says it is Ready.
 pub fn pod_ready(pod: &Value) -> bool {
     pod["status"]["conditions"].as_array().is_some_and(|cs| {
@@ -392,6 +435,8 @@ pub struct Kubelets {
     nodes: BTreeMap<String, Known>,
     by_name: BTreeMap<String, String>,
     started: HashSet<String>,
+    /// Sandbox failures so far, by pod UID, on nodes of a bad build.
+    sandbox_failures: BTreeMap<String, u32>,
     next_ip: u32,
 }
 
@@ -408,6 +453,7 @@ impl Kubelets {
             nodes: BTreeMap::new(),
             by_name: BTreeMap::new(),
             started: HashSet::new(),
+            sandbox_failures: BTreeMap::new(),
             next_ip: 0,
         }
     }
@@ -612,6 +658,17 @@ impl Kubelets {
                     return;
                 }
                 let ready = matches!(timer, Timer::PodReady { .. });
+                if !ready && let Some(why) = self.bad_image_under(&store, ns, name) {
+                    let failed = self.sandbox_failures.entry(uid.clone()).or_insert(0);
+                    if *failed < SANDBOX_FAILURES {
+                        // The pod network of a bad build's node does not come up: the
+                        // sandbox fails, the kubelet says so and tries again.
+                        *failed += 1;
+                        sandbox_failed(&store, ns, name, uid, *failed, &why);
+                        ctx.after(SANDBOX_RETRY, timer.clone());
+                        return;
+                    }
+                }
                 let now = store.timestamp();
                 let mut delay = None;
                 let ip = self.next_ip;
@@ -660,6 +717,22 @@ impl Kubelets {
         }
     }
 
+    /// Why the pod `ns/name`'s network does not come up: its node runs a bad build
+    /// ([`InstanceObserver::defect`]). The node agents of DaemonSets (on the host's
+    /// network) and host-network pods are not on the pod network: the node looks healthy.
+    fn bad_image_under(&self, store: &Store, ns: &str, name: &str) -> Option<String> {
+        let pod = store.get(&ResourceType::pods(), Some(ns), name).ok()?;
+        let daemon = pod["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|r| r["kind"] == "DaemonSet"));
+        if daemon || pod["spec"]["hostNetwork"] == true {
+            return None;
+        }
+        let node = pod["spec"]["nodeName"].as_str()?;
+        let known = self.by_name.get(node).and_then(|pid| self.nodes.get(pid))?;
+        self.observer.defect(&known.instance.image)
+    }
+
     /// Pods whose grace period is over go, as their kubelets confirm their end: all of them
     /// at once, whatever else the world has queued (`timekeeping`). A dead kubelet never
     /// confirms the end of its pods: they stay Terminating until the node goes (the pod
@@ -689,6 +762,7 @@ impl Kubelets {
         let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
         if deleted {
             self.started.remove(uid);
+            self.sandbox_failures.remove(uid);
             return;
         }
         let ns = pod["metadata"]["namespace"]

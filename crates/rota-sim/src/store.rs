@@ -902,6 +902,17 @@ impl Store {
         self.inner.start_wall + chrono::Duration::from_std(elapsed).unwrap_or_default()
     }
 
+    /// The cluster's simulated time: the wall time the store started plus the tokio time
+    /// since, times the world's speed (`timekeeping`), as the controllers' clock counts it.
+    /// What an Event a gate reads must carry, so that the gate (on that clock) sees it when
+    /// it happens; `now()` stays the wall's, as objects' metadata has always had it.
+    pub fn sim_now(&self) -> DateTime<Utc> {
+        let elapsed = tokio::time::Instant::now()
+            .saturating_duration_since(self.inner.start)
+            .mul_f64(self.inner.time.speed());
+        self.inner.start_wall + chrono::Duration::from_std(elapsed).unwrap_or_default()
+    }
+
     /// `now()` in the RFC 3339 form metadata timestamps use.
     pub fn timestamp(&self) -> String {
         self.now().to_rfc3339_opts(SecondsFormat::Secs, true)
