@@ -49,7 +49,7 @@ fn gate(address: &str, query: &str, max: f64, on_no_data: NoData) -> ResolvedGat
 async fn sample(spec: &ResolvedGate) -> Sample {
     let g = rota::gates::build(spec).unwrap();
     let inputs = GateInputs {
-        pods: &[],
+        pods: &rota::gates::PodTally::default(),
         events: &[],
         now: Utc::now(),
     };
@@ -160,7 +160,7 @@ async fn impostor_error(response: Option<Vec<u8>>, timeout: Duration) -> QueryEr
     let e = g.query(Utc::now()).await.unwrap_err();
     assert_eq!((e.gate.as_str(), e.query.as_str()), ("error-rate", "up"));
     let inputs = GateInputs {
-        pods: &[],
+        pods: &rota::gates::PodTally::default(),
         events: &[],
         now: Utc::now(),
     };
