@@ -21,9 +21,10 @@ use git2::{Oid, Repository};
 
 use super::Query;
 use super::commit::{At, commit_pins};
-use super::pin::{PinChange, Target};
+use super::pin::Target;
 use super::propose::Where;
 use crate::report::GitNotesStore;
+use rota_core::edit::PinChange;
 use rota_core::fleet::Fleet;
 use rota_core::fleet::model::Wave;
 use rota_core::waves::{PinHistory, PoolRecord, Revert, RevertCheck, reverts, wave_views};
