@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::AgentConfig;
 use crate::agent::wiring::{self, AgentParts};
 use crate::controller::Config;
-use crate::report::StoreConfig;
+use crate::forge::StoreConfig;
 use crate::shutdown::wait_for_stop;
 use crate::source::follow::FollowConfig;
 use crate::source::trust::{TrustPolicy, Verifier};

@@ -392,7 +392,7 @@ pub async fn propose(at: &At<'_>, revert: &Revert, to: &Where<'_>) -> Result<Str
     }
     if let Some(forge) = to.forge {
         let closed =
-            crate::report::pulls::closed_since(forge, &branch, revert.closed_counts_since())
+            crate::forge::pulls::closed_since(forge, &branch, revert.closed_counts_since())
                 .await
                 .map_err(|e| format!("looking for a closed pull request of {branch}: {e}"))?;
         if let Some(pr) = closed {

@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::credentials::Secret;
 use super::poll::Trigger;
+use crate::forge::Forge;
 
 /// Push payloads are small (GitHub lists at most 20 commits); anything bigger is not a push
 /// we care about, and the poll loop still finds the commit.
@@ -50,23 +51,6 @@ const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 const REMEMBERED_DELIVERIES: usize = 4096;
 /// How long a signed body is remembered; a GitHub push older than this is stale.
 pub const REPLAY_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Forge {
-    GitHub,
-    GitLab,
-    Gitea,
-}
-
-impl Forge {
-    pub fn name(self) -> &'static str {
-        match self {
-            Forge::GitHub => "github",
-            Forge::GitLab => "gitlab",
-            Forge::Gitea => "gitea",
-        }
-    }
-}
 
 /// What the receiver checks.
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rota::notify::{Notice, NoticeKind, Notifier, Webhook};
-use rota::report::github::{GitHubConfig, GitHubStore};
+use rota::forge::github::{GitHubConfig, GitHubStore};
 use rota::report::{CommitStatus, State, StatusStore};
 use rota::source::webhook::WebhookConfig;
 use rota::source::{Auth, GitSource, Secret, SourceConfig};
