@@ -40,6 +40,54 @@ impl Forge {
     }
 }
 
+/// What each forge's webhook deliveries say in their headers (their signature is checked by
+/// the receiver, `crate::source::webhook`).
+impl Forge {
+    /// The forge that sent a delivery, by the headers it has (`has`: whether a header, by
+    /// its lowercase name, is there). Gitea first: for compatibility it also sends
+    /// X-GitHub-Event and X-GitHub-Delivery (and, on older versions, no
+    /// X-Hub-Signature-256), never the other way round.
+    pub fn of_webhook(has: impl Fn(&str) -> bool) -> Option<Forge> {
+        if has("x-gitea-event") || has("x-gitea-signature") {
+            Some(Forge::Gitea)
+        } else if has("x-github-event") || has("x-hub-signature-256") {
+            Some(Forge::GitHub)
+        } else if has("x-gitlab-event") || has("x-gitlab-token") {
+            Some(Forge::GitLab)
+        } else {
+            None
+        }
+    }
+
+    /// The header naming a delivery's event.
+    pub fn event_header(self) -> &'static str {
+        match self {
+            Forge::GitHub => "x-github-event",
+            Forge::GitLab => "x-gitlab-event",
+            Forge::Gitea => "x-gitea-event",
+        }
+    }
+
+    /// The headers naming a delivery (the first one there counts). GitLab's Idempotency-Key
+    /// (GitLab 17+) stays the same across retries of a delivery, which is exactly what
+    /// deduplication needs; older GitLab: the event UUID.
+    pub fn delivery_headers(self) -> &'static [&'static str] {
+        match self {
+            Forge::GitHub => &["x-github-delivery"],
+            Forge::GitLab => &["idempotency-key", "x-gitlab-event-uuid"],
+            Forge::Gitea => &["x-gitea-delivery"],
+        }
+    }
+
+    /// The event a push is.
+    pub fn push_event(self) -> &'static str {
+        match self {
+            Forge::GitLab => "Push Hook",
+            Forge::GitHub | Forge::Gitea => "push",
+        }
+    }
+}
+
 /// Where statuses go, as configured (flags or environment of `rota agent`): the git notes or
 /// a forge, which is also where pull requests are opened.
 #[derive(Debug, Clone)]
@@ -111,6 +159,30 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "status store configuration: github: API URL api.github.com must start with https:// (or http:// for a local forge)"
+        );
+    }
+
+    #[test]
+    fn a_delivery_s_forge_is_read_from_its_headers_gitea_first() {
+        let with = |names: &'static [&'static str]| move |h: &str| names.contains(&h);
+        // Gitea sends GitHub's headers too: it is Gitea all the same.
+        assert_eq!(
+            Forge::of_webhook(with(&["x-github-event", "x-gitea-event"])),
+            Some(Forge::Gitea)
+        );
+        assert_eq!(
+            Forge::of_webhook(with(&["x-hub-signature-256"])),
+            Some(Forge::GitHub)
+        );
+        assert_eq!(
+            Forge::of_webhook(with(&["x-gitlab-token"])),
+            Some(Forge::GitLab)
+        );
+        assert_eq!(Forge::of_webhook(with(&["x-other-event"])), None);
+        assert_eq!(Forge::GitLab.push_event(), "Push Hook");
+        assert_eq!(
+            Forge::GitLab.delivery_headers(),
+            ["idempotency-key", "x-gitlab-event-uuid"]
         );
     }
 
