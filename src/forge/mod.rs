@@ -6,9 +6,9 @@
 //! (`crate::source::webhook`) and the configuration ([`StoreConfig::forge`]) both use.
 //!
 //! A new forge is a file here (its config, its `ForgeApi`), a variant of [`Forge`] and of
-//! [`StoreConfig`], its pull-request dialect, body limit and web link in [`pulls`], and its
-//! webhook headers and signature in `source::webhook` (the one part still outside this
-//! folder).
+//! [`StoreConfig`], its pull-request dialect, body limit and web link in [`pulls`], its
+//! webhook headers on [`Forge`], and its webhook signature in `source::webhook` (the one
+//! part still outside this folder).
 
 pub mod gitea;
 pub mod github;
