@@ -41,6 +41,7 @@ pub mod cloud;
 pub mod controller;
 pub mod demo;
 pub mod discovery;
+pub mod forge;
 pub mod gates;
 pub mod https;
 pub mod kube;

@@ -130,44 +130,10 @@ impl Readiness {
 struct Inner {
     registry: Registry,
     readiness: Readiness,
-    // Per pool.
-    pool_nodes: IntGaugeVec,
-    pool_nodes_on_target: IntGaugeVec,
-    pool_phase: IntGaugeVec,
-    pool_batch: IntGaugeVec,
-    pool_progress: GaugeVec,
-    pool_since_progress: GaugeVec,
-    pool_stuck: IntGaugeVec,
-    nodes_brought_up: IntCounterVec,
-    nodes_drained: IntCounterVec,
-    nodes_terminated: IntCounterVec,
-    evictions: IntCounterVec,
-    gate_evaluations: IntCounterVec,
-    gate_failures: IntCounterVec,
-    pool_gate_failed: IntGaugeVec,
-    errors: IntCounterVec,
-    batch_duration: HistogramVec,
-    drain_duration: HistogramVec,
-    boot_to_ready: HistogramVec,
-    reconcile_duration: HistogramVec,
-    // Process-wide.
-    cloud_calls: IntCounterVec,
-    cloud_call_duration: HistogramVec,
-    git_fetches: IntCounterVec,
-    git_polls: IntCounterVec,
-    git_last_success: GaugeVec,
-    commits_rejected: IntCounterVec,
-    commit_rejected: IntGaugeVec,
-    history_rewritten: IntGaugeVec,
-    statuses_posted: IntCounterVec,
-    statuses_deferred: IntCounterVec,
-    statuses_waiting: IntGaugeVec,
-    notifications: IntCounterVec,
-    leader: IntGaugeVec,
-    build_info: IntGaugeVec,
-    pool_info: IntGaugeVec,
-    pool_image_age: GaugeVec,
-    pool_image_overdue: IntGaugeVec,
+    pools: PoolSeries,
+    steps: StepSeries,
+    repo: RepoSeries,
+    process: ProcessSeries,
     /// What each pool's `rota_pool_info` series says (channel, version, image), to replace it.
     pool_infos: Mutex<BTreeMap<String, [String; 3]>>,
     /// The `cluster` label of the process-wide series (`""`: none).
@@ -180,6 +146,302 @@ struct Inner {
     failed_gates: Mutex<BTreeMap<(String, String), String>>,
     /// The reason of the rejected newest commit, if it is.
     rejected: Mutex<Option<String>>,
+}
+
+/// What each pool is now: its nodes, phase, batch, progress, the image it runs and what holds
+/// it.
+struct PoolSeries {
+    pool_nodes: IntGaugeVec,
+    pool_nodes_on_target: IntGaugeVec,
+    pool_phase: IntGaugeVec,
+    pool_batch: IntGaugeVec,
+    pool_progress: GaugeVec,
+    pool_since_progress: GaugeVec,
+    pool_stuck: IntGaugeVec,
+    pool_gate_failed: IntGaugeVec,
+    pool_info: IntGaugeVec,
+    pool_image_age: GaugeVec,
+    pool_image_overdue: IntGaugeVec,
+}
+
+impl PoolSeries {
+    fn register(r: &Registrar) -> Self {
+        Self {
+            pool_nodes: r.int_gauge("rota_pool_nodes", "Nodes in the pool.", POOL),
+            pool_nodes_on_target: r.int_gauge(
+                "rota_pool_nodes_on_target",
+                "Nodes of the pool running the desired image.",
+                POOL,
+            ),
+            pool_phase: r.int_gauge(
+                "rota_pool_phase",
+                "The pool's phase: 1 for the current phase, 0 for the others.",
+                &["cluster", "pool", "phase"],
+            ),
+            pool_batch: r.int_gauge(
+                "rota_pool_batch",
+                "Number of the batch under way (1-based; 0 when none).",
+                POOL,
+            ),
+            pool_progress: r.gauge(
+                "rota_pool_progress_ratio",
+                "Share of the pool's nodes on the desired image (0 to 1).",
+                POOL,
+            ),
+            pool_since_progress: r.gauge(
+                "rota_pool_seconds_since_progress",
+                "Seconds since the pool's rotation last moved forward.",
+                POOL,
+            ),
+            pool_stuck: r.int_gauge(
+                "rota_pool_stuck",
+                "1 while the pool is stuck (no progress for longer than the threshold), by reason.",
+                &["cluster", "pool", "reason"],
+            ),
+            pool_gate_failed: r.int_gauge(
+                "rota_pool_gate_failed",
+                "1 while a failed gate holds the pool (rolled back or paused), by gate.",
+                &["cluster", "pool", "gate"],
+            ),
+            pool_info: r.int_gauge(
+                POOL_INFO,
+                "Always 1; the channel, version and image every node of the pool runs.",
+                &["cluster", "pool", "channel", "version", "image"],
+            ),
+            pool_image_age: r.gauge(
+                "rota_pool_image_age_seconds",
+                "Age of the image every node of the pool runs, from its version's `released` (absent when the repo does not say).",
+                POOL,
+            ),
+            pool_image_overdue: r.int_gauge(
+                "rota_pool_image_overdue",
+                "1 while the pool runs an image older than its channel's maxAge (the patch deadline), else 0.",
+                POOL,
+            ),
+        }
+    }
+}
+
+/// What each pool's rotation did: nodes brought up, drained and terminated, evictions, gate
+/// results, errors, and how long each step took.
+struct StepSeries {
+    nodes_brought_up: IntCounterVec,
+    nodes_drained: IntCounterVec,
+    nodes_terminated: IntCounterVec,
+    evictions: IntCounterVec,
+    gate_evaluations: IntCounterVec,
+    gate_failures: IntCounterVec,
+    errors: IntCounterVec,
+    batch_duration: HistogramVec,
+    drain_duration: HistogramVec,
+    boot_to_ready: HistogramVec,
+    reconcile_duration: HistogramVec,
+}
+
+impl StepSeries {
+    fn register(r: &Registrar) -> Self {
+        Self {
+            nodes_brought_up: r.counter(
+                "rota_nodes_brought_up_total",
+                "Replacement nodes that joined and became Ready.",
+                POOL,
+            ),
+            nodes_drained: r.counter("rota_nodes_drained_total", "Nodes drained.", POOL),
+            nodes_terminated: r.counter(
+                "rota_nodes_terminated_total",
+                "Instances terminated after their node was drained.",
+                POOL,
+            ),
+            evictions: r.counter(
+                "rota_evictions_total",
+                "Pod evictions, by outcome (throttled: refused by a PodDisruptionBudget).",
+                &["cluster", "pool", "outcome"],
+            ),
+            gate_evaluations: r.counter(
+                "rota_gate_evaluations_total",
+                "Health gate evaluations, by result.",
+                &["cluster", "pool", "gate", "result"],
+            ),
+            gate_failures: r.counter(
+                "rota_gate_failures_total",
+                "Gates that failed a batch or pool (after failureLimit): the rotation stopped.",
+                &["cluster", "pool", "gate"],
+            ),
+            errors: r.counter(
+                "rota_errors_total",
+                "Errors by stable reason; alerting=true for those that cannot heal themselves.",
+                &["cluster", "pool", "reason", "alerting"],
+            ),
+            batch_duration: r.histogram(
+                "rota_batch_duration_seconds",
+                "From surge to the batch's last old node terminated.",
+                POOL,
+                BATCH_BUCKETS,
+            ),
+            drain_duration: r.histogram(
+                "rota_drain_duration_seconds",
+                "From cordon to the node's last evictable pod gone.",
+                POOL,
+                DRAIN_BUCKETS,
+            ),
+            boot_to_ready: r.histogram(
+                "rota_node_boot_to_ready_seconds",
+                "From instance launch to the node Ready.",
+                POOL,
+                BOOT_BUCKETS,
+            ),
+            reconcile_duration: r.histogram(
+                "rota_reconcile_duration_seconds",
+                "One reconcile of one pool (observe, plan, apply).",
+                POOL,
+                RECONCILE_BUCKETS,
+            ),
+        }
+    }
+}
+
+/// The fleet repo as the process reads it: fetches, polls, refused commits, a rewritten history.
+struct RepoSeries {
+    git_fetches: IntCounterVec,
+    git_polls: IntCounterVec,
+    git_last_success: GaugeVec,
+    commits_rejected: IntCounterVec,
+    commit_rejected: IntGaugeVec,
+    history_rewritten: IntGaugeVec,
+}
+
+impl RepoSeries {
+    fn register(r: &Registrar) -> Self {
+        Self {
+            git_fetches: r.counter(
+                "rota_git_fetches_total",
+                "Fetches of the fleet repo by outcome.",
+                &["cluster", "outcome"],
+            ),
+            git_polls: r.counter(
+                "rota_git_polls_total",
+                "Polls of the fleet repo by what answered them: the protocol v2 probe (nothing in scope moved, no libgit2 connection) or libgit2 (a connection and the whole ref advertisement).",
+                &["cluster", "answered_by"],
+            ),
+            git_last_success: r.gauge(
+                "rota_git_last_fetch_success_timestamp_seconds",
+                "Unix time of the last successful fetch of the fleet repo.",
+                &["cluster"],
+            ),
+            commits_rejected: r.counter(
+                "rota_commits_rejected_total",
+                "Fleet commits refused (validation, signature); the last good commit stays in force.",
+                &["cluster", "reason"],
+            ),
+            commit_rejected: r.int_gauge(
+                "rota_fleet_commit_rejected",
+                "1 while the newest fleet commit is refused (the last good one stays in force).",
+                &["cluster", "reason"],
+            ),
+            history_rewritten: r.int_gauge(
+                "rota_fleet_history_rewritten",
+                "1 while the branch head does not descend from the commit in force (a force-push or another branch); nothing of it is acted on until confirmed.",
+                &["cluster", "in_force", "head"],
+            ),
+        }
+    }
+}
+
+/// The process's other edges and itself: cloud calls, commit statuses, notifications, the
+/// Lease, its version.
+struct ProcessSeries {
+    cloud_calls: IntCounterVec,
+    cloud_call_duration: HistogramVec,
+    statuses_posted: IntCounterVec,
+    statuses_deferred: IntCounterVec,
+    statuses_waiting: IntGaugeVec,
+    notifications: IntCounterVec,
+    leader: IntGaugeVec,
+    build_info: IntGaugeVec,
+}
+
+impl ProcessSeries {
+    fn register(r: &Registrar) -> Self {
+        Self {
+            cloud_calls: r.counter(
+                "rota_cloud_calls_total",
+                "Cloud API calls by provider, call and outcome.",
+                &["cluster", "provider", "call", "outcome"],
+            ),
+            cloud_call_duration: r.histogram(
+                "rota_cloud_call_duration_seconds",
+                "Duration of cloud API calls (retries included) by provider and call.",
+                &["cluster", "provider", "call"],
+                RECONCILE_BUCKETS,
+            ),
+            statuses_posted: r.counter(
+                "rota_statuses_posted_total",
+                "Commit statuses posted, by backend and outcome.",
+                &["cluster", "backend", "outcome"],
+            ),
+            statuses_deferred: r.counter(
+                "rota_statuses_deferred_total",
+                "Commit statuses deferred past the fleet's write budget (written later, the newest per context).",
+                &["cluster", "backend"],
+            ),
+            statuses_waiting: r.int_gauge(
+                "rota_statuses_waiting",
+                "Commit statuses waiting for the write budget now.",
+                &["cluster", "backend"],
+            ),
+            notifications: r.counter(
+                "rota_notifications_total",
+                "Notification messages sent, by outcome.",
+                &["cluster", "outcome"],
+            ),
+            leader: r.int_gauge(
+                "rota_leader",
+                "1 if this replica holds the leader Lease.",
+                &["cluster"],
+            ),
+            build_info: r.int_gauge(
+                "rota_build_info",
+                "Always 1; rota's version as a label.",
+                &["cluster", "version"],
+            ),
+        }
+    }
+}
+
+/// Registers each series in the process's registry as it is made: the definitions are static,
+/// so a failure here is a programming error caught by every test that builds [`Metrics`].
+struct Registrar {
+    registry: Registry,
+}
+
+impl Registrar {
+    fn register<M: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        m: prometheus::Result<M>,
+    ) -> M {
+        let m = m.expect("metric definitions are static and valid");
+        self.registry
+            .register(Box::new(m.clone()))
+            .expect("each metric is registered once");
+        m
+    }
+
+    fn int_gauge(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.register(IntGaugeVec::new(Opts::new(name, help), labels))
+    }
+
+    fn gauge(&self, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+        self.register(GaugeVec::new(Opts::new(name, help), labels))
+    }
+
+    fn counter(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.register(IntCounterVec::new(Opts::new(name, help), labels))
+    }
+
+    fn histogram(&self, name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
+        let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+        self.register(HistogramVec::new(opts, labels))
+    }
 }
 
 /// The process's metrics; cheap to clone (shared).
@@ -227,208 +489,16 @@ impl Metrics {
     /// The metrics of `cluster`'s agent: every series carries `cluster`, so that alerts and
     /// dashboards over many clusters (one Prometheus, or federated) see each one apart.
     pub fn for_cluster(cluster: &str) -> Self {
-        let registry = Registry::new();
-        macro_rules! reg {
-            ($m:expr) => {{
-                let m = $m.expect("metric definitions are static and valid");
-                registry
-                    .register(Box::new(m.clone()))
-                    .expect("each metric is registered once");
-                m
-            }};
-        }
-        let ig = |name: &str, help: &str, labels: &[&str]| {
-            IntGaugeVec::new(Opts::new(name, help), labels)
-        };
-        let g =
-            |name: &str, help: &str, labels: &[&str]| GaugeVec::new(Opts::new(name, help), labels);
-        let c = |name: &str, help: &str, labels: &[&str]| {
-            IntCounterVec::new(Opts::new(name, help), labels)
-        };
-        let h = |name: &str, help: &str, labels: &[&str], buckets: &[f64]| {
-            HistogramVec::new(
-                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
-                labels,
-            )
+        // One family of series a struct (what a pool is, what its rotation did, the fleet
+        // repo, the process), so that a new metric goes beside its kin.
+        let r = Registrar {
+            registry: Registry::new(),
         };
         let inner = Inner {
-            pool_nodes: reg!(ig("rota_pool_nodes", "Nodes in the pool.", POOL)),
-            pool_image_age: reg!(g(
-                "rota_pool_image_age_seconds",
-                "Age of the image every node of the pool runs, from its version's `released` (absent when the repo does not say).",
-                POOL
-            )),
-            pool_image_overdue: reg!(ig(
-                "rota_pool_image_overdue",
-                "1 while the pool runs an image older than its channel's maxAge (the patch deadline), else 0.",
-                POOL
-            )),
-            pool_nodes_on_target: reg!(ig(
-                "rota_pool_nodes_on_target",
-                "Nodes of the pool running the desired image.",
-                POOL
-            )),
-            pool_phase: reg!(ig(
-                "rota_pool_phase",
-                "The pool's phase: 1 for the current phase, 0 for the others.",
-                &["cluster", "pool", "phase"]
-            )),
-            pool_batch: reg!(ig(
-                "rota_pool_batch",
-                "Number of the batch under way (1-based; 0 when none).",
-                POOL
-            )),
-            pool_progress: reg!(g(
-                "rota_pool_progress_ratio",
-                "Share of the pool's nodes on the desired image (0 to 1).",
-                POOL
-            )),
-            pool_since_progress: reg!(g(
-                "rota_pool_seconds_since_progress",
-                "Seconds since the pool's rotation last moved forward.",
-                POOL
-            )),
-            pool_stuck: reg!(ig(
-                "rota_pool_stuck",
-                "1 while the pool is stuck (no progress for longer than the threshold), by reason.",
-                &["cluster", "pool", "reason"]
-            )),
-            nodes_brought_up: reg!(c(
-                "rota_nodes_brought_up_total",
-                "Replacement nodes that joined and became Ready.",
-                POOL
-            )),
-            nodes_drained: reg!(c("rota_nodes_drained_total", "Nodes drained.", POOL)),
-            nodes_terminated: reg!(c(
-                "rota_nodes_terminated_total",
-                "Instances terminated after their node was drained.",
-                POOL
-            )),
-            evictions: reg!(c(
-                "rota_evictions_total",
-                "Pod evictions, by outcome (throttled: refused by a PodDisruptionBudget).",
-                &["cluster", "pool", "outcome"]
-            )),
-            gate_evaluations: reg!(c(
-                "rota_gate_evaluations_total",
-                "Health gate evaluations, by result.",
-                &["cluster", "pool", "gate", "result"]
-            )),
-            gate_failures: reg!(c(
-                "rota_gate_failures_total",
-                "Gates that failed a batch or pool (after failureLimit): the rotation stopped.",
-                &["cluster", "pool", "gate"]
-            )),
-            pool_gate_failed: reg!(ig(
-                "rota_pool_gate_failed",
-                "1 while a failed gate holds the pool (rolled back or paused), by gate.",
-                &["cluster", "pool", "gate"]
-            )),
-            errors: reg!(c(
-                "rota_errors_total",
-                "Errors by stable reason; alerting=true for those that cannot heal themselves.",
-                &["cluster", "pool", "reason", "alerting"]
-            )),
-            batch_duration: reg!(h(
-                "rota_batch_duration_seconds",
-                "From surge to the batch's last old node terminated.",
-                POOL,
-                BATCH_BUCKETS
-            )),
-            drain_duration: reg!(h(
-                "rota_drain_duration_seconds",
-                "From cordon to the node's last evictable pod gone.",
-                POOL,
-                DRAIN_BUCKETS
-            )),
-            boot_to_ready: reg!(h(
-                "rota_node_boot_to_ready_seconds",
-                "From instance launch to the node Ready.",
-                POOL,
-                BOOT_BUCKETS
-            )),
-            reconcile_duration: reg!(h(
-                "rota_reconcile_duration_seconds",
-                "One reconcile of one pool (observe, plan, apply).",
-                POOL,
-                RECONCILE_BUCKETS
-            )),
-            cloud_calls: reg!(c(
-                "rota_cloud_calls_total",
-                "Cloud API calls by provider, call and outcome.",
-                &["cluster", "provider", "call", "outcome"]
-            )),
-            cloud_call_duration: reg!(h(
-                "rota_cloud_call_duration_seconds",
-                "Duration of cloud API calls (retries included) by provider and call.",
-                &["cluster", "provider", "call"],
-                RECONCILE_BUCKETS
-            )),
-            git_fetches: reg!(c(
-                "rota_git_fetches_total",
-                "Fetches of the fleet repo by outcome.",
-                &["cluster", "outcome"]
-            )),
-            git_polls: reg!(c(
-                "rota_git_polls_total",
-                "Polls of the fleet repo by what answered them: the protocol v2 probe (nothing in scope moved, no libgit2 connection) or libgit2 (a connection and the whole ref advertisement).",
-                &["cluster", "answered_by"]
-            )),
-            git_last_success: reg!(g(
-                "rota_git_last_fetch_success_timestamp_seconds",
-                "Unix time of the last successful fetch of the fleet repo.",
-                &["cluster"]
-            )),
-            commits_rejected: reg!(c(
-                "rota_commits_rejected_total",
-                "Fleet commits refused (validation, signature); the last good commit stays in force.",
-                &["cluster", "reason"]
-            )),
-            commit_rejected: reg!(ig(
-                "rota_fleet_commit_rejected",
-                "1 while the newest fleet commit is refused (the last good one stays in force).",
-                &["cluster", "reason"]
-            )),
-            history_rewritten: reg!(ig(
-                "rota_fleet_history_rewritten",
-                "1 while the branch head does not descend from the commit in force (a force-push or another branch); nothing of it is acted on until confirmed.",
-                &["cluster", "in_force", "head"]
-            )),
-            statuses_posted: reg!(c(
-                "rota_statuses_posted_total",
-                "Commit statuses posted, by backend and outcome.",
-                &["cluster", "backend", "outcome"]
-            )),
-            statuses_deferred: reg!(c(
-                "rota_statuses_deferred_total",
-                "Commit statuses deferred past the fleet's write budget (written later, the newest per context).",
-                &["cluster", "backend"]
-            )),
-            statuses_waiting: reg!(ig(
-                "rota_statuses_waiting",
-                "Commit statuses waiting for the write budget now.",
-                &["cluster", "backend"]
-            )),
-            notifications: reg!(c(
-                "rota_notifications_total",
-                "Notification messages sent, by outcome.",
-                &["cluster", "outcome"]
-            )),
-            leader: reg!(ig(
-                "rota_leader",
-                "1 if this replica holds the leader Lease.",
-                &["cluster"]
-            )),
-            build_info: reg!(ig(
-                "rota_build_info",
-                "Always 1; rota's version as a label.",
-                &["cluster", "version"]
-            )),
-            pool_info: reg!(ig(
-                POOL_INFO,
-                "Always 1; the channel, version and image every node of the pool runs.",
-                &["cluster", "pool", "channel", "version", "image"]
-            )),
+            pools: PoolSeries::register(&r),
+            steps: StepSeries::register(&r),
+            repo: RepoSeries::register(&r),
+            process: ProcessSeries::register(&r),
             last_progress: Mutex::new(BTreeMap::new()),
             stuck_reasons: Mutex::new(BTreeMap::new()),
             failed_gates: Mutex::new(BTreeMap::new()),
@@ -436,13 +506,14 @@ impl Metrics {
             pool_infos: Mutex::new(BTreeMap::new()),
             cluster: cluster.to_string(),
             readiness: Readiness::default(),
-            registry,
+            registry: r.registry,
         };
         inner
+            .process
             .build_info
             .with_label_values(&[cluster, env!("CARGO_PKG_VERSION")])
             .set(1);
-        inner.leader.with_label_values(&[cluster]).set(0);
+        inner.process.leader.with_label_values(&[cluster]).set(0);
         Metrics {
             inner: Arc::new(inner),
         }
@@ -467,6 +538,7 @@ impl Metrics {
         self.inner.readiness.set_leader(leader);
         self.inner.readiness.set_leadership_known(true);
         self.inner
+            .process
             .leader
             .with_label_values(&[self.inner.cluster.as_str()])
             .set(leader as i64);
@@ -474,6 +546,7 @@ impl Metrics {
 
     pub fn observe_cloud_call(&self, provider: &str, call: &str, seconds: f64) {
         self.inner
+            .process
             .cloud_call_duration
             .with_label_values(&[self.inner.cluster.as_str(), provider, call])
             .observe(seconds);
@@ -481,6 +554,7 @@ impl Metrics {
 
     pub fn record_cloud_call(&self, provider: &str, call: &str, outcome: Outcome) {
         self.inner
+            .process
             .cloud_calls
             .with_label_values(&[
                 self.inner.cluster.as_str(),
@@ -494,11 +568,13 @@ impl Metrics {
     /// A fetch of the fleet repo; on success `at` becomes the last successful fetch.
     pub fn record_git_fetch(&self, outcome: Outcome, at: DateTime<Utc>) {
         self.inner
+            .repo
             .git_fetches
             .with_label_values(&[self.inner.cluster.as_str(), outcome.as_str()])
             .inc();
         if outcome == Outcome::Ok {
             self.inner
+                .repo
                 .git_last_success
                 .with_label_values(&[self.inner.cluster.as_str()])
                 .set(at.timestamp_millis() as f64 / 1000.0);
@@ -511,6 +587,7 @@ impl Metrics {
         for (by, n) in [("probe", by_probe), ("libgit2", by_libgit2)] {
             if n > 0 {
                 self.inner
+                    .repo
                     .git_polls
                     .with_label_values(&[self.inner.cluster.as_str(), by])
                     .inc_by(n);
@@ -522,6 +599,7 @@ impl Metrics {
     /// `signature`). Holds `rota_fleet_commit_rejected{reason}` at 1 until a commit is accepted.
     pub fn record_commit_rejected(&self, reason: &str) {
         self.inner
+            .repo
             .commits_rejected
             .with_label_values(&[self.inner.cluster.as_str(), reason])
             .inc();
@@ -529,10 +607,12 @@ impl Metrics {
         if let Some(old) = rejected.take() {
             let _ = self
                 .inner
+                .repo
                 .commit_rejected
                 .remove_label_values(&[self.inner.cluster.as_str(), old.as_str()]);
         }
         self.inner
+            .repo
             .commit_rejected
             .with_label_values(&[self.inner.cluster.as_str(), reason])
             .set(1);
@@ -544,6 +624,7 @@ impl Metrics {
         if let Some(old) = self.inner.rejected.lock().expect("not poisoned").take() {
             let _ = self
                 .inner
+                .repo
                 .commit_rejected
                 .remove_label_values(&[self.inner.cluster.as_str(), old.as_str()]);
         }
@@ -553,9 +634,10 @@ impl Metrics {
     /// with `None`, no longer: `rota_fleet_history_rewritten{cluster, in_force, head}` is 1
     /// while so.
     pub fn set_history_rewritten(&self, rewrite: Option<(&str, &str)>) {
-        self.inner.history_rewritten.reset();
+        self.inner.repo.history_rewritten.reset();
         if let Some((in_force, head)) = rewrite {
             self.inner
+                .repo
                 .history_rewritten
                 .with_label_values(&[self.inner.cluster.as_str(), in_force, head])
                 .set(1);
@@ -564,6 +646,7 @@ impl Metrics {
 
     pub fn record_status_posted(&self, backend: &str, outcome: Outcome) {
         self.inner
+            .process
             .statuses_posted
             .with_label_values(&[self.inner.cluster.as_str(), backend, outcome.as_str()])
             .inc();
@@ -572,6 +655,7 @@ impl Metrics {
     /// A status the write budget deferred (`report::budget`).
     pub fn record_status_deferred(&self, backend: &str) {
         self.inner
+            .process
             .statuses_deferred
             .with_label_values(&[self.inner.cluster.as_str(), backend])
             .inc();
@@ -580,6 +664,7 @@ impl Metrics {
     /// How many statuses wait for the write budget now.
     pub fn set_statuses_waiting(&self, backend: &str, waiting: usize) {
         self.inner
+            .process
             .statuses_waiting
             .with_label_values(&[self.inner.cluster.as_str(), backend])
             .set(i64::try_from(waiting).unwrap_or(i64::MAX));
@@ -597,10 +682,12 @@ impl Metrics {
             }
             let _ = self
                 .inner
+                .pools
                 .pool_info
                 .remove_label_values(&[cluster, pool, &old[0], &old[1], &old[2]]);
         }
         self.inner
+            .pools
             .pool_info
             .with_label_values(&[cluster, pool, channel, version, image])
             .set(1);
@@ -619,17 +706,23 @@ impl Metrics {
     ) {
         let labels = [self.inner.cluster.as_str(), pool];
         let Some(released) = released else {
-            let _ = self.inner.pool_image_age.remove_label_values(&labels);
-            let _ = self.inner.pool_image_overdue.remove_label_values(&labels);
+            let _ = self.inner.pools.pool_image_age.remove_label_values(&labels);
+            let _ = self
+                .inner
+                .pools
+                .pool_image_overdue
+                .remove_label_values(&labels);
             return;
         };
         let age = (now - released).num_milliseconds().max(0) as f64 / 1000.0;
         self.inner
+            .pools
             .pool_image_age
             .with_label_values(&labels)
             .set(age);
         let overdue = max_age.is_some_and(|m| age > m.as_secs_f64());
         self.inner
+            .pools
             .pool_image_overdue
             .with_label_values(&labels)
             .set(i64::from(overdue));
@@ -640,10 +733,12 @@ impl Metrics {
         let cluster = self.inner.cluster.as_str();
         let _ = self
             .inner
+            .pools
             .pool_image_age
             .remove_label_values(&[cluster, pool]);
         let _ = self
             .inner
+            .pools
             .pool_image_overdue
             .remove_label_values(&[cluster, pool]);
         if let Some(old) = self
@@ -655,6 +750,7 @@ impl Metrics {
         {
             let _ = self
                 .inner
+                .pools
                 .pool_info
                 .remove_label_values(&[cluster, pool, &old[0], &old[1], &old[2]]);
         }
@@ -662,6 +758,7 @@ impl Metrics {
 
     pub fn record_notification(&self, outcome: Outcome) {
         self.inner
+            .process
             .notifications
             .with_label_values(&[self.inner.cluster.as_str(), outcome.as_str()])
             .inc();
@@ -674,6 +771,7 @@ impl Metrics {
             for ((cluster, pool), at) in last.iter() {
                 let secs = (now - *at).num_milliseconds().max(0) as f64 / 1000.0;
                 self.inner
+                    .pools
                     .pool_since_progress
                     .with_label_values(&[cluster.as_str(), pool.as_str()])
                     .set(secs);
@@ -784,10 +882,12 @@ impl PoolMetrics<'_> {
     /// Nodes in the pool and on the desired image; also sets the progress ratio.
     pub fn set_nodes(&self, total: u32, on_target: u32) {
         self.m
+            .pools
             .pool_nodes
             .with_label_values(&self.l())
             .set(total as i64);
         self.m
+            .pools
             .pool_nodes_on_target
             .with_label_values(&self.l())
             .set(on_target as i64);
@@ -796,13 +896,18 @@ impl PoolMetrics<'_> {
         } else {
             (on_target as f64 / total as f64).min(1.0)
         };
-        self.m.pool_progress.with_label_values(&self.l()).set(ratio);
+        self.m
+            .pools
+            .pool_progress
+            .with_label_values(&self.l())
+            .set(ratio);
     }
 
     pub fn set_phase(&self, phase: Phase) {
         for p in PHASES {
             let name = p.to_string();
             self.m
+                .pools
                 .pool_phase
                 .with_label_values(&[self.cluster, self.pool, name.as_str()])
                 .set((p == phase) as i64);
@@ -812,6 +917,7 @@ impl PoolMetrics<'_> {
     /// The batch under way (1-based), or `None`.
     pub fn set_batch(&self, batch: Option<u32>) {
         self.m
+            .pools
             .pool_batch
             .with_label_values(&self.l())
             .set(batch.unwrap_or(0) as i64);
@@ -849,13 +955,15 @@ impl PoolMetrics<'_> {
         let mut reasons = self.m.stuck_reasons.lock().expect("not poisoned");
         // Clear the reason this pool had, then raise the current one.
         if let Some(old) = reasons.remove(&key) {
-            let _ = self
-                .m
-                .pool_stuck
-                .remove_label_values(&[self.cluster, self.pool, old.as_str()]);
+            let _ = self.m.pools.pool_stuck.remove_label_values(&[
+                self.cluster,
+                self.pool,
+                old.as_str(),
+            ]);
         }
         if let Some(r) = reason {
             self.m
+                .pools
                 .pool_stuck
                 .with_label_values(&[self.cluster, self.pool, r])
                 .set(1);
@@ -865,17 +973,23 @@ impl PoolMetrics<'_> {
 
     pub fn record_brought_up(&self, n: u64) {
         self.m
+            .steps
             .nodes_brought_up
             .with_label_values(&self.l())
             .inc_by(n);
     }
 
     pub fn record_drained(&self, n: u64) {
-        self.m.nodes_drained.with_label_values(&self.l()).inc_by(n);
+        self.m
+            .steps
+            .nodes_drained
+            .with_label_values(&self.l())
+            .inc_by(n);
     }
 
     pub fn record_terminated(&self, n: u64) {
         self.m
+            .steps
             .nodes_terminated
             .with_label_values(&self.l())
             .inc_by(n);
@@ -883,6 +997,7 @@ impl PoolMetrics<'_> {
 
     pub fn record_eviction(&self, outcome: Outcome) {
         self.m
+            .steps
             .evictions
             .with_label_values(&[self.cluster, self.pool, outcome.as_str()])
             .inc();
@@ -890,6 +1005,7 @@ impl PoolMetrics<'_> {
 
     pub fn record_gate(&self, gate: &str, result: GateResult) {
         self.m
+            .steps
             .gate_evaluations
             .with_label_values(&[self.cluster, self.pool, gate, result.as_str()])
             .inc();
@@ -899,11 +1015,13 @@ impl PoolMetrics<'_> {
     /// `rota_pool_gate_failed{gate}` at 1 until [`PoolMetrics::clear_gate_failed`].
     pub fn record_gate_failed(&self, gate: &str) {
         self.m
+            .steps
             .gate_failures
             .with_label_values(&[self.cluster, self.pool, gate])
             .inc();
         self.clear_gate_failed();
         self.m
+            .pools
             .pool_gate_failed
             .with_label_values(&[self.cluster, self.pool, gate])
             .set(1);
@@ -923,7 +1041,7 @@ impl PoolMetrics<'_> {
             .expect("not poisoned")
             .remove(&key)
         {
-            let _ = self.m.pool_gate_failed.remove_label_values(&[
+            let _ = self.m.pools.pool_gate_failed.remove_label_values(&[
                 self.cluster,
                 self.pool,
                 old.as_str(),
@@ -934,6 +1052,7 @@ impl PoolMetrics<'_> {
     /// An error, by its stable reason and whether it alerts (see [`crate::stuck::classify`]).
     pub fn record_error(&self, reason: &str, alerting: bool) {
         self.m
+            .steps
             .errors
             .with_label_values(&[
                 self.cluster,
@@ -946,6 +1065,7 @@ impl PoolMetrics<'_> {
 
     pub fn observe_batch_duration(&self, seconds: f64) {
         self.m
+            .steps
             .batch_duration
             .with_label_values(&self.l())
             .observe(seconds);
@@ -953,6 +1073,7 @@ impl PoolMetrics<'_> {
 
     pub fn observe_drain_duration(&self, seconds: f64) {
         self.m
+            .steps
             .drain_duration
             .with_label_values(&self.l())
             .observe(seconds);
@@ -960,6 +1081,7 @@ impl PoolMetrics<'_> {
 
     pub fn observe_boot_to_ready(&self, seconds: f64) {
         self.m
+            .steps
             .boot_to_ready
             .with_label_values(&self.l())
             .observe(seconds);
@@ -967,6 +1089,7 @@ impl PoolMetrics<'_> {
 
     pub fn observe_reconcile(&self, seconds: f64) {
         self.m
+            .steps
             .reconcile_duration
             .with_label_values(&self.l())
             .observe(seconds);
@@ -978,16 +1101,17 @@ impl PoolMetrics<'_> {
         self.clear_gate_failed();
         let m = self.m;
         let l = self.l();
-        let _ = m.pool_nodes.remove_label_values(&l);
-        let _ = m.pool_nodes_on_target.remove_label_values(&l);
-        let _ = m.pool_batch.remove_label_values(&l);
-        let _ = m.pool_progress.remove_label_values(&l);
-        let _ = m.pool_since_progress.remove_label_values(&l);
+        let _ = m.pools.pool_nodes.remove_label_values(&l);
+        let _ = m.pools.pool_nodes_on_target.remove_label_values(&l);
+        let _ = m.pools.pool_batch.remove_label_values(&l);
+        let _ = m.pools.pool_progress.remove_label_values(&l);
+        let _ = m.pools.pool_since_progress.remove_label_values(&l);
         for p in PHASES {
             let name = p.to_string();
-            let _ = m
-                .pool_phase
-                .remove_label_values(&[self.cluster, self.pool, name.as_str()]);
+            let _ =
+                m.pools
+                    .pool_phase
+                    .remove_label_values(&[self.cluster, self.pool, name.as_str()]);
         }
         m.last_progress
             .lock()

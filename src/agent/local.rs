@@ -19,7 +19,7 @@ use super::wiring::{self, AgentParts};
 use super::{AgentConfig, Snapshot};
 use crate::controller::Config;
 use crate::controller::clock::Clock;
-use crate::report::StoreConfig;
+use crate::forge::StoreConfig;
 use crate::source::follow::FollowConfig;
 use crate::source::trust::{TrustPolicy, Verifier};
 use crate::source::webhook::WebhookConfig;

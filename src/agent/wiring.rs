@@ -18,9 +18,10 @@ use super::{Agent, AgentConfig, Snapshot};
 use crate::cloud::NodeGroups;
 use crate::controller::clock::Clock;
 use crate::controller::{Config, Controller};
+use crate::forge::{StoreConfig, store_from_config};
 use crate::metrics::{Metrics, Outcome};
 use crate::report::metered::MeteredStore;
-use crate::report::{GitNotesStore, StatusStore, StoreConfig, store_from_config};
+use crate::report::{GitNotesStore, StatusStore};
 use crate::source::follow::{FollowConfig, Follower, follow};
 use crate::source::poll::SourceState;
 use crate::source::trust::Verifier;
@@ -172,19 +173,7 @@ pub async fn start(
         source,
     })?;
     refuse_working_copy(&source.url)?;
-    // Only a definite answer stops the start: an API server that cannot be reached now is
-    // retried by every pass, as any other Kubernetes error.
-    if ac.install_crd {
-        if let Err(e) = super::install_crd(&client).await {
-            tracing::warn!(error = %WiringError::CrdInstall(e), "continuing without it");
-        }
-    } else {
-        match super::crd_installed(&client).await {
-            Ok(true) => {}
-            Ok(false) => return Err(WiringError::CrdMissing),
-            Err(e) => tracing::warn!(error = %WiringError::CrdCheck(e), "continuing"),
-        }
-    }
+    check_crd(&client, ac.install_crd).await?;
     let mirror = mirror_dir(&state_dir, &ac.cluster);
     let source = Arc::new(GitSource::open(source, &mirror)?.with_limits(fetch_limits));
     // Before the first poll: an agent fetches its own notes and, while its guard waits,
@@ -198,40 +187,17 @@ pub async fn start(
     }
     let clock = clock.unwrap_or_else(|| controller.clock());
     let notes = Arc::new(GitNotesStore::for_source(&source, &ac.cluster).with_evidence(&evidence));
-    // The image ledger: written beside the notes, by the same single writer.
-    let ledger = crate::ledger::recorder::Recorder {
-        cluster: ac.cluster.clone(),
-        client: client.clone(),
-        index: Arc::clone(controller.index()),
-        groups: Arc::clone(&groups),
-        repo: source.mirror_path().to_path_buf(),
-        push: Some(crate::report::notes::PushTarget {
-            url: source.config().url.clone(),
-            auth: source.config().auth.clone(),
-            known_hosts: source.known_hosts().cloned(),
-        }),
-        signing_key: evidence.signing_key.clone(),
-        leadership: Some(controller.leadership()),
+    let ledger = ledger_for(
+        &ac,
+        &source,
+        &client,
+        &controller,
+        &groups,
+        &evidence,
         clock,
-        interval: ac.resync,
-        departures: Some(controller.departures()),
-    };
+    );
+    let store = status_store(&ac, statuses.as_ref(), &notes, &metrics)?;
     let polls_source = Arc::clone(&source);
-    let store: Arc<dyn StatusStore> = match &statuses {
-        Some(sc) => {
-            let forge = store_from_config(sc, Arc::clone(&notes))?;
-            let budget = ac
-                .report
-                .budget
-                .or_else(|| super::reporting::default_budget(forge.backend()));
-            match budget {
-                Some(b) => Arc::new(crate::report::budget::BudgetedStore::new(forge, b)),
-                None => forge,
-            }
-        }
-        None => Arc::clone(&notes) as Arc<dyn StatusStore>,
-    };
-    let store = Arc::new(MeteredStore::new(store, metrics.clone()));
     let mut agent = Agent::new(
         ac,
         source,
@@ -249,35 +215,14 @@ pub async fn start(
     // One writer per cluster: the agent writes only while its controller holds the Lease.
     agent.set_leadership(controller.leadership());
     let snapshot = agent.subscribe();
-    let mut tasks = vec![(
-        "fetch metrics",
-        tokio::spawn(record_fetches(
-            follower.state.clone(),
-            polls_source,
-            metrics,
-        )),
-    )];
-    tasks.push((
-        "agent",
-        tokio::spawn(agent.run(follower.state.clone(), cancel.clone())),
-    ));
-    // On a clean shutdown the ledger writes its last pass first, while the controller still
-    // holds the Lease; the controller stops (and gives the Lease up) once it has.
-    let ledger_done = CancellationToken::new();
-    let controller_stop = ledger_done.clone();
-    let ledger_cancel = cancel.clone();
-    tasks.push((
-        "ledger",
-        tokio::spawn(async move {
-            // Dropped at the end, or when the ledger task panics or is aborted.
-            let _stop_controller = ledger_done.drop_guard();
-            ledger.run(ledger_cancel).await;
-        }),
-    ));
-    tasks.push((
-        "controller",
-        tokio::spawn(async move { controller.run(controller_stop.cancelled_owned()).await }),
-    ));
+    let fetch_metrics = record_fetches(follower.state.clone(), polls_source, metrics);
+    let tasks = spawn_tasks(
+        fetch_metrics,
+        agent.run(follower.state.clone(), cancel.clone()),
+        ledger,
+        controller,
+        cancel,
+    );
     Ok(RunningAgent {
         snapshot,
         follower,
@@ -285,6 +230,111 @@ pub async fn start(
         mirror,
         tasks,
     })
+}
+
+/// Whether the NodePoolRotation CRD is there (or installed, with `--install-crd`). Only a
+/// definite answer stops the start: an API server that cannot be reached now is retried by
+/// every pass, as any other Kubernetes error.
+async fn check_crd(client: &kube::Client, install: bool) -> Result<(), WiringError> {
+    if install {
+        if let Err(e) = super::install_crd(client).await {
+            tracing::warn!(error = %WiringError::CrdInstall(e), "continuing without it");
+        }
+        return Ok(());
+    }
+    match super::crd_installed(client).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(WiringError::CrdMissing),
+        Err(e) => {
+            tracing::warn!(error = %WiringError::CrdCheck(e), "continuing");
+            Ok(())
+        }
+    }
+}
+
+/// The image ledger of the cluster: written beside the notes, pushed where they go, by the
+/// same single writer (the Lease holder).
+fn ledger_for(
+    ac: &AgentConfig,
+    source: &GitSource,
+    client: &kube::Client,
+    controller: &Controller,
+    groups: &Arc<dyn NodeGroups>,
+    evidence: &crate::report::evidence::EvidenceKeys,
+    clock: Clock,
+) -> crate::ledger::recorder::Recorder {
+    crate::ledger::recorder::Recorder {
+        cluster: ac.cluster.clone(),
+        client: client.clone(),
+        index: Arc::clone(controller.index()),
+        groups: Arc::clone(groups),
+        repo: source.mirror_path().to_path_buf(),
+        push: Some(crate::report::notes::PushTarget {
+            url: source.config().url.clone(),
+            auth: source.config().auth.clone(),
+            known_hosts: source.known_hosts().cloned(),
+        }),
+        signing_key: evidence.signing_key.clone(),
+        leadership: Some(controller.leadership()),
+        clock,
+        interval: ac.resync,
+        departures: Some(controller.departures()),
+    }
+}
+
+/// Where the pass's statuses go: a forge (within its request budget) or the git notes, each
+/// metered.
+fn status_store(
+    ac: &AgentConfig,
+    statuses: Option<&StoreConfig>,
+    notes: &Arc<GitNotesStore>,
+    metrics: &Metrics,
+) -> Result<Arc<MeteredStore>, WiringError> {
+    let store: Arc<dyn StatusStore> = match statuses {
+        Some(sc) => {
+            let forge = store_from_config(sc, Arc::clone(notes))?;
+            let budget = ac
+                .report
+                .budget
+                .or_else(|| super::reporting::default_budget(forge.backend()));
+            match budget {
+                Some(b) => Arc::new(crate::report::budget::BudgetedStore::new(forge, b)),
+                None => forge,
+            }
+        }
+        None => Arc::clone(notes) as Arc<dyn StatusStore>,
+    };
+    Ok(Arc::new(MeteredStore::new(store, metrics.clone())))
+}
+
+/// The agent's tasks, each named for the supervisor. On a clean shutdown the ledger writes
+/// its last pass first, while the controller still holds the Lease; the controller stops (and
+/// gives the Lease up) once it has.
+fn spawn_tasks(
+    fetch_metrics: impl std::future::Future<Output = ()> + Send + 'static,
+    agent: impl std::future::Future<Output = ()> + Send + 'static,
+    ledger: crate::ledger::recorder::Recorder,
+    mut controller: Controller,
+    cancel: CancellationToken,
+) -> Vec<(&'static str, JoinHandle<()>)> {
+    let ledger_done = CancellationToken::new();
+    let controller_stop = ledger_done.clone();
+    vec![
+        ("fetch metrics", tokio::spawn(fetch_metrics)),
+        ("agent", tokio::spawn(agent)),
+        (
+            "ledger",
+            tokio::spawn(async move {
+                // Dropped at the end, or when the ledger task panics or is aborted.
+                let _stop_controller = ledger_done.drop_guard();
+                ledger.run(cancel).await;
+            }),
+        ),
+        (
+            "controller",
+            tokio::spawn(async move { controller.run(controller_stop.cancelled_owned()).await }),
+        ),
+    ]
 }
 
 /// A local repo (a path or `file://`) with a working tree cannot take the agent's pushes

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::AgentConfig;
 use crate::agent::wiring::{self, AgentParts};
 use crate::controller::Config;
-use crate::report::StoreConfig;
+use crate::forge::StoreConfig;
 use crate::shutdown::wait_for_stop;
 use crate::source::follow::FollowConfig;
 use crate::source::trust::{TrustPolicy, Verifier};
@@ -165,25 +165,8 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     let client = kube::Client::try_from(kcfg).map_err(|e| format!("Kubernetes client: {e}"))?;
     let env = |var: &str| std::env::var(var).ok();
     let auth = fetch_auth(&args, &env)?;
-    let policy = TrustPolicy {
-        ssh_allowed_signers: args.allowed_signers.clone(),
-        gpg_keyring: args.gpg_keyring.clone(),
-    };
-    let verifier = if policy.is_enabled() {
-        Some(Arc::new(Verifier::new(&policy).map_err(|e| e.to_string())?))
-    } else {
-        None
-    };
-    let webhook = match (&args.webhook_listen, &args.webhook_secret_file) {
-        (Some(addr), Some(f)) => Some((
-            *addr,
-            WebhookConfig {
-                secret: Secret::from_file(f).map_err(|e| e.to_string())?,
-                branch: Some(args.branch.clone()),
-            },
-        )),
-        _ => None,
-    };
+    let verifier = verifier_of(&args)?;
+    let webhook = webhook_of(&args)?;
     let version = args
         .agent_version
         .clone()
@@ -192,25 +175,8 @@ async fn start(args: AgentArgs) -> Result<(), String> {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "rota".into());
         format!("{host}-{}", std::process::id())
     });
-    let mut cc = Config::new(&version, &identity);
-    cc.lease_namespace = args.lease_namespace.clone();
-    cc.speed = args.speed;
-    cc.stuck_after = args.ops.stuck_after.as_duration();
-    cc.describe_lag = args.ops.describe_lag.as_duration();
-    cc.idle_describe_interval = args.ops.idle_describe_interval.as_duration();
-    cc.cluster_autoscaler = !args.ops.no_cluster_autoscaler;
-    let mut ac = AgentConfig::new(&args.cluster);
-    ac.version = version.clone();
-    ac.subdir = args.subdir.clone();
-    ac.resync = args.resync.as_duration();
-    ac.install_crd = args.install_crd;
-    ac.secrets_dir = args.secrets_dir.clone();
-    ac.report = crate::agent::reporting::ReportConfig {
-        contexts: args.status_contexts,
-        page_url: args.status_page_url.clone(),
-        budget: args.status_budget,
-    };
-    ac.confirm_rewrite = args.confirm_rewrite;
+    let cc = controller_config(&args, &version, &identity);
+    let ac = agent_config(&args, &version);
     for f in [&args.records_signing_key, &args.agent_signers]
         .into_iter()
         .flatten()
@@ -275,6 +241,67 @@ async fn start(args: AgentArgs) -> Result<(), String> {
     }
     running.join().await;
     Ok(())
+}
+
+/// The verifier of the fleet's commits (`--allowed-signers`, `--gpg-keyring`); `None`: no
+/// signature is required.
+fn verifier_of(args: &AgentArgs) -> Result<Option<Arc<Verifier>>, String> {
+    let policy = TrustPolicy {
+        ssh_allowed_signers: args.allowed_signers.clone(),
+        gpg_keyring: args.gpg_keyring.clone(),
+    };
+    if !policy.is_enabled() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(
+        Verifier::new(&policy).map_err(|e| e.to_string())?,
+    )))
+}
+
+/// The push webhook receiver: where it listens and the secret its senders sign with (both
+/// flags, or none).
+fn webhook_of(args: &AgentArgs) -> Result<Option<(SocketAddr, WebhookConfig)>, String> {
+    match (&args.webhook_listen, &args.webhook_secret_file) {
+        (Some(addr), Some(f)) => Ok(Some((
+            *addr,
+            WebhookConfig {
+                secret: Secret::from_file(f).map_err(|e| e.to_string())?,
+                branch: Some(args.branch.clone()),
+            },
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// The rotation controller's settings: who it is (version, identity), its Lease, its speed
+/// and what it assumes of the cloud and the cluster autoscaler.
+fn controller_config(args: &AgentArgs, version: &str, identity: &str) -> Config {
+    let mut cc = Config::new(version, identity);
+    cc.lease_namespace = args.lease_namespace.clone();
+    cc.speed = args.speed;
+    cc.stuck_after = args.ops.stuck_after.as_duration();
+    cc.describe_lag = args.ops.describe_lag.as_duration();
+    cc.idle_describe_interval = args.ops.idle_describe_interval.as_duration();
+    cc.cluster_autoscaler = !args.ops.no_cluster_autoscaler;
+    cc
+}
+
+/// The agent loop's settings: its cluster and version, where in the repo it reads, how it
+/// resyncs and reports, and whether it installs the CRD or takes a rewritten history.
+fn agent_config(args: &AgentArgs, version: &str) -> AgentConfig {
+    let mut ac = AgentConfig::new(&args.cluster);
+    ac.version = version.to_string();
+    ac.subdir = args.subdir.clone();
+    ac.resync = args.resync.as_duration();
+    ac.install_crd = args.install_crd;
+    ac.secrets_dir = args.secrets_dir.clone();
+    ac.report = crate::agent::reporting::ReportConfig {
+        contexts: args.status_contexts,
+        page_url: args.status_page_url.clone(),
+        budget: args.status_budget,
+    };
+    ac.confirm_rewrite = args.confirm_rewrite;
+    ac
 }
 
 /// How to fetch the fleet repo: an SSH key (and its passphrase, from

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::secret::secret_from;
+use crate::forge::StoreConfig;
+use crate::forge::gitea::GiteaConfig;
+use crate::forge::github::GitHubConfig;
+use crate::forge::gitlab::GitLabConfig;
 use crate::promotion::propose::current_branch;
-use crate::report::StoreConfig;
-use crate::report::gitea::GiteaConfig;
-use crate::report::github::GitHubConfig;
-use crate::report::gitlab::GitLabConfig;
 
 #[derive(Args, Debug, Clone)]
 pub struct ForgeArgs {

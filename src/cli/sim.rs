@@ -87,44 +87,10 @@ fn serve(args: ServeArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let fleet = match load(
-        &args.repo.repo,
-        args.repo.rev.as_deref(),
-        args.repo.subdir.as_deref(),
-    ) {
-        Ok(f) => f,
-        Err(f) => return f.report(Format::Human),
+    let plan = match Plan::of(&args) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
-    let clusters = match fleet.resolve_all() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("rota: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let workloads = match &args.workloads {
-        Some(p) => match WorkloadProfile::load(p) {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("rota: {e}");
-                return ExitCode::from(1);
-            }
-        },
-        None => WorkloadProfile::default(),
-    };
-    let faults = match &args.faults {
-        Some(p) => match FaultProfile::load(p) {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("rota: {e}");
-                return ExitCode::from(1);
-            }
-        },
-        None => FaultProfile::default(),
-    };
-    let scenario = Scenario::from_fleet(&clusters, workloads, faults, args.seed);
-    let published = rota_sim::images::images_of(&fleet);
-    let parameters = rota_sim::images::parameters_of(&fleet);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -132,58 +98,91 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    rt.block_on(async move {
-        let sim_fleet = match Fleet::start(&scenario, args.speed).await {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("rota: cannot load the simulated fleet: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        // The clouds hold the images the repo names, where it says they exist (see
-        // rota_sim::images); others launch only without --strict-images.
-        for image in published {
-            sim_fleet.cloud.publish_image(image);
-        }
-        for (region, name, value) in &parameters {
-            sim_fleet.cloud.set_parameter(region, name, value);
-        }
-        sim_fleet.cloud.require_published_images(args.strict_images);
-        let fleet = sim_fleet;
-        let log = match args.request_log.as_deref().map(RequestLog::create).transpose() {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("rota: cannot write the request log: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        let mut servers = Vec::new();
-        let mut contexts = Vec::new();
-        let (mut nodes, mut pods) = (0, 0);
-        for (name, store) in &fleet.clusters {
-            let server = ApiServer::new(store.clone()).with_speed(args.speed);
-            let named = log.clone().map(|l| (l, format!("kube:{name}")));
-            match serve_http_logged(server, named).await {
-                Ok(s) => {
-                    contexts.push((name.clone(), s.url()));
-                    servers.push(s);
-                }
-                Err(e) => {
-                    eprintln!("rota: cannot listen on loopback: {e}");
-                    return ExitCode::from(2);
-                }
-            }
-            nodes += store.count(&ResourceType::nodes());
-            // Counted, not listed: a list parses every pod (9 KiB each, 1.3 GiB at 150,000).
-            pods += store.count(&ResourceType::pods());
-        }
-        // The simulated cloud, for a `rota controller` in another process: served on
-        // loopback and named in every cluster of the kubeconfig (see docs/rotation.md).
-        let cloud = match rota_sim::wire::serve_logged(
-            std::sync::Arc::new(fleet.cloud.clone()),
-            log.clone(),
+    rt.block_on(run_fleet(args, plan))
+}
+
+/// What the simulated fleet is made of, read before anything starts: the scenario (the
+/// repo's clusters with the workload and fault profiles) and the images and parameters the
+/// repo names, which the clouds will hold.
+struct Plan {
+    scenario: Scenario,
+    published: Vec<rota_sim::images::SimImage>,
+    parameters: Vec<(String, String, String)>,
+}
+
+impl Plan {
+    /// The plan of `args`, or the exit code of the input that could not be read (reported).
+    fn of(args: &ServeArgs) -> Result<Plan, ExitCode> {
+        let fleet = load(
+            &args.repo.repo,
+            args.repo.rev.as_deref(),
+            args.repo.subdir.as_deref(),
         )
-        .await
+        .map_err(|f| f.report(Format::Human))?;
+        let failed = |e: &dyn std::fmt::Display| {
+            eprintln!("rota: {e}");
+            ExitCode::from(1)
+        };
+        let clusters = fleet.resolve_all().map_err(|e| failed(&e))?;
+        let workloads = match &args.workloads {
+            Some(p) => WorkloadProfile::load(p).map_err(|e| failed(&e))?,
+            None => WorkloadProfile::default(),
+        };
+        let faults = match &args.faults {
+            Some(p) => FaultProfile::load(p).map_err(|e| failed(&e))?,
+            None => FaultProfile::default(),
+        };
+        Ok(Plan {
+            scenario: Scenario::from_fleet(&clusters, workloads, faults, args.seed),
+            published: rota_sim::images::images_of(&fleet),
+            parameters: rota_sim::images::parameters_of(&fleet),
+        })
+    }
+}
+
+/// Starts the simulated fleet, serves each cluster's API and the cloud on loopback, writes
+/// the kubeconfig, prints the ready line and serves until stopped.
+async fn run_fleet(args: ServeArgs, plan: Plan) -> ExitCode {
+    let fleet = match Fleet::start(&plan.scenario, args.speed).await {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("rota: cannot load the simulated fleet: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // The clouds hold the images the repo names, where it says they exist (see
+    // rota_sim::images); others launch only without --strict-images.
+    for image in plan.published {
+        fleet.cloud.publish_image(image);
+    }
+    for (region, name, value) in &plan.parameters {
+        fleet.cloud.set_parameter(region, name, value);
+    }
+    fleet.cloud.require_published_images(args.strict_images);
+    let log = match args
+        .request_log
+        .as_deref()
+        .map(RequestLog::create)
+        .transpose()
+    {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("rota: cannot write the request log: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let served = match Served::clusters(&fleet, &log, args.speed).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rota: cannot listen on loopback: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // The simulated cloud, for a `rota controller` in another process: served on
+    // loopback and named in every cluster of the kubeconfig (see docs/rotation.md).
+    let cloud =
+        match rota_sim::wire::serve_logged(std::sync::Arc::new(fleet.cloud.clone()), log.clone())
+            .await
         {
             Ok(c) => c,
             Err(e) => {
@@ -191,24 +190,60 @@ fn serve(args: ServeArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        if let Err(e) = kubeconfig::write_with_cloud(&args.kubeconfig, &contexts, &cloud.url) {
-            eprintln!("rota: cannot write {}: {e}", args.kubeconfig.display());
-            return ExitCode::from(2);
+    if let Err(e) = kubeconfig::write_with_cloud(&args.kubeconfig, &served.contexts, &cloud.url) {
+        eprintln!("rota: cannot write {}: {e}", args.kubeconfig.display());
+        return ExitCode::from(2);
+    }
+    let names: Vec<&str> = served.contexts.iter().map(|(n, _)| n.as_str()).collect();
+    println!(
+        "rota sim: ready: {} clusters ({}), {} nodes, {} pods; kubeconfig {}; cloud {}; speed {}x, seed {}",
+        names.len(),
+        names.join(", "),
+        served.nodes,
+        served.pods,
+        args.kubeconfig.display(),
+        cloud.url,
+        args.speed,
+        args.seed,
+    );
+    crate::shutdown::wait_for_stop().await;
+    drop(served.servers);
+    drop(cloud);
+    drop(fleet);
+    ExitCode::SUCCESS
+}
+
+/// Each simulated cluster's API server on loopback, with the kubeconfig's contexts and the
+/// fleet's size for the ready line.
+struct Served {
+    servers: Vec<rota_sim::apiserver::HttpServer>,
+    contexts: Vec<(String, String)>,
+    nodes: usize,
+    pods: usize,
+}
+
+impl Served {
+    async fn clusters(
+        fleet: &Fleet,
+        log: &Option<RequestLog>,
+        speed: f64,
+    ) -> std::io::Result<Served> {
+        let mut served = Served {
+            servers: Vec::new(),
+            contexts: Vec::new(),
+            nodes: 0,
+            pods: 0,
+        };
+        for (name, store) in &fleet.clusters {
+            let server = ApiServer::new(store.clone()).with_speed(speed);
+            let named = log.clone().map(|l| (l, format!("kube:{name}")));
+            let s = serve_http_logged(server, named).await?;
+            served.contexts.push((name.clone(), s.url()));
+            served.servers.push(s);
+            served.nodes += store.count(&ResourceType::nodes());
+            // Counted, not listed: a list parses every pod (9 KiB each, 1.3 GiB at 150,000).
+            served.pods += store.count(&ResourceType::pods());
         }
-        let names: Vec<&str> = contexts.iter().map(|(n, _)| n.as_str()).collect();
-        println!(
-            "rota sim: ready: {} clusters ({}), {nodes} nodes, {pods} pods; kubeconfig {}; cloud {}; speed {}x, seed {}",
-            names.len(),
-            names.join(", "),
-            args.kubeconfig.display(),
-            cloud.url,
-            args.speed,
-            args.seed,
-        );
-        crate::shutdown::wait_for_stop().await;
-        drop(servers);
-        drop(cloud);
-        drop(fleet);
-        ExitCode::SUCCESS
-    })
+        Ok(served)
+    }
 }

@@ -17,8 +17,9 @@ use rota_core::fleet::{Fleet, SourceFile};
 use rota_core::images::{self, Need, Outcome, Proposal};
 
 pub use crate::promotion::pin::Target;
-use crate::promotion::pin::{PinChange, commit_file, edit_pins};
+use crate::promotion::pin::commit_file;
 use crate::promotion::propose::Where;
+use rota_core::edit::{FleetEditor, PinChange};
 
 /// Lookups in flight at once: enough to ask 20 regions × 2 arches in one round trip's time,
 /// few enough to stay inside a cloud account's API rate.
@@ -175,31 +176,30 @@ pub fn write(
     let Some(first) = fleet.waves().first() else {
         return Err("the fleet has no waves: nothing to pin the new version on".into());
     };
-    let mut files = files.to_vec();
+    let mut editor = FleetEditor::new(files);
     let mut edited_path = None;
     for p in &proposals {
-        let (path, text) = images::edit::insert_version(&files, p)?;
+        editor.add_version(p)?;
         let from = first.images.get(&p.channel).cloned().ok_or_else(|| {
             format!(
                 "wave {} does not pin channel {}; add `{}: \"{}\"` to its images by hand",
                 first.name, p.channel, p.channel, p.version
             )
         })?;
-        replace(&mut files, &path, text);
         let change = PinChange {
             channel: p.channel.clone(),
             from,
             to: p.version.clone(),
         };
-        let (path, text) = edit_pins(&files, &first.name, &[change])?;
-        replace(&mut files, &path, text);
+        let path = editor.move_pins(&first.name, &[change])?;
         if edited_path.as_ref().is_some_and(|e| *e != path) {
             return Err("the channels' versions are in different files: run with --channel".into());
         }
         edited_path = Some(path);
     }
     let path = edited_path.unwrap_or_default();
-    let edited = rota_core::fleet::load_files(&files)
+    let edited = editor
+        .load()
         .map_err(|d| format!("the new versions would make the fleet invalid: {d}"))?;
     for p in &proposals {
         let pinned = edited
@@ -241,10 +241,9 @@ pub fn write(
         }
     }
     message += "\nWritten by rota images discover.\n";
-    let text = files
-        .iter()
-        .find(|f| f.path == path)
-        .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())
+    let text = editor
+        .edited()
+        .map(|(_, t)| t.to_string())
         .unwrap_or_default();
     let full_path = match to.subdir {
         Some(d) if !d.as_os_str().is_empty() && d != Path::new(".") => {
@@ -270,12 +269,6 @@ fn code_spans(builds: &[String]) -> String {
         .map(|b| rota_core::sanitize::code_span(b))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn replace(files: &mut [SourceFile], path: &str, text: String) {
-    if let Some(f) = files.iter_mut().find(|f| f.path == path) {
-        *f = SourceFile::new(path, text);
-    }
 }
 
 /// Where `--open-pr` proposes.

@@ -5,23 +5,11 @@
 //! hidden folder and not YAML: the fleet reader skips it) and the body links to it.
 
 use rota_core::fleet::Fleet;
-use rota_core::fleet::proposal::{
-    self, BodyInput, GITEA_BODY_MAX, GITHUB_BODY_MAX, GITLAB_DESCRIPTION_MAX,
-};
+use rota_core::fleet::proposal::{self, BodyInput};
 
 use super::pin::{Target, commit_file};
 use super::propose::{Where, propose};
-use crate::report::StoreConfig;
-
-/// The most characters `forge` takes in a pull request body (no forge: the branch alone,
-/// and a body kept to GitHub's size for whoever opens it by hand).
-pub fn limit(forge: Option<&StoreConfig>) -> usize {
-    match forge {
-        Some(StoreConfig::GitLab(_)) => GITLAB_DESCRIPTION_MAX,
-        Some(StoreConfig::Gitea(_)) => GITEA_BODY_MAX,
-        Some(StoreConfig::GitHub(_)) | Some(StoreConfig::GitNotes) | None => GITHUB_BODY_MAX,
-    }
-}
+use crate::forge::pulls::{body_limit, web_link};
 
 /// Where a branch's full diff goes: `.rota/proposals/rota-promote-main.md` for
 /// `rota/promote/main`.
@@ -37,38 +25,6 @@ pub fn diff_path(branch: &str) -> String {
         })
         .collect();
     format!(".rota/proposals/{name}.md")
-}
-
-/// The file's page on the forge's web side, derived from its API address (`api.github.com`
-/// → `github.com`, `HOST/api/v3` → `HOST`, `HOST/api/v4` and `HOST/api/v1` → `HOST`).
-pub fn web_link(forge: Option<&StoreConfig>, branch: &str, path: &str) -> Option<String> {
-    let host = |api: &str, suffix: &str| -> String {
-        let api = api.trim_end_matches('/');
-        api.strip_suffix(suffix).unwrap_or(api).to_string()
-    };
-    match forge? {
-        StoreConfig::GitHub(g) => {
-            let web = if g.api_url.trim_end_matches('/') == "https://api.github.com" {
-                "https://github.com".to_string()
-            } else {
-                host(&g.api_url, "/api/v3")
-            };
-            Some(format!("{web}/{}/{}/blob/{branch}/{path}", g.owner, g.repo))
-        }
-        StoreConfig::GitLab(g) if !g.project.chars().all(|c| c.is_ascii_digit()) => Some(format!(
-            "{}/{}/-/blob/{branch}/{path}",
-            host(&g.api_url, "/api/v4"),
-            g.project
-        )),
-        StoreConfig::Gitea(g) => Some(format!(
-            "{}/{}/{}/src/branch/{branch}/{path}",
-            host(&g.api_url, "/api/v1"),
-            g.owner,
-            g.repo
-        )),
-        // A numeric GitLab project has no path to link to: the body names the file.
-        StoreConfig::GitLab(_) | StoreConfig::GitNotes => None,
-    }
 }
 
 /// Pushes `branch` (already written: the change from `before` to `after`) and opens or
@@ -94,7 +50,7 @@ pub async fn propose_change(
             full_diff_path: &path,
             full_diff_link: link.as_deref(),
         },
-        limit(to.forge),
+        body_limit(to.forge),
     );
     if body.table_in_file {
         let text = format!(
@@ -119,31 +75,12 @@ pub async fn propose_change(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::github::GitHubConfig;
 
     #[test]
-    fn paths_and_links_per_forge() {
+    fn a_branch_s_diff_has_a_path_of_its_own() {
         assert_eq!(
             diff_path("rota/revert/main/general-2026.11.2"),
             ".rota/proposals/rota-revert-main-general-2026.11.2.md"
         );
-        let gh = StoreConfig::GitHub(GitHubConfig::new(
-            "acme",
-            "fleet",
-            crate::source::Secret::new("t"),
-        ));
-        assert_eq!(
-            web_link(Some(&gh), "rota/promote/main", ".rota/proposals/x.md").as_deref(),
-            Some("https://github.com/acme/fleet/blob/rota/promote/main/.rota/proposals/x.md")
-        );
-        let mut ghes = GitHubConfig::new("acme", "fleet", crate::source::Secret::new("t"));
-        ghes.api_url = "https://git.example.com/api/v3".into();
-        assert_eq!(
-            web_link(Some(&StoreConfig::GitHub(ghes)), "b", "p.md").as_deref(),
-            Some("https://git.example.com/acme/fleet/blob/b/p.md")
-        );
-        assert_eq!(web_link(None, "b", "p.md"), None);
-        assert_eq!(limit(Some(&gh)), 65_536);
-        assert_eq!(limit(None), 65_536);
     }
 }

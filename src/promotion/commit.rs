@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-use rota_core::fleet::SourceFile;
+use rota_core::edit::{FleetEditor, PinChange};
 use rota_core::waves::GuardDecision;
 
-use super::pin::{PinChange, Target, commit_file, edit_pins};
+use super::pin::{Target, commit_file};
 use super::propose::Where;
 use super::{PinCheck, describe};
 
@@ -90,18 +90,10 @@ pub(super) fn commit_pins(
 ) -> Result<(git2::Oid, String), String> {
     let (files, _, commit) =
         crate::source::read::read_git(at.repo, at.rev, at.subdir).map_err(|d| d.to_string())?;
-    let (path, text) = edit_pins(&files, wave, changes)?;
-    let edited: Vec<_> = files
-        .iter()
-        .map(|f| {
-            if f.path == path {
-                SourceFile::new(path.clone(), text.clone())
-            } else {
-                f.clone()
-            }
-        })
-        .collect();
-    let fleet = rota_core::fleet::load_files(&edited)
+    let mut editor = FleetEditor::new(&files);
+    let path = editor.move_pins(wave, changes)?;
+    let fleet = editor
+        .load()
         .map_err(|d| format!("the {what} would make the fleet invalid: {d}"))?;
     let pins = fleet
         .waves()
@@ -124,7 +116,8 @@ pub(super) fn commit_pins(
         }
         _ => path,
     };
-    commit_file(at.repo, &commit, &full_path, &text, &message, target)
+    let text = editor.edited().map(|(_, t)| t).unwrap_or_default();
+    commit_file(at.repo, &commit, &full_path, text, &message, target)
 }
 
 /// The promotion on branch `rota/promote/<wave>` (rewritten from `at.rev`), pushed, and its

@@ -7,9 +7,9 @@
 
 use std::path::Path;
 
-use crate::report::StoreConfig;
+use crate::forge::StoreConfig;
+use crate::forge::pulls::{Proposal, open_or_update};
 use crate::report::notes::{PushTarget, push_refspec};
-use crate::report::pulls::{Proposal, open_or_update};
 
 /// Where a proposal's branch is pushed.
 #[derive(Clone, Copy)]

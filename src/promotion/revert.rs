@@ -21,9 +21,10 @@ use git2::{Oid, Repository};
 
 use super::Query;
 use super::commit::{At, commit_pins};
-use super::pin::{PinChange, Target};
+use super::pin::Target;
 use super::propose::Where;
 use crate::report::GitNotesStore;
+use rota_core::edit::PinChange;
 use rota_core::fleet::Fleet;
 use rota_core::fleet::model::Wave;
 use rota_core::waves::{PinHistory, PoolRecord, Revert, RevertCheck, reverts, wave_views};
@@ -391,7 +392,7 @@ pub async fn propose(at: &At<'_>, revert: &Revert, to: &Where<'_>) -> Result<Str
     }
     if let Some(forge) = to.forge {
         let closed =
-            crate::report::pulls::closed_since(forge, &branch, revert.closed_counts_since())
+            crate::forge::pulls::closed_since(forge, &branch, revert.closed_counts_since())
                 .await
                 .map_err(|e| format!("looking for a closed pull request of {branch}: {e}"))?;
         if let Some(pr) = closed {

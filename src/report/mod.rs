@@ -1,6 +1,7 @@
 //! Commit statuses: how each agent reports its clusters' and pools' progress on the fleet
-//! commits it acts on. One small trait, [`StatusStore`], one file per backend (git notes, the
-//! default; GitHub, GitLab and Gitea commit-status APIs) and a factory ([`store_from_config`]).
+//! commits it acts on. One small trait, [`StatusStore`], served by the git notes (the
+//! default, [`notes`]) or a forge's commit-status API (`crate::forge`, which also builds the
+//! configured store).
 //! Every backend is idempotent: it compares with what is recorded and writes only on change,
 //! so an agent can report its whole state on every loop.
 //!
@@ -10,19 +11,12 @@
 pub mod budget;
 pub mod economy;
 pub mod evidence;
-pub mod forge;
-pub mod gitea;
-pub mod github;
-pub mod gitlab;
-pub mod http;
 pub mod metered;
 pub mod note_doc;
 pub mod note_reader;
 pub mod notes;
-pub mod pulls;
 pub mod rollup;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -245,7 +239,7 @@ pub trait StatusStore: Send + Sync {
     }
 }
 
-fn validate(commit: &str, status: &CommitStatus) -> Result<(), ReportError> {
+pub(crate) fn validate(commit: &str, status: &CommitStatus) -> Result<(), ReportError> {
     if commit.len() != 40 || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(ReportError::Invalid(format!(
             "commit must be a full 40-hex id, got {commit:?}"
@@ -264,29 +258,6 @@ fn validate(commit: &str, status: &CommitStatus) -> Result<(), ReportError> {
         )));
     }
     Ok(())
-}
-
-/// Which backend, as configured (flags or environment of `rota agent`).
-#[derive(Debug, Clone)]
-pub enum StoreConfig {
-    GitNotes,
-    GitHub(github::GitHubConfig),
-    GitLab(gitlab::GitLabConfig),
-    Gitea(gitea::GiteaConfig),
-}
-
-/// Builds the configured store. The git-notes store needs the fleet repo's mirror and is
-/// passed in ready-made, because it is also where the promotion guard's records live.
-pub fn store_from_config(
-    config: &StoreConfig,
-    notes: Arc<GitNotesStore>,
-) -> Result<Arc<dyn StatusStore>, ReportError> {
-    Ok(match config {
-        StoreConfig::GitNotes => notes,
-        StoreConfig::GitHub(c) => Arc::new(github::GitHubStore::new(c.clone())?),
-        StoreConfig::GitLab(c) => Arc::new(gitlab::GitLabStore::new(c.clone())?),
-        StoreConfig::Gitea(c) => Arc::new(gitea::GiteaStore::new(c.clone())?),
-    })
 }
 
 #[cfg(test)]
@@ -327,40 +298,6 @@ mod tests {
             &w.describe("general", "2026.11.2"),
         );
         assert!(s.description.chars().count() <= 140, "{}", s.description);
-    }
-
-    #[test]
-    fn factory_builds_each_backend_and_refuses_bad_urls() {
-        let dir = tempfile::tempdir().unwrap();
-        let notes = Arc::new(GitNotesStore::new(dir.path(), Some("c1"), None));
-        let token = crate::source::Secret::new("t");
-        let built = |c: StoreConfig| store_from_config(&c, Arc::clone(&notes)).map(|s| s.backend());
-        assert_eq!(built(StoreConfig::GitNotes).unwrap(), "git-notes");
-        let mut gh = github::GitHubConfig::new("acme", "fleet", token.clone());
-        assert_eq!(built(StoreConfig::GitHub(gh.clone())).unwrap(), "github");
-        let gl = gitlab::GitLabConfig {
-            api_url: "https://gitlab.example.com/api/v4".into(),
-            project: "acme/fleet".into(),
-            token: token.clone(),
-            requests_per_second: 1.0,
-            pr_author: None,
-        };
-        assert_eq!(built(StoreConfig::GitLab(gl)).unwrap(), "gitlab");
-        let gt = gitea::GiteaConfig {
-            api_url: "https://gitea.example.com/api/v1".into(),
-            owner: "acme".into(),
-            repo: "fleet".into(),
-            token,
-            requests_per_second: 1.0,
-            pr_author: None,
-        };
-        assert_eq!(built(StoreConfig::Gitea(gt)).unwrap(), "gitea");
-        gh.api_url = "api.github.com".into();
-        let err = built(StoreConfig::GitHub(gh)).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "status store configuration: github: API URL api.github.com must start with https:// (or http:// for a local forge)"
-        );
     }
 
     #[test]

@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::credentials::Secret;
 use super::poll::Trigger;
+use crate::forge::Forge;
 
 /// Push payloads are small (GitHub lists at most 20 commits); anything bigger is not a push
 /// we care about, and the poll loop still finds the commit.
@@ -50,23 +51,6 @@ const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 const REMEMBERED_DELIVERIES: usize = 4096;
 /// How long a signed body is remembered; a GitHub push older than this is stale.
 pub const REPLAY_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Forge {
-    GitHub,
-    GitLab,
-    Gitea,
-}
-
-impl Forge {
-    pub fn name(self) -> &'static str {
-        match self {
-            Forge::GitHub => "github",
-            Forge::GitLab => "gitlab",
-            Forge::Gitea => "gitea",
-        }
-    }
-}
 
 /// What the receiver checks.
 #[derive(Debug, Clone)]
@@ -181,19 +165,7 @@ impl Receiver {
                 "webhooks are POST requests",
             ));
         }
-        // Gitea first: for compatibility it also sends X-GitHub-Event and X-GitHub-Delivery
-        // (and, on older versions, no X-Hub-Signature-256), never the other way round.
-        let forge = if headers.contains_key("x-gitea-event")
-            || headers.contains_key("x-gitea-signature")
-        {
-            Forge::Gitea
-        } else if headers.contains_key("x-github-event")
-            || headers.contains_key("x-hub-signature-256")
-        {
-            Forge::GitHub
-        } else if headers.contains_key("x-gitlab-event") || headers.contains_key("x-gitlab-token") {
-            Forge::GitLab
-        } else {
+        let Some(forge) = Forge::of_webhook(|name| headers.contains_key(name)) else {
             return Err(Verdict::reject(
                 StatusCode::BAD_REQUEST,
                 "not a GitHub, GitLab or Gitea webhook (no X-GitHub-Event, X-Gitlab-Event or X-Gitea-Event header)",
@@ -243,28 +215,12 @@ impl Receiver {
         if let Err(v) = self.authenticate(forge, headers, body) {
             return v;
         }
-        let (event, delivery) = match forge {
-            Forge::GitHub => (
-                header(headers, "x-github-event"),
-                header(headers, "x-github-delivery"),
-            ),
-            Forge::GitLab => (
-                header(headers, "x-gitlab-event"),
-                // Idempotency-Key (GitLab 17+) stays the same across retries of a delivery,
-                // which is exactly what deduplication needs; older GitLab: the event UUID.
-                header(headers, "idempotency-key")
-                    .or_else(|| header(headers, "x-gitlab-event-uuid")),
-            ),
-            Forge::Gitea => (
-                header(headers, "x-gitea-event"),
-                header(headers, "x-gitea-delivery"),
-            ),
-        };
-        let is_push = match (forge, event) {
-            (Forge::GitLab, Some(e)) => e == "Push Hook",
-            (_, Some(e)) => e == "push",
-            (_, None) => false,
-        };
+        let event = header(headers, forge.event_header());
+        let delivery = forge
+            .delivery_headers()
+            .iter()
+            .find_map(|name| header(headers, name));
+        let is_push = event.is_some_and(|e| e == forge.push_event());
         if !is_push {
             return Verdict::Ignored {
                 forge,

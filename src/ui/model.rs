@@ -13,10 +13,11 @@ use crate::agent::progress::WINDOW_WAIT;
 use crate::report::note_doc::{NoteDoc, NoteStatus};
 use crate::report::{cluster_context, pool_context};
 use rota_core::fleet::Fleet;
-use rota_core::fleet::resolved::DesiredCluster;
+use rota_core::fleet::model::Wave;
+use rota_core::fleet::resolved::{DesiredCluster, DesiredPool};
 use rota_core::rotate::stop::StopNote;
-use rota_core::waves::wave_views;
 use rota_core::waves::{GuardDecision, PoolRecord, Promotion, Wait, promotion_guard};
+use rota_core::waves::{WaveView, wave_views};
 
 /// Everything the view is computed from.
 pub struct Inputs<'a> {
@@ -416,143 +417,16 @@ pub fn phase_of(state: Option<&str>, description: &str) -> Phase {
     }
 }
 
-/// The page for `inputs`.
+/// The page for `inputs`: a panel per wave, a cluster's panel in its wave, a pool's in its
+/// cluster's, then the fleet-wide lists (timelines, overdue and unjudged pools, channels).
 pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
-    // Every status by its context, looked up once a cluster and once a pool: hashed, not
-    // ordered (60,000 contexts sharing long prefixes made the ordered maps' comparisons a
-    // tenth of a 10,000-cluster page). The last note listing a context wins, as before.
-    let by_context: HashMap<&str, &NoteStatus> = inputs
-        .docs
+    let mut lookup = Lookup::new(inputs);
+    let waves: Vec<WavePanel> = inputs
+        .fleet
+        .waves()
         .iter()
-        .flat_map(|d| &d.statuses)
-        .map(|s| (s.context.as_str(), s))
+        .map(|w| lookup.wave_panel(w))
         .collect();
-    let statuses = |context: &str| {
-        by_context
-            .get(context)
-            .map(|s| (s.state.as_str(), s.description.as_str()))
-    };
-    let views = wave_views(inputs.fleet, inputs.clusters);
-    let guard_on = inputs.fleet.promotion_guard();
-    let records: HashMap<(&str, &str), &PoolRecord> = inputs
-        .records
-        .iter()
-        .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
-        .collect();
-    // The guard's answer depends on (wave, channel, version) only: asked once per triple,
-    // not once per pool (it indexes every record each time).
-    let mut decisions: BTreeMap<(String, String, String), GuardDecision> = BTreeMap::new();
-    let mut waves = Vec::new();
-    for w in inputs.fleet.waves() {
-        let mut panel = WavePanel {
-            name: w.name.clone(),
-            soak: w.soak.map(|s| s.to_string()).unwrap_or_else(|| "0s".into()),
-            pins: w.images.clone(),
-            clusters: Vec::new(),
-            on_target: 0,
-            total: 0,
-        };
-        for c in inputs.clusters.iter().filter(|c| c.wave == w.name) {
-            let (state, description) =
-                statuses(&cluster_context(&c.name)).unwrap_or(("none", "no status yet"));
-            let mut cluster = ClusterPanel {
-                name: c.name.clone(),
-                labels: c.labels.clone(),
-                state: state.into(),
-                description: description.into(),
-                // Exactly the pools' room: grown one push at a time, 5 pools took room for
-                // 8, and a pool's panel is a few hundred bytes (at 10,000 clusters, 11 MB).
-                pools: Vec::with_capacity(c.pools.len()),
-            };
-            for p in &c.pools {
-                let context = pool_context(&c.name, &p.name);
-                let noted = by_context.get(context.as_str()).copied();
-                let status = statuses(&context);
-                let (state, description) = status.unwrap_or(("none", "no status yet"));
-                let record = records.get(&(c.name.as_str(), p.name.as_str()));
-                let in_force = record.and_then(|r| {
-                    r.completions
-                        .iter()
-                        .filter(|x| x.channel == p.channel)
-                        .max_by_key(|x| x.completed_at)
-                        .map(|x| x.version.clone())
-                });
-                let mut phase = phase_of(status.map(|s| s.0), description);
-                let completed_target = record
-                    .and_then(|r| r.latest(&p.channel, &p.version))
-                    .is_some();
-                let unverified;
-                let mut stop = noted.and_then(|n| n.stop.clone()).map(Box::new);
-                let (state, description) =
-                    if inputs.verified && phase == Phase::Done && !completed_target {
-                        // An unsigned status says done; no signed record does: shown as
-                        // no report, saying why.
-                        phase = Phase::Unknown;
-                        stop = None;
-                        unverified = format!(
-                            "unverified: reports {}, but no signed record shows {}@{} completed",
-                            state, p.channel, p.version
-                        );
-                        ("none", unverified.as_str())
-                    } else {
-                        (state, description)
-                    };
-                let nodes = counts_of(description, "nodes");
-                if let Some((a, b)) = nodes {
-                    panel.on_target += a;
-                    panel.total += b;
-                }
-                let promotion = Promotion {
-                    wave: &c.wave,
-                    channel: &p.channel,
-                    version: &p.version,
-                };
-                let hold = if in_force.as_deref() == Some(p.version.as_str()) {
-                    None
-                } else {
-                    let decision = decisions
-                        .entry((c.wave.clone(), p.channel.clone(), p.version.clone()))
-                        .or_insert_with(|| {
-                            promotion_guard(guard_on, &views, promotion, inputs.records, inputs.now)
-                        })
-                        .clone();
-                    match decision {
-                        // The agent's own failure or stop report wins over a hold the page
-                        // derives: the pool failed, rolled back or waits for a person on
-                        // what it runs, and that is what an on-call must see (the guard's
-                        // hold stays attached, for what comes after).
-                        GuardDecision::Waiting(wait) if phase.reports_trouble() => {
-                            Some(guard_hold(&wait, &p.channel, &p.version))
-                        }
-                        GuardDecision::Waiting(wait) if phase != Phase::Done => {
-                            phase = Phase::Held;
-                            stop = Some(Box::new(wait.stop_note(&p.channel, &p.version)));
-                            Some(guard_hold(&wait, &p.channel, &p.version))
-                        }
-                        _ => None,
-                    }
-                };
-                let hold = hold.or_else(|| status_hold(phase, description));
-                cluster.pools.push(PoolPanel {
-                    cluster: c.name.clone(),
-                    name: p.name.clone(),
-                    channel: p.channel.clone(),
-                    target: p.version.clone(),
-                    in_force,
-                    phase,
-                    state: state.into(),
-                    description: description.into(),
-                    batch: counts_of(description, "batch"),
-                    nodes,
-                    hold,
-                    since: noted.map(|n| n.updated_at),
-                    stop,
-                });
-            }
-            panel.clusters.push(cluster);
-        }
-        waves.push(panel);
-    }
     FleetPage {
         fleet: inputs.fleet.name().to_string(),
         commit: inputs.fleet.commit().unwrap_or_default().to_string(),
@@ -576,6 +450,187 @@ pub fn fleet_page(inputs: &Inputs<'_>) -> FleetPage {
             .map(|(name, ch)| (name.clone(), ch.versions.keys().cloned().collect()))
             .collect(),
         waves,
+    }
+}
+
+/// What the page looks up for every cluster and pool, indexed once: the statuses by context,
+/// the agents' records by pool, the waves as the guard sees them, and the guard's answers.
+struct Lookup<'a> {
+    inputs: &'a Inputs<'a>,
+    // Hashed, not ordered: 60,000 contexts sharing long prefixes made the ordered maps'
+    // comparisons a tenth of a 10,000-cluster page. The last note listing a context wins.
+    by_context: HashMap<&'a str, &'a NoteStatus>,
+    records: HashMap<(&'a str, &'a str), &'a PoolRecord>,
+    views: Vec<WaveView>,
+    guard_on: bool,
+    // The guard's answer depends on (wave, channel, version) only: asked once per triple,
+    // not once per pool (it indexes every record each time).
+    decisions: BTreeMap<(String, String, String), GuardDecision>,
+}
+
+impl<'a> Lookup<'a> {
+    fn new(inputs: &'a Inputs<'a>) -> Self {
+        Lookup {
+            inputs,
+            by_context: inputs
+                .docs
+                .iter()
+                .flat_map(|d| &d.statuses)
+                .map(|s| (s.context.as_str(), s))
+                .collect(),
+            records: inputs
+                .records
+                .iter()
+                .map(|r| ((r.cluster.as_str(), r.pool.as_str()), r))
+                .collect(),
+            views: wave_views(inputs.fleet, inputs.clusters),
+            guard_on: inputs.fleet.promotion_guard(),
+            decisions: BTreeMap::new(),
+        }
+    }
+
+    /// The (state, description) of the status noted under `context`.
+    fn status(&self, context: &str) -> Option<(&'a str, &'a str)> {
+        self.by_context
+            .get(context)
+            .map(|s| (s.state.as_str(), s.description.as_str()))
+    }
+
+    /// A wave's panel: its pins and soak, its clusters, and the nodes on target over them.
+    fn wave_panel(&mut self, w: &Wave) -> WavePanel {
+        let mut panel = WavePanel {
+            name: w.name.clone(),
+            soak: w.soak.map(|s| s.to_string()).unwrap_or_else(|| "0s".into()),
+            pins: w.images.clone(),
+            clusters: Vec::new(),
+            on_target: 0,
+            total: 0,
+        };
+        let inputs = self.inputs;
+        for c in inputs.clusters.iter().filter(|c| c.wave == w.name) {
+            let (state, description) = self
+                .status(&cluster_context(&c.name))
+                .unwrap_or(("none", "no status yet"));
+            let mut cluster = ClusterPanel {
+                name: c.name.clone(),
+                labels: c.labels.clone(),
+                state: state.into(),
+                description: description.into(),
+                // Exactly the pools' room: grown one push at a time, 5 pools took room for
+                // 8, and a pool's panel is a few hundred bytes (at 10,000 clusters, 11 MB).
+                pools: Vec::with_capacity(c.pools.len()),
+            };
+            for p in &c.pools {
+                let pool = self.pool_panel(c, p);
+                if let Some((a, b)) = pool.nodes {
+                    panel.on_target += a;
+                    panel.total += b;
+                }
+                cluster.pools.push(pool);
+            }
+            panel.clusters.push(cluster);
+        }
+        panel
+    }
+
+    /// A pool's panel: its status as the agent noted it, checked against the signed records
+    /// when they are verified, and the hold that keeps it from its target.
+    fn pool_panel(&mut self, c: &DesiredCluster, p: &DesiredPool) -> PoolPanel {
+        let context = pool_context(&c.name, &p.name);
+        let noted = self.by_context.get(context.as_str()).copied();
+        let status = self.status(&context);
+        let (state, description) = status.unwrap_or(("none", "no status yet"));
+        let record = self
+            .records
+            .get(&(c.name.as_str(), p.name.as_str()))
+            .copied();
+        let in_force = record.and_then(|r| {
+            r.completions
+                .iter()
+                .filter(|x| x.channel == p.channel)
+                .max_by_key(|x| x.completed_at)
+                .map(|x| x.version.clone())
+        });
+        let mut phase = phase_of(status.map(|s| s.0), description);
+        let completed_target = record
+            .and_then(|r| r.latest(&p.channel, &p.version))
+            .is_some();
+        let unverified;
+        let mut stop = noted.and_then(|n| n.stop.clone()).map(Box::new);
+        let (state, description) =
+            if self.inputs.verified && phase == Phase::Done && !completed_target {
+                // An unsigned status says done; no signed record does: shown as no report,
+                // saying why.
+                phase = Phase::Unknown;
+                stop = None;
+                unverified = format!(
+                    "unverified: reports {}, but no signed record shows {}@{} completed",
+                    state, p.channel, p.version
+                );
+                ("none", unverified.as_str())
+            } else {
+                (state, description)
+            };
+        let hold = if in_force.as_deref() == Some(p.version.as_str()) {
+            None
+        } else {
+            self.guard_hold_of(c, p, &mut phase, &mut stop)
+        };
+        let hold = hold.or_else(|| status_hold(phase, description));
+        PoolPanel {
+            cluster: c.name.clone(),
+            name: p.name.clone(),
+            channel: p.channel.clone(),
+            target: p.version.clone(),
+            in_force,
+            phase,
+            state: state.into(),
+            description: description.into(),
+            batch: counts_of(description, "batch"),
+            nodes: counts_of(description, "nodes"),
+            hold,
+            since: noted.map(|n| n.updated_at),
+            stop,
+        }
+    }
+
+    /// The promotion guard's hold on a pool that does not run its target yet, if any; a hold
+    /// on a pool that is not done shows it as held, with the guard's wait as its stop.
+    fn guard_hold_of(
+        &mut self,
+        c: &DesiredCluster,
+        p: &DesiredPool,
+        phase: &mut Phase,
+        stop: &mut Option<Box<StopNote>>,
+    ) -> Option<Hold> {
+        let inputs = self.inputs;
+        let promotion = Promotion {
+            wave: &c.wave,
+            channel: &p.channel,
+            version: &p.version,
+        };
+        let (guard_on, views) = (self.guard_on, &self.views);
+        let decision = self
+            .decisions
+            .entry((c.wave.clone(), p.channel.clone(), p.version.clone()))
+            .or_insert_with(|| {
+                promotion_guard(guard_on, views, promotion, inputs.records, inputs.now)
+            })
+            .clone();
+        match decision {
+            // The agent's own failure or stop report wins over a hold the page derives: the
+            // pool failed, rolled back or waits for a person on what it runs, and that is
+            // what an on-call must see (the guard's hold stays attached, for what comes after).
+            GuardDecision::Waiting(wait) if phase.reports_trouble() => {
+                Some(guard_hold(&wait, &p.channel, &p.version))
+            }
+            GuardDecision::Waiting(wait) if *phase != Phase::Done => {
+                *phase = Phase::Held;
+                *stop = Some(Box::new(wait.stop_note(&p.channel, &p.version)));
+                Some(guard_hold(&wait, &p.channel, &p.version))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -670,7 +725,7 @@ fn version_key(v: &str) -> Vec<(u64, String)> {
 fn wave_step(
     inputs: &Inputs<'_>,
     records: &HashMap<(&str, &str), &PoolRecord>,
-    wave: &rota_core::fleet::model::Wave,
+    wave: &Wave,
     channel: &str,
     version: &str,
 ) -> WaveStep {

@@ -492,68 +492,10 @@ impl Ui {
             },
             _ => None,
         };
+        // One method a route, so that each reads as what that answer is made of.
         match path {
-            "/" | "/fragment" => {
-                let v = match self.view().await {
-                    Ok(v) => v,
-                    Err(e) => return self.failed(&e, path == "/"),
-                };
-                let etag = self.views.etag(&v);
-                // The tab already shows what this model renders to: nothing to render or send.
-                if req
-                    .headers()
-                    .get(hyper::header::IF_NONE_MATCH)
-                    .is_some_and(|h| h.as_bytes() == etag.as_bytes())
-                {
-                    self.views
-                        .served
-                        .not_modified
-                        .fetch_add(1, Ordering::Relaxed);
-                    return not_modified(&etag);
-                }
-                self.views.served.rendered.fetch_add(1, Ordering::Relaxed);
-                let q = query.unwrap_or_default();
-                if whole(&v, &q)
-                    && let Some(busy) = self.heavy(held)
-                {
-                    return busy;
-                }
-                match render(&v, &q) {
-                    Ok(body) if path == "/" => {
-                        // The page carries its ETag for the script's first poll.
-                        let page = html::live_page(&v.page.fleet, &body, &etag);
-                        with_etag(reply(StatusCode::OK, HTML, page), &etag)
-                    }
-                    Ok(body) => with_etag(reply(StatusCode::OK, HTML, body), &etag),
-                    Err(e) if path == "/" => {
-                        reply(StatusCode::BAD_REQUEST, HTML, html::error_page(&e))
-                    }
-                    Err(e) => reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n")),
-                }
-            }
-            "/api/fleet" => match self.view().await {
-                Ok(v) => {
-                    let q = query.unwrap_or_default();
-                    if let Err(e) = q.filter.check(&v.page) {
-                        return reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n"));
-                    }
-                    if let Some(busy) = self.heavy(held) {
-                        return busy;
-                    }
-                    #[derive(serde::Serialize)]
-                    struct FleetJson<'a> {
-                        #[serde(flatten)]
-                        page: &'a super::model::FleetPage,
-                        summary: std::borrow::Cow<'a, super::summary::FleetSummary>,
-                    }
-                    let (selected, summary) = v.select(&q.filter);
-                    json(&FleetJson {
-                        page: &selected,
-                        summary,
-                    })
-                }
-                Err(e) => self.failed(&e, false),
-            },
+            "/" | "/fragment" => self.page(req, path, query.unwrap_or_default(), held).await,
+            "/api/fleet" => self.fleet_json(query.unwrap_or_default(), held).await,
             "/assets/rota.css" => reply(StatusCode::OK, "text/css; charset=utf-8", CSS.into()),
             "/assets/rota.js" => reply(StatusCode::OK, "text/javascript; charset=utf-8", JS.into()),
             "/metrics" => match self.view().await {
@@ -564,43 +506,124 @@ impl Ui {
                 ),
                 Err(e) => self.failed(&e, false),
             },
-            _ => {
-                let (api, rest) = match path.strip_prefix("/api/commit/") {
-                    Some(r) => (true, Some(r)),
-                    None => (false, path.strip_prefix("/commit/")),
-                };
-                let Some(rest) = rest else {
-                    return reply(
-                        StatusCode::NOT_FOUND,
-                        HTML,
-                        html::error_page("no such page"),
-                    );
-                };
-                let Some(id) = commit_id(rest) else {
-                    return reply(
-                        StatusCode::BAD_REQUEST,
-                        HTML,
-                        html::error_page(&format!(
-                            "{:?} is not a commit id (4 to 64 hex digits)",
-                            rota_core::sanitize::line(rest)
-                        )),
-                    );
-                };
-                let names = match self.view().await {
-                    Ok(v) => Arc::clone(&v.names),
-                    Err(e) => return self.failed(&e, !api),
-                };
-                // Every cluster's note on the commit: the whole fleet's statuses.
-                if let Some(busy) = self.heavy(held) {
-                    return busy;
-                }
-                let store = self.at.notes(names.iter().cloned());
-                match load::commit(&self.at.repo, &store, id).await {
-                    Ok(c) if api => json(&c),
-                    Ok(c) => reply(StatusCode::OK, HTML, html::commit_page(&c)),
-                    Err(e) => self.failed(&e, !api),
-                }
+            _ => self.commit(path, held).await,
+        }
+    }
+
+    /// `/` (the page) and `/fragment` (what its script swaps in): the view rendered for the
+    /// query, or `304` when the tab already shows it.
+    async fn page(
+        &self,
+        req: &Request<Incoming>,
+        path: &str,
+        q: Query,
+        held: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Response<Full<Bytes>> {
+        let v = match self.view().await {
+            Ok(v) => v,
+            Err(e) => return self.failed(&e, path == "/"),
+        };
+        let etag = self.views.etag(&v);
+        // The tab already shows what this model renders to: nothing to render or send.
+        if req
+            .headers()
+            .get(hyper::header::IF_NONE_MATCH)
+            .is_some_and(|h| h.as_bytes() == etag.as_bytes())
+        {
+            self.views
+                .served
+                .not_modified
+                .fetch_add(1, Ordering::Relaxed);
+            return not_modified(&etag);
+        }
+        self.views.served.rendered.fetch_add(1, Ordering::Relaxed);
+        if whole(&v, &q)
+            && let Some(busy) = self.heavy(held)
+        {
+            return busy;
+        }
+        match render(&v, &q) {
+            Ok(body) if path == "/" => {
+                // The page carries its ETag for the script's first poll.
+                let page = html::live_page(&v.page.fleet, &body, &etag);
+                with_etag(reply(StatusCode::OK, HTML, page), &etag)
             }
+            Ok(body) => with_etag(reply(StatusCode::OK, HTML, body), &etag),
+            Err(e) if path == "/" => reply(StatusCode::BAD_REQUEST, HTML, html::error_page(&e)),
+            Err(e) => reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n")),
+        }
+    }
+
+    /// `/api/fleet`: the page's model and its summary as JSON, for the query's selection.
+    async fn fleet_json(
+        &self,
+        q: Query,
+        held: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Response<Full<Bytes>> {
+        let v = match self.view().await {
+            Ok(v) => v,
+            Err(e) => return self.failed(&e, false),
+        };
+        if let Err(e) = q.filter.check(&v.page) {
+            return reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n"));
+        }
+        if let Some(busy) = self.heavy(held) {
+            return busy;
+        }
+        #[derive(serde::Serialize)]
+        struct FleetJson<'a> {
+            #[serde(flatten)]
+            page: &'a super::model::FleetPage,
+            summary: std::borrow::Cow<'a, super::summary::FleetSummary>,
+        }
+        let (selected, summary) = v.select(&q.filter);
+        json(&FleetJson {
+            page: &selected,
+            summary,
+        })
+    }
+
+    /// `/commit/<id>` and `/api/commit/<id>`: every cluster's note on one commit (the whole
+    /// fleet's statuses); any other path is not found.
+    async fn commit(
+        &self,
+        path: &str,
+        held: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Response<Full<Bytes>> {
+        let (api, rest) = match path.strip_prefix("/api/commit/") {
+            Some(r) => (true, Some(r)),
+            None => (false, path.strip_prefix("/commit/")),
+        };
+        let Some(rest) = rest else {
+            return reply(
+                StatusCode::NOT_FOUND,
+                HTML,
+                html::error_page("no such page"),
+            );
+        };
+        let Some(id) = commit_id(rest) else {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                HTML,
+                html::error_page(&format!(
+                    "{:?} is not a commit id (4 to 64 hex digits)",
+                    rota_core::sanitize::line(rest)
+                )),
+            );
+        };
+        let names = match self.view().await {
+            Ok(v) => Arc::clone(&v.names),
+            Err(e) => return self.failed(&e, !api),
+        };
+        // Every cluster's note on the commit: the whole fleet's statuses.
+        if let Some(busy) = self.heavy(held) {
+            return busy;
+        }
+        let store = self.at.notes(names.iter().cloned());
+        match load::commit(&self.at.repo, &store, id).await {
+            Ok(c) if api => json(&c),
+            Ok(c) => reply(StatusCode::OK, HTML, html::commit_page(&c)),
+            Err(e) => self.failed(&e, !api),
         }
     }
 

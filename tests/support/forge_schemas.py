@@ -79,7 +79,7 @@ def template_regex(template):
 
 GITHUB_OPENAPI = "23.0.2"
 
-# What rota reads from GitHub's answers (src/report/pulls.rs), by operationId: each must be a
+# What rota reads from GitHub's answers (src/forge/pulls.rs), by operationId: each must be a
 # required field of the answer's schema (`[]`: the items of a list).
 READS = {
     "pulls/list": ["[].number", "[].html_url", "[].closed_at", "[].head.ref", "[].head.repo.full_name", "[].user.login"],
@@ -408,7 +408,7 @@ def check_github(x, problems):
 
 # --- Gitea --------------------------------------------------------------------------------
 
-# What rota reads from Gitea's answers (src/report/pulls.rs), by operation: each must be a
+# What rota reads from Gitea's answers (src/forge/pulls.rs), by operation: each must be a
 # field of the answer's model (Swagger 2 says nothing of which fields are always sent).
 GITEA_READS = {
     "repo_list_pull_requests": ["[].number", "[].html_url", "[].head.ref", "[].closed_at", "[].head.repo.full_name", "[].user.login"],

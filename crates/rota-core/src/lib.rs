@@ -19,6 +19,7 @@
 //! simulated fleet is `rota-sim`. Neither is a dependency here.
 
 pub mod cloud;
+pub mod edit;
 pub mod errors;
 pub mod fleet;
 pub mod images;

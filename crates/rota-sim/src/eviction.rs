@@ -164,6 +164,64 @@ fn too_many_requests(cause: String, retry_after: i64) -> ApiError {
     e
 }
 
+/// A number of the budget's status (0 when absent).
+fn budget_status(pdb: &Value, k: &str) -> i64 {
+    pdb.pointer(&format!("/status/{k}"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+/// Whether an unready pod may go without spending the budget: the budget says so
+/// (`unhealthyPodEvictionPolicy: AlwaysAllow`), or it is met already.
+fn unready_may_go(pdb: &Value) -> bool {
+    let st = |k: &str| budget_status(pdb, k);
+    pdb.pointer("/spec/unhealthyPodEvictionPolicy")
+        .and_then(Value::as_str)
+        == Some("AlwaysAllow")
+        || (st("currentHealthy") >= st("desiredHealthy") && st("desiredHealthy") > 0)
+}
+
+/// Why the budget refuses a ready pod's eviction now, as the API server answers it: 429
+/// while the budget's status is behind its spec or it allows no disruption, 403 when it
+/// allows a negative number.
+fn refusal(pdb: &Value) -> Option<ApiError> {
+    let st = |k: &str| budget_status(pdb, k);
+    let pdb_name = pdb
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let generation = pdb
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if st("observedGeneration") < generation {
+        return Some(too_many_requests(
+            format!("The disruption budget {pdb_name} is still being processed by the server."),
+            10,
+        ));
+    }
+    if st("disruptionsAllowed") < 0 {
+        return Some(ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "poddisruptionbudgets.policy \"{pdb_name}\" is forbidden: pdb disruptions allowed is negative"
+            ),
+        ));
+    }
+    if st("disruptionsAllowed") == 0 {
+        return Some(too_many_requests(
+            format!(
+                "The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
+                st("desiredHealthy"),
+                st("currentHealthy")
+            ),
+            0,
+        ));
+    }
+    None
+}
+
 /// Handles `POST pods/{name}/eviction` with a policy/v1 Eviction body. Returns the success
 /// `Status` (HTTP 201).
 pub fn evict(
@@ -207,68 +265,26 @@ pub fn evict(
             delete_pod(store, ns, name, &opts, speed)?;
             return Ok(success);
         };
-        let st = |k: &str| {
-            pdb.pointer(&format!("/status/{k}"))
-                .and_then(Value::as_i64)
-                .unwrap_or(0)
-        };
-        let pdb_name = pdb
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if !pod_ready(&pod) {
-            let always = pdb
-                .pointer("/spec/unhealthyPodEvictionPolicy")
-                .and_then(Value::as_str)
-                == Some("AlwaysAllow");
-            if always || (st("currentHealthy") >= st("desiredHealthy") && st("desiredHealthy") > 0)
-            {
-                let opts = DeleteOptions {
-                    precondition_resource_version: pod
-                        .pointer("/metadata/resourceVersion")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    ..opts.clone()
-                };
-                delete_pod(store, ns, name, &opts, speed)?;
-                return Ok(success);
-            }
+        if !pod_ready(&pod) && unready_may_go(&pdb) {
+            let opts = DeleteOptions {
+                precondition_resource_version: pod
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                ..opts.clone()
+            };
+            delete_pod(store, ns, name, &opts, speed)?;
+            return Ok(success);
         }
-        let generation = pdb
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        if st("observedGeneration") < generation {
-            return Err(too_many_requests(
-                format!("The disruption budget {pdb_name} is still being processed by the server."),
-                10,
-            ));
-        }
-        if st("disruptionsAllowed") < 0 {
-            return Err(ApiError::new(
-                403,
-                "Forbidden",
-                format!(
-                    "poddisruptionbudgets.policy \"{pdb_name}\" is forbidden: pdb disruptions allowed is negative"
-                ),
-            ));
-        }
-        if st("disruptionsAllowed") == 0 {
-            return Err(too_many_requests(
-                format!(
-                    "The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
-                    st("desiredHealthy"),
-                    st("currentHealthy")
-                ),
-                0,
-            ));
+        if let Some(refused) = refusal(&pdb) {
+            return Err(refused);
         }
         if opts.dry_run {
             return Ok(success);
         }
         let mut updated = pdb.clone();
-        updated["status"]["disruptionsAllowed"] = json!(st("disruptionsAllowed") - 1);
+        updated["status"]["disruptionsAllowed"] =
+            json!(budget_status(&pdb, "disruptionsAllowed") - 1);
         if !updated["status"]["disruptedPods"].is_object() {
             updated["status"]["disruptedPods"] = json!({});
         }

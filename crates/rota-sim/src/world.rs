@@ -126,29 +126,30 @@ impl World {
         tokio::spawn(self.run())
     }
 
+    /// The controllers' loop, by phase: follow every change, index what exists, then rounds
+    /// that handle all that is queued before anything acts, and a wait for the next event.
     async fn run(mut self) {
-        let store = self.store.clone();
+        let mut c = Controllers::follow(&self.store, &self.kubelets, self.speed);
+        self.index_existing(&mut c);
+        if c.changes.is_none() {
+            c.h.ctx.after(POLL_INTERVAL, Timer::Poll);
+        }
+        self.kubelets.sync(&mut c.h.ctx).await;
+        loop {
+            // Everything already queued is handled before anything acts, so that controllers
+            // see a consistent picture (and a 150,000-pod start is indexed once).
+            while self.round(&mut c).await {}
+            self.wait(&mut c).await;
+        }
+    }
+
+    /// Indexes what exists when the loop starts (the watches follow every change from then
+    /// on): lists rather than a watch's initial events, and pods a page at a time, so that a
+    /// 150,000-pod cluster is never held twice in memory. Replayed changes are harmless:
+    /// every handler is idempotent.
+    fn index_existing(&mut self, c: &mut Controllers) {
+        let store = &self.store;
         let all = ListOptions::default();
-        // Follow every change from now on, then index what exists: lists rather than a
-        // watch's initial events, and pods a page at a time, so that a 150,000-pod cluster is
-        // never held twice in memory. Replayed changes are harmless: every
-        // handler is idempotent.
-        let rv = store.resource_version();
-        // Lazy watches: a queued event costs its compact form until the loop takes it.
-        let watch = |rt: ResourceType| -> Watch {
-            store
-                .watch_lazy(&rt, None, &all, Some(&rv))
-                .expect("built-in type")
-        };
-        let mut nodes = watch(ResourceType::nodes());
-        let mut pods = watch(ResourceType::pods());
-        let mut deployments = watch(ResourceType::deployments());
-        let mut replicasets = watch(ResourceType::replicasets());
-        let mut daemonsets = watch(ResourceType::daemonsets());
-        let mut changes = self.kubelets.observer().changes();
-        let mut ctx = Ctx::new(store.clone(), self.speed);
-        let mut scheduler = Scheduler::default();
-        let mut workloads = Workloads::default();
         let existing = |rt: ResourceType, ns: Option<&str>| {
             store
                 .list(&rt, ns, &all)
@@ -157,17 +158,17 @@ impl World {
         };
         for n in existing(ResourceType::nodes(), None) {
             let ev = WatchEvent::Added(n);
-            scheduler.on_node(&ev);
-            workloads.on_node(&ev);
+            c.h.scheduler.on_node(&ev);
+            c.h.workloads.on_node(&ev);
         }
         for d in existing(ResourceType::deployments(), None) {
-            workloads.on_deployment(&WatchEvent::Added(d));
+            c.h.workloads.on_deployment(&WatchEvent::Added(d));
         }
         for r in existing(ResourceType::replicasets(), None) {
-            workloads.on_replicaset(&WatchEvent::Added(r));
+            c.h.workloads.on_replicaset(&WatchEvent::Added(r));
         }
         for d in existing(ResourceType::daemonsets(), None) {
-            workloads.on_daemonset(&WatchEvent::Added(d));
+            c.h.workloads.on_daemonset(&WatchEvent::Added(d));
         }
         // Pods a page at a time: one namespace may hold 100,000 of them (9 KiB each parsed).
         let mut after: Option<(String, String)> = None;
@@ -180,144 +181,213 @@ impl World {
         ) {
             for p in page.items {
                 let ev = WatchEvent::Added(p);
-                scheduler.on_pod(&ev);
-                workloads.on_pod(&ev);
-                self.kubelets.on_pod(&mut ctx, &ev);
+                c.h.scheduler.on_pod(&ev);
+                c.h.workloads.on_pod(&ev);
+                self.kubelets.on_pod(&mut c.h.ctx, &ev);
             }
             match page.next {
                 Some(k) => after = Some(k),
                 None => break,
             }
         }
-        let mut status_armed = false;
-        if changes.is_none() {
-            ctx.after(POLL_INTERVAL, Timer::Poll);
+    }
+
+    /// One round: the queued events, the instance changes and the due timers handed to the
+    /// controllers, then the controllers act. Whether anything was handled (another round).
+    async fn round(&mut self, c: &mut Controllers) -> bool {
+        let round = Instant::now();
+        // Deletions first, and again every so many pod events: a pod whose grace period is
+        // over goes now, however long the queue (`timekeeping`).
+        let mut late = self.reap_due();
+        let (mut any, sync) = self.drain_queues(c, &mut late);
+        let (timers, poll) = self.fire_timers(c, &mut late);
+        any |= timers;
+        if sync || poll {
+            any = true;
+            self.kubelets.sync(&mut c.h.ctx).await;
         }
-        self.kubelets.sync(&mut ctx).await;
-        loop {
-            // Everything already queued is handled before anything acts, so that controllers
-            // see a consistent picture (and a 150,000-pod start is indexed once).
-            let mut sync = false;
-            loop {
-                let mut any = false;
-                let round = Instant::now();
-                // Deletions first, and again every so many pod events: a pod whose grace
-                // period is over goes now, however long the queue (`timekeeping`).
-                let mut late = self.reap_due();
-                while let Ok(ev) = nodes.try_recv() {
-                    any = true;
-                    scheduler.on_node(&ev);
-                    workloads.on_node(&ev);
-                    if let WatchEvent::Deleted(n) = &ev {
-                        self.kubelets.on_node_deleted(&mut ctx, n);
-                    }
+        c.h.workloads.reconcile(&mut c.h.ctx);
+        c.h.scheduler.schedule(&self.store);
+        if c.h.workloads.status_pending() && !c.h.status_armed {
+            c.h.status_armed = true;
+            c.h.ctx.after(STATUS_DEBOUNCE, Timer::FlushStatus);
+        }
+        // What was queued when the round began waited for it: a long round is lag.
+        if any {
+            late = late.into_iter().chain([round]).min();
+        }
+        self.keep_time(late);
+        any
+    }
+
+    /// Hands every queued watch event to its controllers. Returns whether any was queued and
+    /// whether the instances changed (the kubelets then sync).
+    fn drain_queues(&mut self, c: &mut Controllers, late: &mut Option<Instant>) -> (bool, bool) {
+        let mut any = false;
+        while let Ok(ev) = c.watches.nodes.try_recv() {
+            any = true;
+            c.h.on_node(&mut self.kubelets, &ev);
+        }
+        let mut handled = 0u32;
+        while let Ok(ev) = c.watches.pods.try_recv() {
+            any = true;
+            c.h.on_pod(&mut self.kubelets, &ev);
+            handled += 1;
+            if handled.is_multiple_of(REAP_EVERY) {
+                *late = (*late).into_iter().chain(self.reap_due()).min();
+            }
+        }
+        while let Ok(ev) = c.watches.deployments.try_recv() {
+            any = true;
+            c.h.workloads.on_deployment(&ev);
+        }
+        while let Ok(ev) = c.watches.replicasets.try_recv() {
+            any = true;
+            c.h.workloads.on_replicaset(&ev);
+        }
+        while let Ok(ev) = c.watches.daemonsets.try_recv() {
+            any = true;
+            c.h.workloads.on_daemonset(&ev);
+        }
+        let mut sync = false;
+        if let Some(rx) = c.changes.as_mut()
+            && rx.has_changed().unwrap_or(false)
+        {
+            rx.borrow_and_update();
+            sync = true;
+        }
+        (any, sync)
+    }
+
+    /// Fires the timers that are due. Returns whether any was, and whether a poll asks the
+    /// kubelets to sync.
+    fn fire_timers(&mut self, c: &mut Controllers, late: &mut Option<Instant>) -> (bool, bool) {
+        let (mut any, mut sync) = (false, false);
+        let now = Instant::now();
+        while let Some((due, t)) = c.h.ctx.pop_due(now) {
+            any = true;
+            *late = (*late).into_iter().chain([due]).min();
+            match t {
+                Timer::FlushStatus => {
+                    c.h.status_armed = false;
+                    c.h.workloads.flush_status(&self.store);
                 }
-                let mut handled = 0u32;
-                while let Ok(ev) = pods.try_recv() {
-                    any = true;
-                    scheduler.on_pod(&ev);
-                    workloads.on_pod(&ev);
-                    self.kubelets.on_pod(&mut ctx, &ev);
-                    handled += 1;
-                    if handled.is_multiple_of(REAP_EVERY) {
-                        late = late.into_iter().chain(self.reap_due()).min();
-                    }
-                }
-                while let Ok(ev) = deployments.try_recv() {
-                    any = true;
-                    workloads.on_deployment(&ev);
-                }
-                while let Ok(ev) = replicasets.try_recv() {
-                    any = true;
-                    workloads.on_replicaset(&ev);
-                }
-                while let Ok(ev) = daemonsets.try_recv() {
-                    any = true;
-                    workloads.on_daemonset(&ev);
-                }
-                if let Some(rx) = changes.as_mut()
-                    && rx.has_changed().unwrap_or(false)
-                {
-                    rx.borrow_and_update();
+                Timer::Poll => {
                     sync = true;
+                    c.h.ctx.after(POLL_INTERVAL, Timer::Poll);
                 }
-                let now = Instant::now();
-                while let Some((due, t)) = ctx.pop_due(now) {
-                    any = true;
-                    late = late.into_iter().chain([due]).min();
-                    match t {
-                        Timer::FlushStatus => {
-                            status_armed = false;
-                            workloads.flush_status(&store);
-                        }
-                        Timer::Poll => {
-                            sync = true;
-                            ctx.after(POLL_INTERVAL, Timer::Poll);
-                        }
-                        t => self.kubelets.on_timer(&mut ctx, &t),
-                    }
-                }
-                if sync {
-                    sync = false;
-                    any = true;
-                    self.kubelets.sync(&mut ctx).await;
-                }
-                workloads.reconcile(&mut ctx);
-                scheduler.schedule(&store);
-                if workloads.status_pending() && !status_armed {
-                    status_armed = true;
-                    ctx.after(STATUS_DEBOUNCE, Timer::FlushStatus);
-                }
-                // What was queued when the round began waited for it: a long round is lag.
-                if any {
-                    late = late.into_iter().chain([round]).min();
-                }
-                self.keep_time(late);
-                if !any {
-                    break;
-                }
-            }
-            let next = [ctx.next_due(), self.store.timekeeping().next_due()]
-                .into_iter()
-                .flatten()
-                .min();
-            let changed = async {
-                match changes.as_mut() {
-                    Some(rx) => {
-                        if rx.changed().await.is_err() {
-                            std::future::pending::<()>().await
-                        }
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            let due = async {
-                match next {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                biased;
-                Some(ev) = nodes.recv() => {
-                    scheduler.on_node(&ev);
-                    workloads.on_node(&ev);
-                    if let WatchEvent::Deleted(n) = &ev {
-                        self.kubelets.on_node_deleted(&mut ctx, n);
-                    }
-                }
-                Some(ev) = pods.recv() => {
-                    scheduler.on_pod(&ev);
-                    workloads.on_pod(&ev);
-                    self.kubelets.on_pod(&mut ctx, &ev);
-                }
-                Some(ev) = deployments.recv() => workloads.on_deployment(&ev),
-                Some(ev) = replicasets.recv() => workloads.on_replicaset(&ev),
-                Some(ev) = daemonsets.recv() => workloads.on_daemonset(&ev),
-                _ = changed => self.kubelets.sync(&mut ctx).await,
-                _ = due => {}
+                t => self.kubelets.on_timer(&mut c.h.ctx, &t),
             }
         }
+        (any, sync)
+    }
+
+    /// Waits for the next event, instance change or due timer, and hands an event over.
+    async fn wait(&mut self, c: &mut Controllers) {
+        let next = [c.h.ctx.next_due(), self.store.timekeeping().next_due()]
+            .into_iter()
+            .flatten()
+            .min();
+        let changes = &mut c.changes;
+        let changed = async {
+            match changes.as_mut() {
+                Some(rx) => {
+                    if rx.changed().await.is_err() {
+                        std::future::pending::<()>().await
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let due = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            Some(ev) = c.watches.nodes.recv() => c.h.on_node(&mut self.kubelets, &ev),
+            Some(ev) = c.watches.pods.recv() => c.h.on_pod(&mut self.kubelets, &ev),
+            Some(ev) = c.watches.deployments.recv() => c.h.workloads.on_deployment(&ev),
+            Some(ev) = c.watches.replicasets.recv() => c.h.workloads.on_replicaset(&ev),
+            Some(ev) = c.watches.daemonsets.recv() => c.h.workloads.on_daemonset(&ev),
+            _ = changed => self.kubelets.sync(&mut c.h.ctx).await,
+            _ = due => {}
+        }
+    }
+}
+
+/// What [`World::run`] loops over: the watches that feed the controllers, the instances'
+/// changes, and the controllers beside the kubelets.
+struct Controllers {
+    watches: Watches,
+    /// The instances' changes, when the observer can notify (else the kubelets poll).
+    changes: Option<tokio::sync::watch::Receiver<u64>>,
+    h: Handlers,
+}
+
+/// The store's changes the controllers follow (lazy watches: a queued event costs its
+/// compact form until the loop takes it).
+struct Watches {
+    nodes: Watch,
+    pods: Watch,
+    deployments: Watch,
+    replicasets: Watch,
+    daemonsets: Watch,
+}
+
+/// The controllers that handle the events, with their timers.
+struct Handlers {
+    ctx: Ctx,
+    scheduler: Scheduler,
+    workloads: Workloads,
+    /// A debounced status write is due.
+    status_armed: bool,
+}
+
+impl Controllers {
+    /// Follows every change of the store from now on.
+    fn follow(store: &Store, kubelets: &Kubelets, speed: f64) -> Controllers {
+        let rv = store.resource_version();
+        let all = ListOptions::default();
+        let watch = |rt: ResourceType| -> Watch {
+            store
+                .watch_lazy(&rt, None, &all, Some(&rv))
+                .expect("built-in type")
+        };
+        Controllers {
+            watches: Watches {
+                nodes: watch(ResourceType::nodes()),
+                pods: watch(ResourceType::pods()),
+                deployments: watch(ResourceType::deployments()),
+                replicasets: watch(ResourceType::replicasets()),
+                daemonsets: watch(ResourceType::daemonsets()),
+            },
+            changes: kubelets.observer().changes(),
+            h: Handlers {
+                ctx: Ctx::new(store.clone(), speed),
+                scheduler: Scheduler::default(),
+                workloads: Workloads::default(),
+                status_armed: false,
+            },
+        }
+    }
+}
+
+impl Handlers {
+    fn on_node(&mut self, kubelets: &mut Kubelets, ev: &WatchEvent) {
+        self.scheduler.on_node(ev);
+        self.workloads.on_node(ev);
+        if let WatchEvent::Deleted(n) = ev {
+            kubelets.on_node_deleted(&mut self.ctx, n);
+        }
+    }
+
+    fn on_pod(&mut self, kubelets: &mut Kubelets, ev: &WatchEvent) {
+        self.scheduler.on_pod(ev);
+        self.workloads.on_pod(ev);
+        kubelets.on_pod(&mut self.ctx, ev);
     }
 }
 
@@ -378,6 +448,54 @@ pub enum LoadError {
 /// that 150,000 pods load in seconds rather than through 150,000 scheduling rounds.
 fn load_workloads(store: &Store, w: &WorkloadProfile, node_count: u32) -> Result<(), LoadError> {
     let err = |what| move |e| LoadError::Store(what, e);
+    create_namespaces(store, w)?;
+    let mut placer = Placer::on_nodes_of(store)?;
+    // Daemon pods first: one per node.
+    for d in &w.daemon_sets {
+        let ds = store
+            .create(&ResourceType::daemonsets(), None, daemonset_object(d))
+            .map_err(err("daemonset"))?;
+        let owner = owner(&ds, "DaemonSet");
+        for i in 0..placer.nodes.len() {
+            let pod = pod_from_template(
+                &ds["spec"]["template"],
+                &format!("{}-", d.name),
+                &d.namespace,
+                owner.clone(),
+                None,
+            );
+            placer.place(store, pod, i).map_err(err("pod"))?;
+        }
+    }
+    // Replicas round robin over the nodes they fit, which spreads them like the scheduler.
+    for d in &w.deployments {
+        let replicas = Scenario::replicas(d, node_count);
+        let (rs, rs_name) = create_deployment(store, d, replicas)?;
+        let rs_owner = owner(&rs, "ReplicaSet");
+        for _ in 0..replicas {
+            let pod = pod_from_template(
+                &rs["spec"]["template"],
+                &format!("{rs_name}-"),
+                &d.namespace,
+                rs_owner.clone(),
+                None,
+            );
+            match placer.next_fit(&PodView::from_json(&pod)) {
+                Some(i) => placer.place(store, pod, i).map_err(err("pod"))?,
+                // No room: it stays Pending for the scheduler, as in a real cluster.
+                None => {
+                    store
+                        .create(&ResourceType::pods(), None, pod)
+                        .map_err(err("pod"))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The namespaces the workloads live in (one already there is fine).
+fn create_namespaces(store: &Store, w: &WorkloadProfile) -> Result<(), LoadError> {
     let mut namespaces: Vec<&str> = w
         .deployments
         .iter()
@@ -394,113 +512,104 @@ fn load_workloads(store: &Store, w: &WorkloadProfile, node_count: u32) -> Result
             Err(e) => return Err(LoadError::Store("namespace", e)),
         }
     }
-    let (node_objs, _) = store
-        .list(&ResourceType::nodes(), None, &ListOptions::default())
-        .map_err(err("node list"))?;
-    let mut nodes: Vec<(NodeView, Usage)> = node_objs
-        .iter()
-        .map(|n| (NodeView::from_json(n), Usage::default()))
-        .collect();
-    let now = store.timestamp();
-    let mut ip: u32 = 1 << 20;
-    let mut place =
-        |store: &Store, mut pod: Value, node: usize, nodes: &mut [(NodeView, Usage)]| {
-            let demand = PodView::from_json(&pod);
-            nodes[node].1.add(&demand);
-            let name = nodes[node].0.name.clone();
-            pod["spec"]["nodeName"] = json!(name);
-            ip += 1;
-            let pod_ip = format!(
-                "100.{}.{}.{}",
-                64 + (ip >> 16) % 64,
-                (ip >> 8) & 0xff,
-                ip & 0xff
-            );
-            let host = nodes[node].0.name.clone();
-            pod_running(&mut pod, &host, &pod_ip, &now, true);
-            store.create(&ResourceType::pods(), None, pod).map(|_| ())
-        };
-    // Daemon pods first: one per node.
-    for d in &w.daemon_sets {
-        let ds = store
-            .create(&ResourceType::daemonsets(), None, daemonset_object(d))
-            .map_err(err("daemonset"))?;
-        let owner = owner(&ds, "DaemonSet");
-        for i in 0..nodes.len() {
-            let pod = pod_from_template(
-                &ds["spec"]["template"],
-                &format!("{}-", d.name),
-                &d.namespace,
-                owner.clone(),
-                None,
-            );
-            place(store, pod, i, &mut nodes).map_err(err("pod"))?;
-        }
-    }
-    // Replicas round robin over the nodes they fit, which spreads them like the scheduler.
-    let mut cursor = 0usize;
-    for d in &w.deployments {
-        let replicas = Scenario::replicas(d, node_count);
-        let (deploy, pdb) = deployment_objects(d, replicas);
-        let deploy = store
-            .create(&ResourceType::deployments(), None, deploy)
-            .map_err(err("deployment"))?;
-        if let Some(pdb) = pdb {
-            store
-                .create(&ResourceType::pdbs(), None, pdb)
-                .map_err(err("poddisruptionbudget"))?;
-        }
-        let hash = template_hash(&deploy["spec"]["template"]);
-        let mut t = deploy["spec"]["template"].clone();
-        t["metadata"]["labels"]["pod-template-hash"] = json!(hash);
-        let mut selector = deploy["spec"]["selector"].clone();
-        selector["matchLabels"]["pod-template-hash"] = json!(hash);
-        let rs_name = format!("{}-{hash}", d.name);
-        let rs = store
-            .create(
-                &ResourceType::replicasets(),
-                None,
-                json!({
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "metadata": {
-                        "name": rs_name, "namespace": d.namespace,
-                        "labels": t["metadata"]["labels"],
-                        "ownerReferences": [owner(&deploy, "Deployment")],
-                        "annotations": {"deployment.kubernetes.io/revision": "1"},
-                    },
-                    "spec": {"replicas": replicas, "selector": selector, "template": t},
-                }),
-            )
-            .map_err(err("replicaset"))?;
-        let rs_owner = owner(&rs, "ReplicaSet");
-        for _ in 0..replicas {
-            let pod = pod_from_template(
-                &rs["spec"]["template"],
-                &format!("{rs_name}-"),
-                &d.namespace,
-                rs_owner.clone(),
-                None,
-            );
-            let demand = PodView::from_json(&pod);
-            let found = (0..nodes.len())
-                .map(|i| (cursor + i) % nodes.len())
-                .find(|&i| fit(&nodes[i].0, &nodes[i].1, &demand).is_ok());
-            match found {
-                Some(i) => {
-                    cursor = i + 1;
-                    place(store, pod, i, &mut nodes).map_err(err("pod"))?;
-                }
-                // No room: it stays Pending for the scheduler, as in a real cluster.
-                None => {
-                    store
-                        .create(&ResourceType::pods(), None, pod)
-                        .map_err(err("pod"))?;
-                }
-            }
-        }
-    }
     Ok(())
+}
+
+/// A Deployment with its PodDisruptionBudget and its first ReplicaSet, as the Deployment
+/// controller would have made it; returns the ReplicaSet and its name.
+fn create_deployment(
+    store: &Store,
+    d: &crate::scenario::DeploymentProfile,
+    replicas: u32,
+) -> Result<(Value, String), LoadError> {
+    let err = |what| move |e| LoadError::Store(what, e);
+    let (deploy, pdb) = deployment_objects(d, replicas);
+    let deploy = store
+        .create(&ResourceType::deployments(), None, deploy)
+        .map_err(err("deployment"))?;
+    if let Some(pdb) = pdb {
+        store
+            .create(&ResourceType::pdbs(), None, pdb)
+            .map_err(err("poddisruptionbudget"))?;
+    }
+    let hash = template_hash(&deploy["spec"]["template"]);
+    let mut t = deploy["spec"]["template"].clone();
+    t["metadata"]["labels"]["pod-template-hash"] = json!(hash);
+    let mut selector = deploy["spec"]["selector"].clone();
+    selector["matchLabels"]["pod-template-hash"] = json!(hash);
+    let rs_name = format!("{}-{hash}", d.name);
+    let rs = store
+        .create(
+            &ResourceType::replicasets(),
+            None,
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {
+                    "name": rs_name, "namespace": d.namespace,
+                    "labels": t["metadata"]["labels"],
+                    "ownerReferences": [owner(&deploy, "Deployment")],
+                    "annotations": {"deployment.kubernetes.io/revision": "1"},
+                },
+                "spec": {"replicas": replicas, "selector": selector, "template": t},
+            }),
+        )
+        .map_err(err("replicaset"))?;
+    Ok((rs, rs_name))
+}
+
+/// Places the loaded pods on the nodes as if they had been running: each node's usage,
+/// a pod IP each, and the round-robin cursor of the replicas.
+struct Placer {
+    nodes: Vec<(NodeView, Usage)>,
+    now: String,
+    ip: u32,
+    cursor: usize,
+}
+
+impl Placer {
+    fn on_nodes_of(store: &Store) -> Result<Placer, LoadError> {
+        let (node_objs, _) = store
+            .list(&ResourceType::nodes(), None, &ListOptions::default())
+            .map_err(|e| LoadError::Store("node list", e))?;
+        Ok(Placer {
+            nodes: node_objs
+                .iter()
+                .map(|n| (NodeView::from_json(n), Usage::default()))
+                .collect(),
+            now: store.timestamp(),
+            ip: 1 << 20,
+            cursor: 0,
+        })
+    }
+
+    /// The next node from the cursor that `demand` fits on (the cursor moves past it).
+    fn next_fit(&mut self, demand: &PodView) -> Option<usize> {
+        let n = self.nodes.len();
+        let found = (0..n)
+            .map(|i| (self.cursor + i) % n)
+            .find(|&i| fit(&self.nodes[i].0, &self.nodes[i].1, demand).is_ok())?;
+        self.cursor = found + 1;
+        Some(found)
+    }
+
+    /// `pod` created Running on node `node`.
+    fn place(&mut self, store: &Store, mut pod: Value, node: usize) -> Result<(), ApiError> {
+        let demand = PodView::from_json(&pod);
+        self.nodes[node].1.add(&demand);
+        let name = self.nodes[node].0.name.clone();
+        pod["spec"]["nodeName"] = json!(name);
+        self.ip += 1;
+        let ip = self.ip;
+        let pod_ip = format!(
+            "100.{}.{}.{}",
+            64 + (ip >> 16) % 64,
+            (ip >> 8) & 0xff,
+            ip & 0xff
+        );
+        pod_running(&mut pod, &name, &pod_ip, &self.now, true);
+        store.create(&ResourceType::pods(), None, pod).map(|_| ())
+    }
 }
 
 fn owner(obj: &Value, kind: &str) -> Value {

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use clap::Parser;
 use rota::cli::agent::{AgentArgs, fetch_auth, status_store};
 use rota::cli::{Cli, Command};
-use rota::report::{CommitStatus, GitNotesStore, Posted, State, StoreConfig, store_from_config};
+use rota::forge::{StoreConfig, store_from_config};
+use rota::report::{CommitStatus, GitNotesStore, Posted, State};
 use rota::source::Auth;
 use serde_json::json;
 

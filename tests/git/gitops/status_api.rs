@@ -2,9 +2,9 @@
 //! list-first idempotency (also across restarts), pagination past other tools' statuses,
 //! state mapping, auth and rate-limit errors.
 
-use rota::report::gitea::{GiteaConfig, GiteaStore};
-use rota::report::github::{GitHubConfig, GitHubStore};
-use rota::report::gitlab::{GitLabConfig, GitLabStore};
+use rota::forge::gitea::{GiteaConfig, GiteaStore};
+use rota::forge::github::{GitHubConfig, GitHubStore};
+use rota::forge::gitlab::{GitLabConfig, GitLabStore};
 use rota::report::{CommitStatus, Posted, State, StatusStore};
 use rota::source::Secret;
 use serde_json::json;

@@ -3,13 +3,13 @@
 //! channel need), and, given the clouds' answers, whether to propose a version, wait for its
 //! bake (`minAge`) or for a region that has not got the build yet, or do nothing because a
 //! version already holds exactly these images. Pure: the lookups are the edge's
-//! ([`crate::cloud::NodeGroups::find_image`]), the text edit is [`edit`].
+//! ([`crate::cloud::NodeGroups::find_image`]), the text edit is the fleet-file editor's
+//! ([`crate::edit`]).
 //!
 //! The version's name comes from the build's name (see [`version_label`]), so that a person
 //! reading the pull request sees the release they know, not an ID.
 
 pub mod answers;
-pub mod edit;
 pub mod policy;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,7 +1,7 @@
 use chrono::{DateTime, Utc};
 
-use super::edit::insert_version;
 use super::*;
+use crate::edit::insert_version;
 use crate::fleet::{SourceFile, load_files};
 
 const FLEET: &str = include_str!("../../../../tests/fixtures/fleet/valid/images-per-region.yaml");

@@ -353,52 +353,8 @@ pub fn server_side_apply(
     cfg: &Value,
     by: &Applier<'_>,
 ) -> Result<Value, ApiError> {
-    let Applier {
-        manager,
-        force,
-        subresource,
-        now,
-    } = *by;
-    if !cfg.is_object() {
-        return Err(ApiError::bad_request(
-            "apply: the applied configuration must be an object",
-        ));
-    }
-    for (field, want) in [("apiVersion", rt.api_version()), ("kind", rt.kind.clone())] {
-        match cfg.get(field).and_then(Value::as_str) {
-            Some(v) if v == want => {}
-            Some(v) => {
-                return Err(ApiError::bad_request(format!(
-                    "apply: {field} {v:?} does not match the resource ({want:?})"
-                )));
-            }
-            None => {
-                return Err(ApiError::bad_request(format!(
-                    "apply: {field} must be set in the applied configuration"
-                )));
-            }
-        }
-    }
-    // Ownership is tracked for what the configuration sets, not for identity fields.
-    let mut owned_cfg = cfg.clone();
-    if let Some(m) = owned_cfg.as_object_mut() {
-        m.remove("apiVersion");
-        m.remove("kind");
-        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
-            for k in [
-                "name",
-                "namespace",
-                "resourceVersion",
-                "uid",
-                "managedFields",
-            ] {
-                meta.remove(k);
-            }
-            if meta.is_empty() {
-                m.remove("metadata");
-            }
-        }
-    }
+    check_identity(rt, cfg)?;
+    let owned_cfg = owned_config(cfg);
     let mut new_paths = BTreeSet::new();
     config_paths(&owned_cfg, &mut vec![], &mut new_paths, "");
 
@@ -410,50 +366,9 @@ pub fn server_side_apply(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let is_mine = |e: &Value| {
-        e.get("manager").and_then(Value::as_str) == Some(manager)
-            && e.get("operation").and_then(Value::as_str) == Some("Apply")
-            && e.get("subresource").and_then(Value::as_str).unwrap_or("") == subresource
-    };
-    let owned_by = |e: &Value| {
-        let mut s = BTreeSet::new();
-        if let Some(f) = e.get("fieldsV1") {
-            parse_fields_v1(f, &mut vec![], &mut s);
-        }
-        s
-    };
-    // Conflicts: another manager owns a field this apply sets to a different value.
-    if !force {
-        let mut conflicts = Vec::new();
-        for e in entries.iter().filter(|e| !is_mine(e)) {
-            let theirs = owned_by(e);
-            for p in new_paths.intersection(&theirs) {
-                if lookup(&obj, p) != lookup(&owned_cfg, p) {
-                    conflicts.push(format!(
-                        "conflict with \"{}\": .{}",
-                        e.get("manager").and_then(Value::as_str).unwrap_or(""),
-                        p.iter()
-                            .map(|s| s.trim_start_matches("f:").to_string())
-                            .collect::<Vec<_>>()
-                            .join(".")
-                    ));
-                }
-            }
-        }
-        if !conflicts.is_empty() {
-            let n = conflicts.len();
-            let mut err = ApiError::new(
-                409,
-                "Conflict",
-                format!(
-                    "Apply failed with {n} conflict{}: {}",
-                    if n == 1 { "" } else { "s" },
-                    conflicts.join(", ")
-                ),
-            );
-            err.details = Some(json!({"name": name, "group": rt.group, "kind": rt.plural}));
-            return Err(err);
-        }
+    let is_mine = |e: &Value| by.owns_entry(e);
+    if !by.force {
+        refuse_conflicts(rt, name, &obj, &owned_cfg, &new_paths, &entries, by)?;
     }
     // Fields this manager applied before and no longer applies go away, unless another
     // manager also owns them.
@@ -474,7 +389,7 @@ pub fn server_side_apply(
     }
     apply_merge(&mut obj, &owned_cfg);
     // With force, the fields move to this manager.
-    if force {
+    if by.force {
         for e in entries.iter_mut().filter(|e| !is_mine(e)) {
             let left: BTreeSet<_> = owned_by(e).difference(&new_paths).cloned().collect();
             e["fieldsV1"] = fields_v1(&left);
@@ -482,21 +397,134 @@ pub fn server_side_apply(
     }
     entries.retain(|e| !is_mine(e));
     let mut mine = json!({
-        "manager": manager,
+        "manager": by.manager,
         "operation": "Apply",
         "apiVersion": rt.api_version(),
-        "time": now,
+        "time": by.now,
         "fieldsType": "FieldsV1",
         "fieldsV1": fields_v1(&new_paths),
     });
-    if !subresource.is_empty() {
-        mine["subresource"] = json!(subresource);
+    if !by.subresource.is_empty() {
+        mine["subresource"] = json!(by.subresource);
     }
     entries.push(mine);
     obj["metadata"]["managedFields"] = Value::Array(entries);
     obj["apiVersion"] = json!(rt.api_version());
     obj["kind"] = json!(rt.kind);
     Ok(obj)
+}
+
+impl Applier<'_> {
+    /// Whether a managedFields entry is this applier's own (its manager, an Apply, on its
+    /// subresource).
+    fn owns_entry(&self, e: &Value) -> bool {
+        e.get("manager").and_then(Value::as_str) == Some(self.manager)
+            && e.get("operation").and_then(Value::as_str) == Some("Apply")
+            && e.get("subresource").and_then(Value::as_str).unwrap_or("") == self.subresource
+    }
+}
+
+/// The field paths a managedFields entry owns.
+fn owned_by(e: &Value) -> BTreeSet<FieldPath> {
+    let mut s = BTreeSet::new();
+    if let Some(f) = e.get("fieldsV1") {
+        parse_fields_v1(f, &mut vec![], &mut s);
+    }
+    s
+}
+
+/// An applied configuration is an object of the resource's own apiVersion and kind.
+fn check_identity(rt: &ResourceType, cfg: &Value) -> Result<(), ApiError> {
+    if !cfg.is_object() {
+        return Err(ApiError::bad_request(
+            "apply: the applied configuration must be an object",
+        ));
+    }
+    for (field, want) in [("apiVersion", rt.api_version()), ("kind", rt.kind.clone())] {
+        match cfg.get(field).and_then(Value::as_str) {
+            Some(v) if v == want => {}
+            Some(v) => {
+                return Err(ApiError::bad_request(format!(
+                    "apply: {field} {v:?} does not match the resource ({want:?})"
+                )));
+            }
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "apply: {field} must be set in the applied configuration"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The configuration whose fields the applier comes to own: ownership is tracked for what
+/// the configuration sets, not for identity fields.
+fn owned_config(cfg: &Value) -> Value {
+    let mut owned_cfg = cfg.clone();
+    if let Some(m) = owned_cfg.as_object_mut() {
+        m.remove("apiVersion");
+        m.remove("kind");
+        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in [
+                "name",
+                "namespace",
+                "resourceVersion",
+                "uid",
+                "managedFields",
+            ] {
+                meta.remove(k);
+            }
+            if meta.is_empty() {
+                m.remove("metadata");
+            }
+        }
+    }
+    owned_cfg
+}
+
+/// Without force, a 409 naming every field another manager owns that this apply sets to a
+/// different value.
+fn refuse_conflicts(
+    rt: &ResourceType,
+    name: &str,
+    obj: &Value,
+    owned_cfg: &Value,
+    new_paths: &BTreeSet<FieldPath>,
+    entries: &[Value],
+    by: &Applier<'_>,
+) -> Result<(), ApiError> {
+    let mut conflicts = Vec::new();
+    for e in entries.iter().filter(|e| !by.owns_entry(e)) {
+        let theirs = owned_by(e);
+        for p in new_paths.intersection(&theirs) {
+            if lookup(obj, p) != lookup(owned_cfg, p) {
+                conflicts.push(format!(
+                    "conflict with \"{}\": .{}",
+                    e.get("manager").and_then(Value::as_str).unwrap_or(""),
+                    p.iter()
+                        .map(|s| s.trim_start_matches("f:").to_string())
+                        .collect::<Vec<_>>()
+                        .join(".")
+                ));
+            }
+        }
+    }
+    if conflicts.is_empty() {
+        return Ok(());
+    }
+    let n = conflicts.len();
+    let mut err = ApiError::new(
+        409,
+        "Conflict",
+        format!(
+            "Apply failed with {n} conflict{}: {}",
+            if n == 1 { "" } else { "s" },
+            conflicts.join(", ")
+        ),
+    );
+    err.details = Some(json!({"name": name, "group": rt.group, "kind": rt.plural}));
+    Err(err)
 }
 
 #[cfg(test)]

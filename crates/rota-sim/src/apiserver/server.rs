@@ -316,69 +316,9 @@ impl ApiServer {
             .unwrap_or("")
             .to_string();
         match (&parts.method, t.name, t.sub) {
-            (&Method::GET, None, None) => {
-                if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
-                    return self.watch(rt, t.ns, &opts, q);
-                }
-                let (items, rv, next) = self.list_paged(rt, t.ns, &opts, q)?;
-                if accept.contains("as=Table") {
-                    let mut tbl = self.table(rt, &items, &rv);
-                    if let Some(n) = &next {
-                        tbl["metadata"]["continue"] = json!(n);
-                    }
-                    return ok(tbl);
-                }
-                let mut meta = json!({"resourceVersion": rv});
-                if let Some(n) = next {
-                    meta["continue"] = json!(n);
-                }
-                ok(
-                    json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(),
-                          "metadata": meta, "items": items}),
-                )
-            }
-            (&Method::POST, None, None) => {
-                // Namespaced kinds are created under /namespaces/<ns>/ only.
-                if rt.namespaced && t.ns.is_none() {
-                    return Err(method_not_allowed());
-                }
-                let mut obj = prepare_create(rt, parse_body(&body)?)?;
-                admission::admit(rt, None, &obj, user)?;
-                if dry_run(q) {
-                    let name = obj
-                        .pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    if !name.is_empty() && store.get(rt, t.ns, name).is_ok() {
-                        return Err(ApiError::already_exists(rt, name));
-                    }
-                    if let Some(ns) = t.ns {
-                        store.get(&ResourceType::namespaces(), None, ns)?;
-                        obj["metadata"]["namespace"] = json!(ns);
-                    }
-                    return Ok(json_response(201, &obj));
-                }
-                let created = store.create(rt, t.ns, obj)?;
-                Ok(json_response(201, &created))
-            }
-            (&Method::DELETE, None, None) => {
-                let (items, rv) = store.list(rt, t.ns, &opts)?;
-                let mut gone = Vec::new();
-                for o in items {
-                    let ns = o.pointer("/metadata/namespace").and_then(Value::as_str);
-                    let name = o
-                        .pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    if let Ok(d) = self.delete_one(rt, ns, name, &DeleteOptions::default()) {
-                        gone.push(d);
-                    }
-                }
-                ok(
-                    json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(),
-                          "metadata": {"resourceVersion": rv}, "items": gone}),
-                )
-            }
+            (&Method::GET, None, None) => self.list_or_watch(rt, t.ns, &opts, q, &accept),
+            (&Method::POST, None, None) => self.create(rt, t.ns, &body, q, user),
+            (&Method::DELETE, None, None) => self.delete_collection(rt, t.ns, &opts),
             (&Method::GET, Some(name), None | Some("status")) => {
                 if t.sub == Some("status") && !rt.status {
                     return Err(not_found_path());
@@ -390,65 +330,7 @@ impl ApiServer {
                 ok(o)
             }
             (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
-                let obj = parse_body(&body)?;
-                let body_name = obj
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if body_name != name {
-                    return Err(ApiError::bad_request(format!(
-                        "the name of the object ({body_name}) does not match the name on the URL ({name})"
-                    )));
-                }
-                let custom = !ResourceType::builtins().contains(rt);
-                if custom
-                    && obj
-                        .pointer("/metadata/resourceVersion")
-                        .and_then(Value::as_str)
-                        .is_none_or(str::is_empty)
-                {
-                    return Err(ApiError::invalid(
-                        rt,
-                        name,
-                        "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
-                    ));
-                }
-                if sub == Some("status") && !rt.status {
-                    return Err(not_found_path());
-                }
-                if dry_run(q) {
-                    // What the update would store, computed in a write that is then abandoned.
-                    let status = sub == Some("status");
-                    return dry(store.modify(rt, t.ns, name, |cur| {
-                        if let Some(rv) = obj
-                            .pointer("/metadata/resourceVersion")
-                            .and_then(Value::as_str)
-                            && !rv.is_empty()
-                            && Some(rv)
-                                != cur
-                                    .pointer("/metadata/resourceVersion")
-                                    .and_then(Value::as_str)
-                        {
-                            return Err(ApiError::stale(rt, name));
-                        }
-                        let mut next = if status { cur.clone() } else { obj.clone() };
-                        if status {
-                            next["status"] = obj.get("status").cloned().unwrap_or(Value::Null);
-                        } else if rt.status {
-                            next["status"] = cur.get("status").cloned().unwrap_or(Value::Null);
-                        }
-                        next["metadata"]["resourceVersion"] =
-                            cur["metadata"]["resourceVersion"].clone();
-                        Err(abandon(next))
-                    }));
-                }
-                if sub == Some("status") {
-                    ok(store.update_status(rt, t.ns, obj)?)
-                } else {
-                    let old = store.get(rt, t.ns, name).ok();
-                    admission::admit(rt, old.as_ref(), &obj, user)?;
-                    ok(store.update(rt, t.ns, obj)?)
-                }
+                self.update(rt, t.ns, name, sub == Some("status"), &body, q, user)
             }
             (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
                 if sub == Some("status") && !rt.status {
@@ -498,6 +380,173 @@ impl ApiServer {
             }
             (_, _, Some(s)) if !matches!(s, "status" | "eviction") => Err(not_found_path()),
             _ => Err(method_not_allowed()),
+        }
+    }
+
+    /// `GET` of a collection: a watch when asked, else one page of the list (as a Table when
+    /// the client asks for one, as kubectl does).
+    fn list_or_watch(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+        q: &Query,
+        accept: &str,
+    ) -> Result<Response<Body>, ApiError> {
+        let ok = |v: Value| Ok(json_response(200, &v));
+        if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
+            return self.watch(rt, ns, opts, q);
+        }
+        let (items, rv, next) = self.list_paged(rt, ns, opts, q)?;
+        if accept.contains("as=Table") {
+            let mut tbl = self.table(rt, &items, &rv);
+            if let Some(n) = &next {
+                tbl["metadata"]["continue"] = json!(n);
+            }
+            return ok(tbl);
+        }
+        let mut meta = json!({"resourceVersion": rv});
+        if let Some(n) = next {
+            meta["continue"] = json!(n);
+        }
+        ok(
+            json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(),
+                  "metadata": meta, "items": items}),
+        )
+    }
+
+    /// `POST` to a collection: an object created (admitted first), or what would be with
+    /// `dryRun`. Namespaced kinds are created under /namespaces/<ns>/ only.
+    fn create(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        body: &Bytes,
+        q: &Query,
+        user: &admission::UserInfo,
+    ) -> Result<Response<Body>, ApiError> {
+        let store = &self.store;
+        if rt.namespaced && ns.is_none() {
+            return Err(method_not_allowed());
+        }
+        let mut obj = prepare_create(rt, parse_body(body)?)?;
+        admission::admit(rt, None, &obj, user)?;
+        if dry_run(q) {
+            let name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !name.is_empty() && store.get(rt, ns, name).is_ok() {
+                return Err(ApiError::already_exists(rt, name));
+            }
+            if let Some(ns) = ns {
+                store.get(&ResourceType::namespaces(), None, ns)?;
+                obj["metadata"]["namespace"] = json!(ns);
+            }
+            return Ok(json_response(201, &obj));
+        }
+        let created = store.create(rt, ns, obj)?;
+        Ok(json_response(201, &created))
+    }
+
+    /// `DELETE` of a collection: each selected object deleted as one `DELETE` would; the
+    /// list of those deleted.
+    fn delete_collection(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<Response<Body>, ApiError> {
+        let ok = |v: Value| Ok(json_response(200, &v));
+        let (items, rv) = self.store.list(rt, ns, opts)?;
+        let mut gone = Vec::new();
+        for o in items {
+            let o_ns = o.pointer("/metadata/namespace").and_then(Value::as_str);
+            let name = o
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if let Ok(d) = self.delete_one(rt, o_ns, name, &DeleteOptions::default()) {
+                gone.push(d);
+            }
+        }
+        ok(
+            json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(),
+                  "metadata": {"resourceVersion": rv}, "items": gone}),
+        )
+    }
+
+    /// `PUT` of an object or its status: the name and (for custom resources) the
+    /// resourceVersion checked, the object admitted, then stored or, with `dryRun`, computed.
+    #[allow(clippy::too_many_arguments)]
+    fn update(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        status: bool,
+        body: &Bytes,
+        q: &Query,
+        user: &admission::UserInfo,
+    ) -> Result<Response<Body>, ApiError> {
+        let store = &self.store;
+        let ok = |v: Value| Ok(json_response(200, &v));
+        let obj = parse_body(body)?;
+        let body_name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let custom = !ResourceType::builtins().contains(rt);
+        if custom
+            && obj
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            return Err(ApiError::invalid(
+                rt,
+                name,
+                "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+            ));
+        }
+        if status && !rt.status {
+            return Err(not_found_path());
+        }
+        if dry_run(q) {
+            // What the update would store, computed in a write that is then abandoned.
+            return dry(store.modify(rt, ns, name, |cur| {
+                if let Some(rv) = obj
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    && !rv.is_empty()
+                    && Some(rv)
+                        != cur
+                            .pointer("/metadata/resourceVersion")
+                            .and_then(Value::as_str)
+                {
+                    return Err(ApiError::stale(rt, name));
+                }
+                let mut next = if status { cur.clone() } else { obj.clone() };
+                if status {
+                    next["status"] = obj.get("status").cloned().unwrap_or(Value::Null);
+                } else if rt.status {
+                    next["status"] = cur.get("status").cloned().unwrap_or(Value::Null);
+                }
+                next["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+                Err(abandon(next))
+            }));
+        }
+        if status {
+            ok(store.update_status(rt, ns, obj)?)
+        } else {
+            let old = store.get(rt, ns, name).ok();
+            admission::admit(rt, old.as_ref(), &obj, user)?;
+            ok(store.update(rt, ns, obj)?)
         }
     }
 
@@ -660,6 +709,28 @@ impl ApiServer {
             .delete_if(rt, ns, name, opts.precondition_uid.as_deref())
     }
 
+    /// Server-side apply of an object that does not exist yet: created (admitted first), or
+    /// what would be with `dryRun`.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_create(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        p: &Value,
+        by: &patch::Applier,
+        dry: bool,
+        user: &admission::UserInfo,
+    ) -> Result<(u16, Value), ApiError> {
+        let obj = patch::server_side_apply(rt, name, None, p, by)?;
+        let obj = prepare_create(rt, obj)?;
+        admission::admit(rt, None, &obj, user)?;
+        if dry {
+            return Ok((201, obj));
+        }
+        Ok((201, self.store.create(rt, ns, obj)?))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn patch(
         &self,
@@ -686,24 +757,13 @@ impl ApiServer {
             };
             match store.get(rt, ns, name) {
                 Err(e) if e.code == 404 && !status => {
-                    let obj = patch::server_side_apply(
-                        rt,
-                        name,
-                        None,
-                        &p,
-                        &patch::Applier {
-                            manager: &manager,
-                            force,
-                            subresource: "",
-                            now: &now,
-                        },
-                    )?;
-                    let obj = prepare_create(rt, obj)?;
-                    admission::admit(rt, None, &obj, user)?;
-                    if dry {
-                        return Ok((201, obj));
-                    }
-                    return Ok((201, store.create(rt, ns, obj)?));
+                    let by = patch::Applier {
+                        manager: &manager,
+                        force,
+                        subresource: "",
+                        now: &now,
+                    };
+                    return self.apply_create(rt, ns, name, &p, &by, dry, user);
                 }
                 Err(e) => return Err(e),
                 Ok(_) => {}
@@ -711,39 +771,28 @@ impl ApiServer {
         }
         let sub = if status { "status" } else { "" };
         let out = store.modify(rt, ns, name, |cur| {
-            let mut next = cur.clone();
-            match content_type {
-                "application/json-patch+json" => patch::json_patch(&mut next, &p)?,
-                "application/merge-patch+json" => patch::merge(&mut next, &p),
-                "application/strategic-merge-patch+json" => {
-                    if !ResourceType::builtins().contains(rt) {
-                        return Err(ApiError::new(415, "UnsupportedMediaType", format!(
-                            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (strategic merge patch is not supported for custom resources like {})", rt.qualified())));
-                    }
-                    patch::strategic_merge(&mut next, &p)?
-                }
-                "application/apply-patch+yaml" => {
-                    let by = patch::Applier {
-                        manager: manager.as_deref().unwrap_or(""),
-                        force,
-                        subresource: sub,
-                        now: &now,
-                    };
-                    next = patch::server_side_apply(rt, name, Some(cur), &p, &by)?;
-                }
-                other => {
-                    return Err(ApiError::new(415, "UnsupportedMediaType", format!(
-                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})")));
-                }
-            }
+            let by = patch::Applier {
+                manager: manager.as_deref().unwrap_or(""),
+                force,
+                subresource: sub,
+                now: &now,
+            };
+            let mut next = patched(rt, name, content_type, cur, &p, &by)?;
             // A resourceVersion in the patch is a precondition.
-            if let Some(rv) = next.pointer("/metadata/resourceVersion").and_then(Value::as_str)
-                && Some(rv) != cur.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+            if let Some(rv) = next
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                && Some(rv)
+                    != cur
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
             {
                 return Err(ApiError::stale(rt, name));
             }
             if next.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
-                return Err(ApiError::bad_request("the patch may not change metadata.name"));
+                return Err(ApiError::bad_request(
+                    "the patch may not change metadata.name",
+                ));
             }
             if status {
                 // The status subresource changes status (and apply bookkeeping) only.
@@ -893,6 +942,49 @@ impl ApiServer {
 }
 
 /// `?dryRun=All`: validate and compute, store nothing.
+/// The object a `PATCH` of media type `content_type` makes of `cur` (JSON patch, merge
+/// patch, strategic merge patch for built-in kinds, or server-side apply by `by`).
+fn patched(
+    rt: &ResourceType,
+    name: &str,
+    content_type: &str,
+    cur: &Value,
+    p: &Value,
+    by: &patch::Applier,
+) -> Result<Value, ApiError> {
+    let mut next = cur.clone();
+    match content_type {
+        "application/json-patch+json" => patch::json_patch(&mut next, p)?,
+        "application/merge-patch+json" => patch::merge(&mut next, p),
+        "application/strategic-merge-patch+json" => {
+            if !ResourceType::builtins().contains(rt) {
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (strategic merge patch is not supported for custom resources like {})",
+                        rt.qualified()
+                    ),
+                ));
+            }
+            patch::strategic_merge(&mut next, p)?
+        }
+        "application/apply-patch+yaml" => {
+            next = patch::server_side_apply(rt, name, Some(cur), p, by)?;
+        }
+        other => {
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"
+                ),
+            ));
+        }
+    }
+    Ok(next)
+}
+
 fn dry_run(q: &Query) -> bool {
     q.get("dryRun").is_some_and(|v| v == "All")
 }

@@ -1,4 +1,4 @@
-//! Writing a discovered version into the fleet repo as a person would: the new entry is
+//! Adding a discovered version to a channel (`rota images discover --write`), as a person would: the new entry is
 //! inserted at the end of the channel's `versions` map, in the map's own style (a block map
 //! at its keys' indentation; a flow map `{…}` inline), and nothing else in the file moves:
 //! comments, quoting, blank lines and key order stay. The result is parsed again and must
@@ -8,7 +8,7 @@ use crate::fleet::SourceFile;
 use crate::fleet::model::{AwsImages, CloudImages, RegionImage};
 use crate::fleet::yaml::{self, escape_token, offset};
 
-use super::Proposal;
+use crate::images::Proposal;
 
 /// Inserts `p`'s version into the file that holds the Fleet document. Returns the file's
 /// path and new text.

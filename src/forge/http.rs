@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::ReportError;
+use crate::report::ReportError;
 use crate::source::Secret;
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;

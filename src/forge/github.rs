@@ -6,9 +6,9 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::forge::{ForgeApi, ForgeStore};
 use super::http::{ForgeClient, RateLimiter};
-use super::{CommitStatus, Posted, ReportError, State};
+use super::statuses::{ForgeApi, ForgeStore};
+use crate::report::{CommitStatus, Posted, ReportError, State};
 use crate::source::Secret;
 
 #[derive(Debug, Clone)]
@@ -24,7 +24,7 @@ pub struct GitHubConfig {
     /// GitHub keeps at most 1000 statuses per commit and context and rejects more.
     pub max_statuses_per_context: u32,
     /// Whose pull requests are rota's own (the login the token acts as); `None`: asked of the
-    /// forge (`GET /user`) when first needed. See `report::pulls`.
+    /// forge (`GET /user`) when first needed. See `forge::pulls`.
     pub pr_author: Option<String>,
 }
 

@@ -8,9 +8,9 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::forge::{ForgeApi, ForgeStore};
 use super::http::{ForgeClient, RateLimiter, path_segment};
-use super::{CommitStatus, Posted, ReportError, State};
+use super::statuses::{ForgeApi, ForgeStore};
+use crate::report::{CommitStatus, Posted, ReportError, State};
 use crate::source::Secret;
 
 #[derive(Debug, Clone)]
@@ -23,7 +23,7 @@ pub struct GitLabConfig {
     pub token: Secret,
     pub requests_per_second: f64,
     /// Whose pull requests are rota's own (the login the token acts as); `None`: asked of the
-    /// forge (`GET /user`) when first needed. See `report::pulls`.
+    /// forge (`GET /user`) when first needed. See `forge::pulls`.
     pub pr_author: Option<String>,
 }
 

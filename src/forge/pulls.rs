@@ -38,8 +38,52 @@ use std::sync::Mutex;
 use http::Method;
 use serde_json::{Value, json};
 
+use super::StoreConfig;
 use super::http::{ForgeClient, path_segment};
-use super::{ReportError, StoreConfig};
+use crate::report::ReportError;
+use rota_core::fleet::proposal::{GITEA_BODY_MAX, GITHUB_BODY_MAX, GITLAB_DESCRIPTION_MAX};
+
+/// The most characters `forge` takes in a pull request body (no forge: the branch alone,
+/// and a body kept to GitHub's size for whoever opens it by hand).
+pub fn body_limit(forge: Option<&StoreConfig>) -> usize {
+    match forge {
+        Some(StoreConfig::GitLab(_)) => GITLAB_DESCRIPTION_MAX,
+        Some(StoreConfig::Gitea(_)) => GITEA_BODY_MAX,
+        Some(StoreConfig::GitHub(_)) | Some(StoreConfig::GitNotes) | None => GITHUB_BODY_MAX,
+    }
+}
+
+/// The file's page on the forge's web side, derived from its API address (`api.github.com`
+/// → `github.com`, `HOST/api/v3` → `HOST`, `HOST/api/v4` and `HOST/api/v1` → `HOST`).
+pub fn web_link(forge: Option<&StoreConfig>, branch: &str, path: &str) -> Option<String> {
+    let host = |api: &str, suffix: &str| -> String {
+        let api = api.trim_end_matches('/');
+        api.strip_suffix(suffix).unwrap_or(api).to_string()
+    };
+    match forge? {
+        StoreConfig::GitHub(g) => {
+            let web = if g.api_url.trim_end_matches('/') == "https://api.github.com" {
+                "https://github.com".to_string()
+            } else {
+                host(&g.api_url, "/api/v3")
+            };
+            Some(format!("{web}/{}/{}/blob/{branch}/{path}", g.owner, g.repo))
+        }
+        StoreConfig::GitLab(g) if !g.project.chars().all(|c| c.is_ascii_digit()) => Some(format!(
+            "{}/{}/-/blob/{branch}/{path}",
+            host(&g.api_url, "/api/v4"),
+            g.project
+        )),
+        StoreConfig::Gitea(g) => Some(format!(
+            "{}/{}/{}/src/branch/{branch}/{path}",
+            host(&g.api_url, "/api/v1"),
+            g.owner,
+            g.repo
+        )),
+        // A numeric GitLab project has no path to link to: the body names the file.
+        StoreConfig::GitLab(_) | StoreConfig::GitNotes => None,
+    }
+}
 
 /// Gitea's page size for the list of open pull requests (its default maximum is 50), and
 /// how many pages are read at most (2,500 open pull requests).
@@ -564,4 +608,32 @@ async fn gitea_pulls_of(
         }
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forge::github::GitHubConfig;
+
+    #[test]
+    fn body_limits_and_links_per_forge() {
+        let gh = StoreConfig::GitHub(GitHubConfig::new(
+            "acme",
+            "fleet",
+            crate::source::Secret::new("t"),
+        ));
+        assert_eq!(
+            web_link(Some(&gh), "rota/promote/main", ".rota/proposals/x.md").as_deref(),
+            Some("https://github.com/acme/fleet/blob/rota/promote/main/.rota/proposals/x.md")
+        );
+        let mut ghes = GitHubConfig::new("acme", "fleet", crate::source::Secret::new("t"));
+        ghes.api_url = "https://git.example.com/api/v3".into();
+        assert_eq!(
+            web_link(Some(&StoreConfig::GitHub(ghes)), "b", "p.md").as_deref(),
+            Some("https://git.example.com/acme/fleet/blob/b/p.md")
+        );
+        assert_eq!(web_link(None, "b", "p.md"), None);
+        assert_eq!(body_limit(Some(&gh)), 65_536);
+        assert_eq!(body_limit(None), 65_536);
+    }
 }

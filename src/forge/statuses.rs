@@ -1,6 +1,6 @@
-//! What the three forge backends share: list first, compare, post only on change, and a
-//! per-commit cache of what the forge holds so that an unchanged report costs no request.
-//! Each forge file supplies the wire format through [`ForgeApi`].
+//! Commit statuses on a forge, what the three forges share: list first, compare, post only on
+//! change, and a per-commit cache of what the forge holds so that an unchanged report costs
+//! no request. Each forge's file supplies the wire format through [`ForgeApi`].
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use tokio::sync::Mutex;
 
 use super::http::ForgeClient;
-use super::{CommitStatus, Posted, ReportError, StatusStore, validate};
+use crate::report::{CommitStatus, Posted, ReportError, StatusStore, validate};
 
 /// Commits whose statuses are cached (an agent reports on the newest few).
 const CACHED_COMMITS: usize = 64;
@@ -132,7 +132,7 @@ impl<A: ForgeApi> StatusStore for ForgeStore<A> {
             // the last slot is left for the final state (success, failure or error).
             let count = cache.posts.get(&key).copied().unwrap_or(0);
             if let Some(limit) = self.api.max_per_context() {
-                let room = if wanted.state == super::State::Pending {
+                let room = if wanted.state == crate::report::State::Pending {
                     limit.saturating_sub(1)
                 } else {
                     limit
