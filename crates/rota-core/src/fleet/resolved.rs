@@ -322,7 +322,8 @@ pub struct EffectivePolicy {
     /// cleared. Carried in the NodePoolRotation's spec, so a restart stays stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<super::stops::FleetStop>,
-    /// `surge` (the default) or `replace` (`rotate::plan::replace`).
+    /// Either surge, new nodes first (the default), or replace, each batch drained and
+    /// removed first while the group brings up its replacements.
     #[serde(default, skip_serializing_if = "RolloutStrategy::is_surge")]
     pub strategy: RolloutStrategy,
 }

@@ -748,6 +748,16 @@ impl<'a> Planner<'a> {
             if claimed.contains(&(n.name.clone(), by.clone())) {
                 continue;
             }
+            // A node whose instance is being terminated keeps its cordon until it is gone:
+            // uncordoned, it could take pods that would die with it (a replace batch's old
+            // nodes may outlive the batch).
+            if self
+                .obs
+                .instance_of(n)
+                .is_some_and(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
+            {
+                continue;
+            }
             // In Abandoning, the old nodes' cordons are undone by the stage itself (with a
             // more specific reason).
             if stages.iter().any(|s| {

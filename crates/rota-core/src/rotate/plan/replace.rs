@@ -220,6 +220,7 @@ impl Planner<'_> {
         let d = self.desired;
         let n = batch.old_nodes.len();
         self.template_on_target(cp, &batch);
+        self.capacity_put_back(&batch);
         let new: Vec<String> = self
             .new_instances_of(&batch)
             .into_iter()
@@ -354,6 +355,45 @@ impl Planner<'_> {
                 not_ready.join(", ")
             ),
         )
+    }
+
+    /// Where a terminate without a decrement is two calls (GCP deletes the instance, which
+    /// lowers the target size, then resizes back; Azure likewise), a crash between them
+    /// leaves the group one short for good. The capacity the batch started with is put
+    /// back, less what someone else removed meanwhile (an autoscaler's scale-down): never
+    /// above it, so never a node more than before the batch.
+    fn capacity_put_back(&mut self, batch: &Batch) {
+        let removed: Vec<&str> = batch
+            .old_nodes
+            .iter()
+            .map(|c| c.instance_id.as_str())
+            .collect();
+        let gone_by_others = batch
+            .instances_before
+            .iter()
+            .filter(|id| !removed.contains(&id.as_str()))
+            .filter(|id| !batch.terminating_before.contains(id))
+            .filter(|id| {
+                self.obs
+                    .instance(id)
+                    .is_none_or(|i| i.lifecycle == Lifecycle::Terminating)
+            })
+            .count() as u32;
+        let want = batch.target_capacity.saturating_sub(gone_by_others);
+        let g = &self.obs.group;
+        if g.desired < want {
+            let from = g.desired;
+            self.push(
+                Action::SetCapacity {
+                    desired: want,
+                    max: None,
+                },
+                format!(
+                    "batch {}: the group's capacity fell from {want} to {from} with the removal (a delete and a resize interrupted): put back, no higher than before the batch",
+                    batch.number
+                ),
+            );
+        }
     }
 
     /// The group's template on the rotation's target: its replacements boot from it.

@@ -203,6 +203,17 @@ impl Group {
                 self.cordons.insert(node.clone(), owner.clone());
             }
             Action::Uncordon { node } => {
+                // A removed node's cordon stays until it is gone: uncordoned, it would take
+                // pods that die with it.
+                if self
+                    .insts
+                    .iter()
+                    .any(|i| node_name(i.n) == *node && i.lifecycle == Lifecycle::Terminating)
+                {
+                    return Err(format!(
+                        "uncordoned {node}, whose instance is being removed"
+                    ));
+                }
                 self.cordons.remove(node);
             }
             Action::Evict { pod, .. } => {
@@ -221,8 +232,13 @@ impl Group {
                     && i.lifecycle != Lifecycle::Terminating
                 {
                     i.lifecycle = Lifecycle::Terminating;
-                    i.ticks = 1;
+                    // Shutting down takes a few minutes: the node outlives the removal.
+                    i.ticks = 3;
                 }
+            }
+            // Put back after an interrupted removal: never above the pool's size.
+            Action::SetCapacity { desired, max: None } if *desired <= self.size => {
+                self.desired = *desired;
             }
             // A replace pool is never surged, shrunk or given a new maximum.
             other => return Err(format!("strategy replace planned {other}")),
@@ -325,9 +341,15 @@ impl Group {
         Ok(())
     }
 
+    /// Every live instance on NEW and Ready, as many as the pool had (a removed one may
+    /// still be shutting down).
     fn all_new(&self) -> bool {
-        self.insts.len() as u32 == self.size
-            && self.insts.iter().all(|i| i.image == NEW && self.ready(i))
+        let live: Vec<&Inst> = self
+            .insts
+            .iter()
+            .filter(|i| i.lifecycle != Lifecycle::Terminating)
+            .collect();
+        live.len() as u32 == self.size && live.iter().all(|i| i.image == NEW && self.ready(i))
     }
 }
 
@@ -365,6 +387,16 @@ fn run(g: &mut Group, d: &DesiredPool, crash: Option<(usize, Crash)>) -> Result<
                 .map_err(|e| format!("step {step} after {a}: {e}"))?;
         }
         if p.status.phase == Phase::Succeeded && actions.is_empty() {
+            // A few passes more while what was removed shuts down: nothing may touch it.
+            for extra in 1..=4 {
+                g.tick();
+                let after = plan(d, &g.observed(), cp.as_ref(), t((step + extra) as i64));
+                for a in &after.actions {
+                    g.apply(&a.action)
+                        .map_err(|e| format!("after the end, step {}: {e}", step + extra))?;
+                }
+                cp = after.checkpoint;
+            }
             return Ok(Run {
                 steps: step,
                 last: p,
@@ -768,4 +800,35 @@ fn a_fleet_stop_holds_a_replace_batch_before_its_removal() {
     };
     assert_eq!(r.status.reason, "Done");
     assert_eq!(cp.unwrap().batches_started, 2);
+}
+
+/// A terminate without a decrement that is two calls at the cloud (GCP, Azure: delete, then
+/// resize back) interrupted between them: the group is one short. The batch puts the
+/// capacity back to what it was before it, and no higher, and ends.
+#[test]
+fn a_removal_interrupted_before_its_resize_gets_the_capacity_put_back() {
+    let d = desired(1);
+    let mut g = Group::new(3, 2);
+    let mut cp = None;
+    let mut interrupted = false;
+    for step in 0..100 {
+        let p = plan(&d, &g.observed(), cp.as_ref(), t(step));
+        cp = p.checkpoint.clone();
+        for a in &p.actions {
+            g.apply(&a.action).unwrap();
+            if !interrupted && matches!(a.action, Action::TerminateForReplacement { .. }) {
+                // The delete lowered the size; the resize back never ran.
+                g.desired -= 1;
+                interrupted = true;
+            }
+        }
+        if p.status.phase == Phase::Succeeded && p.actions.is_empty() {
+            break;
+        }
+        g.tick();
+        assert!(g.desired <= 3);
+    }
+    assert!(interrupted);
+    assert!(g.all_new(), "{g:?}");
+    assert_eq!(g.desired, 3);
 }
