@@ -104,6 +104,10 @@ pub fn deployment_objects(d: &DeploymentProfile, replicas: u32) -> (Value, Optio
         &d.node_selector,
         d.empty_dir,
     );
+    let mut t = t;
+    if d.do_not_disrupt {
+        t["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+    }
     let deploy = json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -200,6 +204,10 @@ pub fn pod_from_template(
     });
     if let Some(n) = node {
         pod["spec"]["nodeName"] = json!(n);
+    }
+    // As a ReplicaSet does: the template's annotations are the pod's.
+    if template["metadata"]["annotations"].is_object() {
+        pod["metadata"]["annotations"] = template["metadata"]["annotations"].clone();
     }
     pod
 }
