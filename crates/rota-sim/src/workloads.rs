@@ -774,6 +774,32 @@ mod tests {
         assert!(set.into_names().is_empty());
     }
 
+    /// `doNotDisrupt: true` marks the pod template, and a pod made from a template carries
+    /// its annotations (as a ReplicaSet's pods do): what the drain reads.
+    #[test]
+    fn a_do_not_disrupt_profile_marks_every_pod_made_from_it() {
+        let w = WorkloadProfile::from_yaml(
+            "deployments:\n  - {name: trainer, namespace: ml, replicas: 1, doNotDisrupt: true}\n",
+            "t",
+        )
+        .unwrap();
+        let (deploy, _) = deployment_objects(&w.deployments[0], 1);
+        let t = &deploy["spec"]["template"];
+        assert_eq!(
+            t["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"],
+            "true"
+        );
+        let pod = pod_from_template(t, "trainer-", "ml", json!({}), None);
+        assert_eq!(
+            pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"],
+            "true"
+        );
+        let plain = WorkloadProfile::default();
+        let (deploy, _) = deployment_objects(&plain.deployments[0], 1);
+        let pod = pod_from_template(&deploy["spec"]["template"], "x-", "ns", json!({}), None);
+        assert!(pod["metadata"]["annotations"].is_null(), "{pod}");
+    }
+
     #[test]
     fn profile_entries_become_kubernetes_objects() {
         let w = WorkloadProfile::default();
