@@ -43,7 +43,10 @@ impl Planner<'_> {
     }
 
     /// The stages of a replace batch that are its own; `Err(stage)` for a surge batch and
-    /// for the stages both share (cordoning, draining, soaking).
+    /// for the stages both share (cordoning, draining, soaking). The `Err` is no error: the
+    /// stage handed back, moved, for the shared handlers (boxing it would cost every pass
+    /// of every pool an allocation).
+    #[allow(clippy::result_large_err)]
     pub(super) fn replace_step(
         &mut self,
         cp: &mut Checkpoint,
