@@ -2331,8 +2331,8 @@ impl<'a> Planner<'a> {
         let mut stage = match cp.next.take() {
             Some(next) => *next,
             None => {
-                // A replace batch soaking holds the capacity one batch down: the next removal
-                // waits for the soak.
+                // A replace pool brings nothing up before it removes: its next batch has
+                // nothing to pipeline, and waits for the soak like any removal.
                 if !self.desired.policy.pipeline || cp.halted.is_some() || self.replaces() {
                     return None;
                 }
