@@ -3,7 +3,8 @@
 //! exactly what its agent would act on. A managed pool also shows its `owner`, its
 //! `strategy` and what it keeps of its policy (`capabilities`: the fields nobody honours, the
 //! ones its owner's settings carry, the ones rota holds only between two updates), so
-//! nobody believes in a soak that will not happen.
+//! nobody believes in a soak that will not happen. A pool under `strategy: replace` says by
+//! how much its capacity dips (`capacity`).
 
 use std::process::ExitCode;
 
@@ -37,6 +38,12 @@ pub fn rendered(desired: &rota_core::fleet::resolved::DesiredCluster) -> serde_j
         .get_mut("pools")
         .and_then(serde_json::Value::as_array_mut);
     for (v, pool) in pools.into_iter().flatten().zip(&desired.pools) {
+        if let (Some(note), Some(obj)) = (
+            rota_core::fleet::strategy::capacity_note(&pool.policy),
+            v.as_object_mut(),
+        ) {
+            obj.insert("capacity".into(), note.into());
+        }
         if pool.group.managed().is_none() {
             continue;
         }

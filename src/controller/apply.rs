@@ -368,7 +368,12 @@ fn record(m: &crate::metrics::PoolMetrics<'_>, action: &Action, result: &Result<
             m.record_eviction(Outcome::Throttled)
         }
         (Action::Evict { .. }, Err(_)) => m.record_eviction(Outcome::Error),
-        (Action::Terminate { .. } | Action::RemovePoolNode { .. }, Ok(_)) => m.record_terminated(1),
+        (
+            Action::Terminate { .. }
+            | Action::TerminateForReplacement { .. }
+            | Action::RemovePoolNode { .. },
+            Ok(_),
+        ) => m.record_terminated(1),
         _ => {}
     }
 }
@@ -383,6 +388,7 @@ fn event_reason(a: &Action) -> &'static str {
         Action::Evict { .. } => "Evict",
         Action::DeletePod { .. } => "ForceDelete",
         Action::Terminate { .. } => "Terminate",
+        Action::TerminateForReplacement { .. } => "TerminateForReplacement",
         Action::SetScaleDownDisabled { .. } => "ScaleDownDisabled",
         Action::WithdrawSurge { .. } => "WithdrawSurge",
         Action::StartOwnerUpdate { .. } => "StartOwnerUpdate",
@@ -518,14 +524,17 @@ async fn execute(
                 .map(|()| true)
                 .map_err(cloud);
         }
-        Action::Terminate { instance_id, node } => {
+        Action::Terminate { instance_id, node }
+        | Action::TerminateForReplacement { instance_id, node } => {
             if let Some(node) = node {
                 re_validate_drained(edge, node)
                     .await
                     .map_err(|e| e.or_else(kube))?;
             }
+            // `strategy: replace` keeps the capacity: the group replaces the instance.
+            let decrement = matches!(p.action, Action::Terminate { .. });
             edge.groups
-                .terminate(group, instance_id, true)
+                .terminate(group, instance_id, decrement)
                 .await
                 .map_err(cloud)
         }

@@ -56,7 +56,8 @@ impl Departures {
         };
         match a {
             Action::Cordon { node, owner } => push(Leave::Drain, Some(node), None, owner),
-            Action::Terminate { instance_id, node } => {
+            Action::Terminate { instance_id, node }
+            | Action::TerminateForReplacement { instance_id, node } => {
                 push(Leave::Terminate, node.as_ref(), Some(instance_id), "")
             }
             Action::WithdrawSurge { instances, .. } => {

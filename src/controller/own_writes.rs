@@ -29,6 +29,7 @@ pub fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
         | Action::SetCapacity { .. }
         | Action::SetMax { .. }
         | Action::Terminate { .. }
+        | Action::TerminateForReplacement { .. }
         | Action::WithdrawSurge { .. }
         | Action::StartOwnerUpdate { .. }
         | Action::PinNodeClassImage { .. }
@@ -71,8 +72,10 @@ pub fn applied(group: &GroupState, actions: &[Planned]) -> Option<GroupState> {
                     g.desired = g.desired.saturating_sub(1);
                 }
             }
-            // The owner chooses what its update does: the describe is dropped.
+            // The owner chooses what its update does, and the group launches the replacement
+            // of an instance removed without a decrement: the describe is dropped.
             Action::WithdrawSurge { .. }
+            | Action::TerminateForReplacement { .. }
             | Action::StartOwnerUpdate { .. }
             | Action::PinNodeClassImage { .. }
             | Action::SetDisruptionBudgets { .. }

@@ -97,6 +97,10 @@ fn left_stage(
         // Every new node of the batch is Ready (the stage moved on to the gates).
         Stage::WaitingReady { batch } if !matches!(after, Some(Stage::Abandoning { .. })) => {
             brought_up(batch, surge, now, pm);
+            // A replace batch ends here, its replacements Ready: from its start (its gate).
+            if let Some(t) = batch.started_at.filter(|_| batch.replace) {
+                pm.observe_batch_duration(secs(t, now));
+            }
         }
         Stage::Draining { batch } if matches!(after, Some(Stage::Terminating { .. })) => {
             let n = batch.old_nodes.len() as u64;
@@ -192,6 +196,42 @@ mod tests {
         );
         assert!(
             text.contains(r#"rota_node_boot_to_ready_seconds_sum{cluster="c",pool="p"} 360"#),
+            "{text}"
+        );
+    }
+
+    /// A replace batch's duration is observed when its replacements are Ready (it has no
+    /// termination after them): from its start to that moment.
+    #[test]
+    fn a_replace_batch_is_timed_from_its_start_to_its_replacements_ready() {
+        let m = crate::metrics::Metrics::new();
+        let pm = m.pool("c", "p");
+        let at = |min: i64| {
+            chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
+                .unwrap()
+                .with_timezone(&chrono::Utc)
+                + chrono::Duration::minutes(min)
+        };
+        let stage = |name: &str| {
+            status(serde_json::json!({
+                "originImage": "a", "targetImage": "b", "targetVersion": "v2",
+                "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 1,
+                "stage": {"name": name, "until": "2026-11-24T11:00:00Z", "batch": {
+                    "number": 1, "oldNodes": [], "targetCapacity": 4, "instancesBefore": [],
+                    "newInstances": ["i-m1"], "stageSince": "2026-11-24T10:20:00Z",
+                    "startedAt": "2026-11-24T10:00:00Z", "replace": true}}
+            }))
+        };
+        count(
+            Some(&stage("waitingReady")),
+            &stage("soaking"),
+            None,
+            at(25),
+            &pm,
+        );
+        let text = m.render_at(at(25));
+        assert!(
+            text.contains(r#"rota_batch_duration_seconds_sum{cluster="c",pool="p"} 1500"#),
             "{text}"
         );
     }

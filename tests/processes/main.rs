@@ -17,3 +17,4 @@ mod operate_processes;
 mod secrets_in_logs;
 mod sim_kubectl;
 mod sim_serve_kubectl;
+mod stop_processes;

@@ -32,6 +32,10 @@
 //! new batch, no stage advanced: no surge, cordon, eviction or terminate) until the clear,
 //! and the pool must then finish like the others.
 //!
+//! Seeds also draw the guardrails (`chaos_guardrails.rs`): pools rotated drain-first
+//! (`strategy: replace`, which may never hold more nodes than before its batch), windows
+//! that close while a batch runs, and do-not-disrupt pods bounded by `drain.maxDeferral`.
+//!
 //! `cargo test --test sim chaos::` runs 50 seeds (about a minute in debug). `ROTA_CHAOS_SEEDS=1000 cargo test --release
 //! --test sim chaos:: -- --nocapture` runs 1,000 and prints the table (seeds, outcomes by cause,
 //! violations, and the command replaying each failing seed); `ROTA_CHAOS_SEED=N` replays one
@@ -66,6 +70,9 @@ use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfi
 use rota::sim::store::Store;
 use rota::sim::world::Fleet;
 use tokio::time::Instant;
+
+#[path = "chaos_guardrails.rs"]
+mod guardrails;
 
 const OLD: &str = "ami-0000000000000old1";
 const NEW: &str = "ami-0000000000000new2";
@@ -370,7 +377,8 @@ impl Run {
                 .iter()
                 .filter(|i| i.lifecycle != Lifecycle::Terminating)
                 .count() as i64;
-            let batch = i64::from(p.policy.batch.nodes(p.size));
+            // A surge pool may hold one batch more; a replace pool never more than before.
+            let batch = guardrails::surge_allowance(&p);
             let grown = self
                 .ca_demand
                 .get(&p.name)
@@ -378,8 +386,13 @@ impl Run {
                 .max(0);
             let bound = i64::from(p.size) + batch + grown;
             if live > bound || i64::from(g.desired) > bound {
+                let what = if batch == 0 {
+                    "a replace pool has more nodes than before its batch"
+                } else {
+                    "invariant 1"
+                };
                 self.violate(format!(
-                    "invariant 1: pool {} holds {live} instance(s), desired {}, above {} + batch {batch} + autoscaled {grown}",
+                    "{what}: pool {} holds {live} instance(s), desired {}, above {} + batch {batch} + autoscaled {grown}",
                     p.name, g.desired, p.size
                 ));
             }
@@ -875,6 +888,14 @@ impl Run {
                 | Stage::Abandoning { batch, .. } => {
                     Some(format!("{}/batch-{}", p.name, batch.number))
                 }
+                // A replace batch's removed nodes keep its cordon until they are gone.
+                Stage::Surging { batch }
+                | Stage::WaitingReady { batch }
+                | Stage::Soaking { batch, .. }
+                    if batch.replace =>
+                {
+                    Some(format!("{}/batch-{}", p.name, batch.number))
+                }
                 _ => None,
             });
             for n in &nodes.items {
@@ -996,6 +1017,8 @@ fn halt_cause(why: &str) -> (&'static str, &'static str) {
         ("heals", "no_capacity")
     } else if why.contains("surge instance(s) within nodeReadyTimeout") {
         ("heals", "surge_not_created")
+    } else if why.contains("replacement(s) within nodeReadyTimeout") {
+        ("heals", "replacements_not_created")
     } else if why.contains("cannot create surge instance") {
         ("heals", "launch_refused")
     } else if why.contains("drain.timeout") || why.contains("emptyDir") {
@@ -1098,7 +1121,9 @@ struct SeedReport {
 
 async fn run_seed(seed: u64) -> SeedReport {
     let d = draw(seed);
+    let guard = guardrails::draw(seed, &d.pools);
     let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
+    guard.workloads(&mut workloads);
     for p in &d.pools {
         workloads
             .nodes
@@ -1165,6 +1190,15 @@ async fn run_seed(seed: u64) -> SeedReport {
         ledger: tempfile::tempdir().unwrap(),
     };
     git2::Repository::init_bare(run.ledger.path()).unwrap();
+    guard.apply(
+        &mut run.draw.pools,
+        rota::controller::clock::Clock::new(1.0).now(),
+    );
+    run.note(format!("draws {guard:?}"));
+    if !guard.replace.is_empty() || guard.window.is_some() || guard.max_deferral.is_some() {
+        // Which seeds exercised a guardrail (stderr, beside the progress).
+        eprintln!("chaos guardrails in seed {seed}: {guard:?}");
+    }
     for p in run.draw.pools.clone() {
         Api::<NodePoolRotation>::all(run.client.clone())
             .create(&PostParams::default(), &npr(&p))
@@ -1185,6 +1219,7 @@ async fn run_seed(seed: u64) -> SeedReport {
         run.note(format!("draws {f:?}"));
     }
     let mut step: u32 = 0;
+    let mut exercised = std::collections::BTreeSet::new();
     while Instant::now() < end {
         tokio::time::sleep(CHECK_EVERY).await;
         step += 1;
@@ -1211,6 +1246,7 @@ async fn run_seed(seed: u64) -> SeedReport {
             }
         }
         run.check().await;
+        guardrails::note_exercised(&run, &mut exercised).await;
         run.autoscale().await;
         let mut settled = true;
         for p in run.draw.pools.clone() {

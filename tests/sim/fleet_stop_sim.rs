@@ -212,3 +212,138 @@ async fn a_stop_racing_a_batch_holds_it_across_a_restart_and_a_clear_resumes_it(
     let (st, _) = state_of(&s.origin, &bump, "rota/canary-1").await.unwrap();
     assert_eq!(st, State::Success);
 }
+
+/// An ssh key pair made with ssh-keygen: (private key path, public key line).
+fn keygen(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
+    let key = dir.join(name);
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen (openssh-client) must be installed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    (key, public.trim().to_string())
+}
+
+/// A forged clear, end to end: agents that trust one signer (`--allowed-signers`) see a
+/// signed stop hold the canary's rotation; an unsigned clear pushed to the stop ref (anyone
+/// with push rights and no trusted key) is refused and the pool stays held, across polls;
+/// a signed clear lifts it and the canary finishes.
+#[tokio::test(start_paused = true)]
+async fn a_forged_clear_leaves_a_signed_stop_in_force_and_a_signed_clear_lifts_it() {
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = keygen(keys.path(), "oncall");
+    let signers = keys.path().join("allowed_signers");
+    std::fs::write(
+        &signers,
+        format!("oncall@example.com namespaces=\"git\" {public}\n"),
+    )
+    .unwrap();
+    let s = setup(Some(rota::source::trust::TrustPolicy {
+        ssh_allowed_signers: Some(signers),
+        gpg_keyring: None,
+    }))
+    .await;
+    // The clone signs with the trusted key: its fleet commits, and `rota stop --sign`.
+    let g = |args: &[&str]| crate::support::git::git(&s.repo, args);
+    g(&["config", "user.name", "On Call"]);
+    g(&["config", "user.email", "oncall@example.com"]);
+    g(&["config", "gpg.format", "ssh"]);
+    g(&["config", "user.signingkey", key.to_str().unwrap()]);
+    let signed_commit = |files: &[(&str, &str)], message: &str| {
+        for (p, c) in files {
+            std::fs::write(s.repo.join(p), c).unwrap();
+        }
+        g(&["add", "-A"]);
+        g(&["commit", "-S", "-q", "-m", message]);
+        g(&["push", "-q", "origin", "main"]);
+        g(&["rev-parse", "HEAD"])
+    };
+    let first = signed_commit(
+        &[(
+            "fleet.yaml",
+            &fleet_yaml("2026.11.1", "2026.11.1").replace("soak: 30m", "soak: 31m"),
+        )],
+        "signed: fleet on 2026.11.1",
+    );
+    s.fleet.poke();
+    wait_for(&s, &first, "rota/canary-1", State::Success, LONG).await;
+    let bump = signed_commit(
+        &[(
+            "fleet.yaml",
+            &fleet_yaml("2026.11.2", "2026.11.1").replace("soak: 30m", "soak: 31m"),
+        )],
+        "canary: general 2026.11.2",
+    );
+    s.fleet.poke();
+    loop {
+        let d = wait_for(&s, &bump, "rota/canary-1/general", State::Pending, LONG).await;
+        if d.starts_with("batch") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    // A signed stop: held within a poll, as signed.
+    let mut stop = stop_args(
+        &s,
+        Some("canary"),
+        Some("INC-5150: GPU jobs failing"),
+        false,
+    );
+    stop.sign = true;
+    order(&stop).unwrap();
+    s.fleet.poke();
+    let start = tokio::time::Instant::now();
+    while !stopped(&npr(&s, "canary-1").await) {
+        assert!(start.elapsed() < Duration::from_secs(60), "not held");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let held = npr(&s, "canary-1").await.spec.policy.stop.expect("held");
+    assert_eq!(held.trust, rota::fleet::stops::Trust::Signed, "{held:?}");
+    let stage = npr(&s, "canary-1")
+        .await
+        .status
+        .and_then(|st| st.checkpoint)
+        .map(|c| c.stage);
+
+    // The forged clear: unsigned, pushed to the ref all the same. Refused: still held,
+    // through several polls, nothing moved.
+    let forged = order(&stop_args(&s, Some("canary"), None, true)).unwrap();
+    assert!(forged.starts_with("clear "), "{forged}");
+    s.fleet.poke();
+    tokio::time::sleep(Duration::from_secs(5 * 60)).await;
+    let n = npr(&s, "canary-1").await;
+    assert!(
+        stopped(&n),
+        "a forged clear lifted a signed stop: {:?}",
+        n.status
+    );
+    assert_eq!(n.spec.policy.stop.as_ref().map(|x| &x.id), Some(&held.id));
+    assert_eq!(
+        n.status.and_then(|st| st.checkpoint).map(|c| c.stage),
+        stage
+    );
+    let d = wait_for(&s, &bump, "rota/canary-1/general", State::Pending, LONG).await;
+    assert!(
+        d.starts_with("paused; next: rota stop --clear --wave canary"),
+        "{d}"
+    );
+
+    // The signed clear lifts it: the canary finishes.
+    let mut clear = stop_args(&s, Some("canary"), None, true);
+    clear.sign = true;
+    // The clone's own fold (it checks no signature) counts the stop as cleared already: the
+    // clear names it by its id.
+    clear.ids = vec![held.id.clone()];
+    order(&clear).unwrap();
+    s.fleet.poke();
+    let done = wait_for(&s, &bump, "rota/canary-1/general", State::Success, LONG).await;
+    assert_eq!(done, "4/4 nodes on general@2026.11.2");
+    assert_eq!(npr(&s, "canary-1").await.spec.policy.stop, None);
+}

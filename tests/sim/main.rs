@@ -20,6 +20,7 @@ mod leadership_sim;
 mod ledger_sim;
 mod onboard_sim;
 mod owners_sim;
+mod replace_sim;
 mod resume_sim;
 mod sim_api;
 mod sim_world;

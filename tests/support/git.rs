@@ -1,5 +1,5 @@
 //! Helpers shared by the agent tests (`agent_sim`, `agent_processes`, `promote`): run git with
-//! a fixed identity, and find the rota binary.
+//! a fixed identity, find the rota binary, serve repos with a `git daemon` on loopback.
 #![allow(dead_code)]
 
 use std::io::Write;
@@ -57,4 +57,70 @@ pub fn rota() -> PathBuf {
     std::env::var_os("ROTA_TEST_BIN")
         .map(Into::into)
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_rota").into())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn git_daemon() -> std::path::PathBuf {
+    let out = Command::new("git").arg("--exec-path").output().unwrap();
+    Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("git-daemon")
+}
+
+/// A `git daemon` serving `base` on 127.0.0.1; killed on drop.
+pub struct GitDaemon {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl GitDaemon {
+    pub fn start(base: &Path) -> GitDaemon {
+        // git daemon cannot report an ephemeral port: pick a free one, retry if taken.
+        for _ in 0..5 {
+            let port = free_port();
+            // Run git-daemon itself: `git daemon` is a wrapper whose child would outlive
+            // a kill of the wrapper.
+            let mut child = Command::new(git_daemon())
+                .arg("--reuseaddr")
+                .arg(format!("--base-path={}", base.display()))
+                .arg("--export-all")
+                .arg("--enable=receive-pack")
+                .arg("--listen=127.0.0.1")
+                .arg(format!("--port={port}"))
+                .arg(base)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("git daemon");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::time::Instant::now() < deadline {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return GitDaemon { child, port };
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // port taken: try another
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("git daemon did not start");
+    }
+
+    pub fn url(&self, repo: &str) -> String {
+        format!("git://127.0.0.1:{}/{repo}", self.port)
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

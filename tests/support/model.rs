@@ -465,7 +465,8 @@ impl Model {
                     self.add_pod(&w);
                 }
             }
-            Action::Terminate { instance_id, .. } => {
+            Action::Terminate { instance_id, .. }
+            | Action::TerminateForReplacement { instance_id, .. } => {
                 let name = node_name(instance_id);
                 if let Some(p) = self.pods.iter().find(|p| {
                     p.node.as_deref() == Some(name.as_str()) && p.kind == PodKind::Workload
@@ -480,7 +481,10 @@ impl Model {
                 {
                     i.lifecycle = Lifecycle::Terminating;
                     i.ticks_left = 2;
-                    self.desired -= 1;
+                    // Without a decrement (`strategy: replace`) the group replaces it.
+                    if matches!(a, Action::Terminate { .. }) {
+                        self.desired -= 1;
+                    }
                 }
             }
             Action::WithdrawSurge { desired, instances } => {

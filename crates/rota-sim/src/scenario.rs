@@ -93,6 +93,9 @@ pub struct DeploymentProfile {
     /// Mounts an emptyDir volume (drains need `--delete-emptydir-data`).
     #[serde(default)]
     pub empty_dir: bool,
+    /// Its pods carry `karpenter.sh/do-not-disrupt: "true"` (long jobs, training runs).
+    #[serde(default)]
+    pub do_not_disrupt: bool,
 }
 
 /// One pod per node.
@@ -155,6 +158,7 @@ impl Default for WorkloadProfile {
                 ready_after: default_ready_after(),
                 grace_period: default_grace(),
                 empty_dir: false,
+                do_not_disrupt: false,
             };
         let min = |v: serde_json::Value| PdbSpec {
             min_available: Some(v),

@@ -104,6 +104,10 @@ pub fn deployment_objects(d: &DeploymentProfile, replicas: u32) -> (Value, Optio
         &d.node_selector,
         d.empty_dir,
     );
+    let mut t = t;
+    if d.do_not_disrupt {
+        t["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+    }
     let deploy = json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -200,6 +204,10 @@ pub fn pod_from_template(
     });
     if let Some(n) = node {
         pod["spec"]["nodeName"] = json!(n);
+    }
+    // As a ReplicaSet does: the template's annotations are the pod's.
+    if template["metadata"]["annotations"].is_object() {
+        pod["metadata"]["annotations"] = template["metadata"]["annotations"].clone();
     }
     pod
 }
@@ -764,6 +772,32 @@ mod tests {
         set.remove("b");
         assert_eq!((set.active, set.active_ready), (0, 0));
         assert!(set.into_names().is_empty());
+    }
+
+    /// `doNotDisrupt: true` marks the pod template, and a pod made from a template carries
+    /// its annotations (as a ReplicaSet's pods do): what the drain reads.
+    #[test]
+    fn a_do_not_disrupt_profile_marks_every_pod_made_from_it() {
+        let w = WorkloadProfile::from_yaml(
+            "deployments:\n  - {name: trainer, namespace: ml, replicas: 1, doNotDisrupt: true}\n",
+            "t",
+        )
+        .unwrap();
+        let (deploy, _) = deployment_objects(&w.deployments[0], 1);
+        let t = &deploy["spec"]["template"];
+        assert_eq!(
+            t["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"],
+            "true"
+        );
+        let pod = pod_from_template(t, "trainer-", "ml", json!({}), None);
+        assert_eq!(
+            pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"],
+            "true"
+        );
+        let plain = WorkloadProfile::default();
+        let (deploy, _) = deployment_objects(&plain.deployments[0], 1);
+        let pod = pod_from_template(&deploy["spec"]["template"], "x-", "ns", json!({}), None);
+        assert!(pod["metadata"]["annotations"].is_null(), "{pod}");
     }
 
     #[test]

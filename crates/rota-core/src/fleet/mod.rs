@@ -42,6 +42,7 @@ pub mod resolve;
 pub mod resolved;
 pub mod schema;
 pub mod stops;
+pub mod strategy;
 pub mod validate;
 pub mod yaml;
 

@@ -318,6 +318,10 @@ pub struct RolloutPolicy {
     /// Dates when no batch starts (a freeze); replaced as a whole like `windows`.
     #[serde(default)]
     pub blackouts: Option<Vec<BlackoutSpec>>,
+    /// `surge` (new nodes first) or `replace` (a batch drained and removed first, the group
+    /// brings up its replacements: no node more than before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<super::resolved::RolloutStrategy>,
 }
 
 /// `{from, to, reason}`: no batch starts from `from` until `to` (RFC 3339).

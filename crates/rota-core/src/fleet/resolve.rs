@@ -104,6 +104,9 @@ pub fn merge_policy(eff: &mut EffectivePolicy, p: &RolloutPolicy) {
     if p.managed_update.is_some() {
         eff.managed_update = p.managed_update;
     }
+    if let Some(v) = p.strategy {
+        eff.strategy = v;
+    }
     if let Some(ws) = &p.windows {
         eff.windows = ws
             .iter()

@@ -212,6 +212,34 @@ pub enum OnGateFailure {
     Rollback,
 }
 
+/// How a batch replaces its nodes (`rollout.strategy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RolloutStrategy {
+    /// New nodes first: capacity never dips, the group holds at most one batch more.
+    #[default]
+    Surge,
+    /// The batch's old nodes are drained and removed first, and the group brings up their
+    /// replacements from its template: never a node more than before the batch, capacity
+    /// dips by one batch (pools without quota or spare accelerators for a surge).
+    Replace,
+}
+
+impl RolloutStrategy {
+    fn is_surge(&self) -> bool {
+        *self == RolloutStrategy::Surge
+    }
+}
+
+impl std::fmt::Display for RolloutStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RolloutStrategy::Surge => "surge",
+            RolloutStrategy::Replace => "replace",
+        })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DrainPolicy {
@@ -294,6 +322,10 @@ pub struct EffectivePolicy {
     /// cleared. Carried in the NodePoolRotation's spec, so a restart stays stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<super::stops::FleetStop>,
+    /// Either surge, new nodes first (the default), or replace, each batch drained and
+    /// removed first while the group brings up its replacements.
+    #[serde(default, skip_serializing_if = "RolloutStrategy::is_surge")]
+    pub strategy: RolloutStrategy,
 }
 
 /// A freeze: no batch starts in `[from, to)`; a started batch finishes.
@@ -334,6 +366,7 @@ impl Default for EffectivePolicy {
             managed_update: None,
             blackouts: Vec::new(),
             stop: None,
+            strategy: RolloutStrategy::Surge,
         }
     }
 }

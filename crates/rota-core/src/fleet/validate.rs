@@ -305,6 +305,7 @@ impl<'a> ClusterCheck<'a> {
             diags,
         );
         check_policy(origin, &format!("{pp}/rollout"), &pool.rollout, diags);
+        self.pool_strategy(pp, pool, diags);
         let owner = pool.group.owner();
         super::managed::check_managed_update(origin, pp, owner, &pool.rollout, diags);
         if let (Some(Cloud::Aws), Some(region)) = (cloud, c.spec.region()) {
@@ -314,6 +315,30 @@ impl<'a> ClusterCheck<'a> {
                 clusters.push(self.name);
             }
         }
+    }
+
+    /// `rollout.strategy` as it reaches the pool from the fleet, the cluster and the pool.
+    fn pool_strategy(&self, pp: &str, pool: &Pool, diags: &mut Diagnostics) {
+        use super::strategy::Level;
+        let mut levels = Vec::new();
+        if let Some((fo, spec)) = self.fleet {
+            levels.push(Level {
+                origin: fo,
+                pointer: "/spec/rollout".into(),
+                policy: &spec.rollout,
+            });
+        }
+        levels.push(Level {
+            origin: self.origin,
+            pointer: "/spec/rollout".into(),
+            policy: &self.cluster.spec.rollout,
+        });
+        levels.push(Level {
+            origin: self.origin,
+            pointer: format!("{pp}/rollout"),
+            policy: &pool.rollout,
+        });
+        super::strategy::check_pool(self.name, pool, &levels, diags);
     }
 
     /// The pool's channel is declared and pinned by its wave, the pinned version's

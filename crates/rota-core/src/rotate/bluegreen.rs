@@ -68,6 +68,9 @@ impl Ctx<'_> {
         d.image = image.to_string();
         // A twin holds the whole pool or nothing: the old pool is deleted at the end.
         d.policy.percent = 100;
+        // The twin grows by a batch before the old pool shrinks: always a surge
+        // (`validate` refuses `strategy: replace` with blueGreen).
+        d.policy.strategy = crate::fleet::resolved::RolloutStrategy::Surge;
         d
     }
 

@@ -284,6 +284,13 @@ pub struct Batch {
     /// and the notes carry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deferral_ended: Vec<String>,
+    /// `strategy: replace` (`rotate::plan::replace`), recorded when the batch starts so that
+    /// a change of strategy mid-batch cannot reread its stages: the batch is gated, cordoned,
+    /// drained and its old instances removed without lowering the capacity first; its
+    /// `Surging` and `WaitingReady` stages then wait for the replacements the group brings
+    /// up itself, and `target_capacity` is the capacity it leaves as it was.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub replace: bool,
 }
 
 /// Where a rotation is. The batch stages follow each other in this order; `Abandoning`
@@ -381,12 +388,13 @@ impl Stage {
     }
 
     /// Whether the batch has not yet disrupted an old node: abandoning it costs nothing but
-    /// the surge instances.
+    /// the surge instances. A replace batch disrupts first: only its opening gate is before.
     pub fn before_disruption(&self) -> bool {
-        matches!(
-            self,
-            Stage::Surging { .. } | Stage::WaitingReady { .. } | Stage::Gating { .. }
-        )
+        match self {
+            Stage::Gating { .. } => true,
+            Stage::Surging { batch } | Stage::WaitingReady { batch } => !batch.replace,
+            _ => false,
+        }
     }
 }
 
@@ -424,6 +432,10 @@ pub fn stage_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         },
         "x-kubernetes-preserve-unknown-fields": true
     })
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u32) -> bool {

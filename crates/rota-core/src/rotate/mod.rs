@@ -97,6 +97,13 @@ pub enum Action {
         instance_id: String,
         node: Option<String>,
     },
+    /// `strategy: replace`: terminate one drained instance *without* decrementing the
+    /// group's desired capacity, so that the group brings up its replacement from its
+    /// template (the target image, set before).
+    TerminateForReplacement {
+        instance_id: String,
+        node: Option<String>,
+    },
     /// Set the group's maximum size, leaving its desired capacity to whoever holds it now
     /// (never below it): restoring the maximum must not write back a capacity read from a
     /// describe that a concurrent resize has overtaken.
@@ -167,6 +174,9 @@ impl fmt::Display for Action {
             Action::Evict { namespace, pod, .. } => write!(f, "evict {namespace}/{pod}"),
             Action::DeletePod { namespace, pod, .. } => write!(f, "force-delete {namespace}/{pod}"),
             Action::Terminate { instance_id, .. } => write!(f, "terminate {instance_id}"),
+            Action::TerminateForReplacement { instance_id, .. } => {
+                write!(f, "terminate {instance_id} (the group replaces it)")
+            }
             Action::SetScaleDownDisabled {
                 node,
                 disabled: true,

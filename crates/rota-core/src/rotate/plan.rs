@@ -14,6 +14,9 @@
 //! 3. pool soak and cleanup: restore the group's maximum size, remove the autoscaler
 //!    annotations rota added, restore the template for a partial rollout.
 //!
+//! `strategy: replace` runs a batch's stages in another order (gate, cordon, drain, remove
+//! without a decrement, wait for the group's replacements, soak): see [`replace`].
+//!
 //! One call may pass several stages when their conditions already hold (a batch whose new
 //! nodes are Ready and whose gates pass goes from WaitingReady to Cordoning at once), and stops
 //! at the first stage that has something to do or to wait for.
@@ -31,6 +34,8 @@ use super::window;
 use super::{Action, Phase, Plan, Planned};
 use crate::fleet::duration::GoDuration;
 use crate::fleet::resolved::{DesiredPool, Mode, OnDrainTimeout, OnGateFailure};
+
+mod replace;
 
 /// Whether a pod a drain waits for holds it (a budget, an annotation, a policy), rather than
 /// being on its way (evicting, terminating, paced by `drain.evictionInterval`).
@@ -535,6 +540,13 @@ impl<'a> Planner<'a> {
             self.now,
         );
         cp.stage = match std::mem::replace(&mut cp.stage, Stage::Between) {
+            // A replace batch whose old instances are removed is refilled whatever the image:
+            // its replacements on the image left are rotated back by the next batches.
+            s @ (Stage::Surging { .. } | Stage::WaitingReady { .. })
+                if s.batch().is_some_and(|b| b.replace) =>
+            {
+                s
+            }
             Stage::Surging { batch }
             | Stage::WaitingReady { batch }
             | Stage::Gating { batch }
@@ -704,6 +716,15 @@ impl<'a> Planner<'a> {
             | Stage::Terminating { batch } => {
                 batch.old_nodes.iter().map(|c| c.node.clone()).collect()
             }
+            // A replace batch's old nodes may outlive their removal while the group refills:
+            // their cordons stay until the node objects are gone.
+            Stage::Surging { batch }
+            | Stage::WaitingReady { batch }
+            | Stage::Soaking { batch, .. }
+                if batch.replace =>
+            {
+                batch.old_nodes.iter().map(|c| c.node.clone()).collect()
+            }
             Stage::Abandoning { batch, .. } => self.new_nodes_of(batch),
             _ => Vec::new(),
         };
@@ -725,6 +746,16 @@ impl<'a> Planner<'a> {
                 continue;
             }
             if claimed.contains(&(n.name.clone(), by.clone())) {
+                continue;
+            }
+            // A node whose instance is being terminated keeps its cordon until it is gone:
+            // uncordoned, it could take pods that would die with it (a replace batch's old
+            // nodes may outlive the batch).
+            if self
+                .obs
+                .instance_of(n)
+                .is_some_and(|i| i.lifecycle == crate::cloud::Lifecycle::Terminating)
+            {
                 continue;
             }
             // In Abandoning, the old nodes' cordons are undone by the stage itself (with a
@@ -1015,6 +1046,10 @@ impl<'a> Planner<'a> {
     }
 
     fn step(&mut self, cp: &mut Checkpoint, stage: Stage) -> Step {
+        let stage = match self.replace_step(cp, stage) {
+            Ok(step) => return step,
+            Err(stage) => stage,
+        };
         match stage {
             Stage::Between => self.between(cp),
             Stage::Surging { batch } => self.surging(cp, batch),
@@ -1044,6 +1079,8 @@ impl<'a> Planner<'a> {
             });
         }
         match self.choose_batch(cp, remaining) {
+            // A replace batch checks the gates before it disrupts anything (`replace`).
+            Ok(batch) if batch.replace => Step::Next(Stage::Gating { batch }),
             Ok(batch) => Step::Next(Stage::Surging { batch }),
             Err(step) => *step,
         }
@@ -1056,7 +1093,12 @@ impl<'a> Planner<'a> {
         let obs = self.obs;
         self.may_start_batch(cp, remaining)?;
         let candidates = self.candidates(cp, remaining)?;
-        let n = self.batch_surge(cp, remaining, candidates.len() as u32)?;
+        let replace = self.replaces();
+        let n = if replace {
+            self.replace_size(cp, remaining, candidates.len() as u32)?
+        } else {
+            self.batch_surge(cp, remaining, candidates.len() as u32)?
+        };
         cp.batches_started += 1;
         let batch = Batch {
             number: cp.batches_started,
@@ -1068,7 +1110,8 @@ impl<'a> Planner<'a> {
                     instance_id: id.clone(),
                 })
                 .collect(),
-            target_capacity: obs.group.desired + n,
+            // A replace batch leaves the capacity as it is.
+            target_capacity: obs.group.desired + if replace { 0 } else { n },
             instances_before: obs.group.instances.iter().map(|i| i.id.clone()).collect(),
             terminating_before: obs
                 .group
@@ -1087,6 +1130,7 @@ impl<'a> Planner<'a> {
             started_at: Some(self.now),
             cordoned_at: None,
             deferral_ended: Vec::new(),
+            replace,
         };
         Ok(batch)
     }
@@ -1799,7 +1843,12 @@ impl<'a> Planner<'a> {
                         node: n.name.clone(),
                         owner: owner.clone(),
                     },
-                    if rolling_back {
+                    if batch.replace {
+                        format!(
+                            "batch {}: drained and removed first, the group brings up its replacement (strategy replace)",
+                            batch.number
+                        )
+                    } else if rolling_back {
                         format!(
                             "batch {}: its replacement is Ready (rolling back: gates are not consulted)",
                             batch.number
@@ -2282,7 +2331,9 @@ impl<'a> Planner<'a> {
         let mut stage = match cp.next.take() {
             Some(next) => *next,
             None => {
-                if !self.desired.policy.pipeline || cp.halted.is_some() {
+                // A replace pool brings nothing up before it removes: its next batch has
+                // nothing to pipeline, and waits for the soak like any removal.
+                if !self.desired.policy.pipeline || cp.halted.is_some() || self.replaces() {
                     return None;
                 }
                 let remaining = self.remaining(Some(cp));

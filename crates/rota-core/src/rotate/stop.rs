@@ -34,6 +34,9 @@ pub enum Reason {
     PoolSoak,
     Abandoning,
     Cleanup,
+    /// `strategy: replace`: a batch's old instances are removed and the group is bringing
+    /// up their replacements (or a batch waits for the group to be whole again first).
+    Refilling,
     /// A managed pool's owner is replacing its nodes (its own update, started by rota or
     /// someone else).
     OwnerUpdating,
@@ -101,6 +104,7 @@ impl Reason {
         Reason::PoolSoak,
         Reason::Abandoning,
         Reason::Cleanup,
+        Reason::Refilling,
         Reason::OwnerUpdating,
         Reason::OutsideWindow,
         Reason::Blackout,
@@ -148,6 +152,7 @@ impl Reason {
             Reason::PoolSoak => "PoolSoak",
             Reason::Abandoning => "Abandoning",
             Reason::Cleanup => "Cleanup",
+            Reason::Refilling => "Refilling",
             Reason::OutsideWindow => "OutsideWindow",
             Reason::Blackout => "Blackout",
             Reason::SurgeBudget => "SurgeBudget",
@@ -216,6 +221,7 @@ impl Reason {
                 | Reason::PoolSoak
                 | Reason::Abandoning
                 | Reason::Cleanup
+                | Reason::Refilling
                 | Reason::OwnerUpdating
         )
     }
@@ -447,6 +453,7 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
         | Reason::PoolSoak
         | Reason::Abandoning
         | Reason::Cleanup
+        | Reason::Refilling
         | Reason::OwnerUpdating => return None,
     };
     Some(StopNote {
@@ -511,7 +518,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Reason::ALL.len(), 43);
+        assert_eq!(Reason::ALL.len(), 44);
     }
 
     #[test]

@@ -247,6 +247,7 @@ mod tests {
             started_at: None,
             cordoned_at: None,
             deferral_ended: Vec::new(),
+            replace: false,
         }
     }
 

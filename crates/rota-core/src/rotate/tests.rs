@@ -312,6 +312,7 @@ fn batch12() -> Batch {
         started_at: None,
         cordoned_at: None,
         deferral_ended: vec![],
+        replace: false,
     }
 }
 
@@ -1921,6 +1922,7 @@ fn batch34() -> Batch {
         started_at: Some(mins(1)),
         cordoned_at: None,
         deferral_ended: vec![],
+        replace: false,
     }
 }
 
