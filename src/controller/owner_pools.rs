@@ -4,7 +4,7 @@
 //! (`execute`). Every call goes through `cloud::managed::OwnerPools`; nothing here writes a
 //! template or a group's capacity behind the owner.
 
-use rota_core::cloud::managed::{EKS_NODEGROUP_LABEL, OwnerPools, renamed};
+use rota_core::cloud::managed::{OwnerPools, pool_label, renamed};
 use rota_core::fleet::owner::Strategy;
 use rota_core::fleet::resolved::DesiredPool;
 use rota_core::rotate::{Action, Checkpoint, Observed};
@@ -43,13 +43,15 @@ pub(super) async fn observe(
             observed.pools.push(m);
         }
     }
-    // A selector on EKS's node group label picks one node group's nodes: the pool's are
-    // those of every node group of the move, each picked by its own name.
-    if let Some(own) = desired.node_selector.get(EKS_NODEGROUP_LABEL) {
+    // A selector on the owner's pool label (EKS's node group, GKE's node pool, AKS's agent
+    // pool) picks one pool's nodes: the pool's are those of every pool of the move, each
+    // picked by its own name.
+    let label = pool_label(base.owner());
+    if let Some((label, own)) = label.and_then(|l| desired.node_selector.get(l).map(|v| (l, v))) {
         let mut nodes = Vec::new();
         for name in names.iter().chain(std::iter::once(own)) {
             let mut selector = desired.node_selector.clone();
-            selector.insert(EKS_NODEGROUP_LABEL.to_string(), name.clone());
+            selector.insert(label.to_string(), name.clone());
             for n in pool_nodes(&index.read(), &selector)? {
                 if !nodes
                     .iter()

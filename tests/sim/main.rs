@@ -19,6 +19,7 @@ mod karpenter_sim;
 mod leadership_sim;
 mod ledger_sim;
 mod onboard_sim;
+mod owners_bluegreen_sim;
 mod owners_sim;
 mod resume_sim;
 mod sim_api;

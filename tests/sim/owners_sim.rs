@@ -40,13 +40,13 @@ daemonSets:
 
 /// One owner under test: its pool, its images and how the test reads its updates.
 #[derive(Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     Gke,
     Aks,
 }
 
 impl Kind {
-    fn pool(self) -> ManagedGroup {
+    pub(super) fn pool(self) -> ManagedGroup {
         match self {
             Kind::Gke => ManagedGroup::GkeNodePool {
                 project: "acme".into(),
@@ -63,7 +63,7 @@ impl Kind {
         }
     }
 
-    fn cloud(self) -> Cloud {
+    pub(super) fn cloud(self) -> Cloud {
         match self {
             Kind::Gke => Cloud::Gcp,
             Kind::Aks => Cloud::Azure,
@@ -71,7 +71,7 @@ impl Kind {
     }
 
     /// (old, new) images in the owner's one-string form.
-    fn images(self) -> (&'static str, &'static str) {
+    pub(super) fn images(self) -> (&'static str, &'static str) {
         match self {
             Kind::Gke => (
                 "1.31.4-gke.1183000/COS_CONTAINERD",
@@ -84,7 +84,7 @@ impl Kind {
         }
     }
 
-    fn owner_image(self, image: &str) -> OwnerImage {
+    pub(super) fn owner_image(self, image: &str) -> OwnerImage {
         match self {
             Kind::Gke => {
                 let (v, t) = image.split_once('/').unwrap();
@@ -99,14 +99,14 @@ impl Kind {
         }
     }
 
-    fn adapter(self, s: &Sim) -> Arc<dyn OwnerPools> {
+    pub(super) fn adapter(self, s: &Sim) -> Arc<dyn OwnerPools> {
         match self {
             Kind::Gke => Arc::new(s.fleet.cloud.gke()),
             Kind::Aks => Arc::new(s.fleet.cloud.aks()),
         }
     }
 
-    fn updates(self, s: &Sim) -> Vec<OwnerUpdate> {
+    pub(super) fn updates(self, s: &Sim) -> Vec<OwnerUpdate> {
         match self {
             Kind::Gke => s.fleet.cloud.gke_operations(&self.pool()),
             Kind::Aks => s.fleet.cloud.aks_upgrades(&self.pool()),
@@ -114,7 +114,7 @@ impl Kind {
     }
 
     /// The label that names the pool on its nodes.
-    fn pool_label(self) -> &'static str {
+    pub(super) fn pool_label(self) -> &'static str {
         match self {
             Kind::Gke => "cloud.google.com/gke-nodepool",
             Kind::Aks => "kubernetes.azure.com/agentpool",
@@ -122,14 +122,14 @@ impl Kind {
     }
 }
 
-struct Sim {
-    fleet: Fleet,
-    client: kube::Client,
+pub(super) struct Sim {
+    pub(super) fleet: Fleet,
+    pub(super) client: kube::Client,
 }
 
 /// A cluster of `kind`'s cloud with one managed pool of `nodes` on `image`; AKS ships
 /// `kind`'s new image as its newest node image.
-async fn sim(kind: Kind, nodes: u32, image: &str, seed: u64) -> Sim {
+pub(super) async fn sim(kind: Kind, nodes: u32, image: &str, seed: u64) -> Sim {
     let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
     workloads
         .nodes
@@ -162,14 +162,14 @@ async fn sim(kind: Kind, nodes: u32, image: &str, seed: u64) -> Sim {
     Sim { fleet, client }
 }
 
-fn policy(batch: u32) -> EffectivePolicy {
+pub(super) fn policy(batch: u32) -> EffectivePolicy {
     EffectivePolicy {
         batch: BatchSize::Count(batch),
         ..EffectivePolicy::default()
     }
 }
 
-fn npr(kind: Kind, image: &str, policy: EffectivePolicy) -> NodePoolRotation {
+pub(super) fn npr(kind: Kind, image: &str, policy: EffectivePolicy) -> NodePoolRotation {
     let mut n = NodePoolRotation::new(
         "general",
         NodePoolRotationSpec {
@@ -198,14 +198,14 @@ fn npr(kind: Kind, image: &str, policy: EffectivePolicy) -> NodePoolRotation {
     n
 }
 
-async fn create(s: &Sim, n: &NodePoolRotation) {
+pub(super) async fn create(s: &Sim, n: &NodePoolRotation) {
     Api::<NodePoolRotation>::all(s.client.clone())
         .create(&PostParams::default(), n)
         .await
         .unwrap();
 }
 
-async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {
+pub(super) async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {
     Api::<NodePoolRotation>::all(s.client.clone())
         .get("general")
         .await
@@ -216,7 +216,7 @@ async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {
 
 /// A controller that drives `kind`'s owner and counts its self-managed cloud calls (which
 /// must stay at zero: the pool's template is the owner's).
-fn controller(s: &Sim, kind: Kind) -> (Controller, Arc<std::sync::atomic::AtomicU64>) {
+pub(super) fn controller(s: &Sim, kind: Kind) -> (Controller, Arc<std::sync::atomic::AtomicU64>) {
     let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let groups = Counted {
         inner: Arc::new(s.fleet.cloud.clone()),
@@ -287,7 +287,7 @@ impl NodeGroups for Counted {
 }
 
 /// Live instances of the managed pool (what the owner's surge may raise).
-async fn live(s: &Sim, kind: Kind) -> usize {
+pub(super) async fn live(s: &Sim, kind: Kind) -> usize {
     let g = GroupRef::Managed(kind.pool());
     loop {
         match NodeGroups::describe(&s.fleet.cloud, &g).await {
@@ -348,13 +348,13 @@ async fn run_every(
     outcomes
 }
 
-fn done(st: &rota::kube::crd::NodePoolRotationStatus) -> bool {
+pub(super) fn done(st: &rota::kube::crd::NodePoolRotationStatus) -> bool {
     matches!(st.phase, Phase::Succeeded | Phase::Failed)
 }
 
 /// Every node of the pool, with its image as its owner shows it: AKS's node image label,
 /// GKE's kubelet version and image type labels.
-async fn node_images(s: &Sim, kind: Kind) -> Vec<(String, String)> {
+pub(super) async fn node_images(s: &Sim, kind: Kind) -> Vec<(String, String)> {
     let nodes = Api::<Node>::all(s.client.clone())
         .list(&ListParams::default().labels(&format!("{}=general", kind.pool_label())))
         .await
@@ -499,7 +499,7 @@ async fn an_aks_agent_pool_on_its_pin_is_adopted_without_an_upgrade() {
 }
 
 /// An events gate that fails while a `CanaryFailed` event is recent.
-fn canary_gate() -> ResolvedGate {
+pub(super) fn canary_gate() -> ResolvedGate {
     ResolvedGate {
         name: "canary".into(),
         interval: GoDuration::from_secs(30),
@@ -513,7 +513,7 @@ fn canary_gate() -> ResolvedGate {
     }
 }
 
-async fn canary_failed(s: &Sim, at: chrono::DateTime<chrono::Utc>) {
+pub(super) async fn canary_failed(s: &Sim, at: chrono::DateTime<chrono::Utc>) {
     let t = Time(k8s_openapi::jiff::Timestamp::from_second(at.timestamp()).unwrap());
     let ev = CoreEvent {
         metadata: ObjectMeta {

@@ -460,8 +460,9 @@ impl SimCloud {
         })
     }
 
-    /// The twins rota created from `group` (the kubelets serve their nodes with the same
-    /// labels, as `CreateNodegroup` copies them).
+    /// The twins rota created from `group`, of any owner (the kubelets serve their nodes with
+    /// the same labels, as `CreateNodegroup`, `nodePools.create` and the agent pool's PUT
+    /// are given them).
     pub(super) fn twins_of(inner: &Inner, group: &GroupRef) -> Vec<GroupRef> {
         let GroupRef::Managed(from) = group else {
             return Vec::new();
@@ -469,7 +470,14 @@ impl SimCloud {
         inner
             .groups
             .iter()
-            .filter(|(_, g)| g.eks.as_ref().and_then(|n| n.twin_of.as_deref()) == Some(from.name()))
+            .filter(|(r, g)| {
+                let twin_of = g.eks.as_ref().and_then(|n| n.twin_of.as_deref());
+                // GKE's and AKS's twins (`twins`): the same owner's pools only.
+                let twin_of =
+                    twin_of.or_else(|| g.life.as_ref().and_then(|l| l.twin_of.as_deref()));
+                twin_of == Some(from.name())
+                    && r.managed().is_some_and(|m| m.owner() == from.owner())
+            })
             .map(|(r, _)| r.clone())
             .collect()
     }
