@@ -358,3 +358,92 @@ async fn a_gke_blue_green_move_paused_mid_move_holds_and_resumes() {
 async fn an_aks_blue_green_move_paused_mid_move_holds_and_resumes() {
     stops_mid_move_and_resumes(Kind::Aks, 90).await;
 }
+
+/// The pool's NodePoolRotation deleted and created again (its status, the checkpoint with
+/// it, lost), as a restore from a backup would.
+async fn lose_status(s: &Sim, kind: Kind, image: &str, p: EffectivePolicy) {
+    let api = Api::<NodePoolRotation>::all(s.client.clone());
+    api.delete("general", &Default::default()).await.unwrap();
+    create(s, &npr(kind, image, p)).await;
+    assert!(
+        status(s).await.checkpoint.is_none(),
+        "the checkpoint is gone"
+    );
+}
+
+/// The status lost mid-move (nodes in both pools) and after the move: the agent finds
+/// rota's twin by its label and resumes (one twin, the bound kept, the old pool deleted at
+/// the end), then finds the finished move and reports the pool up to date in its twin.
+async fn finds_its_twin_again(kind: Kind, seed: u64) {
+    let (_, new) = kind.images();
+    let (s, mut c) = setup(kind, new, blue_green(1), seed).await;
+    let end = Instant::now() + Duration::from_secs(4 * 3600);
+    while Instant::now() < end {
+        pass(&s, kind, &mut c, 1).await;
+        let on = nodes(&s, kind).await;
+        let in_twin = on.iter().filter(|(p, _)| p == TWIN).count();
+        if (2..on.len()).contains(&in_twin) {
+            break;
+        }
+    }
+    drop(c);
+    lose_status(&s, kind, new, blue_green(1)).await;
+    let (mut c, _) = controller(&s, kind);
+    run(&s, kind, &mut c, Duration::from_secs(4 * 3600), 1, |st| {
+        st.phase == Phase::Succeeded
+    })
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert_eq!(s.fleet.cloud.twins_created(), vec![TWIN], "one twin");
+    assert_eq!(pool_live(&s, kind, "general").await, None);
+    let on = nodes(&s, kind).await;
+    assert!(on.iter().all(|(p, i)| p == TWIN && i == new), "{on:?}");
+    drop(c);
+    lose_status(&s, kind, new, blue_green(1)).await;
+    let (mut c, _) = controller(&s, kind);
+    run(&s, kind, &mut c, Duration::from_secs(1800), 1, |_| false).await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert!(st.message.starts_with("up to date"), "{}", st.message);
+    assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
+    assert_eq!(s.fleet.cloud.twins_created(), vec![TWIN]);
+    let cp = st.checkpoint.expect("the finished move is recorded");
+    assert_eq!(cp.blue_green.unwrap().twin_pool, TWIN);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gke_twin_is_found_again_by_its_label_when_the_status_is_lost() {
+    finds_its_twin_again(Kind::Gke, 91).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_aks_twin_is_found_again_by_its_tag_when_the_status_is_lost() {
+    finds_its_twin_again(Kind::Aks, 92).await;
+}
+
+/// AKS creates an agent pool only on its newest node image: a twin on another is refused,
+/// and the pool pauses with `OwnerRefused` instead of asking again every pass.
+#[tokio::test(start_paused = true)]
+async fn an_aks_twin_on_an_image_aks_does_not_offer_pauses_the_pool() {
+    let kind = Kind::Aks;
+    let pin = "AKSUbuntu-2204gen2containerd-202609.01.0";
+    let (s, mut c) = setup(kind, pin, blue_green(1), 93).await;
+    run(&s, kind, &mut c, Duration::from_secs(1800), 1, |_| false).await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert_eq!(
+        st.stop.as_ref().map(|n| n.reason.as_str()),
+        Some("OwnerRefused")
+    );
+    assert!(st.message.contains("newest node image"), "{}", st.message);
+    assert!(s.fleet.cloud.twins_created().is_empty());
+    let puts = s
+        .fleet
+        .cloud
+        .owner_exchanges()
+        .iter()
+        .filter(|x| x.method == "PUT")
+        .count();
+    assert_eq!(puts, 0, "nothing created");
+}

@@ -411,6 +411,17 @@ pub trait OwnerPools: Send + Sync {
     async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
         Err(cannot("DeleteNodegroup", pool))
     }
+
+    /// rota's twins of `pool`: the pools of its cluster that carry rota's twin label naming
+    /// it ([`TWIN_OF_TAG`], [`TWIN_OF_LABEL`]; EKS `ListNodegroups` and each node group's
+    /// tags, GKE `nodePools.list` and their resource labels, AKS `AgentPools_List` and their
+    /// tags), whatever their name: how a move whose checkpoint was lost finds its twin again
+    /// instead of halting or creating a second. The default lists none (an owner whose
+    /// adapter cannot list them: such a move is found again by the twin's name only).
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        let _ = pool;
+        Ok(Vec::new())
+    }
 }
 
 #[cfg(test)]

@@ -329,6 +329,15 @@ impl OwnerPools for SimCloud {
     async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
         self.delete_nodegroup(pool).await
     }
+
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        // ListNodegroups, then each node group's tags (DescribeNodegroup).
+        let mut out = Vec::new();
+        for twin in self.twin_pools(pool) {
+            out.extend(self.nodegroup_members(&twin)?);
+        }
+        Ok(out)
+    }
 }
 
 /// `ResourceInUseException`, as EKS names a conflict.
@@ -479,6 +488,16 @@ impl SimCloud {
                     && r.managed().is_some_and(|m| m.owner() == from.owner())
             })
             .map(|(r, _)| r.clone())
+            .collect()
+    }
+
+    /// The pools of `pool`'s owner and cluster that rota labelled as its twins.
+    pub(super) fn twin_pools(&self, pool: &ManagedGroup) -> Vec<ManagedGroup> {
+        let inner = self.inner.lock().unwrap();
+        SimCloud::twins_of(&inner, &GroupRef::Managed(pool.clone()))
+            .into_iter()
+            .filter_map(|g| g.managed().cloned())
+            .filter(|m| m.cluster() == pool.cluster())
             .collect()
     }
 

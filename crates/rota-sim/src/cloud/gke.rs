@@ -433,6 +433,15 @@ impl OwnerPools for Gke {
         self.delete_node_pool(pool)
     }
 
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        // The pools' list, filtered by rota's twin label; each read as the move reads it.
+        let mut out = Vec::new();
+        for twin in self.0.twin_pools(pool) {
+            out.extend(self.node_pool_members(&twin)?);
+        }
+        Ok(out)
+    }
+
     async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
         let group = gke_group(pool)?;
         let path = path(pool)?;
