@@ -12,6 +12,7 @@ mod support;
 mod adoption_sim;
 mod agent_sim;
 mod chaos;
+mod chaos_owners;
 mod controller_sim;
 mod demo;
 mod fleet_stop_sim;

@@ -186,17 +186,8 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         );
         return stay(previous, Phase::Waiting, Reason::OwnerUpdating, msg);
     }
-    if let Some(stop) = &policy.stop {
-        let msg = format!(
-            "{}: no {svc} update starts; `{}` lifts it",
-            stop.describe(),
-            stop.clear_command()
-        );
-        return stay(previous, Phase::Paused, Reason::Stopped, msg);
-    }
-    if policy.paused {
-        let msg = "rollout.paused: no update starts".to_string();
-        return stay(previous, Phase::Paused, Reason::PausedByPolicy, msg);
+    if let Some(held) = held_before(cx, previous) {
+        return held;
     }
     match super::window::is_open(&policy.windows, cx.now) {
         Ok(true) => {}
@@ -243,7 +234,41 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         &mark,
         format!("start {svc}'s update of the pool to {}", cx.target),
     );
-    let cp = Checkpoint {
+    let cp = first_checkpoint(cx, mark);
+    Decision {
+        checkpoint: Some(cp),
+        action: Some(action),
+        phase: Phase::Rotating,
+        reason: Reason::OwnerUpdating,
+        message: format!(
+            "{svc} update to {} started · {}",
+            cx.target,
+            cx.progress(&cx.target)
+        ),
+        until: None,
+    }
+}
+
+/// A fleet stop or `rollout.paused`: no update starts.
+fn held_before(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Option<Decision> {
+    if let Some(stop) = &cx.desired.policy.stop {
+        let msg = format!(
+            "{}: no {} update starts; `{}` lifts it",
+            stop.describe(),
+            cx.service(),
+            stop.clear_command()
+        );
+        return Some(stay(previous, Phase::Paused, Reason::Stopped, msg));
+    }
+    cx.desired.policy.paused.then(|| {
+        let msg = "rollout.paused: no update starts".to_string();
+        stay(previous, Phase::Paused, Reason::PausedByPolicy, msg)
+    })
+}
+
+/// The checkpoint of a rotation that starts the owner's update `mark` now.
+fn first_checkpoint(cx: &Ctx<'_>, mark: OwnerUpdateMark) -> Checkpoint {
+    Checkpoint {
         origin_image: cx.owner.image.clone(),
         target_image: cx.target.clone(),
         target_version: cx.desired.version.clone(),
@@ -268,39 +293,14 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         owner_update: Some(mark),
         drift: None,
         blue_green: None,
-    };
-    Decision {
-        checkpoint: Some(cp),
-        action: Some(action),
-        phase: Phase::Rotating,
-        reason: Reason::OwnerUpdating,
-        message: format!(
-            "{svc} update to {} started · {}",
-            cx.target,
-            cx.progress(&cx.target)
-        ),
-        until: None,
     }
 }
 
 /// A rotation under way (or finished) for this image: follow the owner's update.
 fn follow(cx: &Ctx<'_>, cp: &Checkpoint) -> Decision {
     let svc = cx.service();
-    match &cp.stage {
-        super::Stage::Done if cp.rolling_back => {
-            let msg = format!(
-                "rolled back from {} to {}: {}",
-                cx.target,
-                cp.origin_image,
-                cp.rollback_reason.as_deref().unwrap_or("a gate failed")
-            );
-            return stay(Some(cp), Phase::Failed, Reason::RolledBack, msg);
-        }
-        super::Stage::Done => {
-            let msg = format!("done: {}", cx.progress(&cx.target));
-            return stay(Some(cp), Phase::Succeeded, Reason::Done, msg);
-        }
-        _ => {}
+    if let Some(ended) = ended(cx, cp) {
+        return ended;
     }
     // A fleet stop holds the rotation wherever it is, a pool soak and a rollback included;
     // lifted, the checkpoint forgets it.
@@ -309,9 +309,7 @@ fn follow(cx: &Ctx<'_>, cp: &Checkpoint) -> Decision {
         next.fleet_stop = None;
         return follow(cx, &next);
     }
-    if let Some(mark) = &cp.owner_update
-        && let Some(held) = fleet_stop(cx, cp, mark)
-    {
+    if let Some(held) = cp.owner_update.as_ref().and_then(|m| fleet_stop(cx, cp, m)) {
         return held;
     }
     if let super::Stage::PoolSoak { until } = &cp.stage {
@@ -369,6 +367,25 @@ fn follow(cx: &Ctx<'_>, cp: &Checkpoint) -> Decision {
         }
         None => not_seen(cx, cp, mark, phase),
     }
+}
+
+/// A rotation that ended: done, or rolled back from this image.
+fn ended(cx: &Ctx<'_>, cp: &Checkpoint) -> Option<Decision> {
+    if cp.stage != super::Stage::Done {
+        return None;
+    }
+    Some(if cp.rolling_back {
+        let msg = format!(
+            "rolled back from {} to {}: {}",
+            cx.target,
+            cp.origin_image,
+            cp.rollback_reason.as_deref().unwrap_or("a gate failed")
+        );
+        stay(Some(cp), Phase::Failed, Reason::RolledBack, msg)
+    } else {
+        let msg = format!("done: {}", cx.progress(&cx.target));
+        stay(Some(cp), Phase::Succeeded, Reason::Done, msg)
+    })
 }
 
 /// A fleet stop (`rota stop`) while a rotation is under way: no update is sent (the

@@ -146,41 +146,10 @@ fn lost_batch(
         .take(surplus as usize)
         .map(|i| i.id.clone())
         .collect();
-    // The batch's number is the one its cordons name (`<pool>/batch-N`, so the batch still
-    // owns them); before its cordons, the one after the batches the twin's nodes hold.
-    let mut number = None;
-    let mut olds: Vec<(bool, ChosenNode)> = live(old)
-        .iter()
-        .filter_map(|i| {
-            let n = cx
-                .obs
-                .nodes
-                .iter()
-                .find(|n| n.provider_id == i.provider_id)?;
-            let ours = n.cordoned_by.as_deref().and_then(|by| {
-                by.strip_prefix(&format!("{}/batch-", cx.desired.name))?
-                    .parse::<u32>()
-                    .ok()
-            });
-            if n.cordoned && ours.is_some() {
-                number = number.max(ours);
-            }
-            let chosen = ChosenNode {
-                node: n.name.clone(),
-                instance_id: i.id.clone(),
-            };
-            Some((!(n.cordoned && ours.is_some()), chosen))
-        })
-        .collect();
-    olds.sort_by(|a, b| a.0.cmp(&b.0));
+    let (old_nodes, number) = replaced(cx, &live(old), surplus);
     let cordoned = number.is_some();
     let moved = (live(twin).len() as u32).saturating_sub(surplus);
     let number = number.unwrap_or(moved.div_ceil(surplus) + 1);
-    let old_nodes: Vec<ChosenNode> = olds
-        .into_iter()
-        .take(surplus as usize)
-        .map(|(_, c)| c)
-        .collect();
     let instances_before = old
         .instances
         .iter()
@@ -206,4 +175,48 @@ fn lost_batch(
         deferral_ended: Vec::new(),
     };
     Some((batch, cordoned))
+}
+
+/// The old pool's nodes a lost batch replaces: `surplus` of them, those rota had cordoned
+/// first; and the batch's number as those cordons name it (`<pool>/batch-N`, so the batch
+/// still owns them), `None` when none is cordoned.
+fn replaced(
+    cx: &Ctx<'_>,
+    old: &[crate::cloud::Instance],
+    surplus: u32,
+) -> (Vec<ChosenNode>, Option<u32>) {
+    // The batch's number is the one its cordons name (`<pool>/batch-N`, so the batch still
+    // owns them); before its cordons, the one after the batches the twin's nodes hold.
+    let mut number = None;
+    let mut olds: Vec<(bool, ChosenNode)> = old
+        .iter()
+        .filter_map(|i| {
+            let n = cx
+                .obs
+                .nodes
+                .iter()
+                .find(|n| n.provider_id == i.provider_id)?;
+            let ours = n.cordoned_by.as_deref().and_then(|by| {
+                by.strip_prefix(&format!("{}/batch-", cx.desired.name))?
+                    .parse::<u32>()
+                    .ok()
+            });
+            if n.cordoned && ours.is_some() {
+                number = number.max(ours);
+            }
+            let chosen = ChosenNode {
+                node: n.name.clone(),
+                instance_id: i.id.clone(),
+            };
+            Some((!(n.cordoned && ours.is_some()), chosen))
+        })
+        .collect();
+    olds.sort_by(|a, b| a.0.cmp(&b.0));
+    olds.sort_by(|a, b| a.0.cmp(&b.0));
+    let chosen = olds
+        .into_iter()
+        .take(surplus as usize)
+        .map(|(_, c)| c)
+        .collect();
+    (chosen, number)
 }
