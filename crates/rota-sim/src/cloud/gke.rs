@@ -206,9 +206,34 @@ pub(super) fn node_pool_json(g: &SimGroup, pool: &ManagedGroup) -> Value {
             _ if updating => "RECONCILING",
             _ => "RUNNING",
         },
-        "instanceGroupUrls": super::gke_twins::instance_group_urls(g, pool),
+        "instanceGroupUrls": instance_group_urls(g, pool),
         "selfLink": format!("https://container.googleapis.com/v1/{}", path(pool).unwrap_or_default()),
     })
+}
+
+/// The path of the node pool's managed instance group in `zone` (GKE names it after the
+/// cluster and pool).
+pub(super) fn mig(pool: &ManagedGroup, zone: &str) -> String {
+    let (project, cluster) = match pool {
+        ManagedGroup::GkeNodePool {
+            project,
+            gke_cluster,
+            ..
+        } => (project.as_str(), gke_cluster.as_str()),
+        _ => ("", ""),
+    };
+    let name = format!("gke-{cluster}-{}-grp", pool.name());
+    format!("projects/{project}/zones/{zone}/instanceGroupManagers/{name}")
+}
+
+/// The node pool's `instanceGroupUrls`: one managed instance group per zone.
+pub(super) fn instance_group_urls(g: &SimGroup, pool: &ManagedGroup) -> Value {
+    let urls: Vec<String> = g
+        .zones
+        .iter()
+        .map(|z| format!("https://www.googleapis.com/compute/v1/{}", mig(pool, z)))
+        .collect();
+    json!(urls)
 }
 
 /// The `UpdateNodePoolRequest` rota sends for `req` on a pool of `size` nodes: the target's

@@ -19,39 +19,14 @@
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::gke::{Gke, gke_group, node_pool_json, path, rfc3339};
+use super::gke::{Gke, gke_group, mig, node_pool_json, path, rfc3339};
 use super::twins::{self, Existing};
-use super::{Call, Exchange, Inner, SimGroup};
+use super::{Call, Exchange, Inner};
 use rota_core::cloud::managed::{GkeTarget, OwnerPoolMembers, TWIN_OF_LABEL, TwinRequest};
 use rota_core::cloud::{CloudError, CloudErrorKind};
 use rota_core::fleet::owner::ManagedGroup;
 
 const BASE: &str = "https://container.googleapis.com/v1";
-
-/// The path of the node pool's managed instance group in `zone` (GKE names it after the
-/// cluster and pool).
-fn mig(pool: &ManagedGroup, zone: &str) -> String {
-    let (project, cluster) = match pool {
-        ManagedGroup::GkeNodePool {
-            project,
-            gke_cluster,
-            ..
-        } => (project.as_str(), gke_cluster.as_str()),
-        _ => ("", ""),
-    };
-    let name = format!("gke-{cluster}-{}-grp", pool.name());
-    format!("projects/{project}/zones/{zone}/instanceGroupManagers/{name}")
-}
-
-/// The node pool's `instanceGroupUrls`: one managed instance group per zone.
-pub(super) fn instance_group_urls(g: &SimGroup, pool: &ManagedGroup) -> Value {
-    let urls: Vec<String> = g
-        .zones
-        .iter()
-        .map(|z| format!("https://www.googleapis.com/compute/v1/{}", mig(pool, z)))
-        .collect();
-    json!(urls)
-}
 
 /// A container v1 operation of `kind` on `pool`, as the call that started it answers.
 fn operation(inner: &mut Inner, pool: &ManagedGroup, kind: &str, done: bool) -> Value {

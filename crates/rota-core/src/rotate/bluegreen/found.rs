@@ -211,8 +211,7 @@ fn replaced(
             Some((!(n.cordoned && ours.is_some()), chosen))
         })
         .collect();
-    olds.sort_by(|a, b| a.0.cmp(&b.0));
-    olds.sort_by(|a, b| a.0.cmp(&b.0));
+    olds.sort_by_key(|a| a.0);
     let chosen = olds
         .into_iter()
         .take(surplus as usize)
