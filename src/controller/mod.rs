@@ -29,10 +29,12 @@ pub mod departures;
 mod drift;
 #[cfg(test)]
 mod error_classes;
+mod evaluation;
 pub mod leader;
 mod own_writes;
 mod owner_pools;
 pub mod owners;
+mod refusals;
 pub mod requeue;
 mod rotations;
 mod skew;
@@ -61,6 +63,8 @@ use crate::metrics::{GateResult, Metrics};
 use crate::notify::SharedNotifier;
 use apply::{ApplyError, Edge, Persist};
 use clock::Clock;
+use evaluation::NOT_YET;
+pub use evaluation::evaluation;
 use leader::{Elector, Leadership, Renewal};
 use rota_core::errors::Class;
 use rota_core::errors::Classify;
@@ -166,6 +170,8 @@ struct PoolState {
     /// once the same action succeeds the error has healed and is no longer named, even on a
     /// pool that stays stopped for another cause.
     last_error_action: Option<String>,
+    /// The owner's refusal of the last request for this managed pool (`refusals`).
+    refused: Option<rota_core::rotate::Refusal>,
     /// The PodDisruptionBudget (namespace, name) whose change wakes this pool.
     blocked_on: Option<(String, String)>,
     /// Errors since the pool last moved: which to report, and the likely cause if it sticks.
@@ -338,6 +344,7 @@ impl PoolState {
             failures: 0,
             last_error: None,
             last_error_action: None,
+            refused: None,
             blocked_on: None,
             errors: ErrorTracker::default(),
             batch_started: None,
@@ -1055,9 +1062,7 @@ impl Controller {
         desired: &rota_core::fleet::resolved::DesiredPool,
         now: chrono::DateTime<chrono::Utc>,
     ) -> GateVerdict {
-        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        let evaluation = drift::evaluation(checkpoint)
-            .unwrap_or_else(|| evaluation(checkpoint.map(|c| &c.stage)));
+        let evaluation = evaluation::of_pool(npr, desired);
         let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
         if evaluation != state.evaluation {
             state.trackers.iter_mut().for_each(Tracker::reset);
@@ -1184,6 +1189,11 @@ impl Controller {
         now: chrono::DateTime<chrono::Utc>,
     ) -> (rota_core::rotate::Plan, Option<String>) {
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+        let refused = self
+            .pools
+            .get(&npr.name_any())
+            .and_then(|s| s.refused.as_ref());
+        let observed = &*refusals::observed_with(observed, refused);
         match request {
             Some(Ok(r)) => {
                 rota_core::rotate::plan_with(desired, observed, checkpoint, Some(r), now)
@@ -1326,6 +1336,7 @@ impl Controller {
                 ) {
                     state.last_error = None;
                     state.last_error_action = None;
+                    state.refused = None;
                 }
                 state.failures = 0;
                 state.blocked_on = None;
@@ -1369,6 +1380,7 @@ impl Controller {
             tracing::error!(pool = %name, %error, "an action failed and will not heal by retrying");
         }
         let state = self.pools.get_mut(&name).expect("prepared");
+        state.refused = refusals::of(&e);
         if let ApplyError::EvictionBlocked { namespace, pod } = &e {
             // The timer is only a safety net for a missed watch event.
             state.blocked_on = observed
@@ -1634,25 +1646,6 @@ fn verdict_gate(v: &GateVerdict) -> Option<String> {
     match v {
         GateVerdict::Failed { gate, .. } => Some(gate.clone()),
         _ => None,
-    }
-}
-
-/// The evaluation of stages whose gates are not sampled yet (their verdict is pending).
-const NOT_YET: &str = "not-yet";
-
-/// The gate evaluation a checkpoint stage belongs to: the pre-check of batch n, its soak, the
-/// pool soak; [`NOT_YET`] while the batch's nodes boot; empty when no gate is consulted.
-pub fn evaluation(stage: Option<&Stage>) -> String {
-    match stage {
-        // Sampled from Gating on: while the new nodes boot, their own pods are not Ready yet
-        // and would fail a pods gate for no reason.
-        Some(Stage::Surging { .. } | Stage::WaitingReady { .. }) => NOT_YET.into(),
-        Some(Stage::Gating { batch }) => format!("pre-{}", batch.number),
-        // Not while draining: evicted pods are briefly not Ready by design; the soak judges
-        // the cluster once the batch is done.
-        Some(Stage::Soaking { batch, .. }) => format!("soak-{}", batch.number),
-        Some(Stage::PoolSoak { .. } | Stage::Cleanup) => "pool".into(),
-        _ => String::new(),
     }
 }
 

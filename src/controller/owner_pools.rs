@@ -4,7 +4,7 @@
 //! (`execute`). Every call goes through `cloud::managed::OwnerPools`; nothing here writes a
 //! template or a group's capacity behind the owner.
 
-use rota_core::cloud::managed::{EKS_NODEGROUP_LABEL, OwnerPools, renamed};
+use rota_core::cloud::managed::{OwnerPools, pool_label, renamed};
 use rota_core::fleet::owner::Strategy;
 use rota_core::fleet::resolved::DesiredPool;
 use rota_core::rotate::{Action, Checkpoint, Observed};
@@ -35,21 +35,26 @@ pub(super) async fn observe(
         return Ok(());
     }
     let names = match checkpoint.and_then(|c| c.blue_green.as_ref()) {
-        Some(m) => vec![m.old_pool.clone(), m.twin_pool.clone()],
-        None => vec![base.name().to_string()],
-    };
-    for name in &names {
-        if let Some(m) = owners.members(&renamed(base, name)).await? {
-            observed.pools.push(m);
+        Some(m) => {
+            let names = vec![m.old_pool.clone(), m.twin_pool.clone()];
+            for name in &names {
+                if let Some(m) = owners.members(&renamed(base, name)).await? {
+                    observed.pools.push(m);
+                }
+            }
+            names
         }
-    }
-    // A selector on EKS's node group label picks one node group's nodes: the pool's are
-    // those of every node group of the move, each picked by its own name.
-    if let Some(own) = desired.node_selector.get(EKS_NODEGROUP_LABEL) {
+        None => found_again(observed, base, owners).await?,
+    };
+    // A selector on the owner's pool label (EKS's node group, GKE's node pool, AKS's agent
+    // pool) picks one pool's nodes: the pool's are those of every pool of the move, each
+    // picked by its own name.
+    let label = pool_label(base.owner());
+    if let Some((label, own)) = label.and_then(|l| desired.node_selector.get(l).map(|v| (l, v))) {
         let mut nodes = Vec::new();
         for name in names.iter().chain(std::iter::once(own)) {
             let mut selector = desired.node_selector.clone();
-            selector.insert(EKS_NODEGROUP_LABEL.to_string(), name.clone());
+            selector.insert(label.to_string(), name.clone());
             for n in pool_nodes(&index.read(), &selector)? {
                 if !nodes
                     .iter()
@@ -64,6 +69,42 @@ pub(super) async fn observe(
     }
     Ok(())
 }
+
+/// No move recorded (a first move, or a status lost after a twin was created): the repo's
+/// pool and rota's twins found by their label, a twin's twin too (a second move's twin is
+/// labelled with the first twin's name), at most [`MAX_GENERATIONS`] deep. The planner
+/// resumes a move it finds this way (`rotate::bluegreen`) instead of creating a second twin.
+async fn found_again(
+    observed: &mut Observed,
+    base: &rota_core::fleet::owner::ManagedGroup,
+    owners: &dyn OwnerPools,
+) -> Result<Vec<String>, ObserveError> {
+    let mut names = vec![base.name().to_string()];
+    if let Some(m) = owners.members(base).await? {
+        observed.pools.push(m);
+    }
+    let mut from = vec![base.clone()];
+    for _ in 0..MAX_GENERATIONS {
+        let mut next = Vec::new();
+        for pool in &from {
+            for twin in owners.twins_of(pool).await? {
+                if !names.iter().any(|n| n == twin.pool.name()) {
+                    names.push(twin.pool.name().to_string());
+                    next.push(twin.pool.clone());
+                    observed.pools.push(twin);
+                }
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        from = next;
+    }
+    Ok(names)
+}
+
+/// How many moves back rota looks for its twins when no move is recorded.
+const MAX_GENERATIONS: usize = 4;
 
 /// Run one of a blue-green plan's owner calls. A pool whose owner this agent does not drive
 /// is refused, never written through the self-managed path.

@@ -102,6 +102,7 @@ pub fn observe_with(
         owner: None,
         drift: None,
         pools: Vec::new(),
+        refused: None,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The simulated fleet's GKE and AKS held to their published API descriptions: every request
 //! rota's adapters send and every answer the simulated owner gives, through a rotation, a
-//! failed update and a rollback, is checked against Google's container v1 discovery document
+//! failed update and a rollback, and through a blue-green move's calls (a twin created,
+//! resized, a node removed, a pool deleted), is checked against Google's container v1 discovery document
 //! (PyPI `google-api-python-client`) and the api-version 2026-08-01 models of PyPI
 //! `azure-mgmt-containerservice` (`tests/support/api_schemas.py`, in the test peers' venv).
 //! A field the description does not name, a value of the wrong type or enum, a read-only field
@@ -9,7 +10,9 @@
 use std::time::Duration;
 
 use rota::cloud::GroupRef;
-use rota::cloud::managed::{MaxUnavailable, OwnerPools, UpdateRequest, UpdateStatus};
+use rota::cloud::managed::{
+    MaxUnavailable, OwnerPools, PoolStatus, TwinRequest, UpdateRequest, UpdateStatus, renamed,
+};
 use rota::fleet::owner::ManagedGroup;
 use rota::sim::cloud::{Exchange, GroupSpec, SimCloud};
 use rota::sim::faults::FaultProfile;
@@ -63,7 +66,10 @@ fn as_checked(xs: Vec<Exchange>, prefix: &str) -> Vec<api_schemas::Exchange> {
     xs.into_iter()
         .filter(|x| x.path.starts_with(prefix))
         .map(|x| api_schemas::Exchange {
-            status: if x.method == "POST" { 202 } else { 200 },
+            status: match (x.method.as_str(), x.response.is_null()) {
+                ("POST" | "DELETE", true) => 202,
+                _ => 200,
+            },
             method: x.method,
             path: x.path,
             request: x.request.unwrap_or(serde_json::Value::Null),
@@ -161,6 +167,103 @@ async fn the_simulated_akss_requests_and_answers_follow_the_containerservice_mod
             .any(|x| x.response["properties"]["status"]["provisioningError"].is_object()),
         "a failed upgrade was checked too"
     );
+    let problems = api_schemas::check(Api::Aks, &xs);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A blue-green move's calls on `from`: the twin created (twice: once), resized, every old
+/// node removed by name, the emptied pool deleted.
+async fn blue_green_calls(
+    cloud: &SimCloud,
+    owner: &dyn OwnerPools,
+    from: &ManagedGroup,
+    image: &str,
+) {
+    let tick = |secs: u64| async move {
+        for _ in 0..secs {
+            cloud.step(Instant::now());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    let twin = renamed(from, "general-rota-2026-11-2");
+    let req = TwinRequest {
+        from: from.clone(),
+        twin: twin.clone(),
+        image: image.into(),
+        desired: 0,
+        max: 4,
+    };
+    owner.create_twin(&req).await.unwrap();
+    owner.create_twin(&req).await.unwrap();
+    assert_eq!(cloud.twins_created().len(), 1);
+    tick(300).await;
+    let m = owner.members(&twin).await.unwrap().unwrap();
+    assert_eq!(m.status, PoolStatus::Active);
+    assert_eq!(m.twin_of.as_deref(), Some("general"));
+    owner.set_size(&twin, 2, 4).await.unwrap();
+    tick(600).await;
+    let old = owner.members(from).await.unwrap().unwrap();
+    for i in &old.instances {
+        owner.remove_node(from, &i.id).await.unwrap();
+    }
+    tick(600).await;
+    let old = owner.members(from).await.unwrap().unwrap();
+    assert_eq!((old.desired, old.instances.len()), (0, 0));
+    owner.delete_pool(from).await.unwrap();
+    tick(300).await;
+    assert_eq!(owner.members(from).await.unwrap(), None);
+    let m = owner.members(&twin).await.unwrap().unwrap();
+    assert_eq!(m.instances.len(), 2);
+    assert!(m.instances.iter().all(|i| i.image == image));
+}
+
+/// GKE's blue-green calls: `nodePools.create`, `.setSize`, `.delete` and `.get` against
+/// container v1; the node removed through Compute's `deleteInstances` against Compute v1.
+#[tokio::test(start_paused = true)]
+async fn the_simulated_gkes_blue_green_calls_follow_container_v1_and_compute_v1() {
+    let cloud = SimCloud::new(7, FaultProfile::default(), 1.0);
+    let old = "1.31.4-gke.1183000/COS_CONTAINERD";
+    cloud
+        .create_group(GroupSpec::new(GroupRef::Managed(gke()), 3, old).prebooted())
+        .unwrap();
+    blue_green_calls(
+        &cloud,
+        &cloud.gke(),
+        &gke(),
+        "1.31.5-gke.1023000/COS_CONTAINERD",
+    )
+    .await;
+    let xs = as_checked(cloud.owner_exchanges(), "v1/");
+    for m in ["POST", "DELETE"] {
+        assert!(xs.iter().any(|x| x.method == m), "{m}: {xs:?}");
+    }
+    assert!(xs.iter().any(|x| x.path.ends_with(":setSize")), "{xs:?}");
+    let problems = api_schemas::check(Api::Container, &xs);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let compute = as_checked(cloud.owner_exchanges(), "projects/");
+    assert_eq!(compute.len(), 3, "{compute:?}");
+    let problems = api_schemas::check(Api::Compute, &compute);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// AKS's blue-green calls: the twin's and the resize's PUTs, `deleteMachines`, the DELETE and
+/// the GETs against the containerservice models.
+#[tokio::test(start_paused = true)]
+async fn the_simulated_akss_blue_green_calls_follow_the_containerservice_models() {
+    let cloud = SimCloud::new(8, FaultProfile::default(), 1.0);
+    let old = "AKSUbuntu-2204gen2containerd-202610.01.0";
+    let new = "AKSUbuntu-2204gen2containerd-202611.02.0";
+    cloud
+        .create_group(GroupSpec::new(GroupRef::Managed(aks()), 3, old).prebooted())
+        .unwrap();
+    cloud.set_aks_latest_node_image(new);
+    blue_green_calls(&cloud, &cloud.aks(), &aks(), new).await;
+    let xs = as_checked(cloud.owner_exchanges(), "/subscriptions/");
+    assert!(
+        xs.iter().any(|x| x.path.contains("/deleteMachines")),
+        "{xs:?}"
+    );
+    assert!(xs.iter().any(|x| x.method == "DELETE"), "{xs:?}");
     let problems = api_schemas::check(Api::Aks, &xs);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

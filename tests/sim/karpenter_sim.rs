@@ -421,6 +421,71 @@ async fn a_pause_closes_the_drift_and_a_resume_finishes_it() {
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
 }
 
+/// A fleet stop (`rota stop`, put in the spec by the agent as here) mid-drift: rota's
+/// Drifted budget goes to 0 nodes, Karpenter starts nothing new for an hour, the status
+/// names the stop and its clear; lifted, the drift goes on to the end.
+#[tokio::test(start_paused = true)]
+async fn a_fleet_stop_closes_the_drift_and_its_clear_finishes_it() {
+    let s = sim(4, 64).await;
+    create_npr(&s, policy(1), vec![]).await;
+    let mut c = controller(&s);
+    run(&s, &mut c, Duration::from_secs(3600), 4, 1, |st| {
+        st.checkpoint
+            .as_ref()
+            .is_some_and(|c| c.batches_started >= 1)
+    })
+    .await;
+    let stop = json!({
+        "id": "ab".repeat(20),
+        "wave": "main",
+        "reason": "INC-4711",
+        "by": "oncall <oncall@example.com>",
+        "at": "2026-01-01T00:00:00Z",
+    });
+    let set_stop = |stop: Value| {
+        let api = Api::<NodePoolRotation>::all(s.client.clone());
+        async move {
+            api.patch(
+                "general",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"policy": {"stop": stop}}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    set_stop(stop).await;
+    let st = run(&s, &mut c, Duration::from_secs(1800), 4, 1, |_| false).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert_eq!(st.stop.as_ref().map(|n| n.reason.as_str()), Some("Stopped"));
+    assert!(
+        st.message.contains("rota stop --clear --wave main"),
+        "{}",
+        st.message
+    );
+    let budgets = node_pool(&s).await["spec"]["disruption"]["budgets"].clone();
+    assert_eq!(budgets.as_array().unwrap().last().unwrap()["nodes"], "0");
+    let on_new = |claims: &[Value]| {
+        claims
+            .iter()
+            .filter(|c| c["status"]["imageID"] == NEW)
+            .count()
+    };
+    let held = on_new(&objects(&s, &node_claims()).await);
+    run(&s, &mut c, Duration::from_secs(3600), 4, 1, |_| false).await;
+    assert_eq!(
+        on_new(&objects(&s, &node_claims()).await),
+        held,
+        "nothing drifted while stopped"
+    );
+    set_stop(Value::Null).await;
+    let st = run(&s, &mut c, Duration::from_secs(6 * 3600), 4, 1, |st| {
+        st.phase == Phase::Succeeded
+    })
+    .await;
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+}
+
 /// A pods gate fails after the first batch (a pod that cannot be scheduled): with
 /// `onGateFailure: rollback` rota pins the old AMI back and Karpenter drifts the new nodes
 /// back; the pool ends Failed (RolledBack) with every NodeClaim on the old AMI.

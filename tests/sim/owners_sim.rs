@@ -40,13 +40,13 @@ daemonSets:
 
 /// One owner under test: its pool, its images and how the test reads its updates.
 #[derive(Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     Gke,
     Aks,
 }
 
 impl Kind {
-    fn pool(self) -> ManagedGroup {
+    pub(super) fn pool(self) -> ManagedGroup {
         match self {
             Kind::Gke => ManagedGroup::GkeNodePool {
                 project: "acme".into(),
@@ -63,7 +63,7 @@ impl Kind {
         }
     }
 
-    fn cloud(self) -> Cloud {
+    pub(super) fn cloud(self) -> Cloud {
         match self {
             Kind::Gke => Cloud::Gcp,
             Kind::Aks => Cloud::Azure,
@@ -71,7 +71,7 @@ impl Kind {
     }
 
     /// (old, new) images in the owner's one-string form.
-    fn images(self) -> (&'static str, &'static str) {
+    pub(super) fn images(self) -> (&'static str, &'static str) {
         match self {
             Kind::Gke => (
                 "1.31.4-gke.1183000/COS_CONTAINERD",
@@ -84,7 +84,7 @@ impl Kind {
         }
     }
 
-    fn owner_image(self, image: &str) -> OwnerImage {
+    pub(super) fn owner_image(self, image: &str) -> OwnerImage {
         match self {
             Kind::Gke => {
                 let (v, t) = image.split_once('/').unwrap();
@@ -99,14 +99,14 @@ impl Kind {
         }
     }
 
-    fn adapter(self, s: &Sim) -> Arc<dyn OwnerPools> {
+    pub(super) fn adapter(self, s: &Sim) -> Arc<dyn OwnerPools> {
         match self {
             Kind::Gke => Arc::new(s.fleet.cloud.gke()),
             Kind::Aks => Arc::new(s.fleet.cloud.aks()),
         }
     }
 
-    fn updates(self, s: &Sim) -> Vec<OwnerUpdate> {
+    pub(super) fn updates(self, s: &Sim) -> Vec<OwnerUpdate> {
         match self {
             Kind::Gke => s.fleet.cloud.gke_operations(&self.pool()),
             Kind::Aks => s.fleet.cloud.aks_upgrades(&self.pool()),
@@ -114,7 +114,7 @@ impl Kind {
     }
 
     /// The label that names the pool on its nodes.
-    fn pool_label(self) -> &'static str {
+    pub(super) fn pool_label(self) -> &'static str {
         match self {
             Kind::Gke => "cloud.google.com/gke-nodepool",
             Kind::Aks => "kubernetes.azure.com/agentpool",
@@ -122,14 +122,14 @@ impl Kind {
     }
 }
 
-struct Sim {
-    fleet: Fleet,
-    client: kube::Client,
+pub(super) struct Sim {
+    pub(super) fleet: Fleet,
+    pub(super) client: kube::Client,
 }
 
 /// A cluster of `kind`'s cloud with one managed pool of `nodes` on `image`; AKS ships
 /// `kind`'s new image as its newest node image.
-async fn sim(kind: Kind, nodes: u32, image: &str, seed: u64) -> Sim {
+pub(super) async fn sim(kind: Kind, nodes: u32, image: &str, seed: u64) -> Sim {
     let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
     workloads
         .nodes
@@ -162,14 +162,14 @@ async fn sim(kind: Kind, nodes: u32, image: &str, seed: u64) -> Sim {
     Sim { fleet, client }
 }
 
-fn policy(batch: u32) -> EffectivePolicy {
+pub(super) fn policy(batch: u32) -> EffectivePolicy {
     EffectivePolicy {
         batch: BatchSize::Count(batch),
         ..EffectivePolicy::default()
     }
 }
 
-fn npr(kind: Kind, image: &str, policy: EffectivePolicy) -> NodePoolRotation {
+pub(super) fn npr(kind: Kind, image: &str, policy: EffectivePolicy) -> NodePoolRotation {
     let mut n = NodePoolRotation::new(
         "general",
         NodePoolRotationSpec {
@@ -198,14 +198,14 @@ fn npr(kind: Kind, image: &str, policy: EffectivePolicy) -> NodePoolRotation {
     n
 }
 
-async fn create(s: &Sim, n: &NodePoolRotation) {
+pub(super) async fn create(s: &Sim, n: &NodePoolRotation) {
     Api::<NodePoolRotation>::all(s.client.clone())
         .create(&PostParams::default(), n)
         .await
         .unwrap();
 }
 
-async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {
+pub(super) async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {
     Api::<NodePoolRotation>::all(s.client.clone())
         .get("general")
         .await
@@ -216,7 +216,7 @@ async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {
 
 /// A controller that drives `kind`'s owner and counts its self-managed cloud calls (which
 /// must stay at zero: the pool's template is the owner's).
-fn controller(s: &Sim, kind: Kind) -> (Controller, Arc<std::sync::atomic::AtomicU64>) {
+pub(super) fn controller(s: &Sim, kind: Kind) -> (Controller, Arc<std::sync::atomic::AtomicU64>) {
     let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let groups = Counted {
         inner: Arc::new(s.fleet.cloud.clone()),
@@ -287,7 +287,7 @@ impl NodeGroups for Counted {
 }
 
 /// Live instances of the managed pool (what the owner's surge may raise).
-async fn live(s: &Sim, kind: Kind) -> usize {
+pub(super) async fn live(s: &Sim, kind: Kind) -> usize {
     let g = GroupRef::Managed(kind.pool());
     loop {
         match NodeGroups::describe(&s.fleet.cloud, &g).await {
@@ -348,13 +348,13 @@ async fn run_every(
     outcomes
 }
 
-fn done(st: &rota::kube::crd::NodePoolRotationStatus) -> bool {
+pub(super) fn done(st: &rota::kube::crd::NodePoolRotationStatus) -> bool {
     matches!(st.phase, Phase::Succeeded | Phase::Failed)
 }
 
 /// Every node of the pool, with its image as its owner shows it: AKS's node image label,
 /// GKE's kubelet version and image type labels.
-async fn node_images(s: &Sim, kind: Kind) -> Vec<(String, String)> {
+pub(super) async fn node_images(s: &Sim, kind: Kind) -> Vec<(String, String)> {
     let nodes = Api::<Node>::all(s.client.clone())
         .list(&ListParams::default().labels(&format!("{}=general", kind.pool_label())))
         .await
@@ -499,7 +499,7 @@ async fn an_aks_agent_pool_on_its_pin_is_adopted_without_an_upgrade() {
 }
 
 /// An events gate that fails while a `CanaryFailed` event is recent.
-fn canary_gate() -> ResolvedGate {
+pub(super) fn canary_gate() -> ResolvedGate {
     ResolvedGate {
         name: "canary".into(),
         interval: GoDuration::from_secs(30),
@@ -513,7 +513,7 @@ fn canary_gate() -> ResolvedGate {
     }
 }
 
-async fn canary_failed(s: &Sim, at: chrono::DateTime<chrono::Utc>) {
+pub(super) async fn canary_failed(s: &Sim, at: chrono::DateTime<chrono::Utc>) {
     let t = Time(k8s_openapi::jiff::Timestamp::from_second(at.timestamp()).unwrap());
     let ev = CoreEvent {
         metadata: ObjectMeta {
@@ -761,11 +761,70 @@ async fn an_aks_pin_that_is_not_the_newest_node_image_is_refused_by_name() {
         st.phase,
         st.message
     );
-    // Not paused (yet): the recorded upgrade is sent again each pass, refused each time,
-    // the refusal named as the pool's last error (a loose end in docs/cloud-azure.md).
-    assert_eq!(st.phase, Phase::Rotating, "{}", st.message);
+    // Paused with a reason of its own, the refusal asked once: sent again it would be
+    // refused again (each attempt reads the upgrade profile first).
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert_eq!(
+        st.stop.as_ref().map(|n| n.reason.as_str()),
+        Some("OwnerRefused")
+    );
+    let attempts = s
+        .fleet
+        .cloud
+        .owner_exchanges()
+        .iter()
+        .filter(|x| x.path.contains("/upgradeProfiles/default"))
+        .count();
+    assert_eq!(attempts, 1, "refused once, not sent again");
     assert!(kind.updates(&s).is_empty());
     all_on(&s, kind, old).await;
+    // A restarted controller does not send it again either: the halt is in the checkpoint.
+    let (mut c, _) = controller(&s, kind);
+    run(&s, kind, &mut c, Duration::from_secs(1800), (4, 1), |_| {
+        false
+    })
+    .await;
+    let again = s
+        .fleet
+        .cloud
+        .owner_exchanges()
+        .iter()
+        .filter(|x| x.path.contains("/upgradeProfiles/default"))
+        .count();
+    assert_eq!(again, 1);
+    assert_eq!(status(&s).await.phase, Phase::Paused);
+}
+
+/// A GKE pin GKE refuses (a custom image, which the simulated GKE does not take): the pool
+/// pauses with `OwnerRefused`, naming the image, and no operation starts.
+#[tokio::test(start_paused = true)]
+async fn a_gke_image_gke_refuses_pauses_the_pool() {
+    let kind = Kind::Gke;
+    let (old, _) = kind.images();
+    let s = sim(kind, 4, old, 77).await;
+    let mut n = npr(kind, old, policy(1));
+    n.spec.owner_image = Some(OwnerImage::GkeCustom {
+        image: "projects/acme/global/images/node-7".into(),
+        node_version: None,
+    });
+    create(&s, &n).await;
+    let (mut c, _) = controller(&s, kind);
+    run(&s, kind, &mut c, Duration::from_secs(1800), (4, 1), |_| {
+        false
+    })
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert_eq!(
+        st.stop.as_ref().map(|n| n.reason.as_str()),
+        Some("OwnerRefused")
+    );
+    assert!(
+        st.message.contains("projects/acme/global/images/node-7"),
+        "{}",
+        st.message
+    );
+    assert!(kind.updates(&s).is_empty());
 }
 
 /// A GKE node image that does not boot: GKE's operation ends DONE with an error, the pool
@@ -786,4 +845,206 @@ async fn a_failed_gke_operation_pauses_the_pool_naming_its_error() {
     assert_eq!(st.phase, Phase::Paused, "{}", st.message);
     assert!(st.message.contains("code 13"), "{}", st.message);
     assert_eq!(kind.updates(&s).len(), 1);
+}
+
+/// Gates are sampled while the owner's update runs, not only before it and in the pool
+/// soak: a gate failing mid-update with `onGateFailure: pause` stops the pool while the
+/// owner's update is still in progress, naming the gate; the update runs to its end (no
+/// owner here can stop one between nodes) and nothing more starts.
+async fn a_gate_failing_mid_update_is_seen_mid_update(kind: Kind, seed: u64) {
+    let (old, new) = kind.images();
+    let s = sim(kind, 4, old, seed).await;
+    let mut n = npr(kind, new, policy(1));
+    n.spec.gates = vec![canary_gate()];
+    create(&s, &n).await;
+    let (mut c, _) = controller(&s, kind);
+    let clock = c.clock();
+    let poll = Duration::from_secs(5);
+    run_every(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(3600),
+        (4, 1),
+        poll,
+        |st| st.phase == Phase::Rotating,
+    )
+    .await;
+    assert_eq!(kind.updates(&s).len(), 1, "the owner's update started");
+    canary_failed(&s, clock.now()).await;
+    let end = Instant::now() + Duration::from_secs(2 * 3600);
+    let mut seen = None;
+    while Instant::now() < end {
+        c.step().await;
+        if status(&s).await.phase == Phase::Paused {
+            seen = Some(kind.updates(&s)[0].status);
+            break;
+        }
+        c.wait(Instant::now() + poll, true).await;
+    }
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert_eq!(
+        st.stop.as_ref().map(|n| n.reason.as_str()),
+        Some("GateFailed")
+    );
+    assert!(st.message.contains("gate canary failed"), "{}", st.message);
+    assert_eq!(
+        seen,
+        Some(UpdateStatus::InProgress),
+        "seen while the update ran"
+    );
+    run(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(3 * 3600),
+        (4, 1),
+        |_| false,
+    )
+    .await;
+    let updates = kind.updates(&s);
+    assert_eq!(updates.len(), 1, "nothing more starts: {updates:?}");
+    assert_eq!(status(&s).await.phase, Phase::Paused);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_failing_mid_update_stops_a_gke_node_pool_while_gke_updates_it() {
+    a_gate_failing_mid_update_is_seen_mid_update(Kind::Gke, 73).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_failing_mid_update_stops_an_aks_agent_pool_while_aks_upgrades_it() {
+    a_gate_failing_mid_update_is_seen_mid_update(Kind::Aks, 74).await;
+}
+
+/// A gate failing before the owner's update starts: no update starts, the pool stops
+/// naming the gate (the pre-check a self-managed batch has).
+async fn a_gate_failing_before_the_update_starts_none(kind: Kind, seed: u64) {
+    let (old, new) = kind.images();
+    let s = sim(kind, 4, old, seed).await;
+    let mut n = npr(kind, new, policy(1));
+    n.spec.gates = vec![canary_gate()];
+    let (mut c, _) = controller(&s, kind);
+    canary_failed(&s, c.clock().now()).await;
+    create(&s, &n).await;
+    run(&s, kind, &mut c, Duration::from_secs(1800), (4, 1), |_| {
+        false
+    })
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert!(st.message.contains("gate canary failed"), "{}", st.message);
+    assert!(kind.updates(&s).is_empty(), "no update started");
+    all_on(&s, kind, old).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_failing_before_a_gke_update_starts_none() {
+    a_gate_failing_before_the_update_starts_none(Kind::Gke, 75).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_failing_before_an_aks_upgrade_starts_none() {
+    a_gate_failing_before_the_update_starts_none(Kind::Aks, 76).await;
+}
+
+async fn set_stop(s: &Sim, stop: serde_json::Value) {
+    use kube::api::{Patch, PatchParams};
+    Api::<NodePoolRotation>::all(s.client.clone())
+        .patch(
+            "general",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"policy": {"stop": stop}}})),
+        )
+        .await
+        .unwrap();
+}
+
+fn a_stop() -> serde_json::Value {
+    serde_json::json!({
+        "id": "ab".repeat(20),
+        "cluster": "sim-1",
+        "reason": "INC-4711",
+        "by": "oncall <oncall@example.com>",
+        "at": "2026-01-01T00:00:00Z",
+    })
+}
+
+/// A fleet stop (`rota stop`, put in the spec as the agent puts it) holds a service pool:
+/// before its update, none starts; stopped mid-update, the owner's update runs to its end
+/// (the status says rota cannot stop it between nodes) and the pool is held there (no pool
+/// soak's end, nothing more); the clear lets it finish.
+async fn a_fleet_stop_holds_a_service_pool(kind: Kind, seed: u64) {
+    let (old, new) = kind.images();
+    let s = sim(kind, 4, old, seed).await;
+    let mut p = policy(1);
+    p.pool_soak = GoDuration::from_secs(600);
+    let mut n = npr(kind, new, p);
+    n.spec.policy.stop = serde_json::from_value(a_stop()).unwrap();
+    create(&s, &n).await;
+    let (mut c, _) = controller(&s, kind);
+    run(&s, kind, &mut c, Duration::from_secs(1800), (4, 1), |_| {
+        false
+    })
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert_eq!(st.stop.as_ref().map(|n| n.reason.as_str()), Some("Stopped"));
+    assert!(kind.updates(&s).is_empty(), "no update while stopped");
+    set_stop(&s, serde_json::Value::Null).await;
+    let poll = Duration::from_secs(5);
+    run_every(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(3600),
+        (4, 1),
+        poll,
+        |st| st.phase == Phase::Rotating,
+    )
+    .await;
+    set_stop(&s, a_stop()).await;
+    run_every(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(600),
+        (4, 1),
+        poll,
+        |st| st.phase == Phase::Paused,
+    )
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert!(st.message.contains("runs to its end"), "{}", st.message);
+    assert_eq!(kind.updates(&s)[0].status, UpdateStatus::InProgress);
+    run(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(3 * 3600),
+        (4, 1),
+        |_| false,
+    )
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "held at the end: {}", st.message);
+    assert_eq!(kind.updates(&s).len(), 1);
+    assert_eq!(kind.updates(&s)[0].status, UpdateStatus::Successful);
+    set_stop(&s, serde_json::Value::Null).await;
+    run(&s, kind, &mut c, Duration::from_secs(3600), (4, 1), done).await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert_eq!(kind.updates(&s).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fleet_stop_holds_a_gke_node_pool_and_its_clear_finishes_it() {
+    a_fleet_stop_holds_a_service_pool(Kind::Gke, 78).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fleet_stop_holds_an_aks_agent_pool_and_its_clear_finishes_it() {
+    a_fleet_stop_holds_a_service_pool(Kind::Aks, 79).await;
 }

@@ -510,6 +510,8 @@ AKS_PATHS = [
     ("PUT", "", "AgentPool", "AgentPool"),
     ("GET", "/upgradeProfiles/default", None, "AgentPoolUpgradeProfile"),
     ("POST", "/upgradeNodeImageVersion", None, None),
+    ("POST", "/deleteMachines", "AgentPoolDeleteMachinesParameter", None),
+    ("DELETE", "", None, None),
 ]
 
 

@@ -376,6 +376,7 @@ impl Model {
             owner: None,
             drift: None,
             pools: Vec::new(),
+            refused: None,
         }
     }
 

@@ -29,9 +29,12 @@ use tokio::time::Instant;
 use super::faults::{Call, FaultProfile};
 
 mod aks;
+mod aks_twins;
 mod eks;
 mod gke;
+mod gke_twins;
 mod surge;
+mod twins;
 use super::images::{Catalog, SimImage};
 pub use aks::Aks;
 pub use gke::Gke;
@@ -115,6 +118,9 @@ struct SimGroup {
     gke: Option<gke::NodePool>,
     /// An AKS agent pool: its upgrades and upgrade settings (see [`aks`]).
     aks: Option<aks::AgentPool>,
+    /// A GKE node pool's or AKS agent pool's own life (creating, active, deleting) and the
+    /// pool a blue-green twin was made from (see [`twins`]).
+    life: Option<twins::PoolLife>,
 }
 
 impl SimGroup {
@@ -200,6 +206,8 @@ struct Inner {
     started: Instant,
     /// Node groups `CreateNodegroup` created, in order (tests: "never a second twin").
     eks_created: Vec<String>,
+    /// GKE node pools and AKS agent pools a blue-green twin request created, in order.
+    twins_created: Vec<String>,
     /// Every instance that came in service, with the image it booted: the cloud's own
     /// record of what ran where, which the image ledger is checked against.
     ran: Vec<Ran>,
@@ -275,6 +283,7 @@ impl SimCloud {
                 exchanges: Vec::new(),
                 started: Instant::now(),
                 eks_created: Vec::new(),
+                twins_created: Vec::new(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -329,6 +338,13 @@ impl SimCloud {
                 .then(|| gke::NodePool::new(spec.desired)),
             aks: matches!(g, GroupRef::Managed(ManagedGroup::AksAgentPool { .. }))
                 .then(|| aks::AgentPool::new(spec.desired, &spec.image)),
+            life: matches!(
+                g,
+                GroupRef::Managed(
+                    ManagedGroup::GkeNodePool { .. } | ManagedGroup::AksAgentPool { .. }
+                )
+            )
+            .then(twins::PoolLife::active),
             spec,
         };
         if group.spec.prebooted {
@@ -457,7 +473,11 @@ impl SimCloud {
             }
             // A node group EKS finished deleting is gone; one being created or deleted
             // wakes the loop when that is due.
-            match eks::lifecycle(&mut group, now) {
+            let life = match eks::lifecycle(&mut group, now) {
+                eks::Life::Steady => twins::lifecycle(&mut group, now),
+                other => other,
+            };
+            match life {
                 eks::Life::Gone => {
                     changed = true;
                     continue;

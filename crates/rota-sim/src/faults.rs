@@ -144,6 +144,22 @@ pub enum Call {
     UpdateNodegroupConfig,
     /// EKS `DeleteNodegroup`.
     DeleteNodegroup,
+    /// GKE `nodePools.create` (a blue-green twin).
+    CreateNodePool,
+    /// GKE `nodePools.setSize`.
+    SetNodePoolSize,
+    /// Compute `instanceGroupManagers.deleteInstances` on a GKE node pool's group.
+    DeleteInstances,
+    /// GKE `nodePools.delete`.
+    DeleteNodePool,
+    /// AKS `AgentPools_CreateOrUpdate` of a blue-green twin.
+    CreateAgentPool,
+    /// AKS `AgentPools_CreateOrUpdate` with a new `count`.
+    ScaleAgentPool,
+    /// AKS `AgentPools_DeleteMachines`.
+    DeleteMachines,
+    /// AKS `AgentPools_Delete`.
+    DeleteAgentPool,
 }
 
 impl Call {
@@ -163,6 +179,13 @@ impl Call {
             Call::CreateNodegroup => "CreateNodegroup",
             Call::UpdateNodegroupConfig => "UpdateNodegroupConfig",
             Call::DeleteNodegroup => "DeleteNodegroup",
+            Call::CreateNodePool => "nodePools.create",
+            Call::SetNodePoolSize => "nodePools.setSize",
+            Call::DeleteInstances => "instanceGroupManagers.deleteInstances",
+            Call::DeleteNodePool => "nodePools.delete",
+            Call::CreateAgentPool | Call::ScaleAgentPool => "AgentPools_CreateOrUpdate",
+            Call::DeleteMachines => "AgentPools_DeleteMachines",
+            Call::DeleteAgentPool => "AgentPools_Delete",
         }
     }
 }

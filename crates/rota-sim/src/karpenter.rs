@@ -17,7 +17,9 @@
 //!   through the Eviction API (PodDisruptionBudgets hold them: a 429 is tried again on the next
 //!   round), then its instance is terminated and the NodeClaim goes;
 //! - a node with a pod (or itself) annotated `karpenter.sh/do-not-disrupt: "true"` is never
-//!   chosen for disruption.
+//!   chosen for disruption;
+//! - a NodeClaim whose instance failed to boot, or whose launch the cloud refused or lost,
+//!   is launched again until it has an instance, as Karpenter retries a NodeClaim's launch.
 //!
 //! Not modelled: provisioning for pending pods (the pool keeps its size), consolidation,
 //! expiry, `terminationGracePeriod`, scheduled budgets.
@@ -218,6 +220,33 @@ async fn reconcile(store: &Store, cloud: &SimCloud, pool: &ManagedGroup) -> Resu
         .into_iter()
         .filter_map(|n| Some((s(&n, "/spec/providerID")?.to_string(), n)))
         .collect();
+    // A NodeClaim whose instance failed to boot (the cloud dropped it and launches another in
+    // its place) is launched again, as Karpenter relaunches a NodeClaim that never
+    // registers: unbound here, the cloud's next instance of its image takes it below, and
+    // the drifted NodeClaim it replaces keeps waiting for it.
+    for c in claims.iter_mut() {
+        let Some(pid) = s(c, "/status/providerID") else {
+            continue;
+        };
+        let live = state
+            .instances
+            .iter()
+            .any(|i| i.provider_id == pid && i.lifecycle != Lifecycle::Terminating);
+        if live || c.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        let cname = s(c, "/metadata/name").unwrap_or_default().to_string();
+        *c = store
+            .modify(&node_claims(), None, &cname, |c| {
+                if let Some(st) = c["status"].as_object_mut() {
+                    st.remove("providerID");
+                    st.remove("nodeName");
+                }
+                c["status"]["conditions"] = json!([]);
+                Ok(())
+            })
+            .map_err(|e| e.message)?;
+    }
     // Every instance has its NodeClaim: a pending one of the same image takes it, else one
     // is made for it (the instances a scenario starts with).
     for inst in state
@@ -253,6 +282,7 @@ async fn reconcile(store: &Store, cloud: &SimCloud, pool: &ManagedGroup) -> Resu
             .map_err(|e| e.message)?;
         claims.push(c);
     }
+    relaunch(cloud, &group, &state, &claims, image.as_deref()).await?;
     let now = store.timestamp();
     for c in &mut claims {
         *c = refresh_status(store, c, &nodes, image.as_deref(), &now)?;
@@ -263,6 +293,42 @@ async fn reconcile(store: &Store, cloud: &SimCloud, pool: &ManagedGroup) -> Resu
         disrupt_drifted(store, cloud, pool, class_name, &np, &claims, &nodes, &image).await?;
     }
     Ok(())
+}
+
+/// NodeClaims without an instance (a launch the cloud refused or lost, a boot that failed)
+/// are launched until they have one, as Karpenter retries a NodeClaim's launch: the group's
+/// capacity covers every NodeClaim.
+async fn relaunch(
+    cloud: &SimCloud,
+    group: &GroupRef,
+    state: &rota_core::cloud::GroupState,
+    claims: &[Value],
+    image: Option<&str>,
+) -> Result<(), String> {
+    let unbound = claims
+        .iter()
+        .filter(|c| s(c, "/status/providerID").is_none())
+        .filter(|c| c.pointer("/metadata/deletionTimestamp").is_none())
+        .count() as u32;
+    let live = state
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle != Lifecycle::Terminating)
+        .count() as u32;
+    let want = live + unbound;
+    if unbound == 0 || state.desired >= want {
+        return Ok(());
+    }
+    if let Some(image) = image {
+        cloud
+            .set_image(group, image)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    cloud
+        .set_capacity(group, want, Some(state.max.max(want)))
+        .await
+        .map_err(|e| e.to_string())
 }
 
 fn new_claim(pool: &ManagedGroup, class: &str, image: &str) -> Value {

@@ -47,6 +47,26 @@ pub const AKS_AGENTPOOL_LABEL: &str = "kubernetes.azure.com/agentpool";
 /// (`AKSUbuntu-2204gen2containerd-202611.02.0`).
 pub const AKS_NODE_IMAGE_LABEL: &str = "kubernetes.azure.com/node-image-version";
 
+/// The node label by which `owner` names a node's pool (EKS's node group, GKE's node pool,
+/// AKS's agent pool): a blue-green move finds the nodes of each of its two pools by it.
+/// `None` for an owner whose pools are not moved to twins (Karpenter, self-managed groups).
+pub fn pool_label(owner: Owner) -> Option<&'static str> {
+    match owner {
+        Owner::EksNodegroup => Some(EKS_NODEGROUP_LABEL),
+        Owner::GkeNodePool => Some(GKE_NODEPOOL_LABEL),
+        Owner::AksAgentPool => Some(AKS_AGENTPOOL_LABEL),
+        Owner::KarpenterNodePool | Owner::SelfManaged => None,
+    }
+}
+
+/// The tag (EKS), resource label (GKE) or agent pool tag (AKS) rota puts on a twin pool:
+/// the name of the pool it was made from. A twin found by name is rota's own only if it
+/// carries this.
+pub const TWIN_OF_TAG: &str = "rota.dev/twin-of";
+/// [`TWIN_OF_TAG`] where the owner takes no `/` or `.` in a key (a GKE resource label, an
+/// AKS agent pool tag).
+pub const TWIN_OF_LABEL: &str = "rota-twin-of";
+
 /// The node labels that carry a managed node's image, in the order they are read: rota
 /// counts a managed pool's progress from them (the nodes are not instances of a group rota
 /// describes). GKE's nodes carry theirs in two labels and the kubelet's version:
@@ -390,6 +410,17 @@ pub trait OwnerPools: Send + Sync {
     /// Delete the pool (EKS `DeleteNodegroup`); a pool already deleting or gone answers `Ok`.
     async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
         Err(cannot("DeleteNodegroup", pool))
+    }
+
+    /// rota's twins of `pool`: the pools of its cluster that carry rota's twin label naming
+    /// it ([`TWIN_OF_TAG`], [`TWIN_OF_LABEL`]; EKS `ListNodegroups` and each node group's
+    /// tags, GKE `nodePools.list` and their resource labels, AKS `AgentPools_List` and their
+    /// tags), whatever their name: how a move whose checkpoint was lost finds its twin again
+    /// instead of halting or creating a second. The default lists none (an owner whose
+    /// adapter cannot list them: such a move is found again by the twin's name only).
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        let _ = pool;
+        Ok(Vec::new())
     }
 }
 

@@ -506,7 +506,7 @@ fn around_an_update(field: RolloutField) -> Option<Support> {
             "holds the pool before the next update; an update the service has started runs to its end",
         ),
         Gates => Support::PoolLevel(
-            "checked before the update starts and through poolSoak, not between the service's nodes",
+            "sampled before the update starts, while it runs and through poolSoak; a failure while it runs stops what follows, not the service between its nodes",
         ),
         OnGateFailure => Support::PoolLevel(
             "after the update: pause stops the pool there, rollback runs a second update back to the previous image",

@@ -85,6 +85,7 @@ impl Ctx<'_> {
                     cluster: &self.desired.cluster,
                     pool: &self.desired.name,
                     halted: halted.as_deref().filter(|_| phase == Phase::Paused),
+                    clear: self.desired.policy.stop.as_ref().map(|s| s.clear_command()),
                     ..Default::default()
                 },
             )
@@ -123,8 +124,12 @@ pub(super) fn plan(
         target,
     };
     let moving = checkpoint.and_then(|c| c.blue_green.as_ref().map(|m| (c, m)));
+    let recorded = checkpoint.and_then(|c| c.blue_green.as_ref()).is_some();
     let mut plan = match moving {
         Some((cp, m)) if m.step != BlueGreenStep::Done => follow(&cx, cp, m, request, steered),
+        // No move recorded: one may have been lost with the pool's status (`found`).
+        _ if !recorded => found::resume(&cx, checkpoint, request, steered)
+            .unwrap_or_else(|| start(&cx, checkpoint)),
         _ => start(&cx, checkpoint),
     };
     if desired.mode == Mode::ReadOnly && !plan.actions.is_empty() {
@@ -169,6 +174,9 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Plan {
             cx.target
         );
         return cx.stop(keep, Phase::Failed, Reason::RolledBack, msg);
+    }
+    if let Some(held) = fleet_stop(cx, keep.clone(), "no twin pool is created") {
+        return held;
     }
     if cx.desired.policy.paused {
         let msg = "rollout.paused: no twin pool is created".to_string();
@@ -259,12 +267,38 @@ fn follow(
     request: Option<&Request>,
     steered: &mut Option<String>,
 ) -> Plan {
+    // A fleet stop holds the owner's pools as they are; while the batches move, the batch
+    // planner holds them (and records the stop) like a self-managed group's.
+    let what = match m.step {
+        BlueGreenStep::CreatingTwin => Some("the twin pool is not asked for"),
+        BlueGreenStep::DeletingEmpty => Some("the emptied pool is not deleted"),
+        _ => None,
+    };
+    if let Some(held) = what.and_then(|w| fleet_stop(cx, Some(cp.clone()), w)) {
+        return held;
+    }
     match m.step {
         BlueGreenStep::CreatingTwin => creating(cx, cp, m, request, steered),
         BlueGreenStep::Moving => moving(cx, cp, m, request, steered),
         BlueGreenStep::DeletingEmpty => deleting(cx, cp, m),
         BlueGreenStep::Done => start(cx, Some(cp)),
     }
+}
+
+/// A fleet stop (`rota stop`) in force: the pool held where it is, `what` saying what is
+/// not done; the checkpoint records the stop.
+fn fleet_stop(cx: &Ctx<'_>, keep: Option<Checkpoint>, what: &str) -> Option<Plan> {
+    let stop = cx.desired.policy.stop.as_ref()?;
+    let keep = keep.map(|mut c| {
+        c.fleet_stop = Some(stop.id.clone());
+        c
+    });
+    let msg = format!(
+        "{}: {what}; `{}` lifts it",
+        stop.describe(),
+        stop.clear_command()
+    );
+    Some(cx.stop(keep, Phase::Paused, Reason::Stopped, msg))
 }
 
 fn with_step(cp: &Checkpoint, step: BlueGreenStep) -> Checkpoint {
@@ -289,11 +323,26 @@ fn creating(
             let msg = format!("pool {} is not listed by its owner", m.old_pool);
             return cx.stop(keep, Phase::Paused, Reason::Halted, msg);
         };
+        let ask = create(cx, &m.old_pool, &m.twin_pool, old);
+        // Refused last time (an image the owner does not create pools on): not asked again.
+        if let Some(r) = cx
+            .obs
+            .refused
+            .as_ref()
+            .filter(|r| r.action == ask.action.to_string())
+        {
+            let msg = format!(
+                "{} refused twin pool {}: {}",
+                cx.base.owner().service(),
+                m.twin_pool,
+                r.why
+            );
+            return cx.stop(keep, Phase::Paused, Reason::OwnerRefused, msg);
+        }
         // Not there: the call never arrived (a crash after the checkpoint) or was lost.
         let msg = format!("twin pool {} asked for (again)", m.twin_pool);
         let mut plan = cx.stop(keep, Phase::Rotating, Reason::OwnerUpdating, msg);
-        plan.actions
-            .push(create(cx, &m.old_pool, &m.twin_pool, old));
+        plan.actions.push(ask);
         return plan;
     };
     if twin.twin_of.as_deref() != Some(m.old_pool.as_str()) {
@@ -527,6 +576,8 @@ fn deleting(cx: &Ctx<'_>, cp: &Checkpoint, m: &BlueGreenMark) -> Plan {
         }
     }
 }
+
+mod found;
 
 #[cfg(test)]
 mod tests;

@@ -261,6 +261,14 @@ fn start_blocked(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Option<Decision
         );
         return blocked(Phase::Paused, Reason::Halted, msg);
     }
+    if let Some(stop) = &policy.stop {
+        let msg = format!(
+            "{}: the NodeClass is not pinned; `{}` lifts it",
+            stop.describe(),
+            stop.clear_command()
+        );
+        return blocked(Phase::Paused, Reason::Stopped, msg);
+    }
     if policy.paused {
         let msg = "rollout.paused: the NodeClass is not pinned".to_string();
         return blocked(Phase::Paused, Reason::PausedByPolicy, msg);
@@ -399,6 +407,9 @@ fn follow(cx: &Ctx<'_>, cp: &Checkpoint) -> Decision {
             Reason::Halted
         };
         Some((Phase::Paused, reason, h.clone(), None))
+    } else if cx.desired.policy.stop.is_some() {
+        // Before a failed gate: a rollback would move nodes while the fleet is stopped.
+        paused(cx, cp)
     } else if !cp.rolling_back
         && let GateVerdict::Failed { gate, reason } = &cx.obs.gates
     {
@@ -442,13 +453,25 @@ fn moving(cp: &Checkpoint) -> Phase {
     }
 }
 
-/// `rollout.paused`, an operator's pause or a closed window, as (phase, reason, message,
-/// until). A rollback goes on through all three: it is what the gates asked for.
+/// A fleet stop (`rota stop`), `rollout.paused`, an operator's pause or a closed window, as
+/// (phase, reason, message, until): each closes rota's Drifted budget (0 nodes), so
+/// Karpenter finishes the nodes it is disrupting and starts no other. A rollback goes on
+/// through the last three (it is what the gates asked for), not through a fleet stop, which
+/// holds everything.
 fn paused(cx: &Ctx<'_>, cp: &Checkpoint) -> Option<(Phase, Reason, String, Option<DateTime<Utc>>)> {
+    let policy = &cx.desired.policy;
+    if let Some(stop) = &policy.stop {
+        let msg = format!(
+            "{}: the Drifted budget is 0 · {}; `{}` lifts it",
+            stop.describe(),
+            cx.progress(heading(cp)),
+            stop.clear_command()
+        );
+        return Some((Phase::Paused, Reason::Stopped, msg, None));
+    }
     if cp.rolling_back {
         return None;
     }
-    let policy = &cx.desired.policy;
     if let Some(by) = &cp.operator_paused {
         return Some((Phase::Paused, Reason::PausedByOperator, by.clone(), None));
     }
@@ -690,7 +713,7 @@ fn into_plan(cx: &Ctx<'_>, d: Decision, previous: Option<&Checkpoint>) -> Plan {
             blocked_by: Vec::new(),
             until: d.until,
             halted: halted.filter(|_| d.phase == Phase::Paused),
-            clear: None,
+            clear: cx.desired.policy.stop.as_ref().map(|s| s.clear_command()),
         },
     );
     let mut plan = Plan {

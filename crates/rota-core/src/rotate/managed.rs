@@ -186,9 +186,8 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         );
         return stay(previous, Phase::Waiting, Reason::OwnerUpdating, msg);
     }
-    if policy.paused {
-        let msg = "rollout.paused: no update starts".to_string();
-        return stay(previous, Phase::Paused, Reason::PausedByPolicy, msg);
+    if let Some(held) = held_before(cx, previous) {
+        return held;
     }
     match super::window::is_open(&policy.windows, cx.now) {
         Ok(true) => {}
@@ -235,7 +234,41 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         &mark,
         format!("start {svc}'s update of the pool to {}", cx.target),
     );
-    let cp = Checkpoint {
+    let cp = first_checkpoint(cx, mark);
+    Decision {
+        checkpoint: Some(cp),
+        action: Some(action),
+        phase: Phase::Rotating,
+        reason: Reason::OwnerUpdating,
+        message: format!(
+            "{svc} update to {} started · {}",
+            cx.target,
+            cx.progress(&cx.target)
+        ),
+        until: None,
+    }
+}
+
+/// A fleet stop or `rollout.paused`: no update starts.
+fn held_before(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Option<Decision> {
+    if let Some(stop) = &cx.desired.policy.stop {
+        let msg = format!(
+            "{}: no {} update starts; `{}` lifts it",
+            stop.describe(),
+            cx.service(),
+            stop.clear_command()
+        );
+        return Some(stay(previous, Phase::Paused, Reason::Stopped, msg));
+    }
+    cx.desired.policy.paused.then(|| {
+        let msg = "rollout.paused: no update starts".to_string();
+        stay(previous, Phase::Paused, Reason::PausedByPolicy, msg)
+    })
+}
+
+/// The checkpoint of a rotation that starts the owner's update `mark` now.
+fn first_checkpoint(cx: &Ctx<'_>, mark: OwnerUpdateMark) -> Checkpoint {
+    Checkpoint {
         origin_image: cx.owner.image.clone(),
         target_image: cx.target.clone(),
         target_version: cx.desired.version.clone(),
@@ -260,44 +293,33 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Decision {
         owner_update: Some(mark),
         drift: None,
         blue_green: None,
-    };
-    Decision {
-        checkpoint: Some(cp),
-        action: Some(action),
-        phase: Phase::Rotating,
-        reason: Reason::OwnerUpdating,
-        message: format!(
-            "{svc} update to {} started · {}",
-            cx.target,
-            cx.progress(&cx.target)
-        ),
-        until: None,
     }
 }
 
 /// A rotation under way (or finished) for this image: follow the owner's update.
 fn follow(cx: &Ctx<'_>, cp: &Checkpoint) -> Decision {
     let svc = cx.service();
-    match &cp.stage {
-        super::Stage::Done if cp.rolling_back => {
-            let msg = format!(
-                "rolled back from {} to {}: {}",
-                cx.target,
-                cp.origin_image,
-                cp.rollback_reason.as_deref().unwrap_or("a gate failed")
-            );
-            return stay(Some(cp), Phase::Failed, Reason::RolledBack, msg);
-        }
-        super::Stage::Done => {
-            let msg = format!("done: {}", cx.progress(&cx.target));
-            return stay(Some(cp), Phase::Succeeded, Reason::Done, msg);
-        }
-        super::Stage::PoolSoak { until } => return pool_soak(cx, cp, *until),
-        _ => {}
+    if let Some(ended) = ended(cx, cp) {
+        return ended;
+    }
+    // A fleet stop holds the rotation wherever it is, a pool soak and a rollback included;
+    // lifted, the checkpoint forgets it.
+    if cp.fleet_stop.is_some() && cx.desired.policy.stop.is_none() {
+        let mut next = cp.clone();
+        next.fleet_stop = None;
+        return follow(cx, &next);
+    }
+    if let Some(held) = cp.owner_update.as_ref().and_then(|m| fleet_stop(cx, cp, m)) {
+        return held;
+    }
+    if let super::Stage::PoolSoak { until } = &cp.stage {
+        return pool_soak(cx, cp, *until);
     }
     if let Some(h) = &cp.halted {
         let reason = if h.starts_with("gate ") {
             Reason::GateFailed
+        } else if h.starts_with(&format!("{svc} refused")) {
+            Reason::OwnerRefused
         } else {
             Reason::OwnerUpdateFailed
         };
@@ -347,6 +369,54 @@ fn follow(cx: &Ctx<'_>, cp: &Checkpoint) -> Decision {
     }
 }
 
+/// A rotation that ended: done, or rolled back from this image.
+fn ended(cx: &Ctx<'_>, cp: &Checkpoint) -> Option<Decision> {
+    if cp.stage != super::Stage::Done {
+        return None;
+    }
+    Some(if cp.rolling_back {
+        let msg = format!(
+            "rolled back from {} to {}: {}",
+            cx.target,
+            cp.origin_image,
+            cp.rollback_reason.as_deref().unwrap_or("a gate failed")
+        );
+        stay(Some(cp), Phase::Failed, Reason::RolledBack, msg)
+    } else {
+        let msg = format!("done: {}", cx.progress(&cx.target));
+        stay(Some(cp), Phase::Succeeded, Reason::Done, msg)
+    })
+}
+
+/// A fleet stop (`rota stop`) while a rotation is under way: no update is sent (the
+/// recorded one, a rollback) until it is lifted. An update the owner has already started
+/// runs to its end: no owner rota drives can stop one where it is (EKS cannot cancel an
+/// update; GKE's `operations.cancel` and AKS's abort leave the pool half on each image), so
+/// the stop says so, and holds the pool at the end of it. The checkpoint records the stop.
+fn fleet_stop(cx: &Ctx<'_>, cp: &Checkpoint, mark: &OwnerUpdateMark) -> Option<Decision> {
+    let stop = cx.desired.policy.stop.as_ref()?;
+    let svc = cx.service();
+    let mut next = cp.clone();
+    next.fleet_stop = Some(stop.id.clone());
+    let lift = format!("`{}` lifts it", stop.clear_command());
+    let msg = match cx.update_of(mark) {
+        Some(u) if u.status == UpdateStatus::InProgress => format!(
+            "{}: {svc} update {} to {} was under way and runs to its end ({svc} cannot stop it between nodes); nothing more starts · {}; {lift}",
+            stop.describe(),
+            u.id,
+            mark.image,
+            cx.progress(&mark.image)
+        ),
+        _ => format!(
+            "{}: held before the {svc} update to {} · {}; {lift}",
+            stop.describe(),
+            mark.image,
+            cx.progress(&mark.image)
+        ),
+    };
+    Some(stay(Some(&next), Phase::Paused, Reason::Stopped, msg))
+}
+
 /// The owner does not know the recorded token: the call never arrived (a crash between the
 /// checkpoint and the call, a lost request), or the owner is busy with an earlier update (a
 /// rollback waits for the forward update to end). Sent again, with the same token, once the
@@ -364,6 +434,29 @@ fn not_seen(cx: &Ctx<'_>, cp: &Checkpoint, mark: &OwnerUpdateMark, phase: Phase)
         let msg = "rollout.paused: the recorded update is not started".to_string();
         return stay(Some(cp), Phase::Paused, Reason::PausedByPolicy, msg);
     }
+    let send = cx.send(
+        mark,
+        format!(
+            "{svc} has no update with token {}: send it (again)",
+            mark.token
+        ),
+    );
+    // Refused last time (the owner does not offer the image): not sent again; the halt is
+    // recorded, so a restart does not send it either. A new version starts afresh.
+    if let Some(r) = cx
+        .obs
+        .refused
+        .as_ref()
+        .filter(|r| r.action == send.action.to_string())
+    {
+        let mut next = cp.clone();
+        next.halted = Some(format!(
+            "{svc} refused the update to {}: {}",
+            mark.image, r.why
+        ));
+        let msg = next.halted.clone().unwrap_or_default();
+        return stay(Some(&next), Phase::Paused, Reason::OwnerRefused, msg);
+    }
     let mut d = stay(
         Some(cp),
         phase,
@@ -374,13 +467,7 @@ fn not_seen(cx: &Ctx<'_>, cp: &Checkpoint, mark: &OwnerUpdateMark, phase: Phase)
             cx.progress(&mark.image)
         ),
     );
-    d.action = Some(cx.send(
-        mark,
-        format!(
-            "{svc} has no update with token {}: send it (again)",
-            mark.token
-        ),
-    ));
+    d.action = Some(send);
     d
 }
 
@@ -468,7 +555,7 @@ fn into_plan(cx: &Ctx<'_>, d: Decision, previous: Option<&Checkpoint>) -> Plan {
             blocked_by: Vec::new(),
             until: d.until,
             halted: halted.filter(|_| d.phase == Phase::Paused),
-            clear: None,
+            clear: cx.desired.policy.stop.as_ref().map(|s| s.clear_command()),
         },
     );
     let mut plan = Plan {
@@ -575,6 +662,7 @@ mod tests {
             owner: Some(owner),
             drift: None,
             pools: Vec::new(),
+            refused: None,
         }
     }
 
@@ -817,5 +905,74 @@ mod tests {
         let p = plan(&desired(), &w, None, t(0));
         assert_eq!(p.status.reason, "ManagedPoolNotSupported");
         assert!(p.actions.is_empty());
+    }
+
+    fn fleet_stop() -> crate::fleet::stops::FleetStop {
+        crate::fleet::stops::FleetStop {
+            id: "1a2b3c4d5e6f7a8b9c0d1a2b3c4d5e6f7a8b9c0d".into(),
+            wave: Some("main".into()),
+            cluster: None,
+            reason: "INC-4711".into(),
+            by: "oncall".into(),
+            at: t(0),
+            trust: Default::default(),
+        }
+    }
+
+    /// A fleet stop holds a service pool: no update starts; one the owner runs is left to
+    /// its end, said so, and nothing follows it (no pool soak's end, no rollback) until the
+    /// stop is lifted; the checkpoint records the stop and forgets it once lifted.
+    #[test]
+    fn a_fleet_stop_starts_no_update_and_holds_one_under_way_at_its_end() {
+        let mut d = desired();
+        d.policy.stop = Some(fleet_stop());
+        let old4 = [OLD; 4];
+        let p = plan(&d, &world(&old4, owner(OLD, None)), None, t(0));
+        assert!(request(&p).is_none(), "{:?}", p.actions);
+        assert_eq!(
+            (p.status.phase, p.status.reason),
+            (Phase::Paused, "Stopped")
+        );
+        assert!(
+            p.status.message.contains("rota stop --clear --wave main"),
+            "{}",
+            p.status.message
+        );
+        // Started before the stop: the owner's update runs on, rota says it cannot stop it.
+        d.policy.stop = None;
+        let p1 = plan(&d, &world(&old4, owner(OLD, None)), None, t(0));
+        let req = request(&p1).unwrap();
+        let cp1 = p1.checkpoint.unwrap();
+        d.policy.stop = Some(fleet_stop());
+        let running = owner(NEW, Some((&req.token, NEW, UpdateStatus::InProgress)));
+        let p2 = plan(&d, &world(&[NEW, OLD, OLD, OLD], running), Some(&cp1), t(5));
+        assert!(p2.actions.is_empty());
+        assert_eq!(p2.status.reason, "Stopped");
+        assert!(
+            p2.status.message.contains("runs to its end"),
+            "{}",
+            p2.status.message
+        );
+        let cp2 = p2.checkpoint.unwrap();
+        assert_eq!(cp2.fleet_stop.as_deref(), Some(fleet_stop().id.as_str()));
+        // The recorded update not sent yet (a crash before the call): not sent while stopped.
+        let p3 = plan(&d, &world(&old4, owner(OLD, None)), Some(&cp1), t(6));
+        assert!(request(&p3).is_none(), "{:?}", p3.actions);
+        // A gate failing with rollback while stopped: no update back either.
+        d.policy.on_gate_failure = OnGateFailure::Rollback;
+        let done = owner(NEW, Some((&req.token, NEW, UpdateStatus::Successful)));
+        let mut w = world(&[NEW; 4], done);
+        w.gates = GateVerdict::Failed {
+            gate: "errors".into(),
+            reason: "5xx".into(),
+        };
+        let p4 = plan(&d, &w, Some(&cp2), t(30));
+        assert!(request(&p4).is_none(), "{:?}", p4.actions);
+        assert_eq!(p4.status.reason, "Stopped");
+        // Lifted: the rollback the gate asks for is sent, the stop forgotten.
+        d.policy.stop = None;
+        let p5 = plan(&d, &w, Some(&cp2), t(31));
+        assert_eq!(request(&p5).map(|r| r.image).as_deref(), Some(OLD));
+        assert_eq!(p5.checkpoint.unwrap().fleet_stop, None);
     }
 }

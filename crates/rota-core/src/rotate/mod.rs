@@ -33,7 +33,7 @@ pub use checkpoint::{
     Batch, BlueGreenMark, BlueGreenStep, Checkpoint, ChosenNode, DriftBatch, DriftMark,
     OwnerUpdateMark, Stage,
 };
-pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind};
+pub use observed::{GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, PodKind, Refusal};
 pub use route::{plan, plan_with};
 
 use crate::fleet::duration::GoDuration;

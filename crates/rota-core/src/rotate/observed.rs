@@ -82,6 +82,18 @@ pub struct Observed {
     /// the nodes are on, and its twin once the checkpoint names one); empty otherwise, and
     /// when the agent does not drive the owner's blue-green calls.
     pub pools: Vec<crate::cloud::managed::OwnerPoolMembers>,
+    /// A managed pool's owner refused rota's last request for it (an `Invalid` answer to the
+    /// update or the twin: a node image AKS does not offer, a node version or image type GKE
+    /// refuses), as the edge remembers it from the pass that sent it. A request the owner
+    /// refused is not sent again: sent again, it is refused again.
+    pub refused: Option<Refusal>,
+}
+
+/// What an owner refused: the request (as [`super::Action`] displays it) and its words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub action: String,
+    pub why: String,
 }
 
 /// A node of the pool.

@@ -71,6 +71,10 @@ pub enum Reason {
     ImageUnavailable,
     /// The owner's update of a managed pool failed (its own errors are in the message).
     OwnerUpdateFailed,
+    /// The owner refused rota's request for a managed pool (a node image AKS does not offer,
+    /// a node version or image type GKE refuses): sent again it would be refused again, so
+    /// it is not.
+    OwnerRefused,
     /// A pool a managed service owns (EKS, Karpenter, GKE, AKS), which this agent does not
     /// drive yet: nothing is written behind the owner.
     ManagedPoolNotSupported,
@@ -133,6 +137,7 @@ impl Reason {
         Reason::ImageWrongArch,
         Reason::ImageUnavailable,
         Reason::OwnerUpdateFailed,
+        Reason::OwnerRefused,
         Reason::ManagedPoolNotSupported,
         Reason::PlannerLoop,
     ];
@@ -181,6 +186,7 @@ impl Reason {
             Reason::ImageUnavailable => "ImageUnavailable",
             Reason::OwnerUpdating => "OwnerUpdating",
             Reason::OwnerUpdateFailed => "OwnerUpdateFailed",
+            Reason::OwnerRefused => "OwnerRefused",
             Reason::ManagedPoolNotSupported => "ManagedPoolNotSupported",
             Reason::PlannerLoop => "PlannerLoop",
         }
@@ -431,6 +437,10 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
         Reason::OwnerUpdateFailed => (
             MovedBy::Person,
             "a commit pinning a version the owner's update can finish (its errors name the cause)".into(),
+        ),
+        Reason::OwnerRefused => (
+            MovedBy::Person,
+            "a commit pinning a version the owner offers (its refusal names what it takes)".into(),
         ),
         Reason::ManagedPoolNotSupported => (
             MovedBy::Person,

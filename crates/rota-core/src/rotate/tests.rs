@@ -216,6 +216,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
         owner: None,
         drift: None,
         pools: Vec::new(),
+        refused: None,
     }
 }
 
@@ -2663,6 +2664,37 @@ fn every_stop_the_planner_makes_says_who_must_do_what() {
         MovedBy::Person,
         &[],
         "a commit pinning a version the owner",
+    );
+
+    // The owner refused the update rota recorded (an image it does not offer): not sent
+    // again, the pool paused for a commit pinning one it offers.
+    let mut w = world(old4());
+    w.owner = Some(crate::cloud::managed::OwnerPoolState {
+        pool: d.group.managed().unwrap().clone(),
+        image: OLD.into(),
+        desired: 4,
+        max_unavailable: None,
+        update: None,
+    });
+    let resend = plan(&d, &w, Some(&c), t0());
+    let ask = resend.actions.first().expect("the recorded update is sent");
+    w.refused = Some(super::Refusal {
+        action: ask.action.to_string(),
+        why: "InvalidParameter: not offered".into(),
+    });
+    let p = plan(&d, &w, Some(&c), t0());
+    assert_eq!(p.status.reason, "OwnerRefused", "{}", p.status.message);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert!(
+        p.status.message.contains("not offered"),
+        "{}",
+        p.status.message
+    );
+    check(
+        &p,
+        MovedBy::Person,
+        &[],
+        "a commit pinning a version the owner offers",
     );
 
     // A fleet stop (`rota stop`): lifted by the clear with the stop's own scope.

@@ -28,8 +28,8 @@ use tokio::time::Instant;
 use super::surge::{Roll, roll};
 use super::{Call, Exchange, Inner, SimCloud, SimGroup};
 use rota_core::cloud::managed::{
-    MaxUnavailable, OwnerCapabilities, OwnerPoolState, OwnerPools, OwnerUpdate, UpdateRequest,
-    UpdateStatus,
+    MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
+    PoolStatus, TwinRequest, UpdateRequest, UpdateStatus,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef};
 use rota_core::fleet::owner::{ManagedGroup, Owner};
@@ -70,6 +70,23 @@ impl AgentPool {
             upgrades: Vec::new(),
             previous_image: None,
         }
+    }
+
+    /// The agent pool's `count` as AKS keeps it (a PUT of it, a machine deleted).
+    pub(super) fn set_size(&mut self, n: u32) {
+        self.size = n;
+    }
+
+    /// Whether a node image upgrade is running.
+    pub(super) fn busy(&self) -> bool {
+        self.upgrades
+            .last()
+            .is_some_and(|u| u.status == UpdateStatus::InProgress)
+    }
+
+    /// The agent pool's tags (a twin's `rota-twin-of`).
+    pub(super) fn tag(&mut self, key: &str, value: &str) {
+        self.tags.insert(key.into(), value.into());
     }
 
     fn running(&mut self) -> Option<&mut OwnerUpdate> {
@@ -130,7 +147,7 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
 }
 
 /// The agent pool's ARM path.
-fn path(pool: &ManagedGroup) -> Result<String, CloudError> {
+pub(super) fn path(pool: &ManagedGroup) -> Result<String, CloudError> {
     match pool {
         ManagedGroup::AksAgentPool {
             subscription_id,
@@ -150,7 +167,7 @@ fn path(pool: &ManagedGroup) -> Result<String, CloudError> {
 }
 
 /// The agent pool's `upgradeSettings` as AKS answers them.
-fn upgrade_settings(ap: &AgentPool) -> Value {
+pub(super) fn upgrade_settings(ap: &AgentPool) -> Value {
     let mut u = json!({"maxSurge": ap.max_surge});
     if let Some(m) = ap.drain_timeout_minutes {
         u["drainTimeoutInMinutes"] = json!(m);
@@ -162,10 +179,13 @@ fn upgrade_settings(ap: &AgentPool) -> Value {
 }
 
 /// The agent pool as `AgentPools_Get` answers it.
-fn agent_pool_json(g: &SimGroup, pool: &ManagedGroup) -> Value {
+pub(super) fn agent_pool_json(g: &SimGroup, pool: &ManagedGroup) -> Value {
     let ap = g.aks.as_ref().expect("an AKS agent pool");
     let last = ap.upgrades.last();
+    let life = g.life.as_ref().map(|l| l.status);
     let state = match last.map(|u| u.status) {
+        _ if life == Some(PoolStatus::Creating) => "Creating",
+        _ if life == Some(PoolStatus::Deleting) => "Deleting",
         Some(UpdateStatus::InProgress) => "UpgradingNodeImageVersion",
         Some(UpdateStatus::Failed) => "Failed",
         Some(UpdateStatus::Cancelled) => "Canceled",
@@ -378,7 +398,7 @@ impl SimCloud {
     }
 }
 
-fn aks_group(pool: &ManagedGroup) -> Result<GroupRef, CloudError> {
+pub(super) fn aks_group(pool: &ManagedGroup) -> Result<GroupRef, CloudError> {
     path(pool)?;
     Ok(GroupRef::Managed(pool.clone()))
 }
@@ -437,6 +457,44 @@ impl OwnerPools for Aks {
             // both images; rota does not use it.
             cancel_update: false,
         }
+    }
+
+    fn blue_green(&self) -> bool {
+        true
+    }
+
+    async fn create_twin(&self, req: &TwinRequest) -> Result<(), CloudError> {
+        self.create_agent_pool(req)
+    }
+
+    async fn members(&self, pool: &ManagedGroup) -> Result<Option<OwnerPoolMembers>, CloudError> {
+        self.agent_pool_members(pool)
+    }
+
+    async fn set_size(
+        &self,
+        pool: &ManagedGroup,
+        desired: u32,
+        max: u32,
+    ) -> Result<(), CloudError> {
+        self.scale_agent_pool(pool, desired, max)
+    }
+
+    async fn remove_node(&self, pool: &ManagedGroup, instance_id: &str) -> Result<(), CloudError> {
+        self.delete_machine(pool, instance_id)
+    }
+
+    async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
+        self.delete_agent_pool(pool)
+    }
+
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        // The pools' list, filtered by rota's twin label; each read as the move reads it.
+        let mut out = Vec::new();
+        for twin in self.0.twin_pools(pool) {
+            out.extend(self.agent_pool_members(&twin)?);
+        }
+        Ok(out)
     }
 
     async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {

@@ -329,6 +329,15 @@ impl OwnerPools for SimCloud {
     async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
         self.delete_nodegroup(pool).await
     }
+
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        // ListNodegroups, then each node group's tags (DescribeNodegroup).
+        let mut out = Vec::new();
+        for twin in self.twin_pools(pool) {
+            out.extend(self.nodegroup_members(&twin)?);
+        }
+        Ok(out)
+    }
 }
 
 /// `ResourceInUseException`, as EKS names a conflict.
@@ -460,8 +469,9 @@ impl SimCloud {
         })
     }
 
-    /// The twins rota created from `group` (the kubelets serve their nodes with the same
-    /// labels, as `CreateNodegroup` copies them).
+    /// The twins rota created from `group`, of any owner (the kubelets serve their nodes with
+    /// the same labels, as `CreateNodegroup`, `nodePools.create` and the agent pool's PUT
+    /// are given them).
     pub(super) fn twins_of(inner: &Inner, group: &GroupRef) -> Vec<GroupRef> {
         let GroupRef::Managed(from) = group else {
             return Vec::new();
@@ -469,8 +479,25 @@ impl SimCloud {
         inner
             .groups
             .iter()
-            .filter(|(_, g)| g.eks.as_ref().and_then(|n| n.twin_of.as_deref()) == Some(from.name()))
+            .filter(|(r, g)| {
+                let twin_of = g.eks.as_ref().and_then(|n| n.twin_of.as_deref());
+                // GKE's and AKS's twins (`twins`): the same owner's pools only.
+                let twin_of =
+                    twin_of.or_else(|| g.life.as_ref().and_then(|l| l.twin_of.as_deref()));
+                twin_of == Some(from.name())
+                    && r.managed().is_some_and(|m| m.owner() == from.owner())
+            })
             .map(|(r, _)| r.clone())
+            .collect()
+    }
+
+    /// The pools of `pool`'s owner and cluster that rota labelled as its twins.
+    pub(super) fn twin_pools(&self, pool: &ManagedGroup) -> Vec<ManagedGroup> {
+        let inner = self.inner.lock().unwrap();
+        SimCloud::twins_of(&inner, &GroupRef::Managed(pool.clone()))
+            .into_iter()
+            .filter_map(|g| g.managed().cloned())
+            .filter(|m| m.cluster() == pool.cluster())
             .collect()
     }
 

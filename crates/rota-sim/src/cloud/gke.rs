@@ -29,8 +29,8 @@ use tokio::time::Instant;
 use super::surge::{Roll, roll};
 use super::{Call, Exchange, Inner, SimCloud, SimGroup};
 use rota_core::cloud::managed::{
-    GkeTarget, MaxUnavailable, OwnerCapabilities, OwnerPoolState, OwnerPools, OwnerUpdate,
-    UpdateRequest, UpdateStatus,
+    GkeTarget, MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools,
+    OwnerUpdate, PoolStatus, TwinRequest, UpdateRequest, UpdateStatus,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef};
 use rota_core::fleet::owner::{ManagedGroup, Owner};
@@ -62,6 +62,23 @@ impl NodePool {
             ops: Vec::new(),
             previous_image: None,
         }
+    }
+
+    /// The pool's node count as GKE keeps it (`nodePools.setSize`, a node deleted from its MIG).
+    pub(super) fn set_size(&mut self, n: u32) {
+        self.size = n;
+    }
+
+    /// Whether an upgrade operation is running.
+    pub(super) fn busy(&self) -> bool {
+        self.ops
+            .last()
+            .is_some_and(|(u, _)| u.status == UpdateStatus::InProgress)
+    }
+
+    /// The pool's resource labels (a twin's `rota-twin-of`).
+    pub(super) fn label(&mut self, key: &str, value: &str) {
+        self.resource_labels.insert(key.into(), value.into());
     }
 
     fn running(&mut self) -> Option<&mut OwnerUpdate> {
@@ -108,7 +125,7 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
 }
 
 /// GKE's node pool path (`projects/P/locations/L/clusters/C/nodePools/N`).
-fn path(pool: &ManagedGroup) -> Result<String, CloudError> {
+pub(super) fn path(pool: &ManagedGroup) -> Result<String, CloudError> {
     match pool {
         ManagedGroup::GkeNodePool {
             project,
@@ -127,7 +144,7 @@ fn path(pool: &ManagedGroup) -> Result<String, CloudError> {
     }
 }
 
-fn rfc3339(inner: &Inner, at: Instant) -> String {
+pub(super) fn rfc3339(inner: &Inner, at: Instant) -> String {
     inner
         .wall(at)
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
@@ -163,7 +180,7 @@ fn operation_json(inner: &Inner, pool: &ManagedGroup, u: &OwnerUpdate, at: Insta
 }
 
 /// A node pool as `nodePools.get` answers it.
-fn node_pool_json(g: &SimGroup, pool: &ManagedGroup) -> Value {
+pub(super) fn node_pool_json(g: &SimGroup, pool: &ManagedGroup) -> Value {
     let np = g.gke.as_ref().expect("a GKE node pool");
     let target = GkeTarget::parse(&g.template_image);
     let updating = np
@@ -183,9 +200,40 @@ fn node_pool_json(g: &SimGroup, pool: &ManagedGroup) -> Value {
             "maxUnavailable": np.max_unavailable,
             "strategy": "SURGE",
         },
-        "status": if updating { "RECONCILING" } else { "RUNNING" },
+        "status": match g.life.as_ref().map(|l| l.status) {
+            Some(PoolStatus::Creating) => "PROVISIONING",
+            Some(PoolStatus::Deleting) => "STOPPING",
+            _ if updating => "RECONCILING",
+            _ => "RUNNING",
+        },
+        "instanceGroupUrls": instance_group_urls(g, pool),
         "selfLink": format!("https://container.googleapis.com/v1/{}", path(pool).unwrap_or_default()),
     })
+}
+
+/// The path of the node pool's managed instance group in `zone` (GKE names it after the
+/// cluster and pool).
+pub(super) fn mig(pool: &ManagedGroup, zone: &str) -> String {
+    let (project, cluster) = match pool {
+        ManagedGroup::GkeNodePool {
+            project,
+            gke_cluster,
+            ..
+        } => (project.as_str(), gke_cluster.as_str()),
+        _ => ("", ""),
+    };
+    let name = format!("gke-{cluster}-{}-grp", pool.name());
+    format!("projects/{project}/zones/{zone}/instanceGroupManagers/{name}")
+}
+
+/// The node pool's `instanceGroupUrls`: one managed instance group per zone.
+pub(super) fn instance_group_urls(g: &SimGroup, pool: &ManagedGroup) -> Value {
+    let urls: Vec<String> = g
+        .zones
+        .iter()
+        .map(|z| format!("https://www.googleapis.com/compute/v1/{}", mig(pool, z)))
+        .collect();
+    json!(urls)
 }
 
 /// The `UpdateNodePoolRequest` rota sends for `req` on a pool of `size` nodes: the target's
@@ -314,7 +362,7 @@ impl SimCloud {
     }
 }
 
-fn gke_group(pool: &ManagedGroup) -> Result<GroupRef, CloudError> {
+pub(super) fn gke_group(pool: &ManagedGroup) -> Result<GroupRef, CloudError> {
     path(pool)?;
     Ok(GroupRef::Managed(pool.clone()))
 }
@@ -379,6 +427,44 @@ impl OwnerPools for Gke {
             // use it.
             cancel_update: false,
         }
+    }
+
+    fn blue_green(&self) -> bool {
+        true
+    }
+
+    async fn create_twin(&self, req: &TwinRequest) -> Result<(), CloudError> {
+        self.create_node_pool(req)
+    }
+
+    async fn members(&self, pool: &ManagedGroup) -> Result<Option<OwnerPoolMembers>, CloudError> {
+        self.node_pool_members(pool)
+    }
+
+    async fn set_size(
+        &self,
+        pool: &ManagedGroup,
+        desired: u32,
+        max: u32,
+    ) -> Result<(), CloudError> {
+        self.set_node_pool_size(pool, desired, max)
+    }
+
+    async fn remove_node(&self, pool: &ManagedGroup, instance_id: &str) -> Result<(), CloudError> {
+        self.delete_instance(pool, instance_id)
+    }
+
+    async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
+        self.delete_node_pool(pool)
+    }
+
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        // The pools' list, filtered by rota's twin label; each read as the move reads it.
+        let mut out = Vec::new();
+        for twin in self.0.twin_pools(pool) {
+            out.extend(self.node_pool_members(&twin)?);
+        }
+        Ok(out)
     }
 
     async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {

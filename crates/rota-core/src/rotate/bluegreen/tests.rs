@@ -223,6 +223,7 @@ impl World {
             owner: None,
             drift: None,
             pools,
+            refused: None,
         }
     }
 
@@ -501,4 +502,53 @@ fn a_newer_version_waits_for_the_move_and_a_revert_rolls_back_at_once() {
         p.status.message
     );
     assert_eq!(w.pools.keys().collect::<Vec<_>>(), vec!["general"]);
+}
+
+/// The checkpoint lost mid-move (the status gone): the move is found again by the twin's
+/// label and resumes within the surge bound, with no second twin; lost again once the move
+/// ended, the pool is up to date in its twin and that is recorded as a finished move.
+#[test]
+fn a_move_whose_checkpoint_is_lost_is_found_again_by_the_twins_label() {
+    let mut w = World::new();
+    let d = desired(NEW, "v2");
+    let mut cp = None;
+    run(&mut w, &d, &mut cp, 0, 5, None);
+    assert_eq!(images(&w, "general"), vec![OLD; 2], "one batch moved");
+    let mut lost = None;
+    let p = run(&mut w, &d, &mut lost, 5, 60, None);
+    assert_eq!(p.status.phase, Phase::Succeeded, "{}", p.status.message);
+    assert_eq!(w.created, vec!["general-rota-v2"], "no second twin");
+    assert!(!w.pools.contains_key("general"), "the old pool is deleted");
+    let mut lost = None;
+    let p = run(&mut w, &d, &mut lost, 65, 2, None);
+    assert_eq!(p.status.reason, "UpToDate", "{}", p.status.message);
+    let mark = lost.and_then(|c| c.blue_green).expect("recorded");
+    assert_eq!(
+        (mark.twin_pool.as_str(), mark.step),
+        ("general-rota-v2", BlueGreenStep::Done)
+    );
+    assert_eq!(w.created.len(), 1);
+}
+
+/// The checkpoint lost after any pass of a move (mid-batch included: the twin surged, the
+/// old nodes not yet removed): the move resumes within the surge bound and ends with one
+/// twin.
+#[test]
+fn a_checkpoint_lost_at_any_pass_resumes_within_the_bound_with_one_twin() {
+    for k in 1..30 {
+        let mut w = World::new();
+        let d = desired(NEW, "v2");
+        let mut cp = None;
+        run(&mut w, &d, &mut cp, 0, k, None);
+        let mut lost = None;
+        let p = run(&mut w, &d, &mut lost, k, 120, None);
+        assert_eq!(
+            p.status.phase,
+            Phase::Succeeded,
+            "lost after pass {k}: {}",
+            p.status.message
+        );
+        assert_eq!(w.created.len(), 1, "lost after pass {k}: {:?}", w.created);
+        assert!(!w.pools.contains_key("general"), "lost after pass {k}");
+    }
 }

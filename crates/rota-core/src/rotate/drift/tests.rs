@@ -144,6 +144,7 @@ impl Karpenter {
             owner: None,
             drift: Some(self.state.clone()),
             pools: Vec::new(),
+            refused: None,
         }
     }
 
@@ -633,4 +634,71 @@ fn operator_requests_steer_the_drift() {
         p.status.message
     );
     assert_ne!(p.status.reason, "BatchSoak", "{}", p.status.message);
+}
+
+fn fleet_stop() -> crate::fleet::stops::FleetStop {
+    crate::fleet::stops::FleetStop {
+        id: "cd".repeat(20),
+        wave: None,
+        cluster: Some("prod".into()),
+        reason: "INC-4712".into(),
+        by: "oncall".into(),
+        at: t(0),
+        trust: Default::default(),
+    }
+}
+
+/// A fleet stop (`rota stop`) holds a Karpenter drift: before the pin, nothing is pinned;
+/// mid-drift, rota's Drifted budget goes to 0 nodes, Karpenter finishes what it started and
+/// starts nothing more, a failed gate's rollback waits too; lifted, the drift goes on.
+#[test]
+fn a_fleet_stop_closes_the_drifted_budget_and_holds_a_rollback() {
+    let mut stopped = desired();
+    stopped.policy.stop = Some(fleet_stop());
+    let k = Karpenter::new(4);
+    let p = plan(&stopped, &k, None, t(0));
+    assert_eq!(p.status.reason, "Stopped", "{}", p.status.message);
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a.action, Action::PinNodeClassImage { .. })),
+        "{:?}",
+        p.actions
+    );
+    let d = desired();
+    let mut k = Karpenter::new(4);
+    let (_, cp, m) = run(&d, &mut k, None, 0, |p| {
+        p.status.message.contains("Karpenter replacing 0/2")
+    });
+    let p = plan(&stopped, &k, cp.as_ref(), t(m + 1));
+    assert_eq!(p.status.reason, "Stopped", "{}", p.status.message);
+    assert!(
+        p.status
+            .message
+            .contains("rota stop --clear --cluster prod"),
+        "{}",
+        p.status.message
+    );
+    let Some(Action::SetDisruptionBudgets { budgets, .. }) = p.actions.first().map(|a| &a.action)
+    else {
+        panic!("{:?}", p.actions)
+    };
+    assert_eq!(budgets.last(), Some(&Budget::drift(0)));
+    let held = passes(&stopped, &mut k, cp.clone(), m + 1, 10);
+    let frozen = k.disrupted.len();
+    assert!(frozen <= 2, "{:?}", k.disrupted);
+    // A gate failing with rollback while stopped: nothing is pinned back yet.
+    let mut rollback = stopped.clone();
+    rollback.policy.on_gate_failure = OnGateFailure::Rollback;
+    k.gates = failing();
+    let held = passes(&rollback, &mut k, held, m + 11, 10);
+    assert_eq!(k.disrupted.len(), frozen, "nothing new while stopped");
+    assert_eq!(k.state.pinned(), Some(NEW));
+    assert!(!held.as_ref().unwrap().rolling_back);
+    k.gates = GateVerdict::Passing;
+    let (p, _, _) = run(&d, &mut k, held, m + 30, |p| {
+        p.status.phase == Phase::Succeeded
+    });
+    assert_eq!(p.status.reason, "Done");
+    assert_eq!(k.disrupted.len(), 4);
 }
