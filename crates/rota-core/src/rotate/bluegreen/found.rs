@@ -173,6 +173,8 @@ fn lost_batch(
         started_at: Some(cx.now),
         cordoned_at: None,
         deferral_ended: Vec::new(),
+        // A blue-green move surges into its twin: never a drain-first batch.
+        replace: false,
     };
     Some((batch, cordoned))
 }

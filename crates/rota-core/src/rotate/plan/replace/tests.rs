@@ -186,6 +186,7 @@ impl Group {
             owner: None,
             drift: None,
             pools: vec![],
+            refused: None,
         }
     }
 
