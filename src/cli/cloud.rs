@@ -194,10 +194,14 @@ pub fn owners(
     args: &CloudArgs,
     choice: &Choice,
 ) -> Vec<Arc<dyn rota_core::cloud::managed::OwnerPools>> {
-    let mut out: Vec<Arc<dyn rota_core::cloud::managed::OwnerPools>> = Vec::new();
+    // Without the `sim` feature a real provider is the only choice.
+    #[allow(irrefutable_let_patterns)]
     let Choice::Real { clouds } = choice else {
-        return out;
+        return Vec::new();
     };
+    // A build without any cloud feature pushes nothing.
+    #[allow(unused_mut)]
+    let mut out: Vec<Arc<dyn rota_core::cloud::managed::OwnerPools>> = Vec::new();
     #[cfg(feature = "aws")]
     if clouds.contains(&Cloud::Aws) {
         out.push(Arc::new(crate::cloud::aws::eks::LazyEksPools::new(

@@ -68,7 +68,7 @@ struct Checker {
 static CHECKER: Mutex<Option<Checker>> = Mutex::new(None);
 
 fn start() -> Checker {
-    let venv = super::moto::peers_venv();
+    let venv = super::venv::peers_venv();
     let python = venv.join("bin/python");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/api_schemas.py");
     let ready = Command::new(&python)

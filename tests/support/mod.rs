@@ -17,5 +17,7 @@ pub mod git;
 pub mod gke_double;
 pub mod kustomize;
 pub mod model;
+#[cfg(feature = "aws")]
 pub mod moto;
 pub mod prometheus;
+pub mod venv;

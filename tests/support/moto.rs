@@ -23,20 +23,7 @@ use rota::cloud::retry::RetryPolicy;
 
 pub const REGION: &str = "us-east-1";
 
-/// The venv that holds the test peers (moto).
-pub fn peers_venv() -> PathBuf {
-    if let Some(v) = std::env::var_os("ROTA_PEERS_VENV") {
-        return PathBuf::from(v);
-    }
-    // target/<profile>/deps/<test binary>: the venv sits in the target directory, wherever
-    // CARGO_TARGET_DIR put it.
-    let exe = std::env::current_exe().expect("test binary path");
-    let target = exe
-        .ancestors()
-        .nth(3)
-        .expect("test binary lives in <target>/<profile>/deps");
-    target.join("peers-venv")
-}
+pub use super::venv::peers_venv;
 
 /// Fake credentials and region for the SDK's standard chain, set once per test process; no
 /// instance metadata lookups. Tests only: rota itself never sets credentials.
