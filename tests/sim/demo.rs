@@ -230,7 +230,9 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
     // are left out, by name (docs/audit.md says both): the EKS managed node group's
     // instances (the ledger reads self-managed groups only), and the canary-use1 surge on
     // the bad build, which the rollback took back between two of the agent's looks (ten
-    // fleet minutes at the demo's speed) before any look saw its node.
+    // fleet minutes at the demo's speed) before any look saw its node: whether a look falls
+    // inside that life depends on how the passes fall in wall time (under load one may), so
+    // its lives are held to "never more than ran", not to a count.
     const BAD_SURGE: &str = "ami-0e5d4c3b2a1908f7e";
     let mut ran: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
     let mut unrecorded = Vec::new();
@@ -247,12 +249,17 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
         "{unrecorded:?}"
     );
     assert!(
-        all.iter()
-            .all(|l| l.image != BAD_SURGE && !l.instance.starts_with("system-")),
-        "the gaps closed: the exclusions above can go"
+        all.iter().all(|l| !l.instance.starts_with("system-")),
+        "the EKS gap closed: its exclusion above can go"
+    );
+    let surge_ran = unrecorded.iter().filter(|r| r.image == BAD_SURGE).count();
+    let surge_recorded = all.iter().filter(|l| l.image == BAD_SURGE).count();
+    assert!(
+        surge_recorded <= surge_ran,
+        "{surge_recorded} lives of the bad surge recorded, {surge_ran} ran"
     );
     let mut recorded: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
-    for l in &all {
+    for l in all.iter().filter(|l| l.image != BAD_SURGE) {
         *recorded
             .entry((l.instance.as_str(), l.image.as_str()))
             .or_default() += 1;

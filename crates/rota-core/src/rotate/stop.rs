@@ -528,7 +528,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Reason::ALL.len(), 44);
+        assert_eq!(Reason::ALL.len(), 45);
     }
 
     #[test]
