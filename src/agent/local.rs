@@ -99,6 +99,12 @@ impl LocalFleet {
         }
         sim.cloud.require_published_images(true);
         let clock = Clock::new(config.speed);
+        // The clusters count their time (the Events their kubelets stamp) from the clock the
+        // controllers read, not from when their stores were made.
+        let (wall, at) = clock.anchor();
+        for store in sim.clusters.values() {
+            store.timekeeping().anchor_at(wall, at);
+        }
         let cancel = CancellationToken::new();
         let verifier = match &config.trust {
             Some(p) => Some(Arc::new(Verifier::new(p).map_err(|e| e.to_string())?)),

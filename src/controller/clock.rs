@@ -48,6 +48,13 @@ impl Clock {
         self
     }
 
+    /// The wall time this clock counts from, and the tokio instant it was read at: what a
+    /// simulated cluster in the same process anchors its own time at, so that the Events its
+    /// kubelets stamp fall where the gates look (`Timekeeping::anchor_at`).
+    pub fn anchor(&self) -> (DateTime<Utc>, Instant) {
+        (self.start_wall, self.start)
+    }
+
     /// The controller's wall-clock time now.
     pub fn now(&self) -> DateTime<Utc> {
         self.wall(Instant::now())

@@ -83,6 +83,11 @@ pub(crate) struct Setup {
 }
 
 pub(crate) async fn setup(trust: Option<rota::source::trust::TrustPolicy>) -> Setup {
+    setup_at(trust, 1.0).await
+}
+
+/// [`setup`] with the fleet's clock `speed` times faster.
+pub(crate) async fn setup_at(trust: Option<rota::source::trust::TrustPolicy>, speed: f64) -> Setup {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -109,7 +114,7 @@ pub(crate) async fn setup(trust: Option<rota::source::trust::TrustPolicy>) -> Se
         branch: "main".into(),
         state_dir: tmp.path().join("state"),
         workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
-        speed: 1.0,
+        speed,
         poll: Duration::from_secs(10),
         resync: Duration::from_secs(5),
         trust,
@@ -197,6 +202,26 @@ pub(crate) async fn npr(s: &Setup, cluster: &str) -> NodePoolRotation {
 }
 
 pub(crate) const LONG: Duration = Duration::from_secs(4 * 3600);
+
+/// The simulated clusters stamp their Events (a bad build's sandbox failures, which an events
+/// gate counts within a window) on the clock the controllers read. Every controller clock of a
+/// process shares one anchor, made by the first clock; a cluster that counted from when its
+/// store was made ran behind it by the speed times the paused time in between: here 10 s at
+/// 600x, 100 minutes, and the demo's gate never saw its bad build fail.
+#[tokio::test(start_paused = true)]
+async fn the_clusters_stamp_time_on_the_controllers_clock() {
+    let _earlier = rota::controller::clock::Clock::new(600.0);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let s = setup_at(None, 600.0).await;
+    for (name, store) in &s.fleet.sim.clusters {
+        let (cluster, controllers) = (store.sim_now(), s.fleet.clock.now());
+        let gap = (cluster - controllers).num_seconds().abs();
+        assert!(
+            gap <= 60,
+            "{name}: the cluster's time {cluster} is {gap} s off the controllers' {controllers}"
+        );
+    }
+}
 
 #[tokio::test(start_paused = true)]
 async fn a_bump_rolls_the_canary_and_a_premature_promotion_waits_for_the_soak() {

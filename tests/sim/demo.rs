@@ -29,7 +29,6 @@ fn prometheus_gates_supported() -> bool {
 }
 
 #[tokio::test(start_paused = true)]
-#[ignore = "flaky since the failure chapter: the bad build's gate failure is sometimes not seen (step limit); run with --ignored"]
 async fn the_demo_plays_bump_promotion_and_revert() {
     let mut out = Vec::new();
     let result = run(DemoOptions::default(), &mut out).await;
@@ -213,7 +212,6 @@ async fn the_demo_plays_bump_promotion_and_revert() {
 /// revert's rollback (not `lost`, not still `running`), and nothing is `lost` anywhere, since
 /// every node that left did so by rota's hand.
 #[tokio::test(start_paused = true)]
-#[ignore = "flaky since the failure chapter: the bad build's gate failure is sometimes not seen (step limit); run with --ignored"]
 async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
     let tmp = tempfile::tempdir().unwrap();
     let mut out = Vec::new();

@@ -906,11 +906,18 @@ impl Store {
     /// since, times the world's speed (`timekeeping`), as the controllers' clock counts it.
     /// What an Event a gate reads must carry, so that the gate (on that clock) sees it when
     /// it happens; `now()` stays the wall's, as objects' metadata has always had it.
+    /// When the world shares a process with controllers, they share one anchor
+    /// ([`super::timekeeping::Timekeeping::anchor_at`]).
     pub fn sim_now(&self) -> DateTime<Utc> {
+        let (wall, start) = self
+            .inner
+            .time
+            .anchor()
+            .unwrap_or((self.inner.start_wall, self.inner.start));
         let elapsed = tokio::time::Instant::now()
-            .saturating_duration_since(self.inner.start)
+            .saturating_duration_since(start)
             .mul_f64(self.inner.time.speed());
-        self.inner.start_wall + chrono::Duration::from_std(elapsed).unwrap_or_default()
+        wall + chrono::Duration::from_std(elapsed).unwrap_or_default()
     }
 
     /// `now()` in the RFC 3339 form metadata timestamps use.

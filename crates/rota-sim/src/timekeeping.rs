@@ -20,6 +20,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 /// Lag (simulated time) past which the world warns: a pod that starts, turns Ready or goes
@@ -62,6 +63,9 @@ struct Inner {
     /// The latest tick's lateness.
     latest: f64,
     warned_at: Option<Instant>,
+    /// The fleet clock's anchor (a wall time and the tokio instant it was read at), when the
+    /// world runs beside controllers in one process (see [`Timekeeping::anchor_at`]).
+    anchor: Option<(DateTime<Utc>, Instant)>,
 }
 
 /// One cluster's deletion deadlines and lag (held by its `Store`).
@@ -80,6 +84,7 @@ impl Default for Timekeeping {
                 worst: None,
                 latest: 0.0,
                 warned_at: None,
+                anchor: None,
             }),
         }
     }
@@ -100,6 +105,22 @@ impl Timekeeping {
         if speed.is_finite() && speed > 0.0 {
             self.lock().speed = speed;
         }
+    }
+
+    /// Anchors the cluster's simulated time ([`crate::store::Store::sim_now`]) at the
+    /// controllers' clock: `wall` was the time at tokio instant `at`. Without it the cluster
+    /// counts from when its store was made, and a controller clock anchored earlier in the
+    /// process (every controller clock of a process shares one anchor) runs ahead of it by
+    /// the speed times the tokio time in between: at the demo's 600x, a second of paused time
+    /// put the kubelets' Events ten minutes in the gates' past, outside an events gate's
+    /// window, so the gate never saw a bad build fail.
+    pub fn anchor_at(&self, wall: DateTime<Utc>, at: Instant) {
+        self.lock().anchor = Some((wall, at));
+    }
+
+    /// The anchor set by [`Timekeeping::anchor_at`], if any.
+    pub fn anchor(&self) -> Option<(DateTime<Utc>, Instant)> {
+        self.lock().anchor
     }
 
     /// Pod `ns/name` (uid) was marked for deletion now: it is due after `grace_seconds` of
