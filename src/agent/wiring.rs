@@ -297,10 +297,16 @@ fn status_store(
                 .report
                 .budget
                 .or_else(|| super::reporting::default_budget(forge.backend()));
-            match budget {
-                Some(b) => Arc::new(crate::report::budget::BudgetedStore::new(forge, b)),
-                None => forge,
+            if let Some(b) = budget {
+                // Posts are counted under the budget, so its catch-ups count too.
+                let forge = Arc::new(MeteredStore::posts(forge, metrics.clone()));
+                let budgeted = crate::report::budget::BudgetedStore::new(forge, b);
+                return Ok(Arc::new(MeteredStore::deferrals(
+                    Arc::new(budgeted),
+                    metrics.clone(),
+                )));
             }
+            forge
         }
         None => Arc::clone(notes) as Arc<dyn StatusStore>,
     };
