@@ -84,6 +84,7 @@ impl Rig {
                 branch: Some("main".into()),
             }),
             statuses: None,
+            report: Default::default(),
         })
         .await
         .unwrap();

@@ -167,12 +167,14 @@ fn fleet(n: usize, commit: Commit) -> Fleet {
     let writers = waves
         .iter()
         .map(|(_, members)| {
-            members.iter().copied().find(|&i| {
-                rollup::writer(
-                    members.iter().map(|&m| clusters[m].name.as_str()),
-                    &clusters[i].name,
-                )
-            })
+            // Every agent up: the first candidate writes.
+            let first = rollup::candidates(members.iter().map(|&m| clusters[m].name.as_str()))
+                .first()
+                .map(|c| c.to_string());
+            members
+                .iter()
+                .copied()
+                .find(|&i| Some(&clusters[i].name) == first.as_ref())
         })
         .collect();
     Fleet {

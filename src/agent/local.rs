@@ -47,6 +47,8 @@ pub struct LocalConfig {
     pub webhook: Option<WebhookConfig>,
     /// Where statuses go (default: git notes); promotion records stay in git notes.
     pub statuses: Option<StoreConfig>,
+    /// How the agents report to a forge (`--status-contexts`, the page, the budget).
+    pub report: super::reporting::ReportConfig,
 }
 
 /// A running local fleet; everything stops when dropped.
@@ -152,6 +154,7 @@ impl LocalFleet {
         cc.events = false;
         let mut ac = AgentConfig::new(cluster);
         ac.resync = config.resync;
+        ac.report = config.report.clone();
         let cancel = self.cancel.child_token();
         let running = wiring::start(
             AgentParts {
@@ -211,6 +214,16 @@ impl LocalFleet {
             cancel.cancel();
         }
         self.start_agent(cluster, state_dir).await
+    }
+
+    /// Kills `cluster`'s agent and controller and starts none in their place: a cluster
+    /// whose agent is down.
+    pub fn kill_agent(&mut self, cluster: &str) {
+        if let Some((running, cancel)) = self.running.remove(cluster) {
+            running.kill();
+            cancel.cancel();
+        }
+        self.agents.remove(cluster);
     }
 
     /// Stops every agent as a clean shutdown does (each writes its ledger's last pass, then

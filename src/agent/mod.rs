@@ -349,7 +349,7 @@ impl Agent {
         let wave = self
             .in_force
             .as_ref()
-            .filter(|f| f.shape.writes_rollup(&self.config.cluster))
+            .filter(|_| self.baseline.has_rollup(&commit))
             .map(|f| f.shape.wave.clone());
         for s in self.store.list(&commit).await? {
             if s.state != State::Pending

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::kube::crd::NodePoolRotation;
 use crate::report::economy::{self, Candidate, Contexts};
 use crate::report::rollup::{self, PinnedPool};
-use crate::report::{CommitStatus, Posted, cluster_context};
+use crate::report::{CommitStatus, Posted, StatusStore, cluster_context};
 use rota_core::fleet::resolved::DesiredCluster;
 use rota_core::rotate::resource::NodePoolRotationSpec;
 use rota_core::waves::PoolRecord;
@@ -72,9 +72,15 @@ impl FleetShape {
         }
     }
 
-    /// Whether this agent writes its wave's rollup.
-    pub fn writes_rollup(&self, me: &str) -> bool {
-        rollup::writer(self.wave_pools.iter().map(|p| p.cluster.as_str()), me)
+    /// Whether this agent may write its wave's rollup: it is one of the wave's
+    /// [`rollup::CANDIDATES`], so it reads the wave's notes.
+    pub fn may_write_rollup(&self, me: &str) -> bool {
+        self.rollup_candidates().contains(&me)
+    }
+
+    /// The candidates for the wave's rollup, in the order they take it over.
+    pub fn rollup_candidates(&self) -> Vec<&str> {
+        rollup::candidates(self.wave_pools.iter().map(|p| p.cluster.as_str()))
     }
 
     /// The clusters whose records the rollup counts.
@@ -88,6 +94,12 @@ impl FleetShape {
 #[derive(Debug, Clone, Default)]
 pub struct Baseline {
     pools: BTreeMap<String, Seen>,
+    /// The commit reported last and when this agent first reported it (the rollup's
+    /// takeover counts from there).
+    first_reported: Option<(String, chrono::DateTime<chrono::Utc>)>,
+    /// The commits whose wave rollup this agent wrote lately (newest last), which it also
+    /// finalises when a newer commit supersedes them.
+    rollups: std::collections::VecDeque<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +150,51 @@ impl Baseline {
             }
         }
     }
+}
+
+impl Baseline {
+    /// How long ago this agent first reported `commit` (zero on its first report of it).
+    pub fn reporting_for(
+        &mut self,
+        commit: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> chrono::Duration {
+        match &self.first_reported {
+            Some((c, since)) if c == commit => now - *since,
+            _ => {
+                self.first_reported = Some((commit.to_string(), now));
+                chrono::Duration::zero()
+            }
+        }
+    }
+
+    /// This agent wrote `commit`'s wave rollup.
+    pub fn wrote_rollup(&mut self, commit: &str) {
+        if self.rollups.back().map(String::as_str) != Some(commit) {
+            self.rollups.retain(|c| c != commit);
+            self.rollups.push_back(commit.to_string());
+            while self.rollups.len() > 8 {
+                self.rollups.pop_front();
+            }
+        }
+    }
+
+    /// Whether this agent wrote `commit`'s wave rollup lately.
+    pub fn has_rollup(&self, commit: &str) -> bool {
+        self.rollups.iter().any(|c| c == commit)
+    }
+}
+
+/// The clusters among `candidates` with notes on the commit whose statuses are `on_commit`.
+pub fn reported<'a>(
+    candidates: impl IntoIterator<Item = &'a str>,
+    on_commit: &[CommitStatus],
+) -> BTreeSet<String> {
+    candidates
+        .into_iter()
+        .filter(|c| on_commit.iter().any(|s| own_context(&s.context, c, None)))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The controller has not taken the NodePoolRotation's current spec yet.
@@ -207,7 +264,7 @@ impl Agent {
     ) -> BTreeSet<String> {
         if self.config.report.contexts == Contexts::Waves
             && self.store.backend() != "git-notes"
-            && shape.writes_rollup(&self.config.cluster)
+            && shape.may_write_rollup(&self.config.cluster)
         {
             needed.extend(shape.wave_clusters());
         }
@@ -259,7 +316,8 @@ impl Agent {
             .map(|p| p.name.clone())
             .collect();
         let mut all = candidates(statuses, intent, &unchanged, &behind);
-        if contexts == Contexts::Waves && shape.writes_rollup(&self.config.cluster) {
+        if contexts == Contexts::Waves && self.writes_rollup(commit, shape).await? {
+            self.baseline.wrote_rollup(commit);
             let held = intent.pools.iter().find_map(|p| p.waiting.as_deref());
             let status = rollup::wave_status(
                 &shape.wave,
@@ -285,6 +343,40 @@ impl Agent {
             }
         }
         Ok(())
+    }
+}
+
+impl Agent {
+    /// Whether this agent writes its wave's rollup on `commit` (`rollup::writer`): the
+    /// candidates before it that reported the commit are read from the git notes, which
+    /// every agent writes whatever its forge.
+    async fn writes_rollup(
+        &mut self,
+        commit: &str,
+        shape: &FleetShape,
+    ) -> Result<bool, AgentError> {
+        let me = self.config.cluster.clone();
+        let candidates = shape.rollup_candidates();
+        if !candidates.contains(&me.as_str()) {
+            return Ok(false);
+        }
+        let waited = self.baseline.reporting_for(commit, self.clock.now());
+        let before: Vec<&str> = candidates
+            .iter()
+            .copied()
+            .take_while(|c| *c != me)
+            .collect();
+        if before.is_empty() {
+            return Ok(true);
+        }
+        let on_commit = self.notes.list(commit).await?;
+        let reported = reported(before.iter().copied(), &on_commit);
+        let writes = rollup::writer(candidates.iter().copied(), &me, &reported, waited);
+        if writes {
+            tracing::info!(cluster = %me, commit = %commit, wave = %shape.wave,
+                silent = ?before, "writing the wave's rollup: the candidates before this cluster have not reported the commit");
+        }
+        Ok(writes)
     }
 }
 

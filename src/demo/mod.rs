@@ -339,6 +339,7 @@ impl<'a> Story<'a> {
             trust: None,
             webhook: None,
             statuses: None,
+            report: Default::default(),
         })
         .await
         .map_err(|e| format!("demo: cannot start the simulated fleet: {e}"))?;

@@ -10,7 +10,11 @@
 //!
 //! One agent per wave writes it: the agent of the wave's first cluster in name order
 //! ([`writer`]), so that a wave costs one writer's requests, not one per cluster. Clusters
-//! never talk to each other; every agent derives the same writer from the same commit.
+//! never talk to each other; every agent derives the same writer from the same commit and
+//! from the git notes every agent writes. When the first cluster's agent is down (or cut off
+//! from the repo), the next of [`CANDIDATES`] takes over: one that has seen no notes on the
+//! commit from the candidates before it for [`TAKEOVER_AFTER`] writes the rollup itself, and
+//! hands it back as soon as one of them reports the commit.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -33,10 +37,43 @@ pub fn wave_context(wave: &str) -> String {
     format!("rota/wave/{wave}")
 }
 
-/// Whether the agent of `me` writes the rollup of the wave `clusters` make up: the first of
-/// them in name order.
-pub fn writer<'a>(clusters: impl IntoIterator<Item = &'a str>, me: &str) -> bool {
-    clusters.into_iter().min() == Some(me)
+/// How many of a wave's clusters, in name order, may write its rollup: the first, and the
+/// next ones in turn while those before them are silent. Only they read the notes of the
+/// candidates before them, so a wave of 390 clusters does not make 390 agents read each
+/// other's notes.
+pub const CANDIDATES: usize = 3;
+
+/// How long a candidate waits, from when its agent first reported a commit, for a candidate
+/// before it to report the commit too, before it writes the rollup itself: long enough for a
+/// live agent's next poll (a minute by default) and its pass, short enough that a wave's
+/// rollup is not stale for long.
+pub const TAKEOVER_AFTER: chrono::Duration = chrono::Duration::minutes(10);
+
+/// The clusters of the wave that may write its rollup, in the order they take it over.
+pub fn candidates<'a>(clusters: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let all: BTreeSet<&str> = clusters.into_iter().collect();
+    all.into_iter().take(CANDIDATES).collect()
+}
+
+/// Whether the agent of `me` writes the rollup of the wave `clusters` make up, on a commit
+/// its agent first reported `waited` ago, when the clusters in `reported` have written notes
+/// on it: the first candidate always; a later one when every candidate before it is silent on
+/// the commit and it has waited [`TAKEOVER_AFTER`].
+pub fn writer<'a>(
+    clusters: impl IntoIterator<Item = &'a str>,
+    me: &str,
+    reported: &BTreeSet<String>,
+    waited: chrono::Duration,
+) -> bool {
+    for c in candidates(clusters) {
+        if c == me {
+            return true;
+        }
+        if reported.contains(c) || waited < TAKEOVER_AFTER {
+            return false;
+        }
+    }
+    false
 }
 
 /// Where a pool stands on its pin, by its records.
@@ -211,13 +248,53 @@ mod tests {
 
     #[test]
     fn one_writer_per_wave_the_first_cluster_by_name() {
-        let wave = ["prod-b", "prod-a", "prod-c"];
-        let writers: Vec<&str> = wave
-            .iter()
-            .filter(|me| writer(wave.iter().copied(), me))
-            .copied()
-            .collect();
-        assert_eq!(writers, ["prod-a"]);
-        assert!(!writer(wave.iter().copied(), "elsewhere"));
+        let wave = ["prod-b", "prod-a", "prod-c", "prod-d", "prod-e"];
+        let all: BTreeSet<String> = wave.iter().map(|c| c.to_string()).collect();
+        let writers = |reported: &BTreeSet<String>, minutes: i64| -> Vec<&str> {
+            let waited = chrono::Duration::minutes(minutes);
+            let mut w: Vec<&str> = wave
+                .iter()
+                .filter(|me| writer(wave.iter().copied(), me, reported, waited))
+                .copied()
+                .collect();
+            w.sort();
+            w
+        };
+        // Everyone up: the first by name, however long they waited.
+        assert_eq!(writers(&all, 0), ["prod-a"]);
+        assert_eq!(writers(&all, 60), ["prod-a"]);
+        assert!(!writer(
+            wave.iter().copied(),
+            "elsewhere",
+            &all,
+            chrono::Duration::hours(1)
+        ));
+        // prod-a is silent on the commit: prod-b waits TAKEOVER_AFTER, then takes over.
+        let without = |gone: &[&str]| -> BTreeSet<String> {
+            all.iter()
+                .filter(|c| !gone.contains(&c.as_str()))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(writers(&without(&["prod-a"]), 9), ["prod-a"]);
+        assert_eq!(writers(&without(&["prod-a"]), 10), ["prod-a", "prod-b"]);
+        // (prod-a, if it is up after all, writes too: the same status, from the same notes.)
+        // prod-a and prod-b silent (down): prod-c takes over; with the first three silent,
+        // nobody else does (candidates are the first three only).
+        let wave_of = || wave.iter().copied();
+        let ten = chrono::Duration::minutes(10);
+        let two_down = without(&["prod-a", "prod-b"]);
+        assert!(writer(wave_of(), "prod-c", &two_down, ten));
+        assert!(!writer(wave_of(), "prod-d", &two_down, ten));
+        let three_down = without(&["prod-a", "prod-b", "prod-c"]);
+        assert!(!writer(
+            wave_of(),
+            "prod-d",
+            &three_down,
+            chrono::Duration::hours(5)
+        ));
+        assert_eq!(candidates(wave_of()), ["prod-a", "prod-b", "prod-c"]);
+        // prod-a reports again: the rollup is its own once more.
+        assert_eq!(writers(&all, 30), ["prod-a"]);
     }
 }

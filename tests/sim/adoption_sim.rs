@@ -150,6 +150,7 @@ async fn a_fresh_fleet_on_its_pins_is_adopted_with_the_guard_on() {
         trust: None,
         webhook: None,
         statuses: None,
+        report: Default::default(),
     })
     .await
     .unwrap();

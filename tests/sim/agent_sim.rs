@@ -120,6 +120,7 @@ pub(crate) async fn setup_at(trust: Option<rota::source::trust::TrustPolicy>, sp
         trust,
         webhook: None,
         statuses: None,
+        report: Default::default(),
     })
     .await
     .unwrap();

@@ -132,6 +132,7 @@ async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_reve
         trust: None,
         webhook: None,
         statuses: None,
+        report: Default::default(),
     })
     .await
     .unwrap();

@@ -76,6 +76,7 @@ fn config(origin: &Path, state: &Path) -> LocalConfig {
         trust: None,
         webhook: None,
         statuses: None,
+        report: Default::default(),
     }
 }
 
@@ -300,4 +301,81 @@ async fn a_rotation_posts_exactly_its_statuses_to_a_github_compatible_api() {
     .await;
     let posts = posts_for(&double, &quiet);
     assert!(posts.is_empty(), "{posts:?}");
+}
+
+/// A wave of two clusters, `canary-a` and `canary-b`, on `version`.
+fn two_cluster_wave(version: &str) -> String {
+    let cluster = |name: &str| {
+        format!(
+            "---\napiVersion: rota.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}}}\n\
+             spec:\n  cloud: {{aws: {{region: us-east-1}}}}\n  pools:\n    - name: general\n      \
+             channel: general\n      nodeSelector: {{rota.dev/pool: general}}\n      \
+             group: {{autoScalingGroup: {name}-general}}\n"
+        )
+    };
+    format!(
+        "apiVersion: rota.dev/v1alpha1\nkind: Fleet\nmetadata: {{name: acme}}\nspec:\n  images:\n    \
+         general:\n      versions:\n        \"2026.11.1\": {{aws: ami-0a1b2c3d4e5f60718}}\n        \
+         \"2026.11.2\": {{aws: ami-0f9e8d7c6b5a40312}}\n  waves:\n    - name: canary\n      \
+         clusters: [canary-a, canary-b]\n      images: {{general: \"{version}\"}}\n  \
+         rollout: {{batch: 2}}\n{}{}",
+        cluster("canary-a"),
+        cluster("canary-b")
+    )
+}
+
+/// With `--status-contexts waves`, the wave's rollup is the first cluster's agent's to write
+/// (`canary-a`). When that agent is down, the next candidate (`canary-b`) writes it once it has
+/// seen no note from `canary-a` on the commit for ten minutes of fleet time (ten seconds at
+/// speed 60), so the wave's status does not stall with one agent.
+#[tokio::test]
+async fn a_waves_rollup_is_written_by_the_next_cluster_when_the_first_ones_agent_is_down() {
+    let double = ForgeDouble::start(("authorization", "Bearer ghs_tok".into())).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("fleet.git");
+    std::fs::create_dir_all(&origin).unwrap();
+    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+    git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
+    let work = tmp.path().join("work");
+    git(&work, &["checkout", "-q", "-b", "main"]);
+    let commit = |version: &str| {
+        std::fs::write(work.join("fleet.yaml"), two_cluster_wave(version)).unwrap();
+        git(&work, &["add", "-A"]);
+        git(
+            &work,
+            &["commit", "-q", "-m", &format!("canary: general {version}")],
+        );
+        git(&work, &["push", "-q", "origin", "main"]);
+        git(&work, &["rev-parse", "HEAD"])
+    };
+    commit("2026.11.1");
+    let mut c = config(&origin, &tmp.path().join("state"));
+    c.poll = Duration::from_millis(300);
+    let mut gh = GitHubConfig::new("acme", "fleet", Secret::new("ghs_tok"));
+    gh.api_url = double.base.clone();
+    gh.requests_per_second = 1000.0;
+    c.statuses = Some(StoreConfig::GitHub(gh));
+    c.report.contexts = rota::report::economy::Contexts::Waves;
+    let mut fleet = LocalFleet::start(c).await.unwrap();
+    fleet.kill_agent("canary-a");
+    let next = commit("2026.11.2");
+    fleet.poke();
+    let rollup = |double: &ForgeDouble| {
+        posts_for(double, &next)
+            .into_iter()
+            .filter(|p| p.0 == "rota/wave/canary")
+            .collect::<Vec<_>>()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while rollup(&double).is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let posts = posts_for(&double, &next);
+    assert!(
+        !rollup(&double).is_empty(),
+        "no rollup on {next} from canary-b; posts: {posts:?}; canary-b: {:?}",
+        fleet.agents["canary-b"].borrow()
+    );
+    // Only the rollup goes to the forge with wave contexts.
+    assert!(posts.iter().all(|p| p.0 == "rota/wave/canary"), "{posts:?}");
 }
