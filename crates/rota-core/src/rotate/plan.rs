@@ -1496,11 +1496,7 @@ impl<'a> Planner<'a> {
         let attempt = batch.ready_retries + 2;
         let of = d.policy.node_ready_retries + 1;
         let timeout = d.policy.node_ready_timeout;
-        let at = *batch.replace_at.get_or_insert_with(|| {
-            let backoff =
-                Duration::seconds(30 << batch.ready_retries.min(4)).min(Duration::minutes(10));
-            self.now + backoff
-        });
+        let at = batch.retry_at(self.now);
         self.blocked_by = not_ready.iter().map(|i| format!("instance {i}")).collect();
         if self.now < at {
             self.until = Some(at);
