@@ -35,6 +35,7 @@ use super::{Action, Phase, Plan, Planned};
 use crate::fleet::duration::GoDuration;
 use crate::fleet::resolved::{DesiredPool, Mode, OnDrainTimeout, OnGateFailure};
 
+mod held_nodes;
 mod replace;
 
 /// Whether a pod a drain waits for holds it (a budget, an annotation, a policy), rather than
@@ -300,6 +301,7 @@ impl<'a> Planner<'a> {
         match &self.desired.policy.stop {
             Some(stop) => {
                 cp.fleet_stop = Some(stop.id.clone());
+                self.protect_held_nodes(cp);
                 let at = cp.stage.name();
                 Some(Outcome {
                     checkpoint: Some(cp.clone()),
