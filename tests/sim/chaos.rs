@@ -1139,6 +1139,8 @@ struct SeedReport {
     outcomes: Vec<String>,
     violations: Vec<String>,
     log: String,
+    /// Pools whose window closed while a batch of theirs ran (the batch finished outside it).
+    closed_mid_batch: usize,
 }
 
 async fn run_seed(seed: u64) -> SeedReport {
@@ -1269,7 +1271,7 @@ async fn run_seed(seed: u64) -> SeedReport {
             }
         }
         run.check().await;
-        guardrails::note_exercised(&run, &mut exercised).await;
+        guardrails::note_exercised(&run, &guard, &mut exercised).await;
         run.autoscale().await;
         let mut settled = true;
         for p in run.draw.pools.clone() {
@@ -1336,6 +1338,10 @@ async fn run_seed(seed: u64) -> SeedReport {
         outcomes,
         violations: run.violations,
         log: run.log,
+        closed_mid_batch: exercised
+            .iter()
+            .filter(|e| e.ends_with(guardrails::CLOSED_MID_BATCH))
+            .count(),
     }
 }
 
@@ -1377,6 +1383,7 @@ async fn seeded_chaos_keeps_the_invariants() {
     let mut by_halt: BTreeMap<String, u32> = BTreeMap::new();
     let mut failing = Vec::new();
     let mut violations = 0;
+    let mut closed_mid_batch = 0;
     // A seed that spins (a task that never waits on time holds the paused clock still) would
     // hang the suite; the watchdog turns that into a failure naming the seed to replay.
     let current = Arc::new(std::sync::Mutex::new((0u64, std::time::Instant::now())));
@@ -1421,6 +1428,7 @@ async fn seeded_chaos_keeps_the_invariants() {
             }
         }
         violations += r.violations.len();
+        closed_mid_batch += r.closed_mid_batch;
         if single {
             println!("{}", r.log);
         }
@@ -1442,6 +1450,8 @@ async fn seeded_chaos_keeps_the_invariants() {
     for (cause, n) in &by_halt {
         println!("chaos halt {cause} {n}");
     }
+    // Pools whose maintenance window closed strictly while a batch ran (it finished after).
+    println!("chaos windows_closed_mid_batch {closed_mid_batch}");
     println!("chaos violations {violations}");
     for (seed, v) in &failing {
         println!(
@@ -1456,6 +1466,15 @@ async fn seeded_chaos_keeps_the_invariants() {
         "{} seed(s) broke an invariant; replay each with the command above",
         failing.len()
     );
+    // The guardrail the suite exists to exercise: over the CI seeds (50, or any run as long),
+    // some window must close while a batch runs, or the windows are drawn where no batch is.
+    if seeds.len() >= 50 {
+        assert!(
+            closed_mid_batch > 0,
+            "no window closed mid-batch over {} seeds: the suite no longer exercises it",
+            seeds.len()
+        );
+    }
 }
 
 /// Seeds that once broke an invariant in a long run, replayed on every run of the suite (a
