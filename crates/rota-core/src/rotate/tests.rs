@@ -3225,7 +3225,6 @@ fn a_fleet_stop_keeps_the_autoscaler_off_the_new_nodes_it_holds() {
         shown(&p)
     );
     // Without an autoscaler sharing the group, nothing to keep off.
-    let mut w = w;
     w.cluster_autoscaler = false;
     assert!(plan(&d, &w, Some(&c), mins(30)).actions.is_empty());
 }
