@@ -80,7 +80,7 @@ pub fn check_pool(cluster: &str, pool: &Pool, levels: &[Level<'_>], diags: &mut 
                 ),
             )
             .with_hint(format!(
-                "set strategy: surge on pool {} (or write strategy: replace only on self-managed pools: autoScalingGroup, instanceGroupManager, scaleSet)",
+                "set strategy: surge on pool {} (or write strategy: replace only on self-managed pools and on managed pools under managedUpdate: service)",
                 pool.name
             )),
     );
