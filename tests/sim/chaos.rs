@@ -34,7 +34,8 @@
 //!
 //! Seeds also draw the guardrails (`chaos_guardrails.rs`): pools rotated drain-first
 //! (`strategy: replace`, which may never hold more nodes than before its batch), windows
-//! that close while a batch runs, and do-not-disrupt pods bounded by `drain.maxDeferral`.
+//! that close while a batch runs (counted when one closes strictly mid-batch; a run of 50
+//! seeds or more fails without one), and do-not-disrupt pods bounded by `drain.maxDeferral`.
 //!
 //! `cargo test --test sim chaos::` runs 50 seeds (about a minute in debug). `ROTA_CHAOS_SEEDS=1000 cargo test --release
 //! --test sim chaos:: -- --nocapture` runs 1,000 and prints the table (seeds, outcomes by cause,
