@@ -39,7 +39,7 @@ pub fn rendered(desired: &rota_core::fleet::resolved::DesiredCluster) -> serde_j
         .and_then(serde_json::Value::as_array_mut);
     for (v, pool) in pools.into_iter().flatten().zip(&desired.pools) {
         if let (Some(note), Some(obj)) = (
-            rota_core::fleet::strategy::capacity_note(&pool.policy),
+            rota_core::fleet::strategy::capacity_note(&pool.policy, pool.owner()),
             v.as_object_mut(),
         ) {
             obj.insert("capacity".into(), note.into());

@@ -159,6 +159,7 @@ async fn a_node_group_is_read_and_its_update_prepared_as_far_as_moto_serves() {
         token: "rota-general-new-1700000000".into(),
         drain_timeout_minutes: None,
         node_soak_minutes: None,
+        drain_first: false,
     };
     // moto answers UpdateNodegroupVersion with 404: everything before it is moto's to check.
     let err = p.start_update(&general(), &req).await.unwrap_err();
@@ -527,6 +528,7 @@ async fn an_update_is_followed_to_its_end_and_known_by_its_token_on_the_eks_doub
         token: "rota-general-new-1700000000".into(),
         drain_timeout_minutes: None,
         node_soak_minutes: None,
+        drain_first: false,
     };
     let id = p.start_update(&general(), &req).await.unwrap();
     let running = p.describe(&general()).await.unwrap();

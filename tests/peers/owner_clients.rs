@@ -40,6 +40,7 @@ fn req(image: &str, token: &str, batch: MaxUnavailable) -> UpdateRequest {
         token: token.into(),
         drain_timeout_minutes: Some(30),
         node_soak_minutes: Some(2),
+        drain_first: false,
     }
 }
 
@@ -309,7 +310,7 @@ mod aks {
         let p = d.properties(&path());
         assert_eq!(
             p["upgradeSettings"],
-            serde_json::json!({"maxSurge": "25%", "drainTimeoutInMinutes": 30, "nodeSoakDurationInMinutes": 2})
+            serde_json::json!({"maxSurge": "25%", "maxUnavailable": "0", "drainTimeoutInMinutes": 30, "nodeSoakDurationInMinutes": 2})
         );
         assert_eq!(p["tags"]["team"], "payments");
         assert_eq!(

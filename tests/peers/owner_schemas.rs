@@ -45,6 +45,7 @@ fn req(image: &str, token: &str, batch: MaxUnavailable) -> UpdateRequest {
         token: token.into(),
         drain_timeout_minutes: Some(30),
         node_soak_minutes: Some(2),
+        drain_first: false,
     }
 }
 

@@ -109,12 +109,18 @@ pub(super) fn surge_allowance(p: &PoolPlan) -> i64 {
 
 /// What the guardrails were seen doing, once each per pool (stderr, beside the progress):
 /// a replace batch waiting for its group's replacements, a batch deferred to the next window,
-/// a drain held by a do-not-disrupt pod, and one evicted past `drain.maxDeferral`.
-pub(super) async fn note_exercised(run: &Run, seen: &mut std::collections::BTreeSet<String>) {
+/// a window that closed while a batch ran, a drain held by a do-not-disrupt pod, and one
+/// evicted past `drain.maxDeferral`.
+pub(super) async fn note_exercised(
+    run: &Run,
+    guard: &Guardrails,
+    seen: &mut std::collections::BTreeSet<String>,
+) {
     for p in &run.draw.pools {
         let Some(st) = run.status(&p.name).await else {
             continue;
         };
+        closed_mid_batch(run, guard, &p.name, &st, seen);
         let batch = st.checkpoint.as_ref().and_then(|c| c.stage.batch());
         let refilling = st.checkpoint.as_ref().is_some_and(|c| {
             matches!(c.stage.name(), "Surging" | "WaitingReady")
@@ -145,5 +151,54 @@ pub(super) async fn note_exercised(run: &Run, seen: &mut std::collections::BTree
                 );
             }
         }
+    }
+}
+
+/// What `note_exercised` records when a window closed strictly mid-batch.
+pub(super) const CLOSED_MID_BATCH: &str = "window closed mid-batch";
+
+/// A window that closed strictly while a batch ran: the same batch was under way (booting,
+/// gated, cordoning, draining or terminating) a minute before the close and still is a
+/// minute after it (the windows are written to the minute, so a minute either way is sure
+/// to be on its side), and the window after it has not opened yet. Being deferred to the
+/// next window is the other half, counted apart ("deferred to a window").
+fn closed_mid_batch(
+    run: &Run,
+    guard: &Guardrails,
+    pool: &str,
+    st: &rota::kube::crd::NodePoolRotationStatus,
+    seen: &mut std::collections::BTreeSet<String>,
+) {
+    let Some((closes, gap)) = guard.window else {
+        return;
+    };
+    let Some(cp) = st.checkpoint.as_ref() else {
+        return;
+    };
+    let running = matches!(
+        cp.stage.name(),
+        "Surging" | "WaitingReady" | "Gating" | "Cordoning" | "Draining" | "Terminating"
+    );
+    let Some(batch) = cp.stage.batch().filter(|_| running) else {
+        return;
+    };
+    let minute = std::time::Duration::from_secs(60);
+    let close = run.started + std::time::Duration::from_secs(closes as u64 * 60);
+    let reopen = close + std::time::Duration::from_secs(gap as u64 * 60);
+    let now = tokio::time::Instant::now();
+    let before = format!("{pool} batch {} under way before the close", batch.number);
+    if now + minute <= close {
+        seen.insert(before);
+    } else if now >= close + minute
+        && now + minute <= reopen
+        && seen.contains(&before)
+        && seen.insert(format!("{pool} {CLOSED_MID_BATCH}"))
+    {
+        eprintln!(
+            "chaos guardrail in seed {}: pool {pool} {CLOSED_MID_BATCH} (batch {}, stage {})",
+            run.seed,
+            batch.number,
+            cp.stage.name()
+        );
     }
 }

@@ -1395,8 +1395,22 @@ async fn eks_pool(
     Arc<std::sync::atomic::AtomicU64>,
     Arc<std::sync::atomic::AtomicU64>,
 ) {
+    eks_pool_with(nodes, policy(batch), seed).await
+}
+
+/// [`eks_pool`] with the whole rollout policy.
+async fn eks_pool_with(
+    nodes: u32,
+    policy: EffectivePolicy,
+    seed: u64,
+) -> (
+    Sim,
+    Controller,
+    Arc<std::sync::atomic::AtomicU64>,
+    Arc<std::sync::atomic::AtomicU64>,
+) {
     let s = sim_of(&[("general", nodes)], WORKLOADS, "{}", seed, eks).await;
-    let mut n = npr("general", policy(batch), None);
+    let mut n = npr("general", policy, None);
     n.spec.group = eks("general");
     n.spec.owner_image = Some(rota::fleet::owner::OwnerImage::Ami { id: NEW.into() });
     create(&s.client, &n).await;
@@ -1483,6 +1497,37 @@ async fn an_eks_node_group_is_updated_by_eks_once_and_reported_like_a_rotation()
             .kubelet_version;
         assert!(kubelet.starts_with("v1.33.4-eks-"), "{kubelet}");
     }
+}
+
+/// `strategy: replace` on an EKS managed node group: rota's update asks EKS for its MINIMAL
+/// strategy (old nodes terminated before their replacements launch), and the node group
+/// never holds a node more than its size while EKS replaces every node.
+#[tokio::test(start_paused = true)]
+async fn an_eks_node_group_under_strategy_replace_never_holds_more_than_its_size() {
+    let mut p = policy(2);
+    p.strategy = rota::fleet::resolved::RolloutStrategy::Replace;
+    let (s, mut c, _, others) = eks_pool_with(4, p, 48).await;
+    let end = Instant::now() + Duration::from_secs(3 * 3600);
+    while Instant::now() < end {
+        c.step().await;
+        let live = eks_live(&s).await;
+        assert!(live <= 4, "{live} live > 4: EKS surged a replace pool");
+        let st = get(&s.client, "general").await.status;
+        if st.is_some_and(|st| st.phase == Phase::Succeeded) {
+            break;
+        }
+        c.wait(end.min(Instant::now() + Duration::from_secs(10)), true)
+            .await;
+    }
+    let st = get(&s.client, "general").await.status.unwrap();
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
+    assert_eq!(eks_updates(&s).len(), 1);
+    assert_eq!(
+        others.load(Ordering::Relaxed),
+        0,
+        "no template or capacity write"
+    );
 }
 
 /// A crash right after the checkpoint recorded the update and before EKS was called: the

@@ -461,6 +461,64 @@ async fn rotates_to_the_end(kind: Kind, seed: u64) {
     }
 }
 
+/// `strategy: replace` on the owner's own update: GKE's and AKS's `maxSurge` 0 with
+/// `maxUnavailable` the batch. The pool never holds a node more than its size (checked after
+/// every pass, at least every 10 s), dips by one batch, and ends on the new image.
+async fn replaces_without_a_surge(kind: Kind, seed: u64) {
+    let (old, new) = kind.images();
+    let s = sim(kind, 4, old, seed).await;
+    let mut p = policy(2);
+    p.strategy = rota::fleet::resolved::RolloutStrategy::Replace;
+    create(&s, &npr(kind, new, p)).await;
+    let (mut c, calls) = controller(&s, kind);
+    let poll = Duration::from_secs(10);
+    run_every(
+        &s,
+        kind,
+        &mut c,
+        Duration::from_secs(3 * 3600),
+        (4, 0),
+        poll,
+        done,
+    )
+    .await;
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
+    assert_eq!(kind.updates(&s).len(), 1);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 0);
+    all_on(&s, kind, new).await;
+    let sent: Vec<_> = s
+        .fleet
+        .cloud
+        .owner_exchanges()
+        .into_iter()
+        .filter(|x| x.method == "PUT")
+        .collect();
+    let body = sent[0].request.as_ref().unwrap();
+    let settings = match kind {
+        Kind::Gke => &body["upgradeSettings"],
+        Kind::Aks => &body["properties"]["upgradeSettings"],
+    };
+    let (zero, two) = match kind {
+        Kind::Gke => (serde_json::json!(0), serde_json::json!(2)),
+        Kind::Aks => (serde_json::json!("0"), serde_json::json!("2")),
+    };
+    assert_eq!(
+        (&settings["maxSurge"], &settings["maxUnavailable"]),
+        (&zero, &two)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gke_node_pool_under_strategy_replace_never_holds_more_than_its_size() {
+    replaces_without_a_surge(Kind::Gke, 71).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_aks_agent_pool_under_strategy_replace_never_holds_more_than_its_size() {
+    replaces_without_a_surge(Kind::Aks, 72).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_gke_node_pool_is_updated_by_gke_once_to_the_end() {
     rotates_to_the_end(Kind::Gke, 61).await;

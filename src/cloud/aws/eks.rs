@@ -32,8 +32,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use aws_config::{Region, SdkConfig};
 use aws_sdk_eks::types::{
-    LaunchTemplateSpecification, Nodegroup, NodegroupUpdateConfig, Update, UpdateParamType,
-    UpdateType,
+    LaunchTemplateSpecification, Nodegroup, NodegroupUpdateConfig, NodegroupUpdateStrategies,
+    Update, UpdateParamType, UpdateType,
 };
 
 use super::errors::from_sdk;
@@ -617,7 +617,19 @@ impl OwnerPools for AwsEksPools {
         let t = template_of(&ng, &subject)?;
         let current = self.template_version(&c, &t, &t.version, &subject).await?;
         let number = self.version_for(&c, &t, &current, req, &subject).await?;
-        if max_unavailable_of(&ng) != Some(req.max_unavailable) {
+        // `strategy: replace` is EKS's MINIMAL (old nodes terminated before the new ones
+        // launch); a surge pool's update puts DEFAULT back, as a replace may have left it.
+        let strategy = if req.drain_first {
+            NodegroupUpdateStrategies::Minimal
+        } else {
+            NodegroupUpdateStrategies::Default
+        };
+        let current_strategy = ng
+            .update_config()
+            .and_then(|c| c.update_strategy())
+            .cloned()
+            .unwrap_or(NodegroupUpdateStrategies::Default);
+        if max_unavailable_of(&ng) != Some(req.max_unavailable) || current_strategy != strategy {
             let cfg = match req.max_unavailable {
                 MaxUnavailable::Count(n) => {
                     NodegroupUpdateConfig::builder().max_unavailable(n.clamp(1, 100) as i32)
@@ -625,6 +637,7 @@ impl OwnerPools for AwsEksPools {
                 MaxUnavailable::Percent(p) => NodegroupUpdateConfig::builder()
                     .max_unavailable_percentage(i32::from(p.clamp(1, 100))),
             }
+            .update_strategy(strategy)
             .build();
             self.retry
                 .run(CONFIG, &subject, || async {

@@ -116,6 +116,7 @@ impl AwsEksPools {
             token: twin.to_string(),
             drain_timeout_minutes: None,
             node_soak_minutes: None,
+            drain_first: false,
         };
         let number = self
             .version_for(&c, &t, &current, &version_req, &subject)

@@ -220,7 +220,8 @@ pub fn reachable(profile: &Value, image: &str) -> Option<bool> {
 }
 
 /// The agent pool PUT for `req`: the pool as it is without its read-only fields,
-/// `upgradeSettings.maxSurge` from the batch, AKS's per-node drain timeout and soak from
+/// `upgradeSettings.maxSurge` from the batch (`maxUnavailable` 0; with `drain_first`, the other
+/// way round: `maxSurge` 0, `maxUnavailable` the batch), AKS's per-node drain timeout and soak from
 /// `drain.timeout` and `batchSoak`, rota's tags, and for a rollback the `nodeImageVersion`.
 pub fn put_body(current: &Value, req: &UpdateRequest, rollback: bool) -> Value {
     let mut props = current["properties"].clone();
@@ -233,10 +234,19 @@ pub fn put_body(current: &Value, req: &UpdateRequest, rollback: bool) -> Value {
             o.remove("nodeImageVersion");
         }
     }
-    props["upgradeSettings"]["maxSurge"] = json!(match req.max_unavailable {
+    let batch = match req.max_unavailable {
         MaxUnavailable::Count(n) => n.max(1).to_string(),
         MaxUnavailable::Percent(p) => format!("{}%", p.max(1)),
-    });
+    };
+    // `strategy: replace`: no surge, the batch taken out at once (AKS's maxSurge 0 with
+    // maxUnavailable); a surge pool sets maxUnavailable back to 0, as a replace may have left it.
+    let (surge, unavailable) = if req.drain_first {
+        ("0".to_string(), batch)
+    } else {
+        (batch, "0".to_string())
+    };
+    props["upgradeSettings"]["maxSurge"] = json!(surge);
+    props["upgradeSettings"]["maxUnavailable"] = json!(unavailable);
     if let Some(m) = req.drain_timeout_minutes {
         props["upgradeSettings"]["drainTimeoutInMinutes"] = json!(m.max(1));
     }
@@ -540,6 +550,7 @@ mod tests {
             token: "rota-1-a".into(),
             drain_timeout_minutes: Some(30),
             node_soak_minutes: Some(0),
+            drain_first: false,
         };
         let fwd = put_body(&current, &req, false);
         let p = &fwd["properties"];
@@ -548,7 +559,23 @@ mod tests {
         }
         assert_eq!(
             p["upgradeSettings"],
-            json!({"maxSurge": "2", "drainTimeoutInMinutes": 30, "nodeSoakDurationInMinutes": 0})
+            json!({"maxSurge": "2", "maxUnavailable": "0", "drainTimeoutInMinutes": 30, "nodeSoakDurationInMinutes": 0})
+        );
+        // `strategy: replace`: no surge, the batch out at once.
+        let drain_first = put_body(
+            &current,
+            &UpdateRequest {
+                drain_first: true,
+                ..req.clone()
+            },
+            false,
+        );
+        assert_eq!(
+            (
+                &drain_first["properties"]["upgradeSettings"]["maxSurge"],
+                &drain_first["properties"]["upgradeSettings"]["maxUnavailable"]
+            ),
+            (&json!("0"), &json!("2"))
         );
         assert_eq!(
             p["tags"],

@@ -465,7 +465,8 @@ fn owner_update(op: &Value, token: Option<String>, image: String) -> OwnerUpdate
 /// The `UpdateNodePoolRequest` for `req` on the pool `np` (as `nodePools.get` answered it):
 /// the target's node version (`-`: the pool's own) and image type, `maxSurge` from the batch
 /// (a percent of the pool's size, rounded up; GKE takes a count), `maxUnavailable` 0 (surge:
-/// capacity never dips), and the pool's resource labels with the token.
+/// capacity never dips; with `drain_first`, `strategy: replace`, the other way round: `maxSurge`
+/// 0 and `maxUnavailable` the batch), and the pool's resource labels with the token.
 pub fn update_request(path: &str, np: &Value, req: &UpdateRequest) -> Result<Value, String> {
     let target = GkeTarget::parse(&req.image).ok_or_else(|| {
         format!(
@@ -474,9 +475,15 @@ pub fn update_request(path: &str, np: &Value, req: &UpdateRequest) -> Result<Val
             req.image
         )
     })?;
-    let surge = match req.max_unavailable {
+    let batch = match req.max_unavailable {
         MaxUnavailable::Count(n) => n.max(1),
         MaxUnavailable::Percent(p) => (size_of(np) * u32::from(p)).div_ceil(100).max(1),
+    };
+    // `strategy: replace`: no surge, the batch taken out at once (GKE refuses both at 0).
+    let (surge, unavailable) = if req.drain_first {
+        (0, batch)
+    } else {
+        (batch, 0)
     };
     let mut labels = np["config"]["resourceLabels"]
         .as_object()
@@ -487,7 +494,7 @@ pub fn update_request(path: &str, np: &Value, req: &UpdateRequest) -> Result<Val
         "name": path,
         "nodeVersion": target.node_version.unwrap_or_else(|| "-".into()),
         "imageType": target.image_type,
-        "upgradeSettings": {"maxSurge": surge, "maxUnavailable": 0, "strategy": "SURGE"},
+        "upgradeSettings": {"maxSurge": surge, "maxUnavailable": unavailable, "strategy": "SURGE"},
         "resourceLabels": {"labels": labels},
     }))
 }
@@ -528,8 +535,10 @@ impl OwnerPools for GkeNodePools {
             pool: pool.clone(),
             image,
             desired: size_of(&np),
-            max_unavailable: np["upgradeSettings"]["maxSurge"]
-                .as_u64()
+            // The batch: the surge, or without one (`strategy: replace`) what goes at once.
+            max_unavailable: ["maxSurge", "maxUnavailable"]
+                .iter()
+                .find_map(|k| np["upgradeSettings"][k].as_u64().filter(|n| *n > 0))
                 .map(|n| MaxUnavailable::Count(n as u32)),
             update,
         })
@@ -733,6 +742,7 @@ mod tests {
             token: "rota-1-a".into(),
             drain_timeout_minutes: None,
             node_soak_minutes: None,
+            drain_first: false,
         };
         let body =
             update_request("projects/p/locations/l/clusters/c/nodePools/n", &np, &req).unwrap();
@@ -742,9 +752,23 @@ mod tests {
             body["upgradeSettings"]["maxSurge"], 2,
             "25% of 6 nodes, rounded up"
         );
+        assert_eq!(body["upgradeSettings"]["maxUnavailable"], 0);
         assert_eq!(
             body["resourceLabels"]["labels"],
             json!({"team": "payments", TOKEN_LABEL: "rota-1-a"})
+        );
+        // `strategy: replace`: no surge, the batch out at once.
+        let drain_first = UpdateRequest {
+            drain_first: true,
+            ..req.clone()
+        };
+        let body = update_request("x", &np, &drain_first).unwrap();
+        assert_eq!(
+            (
+                &body["upgradeSettings"]["maxSurge"],
+                &body["upgradeSettings"]["maxUnavailable"]
+            ),
+            (&json!(0), &json!(2))
         );
         let custom = UpdateRequest {
             image: "projects/acme/global/images/node-7".into(),

@@ -243,6 +243,13 @@ pub struct UpdateRequest {
     /// (AKS `upgradeSettings.nodeSoakDurationInMinutes`); others ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_soak_minutes: Option<u32>,
+    /// `strategy: replace`: the owner takes `max_unavailable` nodes out before it brings
+    /// their replacements up, never a node more than the pool's size (EKS
+    /// `updateConfig.updateStrategy: MINIMAL`; GKE `upgradeSettings` `maxSurge: 0` with
+    /// `maxUnavailable`; AKS `upgradeSettings` `maxSurge: "0"` with `maxUnavailable`).
+    /// False: the owner's surge (new nodes first, `max_unavailable` of them at a time).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drain_first: bool,
 }
 
 /// Where a pool is in its owner's life (EKS `Nodegroup.status`).

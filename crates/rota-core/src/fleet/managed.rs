@@ -195,6 +195,7 @@ pub fn fields_set(p: &RolloutPolicy) -> Vec<RolloutField> {
         (Paused, p.paused.is_some()),
         (Pipeline, p.pipeline.is_some()),
         (Windows, p.windows.is_some()),
+        (Strategy, p.strategy.is_some()),
     ]
     .into_iter()
     .filter_map(|(f, set)| set.then_some(f))

@@ -367,13 +367,15 @@ pub enum RolloutField {
     Paused,
     Pipeline,
     Windows,
+    /// `strategy: surge | replace` (no surge, for pools without room for one).
+    Strategy,
     /// The pool's health gates (`gates` at any level).
     Gates,
 }
 
 impl RolloutField {
     /// Every field, in the order of the RolloutPolicy table of the docs.
-    pub const ALL: [RolloutField; 17] = [
+    pub const ALL: [RolloutField; 18] = [
         RolloutField::Batch,
         RolloutField::Percent,
         RolloutField::BatchSoak,
@@ -390,6 +392,7 @@ impl RolloutField {
         RolloutField::Paused,
         RolloutField::Pipeline,
         RolloutField::Windows,
+        RolloutField::Strategy,
         RolloutField::Gates,
     ];
 
@@ -412,6 +415,7 @@ impl RolloutField {
             RolloutField::Paused => "paused",
             RolloutField::Pipeline => "pipeline",
             RolloutField::Windows => "windows",
+            RolloutField::Strategy => "strategy",
             RolloutField::Gates => "gates",
         }
     }
@@ -532,6 +536,9 @@ fn eks_service(field: RolloutField) -> Support {
         DrainOnTimeout => Support::Service(
             "force: UpdateNodegroupVersion with force=true; pause: the update fails on a pod it cannot evict",
         ),
+        Strategy => Support::Service(
+            "replace: updateConfig.updateStrategy MINIMAL (old nodes terminated before their replacements launch, never a node more than the group's size); surge: DEFAULT",
+        ),
         DrainTimeout => Support::Lost("EKS gives up on a node's eviction after its own 15 minutes"),
         NodeReadyTimeout => Support::Lost("EKS waits for new nodes on its own timeout"),
         DrainDeleteEmptyDirData => Support::Lost("EKS evicts every pod, emptyDir or not"),
@@ -553,6 +560,9 @@ fn gke_service(field: RolloutField) -> Support {
             "GKE respects PodDisruptionBudgets for up to one hour a node, then evicts anyway",
         ),
         DrainOnTimeout => Support::Lost("GKE always evicts after its own hour (as force)"),
+        Strategy => Support::Service(
+            "replace: upgradeSettings maxSurge 0 and maxUnavailable the batch (never a node more than the pool's size); surge: maxSurge the batch, maxUnavailable 0",
+        ),
         NodeReadyTimeout => Support::Lost("GKE waits for new nodes on its own timeout"),
         DrainDeleteEmptyDirData => Support::Lost("GKE evicts every pod, emptyDir or not"),
         DrainGracePeriod => Support::Lost("GKE evicts with each pod's own grace period"),
@@ -570,6 +580,9 @@ fn aks_service(field: RolloutField) -> Support {
         ),
         DrainOnTimeout => Support::Service(
             "pause: the upgrade fails at drainTimeoutInMinutes (undrainableNodeBehavior Schedule, the default); force is not available",
+        ),
+        Strategy => Support::Service(
+            "replace: upgradeSettings maxSurge 0 and maxUnavailable the batch (never a node more than the pool's size); surge: maxSurge the batch, maxUnavailable 0",
         ),
         NodeReadyTimeout => Support::Lost("AKS waits for new nodes on its own timeout"),
         DrainDeleteEmptyDirData => Support::Lost("AKS evicts every pod, emptyDir or not"),
@@ -600,6 +613,9 @@ fn karpenter_drift(field: RolloutField) -> Support {
             "the NodePool's terminationGracePeriod, after which Karpenter deletes the remaining pods (as force)",
         ),
         PoolSoak | MaxParallelPools => Support::Rota,
+        Strategy => Support::Service(
+            "surge only: Karpenter's drift launches each replacement before it drains; rota validate refuses replace",
+        ),
         Percent => Support::Lost("Karpenter drifts every node off the pinned image"),
         BatchSoak => Support::Service(
             "the Drifted budget stays 0 after a batch until its soak passed with the gates holding",
@@ -626,6 +642,9 @@ fn blue_green(field: RolloutField) -> Support {
         ),
         NodeReadyRetries => Support::Lost(
             "the twin pool's owner replaces nodes that fail to come up on its own terms",
+        ),
+        Strategy => Support::PoolLevel(
+            "surge only: the twin pool comes up before the old one drains; rota validate refuses replace",
         ),
         _ => Support::Rota,
     }

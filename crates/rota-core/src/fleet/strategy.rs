@@ -2,14 +2,16 @@
 //! drain-first, and which combinations the contract makes meaningless.
 //!
 //! `strategy: replace` is rota's own batch order for a self-managed group
-//! (`rotate::plan::replace`). A pool whose owner replaces its nodes cannot take it:
-//! Karpenter's drift always launches the replacement before it drains; a blue-green move
-//! brings a whole twin pool up before the old one drains; and the services' own updates
-//! (EKS, GKE, AKS) surge unless their settings say otherwise, which rota does not write
-//! yet. Each is refused at the line of the `strategy` that reached the pool, naming the
-//! pool, rather than letting a pool with no room for a surge surge anyway. A written
-//! `pipeline: true` beside `strategy: replace` is refused too: pipelining brings the next
-//! batch up during a soak, and a replace batch has nothing to bring up before it removes.
+//! (`rotate::plan::replace`), and the owner's own no-surge setting for a managed pool under
+//! `managedUpdate: service` (`rotate::managed` sends it with the update: EKS
+//! `updateConfig.updateStrategy: MINIMAL`, GKE and AKS `upgradeSettings` with `maxSurge` 0
+//! and `maxUnavailable` the batch). A pool whose owner replaces its nodes otherwise cannot
+//! take it: Karpenter's drift always launches the replacement before it drains; a
+//! blue-green move brings a whole twin pool up before the old one drains. Each is refused
+//! at the line of the `strategy` that reached the pool, naming the pool, rather than letting
+//! a pool with no room for a surge surge anyway. A written `pipeline: true` beside
+//! `strategy: replace` is refused too: pipelining brings the next batch up during a soak,
+//! and a replace batch has nothing to bring up before it removes.
 
 use super::diagnostics::Diagnostics;
 use super::load::Origin;
@@ -58,16 +60,13 @@ pub fn check_pool(cluster: &str, pool: &Pool, levels: &[Level<'_>], diags: &mut 
     let why = match (owner, update) {
         (Owner::SelfManaged, _) => return,
         (Owner::KarpenterNodePool, _) => {
-            "Karpenter's drift launches each replacement before it drains the node it replaces; it has no drain-first mode".to_string()
+            "Karpenter's drift launches each replacement before it drains the node it replaces; it has no drain-first mode"
         }
         (_, ManagedUpdate::BlueGreen) => {
-            "managedUpdate blueGreen brings a whole twin pool up before the old one drains: the opposite of a drain-first rotation".to_string()
+            "managedUpdate blueGreen brings a whole twin pool up before the old one drains: the opposite of a drain-first rotation"
         }
-        (o, ManagedUpdate::Service) => format!(
-            "{}'s own update surges as rota starts it today ({}); rota does not write the owner's no-surge setting yet",
-            o.service(),
-            no_surge_setting(o)
-        ),
+        // The owner's own update, told not to surge (`no_surge_setting`).
+        (_, ManagedUpdate::Service) => return,
     };
     diags.push(
         at.origin
@@ -81,15 +80,16 @@ pub fn check_pool(cluster: &str, pool: &Pool, levels: &[Level<'_>], diags: &mut 
                 ),
             )
             .with_hint(format!(
-                "set strategy: surge on pool {} (or write strategy: replace only on self-managed pools: autoScalingGroup, instanceGroupManager, scaleSet)",
+                "set strategy: surge on pool {} (or write strategy: replace only on self-managed pools and on managed pools under managedUpdate: service)",
                 pool.name
             )),
     );
 }
 
 /// What `rota render` says beside a pool replaced drain-first: by how much its capacity
-/// dips while a batch is out. `None` for a surge pool (its capacity never dips).
-pub fn capacity_note(policy: &super::resolved::EffectivePolicy) -> Option<String> {
+/// dips while a batch is out, and for a managed pool the owner's setting that carries it.
+/// `None` for a surge pool (its capacity never dips).
+pub fn capacity_note(policy: &super::resolved::EffectivePolicy, owner: Owner) -> Option<String> {
     if policy.strategy != RolloutStrategy::Replace {
         return None;
     }
@@ -98,20 +98,27 @@ pub fn capacity_note(policy: &super::resolved::EffectivePolicy) -> Option<String
         super::resolved::BatchSize::Count(n) => format!("{n} nodes"),
         super::resolved::BatchSize::Percent(p) => format!("{p}% of the pool, rounded up"),
     };
-    Some(format!(
-        "strategy replace: no surge, never a node more than before a batch; capacity dips by one batch ({batch}) from its cordon until the group's replacements are Ready"
-    ))
+    Some(match no_surge_setting(owner) {
+        Some(setting) => format!(
+            "strategy replace: {}'s own update with {setting}: no surge, never a node more than before; capacity dips by up to one batch ({batch}) while the owner replaces nodes",
+            owner.service()
+        ),
+        None => format!(
+            "strategy replace: no surge, never a node more than before a batch; capacity dips by one batch ({batch}) from its cordon until the group's replacements are Ready"
+        ),
+    })
 }
 
-/// The owner's setting that would carry a drain-first update.
-fn no_surge_setting(owner: Owner) -> &'static str {
+/// The owner's setting that carries a drain-first update (`managedUpdate: service`); `None`
+/// where rota replaces the nodes itself (a self-managed group).
+fn no_surge_setting(owner: Owner) -> Option<&'static str> {
     match owner {
         Owner::EksNodegroup => {
-            "EKS has updateConfig maxUnavailable, but its update still launches new nodes first"
+            Some("updateConfig updateStrategy MINIMAL and maxUnavailable the batch")
         }
-        Owner::GkeNodePool => "GKE would take upgradeSettings maxSurge 0 and maxUnavailable N",
-        Owner::AksAgentPool => "AKS would take upgradeSettings maxSurge 0 and maxUnavailable N",
-        Owner::SelfManaged | Owner::KarpenterNodePool => "none",
+        Owner::GkeNodePool => Some("upgradeSettings maxSurge 0 and maxUnavailable the batch"),
+        Owner::AksAgentPool => Some("upgradeSettings maxSurge 0 and maxUnavailable the batch"),
+        Owner::SelfManaged | Owner::KarpenterNodePool => None,
     }
 }
 
@@ -203,9 +210,10 @@ spec:
     #[test]
     fn replace_reaching_an_owner_that_surges_is_refused_at_its_line_naming_each_pool() {
         let e = errors(&repo("\n    strategy: replace", ""));
-        // One error per pool it reaches that cannot take it, at the fleet's strategy line.
+        // One error per pool it reaches that cannot take it, at the fleet's strategy line;
+        // the EKS node group under `managedUpdate: service` takes it (EKS's MINIMAL).
+        assert!(!e.contains("eks/ng "), "{e}");
         for (pool, why) in [
-            ("eks/ng", "EKS's own update surges"),
             (
                 "eks/twin",
                 "managedUpdate blueGreen brings a whole twin pool up",
@@ -239,19 +247,54 @@ spec:
 
     #[test]
     fn render_says_by_how_much_a_replace_pool_dips() {
+        use crate::fleet::owner::Owner;
         use crate::fleet::resolved::{BatchSize, EffectivePolicy};
         let mut p = EffectivePolicy::default();
-        assert_eq!(super::capacity_note(&p), None);
+        assert_eq!(super::capacity_note(&p, Owner::SelfManaged), None);
+        assert_eq!(super::capacity_note(&p, Owner::GkeNodePool), None);
         p.strategy = RolloutStrategy::Replace;
         p.batch = BatchSize::Count(2);
-        let note = super::capacity_note(&p).unwrap();
+        let note = super::capacity_note(&p, Owner::SelfManaged).unwrap();
         assert!(
             note.contains("capacity dips by one batch (2 nodes)"),
             "{note}"
         );
         p.batch = BatchSize::Percent(25);
-        let note = super::capacity_note(&p).unwrap();
+        let note = super::capacity_note(&p, Owner::SelfManaged).unwrap();
         assert!(note.contains("(25% of the pool, rounded up)"), "{note}");
+        // A managed pool's note names the owner's setting that carries it.
+        p.batch = BatchSize::Count(1);
+        for (owner, setting) in [
+            (
+                Owner::EksNodegroup,
+                "EKS's own update with updateConfig updateStrategy MINIMAL",
+            ),
+            (
+                Owner::GkeNodePool,
+                "upgradeSettings maxSurge 0 and maxUnavailable",
+            ),
+            (
+                Owner::AksAgentPool,
+                "upgradeSettings maxSurge 0 and maxUnavailable",
+            ),
+        ] {
+            let note = super::capacity_note(&p, owner).unwrap();
+            assert!(note.contains(setting), "{note}");
+            assert!(note.contains("dips by up to one batch (1 node)"), "{note}");
+        }
+    }
+
+    #[test]
+    fn replace_on_a_managed_service_pool_resolves() {
+        let text = repo("", "").replace(
+            "      group: {eksNodegroup: general}\n",
+            "      group: {eksNodegroup: general}\n      rollout: {strategy: replace}\n",
+        );
+        let fleet =
+            load_files(&[SourceFile::new("fleet.yaml", &text)]).unwrap_or_else(|d| panic!("{d}"));
+        let c = fleet.resolve_cluster("eks").unwrap();
+        let ng = c.pools.iter().find(|p| p.name == "ng").unwrap();
+        assert_eq!(ng.policy.strategy, RolloutStrategy::Replace);
     }
 
     #[test]

@@ -339,6 +339,20 @@ pub enum Stage {
     Done,
 }
 
+impl Batch {
+    /// When the next replacement of not-Ready instances is made: the backoff after a
+    /// `nodeReadyTimeout` (30 s, then 60 s, ... at most 10 minutes, by the replacements made
+    /// so far), fixed in [`Batch::replace_at`] the first time it is asked, so a restart
+    /// waits for the same moment.
+    pub fn retry_at(&mut self, now: DateTime<Utc>) -> DateTime<Utc> {
+        *self.replace_at.get_or_insert_with(|| {
+            let backoff = chrono::Duration::seconds(30 << self.ready_retries.min(4))
+                .min(chrono::Duration::minutes(10));
+            now + backoff
+        })
+    }
+}
+
 impl Stage {
     pub fn name(&self) -> &'static str {
         match self {

@@ -29,7 +29,7 @@ use super::{Action, Checkpoint, GateVerdict, Observed, OwnerUpdateMark, Phase, P
 use crate::cloud::managed::{
     MaxUnavailable, OwnerPoolState, OwnerUpdate, UpdateRequest, UpdateStatus, same_image,
 };
-use crate::fleet::resolved::{BatchSize, DesiredPool, Mode, OnGateFailure};
+use crate::fleet::resolved::{BatchSize, DesiredPool, Mode, OnGateFailure, RolloutStrategy};
 
 /// What one pass decided, before it becomes a [`Plan`].
 struct Decision {
@@ -85,6 +85,13 @@ impl Ctx<'_> {
         same_image(&self.owner.image, image) && self.obs.nodes.iter().all(|n| self.on(n, image))
     }
 
+    /// [`Ctx::all_on`], with as many nodes as the owner keeps: an update without a surge
+    /// (`strategy: replace`) ends when its last replacement's instance runs, a moment before
+    /// its node registers; done then, the pool would report success one batch short.
+    fn whole_on(&self, image: &str) -> bool {
+        self.all_on(image) && self.obs.nodes.len() >= self.owner.desired as usize
+    }
+
     /// The owner's update `mark` names, found by its token.
     fn update_of(&self, mark: &OwnerUpdateMark) -> Option<&OwnerUpdate> {
         self.owner
@@ -122,6 +129,9 @@ impl Ctx<'_> {
                     token: mark.token.clone(),
                     drain_timeout_minutes: Some(minutes(self.desired.policy.drain.timeout.0)),
                     node_soak_minutes: Some(minutes(self.desired.policy.batch_soak.0)),
+                    // `strategy: replace` on the owner's own settings (no surge, the batch
+                    // out at once): what `fleet::strategy` lets through for a service pool.
+                    drain_first: self.desired.policy.strategy == RolloutStrategy::Replace,
                 },
             },
             reason: why,
@@ -475,9 +485,9 @@ fn not_seen(cx: &Ctx<'_>, cp: &Checkpoint, mark: &OwnerUpdateMark, phase: Phase)
 /// done; a rollback ends Failed, naming why).
 fn succeeded(cx: &Ctx<'_>, cp: &Checkpoint, mark: &OwnerUpdateMark, u: &OwnerUpdate) -> Decision {
     let svc = cx.service();
-    if !cx.all_on(&mark.image) {
+    if !cx.whole_on(&mark.image) {
         let msg = format!(
-            "{svc} update {} succeeded; waiting for the nodes' labels · {}",
+            "{svc} update {} succeeded; waiting for the nodes and their labels · {}",
             u.id,
             cx.progress(&mark.image)
         );
@@ -738,6 +748,57 @@ mod tests {
         assert!(p4.actions.is_empty());
         let p5 = plan(&d, &w, p4.checkpoint.as_ref(), t(90));
         assert_eq!(p5.status.phase, Phase::Succeeded);
+    }
+
+    /// An update that succeeded while a node of the pool has not registered yet (the last
+    /// replacement of a drain-first update) is not done until the pool has as many nodes as
+    /// the owner keeps.
+    #[test]
+    fn a_succeeded_update_waits_for_every_node_the_owner_keeps() {
+        let d = desired();
+        let old4 = [OLD, OLD, OLD, OLD];
+        let p1 = plan(&d, &world(&old4, owner(OLD, None)), None, t(0));
+        let req = request(&p1).unwrap();
+        let cp1 = p1.checkpoint.unwrap();
+        let done = owner(NEW, Some((&req.token, NEW, UpdateStatus::Successful)));
+        let p = plan(
+            &d,
+            &world(&[NEW, NEW, NEW], done.clone()),
+            Some(&cp1),
+            t(20),
+        );
+        assert_eq!(p.status.phase, Phase::Rotating, "{}", p.status.message);
+        assert!(
+            p.status.message.contains("waiting for the nodes"),
+            "{}",
+            p.status.message
+        );
+        let p = plan(&d, &world(&[NEW; 4], done), Some(&cp1), t(21));
+        assert_ne!(p.status.phase, Phase::Rotating, "{}", p.status.message);
+    }
+
+    /// `strategy: replace` on a service pool: the update asks the owner to remove before it
+    /// adds (its no-surge setting), the batch as the nodes it takes out at once; a surge
+    /// pool's update does not.
+    #[test]
+    fn a_replace_pool_asks_the_owner_for_its_update_without_a_surge() {
+        let mut d = desired();
+        let old4 = [OLD, OLD, OLD, OLD];
+        let surge = request(&plan(&d, &world(&old4, owner(OLD, None)), None, t(0))).unwrap();
+        assert!(!surge.drain_first);
+        d.policy.strategy = crate::fleet::resolved::RolloutStrategy::Replace;
+        let req = request(&plan(&d, &world(&old4, owner(OLD, None)), None, t(0))).unwrap();
+        assert!(req.drain_first);
+        assert_eq!(req.max_unavailable, MaxUnavailable::Count(2));
+        // Carried in the action as the checkpoint's tests and the step logs show it.
+        let json = serde_json::to_value(&req).unwrap();
+        assert_eq!(json["drainFirst"], true);
+        assert!(
+            serde_json::to_value(&surge)
+                .unwrap()
+                .get("drainFirst")
+                .is_none()
+        );
     }
 
     /// A crash after the checkpoint and before the call: the owner has no update with the

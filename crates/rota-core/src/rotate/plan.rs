@@ -35,6 +35,7 @@ use super::{Action, Phase, Plan, Planned};
 use crate::fleet::duration::GoDuration;
 use crate::fleet::resolved::{DesiredPool, Mode, OnDrainTimeout, OnGateFailure};
 
+mod held_nodes;
 mod replace;
 
 /// Whether a pod a drain waits for holds it (a budget, an annotation, a policy), rather than
@@ -300,6 +301,7 @@ impl<'a> Planner<'a> {
         match &self.desired.policy.stop {
             Some(stop) => {
                 cp.fleet_stop = Some(stop.id.clone());
+                self.protect_held_nodes(cp);
                 let at = cp.stage.name();
                 Some(Outcome {
                     checkpoint: Some(cp.clone()),
@@ -1496,11 +1498,7 @@ impl<'a> Planner<'a> {
         let attempt = batch.ready_retries + 2;
         let of = d.policy.node_ready_retries + 1;
         let timeout = d.policy.node_ready_timeout;
-        let at = *batch.replace_at.get_or_insert_with(|| {
-            let backoff =
-                Duration::seconds(30 << batch.ready_retries.min(4)).min(Duration::minutes(10));
-            self.now + backoff
-        });
+        let at = batch.retry_at(self.now);
         self.blocked_by = not_ready.iter().map(|i| format!("instance {i}")).collect();
         if self.now < at {
             self.until = Some(at);

@@ -3166,6 +3166,69 @@ fn a_fleet_stop_racing_a_batch_lets_its_boot_complete_and_starts_nothing() {
     assert_eq!(next.fleet_stop, None);
 }
 
+/// A fleet stop keeps the cluster autoscaler off the new nodes of the batch it holds: they
+/// turn Ready during the stop and wait, empty, for the clear. Without the annotation the
+/// autoscaler removed them with a decrement, and after the clear the batch waited for
+/// replacements nobody launched and halted (the chaos suite's seeds 144, 266 and 319).
+/// Nothing else happens: no cordon, no eviction, no surge.
+#[test]
+fn a_fleet_stop_keeps_the_autoscaler_off_the_new_nodes_it_holds() {
+    let mut d = desired(2);
+    d.policy.stop = Some(fleet_stop());
+    let mut nodes = old4();
+    nodes.push(node("m1").ready().image(NEW));
+    nodes.push(node("m2").image(NEW));
+    let mut w = world(nodes);
+    w.group.max = 6;
+    w.group.desired = 6;
+    w.group.template_image = NEW.into();
+    let c = cp(Stage::WaitingReady { batch: batch12() });
+    let p = plan(&d, &w, Some(&c), mins(30));
+    assert_eq!(p.status.reason, "Stopped", "{}", p.status.message);
+    let annotate: Vec<&Planned> = p
+        .actions
+        .iter()
+        .filter(|a| {
+            matches!(
+                a.action,
+                Action::SetScaleDownDisabled { disabled: true, .. }
+            )
+        })
+        .collect();
+    assert_eq!(annotate.len(), 1, "{:?}", shown(&p));
+    assert_eq!(
+        annotate[0].action,
+        Action::SetScaleDownDisabled {
+            node: "m1".into(),
+            disabled: true
+        }
+    );
+    assert!(
+        annotate[0].reason.contains("fleet stop"),
+        "{}",
+        annotate[0].reason
+    );
+    assert_eq!(
+        p.actions.len(),
+        1,
+        "nothing but the annotation: {:?}",
+        shown(&p)
+    );
+    // Recorded, so cleanup removes it and a later pass re-asserts it if it is lost.
+    let held = p.checkpoint.unwrap();
+    assert_eq!(held.annotated_nodes, vec!["m1".to_string()]);
+    let p = plan(&d, &w, Some(&held), mins(31));
+    assert_eq!(
+        shown(&p).len(),
+        1,
+        "re-asserted while missing: {:?}",
+        shown(&p)
+    );
+    // Without an autoscaler sharing the group, nothing to keep off.
+    w.cluster_autoscaler = false;
+    assert!(plan(&d, &w, Some(&c), mins(30)).actions.is_empty());
+}
+
 /// A stop in force when a new version arrives holds it before its first surge.
 #[test]
 fn a_fleet_stop_holds_a_new_rotation_before_its_first_surge() {

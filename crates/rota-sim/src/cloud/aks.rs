@@ -8,7 +8,9 @@
 //!   (`AgentPools_UpgradeNodeImageVersion`, a POST without a body) or back to one of the
 //!   pool's `recentlyUsedVersions` (a PUT of the agent pool with `nodeImageVersion`, AKS's
 //!   rollback); any other pinned version is refused, naming the newest;
-//! - the agent pool's `upgradeSettings.maxSurge` ("2" or "33%") comes from rota's batch,
+//! - the agent pool's `upgradeSettings.maxSurge` ("2" or "33%") comes from rota's batch
+//!   (with `strategy: replace`, `maxSurge` "0" and `maxUnavailable` the batch: old nodes go
+//!   first, never a node more than the pool's size),
 //!   written with a PUT of the agent pool before the upgrade, together with rota's token
 //!   as the agent pool's tag `rota-update` (ARM takes no idempotency token on a POST);
 //! - while it runs, the agent pool's `provisioningState` is `UpgradingNodeImageVersion`; a
@@ -43,8 +45,10 @@ pub const TOKEN_TAG: &str = "rota-update";
 #[derive(Clone, Debug)]
 pub(super) struct AgentPool {
     size: u32,
-    /// `upgradeSettings.maxSurge` as AKS stores it: "1", "33%".
+    /// `upgradeSettings.maxSurge` as AKS stores it: "1", "33%" ("0": no surge).
     max_surge: String,
+    /// `upgradeSettings.maxUnavailable` as AKS stores it, when set: "0", "2", "25%".
+    max_unavailable: Option<String>,
     /// `upgradeSettings.drainTimeoutInMinutes` and `nodeSoakDurationInMinutes`, as last set
     /// (kept and answered; the simulated upgrade does not wait on them).
     drain_timeout_minutes: Option<u64>,
@@ -63,6 +67,7 @@ impl AgentPool {
             size,
             // AKS's default for a new agent pool.
             max_surge: "10%".into(),
+            max_unavailable: None,
             drain_timeout_minutes: None,
             node_soak_minutes: None,
             tags: Default::default(),
@@ -95,13 +100,18 @@ impl AgentPool {
             .filter(|u| u.status == UpdateStatus::InProgress)
     }
 
-    /// Nodes AKS surges at once for `max_surge`.
-    fn surge(&self) -> u32 {
-        match self.max_surge.strip_suffix('%') {
-            Some(p) => (self.size * p.parse::<u32>().unwrap_or(10))
-                .div_ceil(100)
-                .max(1),
-            None => self.max_surge.parse::<u32>().unwrap_or(1).max(1),
+    /// Nodes AKS surges at once for `max_surge`, and takes out at once for
+    /// `max_unavailable`; with both 0, a surge of one (AKS's default).
+    fn surge(&self) -> (u32, u32) {
+        let nodes = |v: &str| match v.strip_suffix('%') {
+            Some(p) => (self.size * p.parse::<u32>().unwrap_or(10)).div_ceil(100),
+            None => v.parse::<u32>().unwrap_or(1),
+        };
+        let surge = nodes(&self.max_surge);
+        let unavailable = self.max_unavailable.as_deref().map_or(0, nodes);
+        match (surge, unavailable) {
+            (0, 0) => (1, 0),
+            other => other,
         }
     }
 }
@@ -111,7 +121,7 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
     let Some(ap) = group.aks.as_mut() else {
         return false;
     };
-    let (size, surge) = (ap.size, ap.surge());
+    let (size, (surge, unavailable)) = (ap.size, ap.surge());
     let Some(update) = ap.running() else {
         return false;
     };
@@ -131,7 +141,7 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
         group.desired = size;
         return true;
     }
-    match roll(inner, group, &target, size, surge, 0, now) {
+    match roll(inner, group, &target, size, surge, unavailable, now) {
         Roll::Busy => false,
         Roll::Moved => true,
         Roll::Done => {
@@ -169,6 +179,9 @@ pub(super) fn path(pool: &ManagedGroup) -> Result<String, CloudError> {
 /// The agent pool's `upgradeSettings` as AKS answers them.
 pub(super) fn upgrade_settings(ap: &AgentPool) -> Value {
     let mut u = json!({"maxSurge": ap.max_surge});
+    if let Some(m) = &ap.max_unavailable {
+        u["maxUnavailable"] = json!(m);
+    }
     if let Some(m) = ap.drain_timeout_minutes {
         u["drainTimeoutInMinutes"] = json!(m);
     }
@@ -231,10 +244,18 @@ pub fn put_body(current: &Value, req: &UpdateRequest, rollback: bool) -> Value {
             o.remove("nodeImageVersion");
         }
     }
-    props["upgradeSettings"]["maxSurge"] = json!(match req.max_unavailable {
+    let batch = match req.max_unavailable {
         MaxUnavailable::Count(n) => n.max(1).to_string(),
         MaxUnavailable::Percent(p) => format!("{}%", p.max(1)),
-    });
+    };
+    // `strategy: replace`: no surge, the batch taken out at once.
+    let (surge, unavailable) = if req.drain_first {
+        ("0".to_string(), batch)
+    } else {
+        (batch, "0".to_string())
+    };
+    props["upgradeSettings"]["maxSurge"] = json!(surge);
+    props["upgradeSettings"]["maxUnavailable"] = json!(unavailable);
     // AKS's own per-node drain timeout and soak carry drain.timeout and batchSoak.
     if let Some(m) = req.drain_timeout_minutes {
         props["upgradeSettings"]["drainTimeoutInMinutes"] = json!(m);
@@ -354,6 +375,7 @@ fn serve(
         .unwrap_or("1")
         .to_string();
     let settings = &body["properties"]["upgradeSettings"];
+    ap.max_unavailable = settings["maxUnavailable"].as_str().map(String::from);
     ap.drain_timeout_minutes = settings["drainTimeoutInMinutes"].as_u64();
     ap.node_soak_minutes = settings["nodeSoakDurationInMinutes"].as_u64();
     if let Some(t) = &token {
@@ -595,6 +617,7 @@ mod tests {
             token: token.into(),
             drain_timeout_minutes: Some(15),
             node_soak_minutes: None,
+            drain_first: false,
         }
     }
 

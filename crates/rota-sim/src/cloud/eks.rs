@@ -7,7 +7,9 @@
 //!   is `InProgress`; a second update while one runs is refused (`ResourceInUseException`),
 //!   and a `clientRequestToken` seen before answers the update it started (idempotent);
 //! - scale up: the group grows by at most `maxUnavailable` nodes on the new AMI (never more
-//!   than the old nodes left), bounded like EKS's surge;
+//!   than the old nodes left), bounded like EKS's surge; with `updateStrategy: MINIMAL`
+//!   (rota's `strategy: replace`) there is no scale up: `maxUnavailable` old nodes are
+//!   terminated first and the group refills them on the new AMI (`surge.rs`, no surge);
 //! - upgrade: once the new nodes are in service, as many old nodes are terminated (with
 //!   decrement), oldest first, and the next round starts;
 //! - when no old node is left the update is `Successful`; when the new AMI cannot boot
@@ -30,6 +32,7 @@ use async_trait::async_trait;
 use rand::Rng;
 use tokio::time::Instant;
 
+use super::surge::{Roll, roll};
 use super::{Call, Inner, SimCloud, SimGroup};
 use rota_core::cloud::managed::{
     MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
@@ -44,6 +47,9 @@ pub(super) struct Nodegroup {
     /// `scalingConfig.desiredSize`: the size the group returns to after an update's surge.
     size: u32,
     max_unavailable: MaxUnavailable,
+    /// `updateConfig.updateStrategy: MINIMAL`: an update terminates old nodes before it
+    /// launches their replacements (`DEFAULT`, false: new nodes first).
+    minimal: bool,
     /// Every update, oldest first.
     updates: Vec<OwnerUpdate>,
     /// The AMI the running update came from (put back if it fails).
@@ -92,6 +98,7 @@ impl Nodegroup {
         Nodegroup {
             size,
             max_unavailable: MaxUnavailable::Count(1),
+            minimal: false,
             updates: Vec::new(),
             previous_image: None,
             status: PoolStatus::Active,
@@ -141,6 +148,20 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
     let step = ng.unavailable();
     if inner.failing_updates.contains(&target) {
         return fail(group);
+    }
+    if ng.minimal {
+        // MINIMAL: up to maxUnavailable old nodes terminated first, the group refilling them
+        // on the new AMI, never above its size (the services' shared round, no surge).
+        return match roll(inner, group, &target, size, 0, step, now) {
+            Roll::Busy => false,
+            Roll::Moved => true,
+            Roll::Done => {
+                if let Some(u) = group.eks.as_mut().and_then(Nodegroup::running) {
+                    u.status = UpdateStatus::Successful;
+                }
+                true
+            }
+        };
     }
     let live: Vec<usize> = (0..group.instances.len())
         .filter(|&i| group.instances[i].public.lifecycle != Lifecycle::Terminating)
@@ -276,6 +297,7 @@ impl OwnerPools for SimCloud {
                 ));
             }
             ng.max_unavailable = req.max_unavailable;
+            ng.minimal = req.drain_first;
             ng.previous_image = Some(g.template_image.clone());
             ng.updates.push(OwnerUpdate {
                 id: id.clone(),
@@ -541,6 +563,7 @@ mod tests {
             token: token.into(),
             drain_timeout_minutes: None,
             node_soak_minutes: None,
+            drain_first: false,
         }
     }
 

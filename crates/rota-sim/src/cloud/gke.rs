@@ -238,8 +238,9 @@ pub(super) fn instance_group_urls(g: &SimGroup, pool: &ManagedGroup) -> Value {
 
 /// The `UpdateNodePoolRequest` rota sends for `req` on a pool of `size` nodes: the target's
 /// node version and image type, `maxSurge` from the batch (a percent of the pool's size,
-/// rounded up; GKE takes a count), `maxUnavailable` 0 (surge: capacity never dips), and the
-/// token as the pool's resource label.
+/// rounded up; GKE takes a count), `maxUnavailable` 0 (surge: capacity never dips; with
+/// `drain_first`, `maxSurge` 0 and `maxUnavailable` the batch), and the token as the pool's
+/// resource label.
 pub fn update_request(
     pool: &ManagedGroup,
     req: &UpdateRequest,
@@ -256,14 +257,20 @@ pub fn update_request(
             ),
         )
     })?;
-    let surge = match req.max_unavailable {
+    let batch = match req.max_unavailable {
         MaxUnavailable::Count(n) => n.max(1),
         MaxUnavailable::Percent(p) => (size * u32::from(p)).div_ceil(100).max(1),
+    };
+    // `strategy: replace`: no surge, the batch taken out at once.
+    let (surge, unavailable) = if req.drain_first {
+        (0, batch)
+    } else {
+        (batch, 0)
     };
     let mut body = json!({
         "name": path(pool)?,
         "imageType": target.image_type,
-        "upgradeSettings": {"maxSurge": surge, "maxUnavailable": 0, "strategy": "SURGE"},
+        "upgradeSettings": {"maxSurge": surge, "maxUnavailable": unavailable, "strategy": "SURGE"},
         "resourceLabels": {"labels": {TOKEN_LABEL: req.token}},
     });
     // GKE requires nodeVersion; "-" keeps the pool's current version.
@@ -406,8 +413,10 @@ fn state_of(
         pool: pool.clone(),
         image,
         desired: np["initialNodeCount"].as_u64().unwrap_or(0) as u32,
-        max_unavailable: np["upgradeSettings"]["maxSurge"]
-            .as_u64()
+        // The batch: the surge, or without one (`strategy: replace`) what goes at once.
+        max_unavailable: ["maxSurge", "maxUnavailable"]
+            .iter()
+            .find_map(|k| np["upgradeSettings"][k].as_u64().filter(|n| *n > 0))
             .map(|n| MaxUnavailable::Count(n as u32)),
         update,
     }
@@ -569,6 +578,7 @@ mod tests {
             token: token.into(),
             drain_timeout_minutes: None,
             node_soak_minutes: None,
+            drain_first: false,
         }
     }
 

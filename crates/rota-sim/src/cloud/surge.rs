@@ -7,7 +7,10 @@
 //! - once they are in service, `surge + unavailable` old nodes at most are terminated
 //!   (oldest first) and the group returns to its size, so that up to `unavailable` more new
 //!   nodes launch in their place;
-//! - done when no old node is left and nothing is booting.
+//! - with no surge (`surge` 0: rota's `strategy: replace`), the round terminates up to
+//!   `unavailable` old nodes first and the group refills them on the new image, never above
+//!   its size;
+//! - done when no old node is left, nothing is booting and the group is back at its size.
 //!
 //! Like the simulated EKS (`eks.rs`), the services' own drain is not modelled: an old node
 //! goes with its instance and the workloads recreate its pods elsewhere.
@@ -53,7 +56,16 @@ pub(super) fn roll(
     if old.is_empty() && !pending {
         let moved = group.desired != size;
         group.desired = size;
-        return if moved { Roll::Moved } else { Roll::Done };
+        if moved {
+            return Roll::Moved;
+        }
+        // Without a surge the last old nodes go before their replacements exist: done only
+        // once the group has launched them (else the pool would end a batch short).
+        return if (live.len() as u32) < size {
+            Roll::Busy
+        } else {
+            Roll::Done
+        };
     }
     // A launch still owed (booting, blocked on capacity) or a node still going: the round
     // waits, so no old node goes before its replacement is in service.

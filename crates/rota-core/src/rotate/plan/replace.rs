@@ -20,13 +20,17 @@
 //!    instance is terminated *without* decrementing the desired capacity
 //!    ([`Action::TerminateForReplacement`]): the group replaces it from the template.
 //! 5. `Surging`, `WaitingReady`: here they wait for the replacements the group brings up
-//!    itself (`nodeReadyTimeout`, `nodeReadyRetries`), never raising the capacity.
+//!    itself (`nodeReadyTimeout`, `nodeReadyRetries`: a replacement not Ready in time is
+//!    terminated again without a decrement after the surge's backoff, 30 s then 60 s ...,
+//!    recorded in the batch's `replaceAt`), never raising the capacity.
 //! 6. `Soaking`: shared (gates through `batchSoak`); no pipelining, which would start the
 //!    next removal during the soak and dip capacity by a second batch.
 //!
 //! A crash anywhere resumes from the checkpoint: the old nodes were recorded when the batch
 //! started, so a restart removes the same instances (terminating them again is a no-op) and
 //! never a second batch; nothing in this file raises a capacity.
+
+use chrono::{DateTime, Utc};
 
 use super::{Planner, Step, dur, names, owner, seconds, stop};
 use crate::cloud::Lifecycle;
@@ -322,7 +326,14 @@ impl Planner<'_> {
             && !stuck.is_empty()
             && batch.ready_retries < d.policy.node_ready_retries
         {
+            // After a backoff, as a surge batch's (`Batch::retry_at`, in the checkpoint): a
+            // node that registers late, or a boot the cloud retries, gets its chance.
+            let at = batch.retry_at(self.now);
+            if self.now < at && stale.is_empty() {
+                return self.retry_later(batch, &not_ready, at);
+            }
             batch.ready_retries += 1;
+            batch.replace_at = None;
             stuck
         } else if timed_out && stale.is_empty() {
             let why = self.never_ready_reason(cp, &batch, stuck.len(), &not_ready);
@@ -357,6 +368,29 @@ impl Planner<'_> {
                 "waiting for replacement(s) {} to be Ready",
                 not_ready.join(", ")
             ),
+        )
+    }
+
+    /// A replacement not Ready within `nodeReadyTimeout` is replaced at `at` (the backoff):
+    /// until then the batch waits, saying when.
+    fn retry_later(&mut self, batch: Batch, not_ready: &[String], at: DateTime<Utc>) -> Step {
+        let d = self.desired;
+        self.blocked_by = not_ready.iter().map(|i| format!("instance {i}")).collect();
+        self.until = Some(at);
+        let message = format!(
+            "batch {}: replacement(s) {} not Ready within nodeReadyTimeout {}: the group replaces them at {} (attempt {} of {}, strategy replace)",
+            batch.number,
+            not_ready.join(", "),
+            d.policy.node_ready_timeout,
+            at.to_rfc3339(),
+            batch.ready_retries + 2,
+            d.policy.node_ready_retries + 1
+        );
+        stop(
+            Stage::WaitingReady { batch },
+            Phase::Rotating,
+            Reason::ReplacingNotReady,
+            message,
         )
     }
 

@@ -648,6 +648,73 @@ fn replacements_that_never_boot_are_retried_then_halt_with_the_template_on_the_o
     assert_eq!(g.removed.len(), 1 + 2, "{:?}", g.removed);
 }
 
+/// A replacement not Ready within `nodeReadyTimeout` is replaced after the surge's backoff
+/// (30 s for the first retry), not at once: the batch waits with reason
+/// `ReplacingNotReady`, saying when, and the moment is in the checkpoint, so a restart waits
+/// for the same one. Then the group replaces it (a terminate without a decrement).
+#[test]
+fn a_replacement_not_ready_in_time_is_replaced_after_a_backoff() {
+    let d = desired(1);
+    let mut g = Group::new(2, 2);
+    g.broken_image = Some(NEW.into());
+    let mut cp = None;
+    let mut at = 0;
+    for step in 0..20 {
+        let p = plan(&d, &g.observed(), cp.as_ref(), t(step));
+        cp = p.checkpoint.clone();
+        for a in &p.actions {
+            g.apply(&a.action).unwrap();
+        }
+        g.tick();
+        at = step;
+        if matches!(cp.as_ref().unwrap().stage, Stage::WaitingReady { .. }) {
+            break;
+        }
+    }
+    let waiting = cp.clone().unwrap();
+    assert!(
+        matches!(waiting.stage, Stage::WaitingReady { .. }),
+        "{waiting:?}"
+    );
+    // Past nodeReadyTimeout (15m): nothing terminated yet, the retry is 30 s away.
+    let timed_out = t(at + 16);
+    let p = plan(&d, &g.observed(), Some(&waiting), timed_out);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(p.status.reason, "ReplacingNotReady", "{}", p.status.message);
+    assert!(
+        p.status.message.contains("attempt 2 of 3"),
+        "{}",
+        p.status.message
+    );
+    let held = p.checkpoint.clone().unwrap();
+    let due = held.stage.batch().unwrap().replace_at.expect("recorded");
+    assert_eq!(due, timed_out + Duration::seconds(30));
+    // A restart 10 s later waits for the same moment.
+    let p = plan(
+        &d,
+        &g.observed(),
+        Some(&held),
+        timed_out + Duration::seconds(10),
+    );
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(
+        p.checkpoint.unwrap().stage.batch().unwrap().replace_at,
+        Some(due)
+    );
+    // Due: the group replaces it.
+    let p = plan(&d, &g.observed(), Some(&held), due);
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| matches!(a.action, Action::TerminateForReplacement { .. })),
+        "{:?}",
+        p.actions
+    );
+    let b = p.checkpoint.unwrap();
+    let b = b.stage.batch().unwrap();
+    assert_eq!((b.ready_retries, b.replace_at), (1, None));
+}
+
 #[test]
 fn a_revert_mid_refill_replaces_what_boots_the_image_left() {
     let d = desired(1);
