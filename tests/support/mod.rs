@@ -16,6 +16,7 @@ pub mod gcp_double;
 pub mod git;
 pub mod gke_double;
 pub mod kustomize;
+pub mod loopback;
 pub mod model;
 #[cfg(feature = "aws")]
 pub mod moto;
