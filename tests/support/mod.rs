@@ -21,4 +21,6 @@ pub mod model;
 #[cfg(feature = "aws")]
 pub mod moto;
 pub mod prometheus;
+#[cfg(feature = "sim")]
+pub mod sim_fleet;
 pub mod venv;
