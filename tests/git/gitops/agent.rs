@@ -139,6 +139,7 @@ async fn a_forged_push_webhook_is_rejected_and_a_signed_one_makes_the_agent_act_
     c.webhook = Some(WebhookConfig {
         secret: Secret::new(SECRET),
         branch: Some("main".into()),
+        senders: &rota::forge::webhook::FORGES,
     });
     let fleet = LocalFleet::start(c).await.unwrap();
     let url = format!("http://{}/hooks/push", fleet.webhooks["canary-1"]);
