@@ -20,6 +20,7 @@ pub mod loopback;
 pub mod model;
 #[cfg(feature = "aws")]
 pub mod moto;
+pub mod processes;
 pub mod prometheus;
 #[cfg(feature = "sim")]
 pub mod sim_fleet;

@@ -25,6 +25,7 @@ use sha2::Sha256;
 
 use super::forge_double::ForgeDouble;
 use super::support::git;
+use crate::support::git::origin_and_clone;
 
 const SECRET: &str = "hook-secret-4d1f9a";
 
@@ -43,12 +44,7 @@ fn repo() -> (
     String,
 ) {
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
-    let work = tmp.path().join("work");
-    git(&work, &["checkout", "-q", "-b", "main"]);
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     let first = bump(&work, "2026.11.1");
     (tmp, origin, work, first)
 }
