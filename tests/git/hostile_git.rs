@@ -12,6 +12,7 @@
 //! - keys: a retired SSH key does not verify back-dated commits; a verifier that fails to
 //!   run is retried, not a verdict.
 
+use crate::support::canary_fleet;
 use crate::support::git::{git, git_stdin, origin_and_clone, rota};
 use crate::support::processes::{Kill, SimServe};
 
@@ -98,44 +99,8 @@ fn two_waves(canary: &str, main: &str) -> String {
 
 /// [`two_waves`], with the promotion guard on or off.
 fn two_waves_guarded(canary: &str, main: &str, guard: bool) -> String {
-    format!(
-        r#"apiVersion: rota.dev/v1alpha1
-kind: Fleet
-metadata: {{name: acme}}
-spec:
-  images:
-    general:
-      versions:
-        "2026.11.1": {{aws: {AMI_1}}}
-        "2026.11.2": {{aws: {AMI_2}}}
-  waves:
-    - name: canary
-      clusters: [canary-1]
-      images: {{general: "{canary}"}}
-      soak: 30m
-    - name: main
-      clusters: [main-1]
-      images: {{general: "{main}"}}
-  rollout: {{batch: 2}}
-  promotion: {{guard: {guard}}}
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: canary-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - {{name: general, channel: general, nodeSelector: {{rota.dev/pool: general}}, group: {{autoScalingGroup: canary-general}}}}
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: main-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - {{name: general, channel: general, nodeSelector: {{rota.dev/pool: general}}, group: {{autoScalingGroup: main-general}}}}
-"#
-    )
+    let extra = format!("  rollout: {{batch: 2}}\n  promotion: {{guard: {guard}}}\n");
+    canary_fleet::two_waves_yaml(canary, main, &extra)
 }
 
 /// `rota sim serve` over the fleet in `work`: every cluster of it, on loopback.
