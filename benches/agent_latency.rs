@@ -82,6 +82,7 @@ impl Rig {
             webhook: webhook.then(|| WebhookConfig {
                 secret: Secret::new(SECRET),
                 branch: Some("main".into()),
+                senders: &rota::forge::webhook::FORGES,
             }),
             statuses: None,
             report: Default::default(),

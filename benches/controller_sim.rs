@@ -18,26 +18,21 @@
 //! --all-targets` runs it) a 3 × 3-node smoke run of every shape checks that it completes
 //! and that pipelining is never slower than sequential there.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ObjectMeta, PostParams};
-use rota::cloud::{CloudError, GroupRef, GroupState, NodeGroups};
-use rota::controller::{Config, Controller};
+use rota::cloud::{GroupRef, NodeGroups};
+use rota::controller::Controller;
 use rota::fleet::duration::GoDuration;
-use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
-use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy};
+use rota::kube::crd::NodePoolRotationSpec;
 use rota::rotate::Phase;
 use rota::rotate::eta::{self, Timings};
 use rota::sim::apiserver::ApiServer;
-use rota::sim::faults::FaultProfile;
-use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
-use rota::sim::world::Fleet;
 use tokio::time::Instant;
+
+use crate::support::sim_fleet::{self, CountedGroups, SimCluster, block_on_paused, test_config};
 
 const POOLS: [&str; 3] = ["general", "memory", "batch"];
 const REGISTER: u64 = 15;
@@ -127,45 +122,6 @@ impl Shape {
     }
 }
 
-/// Counts the cloud calls the controller makes.
-struct Counted {
-    inner: rota::sim::cloud::SimCloud,
-    calls: Arc<AtomicU64>,
-}
-
-#[async_trait]
-impl NodeGroups for Counted {
-    async fn describe(&self, g: &GroupRef) -> Result<GroupState, CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.describe(g).await
-    }
-    async fn check_image(
-        &self,
-        g: &GroupRef,
-        image: &str,
-        arch: rota::cloud::Arch,
-    ) -> Result<rota::cloud::ImageCheck, CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.check_image(g, image, arch).await
-    }
-    async fn set_image(&self, g: &GroupRef, image: &str) -> Result<(), CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.set_image(g, image).await
-    }
-    async fn set_capacity(&self, g: &GroupRef, d: u32, m: Option<u32>) -> Result<(), CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.set_capacity(g, d, m).await
-    }
-    async fn set_max(&self, g: &GroupRef, max: u32) -> Result<(), CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.set_max(g, max).await
-    }
-    async fn terminate(&self, g: &GroupRef, id: &str, dec: bool) -> Result<(), CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.terminate(g, id, dec).await
-    }
-}
-
 fn group(p: &str) -> GroupRef {
     GroupRef::Aws {
         region: "us-east-1".into(),
@@ -185,47 +141,28 @@ struct Run {
 
 async fn run(shape: &Shape, nodes: u32, parallel: u32, pipeline: bool) -> Run {
     let wall = std::time::Instant::now();
-    let mut workloads = WorkloadProfile::from_yaml(&shape.workloads, "bench").unwrap();
-    workloads.nodes.per_pool = nodes;
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: "bench".into(),
-            cloud: Cloud::Aws,
-            pools: POOLS
-                .iter()
-                .map(|p| PoolScenario {
-                    name: p.to_string(),
-                    group: group(p),
-                    image: "ami-old".into(),
-                    node_selector: BTreeMap::from([("rota.dev/pool".into(), p.to_string())]),
-                    nodes,
-                })
-                .collect(),
-        }],
-        workloads,
-        faults: FaultProfile::from_yaml(
-            &format!("boot: {{min: {}s, max: {}s}}", shape.boot.0, shape.boot.1),
-            "bench",
-        )
-        .unwrap(),
-        seed: 1,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    let store = fleet.store("bench").unwrap().clone();
+    let mut world = sim_fleet::cluster(Cloud::Aws, 1)
+        .named("bench")
+        .workloads(&shape.workloads)
+        .faults(&format!(
+            "boot: {{min: {}s, max: {}s}}",
+            shape.boot.0, shape.boot.1
+        ));
+    for p in POOLS {
+        world = world.pool(p, group(p), "ami-old", "rota.dev/pool", nodes);
+    }
     let requests = Arc::new(AtomicU64::new(0));
     let counter = requests.clone();
-    let svc = tower::ServiceBuilder::new()
-        .map_request(move |r| {
-            counter.fetch_add(1, Ordering::Relaxed);
-            r
-        })
-        .service(ApiServer::new(store));
-    let client = kube::Client::new(svc, "default");
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(120)).await;
+    let s = SimCluster::start_with(&world.scenario(), |store| {
+        let svc = tower::ServiceBuilder::new()
+            .map_request(move |r| {
+                counter.fetch_add(1, Ordering::Relaxed);
+                r
+            })
+            .service(ApiServer::new(store));
+        kube::Client::new(svc, "default")
+    })
+    .await;
     for p in POOLS {
         let mut policy = EffectivePolicy {
             batch: BatchSize::Percent(10),
@@ -235,54 +172,32 @@ async fn run(shape: &Shape, nodes: u32, parallel: u32, pipeline: bool) -> Run {
             ..EffectivePolicy::default()
         };
         policy.drain.delete_empty_dir_data = true;
-        let n = NodePoolRotation {
-            metadata: ObjectMeta {
-                name: Some(p.into()),
-                ..ObjectMeta::default()
-            },
-            spec: NodePoolRotationSpec {
-                owner_image: None,
-                cluster: "bench".into(),
-                pool: p.into(),
-                group: group(p),
-                node_selector: BTreeMap::from([("rota.dev/pool".into(), p.into())]),
-                channel: "stable".into(),
-                version: "v2".into(),
-                image: "ami-new".into(),
-                arch: Default::default(),
-                kubelet: None,
-                released: None,
-                max_age: None,
-                policy,
-                gates: vec![],
-                source_commit: "bench".into(),
-                mode: Mode::Reconcile,
-            },
-            status: None,
-        };
-        Api::<NodePoolRotation>::all(client.clone())
-            .create(&PostParams::default(), &n)
-            .await
-            .unwrap();
+        s.create(&sim_fleet::npr(NodePoolRotationSpec {
+            cluster: "bench".into(),
+            version: "v2".into(),
+            source_commit: "bench".into(),
+            ..sim_fleet::spec(p, group(p), "rota.dev/pool", "ami-new", policy)
+        }))
+        .await;
     }
     let calls = Arc::new(AtomicU64::new(0));
-    let cloud = Counted {
-        inner: fleet.cloud.clone(),
-        calls: calls.clone(),
+    let cloud = CountedGroups {
+        inner: Arc::new(s.fleet.cloud.clone()),
+        describes: calls.clone(),
+        others: calls.clone(),
     };
-    let mut cfg = Config::new("bench", "bench");
-    cfg.events = false;
     let before = requests.load(Ordering::Relaxed);
-    let mut c = Controller::new(client.clone(), Arc::new(cloud), cfg);
+    let cfg = test_config("bench", "bench");
+    let mut c = Controller::new(s.client.clone(), Arc::new(cloud), cfg);
     let start = Instant::now();
-    let api = Api::<NodePoolRotation>::all(client.clone());
+    let api = s.rotations();
     let batch = BatchSize::Percent(10).nodes(nodes);
     let mut peak = 0u32;
     loop {
         c.step().await;
         // Invariant 1 as the bench sees it: instances listed above the size at start.
         for p in POOLS {
-            let g = fleet.cloud.describe(&group(p)).await.unwrap();
+            let g = s.fleet.cloud.describe(&group(p)).await.unwrap();
             peak = peak.max((g.instances.len() as u32).saturating_sub(nodes));
         }
         let all = api.list(&Default::default()).await.unwrap();
@@ -323,15 +238,6 @@ async fn run(shape: &Shape, nodes: u32, parallel: u32, pipeline: bool) -> Run {
     }
 }
 
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-        .block_on(f)
-}
-
 pub fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let nodes: u32 = std::env::var("ROTA_BENCH_NODES")
@@ -354,9 +260,9 @@ pub fn main() {
         {
             continue;
         }
-        let pipelined = block_on(run(&shape, nodes, 3, true));
-        let sequential = block_on(run(&shape, nodes, 3, false));
-        let baseline = block_on(run(&shape, nodes, 1, false));
+        let pipelined = block_on_paused(run(&shape, nodes, 3, true));
+        let sequential = block_on_paused(run(&shape, nodes, 3, false));
+        let baseline = block_on_paused(run(&shape, nodes, 1, false));
         // Three pools at once: one round of the per-pool floor.
         let bound = shape.floor(nodes, true);
         let ratio = |r: &Run| r.makespan.as_secs_f64() / bound.as_secs_f64();

@@ -100,6 +100,7 @@ async fn push_to_fetch(webhook: bool, interval: Duration, rounds: usize) -> Vec<
     let receiver = Arc::new(Receiver::new(WebhookConfig {
         secret: secret.clone(),
         branch: Some("main".into()),
+        senders: &rota::forge::webhook::FORGES,
     }));
     tokio::spawn(serve(listener, receiver, trigger.clone(), cancel.clone()));
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();

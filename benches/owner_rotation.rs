@@ -16,28 +16,21 @@
 //! --all-targets` runs it) a 4-node smoke run of every owner checks that each ends
 //! `Succeeded` with every node on the new image.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ObjectMeta, PostParams};
-use rota::cloud::managed::{
-    OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, TwinRequest, UpdateRequest,
-};
-use rota::cloud::{CloudError, GroupRef, GroupState, NodeGroups};
-use rota::controller::{Config, Controller};
-use rota::fleet::owner::{ManagedGroup, ManagedUpdate, Owner, OwnerImage};
-use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
-use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::cloud::GroupRef;
+use rota::cloud::managed::OwnerPools;
+use rota::controller::Controller;
+use rota::fleet::owner::{ManagedGroup, ManagedUpdate, OwnerImage};
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy};
+use rota::kube::crd::{NodePoolRotation, NodePoolRotationSpec};
 use rota::rotate::Phase;
 use rota::sim::cloud::SimCloud;
-use rota::sim::faults::FaultProfile;
-use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
-use rota::sim::world::Fleet;
 use tokio::time::Instant;
+
+use crate::support::sim_fleet::{self, CountedGroups, CountedOwner, block_on_paused, test_config};
 
 const WORKLOADS: &str = r#"
 nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}
@@ -155,102 +148,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// Counts every call of the self-managed API.
-struct CountedGroups {
-    inner: SimCloud,
-    calls: Arc<AtomicU64>,
-}
-
-#[async_trait]
-impl NodeGroups for CountedGroups {
-    async fn describe(&self, g: &GroupRef) -> Result<GroupState, CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        NodeGroups::describe(&self.inner, g).await
-    }
-    async fn check_image(
-        &self,
-        g: &GroupRef,
-        image: &str,
-        arch: rota::cloud::Arch,
-    ) -> Result<rota::cloud::ImageCheck, CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.check_image(g, image, arch).await
-    }
-    async fn set_image(&self, g: &GroupRef, image: &str) -> Result<(), CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.set_image(g, image).await
-    }
-    async fn set_capacity(&self, g: &GroupRef, d: u32, m: Option<u32>) -> Result<(), CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.set_capacity(g, d, m).await
-    }
-    async fn set_max(&self, g: &GroupRef, max: u32) -> Result<(), CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.set_max(g, max).await
-    }
-    async fn terminate(&self, g: &GroupRef, id: &str, dec: bool) -> Result<(), CloudError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.terminate(g, id, dec).await
-    }
-}
-
-/// Counts every call of an owner's API.
-struct CountedOwner {
-    inner: Arc<dyn OwnerPools>,
-    calls: Arc<AtomicU64>,
-}
-
-impl CountedOwner {
-    fn tick(&self) {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-#[async_trait]
-impl OwnerPools for CountedOwner {
-    fn owner(&self) -> Owner {
-        self.inner.owner()
-    }
-    fn capabilities(&self) -> OwnerCapabilities {
-        self.inner.capabilities()
-    }
-    fn blue_green(&self) -> bool {
-        self.inner.blue_green()
-    }
-    async fn describe(&self, p: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
-        self.tick();
-        self.inner.describe(p).await
-    }
-    async fn start_update(
-        &self,
-        p: &ManagedGroup,
-        r: &UpdateRequest,
-    ) -> Result<String, CloudError> {
-        self.tick();
-        self.inner.start_update(p, r).await
-    }
-    async fn create_twin(&self, r: &TwinRequest) -> Result<(), CloudError> {
-        self.tick();
-        self.inner.create_twin(r).await
-    }
-    async fn members(&self, p: &ManagedGroup) -> Result<Option<OwnerPoolMembers>, CloudError> {
-        self.tick();
-        self.inner.members(p).await
-    }
-    async fn set_size(&self, p: &ManagedGroup, d: u32, m: u32) -> Result<(), CloudError> {
-        self.tick();
-        self.inner.set_size(p, d, m).await
-    }
-    async fn remove_node(&self, p: &ManagedGroup, id: &str) -> Result<(), CloudError> {
-        self.tick();
-        self.inner.remove_node(p, id).await
-    }
-    async fn delete_pool(&self, p: &ManagedGroup) -> Result<(), CloudError> {
-        self.tick();
-        self.inner.delete_pool(p).await
-    }
-}
-
 /// The simulated owner's adapter for `case` (none for a self-managed group or Karpenter,
 /// which the controller drives through `NodeGroups` and the Kubernetes API).
 fn adapter(case: &Case, cloud: &SimCloud) -> Option<Arc<dyn OwnerPools>> {
@@ -276,75 +173,36 @@ fn npr(case: &Case) -> NodePoolRotation {
         ..EffectivePolicy::default()
     };
     policy.drain.delete_empty_dir_data = true;
-    NodePoolRotation {
-        metadata: ObjectMeta {
-            name: Some("general".into()),
-            ..ObjectMeta::default()
-        },
-        spec: NodePoolRotationSpec {
-            owner_image: case.owner_image.clone(),
-            cluster: "bench".into(),
-            pool: "general".into(),
-            group: case.group.clone(),
-            node_selector: BTreeMap::from([(case.label.into(), "general".into())]),
-            channel: "stable".into(),
-            version: "2026.11.2".into(),
-            image: case.new.into(),
-            arch: Default::default(),
-            kubelet: None,
-            released: None,
-            max_age: None,
-            policy,
-            gates: vec![],
-            source_commit: "bench".into(),
-            mode: Mode::Reconcile,
-        },
-        status: None,
-    }
+    sim_fleet::npr(NodePoolRotationSpec {
+        owner_image: case.owner_image.clone(),
+        cluster: "bench".into(),
+        source_commit: "bench".into(),
+        ..sim_fleet::spec("general", case.group.clone(), case.label, case.new, policy)
+    })
 }
 
 async fn run(case: &Case, nodes: u32) -> Run {
     let wall = std::time::Instant::now();
-    let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "bench").unwrap();
-    workloads.nodes.per_pool = nodes;
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: "bench".into(),
-            cloud: case.cloud,
-            pools: vec![PoolScenario {
-                name: "general".into(),
-                group: case.group.clone(),
-                image: case.old.into(),
-                node_selector: BTreeMap::from([(case.label.into(), "general".into())]),
-                nodes,
-            }],
-        }],
-        workloads,
-        faults: FaultProfile::default(),
-        seed: 1,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    fleet.cloud.set_aks_latest_node_image(case.new);
-    let client = rota::kube::sim::client(fleet.store("bench").unwrap().clone());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
-        .await
-        .unwrap();
-    // The workloads settle (and a simulated Karpenter adopts its instances).
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    let api = Api::<NodePoolRotation>::all(client.clone());
-    api.create(&PostParams::default(), &npr(case))
-        .await
-        .unwrap();
+    let s = sim_fleet::cluster(case.cloud, 1)
+        .named("bench")
+        .pool("general", case.group.clone(), case.old, case.label, nodes)
+        .workloads(WORKLOADS)
+        .start()
+        .await;
+    s.fleet.cloud.set_aks_latest_node_image(case.new);
+    s.create(&npr(case)).await;
     let calls = Arc::new(AtomicU64::new(0));
     let groups = CountedGroups {
-        inner: fleet.cloud.clone(),
-        calls: calls.clone(),
+        inner: Arc::new(s.fleet.cloud.clone()),
+        describes: calls.clone(),
+        others: calls.clone(),
     };
-    let mut cfg = Config::new("bench", "bench");
-    cfg.events = false;
-    let mut c = Controller::new(client.clone(), Arc::new(groups), cfg);
-    if let Some(owner) = adapter(case, &fleet.cloud) {
+    let mut c = Controller::new(
+        s.client.clone(),
+        Arc::new(groups),
+        test_config("bench", "bench"),
+    );
+    if let Some(owner) = adapter(case, &s.fleet.cloud) {
         c = c.with_owners(Arc::new(CountedOwner {
             inner: owner,
             calls: calls.clone(),
@@ -353,7 +211,7 @@ async fn run(case: &Case, nodes: u32) -> Run {
     let start = Instant::now();
     loop {
         c.step().await;
-        let st = api.get("general").await.unwrap().status.unwrap_or_default();
+        let st = s.status("general").await;
         match st.phase {
             Phase::Succeeded if st.on_target == nodes => break,
             Phase::Paused | Phase::Failed => {
@@ -378,15 +236,6 @@ async fn run(case: &Case, nodes: u32) -> Run {
     }
 }
 
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-        .block_on(f)
-}
-
 pub fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let nodes: u32 = std::env::var("ROTA_BENCH_NODES")
@@ -403,7 +252,7 @@ pub fn main() {
         {
             continue;
         }
-        let r = block_on(run(&case, nodes));
+        let r = block_on_paused(run(&case, nodes));
         let per_node = r.calls as f64 / f64::from(r.rotated);
         println!(
             "  {:<16} {:6.1} cloud calls per rotated node ({} calls)  {:7.1} min simulated  {:6.1} s wall",

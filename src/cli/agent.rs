@@ -267,6 +267,7 @@ fn webhook_of(args: &AgentArgs) -> Result<Option<(SocketAddr, WebhookConfig)>, S
             WebhookConfig {
                 secret: Secret::from_file(f).map_err(|e| e.to_string())?,
                 branch: Some(args.branch.clone()),
+                senders: &crate::forge::webhook::FORGES,
             },
         ))),
         _ => Ok(None),

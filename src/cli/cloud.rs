@@ -204,28 +204,43 @@ pub fn owners(
     let mut out: Vec<Arc<dyn rota_core::cloud::managed::OwnerPools>> = Vec::new();
     #[cfg(feature = "aws")]
     if clouds.contains(&Cloud::Aws) {
-        out.push(Arc::new(crate::cloud::aws::eks::LazyEksPools::new(
-            args.aws_endpoint_url.clone(),
-            crate::cloud::retry::RetryPolicy::default(),
-        )));
+        use crate::cloud::aws::eks::{AwsEksPools, FACTS};
+        use crate::cloud::lazy_owner::LazyOwner;
+        let endpoint = args.aws_endpoint_url.clone();
+        out.push(Arc::new(LazyOwner::new(FACTS, move || {
+            let endpoint = endpoint.clone();
+            async move {
+                let retry = crate::cloud::retry::RetryPolicy::default();
+                Ok(AwsEksPools::from_env(endpoint, retry).await)
+            }
+        })));
     }
     #[cfg(feature = "gcp")]
     if clouds.contains(&Cloud::Gcp) {
-        use crate::cloud::gcp::node_pools::{GkeOptions, LazyGkeNodePools};
-        out.push(Arc::new(LazyGkeNodePools::new(GkeOptions {
+        use crate::cloud::gcp::node_pools::{FACTS, GkeNodePools, GkeOptions};
+        use crate::cloud::lazy_owner::LazyOwner;
+        let options = GkeOptions {
             endpoint: args.gke_endpoint.clone(),
             ..GkeOptions::default()
+        };
+        out.push(Arc::new(LazyOwner::new(FACTS, move || {
+            let built = GkeNodePools::new(options.clone()).map_err(|e| format!("{e:#}"));
+            async move { built }
         })));
     }
     #[cfg(feature = "azure")]
     if clouds.contains(&Cloud::Azure) {
         use crate::cloud::azure::AzureOptions;
-        use crate::cloud::azure::agent_pools::LazyAksAgentPools;
+        use crate::cloud::azure::agent_pools::{AksAgentPools, FACTS};
+        use crate::cloud::lazy_owner::LazyOwner;
         let mut options = AzureOptions::default();
         if let Some(e) = &args.azure_endpoint {
             options.endpoint = e.clone();
         }
-        out.push(Arc::new(LazyAksAgentPools::new(options)));
+        out.push(Arc::new(LazyOwner::new(FACTS, move || {
+            let built = AksAgentPools::with_workload_identity(options.clone());
+            async move { built }
+        })));
     }
     let _ = (args, clouds);
     out

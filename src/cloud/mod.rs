@@ -6,7 +6,8 @@
 //! and terminate one instance. The trait and its value types are the core's
 //! (`rota_core::cloud`, re-exported here); this folder holds the providers, each behind a
 //! Cargo feature (`aws`, `gcp`, `azure`, all on by default), [`registry`] that picks one per
-//! group, [`retry`] (bounded retries with backoff) and [`metered`] (calls counted and timed).
+//! group, [`retry`] (bounded retries with backoff), [`metered`] (calls counted and timed) and
+//! [`lazy_owner`] (a managed pools' owner adapter, built on its first call).
 //! The simulated cloud is `rota_sim::cloud`.
 
 #[cfg(feature = "aws")]
@@ -15,6 +16,7 @@ pub mod aws;
 pub mod azure;
 #[cfg(feature = "gcp")]
 pub mod gcp;
+pub mod lazy_owner;
 pub mod metered;
 pub mod registry;
 pub mod retry;

@@ -2,13 +2,13 @@
 //! does on it (its commit-status API through [`statuses::ForgeApi`], its configuration and
 //! client), the pull requests rota opens on any of them and what each forge takes in one
 //! (dialect, body limit, a file's web link: [`pulls`]), the one HTTP client they
-//! share ([`http`]), and [`Forge`], the one name of a forge that the webhook receiver
-//! (`crate::source::webhook`) and the configuration ([`StoreConfig::forge`]) both use.
+//! share ([`http`]), each forge's push webhook deliveries as the receiver
+//! (`crate::source::webhook`) takes them ([`webhook`]: headers and signature), and [`Forge`],
+//! the one name of a forge that the configuration ([`StoreConfig::forge`]) uses too.
 //!
 //! A new forge is a file here (its config, its `ForgeApi`), a variant of [`Forge`] and of
-//! [`StoreConfig`], its pull-request dialect, body limit and web link in [`pulls`], its
-//! webhook headers on [`Forge`], and its webhook signature in `source::webhook` (the one
-//! part still outside this folder).
+//! [`StoreConfig`], its pull-request dialect, body limit and web link in [`pulls`], and its
+//! webhook headers and signature in [`webhook`].
 
 pub mod gitea;
 pub mod github;
@@ -16,6 +16,7 @@ pub mod gitlab;
 pub mod http;
 pub mod pulls;
 pub mod statuses;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -40,54 +41,6 @@ impl Forge {
     }
 }
 
-/// What each forge's webhook deliveries say in their headers (their signature is checked by
-/// the receiver, `crate::source::webhook`).
-impl Forge {
-    /// The forge that sent a delivery, by the headers it has (`has`: whether a header, by
-    /// its lowercase name, is there). Gitea first: for compatibility it also sends
-    /// X-GitHub-Event and X-GitHub-Delivery (and, on older versions, no
-    /// X-Hub-Signature-256), never the other way round.
-    pub fn of_webhook(has: impl Fn(&str) -> bool) -> Option<Forge> {
-        if has("x-gitea-event") || has("x-gitea-signature") {
-            Some(Forge::Gitea)
-        } else if has("x-github-event") || has("x-hub-signature-256") {
-            Some(Forge::GitHub)
-        } else if has("x-gitlab-event") || has("x-gitlab-token") {
-            Some(Forge::GitLab)
-        } else {
-            None
-        }
-    }
-
-    /// The header naming a delivery's event.
-    pub fn event_header(self) -> &'static str {
-        match self {
-            Forge::GitHub => "x-github-event",
-            Forge::GitLab => "x-gitlab-event",
-            Forge::Gitea => "x-gitea-event",
-        }
-    }
-
-    /// The headers naming a delivery (the first one there counts). GitLab's Idempotency-Key
-    /// (GitLab 17+) stays the same across retries of a delivery, which is exactly what
-    /// deduplication needs; older GitLab: the event UUID.
-    pub fn delivery_headers(self) -> &'static [&'static str] {
-        match self {
-            Forge::GitHub => &["x-github-delivery"],
-            Forge::GitLab => &["idempotency-key", "x-gitlab-event-uuid"],
-            Forge::Gitea => &["x-gitea-delivery"],
-        }
-    }
-
-    /// The event a push is.
-    pub fn push_event(self) -> &'static str {
-        match self {
-            Forge::GitLab => "Push Hook",
-            Forge::GitHub | Forge::Gitea => "push",
-        }
-    }
-}
-
 /// Where statuses go, as configured (flags or environment of `rota agent`): the git notes or
 /// a forge, which is also where pull requests are opened.
 #[derive(Debug, Clone)]
@@ -101,13 +54,89 @@ pub enum StoreConfig {
 impl StoreConfig {
     /// The forge configured (`None`: git notes).
     pub fn forge(&self) -> Option<Forge> {
+        self.repo().map(|r| r.forge)
+    }
+
+    /// The configured forge's repository (`None`: git notes): the one place a configuration
+    /// is read by its variant; what differs between forges past this point is asked of
+    /// [`Forge`].
+    pub fn repo(&self) -> Option<ForgeRepo<'_>> {
+        let (forge, api_url, api_path, owner, name, pr_author, token) = match self {
+            StoreConfig::GitNotes => return None,
+            StoreConfig::GitHub(c) => {
+                let path = c.repo_path();
+                (
+                    Forge::GitHub,
+                    c.api_url.as_str(),
+                    path,
+                    c.owner.as_str(),
+                    c.repo.as_str(),
+                    &c.pr_author,
+                    &c.token,
+                )
+            }
+            StoreConfig::GitLab(c) => {
+                let path = c.project_path();
+                (
+                    Forge::GitLab,
+                    c.api_url.as_str(),
+                    path,
+                    "",
+                    c.project.as_str(),
+                    &c.pr_author,
+                    &c.token,
+                )
+            }
+            StoreConfig::Gitea(c) => {
+                let path = c.repo_path();
+                (
+                    Forge::Gitea,
+                    c.api_url.as_str(),
+                    path,
+                    c.owner.as_str(),
+                    c.repo.as_str(),
+                    &c.pr_author,
+                    &c.token,
+                )
+            }
+        };
+        Some(ForgeRepo {
+            forge,
+            api_url,
+            api_path,
+            owner,
+            name,
+            pr_author: pr_author.as_deref(),
+            token,
+        })
+    }
+
+    /// The configured forge's API client, authenticated (statuses and pull requests share
+    /// it); `None`: git notes.
+    pub fn client(&self) -> Option<Result<http::ForgeClient, ReportError>> {
         match self {
             StoreConfig::GitNotes => None,
-            StoreConfig::GitHub(_) => Some(Forge::GitHub),
-            StoreConfig::GitLab(_) => Some(Forge::GitLab),
-            StoreConfig::Gitea(_) => Some(Forge::Gitea),
+            StoreConfig::GitHub(c) => Some(c.client()),
+            StoreConfig::GitLab(c) => Some(c.client()),
+            StoreConfig::Gitea(c) => Some(c.client()),
         }
     }
+}
+
+/// A forge's repository as the configuration names it.
+#[derive(Debug, Clone)]
+pub struct ForgeRepo<'a> {
+    pub forge: Forge,
+    pub api_url: &'a str,
+    /// Its API path: `/repos/{owner}/{repo}` (GitHub, Gitea), `/projects/{id}` (GitLab).
+    pub api_path: String,
+    /// Its owner (GitHub, Gitea; empty on GitLab, whose project names it).
+    pub owner: &'a str,
+    /// Its name (GitHub, Gitea), or the GitLab project as configured (a path or a number).
+    pub name: &'a str,
+    /// rota's user on the forge, when configured (`--forge-user`).
+    pub pr_author: Option<&'a str>,
+    pub token: &'a crate::source::Secret,
 }
 
 /// Builds the configured store. The git-notes store needs the fleet repo's mirror and is
@@ -159,30 +188,6 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "status store configuration: github: API URL api.github.com must start with https:// (or http:// for a local forge)"
-        );
-    }
-
-    #[test]
-    fn a_delivery_s_forge_is_read_from_its_headers_gitea_first() {
-        let with = |names: &'static [&'static str]| move |h: &str| names.contains(&h);
-        // Gitea sends GitHub's headers too: it is Gitea all the same.
-        assert_eq!(
-            Forge::of_webhook(with(&["x-github-event", "x-gitea-event"])),
-            Some(Forge::Gitea)
-        );
-        assert_eq!(
-            Forge::of_webhook(with(&["x-hub-signature-256"])),
-            Some(Forge::GitHub)
-        );
-        assert_eq!(
-            Forge::of_webhook(with(&["x-gitlab-token"])),
-            Some(Forge::GitLab)
-        );
-        assert_eq!(Forge::of_webhook(with(&["x-other-event"])), None);
-        assert_eq!(Forge::GitLab.push_event(), "Push Hook");
-        assert_eq!(
-            Forge::GitLab.delivery_headers(),
-            ["idempotency-key", "x-gitlab-event-uuid"]
         );
     }
 

@@ -38,50 +38,69 @@ use std::sync::Mutex;
 use http::Method;
 use serde_json::{Value, json};
 
-use super::StoreConfig;
 use super::http::{ForgeClient, path_segment};
+use super::{Forge, StoreConfig};
 use crate::report::ReportError;
 use rota_core::fleet::proposal::{GITEA_BODY_MAX, GITHUB_BODY_MAX, GITLAB_DESCRIPTION_MAX};
 
 /// The most characters `forge` takes in a pull request body (no forge: the branch alone,
 /// and a body kept to GitHub's size for whoever opens it by hand).
 pub fn body_limit(forge: Option<&StoreConfig>) -> usize {
-    match forge {
-        Some(StoreConfig::GitLab(_)) => GITLAB_DESCRIPTION_MAX,
-        Some(StoreConfig::Gitea(_)) => GITEA_BODY_MAX,
-        Some(StoreConfig::GitHub(_)) | Some(StoreConfig::GitNotes) | None => GITHUB_BODY_MAX,
-    }
+    forge
+        .and_then(StoreConfig::forge)
+        .map_or(GITHUB_BODY_MAX, Forge::body_limit)
 }
 
 /// The file's page on the forge's web side, derived from its API address (`api.github.com`
 /// → `github.com`, `HOST/api/v3` → `HOST`, `HOST/api/v4` and `HOST/api/v1` → `HOST`).
 pub fn web_link(forge: Option<&StoreConfig>, branch: &str, path: &str) -> Option<String> {
-    let host = |api: &str, suffix: &str| -> String {
-        let api = api.trim_end_matches('/');
+    let r = forge?.repo()?;
+    let host = |suffix: &str| -> String {
+        let api = r.api_url.trim_end_matches('/');
         api.strip_suffix(suffix).unwrap_or(api).to_string()
     };
-    match forge? {
-        StoreConfig::GitHub(g) => {
-            let web = if g.api_url.trim_end_matches('/') == "https://api.github.com" {
+    match r.forge {
+        Forge::GitHub => {
+            let web = if r.api_url.trim_end_matches('/') == "https://api.github.com" {
                 "https://github.com".to_string()
             } else {
-                host(&g.api_url, "/api/v3")
+                host("/api/v3")
             };
-            Some(format!("{web}/{}/{}/blob/{branch}/{path}", g.owner, g.repo))
+            Some(format!("{web}/{}/{}/blob/{branch}/{path}", r.owner, r.name))
         }
-        StoreConfig::GitLab(g) if !g.project.chars().all(|c| c.is_ascii_digit()) => Some(format!(
+        Forge::GitLab if !r.name.chars().all(|c| c.is_ascii_digit()) => Some(format!(
             "{}/{}/-/blob/{branch}/{path}",
-            host(&g.api_url, "/api/v4"),
-            g.project
+            host("/api/v4"),
+            r.name
         )),
-        StoreConfig::Gitea(g) => Some(format!(
+        Forge::Gitea => Some(format!(
             "{}/{}/{}/src/branch/{branch}/{path}",
-            host(&g.api_url, "/api/v1"),
-            g.owner,
-            g.repo
+            host("/api/v1"),
+            r.owner,
+            r.name
         )),
         // A numeric GitLab project has no path to link to: the body names the file.
-        StoreConfig::GitLab(_) | StoreConfig::GitNotes => None,
+        Forge::GitLab => None,
+    }
+}
+
+impl Forge {
+    /// The most characters it takes in a pull request body.
+    pub fn body_limit(self) -> usize {
+        match self {
+            Forge::GitHub => GITHUB_BODY_MAX,
+            Forge::GitLab => GITLAB_DESCRIPTION_MAX,
+            Forge::Gitea => GITEA_BODY_MAX,
+        }
+    }
+
+    /// Where each field rota reads of its pull requests is.
+    fn dialect(self) -> Dialect {
+        match self {
+            Forge::GitHub => GITHUB,
+            Forge::GitLab => GITLAB,
+            Forge::Gitea => GITEA,
+        }
     }
 }
 
@@ -118,6 +137,12 @@ struct Dialect {
     author: &'static str,
     /// The user endpoint's login field.
     login: &'static str,
+    /// A fork's pull request is told by its repository's `owner/repo` (GitHub, Gitea; else
+    /// by `source_project_id`, GitLab).
+    fork_by_name: bool,
+    /// Its listing filters by head branch (Gitea's does not in every version: every page is
+    /// read and the branch's picked here).
+    lists_by_head: bool,
 }
 
 const GITHUB: Dialect = Dialect {
@@ -126,6 +151,8 @@ const GITHUB: Dialect = Dialect {
     head_ref: "/head/ref",
     author: "/user/login",
     login: "login",
+    fork_by_name: true,
+    lists_by_head: true,
 };
 const GITLAB: Dialect = Dialect {
     number: "iid",
@@ -133,12 +160,22 @@ const GITLAB: Dialect = Dialect {
     head_ref: "/source_branch",
     author: "/author/username",
     login: "username",
+    fork_by_name: false,
+    lists_by_head: true,
+};
+const GITEA: Dialect = Dialect {
+    lists_by_head: false,
+    ..GITHUB
 };
 
 /// A forge's pull requests, as rota reads them: the API client, the dialect, the
 /// repository rota proposes in, and rota's user if configured.
 struct Pulls<'a> {
     client: ForgeClient,
+    forge: Forge,
+    /// The repository's API path (`/repos/{o}/{r}`, `/projects/{id}`) and its owner.
+    path: String,
+    owner: &'a str,
     dialect: Dialect,
     /// `owner/repo` (GitHub, Gitea); `None` on GitLab, where the list is the project's and a
     /// fork shows as `source_project_id` differing from `target_project_id`.
@@ -168,38 +205,105 @@ impl<'a> Pulls<'a> {
             t.expose().hash(&mut h);
             h.finish()
         };
-        Ok(match config {
-            StoreConfig::GitHub(c) => Pulls {
-                client: c.client()?,
-                dialect: GITHUB,
-                repo: Some(format!("{}/{}", c.owner, c.repo)),
-                user: c.pr_author.as_deref(),
-                api_url: &c.api_url,
-                token_hint: hint(&c.token),
-            },
-            StoreConfig::GitLab(c) => Pulls {
-                client: c.client()?,
-                dialect: GITLAB,
-                repo: None,
-                user: c.pr_author.as_deref(),
-                api_url: &c.api_url,
-                token_hint: hint(&c.token),
-            },
-            StoreConfig::Gitea(c) => Pulls {
-                client: c.client()?,
-                dialect: GITHUB,
-                repo: Some(format!("{}/{}", c.owner, c.repo)),
-                user: c.pr_author.as_deref(),
-                api_url: &c.api_url,
-                token_hint: hint(&c.token),
-            },
-            StoreConfig::GitNotes => {
-                return Err(ReportError::Transport {
-                    backend: "git-notes",
-                    message: "no forge configured to open a pull request on".into(),
-                });
-            }
+        let (Some(repo), Some(client)) = (config.repo(), config.client()) else {
+            return Err(ReportError::Transport {
+                backend: "git-notes",
+                message: "no forge configured to open a pull request on".into(),
+            });
+        };
+        let dialect = repo.forge.dialect();
+        Ok(Pulls {
+            client: client?,
+            forge: repo.forge,
+            repo: dialect
+                .fork_by_name
+                .then(|| format!("{}/{}", repo.owner, repo.name)),
+            path: repo.api_path,
+            owner: repo.owner,
+            dialect,
+            user: repo.pr_author,
+            api_url: repo.api_url,
+            token_hint: hint(repo.token),
         })
+    }
+
+    /// The listing of open pull requests of `p.head`, and the update and the creation
+    /// (method, path and body) of its pull request.
+    fn open_calls(&self, p: &Proposal<'_>) -> (String, (Method, String, Value), (String, Value)) {
+        let at = &self.path;
+        match self.forge {
+            Forge::GitHub => (
+                format!(
+                    "{at}/pulls?state=open&head={}:{}&per_page=100",
+                    path_segment(self.owner),
+                    path_segment(p.head)
+                ),
+                (
+                    Method::PATCH,
+                    format!("{at}/pulls"),
+                    json!({"title": p.title, "body": p.body}),
+                ),
+                (
+                    format!("{at}/pulls"),
+                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
+                ),
+            ),
+            Forge::GitLab => (
+                format!(
+                    "{at}/merge_requests?state=opened&source_branch={}",
+                    path_segment(p.head)
+                ),
+                (
+                    Method::PUT,
+                    format!("{at}/merge_requests"),
+                    json!({"title": p.title, "description": p.body}),
+                ),
+                (
+                    format!("{at}/merge_requests"),
+                    json!({"source_branch": p.head, "target_branch": p.base, "title": p.title, "description": p.body}),
+                ),
+            ),
+            Forge::Gitea => (
+                format!("{at}/pulls?state=open"),
+                (
+                    Method::PATCH,
+                    format!("{at}/pulls"),
+                    json!({"title": p.title, "body": p.body}),
+                ),
+                (
+                    format!("{at}/pulls"),
+                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
+                ),
+            ),
+        }
+    }
+
+    /// The listing of closed pull requests of `head` (Gitea: every one, the most recently
+    /// updated first, until the branch's shows up).
+    fn closed_listing(&self, head: &str) -> String {
+        let at = &self.path;
+        match self.forge {
+            Forge::GitHub => format!(
+                "{at}/pulls?state=closed&head={}:{}&per_page=100",
+                path_segment(self.owner),
+                path_segment(head)
+            ),
+            Forge::GitLab => format!(
+                "{at}/merge_requests?state=closed&source_branch={}",
+                path_segment(head)
+            ),
+            Forge::Gitea => format!("{at}/pulls?state=closed&sort=recentupdate"),
+        }
+    }
+
+    /// Every pull request of `head` in `listing`: one call, or Gitea's pages.
+    async fn listed(&self, listing: &str, head: &str) -> Result<Vec<Listed>, ReportError> {
+        if self.dialect.lists_by_head {
+            let got: Value = self.client.get_json(listing).await?;
+            self.read_list(&got, &format!("GET {listing}"))
+        } else {
+            gitea_pulls_of(self, listing, head).await
+        }
     }
 
     /// An error about the forge's answer to `asked`, naming the field.
@@ -433,74 +537,8 @@ pub async fn open_or_update(
     p: &Proposal<'_>,
 ) -> Result<PullRequest, ReportError> {
     let pulls = Pulls::of(config)?;
-    let (listing, update, create) = match config {
-        StoreConfig::GitHub(c) => {
-            let repo = c.repo_path();
-            (
-                format!(
-                    "{repo}/pulls?state=open&head={}:{}&per_page=100",
-                    path_segment(&c.owner),
-                    path_segment(p.head)
-                ),
-                (
-                    Method::PATCH,
-                    format!("{repo}/pulls"),
-                    json!({"title": p.title, "body": p.body}),
-                ),
-                (
-                    format!("{repo}/pulls"),
-                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
-                ),
-            )
-        }
-        StoreConfig::GitLab(c) => {
-            let project = c.project_path();
-            (
-                format!(
-                    "{project}/merge_requests?state=opened&source_branch={}",
-                    path_segment(p.head)
-                ),
-                (
-                    Method::PUT,
-                    format!("{project}/merge_requests"),
-                    json!({"title": p.title, "description": p.body}),
-                ),
-                (
-                    format!("{project}/merge_requests"),
-                    json!({"source_branch": p.head, "target_branch": p.base, "title": p.title, "description": p.body}),
-                ),
-            )
-        }
-        StoreConfig::Gitea(c) => {
-            let repo = c.repo_path();
-            (
-                format!("{repo}/pulls?state=open"),
-                (
-                    Method::PATCH,
-                    format!("{repo}/pulls"),
-                    json!({"title": p.title, "body": p.body}),
-                ),
-                (
-                    format!("{repo}/pulls"),
-                    json!({"title": p.title, "head": p.head, "base": p.base, "body": p.body}),
-                ),
-            )
-        }
-        // Refused by `Pulls::of` already.
-        StoreConfig::GitNotes => {
-            return Err(ReportError::Config(
-                "no forge configured to open a pull request on".into(),
-            ));
-        }
-    };
-    // Gitea filters by head in no list call every version has: every page of open pull
-    // requests is read (a bound on pages, as ever) and the branch's picked here.
-    let listed = if matches!(config, StoreConfig::Gitea(_)) {
-        gitea_pulls_of(&pulls, &listing, p.head).await?
-    } else {
-        let open: Value = pulls.client.get_json(&listing).await?;
-        pulls.read_list(&open, &format!("GET {listing}"))?
-    };
+    let (listing, update, create) = pulls.open_calls(p);
+    let listed = pulls.listed(&listing, p.head).await?;
     let mine = pulls.mine(listed, p.head, true).await?;
     let (method, path, body, opened) = match mine.first() {
         Some(pr) => (
@@ -540,38 +578,11 @@ pub async fn closed_since(
     head: &str,
     since: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<ClosedPull>, ReportError> {
-    if matches!(config, StoreConfig::GitNotes) {
+    if config.forge().is_none() {
         return Ok(None);
     }
     let pulls = Pulls::of(config)?;
-    let listed = match config {
-        StoreConfig::GitHub(c) => {
-            let list = format!(
-                "{}/pulls?state=closed&head={}:{}&per_page=100",
-                c.repo_path(),
-                path_segment(&c.owner),
-                path_segment(head)
-            );
-            let closed: Value = pulls.client.get_json(&list).await?;
-            pulls.read_list(&closed, &format!("GET {list}"))?
-        }
-        StoreConfig::GitLab(c) => {
-            let list = format!(
-                "{}/merge_requests?state=closed&source_branch={}",
-                c.project_path(),
-                path_segment(head)
-            );
-            let closed: Value = pulls.client.get_json(&list).await?;
-            pulls.read_list(&closed, &format!("GET {list}"))?
-        }
-        StoreConfig::Gitea(c) => {
-            // As for the open ones: no head filter, every page read (the most recently
-            // updated first) until the branch's shows up.
-            let list = format!("{}/pulls?state=closed&sort=recentupdate", c.repo_path());
-            gitea_pulls_of(&pulls, &list, head).await?
-        }
-        StoreConfig::GitNotes => return Ok(None),
-    };
+    let listed = pulls.listed(&pulls.closed_listing(head), head).await?;
     Ok(pulls
         .mine(listed, head, false)
         .await?

@@ -12,11 +12,13 @@
 //! - keys: a retired SSH key does not verify back-dated commits; a verifier that fails to
 //!   run is retried, not a verdict.
 
-use crate::support::git::{git, git_stdin, rota};
+use crate::support::canary_fleet;
+use crate::support::git::{git, git_stdin, origin_and_clone, rota};
+use crate::support::processes::{Kill, SimServe};
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
@@ -51,16 +53,6 @@ fn public(key: &Path) -> String {
 }
 
 /// A bare origin and a clone `work` on branch main.
-fn origin_and_work(tmp: &Path) -> (PathBuf, PathBuf) {
-    let origin = tmp.join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp, &["clone", "-q", "fleet.git", "work"]);
-    let work = tmp.join("work");
-    git(&work, &["checkout", "-q", "-b", "main"]);
-    (origin, work)
-}
-
 /// Commits everything in `work` (signed with `key` when given) and returns the id.
 fn commit(work: &Path, message: &str, key: Option<&Path>, date: Option<&str>) -> String {
     git(work, &["add", "-A"]);
@@ -107,81 +99,21 @@ fn two_waves(canary: &str, main: &str) -> String {
 
 /// [`two_waves`], with the promotion guard on or off.
 fn two_waves_guarded(canary: &str, main: &str, guard: bool) -> String {
-    format!(
-        r#"apiVersion: rota.dev/v1alpha1
-kind: Fleet
-metadata: {{name: acme}}
-spec:
-  images:
-    general:
-      versions:
-        "2026.11.1": {{aws: {AMI_1}}}
-        "2026.11.2": {{aws: {AMI_2}}}
-  waves:
-    - name: canary
-      clusters: [canary-1]
-      images: {{general: "{canary}"}}
-      soak: 30m
-    - name: main
-      clusters: [main-1]
-      images: {{general: "{main}"}}
-  rollout: {{batch: 2}}
-  promotion: {{guard: {guard}}}
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: canary-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - {{name: general, channel: general, nodeSelector: {{rota.dev/pool: general}}, group: {{autoScalingGroup: canary-general}}}}
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: main-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - {{name: general, channel: general, nodeSelector: {{rota.dev/pool: general}}, group: {{autoScalingGroup: main-general}}}}
-"#
-    )
-}
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    let extra = format!("  rollout: {{batch: 2}}\n  promotion: {{guard: {guard}}}\n");
+    canary_fleet::two_waves_yaml(canary, main, &extra)
 }
 
 /// `rota sim serve` over the fleet in `work`: every cluster of it, on loopback.
 fn sim(tmp: &Path, work: &Path) -> (Kill, PathBuf) {
     let kubeconfig = tmp.join("kubeconfig");
-    let workloads = tmp.join("workloads.yaml");
-    std::fs::write(
-        &workloads,
-        "nodes: {perPool: 2, registerAfter: 15s, readyAfter: 20s}\n",
-    )
-    .unwrap();
-    let mut child = Command::new(rota())
-        .args(["sim", "serve", "--repo"])
-        .arg(work)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--workloads")
-        .arg(&workloads)
-        .args(["--speed", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("rota sim: ready"), "{line}");
-    (Kill(child), kubeconfig)
+    let (child, _) = SimServe::new(work, &kubeconfig)
+        .workloads(
+            &tmp.join("workloads.yaml"),
+            "nodes: {perPool: 2, registerAfter: 15s, readyAfter: 20s}\n",
+        )
+        .speed(30)
+        .start();
+    (child, kubeconfig)
 }
 
 /// A `rota agent` process for `cluster`; its log goes to `<tmp>/<name>.log`.
@@ -320,7 +252,7 @@ fn free_addr() -> String {
 fn a_force_push_of_an_older_signed_commit_is_not_acted_on_until_confirmed() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let (origin, work) = origin_and_work(t);
+    let (origin, work) = origin_and_clone(t, "work");
     let admin = ssh_keygen_new(t, "admin");
     let allowed = t.join("allowed_signers");
     std::fs::write(&allowed, format!("admin@acme.test {}\n", public(&admin))).unwrap();
@@ -600,7 +532,7 @@ async fn promote_check_with_agent_signers_ignores_a_forged_note_on_the_canarys_r
 fn a_forged_canary_note_does_not_start_a_later_wave() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let (origin, work) = origin_and_work(t);
+    let (origin, work) = origin_and_clone(t, "work");
     let canary_key = ssh_keygen_new(t, "canary-1");
     let main_key = ssh_keygen_new(t, "main-1");
     let signers = t.join("agents");
@@ -742,7 +674,7 @@ fn tree_bomb_on(
 fn an_agent_refuses_a_tree_bomb_and_stops_on_sigterm() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let (origin, work) = origin_and_work(t);
+    let (origin, work) = origin_and_clone(t, "work");
     std::fs::write(work.join("fleet.yaml"), two_waves("2026.11.1", "2026.11.1")).unwrap();
     let good = commit(&work, "fleet", None, None);
     git(&work, &["push", "-q", "origin", "main"]);
@@ -971,7 +903,7 @@ fn capped_source(
 fn a_flood_of_notes_refs_is_capped_at_fetch() {
     use rota::source::FetchLimits;
     let tmp = tempfile::tempdir().unwrap();
-    let (origin, work) = origin_and_work(tmp.path());
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
     let c = commit(&work, "fleet", None, None);
     git(&work, &["push", "-q", "origin", "main"]);
@@ -1009,7 +941,7 @@ fn a_flood_of_notes_refs_is_capped_at_fetch() {
 fn a_flood_of_notes_refs_sorting_first_does_not_crowd_out_the_fleets_clusters() {
     use rota::source::{FetchLimits, GitSource};
     let tmp = tempfile::tempdir().unwrap();
-    let (origin, work) = origin_and_work(tmp.path());
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
     let c = commit(&work, "fleet", None, None);
     git(&work, &["push", "-q", "origin", "main"]);
@@ -1076,7 +1008,7 @@ fn a_flood_of_notes_refs_sorting_first_does_not_crowd_out_the_fleets_clusters() 
 fn more_declared_clusters_than_the_cap_are_all_fetched_and_read() {
     use rota::source::FetchLimits;
     let tmp = tempfile::tempdir().unwrap();
-    let (origin, work) = origin_and_work(tmp.path());
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
     let c = commit(&work, "fleet", None, None);
     git(&work, &["push", "-q", "origin", "main"]);
@@ -1141,7 +1073,7 @@ fn mirrored_notes(mirror: &Path) -> Vec<String> {
 fn an_agent_fetches_its_own_notes_idle_and_every_cluster_of_the_wave_its_guard_waits_on() {
     use rota::source::FetchLimits;
     let tmp = tempfile::tempdir().unwrap();
-    let (origin, work) = origin_and_work(tmp.path());
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
     let c = commit(&work, "fleet", None, None);
     git(&work, &["push", "-q", "origin", "main"]);
@@ -1243,7 +1175,7 @@ fn an_agent_fetches_its_own_notes_idle_and_every_cluster_of_the_wave_its_guard_w
 fn a_pack_over_the_cap_is_refused_before_it_is_used() {
     use rota::source::FetchLimits;
     let tmp = tempfile::tempdir().unwrap();
-    let (origin, work) = origin_and_work(tmp.path());
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     std::fs::write(work.join("fleet.yaml"), "kind: Fleet\n").unwrap();
     let small = commit(&work, "fleet", None, None);
     git(&work, &["push", "-q", "origin", "main"]);
@@ -1289,7 +1221,7 @@ fn a_pack_over_the_cap_is_refused_before_it_is_used() {
 fn a_retired_ssh_key_does_not_verify_a_backdated_commit() {
     use rota::source::trust::{RejectReason, TrustPolicy, Verifier};
     let tmp = tempfile::tempdir().unwrap();
-    let (_origin, work) = origin_and_work(tmp.path());
+    let (_origin, work) = origin_and_clone(tmp.path(), "work");
     let old = ssh_keygen_new(tmp.path(), "retired");
     let allowed = tmp.path().join("allowed_signers");
     std::fs::write(
@@ -1332,7 +1264,7 @@ fn a_retired_ssh_key_does_not_verify_a_backdated_commit() {
 fn a_verifier_that_fails_to_run_is_retried() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let (origin, work) = origin_and_work(t);
+    let (origin, work) = origin_and_clone(t, "work");
     let admin = ssh_keygen_new(t, "admin");
     let allowed = t.join("allowed_signers");
     std::fs::write(&allowed, format!("admin@acme.test {}\n", public(&admin))).unwrap();

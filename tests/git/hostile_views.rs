@@ -11,6 +11,7 @@
 //! - the page: a foreign `Host` (DNS rebinding), cross-site requests, one client holding
 //!   every connection (`/healthz` included), a flood of notes refs on `rota ui --repo URL`.
 
+use crate::support::canary_fleet;
 use crate::support::git::{git, git_stdin, rota};
 
 use std::io::{BufRead, BufReader, Write};
@@ -18,48 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-const AMI_1: &str = "ami-0a1b2c3d4e5f60718";
-const AMI_2: &str = "ami-0f9e8d7c6b5a40312";
-
 /// Two waves: canary (canary-1) then main (main-1), one pool `general` each, guard on.
 fn two_waves(canary: &str, main: &str) -> String {
-    format!(
-        r#"apiVersion: rota.dev/v1alpha1
-kind: Fleet
-metadata: {{name: acme}}
-spec:
-  images:
-    general:
-      versions:
-        "2026.11.1": {{aws: {AMI_1}}}
-        "2026.11.2": {{aws: {AMI_2}}}
-  waves:
-    - name: canary
-      clusters: [canary-1]
-      images: {{general: "{canary}"}}
-      soak: 30m
-    - name: main
-      clusters: [main-1]
-      images: {{general: "{main}"}}
-  promotion: {{guard: true}}
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: canary-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - {{name: general, channel: general, nodeSelector: {{rota.dev/pool: general}}, group: {{autoScalingGroup: canary-general}}}}
----
-apiVersion: rota.dev/v1alpha1
-kind: Cluster
-metadata: {{name: main-1}}
-spec:
-  cloud: {{aws: {{region: us-east-1}}}}
-  pools:
-    - {{name: general, channel: general, nodeSelector: {{rota.dev/pool: general}}, group: {{autoScalingGroup: main-general}}}}
-"#
-    )
+    canary_fleet::two_waves_yaml(canary, main, "  promotion: {guard: true}\n")
 }
 
 /// A repo where canary pins 2026.11.2 (base) and then main is promoted to it (HEAD):

@@ -7,6 +7,7 @@
 use crate::support::git::{git, rota};
 
 use crate::support::big_fleet;
+use crate::support::loopback::Loopback;
 
 use std::path::Path;
 use std::process::Command;
@@ -77,41 +78,24 @@ fn pr(n: u64, p: &(String, String, String, String)) -> serde_json::Value {
     })
 }
 
-async fn serve(state: Arc<Mutex<Pulls>>) -> String {
+async fn serve(state: Arc<Mutex<Pulls>>) -> Loopback {
     use http_body_util::BodyExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let st = state.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let st = st.clone();
-                        async move {
-                            let method = req.method().to_string();
-                            let path = req.uri().path().to_string();
-                            let bytes = req.into_body().collect().await.unwrap().to_bytes();
-                            let body = serde_json::from_slice(&bytes).unwrap_or_default();
-                            let (status, text) =
-                                answer(&mut st.lock().unwrap(), &method, &path, &body);
-                            Ok::<_, std::convert::Infallible>(
-                                hyper::Response::builder()
-                                    .status(status)
-                                    .header("content-type", "application/json")
-                                    .body(http_body_util::Full::new(bytes::Bytes::from(text)))
-                                    .unwrap(),
-                            )
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                    .await;
-            });
+    Loopback::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+        let st = state.clone();
+        async move {
+            let method = req.method().to_string();
+            let path = req.uri().path().to_string();
+            let bytes = req.into_body().collect().await.unwrap().to_bytes();
+            let body = serde_json::from_slice(&bytes).unwrap_or_default();
+            let (status, text) = answer(&mut st.lock().unwrap(), &method, &path, &body);
+            hyper::Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(http_body_util::Full::new(bytes::Bytes::from(text)))
+                .unwrap()
         }
-    });
-    url
+    })
+    .await
 }
 
 /// The 400-cluster fleet, its guard off (the promotion is what is tested, not the guard),
@@ -151,7 +135,8 @@ async fn a_400_cluster_promotion_opens_a_pull_request_within_githubs_limit() {
     let origin = big_repo(tmp.path());
     let work = tmp.path().join("work");
     let state: Arc<Mutex<Pulls>> = Default::default();
-    let url = serve(state.clone()).await;
+    let server = serve(state.clone()).await;
+    let url = server.url.clone();
     let out = Command::new(rota())
         .args(["promote", "--wave", "main", "--open-pr", "--repo"])
         .arg(&work)

@@ -6,9 +6,9 @@
 
 use std::time::Duration as StdDuration;
 
-use crate::support::model::{Model, NEW, TICK, Workload, group_ref};
+use crate::support::model::{Model, TICK, Workload, desired_pool};
 use rota::fleet::duration::GoDuration;
-use rota::fleet::resolved::{BatchSize, DesiredPool, EffectivePolicy, Mode};
+use rota::fleet::resolved::{BatchSize, EffectivePolicy};
 use rota::kube::crd::NodePoolRotationStatus;
 use rota::metrics::Metrics;
 use rota::rotate::status::{Reconciled, compose};
@@ -41,23 +41,7 @@ fn run(ticks: u32, block: impl Fn(u32) -> bool) -> Run {
     };
     // Long enough that the planner's own drain timeout does not end the test first.
     policy.drain.timeout = GoDuration::from_secs(6 * 3600);
-    let desired = DesiredPool {
-        owner_image: None,
-        cluster: "sim".into(),
-        name: "general".into(),
-        channel: "general".into(),
-        version: "v2".into(),
-        image: NEW.into(),
-        arch: Default::default(),
-        kubelet: None,
-        released: None,
-        max_age: None,
-        group: group_ref(),
-        node_selector: Default::default(),
-        policy,
-        gates: vec![],
-        mode: Mode::Reconcile,
-    };
+    let desired = desired_pool(policy);
     let start = model.now;
     let metrics = Metrics::new();
     let mut status: Option<NodePoolRotationStatus> = None;

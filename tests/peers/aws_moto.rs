@@ -7,6 +7,7 @@
 //! run `SPEED` times faster than real time so that a rotation takes seconds.
 
 use crate::support::moto;
+use crate::support::sim_fleet;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -18,13 +19,13 @@ use aws_sdk_autoscaling::types::{
 };
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use rota::cloud::aws::AwsNodeGroups;
 use rota::cloud::retry::RetryPolicy;
 use rota::cloud::{CloudErrorKind, GroupRef, Lifecycle, NodeGroups};
 use rota::controller::{Config, Controller};
 use rota::fleet::duration::GoDuration;
-use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy};
 use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
 use rota::rotate::Phase;
 use rota::sim::faults::FaultProfile;
@@ -461,32 +462,10 @@ fn npr(image: &str) -> NodePoolRotation {
     };
     policy.node_ready_timeout = GoDuration::from_secs(600);
     policy.drain.timeout = GoDuration::from_secs(900);
-    let mut n = NodePoolRotation::new(
-        "general",
-        NodePoolRotationSpec {
-            owner_image: None,
-            cluster: "moto-1".into(),
-            pool: "general".into(),
-            group: group("general"),
-            node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
-            channel: "stable".into(),
-            version: "2026.11.2".into(),
-            image: image.into(),
-            arch: Default::default(),
-            kubelet: None,
-            released: None,
-            max_age: None,
-            policy,
-            gates: vec![],
-            source_commit: "c0ffee".into(),
-            mode: Mode::Reconcile,
-        },
-    );
-    n.metadata = ObjectMeta {
-        name: Some("general".into()),
-        ..ObjectMeta::default()
-    };
-    n
+    sim_fleet::npr(NodePoolRotationSpec {
+        cluster: "moto-1".into(),
+        ..sim_fleet::spec("general", group("general"), "rota.dev/pool", image, policy)
+    })
 }
 
 #[tokio::test]

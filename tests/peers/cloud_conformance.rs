@@ -1890,11 +1890,11 @@ mod gcp {
         use std::collections::BTreeMap;
 
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-        use kube::api::{Api, ObjectMeta, PostParams};
+        use kube::api::{Api, PostParams};
         use rota::cloud::Lifecycle;
         use rota::controller::{Config, Controller};
         use rota::fleet::duration::GoDuration;
-        use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+        use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy};
         use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
         use rota::rotate::Phase;
         use rota::sim::faults::FaultProfile;
@@ -1955,31 +1955,10 @@ mod gcp {
         };
         policy.node_ready_timeout = GoDuration::from_secs(60);
         policy.node_ready_retries = 1;
-        let mut npr = NodePoolRotation::new(
-            "general",
-            NodePoolRotationSpec {
-                owner_image: None,
-                cluster: "gke-1".into(),
-                pool: "general".into(),
-                group: g.clone(),
-                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
-                channel: "stable".into(),
-                version: "2026.11.2".into(),
-                image: new.into(),
-                arch: Default::default(),
-                kubelet: None,
-                released: None,
-                max_age: None,
-                policy,
-                gates: vec![],
-                source_commit: "c0ffee".into(),
-                mode: Mode::Reconcile,
-            },
-        );
-        npr.metadata = ObjectMeta {
-            name: Some("general".into()),
-            ..ObjectMeta::default()
-        };
+        let npr = crate::support::sim_fleet::npr(NodePoolRotationSpec {
+            cluster: "gke-1".into(),
+            ..crate::support::sim_fleet::spec("general", g.clone(), "rota.dev/pool", new, policy)
+        });
         Api::<NodePoolRotation>::all(client.clone())
             .create(&PostParams::default(), &npr)
             .await

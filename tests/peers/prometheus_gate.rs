@@ -6,6 +6,7 @@
 //! Real time throughout (Prometheus scrapes on its own clock): each test takes seconds.
 
 use crate::support::prometheus as prom;
+use crate::support::sim_fleet;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,12 +15,12 @@ use std::time::Duration;
 use chrono::Utc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
 use rota::controller::{Config, Controller};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{
-    BatchSize, Cloud, EffectivePolicy, GateCheck, Mode, NoData, OnGateFailure, ResolvedGate,
+    BatchSize, Cloud, EffectivePolicy, GateCheck, NoData, OnGateFailure, ResolvedGate,
 };
 use rota::gates::prometheus::{PrometheusGate, QueryError};
 use rota::gates::{Gate, GateInputs, Sample};
@@ -316,32 +317,10 @@ fn rotation(gate: ResolvedGate, on_gate_failure: OnGateFailure) -> NodePoolRotat
     };
     // Long enough for a few samples after the first batch.
     policy.batch_soak = GoDuration::from_secs(240);
-    let mut n = NodePoolRotation::new(
-        "general",
-        NodePoolRotationSpec {
-            owner_image: None,
-            cluster: "sim-1".into(),
-            pool: "general".into(),
-            group: group(),
-            node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
-            channel: "stable".into(),
-            version: "2026.11.2".into(),
-            image: NEW.into(),
-            arch: Default::default(),
-            kubelet: None,
-            released: None,
-            max_age: None,
-            policy,
-            gates: vec![gate],
-            source_commit: "c0ffee".into(),
-            mode: Mode::Reconcile,
-        },
-    );
-    n.metadata = ObjectMeta {
-        name: Some("general".into()),
-        ..ObjectMeta::default()
-    };
-    n
+    sim_fleet::npr(NodePoolRotationSpec {
+        gates: vec![gate],
+        ..sim_fleet::spec("general", group(), "rota.dev/pool", NEW, policy)
+    })
 }
 
 async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {

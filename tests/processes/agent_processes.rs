@@ -2,24 +2,21 @@
 //! bumps an image rotates the pool, and `rota status` shows success.
 
 use crate::support::canary_fleet;
-use crate::support::git::{git, rota};
+use crate::support::git::{commit_and_push, git, origin_and_clone, rota};
+use crate::support::processes::{Kill, SimServe};
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn fleet_yaml(version: &str) -> String {
     canary_fleet::canary_fleet_yaml(version, "{batch: 2}", "")
 }
 
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// Four nodes a pool and a Deployment behind a PDB that lets one pod go at a time.
+const WORKLOADS: &str = "nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}\n\
+    deployments:\n\
+    - {name: web, namespace: shop, replicas: 4, pdb: {maxUnavailable: 1}}\n";
 
 fn status_json(origin: &Path) -> (bool, serde_json::Value) {
     let out = Command::new(rota())
@@ -34,43 +31,15 @@ fn status_json(origin: &Path) -> (bool, serde_json::Value) {
 #[test]
 fn a_bump_rotates_the_pool_and_rota_status_shows_success() {
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
-    let work = tmp.path().join("work");
-    git(&work, &["checkout", "-q", "-b", "main"]);
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     std::fs::write(work.join("fleet.yaml"), fleet_yaml("2026.11.1")).unwrap();
-    git(&work, &["add", "-A"]);
-    git(&work, &["commit", "-q", "-m", "fleet"]);
-    git(&work, &["push", "-q", "origin", "main"]);
+    commit_and_push(&work, "fleet");
 
     let kubeconfig = tmp.path().join("kubeconfig");
-    let workloads = tmp.path().join("workloads.yaml");
-    std::fs::write(
-        &workloads,
-        "nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}\n\
-         deployments:\n\
-         - {name: web, namespace: shop, replicas: 4, pdb: {maxUnavailable: 1}}\n",
-    )
-    .unwrap();
-    let mut sim = Command::new(rota())
-        .args(["sim", "serve", "--repo"])
-        .arg(&work)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--workloads")
-        .arg(&workloads)
-        .args(["--speed", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(sim.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _sim = Kill(sim);
+    let (_sim, line) = SimServe::new(&work, &kubeconfig)
+        .workloads(&tmp.path().join("workloads.yaml"), WORKLOADS)
+        .speed(30)
+        .start();
     assert!(line.starts_with("rota sim: ready: 1 clusters"), "{line}");
 
     let log = std::fs::File::create(tmp.path().join("agent.log")).unwrap();
@@ -160,31 +129,11 @@ fn a_bump_rotates_the_pool_and_rota_status_shows_success() {
 #[test]
 fn an_agent_without_the_crd_stops_at_start_and_says_how_to_install_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
-    let work = tmp.path().join("work");
-    git(&work, &["checkout", "-q", "-b", "main"]);
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     std::fs::write(work.join("fleet.yaml"), fleet_yaml("2026.11.1")).unwrap();
-    git(&work, &["add", "-A"]);
-    git(&work, &["commit", "-q", "-m", "fleet"]);
-    git(&work, &["push", "-q", "origin", "main"]);
+    commit_and_push(&work, "fleet");
     let kubeconfig = tmp.path().join("kubeconfig");
-    let mut sim = Command::new(rota())
-        .args(["sim", "serve", "--repo"])
-        .arg(&work)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(sim.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _sim = Kill(sim);
+    let (_sim, line) = SimServe::new(&work, &kubeconfig).start();
     assert!(line.starts_with("rota sim: ready: 1 clusters"), "{line}");
     let out = Command::new(rota())
         .arg("agent")
@@ -250,43 +199,15 @@ fn holder(kubeconfig: &Path) -> String {
 #[test]
 fn two_agents_one_writer_and_the_standby_takes_over() {
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
-    let work = tmp.path().join("work");
-    git(&work, &["checkout", "-q", "-b", "main"]);
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     std::fs::write(work.join("fleet.yaml"), fleet_yaml("2026.11.1")).unwrap();
-    git(&work, &["add", "-A"]);
-    git(&work, &["commit", "-q", "-m", "fleet"]);
-    git(&work, &["push", "-q", "origin", "main"]);
+    commit_and_push(&work, "fleet");
 
     let kubeconfig = tmp.path().join("kubeconfig");
-    let workloads = tmp.path().join("workloads.yaml");
-    std::fs::write(
-        &workloads,
-        "nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}\n\
-         deployments:\n\
-         - {name: web, namespace: shop, replicas: 4, pdb: {maxUnavailable: 1}}\n",
-    )
-    .unwrap();
-    let mut sim = Command::new(rota())
-        .args(["sim", "serve", "--repo"])
-        .arg(&work)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--workloads")
-        .arg(&workloads)
-        .args(["--speed", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(sim.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _sim = Kill(sim);
+    let (_sim, line) = SimServe::new(&work, &kubeconfig)
+        .workloads(&tmp.path().join("workloads.yaml"), WORKLOADS)
+        .speed(30)
+        .start();
     assert!(line.starts_with("rota sim: ready: 1 clusters"), "{line}");
 
     let start_agent = |id: &str| {

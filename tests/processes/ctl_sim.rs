@@ -4,6 +4,7 @@
 //! simulation and the controller running 60x faster.
 
 use crate::support::git::rota;
+use crate::support::sim_fleet;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,12 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, PostParams};
 use rota::cloud::GroupRef;
 use rota::controller::{Config, Controller};
 use rota::fleet::duration::GoDuration;
-use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
-use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy};
+use rota::kube::crd::{self, NodePoolRotation};
 use rota::sim::apiserver::{ApiServer, serve_http};
 use rota::sim::faults::FaultProfile;
 use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
@@ -205,31 +206,13 @@ async fn pause_resume_and_complete_soak_steer_the_rotation_and_kubectl_shows_it(
     };
     policy.drain.delete_empty_dir_data = true;
     policy.batch_soak = GoDuration::from_secs(6 * 3600);
-    let mut npr = NodePoolRotation::new(
+    let npr = sim_fleet::npr(sim_fleet::spec(
         "general",
-        NodePoolRotationSpec {
-            owner_image: None,
-            cluster: "sim-1".into(),
-            pool: "general".into(),
-            group: group(),
-            node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
-            channel: "stable".into(),
-            version: "2026.11.2".into(),
-            image: NEW.into(),
-            arch: Default::default(),
-            kubelet: None,
-            released: None,
-            max_age: None,
-            policy,
-            gates: vec![],
-            source_commit: "c0ffee".into(),
-            mode: Mode::Reconcile,
-        },
-    );
-    npr.metadata = ObjectMeta {
-        name: Some("general".into()),
-        ..ObjectMeta::default()
-    };
+        group(),
+        "rota.dev/pool",
+        NEW,
+        policy,
+    ));
     Api::<NodePoolRotation>::all(client.clone())
         .create(&PostParams::default(), &npr)
         .await

@@ -13,25 +13,18 @@
 //! Waits have deadlines (a hung run fails instead of hanging); no assertion is on wall time.
 
 use crate::support::canary_fleet;
-use crate::support::git::{git, rota};
+use crate::support::git::{commit_and_push, git, origin_and_clone, rota};
+use crate::support::processes::{Kill, SimServe};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const WEBHOOK_SECRET: &str = "whsec_hostile_9f8e7d";
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// A fleet repo, the simulated cluster and an agent on them.
 struct Run {
@@ -46,46 +39,22 @@ struct Run {
 impl Run {
     fn start(env: &[(&str, String)]) -> Run {
         let tmp = tempfile::tempdir().unwrap();
-        let origin = tmp.path().join("fleet.git");
-        std::fs::create_dir_all(&origin).unwrap();
-        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-        git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
-        let work = tmp.path().join("work");
-        git(&work, &["checkout", "-q", "-b", "main"]);
+        let (origin, work) = origin_and_clone(tmp.path(), "work");
         std::fs::write(
             work.join("fleet.yaml"),
             canary_fleet::canary_fleet_yaml("2026.11.1", "{batch: 2}", ""),
         )
         .unwrap();
-        git(&work, &["add", "-A"]);
-        git(&work, &["commit", "-q", "-m", "fleet"]);
-        git(&work, &["push", "-q", "origin", "main"]);
+        commit_and_push(&work, "fleet");
 
         let kubeconfig = tmp.path().join("kubeconfig");
-        let workloads = tmp.path().join("workloads.yaml");
-        std::fs::write(
-            &workloads,
-            "nodes: {perPool: 2, registerAfter: 5s, readyAfter: 5s}\ndeployments: []\n",
-        )
-        .unwrap();
-        let mut sim = Command::new(rota())
-            .args(["sim", "serve", "--repo"])
-            .arg(&work)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--workloads")
-            .arg(&workloads)
-            .args(["--speed", "30"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the rota binary");
-        let mut line = String::new();
-        BufReader::new(sim.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let sim = Kill(sim);
-        assert!(line.starts_with("rota sim: ready"), "{line}");
+        let (sim, _) = SimServe::new(&work, &kubeconfig)
+            .workloads(
+                &tmp.path().join("workloads.yaml"),
+                "nodes: {perPool: 2, registerAfter: 5s, readyAfter: 5s}\ndeployments: []\n",
+            )
+            .speed(30)
+            .start();
 
         let secret = tmp.path().join("webhook-secret");
         std::fs::write(&secret, WEBHOOK_SECRET).unwrap();

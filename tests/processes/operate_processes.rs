@@ -13,10 +13,12 @@
 //! Waits have deadlines (a hung run fails instead of hanging); no assertion is on wall time.
 
 use crate::support::canary_fleet;
+use crate::support::git::{commit_and_push, git, origin_and_clone, rota};
+use crate::support::processes::{Kill, SimServe};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,43 +27,12 @@ use serde_json::Value;
 const HOOK_SECRET_PATH: &str = "/services/T0OPS/B0OPS/hookSECRETq8w7e6r5";
 const GIT_WEBHOOK_SECRET: &str = "whsec_gitHOOKsecret_3k4j5h";
 
-fn rota() -> PathBuf {
-    std::env::var_os("ROTA_TEST_BIN")
-        .map(Into::into)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_rota").into())
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn fleet_yaml(version: &str) -> String {
     canary_fleet::canary_fleet_yaml(
         version,
         "{batch: 2}",
         "  notifications:\n    - name: ops-chat\n      urlEnv: ROTA_TEST_WEBHOOK_URL\n      minInterval: 2s\n",
     )
-}
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Every request a receiver got: path and JSON body.
@@ -149,41 +120,18 @@ struct Run {
 impl Run {
     fn start(workloads: &str, faults: Option<&str>, stuck_after: &str, hook_url: &str) -> Run {
         let tmp = tempfile::tempdir().unwrap();
-        let origin = tmp.path().join("fleet.git");
-        std::fs::create_dir_all(&origin).unwrap();
-        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-        git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
-        let work = tmp.path().join("work");
-        git(&work, &["checkout", "-q", "-b", "main"]);
+        let (origin, work) = origin_and_clone(tmp.path(), "work");
         std::fs::write(work.join("fleet.yaml"), fleet_yaml("2026.11.1")).unwrap();
-        git(&work, &["add", "-A"]);
-        git(&work, &["commit", "-q", "-m", "fleet"]);
-        git(&work, &["push", "-q", "origin", "main"]);
+        commit_and_push(&work, "fleet");
 
         let kubeconfig = tmp.path().join("kubeconfig");
-        std::fs::write(tmp.path().join("workloads.yaml"), workloads).unwrap();
-        let mut sim = Command::new(rota());
-        sim.args(["sim", "serve", "--repo"])
-            .arg(&work)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--workloads")
-            .arg(tmp.path().join("workloads.yaml"))
-            .args(["--speed", "30"]);
+        let mut sim = SimServe::new(&work, &kubeconfig)
+            .workloads(&tmp.path().join("workloads.yaml"), workloads)
+            .speed(30);
         if let Some(f) = faults {
-            std::fs::write(tmp.path().join("faults.yaml"), f).unwrap();
-            sim.arg("--faults").arg(tmp.path().join("faults.yaml"));
+            sim = sim.faults(&tmp.path().join("faults.yaml"), f);
         }
-        let mut sim = sim
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(sim.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let sim = Kill(sim);
+        let (sim, line) = sim.start();
         assert!(line.starts_with("rota sim: ready: 1 clusters"), "{line}");
 
         let secret_file = tmp.path().join("git-webhook-secret");

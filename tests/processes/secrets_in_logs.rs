@@ -111,6 +111,7 @@ async fn a_full_run_logs_none_of_its_secrets() {
     let hook = WebhookConfig {
         secret: Secret::new(HOOK_SECRET),
         branch: Some("main".into()),
+        senders: &rota::forge::webhook::FORGES,
     };
     tracing::info!(?hook, "webhook receiver configured");
     let sig = rota::source::webhook::sign_hex(&hook.secret, b"{}");

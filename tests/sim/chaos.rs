@@ -49,35 +49,33 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, PostParams};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rota::cloud::{GroupRef, GroupState, Lifecycle, NodeGroups};
-use rota::controller::{Config, Controller};
+use rota::controller::Controller;
 use rota::fleet::duration::GoDuration;
-use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
-use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy};
+use rota::kube::crd::NodePoolRotation;
 use rota::rotate::observed::CORDONED_BY;
 use rota::rotate::{Phase, Stage};
 use rota::sim::apiserver::ApiServer;
 use rota::sim::apiserver::faults::{ApiFaultProfile, ApiFaults};
 use rota::sim::autoscaler::{self, Scaled};
-use rota::sim::faults::FaultProfile;
 use rota::sim::kubelet;
-use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
+use rota::sim::scenario::WorkloadProfile;
 use rota::sim::store::Store;
 use rota::sim::world::Fleet;
 use tokio::time::Instant;
+
+use crate::support::sim_fleet::{self, CLUSTER, PodsNow, SimCluster, test_config};
 
 #[path = "chaos_guardrails.rs"]
 mod guardrails;
 
 const OLD: &str = "ami-0000000000000old1";
 const NEW: &str = "ami-0000000000000new2";
-const CLUSTER: &str = "sim-1";
 /// How often the invariants are checked (fleet time).
 const CHECK_EVERY: Duration = Duration::from_secs(10);
 /// The bound on a run: every pool settles within it.
@@ -200,32 +198,9 @@ fn draw(seed: u64) -> Draw {
 }
 
 fn npr(pool: &PoolPlan) -> NodePoolRotation {
-    let mut n = NodePoolRotation::new(
-        &pool.name,
-        NodePoolRotationSpec {
-            owner_image: None,
-            cluster: CLUSTER.into(),
-            pool: pool.name.clone(),
-            group: group(&pool.name),
-            node_selector: BTreeMap::from([("rota.dev/pool".into(), pool.name.clone())]),
-            channel: "stable".into(),
-            version: "2026.11.2".into(),
-            image: NEW.into(),
-            arch: Default::default(),
-            kubelet: None,
-            released: None,
-            max_age: None,
-            policy: pool.policy.clone(),
-            gates: vec![],
-            source_commit: "c0ffee".into(),
-            mode: Mode::Reconcile,
-        },
-    );
-    n.metadata = ObjectMeta {
-        name: Some(pool.name.clone()),
-        ..ObjectMeta::default()
-    };
-    n
+    let group = group(&pool.name);
+    let spec = sim_fleet::spec(&pool.name, group, "rota.dev/pool", NEW, pool.policy.clone());
+    sim_fleet::npr(spec)
 }
 
 /// One controller replica: its task and how to stop it cleanly.
@@ -312,8 +287,7 @@ impl Run {
         let client = rota::kube::sim::server_client(
             ApiServer::new(self.store.clone()).with_faults(faults.clone()),
         );
-        let mut cfg = Config::new("0.1.0", &id);
-        cfg.events = false;
+        let mut cfg = test_config("0.1.0", &id);
         // As an operator sets `--describe-lag` to what their cloud's describes lag.
         cfg.describe_lag = Duration::from_secs(self.draw.describe_lag_s);
         // Each replica's wall clock is off by up to two minutes, its own way.
@@ -423,66 +397,14 @@ impl Run {
                 None => *seen = 0,
             }
         }
-        let pdbs = Api::<PodDisruptionBudget>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await
-            .expect("list pdbs");
-        for b in &pdbs.items {
-            let st = b.status.as_ref().expect("pdb status");
-            if st.current_healthy < st.desired_healthy {
-                self.violate(format!(
-                    "invariant 2: PDB {}/{} has {} healthy, needs {}",
-                    b.metadata.namespace.as_deref().unwrap_or_default(),
-                    b.metadata.name.as_deref().unwrap_or_default(),
-                    st.current_healthy,
-                    st.desired_healthy
-                ));
-            }
+        for short in sim_fleet::pdbs_short(&self.client).await {
+            self.violate(format!("invariant 2: {short}"));
         }
-        let nodes = Api::<Node>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await
-            .expect("list nodes");
-        let pods = Api::<Pod>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await
-            .expect("list pods");
+        let now = PodsNow::list(&self.client).await;
         for p in self.draw.pools.clone() {
             let g = self.group_state(&p.name).await;
-            for i in g
-                .instances
-                .iter()
-                .filter(|i| i.lifecycle == Lifecycle::Terminating)
-            {
-                let Some(node) = nodes.items.iter().find(|n| {
-                    n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(&i.provider_id)
-                }) else {
-                    continue;
-                };
-                let name = node.metadata.name.as_deref().unwrap_or_default();
-                for pod in &pods.items {
-                    let on = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name);
-                    let ds = pod
-                        .metadata
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .any(|o| o.kind == "DaemonSet");
-                    let evicted = pod.metadata.deletion_timestamp.is_some();
-                    let done = matches!(
-                        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-                        Some("Succeeded" | "Failed")
-                    );
-                    if on && !ds && !evicted && !done {
-                        self.violate(format!(
-                            "invariant 3: instance {} of pool {} terminating with pod {}/{} not evicted",
-                            i.id,
-                            p.name,
-                            pod.metadata.namespace.as_deref().unwrap_or_default(),
-                            pod.metadata.name.as_deref().unwrap_or_default()
-                        ));
-                    }
-                }
+            for left in now.undrained(&p.name, &g) {
+                self.violate(format!("invariant 3: {left}"));
             }
         }
     }
@@ -1149,41 +1071,14 @@ async fn run_seed(seed: u64) -> SeedReport {
     let guard = guardrails::draw(seed, &d.pools);
     let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
     guard.workloads(&mut workloads);
+    let mut world = sim_fleet::cluster(Cloud::Aws, seed)
+        .workload_profile(workloads)
+        .faults(&d.cloud_faults);
     for p in &d.pools {
-        workloads
-            .nodes
-            .overrides
-            .insert(format!("{CLUSTER}/{}", p.name), p.size);
+        world = world.pool(&p.name, group(&p.name), OLD, "rota.dev/pool", p.size);
     }
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: CLUSTER.into(),
-            cloud: Cloud::Aws,
-            pools: d
-                .pools
-                .iter()
-                .map(|p| PoolScenario {
-                    name: p.name.clone(),
-                    group: group(&p.name),
-                    image: OLD.into(),
-                    node_selector: BTreeMap::from([("rota.dev/pool".into(), p.name.clone())]),
-                    nodes: p.size,
-                })
-                .collect(),
-        }],
-        workloads,
-        faults: FaultProfile::from_yaml(&d.cloud_faults, "faults").unwrap(),
-        seed,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
+    let SimCluster { fleet, client } = world.start().await;
     let store = fleet.store(CLUSTER).unwrap().clone();
-    let client = rota::kube::sim::client(store.clone());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
-        .await
-        .unwrap();
-    // Let the workloads settle (placed, running, Ready; PDB statuses written).
-    tokio::time::sleep(Duration::from_secs(120)).await;
     let ca = d
         .pools
         .iter()
@@ -1505,35 +1400,12 @@ async fn one_pool(
     faults: ApiFaultProfile,
     seed: u64,
 ) -> (Fleet, kube::Client, Controller, ApiFaults) {
-    let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
-    workloads
-        .nodes
-        .overrides
-        .insert(format!("{CLUSTER}/general"), 3);
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: CLUSTER.into(),
-            cloud: Cloud::Aws,
-            pools: vec![PoolScenario {
-                name: "general".into(),
-                group: group("general"),
-                image: OLD.into(),
-                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
-                nodes: 3,
-            }],
-        }],
-        workloads,
-        faults: FaultProfile::default(),
-        seed,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
+    let SimCluster { fleet, client } = sim_fleet::cluster(Cloud::Aws, seed)
+        .pool("general", group("general"), OLD, "rota.dev/pool", 3)
+        .workloads(WORKLOADS)
+        .start()
+        .await;
     let store = fleet.store(CLUSTER).unwrap().clone();
-    let client = rota::kube::sim::client(store.clone());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(120)).await;
     let mut policy = EffectivePolicy {
         batch: BatchSize::Count(1),
         ..EffectivePolicy::default()
@@ -1550,9 +1422,11 @@ async fn one_pool(
         .unwrap();
     let faults = ApiFaults::new(seed, faults).unwrap();
     let faulty = rota::kube::sim::server_client(ApiServer::new(store).with_faults(faults.clone()));
-    let mut cfg = Config::new("0.1.0", "only");
-    cfg.events = false;
-    let c = Controller::new(faulty, Arc::new(fleet.cloud.clone()), cfg);
+    let c = Controller::new(
+        faulty,
+        Arc::new(fleet.cloud.clone()),
+        test_config("0.1.0", "only"),
+    );
     (fleet, client, c, faults)
 }
 

@@ -14,22 +14,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
-use rota::controller::{Config, Controller, Outcome};
+use rota::controller::{Controller, Outcome};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
-use rota::kube::crd::{self, AGENT_VERSION_LABEL, NodePoolRotation, NodePoolRotationSpec};
+use rota::kube::crd::{AGENT_VERSION_LABEL, NodePoolRotation};
 use rota::rotate::Phase;
-use rota::sim::faults::FaultProfile;
-use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
-use rota::sim::world::Fleet;
 use tokio::time::Instant;
+
+use crate::support::sim_fleet::{self, PodsNow, SimCluster as Sim, test_config};
 
 const OLD: &str = "ami-0000000000000old1";
 const NEW: &str = "ami-0000000000000new2";
@@ -52,11 +49,6 @@ fn group(name: &str) -> GroupRef {
     }
 }
 
-struct Sim {
-    fleet: Fleet,
-    client: kube::Client,
-}
-
 async fn sim(pools: &[(&str, u32)], workloads: &str, faults: &str, seed: u64) -> Sim {
     sim_of(pools, workloads, faults, seed, group).await
 }
@@ -69,38 +61,13 @@ async fn sim_of(
     seed: u64,
     group_of: fn(&str) -> GroupRef,
 ) -> Sim {
-    let mut workloads = WorkloadProfile::from_yaml(workloads, "workloads").unwrap();
+    let mut world = sim_fleet::cluster(Cloud::Aws, seed)
+        .workloads(workloads)
+        .faults(faults);
     for (p, n) in pools {
-        workloads.nodes.overrides.insert(format!("sim-1/{p}"), *n);
+        world = world.pool(p, group_of(p), OLD, "rota.dev/pool", *n);
     }
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: "sim-1".into(),
-            cloud: Cloud::Aws,
-            pools: pools
-                .iter()
-                .map(|(p, n)| PoolScenario {
-                    name: p.to_string(),
-                    group: group_of(p),
-                    image: OLD.into(),
-                    node_selector: BTreeMap::from([("rota.dev/pool".into(), p.to_string())]),
-                    nodes: *n,
-                })
-                .collect(),
-        }],
-        workloads,
-        faults: FaultProfile::from_yaml(faults, "faults").unwrap(),
-        seed,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
-        .await
-        .unwrap();
-    // Let the workloads settle (placed, running, Ready; PDB statuses written).
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    Sim { fleet, client }
+    world.start().await
 }
 
 fn policy(batch: u32) -> EffectivePolicy {
@@ -115,141 +82,48 @@ fn policy(batch: u32) -> EffectivePolicy {
 }
 
 fn npr(pool: &str, policy: EffectivePolicy, label: Option<&str>) -> NodePoolRotation {
-    let mut n = NodePoolRotation::new(
+    let mut n = sim_fleet::npr(sim_fleet::spec(
         pool,
-        NodePoolRotationSpec {
-            owner_image: None,
-            cluster: "sim-1".into(),
-            pool: pool.into(),
-            group: group(pool),
-            node_selector: BTreeMap::from([("rota.dev/pool".into(), pool.into())]),
-            channel: "stable".into(),
-            version: "2026.11.2".into(),
-            image: NEW.into(),
-            arch: Default::default(),
-            kubelet: None,
-            released: None,
-            max_age: None,
-            policy,
-            gates: vec![],
-            source_commit: "c0ffee".into(),
-            mode: Mode::Reconcile,
-        },
-    );
-    n.metadata = ObjectMeta {
-        name: Some(pool.into()),
-        labels: label.map(|v| BTreeMap::from([(AGENT_VERSION_LABEL.to_string(), v.to_string())])),
-        ..ObjectMeta::default()
-    };
+        group(pool),
+        "rota.dev/pool",
+        NEW,
+        policy,
+    ));
+    n.metadata.labels =
+        label.map(|v| BTreeMap::from([(AGENT_VERSION_LABEL.to_string(), v.to_string())]));
     n
 }
 
-async fn create(client: &kube::Client, n: &NodePoolRotation) {
-    Api::<NodePoolRotation>::all(client.clone())
-        .create(&PostParams::default(), n)
-        .await
-        .unwrap();
-}
-
-async fn get(client: &kube::Client, pool: &str) -> NodePoolRotation {
-    Api::<NodePoolRotation>::all(client.clone())
-        .get(pool)
-        .await
-        .unwrap()
-}
-
 fn controller(s: &Sim, version: &str) -> Controller {
-    let mut cfg = Config::new(version, &format!("test-{version}"));
-    cfg.events = false;
-    Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
+    s.controller(test_config(version, &format!("test-{version}")))
 }
 
-/// The group as the cloud holds it (the test's own reads retry the faults it injects).
 async fn describe_group(s: &Sim, pool: &str) -> rota::cloud::GroupState {
-    loop {
-        match s.fleet.cloud.describe(&group(pool)).await {
-            Ok(g) => return g,
-            Err(e) if e.kind.is_retryable() => continue,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    s.describe(&group(pool)).await
 }
 
 /// Invariants 1-3 on one pool, now.
 async fn check(s: &Sim, pool: &str, start: u32, batch: u32, log: &str) {
     let g = describe_group(s, pool).await;
-    let live = g
-        .instances
-        .iter()
-        .filter(|i| i.lifecycle != Lifecycle::Terminating)
-        .count() as u32;
+    let live = sim_fleet::live(&g) as u32;
     assert!(
         live <= start + batch && g.desired <= start + batch,
         "invariant 1: {pool} holds {live} instance(s), desired {}, above {start} + {batch}\n{log}",
         g.desired
     );
-    let pdbs = Api::<PodDisruptionBudget>::all(s.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    for b in &pdbs.items {
-        let st = b.status.as_ref().unwrap();
-        assert!(
-            st.current_healthy >= st.desired_healthy,
-            "invariant 2: PDB {}/{} has {} healthy, needs {}\n{log}",
-            b.metadata.namespace.as_deref().unwrap_or_default(),
-            b.metadata.name.as_deref().unwrap_or_default(),
-            st.current_healthy,
-            st.desired_healthy
-        );
+    if let Some(short) = sim_fleet::pdbs_short(&s.client).await.first() {
+        panic!("invariant 2: {short}\n{log}");
     }
-    let nodes = Api::<Node>::all(s.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    let pods = Api::<Pod>::all(s.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    for i in g
-        .instances
-        .iter()
-        .filter(|i| i.lifecycle == Lifecycle::Terminating)
-    {
-        let Some(node) = nodes.items.iter().find(|n| {
-            n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(&i.provider_id)
-        }) else {
-            continue;
-        };
-        let name = node.metadata.name.as_deref().unwrap();
-        for p in &pods.items {
-            let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name);
-            let ds = p
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.kind == "DaemonSet");
-            let evicted = p.metadata.deletion_timestamp.is_some();
-            let done = matches!(
-                p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            );
-            assert!(
-                !on || ds || evicted || done,
-                "invariant 3: instance {} terminating with pod {}/{} not evicted\n{log}",
-                i.id,
-                p.metadata.namespace.as_deref().unwrap_or_default(),
-                p.metadata.name.as_deref().unwrap_or_default()
-            );
-        }
+    let now = PodsNow::list(&s.client).await;
+    if let Some(left) = now.undrained(pool, &g).first() {
+        panic!("invariant 3: {left}\n{log}");
     }
 }
 
 /// The end state of a finished rotation: every node and instance on the new image, the
 /// pool at its size, nothing cordoned, no leftover annotation, Succeeded.
 async fn assert_clean(s: &Sim, pool: &str, size: u32, log: &str) {
-    let n = get(&s.client, pool).await;
+    let n = s.get(pool).await;
     let st = n.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}\n{log}", st.message);
     assert_eq!((st.total, st.on_target), (size, size), "{log}");
@@ -330,7 +204,7 @@ async fn drive(
         }
         let mut settled = true;
         for (p, _, _) in pools {
-            let phase = get(&s.client, p).await.status.map(|s| s.phase);
+            let phase = s.get(p).await.status.map(|s| s.phase);
             settled &= matches!(
                 phase,
                 Some(Phase::Succeeded | Phase::Paused | Phase::Failed)
@@ -348,7 +222,7 @@ async fn drive(
 #[tokio::test(start_paused = true)]
 async fn a_pool_rotates_to_completion_with_the_invariants_after_every_step() {
     let s = sim(&[("general", 4)], WORKLOADS, "{}", 1).await;
-    create(&s.client, &npr("general", policy(2), None)).await;
+    s.create(&npr("general", policy(2), None)).await;
     let c = controller(&s, "0.1.0");
     let (c, log) = drive(
         &s,
@@ -359,7 +233,7 @@ async fn a_pool_rotates_to_completion_with_the_invariants_after_every_step() {
     )
     .await;
     assert_clean(&s, "general", 4, &log).await;
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.checkpoint.unwrap().batches_started, 2);
     assert!(c.stats.actions.load(Ordering::Relaxed) > 10);
 }
@@ -372,7 +246,7 @@ async fn a_crash_at_every_checkpoint_leaves_no_second_surge_leak_or_cordon() {
     for prefix in [0usize, 1] {
         for offset in [0u32, 1] {
             let s = sim(&[("general", 4)], WORKLOADS, "{}", 7).await;
-            create(&s.client, &npr("general", policy(2), None)).await;
+            s.create(&npr("general", policy(2), None)).await;
             let mut n = 0u32;
             let (_c, log) = drive(
                 &s,
@@ -409,7 +283,7 @@ async fn seeded_random_runs_with_crashes_keep_the_invariants() {
             [0.0, 0.05][rng.random_range(0..2)]
         );
         let s = sim(&[("general", size)], WORKLOADS, &faults, seed).await;
-        create(&s.client, &npr("general", policy(batch), None)).await;
+        s.create(&npr("general", policy(batch), None)).await;
         let crash_chance = 0.3;
         let (_c, log) = drive(
             &s,
@@ -434,7 +308,7 @@ async fn paused_message(
 ) -> (Sim, String) {
     let s = sim(&[("general", 4)], workloads, faults, 3).await;
     let batch = p.batch.nodes(4);
-    create(&s.client, &npr("general", p, None)).await;
+    s.create(&npr("general", p, None)).await;
     let (_c, log) = drive(
         &s,
         controller(&s, "0.1.0"),
@@ -443,7 +317,7 @@ async fn paused_message(
         |_| None,
     )
     .await;
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Paused, "{}\n{log}", st.message);
     let m = st.message.clone();
     (s, m)
@@ -513,7 +387,7 @@ async fn read_only_plans_and_reports_but_changes_nothing() {
     let s = sim(&[("general", 4)], WORKLOADS, "{}", 5).await;
     let mut n = npr("general", policy(2), None);
     n.spec.mode = Mode::ReadOnly;
-    create(&s.client, &n).await;
+    s.create(&n).await;
     let before = s.fleet.cloud.describe(&group("general")).await.unwrap();
     let mut c = controller(&s, "0.1.0");
     for _ in 0..5 {
@@ -523,7 +397,7 @@ async fn read_only_plans_and_reports_but_changes_nothing() {
     }
     let after = s.fleet.cloud.describe(&group("general")).await.unwrap();
     assert_eq!(before, after);
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert!(st.message.starts_with("readOnly:"), "{}", st.message);
     assert!(st.message.contains("would"), "{}", st.message);
     let nodes = Api::<Node>::all(s.client.clone())
@@ -543,20 +417,19 @@ async fn each_version_reconciles_only_what_it_owns() {
     let s = sim(&[("general", 2), ("gpu", 2)], WORKLOADS, "{}", 9).await;
     let mut p = policy(1);
     p.max_parallel_pools = 2;
-    create(&s.client, &npr("general", p.clone(), None)).await;
-    create(&s.client, &npr("gpu", p, Some("0.2.0"))).await;
+    s.create(&npr("general", p.clone(), None)).await;
+    s.create(&npr("gpu", p, Some("0.2.0"))).await;
     // The default controller of 0.1.0 takes the unlabelled pool only.
     let mut old = controller(&s, "0.1.0");
     for _ in 0..3 {
         old.step().await;
     }
-    assert!(get(&s.client, "general").await.status.is_some());
-    assert!(get(&s.client, "gpu").await.status.is_none());
+    assert!(s.get("general").await.status.is_some());
+    assert!(s.get("gpu").await.status.is_none());
     // 0.2.0, not the default, takes the labelled pool only; both finish side by side.
-    let mut cfg = Config::new("0.2.0", "test-new");
+    let mut cfg = test_config("0.2.0", "test-new");
     cfg.is_default = false;
-    cfg.events = false;
-    let mut new = Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg);
+    let mut new = s.controller(cfg);
     let end = Instant::now() + Duration::from_secs(3 * 3600);
     while Instant::now() < end {
         let a = old.step().await;
@@ -565,7 +438,7 @@ async fn each_version_reconciles_only_what_it_owns() {
         assert!(b.iter().all(|(p, _)| p == "gpu"), "{b:?}");
         check(&s, "general", 2, 1, "").await;
         check(&s, "gpu", 2, 1, "").await;
-        let done = [get(&s.client, "general").await, get(&s.client, "gpu").await]
+        let done = [s.get("general").await, s.get("gpu").await]
             .iter()
             .all(|n| {
                 n.status
@@ -589,15 +462,15 @@ async fn each_version_reconciles_only_what_it_owns() {
 #[tokio::test(start_paused = true)]
 async fn max_parallel_pools_holds_the_second_pool_until_the_first_is_done() {
     let s = sim(&[("a", 2), ("b", 2)], WORKLOADS, "{}", 11).await;
-    create(&s.client, &npr("a", policy(1), None)).await;
-    create(&s.client, &npr("b", policy(1), None)).await;
+    s.create(&npr("a", policy(1), None)).await;
+    s.create(&npr("b", policy(1), None)).await;
     let mut c = controller(&s, "0.1.0");
     let end = Instant::now() + Duration::from_secs(4 * 3600);
     let mut b_waited = false;
     while Instant::now() < end {
         c.step().await;
-        let a = get(&s.client, "a").await.status.unwrap();
-        let b = get(&s.client, "b").await.status.unwrap();
+        let a = s.get("a").await.status.unwrap();
+        let b = s.get("b").await.status.unwrap();
         if a.phase != Phase::Succeeded {
             assert!(
                 b.checkpoint.is_none(),
@@ -622,12 +495,8 @@ async fn max_parallel_pools_holds_the_second_pool_until_the_first_is_done() {
 #[tokio::test(start_paused = true)]
 async fn two_controllers_one_leader_and_the_follower_takes_over() {
     let s = sim(&[("general", 4)], WORKLOADS, "{}", 13).await;
-    create(&s.client, &npr("general", policy(1), None)).await;
-    let make = |id: &str| {
-        let mut cfg = Config::new("0.1.0", id);
-        cfg.events = false;
-        Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
-    };
+    s.create(&npr("general", policy(1), None)).await;
+    let make = |id: &str| s.controller(test_config("0.1.0", id));
     let (mut a, mut b) = (make("a"), make("b"));
     let (sa, sb) = (a.stats.clone(), b.stats.clone());
     let (stop_a, rx_a) = tokio::sync::oneshot::channel::<()>();
@@ -665,7 +534,7 @@ async fn two_controllers_one_leader_and_the_follower_takes_over() {
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_secs(60)).await;
         check(&s, "general", 4, 1, "").await;
-        if get(&s.client, "general")
+        if s.get("general")
             .await
             .status
             .is_some_and(|s| s.phase == Phase::Succeeded)
@@ -715,11 +584,10 @@ fn client_with_broken_pods(s: &Sim, broken: Arc<std::sync::atomic::AtomicBool>) 
 #[tokio::test(start_paused = true)]
 async fn a_failing_pod_watch_plans_nothing() {
     let s = sim(&[("general", 4)], WORKLOADS, "{}", 21).await;
-    create(&s.client, &npr("general", policy(2), None)).await;
+    s.create(&npr("general", policy(2), None)).await;
     let broken = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let client = client_with_broken_pods(&s, broken.clone());
-    let mut cfg = Config::new("0.1.0", "test-broken");
-    cfg.events = false;
+    let cfg = test_config("0.1.0", "test-broken");
     let mut c = Controller::new(client, Arc::new(s.fleet.cloud.clone()), cfg);
     let before = describe_group(&s, "general").await;
     for _ in 0..5 {
@@ -735,7 +603,7 @@ async fn a_failing_pod_watch_plans_nothing() {
             .await;
     }
     // Nothing acted on: no status, no surge, no cordon.
-    assert!(get(&s.client, "general").await.status.is_none());
+    assert!(s.get("general").await.status.is_none());
     let after = describe_group(&s, "general").await;
     assert_eq!(after.desired, before.desired);
     assert_eq!(after.template_image, before.template_image);
@@ -782,13 +650,13 @@ async fn an_image_not_published_in_the_groups_region_waits_and_goes_on_once_it_i
     // The new AMI exists, but in us-west-2 only: the group launches in us-east-1.
     cloud.publish_image(SimImage::new(NEW, &["us-west-2"], Arch::X86_64));
     cloud.require_published_images(true);
-    create(&s.client, &npr("general", policy(1), None)).await;
+    s.create(&npr("general", policy(1), None)).await;
     let mut c = controller(&s, "0.1.0");
     for _ in 0..5 {
         c.step().await;
         c.wait(Instant::now() + Duration::from_secs(60), true).await;
     }
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Waiting, "{}", st.message);
     assert!(
         st.conditions.iter().any(|c| c.reason == "ImageNotFound"),
@@ -813,7 +681,7 @@ async fn an_image_not_published_in_the_groups_region_waits_and_goes_on_once_it_i
         c.step().await;
         c.wait(Instant::now() + Duration::from_secs(60), true).await;
     }
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert!(
         st.conditions.iter().any(|c| c.reason == "ImageNotReady"),
         "{:?}",
@@ -833,7 +701,7 @@ async fn an_image_not_published_in_the_groups_region_waits_and_goes_on_once_it_i
     )
     .await;
     assert_clean(&s, "general", 2, &log).await;
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}\n{log}", st.message);
 }
 
@@ -909,8 +777,7 @@ fn counted_controller(
         describes: describes.clone(),
         others: others.clone(),
     };
-    let mut cfg = Config::new("0.1.0", "test-0.1.0");
-    cfg.events = false;
+    let cfg = test_config("0.1.0", "test-0.1.0");
     (
         Controller::new(s.client.clone(), Arc::new(groups), cfg),
         describes,
@@ -938,10 +805,10 @@ async fn an_idle_pool_describes_its_group_once_an_hour_and_again_when_a_node_joi
     // The pool already runs the image it is asked for: nothing to rotate.
     let mut n = npr("general", policy(1), None);
     n.spec.image = OLD.into();
-    create(&s.client, &n).await;
+    s.create(&n).await;
     let (mut c, describes, others) = counted_controller(&s);
     run_for(&mut c, Duration::from_secs(60)).await;
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
     assert_eq!((st.total, st.on_target), (3, 3));
     let first = describes.load(Ordering::Relaxed);
@@ -974,7 +841,7 @@ async fn an_idle_pool_describes_its_group_once_an_hour_and_again_when_a_node_joi
         describes.load(Ordering::Relaxed) > before,
         "a node joining the idle pool describes it again"
     );
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
 }
 
@@ -983,7 +850,7 @@ async fn an_idle_pool_describes_its_group_once_an_hour_and_again_when_a_node_joi
 #[tokio::test(start_paused = true)]
 async fn a_rotation_reuses_describes_and_keeps_the_invariants() {
     let s = sim(&[("general", 4)], WORKLOADS, "{}", 32).await;
-    create(&s.client, &npr("general", policy(1), None)).await;
+    s.create(&npr("general", policy(1), None)).await;
     let (c, describes, others) = counted_controller(&s);
     let (c, log) = drive(
         &s,
@@ -1029,10 +896,9 @@ async fn scale_down_disabled(s: &Sim, pool: &str) -> Vec<String> {
 }
 
 fn controller_with(s: &Sim, cluster_autoscaler: bool) -> Controller {
-    let mut cfg = Config::new("0.1.0", "test-0.1.0");
-    cfg.events = false;
+    let mut cfg = test_config("0.1.0", "test-0.1.0");
     cfg.cluster_autoscaler = cluster_autoscaler;
-    Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
+    s.controller(cfg)
 }
 
 /// What a pass of the annotation tests saw of pool "general".
@@ -1052,7 +918,7 @@ async fn pass(s: &Sim, c: &mut Controller, log: &mut String) -> Seen {
         log.push_str(&format!("t+{:?} {}\n", Instant::now(), describe(&out)));
     }
     check(s, "general", 4, 1, log).await;
-    let st = get(&s.client, "general").await.status;
+    let st = s.get("general").await.status;
     Seen {
         phase: st.as_ref().map(|s| s.phase),
         left: st
@@ -1076,7 +942,7 @@ fn settled(phase: Option<Phase>) -> bool {
 async fn without_a_cluster_autoscaler_no_node_is_annotated() {
     for cluster_autoscaler in [false, true] {
         let s = sim(&[("general", 4)], WORKLOADS, "{}", 33).await;
-        create(&s.client, &npr("general", policy(1), None)).await;
+        s.create(&npr("general", policy(1), None)).await;
         let mut c = controller_with(&s, cluster_autoscaler);
         let (mut log, mut seen) = (String::new(), std::collections::BTreeSet::new());
         let end = Instant::now() + Duration::from_secs(4 * 3600);
@@ -1108,7 +974,7 @@ async fn without_a_cluster_autoscaler_no_node_is_annotated() {
 #[tokio::test(start_paused = true)]
 async fn turning_the_flag_on_mid_rotation_removes_the_annotations_at_once() {
     let s = sim(&[("general", 4)], WORKLOADS, "{}", 34).await;
-    create(&s.client, &npr("general", policy(1), None)).await;
+    s.create(&npr("general", policy(1), None)).await;
     let mut log = String::new();
     // The default agent, until a replacement carries the annotation.
     let mut c = controller_with(&s, true);
@@ -1158,7 +1024,7 @@ async fn turning_the_flag_on_mid_rotation_removes_the_annotations_at_once() {
 #[tokio::test(start_paused = true)]
 async fn the_pass_after_rotas_own_cloud_write_reuses_the_describe() {
     let s = sim(&[("general", 4)], WORKLOADS, "{}", 32).await;
-    create(&s.client, &npr("general", policy(1), None)).await;
+    s.create(&npr("general", policy(1), None)).await;
     let (mut c, describes, others) = counted_controller(&s);
     let mut log = String::new();
     let (mut after_write, mut described_after_write) = (0, 0);
@@ -1207,11 +1073,11 @@ async fn a_managed_pool_is_reported_and_never_touched() {
         nodegroup: "general".into(),
     });
     n.spec.owner_image = Some(rota::fleet::owner::OwnerImage::Ami { id: NEW.into() });
-    create(&s.client, &n).await;
+    s.create(&n).await;
     let before = describe_group(&s, "general").await;
     let (mut c, describes, others) = counted_controller(&s);
     run_for(&mut c, Duration::from_secs(3600)).await;
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Pending, "{st:?}");
     let stop = st.stop.as_ref().expect("a stop note");
     assert_eq!(stop.reason, "ManagedPoolNotSupported");
@@ -1252,14 +1118,14 @@ async fn a_kubelet_newer_than_the_live_control_plane_waits_until_the_control_pla
     assert_eq!((info.major.as_str(), info.minor.as_str()), ("1", "30"));
     let mut n = npr("general", policy(1), None);
     n.spec.kubelet = Some("1.31".into());
-    create(&s.client, &n).await;
+    s.create(&n).await;
     let mut c = controller(&s, "0.1.0");
     for round in 0..2 {
         for _ in 0..3 {
             c.step().await;
             c.wait(Instant::now() + Duration::from_secs(60), true).await;
         }
-        let st = get(&s.client, "general").await.status.unwrap();
+        let st = s.get("general").await.status.unwrap();
         assert_eq!(st.phase, Phase::Waiting, "round {round}: {}", st.message);
         assert!(
             st.conditions.iter().any(|c| c.reason == "VersionSkew"),
@@ -1328,7 +1194,7 @@ async fn a_window_closing_mid_batch_finishes_the_batch_and_defers_the_next() {
         end: hhmm(closes),
         time_zone: "UTC".into(),
     }];
-    create(&s.client, &npr("general", p, None)).await;
+    s.create(&npr("general", p, None)).await;
     let mut c = controller(&s, "0.1.0");
     let mut log = String::new();
     let mut deferred = None;
@@ -1339,7 +1205,7 @@ async fn a_window_closing_mid_batch_finishes_the_batch_and_defers_the_next() {
         let out = c.step().await;
         log.push_str(&format!("{}\n", describe(&out)));
         check(&s, "general", 4, 2, &log).await;
-        let st = get(&s.client, "general").await.status.unwrap();
+        let st = s.get("general").await.status.unwrap();
         if st.message.contains("deferred until") {
             deferred = Some(st);
             break;
@@ -1413,7 +1279,7 @@ async fn eks_pool_with(
     let mut n = npr("general", policy, None);
     n.spec.group = eks("general");
     n.spec.owner_image = Some(rota::fleet::owner::OwnerImage::Ami { id: NEW.into() });
-    create(&s.client, &n).await;
+    s.create(&n).await;
     let (c, describes, others) = counted_controller(&s);
     let c = c.with_owners(Arc::new(s.fleet.cloud.clone()));
     (s, c, describes, others)
@@ -1463,7 +1329,7 @@ async fn run_eks(s: &Sim, c: &mut Controller, span: Duration, size: usize, batch
 async fn an_eks_node_group_is_updated_by_eks_once_and_reported_like_a_rotation() {
     let (s, mut c, describes, others) = eks_pool(4, 2, 47).await;
     run_eks(&s, &mut c, Duration::from_secs(3 * 3600), 4, 2).await;
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
     assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
     let updates = eks_updates(&s);
@@ -1549,19 +1415,14 @@ async fn a_crash_before_the_eks_call_resumes_without_a_second_update() {
         c.wait(Instant::now() + Duration::from_secs(30), true).await;
     }
     assert!(crashed, "the pass that starts the update crashed");
-    let cp = get(&s.client, "general")
-        .await
-        .status
-        .unwrap()
-        .checkpoint
-        .unwrap();
+    let cp = s.get("general").await.status.unwrap().checkpoint.unwrap();
     assert!(cp.owner_update.is_some(), "recorded before the call");
     assert!(eks_updates(&s).is_empty(), "the call was not made");
     drop(c);
     let (c, _, _) = counted_controller(&s);
     let mut c = c.with_owners(Arc::new(s.fleet.cloud.clone()));
     run_eks(&s, &mut c, Duration::from_secs(3 * 3600), 4, 2).await;
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
     let updates = eks_updates(&s);
     assert_eq!(updates.len(), 1, "{updates:?}");
@@ -1575,7 +1436,7 @@ async fn a_failed_eks_update_pauses_the_pool_naming_the_cause() {
     let (s, mut c, _, others) = eks_pool(4, 1, 49).await;
     s.fleet.cloud.fail_eks_updates_to(NEW);
     run_eks(&s, &mut c, Duration::from_secs(3600), 4, 1).await;
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Paused, "{}", st.message);
     assert!(st.message.contains("NodeCreationFailure"), "{}", st.message);
     assert_eq!(eks_updates(&s).len(), 1);
@@ -1604,7 +1465,7 @@ async fn eks_blue_green(
     let mut n = npr("general", p, None);
     n.spec.group = eks("general");
     n.spec.owner_image = Some(rota::fleet::owner::OwnerImage::Ami { id: NEW.into() });
-    create(&s.client, &n).await;
+    s.create(&n).await;
     let (c, _, others) = counted_controller(&s);
     let c = c.with_owners(Arc::new(s.fleet.cloud.clone()));
     (s, c, others)
@@ -1648,12 +1509,12 @@ async fn an_eks_node_group_moves_to_its_blue_green_twin_in_batches() {
     let end = Instant::now() + Duration::from_secs(4 * 3600);
     while Instant::now() < end {
         blue_green_pass(&s, &mut c, 4, 2).await;
-        let st = get(&s.client, "general").await.status.unwrap();
+        let st = s.get("general").await.status.unwrap();
         if st.phase == Phase::Succeeded {
             break;
         }
     }
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
     assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
     assert_eq!(s.fleet.cloud.eks_created(), vec![TWIN]);
@@ -1670,12 +1531,7 @@ async fn an_eks_node_group_moves_to_its_blue_green_twin_in_batches() {
         .await
         .unwrap();
     assert_eq!(nodes.items.len(), 4);
-    let cp = get(&s.client, "general")
-        .await
-        .status
-        .unwrap()
-        .checkpoint
-        .unwrap();
+    let cp = s.get("general").await.status.unwrap().checkpoint.unwrap();
     assert_eq!(
         cp.blue_green.unwrap().step,
         rota::rotate::BlueGreenStep::Done
@@ -1701,12 +1557,12 @@ async fn a_blue_green_move_crashing_at_every_acting_pass_creates_one_twin() {
             continue;
         }
         crash_next = true;
-        let st = get(&s.client, "general").await.status.unwrap();
+        let st = s.get("general").await.status.unwrap();
         if st.phase == Phase::Succeeded {
             break;
         }
     }
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
     assert!(crashes >= 6, "crashed {crashes} times");
     assert_eq!(s.fleet.cloud.eks_created(), vec![TWIN]);

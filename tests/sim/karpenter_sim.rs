@@ -8,27 +8,24 @@
 //! writes) is valid against Karpenter's published CRD schema (v1.14.1).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
-use rota::controller::{Config, Controller, Outcome};
+use rota::controller::{Controller, Outcome};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{
-    BatchSize, Cloud, EffectivePolicy, GateCheck, Mode, OnGateFailure, ResolvedGate,
+    BatchSize, Cloud, EffectivePolicy, GateCheck, OnGateFailure, ResolvedGate,
 };
-use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::kube::crd::{NodePoolRotation, NodePoolRotationSpec};
 use rota::kube::karpenter::{ec2_node_classes, node_claims, node_pools};
 use rota::rotate::Phase;
-use rota::sim::faults::FaultProfile;
-use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
-use rota::sim::world::Fleet;
 use serde_json::{Value, json};
 use tokio::time::Instant;
+
+use crate::support::sim_fleet::{self, SimCluster as Sim, test_config};
 
 const OLD: &str = "ami-0000000000000old1";
 const NEW: &str = "ami-0000000000000new2";
@@ -50,42 +47,14 @@ fn karpenter() -> GroupRef {
     })
 }
 
-struct Sim {
-    fleet: Fleet,
-    client: kube::Client,
-}
-
+/// The cluster after two minutes: the workloads settled and the simulated Karpenter has
+/// adopted the instances.
 async fn sim(nodes: u32, seed: u64) -> Sim {
-    let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
-    workloads
-        .nodes
-        .overrides
-        .insert("sim-1/general".into(), nodes);
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: "sim-1".into(),
-            cloud: Cloud::Aws,
-            pools: vec![PoolScenario {
-                name: "general".into(),
-                group: karpenter(),
-                image: OLD.into(),
-                node_selector: BTreeMap::from([("karpenter.sh/nodepool".into(), "general".into())]),
-                nodes,
-            }],
-        }],
-        workloads,
-        faults: FaultProfile::from_yaml("{}", "faults").unwrap(),
-        seed,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
+    sim_fleet::cluster(Cloud::Aws, seed)
+        .pool("general", karpenter(), OLD, "karpenter.sh/nodepool", nodes)
+        .workloads(WORKLOADS)
+        .start()
         .await
-        .unwrap();
-    // Let the workloads settle and the simulated Karpenter adopt the instances.
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    Sim { fleet, client }
 }
 
 fn policy(batch: u32) -> EffectivePolicy {
@@ -97,50 +66,20 @@ fn policy(batch: u32) -> EffectivePolicy {
 }
 
 async fn create_npr(s: &Sim, policy: EffectivePolicy, gates: Vec<ResolvedGate>) {
-    let mut n = NodePoolRotation::new(
-        "general",
-        NodePoolRotationSpec {
-            owner_image: Some(rota::fleet::owner::OwnerImage::Ami { id: NEW.into() }),
-            cluster: "sim-1".into(),
-            pool: "general".into(),
-            group: karpenter(),
-            node_selector: BTreeMap::from([("karpenter.sh/nodepool".into(), "general".into())]),
-            channel: "stable".into(),
-            version: "2026.11.2".into(),
-            image: NEW.into(),
-            arch: Default::default(),
-            kubelet: None,
-            released: None,
-            max_age: None,
-            policy,
-            gates,
-            source_commit: "c0ffee".into(),
-            mode: Mode::Reconcile,
-        },
-    );
-    n.metadata = ObjectMeta {
-        name: Some("general".into()),
-        ..ObjectMeta::default()
+    let spec = NodePoolRotationSpec {
+        owner_image: Some(rota::fleet::owner::OwnerImage::Ami { id: NEW.into() }),
+        gates,
+        ..sim_fleet::spec("general", karpenter(), "karpenter.sh/nodepool", NEW, policy)
     };
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .create(&PostParams::default(), &n)
-        .await
-        .unwrap();
+    s.create(&sim_fleet::npr(spec)).await;
 }
 
 async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .get("general")
-        .await
-        .unwrap()
-        .status
-        .unwrap_or_default()
+    s.status("general").await
 }
 
 fn controller(s: &Sim) -> Controller {
-    let mut cfg = Config::new("0.1.0", "test-0.1.0");
-    cfg.events = false;
-    Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
+    s.controller(test_config("0.1.0", "test-0.1.0"))
 }
 
 fn dynamic(s: &Sim, r: &kube::api::ApiResource) -> Api<DynamicObject> {

@@ -3,27 +3,23 @@
 //! replaced without a second surge or a leaked instance; a writer whose lease ran out, or
 //! whose term was replaced, writes nothing.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::Api;
 use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
+use rota::controller::Controller;
 use rota::controller::apply::{self, ApplyError, Edge, Persist};
 use rota::controller::leader::Elector;
 use rota::controller::step_events::Digest;
-use rota::controller::{Config, Controller};
 use rota::fleet::duration::GoDuration;
-use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
-use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy};
+use rota::kube::crd::NodePoolRotation;
 use rota::rotate::status::{Reconciled, compose};
 use rota::rotate::{Action, Phase, Plan, Planned, StatusSummary};
-use rota::sim::faults::FaultProfile;
-use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
-use rota::sim::world::Fleet;
 use tokio::time::Instant;
+
+use crate::support::sim_fleet::{self, SimCluster as Sim, test_config};
 
 const OLD: &str = "ami-0000000000000old1";
 const NEW: &str = "ami-0000000000000new2";
@@ -45,36 +41,12 @@ fn group() -> GroupRef {
     }
 }
 
-struct Sim {
-    fleet: Fleet,
-    client: kube::Client,
-}
-
 async fn sim(seed: u64) -> Sim {
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: "sim-1".into(),
-            cloud: Cloud::Aws,
-            pools: vec![PoolScenario {
-                name: "general".into(),
-                group: group(),
-                image: OLD.into(),
-                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
-                nodes: 4,
-            }],
-        }],
-        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
-        faults: FaultProfile::from_yaml("{}", "faults").unwrap(),
-        seed,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
+    sim_fleet::cluster(Cloud::Aws, seed)
+        .pool("general", group(), OLD, "rota.dev/pool", 4)
+        .workloads(WORKLOADS)
+        .start()
         .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    Sim { fleet, client }
 }
 
 async fn create_pool(s: &Sim, batch: u32) {
@@ -84,48 +56,16 @@ async fn create_pool(s: &Sim, batch: u32) {
     };
     policy.node_ready_timeout = GoDuration::from_secs(600);
     policy.drain.timeout = GoDuration::from_secs(900);
-    let mut n = NodePoolRotation::new(
-        "general",
-        NodePoolRotationSpec {
-            owner_image: None,
-            cluster: "sim-1".into(),
-            pool: "general".into(),
-            group: group(),
-            node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
-            channel: "stable".into(),
-            version: "2026.11.2".into(),
-            image: NEW.into(),
-            arch: Default::default(),
-            kubelet: None,
-            released: None,
-            max_age: None,
-            policy,
-            gates: vec![],
-            source_commit: "c0ffee".into(),
-            mode: Mode::Reconcile,
-        },
-    );
-    n.metadata = ObjectMeta {
-        name: Some("general".into()),
-        ..ObjectMeta::default()
-    };
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .create(&PostParams::default(), &n)
-        .await
-        .unwrap();
+    let spec = sim_fleet::spec("general", group(), "rota.dev/pool", NEW, policy);
+    s.create(&sim_fleet::npr(spec)).await;
 }
 
 async fn get(s: &Sim) -> NodePoolRotation {
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .get("general")
-        .await
-        .unwrap()
+    s.get("general").await
 }
 
 fn controller(s: &Sim, identity: &str) -> Controller {
-    let mut cfg = Config::new("0.1.0", identity);
-    cfg.events = false;
-    Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
+    s.controller(test_config("0.1.0", identity))
 }
 
 async fn holder(s: &Sim) -> Option<(String, i32)> {

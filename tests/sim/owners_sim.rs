@@ -7,28 +7,24 @@
 //! owner's surge stays within one batch above the pool's size and no second update of the
 //! same image starts.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, ObjectReference};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, PostParams};
+use rota::cloud::GroupRef;
 use rota::cloud::managed::{OwnerPools, OwnerUpdate, UpdateStatus};
-use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
-use rota::controller::{Config, Controller, Outcome};
+use rota::controller::{Controller, Outcome};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::owner::{ManagedGroup, OwnerImage};
-use rota::fleet::resolved::{
-    BatchSize, Cloud, EffectivePolicy, GateCheck, Mode, OnGateFailure, ResolvedGate,
-};
-use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec};
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, OnGateFailure, ResolvedGate};
+use rota::kube::crd::{NodePoolRotation, NodePoolRotationSpec};
 use rota::rotate::Phase;
-use rota::sim::faults::FaultProfile;
-use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
-use rota::sim::world::Fleet;
 use tokio::time::Instant;
+
+pub(super) use crate::support::sim_fleet::SimCluster as Sim;
+use crate::support::sim_fleet::{self, CountedGroups, test_config};
 
 const WORKLOADS: &str = r#"
 nodes: {perPool: 4, registerAfter: 15s, readyAfter: 20s}
@@ -122,44 +118,24 @@ impl Kind {
     }
 }
 
-pub(super) struct Sim {
-    pub(super) fleet: Fleet,
-    pub(super) client: kube::Client,
-}
-
 /// A cluster of `kind`'s cloud with one managed pool of `nodes` on `image`; AKS ships
 /// `kind`'s new image as its newest node image.
 pub(super) async fn sim(kind: Kind, nodes: u32, image: &str, seed: u64) -> Sim {
-    let mut workloads = WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap();
-    workloads
-        .nodes
-        .overrides
-        .insert("sim-1/general".into(), nodes);
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: "sim-1".into(),
-            cloud: kind.cloud(),
-            pools: vec![PoolScenario {
-                name: "general".into(),
-                group: GroupRef::Managed(kind.pool()),
-                image: image.into(),
-                node_selector: BTreeMap::from([(kind.pool_label().into(), "general".into())]),
-                nodes,
-            }],
-        }],
-        workloads,
-        faults: FaultProfile::default(),
-        seed,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    fleet.cloud.set_aks_latest_node_image(Kind::Aks.images().1);
-    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    Sim { fleet, client }
+    let s = sim_fleet::cluster(kind.cloud(), seed)
+        .pool(
+            "general",
+            GroupRef::Managed(kind.pool()),
+            image,
+            kind.pool_label(),
+            nodes,
+        )
+        .workloads(WORKLOADS)
+        .start()
+        .await;
+    s.fleet
+        .cloud
+        .set_aks_latest_node_image(Kind::Aks.images().1);
+    s
 }
 
 pub(super) fn policy(batch: u32) -> EffectivePolicy {
@@ -170,138 +146,38 @@ pub(super) fn policy(batch: u32) -> EffectivePolicy {
 }
 
 pub(super) fn npr(kind: Kind, image: &str, policy: EffectivePolicy) -> NodePoolRotation {
-    let mut n = NodePoolRotation::new(
-        "general",
-        NodePoolRotationSpec {
-            owner_image: Some(kind.owner_image(image)),
-            cluster: "sim-1".into(),
-            pool: "general".into(),
-            group: GroupRef::Managed(kind.pool()),
-            node_selector: BTreeMap::from([(kind.pool_label().into(), "general".into())]),
-            channel: "stable".into(),
-            version: "2026.11.2".into(),
-            image: image.into(),
-            arch: Default::default(),
-            kubelet: None,
-            released: None,
-            max_age: None,
-            policy,
-            gates: vec![],
-            source_commit: "c0ffee".into(),
-            mode: Mode::Reconcile,
-        },
-    );
-    n.metadata = ObjectMeta {
-        name: Some("general".into()),
-        ..ObjectMeta::default()
-    };
-    n
+    let group = GroupRef::Managed(kind.pool());
+    sim_fleet::npr(NodePoolRotationSpec {
+        owner_image: Some(kind.owner_image(image)),
+        ..sim_fleet::spec("general", group, kind.pool_label(), image, policy)
+    })
 }
 
 pub(super) async fn create(s: &Sim, n: &NodePoolRotation) {
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .create(&PostParams::default(), n)
-        .await
-        .unwrap();
+    s.create(n).await;
 }
 
 pub(super) async fn status(s: &Sim) -> rota::kube::crd::NodePoolRotationStatus {
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .get("general")
-        .await
-        .unwrap()
-        .status
-        .unwrap_or_default()
+    s.status("general").await
 }
 
 /// A controller that drives `kind`'s owner and counts its self-managed cloud calls (which
 /// must stay at zero: the pool's template is the owner's).
-pub(super) fn controller(s: &Sim, kind: Kind) -> (Controller, Arc<std::sync::atomic::AtomicU64>) {
-    let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let groups = Counted {
+pub(super) fn controller(s: &Sim, kind: Kind) -> (Controller, Arc<AtomicU64>) {
+    let calls = Arc::new(AtomicU64::new(0));
+    let groups = CountedGroups {
         inner: Arc::new(s.fleet.cloud.clone()),
-        calls: calls.clone(),
+        describes: calls.clone(),
+        others: calls.clone(),
     };
-    let mut cfg = Config::new("0.1.0", "test-0.1.0");
-    cfg.events = false;
+    let cfg = test_config("0.1.0", "test-0.1.0");
     let c = Controller::new(s.client.clone(), Arc::new(groups), cfg).with_owners(kind.adapter(s));
     (c, calls)
 }
 
-/// The self-managed cloud API, every call counted.
-struct Counted {
-    inner: Arc<dyn NodeGroups>,
-    calls: Arc<std::sync::atomic::AtomicU64>,
-}
-
-#[async_trait::async_trait]
-impl NodeGroups for Counted {
-    async fn describe(
-        &self,
-        g: &GroupRef,
-    ) -> Result<rota::cloud::GroupState, rota::cloud::CloudError> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.describe(g).await
-    }
-    async fn check_image(
-        &self,
-        g: &GroupRef,
-        image: &str,
-        arch: rota::cloud::Arch,
-    ) -> Result<rota::cloud::ImageCheck, rota::cloud::CloudError> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.check_image(g, image, arch).await
-    }
-    async fn set_max(&self, g: &GroupRef, max: u32) -> Result<(), rota::cloud::CloudError> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.set_max(g, max).await
-    }
-    async fn set_image(&self, g: &GroupRef, image: &str) -> Result<(), rota::cloud::CloudError> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.set_image(g, image).await
-    }
-    async fn set_capacity(
-        &self,
-        g: &GroupRef,
-        desired: u32,
-        max: Option<u32>,
-    ) -> Result<(), rota::cloud::CloudError> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.set_capacity(g, desired, max).await
-    }
-    async fn terminate(
-        &self,
-        g: &GroupRef,
-        id: &str,
-        decrement: bool,
-    ) -> Result<(), rota::cloud::CloudError> {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.terminate(g, id, decrement).await
-    }
-}
-
 /// Live instances of the managed pool (what the owner's surge may raise).
 pub(super) async fn live(s: &Sim, kind: Kind) -> usize {
-    let g = GroupRef::Managed(kind.pool());
-    loop {
-        match NodeGroups::describe(&s.fleet.cloud, &g).await {
-            Ok(g) => {
-                return g
-                    .instances
-                    .iter()
-                    .filter(|i| i.lifecycle != Lifecycle::Terminating)
-                    .count();
-            }
-            Err(e) if e.kind.is_retryable() => continue,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    sim_fleet::live(&s.describe(&GroupRef::Managed(kind.pool())).await)
 }
 
 /// Run `c` for `span` or until `until` holds of the status, checking after every pass that
@@ -558,45 +434,11 @@ async fn an_aks_agent_pool_on_its_pin_is_adopted_without_an_upgrade() {
 
 /// An events gate that fails while a `CanaryFailed` event is recent.
 pub(super) fn canary_gate() -> ResolvedGate {
-    ResolvedGate {
-        name: "canary".into(),
-        interval: GoDuration::from_secs(30),
-        samples: 1,
-        failure_limit: 0,
-        check: GateCheck::Events {
-            reasons: vec!["CanaryFailed".into()],
-            max: 0,
-            window: GoDuration::from_secs(3600),
-        },
-    }
+    sim_fleet::canary_gate(1, 0, Duration::from_secs(3600))
 }
 
 pub(super) async fn canary_failed(s: &Sim, at: chrono::DateTime<chrono::Utc>) {
-    let t = Time(k8s_openapi::jiff::Timestamp::from_second(at.timestamp()).unwrap());
-    let ev = CoreEvent {
-        metadata: ObjectMeta {
-            name: Some("canary-failed".into()),
-            namespace: Some("shop".into()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            kind: Some("Deployment".into()),
-            name: Some("web".into()),
-            namespace: Some("shop".into()),
-            ..ObjectReference::default()
-        },
-        reason: Some("CanaryFailed".into()),
-        message: Some("canary requests fail on the new nodes".into()),
-        last_timestamp: Some(t.clone()),
-        first_timestamp: Some(t),
-        count: Some(1),
-        type_: Some("Warning".into()),
-        ..CoreEvent::default()
-    };
-    Api::<CoreEvent>::namespaced(s.client.clone(), "shop")
-        .create(&PostParams::default(), &ev)
-        .await
-        .unwrap();
+    s.canary_failed("canary-failed", at).await;
 }
 
 /// A gate failing while the owner updates, with `onGateFailure: rollback`: the owner's

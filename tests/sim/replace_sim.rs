@@ -10,27 +10,21 @@
 //! resumes without removing a second batch; a fleet stop holds a batch and its clear resumes
 //! it; a window closing mid-batch lets the batch finish and defers the next.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, ObjectReference, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use rota::cloud::{GroupRef, GroupState, Lifecycle, NodeGroups};
-use rota::controller::{Config, Controller, Outcome};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use rota::cloud::{GroupRef, GroupState, Lifecycle};
+use rota::controller::{Controller, Outcome};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{
-    BatchSize, Cloud, EffectivePolicy, GateCheck, Mode, OnGateFailure, ResolvedGate,
-    RolloutStrategy,
+    BatchSize, Cloud, EffectivePolicy, OnGateFailure, ResolvedGate, RolloutStrategy,
 };
-use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec, NodePoolRotationStatus};
+use rota::kube::crd::{NodePoolRotation, NodePoolRotationSpec, NodePoolRotationStatus};
 use rota::rotate::Phase;
-use rota::sim::faults::FaultProfile;
-use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
-use rota::sim::world::Fleet;
 use tokio::time::Instant;
+
+use crate::support::sim_fleet::{self, PodsNow, SimCluster, test_config};
 
 const SIZE: u32 = 4;
 const BATCH: u32 = 2;
@@ -77,42 +71,30 @@ fn shape(cloud: Cloud) -> (GroupRef, &'static str, &'static str) {
     }
 }
 
+/// The cluster, its replace pool's group and the pool's two images.
 struct Sim {
-    fleet: Fleet,
-    client: kube::Client,
+    world: SimCluster,
     group: GroupRef,
     old: &'static str,
     new: &'static str,
 }
 
+impl std::ops::Deref for Sim {
+    type Target = SimCluster;
+    fn deref(&self) -> &SimCluster {
+        &self.world
+    }
+}
+
 async fn sim(cloud: Cloud, seed: u64) -> Sim {
     let (group, old, new) = shape(cloud);
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: "sim-1".into(),
-            cloud,
-            pools: vec![PoolScenario {
-                name: "gpu".into(),
-                group: group.clone(),
-                image: old.into(),
-                node_selector: BTreeMap::from([("rota.dev/pool".into(), "gpu".into())]),
-                nodes: SIZE,
-            }],
-        }],
-        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
-        faults: FaultProfile::from_yaml("{}", "faults").unwrap(),
-        seed,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(120)).await;
+    let SimCluster { fleet, client } = sim_fleet::cluster(cloud, seed)
+        .pool("gpu", group.clone(), old, "rota.dev/pool", SIZE)
+        .workloads(WORKLOADS)
+        .start()
+        .await;
     Sim {
-        fleet,
-        client,
+        world: SimCluster { fleet, client },
         group,
         old,
         new,
@@ -132,125 +114,47 @@ fn policy() -> EffectivePolicy {
 
 fn spec(s: &Sim, version: &str, image: &str, policy: EffectivePolicy) -> NodePoolRotationSpec {
     NodePoolRotationSpec {
-        owner_image: None,
-        cluster: "sim-1".into(),
-        pool: "gpu".into(),
-        group: s.group.clone(),
-        node_selector: BTreeMap::from([("rota.dev/pool".into(), "gpu".into())]),
         channel: "gpu".into(),
         version: version.into(),
-        image: image.into(),
-        arch: Default::default(),
-        kubelet: None,
-        released: None,
-        max_age: None,
-        policy,
-        gates: vec![],
-        source_commit: "c0ffee".into(),
-        mode: Mode::Reconcile,
+        ..sim_fleet::spec("gpu", s.group.clone(), "rota.dev/pool", image, policy)
     }
 }
 
 /// The pool's resource created (the agent's first sight of the pool: adoption) or its spec
 /// changed as the agent does.
 async fn put(s: &Sim, spec: NodePoolRotationSpec) {
-    let api = Api::<NodePoolRotation>::all(s.client.clone());
-    if api.get_opt("gpu").await.unwrap().is_none() {
-        let mut n = NodePoolRotation::new("gpu", spec);
-        n.metadata = ObjectMeta {
-            name: Some("gpu".into()),
-            ..ObjectMeta::default()
-        };
-        api.create(&PostParams::default(), &n).await.unwrap();
-        return;
+    if s.rotations().get_opt("gpu").await.unwrap().is_none() {
+        s.create(&sim_fleet::npr(spec)).await;
+    } else {
+        s.set_spec("gpu", &spec).await;
     }
-    api.patch(
-        "gpu",
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({ "spec": spec })),
-    )
-    .await
-    .unwrap();
 }
 
 async fn status(s: &Sim) -> NodePoolRotationStatus {
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .get("gpu")
-        .await
-        .unwrap()
-        .status
-        .unwrap_or_default()
+    s.status("gpu").await
 }
 
 fn controller(s: &Sim) -> Controller {
-    let mut cfg = Config::new("0.1.0", "test-replace");
-    cfg.events = false;
-    Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
+    s.controller(test_config("0.1.0", "test-replace"))
 }
 
 async fn describe(s: &Sim) -> GroupState {
-    loop {
-        match s.fleet.cloud.describe(&s.group).await {
-            Ok(g) => return g,
-            Err(e) if e.kind.is_retryable() => continue,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    s.describe(&s.group).await
 }
 
 /// The replace pool's invariants, now: the capacity never moved, never a live instance more
 /// than the pool had, and nothing terminating under a workload pod that was not evicted.
 async fn check(s: &Sim, log: &str) {
     let g = describe(s).await;
-    let live = g
-        .instances
-        .iter()
-        .filter(|i| i.lifecycle != Lifecycle::Terminating)
-        .count() as u32;
+    let live = sim_fleet::live(&g) as u32;
     assert!(
         g.desired == SIZE && live <= SIZE,
         "a replace pool of {SIZE} holds {live} live instance(s), desired {}\n{log}",
         g.desired
     );
-    let nodes = Api::<Node>::all(s.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    let pods = Api::<Pod>::all(s.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    for i in g
-        .instances
-        .iter()
-        .filter(|i| i.lifecycle == Lifecycle::Terminating)
-    {
-        let Some(node) = nodes.items.iter().find(|n| {
-            n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(&i.provider_id)
-        }) else {
-            continue;
-        };
-        let name = node.metadata.name.as_deref().unwrap();
-        for p in &pods.items {
-            let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name);
-            let ds = p
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.kind == "DaemonSet");
-            let gone = p.metadata.deletion_timestamp.is_some()
-                || matches!(
-                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                    Some("Succeeded" | "Failed")
-                );
-            assert!(
-                !on || ds || gone,
-                "invariant 3: {} removed under pod {}\n{log}",
-                i.id,
-                p.metadata.name.as_deref().unwrap_or_default()
-            );
-        }
+    let now = PodsNow::list(&s.client).await;
+    if let Some(left) = now.undrained("gpu", &g).first() {
+        panic!("invariant 3: {left}\n{log}");
     }
 }
 
@@ -408,45 +312,11 @@ async fn a_crash_mid_batch_resumes_without_removing_a_second_batch() {
 
 /// An events gate that fails while a `CanaryFailed` event is recent.
 fn canary_gate() -> ResolvedGate {
-    ResolvedGate {
-        name: "canary".into(),
-        interval: GoDuration::from_secs(30),
-        samples: 2,
-        failure_limit: 1,
-        check: GateCheck::Events {
-            reasons: vec!["CanaryFailed".into()],
-            max: 0,
-            window: GoDuration::from_secs(300),
-        },
-    }
+    sim_fleet::canary_gate(2, 1, Duration::from_secs(300))
 }
 
 async fn canary_failed(s: &Sim, at: chrono::DateTime<chrono::Utc>) {
-    let t = Time(k8s_openapi::jiff::Timestamp::from_second(at.timestamp()).unwrap());
-    let ev = CoreEvent {
-        metadata: ObjectMeta {
-            name: Some("canary-failed".into()),
-            namespace: Some("shop".into()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            kind: Some("Deployment".into()),
-            name: Some("web".into()),
-            namespace: Some("shop".into()),
-            ..ObjectReference::default()
-        },
-        reason: Some("CanaryFailed".into()),
-        message: Some("canary requests fail on the new nodes".into()),
-        last_timestamp: Some(t.clone()),
-        first_timestamp: Some(t),
-        count: Some(1),
-        type_: Some("Warning".into()),
-        ..CoreEvent::default()
-    };
-    Api::<CoreEvent>::namespaced(s.client.clone(), "shop")
-        .create(&PostParams::default(), &ev)
-        .await
-        .unwrap();
+    s.canary_failed("canary-failed", at).await;
 }
 
 /// The gate fails while batch 1's replacements soak: the pool rolls back to the old image

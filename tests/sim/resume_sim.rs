@@ -8,27 +8,19 @@
 //! the server too: written as a merge patch, `halted`, `rejectedImage` and `rollbackReason`
 //! used to survive and stop the pool again.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use rota::cloud::{GroupRef, Lifecycle, NodeGroups};
-use rota::controller::{Config, Controller};
+use rota::controller::Controller;
 use rota::fleet::duration::GoDuration;
-use rota::fleet::resolved::{
-    BatchSize, Cloud, EffectivePolicy, GateCheck, Mode, OnGateFailure, ResolvedGate,
-};
-use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec, NodePoolRotationStatus};
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, OnGateFailure, ResolvedGate};
+use rota::kube::crd::{NodePoolRotationSpec, NodePoolRotationStatus};
 use rota::rotate::Phase;
-use rota::sim::faults::FaultProfile;
-use rota::sim::scenario::{ClusterScenario, PoolScenario, Scenario, WorkloadProfile};
-use rota::sim::world::Fleet;
 use tokio::time::Instant;
+
+use crate::support::sim_fleet::{self, SimCluster as Sim, test_config};
 
 const V1: &str = "ami-00000000000000v1";
 const V2: &str = "ami-00000000000000v2";
@@ -57,36 +49,12 @@ fn group() -> GroupRef {
     }
 }
 
-struct Sim {
-    fleet: Fleet,
-    client: kube::Client,
-}
-
 async fn sim(workloads: &str, seed: u64) -> Sim {
-    let scenario = Scenario {
-        clusters: vec![ClusterScenario {
-            name: "sim-1".into(),
-            cloud: Cloud::Aws,
-            pools: vec![PoolScenario {
-                name: "general".into(),
-                group: group(),
-                image: V1.into(),
-                node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
-                nodes: 4,
-            }],
-        }],
-        workloads: WorkloadProfile::from_yaml(workloads, "workloads").unwrap(),
-        faults: FaultProfile::from_yaml("{}", "faults").unwrap(),
-        seed,
-    };
-    let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
-    let client = rota::kube::sim::client(fleet.store("sim-1").unwrap().clone());
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd::definition())
+    sim_fleet::cluster(Cloud::Aws, seed)
+        .pool("general", group(), V1, "rota.dev/pool", 4)
+        .workloads(workloads)
+        .start()
         .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    Sim { fleet, client }
 }
 
 fn policy() -> EffectivePolicy {
@@ -102,62 +70,25 @@ fn policy() -> EffectivePolicy {
 
 fn spec(version: &str, image: &str, policy: EffectivePolicy) -> NodePoolRotationSpec {
     NodePoolRotationSpec {
-        owner_image: None,
-        cluster: "sim-1".into(),
-        pool: "general".into(),
-        group: group(),
-        node_selector: BTreeMap::from([("rota.dev/pool".into(), "general".into())]),
-        channel: "stable".into(),
         version: version.into(),
-        image: image.into(),
-        arch: Default::default(),
-        kubelet: None,
-        released: None,
-        max_age: None,
-        policy,
-        gates: vec![],
-        source_commit: "c0ffee".into(),
-        mode: Mode::Reconcile,
+        ..sim_fleet::spec("general", group(), "rota.dev/pool", image, policy)
     }
 }
 
 async fn create(s: &Sim, spec: NodePoolRotationSpec) {
-    let mut n = NodePoolRotation::new("general", spec);
-    n.metadata = ObjectMeta {
-        name: Some("general".into()),
-        ..ObjectMeta::default()
-    };
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .create(&PostParams::default(), &n)
-        .await
-        .unwrap();
+    s.create(&sim_fleet::npr(spec)).await;
 }
 
-/// Change the spec as the agent does (a patch of the spec; the status is the controller's).
 async fn set_spec(s: &Sim, spec: &NodePoolRotationSpec) {
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .patch(
-            "general",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "spec": spec })),
-        )
-        .await
-        .unwrap();
+    s.set_spec("general", spec).await;
 }
 
 async fn status(s: &Sim) -> NodePoolRotationStatus {
-    Api::<NodePoolRotation>::all(s.client.clone())
-        .get("general")
-        .await
-        .unwrap()
-        .status
-        .unwrap_or_default()
+    s.status("general").await
 }
 
 fn controller(s: &Sim) -> Controller {
-    let mut cfg = Config::new("0.1.0", "test-resume");
-    cfg.events = false;
-    Controller::new(s.client.clone(), Arc::new(s.fleet.cloud.clone()), cfg)
+    s.controller(test_config("0.1.0", "test-resume"))
 }
 
 /// Pass after pass until the status on the server satisfies `done` (or `limit` of simulated
@@ -246,45 +177,11 @@ async fn a_pool_halted_by_a_drain_timeout_resumes_after_pause_and_unpause() {
 
 /// An events gate that fails while a `CanaryFailed` event is recent.
 fn canary_gate() -> ResolvedGate {
-    ResolvedGate {
-        name: "canary".into(),
-        interval: GoDuration::from_secs(30),
-        samples: 2,
-        failure_limit: 1,
-        check: GateCheck::Events {
-            reasons: vec!["CanaryFailed".into()],
-            max: 0,
-            window: GoDuration::from_secs(300),
-        },
-    }
+    sim_fleet::canary_gate(2, 1, Duration::from_secs(300))
 }
 
 async fn canary_failed(s: &Sim, at: chrono::DateTime<chrono::Utc>, n: u32) {
-    let t = Time(k8s_openapi::jiff::Timestamp::from_second(at.timestamp()).unwrap());
-    let ev = CoreEvent {
-        metadata: ObjectMeta {
-            name: Some(format!("canary-failed-{n}")),
-            namespace: Some("shop".into()),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            kind: Some("Deployment".into()),
-            name: Some("web".into()),
-            namespace: Some("shop".into()),
-            ..ObjectReference::default()
-        },
-        reason: Some("CanaryFailed".into()),
-        message: Some("canary requests fail on the new nodes".into()),
-        last_timestamp: Some(t.clone()),
-        first_timestamp: Some(t),
-        count: Some(1),
-        type_: Some("Warning".into()),
-        ..CoreEvent::default()
-    };
-    Api::<CoreEvent>::namespaced(s.client.clone(), "shop")
-        .create(&PostParams::default(), &ev)
-        .await
-        .unwrap();
+    s.canary_failed(&format!("canary-failed-{n}"), at).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -161,27 +161,7 @@ async fn new_instances_boot_register_and_take_pods() {
     assert_eq!(pods_of(&store, "node-exporter").len(), 5);
     // A new Deployment gets a ReplicaSet, pods, a node each, and Ready.
     store
-        .create(
-            &ResourceType::deployments(),
-            None,
-            json!({
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "cache", "namespace": "default"},
-                "spec": {
-                    "replicas": 4,
-                    "selector": {"matchLabels": {"app": "cache"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "cache"}},
-                        "spec": {
-                            "nodeSelector": {"eks.amazonaws.com/nodegroup": "general"},
-                            "containers": [{"name": "c", "image": "redis",
-                                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
-                                "readinessProbe": {"initialDelaySeconds": 5}}]
-                        }
-                    }
-                }
-            }),
-        )
+        .create(&ResourceType::deployments(), None, cache_deployment())
         .unwrap();
     wait(30).await;
     let pods = pods_of(&store, "cache");
@@ -200,6 +180,28 @@ async fn new_instances_boot_register_and_take_pods() {
         .get(&ResourceType::deployments(), Some("default"), "cache")
         .unwrap();
     assert_eq!(d["status"]["readyReplicas"], 4);
+}
+
+/// `default/cache`: four redis replicas on the `general` node group, half a CPU and 1 GiB
+/// each, Ready 5 s after they start.
+fn cache_deployment() -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "cache", "namespace": "default"},
+        "spec": {
+            "replicas": 4,
+            "selector": {"matchLabels": {"app": "cache"}},
+            "template": {
+                "metadata": {"labels": {"app": "cache"}},
+                "spec": {
+                    "nodeSelector": {"eks.amazonaws.com/nodegroup": "general"},
+                    "containers": [{"name": "c", "image": "redis",
+                        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+                        "readinessProbe": {"initialDelaySeconds": 5}}]
+                }
+            }
+        }
+    })
 }
 
 /// A bad build (`SimImage::defective`): its node boots, turns Ready and runs its DaemonSet
@@ -239,27 +241,7 @@ async fn a_bad_builds_node_is_ready_but_its_workload_pods_fail_their_sandbox_fir
         .expect("a node-exporter pod on the bad node");
     assert!(ready(exporter), "DaemonSet pods are not on the pod network");
     store
-        .create(
-            &ResourceType::deployments(),
-            None,
-            json!({
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "cache", "namespace": "default"},
-                "spec": {
-                    "replicas": 4,
-                    "selector": {"matchLabels": {"app": "cache"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "cache"}},
-                        "spec": {
-                            "nodeSelector": {"eks.amazonaws.com/nodegroup": "general"},
-                            "containers": [{"name": "c", "image": "redis",
-                                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
-                                "readinessProbe": {"initialDelaySeconds": 5}}]
-                        }
-                    }
-                }
-            }),
-        )
+        .create(&ResourceType::deployments(), None, cache_deployment())
         .unwrap();
     wait(15).await;
     let pods = pods_of(&store, "cache");

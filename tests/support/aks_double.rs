@@ -3,9 +3,10 @@
 //! `AgentPools_UpgradeNodeImageVersion`), on a loopback port, held to the api-version
 //! 2026-08-01 models of `azure-mgmt-containerservice` (`api_schemas`, `Api::Aks`).
 //!
-//! Every request is checked against the models as it arrives: a field they do not name, a
-//! read-only field sent back, a wrong api-version, a path no operation serves is refused with
-//! 400 `InvalidParameter` naming the problems, as ARM refuses a malformed request. Every
+//! Every request is checked against the models as it arrives (`api_schemas::checked`): a
+//! field they do not name, a read-only field sent back, a wrong api-version, a path no
+//! operation serves is refused with 400 `InvalidParameter` naming the problems, as ARM refuses
+//! a malformed request. Every
 //! exchange is checked again, answers included, when the double is dropped.
 //!
 //! It answers as AKS does: a PUT is `Updating` until the pool is read once more (a settings
@@ -18,18 +19,12 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper::{HeaderMap, Uri};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
-use super::api_schemas::{Api, Exchange, check_on_drop, check_request};
+use super::api_schemas::Api;
+use super::api_schemas::checked::{CheckedDouble, Service};
 
 pub const API_VERSION: &str = "2026-08-01";
 
@@ -46,63 +41,58 @@ struct Pool {
     etag: u32,
 }
 
+/// AKS's agent pools, as the double keeps them.
 #[derive(Default)]
-struct State {
+pub struct Aks {
+    /// By agent pool ARM ID.
     pools: BTreeMap<String, Pool>,
+    /// The newest node image AKS ships.
     latest: String,
-    exchanges: Vec<Exchange>,
-    refused: Vec<String>,
     upgrades: usize,
 }
 
-pub struct AksDouble {
-    pub url: String,
-    state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
-}
+/// The running double ([`AksDouble::start`]).
+pub type AksDouble = CheckedDouble<Aks>;
 
-impl Drop for AksDouble {
-    fn drop(&mut self) {
-        self.task.abort();
-        let exchanges = std::mem::take(&mut self.state.lock().unwrap().exchanges);
-        check_on_drop(Api::Aks, exchanges);
-    }
-}
-
-impl AksDouble {
-    pub async fn start() -> AksDouble {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(Mutex::new(State::default()));
-        let s = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req: Request<Incoming>| {
-                        let s = s.clone();
-                        async move { Ok::<_, std::convert::Infallible>(serve(&s, req).await) }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        AksDouble { url, state, task }
-    }
-
+impl CheckedDouble<Aks> {
     /// An agent pool at `path` (its ARM ID) of `count` nodes on `image`, AKS's defaults
     /// otherwise (`maxSurge` 10%).
     pub fn add_pool(&self, path: &str, count: u64, image: &str) {
-        let mut s = self.state.lock().unwrap();
-        if s.latest.is_empty() {
-            s.latest = image.to_string();
+        self.with(|s| s.add_pool(path, count, image))
+    }
+
+    /// Set one of the agent pool's properties (`mode: System`, say).
+    pub fn set_property(&self, path: &str, key: &str, value: Value) {
+        self.with(|s| s.pools.get_mut(path).unwrap().props[key] = value)
+    }
+
+    /// The newest node image AKS ships (where the POST takes a pool).
+    pub fn set_latest(&self, image: &str) {
+        self.with(|s| s.latest = image.to_string())
+    }
+
+    /// End the running upgrade: `Succeeded` on its image, or `Failed` with a provisioning
+    /// error and the pool where it was.
+    pub fn finish(&self, ok: bool) {
+        self.with(|s| s.finish(ok))
+    }
+
+    /// Upgrades AKS started (POSTs and rollback PUTs).
+    pub fn upgrades(&self) -> usize {
+        self.with(|s| s.upgrades)
+    }
+
+    pub fn properties(&self, path: &str) -> Value {
+        self.with(|s| s.pools[path].props.clone())
+    }
+}
+
+impl Aks {
+    fn add_pool(&mut self, path: &str, count: u64, image: &str) {
+        if self.latest.is_empty() {
+            self.latest = image.to_string();
         }
-        s.pools.insert(
+        self.pools.insert(
             path.to_string(),
             Pool {
                 props: json!({
@@ -127,27 +117,8 @@ impl AksDouble {
         );
     }
 
-    /// Set one of the agent pool's properties (`mode: System`, say).
-    pub fn set_property(&self, path: &str, key: &str, value: Value) {
-        self.state
-            .lock()
-            .unwrap()
-            .pools
-            .get_mut(path)
-            .unwrap()
-            .props[key] = value;
-    }
-
-    /// The newest node image AKS ships (where the POST takes a pool).
-    pub fn set_latest(&self, image: &str) {
-        self.state.lock().unwrap().latest = image.to_string();
-    }
-
-    /// End the running upgrade: `Succeeded` on its image, or `Failed` with a provisioning
-    /// error and the pool where it was.
-    pub fn finish(&self, ok: bool) {
-        let mut s = self.state.lock().unwrap();
-        let p = s
+    fn finish(&mut self, ok: bool) {
+        let p = self
             .pools
             .values_mut()
             .find(|p| p.upgrading_to.is_some())
@@ -167,28 +138,6 @@ impl AksDouble {
             }});
         }
     }
-
-    /// Upgrades AKS started (POSTs and rollback PUTs).
-    pub fn upgrades(&self) -> usize {
-        self.state.lock().unwrap().upgrades
-    }
-
-    pub fn properties(&self, path: &str) -> Value {
-        self.state.lock().unwrap().pools[path].props.clone()
-    }
-
-    pub fn refused(&self) -> Vec<String> {
-        self.state.lock().unwrap().refused.clone()
-    }
-
-    /// Every (method, path) served, in order.
-    pub fn calls(&self) -> Vec<String> {
-        let s = self.state.lock().unwrap();
-        s.exchanges
-            .iter()
-            .map(|x| format!("{} {}", x.method, x.path))
-            .collect()
-    }
 }
 
 fn pool_json(path: &str, p: &Pool) -> Value {
@@ -206,54 +155,33 @@ fn arm_error(status: u16, code: &str, message: &str) -> (u16, Value) {
     (status, json!({"error": {"code": code, "message": message}}))
 }
 
-async fn serve(state: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Full<bytes::Bytes>> {
-    let method = req.method().to_string();
-    let path = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_default();
-    let if_match = req
-        .headers()
-        .get("if-match")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let bytes = req.into_body().collect().await.unwrap().to_bytes();
-    let request: Value = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or(Value::String("<not JSON>".into()))
-    };
-    let problems = check_request(Api::Aks, &method, &path, &request);
-    let mut s = state.lock().unwrap();
-    let (status, response) = if problems.is_empty() {
-        answer(&mut s, &method, &path, &request, if_match.as_deref())
-    } else {
-        s.refused.extend(problems.iter().cloned());
-        arm_error(400, "InvalidParameter", &problems.join("; "))
-    };
-    s.exchanges.push(Exchange {
-        method,
-        path,
-        status,
-        request,
-        response: response.clone(),
-        headers: vec![],
-    });
-    let body = if response.is_null() {
-        String::new()
-    } else {
-        response.to_string()
-    };
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(body.into()))
-        .unwrap()
+impl Service for Aks {
+    const API: Api = Api::Aks;
+
+    fn path(uri: &Uri) -> String {
+        uri.path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default()
+    }
+
+    fn refuse(problems: &str) -> (u16, Value) {
+        arm_error(400, "InvalidParameter", problems)
+    }
+
+    fn answer(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &HeaderMap,
+        body: &Value,
+    ) -> (u16, Value) {
+        let if_match = headers.get("if-match").and_then(|v| v.to_str().ok());
+        answer(self, method, path, body, if_match)
+    }
 }
 
 fn answer(
-    s: &mut State,
+    s: &mut Aks,
     method: &str,
     path: &str,
     body: &Value,

@@ -17,6 +17,8 @@
 //! requests are not checked: no registry package ships GitLab's description.
 #![allow(dead_code)]
 
+pub mod checked;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;

@@ -17,12 +17,10 @@ use std::sync::{Arc, Mutex};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+
+use super::loopback::Loopback;
 
 use super::api_schemas::{Api, Exchange, check_on_drop};
 
@@ -57,12 +55,12 @@ struct State {
 pub struct EksDouble {
     pub url: String,
     state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
+    server: Loopback,
 }
 
 impl Drop for EksDouble {
     fn drop(&mut self) {
-        self.task.abort();
+        self.server.stop();
         let exchanges = std::mem::take(&mut self.state.lock().unwrap().exchanges);
         check_on_drop(Api::Eks, exchanges);
     }
@@ -70,31 +68,21 @@ impl Drop for EksDouble {
 
 impl EksDouble {
     pub async fn start() -> EksDouble {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State {
             clock: 1_764_000_000,
             ..State::default()
         }));
         let s = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req: Request<Incoming>| {
-                        let s = s.clone();
-                        async move { Ok::<_, std::convert::Infallible>(serve(&s, req).await) }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        EksDouble { url, state, task }
+        let server = Loopback::serve(move |req| {
+            let s = s.clone();
+            async move { serve(&s, req).await }
+        })
+        .await;
+        EksDouble {
+            url: server.url.clone(),
+            state,
+            server,
+        }
     }
 
     /// A node group of `desired` nodes on launch template `template_id` at `version`.

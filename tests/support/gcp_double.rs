@@ -35,12 +35,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+
+use super::loopback::Loopback;
 
 const LINK: &str = "https://www.googleapis.com/compute/v1/";
 /// Logical time from creation to RUNNING, and from DELETING to gone.
@@ -170,12 +168,12 @@ struct State {
 pub struct GcpDouble {
     pub url: String,
     state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
+    server: Loopback,
 }
 
 impl Drop for GcpDouble {
     fn drop(&mut self) {
-        self.task.abort();
+        self.server.stop();
         // Every answer the double gave, held to Compute's published description.
         let answers = std::mem::take(&mut self.state.lock().unwrap().answers);
         super::api_schemas::check_on_drop(super::api_schemas::Api::Compute, answers);
@@ -848,8 +846,6 @@ pub struct MigSpec {
 
 impl GcpDouble {
     pub async fn start() -> GcpDouble {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State {
             clock: Duration::from_secs(3600),
             polls_to_done: 2,
@@ -857,24 +853,16 @@ impl GcpDouble {
             ..State::default()
         }));
         let s = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req: Request<Incoming>| {
-                        let s = s.clone();
-                        async move { Ok::<_, std::convert::Infallible>(serve(&s, req).await) }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        GcpDouble { url, state, task }
+        let server = Loopback::serve(move |req| {
+            let s = s.clone();
+            async move { serve(&s, req).await }
+        })
+        .await;
+        GcpDouble {
+            url: server.url.clone(),
+            state,
+            server,
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {

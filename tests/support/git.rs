@@ -1,5 +1,6 @@
 //! Helpers shared by the agent tests (`agent_sim`, `agent_processes`, `promote`): run git with
-//! a fixed identity, find the rota binary, serve repos with a `git daemon` on loopback.
+//! a fixed identity, a fleet repo's origin and the clone people push from, find the rota
+//! binary, serve repos with a `git daemon` on loopback.
 #![allow(dead_code)]
 
 use std::io::Write;
@@ -49,6 +50,25 @@ pub fn git_stdin(dir: &Path, args: &[&str], input: &[u8]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A fleet repo as the agents follow it: a bare `fleet.git` on `main` in `dir` (the agents'
+/// remote) and a clone of it, `dir/<clone>`, on `main`, where people commit and push.
+pub fn origin_and_clone(dir: &Path, clone: &str) -> (PathBuf, PathBuf) {
+    let origin = dir.join("fleet.git");
+    std::fs::create_dir_all(&origin).unwrap();
+    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+    git(dir, &["clone", "-q", "fleet.git", clone]);
+    let work = dir.join(clone);
+    git(&work, &["checkout", "-q", "-b", "main"]);
+    (origin, work)
+}
+
+/// Everything in `work` committed as `message` and pushed to its origin's `main`.
+pub fn commit_and_push(work: &Path, message: &str) {
+    git(work, &["add", "-A"]);
+    git(work, &["commit", "-q", "-m", message]);
+    git(work, &["push", "-q", "origin", "main"]);
 }
 
 /// The rota binary; `ROTA_TEST_BIN` overrides it (a private copy when several worktrees

@@ -3,11 +3,11 @@
 //! `projects.locations.operations.get` and `.list`), on a loopback port, held to Google's
 //! published container v1 discovery document (`api_schemas`, `Api::Container`).
 //!
-//! Every request is checked against the description as it arrives: one the description does
-//! not allow (a field it does not name, a value of the wrong type or enum, a path no method
-//! serves) is refused with 400 `INVALID_ARGUMENT` naming the problems, as GKE refuses a
-//! malformed request. Every exchange is checked again, answers included, when the double is
-//! dropped.
+//! Every request is checked against the description as it arrives (`api_schemas::checked`):
+//! one the description does not allow (a field it does not name, a value of the wrong type or
+//! enum, a path no method serves) is refused with 400 `INVALID_ARGUMENT` naming the problems,
+//! as GKE refuses a malformed request. Every exchange is checked again, answers included,
+//! when the double is dropped.
 //!
 //! It answers as GKE does: `nodePools.update` starts an `UPGRADE_NODES` operation, `RUNNING`
 //! until the test ends it ([`GkeDouble::finish`]: `DONE`, the pool on the new version and image
@@ -18,18 +18,12 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper::{HeaderMap, Uri};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
-use super::api_schemas::{Api, Exchange, check_on_drop, check_request};
+use super::api_schemas::Api;
+use super::api_schemas::checked::{CheckedDouble, Service};
 
 #[derive(Clone, Debug)]
 struct Pool {
@@ -55,30 +49,17 @@ struct Op {
     to: Option<(String, String)>,
 }
 
+/// GKE's node pools and operations, as the double keeps them.
 #[derive(Default)]
-struct State {
+pub struct Gke {
     /// By node pool path (`projects/P/locations/L/clusters/C/nodePools/N`).
     pools: BTreeMap<String, Pool>,
     ops: Vec<Op>,
-    exchanges: Vec<Exchange>,
     serial: u32,
-    /// Requests refused for breaking the description (tests assert it stays empty, or not).
-    refused: Vec<String>,
 }
 
-pub struct GkeDouble {
-    pub url: String,
-    state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for GkeDouble {
-    fn drop(&mut self) {
-        self.task.abort();
-        let exchanges = std::mem::take(&mut self.state.lock().unwrap().exchanges);
-        check_on_drop(Api::Container, exchanges);
-    }
-}
+/// The running double ([`GkeDouble::start`]).
+pub type GkeDouble = CheckedDouble<Gke>;
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -86,32 +67,7 @@ fn now() -> String {
 
 const BASE: &str = "https://container.googleapis.com/v1";
 
-impl GkeDouble {
-    pub async fn start() -> GkeDouble {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(Mutex::new(State::default()));
-        let s = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req: Request<Incoming>| {
-                        let s = s.clone();
-                        async move { Ok::<_, std::convert::Infallible>(serve(&s, req).await) }
-                    });
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        GkeDouble { url, state, task }
-    }
-
+impl CheckedDouble<Gke> {
     /// A node pool at `path` of `per_zone` nodes in each of `zones`, on `version` and
     /// `image_type`, with GKE's default upgrade settings (surge 1, unavailable 0).
     pub fn add_pool(
@@ -122,7 +78,8 @@ impl GkeDouble {
         per_zone: u64,
         zones: &[&str],
     ) {
-        self.state.lock().unwrap().pools.insert(
+        self.with(|s| {
+            s.pools.insert(
             path.into(),
             Pool {
                 version: version.into(),
@@ -132,16 +89,38 @@ impl GkeDouble {
                 labels: BTreeMap::from([("team".to_string(), "payments".to_string())]),
                 upgrade_settings: json!({"maxSurge": 1, "maxUnavailable": 0, "strategy": "SURGE"}),
             },
-        );
+        )
+        });
     }
 
     /// An operation that is not this pool's upgrade (another cluster's, another kind), so
     /// that the client has to pick the pool's own out of the location's list.
     pub fn add_other_operation(&self, location: &str, kind: &'static str, target: &str) {
-        let mut s = self.state.lock().unwrap();
-        s.serial += 1;
-        let name = format!("operation-{}-other", s.serial);
-        s.ops.push(Op {
+        self.with(|s| s.add_other_operation(location, kind, target))
+    }
+
+    /// End the running upgrade: `DONE` with the pool on its target, or `DONE` with an
+    /// error and the pool where it was.
+    pub fn finish(&self, ok: bool) {
+        self.with(|s| s.finish(ok))
+    }
+
+    /// How many upgrades `nodePools.update` started (tests: "never a second update").
+    pub fn upgrades(&self) -> usize {
+        self.with(|s| s.ops.iter().filter(|o| o.to.is_some()).count())
+    }
+
+    /// The pool's resource labels now.
+    pub fn labels(&self, path: &str) -> BTreeMap<String, String> {
+        self.with(|s| s.pools[path].labels.clone())
+    }
+}
+
+impl Gke {
+    fn add_other_operation(&mut self, location: &str, kind: &'static str, target: &str) {
+        self.serial += 1;
+        let name = format!("operation-{}-other", self.serial);
+        self.ops.push(Op {
             name,
             location: location.into(),
             kind,
@@ -154,12 +133,8 @@ impl GkeDouble {
         });
     }
 
-    /// End the running upgrade: `DONE` with the pool on its target, or `DONE` with an
-    /// error and the pool where it was.
-    pub fn finish(&self, ok: bool) {
-        let mut s = self.state.lock().unwrap();
-        let s = &mut *s;
-        let op = s
+    fn finish(&mut self, ok: bool) {
+        let op = self
             .ops
             .iter_mut()
             .rev()
@@ -174,37 +149,12 @@ impl GkeDouble {
                 .unwrap()
                 .to_string();
             let (v, t) = op.to.clone().unwrap();
-            let pool = s.pools.get_mut(&path).unwrap();
+            let pool = self.pools.get_mut(&path).unwrap();
             pool.version = v;
             pool.image_type = t;
         } else {
             op.error = Some("Nodes failed to register: the node image does not boot".into());
         }
-    }
-
-    /// How many upgrades `nodePools.update` started (tests: "never a second update").
-    pub fn upgrades(&self) -> usize {
-        let s = self.state.lock().unwrap();
-        s.ops.iter().filter(|o| o.to.is_some()).count()
-    }
-
-    /// The pool's resource labels now.
-    pub fn labels(&self, path: &str) -> BTreeMap<String, String> {
-        self.state.lock().unwrap().pools[path].labels.clone()
-    }
-
-    /// The requests refused for breaking the description.
-    pub fn refused(&self) -> Vec<String> {
-        self.state.lock().unwrap().refused.clone()
-    }
-
-    /// Every (method, path) served, in order.
-    pub fn calls(&self) -> Vec<String> {
-        let s = self.state.lock().unwrap();
-        s.exchanges
-            .iter()
-            .map(|x| format!("{} {}", x.method, x.path))
-            .collect()
     }
 }
 
@@ -248,39 +198,23 @@ fn google_error(status: u16, code: &str, message: &str) -> (u16, Value) {
     )
 }
 
-async fn serve(state: &Arc<Mutex<State>>, req: Request<Incoming>) -> Response<Full<bytes::Bytes>> {
-    let method = req.method().to_string();
-    let path = req.uri().path().trim_start_matches('/').to_string();
-    let bytes = req.into_body().collect().await.unwrap().to_bytes();
-    let request: Value = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or(Value::String("<not JSON>".into()))
-    };
-    let problems = check_request(Api::Container, &method, &path, &request);
-    let mut s = state.lock().unwrap();
-    let (status, response) = if problems.is_empty() {
-        answer(&mut s, &method, &path, &request)
-    } else {
-        s.refused.extend(problems.iter().cloned());
-        google_error(400, "INVALID_ARGUMENT", &problems.join("; "))
-    };
-    s.exchanges.push(Exchange {
-        method,
-        path,
-        status,
-        request,
-        response: response.clone(),
-        headers: vec![],
-    });
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(response.to_string().into()))
-        .unwrap()
+impl Service for Gke {
+    const API: Api = Api::Container;
+
+    fn path(uri: &Uri) -> String {
+        uri.path().trim_start_matches('/').to_string()
+    }
+
+    fn refuse(problems: &str) -> (u16, Value) {
+        google_error(400, "INVALID_ARGUMENT", problems)
+    }
+
+    fn answer(&mut self, method: &str, path: &str, _: &HeaderMap, body: &Value) -> (u16, Value) {
+        answer(self, method, path, body)
+    }
 }
 
-fn answer(s: &mut State, method: &str, path: &str, body: &Value) -> (u16, Value) {
+fn answer(s: &mut Gke, method: &str, path: &str, body: &Value) -> (u16, Value) {
     let parts: Vec<&str> = path.split('/').collect();
     // v1/projects/P/locations/L/...
     let (project, location) = (
@@ -288,7 +222,7 @@ fn answer(s: &mut State, method: &str, path: &str, body: &Value) -> (u16, Value)
         parts.get(4).copied().unwrap_or(""),
     );
     let tail = &parts[1.min(parts.len())..].join("/");
-    let running_on = |s: &State, target: &str| {
+    let running_on = |s: &Gke, target: &str| {
         s.ops
             .iter()
             .find(|o| o.status == "RUNNING" && o.target == format!("{BASE}/{target}"))

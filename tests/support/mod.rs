@@ -16,8 +16,12 @@ pub mod gcp_double;
 pub mod git;
 pub mod gke_double;
 pub mod kustomize;
+pub mod loopback;
 pub mod model;
 #[cfg(feature = "aws")]
 pub mod moto;
+pub mod processes;
 pub mod prometheus;
+#[cfg(feature = "sim")]
+pub mod sim_fleet;
 pub mod venv;

@@ -508,6 +508,28 @@ impl Model {
     }
 }
 
+/// The model world's pool `general` as the agent resolves it, moving to [`NEW`] (version
+/// `v2`) under `policy`.
+pub fn desired_pool(policy: EffectivePolicy) -> DesiredPool {
+    DesiredPool {
+        owner_image: None,
+        cluster: "sim".into(),
+        name: "general".into(),
+        channel: "general".into(),
+        version: "v2".into(),
+        image: NEW.into(),
+        arch: Default::default(),
+        kubelet: None,
+        released: None,
+        max_age: None,
+        group: group_ref(),
+        node_selector: Default::default(),
+        policy,
+        gates: vec![],
+        mode: Mode::Reconcile,
+    }
+}
+
 pub fn group_ref() -> GroupRef {
     GroupRef::Aws {
         region: "us-east-1".into(),
@@ -618,23 +640,7 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
     };
     (s.policy)(&mut policy);
     let force = policy.drain.on_timeout == OnDrainTimeout::Force;
-    let mut desired = DesiredPool {
-        owner_image: None,
-        cluster: "sim".into(),
-        name: "general".into(),
-        channel: "general".into(),
-        version: "v2".into(),
-        image: NEW.into(),
-        arch: Default::default(),
-        kubelet: None,
-        released: None,
-        max_age: None,
-        group: group_ref(),
-        node_selector: Default::default(),
-        policy,
-        gates: vec![],
-        mode: Mode::Reconcile,
-    };
+    let mut desired = desired_pool(policy);
     let mut image: &'static str = NEW;
     // The persisted checkpoint: the only state that survives a crash.
     let mut persisted: Option<Checkpoint> = None;

@@ -37,6 +37,7 @@ use aws_sdk_eks::types::{
 };
 
 use super::errors::from_sdk;
+use crate::cloud::lazy_owner::OwnerFacts;
 use crate::cloud::retry::RetryPolicy;
 use rota_core::cloud::managed::{
     MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
@@ -378,86 +379,19 @@ impl AwsEksPools {
     }
 }
 
-/// [`AwsEksPools`] built on its first call: an agent allowed AWS among other clouds
-/// (`--cloud auto`) loads the AWS credential chain only once it meets an EKS pool, as the
-/// self-managed providers are built on first use (`cloud::registry`).
-pub struct LazyEksPools {
-    endpoint_url: Option<String>,
-    retry: RetryPolicy,
-    cell: tokio::sync::OnceCell<AwsEksPools>,
-}
-
-impl LazyEksPools {
-    pub fn new(endpoint_url: Option<String>, retry: RetryPolicy) -> LazyEksPools {
-        LazyEksPools {
-            endpoint_url,
-            retry,
-            cell: tokio::sync::OnceCell::new(),
-        }
-    }
-
-    async fn get(&self) -> &AwsEksPools {
-        self.cell
-            .get_or_init(|| AwsEksPools::from_env(self.endpoint_url.clone(), self.retry.clone()))
-            .await
-    }
-}
-
-#[async_trait]
-impl OwnerPools for LazyEksPools {
-    fn owner(&self) -> Owner {
-        Owner::EksNodegroup
-    }
-
-    fn capabilities(&self) -> OwnerCapabilities {
-        OwnerCapabilities {
-            service_update: true,
-            max_unavailable: true,
-            cancel_update: false,
-        }
-    }
-
-    async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
-        self.get().await.describe(pool).await
-    }
-
-    async fn start_update(
-        &self,
-        pool: &ManagedGroup,
-        req: &UpdateRequest,
-    ) -> Result<String, CloudError> {
-        self.get().await.start_update(pool, req).await
-    }
-
-    fn blue_green(&self) -> bool {
-        true
-    }
-
-    async fn create_twin(&self, req: &TwinRequest) -> Result<(), CloudError> {
-        self.get().await.create_twin(req).await
-    }
-
-    async fn members(&self, pool: &ManagedGroup) -> Result<Option<OwnerPoolMembers>, CloudError> {
-        self.get().await.members(pool).await
-    }
-
-    async fn set_size(
-        &self,
-        pool: &ManagedGroup,
-        desired: u32,
-        max: u32,
-    ) -> Result<(), CloudError> {
-        self.get().await.set_size(pool, desired, max).await
-    }
-
-    async fn remove_node(&self, pool: &ManagedGroup, instance_id: &str) -> Result<(), CloudError> {
-        self.get().await.remove_node(pool, instance_id).await
-    }
-
-    async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
-        self.get().await.delete_pool(pool).await
-    }
-}
+/// What [`AwsEksPools`] is, known before it is built ([`crate::cloud::lazy_owner`]).
+pub const FACTS: OwnerFacts = OwnerFacts {
+    owner: Owner::EksNodegroup,
+    capabilities: OwnerCapabilities {
+        service_update: true,
+        max_unavailable: true,
+        // EKS has no call that stops a node group's version update.
+        cancel_update: false,
+    },
+    blue_green: true,
+    describe_call: "DescribeNodegroup",
+    update_call: "UpdateNodegroupVersion",
+};
 
 /// The node group's coordinates, or `Invalid` for a pool of another owner.
 pub(crate) fn eks_target<'a>(
@@ -571,16 +505,11 @@ fn owner_update(u: &Update, version: Option<&TemplateVersion>) -> OwnerUpdate {
 #[async_trait]
 impl OwnerPools for AwsEksPools {
     fn owner(&self) -> Owner {
-        Owner::EksNodegroup
+        FACTS.owner
     }
 
     fn capabilities(&self) -> OwnerCapabilities {
-        OwnerCapabilities {
-            service_update: true,
-            max_unavailable: true,
-            // EKS has no call that stops a node group's version update.
-            cancel_update: false,
-        }
+        FACTS.capabilities
     }
 
     async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
@@ -682,7 +611,7 @@ impl OwnerPools for AwsEksPools {
     }
 
     fn blue_green(&self) -> bool {
-        true
+        FACTS.blue_green
     }
 
     async fn create_twin(&self, req: &TwinRequest) -> Result<(), CloudError> {

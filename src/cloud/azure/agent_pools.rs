@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 use super::AzureOptions;
 use super::arm::{Arm, Reply};
 use super::transport::HyperTransport;
+use crate::cloud::lazy_owner::OwnerFacts;
 use rota_core::cloud::managed::{
     MaxUnavailable, OwnerCapabilities, OwnerPoolState, OwnerPools, OwnerUpdate, UpdateRequest,
     UpdateStatus,
@@ -54,6 +55,21 @@ pub const GET_AGENT_POOL: &str = "AgentPools_Get";
 pub const PUT_AGENT_POOL: &str = "AgentPools_CreateOrUpdate";
 pub const GET_UPGRADE_PROFILE: &str = "AgentPools_GetUpgradeProfile";
 pub const UPGRADE_NODE_IMAGE: &str = "AgentPools_UpgradeNodeImageVersion";
+
+/// What [`AksAgentPools`] is, known before it is built ([`crate::cloud::lazy_owner`]).
+pub const FACTS: OwnerFacts = OwnerFacts {
+    owner: Owner::AksAgentPool,
+    capabilities: OwnerCapabilities {
+        service_update: true,
+        max_unavailable: true,
+        // `AgentPools_AbortLatestOperation` leaves nodes on both images; rota does not use
+        // it.
+        cancel_update: false,
+    },
+    blue_green: false,
+    describe_call: GET_AGENT_POOL,
+    update_call: UPGRADE_NODE_IMAGE,
+};
 
 /// The ARM permissions each call needs (`docs/cloud-azure.md` puts them in one custom role).
 pub const PERMISSIONS: &[(&str, &str)] = &[
@@ -298,17 +314,11 @@ impl AksAgentPools {
 #[async_trait]
 impl OwnerPools for AksAgentPools {
     fn owner(&self) -> Owner {
-        Owner::AksAgentPool
+        FACTS.owner
     }
 
     fn capabilities(&self) -> OwnerCapabilities {
-        OwnerCapabilities {
-            service_update: true,
-            max_unavailable: true,
-            // `AgentPools_AbortLatestOperation` leaves nodes on both images; rota does not
-            // use it.
-            cancel_update: false,
-        }
+        FACTS.capabilities
     }
 
     async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
@@ -394,71 +404,6 @@ impl OwnerPools for AksAgentPools {
             .await?;
         self.upgrade(&path, &subject).await?;
         Ok(req.token.clone())
-    }
-}
-
-/// [`AksAgentPools`] built on its first call (an agent allowed Azure among other clouds
-/// reads the workload identity only once it meets an AKS pool).
-pub struct LazyAksAgentPools {
-    options: AzureOptions,
-    cell: tokio::sync::OnceCell<Result<AksAgentPools, String>>,
-}
-
-impl LazyAksAgentPools {
-    pub fn new(options: AzureOptions) -> LazyAksAgentPools {
-        LazyAksAgentPools {
-            options,
-            cell: tokio::sync::OnceCell::new(),
-        }
-    }
-
-    async fn get(
-        &self,
-        call: &'static str,
-        pool: &ManagedGroup,
-    ) -> Result<&AksAgentPools, CloudError> {
-        self.cell
-            .get_or_init(|| async { AksAgentPools::with_workload_identity(self.options.clone()) })
-            .await
-            .as_ref()
-            .map_err(|m| {
-                CloudError::about(
-                    CloudErrorKind::Permission,
-                    call,
-                    &pool.to_string(),
-                    m.clone(),
-                )
-            })
-    }
-}
-
-#[async_trait]
-impl OwnerPools for LazyAksAgentPools {
-    fn owner(&self) -> Owner {
-        Owner::AksAgentPool
-    }
-
-    fn capabilities(&self) -> OwnerCapabilities {
-        OwnerCapabilities {
-            service_update: true,
-            max_unavailable: true,
-            cancel_update: false,
-        }
-    }
-
-    async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
-        self.get(GET_AGENT_POOL, pool).await?.describe(pool).await
-    }
-
-    async fn start_update(
-        &self,
-        pool: &ManagedGroup,
-        req: &UpdateRequest,
-    ) -> Result<String, CloudError> {
-        self.get(UPGRADE_NODE_IMAGE, pool)
-            .await?
-            .start_update(pool, req)
-            .await
     }
 }
 

@@ -43,6 +43,7 @@ use serde_json::{Value, json};
 
 use super::GcpCredentials;
 use super::classify::classify_rpc;
+use crate::cloud::lazy_owner::OwnerFacts;
 use crate::cloud::retry::RetryPolicy;
 use rota_core::cloud::managed::{
     GkeTarget, MaxUnavailable, OwnerCapabilities, OwnerPoolState, OwnerPools, OwnerUpdate,
@@ -58,6 +59,20 @@ pub const TOKEN_LABEL: &str = "rota-update";
 
 pub const GET_NODE_POOL: &str = "nodePools.get";
 pub const UPDATE_NODE_POOL: &str = "nodePools.update";
+
+/// What [`GkeNodePools`] is, known before it is built ([`crate::cloud::lazy_owner`]).
+pub const FACTS: OwnerFacts = OwnerFacts {
+    owner: Owner::GkeNodePool,
+    capabilities: OwnerCapabilities {
+        service_update: true,
+        max_unavailable: true,
+        // `operations.cancel` leaves the pool part upgraded; rota does not use it.
+        cancel_update: false,
+    },
+    blue_green: false,
+    describe_call: GET_NODE_POOL,
+    update_call: UPDATE_NODE_POOL,
+};
 pub const GET_OPERATION: &str = "operations.get";
 pub const LIST_OPERATIONS: &str = "operations.list";
 
@@ -502,16 +517,11 @@ pub fn update_request(path: &str, np: &Value, req: &UpdateRequest) -> Result<Val
 #[async_trait]
 impl OwnerPools for GkeNodePools {
     fn owner(&self) -> Owner {
-        Owner::GkeNodePool
+        FACTS.owner
     }
 
     fn capabilities(&self) -> OwnerCapabilities {
-        OwnerCapabilities {
-            service_update: true,
-            max_unavailable: true,
-            // `operations.cancel` leaves the pool part upgraded; rota does not use it.
-            cancel_update: false,
-        }
+        FACTS.capabilities
     }
 
     async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
@@ -587,73 +597,6 @@ impl OwnerPools for GkeNodePools {
         }
         self.remember(&path, &op, Some(req.image.clone()));
         Ok(name)
-    }
-}
-
-/// [`GkeNodePools`] built on its first call: an agent allowed GCP among other clouds loads
-/// Google's credentials only once it meets a GKE pool.
-pub struct LazyGkeNodePools {
-    options: GkeOptions,
-    cell: tokio::sync::OnceCell<Result<GkeNodePools, String>>,
-}
-
-impl LazyGkeNodePools {
-    pub fn new(options: GkeOptions) -> LazyGkeNodePools {
-        LazyGkeNodePools {
-            options,
-            cell: tokio::sync::OnceCell::new(),
-        }
-    }
-
-    async fn get(
-        &self,
-        call: &'static str,
-        pool: &ManagedGroup,
-    ) -> Result<&GkeNodePools, CloudError> {
-        self.cell
-            .get_or_init(|| async {
-                GkeNodePools::new(self.options.clone()).map_err(|e| format!("{e:#}"))
-            })
-            .await
-            .as_ref()
-            .map_err(|m| {
-                CloudError::about(
-                    CloudErrorKind::Permission,
-                    call,
-                    &pool.to_string(),
-                    m.clone(),
-                )
-            })
-    }
-}
-
-#[async_trait]
-impl OwnerPools for LazyGkeNodePools {
-    fn owner(&self) -> Owner {
-        Owner::GkeNodePool
-    }
-
-    fn capabilities(&self) -> OwnerCapabilities {
-        OwnerCapabilities {
-            service_update: true,
-            max_unavailable: true,
-            cancel_update: false,
-        }
-    }
-
-    async fn describe(&self, pool: &ManagedGroup) -> Result<OwnerPoolState, CloudError> {
-        self.get(GET_NODE_POOL, pool).await?.describe(pool).await
-    }
-
-    async fn start_update(
-        &self,
-        pool: &ManagedGroup,
-        req: &UpdateRequest,
-    ) -> Result<String, CloudError> {
-        self.get(UPDATE_NODE_POOL, pool)
-            .await?
-            .start_update(pool, req)
-            .await
     }
 }
 

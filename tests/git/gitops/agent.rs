@@ -25,6 +25,7 @@ use sha2::Sha256;
 
 use super::forge_double::ForgeDouble;
 use super::support::git;
+use crate::support::git::origin_and_clone;
 
 const SECRET: &str = "hook-secret-4d1f9a";
 
@@ -43,12 +44,7 @@ fn repo() -> (
     String,
 ) {
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
-    let work = tmp.path().join("work");
-    git(&work, &["checkout", "-q", "-b", "main"]);
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     let first = bump(&work, "2026.11.1");
     (tmp, origin, work, first)
 }
@@ -140,6 +136,7 @@ async fn a_forged_push_webhook_is_rejected_and_a_signed_one_makes_the_agent_act_
     c.webhook = Some(WebhookConfig {
         secret: Secret::new(SECRET),
         branch: Some("main".into()),
+        senders: &rota::forge::webhook::FORGES,
     });
     let fleet = LocalFleet::start(c).await.unwrap();
     let url = format!("http://{}/hooks/push", fleet.webhooks["canary-1"]);

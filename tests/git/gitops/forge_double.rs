@@ -3,13 +3,13 @@
 //! checks the token, mimics GitLab's refusal to repeat a state, and records every request.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+
+use crate::support::loopback::Loopback;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
@@ -30,33 +30,26 @@ struct State {
 pub struct ForgeDouble {
     state: Arc<Mutex<State>>,
     pub base: String,
+    /// Serves until the double's last clone is dropped.
+    _server: Arc<Loopback>,
 }
 
 impl ForgeDouble {
     /// Starts the double; `auth` is the exact Authorization / PRIVATE-TOKEN value expected.
     pub async fn start(auth: (&'static str, String)) -> ForgeDouble {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
         let state: Arc<Mutex<State>> = Arc::default();
         let st = Arc::clone(&state);
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
-                let st = Arc::clone(&st);
-                let auth = auth.clone();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| {
-                        let st = Arc::clone(&st);
-                        let auth = auth.clone();
-                        async move { Ok::<_, Infallible>(handle(&st, &auth, req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        ForgeDouble { state, base }
+        let server = Loopback::serve(move |req| {
+            let st = Arc::clone(&st);
+            let auth = auth.clone();
+            async move { handle(&st, &auth, req).await }
+        })
+        .await;
+        ForgeDouble {
+            state,
+            base: server.url.clone(),
+            _server: Arc::new(server),
+        }
     }
 
     pub fn requests(&self) -> Vec<Recorded> {

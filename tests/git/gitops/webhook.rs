@@ -93,6 +93,7 @@ async fn signed_push_fetches_at_once_forged_push_is_rejected() {
     let receiver = Arc::new(Receiver::new(WebhookConfig {
         secret: secret.clone(),
         branch: Some("main".into()),
+        senders: &rota::forge::webhook::FORGES,
     }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hooks/push", listener.local_addr().unwrap());
@@ -260,6 +261,7 @@ async fn follower_fetches_on_working_copy_changes() {
                 WebhookConfig {
                     secret: Secret::new("s"),
                     branch: None,
+                    senders: &rota::forge::webhook::FORGES,
                 },
             )),
             watch_dir: Some(work.clone()),
