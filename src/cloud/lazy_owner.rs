@@ -210,6 +210,7 @@ mod tests {
             token: "rota-1-a".into(),
             drain_timeout_minutes: None,
             node_soak_minutes: None,
+            drain_first: false,
         }
     }
 

@@ -1378,14 +1378,14 @@ async fn an_eks_node_group_under_strategy_replace_never_holds_more_than_its_size
         c.step().await;
         let live = eks_live(&s).await;
         assert!(live <= 4, "{live} live > 4: EKS surged a replace pool");
-        let st = get(&s.client, "general").await.status;
+        let st = s.get("general").await.status;
         if st.is_some_and(|st| st.phase == Phase::Succeeded) {
             break;
         }
         c.wait(end.min(Instant::now() + Duration::from_secs(10)), true)
             .await;
     }
-    let st = get(&s.client, "general").await.status.unwrap();
+    let st = s.get("general").await.status.unwrap();
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
     assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
     assert_eq!(eks_updates(&s).len(), 1);
