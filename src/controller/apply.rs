@@ -23,7 +23,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::leader::{Leadership, LeaseError};
-use super::step_events::Digest;
+use rota_core::rotate::aftermath::step_events::{Digest, kind as event_reason};
 use crate::cloud::{CloudError, NodeGroups};
 use crate::kube::crd::NodePoolRotation;
 use rota_core::errors::{Class, Classified, Classify, KubeCall};
@@ -375,29 +375,6 @@ fn record(m: &crate::metrics::PoolMetrics<'_>, action: &Action, result: &Result<
             Ok(_),
         ) => m.record_terminated(1),
         _ => {}
-    }
-}
-
-fn event_reason(a: &Action) -> &'static str {
-    match a {
-        Action::SetImage { .. } => "SetImage",
-        Action::SetCapacity { .. } => "SetCapacity",
-        Action::SetMax { .. } => "SetMaxSize",
-        Action::Cordon { .. } => "Cordon",
-        Action::Uncordon { .. } => "Uncordon",
-        Action::Evict { .. } => "Evict",
-        Action::DeletePod { .. } => "ForceDelete",
-        Action::Terminate { .. } => "Terminate",
-        Action::TerminateForReplacement { .. } => "TerminateForReplacement",
-        Action::SetScaleDownDisabled { .. } => "ScaleDownDisabled",
-        Action::WithdrawSurge { .. } => "WithdrawSurge",
-        Action::StartOwnerUpdate { .. } => "StartOwnerUpdate",
-        Action::PinNodeClassImage { .. } => "PinNodeClassImage",
-        Action::SetDisruptionBudgets { .. } => "SetDisruptionBudgets",
-        Action::CreateTwinPool { .. } => "CreateTwinPool",
-        Action::SetPoolSize { .. } => "SetPoolSize",
-        Action::RemovePoolNode { .. } => "RemovePoolNode",
-        Action::DeletePool { .. } => "DeletePool",
     }
 }
 

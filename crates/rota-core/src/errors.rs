@@ -2,7 +2,7 @@
 //! what a retry should do about it, with a stable low-cardinality reason.
 //!
 //! In the manner of kube-rs controller-rs (`Error::metric_label()` and one `error_policy`):
-//! the retry and backoff (`controller::requeue::after_error`), stuck detection and alerting
+//! the retry and backoff (`rotate::aftermath::requeue::after_error`), stuck detection and alerting
 //! (`stuck`), the metrics' `reason` label and the reason of Kubernetes Events all derive from
 //! the one [`Classified`] an error maps to; no caller decides "is this retryable" on its own.
 //!
