@@ -392,7 +392,7 @@ impl<'a> Planner<'a> {
         }
         let mut batch = match self.surge_late(batch, new.len()) {
             Ok(batch) => batch,
-            Err(step) => return step,
+            Err(step) => return *step,
         };
         if !self.actions.is_empty() || new.len() < n {
             let mut msg = format!(
@@ -462,7 +462,7 @@ impl<'a> Planner<'a> {
     /// A surge the cloud has listed only `listed` instances of by `nodeReadyTimeout`: given
     /// another timeout while retries are left (the `Err` holds the surge stage), then failed
     /// and undone (the `Err` holds the abandoning stage). `Ok`: not late.
-    fn surge_late(&mut self, mut batch: Batch, listed: usize) -> Result<Batch, Step> {
+    fn surge_late(&mut self, mut batch: Batch, listed: usize) -> Result<Batch, Box<Step>> {
         let d = self.desired;
         let n = batch.old_nodes.len();
         let deadline = batch.stage_since + dur(d.policy.node_ready_timeout);
@@ -483,12 +483,12 @@ impl<'a> Planner<'a> {
                 batch.ready_retries + 1,
                 d.policy.node_ready_retries + 1
             );
-            return Err(stop(
+            return Err(Box::new(stop(
                 Stage::Surging { batch },
                 Phase::Rotating,
                 Reason::SurgeShort,
                 message,
-            ));
+            )));
         }
         // Capacity was asked for but the cloud never listed the instances: typically a
         // quota or capacity shortage. The batch fails; what did come up is undone.
@@ -497,6 +497,11 @@ impl<'a> Planner<'a> {
             "batch {}: group {} created {listed} of {n} surge instance(s) within nodeReadyTimeout {} (quota or capacity?)",
             batch.number, d.group, d.policy.node_ready_timeout
         );
-        Err(Step::Next(abandon(batch, why.clone(), Some(why), self.now)))
+        Err(Box::new(Step::Next(abandon(
+            batch,
+            why.clone(),
+            Some(why),
+            self.now,
+        ))))
     }
 }
