@@ -181,3 +181,42 @@ pub(super) fn unwritten(e: &ApplyError) -> bool {
             | ApplyError::Fenced { .. }
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each metric update the aftermath decides lands in its series (the names the
+    /// dashboards and alerts read).
+    #[test]
+    fn each_metric_update_lands_in_its_series() {
+        let m = crate::metrics::Metrics::new();
+        let pm = m.pool("c", "p");
+        let status = NodePoolRotationStatus::default();
+        for u in [
+            MetricUpdate::BroughtUp(2),
+            MetricUpdate::BootToReady(180.0),
+            MetricUpdate::BootToReady(180.0),
+            MetricUpdate::Drained(1),
+            MetricUpdate::DrainDuration(60.0),
+            MetricUpdate::BatchDuration(1500.0),
+            MetricUpdate::GateFailed("error-rate".into()),
+        ] {
+            record(&pm, &u, &status);
+        }
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let text = m.render_at(at);
+        for line in [
+            r#"rota_nodes_brought_up_total{cluster="c",pool="p"} 2"#,
+            r#"rota_node_boot_to_ready_seconds_sum{cluster="c",pool="p"} 360"#,
+            r#"rota_nodes_drained_total{cluster="c",pool="p"} 1"#,
+            r#"rota_drain_duration_seconds_sum{cluster="c",pool="p"} 60"#,
+            r#"rota_batch_duration_seconds_sum{cluster="c",pool="p"} 1500"#,
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        assert!(text.contains("rota_pool_gate_failed"), "{text}");
+    }
+}
