@@ -14,7 +14,7 @@
 //!
 //! Pure: no I/O, no clock, and nothing of rota: each error type classifies itself beside
 //! its definition (`impl Classify for …`), with [`kube_status`] for answers of the Kubernetes
-//! API; the table of every error source and its class is tested in `controller::requeue`.
+//! API; the table of every error source and its class is tested in `controller::error_classes`.
 
 /// What a retry should do with an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -29,19 +29,17 @@
 //! nodes are Ready and whose gates pass goes from WaitingReady to Cordoning at once), and stops
 //! at the first stage that has something to do or to wait for.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use chrono::{DateTime, Duration, Utc};
 
 use super::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
 use super::counts::Counts;
-use super::observed::{GateVerdict, Observed, ObservedNode};
+use super::observed::{Observed, ObservedNode};
 use super::operator::Request;
 use super::stop::{self, Reason};
 use super::window;
 use super::{Action, Phase, Plan, Planned};
 use crate::fleet::duration::GoDuration;
-use crate::fleet::resolved::{DesiredPool, Mode, OnDrainTimeout, OnGateFailure};
+use crate::fleet::resolved::{DesiredPool, Mode};
 
 mod draining;
 mod finishing;

@@ -1,7 +1,17 @@
 //! Cordoning and draining a batch's old nodes: evictions within PodDisruptionBudgets,
 //! `drain.delay`, `drain.maxDeferral`, `drain.timeout` and what its end does (halt, force).
 
-use super::*;
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::{
+    Planner, Step, drain_deadline, dur, holds_the_drain, names, owner, past_deferral, stop,
+};
+use crate::fleet::resolved::OnDrainTimeout;
+use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::stop::Reason;
+use crate::rotate::{Action, Phase, Planned};
 
 impl<'a> Planner<'a> {
     pub(super) fn cordoning(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {

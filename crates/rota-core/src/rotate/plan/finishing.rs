@@ -2,7 +2,10 @@
 //! cleanup (the maximum size and the annotations restored, a partial rollout's template),
 //! and a finished rotation.
 
-use super::*;
+use super::{Planner, Step, dur, owner, seconds, stop};
+use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::stop::Reason;
+use crate::rotate::{Action, Phase};
 
 impl<'a> Planner<'a> {
     pub(super) fn terminating(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {

@@ -1,7 +1,10 @@
 //! Undoing a batch (`Abandoning`): the old nodes given back, the new ones drained and taken
 //! back, the surge withdrawn; what a halt, a rollback or a cancelled pipelined batch leaves.
 
-use super::*;
+use super::{Planner, Step, dur, owner, stop};
+use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::stop::Reason;
+use crate::rotate::{Action, Phase};
 
 impl<'a> Planner<'a> {
     pub(super) fn abandoning(

@@ -1,7 +1,14 @@
 //! Gating and soaking: a batch's gates once its new nodes are Ready, a failed gate (pause
 //! or roll back), the batch soak with the next batch pipelined during it, and the pool soak.
 
-use super::*;
+use chrono::{DateTime, Utc};
+
+use super::{Planner, Step, abandon, cancel_next, stop};
+use crate::fleet::resolved::OnGateFailure;
+use crate::rotate::Phase;
+use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::observed::GateVerdict;
+use crate::rotate::stop::Reason;
 
 impl<'a> Planner<'a> {
     pub(super) fn gating(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {

@@ -3,7 +3,12 @@
 //! the cloud cannot launch, a kubelet the control plane would not accept, a start hold), and
 //! the checkpoint a new rotation begins with.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::{Outcome, Planner, abandon, cancel_next};
+use crate::rotate::Phase;
+use crate::rotate::checkpoint::{Checkpoint, Stage};
+use crate::rotate::stop::Reason;
 
 impl<'a> Planner<'a> {
     /// Compare the desired image with the checkpoint: keep going, start a rotation, supersede

@@ -2,7 +2,14 @@
 //! candidates), its surge capacity computed from what the group holds, the template set and
 //! the capacity raised, and a launch the cloud failed or took back noticed.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::{Planner, Step, abandon, dur, expected_batch, held_by, names, stop};
+use crate::rotate::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
+use crate::rotate::observed::ObservedNode;
+use crate::rotate::stop::Reason;
+use crate::rotate::window;
+use crate::rotate::{Action, Phase};
 
 impl<'a> Planner<'a> {
     /// The capacity a batch's surge asks for now: its recorded absolute target, less the

@@ -3,7 +3,12 @@
 //! autoscaler's annotations kept and released, the autoscaler fenced off the group, and the
 //! waits for a lagging describe.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::{Planner, owner};
+use crate::rotate::checkpoint::{Checkpoint, Stage};
+use crate::rotate::observed::ObservedNode;
+use crate::rotate::{Action, Planned};
 
 impl<'a> Planner<'a> {
     /// Nodes that are not on their way out (their instance is not terminating).

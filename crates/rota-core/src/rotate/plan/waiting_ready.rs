@@ -1,7 +1,12 @@
 //! Waiting for a batch's new nodes to be Ready (`nodeReadyTimeout`): nodes that never are
 //! replaced (`nodeReadyRetries`), replacements followed, and why a batch never got Ready.
 
-use super::*;
+use chrono::Duration;
+
+use super::{Planner, Step, abandon, dur, seconds, stop};
+use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::stop::Reason;
+use crate::rotate::{Action, Phase};
 
 impl<'a> Planner<'a> {
     pub(super) fn waiting_ready(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
