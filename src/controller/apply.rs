@@ -23,11 +23,11 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::leader::{Leadership, LeaseError};
-use super::step_events::Digest;
 use crate::cloud::{CloudError, NodeGroups};
 use crate::kube::crd::NodePoolRotation;
 use rota_core::errors::{Class, Classified, Classify, KubeCall};
 use rota_core::fleet::duration::GoDuration;
+use rota_core::rotate::aftermath::step_events::{Digest, kind as event_reason};
 use rota_core::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED};
 use rota_core::rotate::resource::{Fence, NodePoolRotationStatus};
 use rota_core::rotate::{Action, Plan, Planned};
@@ -378,29 +378,6 @@ fn record(m: &crate::metrics::PoolMetrics<'_>, action: &Action, result: &Result<
     }
 }
 
-fn event_reason(a: &Action) -> &'static str {
-    match a {
-        Action::SetImage { .. } => "SetImage",
-        Action::SetCapacity { .. } => "SetCapacity",
-        Action::SetMax { .. } => "SetMaxSize",
-        Action::Cordon { .. } => "Cordon",
-        Action::Uncordon { .. } => "Uncordon",
-        Action::Evict { .. } => "Evict",
-        Action::DeletePod { .. } => "ForceDelete",
-        Action::Terminate { .. } => "Terminate",
-        Action::TerminateForReplacement { .. } => "TerminateForReplacement",
-        Action::SetScaleDownDisabled { .. } => "ScaleDownDisabled",
-        Action::WithdrawSurge { .. } => "WithdrawSurge",
-        Action::StartOwnerUpdate { .. } => "StartOwnerUpdate",
-        Action::PinNodeClassImage { .. } => "PinNodeClassImage",
-        Action::SetDisruptionBudgets { .. } => "SetDisruptionBudgets",
-        Action::CreateTwinPool { .. } => "CreateTwinPool",
-        Action::SetPoolSize { .. } => "SetPoolSize",
-        Action::RemovePoolNode { .. } => "RemovePoolNode",
-        Action::DeletePool { .. } => "DeletePool",
-    }
-}
-
 /// Start a managed pool's update through its owner's API (the only write rota makes to a
 /// managed pool's machines). A pool whose owner is not driven here is refused, never
 /// written through the self-managed path.
@@ -441,34 +418,30 @@ async fn execute(
         action: p.action.to_string(),
         source,
     };
-    let nodes: Api<Node> = Api::all(edge.client.clone());
-    let merge = PatchParams::default();
-    let patch_node = |node: &str, patch| {
-        let (nodes, merge) = (&nodes, &merge);
-        let node = node.to_string();
-        async move { nodes.patch(&node, merge, &Patch::Merge(patch)).await }
-    };
+    let done = |()| true;
     match &p.action {
-        Action::SetImage { image } => edge.groups.set_image(group, image).await.map_err(cloud),
+        Action::SetImage { image } => edge.groups.set_image(group, image).await.map(done),
         Action::SetCapacity { desired, max } => edge
             .groups
             .set_capacity(group, *desired, *max)
             .await
-            .map_err(cloud),
-        Action::SetMax { max } => edge.groups.set_max(group, *max).await.map_err(cloud),
-        Action::Cordon { node, owner } => patch_node(node, cordon_patch(owner))
-            .await
-            .map(drop)
-            .map_err(kube),
-        Action::Uncordon { node } => patch_node(node, uncordon_patch())
-            .await
-            .map(drop)
-            .map_err(kube),
-        Action::SetScaleDownDisabled { node, disabled } => {
-            patch_node(node, scale_down_patch(*disabled))
+            .map(done),
+        Action::SetMax { max } => edge.groups.set_max(group, *max).await.map(done),
+        Action::WithdrawSurge { desired, instances } => {
+            withdraw_surge(edge, group, *desired, instances).await
+        }
+        Action::Cordon { node, owner } => {
+            return patch_node(edge, node, cordon_patch(owner))
                 .await
-                .map(drop)
-                .map_err(kube)
+                .map_err(kube);
+        }
+        Action::Uncordon { node } => {
+            return patch_node(edge, node, uncordon_patch()).await.map_err(kube);
+        }
+        Action::SetScaleDownDisabled { node, disabled } => {
+            return patch_node(edge, node, scale_down_patch(*disabled))
+                .await
+                .map_err(kube);
         }
         Action::Evict {
             namespace,
@@ -481,65 +454,119 @@ async fn execute(
                 .map_err(|e| e.or_else(kube));
         }
         Action::DeletePod { namespace, pod, .. } => {
-            let pods: Api<Pod> = Api::namespaced(edge.client.clone(), namespace);
-            return match pods.delete(pod, &DeleteParams::default()).await {
-                Ok(_) => Ok(true),
-                Err(e) if api_code(&e) == Some(404) => Ok(false),
-                Err(e) => Err(kube(e)),
-            };
+            return delete_pod(edge, namespace, pod).await.map_err(kube);
         }
-        Action::WithdrawSurge { desired, instances } => {
-            return withdraw_surge(edge, group, *desired, instances)
-                .await
-                .map_err(cloud);
+        Action::StartOwnerUpdate { .. }
+        | Action::PinNodeClassImage { .. }
+        | Action::SetDisruptionBudgets { .. }
+        | Action::CreateTwinPool { .. }
+        | Action::SetPoolSize { .. }
+        | Action::RemovePoolNode { .. }
+        | Action::DeletePool { .. } => return write_owner(edge, group, p).await,
+        Action::Terminate { instance_id, node }
+        | Action::TerminateForReplacement { instance_id, node } => {
+            return terminate(edge, group, p, instance_id, node.as_deref()).await;
         }
-        Action::StartOwnerUpdate { request } => {
-            return start_owner_update(edge, group, request)
-                .await
-                .map(|_| true)
-                .map_err(cloud);
-        }
+    }
+    .map_err(cloud)
+}
+
+/// A merge patch of one node (a cordon, its undoing, the autoscaler's annotation).
+async fn patch_node(
+    edge: &Edge<'_>,
+    node: &str,
+    patch: serde_json::Value,
+) -> Result<bool, kube::Error> {
+    let nodes: Api<Node> = Api::all(edge.client.clone());
+    nodes
+        .patch(node, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| true)
+}
+
+/// Delete a pod (a forced drain); `Ok(false)`: it was already gone.
+async fn delete_pod(edge: &Edge<'_>, namespace: &str, pod: &str) -> Result<bool, kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(edge.client.clone(), namespace);
+    match pods.delete(pod, &DeleteParams::default()).await {
+        Ok(_) => Ok(true),
+        Err(e) if api_code(&e) == Some(404) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A write to the pool's owner: a managed pool's update or blue-green calls, Karpenter's
+/// objects. A node is removed only once it is seen drained again, as for a terminate.
+async fn write_owner(
+    edge: &Edge<'_>,
+    group: &crate::cloud::GroupRef,
+    p: &Planned,
+) -> Result<bool, ApplyError> {
+    let cloud = |source| ApplyError::Cloud {
+        action: p.action.to_string(),
+        source,
+    };
+    match &p.action {
+        Action::StartOwnerUpdate { request } => start_owner_update(edge, group, request)
+            .await
+            .map(|_| true)
+            .map_err(cloud),
         Action::PinNodeClassImage { .. } | Action::SetDisruptionBudgets { .. } => {
-            return super::drift::write(edge.drift, group, &p.action)
+            super::drift::write(edge.drift, group, &p.action)
                 .await
                 .expect("a drift write")
                 .map(|()| true)
-                .map_err(cloud);
+                .map_err(cloud)
         }
         Action::CreateTwinPool { .. }
         | Action::SetPoolSize { .. }
         | Action::RemovePoolNode { .. }
         | Action::DeletePool { .. } => {
-            // A node is removed only once it is seen drained again, as for a terminate.
             if let Action::RemovePoolNode {
                 node: Some(node), ..
             } = &p.action
             {
-                re_validate_drained(edge, node)
-                    .await
-                    .map_err(|e| e.or_else(kube))?;
+                re_validate_drained(edge, node).await.map_err(|e| {
+                    e.or_else(|source| ApplyError::Kube {
+                        action: p.action.to_string(),
+                        source,
+                    })
+                })?;
             }
-            return super::owner_pools::execute(edge.owners, group, &p.action)
+            super::owner_pools::execute(edge.owners, group, &p.action)
                 .await
                 .map(|()| true)
-                .map_err(cloud);
-        }
-        Action::Terminate { instance_id, node }
-        | Action::TerminateForReplacement { instance_id, node } => {
-            if let Some(node) = node {
-                re_validate_drained(edge, node)
-                    .await
-                    .map_err(|e| e.or_else(kube))?;
-            }
-            // `strategy: replace` keeps the capacity: the group replaces the instance.
-            let decrement = matches!(p.action, Action::Terminate { .. });
-            edge.groups
-                .terminate(group, instance_id, decrement)
-                .await
                 .map_err(cloud)
         }
+        other => unreachable!("`execute` hands only the owners' writes here, not {other}"),
     }
-    .map(|()| true)
+}
+
+/// Terminate an old instance, once its node is seen drained again (invariant 3): with a
+/// decrement, or (`strategy: replace`) keeping the capacity for the group to replace it.
+async fn terminate(
+    edge: &Edge<'_>,
+    group: &crate::cloud::GroupRef,
+    p: &Planned,
+    instance_id: &str,
+    node: Option<&str>,
+) -> Result<bool, ApplyError> {
+    if let Some(node) = node {
+        re_validate_drained(edge, node).await.map_err(|e| {
+            e.or_else(|source| ApplyError::Kube {
+                action: p.action.to_string(),
+                source,
+            })
+        })?;
+    }
+    let decrement = matches!(p.action, Action::Terminate { .. });
+    edge.groups
+        .terminate(group, instance_id, decrement)
+        .await
+        .map(|()| true)
+        .map_err(|source| ApplyError::Cloud {
+            action: p.action.to_string(),
+            source,
+        })
 }
 
 /// An error of an action: rota's own verdict, or the Kubernetes API's answer (which the

@@ -5,7 +5,9 @@
 //! watch-fed index), observe (a synchronous read of that index and the cloud group's
 //! `describe`), plan (`rotate::plan`, pure), compose the status (`rotate::status::compose`,
 //! pure, the one place a status is made), act ([`apply`]: status and checkpoint first, then
-//! the actions), and settle (when to look again). Between reconciles the controller waits
+//! the actions), and the pass's aftermath: what follows from it (Events, notices, metrics,
+//! the operator request's patch, when to look again) decided in one pure function
+//! (`rota_core::rotate::aftermath::of`) and carried out by [`aftermath`]. Between reconciles the controller waits
 //! for the earliest pool that is due (the interval depends on the stage, see [`requeue`]),
 //! or for a change that concerns a pool: a NodePoolRotation whose spec changed, one of its
 //! nodes, a pod on one of its nodes while it rotates, or the PodDisruptionBudget that
@@ -23,55 +25,54 @@
 //! [`rota_core::errors`]: transient ones back off exponentially, waits wait for their object,
 //! stalled ones retry slowly, alert and are named in the pool's status message.
 
+mod aftermath;
 pub mod apply;
 pub mod clock;
 pub mod departures;
+mod describe;
 mod drift;
 #[cfg(test)]
 mod error_classes;
 mod evaluation;
+mod gate_samples;
+mod holds;
 pub mod leader;
-mod own_writes;
 mod owner_pools;
 pub mod owners;
 mod refusals;
-pub mod requeue;
 mod rotations;
 mod skew;
-pub mod step_events;
-mod transitions;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use kube::api::Api;
+use kube::ResourceExt;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::cloud::NodeGroups;
 use crate::cloud::metered::MeteredNodeGroups;
-use crate::gates::{self, EventRecord, Gate, GateInputs, PodTally, Tracker};
+use crate::gates::{self, Gate, Tracker};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::index::{Changes, ClusterIndex};
 use crate::kube::observe::observe;
 use crate::kube::ownership;
-use crate::metrics::{GateResult, Metrics};
+use crate::metrics::Metrics;
 use crate::notify::SharedNotifier;
+use aftermath::unwritten;
 use apply::{ApplyError, Edge, Persist};
 use clock::Clock;
-use evaluation::NOT_YET;
+use describe::Described;
 pub use evaluation::evaluation;
+pub use holds::start_holds;
 use leader::{Elector, Leadership, Renewal};
 use rota_core::errors::Class;
 use rota_core::errors::Classify;
-use rota_core::fleet::resolved::GateCheck;
-use rota_core::fleet::resolved::Mode;
+use rota_core::rotate::aftermath::{Acted, Event, requeue};
 use rota_core::rotate::operator::{OperatorError, Request};
-use rota_core::rotate::parallel::{PoolDemand, admit};
 use rota_core::rotate::resource::NodePoolRotationStatus;
 use rota_core::rotate::status::{Composed, Reconciled, compose};
 use rota_core::rotate::stuck::{self, ErrorTracker};
@@ -176,9 +177,6 @@ struct PoolState {
     blocked_on: Option<(String, String)>,
     /// Errors since the pool last moved: which to report, and the likely cause if it sticks.
     errors: ErrorTracker,
-    /// The batch under way and when its surge began (for `rota_batch_duration_seconds` and
-    /// boot-to-Ready).
-    batch_started: Option<(u32, chrono::DateTime<chrono::Utc>)>,
     /// What wakes the pool on an index change: its node selector, and whether a rotation
     /// is under way (only then do its pods' changes matter).
     selector: BTreeMap<String, String>,
@@ -191,116 +189,9 @@ struct PoolState {
     image_check: Option<ImageChecked>,
     /// The group's last describe, reused by passes that may reuse it ([`Described`]).
     described: Option<Described>,
-    /// The actions of the batch step under way, posted as one Event when it ends
-    /// ([`step_events`]).
-    events: Option<step_events::Gathered>,
-}
-
-/// The last describe of a pool's group and what it was taken under, so that a pass whose
-/// decisions cannot depend on anything newer the cloud knows reuses it instead of calling
-/// the cloud again (issue 25: a pool rotating batches of five described its group 47 times
-/// a batch, an idle pool 12 times an hour).
-///
-/// Why it is safe: a pass plans from the reused describe, and keeps that plan only if it
-/// calls the cloud for nothing and leaves the checkpoint as it was (evictions, waiting for a
-/// boot or a soak, an unchanged status). Any other plan is thrown away and made again from a
-/// fresh describe, so every capacity, termination and template change, and every
-/// checkpoint that is written, is decided from a describe taken in the same pass, exactly as
-/// without reuse. What a reused describe cannot show is only what the cloud did on its own
-/// since (rota's own writes are applied to it, or drop it where the cloud chooses their
-/// outcome: see [`own_writes`]; a failed call drops it); a change the
-/// cluster shows too (a node joining or leaving the pool) drops it as well, and the rest (a
-/// launch that failed, a template someone edited) is seen at the latest when it expires,
-/// as it would be by a cloud whose describes lag that long: the reused describe is still
-/// the newest one rota has, so nothing once seen goes back (an instance seen terminating
-/// stays so), and the planner's waits for lagging describes (`--describe-lag`) measure from
-/// rota's own writes, and the capacity computed after them is planned from a fresh describe
-/// (a plan that calls the cloud never stands on a kept one).
-///
-/// A describe of a settled group (every instance running with its node registered) is
-/// reused for [`DESCRIBE_REUSE`] (idle: `--idle-describe-interval`); one of a group that is
-/// not, only while the pool waits on its batch's instances booting or terminating, whose
-/// end the cluster shows too, and for [`WAIT_REUSE`] at most ([`waits_on_the_cluster`]).
-#[derive(Clone, Debug)]
-struct Described {
-    group: rota_core::cloud::GroupState,
-    /// When it was taken (controller time).
-    at: chrono::DateTime<chrono::Utc>,
-    /// The NodePoolRotation's generation and the leadership term it was taken under: a spec
-    /// change or a new term describes again.
-    generation: Option<i64>,
-    fence: Option<rota_core::rotate::resource::Fence>,
-    /// The provider IDs of the pool's nodes (selected and departed) when it was taken: a
-    /// node joining or leaving the pool is a change the cloud made.
-    nodes: Vec<String>,
-    /// The plan made from it had nothing to do and the pool is on its image: reused for
-    /// `--idle-describe-interval` rather than [`DESCRIBE_REUSE`].
-    idle: bool,
-}
-
-/// How long a rotating pool reuses a describe at most (controller time): the bound on how
-/// late a change only the cloud shows (a launch that failed, an instance the cloud took
-/// back) is noticed mid-rotation, well within the minutes of `nodeReadyTimeout` and drain
-/// timeouts that such changes are judged by.
-pub const DESCRIBE_REUSE: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// The provider IDs of the pool's nodes, selected and departed, sorted.
-fn node_ids(observed: &rota_core::rotate::Observed) -> Vec<String> {
-    let mut ids: Vec<String> = observed
-        .nodes
-        .iter()
-        .chain(&observed.departed)
-        .map(|n| n.provider_id.clone())
-        .collect();
-    ids.sort();
-    ids
-}
-
-/// Whether everything the group holds shows in the cluster too: as many instances as it
-/// wants, each running with its node registered (`nodes`: the pool's provider IDs). Only
-/// then is every change to it seen without the cloud (a node joins or leaves); an instance
-/// booting, terminating or never registered, or a launch not made yet, changes only in the
-/// cloud's describe, so a pool waiting on one describes on every pass.
-fn settled(group: &rota_core::cloud::GroupState, nodes: &[String]) -> bool {
-    group.instances.len() == group.desired as usize
-        && group.instances.iter().all(|i| {
-            i.lifecycle == rota_core::cloud::Lifecycle::InService
-                && nodes.binary_search(&i.provider_id).is_ok()
-        })
-}
-
-/// How long a pool waiting on a batch's instances reuses a describe at most (controller
-/// time; `--describe-lag` when that is longer): see [`waits_on_the_cluster`].
-pub const WAIT_REUSE: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// Whether the pool waits on something whose end the cluster shows as soon as the cloud
-/// does: a surge's instances, whose nodes register with their provider IDs (Surging,
-/// WaitingReady, a pipelined next batch doing either while the current one soaks); old
-/// instances terminating, whose nodes go away (Terminating). Such a pool reuses a describe
-/// of an unsettled group for [`WAIT_REUSE`] at most: a node joining or leaving the pool
-/// drops it at once (`Described::nodes`), and so does anything the plan would decide
-/// (a stage, a capacity, a termination: the plan made from the kept describe stands only if
-/// it calls the cloud for nothing and keeps the checkpoint). What only the cloud shows (a
-/// launch that failed for a stock-out, an instance taken back, an instance gone before its
-/// node) is seen at most [`WAIT_REUSE`] late, as a cloud whose describes lag that long
-/// would show it (issue 25: these waits described on every pass, every 5-10 s).
-fn waits_on_the_cluster(checkpoint: Option<&rota_core::rotate::Checkpoint>) -> bool {
-    let Some(cp) = checkpoint else {
-        return false;
-    };
-    let boots = |s: &Stage| matches!(s, Stage::Surging { .. } | Stage::WaitingReady { .. });
-    boots(&cp.stage)
-        || matches!(cp.stage, Stage::Terminating { .. })
-        || (matches!(cp.stage, Stage::Soaking { .. }) && cp.next.as_deref().is_some_and(boots))
-}
-
-/// Whether a plan made from a reused describe may stand: it calls the cloud for nothing
-/// and leaves the checkpoint as it was (see [`Described`]).
-fn reuse_may_stand(
-    plan: &rota_core::rotate::Plan,
-    previous: Option<&rota_core::rotate::Checkpoint>,
-) -> bool {
-    !own_writes::calls_cloud(plan) && plan.checkpoint.as_ref() == previous
+    /// What the pass's aftermath keeps between passes: the batch step's gathered actions,
+    /// the batch's start ([`rota_core::rotate::aftermath::Memory`]).
+    aftermath: rota_core::rotate::aftermath::Memory,
 }
 
 /// Whether the next plan of this pool could surge onto the desired image: no rotation on it
@@ -325,6 +216,14 @@ fn surge_may_follow(
         || desired.group.managed().is_some())
 }
 
+/// A pool observed and planned: what was observed, the plan, what an operator's request
+/// steered.
+type Looked = (
+    rota_core::rotate::Observed,
+    rota_core::rotate::Plan,
+    Option<String>,
+);
+
 /// One answer of `NodeGroups::check_image` for a pool: the image, when, and the hold (reason,
 /// message) it gave, `None` when usable.
 struct ImageChecked {
@@ -347,12 +246,11 @@ impl PoolState {
             refused: None,
             blocked_on: None,
             errors: ErrorTracker::default(),
-            batch_started: None,
             selector: BTreeMap::new(),
             rotating: false,
             image_check: None,
             described: None,
-            events: None,
+            aftermath: Default::default(),
             last: Instant::now(),
         }
     }
@@ -783,8 +681,9 @@ impl Controller {
     }
 
     /// One reconcile of one pool, as a sequence: the pool's runtime state, its gates, what is
-    /// observed, the plan (pure), the status composed from them (pure), the side effects, and
-    /// what the outcome means for the next look.
+    /// observed, the plan (pure), the status composed from them (pure), the side effects,
+    /// their aftermath (pure, then carried out), and what the outcome means for the next
+    /// look.
     async fn reconcile_pool(
         &mut self,
         npr: &NodePoolRotation,
@@ -796,35 +695,12 @@ impl Controller {
         self.prepare(npr, &desired);
         let verdict = self.sample_gates(npr, &desired, now).await;
         let request = operator_request(npr);
-        let previous = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        // A describe reused where it may be (see `Described`); the plan made from it stands
-        // only if it calls the cloud for nothing and keeps the checkpoint, else the pool is
-        // described and planned again.
-        let reused = match self.reusable(npr, &desired, &verdict, &start_hold, now) {
-            Some(mut observed) => {
-                observed.image_hold = self.image_hold(npr, &desired, &observed).await;
-                observed.control_plane = self.control_plane(npr, &desired, &observed).await;
-                let (plan, steered) = self.plan(npr, &desired, &observed, request.as_ref(), now);
-                reuse_may_stand(&plan, previous).then_some((observed, plan, steered))
-            }
-            None => None,
-        };
-        let (observed, mut plan, steered) = match reused {
-            Some(r) => r,
-            None => {
-                self.forget_describe(npr);
-                let cp = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-                let mut observed = match self.observe(&desired, cp, verdict, start_hold, now).await
-                {
-                    Ok(o) => o,
-                    Err(e) => return self.observe_failed(npr, e, now).await,
-                };
-                observed.image_hold = self.image_hold(npr, &desired, &observed).await;
-                observed.control_plane = self.control_plane(npr, &desired, &observed).await;
-                let (plan, steered) = self.plan(npr, &desired, &observed, request.as_ref(), now);
-                self.remember_describe(npr, &observed, &plan, now);
-                (observed, plan, steered)
-            }
+        let looked = self
+            .observe_and_plan(npr, &desired, verdict, start_hold, request.as_ref(), now)
+            .await;
+        let (observed, mut plan, steered) = match looked {
+            Ok(l) => l,
+            Err(e) => return self.observe_failed(npr, e, now).await,
         };
         // Test hook: run only a prefix of the actions, as a crash would.
         let crash = self.crash_after.filter(|k| *k < plan.actions.len());
@@ -833,141 +709,67 @@ impl Controller {
             plan.actions.truncate(k);
         }
         let composed = self.compose(npr, &plan, now);
-        let acted = self.act(npr, &plan, &composed.status).await;
-        self.post_step_events(npr, &plan, &acted.done, now).await;
-        if acted.result.is_err() {
-            // A failed call may have taken effect, or not: the next pass describes again.
-            self.forget_describe(npr);
-        } else if own_writes::calls_cloud(&plan) {
-            // rota changed the group: the kept describe shows what its writes did, or is
-            // dropped where the cloud chooses the outcome (`own_writes`).
-            self.note_own_writes(npr, &plan.actions);
+        let (result, acted) = self.act(npr, &plan, &composed.status).await;
+        let facts = aftermath::Facts {
+            desired: &desired,
+            request: request.as_ref(),
+            steered: steered.as_deref(),
+            gates: &observed.gates,
+            acted: &acted,
+            now,
+        };
+        let mut after = self.aftermath(npr, &plan, &composed, &facts);
+        if crash.is_some() {
+            // A crash settles nothing: the caller drops this controller and starts another.
+            after.requeue = None;
         }
-        if let Some(request) = &request
-            && acted.recorded()
-        {
-            self.consume_request(npr, request, steered.as_deref()).await;
-        }
-        if acted.written {
-            let gate = verdict_gate(&observed.gates);
-            self.after_write(npr, &composed, &gate, now).await;
-        } else if !acted.unchanged {
-            // Folded into the next write (`must_write`): the pool's gauges follow anyway.
-            self.metrics
-                .pool(&npr.spec.cluster, &npr.spec.pool)
-                .observe_status(&composed.status);
-        }
-        match (acted.result, crash) {
-            (Ok(ran), Some(k)) => {
+        self.carry_out(npr, &plan, &composed.status, after).await;
+        match result {
+            Ok(ran) => {
                 self.stats.actions.fetch_add(ran as u64, Ordering::Relaxed);
-                Outcome::Crashed { ran: k, of: total }
+                match crash {
+                    Some(k) => Outcome::Crashed { ran: k, of: total },
+                    None => Outcome::Applied {
+                        actions: ran,
+                        phase: plan.status.phase,
+                    },
+                }
             }
-            (result, _) => {
-                self.settle(npr, &desired, &plan, &observed, result, now)
-                    .await
-            }
+            Err(e) => self.failed(npr, &observed, e).await,
         }
     }
 
-    /// The pool observed with its last describe, when that may be reused now: taken under
-    /// the same spec and leadership term, younger than [`DESCRIBE_REUSE`] (an idle pool's:
-    /// `--idle-describe-interval`), and the pool's nodes are the ones it was taken with.
-    /// `None`: describe again.
-    fn reusable(
+    /// The pool observed and planned: from its kept describe where that may be reused (see
+    /// `Described`; the plan made from it stands only if it calls the cloud for nothing and
+    /// keeps the checkpoint), else described and planned again. Returns what the operator's
+    /// request steered too.
+    async fn observe_and_plan(
         &mut self,
         npr: &NodePoolRotation,
         desired: &rota_core::fleet::resolved::DesiredPool,
-        verdict: &GateVerdict,
-        start_hold: &Option<String>,
+        verdict: GateVerdict,
+        start_hold: Option<String>,
+        request: Option<&Result<Request, OperatorError>>,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Option<rota_core::rotate::Observed> {
-        // A managed pool is planned from its owner's state (or Karpenter's objects), which a
-        // kept describe of the (empty) group does not hold: observed on every pass.
-        if desired.group.managed().is_some() {
-            return None;
-        }
-        let fence = self.leadership.fence();
-        let state = self.pools.get(&npr.name_any())?;
-        let d = state.described.as_ref()?;
-        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        let ttl = if !settled(&d.group, &d.nodes) {
-            if !waits_on_the_cluster(checkpoint) {
-                return None;
+    ) -> Result<Looked, crate::kube::observe::ObserveError> {
+        let previous = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
+        if let Some(mut observed) = self.reusable(npr, desired, &verdict, &start_hold, now) {
+            observed.image_hold = self.image_hold(npr, desired, &observed).await;
+            observed.control_plane = self.control_plane(npr, desired, &observed).await;
+            let (plan, steered) = self.plan(npr, desired, &observed, request, now);
+            if describe::reuse_may_stand(&plan, previous) {
+                return Ok((observed, plan, steered));
             }
-            WAIT_REUSE.max(self.config.describe_lag)
-        } else if d.idle {
-            self.config.idle_describe_interval
-        } else {
-            DESCRIBE_REUSE
-        };
-        let age = (now - d.at).to_std().ok()?;
-        if age >= ttl || d.generation != npr.metadata.generation || d.fence != fence {
-            return None;
         }
-        let mut observed = crate::kube::observe::observe_with(
-            &self.index,
-            d.group.clone(),
-            desired,
-            verdict.clone(),
-            start_hold.clone(),
-        )
-        .ok()?;
-        if node_ids(&observed) != d.nodes {
-            return None;
-        }
-        observed.describe_lag = self.config.describe_lag;
-        observed.cluster_autoscaler = self.config.cluster_autoscaler;
-        observed.leading_since = self.term.as_ref().map(|(_, at)| *at);
-        Some(observed)
-    }
-
-    /// Remember the describe `observed` holds, with what it was taken under.
-    fn remember_describe(
-        &mut self,
-        npr: &NodePoolRotation,
-        observed: &rota_core::rotate::Observed,
-        plan: &rota_core::rotate::Plan,
-        now: chrono::DateTime<chrono::Utc>,
-    ) {
-        let desired_image = &npr.spec.image;
-        let idle = plan.actions.is_empty()
-            && plan.status.phase == Phase::Succeeded
-            && plan
-                .checkpoint
-                .as_ref()
-                .is_none_or(|c| c.stage == Stage::Done && c.target_image == *desired_image)
-            && observed.group.template_image == *desired_image;
-        let fence = self.leadership.fence();
-        if let Some(state) = self.pools.get_mut(&npr.name_any()) {
-            state.described = Some(Described {
-                group: observed.group.clone(),
-                at: now,
-                generation: npr.metadata.generation,
-                fence,
-                nodes: node_ids(observed),
-                idle,
-            });
-        }
-    }
-
-    /// Bring the pool's kept describe up to rota's own writes, all of which succeeded (see
-    /// [`own_writes`]); drop it where their outcome is the cloud's to choose. Its time stays
-    /// that of the describe: what the cloud did on its own since is no less late for it.
-    fn note_own_writes(&mut self, npr: &NodePoolRotation, actions: &[rota_core::rotate::Planned]) {
-        if let Some(state) = self.pools.get_mut(&npr.name_any()) {
-            state.described = state.described.take().and_then(|mut d| {
-                d.group = own_writes::applied(&d.group, actions)?;
-                Some(d)
-            });
-        }
-    }
-
-    /// Drop the pool's last describe: rota changed its group (or may have), or a pass could
-    /// not use it.
-    fn forget_describe(&mut self, npr: &NodePoolRotation) {
-        if let Some(state) = self.pools.get_mut(&npr.name_any()) {
-            state.described = None;
-        }
+        self.forget_describe(npr);
+        let mut observed = self
+            .observe(desired, previous, verdict, start_hold, now)
+            .await?;
+        observed.image_hold = self.image_hold(npr, desired, &observed).await;
+        observed.control_plane = self.control_plane(npr, desired, &observed).await;
+        let (plan, steered) = self.plan(npr, desired, &observed, request, now);
+        self.remember_describe(npr, &observed, &plan, now);
+        Ok((observed, plan, steered))
     }
 
     /// The pool's runtime state for this reconcile: created on first sight, its gates rebuilt
@@ -1052,60 +854,6 @@ impl Controller {
             return None;
         }
         Some(self.control_plane.read(&self.client).await)
-    }
-
-    /// The health gates' verdict for the evaluation the checkpoint is in, sampled here at the
-    /// edge from the cluster index (and Prometheus) when a sample is due.
-    async fn sample_gates(
-        &mut self,
-        npr: &NodePoolRotation,
-        desired: &rota_core::fleet::resolved::DesiredPool,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> GateVerdict {
-        let evaluation = evaluation::of_pool(npr, desired);
-        let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
-        if evaluation != state.evaluation {
-            state.trackers.iter_mut().for_each(Tracker::reset);
-            state.evaluation = evaluation.clone();
-        }
-        let gs = match &state.gates {
-            _ if evaluation.is_empty() || desired.gates.is_empty() => {
-                return GateVerdict::Passing;
-            }
-            _ if evaluation == NOT_YET => {
-                return GateVerdict::Pending(
-                    "health gates are checked once the new nodes are Ready".into(),
-                );
-            }
-            Err(gates::GateError::Invalid { gate, .. }) => {
-                let reason = state.gates.as_ref().err().map(|e| e.to_string());
-                return GateVerdict::Failed {
-                    gate: gate.clone(),
-                    reason: reason.unwrap_or_default(),
-                };
-            }
-            Ok(gs) => gs,
-        };
-        if desired
-            .gates
-            .iter()
-            .any(|g| matches!(g.check, GateCheck::Events { .. }))
-        {
-            self.index.want_events();
-        }
-        if state.trackers.iter().any(|t| t.due(now)) {
-            let pm = self.metrics.pool(&npr.spec.cluster, &npr.spec.pool);
-            take_samples(
-                &self.index,
-                &desired.gates,
-                gs,
-                &mut state.trackers,
-                &pm,
-                now,
-            )
-            .await;
-        }
-        gates::combine(&state.trackers)
     }
 
     /// The pool as observed now (the index and the cloud group), with the leadership term it
@@ -1246,19 +994,19 @@ impl Controller {
         npr: &NodePoolRotation,
         plan: &rota_core::rotate::Plan,
         status: &NodePoolRotationStatus,
-    ) -> Acted {
+    ) -> (Result<usize, ApplyError>, Acted) {
         // A status that carries no decision waits for the next write (`must_write`); a pass
         // with nothing to do then writes nothing, one that only evicts checks the stored
         // status instead of writing it (`Persist::Check`).
         let write = rota_core::rotate::status::must_write(npr.status.as_ref(), status);
         let unchanged = plan.actions.is_empty() && !write;
         if unchanged {
-            return Acted {
-                result: Ok(0),
+            let acted = Acted {
+                ran: Some(0),
                 unchanged,
-                written: false,
-                done: step_events::Digest::default(),
+                ..Default::default()
             };
+            return (Ok(0), acted);
         }
         let evicts_only = plan
             .actions
@@ -1284,72 +1032,22 @@ impl Controller {
             .as_ref()
             .and_then(|c| c.stage.batch())
             .map(|b| b.number);
-        let mut done = step_events::Digest::default();
+        let mut done = Default::default();
         let applied = apply::apply(&edge, npr, plan, status, persist, &mut done);
         let result = match batch {
             Some(n) => applied.instrument(crate::telemetry::batch_span(n)).await,
             None => applied.await,
         };
         // The status is written unless the write itself failed or was refused.
-        let written = persist == Persist::Write
-            && !matches!(
-                result,
-                Err(ApplyError::Status { .. }
-                    | ApplyError::Conflict { .. }
-                    | ApplyError::NotLeading(_)
-                    | ApplyError::Fenced { .. })
-            );
-        Acted {
-            result,
+        let written =
+            persist == Persist::Write && result.as_ref().err().is_none_or(|e| !unwritten(e));
+        let acted = Acted {
+            ran: result.as_ref().ok().copied(),
             unchanged,
             written,
             done,
-        }
-    }
-
-    /// What the outcome means for the pool's next look: progress clears the last error and
-    /// the pool is looked at again when what it waits for is due; a failure is [`Self::failed`].
-    async fn settle(
-        &mut self,
-        npr: &NodePoolRotation,
-        desired: &rota_core::fleet::resolved::DesiredPool,
-        plan: &rota_core::rotate::Plan,
-        observed: &rota_core::rotate::Observed,
-        result: Result<usize, ApplyError>,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Outcome {
-        let name = npr.name_any();
-        let e = match result {
-            Ok(ran) => {
-                self.stats.actions.fetch_add(ran as u64, Ordering::Relaxed);
-                let state = self.pools.get_mut(&name).expect("prepared");
-                // The undoing of a stopped batch does not clear the last error: a paused pool
-                // keeps naming the error that stopped it (quota, throttling).
-                let stopping = matches!(plan.status.phase, Phase::Paused | Phase::Failed)
-                    || plan.checkpoint.as_ref().is_some_and(|c| {
-                        c.halted.is_some() || matches!(c.stage, Stage::Abandoning { .. })
-                    });
-                if error_healed(
-                    stopping,
-                    &plan.actions[..ran.min(plan.actions.len())],
-                    state.last_error_action.as_deref(),
-                ) {
-                    state.last_error = None;
-                    state.last_error_action = None;
-                    state.refused = None;
-                }
-                state.failures = 0;
-                state.blocked_on = None;
-                let wait = requeue::after_plan(plan, &desired.policy, &desired.gates, now);
-                state.due = self.clock.after(wait);
-                return Outcome::Applied {
-                    actions: ran,
-                    phase: plan.status.phase,
-                };
-            }
-            Err(e) => e,
         };
-        self.failed(npr, observed, e).await
+        (result, acted)
     }
 
     /// An action (or the status write) failed: a refusal observes again at once, a failure
@@ -1406,26 +1104,6 @@ impl Controller {
     }
 }
 
-/// What [`Controller::act`] did.
-struct Acted {
-    result: Result<usize, ApplyError>,
-    /// Nothing to do and nothing new to say: nothing was written.
-    unchanged: bool,
-    /// The status was written.
-    written: bool,
-    /// The actions that ran, for the step's Event.
-    done: step_events::Digest,
-}
-
-impl Acted {
-    /// Whether the status now records this reconcile (written, or already saying the same):
-    /// only then is an operator's request consumed. A crash before this leaves the
-    /// annotation, and the checkpoint's `operator_request` keeps it from being applied twice.
-    fn recorded(&self) -> bool {
-        self.written || (self.unchanged && self.result.is_ok())
-    }
-}
-
 impl Controller {
     /// Count an error of `pool` and remember it as the likely cause should the pool stick;
     /// one that cannot heal by retrying is reported once (a Warning Event naming its
@@ -1442,190 +1120,11 @@ impl Controller {
             .record_error(err.reason, alerts);
         let state = self.pools.get_mut(name)?;
         let alert = state.errors.record(err)?;
-        self.event(
-            npr,
-            true,
-            alert,
-            "an error that retrying will not fix; see the status message",
-        )
-        .await;
+        let note = "an error that retrying will not fix; see the status message";
+        self.event(npr, &Event::new(true, alert, "Rotate", note.into()))
+            .await;
         Some(alert)
     }
-
-    /// After a status write: the pool's gauges, the counters and histograms of the stages it
-    /// left, the Stuck Event, gate failures and the rollout notices.
-    async fn after_write(
-        &mut self,
-        npr: &NodePoolRotation,
-        composed: &Composed,
-        failed_gate: &Option<String>,
-        now: chrono::DateTime<chrono::Utc>,
-    ) {
-        let status = &composed.status;
-        let (cluster, pool) = (npr.spec.cluster.as_str(), npr.spec.pool.as_str());
-        let prev = npr.status.as_ref();
-        {
-            let pm = self.metrics.pool(cluster, pool);
-            pm.observe_status(status);
-            if let Some(s) = self.pools.get_mut(&npr.name_any()) {
-                s.batch_started = transitions::count(prev, status, s.batch_started, now, &pm);
-            }
-            // A gate that stopped the rotation holds rota_pool_gate_failed until it moves.
-            let stopped = matches!(
-                status.phase,
-                Phase::Failed | Phase::RollingBack | Phase::Paused
-            );
-            let was_stopped = prev.is_some_and(|p| {
-                matches!(p.phase, Phase::Failed | Phase::RollingBack | Phase::Paused)
-            });
-            match failed_gate {
-                Some(g) if stopped && !was_stopped => pm.record_gate_failed(g),
-                _ if !stopped => pm.clear_gate_failed(),
-                _ => {}
-            }
-        }
-        if let Some((warning, reason, note)) = stop_event(prev, status) {
-            self.event(npr, warning, reason, &note).await;
-        }
-        if let Some(t) = &composed.transition {
-            let (warning, reason, note) = t.event();
-            if warning {
-                tracing::warn!(%note, "pool stuck");
-            } else {
-                tracing::info!("pool moves again");
-            }
-            self.event(npr, warning, reason, &note).await;
-        }
-        for notice in crate::notify::notices_for(&npr.spec, prev, status) {
-            tracing::info!(?notice.kind, "rollout notice");
-            self.notifier.notify(notice);
-        }
-    }
-
-    /// Records an operator's request in an Event and removes its annotation (only if it
-    /// still holds this request: a newer one stays for the next reconcile).
-    async fn consume_request(
-        &self,
-        npr: &NodePoolRotation,
-        request: &Result<Request, OperatorError>,
-        steered: Option<&str>,
-    ) {
-        let (value, warning, reason, note) = request_event(request, steered);
-        self.event(npr, warning, reason, &note).await;
-        let patch = match clear_request_patch(npr.metadata.annotations.as_ref(), &value) {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(error = %e, "building the request-clearing patch failed");
-                return;
-            }
-        };
-        let api: Api<NodePoolRotation> = Api::all(self.client.clone());
-        if let Err(e) = api
-            .patch(
-                &npr.name_any(),
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::<()>::Json(patch),
-            )
-            .await
-        {
-            // A newer request replaced it (the test op fails), or a transient error: the next
-            // reconcile sees the annotation again and the checkpoint knows it was applied.
-            tracing::info!(error = %e, "clearing the operator request annotation failed");
-        }
-    }
-
-    /// Gather what this pass did into the pool's batch step and post the step's Event when
-    /// it ends ([`step_events`]).
-    async fn post_step_events(
-        &mut self,
-        npr: &NodePoolRotation,
-        plan: &rota_core::rotate::Plan,
-        done: &step_events::Digest,
-        now: chrono::DateTime<chrono::Utc>,
-    ) {
-        let Some(state) = self.pools.get_mut(&npr.name_any()) else {
-            return;
-        };
-        let posts = step_events::record(&mut state.events, step_events::Step::of(plan), done, now);
-        for (reason, action, note) in posts {
-            self.event_as(npr, false, reason, &action, &note).await;
-        }
-    }
-
-    /// Publish an Event on the NodePoolRotation (when events are on); failures are logged.
-    async fn event(&self, npr: &NodePoolRotation, warning: bool, reason: &str, note: &str) {
-        self.event_as(npr, warning, reason, "Rotate", note).await
-    }
-
-    /// [`Self::event`] with its `action` (a batch step's Event names its batch).
-    async fn event_as(
-        &self,
-        npr: &NodePoolRotation,
-        warning: bool,
-        reason: &str,
-        action: &str,
-        note: &str,
-    ) {
-        use kube::runtime::events::{Event, EventType};
-        let Some(rec) = &self.recorder else { return };
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.into(),
-            note: Some(note.chars().take(1000).collect()),
-            action: action.into(),
-            secondary: None,
-        };
-        if let Err(e) = rec.publish(&ev, &npr.object_ref(&())).await {
-            tracing::warn!(error = %e, "publishing an event failed");
-        }
-    }
-}
-
-/// Whether a pass that observed, wrote its status and ran its first actions (`ran`) heals
-/// the pool's last error. An error of no action (observing, writing the status) has healed
-/// with this pass, which did both (a pool waiting for a slot must not name a describe that
-/// was throttled an hour ago). An action's error heals with any progress of a moving pool;
-/// a stopping pool (a halt, an undo) keeps naming it (quota, throttling) unless the very
-/// action that failed has now succeeded (the halt's own `set image` back to the origin,
-/// which a 504 interrupted).
-pub fn error_healed(
-    stopping: bool,
-    ran: &[rota_core::rotate::Planned],
-    failed_action: Option<&str>,
-) -> bool {
-    match failed_action {
-        None => true,
-        Some(f) => !ran.is_empty() && (!stopping || ran.iter().any(|p| p.action.to_string() == f)),
-    }
-}
-
-/// Every stop says who must do what: the Event to post when a pool stops, or what holds it
-/// changes (`warning` when it waits for a person): its reason, and the note's cause,
-/// blockers and next step. `None` while it moves or nothing changed.
-pub fn stop_event<'s>(
-    prev: Option<&NodePoolRotationStatus>,
-    status: &'s NodePoolRotationStatus,
-) -> Option<(bool, &'s str, String)> {
-    let note = status.stop.as_ref()?;
-    // A wait rota ends is said once per reason: a drain's blocked pods change with every
-    // eviction, and an Event each time would flood the resource. What holds a pool for a
-    // person is said again whenever it changes.
-    let same = prev.and_then(|p| p.stop.as_ref()).is_some_and(|p| {
-        p.reason == note.reason
-            && (note.by == rota_core::rotate::stop::MovedBy::Rota
-                || p.blocked_by == note.blocked_by)
-    });
-    (!same).then(|| {
-        (
-            note.by == rota_core::rotate::stop::MovedBy::Person,
-            note.reason.as_str(),
-            note.line(),
-        )
-    })
 }
 
 /// The operator's request on the NodePoolRotation (`rota.dev/request`), if any.
@@ -1639,368 +1138,4 @@ fn operator_request(
         .get(rota_core::rotate::operator::REQUEST_NOTE_ANNOTATION)
         .map(String::as_str);
     Some(rota_core::rotate::operator::Request::parse(value).map(|r| r.with_note(note)))
-}
-
-/// The gate whose failure the observation carries, if any.
-fn verdict_gate(v: &GateVerdict) -> Option<String> {
-    match v {
-        GateVerdict::Failed { gate, .. } => Some(gate.clone()),
-        _ => None,
-    }
-}
-
-/// `maxParallelPools` over the owned resources, per cluster, in name order: for each pool
-/// that would start a rotation, `Some(why)` when it may not now.
-pub fn start_holds(nprs: &[NodePoolRotation]) -> HashMap<String, Option<String>> {
-    let mut by_cluster: BTreeMap<&str, Vec<&NodePoolRotation>> = BTreeMap::new();
-    for n in nprs {
-        by_cluster
-            .entry(n.spec.cluster.as_str())
-            .or_default()
-            .push(n);
-    }
-    let mut out = HashMap::new();
-    for pools in by_cluster.values_mut() {
-        pools.sort_by_key(|n| n.name_any());
-        let max = pools
-            .iter()
-            .map(|n| n.spec.policy.max_parallel_pools)
-            .min()
-            .unwrap_or(1);
-        let demand: Vec<PoolDemand> = pools
-            .iter()
-            .map(|n| {
-                let status = n.status.as_ref();
-                // A pool stopped for a reason of its own (a pod that cannot be evicted, a
-                // do-not-disrupt, nodes matching no instance) gives its slot up: its siblings
-                // would otherwise wait for the person it waits for. One whose stop may say
-                // the image is bad, or that a person paused, keeps it (`Reason::holds_slot`).
-                let own_stop = status.is_some_and(|s| {
-                    s.phase == Phase::Paused
-                        && s.stop
-                            .as_ref()
-                            .and_then(|n| rota_core::rotate::stop::Reason::parse(&n.reason))
-                            .is_some_and(|r| !r.holds_slot())
-                });
-                let rotating = !own_stop
-                    && status
-                        .and_then(|s| s.checkpoint.as_ref())
-                        .is_some_and(|c| !matches!(c.stage, Stage::Done));
-                // Done and nothing new asked since: no demand.
-                let settled = status.is_some_and(|s| {
-                    matches!(s.phase, Phase::Succeeded | Phase::Failed)
-                        && s.observed_generation == n.metadata.generation
-                });
-                let inert =
-                    matches!(n.spec.mode, Mode::Ignore | Mode::ReadOnly) || n.spec.policy.paused;
-                PoolDemand {
-                    pool: n.name_any(),
-                    rotating,
-                    waiting: !rotating && !own_stop && !settled && !inert,
-                }
-            })
-            .collect();
-        for (pool, hold) in admit(&demand, max) {
-            out.insert(pool, hold);
-        }
-    }
-    out
-}
-
-/// Sample the gates that are due from the index (and Prometheus) and count each sample. What
-/// the index has not listed yet is no sample (the gates stay pending); what its failing watch
-/// cannot answer for is unseen: those gates fail their sample (fail closed), never pass on an
-/// empty view.
-async fn take_samples(
-    index: &ClusterIndex,
-    specs: &[rota_core::fleet::resolved::ResolvedGate],
-    gs: &[Box<dyn Gate>],
-    trackers: &mut [Tracker],
-    pm: &crate::metrics::PoolMetrics<'_>,
-    now: chrono::DateTime<chrono::Utc>,
-) {
-    let Some((pods, events, unseen)) = gate_inputs(index, specs) else {
-        return;
-    };
-    let inputs = GateInputs {
-        pods: &pods,
-        events: &events,
-        now,
-    };
-    let mut taken = gates::record_blind(specs, trackers, &unseen, now);
-    taken.extend(gates::sample_due(gs, trackers, &inputs).await);
-    for (gate, passed) in taken {
-        let r = if passed {
-            GateResult::Pass
-        } else {
-            GateResult::Fail
-        };
-        pm.record_gate(&gate, r);
-    }
-}
-
-/// The gates' view of the cluster, from the index: every pod's health and, when an events
-/// gate asks, the index's window of events; what the index cannot answer for is reported in
-/// `Unseen` (never an empty cluster: see `gates::record_blind`). `None` while a kind the
-/// gates read has not been listed yet (a watch just started): no sample this pass.
-fn gate_inputs(
-    index: &ClusterIndex,
-    gates: &[rota_core::fleet::resolved::ResolvedGate],
-) -> Option<(PodTally, Vec<EventRecord>, gates::Unseen)> {
-    use crate::kube::index::NotObserved;
-    let state = index.read();
-    let wants = |f: fn(&GateCheck) -> bool| gates.iter().any(|g| f(&g.check));
-    let mut unseen = gates::Unseen::default();
-    let pods = if wants(|c| matches!(c, GateCheck::Pods { .. })) {
-        match state.pod_tally() {
-            Ok(p) => p,
-            Err(NotObserved::NotSynced(_)) => return None,
-            Err(e) => {
-                unseen.pods = Some(e.to_string());
-                PodTally::default()
-            }
-        }
-    } else {
-        PodTally::default()
-    };
-    let events = if wants(|c| matches!(c, GateCheck::Events { .. })) {
-        match state.events() {
-            Ok(e) => e,
-            Err(NotObserved::NotSynced(_)) => return None,
-            Err(e) => {
-                unseen.events = Some(e.to_string());
-                Vec::new()
-            }
-        }
-    } else {
-        Vec::new()
-    };
-    Some((pods, events, unseen))
-}
-
-/// The Event an operator's request gets: (the annotation's value, warning?, reason, note).
-/// One reason per verb: the event recorder folds repeats of a reason into one Event (a
-/// count), which would hide a resume behind the pause before it.
-fn request_event(
-    request: &Result<Request, OperatorError>,
-    steered: Option<&str>,
-) -> (String, bool, &'static str, String) {
-    use rota_core::rotate::operator::Verb;
-    match request {
-        Ok(r) => (
-            r.id.clone(),
-            false,
-            match r.verb {
-                Verb::Pause => "OperatorPause",
-                Verb::Resume => "OperatorResume",
-                Verb::Retry => "OperatorRetry",
-                Verb::CompleteSoak => "OperatorCompleteSoak",
-            },
-            steered.unwrap_or("applied").to_string(),
-        ),
-        Err(e @ OperatorError::Malformed { value }) => (
-            value.clone(),
-            true,
-            "OperatorRequestInvalid",
-            format!("ignored: {e}"),
-        ),
-    }
-}
-
-/// The JSON patch that removes the request annotation only while it still holds `value`
-/// (its `test` op fails on a newer request), and the request's free-text note with it.
-fn clear_request_patch(
-    annotations: Option<&BTreeMap<String, String>>,
-    value: &str,
-) -> Result<json_patch::Patch, serde_json::Error> {
-    use rota_core::rotate::operator::{REQUEST_ANNOTATION, REQUEST_NOTE_ANNOTATION};
-    let pointer = |name: &str| format!("/metadata/annotations/{}", name.replace('/', "~1"));
-    let path = pointer(REQUEST_ANNOTATION);
-    let mut ops = vec![
-        serde_json::json!({"op": "test", "path": path, "value": value}),
-        serde_json::json!({"op": "remove", "path": path}),
-    ];
-    if annotations.is_some_and(|a| a.contains_key(REQUEST_NOTE_ANNOTATION)) {
-        ops.push(serde_json::json!({"op": "remove", "path": pointer(REQUEST_NOTE_ANNOTATION)}));
-    }
-    serde_json::from_value(serde_json::Value::Array(ops))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rota_core::rotate::operator::{REQUEST_ANNOTATION, REQUEST_NOTE_ANNOTATION};
-
-    #[test]
-    fn each_verb_has_its_own_event_reason_and_a_bad_request_warns() {
-        for (value, reason) in [
-            ("pause@2026-11-24T06:00:00Z", "OperatorPause"),
-            ("resume@2026-11-24T06:00:00Z", "OperatorResume"),
-            ("retry@2026-11-24T06:00:00Z", "OperatorRetry"),
-        ] {
-            let got = request_event(&Request::parse(value), None);
-            assert_eq!(
-                got,
-                (value.to_string(), false, reason, "applied".to_string())
-            );
-        }
-        let (value, warning, reason, note) = request_event(&Request::parse("explode"), None);
-        assert_eq!(
-            (value.as_str(), warning, reason),
-            ("explode", true, "OperatorRequestInvalid")
-        );
-        assert!(note.starts_with("ignored: "), "{note}");
-    }
-
-    #[test]
-    fn the_clearing_patch_removes_only_this_request_and_its_note() {
-        let value = "pause@2026-11-24T06:00:00Z";
-        let mut annotations = BTreeMap::from([(REQUEST_ANNOTATION.to_string(), value.to_string())]);
-        let ops = |p: &json_patch::Patch| serde_json::to_value(p).unwrap();
-        let patch = clear_request_patch(Some(&annotations), value).unwrap();
-        let path = format!(
-            "/metadata/annotations/{}",
-            REQUEST_ANNOTATION.replace('/', "~1")
-        );
-        assert_eq!(
-            ops(&patch),
-            serde_json::json!([
-                {"op": "test", "path": path, "value": value},
-                {"op": "remove", "path": path}
-            ])
-        );
-        annotations.insert(REQUEST_NOTE_ANNOTATION.to_string(), "by hand".to_string());
-        let patch = clear_request_patch(Some(&annotations), value).unwrap();
-        assert_eq!(ops(&patch).as_array().unwrap().len(), 3);
-        assert_eq!(
-            ops(&patch)[2]["path"],
-            format!(
-                "/metadata/annotations/{}",
-                REQUEST_NOTE_ANNOTATION.replace('/', "~1")
-            )
-        );
-    }
-
-    /// Issue 26 (3): a pool stopped for a reason of its own gives its `maxParallelPools` slot
-    /// up; one whose stop may say the image is bad keeps the others held.
-    #[test]
-    fn a_pool_stopped_for_its_own_reason_frees_its_slot_and_a_bad_image_holds_it() {
-        use rota_core::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
-        use rota_core::rotate::stop::{MovedBy, StopNote};
-        let fleet = crate::source::read::load_dir(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
-        )
-        .unwrap();
-        let clusters = fleet.resolve_all().unwrap();
-        let desired = &clusters[0].pools[0];
-        let npr = |name: &str, status: Option<NodePoolRotationStatus>| {
-            let mut spec = NodePoolRotationSpec::from_desired(desired, "abc");
-            spec.policy.max_parallel_pools = 1;
-            spec.policy.paused = false;
-            let mut n = NodePoolRotation::new(name, spec);
-            n.metadata.generation = Some(1);
-            n.status = status;
-            n
-        };
-        let stopped = |reason: &str| NodePoolRotationStatus {
-            phase: Phase::Paused,
-            checkpoint: Some(
-                serde_json::from_value(serde_json::json!({
-                    "originImage": "ami-old", "targetImage": "ami-new", "targetVersion": "2",
-                    "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 1,
-                    "halted": "halted", "stage": {"name": "between"}
-                }))
-                .unwrap(),
-            ),
-            stop: Some(StopNote {
-                reason: reason.into(),
-                by: MovedBy::Person,
-                cause: "halted".into(),
-                blocked_by: vec![],
-                next: "rota ctl retry".into(),
-            }),
-            observed_generation: Some(1),
-            ..Default::default()
-        };
-        let holds = start_holds(&[npr("a", Some(stopped("DrainTimeout"))), npr("b", None)]);
-        assert_eq!(
-            holds.get("b"),
-            Some(&None),
-            "a drain a pod holds frees the slot"
-        );
-        assert!(
-            !holds.contains_key("a"),
-            "the stopped pool asks for no slot either"
-        );
-        for keeps in ["GateFailed", "BatchFailed", "PausedByOperator"] {
-            let holds = start_holds(&[npr("a", Some(stopped(keeps))), npr("b", None)]);
-            assert_eq!(
-                holds.get("b").cloned().flatten().as_deref(),
-                Some("maxParallelPools is 1 and pool(s) a are rotating"),
-                "{keeps}"
-            );
-        }
-    }
-
-    /// Issue 26 (3): no stale error rides along on a stop: the halt's own `set image` that a
-    /// 504 interrupted, once it succeeds, is no longer named; a quota that stopped the batch
-    /// is, while the undo's other actions run.
-    #[test]
-    fn a_healed_error_is_dropped_even_on_a_stopped_pool() {
-        use rota_core::rotate::{Action, Planned};
-        let set_image = Planned {
-            action: Action::SetImage {
-                image: "ami-old".into(),
-            },
-            reason: "halted".into(),
-        };
-        let withdraw = Planned {
-            action: Action::WithdrawSurge {
-                desired: 4,
-                instances: vec![],
-            },
-            reason: "undo".into(),
-        };
-        let failed = Some("set image ami-old");
-        assert!(error_healed(true, std::slice::from_ref(&set_image), failed));
-        assert!(!error_healed(true, std::slice::from_ref(&withdraw), failed));
-        assert!(!error_healed(false, &[], failed));
-        assert!(error_healed(false, std::slice::from_ref(&withdraw), failed));
-        // A describe or a status write that failed: healed by a pass that did both, even
-        // one with nothing to do (a pool waiting for its slot).
-        assert!(error_healed(true, &[], None));
-    }
-
-    /// A wait rota ends is one Event per reason; a person's stop again when what holds it
-    /// changes.
-    #[test]
-    fn stop_events_are_posted_once_per_reason_and_per_blocker_for_a_person() {
-        use rota_core::rotate::stop::{MovedBy, StopNote};
-        let status = |by, blocked: &str| NodePoolRotationStatus {
-            stop: Some(StopNote {
-                reason: "Draining".into(),
-                by,
-                cause: "draining".into(),
-                blocked_by: vec![blocked.into()],
-                next: "nothing to do".into(),
-            }),
-            ..Default::default()
-        };
-        let (a, b) = (
-            status(MovedBy::Rota, "pod a"),
-            status(MovedBy::Rota, "pod b"),
-        );
-        assert!(stop_event(None, &a).is_some());
-        assert!(stop_event(Some(&a), &b).is_none());
-        let (a, b) = (
-            status(MovedBy::Person, "pod a"),
-            status(MovedBy::Person, "pod b"),
-        );
-        assert!(stop_event(Some(&a), &a).is_none());
-        let (warning, reason, note) = stop_event(Some(&a), &b).unwrap();
-        assert!(warning);
-        assert_eq!(reason, "Draining");
-        assert_eq!(note, "draining; blocked by: pod b; next: nothing to do");
-        assert!(stop_event(Some(&a), &NodePoolRotationStatus::default()).is_none());
-    }
 }

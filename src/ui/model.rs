@@ -1324,8 +1324,12 @@ mod tests {
             assert_eq!(stored["stop"]["next"], note.next.as_str(), "{r}");
             assert_eq!(stored["stop"]["blockedBy"][0], "pod app/db-0", "{r}");
             // 2. The Event: a Warning when a person must act, with all three parts.
-            let (warning, reason, text) =
-                crate::controller::stop_event(None, npr.status.as_ref().unwrap()).unwrap();
+            let event = rota_core::rotate::aftermath::events::stop_event(
+                None,
+                npr.status.as_ref().unwrap(),
+            )
+            .unwrap();
+            let (warning, reason, text) = (event.warning, event.reason, event.note);
             assert_eq!(warning, note.by == MovedBy::Person, "{r}");
             assert_eq!(reason, r.as_str());
             assert!(

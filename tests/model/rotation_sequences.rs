@@ -9,7 +9,9 @@
 //!    in-memory state dropped) is recovered by planning again: no second surge for a batch,
 //!    no leaked instance, no cordon that nothing owns.
 //!
-//! Fixed scenarios keep a golden log of steps and reasons under `tests/golden/`
+//! Fixed scenarios keep a golden log of steps and reasons under `tests/golden/`, with every
+//! Event and chat notice the pass's aftermath decides (`rotate::aftermath::of`, as the
+//! controller carries it out), so that a change in what rota tells people is a reviewed diff
 //! (`ROTA_BLESS=1 cargo test --test model rotation_sequences::` rewrites them); seeded random runs
 //! cover many more orders; the crash test re-runs one scenario crashing at every step and
 //! after every prefix of that step's actions.

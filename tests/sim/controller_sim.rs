@@ -1018,7 +1018,7 @@ async fn turning_the_flag_on_mid_rotation_removes_the_annotations_at_once() {
 }
 
 /// Issue 25 item 4: the pass after rota's own cloud write does not describe the group only
-/// to see that write (`controller::own_writes`): it reuses the kept describe, brought up to
+/// to see that write (`rotate::aftermath::own_writes`): it reuses the kept describe, brought up to
 /// what the write did, unless something the cluster shows (a node joining or leaving) or a
 /// decision (a checkpoint, a cloud call) needs a fresh one.
 #[tokio::test(start_paused = true)]

@@ -13,9 +13,12 @@ use rand_chacha::ChaCha8Rng;
 
 use rota::cloud::{GroupRef, GroupState, Instance, Lifecycle};
 use rota::fleet::resolved::{BatchSize, DesiredPool, EffectivePolicy, Mode, OnDrainTimeout};
+use rota::rotate::aftermath::{self, step_events};
+use rota::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
+use rota::rotate::status::{Reconciled, compose, must_write};
 use rota::rotate::{
-    Action, Checkpoint, GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, Phase, PodKind,
-    Stage, plan,
+    Action, Checkpoint, GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, Phase, Plan,
+    PodKind, Stage, plan,
 };
 
 pub const OLD: &str = "ami-00000000000000001";
@@ -620,6 +623,94 @@ pub struct Outcome {
     pub succeeded_at: Option<u32>,
 }
 
+/// What rota tells people, as the controller does after each pass: the status it composes
+/// and writes (or leaves, when it says nothing new), and the pass's aftermath, whose Events
+/// and notices the golden logs record (`event ...`, `notice ...`), so that a change in what
+/// rota says is a reviewed diff.
+#[derive(Default)]
+struct Teller {
+    /// The status as last written (the resource's).
+    stored: Option<NodePoolRotationStatus>,
+    /// The controller's memory between passes (lost on a crash).
+    memory: aftermath::Memory,
+}
+
+impl Teller {
+    /// One pass: `ran` of the plan's actions ran (all, unless it `crashed` after them).
+    #[allow(clippy::too_many_arguments)]
+    fn pass(
+        &mut self,
+        desired: &DesiredPool,
+        p: &Plan,
+        ran: usize,
+        crashed: bool,
+        failed_gate: Option<&str>,
+        now: DateTime<Utc>,
+        log: &mut String,
+        stamp: &str,
+    ) {
+        let spec = NodePoolRotationSpec::from_desired(desired, "c0ffee");
+        let composed = compose(&Reconciled::new(
+            p,
+            self.stored.as_ref(),
+            "c0ffee",
+            Some(1),
+            now,
+        ));
+        // As `controller::act`: nothing written when nothing is to be done or said, the
+        // stored status checked (not written) for a pass that only evicts.
+        let write = must_write(self.stored.as_ref(), &composed.status);
+        let unchanged = p.actions.is_empty() && !write;
+        let evicts_only = p
+            .actions
+            .iter()
+            .all(|a| matches!(a.action, Action::Evict { .. }));
+        let written = !unchanged && (write || !evicts_only);
+        let previous = self.stored.clone();
+        if written {
+            self.stored = Some(composed.status.clone());
+        }
+        if crashed {
+            // The status was written before the actions; what the controller kept dies with it.
+            self.memory = Default::default();
+            return;
+        }
+        let mut done = step_events::Digest::default();
+        for a in &p.actions[..ran] {
+            done.add(step_events::kind(&a.action), &a.reason);
+        }
+        let acted = aftermath::Acted {
+            ran: Some(ran),
+            unchanged,
+            written,
+            done,
+        };
+        let pass = aftermath::Pass {
+            spec: &spec,
+            previous: previous.as_ref(),
+            composed: &composed,
+            plan: p,
+            policy: &desired.policy,
+            gates: &desired.gates,
+            request: None,
+            steered: None,
+            request_note: false,
+            failed_gate,
+            acted: &acted,
+            failed_action: None,
+            now,
+        };
+        let after = aftermath::of(&pass, std::mem::take(&mut self.memory));
+        for e in &after.events {
+            writeln!(log, "{stamp} event {e}").unwrap();
+        }
+        for n in &after.notices {
+            writeln!(log, "{stamp} notice {:?}", n.kind).unwrap();
+        }
+        self.memory = after.memory;
+    }
+}
+
 /// Crash control for the exhaustive crash test: crash at `step`, after `prefix` actions.
 #[derive(Clone, Copy)]
 pub struct CrashAt {
@@ -657,6 +748,7 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
     let mut last = (Phase::Pending, String::new());
     let (mut plans, mut actions) = (0u32, 0u32);
     let mut succeeded_at = None;
+    let mut teller = Teller::default();
     for step in 0..s.max_ticks {
         let tick = step;
         for (at, img, ver) in &s.changes {
@@ -689,9 +781,14 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
             // Invariants 1 and 4 are stated relative to the checkpoint; without it the next
             // rotation starts from what it sees (see `fixed_a_lost_status_...`).
             persisted = None;
+            teller.stored = None;
             generation += 1;
             writeln!(log, "{} status lost: the checkpoint is gone", stamp(&model)).unwrap();
         }
+        let failed_gate = match &gates {
+            GateVerdict::Failed { gate, .. } => Some(gate.clone()),
+            _ => None,
+        };
         let obs = model.observe(gates);
         let p = plan(&desired, &obs, persisted.as_ref(), model.now);
         plans += 1;
@@ -774,6 +871,17 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
             .unwrap();
             last_msg = p.status.message.clone();
         }
+        let stamped = stamp(&model);
+        teller.pass(
+            &desired,
+            &p,
+            n,
+            crashed,
+            failed_gate.as_deref(),
+            model.now,
+            &mut log,
+            &stamped,
+        );
 
         // Invariants after every step.
         let held = model.instances.len() as u32;

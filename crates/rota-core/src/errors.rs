@@ -2,7 +2,7 @@
 //! what a retry should do about it, with a stable low-cardinality reason.
 //!
 //! In the manner of kube-rs controller-rs (`Error::metric_label()` and one `error_policy`):
-//! the retry and backoff (`controller::requeue::after_error`), stuck detection and alerting
+//! the retry and backoff (`rotate::aftermath::requeue::after_error`), stuck detection and alerting
 //! (`stuck`), the metrics' `reason` label and the reason of Kubernetes Events all derive from
 //! the one [`Classified`] an error maps to; no caller decides "is this retryable" on its own.
 //!
@@ -14,7 +14,7 @@
 //!
 //! Pure: no I/O, no clock, and nothing of rota: each error type classifies itself beside
 //! its definition (`impl Classify for …`), with [`kube_status`] for answers of the Kubernetes
-//! API; the table of every error source and its class is tested in `controller::requeue`.
+//! API; the table of every error source and its class is tested in `controller::error_classes`.
 
 /// What a retry should do with an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -6,6 +6,7 @@
 //! [`Action`] (what to do, always with a reason), [`Plan`] (the actions and the next
 //! [`checkpoint::Checkpoint`]) and [`Phase`] (what `kubectl get` shows).
 
+pub mod aftermath;
 pub mod bluegreen;
 pub mod checkpoint;
 mod counts;

@@ -330,127 +330,111 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
     if reason.moving() && !held_drain {
         return None;
     }
-    let (cluster, pool) = (ctx.cluster, ctx.pool);
-    let retry = format!("rota ctl retry --cluster {cluster} --pool {pool}");
+    let cause = ctx.halted.unwrap_or(message).to_string();
+    let (by, next) = match rota_waits(reason, ctx) {
+        Some(next) => (MovedBy::Rota, next),
+        None => (MovedBy::Person, person_moves(reason, ctx, &cause)?),
+    };
+    Some(StopNote {
+        reason: reason.as_str().into(),
+        by,
+        cause,
+        blocked_by: ctx.blocked_by.clone(),
+        next,
+    })
+}
+
+/// What rota waits for, for a stop it ends by itself (windows, budgets, boots, gates'
+/// samples, a drain the budgets allow); `None`: a person moves it ([`person_moves`]).
+fn rota_waits(reason: Reason, ctx: &Context<'_>) -> Option<String> {
     let when = |what: &str| match ctx.until {
         Some(t) => format!("{what} at {}", t.to_rfc3339()),
         None => what.to_string(),
     };
-    let cause = ctx.halted.unwrap_or(message).to_string();
-    let (by, next) = match reason {
-        Reason::OutsideWindow => (
-            MovedBy::Rota,
-            when("nothing to do: the next batch starts when a maintenance window opens with room for it"),
+    Some(match reason {
+        Reason::OutsideWindow => when(
+            "nothing to do: the next batch starts when a maintenance window opens with room for it",
         ),
-        Reason::Blackout => (
-            MovedBy::Rota,
-            when("nothing to do: the next batch starts when the blackout ends, inside a window"),
-        ),
-        Reason::SurgeBudget => (
-            MovedBy::Rota,
+        Reason::Blackout => {
+            when("nothing to do: the next batch starts when the blackout ends, inside a window")
+        }
+        Reason::SurgeBudget => {
             "nothing to do: the next batch starts when the group shrinks under its surge bound"
-                .into(),
+                .into()
+        }
+        Reason::MaxParallelPools => {
+            "nothing to do: it starts when a pool holding a slot finishes (or is moved on)".into()
+        }
+        Reason::DescribeLag => {
+            "nothing to do: rota waits until the cloud's describe shows its last change".into()
+        }
+        Reason::ReplacingNotReady | Reason::SurgeShort => when(
+            "nothing to do: rota replaces the new instances not Ready (rollout.nodeReadyRetries)",
         ),
-        Reason::MaxParallelPools => (
-            MovedBy::Rota,
-            "nothing to do: it starts when a pool holding a slot finishes (or is moved on)".into(),
+        Reason::GatePending => "nothing to do: rota goes on once the gate has its samples".into(),
+        Reason::ImageNotReady | Reason::ImageNotReplicated => {
+            "nothing to do: rota asks the cloud again until the image can launch here".into()
+        }
+        Reason::NoCandidates if ctx.blocked_by.is_empty() => {
+            "nothing to do: rota goes on once the old instances have terminated".into()
+        }
+        Reason::Draining => when(
+            "nothing to do: rota evicts as the PodDisruptionBudgets allow; drain.onTimeout applies",
         ),
-        Reason::DescribeLag => (
-            MovedBy::Rota,
-            "nothing to do: rota waits until the cloud's describe shows its last change".into(),
+        _ => return None,
+    })
+}
+
+/// The one command or commit that moves on a stop a person must end; `None` for a reason
+/// that is no stop. Every reason is named: a new one must say who moves it.
+fn person_moves(reason: Reason, ctx: &Context<'_>, cause: &str) -> Option<String> {
+    let (cluster, pool) = (ctx.cluster, ctx.pool);
+    let retry = format!("rota ctl retry --cluster {cluster} --pool {pool}");
+    Some(match reason {
+        Reason::NoCandidates => format!(
+            "a commit fixing pool {pool}'s nodeSelector or group, or remove the nodes that match no instance"
         ),
-        Reason::ReplacingNotReady | Reason::SurgeShort => (
-            MovedBy::Rota,
-            when("nothing to do: rota replaces the new instances not Ready (rollout.nodeReadyRetries)"),
-        ),
-        Reason::GatePending => (
-            MovedBy::Rota,
-            "nothing to do: rota goes on once the gate has its samples".into(),
-        ),
-        Reason::ImageNotReady | Reason::ImageNotReplicated => (
-            MovedBy::Rota,
-            "nothing to do: rota asks the cloud again until the image can launch here".into(),
-        ),
-        Reason::NoCandidates if ctx.blocked_by.is_empty() => (
-            MovedBy::Rota,
-            "nothing to do: rota goes on once the old instances have terminated".into(),
-        ),
-        Reason::NoCandidates => (
-            MovedBy::Person,
-            format!(
-                "a commit fixing pool {pool}'s nodeSelector or group, or remove the nodes that match no instance"
-            ),
-        ),
-        Reason::Draining => (
-            MovedBy::Rota,
-            when("nothing to do: rota evicts as the PodDisruptionBudgets allow; drain.onTimeout applies"),
-        ),
-        Reason::DoNotDisrupt => (
-            MovedBy::Person,
-            "the pod's owner removes rota.dev/do-not-disrupt (or moves the pod); rota goes on by itself".into(),
-        ),
-        Reason::VersionSkew => (
-            MovedBy::Person,
-            "upgrade the control plane, or a commit pinning a version whose kubernetes it accepts".into(),
-        ),
-        Reason::Stopped => (
-            MovedBy::Person,
-            ctx.clear.clone().unwrap_or_else(|| "rota stop --clear".into()),
-        ),
-        Reason::PausedByOperator => (
-            MovedBy::Person,
-            format!("rota ctl resume --cluster {cluster} --pool {pool}"),
-        ),
-        Reason::PausedByPolicy => (
-            MovedBy::Person,
-            "a commit setting rollout.paused back to false".into(),
-        ),
+        Reason::DoNotDisrupt => "the pod's owner removes rota.dev/do-not-disrupt (or moves the pod); rota goes on by itself".into(),
+        Reason::VersionSkew => "upgrade the control plane, or a commit pinning a version whose kubernetes it accepts".into(),
+        Reason::Stopped => ctx.clear.clone().unwrap_or_else(|| "rota stop --clear".into()),
+        Reason::PausedByOperator => format!("rota ctl resume --cluster {cluster} --pool {pool}"),
+        Reason::PausedByPolicy => "a commit setting rollout.paused back to false".into(),
         Reason::Halted | Reason::GateFailed | Reason::DrainTimeout | Reason::BatchFailed
-            if bad_image(&cause) =>
+            if bad_image(cause) =>
         {
-            (
-                MovedBy::Person,
-                format!(
-                    "a commit pinning a version that boots (rota propose opens the revert) or {retry}"
-                ),
+            format!(
+                "a commit pinning a version that boots (rota propose opens the revert) or {retry}"
             )
         }
         Reason::Halted | Reason::GateFailed | Reason::DrainTimeout | Reason::BatchFailed => {
-            (MovedBy::Person, format!("{retry}, once the cause is fixed"))
+            format!("{retry}, once the cause is fixed")
         }
-        Reason::RolledBack => (
-            MovedBy::Person,
-            "a commit pinning another version (the revert rota propose opens)".into(),
-        ),
-        Reason::InvalidWindow => (
-            MovedBy::Person,
-            "a commit fixing rollout.windows (rota validate names the line)".into(),
-        ),
+        Reason::RolledBack => "a commit pinning another version (the revert rota propose opens)".into(),
+        Reason::InvalidWindow => "a commit fixing rollout.windows (rota validate names the line)".into(),
         Reason::ImageNotFound
         | Reason::ImageDeprecated
         | Reason::ImageWrongArch
-        | Reason::ImageUnavailable => (
-            MovedBy::Person,
+        | Reason::ImageUnavailable => {
             "a commit pinning an image the cloud can launch here (rota images discover lists them)"
-                .into(),
-        ),
-        Reason::OwnerUpdateFailed => (
-            MovedBy::Person,
-            "a commit pinning a version the owner's update can finish (its errors name the cause)".into(),
-        ),
-        Reason::OwnerRefused => (
-            MovedBy::Person,
-            "a commit pinning a version the owner offers (its refusal names what it takes)".into(),
-        ),
-        Reason::ManagedPoolNotSupported => (
-            MovedBy::Person,
-            "an agent that drives the pool's owner, or a commit giving the pool a self-managed group"
-                .into(),
-        ),
-        Reason::PlannerLoop => (
-            MovedBy::Person,
-            format!("a bug in rota: report it; {retry} tries again"),
-        ),
+                .into()
+        }
+        Reason::OwnerUpdateFailed => "a commit pinning a version the owner's update can finish (its errors name the cause)".into(),
+        Reason::OwnerRefused => "a commit pinning a version the owner offers (its refusal names what it takes)".into(),
+        Reason::ManagedPoolNotSupported => "an agent that drives the pool's owner, or a commit giving the pool a self-managed group".into(),
+        Reason::PlannerLoop => format!("a bug in rota: report it; {retry} tries again"),
+        // What rota ends by itself ([`rota_waits`]).
+        Reason::OutsideWindow
+        | Reason::Blackout
+        | Reason::SurgeBudget
+        | Reason::MaxParallelPools
+        | Reason::DescribeLag
+        | Reason::ReplacingNotReady
+        | Reason::SurgeShort
+        | Reason::GatePending
+        | Reason::ImageNotReady
+        | Reason::ImageNotReplicated
+        | Reason::Draining => return None,
+        // No stop: the pool moves, or has nothing to do.
         Reason::NotManaged
         | Reason::UpToDate
         | Reason::Done
@@ -465,13 +449,6 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
         | Reason::Cleanup
         | Reason::Refilling
         | Reason::OwnerUpdating => return None,
-    };
-    Some(StopNote {
-        reason: reason.as_str().into(),
-        by,
-        cause,
-        blocked_by: ctx.blocked_by.clone(),
-        next,
     })
 }
 

@@ -14,7 +14,7 @@ const OLD: &str = "ami-0000000000000000a";
 const NEW: &str = "ami-0000000000000000b";
 const NEWER: &str = "ami-0000000000000000c";
 
-fn t0() -> DateTime<Utc> {
+pub(crate) fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-11-23T10:00:00Z")
         .unwrap()
         .with_timezone(&Utc)
@@ -24,14 +24,14 @@ fn mins(m: i64) -> DateTime<Utc> {
     t0() + Duration::minutes(m)
 }
 
-struct NodeB {
+pub(crate) struct NodeB {
     node: ObservedNode,
     image: String,
     lifecycle: Lifecycle,
     registered: bool,
 }
 
-fn node(name: &str) -> NodeB {
+pub(crate) fn node(name: &str) -> NodeB {
     NodeB {
         node: ObservedNode {
             name: name.into(),
@@ -179,7 +179,7 @@ fn a_managed_pool_is_never_acted_on() {
     }
 }
 
-fn world(nodes: Vec<NodeB>) -> Observed {
+pub(crate) fn world(nodes: Vec<NodeB>) -> Observed {
     let n = nodes.len() as u32;
     Observed {
         group: GroupState {
@@ -220,7 +220,7 @@ fn world(nodes: Vec<NodeB>) -> Observed {
     }
 }
 
-fn desired(batch: u32) -> DesiredPool {
+pub(crate) fn desired(batch: u32) -> DesiredPool {
     DesiredPool {
         owner_image: None,
         cluster: "prod".into(),
@@ -247,7 +247,7 @@ fn shown(plan: &Plan) -> Vec<String> {
     plan.actions.iter().map(|a| a.action.to_string()).collect()
 }
 
-fn old4() -> Vec<NodeB> {
+pub(crate) fn old4() -> Vec<NodeB> {
     vec![
         node("n1").ready(),
         node("n2").ready(),
@@ -3076,7 +3076,7 @@ fn without_max_deferral_do_not_disrupt_holds_forever_and_with_it_the_node_is_tak
 }
 
 /// A fleet stop as the agent puts it in the policy.
-fn fleet_stop() -> crate::fleet::stops::FleetStop {
+pub(crate) fn fleet_stop() -> crate::fleet::stops::FleetStop {
     crate::fleet::stops::FleetStop {
         id: "ab".repeat(20),
         wave: Some("main".into()),

@@ -1,23 +1,24 @@
-//! What finished between two statuses of a pool, counted into its metrics: new nodes
-//! brought up and their boot-to-Ready, old nodes drained and the drain's duration, a batch's
-//! whole duration. The controller calls [`count`] after each status write.
+//! What finished between two statuses of a pool, as metric updates: new nodes brought up
+//! and their boot-to-Ready, old nodes drained and the drain's duration, a batch's whole
+//! duration. [`super::of`] calls [`count`] after each status write; the controller's
+//! executor records the updates.
 
 use chrono::{DateTime, Utc};
 
-use crate::metrics::PoolMetrics;
-use rota_core::rotate::resource::NodePoolRotationStatus;
-use rota_core::rotate::{Batch, Stage};
+use super::MetricUpdate;
+use crate::rotate::resource::NodePoolRotationStatus;
+use crate::rotate::{Batch, Stage};
 
-/// Count what finished between the status before and after a reconcile (pure but for the
-/// metrics): a batch's new nodes Ready (brought up, boot-to-Ready from the surge), its old
-/// nodes drained (drain duration from the drain's start), the batch done (batch duration
-/// from the surge). Returns the batch under way and when its surge began.
-pub(super) fn count(
+/// Count what finished between the status before and after a reconcile into `pm`: a
+/// batch's new nodes Ready (brought up, boot-to-Ready from the surge), its old nodes drained
+/// (drain duration from the drain's start), the batch done (batch duration from the surge).
+/// Returns the batch under way and when its surge began.
+pub fn count(
     prev: Option<&NodePoolRotationStatus>,
     next: &NodePoolRotationStatus,
     started: Option<(u32, DateTime<Utc>)>,
     now: DateTime<Utc>,
-    pm: &PoolMetrics<'_>,
+    pm: &mut Vec<MetricUpdate>,
 ) -> Option<(u32, DateTime<Utc>)> {
     let before = prev.and_then(|p| p.checkpoint.as_ref()).map(|c| &c.stage);
     let after = next.checkpoint.as_ref().map(|c| &c.stage);
@@ -59,7 +60,7 @@ fn pipelined_ready(
     now_in: [Option<&Stage>; 2],
     started: Option<(u32, DateTime<Utc>)>,
     now: DateTime<Utc>,
-    pm: &PoolMetrics<'_>,
+    pm: &mut Vec<MetricUpdate>,
 ) {
     let now_at = now_in
         .into_iter()
@@ -83,7 +84,7 @@ fn left_stage(
     after: Option<&Stage>,
     started: Option<(u32, DateTime<Utc>)>,
     now: DateTime<Utc>,
-    pm: &PoolMetrics<'_>,
+    pm: &mut Vec<MetricUpdate>,
 ) {
     let same_batch =
         before.batch().map(|x| x.number) == after.and_then(|s| s.batch()).map(|x| x.number);
@@ -99,19 +100,19 @@ fn left_stage(
             brought_up(batch, surge, now, pm);
             // A replace batch ends here, its replacements Ready: from its start (its gate).
             if let Some(t) = batch.started_at.filter(|_| batch.replace) {
-                pm.observe_batch_duration(secs(t, now));
+                pm.push(MetricUpdate::BatchDuration(secs(t, now)));
             }
         }
         Stage::Draining { batch } if matches!(after, Some(Stage::Terminating { .. })) => {
             let n = batch.old_nodes.len() as u64;
-            pm.record_drained(n);
+            pm.push(MetricUpdate::Drained(n));
             for _ in 0..n {
-                pm.observe_drain_duration(secs(batch.stage_since, now));
+                pm.push(MetricUpdate::DrainDuration(secs(batch.stage_since, now)));
             }
         }
         Stage::Terminating { .. } => {
             if let Some(t) = surge {
-                pm.observe_batch_duration(secs(t, now));
+                pm.push(MetricUpdate::BatchDuration(secs(t, now)));
             }
         }
         _ => {}
@@ -123,13 +124,13 @@ fn brought_up(
     batch: &Batch,
     surge: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
-    pm: &PoolMetrics<'_>,
+    pm: &mut Vec<MetricUpdate>,
 ) {
     let n = batch.new_instances.len() as u64;
-    pm.record_brought_up(n);
+    pm.push(MetricUpdate::BroughtUp(n));
     if let Some(t) = surge {
         for _ in 0..n {
-            pm.observe_boot_to_ready(secs(t, now));
+            pm.push(MetricUpdate::BootToReady(secs(t, now)));
         }
     }
 }
@@ -164,8 +165,7 @@ mod tests {
 
     #[test]
     fn a_pipelined_batch_counts_its_nodes_brought_up_and_their_boot() {
-        let m = crate::metrics::Metrics::new();
-        let pm = m.pool("c", "p");
+        let mut pm = Vec::new();
         let at = |min: i64| {
             chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
                 .unwrap()
@@ -178,7 +178,7 @@ mod tests {
             &soaking_with_next("waitingReady"),
             None,
             at(2),
-            &pm,
+            &mut pm,
         );
         assert_eq!(started, Some((2, at(1))));
         // Its nodes are Ready (it moved on to the gates): two brought up, booted in 3 min.
@@ -187,16 +187,15 @@ mod tests {
             &soaking_with_next("gating"),
             started,
             at(4),
-            &pm,
+            &mut pm,
         );
-        let text = m.render_at(at(4));
-        assert!(
-            text.contains(r#"rota_nodes_brought_up_total{cluster="c",pool="p"} 2"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"rota_node_boot_to_ready_seconds_sum{cluster="c",pool="p"} 360"#),
-            "{text}"
+        assert_eq!(
+            pm,
+            vec![
+                MetricUpdate::BroughtUp(2),
+                MetricUpdate::BootToReady(180.0),
+                MetricUpdate::BootToReady(180.0),
+            ]
         );
     }
 
@@ -204,8 +203,7 @@ mod tests {
     /// termination after them): from its start to that moment.
     #[test]
     fn a_replace_batch_is_timed_from_its_start_to_its_replacements_ready() {
-        let m = crate::metrics::Metrics::new();
-        let pm = m.pool("c", "p");
+        let mut pm = Vec::new();
         let at = |min: i64| {
             chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
                 .unwrap()
@@ -227,12 +225,14 @@ mod tests {
             &stage("soaking"),
             None,
             at(25),
-            &pm,
+            &mut pm,
         );
-        let text = m.render_at(at(25));
-        assert!(
-            text.contains(r#"rota_batch_duration_seconds_sum{cluster="c",pool="p"} 1500"#),
-            "{text}"
+        assert_eq!(
+            pm,
+            vec![
+                MetricUpdate::BroughtUp(1),
+                MetricUpdate::BatchDuration(1500.0)
+            ]
         );
     }
 }

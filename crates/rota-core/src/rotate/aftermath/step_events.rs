@@ -16,8 +16,8 @@
 //! under way, never anything of the rotation (the checkpoint and the status say where it
 //! is); failures are posted at once, as Warnings, by `apply`.
 
+use crate::rotate::{Action, Phase, Plan};
 use chrono::{DateTime, Utc};
-use rota_core::rotate::{Phase, Plan};
 
 /// A step gathering for longer than this is posted anyway (a long drain says what it did
 /// so far), and again after as long. Longer than the kube-rs recorder's 6-minute series
@@ -58,6 +58,30 @@ impl Step {
             Some(n) => format!("Batch{n}"),
             None => "Rotate".into(),
         }
+    }
+}
+
+/// The kind an action is gathered (and a failure's Warning Event is posted) under.
+pub fn kind(a: &Action) -> &'static str {
+    match a {
+        Action::SetImage { .. } => "SetImage",
+        Action::SetCapacity { .. } => "SetCapacity",
+        Action::SetMax { .. } => "SetMaxSize",
+        Action::Cordon { .. } => "Cordon",
+        Action::Uncordon { .. } => "Uncordon",
+        Action::Evict { .. } => "Evict",
+        Action::DeletePod { .. } => "ForceDelete",
+        Action::Terminate { .. } => "Terminate",
+        Action::TerminateForReplacement { .. } => "TerminateForReplacement",
+        Action::SetScaleDownDisabled { .. } => "ScaleDownDisabled",
+        Action::WithdrawSurge { .. } => "WithdrawSurge",
+        Action::StartOwnerUpdate { .. } => "StartOwnerUpdate",
+        Action::PinNodeClassImage { .. } => "PinNodeClassImage",
+        Action::SetDisruptionBudgets { .. } => "SetDisruptionBudgets",
+        Action::CreateTwinPool { .. } => "CreateTwinPool",
+        Action::SetPoolSize { .. } => "SetPoolSize",
+        Action::RemovePoolNode { .. } => "RemovePoolNode",
+        Action::DeletePool { .. } => "DeletePool",
     }
 }
 

@@ -18,12 +18,12 @@
 //! (`WithdrawSurge` describes again itself and may do nothing) and a termination of an
 //! instance the describe does not list.
 
-use rota_core::cloud::{GroupState, Lifecycle};
-use rota_core::rotate::{Action, Planned};
+use crate::cloud::{GroupState, Lifecycle};
+use crate::rotate::{Action, Planned};
 
 /// Whether a plan writes to the cloud group or the pool's owner (a managed pool's API,
 /// Karpenter's objects). Every action is named: a new one must say which side it acts on.
-pub fn calls_cloud(plan: &rota_core::rotate::Plan) -> bool {
+pub fn calls_cloud(plan: &crate::rotate::Plan) -> bool {
     plan.actions.iter().any(|a| match a.action {
         Action::SetImage { .. }
         | Action::SetCapacity { .. }
@@ -96,7 +96,7 @@ pub fn applied(group: &GroupState, actions: &[Planned]) -> Option<GroupState> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rota_core::cloud::{GroupRef, Instance};
+    use crate::cloud::{GroupRef, Instance};
 
     fn group() -> GroupState {
         GroupState {

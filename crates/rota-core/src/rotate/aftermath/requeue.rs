@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use rota_core::errors::Class;
-use rota_core::fleet::resolved::{EffectivePolicy, ResolvedGate};
-use rota_core::rotate::{Phase, Plan, Stage};
+use crate::errors::Class;
+use crate::fleet::resolved::{EffectivePolicy, ResolvedGate};
+use crate::rotate::{Phase, Plan, Stage};
 
 /// A stopped or finished pool is looked at again after this long (spec changes wake it
 /// earlier).
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn a_halted_pool_undoing_a_pipelined_batch_is_looked_at_soon() {
-        use rota_core::rotate::{Phase, StatusSummary};
+        use crate::rotate::{Phase, StatusSummary};
         let checkpoint = serde_json::from_value(serde_json::json!({
             "originImage": "a", "targetImage": "b", "targetVersion": "v2",
             "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 2,

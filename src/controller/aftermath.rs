@@ -1,0 +1,222 @@
+//! The executor of a pass's aftermath: what `rota_core::rotate::aftermath::of` decided
+//! (Events, notices, metric updates, the request's clearing patch, the kept describe, the
+//! requeue) carried out against the recorder, the notifier, the metrics registry, the API
+//! server and the pool's runtime state. Nothing is decided here; a new Event, notice or
+//! metric is decided in the core and only a new kind of effect needs an arm here.
+
+use kube::api::Api;
+use kube::{Resource, ResourceExt};
+
+use super::Controller;
+use super::apply::ApplyError;
+use crate::kube::crd::NodePoolRotation;
+use crate::metrics::PoolMetrics;
+use rota_core::rotate::aftermath::{self, Aftermath, ClearRequest, Describe, Event, MetricUpdate};
+use rota_core::rotate::operator::{OperatorError, REQUEST_NOTE_ANNOTATION, Request};
+use rota_core::rotate::resource::NodePoolRotationStatus;
+use rota_core::rotate::status::Composed;
+use rota_core::rotate::{GateVerdict, Plan};
+
+/// What a pass did that its aftermath follows from, besides the plan and the status.
+pub(super) struct Facts<'a> {
+    pub desired: &'a rota_core::fleet::resolved::DesiredPool,
+    pub request: Option<&'a Result<Request, OperatorError>>,
+    pub steered: Option<&'a str>,
+    pub gates: &'a GateVerdict,
+    pub acted: &'a aftermath::Acted,
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+impl Controller {
+    /// The pass's aftermath (pure, in the core), from the facts and the pool's memory.
+    pub(super) fn aftermath(
+        &mut self,
+        npr: &NodePoolRotation,
+        plan: &Plan,
+        composed: &Composed,
+        facts: &Facts<'_>,
+    ) -> Aftermath {
+        let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
+        let failed_gate = match facts.gates {
+            GateVerdict::Failed { gate, .. } => Some(gate.as_str()),
+            _ => None,
+        };
+        let pass = aftermath::Pass {
+            spec: &npr.spec,
+            previous: npr.status.as_ref(),
+            composed,
+            plan,
+            policy: &facts.desired.policy,
+            gates: &facts.desired.gates,
+            request: facts.request,
+            steered: facts.steered,
+            request_note: npr
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(REQUEST_NOTE_ANNOTATION)),
+            failed_gate,
+            acted: facts.acted,
+            failed_action: state.last_error_action.as_deref(),
+            now: facts.now,
+        };
+        aftermath::of(&pass, std::mem::take(&mut state.aftermath))
+    }
+
+    /// Carry the aftermath out, in the order it lists: the Events (the step's, the request's,
+    /// the stop's, the Stuck condition's), the kept describe, the request's annotation, the
+    /// metrics, the notices; then the pool's runtime state (its memory, and on success its
+    /// healed error and when it is due).
+    pub(super) async fn carry_out(
+        &mut self,
+        npr: &NodePoolRotation,
+        plan: &Plan,
+        status: &NodePoolRotationStatus,
+        a: Aftermath,
+    ) {
+        for e in &a.events {
+            self.event(npr, e).await;
+        }
+        match a.describe {
+            Describe::Keep => {}
+            Describe::Forget => self.forget_describe(npr),
+            Describe::OwnWrites => self.note_own_writes(npr, &plan.actions),
+        }
+        if let Some(clear) = &a.clear_request {
+            self.clear_request(npr, clear).await;
+        }
+        let pm = self.metrics.pool(&npr.spec.cluster, &npr.spec.pool);
+        for m in &a.metrics {
+            record(&pm, m, status);
+        }
+        for notice in a.notices {
+            tracing::info!(?notice.kind, "rollout notice");
+            self.notifier.notify(notice);
+        }
+        let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
+        state.aftermath = a.memory;
+        if let Some(wait) = a.requeue {
+            if a.error_healed {
+                state.last_error = None;
+                state.last_error_action = None;
+                state.refused = None;
+            }
+            state.failures = 0;
+            state.blocked_on = None;
+            state.due = self.clock.after(wait);
+        }
+    }
+
+    /// Remove the operator's request annotation (only if it still holds this request: a
+    /// newer one stays for the next reconcile).
+    async fn clear_request(&self, npr: &NodePoolRotation, clear: &ClearRequest) {
+        let patch: json_patch::Patch = match serde_json::from_value(clear.ops()) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "building the request-clearing patch failed");
+                return;
+            }
+        };
+        let api: Api<NodePoolRotation> = Api::all(self.client.clone());
+        if let Err(e) = api
+            .patch(
+                &npr.name_any(),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::<()>::Json(patch),
+            )
+            .await
+        {
+            // A newer request replaced it (the test op fails), or a transient error: the next
+            // reconcile sees the annotation again and the checkpoint knows it was applied.
+            tracing::info!(error = %e, "clearing the operator request annotation failed");
+        }
+    }
+
+    /// Publish an Event on the NodePoolRotation (when events are on); failures are logged.
+    pub(super) async fn event(&self, npr: &NodePoolRotation, e: &Event) {
+        use kube::runtime::events::{Event as KubeEvent, EventType};
+        if e.warning {
+            tracing::warn!(reason = %e.reason, note = %e.note, "warning event");
+        }
+        let Some(rec) = &self.recorder else { return };
+        let ev = KubeEvent {
+            type_: if e.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: e.reason.clone(),
+            note: Some(e.note.clone()),
+            action: e.action.clone(),
+            secondary: None,
+        };
+        if let Err(err) = rec.publish(&ev, &npr.object_ref(&())).await {
+            tracing::warn!(error = %err, "publishing an event failed");
+        }
+    }
+}
+
+/// One metric update on the pool's series (`status`: the composed status the gauges follow).
+fn record(pm: &PoolMetrics<'_>, m: &MetricUpdate, status: &NodePoolRotationStatus) {
+    match m {
+        MetricUpdate::Status => pm.observe_status(status),
+        MetricUpdate::BroughtUp(n) => pm.record_brought_up(*n),
+        MetricUpdate::BootToReady(s) => pm.observe_boot_to_ready(*s),
+        MetricUpdate::Drained(n) => pm.record_drained(*n),
+        MetricUpdate::DrainDuration(s) => pm.observe_drain_duration(*s),
+        MetricUpdate::BatchDuration(s) => pm.observe_batch_duration(*s),
+        MetricUpdate::GateFailed(g) => pm.record_gate_failed(g),
+        MetricUpdate::GateCleared => pm.clear_gate_failed(),
+    }
+}
+
+/// Whether an apply error means the status was not written (the write failed or was
+/// refused): the aftermath then tells nothing of it.
+pub(super) fn unwritten(e: &ApplyError) -> bool {
+    matches!(
+        e,
+        ApplyError::Status { .. }
+            | ApplyError::Conflict { .. }
+            | ApplyError::NotLeading(_)
+            | ApplyError::Fenced { .. }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each metric update the aftermath decides lands in its series (the names the
+    /// dashboards and alerts read).
+    #[test]
+    fn each_metric_update_lands_in_its_series() {
+        let m = crate::metrics::Metrics::new();
+        let pm = m.pool("c", "p");
+        let status = NodePoolRotationStatus::default();
+        for u in [
+            MetricUpdate::BroughtUp(2),
+            MetricUpdate::BootToReady(180.0),
+            MetricUpdate::BootToReady(180.0),
+            MetricUpdate::Drained(1),
+            MetricUpdate::DrainDuration(60.0),
+            MetricUpdate::BatchDuration(1500.0),
+            MetricUpdate::GateFailed("error-rate".into()),
+        ] {
+            record(&pm, &u, &status);
+        }
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-24T10:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let text = m.render_at(at);
+        for line in [
+            r#"rota_nodes_brought_up_total{cluster="c",pool="p"} 2"#,
+            r#"rota_node_boot_to_ready_seconds_sum{cluster="c",pool="p"} 360"#,
+            r#"rota_nodes_drained_total{cluster="c",pool="p"} 1"#,
+            r#"rota_drain_duration_seconds_sum{cluster="c",pool="p"} 60"#,
+            r#"rota_batch_duration_seconds_sum{cluster="c",pool="p"} 1500"#,
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        assert!(text.contains("rota_pool_gate_failed"), "{text}");
+    }
+}
