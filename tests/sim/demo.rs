@@ -75,9 +75,9 @@ async fn the_demo_plays_bump_promotion_and_revert() {
         ),
         "{first_step}"
     );
-    // The example's 13 pools; not the EKS managed node group the demo adds (the agent
-    // adopts no managed pool).
-    assert!(text.contains("13 pools adopted"), "{text}");
+    // The example's 13 pools and the EKS managed node group the demo adds, read through
+    // EKS's API.
+    assert!(text.contains("14 pools adopted"), "{text}");
     assert!(text.contains("gpu@2026.10.3"), "{text}");
     let (state, desc) = status(&o, "prometheus", "rota/prod-use1/gpu");
     assert_eq!(state, State::Success, "{desc}");
