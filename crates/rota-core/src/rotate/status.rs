@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 
 use super::resource::{Condition, Fence, NodePoolRotationStatus};
 use super::stuck::{self, Stuck, Transition};
-use super::{Phase, Plan, StatusSummary};
+use super::stop::Reason;
+use super::{Phase, Plan, Refusal, StatusSummary};
 use crate::errors::Classified;
 
 /// What a reconcile saw and decided, from which its status is composed.
@@ -35,6 +36,9 @@ pub struct Reconciled<'a> {
     /// The leadership term that writes: ours under election; without one, the term already
     /// stored is kept.
     pub fence: Option<Fence>,
+    /// The owner's refusal the plan was made with (`Observed::refused`): kept in the status
+    /// while the plan pauses the pool on it, so that a restart does not ask again.
+    pub refused: Option<&'a Refusal>,
 }
 
 /// `--stuck-after`'s default.
@@ -59,6 +63,7 @@ impl<'a> Reconciled<'a> {
             cause: None,
             stuck_after: STUCK_AFTER,
             fence: previous.and_then(|p| p.fence.clone()),
+            refused: None,
         }
     }
 }
@@ -85,6 +90,11 @@ pub fn compose(r: &Reconciled<'_>) -> Composed {
     }
     let mut status = summarize(r.plan, &summary, r.previous, r.commit, r.generation, r.now);
     status.fence = r.fence.clone();
+    // Only while the pool is paused on it: a plan that moves on (another version) drops it.
+    status.refused = r
+        .refused
+        .filter(|_| r.plan.status.reason == Reason::OwnerRefused.as_str())
+        .cloned();
     let progressed = progressed(r.previous, &status);
     // Real progress heals whatever failed before: it is no longer the cause of anything.
     let cause = if progressed { None } else { r.cause };
@@ -265,6 +275,7 @@ fn summarize(
         last_progress_time,
         estimated_completion,
         fence: None,
+        refused: None,
     }
 }
 
