@@ -214,6 +214,8 @@ pub fn owners(
         use crate::cloud::gcp::node_pools::{GkeOptions, LazyGkeNodePools};
         out.push(Arc::new(LazyGkeNodePools::new(GkeOptions {
             endpoint: args.gke_endpoint.clone(),
+            // The node pools' instance groups are read from Compute, at its root.
+            compute_endpoint: args.gcp_endpoint.clone(),
             ..GkeOptions::default()
         })));
     }

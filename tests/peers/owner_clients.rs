@@ -64,10 +64,59 @@ mod gke {
     pub(super) fn client(double: &GkeDouble) -> GkeNodePools {
         GkeNodePools::new(GkeOptions {
             endpoint: Some(double.url.clone()),
+            compute_endpoint: None,
             credentials: GcpCredentials::Anonymous,
             retry: retries(),
         })
         .unwrap()
+    }
+
+    /// The pool's size is its managed instance groups' `targetSize`s, read from Compute
+    /// (the GCP double, held to Compute v1): 2 + 5 after the autoscaler grew one zone, not
+    /// the 3 a zone in 2 zones it was created with. A surge by percent counts from it.
+    #[tokio::test]
+    async fn a_gke_pools_size_is_its_instance_groups_sizes() {
+        use crate::support::gcp_double::{GcpDouble, MigSpec};
+        let d = double().await;
+        let compute = GcpDouble::start().await;
+        let mut urls = vec![];
+        for (zone, size) in [("europe-west1-b", 2), ("europe-west1-c", 5)] {
+            let key = compute.add_mig(&MigSpec {
+                project: "acme".into(),
+                name: format!("gke-prod-general-{zone}-grp"),
+                zone: Some(zone.into()),
+                region: None,
+                target_size: size,
+                image: "projects/gke-node-images/global/images/gke-1314-cos".into(),
+                autoscaler: None,
+                regional_template: false,
+                update_policy: "OPPORTUNISTIC",
+                autoscaler_mode: "OFF",
+            });
+            urls.push(format!("https://www.googleapis.com/compute/v1/{key}"));
+        }
+        d.set_instance_groups(PATH, &urls);
+        let gke = GkeNodePools::new(GkeOptions {
+            endpoint: Some(d.url.clone()),
+            compute_endpoint: Some(compute.url.clone()),
+            credentials: GcpCredentials::Anonymous,
+            retry: retries(),
+        })
+        .unwrap();
+        let st = gke.describe(&pool()).await.unwrap();
+        assert_eq!(st.desired, 7, "2 + 5, the groups' sizes");
+        let reads: Vec<String> = compute
+            .requests()
+            .into_iter()
+            .filter(|r| r.contains("instanceGroupManagers/gke-prod-general"))
+            .collect();
+        assert_eq!(reads.len(), 2, "{reads:?}");
+        // A broken answer naming something else than a managed instance group is refused.
+        d.set_instance_groups(PATH, &["https://evil.example/compute/v1/projects/acme/zones/z/instances/i-1".to_string()]);
+        let e = gke.describe(&pool()).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+        assert!(e.message.contains("evil.example"), "{e}");
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
     }
 
     async fn double() -> GkeDouble {
@@ -424,7 +473,7 @@ fn the_descriptions_refuse_what_they_do_not_allow() {
         "rota-1-a",
         MaxUnavailable::Count(1),
     );
-    let body = update_request(path, &np, &r).unwrap();
+    let body = update_request(path, &np, 2, &r).unwrap();
     let ok = check_request(Api::Container, "PUT", &format!("v1/{path}"), &body);
     assert!(ok.is_empty(), "{ok:?}");
     let mut bad = body.clone();
