@@ -1,6 +1,7 @@
 //! `rota clusters import NAME --cloud aws --region R`: a cluster's pools read from their
 //! owners (EKS managed node groups; the Auto Scaling groups tagged
-//! `kubernetes.io/cluster/<name>`; with `--cloud gcp` a GKE cluster's node pools, with
+//! `kubernetes.io/cluster/<name>`; with `--cloud gcp` a GKE cluster's node pools and the
+//! managed instance groups whose template carries kops's `k8s-io-cluster-name` label, with
 //! `--cloud azure` an AKS cluster's agent pools) and written as the fleet repo's `clusters/<NAME>.yaml`
 //! (the decisions are `rota_core::onboard`'s).
 //!
@@ -36,7 +37,8 @@ pub enum ClustersCommand {
 pub enum ImportCloud {
     /// EKS managed node groups and the Auto Scaling groups tagged as the cluster's.
     Aws,
-    /// A GKE cluster's node pools (--project, --location).
+    /// A GKE cluster's node pools and the managed instance groups labelled as the
+    /// cluster's (--project, --location).
     Gcp,
     /// An AKS cluster's agent pools (--subscription-id, --resource-group).
     Azure,
@@ -59,7 +61,8 @@ pub struct ImportArgs {
     #[arg(long, conflicts_with = "eks_cluster")]
     pub no_eks: bool,
     /// AWS: the NAME in the groups' `kubernetes.io/cluster/NAME` tag (default: the EKS
-    /// cluster's name, else NAME).
+    /// cluster's name, else NAME). GCP: the cluster's name in the groups' templates'
+    /// `k8s-io-cluster-name` label (default: the GKE cluster's name, else NAME).
     #[arg(long)]
     pub tag_cluster: Option<String>,
     /// AWS: also list the cluster's Karpenter NodePools, through the Kubernetes API of
@@ -84,6 +87,12 @@ pub struct ImportArgs {
     /// GCP: the Kubernetes Engine API root (default https://container.googleapis.com).
     #[arg(long, env = "ROTA_GKE_ENDPOINT")]
     pub gke_endpoint: Option<String>,
+    /// GCP: the Compute Engine API root (default https://compute.googleapis.com).
+    #[arg(long, env = "ROTA_GCP_ENDPOINT")]
+    pub gcp_endpoint: Option<String>,
+    /// GCP: the cluster is not on GKE; list only its labelled managed instance groups.
+    #[arg(long, conflicts_with = "gke_cluster")]
+    pub no_gke: bool,
     /// Azure: the AKS cluster's subscription.
     #[arg(long, env = "AZURE_SUBSCRIPTION_ID")]
     pub subscription_id: Option<String>,
@@ -250,6 +259,9 @@ fn command_line(a: &ImportArgs) -> String {
     if a.no_eks {
         s.push_str(" --no-eks");
     }
+    if a.no_gke {
+        s.push_str(" --no-gke");
+    }
     if a.karpenter {
         s.push_str(" --karpenter");
     }
@@ -376,19 +388,32 @@ fn gcp(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
     let pools = rt.block_on(async {
         let gke = GkeNodePools::new(GkeOptions {
             endpoint: a.gke_endpoint.clone(),
+            compute_endpoint: a.gcp_endpoint.clone(),
             ..GkeOptions::default()
         })
         .map_err(|e| format!("{e:#}"))?;
-        gke.list_cluster_pools(&project, &location, &cluster)
-            .await
-            .map_err(|e| e.to_string())
+        let mut pools = if a.no_gke {
+            Vec::new()
+        } else {
+            gke.list_cluster_pools(&project, &location, &cluster)
+                .await
+                .map_err(|e| e.to_string())?
+        };
+        // The self-managed groups by their templates' label naming the cluster.
+        let labelled = a.tag_cluster.clone().unwrap_or_else(|| cluster.clone());
+        pools.extend(
+            gke.list_cluster_migs(&project, &labelled)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+        Ok::<_, String>(pools)
     })?;
     let mut fields = vec![
         ("project", project),
         (gcp_location_key(&location), location),
     ];
     // `gkeCluster` defaults to the Cluster's name: written only when it differs.
-    if cluster != a.name {
+    if !a.no_gke && cluster != a.name {
         fields.push(("gkeCluster", cluster));
     }
     Ok(cluster_of(a, command, "gcp", fields, pools))
@@ -501,6 +526,27 @@ mod tests {
             command_line(&a),
             "rota clusters import prod --cloud gcp --project acme --location europe-west1-b \
              --gke-cluster gke-prod --channel general"
+        );
+        // A cluster without GKE (kops on GCE): its labelled groups only, by the name in their
+        // templates' label; the endpoint is left out of the header.
+        let a = args(&[
+            "kops-prod",
+            "--cloud",
+            "gcp",
+            "--project",
+            "acme",
+            "--location",
+            "europe-west1",
+            "--no-gke",
+            "--tag-cluster",
+            "prod-k8s-local",
+            "--gcp-endpoint",
+            "http://127.0.0.1:1",
+        ]);
+        assert_eq!(
+            command_line(&a),
+            "rota clusters import kops-prod --cloud gcp --no-gke --tag-cluster prod-k8s-local \
+             --project acme --location europe-west1 --channel general"
         );
         let e = find(&args(&["../x", "--cloud", "azure"])).unwrap_err();
         assert!(!e.is_empty());

@@ -112,7 +112,10 @@ mod gke {
             .collect();
         assert_eq!(reads.len(), 2, "{reads:?}");
         // A broken answer naming something else than a managed instance group is refused.
-        d.set_instance_groups(PATH, &["https://evil.example/compute/v1/projects/acme/zones/z/instances/i-1".to_string()]);
+        d.set_instance_groups(
+            PATH,
+            &["https://evil.example/compute/v1/projects/acme/zones/z/instances/i-1".to_string()],
+        );
         let e = gke.describe(&pool()).await.unwrap_err();
         assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
         assert!(e.message.contains("evil.example"), "{e}");
@@ -622,6 +625,104 @@ async fn gke_and_aks_clusters_are_imported_valid_and_byte_stable() {
     }
 }
 
+/// `rota clusters import --cloud gcp`'s self-managed groups against the Compute double (held
+/// to Compute v1): the groups whose template carries the cluster's kops label are listed
+/// beside the GKE node pools, each with a comment and its zone, picked by kops's instance
+/// group label; GKE's own groups and another cluster's are not; the file validates and a
+/// second import writes the same bytes.
+#[tokio::test]
+async fn labelled_migs_are_imported_beside_gke_node_pools_and_byte_stable() {
+    use crate::support::gcp_double::{GcpDouble, MigSpec};
+    use rota::cloud::gcp::GcpCredentials;
+    use rota::cloud::gcp::node_pools::{GkeNodePools, GkeOptions};
+    use rota_core::onboard::{Outcome, outcome};
+
+    let (g, _a) = import_doubles().await;
+    let compute = GcpDouble::start().await;
+    let spec = |name: &str, zone: &str| MigSpec {
+        project: "acme".into(),
+        name: name.into(),
+        zone: Some(zone.into()),
+        region: None,
+        target_size: 2,
+        image: "projects/acme/global/images/general-2026-11-1".into(),
+        autoscaler: None,
+        regional_template: false,
+        update_policy: "OPPORTUNISTIC",
+        autoscaler_mode: "OFF",
+    };
+    let ours = compute.add_mig(&spec("nodes-europe-west1-b", "europe-west1-b"));
+    compute.label_template(
+        &ours,
+        &[
+            ("k8s-io-cluster-name", "prod-euw1"),
+            ("k8s-io-instance-group", "nodes-europe-west1-b"),
+        ],
+    );
+    // GKE's own group (its template labelled goog-gke-node) and another cluster's.
+    compute.add_mig(&spec("gke-prod-euw1-general-1a2b-grp", "europe-west1-b"));
+    let theirs = compute.add_mig(&spec("nodes-staging", "europe-west1-c"));
+    compute.label_template(&theirs, &[("k8s-io-cluster-name", "staging")]);
+    let client = GkeNodePools::new(GkeOptions {
+        endpoint: Some(g.url.clone()),
+        compute_endpoint: Some(compute.url.clone()),
+        credentials: GcpCredentials::Anonymous,
+        retry: retries(),
+    })
+    .unwrap();
+    let gcp = [("project", "acme"), ("region", "europe-west1")];
+    let found_all = || async {
+        let mut pools = client
+            .list_cluster_pools("acme", "europe-west1", "prod-euw1")
+            .await
+            .unwrap();
+        pools.extend(client.list_cluster_migs("acme", "prod-euw1").await.unwrap());
+        found("prod-euw1", "gcp", &gcp, pools)
+    };
+    let f = found_all().await;
+    let names: Vec<&str> = f.pools.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["general", "spot", "nodes-europe-west1-b"]);
+    let repo = fleet_with_gke_and_aks_forms();
+    let rel = "clusters/prod-euw1.yaml";
+    let Outcome::New { text } = outcome(rel, None, &f).unwrap() else {
+        panic!("no file yet")
+    };
+    std::fs::write(repo.path().join(rel), &text).unwrap();
+    assert!(
+        text.contains("# managed instance group nodes-europe-west1-b in europe-west1-b, its template labelled k8s-io-cluster-name=prod-euw1 (instanceGroupManagers.aggregatedList)"),
+        "{text}"
+    );
+    let fleet = rota::fleet::load_dir(repo.path())
+        .unwrap_or_else(|d| panic!("the imported file does not validate:\n{d}\n{text}"));
+    let mig = fleet
+        .resolve_cluster("prod-euw1")
+        .unwrap()
+        .pools
+        .into_iter()
+        .find(|p| p.name == "nodes-europe-west1-b")
+        .unwrap();
+    assert_eq!(
+        mig.group,
+        rota::cloud::GroupRef::Gcp {
+            project: "acme".into(),
+            zone: Some("europe-west1-b".into()),
+            region: None,
+            instance_group_manager: "nodes-europe-west1-b".into(),
+        }
+    );
+    assert_eq!(
+        mig.node_selector,
+        std::collections::BTreeMap::from([(
+            "kops.k8s.io/instancegroup".to_string(),
+            "nodes-europe-west1-b".to_string()
+        )])
+    );
+    assert_eq!(
+        outcome(rel, Some(&text), &found_all().await).unwrap(),
+        Outcome::Unchanged
+    );
+}
+
 const SUB_IMPORT: &str = "1b2c3d4e-0000-4000-8000-000000000001";
 
 /// A GKE cluster `prod-euw1` of two node pools (beside another cluster's) and an AKS cluster
@@ -663,7 +764,8 @@ async fn import_doubles() -> (GkeDouble, AksDouble) {
     (g, a)
 }
 
-/// A fleet repo whose channel `general` has GKE's and AKS's version forms, a wave for
+/// A fleet repo whose channel `general` has GKE's and AKS's version forms (and a GCP image for
+/// self-managed groups), a wave for
 /// `ring: early`, and no cluster yet.
 fn fleet_with_gke_and_aks_forms() -> tempfile::TempDir {
     let repo = tempfile::tempdir().unwrap();
@@ -680,6 +782,7 @@ spec:
         "2026.11.2":
           gke: {nodeVersion: "1.31.5-gke.1023000", imageType: COS_CONTAINERD}
           aks: {nodeImageVersion: "AKSUbuntu-2204gen2containerd-202611.02.0"}
+          gcp: projects/acme/global/images/general-2026-11-2
   waves:
     - name: early
       clusterSelector: {matchLabels: {ring: early}}

@@ -304,26 +304,46 @@ impl GkeNodePools {
     /// `instanceGroupManagers.get` of each of its `instanceGroupUrls`); a pool that lists none
     /// yet (being created) has the size it was created with.
     async fn size(&self, np: &Value, subject: &str) -> Result<u32, CloudError> {
-        let urls = np["instanceGroupUrls"].as_array().cloned().unwrap_or_default();
+        let urls = np["instanceGroupUrls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if urls.is_empty() {
             return Ok(initial_size(np));
         }
         let mut total: u64 = 0;
         for u in &urls {
             let path = instance_group_path(u.as_str().unwrap_or_default()).map_err(|m| {
-                CloudError::about(CloudErrorKind::Invalid, GET_INSTANCE_GROUP_MANAGER, subject, m)
+                CloudError::about(
+                    CloudErrorKind::Invalid,
+                    GET_INSTANCE_GROUP_MANAGER,
+                    subject,
+                    m,
+                )
             })?;
-            let url = format!("{}/compute/v1/{path}", self.compute_endpoint);
-            let call = GET_INSTANCE_GROUP_MANAGER;
             let mig = self
-                .retry
-                .run(call, subject, || async {
-                    self.once(call, subject, http::Method::GET, &url, None).await
-                })
+                .compute_get(GET_INSTANCE_GROUP_MANAGER, subject, &path)
                 .await?;
             total += mig["targetSize"].as_u64().unwrap_or(0);
         }
         Ok(u32::try_from(total).unwrap_or(u32::MAX))
+    }
+
+    /// A Compute GET of `path` (after `compute/v1/`) at rota's Compute root, under the
+    /// retry policy.
+    pub(crate) async fn compute_get(
+        &self,
+        call: &'static str,
+        subject: &str,
+        path: &str,
+    ) -> Result<Value, CloudError> {
+        let url = format!("{}/compute/v1/{path}", self.compute_endpoint);
+        self.retry
+            .run(call, subject, || async {
+                self.once(call, subject, http::Method::GET, &url, None)
+                    .await
+            })
+            .await
     }
 
     /// `nodePools.get`.
@@ -492,15 +512,19 @@ pub fn instance_group_path(url: &str) -> Result<String, String> {
     let name_ok = |s: &str| {
         !s.is_empty()
             && !s.starts_with('.')
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.' || c == ':')
+            && s.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.' || c == ':'
+            })
     };
     match parts.as_slice() {
-        ["projects", p, "zones" | "regions", z, "instanceGroupManagers", n]
-            if name_ok(p) && name_ok(z) && name_ok(n) =>
-        {
-            Ok(path.to_string())
-        }
+        [
+            "projects",
+            p,
+            "zones" | "regions",
+            z,
+            "instanceGroupManagers",
+            n,
+        ] if name_ok(p) && name_ok(z) && name_ok(n) => Ok(path.to_string()),
         _ => Err(format!(
             "instanceGroupUrls: {url} is not a managed instance group \
              (projects/P/zones/Z/instanceGroupManagers/N)"
@@ -817,8 +841,13 @@ mod tests {
             drain_timeout_minutes: None,
             node_soak_minutes: None,
         };
-        let body =
-            update_request("projects/p/locations/l/clusters/c/nodePools/n", &np, 6, &req).unwrap();
+        let body = update_request(
+            "projects/p/locations/l/clusters/c/nodePools/n",
+            &np,
+            6,
+            &req,
+        )
+        .unwrap();
         assert_eq!(body["nodeVersion"], "1.31.5-gke.1023000");
         assert_eq!(body["imageType"], "COS_CONTAINERD");
         assert_eq!(
