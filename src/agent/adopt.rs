@@ -374,7 +374,11 @@ mod tests {
         };
         let cases = [
             (settled(Some(PIN)), vec![], "no node matches"),
-            (settled(Some(OLD)), on.to_vec(), "its owner makes nodes of ami-0f9e"),
+            (
+                settled(Some(OLD)),
+                on.to_vec(),
+                "its owner makes nodes of ami-0f9e",
+            ),
             (settled(None), on.to_vec(), "pins no one image"),
             (updating, on.to_vec(), "update u-1"),
             (

@@ -1189,7 +1189,10 @@ impl Controller {
         now: chrono::DateTime<chrono::Utc>,
     ) -> (rota_core::rotate::Plan, Option<String>) {
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        let memory = self.pools.get(&npr.name_any()).and_then(|s| s.refused.as_ref());
+        let memory = self
+            .pools
+            .get(&npr.name_any())
+            .and_then(|s| s.refused.as_ref());
         let refused = refusals::remembered(memory, npr.status.as_ref());
         let observed = &*refusals::observed_with(observed, refused);
         match request {

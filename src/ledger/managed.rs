@@ -67,7 +67,9 @@ pub async fn karpenter_images(
                     }
                 }
             }
-            Err(e) => tracing::debug!(pool = %m, error = %e, "ledger: reading Karpenter's NodeClaims"),
+            Err(e) => {
+                tracing::debug!(pool = %m, error = %e, "ledger: reading Karpenter's NodeClaims")
+            }
         }
     }
     out
@@ -80,7 +82,11 @@ mod tests {
     use rota_core::cloud::GroupRef;
     use rota_core::fleet::owner::ManagedGroup;
 
-    fn npr(group: GroupRef, selector: &[(&str, &str)], mark: Option<(&str, &str)>) -> NodePoolRotation {
+    fn npr(
+        group: GroupRef,
+        selector: &[(&str, &str)],
+        mark: Option<(&str, &str)>,
+    ) -> NodePoolRotation {
         let mut v = serde_json::json!({
             "cluster": "c", "pool": "general", "group": group,
             "nodeSelector": selector.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
@@ -91,16 +97,18 @@ mod tests {
         let spec: NodePoolRotationSpec = serde_json::from_value(v).unwrap();
         let mut n = NodePoolRotation::new("general", spec);
         if let Some((old, twin)) = mark {
-            n.status = Some(serde_json::from_value(serde_json::json!({
-                "phase": "Rotating",
-                "checkpoint": {
-                    "originImage": "ami-1", "targetImage": "ami-2", "targetVersion": "2",
-                    "originalDesired": 2, "originalMax": 2, "poolSize": 2, "batchesStarted": 1,
-                    "stage": {"name": "between"},
-                    "blueGreen": {"oldPool": old, "twinPool": twin, "step": "moving"},
-                },
-            }))
-            .unwrap());
+            n.status = Some(
+                serde_json::from_value(serde_json::json!({
+                    "phase": "Rotating",
+                    "checkpoint": {
+                        "originImage": "ami-1", "targetImage": "ami-2", "targetVersion": "2",
+                        "originalDesired": 2, "originalMax": 2, "poolSize": 2, "batchesStarted": 1,
+                        "stage": {"name": "between"},
+                        "blueGreen": {"oldPool": old, "twinPool": twin, "step": "moving"},
+                    },
+                }))
+                .unwrap(),
+            );
         }
         n
     }
@@ -115,15 +123,26 @@ mod tests {
             nodegroup: "general".into(),
         });
         let label = "eks.amazonaws.com/nodegroup";
-        let moving = npr(eks.clone(), &[(label, "general")], Some(("general", "general-rota-2")));
-        let names: Vec<String> = selectors(&moving).iter().map(|s| s[label].clone()).collect();
+        let moving = npr(
+            eks.clone(),
+            &[(label, "general")],
+            Some(("general", "general-rota-2")),
+        );
+        let names: Vec<String> = selectors(&moving)
+            .iter()
+            .map(|s| s[label].clone())
+            .collect();
         assert_eq!(names, ["general", "general-rota-2"]);
         assert_eq!(selectors(&npr(eks, &[(label, "general")], None)).len(), 1);
         let asg = GroupRef::Aws {
             region: "us-east-1".into(),
             auto_scaling_group: "g".into(),
         };
-        let own = npr(asg, &[("rota.dev/pool", "general")], Some(("general", "general-rota-2")));
+        let own = npr(
+            asg,
+            &[("rota.dev/pool", "general")],
+            Some(("general", "general-rota-2")),
+        );
         assert_eq!(selectors(&own).len(), 1);
         assert!(!is_karpenter(&own));
     }

@@ -277,10 +277,11 @@ impl Recorder {
                                 memory.images.insert(node.provider_id.clone(), image);
                             }
                             _ if known => {}
-                            _ if managed && managed::is_karpenter(npr) => {
-                                if !karpenter.contains(&npr.spec.group) {
-                                    karpenter.push(npr.spec.group.clone());
-                                }
+                            _ if managed
+                                && managed::is_karpenter(npr)
+                                && !karpenter.contains(&npr.spec.group) =>
+                            {
+                                karpenter.push(npr.spec.group.clone());
                             }
                             _ if !managed && !describe.contains(&npr.spec.group) => {
                                 describe.push(npr.spec.group.clone());

@@ -359,7 +359,10 @@ async fn managed_pools_on_their_pins_are_adopted_through_their_owners() {
     for (cluster, pool) in pools {
         let context = format!("rota/{cluster}/{pool}");
         let done = wait_for(&fleet, &origin, &first, &context, State::Success).await;
-        assert!(done.ends_with("nodes on general@2026.11.1"), "{context}: {done}");
+        assert!(
+            done.ends_with("nodes on general@2026.11.1"),
+            "{context}: {done}"
+        );
         let npr = Api::<NodePoolRotation>::all(fleet.clients[cluster].clone())
             .get(pool)
             .await

@@ -218,25 +218,25 @@ fn draw(seed: u64) -> Draw {
         .iter()
         .copied()
         .map(|(name, kind)| {
-        let mut p = EffectivePolicy {
-            batch: BatchSize::Count(rng.random_range(1..=2)),
-            max_parallel_pools: 3,
-            ..EffectivePolicy::default()
-        };
-        p.batch_soak = GoDuration::from_secs(pick(&mut rng, &[0, 60, 300]));
-        p.pool_soak = GoDuration::from_secs(pick(&mut rng, &[0, 120, 600]));
-        if kind == Kind::BlueGreen {
-            p.managed_update = Some(ManagedUpdate::BlueGreen);
-        }
-        PoolPlan {
-            name,
-            kind,
-            service,
-            size: rng.random_range(2..=4),
-            policy: p,
-        }
-    })
-    .collect::<Vec<_>>();
+            let mut p = EffectivePolicy {
+                batch: BatchSize::Count(rng.random_range(1..=2)),
+                max_parallel_pools: 3,
+                ..EffectivePolicy::default()
+            };
+            p.batch_soak = GoDuration::from_secs(pick(&mut rng, &[0, 60, 300]));
+            p.pool_soak = GoDuration::from_secs(pick(&mut rng, &[0, 120, 600]));
+            if kind == Kind::BlueGreen {
+                p.managed_update = Some(ManagedUpdate::BlueGreen);
+            }
+            PoolPlan {
+                name,
+                kind,
+                service,
+                size: rng.random_range(2..=4),
+                policy: p,
+            }
+        })
+        .collect::<Vec<_>>();
     let (boot_min, boot_max) = (rng.random_range(20..60), rng.random_range(60..150));
     let boot_fail = pick(&mut rng, &[0.0, 0.0, 0.1]);
     let (throttle, server, lost) = (
@@ -592,7 +592,9 @@ async fn run_seed(seed: u64) -> SeedReport {
     };
     let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
     // AKS creates a twin only on its newest node image: the pin.
-    fleet.cloud.set_aks_latest_node_image(Service::Aks.images().1);
+    fleet
+        .cloud
+        .set_aks_latest_node_image(Service::Aks.images().1);
     let store = fleet.store(CLUSTER).unwrap().clone();
     let client = rota::kube::sim::client(store.clone());
     Api::<CustomResourceDefinition>::all(client.clone())

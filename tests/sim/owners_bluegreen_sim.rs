@@ -568,7 +568,11 @@ async fn a_refused_twin_is_not_asked_for_again_after_a_restart() {
     // Restarted: the new controller remembers nothing of its own.
     let mut c = counting_controller(&s, kind, &asks);
     run(&s, kind, &mut c, Duration::from_secs(1800), 1, |_| false).await;
-    assert_eq!(asks.load(Ordering::Relaxed), 1, "not asked again after the restart");
+    assert_eq!(
+        asks.load(Ordering::Relaxed),
+        1,
+        "not asked again after the restart"
+    );
     let st = status(&s).await;
     assert_eq!(st.phase, Phase::Paused, "{}", st.message);
     assert_eq!(

@@ -10,8 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::resource::{Condition, Fence, NodePoolRotationStatus};
-use super::stuck::{self, Stuck, Transition};
 use super::stop::Reason;
+use super::stuck::{self, Stuck, Transition};
 use super::{Phase, Plan, Refusal, StatusSummary};
 use crate::errors::Classified;
 
