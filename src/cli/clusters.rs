@@ -40,7 +40,8 @@ pub enum ImportCloud {
     /// A GKE cluster's node pools and the managed instance groups labelled as the
     /// cluster's (--project, --location).
     Gcp,
-    /// An AKS cluster's agent pools (--subscription-id, --resource-group).
+    /// An AKS cluster's agent pools and the scale sets tagged as the cluster's
+    /// (--subscription-id, --resource-group).
     Azure,
 }
 
@@ -62,7 +63,8 @@ pub struct ImportArgs {
     pub no_eks: bool,
     /// AWS: the NAME in the groups' `kubernetes.io/cluster/NAME` tag (default: the EKS
     /// cluster's name, else NAME). GCP: the cluster's name in the groups' templates'
-    /// `k8s-io-cluster-name` label (default: the GKE cluster's name, else NAME).
+    /// `k8s-io-cluster-name` label (default: the GKE cluster's name, else NAME). Azure: the
+    /// cluster's name in the scale sets' cluster tag (default: the AKS cluster's, else NAME).
     #[arg(long)]
     pub tag_cluster: Option<String>,
     /// AWS: also list the cluster's Karpenter NodePools, through the Kubernetes API of
@@ -102,6 +104,9 @@ pub struct ImportArgs {
     /// Azure: the AKS cluster's name, when it is not NAME (written as `aksCluster`).
     #[arg(long)]
     pub aks_cluster: Option<String>,
+    /// Azure: the cluster is not on AKS; list only its tagged scale sets.
+    #[arg(long, conflicts_with = "aks_cluster")]
+    pub no_aks: bool,
     /// Azure: the Resource Manager endpoint (default https://management.azure.com).
     #[arg(long, env = "ROTA_AZURE_ENDPOINT")]
     pub azure_endpoint: Option<String>,
@@ -261,6 +266,9 @@ fn command_line(a: &ImportArgs) -> String {
     }
     if a.no_gke {
         s.push_str(" --no-gke");
+    }
+    if a.no_aks {
+        s.push_str(" --no-aks");
     }
     if a.karpenter {
         s.push_str(" --karpenter");
@@ -452,12 +460,24 @@ fn azure(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
                     .map_err(|e| format!("Azure CLI credential (run az login): {e}"))?
             };
         let aks = AksAgentPools::new(credential, options)?;
-        aks.list_cluster_pools(&sub, &rg, &cluster)
-            .await
-            .map_err(|e| e.to_string())
+        let mut pools = if a.no_aks {
+            Vec::new()
+        } else {
+            aks.list_cluster_pools(&sub, &rg, &cluster)
+                .await
+                .map_err(|e| e.to_string())?
+        };
+        // The self-managed scale sets of the resource group, by their cluster tag.
+        let tagged = a.tag_cluster.clone().unwrap_or_else(|| cluster.clone());
+        pools.extend(
+            aks.list_cluster_scale_sets(&sub, &rg, &tagged)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+        Ok::<_, String>(pools)
     })?;
     let mut fields = vec![("subscriptionId", sub), ("resourceGroup", rg)];
-    if cluster != a.name {
+    if !a.no_aks && cluster != a.name {
         fields.push(("aksCluster", cluster));
     }
     Ok(cluster_of(a, command, "azure", fields, pools))
@@ -547,6 +567,23 @@ mod tests {
             command_line(&a),
             "rota clusters import kops-prod --cloud gcp --no-gke --tag-cluster prod-k8s-local \
              --project acme --location europe-west1 --channel general"
+        );
+        let a = args(&[
+            "capz-prod",
+            "--cloud",
+            "azure",
+            "--subscription-id",
+            "s",
+            "--resource-group",
+            "rg",
+            "--no-aks",
+            "--azure-endpoint",
+            "http://127.0.0.1:1",
+        ]);
+        assert_eq!(
+            command_line(&a),
+            "rota clusters import capz-prod --cloud azure --no-aks --subscription-id s \
+             --resource-group rg --channel general"
         );
         let e = find(&args(&["../x", "--cloud", "azure"])).unwrap_err();
         assert!(!e.is_empty());

@@ -723,6 +723,128 @@ async fn labelled_migs_are_imported_beside_gke_node_pools_and_byte_stable() {
     );
 }
 
+/// `rota clusters import --cloud azure`'s self-managed scale sets against the ARM double
+/// (held to Microsoft.Compute 2024-07-01): the resource group's scale sets tagged as the
+/// cluster's (Cluster API for Azure's tag) are listed beside the AKS agent pools, picked by
+/// the autoscaler's node template tags; AKS's own and another cluster's are not; the file
+/// validates and a second import writes the same bytes.
+#[tokio::test]
+async fn tagged_scale_sets_are_imported_beside_aks_agent_pools_and_byte_stable() {
+    use crate::support::azure_double::{AzureDouble, TOKEN};
+    use azure_core::credentials::{AccessToken, TokenCredential, TokenRequestOptions};
+    use rota::cloud::azure::AzureOptions;
+    use rota::cloud::azure::agent_pools::AksAgentPools;
+    use rota_core::onboard::{Outcome, outcome};
+
+    #[derive(Debug)]
+    struct ArmToken;
+    #[async_trait::async_trait]
+    impl TokenCredential for ArmToken {
+        async fn get_token(
+            &self,
+            _: &[&str],
+            _: Option<TokenRequestOptions<'_>>,
+        ) -> azure_core::Result<AccessToken> {
+            Ok(AccessToken::new(
+                TOKEN.to_string(),
+                azure_core::time::OffsetDateTime::now_utc() + azure_core::time::Duration::hours(1),
+            ))
+        }
+    }
+    let (_g, a) = import_doubles().await;
+    let arm = AzureDouble::start().await;
+    let sub = SUB_IMPORT;
+    let image = serde_json::json!({"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "latest"});
+    for name in ["prod-md-0", "aks-general-1-vmss", "staging-md-0"] {
+        arm.create_scale_set(sub, "rg-prod", name, 2, 10, image.clone(), "Manual");
+    }
+    arm.set_tags(
+        sub,
+        "rg-prod",
+        "prod-md-0",
+        &[
+            (
+                "sigs.k8s.io_cluster-api-provider-azure_cluster_aks-prod",
+                "owned",
+            ),
+            ("k8s.io_cluster-autoscaler_node-template_label_pool", "md-0"),
+        ],
+    );
+    arm.set_tags(
+        sub,
+        "rg-prod",
+        "staging-md-0",
+        &[("kubernetes.io_cluster_staging", "owned")],
+    );
+    // aks-general-1-vmss keeps the double's AKS tag (aks-managed-poolName): AKS's own.
+    let compute = AksAgentPools::new(
+        Arc::new(ArmToken),
+        rota::cloud::azure::AzureOptions {
+            endpoint: arm.url.clone(),
+            retry: retries(),
+            ..AzureOptions::default()
+        },
+    )
+    .unwrap();
+    let aks = aks::client(&a);
+    let azure = [
+        ("subscriptionId", sub),
+        ("resourceGroup", "rg-prod"),
+        ("aksCluster", "aks-prod"),
+    ];
+    let found_all = || async {
+        let mut pools = aks
+            .list_cluster_pools(sub, "rg-prod", "aks-prod")
+            .await
+            .unwrap();
+        pools.extend(
+            compute
+                .list_cluster_scale_sets(sub, "rg-prod", "aks-prod")
+                .await
+                .unwrap(),
+        );
+        found("prod-weu", "azure", &azure, pools)
+    };
+    let f = found_all().await;
+    let names: Vec<&str> = f.pools.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["general", "system", "prod-md-0"]);
+    let repo = fleet_with_gke_and_aks_forms();
+    let rel = "clusters/prod-weu.yaml";
+    let Outcome::New { text } = outcome(rel, None, &f).unwrap() else {
+        panic!("no file yet")
+    };
+    std::fs::write(repo.path().join(rel), &text).unwrap();
+    assert!(
+        text.contains("# scale set prod-md-0 in resource group rg-prod, tagged sigs.k8s.io_cluster-api-provider-azure_cluster_aks-prod (VirtualMachineScaleSets_List)"),
+        "{text}"
+    );
+    let fleet = rota::fleet::load_dir(repo.path())
+        .unwrap_or_else(|d| panic!("the imported file does not validate:\n{d}\n{text}"));
+    let ss = fleet
+        .resolve_cluster("prod-weu")
+        .unwrap()
+        .pools
+        .into_iter()
+        .find(|p| p.name == "prod-md-0")
+        .unwrap();
+    assert_eq!(
+        ss.group,
+        rota::cloud::GroupRef::Azure {
+            subscription_id: sub.into(),
+            resource_group: "rg-prod".into(),
+            scale_set: "prod-md-0".into(),
+        }
+    );
+    assert_eq!(
+        ss.node_selector,
+        std::collections::BTreeMap::from([("pool".to_string(), "md-0".to_string())])
+    );
+    assert_eq!(
+        outcome(rel, Some(&text), &found_all().await).unwrap(),
+        Outcome::Unchanged
+    );
+}
+
 const SUB_IMPORT: &str = "1b2c3d4e-0000-4000-8000-000000000001";
 
 /// A GKE cluster `prod-euw1` of two node pools (beside another cluster's) and an AKS cluster
@@ -764,8 +886,8 @@ async fn import_doubles() -> (GkeDouble, AksDouble) {
     (g, a)
 }
 
-/// A fleet repo whose channel `general` has GKE's and AKS's version forms (and a GCP image for
-/// self-managed groups), a wave for
+/// A fleet repo whose channel `general` has GKE's and AKS's version forms (and a GCP and an
+/// Azure image for self-managed groups), a wave for
 /// `ring: early`, and no cluster yet.
 fn fleet_with_gke_and_aks_forms() -> tempfile::TempDir {
     let repo = tempfile::tempdir().unwrap();
@@ -783,6 +905,7 @@ spec:
           gke: {nodeVersion: "1.31.5-gke.1023000", imageType: COS_CONTAINERD}
           aks: {nodeImageVersion: "AKSUbuntu-2204gen2containerd-202611.02.0"}
           gcp: projects/acme/global/images/general-2026-11-2
+          azure: /subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.2
   waves:
     - name: early
       clusterSelector: {matchLabels: {ring: early}}
