@@ -323,6 +323,25 @@ mod tests {
         DateTime::from_timestamp(1_790_000_000 + s, 0).unwrap()
     }
 
+    /// An owner's refusal is kept in the status while the plan pauses the pool on it (a
+    /// restart reads it there), and dropped once the plan moves on.
+    #[test]
+    fn a_refusal_is_kept_only_while_the_pool_is_paused_on_it() {
+        let refusal = Refusal {
+            action: "create pool general-rota-2 on x (0 nodes)".into(),
+            why: "InvalidParameter: not the newest node image".into(),
+        };
+        let mut paused = plan(Phase::Paused, 0);
+        paused.status.reason = Reason::OwnerRefused.as_str();
+        let mut r = Reconciled::new(&paused, None, "c", None, at(0));
+        r.refused = Some(&refusal);
+        assert_eq!(compose(&r).status.refused.as_ref(), Some(&refusal));
+        let moving = plan(Phase::Rotating, 1);
+        let mut r = Reconciled::new(&moving, None, "c", None, at(0));
+        r.refused = Some(&refusal);
+        assert_eq!(compose(&r).status.refused, None, "the pool moved on");
+    }
+
     #[test]
     fn status_records_progress_and_keeps_condition_transition_times() {
         let s1 = status_for(&plan(Phase::Rotating, 1), None, "abc", Some(3), at(0));
