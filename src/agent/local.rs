@@ -75,6 +75,29 @@ impl Drop for LocalFleet {
     }
 }
 
+/// The simulated clouds behind the registry `rota agent` uses: each cloud's self-managed
+/// groups, and a managed pool refused as a real agent refuses it (its owner's API is the only
+/// way to it), so that what the local fleet reads of a managed pool is what a real agent can.
+fn self_managed(cloud: &rota_sim::cloud::SimCloud) -> Arc<dyn crate::cloud::NodeGroups> {
+    use crate::cloud::registry::Providers;
+    let mut providers = Providers::new();
+    for c in [
+        crate::cloud::Cloud::Aws,
+        crate::cloud::Cloud::Gcp,
+        crate::cloud::Cloud::Azure,
+    ] {
+        let sim = cloud.clone();
+        providers = providers.with(
+            c,
+            Box::new(move || {
+                let s: Arc<dyn crate::cloud::NodeGroups> = Arc::new(sim.clone());
+                Box::pin(async move { Ok(s) })
+            }),
+        );
+    }
+    Arc::new(providers)
+}
+
 impl LocalFleet {
     /// Loads the fleet at the branch's head, starts the simulated fleet on it (every pool on
     /// the image its wave pins) and one controller + agent per cluster.
@@ -161,7 +184,7 @@ impl LocalFleet {
                 agent: ac,
                 controller: cc,
                 client,
-                groups: Arc::new(self.sim.cloud.clone()),
+                groups: self_managed(&self.sim.cloud),
                 // The simulated fleet serves EKS node groups, GKE node pools and AKS agent
                 // pools.
                 owners: self.sim.cloud.owners(),

@@ -153,6 +153,8 @@ pub struct Agent {
     superseding: Option<(Oid, Oid)>,
     /// The cloud groups, read to adopt pools already on their pins (see [`adopt`]).
     groups: Option<Arc<dyn crate::cloud::NodeGroups>>,
+    /// The managed pools' owners, read to adopt those already on their pins.
+    owners: crate::controller::owners::Owners,
     /// Before a commit is in force in this process (after a restart): the commits this
     /// cluster's NodePoolRotations were last given, which a new head must descend from.
     resumed_from: Option<Vec<Oid>>,
@@ -213,6 +215,7 @@ impl Agent {
             webhooks: None,
             superseding: None,
             groups: None,
+            owners: Default::default(),
             resumed_from: None,
             leadership: None,
             written: Default::default(),
@@ -239,6 +242,12 @@ impl Agent {
     /// `groups` (without it, no pool is adopted: every pool goes through the guard).
     pub fn set_groups(&mut self, groups: Arc<dyn crate::cloud::NodeGroups>) {
         self.groups = Some(groups);
+    }
+
+    /// Adopt managed pools through `owners` (EKS, GKE, AKS; Karpenter's objects are read
+    /// from the cluster): a managed pool whose owner is not among them is never adopted.
+    pub fn set_owners(&mut self, owners: crate::controller::owners::Owners) {
+        self.owners = owners;
     }
 
     /// Record commits accepted and refused into `metrics`.
@@ -798,17 +807,29 @@ impl Agent {
                 .records
                 .get(&pool.name)
                 .is_some_and(|r| r.adopted_at(&pool.channel, &pool.version).is_some());
-            // A managed pool is not adopted through the self-managed path either: its
-            // owner's API is not driven yet (`rotate::plan` reports it).
             if done
                 || existing.contains_key(&pool.name)
                 || pool.mode == rota_core::fleet::resolved::Mode::Ignore
-                || pool.group.managed().is_some()
             {
                 continue;
             }
-            let verdict = match adopt::observe(&self.client, groups.as_ref(), pool).await {
-                Ok((group, nodes)) => adopt::judge(&group, &nodes, &pool.image),
+            // A managed pool is read through its owner (Karpenter's through its objects in
+            // this cluster), never through the self-managed groups.
+            let verdict = if pool.group.managed().is_some() {
+                let drift = crate::kube::karpenter::KubeKarpenter::new(self.client.clone());
+                adopt::observe_managed(&self.client, &self.owners, &drift, pool)
+                    .await
+                    .map(|seen| match seen {
+                        Some((owner, nodes)) => adopt::judge_managed(&owner, &nodes, &pool.image),
+                        None => adopt::Verdict::Not("this agent does not drive its owner".into()),
+                    })
+            } else {
+                adopt::observe(&self.client, groups.as_ref(), pool)
+                    .await
+                    .map(|(group, nodes)| adopt::judge(&group, &nodes, &pool.image))
+            };
+            let verdict = match verdict {
+                Ok(v) => v,
                 Err(e) => {
                     tracing::warn!(cluster = %cluster.name, pool = %pool.name, error = %e,
                         "cannot observe the pool to adopt it; retrying");

@@ -182,7 +182,9 @@ pub async fn start(
     let follower = follow(Arc::clone(&source), fc, cancel.clone()).await?;
     let mut controller =
         Controller::with_metrics(client.clone(), Arc::clone(&groups), cc, metrics.clone());
+    let mut adopting = crate::controller::owners::Owners::default();
     for owner in owners {
+        adopting.add(Arc::clone(&owner));
         controller = controller.with_owners(owner);
     }
     let clock = clock.unwrap_or_else(|| controller.clock());
@@ -209,6 +211,7 @@ pub async fn start(
     );
     agent.set_metrics(metrics.clone());
     agent.set_groups(groups);
+    agent.set_owners(adopting);
     // Rollout notices of the fleet repo's `spec.notifications` go out through the
     // controller of the cluster.
     agent.set_notifier(controller.notifier());

@@ -221,6 +221,8 @@ pub fn owners(
         use crate::cloud::lazy_owner::LazyOwner;
         let options = GkeOptions {
             endpoint: args.gke_endpoint.clone(),
+            // The node pools' instance groups are read from Compute, at its root.
+            compute_endpoint: args.gcp_endpoint.clone(),
             ..GkeOptions::default()
         };
         out.push(Arc::new(LazyOwner::new(FACTS, move || {

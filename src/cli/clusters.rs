@@ -1,6 +1,7 @@
 //! `rota clusters import NAME --cloud aws --region R`: a cluster's pools read from their
 //! owners (EKS managed node groups; the Auto Scaling groups tagged
-//! `kubernetes.io/cluster/<name>`; with `--cloud gcp` a GKE cluster's node pools, with
+//! `kubernetes.io/cluster/<name>`; with `--cloud gcp` a GKE cluster's node pools and the
+//! managed instance groups whose template carries kops's `k8s-io-cluster-name` label, with
 //! `--cloud azure` an AKS cluster's agent pools) and written as the fleet repo's `clusters/<NAME>.yaml`
 //! (the decisions are `rota_core::onboard`'s).
 //!
@@ -36,9 +37,11 @@ pub enum ClustersCommand {
 pub enum ImportCloud {
     /// EKS managed node groups and the Auto Scaling groups tagged as the cluster's.
     Aws,
-    /// A GKE cluster's node pools (--project, --location).
+    /// A GKE cluster's node pools and the managed instance groups labelled as the
+    /// cluster's (--project, --location).
     Gcp,
-    /// An AKS cluster's agent pools (--subscription-id, --resource-group).
+    /// An AKS cluster's agent pools and the scale sets tagged as the cluster's
+    /// (--subscription-id, --resource-group).
     Azure,
 }
 
@@ -59,7 +62,9 @@ pub struct ImportArgs {
     #[arg(long, conflicts_with = "eks_cluster")]
     pub no_eks: bool,
     /// AWS: the NAME in the groups' `kubernetes.io/cluster/NAME` tag (default: the EKS
-    /// cluster's name, else NAME).
+    /// cluster's name, else NAME). GCP: the cluster's name in the groups' templates'
+    /// `k8s-io-cluster-name` label (default: the GKE cluster's name, else NAME). Azure: the
+    /// cluster's name in the scale sets' cluster tag (default: the AKS cluster's, else NAME).
     #[arg(long)]
     pub tag_cluster: Option<String>,
     /// AWS: also list the cluster's Karpenter NodePools, through the Kubernetes API of
@@ -84,6 +89,12 @@ pub struct ImportArgs {
     /// GCP: the Kubernetes Engine API root (default https://container.googleapis.com).
     #[arg(long, env = "ROTA_GKE_ENDPOINT")]
     pub gke_endpoint: Option<String>,
+    /// GCP: the Compute Engine API root (default https://compute.googleapis.com).
+    #[arg(long, env = "ROTA_GCP_ENDPOINT")]
+    pub gcp_endpoint: Option<String>,
+    /// GCP: the cluster is not on GKE; list only its labelled managed instance groups.
+    #[arg(long, conflicts_with = "gke_cluster")]
+    pub no_gke: bool,
     /// Azure: the AKS cluster's subscription.
     #[arg(long, env = "AZURE_SUBSCRIPTION_ID")]
     pub subscription_id: Option<String>,
@@ -93,6 +104,9 @@ pub struct ImportArgs {
     /// Azure: the AKS cluster's name, when it is not NAME (written as `aksCluster`).
     #[arg(long)]
     pub aks_cluster: Option<String>,
+    /// Azure: the cluster is not on AKS; list only its tagged scale sets.
+    #[arg(long, conflicts_with = "aks_cluster")]
+    pub no_aks: bool,
     /// Azure: the Resource Manager endpoint (default https://management.azure.com).
     #[arg(long, env = "ROTA_AZURE_ENDPOINT")]
     pub azure_endpoint: Option<String>,
@@ -250,6 +264,12 @@ fn command_line(a: &ImportArgs) -> String {
     if a.no_eks {
         s.push_str(" --no-eks");
     }
+    if a.no_gke {
+        s.push_str(" --no-gke");
+    }
+    if a.no_aks {
+        s.push_str(" --no-aks");
+    }
     if a.karpenter {
         s.push_str(" --karpenter");
     }
@@ -376,19 +396,32 @@ fn gcp(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
     let pools = rt.block_on(async {
         let gke = GkeNodePools::new(GkeOptions {
             endpoint: a.gke_endpoint.clone(),
+            compute_endpoint: a.gcp_endpoint.clone(),
             ..GkeOptions::default()
         })
         .map_err(|e| format!("{e:#}"))?;
-        gke.list_cluster_pools(&project, &location, &cluster)
-            .await
-            .map_err(|e| e.to_string())
+        let mut pools = if a.no_gke {
+            Vec::new()
+        } else {
+            gke.list_cluster_pools(&project, &location, &cluster)
+                .await
+                .map_err(|e| e.to_string())?
+        };
+        // The self-managed groups by their templates' label naming the cluster.
+        let labelled = a.tag_cluster.clone().unwrap_or_else(|| cluster.clone());
+        pools.extend(
+            gke.list_cluster_migs(&project, &labelled)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+        Ok::<_, String>(pools)
     })?;
     let mut fields = vec![
         ("project", project),
         (gcp_location_key(&location), location),
     ];
     // `gkeCluster` defaults to the Cluster's name: written only when it differs.
-    if cluster != a.name {
+    if !a.no_gke && cluster != a.name {
         fields.push(("gkeCluster", cluster));
     }
     Ok(cluster_of(a, command, "gcp", fields, pools))
@@ -427,12 +460,24 @@ fn azure(a: &ImportArgs, command: String) -> Result<FoundCluster, String> {
                     .map_err(|e| format!("Azure CLI credential (run az login): {e}"))?
             };
         let aks = AksAgentPools::new(credential, options)?;
-        aks.list_cluster_pools(&sub, &rg, &cluster)
-            .await
-            .map_err(|e| e.to_string())
+        let mut pools = if a.no_aks {
+            Vec::new()
+        } else {
+            aks.list_cluster_pools(&sub, &rg, &cluster)
+                .await
+                .map_err(|e| e.to_string())?
+        };
+        // The self-managed scale sets of the resource group, by their cluster tag.
+        let tagged = a.tag_cluster.clone().unwrap_or_else(|| cluster.clone());
+        pools.extend(
+            aks.list_cluster_scale_sets(&sub, &rg, &tagged)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+        Ok::<_, String>(pools)
     })?;
     let mut fields = vec![("subscriptionId", sub), ("resourceGroup", rg)];
-    if cluster != a.name {
+    if !a.no_aks && cluster != a.name {
         fields.push(("aksCluster", cluster));
     }
     Ok(cluster_of(a, command, "azure", fields, pools))
@@ -501,6 +546,44 @@ mod tests {
             command_line(&a),
             "rota clusters import prod --cloud gcp --project acme --location europe-west1-b \
              --gke-cluster gke-prod --channel general"
+        );
+        // A cluster without GKE (kops on GCE): its labelled groups only, by the name in their
+        // templates' label; the endpoint is left out of the header.
+        let a = args(&[
+            "kops-prod",
+            "--cloud",
+            "gcp",
+            "--project",
+            "acme",
+            "--location",
+            "europe-west1",
+            "--no-gke",
+            "--tag-cluster",
+            "prod-k8s-local",
+            "--gcp-endpoint",
+            "http://127.0.0.1:1",
+        ]);
+        assert_eq!(
+            command_line(&a),
+            "rota clusters import kops-prod --cloud gcp --no-gke --tag-cluster prod-k8s-local \
+             --project acme --location europe-west1 --channel general"
+        );
+        let a = args(&[
+            "capz-prod",
+            "--cloud",
+            "azure",
+            "--subscription-id",
+            "s",
+            "--resource-group",
+            "rg",
+            "--no-aks",
+            "--azure-endpoint",
+            "http://127.0.0.1:1",
+        ]);
+        assert_eq!(
+            command_line(&a),
+            "rota clusters import capz-prod --cloud azure --no-aks --subscription-id s \
+             --resource-group rg --channel general"
         );
         let e = find(&args(&["../x", "--cloud", "azure"])).unwrap_err();
         assert!(!e.is_empty());

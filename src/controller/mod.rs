@@ -937,10 +937,11 @@ impl Controller {
         now: chrono::DateTime<chrono::Utc>,
     ) -> (rota_core::rotate::Plan, Option<String>) {
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        let refused = self
+        let memory = self
             .pools
             .get(&npr.name_any())
             .and_then(|s| s.refused.as_ref());
+        let refused = refusals::remembered(memory, npr.status.as_ref());
         let observed = &*refusals::observed_with(observed, refused);
         match request {
             Some(Ok(r)) => {
@@ -976,6 +977,7 @@ impl Controller {
             cause: state.errors.last(),
             stuck_after: self.config.stuck_after,
             fence,
+            refused: refusals::remembered(state.refused.as_ref(), previous),
         });
         if composed.progressed {
             state.errors.healed();

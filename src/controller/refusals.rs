@@ -2,13 +2,15 @@
 //! owner's update or to a blue-green twin: a node image AKS does not offer, a version or
 //! image type GKE refuses), remembered between passes and handed to the planner as
 //! `Observed::refused`, which then does not send the same request again and pauses the
-//! pool with `OwnerRefused`. The memory is the controller's own (a restart forgets it, and
-//! the request is sent once more); the service planner records the halt in the checkpoint,
-//! so even that does not repeat for `managedUpdate: service`.
+//! pool with `OwnerRefused`. The controller remembers it between passes, and the status
+//! composer keeps it in the NodePoolRotation's status while the pool is paused on it
+//! (`status.refused`): a restarted controller (or another replica) reads it there and does
+//! not ask the owner once more.
 
 use std::borrow::Cow;
 
 use rota_core::cloud::CloudErrorKind;
+use rota_core::rotate::resource::NodePoolRotationStatus;
 use rota_core::rotate::{Observed, Refusal};
 
 use super::apply::ApplyError;
@@ -39,4 +41,13 @@ pub(super) fn observed_with<'a>(
         }),
         None => Cow::Borrowed(observed),
     }
+}
+
+/// The refusal a pass plans with: this controller's memory of it, else the one the status
+/// kept (written by a controller before a restart).
+pub(super) fn remembered<'a>(
+    memory: Option<&'a Refusal>,
+    status: Option<&'a NodePoolRotationStatus>,
+) -> Option<&'a Refusal> {
+    memory.or_else(|| status.and_then(|s| s.refused.as_ref()))
 }

@@ -435,7 +435,7 @@ impl<'a> Story<'a> {
         // pools would wait for the canary forever).
         let adopted = self.adopted(head).await?;
         self.note(&format!(
-            "{} pools adopted (records of kind `adopted` in refs/notes/rota/<cluster>; not the managed prod-use1/system), e.g. {}",
+            "{} pools adopted (records of kind `adopted` in refs/notes/rota/<cluster>; the managed prod-use1/system read through EKS's API), e.g. {}",
             adopted.len(),
             adopted
                 .iter()

@@ -192,6 +192,25 @@ pub fn pool_and_departed_nodes(
     Ok((selected, departed))
 }
 
+/// The image a node says it runs: rota's `rota.dev/image` label, else a managed pool's
+/// owner's label (EKS: `eks.amazonaws.com/nodegroup-image`, AKS:
+/// `kubernetes.azure.com/node-image-version`), else, on GKE, the kubelet's version and the
+/// image type's labels. A managed pool's progress, its adoption and the ledger's lives of its
+/// nodes are all read from it.
+pub fn node_image(node: &NodeSummary) -> Option<String> {
+    node.labels
+        .get(IMAGE_LABEL)
+        .or_else(|| {
+            rota_core::cloud::managed::OWNER_IMAGE_LABELS
+                .iter()
+                .find_map(|l| node.labels.get(*l))
+        })
+        .cloned()
+        .or_else(|| {
+            rota_core::cloud::managed::gke_node_image(&node.labels, node.kubelet_version.as_deref())
+        })
+}
+
 /// A node as the planner sees it.
 pub fn observed_node(
     node: &NodeSummary,
@@ -211,25 +230,7 @@ pub fn observed_node(
     ObservedNode {
         name: node.name.clone(),
         provider_id: node.provider_id.clone(),
-        // A managed pool's nodes carry their image in the owner's label (EKS:
-        // `eks.amazonaws.com/nodegroup-image`, AKS: `kubernetes.azure.com/node-image-version`)
-        // or, on GKE, in the kubelet's version and the image type's labels: its progress is
-        // counted from them.
-        image_label: node
-            .labels
-            .get(IMAGE_LABEL)
-            .or_else(|| {
-                rota_core::cloud::managed::OWNER_IMAGE_LABELS
-                    .iter()
-                    .find_map(|l| node.labels.get(*l))
-            })
-            .cloned()
-            .or_else(|| {
-                rota_core::cloud::managed::gke_node_image(
-                    &node.labels,
-                    node.kubelet_version.as_deref(),
-                )
-            }),
+        image_label: node_image(node),
         ready,
         cordoned: node.cordoned,
         cordoned_by: node.cordoned_by.clone(),

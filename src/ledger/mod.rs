@@ -13,6 +13,8 @@
 //! - [`recorder`]: the agent's side: observe the cluster's nodes (the controller's
 //!   watch-fed index, the NodePoolRotations, the cloud group for instance images) and
 //!   append what changed.
+//! - [`managed`]: a managed pool's nodes and their images, as their owners report them
+//!   (the owners' node labels, Karpenter's NodeClaims; a blue-green move's two pools).
 //! - [`history`]: who proposed and merged a version (the commits that add and pin it).
 //! - [`index`]: a per-image index of the ledgers, cached beside the repo's objects and
 //!   brought up to date from what was appended, for `rota audit --image` at fleet size.
@@ -21,6 +23,7 @@
 pub mod book;
 pub mod history;
 pub mod index;
+pub mod managed;
 pub mod recorder;
 pub mod verify;
 

@@ -6,7 +6,8 @@
 //! an empty cluster, which would close every life), the pools from the NodePoolRotations
 //! (selector, channel@version of their image, the rotation under way, the fleet commit), and
 //! the image of each instance from the pool's cloud group, described only when a node shows
-//! up whose instance it has not seen yet.
+//! up whose instance it has not seen yet (a managed pool's from what its owner reports: its
+//! nodes' labels, Karpenter's NodeClaims; see [`super::managed`]).
 //!
 //! Crash-safe by construction: what is open is read back from the ledger's tip before every
 //! append, never kept in memory, and a new process first takes the pushed ledger from the
@@ -14,7 +15,7 @@
 //! pass), one that joined meanwhile opens marked `joinedBefore: restart`; nothing is
 //! written twice because a life already open is never opened again.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use kube::api::{Api, ListParams};
 use tokio_util::sync::CancellationToken;
 
 use super::book::{self, Book};
+use super::managed;
 use super::{LedgerError, ledger_ref};
 use crate::cloud::NodeGroups;
 use crate::controller::clock::Clock;
@@ -241,7 +243,9 @@ impl Recorder {
     }
 
     /// The nodes of the pools, each with its instance's image where known. `None`: the
-    /// index does not observe nodes now (nothing is decided from it).
+    /// index does not observe nodes now (nothing is decided from it). A self-managed pool's
+    /// images come from its group's describe; a managed pool's from what its owner reports
+    /// (its nodes' labels, Karpenter's NodeClaims: [`super::managed`]).
     async fn observe(
         &self,
         nprs: &[NodePoolRotation],
@@ -249,35 +253,53 @@ impl Recorder {
     ) -> Result<Option<Vec<Seen>>, String> {
         let mut seen = Vec::new();
         let mut describe = Vec::new();
+        let mut karpenter = Vec::new();
         {
             let state = self.index.read();
             if state.ready(Kind::Nodes).is_err() {
                 return Ok(None);
             }
             for npr in nprs {
-                for (node, _) in state.nodes_matching(&npr.spec.node_selector) {
-                    let instance = rota_core::cloud::provider_id::parse(&node.provider_id)
-                        .map(|r| r.instance)
-                        .unwrap_or_default();
-                    if instance.is_empty() {
-                        continue;
+                let managed = npr.spec.group.managed().is_some();
+                // A blue-green move's selectors pick disjoint pools; a node is taken once.
+                let mut taken = HashSet::new();
+                for selector in managed::selectors(npr) {
+                    for (node, _) in state.nodes_matching(&selector) {
+                        let instance = rota_core::cloud::provider_id::parse(&node.provider_id)
+                            .map(|r| r.instance)
+                            .unwrap_or_default();
+                        if instance.is_empty() || !taken.insert(node.name.clone()) {
+                            continue;
+                        }
+                        let known = memory.images.contains_key(&node.provider_id);
+                        match crate::kube::observe::node_image(node) {
+                            Some(image) if managed => {
+                                memory.images.insert(node.provider_id.clone(), image);
+                            }
+                            _ if known => {}
+                            _ if managed
+                                && managed::is_karpenter(npr)
+                                && !karpenter.contains(&npr.spec.group) =>
+                            {
+                                karpenter.push(npr.spec.group.clone());
+                            }
+                            _ if !managed && !describe.contains(&npr.spec.group) => {
+                                describe.push(npr.spec.group.clone());
+                            }
+                            _ => {}
+                        }
+                        seen.push((
+                            node.provider_id.clone(),
+                            Seen {
+                                pool: npr.spec.pool.clone(),
+                                node: node.name.clone(),
+                                instance,
+                                image: None,
+                                ready: node.kubelet_ready,
+                                cordoned: node.cordoned.then(|| node.cordoned_by.clone()),
+                            },
+                        ));
                     }
-                    if !memory.images.contains_key(&node.provider_id)
-                        && !describe.contains(&npr.spec.group)
-                    {
-                        describe.push(npr.spec.group.clone());
-                    }
-                    seen.push((
-                        node.provider_id.clone(),
-                        Seen {
-                            pool: npr.spec.pool.clone(),
-                            node: node.name.clone(),
-                            instance,
-                            image: None,
-                            ready: node.kubelet_ready,
-                            cordoned: node.cordoned.then(|| node.cordoned_by.clone()),
-                        },
-                    ));
                 }
             }
         }
@@ -291,6 +313,15 @@ impl Recorder {
                 // Those nodes wait for the next pass; the others are recorded now.
                 Err(e) => {
                     tracing::debug!(cluster = %self.cluster, error = %e, "ledger: describing a group")
+                }
+            }
+        }
+        if !karpenter.is_empty() {
+            let drift = crate::kube::karpenter::KubeKarpenter::new(self.client.clone());
+            let by_node = managed::karpenter_images(&drift, &karpenter).await;
+            for (pid, s) in &seen {
+                if let Some(image) = by_node.get(&s.node) {
+                    memory.images.insert(pid.clone(), image.clone());
                 }
             }
         }

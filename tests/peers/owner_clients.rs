@@ -65,10 +65,62 @@ mod gke {
     pub(super) fn client(double: &GkeDouble) -> GkeNodePools {
         GkeNodePools::new(GkeOptions {
             endpoint: Some(double.url.clone()),
+            compute_endpoint: None,
             credentials: GcpCredentials::Anonymous,
             retry: retries(),
         })
         .unwrap()
+    }
+
+    /// The pool's size is its managed instance groups' `targetSize`s, read from Compute
+    /// (the GCP double, held to Compute v1): 2 + 5 after the autoscaler grew one zone, not
+    /// the 3 a zone in 2 zones it was created with. A surge by percent counts from it.
+    #[tokio::test]
+    async fn a_gke_pools_size_is_its_instance_groups_sizes() {
+        use crate::support::gcp_double::{GcpDouble, MigSpec};
+        let d = double().await;
+        let compute = GcpDouble::start().await;
+        let mut urls = vec![];
+        for (zone, size) in [("europe-west1-b", 2), ("europe-west1-c", 5)] {
+            let key = compute.add_mig(&MigSpec {
+                project: "acme".into(),
+                name: format!("gke-prod-general-{zone}-grp"),
+                zone: Some(zone.into()),
+                region: None,
+                target_size: size,
+                image: "projects/gke-node-images/global/images/gke-1314-cos".into(),
+                autoscaler: None,
+                regional_template: false,
+                update_policy: "OPPORTUNISTIC",
+                autoscaler_mode: "OFF",
+            });
+            urls.push(format!("https://www.googleapis.com/compute/v1/{key}"));
+        }
+        d.set_instance_groups(PATH, &urls);
+        let gke = GkeNodePools::new(GkeOptions {
+            endpoint: Some(d.url.clone()),
+            compute_endpoint: Some(compute.url.clone()),
+            credentials: GcpCredentials::Anonymous,
+            retry: retries(),
+        })
+        .unwrap();
+        let st = gke.describe(&pool()).await.unwrap();
+        assert_eq!(st.desired, 7, "2 + 5, the groups' sizes");
+        let reads: Vec<String> = compute
+            .requests()
+            .into_iter()
+            .filter(|r| r.contains("instanceGroupManagers/gke-prod-general"))
+            .collect();
+        assert_eq!(reads.len(), 2, "{reads:?}");
+        // A broken answer naming something else than a managed instance group is refused.
+        d.set_instance_groups(
+            PATH,
+            &["https://evil.example/compute/v1/projects/acme/zones/z/instances/i-1".to_string()],
+        );
+        let e = gke.describe(&pool()).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+        assert!(e.message.contains("evil.example"), "{e}");
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
     }
 
     async fn double() -> GkeDouble {
@@ -425,7 +477,7 @@ fn the_descriptions_refuse_what_they_do_not_allow() {
         "rota-1-a",
         MaxUnavailable::Count(1),
     );
-    let body = update_request(path, &np, &r).unwrap();
+    let body = update_request(path, &np, 2, &r).unwrap();
     let ok = check_request(Api::Container, "PUT", &format!("v1/{path}"), &body);
     assert!(ok.is_empty(), "{ok:?}");
     let mut bad = body.clone();
@@ -574,6 +626,226 @@ async fn gke_and_aks_clusters_are_imported_valid_and_byte_stable() {
     }
 }
 
+/// `rota clusters import --cloud gcp`'s self-managed groups against the Compute double (held
+/// to Compute v1): the groups whose template carries the cluster's kops label are listed
+/// beside the GKE node pools, each with a comment and its zone, picked by kops's instance
+/// group label; GKE's own groups and another cluster's are not; the file validates and a
+/// second import writes the same bytes.
+#[tokio::test]
+async fn labelled_migs_are_imported_beside_gke_node_pools_and_byte_stable() {
+    use crate::support::gcp_double::{GcpDouble, MigSpec};
+    use rota::cloud::gcp::GcpCredentials;
+    use rota::cloud::gcp::node_pools::{GkeNodePools, GkeOptions};
+    use rota_core::onboard::{Outcome, outcome};
+
+    let (g, _a) = import_doubles().await;
+    let compute = GcpDouble::start().await;
+    let spec = |name: &str, zone: &str| MigSpec {
+        project: "acme".into(),
+        name: name.into(),
+        zone: Some(zone.into()),
+        region: None,
+        target_size: 2,
+        image: "projects/acme/global/images/general-2026-11-1".into(),
+        autoscaler: None,
+        regional_template: false,
+        update_policy: "OPPORTUNISTIC",
+        autoscaler_mode: "OFF",
+    };
+    let ours = compute.add_mig(&spec("nodes-europe-west1-b", "europe-west1-b"));
+    compute.label_template(
+        &ours,
+        &[
+            ("k8s-io-cluster-name", "prod-euw1"),
+            ("k8s-io-instance-group", "nodes-europe-west1-b"),
+        ],
+    );
+    // GKE's own group (its template labelled goog-gke-node) and another cluster's.
+    compute.add_mig(&spec("gke-prod-euw1-general-1a2b-grp", "europe-west1-b"));
+    let theirs = compute.add_mig(&spec("nodes-staging", "europe-west1-c"));
+    compute.label_template(&theirs, &[("k8s-io-cluster-name", "staging")]);
+    let client = GkeNodePools::new(GkeOptions {
+        endpoint: Some(g.url.clone()),
+        compute_endpoint: Some(compute.url.clone()),
+        credentials: GcpCredentials::Anonymous,
+        retry: retries(),
+    })
+    .unwrap();
+    let gcp = [("project", "acme"), ("region", "europe-west1")];
+    let found_all = || async {
+        let mut pools = client
+            .list_cluster_pools("acme", "europe-west1", "prod-euw1")
+            .await
+            .unwrap();
+        pools.extend(client.list_cluster_migs("acme", "prod-euw1").await.unwrap());
+        found("prod-euw1", "gcp", &gcp, pools)
+    };
+    let f = found_all().await;
+    let names: Vec<&str> = f.pools.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["general", "spot", "nodes-europe-west1-b"]);
+    let repo = fleet_with_gke_and_aks_forms();
+    let rel = "clusters/prod-euw1.yaml";
+    let Outcome::New { text } = outcome(rel, None, &f).unwrap() else {
+        panic!("no file yet")
+    };
+    std::fs::write(repo.path().join(rel), &text).unwrap();
+    assert!(
+        text.contains("# managed instance group nodes-europe-west1-b in europe-west1-b, its template labelled k8s-io-cluster-name=prod-euw1 (instanceGroupManagers.aggregatedList)"),
+        "{text}"
+    );
+    let fleet = rota::fleet::load_dir(repo.path())
+        .unwrap_or_else(|d| panic!("the imported file does not validate:\n{d}\n{text}"));
+    let mig = fleet
+        .resolve_cluster("prod-euw1")
+        .unwrap()
+        .pools
+        .into_iter()
+        .find(|p| p.name == "nodes-europe-west1-b")
+        .unwrap();
+    assert_eq!(
+        mig.group,
+        rota::cloud::GroupRef::Gcp {
+            project: "acme".into(),
+            zone: Some("europe-west1-b".into()),
+            region: None,
+            instance_group_manager: "nodes-europe-west1-b".into(),
+        }
+    );
+    assert_eq!(
+        mig.node_selector,
+        std::collections::BTreeMap::from([(
+            "kops.k8s.io/instancegroup".to_string(),
+            "nodes-europe-west1-b".to_string()
+        )])
+    );
+    assert_eq!(
+        outcome(rel, Some(&text), &found_all().await).unwrap(),
+        Outcome::Unchanged
+    );
+}
+
+/// `rota clusters import --cloud azure`'s self-managed scale sets against the ARM double
+/// (held to Microsoft.Compute 2024-07-01): the resource group's scale sets tagged as the
+/// cluster's (Cluster API for Azure's tag) are listed beside the AKS agent pools, picked by
+/// the autoscaler's node template tags; AKS's own and another cluster's are not; the file
+/// validates and a second import writes the same bytes.
+#[tokio::test]
+async fn tagged_scale_sets_are_imported_beside_aks_agent_pools_and_byte_stable() {
+    use crate::support::azure_double::{AzureDouble, TOKEN};
+    use azure_core::credentials::{AccessToken, TokenCredential, TokenRequestOptions};
+    use rota::cloud::azure::AzureOptions;
+    use rota::cloud::azure::agent_pools::AksAgentPools;
+    use rota_core::onboard::{Outcome, outcome};
+
+    #[derive(Debug)]
+    struct ArmToken;
+    #[async_trait::async_trait]
+    impl TokenCredential for ArmToken {
+        async fn get_token(
+            &self,
+            _: &[&str],
+            _: Option<TokenRequestOptions<'_>>,
+        ) -> azure_core::Result<AccessToken> {
+            Ok(AccessToken::new(
+                TOKEN.to_string(),
+                azure_core::time::OffsetDateTime::now_utc() + azure_core::time::Duration::hours(1),
+            ))
+        }
+    }
+    let (_g, a) = import_doubles().await;
+    let arm = AzureDouble::start().await;
+    let sub = SUB_IMPORT;
+    let image = serde_json::json!({"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "latest"});
+    for name in ["prod-md-0", "aks-general-1-vmss", "staging-md-0"] {
+        arm.create_scale_set(sub, "rg-prod", name, 2, 10, image.clone(), "Manual");
+    }
+    arm.set_tags(
+        sub,
+        "rg-prod",
+        "prod-md-0",
+        &[
+            (
+                "sigs.k8s.io_cluster-api-provider-azure_cluster_aks-prod",
+                "owned",
+            ),
+            ("k8s.io_cluster-autoscaler_node-template_label_pool", "md-0"),
+        ],
+    );
+    arm.set_tags(
+        sub,
+        "rg-prod",
+        "staging-md-0",
+        &[("kubernetes.io_cluster_staging", "owned")],
+    );
+    // aks-general-1-vmss keeps the double's AKS tag (aks-managed-poolName): AKS's own.
+    let compute = AksAgentPools::new(
+        Arc::new(ArmToken),
+        rota::cloud::azure::AzureOptions {
+            endpoint: arm.url.clone(),
+            retry: retries(),
+            ..AzureOptions::default()
+        },
+    )
+    .unwrap();
+    let aks = aks::client(&a);
+    let azure = [
+        ("subscriptionId", sub),
+        ("resourceGroup", "rg-prod"),
+        ("aksCluster", "aks-prod"),
+    ];
+    let found_all = || async {
+        let mut pools = aks
+            .list_cluster_pools(sub, "rg-prod", "aks-prod")
+            .await
+            .unwrap();
+        pools.extend(
+            compute
+                .list_cluster_scale_sets(sub, "rg-prod", "aks-prod")
+                .await
+                .unwrap(),
+        );
+        found("prod-weu", "azure", &azure, pools)
+    };
+    let f = found_all().await;
+    let names: Vec<&str> = f.pools.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["general", "system", "prod-md-0"]);
+    let repo = fleet_with_gke_and_aks_forms();
+    let rel = "clusters/prod-weu.yaml";
+    let Outcome::New { text } = outcome(rel, None, &f).unwrap() else {
+        panic!("no file yet")
+    };
+    std::fs::write(repo.path().join(rel), &text).unwrap();
+    assert!(
+        text.contains("# scale set prod-md-0 in resource group rg-prod, tagged sigs.k8s.io_cluster-api-provider-azure_cluster_aks-prod (VirtualMachineScaleSets_List)"),
+        "{text}"
+    );
+    let fleet = rota::fleet::load_dir(repo.path())
+        .unwrap_or_else(|d| panic!("the imported file does not validate:\n{d}\n{text}"));
+    let ss = fleet
+        .resolve_cluster("prod-weu")
+        .unwrap()
+        .pools
+        .into_iter()
+        .find(|p| p.name == "prod-md-0")
+        .unwrap();
+    assert_eq!(
+        ss.group,
+        rota::cloud::GroupRef::Azure {
+            subscription_id: sub.into(),
+            resource_group: "rg-prod".into(),
+            scale_set: "prod-md-0".into(),
+        }
+    );
+    assert_eq!(
+        ss.node_selector,
+        std::collections::BTreeMap::from([("pool".to_string(), "md-0".to_string())])
+    );
+    assert_eq!(
+        outcome(rel, Some(&text), &found_all().await).unwrap(),
+        Outcome::Unchanged
+    );
+}
+
 const SUB_IMPORT: &str = "1b2c3d4e-0000-4000-8000-000000000001";
 
 /// A GKE cluster `prod-euw1` of two node pools (beside another cluster's) and an AKS cluster
@@ -615,7 +887,8 @@ async fn import_doubles() -> (GkeDouble, AksDouble) {
     (g, a)
 }
 
-/// A fleet repo whose channel `general` has GKE's and AKS's version forms, a wave for
+/// A fleet repo whose channel `general` has GKE's and AKS's version forms (and a GCP and an
+/// Azure image for self-managed groups), a wave for
 /// `ring: early`, and no cluster yet.
 fn fleet_with_gke_and_aks_forms() -> tempfile::TempDir {
     let repo = tempfile::tempdir().unwrap();
@@ -632,6 +905,8 @@ spec:
         "2026.11.2":
           gke: {nodeVersion: "1.31.5-gke.1023000", imageType: COS_CONTAINERD}
           aks: {nodeImageVersion: "AKSUbuntu-2204gen2containerd-202611.02.0"}
+          gcp: projects/acme/global/images/general-2026-11-2
+          azure: /subscriptions/1b2c3d4e-0000-4000-8000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/acme/images/general/versions/2026.11.2
   waves:
     - name: early
       clusterSelector: {matchLabels: {ring: early}}

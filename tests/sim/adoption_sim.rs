@@ -2,7 +2,9 @@
 //! simulated clusters whose pools already run their wave's pins, the promotion guard on. Every
 //! pool is adopted (a record of kind `adopted`) and reports success, also in a later wave
 //! whose pin the earlier wave is past; a later wave whose earlier-wave cluster has no agent
-//! says which cluster never reported. All in process, real git, paused tokio time.
+//! says which cluster never reported. Managed pools are adopted the same way, read through
+//! their owners: an EKS managed node group (service and blueGreen), a Karpenter NodePool, a
+//! GKE node pool and an AKS agent pool. All in process, real git, paused tokio time.
 
 use crate::support::git::git;
 
@@ -17,7 +19,9 @@ use rota::sim::scenario::WorkloadProfile;
 use rota::waves::CompletionKind;
 
 /// Every cluster the test's fleets declare (whose notes a reader reads).
-const CLUSTERS: [&str; 3] = ["canary-1", "canary-2", "main-1"];
+const CLUSTERS: [&str; 6] = [
+    "canary-1", "canary-2", "main-1", "eks-main", "gke-main", "aks-main",
+];
 
 /// Canary pins `canary_v`, main pins `main_v`; `extra_canary` adds a cluster to the canary
 /// wave. The guard is on (the default: no `promotion` key).
@@ -229,4 +233,167 @@ async fn a_fresh_fleet_on_its_pins_is_adopted_with_the_guard_on() {
         .await
         .unwrap();
     assert_eq!(npr.spec.version, "2026.11.1", "held on its version");
+}
+
+/// The managed fleet: the canary (a self-managed pool) is past main's version, main's
+/// clusters hold one pool of each managed owner, all on main's pin.
+fn managed_fleet_yaml() -> String {
+    r#"apiVersion: rota.dev/v1alpha1
+kind: Fleet
+metadata: {name: acme}
+spec:
+  images:
+    general:
+      versions:
+        "2026.11.1":
+          aws: ami-0a1b2c3d4e5f60718
+          gke: {nodeVersion: "1.31.4-gke.1256000", imageType: COS_CONTAINERD}
+          aks: {nodeImageVersion: AKSUbuntu-2204gen2containerd-202610.27.0}
+        "2026.11.2":
+          aws: ami-0f9e8d7c6b5a40312
+          gke: {nodeVersion: "1.31.5-gke.1023000", imageType: COS_CONTAINERD}
+          aks: {nodeImageVersion: AKSUbuntu-2204gen2containerd-202611.02.0}
+  waves:
+    - name: canary
+      clusters: [canary-1]
+      images: {general: "2026.11.2"}
+      soak: 30m
+    - name: main
+      clusters: [eks-main, gke-main, aks-main]
+      images: {general: "2026.11.1"}
+  rollout: {batch: 2, nodeReadyTimeout: 10m}
+"#
+    .into()
+}
+
+const EKS_MAIN: &str = r#"apiVersion: rota.dev/v1alpha1
+kind: Cluster
+metadata: {name: eks-main}
+spec:
+  cloud: {aws: {region: us-east-1}}
+  pools:
+    - name: system
+      channel: general
+      nodeSelector: {eks.amazonaws.com/nodegroup: system}
+      group: {eksNodegroup: system}
+    - name: memory
+      channel: general
+      nodeSelector: {eks.amazonaws.com/nodegroup: memory}
+      group: {eksNodegroup: memory}
+      rollout: {managedUpdate: blueGreen}
+    - name: spot
+      channel: general
+      nodeSelector: {karpenter.sh/nodepool: spot}
+      group: {karpenterNodePool: spot}
+"#;
+
+const GKE_MAIN: &str = r#"apiVersion: rota.dev/v1alpha1
+kind: Cluster
+metadata: {name: gke-main}
+spec:
+  cloud: {gcp: {project: acme, region: europe-west1}}
+  pools:
+    - name: general
+      channel: general
+      nodeSelector: {cloud.google.com/gke-nodepool: general}
+      group: {gkeNodePool: general}
+"#;
+
+const AKS_MAIN: &str = r#"apiVersion: rota.dev/v1alpha1
+kind: Cluster
+metadata: {name: aks-main}
+spec:
+  cloud: {azure: {subscriptionId: 00000000-0000-0000-0000-000000000001, resourceGroup: rg-prod}}
+  pools:
+    - name: general
+      channel: general
+      nodeSelector: {kubernetes.azure.com/agentpool: general}
+      group: {aksAgentPool: general}
+"#;
+
+/// Day one on managed pools: each owner's pool already on main's pin is adopted (read
+/// through its owner, its nodes' image labels, Karpenter's NodeClaims), gets its
+/// NodePoolRotation on the pin and reports success, though the canary will never complete
+/// main's version. Without adoption they would wait for the canary forever.
+#[tokio::test(start_paused = true)]
+async fn managed_pools_on_their_pins_are_adopted_through_their_owners() {
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("fleet.git");
+    std::fs::create_dir_all(&origin).unwrap();
+    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+    git(tmp.path(), &["clone", "-q", "fleet.git", "fleet"]);
+    let repo = tmp.path().join("fleet");
+    git(&repo, &["checkout", "-q", "-b", "main"]);
+    let first = commit(
+        &repo,
+        &[
+            ("fleet.yaml", &managed_fleet_yaml()),
+            ("canary-1.yaml", &cluster_yaml("canary-1")),
+            ("eks-main.yaml", EKS_MAIN),
+            ("gke-main.yaml", GKE_MAIN),
+            ("aks-main.yaml", AKS_MAIN),
+        ],
+        "managed pools as they run today",
+    );
+    let fleet = LocalFleet::start(LocalConfig {
+        repo: origin.clone(),
+        branch: "main".into(),
+        state_dir: tmp.path().join("state"),
+        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+        speed: 1.0,
+        poll: Duration::from_secs(10),
+        resync: Duration::from_secs(5),
+        trust: None,
+        webhook: None,
+        statuses: None,
+        report: Default::default(),
+    })
+    .await
+    .unwrap();
+
+    let pools = [
+        ("eks-main", "system"),
+        ("eks-main", "memory"),
+        ("eks-main", "spot"),
+        ("gke-main", "general"),
+        ("aks-main", "general"),
+    ];
+    for (cluster, pool) in pools {
+        let context = format!("rota/{cluster}/{pool}");
+        let done = wait_for(&fleet, &origin, &first, &context, State::Success).await;
+        assert!(
+            done.ends_with("nodes on general@2026.11.1"),
+            "{context}: {done}"
+        );
+        let npr = Api::<NodePoolRotation>::all(fleet.clients[cluster].clone())
+            .get(pool)
+            .await
+            .unwrap();
+        assert_eq!(npr.spec.version, "2026.11.1", "{context}");
+        // Nothing was asked of the owner: no update.
+        let m = npr.spec.group.managed().expect("a managed pool").clone();
+        let cloud = &fleet.sim.cloud;
+        let updates = match cluster {
+            "gke-main" => cloud.gke_operations(&m),
+            "aks-main" => cloud.aks_upgrades(&m),
+            _ if pool == "spot" => vec![],
+            _ => cloud.eks_updates(&m),
+        };
+        assert!(updates.is_empty(), "{context}: {updates:?}");
+    }
+    let store = GitNotesStore::new(&origin, None, None);
+    store.scope_to(CLUSTERS.iter().map(|c| c.to_string()));
+    let records = store.pool_records(&first).await.unwrap();
+    for (cluster, pool) in pools {
+        let r = records
+            .iter()
+            .find(|r| r.cluster == cluster && r.pool == pool)
+            .unwrap_or_else(|| panic!("no record of {cluster}/{pool}: {records:?}"));
+        let kinds: Vec<_> = r
+            .completions
+            .iter()
+            .map(|c| (c.kind, c.version.as_str()))
+            .collect();
+        assert_eq!(kinds, [(CompletionKind::Adopted, "2026.11.1")], "{r:?}");
+    }
 }

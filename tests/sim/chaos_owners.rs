@@ -1,20 +1,21 @@
-//! The chaos suite's managed pools: seeded random runs of one EKS cluster with three pools
-//! rota changes only through their owners, an EKS managed node group under
-//! `managedUpdate: service` (`svc`), one under `managedUpdate: blueGreen` (`bg`) and a
-//! Karpenter NodePool drifted by rota's budgets (`karp`), under the chaos suite's faults:
+//! The chaos suite's managed pools: seeded random runs of one cluster with pools rota changes
+//! only through their owners. A seed's cluster is EKS, GKE or AKS in turn (seed mod 3): on EKS
+//! a managed node group under `managedUpdate: service` (`svc`), one under `managedUpdate:
+//! blueGreen` (`bg`) and a Karpenter NodePool drifted by rota's budgets (`karp`); on GKE two
+//! node pools and on AKS two agent pools, `svc` and `bg`. Under the chaos suite's faults:
 //! cloud API throttling, 5xx and writes that take effect but answer an error (the owners'
 //! calls included), boots that fail, Kubernetes API 429s, 500s and lost responses, and the
 //! controller crashing after a random number of a pass's actions and started again. Half
 //! the seeds also get a fleet stop (`rota stop`, as the agent carries it: the pool's
 //! `spec.policy.stop`) on one pool at a random moment, lifted 10 to 40 minutes later.
 //!
-//! After every pass: never more than a pool's size plus one batch alive (both node groups of
-//! the blue-green move together), never more than one twin and never more than one EKS
-//! update to the pinned image, no PodDisruptionBudget below its healthy minimum (except
-//! while EKS runs its own update of `svc`, and five minutes after its replaced nodes are
-//! gone: the simulated EKS terminates the nodes it replaces once their shutdown time has
-//! passed, evicted or not, where real EKS fails the update (or forces, with `force`); such
-//! checks are counted and printed apart), and while a
+//! After every pass: never more than a pool's size plus one batch alive (both pools of the
+//! blue-green move together), never more than one twin and never more than one update by the
+//! owner to the pinned image, no PodDisruptionBudget below its healthy minimum (except while
+//! the owner runs its own update of `svc`, and five minutes after its replaced nodes are
+//! gone: the simulated EKS, GKE and AKS terminate the nodes they replace once their shutdown
+//! time has passed, evicted or not, where the real services drain (EKS fails the update, or
+//! forces with `force`); such checks are counted and printed apart), and while a
 //! pool's status says `Stopped`, its checkpoint does not move and nothing new is started
 //! (no update, no twin, no drift budget opened). At the end (or the time bound): every pool
 //! `Succeeded`, the blue-green pool's old node group deleted, every node on the new AMI.
@@ -47,12 +48,10 @@ use rota::sim::world::Fleet;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-const OLD: &str = "ami-0000000000000old1";
-const NEW: &str = "ami-0000000000000new2";
 const CLUSTER: &str = "sim-1";
 /// The twin `blueGreen` makes of `bg` for the tests' version.
 const TWIN: &str = "bg-rota-2026-11-2";
-/// How long after EKS's own update (its last replaced node gone) a budget short is still
+/// How long after the owner's own update (its last replaced node gone) a budget short is still
 /// its doing: the pods it killed are recreated and Ready again within it.
 const OWNER_AFTERMATH: Duration = Duration::from_secs(300);
 /// Fleet time a seed may take.
@@ -74,34 +73,115 @@ enum Kind {
     Drift,
 }
 
+/// The service that owns a seed's cluster and its pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Service {
+    Eks,
+    Gke,
+    Aks,
+}
+
+impl Service {
+    /// Seed mod 3: every service gets a third of the seeds.
+    fn of_seed(seed: u64) -> Service {
+        [Service::Eks, Service::Gke, Service::Aks][(seed % 3) as usize]
+    }
+
+    fn cloud(self) -> Cloud {
+        match self {
+            Service::Eks => Cloud::Aws,
+            Service::Gke => Cloud::Gcp,
+            Service::Aks => Cloud::Azure,
+        }
+    }
+
+    /// (old, new) images in the owner's one-string form.
+    fn images(self) -> (&'static str, &'static str) {
+        match self {
+            Service::Eks => ("ami-0000000000000old1", "ami-0000000000000new2"),
+            Service::Gke => (
+                "1.31.4-gke.1183000/COS_CONTAINERD",
+                "1.31.5-gke.1023000/COS_CONTAINERD",
+            ),
+            Service::Aks => (
+                "AKSUbuntu-2204gen2containerd-202610.01.0",
+                "AKSUbuntu-2204gen2containerd-202611.02.0",
+            ),
+        }
+    }
+
+    fn owner_image(self, image: &str) -> OwnerImage {
+        match self {
+            Service::Eks => OwnerImage::Ami { id: image.into() },
+            Service::Gke => {
+                let (v, t) = image.split_once('/').unwrap();
+                OwnerImage::GkeNode {
+                    node_version: Some(v.into()),
+                    image_type: t.into(),
+                }
+            }
+            Service::Aks => OwnerImage::AksNodeImage {
+                node_image_version: image.into(),
+            },
+        }
+    }
+
+    /// The pools a cluster of this service holds: Karpenter on EKS only.
+    fn pools(self) -> &'static [(&'static str, Kind)] {
+        match self {
+            Service::Eks => &[
+                ("svc", Kind::Service),
+                ("bg", Kind::BlueGreen),
+                ("karp", Kind::Drift),
+            ],
+            Service::Gke | Service::Aks => &[("svc", Kind::Service), ("bg", Kind::BlueGreen)],
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct PoolPlan {
     name: &'static str,
     kind: Kind,
+    service: Service,
     size: u32,
     policy: EffectivePolicy,
 }
 
 impl PoolPlan {
     fn managed(&self) -> ManagedGroup {
-        match self.kind {
-            Kind::Drift => ManagedGroup::KarpenterNodePool {
+        match (self.kind, self.service) {
+            (Kind::Drift, _) => ManagedGroup::KarpenterNodePool {
                 region: "us-east-1".into(),
                 eks_cluster: CLUSTER.into(),
                 node_pool: self.name.into(),
             },
-            _ => ManagedGroup::EksNodegroup {
+            (_, Service::Eks) => ManagedGroup::EksNodegroup {
                 region: "us-east-1".into(),
                 eks_cluster: CLUSTER.into(),
                 nodegroup: self.name.into(),
+            },
+            (_, Service::Gke) => ManagedGroup::GkeNodePool {
+                project: "acme".into(),
+                location: "europe-west1".into(),
+                gke_cluster: CLUSTER.into(),
+                node_pool: self.name.into(),
+            },
+            (_, Service::Aks) => ManagedGroup::AksAgentPool {
+                subscription_id: "00000000-0000-0000-0000-000000000001".into(),
+                resource_group: "rg-prod".into(),
+                aks_cluster: CLUSTER.into(),
+                agent_pool: self.name.into(),
             },
         }
     }
 
     fn selector(&self) -> BTreeMap<String, String> {
-        let label = match self.kind {
-            Kind::Drift => "karpenter.sh/nodepool",
-            _ => "eks.amazonaws.com/nodegroup",
+        let label = match (self.kind, self.service) {
+            (Kind::Drift, _) => "karpenter.sh/nodepool",
+            (_, Service::Eks) => "eks.amazonaws.com/nodegroup",
+            (_, Service::Gke) => "cloud.google.com/gke-nodepool",
+            (_, Service::Aks) => "kubernetes.azure.com/agentpool",
         };
         BTreeMap::from([(label.to_string(), self.name.to_string())])
     }
@@ -116,6 +196,7 @@ impl PoolPlan {
 
 #[derive(Clone, Debug)]
 struct Draw {
+    service: Service,
     pools: Vec<PoolPlan>,
     cloud_faults: String,
     api_faults: ApiFaultProfile,
@@ -131,31 +212,31 @@ fn pick<T: Copy>(rng: &mut ChaCha8Rng, xs: &[T]) -> T {
 
 fn draw(seed: u64) -> Draw {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let pools = [
-        ("svc", Kind::Service),
-        ("bg", Kind::BlueGreen),
-        ("karp", Kind::Drift),
-    ]
-    .into_iter()
-    .map(|(name, kind)| {
-        let mut p = EffectivePolicy {
-            batch: BatchSize::Count(rng.random_range(1..=2)),
-            max_parallel_pools: 3,
-            ..EffectivePolicy::default()
-        };
-        p.batch_soak = GoDuration::from_secs(pick(&mut rng, &[0, 60, 300]));
-        p.pool_soak = GoDuration::from_secs(pick(&mut rng, &[0, 120, 600]));
-        if kind == Kind::BlueGreen {
-            p.managed_update = Some(ManagedUpdate::BlueGreen);
-        }
-        PoolPlan {
-            name,
-            kind,
-            size: rng.random_range(2..=4),
-            policy: p,
-        }
-    })
-    .collect();
+    let service = Service::of_seed(seed);
+    let pools = service
+        .pools()
+        .iter()
+        .copied()
+        .map(|(name, kind)| {
+            let mut p = EffectivePolicy {
+                batch: BatchSize::Count(rng.random_range(1..=2)),
+                max_parallel_pools: 3,
+                ..EffectivePolicy::default()
+            };
+            p.batch_soak = GoDuration::from_secs(pick(&mut rng, &[0, 60, 300]));
+            p.pool_soak = GoDuration::from_secs(pick(&mut rng, &[0, 120, 600]));
+            if kind == Kind::BlueGreen {
+                p.managed_update = Some(ManagedUpdate::BlueGreen);
+            }
+            PoolPlan {
+                name,
+                kind,
+                service,
+                size: rng.random_range(2..=4),
+                policy: p,
+            }
+        })
+        .collect::<Vec<_>>();
     let (boot_min, boot_max) = (rng.random_range(20..60), rng.random_range(60..150));
     let boot_fail = pick(&mut rng, &[0.0, 0.0, 0.1]);
     let (throttle, server, lost) = (
@@ -176,12 +257,13 @@ fn draw(seed: u64) -> Draw {
     let crash_rate = pick(&mut rng, &[0.0, 0.03, 0.08]);
     let stop = rng.random_bool(0.5).then(|| {
         (
-            rng.random_range(0..3),
+            rng.random_range(0..pools.len()),
             Duration::from_secs(rng.random_range(60..1800)),
             Duration::from_secs(rng.random_range(600..2400)),
         )
     });
     Draw {
+        service,
         pools,
         cloud_faults,
         api_faults,
@@ -191,17 +273,18 @@ fn draw(seed: u64) -> Draw {
 }
 
 fn npr(pool: &PoolPlan) -> NodePoolRotation {
+    let new = pool.service.images().1;
     let mut n = NodePoolRotation::new(
         pool.name,
         NodePoolRotationSpec {
-            owner_image: Some(OwnerImage::Ami { id: NEW.into() }),
+            owner_image: Some(pool.service.owner_image(new)),
             cluster: CLUSTER.into(),
             pool: pool.name.into(),
             group: GroupRef::Managed(pool.managed()),
             node_selector: pool.selector(),
             channel: "stable".into(),
             version: "2026.11.2".into(),
-            image: NEW.into(),
+            image: new.into(),
             arch: Default::default(),
             kubelet: None,
             released: None,
@@ -245,12 +328,12 @@ struct Run {
     restarts: u64,
     log: String,
     violations: Vec<String>,
-    /// The pool stopped now, and once its status says so: its checkpoint, the EKS updates and
+    /// The pool stopped now, and once its status says so: its checkpoint, the owner's updates and
     /// the twins then.
     held: Option<(usize, Option<Held>)>,
-    /// Checks that found a PodDisruptionBudget short while EKS ran its own update.
+    /// Checks that found a PodDisruptionBudget short while the owner ran its own update.
     owner_short: u32,
-    /// When EKS's own update of `svc` last ran or had a replaced node still going.
+    /// When the owner's own update of `svc` last ran or had a replaced node still going.
     owner_went: Option<Instant>,
     /// The cloud as the checks see it (no API faults).
     observer: Arc<dyn rota::sim::cloud::InstanceObserver>,
@@ -307,9 +390,22 @@ impl Run {
         }
     }
 
-    fn eks_updates(&self) -> usize {
+    /// Every update the owner made of `svc` (EKS's updates, GKE's operations, AKS's node
+    /// image upgrades).
+    fn owner_updates(&self) -> Vec<rota::cloud::managed::OwnerUpdate> {
         let svc = self.draw.pools[0].managed();
-        self.fleet.cloud.eks_updates(&svc).len()
+        match self.draw.service {
+            Service::Eks => self.fleet.cloud.eks_updates(&svc),
+            Service::Gke => self.fleet.cloud.gke_operations(&svc),
+            Service::Aks => self.fleet.cloud.aks_upgrades(&svc),
+        }
+    }
+
+    /// The twins the owners created (EKS's node groups, GKE's node pools, AKS's agent pools).
+    fn twins(&self) -> Vec<String> {
+        let mut t = self.fleet.cloud.eks_created();
+        t.extend(self.fleet.cloud.twins_created());
+        t
     }
 
     /// Invariants 1 and 2 and the owners' own: checked after every pass.
@@ -330,19 +426,20 @@ impl Run {
                 ));
             }
         }
-        let twins = self.fleet.cloud.eks_created();
+        let twins = self.twins();
         if twins.len() > 1 {
             self.violation(format!("a second twin: {twins:?}"));
         }
-        let updates = self.fleet.cloud.eks_updates(&self.draw.pools[0].managed());
-        if updates.iter().filter(|u| u.image == NEW).count() > 1 {
-            self.violation(format!("a second EKS update: {updates:?}"));
+        let updates = self.owner_updates();
+        let new = self.draw.service.images().1;
+        if updates.iter().filter(|u| u.image == new).count() > 1 {
+            self.violation(format!("a second update by the owner: {updates:?}"));
         }
-        // Invariant 2 is about rota's evictions. While EKS runs its own update of `svc` (until
-        // the nodes it replaced are gone, and [`OWNER_AFTERMATH`] after), EKS drains: the
-        // simulated EKS terminates a node it replaces once its shutdown time has passed,
-        // evicted or not (real EKS fails the update, or forces with `force`), so a budget
-        // short then is EKS's doing and counted apart.
+        // Invariant 2 is about rota's evictions. While the owner runs its own update of `svc`
+        // (until the nodes it replaced are gone, and [`OWNER_AFTERMATH`] after), the owner
+        // drains: the simulated EKS, GKE and AKS terminate a node they replace once its
+        // shutdown time has passed, evicted or not (real EKS fails the update, or forces with
+        // `force`), so a budget short then is the owner's doing and counted apart.
         let svc = GroupRef::Managed(self.draw.pools[0].managed());
         let svc_going = match self.observer.observe(&svc).await {
             Ok(g) => g
@@ -357,7 +454,7 @@ impl Run {
         if svc_going || running {
             self.owner_went = Some(Instant::now());
         }
-        // The pods EKS killed are recreated and Ready within minutes of its last node going.
+        // The pods the owner killed are recreated and Ready within minutes of its last node going.
         let owner_draining = self
             .owner_went
             .is_some_and(|t| t.elapsed() <= OWNER_AFTERMATH);
@@ -375,7 +472,7 @@ impl Run {
             );
             if owner_draining {
                 self.log
-                    .push_str(&format!("during EKS's own update: {what}\n"));
+                    .push_str(&format!("during the owner's own update: {what}\n"));
                 self.owner_short += 1;
             } else {
                 self.violation(what);
@@ -410,7 +507,7 @@ impl Run {
     }
 
     /// While a stopped pool's status says `Stopped`: its checkpoint holds and nothing new
-    /// starts (no EKS update, no twin).
+    /// starts (no owner update, no twin).
     async fn check_stop(&mut self) {
         let Some((i, held)) = self.held.clone() else {
             return;
@@ -422,8 +519,8 @@ impl Run {
         }
         let now = Held {
             checkpoint: unstopped(st.checkpoint.clone()),
-            updates: self.eks_updates(),
-            twins: self.fleet.cloud.eks_created().len(),
+            updates: self.owner_updates().len(),
+            twins: self.twins().len(),
         };
         match held {
             None => {
@@ -476,14 +573,14 @@ async fn run_seed(seed: u64) -> SeedReport {
     let scenario = Scenario {
         clusters: vec![ClusterScenario {
             name: CLUSTER.into(),
-            cloud: Cloud::Aws,
+            cloud: d.service.cloud(),
             pools: d
                 .pools
                 .iter()
                 .map(|p| PoolScenario {
                     name: p.name.into(),
                     group: GroupRef::Managed(p.managed()),
-                    image: OLD.into(),
+                    image: d.service.images().0.into(),
                     node_selector: p.selector(),
                     nodes: p.size,
                 })
@@ -494,6 +591,10 @@ async fn run_seed(seed: u64) -> SeedReport {
         seed,
     };
     let fleet = Fleet::start(&scenario, 1.0).await.unwrap();
+    // AKS creates a twin only on its newest node image: the pin.
+    fleet
+        .cloud
+        .set_aks_latest_node_image(Service::Aks.images().1);
     let store = fleet.store(CLUSTER).unwrap().clone();
     let client = rota::kube::sim::client(store.clone());
     Api::<CustomResourceDefinition>::all(client.clone())
@@ -611,16 +712,18 @@ async fn end_state(run: &mut Run) {
                 v["metadata"]["deletionTimestamp"]
             ));
         }
-        let karp = GroupRef::Managed(run.draw.pools[2].managed());
-        if let Ok(g) = run.observer.observe(&karp).await {
-            run.log.push_str(&format!(
-                "karp group: desired {} {:?}\n",
-                g.desired, g.instances
-            ));
+        if let Some(karp) = run.draw.pools.iter().find(|p| p.kind == Kind::Drift) {
+            let karp = GroupRef::Managed(karp.managed());
+            if let Ok(g) = run.observer.observe(&karp).await {
+                run.log.push_str(&format!(
+                    "karp group: desired {} {:?}\n",
+                    g.desired, g.instances
+                ));
+            }
         }
     }
     if run.live(&run.draw.pools[1].managed()).await > 0 {
-        run.violation("bg: the old node group still has instances".into());
+        run.violation("bg: the old pool still has instances".into());
     }
 }
 
@@ -663,7 +766,7 @@ async fn seeded_managed_pool_chaos_keeps_the_invariants() {
         }
     }
     eprintln!(
-        "chaos_owners: {} seeds, {stops} with a fleet stop, {crashes} controller crashes, {owner_short} with a budget short during EKS's own update, {} failed",
+        "chaos_owners: {} seeds, {stops} with a fleet stop, {crashes} controller crashes, {owner_short} with a budget short during the owner's own update, {} failed",
         seeds().len(),
         failed.len()
     );

@@ -275,3 +275,126 @@ async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_reve
     assert_eq!(gone[0].left_rotation, None, "{gone:#?}");
     assert_eq!(after.len(), 13, "the replacement's life: {after:#?}");
 }
+
+const MANAGED: &str = r#"apiVersion: rota.dev/v1alpha1
+kind: Cluster
+metadata: {name: canary-1}
+spec:
+  cloud: {aws: {region: us-east-1}}
+  pools:
+    - name: system
+      channel: general
+      nodeSelector: {eks.amazonaws.com/nodegroup: system}
+      group: {eksNodegroup: system}
+    - name: memory
+      channel: general
+      nodeSelector: {eks.amazonaws.com/nodegroup: memory}
+      group: {eksNodegroup: memory}
+      rollout: {managedUpdate: blueGreen}
+    - name: spot
+      channel: general
+      nodeSelector: {karpenter.sh/nodepool: spot}
+      group: {karpenterNodePool: spot}
+"#;
+
+/// Managed pools in the ledger: an EKS managed node group updated by EKS, one moved
+/// blue-green to its twin, a Karpenter NodePool drifted, each from 2026.11.1 to 2026.11.2.
+/// Every instance the simulated owners brought in service has exactly one life with its
+/// image (read from the owners' node labels and Karpenter's NodeClaims: the self-managed
+/// describe knows none of them), the twin's nodes included.
+#[tokio::test(start_paused = true)]
+async fn managed_pools_instances_each_have_one_life_with_their_image() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let tmp = tempfile::tempdir().unwrap();
+    let origin = tmp.path().join("fleet.git");
+    std::fs::create_dir_all(&origin).unwrap();
+    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+    git(tmp.path(), &["clone", "-q", "fleet.git", "fleet"]);
+    let repo = tmp.path().join("fleet");
+    git(&repo, &["checkout", "-q", "-b", "main"]);
+    let first = commit(
+        &repo,
+        &[
+            ("fleet.yaml", &fleet_yaml("2026.11.1")),
+            ("canary-1.yaml", MANAGED),
+        ],
+        "managed pools on 2026.11.1",
+    );
+    let fleet = LocalFleet::start(LocalConfig {
+        repo: origin.clone(),
+        branch: "main".into(),
+        state_dir: tmp.path().join("state"),
+        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+        speed: 1.0,
+        poll: Duration::from_secs(10),
+        resync: Duration::from_secs(5),
+        trust: None,
+        webhook: None,
+        statuses: None,
+        report: Default::default(),
+    })
+    .await
+    .unwrap();
+    let pools = ["system", "memory", "spot"];
+    let wait_all = |commit: String| {
+        let (fleet, origin) = (&fleet, &origin);
+        async move {
+            let start = tokio::time::Instant::now();
+            for pool in pools {
+                let context = format!("rota/canary-1/{pool}");
+                while state_of(origin, &commit, &context).await != Some(State::Success) {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(6 * 3600),
+                        "{context} never succeeded on {commit}"
+                    );
+                    fleet.poke();
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+            }
+        }
+    };
+    wait_all(first).await;
+    let bump = commit(
+        &repo,
+        &[("fleet.yaml", &fleet_yaml("2026.11.2"))],
+        "canary: 2026.11.2",
+    );
+    fleet.poke();
+    wait_all(bump).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+
+    let mut ran: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in fleet.sim.cloud.ran() {
+        *ran.entry((r.instance, r.image)).or_default() += 1;
+    }
+    let all = lives(&origin);
+    let mut recorded: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for l in &all {
+        *recorded
+            .entry((l.instance.clone(), l.image.clone()))
+            .or_default() += 1;
+    }
+    assert_eq!(recorded, ran, "lives per instance and image: {all:#?}");
+    for pool in pools {
+        let on_v2: Vec<&Life> = all
+            .iter()
+            .filter(|l| l.pool == pool && l.image == V2 && l.left.is_none())
+            .collect();
+        assert_eq!(on_v2.len(), 4, "{pool}: {all:#?}");
+        assert!(
+            on_v2
+                .iter()
+                .all(|l| l.version.as_deref() == Some("general@2026.11.2")),
+            "{on_v2:#?}"
+        );
+    }
+    // The blue-green move's nodes ended in the twin, recorded under the pool.
+    assert!(
+        all.iter()
+            .any(|l| l.pool == "memory" && l.node.contains("memory-rota-2026-11-2")),
+        "{all:#?}"
+    );
+}

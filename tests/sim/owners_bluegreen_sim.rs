@@ -447,3 +447,137 @@ async fn an_aks_twin_on_an_image_aks_does_not_offer_pauses_the_pool() {
         .count();
     assert_eq!(puts, 0, "nothing created");
 }
+
+/// An owner's adapter whose twin requests are counted (refused ones too).
+struct CountedTwins {
+    inner: std::sync::Arc<dyn rota::cloud::managed::OwnerPools>,
+    asks: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[async_trait::async_trait]
+impl rota::cloud::managed::OwnerPools for CountedTwins {
+    fn owner(&self) -> rota::fleet::owner::Owner {
+        self.inner.owner()
+    }
+    fn capabilities(&self) -> rota::cloud::managed::OwnerCapabilities {
+        self.inner.capabilities()
+    }
+    async fn describe(
+        &self,
+        p: &rota::fleet::owner::ManagedGroup,
+    ) -> Result<rota::cloud::managed::OwnerPoolState, rota::cloud::CloudError> {
+        self.inner.describe(p).await
+    }
+    async fn start_update(
+        &self,
+        p: &rota::fleet::owner::ManagedGroup,
+        r: &rota::cloud::managed::UpdateRequest,
+    ) -> Result<String, rota::cloud::CloudError> {
+        self.inner.start_update(p, r).await
+    }
+    fn blue_green(&self) -> bool {
+        self.inner.blue_green()
+    }
+    async fn create_twin(
+        &self,
+        r: &rota::cloud::managed::TwinRequest,
+    ) -> Result<(), rota::cloud::CloudError> {
+        self.asks.fetch_add(1, Ordering::Relaxed);
+        self.inner.create_twin(r).await
+    }
+    async fn members(
+        &self,
+        p: &rota::fleet::owner::ManagedGroup,
+    ) -> Result<Option<rota::cloud::managed::OwnerPoolMembers>, rota::cloud::CloudError> {
+        self.inner.members(p).await
+    }
+    async fn set_size(
+        &self,
+        p: &rota::fleet::owner::ManagedGroup,
+        desired: u32,
+        max: u32,
+    ) -> Result<(), rota::cloud::CloudError> {
+        self.inner.set_size(p, desired, max).await
+    }
+    async fn remove_node(
+        &self,
+        p: &rota::fleet::owner::ManagedGroup,
+        id: &str,
+    ) -> Result<(), rota::cloud::CloudError> {
+        self.inner.remove_node(p, id).await
+    }
+    async fn delete_pool(
+        &self,
+        p: &rota::fleet::owner::ManagedGroup,
+    ) -> Result<(), rota::cloud::CloudError> {
+        self.inner.delete_pool(p).await
+    }
+    async fn twins_of(
+        &self,
+        p: &rota::fleet::owner::ManagedGroup,
+    ) -> Result<Vec<rota::cloud::managed::OwnerPoolMembers>, rota::cloud::CloudError> {
+        self.inner.twins_of(p).await
+    }
+}
+
+/// A controller of `kind`'s pools whose twin requests are counted in `asks`.
+fn counting_controller(
+    s: &Sim,
+    kind: Kind,
+    asks: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> Controller {
+    let mut cfg = rota::controller::Config::new("0.1.0", "test-0.1.0");
+    cfg.events = false;
+    let owner = CountedTwins {
+        inner: kind.adapter(s),
+        asks: asks.clone(),
+    };
+    Controller::new(
+        s.client.clone(),
+        std::sync::Arc::new(s.fleet.cloud.clone()),
+        cfg,
+    )
+    .with_owners(std::sync::Arc::new(owner))
+}
+
+/// The refusal of a twin is kept in the NodePoolRotation's status: a controller started
+/// after it (a restart, another replica) reads it there and does not ask the owner again.
+#[tokio::test(start_paused = true)]
+async fn a_refused_twin_is_not_asked_for_again_after_a_restart() {
+    let kind = Kind::Aks;
+    let pin = "AKSUbuntu-2204gen2containerd-202609.01.0";
+    let (s, _) = setup(kind, pin, blue_green(1), 94).await;
+    let asks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut c = counting_controller(&s, kind, &asks);
+    run(&s, kind, &mut c, Duration::from_secs(1800), 1, |st| {
+        st.phase == Phase::Paused
+    })
+    .await;
+    let st = status(&s).await;
+    assert_eq!(
+        st.stop.as_ref().map(|n| n.reason.as_str()),
+        Some("OwnerRefused"),
+        "{}",
+        st.message
+    );
+    assert_eq!(asks.load(Ordering::Relaxed), 1, "asked once");
+    let kept = st.refused.as_ref().expect("the refusal is in the status");
+    assert!(kept.why.contains("newest node image"), "{kept:?}");
+    drop(c);
+
+    // Restarted: the new controller remembers nothing of its own.
+    let mut c = counting_controller(&s, kind, &asks);
+    run(&s, kind, &mut c, Duration::from_secs(1800), 1, |_| false).await;
+    assert_eq!(
+        asks.load(Ordering::Relaxed),
+        1,
+        "not asked again after the restart"
+    );
+    let st = status(&s).await;
+    assert_eq!(st.phase, Phase::Paused, "{}", st.message);
+    assert_eq!(
+        st.stop.as_ref().map(|n| n.reason.as_str()),
+        Some("OwnerRefused")
+    );
+    assert!(s.fleet.cloud.twins_created().is_empty());
+}

@@ -703,6 +703,8 @@ def check_model(cls, v, at, problems, request=False, models=None):
 ARM_SCALE_SET = r"^/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/virtualmachinescalesets/[^/]+"
 ARM_ROUTES = [
     # (method, path regex on the lowercased path, request model, {status: response model or None})
+    # VirtualMachineScaleSets_List (`rota clusters import --cloud azure`): a resource group's.
+    ("GET", r"^/subscriptions/[^/]+/resourcegroups/[^/]+/providers/microsoft\.compute/virtualmachinescalesets$", None, {200: "VirtualMachineScaleSetListResult"}),
     ("GET", ARM_SCALE_SET + "$", None, {200: "VirtualMachineScaleSet"}),
     ("PATCH", ARM_SCALE_SET + "$", "VirtualMachineScaleSetUpdate", {200: "VirtualMachineScaleSet", 201: "VirtualMachineScaleSet", 202: None}),
     ("GET", ARM_SCALE_SET + "/virtualmachines$", None, {200: "VirtualMachineScaleSetVMListResult"}),

@@ -5,6 +5,8 @@
 //! - `GET/PATCH …/virtualMachineScaleSets/{name}` (Get, Update: `sku.capacity`, `tags`, the
 //!   model's `imageReference`; `If-Match` against the ETag, 412 when stale);
 //! - `GET …/virtualMachines` (List, paged with `nextLink`), `GET …/virtualMachines/{id}`;
+//! - `GET …/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets` (List,
+//!   one page);
 //! - `POST …/delete` (DeleteInstances: capacity goes down by the instances deleted; an
 //!   unknown instance is 400 `InvalidParameter`);
 //! - long-running operations: Update answers 200 and DeleteInstances 202, both with an
@@ -504,6 +506,15 @@ impl AzureDouble {
         w.settle();
     }
 
+    /// Replace a scale set's tags.
+    pub fn set_tags(&self, sub: &str, rg: &str, name: &str, tags: &[(&str, &str)]) {
+        let mut w = self.world.lock().unwrap();
+        w.scale_sets.get_mut(&key(sub, rg, name)).unwrap().tags = tags
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
     /// Let the double's clock run.
     pub fn pass(&self, d: Duration) {
         let mut w = self.world.lock().unwrap();
@@ -677,6 +688,25 @@ fn handle(
             ));
         }
         return (200, Vec::new(), body);
+    }
+    // /subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets
+    // (List: the resource group's scale sets, one page).
+    if method == "GET"
+        && lp.len() == 7
+        && is(0, "subscriptions")
+        && is(2, "resourcegroups")
+        && is(4, "providers")
+        && is(5, "microsoft.compute")
+        && is(6, "virtualmachinescalesets")
+    {
+        let prefix = key(parts[1], parts[3], "");
+        let value: Vec<Value> = w
+            .scale_sets
+            .iter()
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, s)| w.vmss_json(s))
+            .collect();
+        return (200, Vec::new(), json!({ "value": value }));
     }
     // /subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/{n}[/...]
     if !(lp.len() >= 8

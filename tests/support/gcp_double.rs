@@ -550,6 +550,28 @@ impl State {
                 Some(i) => (200, i.clone()),
                 None => not_found(path),
             },
+            // --- groups of every zone and region ----------------------------------------
+            ("GET", ["projects", p, "aggregated", "instanceGroupManagers"]) => {
+                let mut items = serde_json::Map::new();
+                for (k, m) in self.migs.iter().filter(|(_, m)| m.project == *p) {
+                    let scope = items
+                        .entry(m.scope.clone())
+                        .or_insert_with(|| json!({"instanceGroupManagers": []}));
+                    scope["instanceGroupManagers"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(self.mig_json(k, m));
+                }
+                (
+                    200,
+                    json!({
+                        "kind": "compute#instanceGroupManagerAggregatedList",
+                        "id": format!("projects/{p}/aggregated/instanceGroupManagers"),
+                        "items": items,
+                        "selfLink": link(path),
+                    }),
+                )
+            }
             // --- templates -------------------------------------------------------------
             ("GET", ["projects", _, "global", "instanceTemplates", _])
             | ("GET", ["projects", _, "regions", _, "instanceTemplates", _]) => {
@@ -1026,6 +1048,18 @@ impl GcpDouble {
             }
         });
         key
+    }
+
+    /// Replace the labels of group `mig`'s instance template (`properties.labels`).
+    pub fn label_template(&self, mig: &str, labels: &[(&str, &str)]) {
+        self.with(|s| {
+            let t = s.migs[mig].template.clone();
+            s.templates.get_mut(&t).unwrap()["properties"]["labels"] = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        });
     }
 
     /// Let the cloud act for `d`: instances boot, deleted ones go away.

@@ -33,6 +33,9 @@ struct Pool {
     zones: Vec<String>,
     labels: BTreeMap<String, String>,
     upgrade_settings: Value,
+    /// `instanceGroupUrls`: the pool's managed instance groups (Compute's, served by the
+    /// GCP double), as GKE lists them.
+    instance_groups: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -88,9 +91,15 @@ impl CheckedDouble<Gke> {
                 zones: zones.iter().map(|z| z.to_string()).collect(),
                 labels: BTreeMap::from([("team".to_string(), "payments".to_string())]),
                 upgrade_settings: json!({"maxSurge": 1, "maxUnavailable": 0, "strategy": "SURGE"}),
+                instance_groups: vec![],
             },
         )
         });
+    }
+
+    /// The pool's managed instance groups (`instanceGroupUrls`), as full Compute URLs.
+    pub fn set_instance_groups(&self, path: &str, urls: &[String]) {
+        self.with(|s| s.pools.get_mut(path).unwrap().instance_groups = urls.to_vec());
     }
 
     /// An operation that is not this pool's upgrade (another cluster's, another kind), so
@@ -159,7 +168,7 @@ impl Gke {
 }
 
 fn pool_json(path: &str, p: &Pool, running: bool) -> Value {
-    json!({
+    let mut v = json!({
         "name": path.rsplit('/').next().unwrap(),
         "version": p.version,
         "config": {"imageType": p.image_type, "resourceLabels": p.labels, "machineType": "e2-standard-4"},
@@ -168,7 +177,11 @@ fn pool_json(path: &str, p: &Pool, running: bool) -> Value {
         "upgradeSettings": p.upgrade_settings,
         "status": if running { "RECONCILING" } else { "RUNNING" },
         "selfLink": format!("{BASE}/{path}"),
-    })
+    });
+    if !p.instance_groups.is_empty() {
+        v["instanceGroupUrls"] = json!(p.instance_groups);
+    }
+    v
 }
 
 fn op_json(project: &str, o: &Op) -> Value {

@@ -728,11 +728,15 @@ impl Inner {
                 let pid = provider_id::azure(subscription_id, resource_group, scale_set, &id);
                 (id, pid)
             }
-            // `create_group` refuses managed pools: no instance of one is ever made here.
+            // A managed pool's instance: named after its pool (unique across the cluster's
+            // pools), with the providerID its cloud's kubelet registers (what the ledger and
+            // `rota audit` read an instance from). An AKS node's real providerID ends in its
+            // scale set's ordinal; here in the pool-named ID, so that IDs stay unique.
             GroupRef::Managed(m) => {
                 let id = format!("{}-{}", m.name(), group.next_ordinal);
                 group.next_ordinal += 1;
-                (id.clone(), id)
+                let pid = managed_provider_id(m, &zone, &id);
+                (id, pid)
             }
         };
         let boot = &self.faults.boot;
@@ -1156,6 +1160,30 @@ impl<G: NodeGroups + ?Sized> InstanceObserver for PollingObserver<G> {
 
     fn changes(&self) -> Option<watch::Receiver<u64>> {
         None
+    }
+}
+
+/// The providerID a managed pool's node registers with: EKS's and Karpenter's
+/// `aws:///ZONE/ID`, GKE's `gce://PROJECT/ZONE/NAME`, AKS's scale set VM in the cluster's node
+/// resource group (`MC_RG_CLUSTER`).
+fn managed_provider_id(m: &rota_core::fleet::owner::ManagedGroup, zone: &str, id: &str) -> String {
+    use rota_core::fleet::owner::ManagedGroup;
+    match m {
+        ManagedGroup::EksNodegroup { .. } | ManagedGroup::KarpenterNodePool { .. } => {
+            provider_id::aws(zone, id)
+        }
+        ManagedGroup::GkeNodePool { project, .. } => provider_id::gcp(project, zone, id),
+        ManagedGroup::AksAgentPool {
+            subscription_id,
+            resource_group,
+            aks_cluster,
+            agent_pool,
+        } => provider_id::azure(
+            subscription_id,
+            &format!("MC_{resource_group}_{aks_cluster}"),
+            &format!("aks-{agent_pool}-vmss"),
+            id,
+        ),
     }
 }
 

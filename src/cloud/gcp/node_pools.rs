@@ -3,7 +3,10 @@
 //!
 //! Calls, per operation (each request under the shared [`RetryPolicy`]):
 //! - `describe`: `projects.locations.clusters.nodePools.get` (version, `config.imageType`,
-//!   size, `upgradeSettings`, the `rota-update` resource label), then the pool's newest
+//!   `instanceGroupUrls`, `upgradeSettings`, the `rota-update` resource label), Compute's
+//!   `instanceGroupManagers.get` of each of the pool's managed instance groups (the pool's
+//!   size is the sum of their `targetSize`: `initialNodeCount` is only what the pool was
+//!   created with, and the autoscaler or a resize moves the groups, not it), then the pool's newest
 //!   `UPGRADE_NODES` operation: `projects.locations.operations.get` for the operation this
 //!   client started or last saw running, `projects.locations.operations.list` otherwise.
 //! - `start_update`: `nodePools.get`, then `nodePools.update` with `nodeVersion`, `imageType`,
@@ -75,6 +78,10 @@ pub const FACTS: OwnerFacts = OwnerFacts {
 };
 pub const GET_OPERATION: &str = "operations.get";
 pub const LIST_OPERATIONS: &str = "operations.list";
+/// Compute's read of one of the pool's managed instance groups (its `targetSize`).
+pub const GET_INSTANCE_GROUP_MANAGER: &str = "instanceGroupManagers.get";
+/// The Compute API's root, where a node pool's instance groups are read.
+pub const COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
 
 /// The IAM permissions each call needs (`docs/cloud-gcp.md` grants them in one custom role).
 pub const PERMISSIONS: &[(&str, &str)] = &[
@@ -82,6 +89,10 @@ pub const PERMISSIONS: &[(&str, &str)] = &[
     (UPDATE_NODE_POOL, "container.clusters.update"),
     (GET_OPERATION, "container.operations.get"),
     (LIST_OPERATIONS, "container.operations.list"),
+    (
+        GET_INSTANCE_GROUP_MANAGER,
+        "compute.instanceGroupManagers.get",
+    ),
 ];
 
 /// Settings of a [`GkeNodePools`].
@@ -90,6 +101,9 @@ pub struct GkeOptions {
     /// The API root, e.g. `http://127.0.0.1:8123` for a test double; `None` for
     /// [`CONTAINER_ENDPOINT`].
     pub endpoint: Option<String>,
+    /// The Compute API's root for the pools' instance groups, e.g. a test double's; `None`
+    /// for [`COMPUTE_ENDPOINT`].
+    pub compute_endpoint: Option<String>,
     pub credentials: GcpCredentials,
     pub retry: RetryPolicy,
 }
@@ -98,6 +112,7 @@ impl Default for GkeOptions {
     fn default() -> Self {
         GkeOptions {
             endpoint: None,
+            compute_endpoint: None,
             credentials: GcpCredentials::ApplicationDefault,
             retry: RetryPolicy::default(),
         }
@@ -117,6 +132,7 @@ pub struct GkeNodePools {
     http: Client<crate::https::Connector, Full<Bytes>>,
     credentials: google_cloud_auth::credentials::Credentials,
     endpoint: String,
+    compute_endpoint: String,
     retry: RetryPolicy,
     /// By node pool path: the operation to read with `operations.get` while it runs.
     known: Mutex<HashMap<String, Known>>,
@@ -191,6 +207,11 @@ impl GkeNodePools {
             endpoint: options
                 .endpoint
                 .unwrap_or_else(|| CONTAINER_ENDPOINT.to_string())
+                .trim_end_matches('/')
+                .to_string(),
+            compute_endpoint: options
+                .compute_endpoint
+                .unwrap_or_else(|| COMPUTE_ENDPOINT.to_string())
                 .trim_end_matches('/')
                 .to_string(),
             retry: options.retry,
@@ -292,6 +313,52 @@ impl GkeNodePools {
         }
         let (kind, message) = google_error(status, &bytes);
         Err(err(kind, message))
+    }
+
+    /// The pool's size: the sum of its managed instance groups' `targetSize` (Compute
+    /// `instanceGroupManagers.get` of each of its `instanceGroupUrls`); a pool that lists none
+    /// yet (being created) has the size it was created with.
+    async fn size(&self, np: &Value, subject: &str) -> Result<u32, CloudError> {
+        let urls = np["instanceGroupUrls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if urls.is_empty() {
+            return Ok(initial_size(np));
+        }
+        let mut total: u64 = 0;
+        for u in &urls {
+            let path = instance_group_path(u.as_str().unwrap_or_default()).map_err(|m| {
+                CloudError::about(
+                    CloudErrorKind::Invalid,
+                    GET_INSTANCE_GROUP_MANAGER,
+                    subject,
+                    m,
+                )
+            })?;
+            let mig = self
+                .compute_get(GET_INSTANCE_GROUP_MANAGER, subject, &path)
+                .await?;
+            total += mig["targetSize"].as_u64().unwrap_or(0);
+        }
+        Ok(u32::try_from(total).unwrap_or(u32::MAX))
+    }
+
+    /// A Compute GET of `path` (after `compute/v1/`) at rota's Compute root, under the
+    /// retry policy.
+    pub(crate) async fn compute_get(
+        &self,
+        call: &'static str,
+        subject: &str,
+        path: &str,
+    ) -> Result<Value, CloudError> {
+        let url = format!("{}/compute/v1/{path}", self.compute_endpoint);
+        self.retry
+            .run(call, subject, || async {
+                self.once(call, subject, http::Method::GET, &url, None)
+                    .await
+            })
+            .await
     }
 
     /// `nodePools.get`.
@@ -438,12 +505,46 @@ fn image_of(np: &Value) -> String {
     }
 }
 
-/// The pool's node count: `initialNodeCount` per zone, times its zones (`locations`; a
-/// zonal cluster's pool lists one or none).
-fn size_of(np: &Value) -> u32 {
+/// What the pool was created with: `initialNodeCount` per zone, times its zones
+/// (`locations`; a zonal cluster's pool lists one or none). Only the size of a pool that lists
+/// no instance group yet (being created): a resize or the autoscaler moves the groups.
+fn initial_size(np: &Value) -> u32 {
     let per_zone = np["initialNodeCount"].as_u64().unwrap_or(0);
     let zones = np["locations"].as_array().map_or(1, |l| l.len().max(1)) as u64;
     u32::try_from(per_zone * zones).unwrap_or(u32::MAX)
+}
+
+/// The Compute path of one of a pool's `instanceGroupUrls`
+/// (`https://www.googleapis.com/compute/v1/projects/P/zones/Z/instanceGroupManagers/N`):
+/// `projects/P/zones/Z/instanceGroupManagers/N`. Read on rota's own Compute root, never the
+/// host the answer names (credentials go to Google only); anything else is refused, naming it.
+pub fn instance_group_path(url: &str) -> Result<String, String> {
+    let path = url
+        .split_once("/compute/v1/")
+        .map(|(_, p)| p)
+        .ok_or_else(|| format!("instanceGroupUrls: {url} is not a Compute v1 resource"))?;
+    let parts: Vec<&str> = path.split('/').collect();
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('.')
+            && s.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.' || c == ':'
+            })
+    };
+    match parts.as_slice() {
+        [
+            "projects",
+            p,
+            "zones" | "regions",
+            z,
+            "instanceGroupManagers",
+            n,
+        ] if name_ok(p) && name_ok(z) && name_ok(n) => Ok(path.to_string()),
+        _ => Err(format!(
+            "instanceGroupUrls: {url} is not a managed instance group \
+             (projects/P/zones/Z/instanceGroupManagers/N)"
+        )),
+    }
 }
 
 /// An operation in rota's words.
@@ -477,12 +578,18 @@ fn owner_update(op: &Value, token: Option<String>, image: String) -> OwnerUpdate
     }
 }
 
-/// The `UpdateNodePoolRequest` for `req` on the pool `np` (as `nodePools.get` answered it):
-/// the target's node version (`-`: the pool's own) and image type, `maxSurge` from the batch
-/// (a percent of the pool's size, rounded up; GKE takes a count), `maxUnavailable` 0 (surge:
-/// capacity never dips; with `drain_first`, `strategy: replace`, the other way round: `maxSurge`
-/// 0 and `maxUnavailable` the batch), and the pool's resource labels with the token.
-pub fn update_request(path: &str, np: &Value, req: &UpdateRequest) -> Result<Value, String> {
+/// The `UpdateNodePoolRequest` for `req` on the pool `np` (as `nodePools.get` answered it) of
+/// `size` nodes: the target's node version (`-`: the pool's own) and image type, `maxSurge`
+/// from the batch (a percent of the pool's size, rounded up; GKE takes a count),
+/// `maxUnavailable` 0 (surge: capacity never dips; with `drain_first`, `strategy: replace`,
+/// the other way round: `maxSurge` 0 and `maxUnavailable` the batch), and the pool's resource
+/// labels with the token.
+pub fn update_request(
+    path: &str,
+    np: &Value,
+    size: u32,
+    req: &UpdateRequest,
+) -> Result<Value, String> {
     let target = GkeTarget::parse(&req.image).ok_or_else(|| {
         format!(
             "{} is not a GKE node version and image type: rota's GKE service update takes \
@@ -492,7 +599,7 @@ pub fn update_request(path: &str, np: &Value, req: &UpdateRequest) -> Result<Val
     })?;
     let batch = match req.max_unavailable {
         MaxUnavailable::Count(n) => n.max(1),
-        MaxUnavailable::Percent(p) => (size_of(np) * u32::from(p)).div_ceil(100).max(1),
+        MaxUnavailable::Percent(p) => (size * u32::from(p)).div_ceil(100).max(1),
     };
     // `strategy: replace`: no surge, the batch taken out at once (GKE refuses both at 0).
     let (surge, unavailable) = if req.drain_first {
@@ -544,7 +651,7 @@ impl OwnerPools for GkeNodePools {
         Ok(OwnerPoolState {
             pool: pool.clone(),
             image,
-            desired: size_of(&np),
+            desired: self.size(&np, &subject).await?,
             // The batch: the surge, or without one (`strategy: replace`) what goes at once.
             max_unavailable: ["maxSurge", "maxUnavailable"]
                 .iter()
@@ -574,7 +681,8 @@ impl OwnerPools for GkeNodePools {
                 return Ok(op["name"].as_str().unwrap_or_default().to_string());
             }
         }
-        let body = update_request(&path, &np, req).map_err(|m| {
+        let size = self.size(&np, &subject).await?;
+        let body = update_request(&path, &np, size, req).map_err(|m| {
             CloudError::about(CloudErrorKind::Invalid, UPDATE_NODE_POOL, &subject, m)
         })?;
         let op = self
@@ -675,10 +783,10 @@ mod tests {
     }
 
     /// The request carries the target, a surge count from a percent of the pool's size
-    /// across its zones, and the pool's own labels beside the token.
+    /// (its instance groups' sizes), and the pool's own labels beside the token.
     #[test]
     fn the_update_request_keeps_the_pools_labels_and_counts_the_surge() {
-        let np = json!({"initialNodeCount": 3, "locations": ["a", "b"], "config": {"resourceLabels": {"team": "payments"}}});
+        let np = json!({"initialNodeCount": 1, "locations": ["a", "b"], "config": {"resourceLabels": {"team": "payments"}}});
         let req = UpdateRequest {
             image: "1.31.5-gke.1023000/COS_CONTAINERD".into(),
             max_unavailable: MaxUnavailable::Percent(25),
@@ -687,8 +795,13 @@ mod tests {
             node_soak_minutes: None,
             drain_first: false,
         };
-        let body =
-            update_request("projects/p/locations/l/clusters/c/nodePools/n", &np, &req).unwrap();
+        let body = update_request(
+            "projects/p/locations/l/clusters/c/nodePools/n",
+            &np,
+            6,
+            &req,
+        )
+        .unwrap();
         assert_eq!(body["nodeVersion"], "1.31.5-gke.1023000");
         assert_eq!(body["imageType"], "COS_CONTAINERD");
         assert_eq!(
@@ -705,7 +818,7 @@ mod tests {
             drain_first: true,
             ..req.clone()
         };
-        let body = update_request("x", &np, &drain_first).unwrap();
+        let body = update_request("x", &np, 6, &drain_first).unwrap();
         assert_eq!(
             (
                 &body["upgradeSettings"]["maxSurge"],
@@ -718,10 +831,32 @@ mod tests {
             ..req
         };
         assert!(
-            update_request("x", &np, &custom)
+            update_request("x", &np, 6, &custom)
                 .unwrap_err()
                 .contains("node-7")
         );
+    }
+
+    /// A pool's instance group is read at rota's own Compute root, by its path; a URL that
+    /// is not a managed instance group (a hostile or broken answer) is refused, naming it.
+    #[test]
+    fn instance_group_urls_are_read_by_their_compute_path_only() {
+        assert_eq!(
+            instance_group_path("https://www.googleapis.com/compute/v1/projects/acme/zones/europe-west1-b/instanceGroupManagers/gke-prod-general-1a2b3c4d-grp"),
+            Ok("projects/acme/zones/europe-west1-b/instanceGroupManagers/gke-prod-general-1a2b3c4d-grp".into())
+        );
+        for bad in [
+            "https://evil.example/steal",
+            "https://www.googleapis.com/compute/v1/projects/acme/zones/z/instances/i-1",
+            "https://www.googleapis.com/compute/v1/projects/acme/zones/z/instanceGroupManagers/../../x",
+            "https://www.googleapis.com/compute/v1/projects/acme/zones/z/instanceGroupManagers/n?alt=x",
+            "https://www.googleapis.com/compute/v1/projects/../zones/z/instanceGroupManagers/n",
+        ] {
+            let e = instance_group_path(bad).unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
+        let np = json!({"initialNodeCount": 3, "locations": ["a", "b"]});
+        assert_eq!(initial_size(&np), 6, "a pool listing no group yet");
     }
 
     #[test]

@@ -90,7 +90,12 @@ pub struct Observed {
 }
 
 /// What an owner refused: the request (as [`super::Action`] displays it) and its words.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Kept in the NodePoolRotation's status while the pool is paused on it
+/// ([`super::resource::NodePoolRotationStatus::refused`]).
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
 pub struct Refusal {
     pub action: String,
     pub why: String,

@@ -103,6 +103,12 @@ pub struct NodePoolRotationStatus {
     /// whose own term is older refuses to write over it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<Fence>,
+    /// A managed pool's owner refused rota's last request for it (a twin pool on an image
+    /// the owner does not create pools on, an update it does not take), kept while the pool
+    /// is paused on it (`OwnerRefused`): a restarted controller reads it here and does not
+    /// ask the owner again. Gone once the pool moves on (another version in git).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<super::Refusal>,
 }
 
 /// A leadership term: the Lease's holder and its `leaseTransitions` when it was won. Terms

@@ -10,8 +10,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::resource::{Condition, Fence, NodePoolRotationStatus};
+use super::stop::Reason;
 use super::stuck::{self, Stuck, Transition};
-use super::{Phase, Plan, StatusSummary};
+use super::{Phase, Plan, Refusal, StatusSummary};
 use crate::errors::Classified;
 
 /// What a reconcile saw and decided, from which its status is composed.
@@ -35,6 +36,9 @@ pub struct Reconciled<'a> {
     /// The leadership term that writes: ours under election; without one, the term already
     /// stored is kept.
     pub fence: Option<Fence>,
+    /// The owner's refusal the plan was made with (`Observed::refused`): kept in the status
+    /// while the plan pauses the pool on it, so that a restart does not ask again.
+    pub refused: Option<&'a Refusal>,
 }
 
 /// `--stuck-after`'s default.
@@ -59,6 +63,7 @@ impl<'a> Reconciled<'a> {
             cause: None,
             stuck_after: STUCK_AFTER,
             fence: previous.and_then(|p| p.fence.clone()),
+            refused: None,
         }
     }
 }
@@ -85,6 +90,11 @@ pub fn compose(r: &Reconciled<'_>) -> Composed {
     }
     let mut status = summarize(r.plan, &summary, r.previous, r.commit, r.generation, r.now);
     status.fence = r.fence.clone();
+    // Only while the pool is paused on it: a plan that moves on (another version) drops it.
+    status.refused = r
+        .refused
+        .filter(|_| r.plan.status.reason == Reason::OwnerRefused.as_str())
+        .cloned();
     let progressed = progressed(r.previous, &status);
     // Real progress heals whatever failed before: it is no longer the cause of anything.
     let cause = if progressed { None } else { r.cause };
@@ -265,6 +275,7 @@ fn summarize(
         last_progress_time,
         estimated_completion,
         fence: None,
+        refused: None,
     }
 }
 
@@ -310,6 +321,25 @@ mod tests {
 
     fn at(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_790_000_000 + s, 0).unwrap()
+    }
+
+    /// An owner's refusal is kept in the status while the plan pauses the pool on it (a
+    /// restart reads it there), and dropped once the plan moves on.
+    #[test]
+    fn a_refusal_is_kept_only_while_the_pool_is_paused_on_it() {
+        let refusal = Refusal {
+            action: "create pool general-rota-2 on x (0 nodes)".into(),
+            why: "InvalidParameter: not the newest node image".into(),
+        };
+        let mut paused = plan(Phase::Paused, 0);
+        paused.status.reason = Reason::OwnerRefused.as_str();
+        let mut r = Reconciled::new(&paused, None, "c", None, at(0));
+        r.refused = Some(&refusal);
+        assert_eq!(compose(&r).status.refused.as_ref(), Some(&refusal));
+        let moving = plan(Phase::Rotating, 1);
+        let mut r = Reconciled::new(&moving, None, "c", None, at(0));
+        r.refused = Some(&refusal);
+        assert_eq!(compose(&r).status.refused, None, "the pool moved on");
     }
 
     #[test]
