@@ -27,6 +27,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
 use super::counts::Counts;
+use super::lookup::Lookup;
 use super::observed::{GateVerdict, Observed, ObservedNode};
 use super::operator::Request;
 use super::stop::{self, Reason};
@@ -55,10 +56,12 @@ pub(super) fn plan_group(
     steered: &mut Option<String>,
     now: DateTime<Utc>,
 ) -> Plan {
+    // Every lookup of a node's instance (and back) by hash, not by scan (`rotate::lookup`).
+    let lookup = Lookup::new(observed);
     let counts = Counts::of(desired, observed);
     let mut p = Planner {
         desired,
-        obs: observed,
+        obs: &lookup,
         now,
         actions: Vec::new(),
         request,
@@ -174,7 +177,7 @@ fn stop(stage: Stage, phase: Phase, reason: Reason, message: impl Into<String>) 
 
 struct Planner<'a> {
     desired: &'a DesiredPool,
-    obs: &'a Observed,
+    obs: &'a Lookup<'a>,
     now: DateTime<Utc>,
     actions: Vec<Planned>,
     /// An operator's request (`rota ctl`), and what applying it did.
