@@ -81,8 +81,7 @@ enum WatchState {
     Failing(String, Option<u16>),
 }
 
-/// Identity of a pod: namespace and name (namespaces are shared, see [`Interner`]).
-pub type PodKey = (Arc<str>, Arc<str>);
+pub use super::pods::PodKey;
 
 /// The index's contents. Readers get it through [`ClusterIndex::read`].
 #[derive(Debug)]

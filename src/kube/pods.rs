@@ -15,8 +15,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::index::PodKey;
 use super::summary::PodSummary;
+
+/// Identity of a pod: namespace and name (namespaces are shared, see
+/// [`super::summary::Interner`]).
+pub type PodKey = (Arc<str>, Arc<str>);
 
 /// Every pod of the index, by the node it is bound to.
 #[derive(Debug, Default)]

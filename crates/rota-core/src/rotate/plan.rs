@@ -56,12 +56,10 @@ pub(super) fn plan_group(
     steered: &mut Option<String>,
     now: DateTime<Utc>,
 ) -> Plan {
-    // Every lookup of a node's instance (and back) by hash, not by scan (`rotate::lookup`).
-    let lookup = Lookup::new(observed);
     let counts = Counts::of(desired, observed);
     let mut p = Planner {
         desired,
-        obs: &lookup,
+        obs: &Lookup::new(observed),
         now,
         actions: Vec::new(),
         request,
@@ -177,6 +175,8 @@ fn stop(stage: Stage, phase: Phase, reason: Reason, message: impl Into<String>) 
 
 struct Planner<'a> {
     desired: &'a DesiredPool,
+    /// The observation, each lookup of a node's instance (and back) by hash rather than by
+    /// a scan per node (`rotate::lookup`).
     obs: &'a Lookup<'a>,
     now: DateTime<Utc>,
     actions: Vec<Planned>,
