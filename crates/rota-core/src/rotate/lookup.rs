@@ -131,8 +131,8 @@ mod tests {
         }
     }
 
-    /// Every kind of key the scans meet: matches, misses, duplicates (first wins), departed
-    /// nodes, an instance with no node and a node with no instance.
+    /// Every kind of key the scans meet: matches, misses, repeated keys (the first wins),
+    /// departed nodes, an instance with no node and a node with no instance.
     fn observed() -> Observed {
         Observed {
             group: GroupState {
@@ -210,7 +210,7 @@ mod tests {
         for name in ["n-1", "n-5", "nope", ""] {
             assert_eq!(l.node(name), obs.node(name), "node {name}");
         }
-        // The duplicates resolve to the first entry, as `find` does.
+        // Repeated keys resolve to the first entry, as `find` does.
         assert_eq!(l.instance_of(&obs.nodes[0]).unwrap().id, "i-1");
         assert_eq!(l.node_of("i-3").unwrap().name, "n-3");
         assert_eq!(l.node("n-1").unwrap().provider_id, "aws:///i-1");
