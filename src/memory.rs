@@ -6,7 +6,11 @@
 //! memory stays in the arena it came from: the process's resident size then follows the
 //! transient decoding spread over arenas rather than what the index holds. Two arenas and a
 //! periodic `malloc_trim` (which hands free pages of every arena back to the kernel) keep it
-//! near the live heap; `cargo bench --bench figures -- agent_scale` measures the result ("Sizing" in
+//! near the live heap. A fixed mmap threshold ([`MMAP_THRESHOLD`]) keeps the large transient
+//! blocks (list pages, a pass's observation of a pool, a table while it grows) out of the
+//! arenas altogether: each is mapped on its own and unmapped when freed. glibc otherwise raises
+//! the threshold to the size of every mapped block it frees (up to 32 MiB), after which blocks
+//! of that size come from the arenas, fragment them and stay resident. `cargo bench --bench figures -- agent_scale` measures the result ("Sizing" in
 //! docs/operations.md). Elsewhere (musl, other systems) these are no-ops.
 
 use std::time::Duration;
@@ -14,12 +18,17 @@ use std::time::Duration;
 /// How often free heap pages are returned to the kernel.
 pub const TRIM_EVERY: Duration = Duration::from_secs(10);
 
-/// Caps the allocator's arenas. Call before any thread starts (before the runtime).
+/// Blocks at least this large are mapped on their own and handed back when freed.
+pub const MMAP_THRESHOLD: usize = 256 * 1024;
+
+/// Caps the allocator's arenas and fixes its mmap threshold at [`MMAP_THRESHOLD`]. Call
+/// before any thread starts (before the runtime).
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; called before other threads exist.
+    // SAFETY: mallopt only sets allocator parameters; called before other threads exist.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as libc::c_int);
     }
 }
 
@@ -39,5 +48,32 @@ pub fn trim() {
     // SAFETY: malloc_trim walks the allocator's own free lists; it is thread-safe.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+mod tests {
+    use super::*;
+
+    /// Whether glibc mapped the block at `p` on its own: the `IS_MMAPPED` bit (2) of the
+    /// size word right before the block, glibc's chunk header.
+    fn mapped(p: *const u8) -> bool {
+        // SAFETY: `p` is a live malloc'd block; glibc keeps its chunk's size word just
+        // before it.
+        unsafe { (p as *const usize).sub(1).read() & 2 != 0 }
+    }
+
+    #[test]
+    fn large_blocks_stay_mapped_after_a_larger_one_is_freed() {
+        limit_arenas();
+        // Freeing a mapped 8 MiB block is what raises glibc's own threshold to 8 MiB: a
+        // 1 MiB block after it would come from an arena and stay resident there.
+        let big = vec![1u8; 8 << 20];
+        assert!(mapped(big.as_ptr()));
+        drop(big);
+        let after = vec![1u8; 1 << 20];
+        assert!(mapped(after.as_ptr()), "a 1 MiB block came from an arena");
+        let small = vec![1u8; 1024];
+        assert!(!mapped(small.as_ptr()));
     }
 }

@@ -28,6 +28,7 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use super::pods::PodsByNode;
 use super::projection::PodProjection;
 use super::summary::{EventRecord, Interner, NodeSummary, PdbSummary, PodSummary, PodTally};
 
@@ -80,18 +81,15 @@ enum WatchState {
     Failing(String, Option<u16>),
 }
 
-/// Identity of a pod: namespace and name (namespaces are shared, see [`Interner`]).
-pub type PodKey = (Arc<str>, Arc<str>);
+pub use super::pods::PodKey;
 
 /// The index's contents. Readers get it through [`ClusterIndex::read`].
 #[derive(Debug)]
 pub struct State {
     sync: HashMap<Kind, WatchState>,
     nodes: HashMap<Arc<str>, NodeSummary>,
-    pods: HashMap<PodKey, PodSummary>,
-    /// The pods bound to each node: a list, not a set (30 keys a node; a hash set of them
-    /// took 2 KiB a node in a heaptrack profile, the list holds 30 keys of 32 bytes).
-    by_node: HashMap<Arc<str>, Vec<PodKey>>,
+    /// Kept under their nodes (`kube::pods` says why).
+    pods: PodsByNode,
     pdbs: BTreeMap<(String, String), PdbSummary>,
     events: HashMap<(String, String), EventRecord>,
     interner: Interner,
@@ -110,8 +108,7 @@ impl Default for State {
             .map(|k| (k, WatchState::Listing))
             .collect(),
             nodes: HashMap::new(),
-            pods: HashMap::new(),
-            by_node: HashMap::new(),
+            pods: PodsByNode::default(),
             pdbs: BTreeMap::new(),
             events: HashMap::new(),
             interner: Interner::default(),
@@ -133,6 +130,13 @@ fn status_code(e: &kube::runtime::watcher::Error) -> Option<u16> {
 }
 
 impl State {
+    /// `Ok` when nodes, pods and PDBs are all observed: what a pool's read needs.
+    pub fn observed(&self) -> Result<(), NotObserved> {
+        self.ready(Kind::Nodes)?;
+        self.ready(Kind::Pods)?;
+        self.ready(Kind::PodDisruptionBudgets)
+    }
+
     /// `Ok` when `kind` is observed (listed, and its watch healthy).
     pub fn ready(&self, kind: Kind) -> Result<(), NotObserved> {
         match self.sync.get(&kind) {
@@ -159,12 +163,7 @@ impl State {
 
     /// The pods bound to a node.
     pub fn pods_on(&self, node: &str) -> Vec<(&PodKey, &PodSummary)> {
-        self.by_node
-            .get(node)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.pods.get_key_value(k))
-            .collect()
+        self.pods.on(node).collect()
     }
 
     /// Every node of the cluster (trimmed).
@@ -184,7 +183,7 @@ impl State {
     pub fn pod_tally(&self) -> Result<PodTally, NotObserved> {
         self.ready(Kind::Pods)?;
         let mut tally = PodTally::default();
-        for ((ns, _), p) in &self.pods {
+        for ((ns, _), p) in self.pods.iter() {
             tally.add(ns, p.ready, p.pending);
         }
         Ok(tally)
@@ -233,46 +232,13 @@ impl State {
     pub fn apply_pod(&mut self, pod: &PodProjection) -> Option<Change> {
         let key = self.pod_key(pod)?;
         let s = PodSummary::from_pod(pod, &mut self.interner);
-        let old = self.pods.get(&key);
-        if old == Some(&s) {
-            return None;
-        }
-        let old_node = old.and_then(|o| o.node.clone());
-        if old_node != s.node
-            && let Some(n) = &old_node
-        {
-            self.unbind(n, &key);
-        }
-        if let Some(n) = &s.node {
-            let on = self.by_node.entry(n.clone()).or_default();
-            if !on.contains(&key) {
-                on.push(key.clone());
-            }
-        }
-        let node = s.node.clone().or(old_node);
-        self.pods.insert(key, s);
-        Some(Change::Pod(node))
+        self.pods.upsert(key, s).map(Change::Pod)
     }
 
     pub fn delete_pod(&mut self, pod: &PodProjection) -> Option<Change> {
         let key = self.pod_key(pod)?;
-        let old = self.pods.remove(&key)?;
-        if let Some(n) = &old.node {
-            self.unbind(n, &key);
-        }
-        Some(Change::Pod(old.node))
-    }
-
-    /// Forget that pod `key` is bound to `node`.
-    fn unbind(&mut self, node: &str, key: &PodKey) {
-        if let Some(on) = self.by_node.get_mut(node) {
-            if let Some(i) = on.iter().position(|k| k == key) {
-                on.swap_remove(i);
-            }
-            if on.is_empty() {
-                self.by_node.remove(node);
-            }
-        }
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        self.pods.remove(&key, node).map(Change::Pod)
     }
 
     fn pod_key(&mut self, pod: &PodProjection) -> Option<PodKey> {
@@ -345,10 +311,7 @@ impl State {
     fn clear(&mut self, kind: Kind) {
         match kind {
             Kind::Nodes => self.nodes.clear(),
-            Kind::Pods => {
-                self.pods.clear();
-                self.by_node.clear();
-            }
+            Kind::Pods => self.pods = PodsByNode::default(),
             Kind::PodDisruptionBudgets => self.pdbs.clear(),
             Kind::Events => self.events.clear(),
         }
@@ -620,10 +583,7 @@ async fn feed<K>(
 fn adopt(s: &mut State, fresh: State, kind: Kind) {
     match kind {
         Kind::Nodes => s.nodes = fresh.nodes,
-        Kind::Pods => {
-            s.pods = fresh.pods;
-            s.by_node = fresh.by_node;
-        }
+        Kind::Pods => s.pods = fresh.pods,
         Kind::PodDisruptionBudgets => s.pdbs = fresh.pdbs,
         Kind::Events => s.events = fresh.events,
     }

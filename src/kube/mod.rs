@@ -1,5 +1,5 @@
 //! The Kubernetes edge, read side: the NodePoolRotation resource and its CRD (`crd`), the
-//! watch-fed cluster index (`index`), what it decodes of a pod (`projection`) and what it
+//! watch-fed cluster index (`index`) with its pods by node (`pods`), what it decodes of a pod (`projection`) and what it
 //! keeps of each object (`summary`), one pool
 //! read from it for the planner (`observe`), which resources this version owns
 //! (`ownership`), the kubeconfig (`kubeconfig`), clients of the simulated fleet's API servers
@@ -16,6 +16,7 @@ pub mod kubeconfig;
 pub mod observe;
 pub mod operator;
 pub mod ownership;
+pub mod pods;
 pub mod projection;
 #[cfg(feature = "sim")]
 pub mod sim;

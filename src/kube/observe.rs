@@ -14,7 +14,7 @@ use std::sync::Arc;
 use kube::core::SelectorExt;
 
 use crate::cloud::{CloudError, NodeGroups};
-use crate::kube::index::{ClusterIndex, Kind, NotObserved, PodKey, State};
+use crate::kube::index::{ClusterIndex, NotObserved, PodKey, State};
 use crate::kube::projection::PodProjection;
 use crate::kube::summary::{Interner, NodeSummary, PdbSummary, PodSummary};
 use rota_core::errors::{Classified, Classify};
@@ -52,8 +52,10 @@ pub async fn observe(
     gates: GateVerdict,
     start_hold: Option<String>,
 ) -> Result<Observed, ObserveError> {
-    // The index first: a pool that cannot be observed costs no cloud call.
-    pool_nodes(&index.read(), &desired.node_selector)?;
+    // The index first: a pool that cannot be observed costs no cloud call. Only whether it
+    // can be: the pool's nodes are read after the describe (building them here as well
+    // built every node and pod of the pool twice a pass, and threw the first away).
+    index.read().observed()?;
     // A managed pool is not a group of the `NodeGroups` clouds: it is not described (the
     // planner reports it, see `rotate::plan`); its nodes are read from the index alone.
     if desired.group.managed().is_some() {
@@ -111,9 +113,7 @@ pub fn pool_nodes(
     index: &State,
     selector: &BTreeMap<String, String>,
 ) -> Result<Vec<ObservedNode>, NotObserved> {
-    index.ready(Kind::Nodes)?;
-    index.ready(Kind::Pods)?;
-    index.ready(Kind::PodDisruptionBudgets)?;
+    index.observed()?;
     let pdbs: Vec<&PdbSummary> = index.pdbs().collect();
     let mut nodes: Vec<ObservedNode> = index
         .nodes_matching(selector)
@@ -174,9 +174,7 @@ pub fn pool_and_departed_nodes(
     selector: &BTreeMap<String, String>,
     group: &crate::cloud::GroupState,
 ) -> Result<(Vec<ObservedNode>, Vec<ObservedNode>), NotObserved> {
-    index.ready(Kind::Nodes)?;
-    index.ready(Kind::Pods)?;
-    index.ready(Kind::PodDisruptionBudgets)?;
+    index.observed()?;
     let pdbs: Vec<&PdbSummary> = index.pdbs().collect();
     let (mut selected, mut departed) = (Vec::new(), Vec::new());
     let instances = GroupInstances::of(group);

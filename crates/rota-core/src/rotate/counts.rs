@@ -2,6 +2,7 @@
 //! status summary built on them: shared by the self-managed planner (`plan`) and the managed
 //! one (`managed`), which each decide the phase and the reason.
 
+use super::lookup::Lookup;
 use super::stop::{self, Reason};
 use super::{Observed, Phase, StatusSummary};
 use crate::fleet::resolved::DesiredPool;
@@ -15,6 +16,8 @@ pub(super) struct Counts {
 
 impl Counts {
     pub(super) fn of(desired: &DesiredPool, obs: &Observed) -> Counts {
+        // A node's image by hash, not by a scan of the group per node (`rotate::lookup`).
+        let obs = Lookup::new(obs);
         Counts {
             total: obs.nodes.len() as u32,
             on_target: obs

@@ -12,6 +12,7 @@ pub mod checkpoint;
 mod counts;
 pub mod drift;
 pub mod eta;
+pub mod lookup;
 pub mod managed;
 pub mod observed;
 pub mod operator;

@@ -33,6 +33,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
 use super::counts::Counts;
+use super::lookup::Lookup;
 use super::observed::{Observed, ObservedNode};
 use super::operator::Request;
 use super::stop::{self, Reason};
@@ -73,7 +74,7 @@ pub(super) fn plan_group(
     let counts = Counts::of(desired, observed);
     let mut p = Planner {
         desired,
-        obs: observed,
+        obs: &Lookup::new(observed),
         now,
         actions: Vec::new(),
         request,
@@ -189,7 +190,9 @@ fn stop(stage: Stage, phase: Phase, reason: Reason, message: impl Into<String>) 
 
 struct Planner<'a> {
     desired: &'a DesiredPool,
-    obs: &'a Observed,
+    /// The observation, each lookup of a node's instance (and back) by hash rather than by
+    /// a scan per node (`rotate::lookup`).
+    obs: &'a Lookup<'a>,
     now: DateTime<Utc>,
     actions: Vec<Planned>,
     /// An operator's request (`rota ctl`), and what applying it did.
