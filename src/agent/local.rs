@@ -51,6 +51,26 @@ pub struct LocalConfig {
     pub report: super::reporting::ReportConfig,
 }
 
+impl LocalConfig {
+    /// The fleet repo `repo` (branch `main`) in real time, polled every 10 s with a 5 s
+    /// resync, statuses in git notes, no trust policy and no webhook: set what differs.
+    pub fn new(repo: PathBuf, state_dir: PathBuf, workloads: WorkloadProfile) -> LocalConfig {
+        LocalConfig {
+            repo,
+            branch: "main".into(),
+            state_dir,
+            workloads,
+            speed: 1.0,
+            poll: Duration::from_secs(10),
+            resync: Duration::from_secs(5),
+            trust: None,
+            webhook: None,
+            statuses: None,
+            report: Default::default(),
+        }
+    }
+}
+
 /// A running local fleet; everything stops when dropped.
 pub struct LocalFleet {
     pub sim: Fleet,

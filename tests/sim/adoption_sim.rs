@@ -6,7 +6,7 @@
 //! their owners: an EKS managed node group (service and blueGreen), a Karpenter NodePool, a
 //! GKE node pool and an AKS agent pool. All in process, real git, paused tokio time.
 
-use crate::support::git::git;
+use crate::support::git::{git, origin_and_clone};
 
 use std::path::Path;
 use std::time::Duration;
@@ -126,12 +126,7 @@ async fn wait_for(
 #[tokio::test(start_paused = true)]
 async fn a_fresh_fleet_on_its_pins_is_adopted_with_the_guard_on() {
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "fleet"]);
-    let repo = tmp.path().join("fleet");
-    git(&repo, &["checkout", "-q", "-b", "main"]);
+    let (origin, repo) = origin_and_clone(tmp.path(), "fleet");
     // The canary is past main's version: it will never complete 2026.11.1 again, so before
     // adoption main-1 waited for it forever and had no NodePoolRotation.
     let first = commit(
@@ -143,19 +138,11 @@ async fn a_fresh_fleet_on_its_pins_is_adopted_with_the_guard_on() {
         ],
         "fleet as it runs today",
     );
-    let fleet = LocalFleet::start(LocalConfig {
-        repo: origin.clone(),
-        branch: "main".into(),
-        state_dir: tmp.path().join("state"),
-        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
-        speed: 1.0,
-        poll: Duration::from_secs(10),
-        resync: Duration::from_secs(5),
-        trust: None,
-        webhook: None,
-        statuses: None,
-        report: Default::default(),
-    })
+    let fleet = LocalFleet::start(LocalConfig::new(
+        origin.clone(),
+        tmp.path().join("state"),
+        WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+    ))
     .await
     .unwrap();
 
@@ -318,12 +305,7 @@ spec:
 #[tokio::test(start_paused = true)]
 async fn managed_pools_on_their_pins_are_adopted_through_their_owners() {
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "fleet"]);
-    let repo = tmp.path().join("fleet");
-    git(&repo, &["checkout", "-q", "-b", "main"]);
+    let (origin, repo) = origin_and_clone(tmp.path(), "fleet");
     let first = commit(
         &repo,
         &[
@@ -335,19 +317,11 @@ async fn managed_pools_on_their_pins_are_adopted_through_their_owners() {
         ],
         "managed pools as they run today",
     );
-    let fleet = LocalFleet::start(LocalConfig {
-        repo: origin.clone(),
-        branch: "main".into(),
-        state_dir: tmp.path().join("state"),
-        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
-        speed: 1.0,
-        poll: Duration::from_secs(10),
-        resync: Duration::from_secs(5),
-        trust: None,
-        webhook: None,
-        statuses: None,
-        report: Default::default(),
-    })
+    let fleet = LocalFleet::start(LocalConfig::new(
+        origin.clone(),
+        tmp.path().join("state"),
+        WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+    ))
     .await
     .unwrap();
 

@@ -2,7 +2,7 @@
 //! (each with its own mirror, statuses in git notes), the rotation controllers and the
 //! simulated clusters, all in process with paused tokio time.
 
-use crate::support::git::git;
+use crate::support::git::{git, origin_and_clone};
 
 use std::path::Path;
 use std::time::Duration;
@@ -94,12 +94,7 @@ pub(crate) async fn setup_at(trust: Option<rota::source::trust::TrustPolicy>, sp
         .try_init();
     let tmp = tempfile::tempdir().unwrap();
     // The agents follow a bare "remote"; people commit in a clone and push.
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "fleet"]);
-    let repo = tmp.path().join("fleet");
-    git(&repo, &["checkout", "-q", "-b", "main"]);
+    let (origin, repo) = origin_and_clone(tmp.path(), "fleet");
     let first = commit(
         &repo,
         &[
@@ -109,18 +104,15 @@ pub(crate) async fn setup_at(trust: Option<rota::source::trust::TrustPolicy>, sp
         ],
         "fleet on 2026.11.1",
     );
-    let fleet = LocalFleet::start(LocalConfig {
-        repo: origin.clone(),
-        branch: "main".into(),
-        state_dir: tmp.path().join("state"),
-        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
-        speed,
-        poll: Duration::from_secs(10),
-        resync: Duration::from_secs(5),
-        trust,
-        webhook: None,
-        statuses: None,
-        report: Default::default(),
+    let fleet = LocalFleet::start({
+        let mut c = LocalConfig::new(
+            origin.clone(),
+            tmp.path().join("state"),
+            WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+        );
+        c.speed = speed;
+        c.trust = trust;
+        c
     })
     .await
     .unwrap();

@@ -5,7 +5,7 @@
 //! own record of which instance ran which image: every instance that came in service appears
 //! exactly once, with its image, and the chain verifies.
 
-use crate::support::git::git;
+use crate::support::git::{git, origin_and_clone};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -107,12 +107,7 @@ async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_reve
         .with_test_writer()
         .try_init();
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "fleet"]);
-    let repo = tmp.path().join("fleet");
-    git(&repo, &["checkout", "-q", "-b", "main"]);
+    let (origin, repo) = origin_and_clone(tmp.path(), "fleet");
     let first = commit(
         &repo,
         &[
@@ -121,19 +116,11 @@ async fn every_instance_that_ran_has_exactly_one_life_through_a_crash_and_a_reve
         ],
         "fleet on 2026.11.1",
     );
-    let mut fleet = LocalFleet::start(LocalConfig {
-        repo: origin.clone(),
-        branch: "main".into(),
-        state_dir: tmp.path().join("state"),
-        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
-        speed: 1.0,
-        poll: Duration::from_secs(10),
-        resync: Duration::from_secs(5),
-        trust: None,
-        webhook: None,
-        statuses: None,
-        report: Default::default(),
-    })
+    let mut fleet = LocalFleet::start(LocalConfig::new(
+        origin.clone(),
+        tmp.path().join("state"),
+        WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+    ))
     .await
     .unwrap();
     wait_success(&fleet, &origin, &first).await;
@@ -309,12 +296,7 @@ async fn managed_pools_instances_each_have_one_life_with_their_image() {
         .with_test_writer()
         .try_init();
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "fleet"]);
-    let repo = tmp.path().join("fleet");
-    git(&repo, &["checkout", "-q", "-b", "main"]);
+    let (origin, repo) = origin_and_clone(tmp.path(), "fleet");
     let first = commit(
         &repo,
         &[
@@ -323,19 +305,11 @@ async fn managed_pools_instances_each_have_one_life_with_their_image() {
         ],
         "managed pools on 2026.11.1",
     );
-    let fleet = LocalFleet::start(LocalConfig {
-        repo: origin.clone(),
-        branch: "main".into(),
-        state_dir: tmp.path().join("state"),
-        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
-        speed: 1.0,
-        poll: Duration::from_secs(10),
-        resync: Duration::from_secs(5),
-        trust: None,
-        webhook: None,
-        statuses: None,
-        report: Default::default(),
-    })
+    let fleet = LocalFleet::start(LocalConfig::new(
+        origin.clone(),
+        tmp.path().join("state"),
+        WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+    ))
     .await
     .unwrap();
     let pools = ["system", "memory", "spot"];

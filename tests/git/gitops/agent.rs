@@ -25,7 +25,7 @@ use sha2::Sha256;
 
 use super::forge_double::ForgeDouble;
 use super::support::git;
-use crate::support::git::origin_and_clone;
+use crate::support::git::{commit_and_push, origin_and_clone};
 
 const SECRET: &str = "hook-secret-4d1f9a";
 
@@ -51,29 +51,20 @@ fn repo() -> (
 
 fn bump(work: &Path, version: &str) -> String {
     std::fs::write(work.join("fleet.yaml"), fleet_yaml(version)).unwrap();
-    git(work, &["add", "-A"]);
-    git(
-        work,
-        &["commit", "-q", "-m", &format!("canary: general {version}")],
-    );
-    git(work, &["push", "-q", "origin", "main"]);
+    commit_and_push(work, &format!("canary: general {version}"));
     git(work, &["rev-parse", "HEAD"])
 }
 
 fn config(origin: &Path, state: &Path) -> LocalConfig {
-    LocalConfig {
-        repo: origin.to_path_buf(),
-        branch: "main".into(),
-        state_dir: state.to_path_buf(),
-        workloads: WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
-        speed: 60.0,
-        poll: Duration::from_secs(3600),
-        resync: Duration::from_millis(200),
-        trust: None,
-        webhook: None,
-        statuses: None,
-        report: Default::default(),
-    }
+    let mut c = LocalConfig::new(
+        origin.to_path_buf(),
+        state.to_path_buf(),
+        WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+    );
+    c.speed = 60.0;
+    c.poll = Duration::from_secs(3600);
+    c.resync = Duration::from_millis(200);
+    c
 }
 
 /// Waits (real time, at most 60 s) until `f` holds for canary-1's agent.
@@ -329,20 +320,10 @@ fn two_cluster_wave(version: &str) -> String {
 async fn a_waves_rollup_is_written_by_the_next_cluster_when_the_first_ones_agent_is_down() {
     let double = ForgeDouble::start(("authorization", "Bearer ghs_tok".into())).await;
     let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("fleet.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    git(tmp.path(), &["clone", "-q", "fleet.git", "work"]);
-    let work = tmp.path().join("work");
-    git(&work, &["checkout", "-q", "-b", "main"]);
+    let (origin, work) = origin_and_clone(tmp.path(), "work");
     let commit = |version: &str| {
         std::fs::write(work.join("fleet.yaml"), two_cluster_wave(version)).unwrap();
-        git(&work, &["add", "-A"]);
-        git(
-            &work,
-            &["commit", "-q", "-m", &format!("canary: general {version}")],
-        );
-        git(&work, &["push", "-q", "origin", "main"]);
+        commit_and_push(&work, &format!("canary: general {version}"));
         git(&work, &["rev-parse", "HEAD"])
     };
     commit("2026.11.1");
