@@ -683,25 +683,11 @@ async fn labelled_migs_are_imported_beside_gke_node_pools_and_byte_stable() {
     let f = found_all().await;
     let names: Vec<&str> = f.pools.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["general", "spot", "nodes-europe-west1-b"]);
-    let repo = fleet_with_gke_and_aks_forms();
-    let rel = "clusters/prod-euw1.yaml";
-    let Outcome::New { text } = outcome(rel, None, &f).unwrap() else {
-        panic!("no file yet")
-    };
-    std::fs::write(repo.path().join(rel), &text).unwrap();
-    assert!(
-        text.contains("# managed instance group nodes-europe-west1-b in europe-west1-b, its template labelled k8s-io-cluster-name=prod-euw1 (instanceGroupManagers.aggregatedList)"),
-        "{text}"
+    let (text, mig) = imported(
+        &f,
+        "# managed instance group nodes-europe-west1-b in europe-west1-b, its template labelled k8s-io-cluster-name=prod-euw1 (instanceGroupManagers.aggregatedList)",
+        "nodes-europe-west1-b",
     );
-    let fleet = rota::fleet::load_dir(repo.path())
-        .unwrap_or_else(|d| panic!("the imported file does not validate:\n{d}\n{text}"));
-    let mig = fleet
-        .resolve_cluster("prod-euw1")
-        .unwrap()
-        .pools
-        .into_iter()
-        .find(|p| p.name == "nodes-europe-west1-b")
-        .unwrap();
     assert_eq!(
         mig.group,
         rota::cloud::GroupRef::Gcp {
@@ -719,7 +705,7 @@ async fn labelled_migs_are_imported_beside_gke_node_pools_and_byte_stable() {
         )])
     );
     assert_eq!(
-        outcome(rel, Some(&text), &found_all().await).unwrap(),
+        outcome("clusters/prod-euw1.yaml", Some(&text), &found_all().await).unwrap(),
         Outcome::Unchanged
     );
 }
@@ -809,25 +795,11 @@ async fn tagged_scale_sets_are_imported_beside_aks_agent_pools_and_byte_stable()
     let f = found_all().await;
     let names: Vec<&str> = f.pools.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["general", "system", "prod-md-0"]);
-    let repo = fleet_with_gke_and_aks_forms();
-    let rel = "clusters/prod-weu.yaml";
-    let Outcome::New { text } = outcome(rel, None, &f).unwrap() else {
-        panic!("no file yet")
-    };
-    std::fs::write(repo.path().join(rel), &text).unwrap();
-    assert!(
-        text.contains("# scale set prod-md-0 in resource group rg-prod, tagged sigs.k8s.io_cluster-api-provider-azure_cluster_aks-prod (VirtualMachineScaleSets_List)"),
-        "{text}"
+    let (text, ss) = imported(
+        &f,
+        "# scale set prod-md-0 in resource group rg-prod, tagged sigs.k8s.io_cluster-api-provider-azure_cluster_aks-prod (VirtualMachineScaleSets_List)",
+        "prod-md-0",
     );
-    let fleet = rota::fleet::load_dir(repo.path())
-        .unwrap_or_else(|d| panic!("the imported file does not validate:\n{d}\n{text}"));
-    let ss = fleet
-        .resolve_cluster("prod-weu")
-        .unwrap()
-        .pools
-        .into_iter()
-        .find(|p| p.name == "prod-md-0")
-        .unwrap();
     assert_eq!(
         ss.group,
         rota::cloud::GroupRef::Azure {
@@ -841,7 +813,7 @@ async fn tagged_scale_sets_are_imported_beside_aks_agent_pools_and_byte_stable()
         std::collections::BTreeMap::from([("pool".to_string(), "md-0".to_string())])
     );
     assert_eq!(
-        outcome(rel, Some(&text), &found_all().await).unwrap(),
+        outcome("clusters/prod-weu.yaml", Some(&text), &found_all().await).unwrap(),
         Outcome::Unchanged
     );
 }
@@ -915,6 +887,34 @@ spec:
     )
     .unwrap();
     repo
+}
+
+/// The file an import writes for `f` (`clusters/<name>.yaml`, new), written into a fleet with
+/// the GKE and AKS version forms: it says where `pool` came from (`comment`), and the fleet
+/// validates with it. Returns the file's text and `pool` as the fleet resolves it.
+fn imported(
+    f: &rota_core::onboard::FoundCluster,
+    comment: &str,
+    pool: &str,
+) -> (String, rota::fleet::resolved::DesiredPool) {
+    use rota_core::onboard::{Outcome, outcome};
+    let repo = fleet_with_gke_and_aks_forms();
+    let rel = format!("clusters/{}.yaml", f.name);
+    let Outcome::New { text } = outcome(&rel, None, f).unwrap() else {
+        panic!("no file yet")
+    };
+    std::fs::write(repo.path().join(&rel), &text).unwrap();
+    assert!(text.contains(comment), "{text}");
+    let fleet = rota::fleet::load_dir(repo.path())
+        .unwrap_or_else(|d| panic!("the imported file does not validate:\n{d}\n{text}"));
+    let resolved = fleet
+        .resolve_cluster(&f.name)
+        .unwrap()
+        .pools
+        .into_iter()
+        .find(|p| p.name == pool)
+        .unwrap_or_else(|| panic!("no pool {pool} in:\n{text}"));
+    (text, resolved)
 }
 
 /// `pool` as a resolved pool's (group, node selector), its nodes picked by `label: NAME`.
