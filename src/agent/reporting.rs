@@ -369,6 +369,10 @@ impl Agent {
         if before.is_empty() {
             return Ok(true);
         }
+        // Within the wait nobody but the first candidate writes: no notes to read yet.
+        if waited < rollup::TAKEOVER_AFTER {
+            return Ok(false);
+        }
         let on_commit = self.notes.list(commit).await?;
         let reported = reported(before.iter().copied(), &on_commit);
         let writes = rollup::writer(candidates.iter().copied(), &me, &reported, waited);
