@@ -470,6 +470,22 @@ pub struct Scheduler {
     reported: std::collections::HashMap<(String, String), String>,
     /// Set when something changed that may let a pending pod fit.
     dirty: bool,
+    /// Where the next pod's search for a node starts (kube-scheduler's `nextStartNodeIndex`).
+    next_start: usize,
+}
+
+/// How many feasible nodes kube-scheduler looks for before it scores them
+/// (`numFeasibleNodesToFind`, with the default `percentageOfNodesToScore`): every node below
+/// 100, else an adaptive share, 50% less a percent per 125 nodes, at least 5%, and never
+/// fewer than 100 nodes. At 20,000 nodes that is 1,000: the real scheduler does not score a
+/// pod against every node of a large cluster, and neither does the simulated one.
+pub fn feasible_nodes_to_find(nodes: usize) -> usize {
+    const MIN_FEASIBLE: usize = 100;
+    if nodes < MIN_FEASIBLE {
+        return nodes;
+    }
+    let percent = 50usize.saturating_sub(nodes / 125).max(5);
+    (nodes * percent / 100).max(MIN_FEASIBLE)
 }
 
 fn pod_key(p: &Value) -> (String, String) {
@@ -553,8 +569,7 @@ impl Scheduler {
             let Some((_, demand, uid)) = self.pending.get(&key).cloned() else {
                 continue;
             };
-            let choice =
-                choose(self.nodes.values().map(|(n, u)| (n, u)), &demand).map(|n| n.name.clone());
+            let choice = self.choose_sampled(&demand);
             let Some(node) = choice else {
                 self.report_unschedulable(store, &key, &uid, &demand, &now);
                 continue;
@@ -582,6 +597,32 @@ impl Scheduler {
             }
         }
         bound
+    }
+
+    /// The node for `demand`, searched as kube-scheduler searches: from where the last search
+    /// stopped, round the nodes, until [`feasible_nodes_to_find`] nodes fit (or every node
+    /// was looked at); the best of those by [`choose`].
+    fn choose_sampled(&mut self, demand: &PodView) -> Option<String> {
+        let total = self.nodes.len();
+        if total == 0 {
+            return None;
+        }
+        let want = feasible_nodes_to_find(total);
+        let start = self.next_start % total;
+        let mut looked = 0;
+        let choice = {
+            let feasible = self
+                .nodes
+                .values()
+                .skip(start)
+                .chain(self.nodes.values().take(start))
+                .inspect(|_| looked += 1)
+                .filter(|(n, u)| fit(n, u, demand).is_ok())
+                .take(want);
+            choose(feasible.map(|(n, u)| (n, u)), demand).map(|n| n.name.clone())
+        };
+        self.next_start = (start + looked) % total;
+        choice
     }
 
     /// Tell why a pod waits, as the real scheduler does in its `PodScheduled` condition
@@ -627,5 +668,63 @@ impl Scheduler {
 
     pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod sampling_tests {
+    use super::*;
+
+    #[test]
+    fn the_share_of_nodes_searched_is_kube_schedulers() {
+        assert_eq!(feasible_nodes_to_find(3), 3);
+        assert_eq!(feasible_nodes_to_find(99), 99);
+        assert_eq!(feasible_nodes_to_find(100), 100);
+        assert_eq!(feasible_nodes_to_find(1_000), 420);
+        assert_eq!(feasible_nodes_to_find(5_000), 500);
+        assert_eq!(feasible_nodes_to_find(20_000), 1_000);
+    }
+
+    fn scheduler(nodes: usize) -> Scheduler {
+        let mut s = Scheduler::default();
+        for i in 0..nodes {
+            let name = format!("n{i:04}");
+            let view = NodeView {
+                name: name.clone(),
+                labels: BTreeMap::new(),
+                taints: vec![],
+                unschedulable: false,
+                ready: true,
+                cpu_millis: 4000,
+                memory: 16 << 30,
+                pods: 110,
+            };
+            s.nodes.insert(name, (view, Usage::default()));
+        }
+        s
+    }
+
+    /// Each search starts where the last one stopped: on 1,000 empty nodes the first pod
+    /// looks at n0000..n0419 and takes n0000, the second looks at n0420..n0839 and takes
+    /// n0420, the third looks at n0840..n0999 and round to n0259, and takes the first name
+    /// among equals (n0000).
+    #[test]
+    fn a_search_starts_where_the_last_one_stopped() {
+        let mut s = scheduler(1_000);
+        let pod = PodView {
+            cpu_millis: 100,
+            memory: 1 << 20,
+            ..Default::default()
+        };
+        let picks: Vec<String> = (0..3)
+            .map(|_| s.choose_sampled(&pod).expect("a node fits"))
+            .collect();
+        assert_eq!(picks, ["n0000", "n0420", "n0000"]);
+        assert_eq!(s.next_start, 260);
+        // Small clusters are searched whole, as before: the least allocated node wins.
+        let mut small = scheduler(3);
+        small.nodes.get_mut("n0000").unwrap().1.add(&pod);
+        assert_eq!(small.choose_sampled(&pod).as_deref(), Some("n0001"));
+        assert_eq!(small.choose_sampled(&pod).as_deref(), Some("n0001"));
     }
 }
