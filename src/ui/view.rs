@@ -294,7 +294,7 @@ mod tests {
             note_bytes: Default::default(),
             verified: false,
             commit_time: at("2026-11-23T09:00:00Z"),
-            key: (Oid::zero(), Vec::new()),
+            key: (Oid::ZERO_SHA1, Vec::new()),
         })
     }
 
@@ -316,7 +316,7 @@ mod tests {
 
     fn build(loaded: &Arc<Loaded>, generation: u64, now: &str, last: Option<&View>) -> View {
         let stamp = Stamp {
-            commit: Oid::zero(),
+            commit: Oid::ZERO_SHA1,
             files: Vec::new(),
         };
         View::build(
