@@ -272,9 +272,11 @@ mod tests {
         s.parse().unwrap()
     }
 
-    /// The example fleet at one commit: canary (soak 2h) completed general@2026.11.2 at
-    /// 10:00, so the early wave's pools are held by the guard until 12:00; `docs` are the
-    /// agents' notes.
+    /// The example fleet at one commit made at 10:15: canary (soak 2h) completed
+    /// general@2026.11.2 at 10:00, so the early wave's pools are held by the guard until
+    /// 12:00; `docs` are the agents' notes. The agents without a note count as silent from
+    /// 10:45, and the summary says for how long ("made 1h 45m ago"): text that moves with
+    /// the minute, and so with the page's tag.
     fn inputs(docs: Vec<NoteDoc>) -> Arc<Loaded> {
         let fleet = crate::source::read::load_dir(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
@@ -293,7 +295,7 @@ mod tests {
             records,
             note_bytes: Default::default(),
             verified: false,
-            commit_time: at("2026-11-23T09:00:00Z"),
+            commit_time: at("2026-11-23T10:15:00Z"),
             key: (Oid::ZERO_SHA1, Vec::new()),
         })
     }
@@ -372,8 +374,9 @@ mod tests {
         )]);
         let reported = build(&moved, 5, "2026-11-23T12:00:30Z", Some(&soaked));
         assert_eq!(reported.generation, 5, "a note changed");
-        // The same note written again (a stamp that moved with nothing under it): kept.
-        let again = build(&moved, 6, "2026-11-23T12:01:00Z", Some(&reported));
+        // The same note written again (a stamp that moved with nothing under it), within the
+        // minute the silent agents' ages say: kept.
+        let again = build(&moved, 6, "2026-11-23T12:00:50Z", Some(&reported));
         assert_eq!(again.generation, 5);
     }
 }
