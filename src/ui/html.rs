@@ -229,7 +229,7 @@ fn step_html(s: &WaveStep, now: DateTime<Utc>) -> String {
         cls = "success";
         parts.push(format!("✓ completed {}", time(at)));
         if let Some(soaked) = s.soaked_at {
-            if soaked > now {
+            if s.soaking {
                 cls = "pending";
                 parts.push(format!(
                     r#"soaking, <span class="countdown" data-until="{}">{} left</span>"#,

@@ -185,7 +185,7 @@ async fn docs(store: &GitNotesStore, commit: Oid) -> Result<Vec<NoteDoc>, UiErro
 /// neither the revision nor any notes ref moved ([`Loaded::key`]).
 #[derive(Debug, Clone)]
 pub struct Loaded {
-    /// The fleet at the commit, without its cluster documents (see `slim_for_views`).
+    /// The fleet at the commit, without its cluster documents (see `resolve_for_views`).
     pub fleet: rota_core::fleet::Fleet,
     pub clusters: Vec<rota_core::fleet::resolved::DesiredCluster>,
     /// The agents' notes on the commit: their statuses (their records are in `records`).
@@ -249,10 +249,7 @@ pub async fn load(at: &RepoAt) -> Result<Loaded, UiError> {
             .map_err(|d| UiError::Fleet(d.to_string()))?;
     let read = started.elapsed();
     let mut fleet = fleet;
-    let mut clusters = fleet
-        .resolve_all()
-        .map_err(|e| UiError::Fleet(e.to_string()))?;
-    slim_for_views(&mut fleet, &mut clusters);
+    let clusters = resolve_for_views(&mut fleet).map_err(|e| UiError::Fleet(e.to_string()))?;
     tracing::debug!(
         clusters = clusters.len(),
         read_ms = read.as_millis() as u64,
@@ -429,20 +426,30 @@ async fn statuses_and_records(
     Ok((head_docs, records, note_bytes))
 }
 
-/// What the views never read, dropped once the fleet is resolved: the cluster documents
-/// (the views read the fleet's waves and images, and the resolved clusters), and of each
-/// resolved pool its rollout policy, gates and node selector (the agent's business). At
-/// 10,000 clusters these were most of what `rota ui` kept between requests.
-fn slim_for_views(
+/// Every cluster of `fleet` resolved (as `Fleet::resolve_all`, in the same order, failing on
+/// the same cluster) without what the views never read, each cluster's document let go of as
+/// soon as the cluster is resolved: the views read the fleet's waves and images and the
+/// resolved clusters, and not a resolved pool's rollout policy, gates or node selector (the
+/// agent's business). At 10,000 clusters these were most of what `rota ui` kept between
+/// requests. Resolving every cluster before dropping any of that held the documents (63 MB)
+/// and the clusters resolved whole (73 MB) at once: the page server's peak, at its start
+/// (heaptrack, docs/benchmarks.md).
+fn resolve_for_views(
     fleet: &mut rota_core::fleet::Fleet,
-    clusters: &mut [rota_core::fleet::resolved::DesiredCluster],
-) {
-    fleet.clusters = Default::default();
-    for p in clusters.iter_mut().flat_map(|c| c.pools.iter_mut()) {
-        p.policy = Default::default();
-        p.gates = Vec::new();
-        p.node_selector = Default::default();
+) -> Result<Vec<DesiredCluster>, rota_core::fleet::resolve::ResolveError> {
+    let names: Vec<String> = fleet.clusters.keys().cloned().collect();
+    let mut clusters = Vec::with_capacity(names.len());
+    for name in &names {
+        let mut cluster = fleet.resolve_cluster(name)?;
+        for p in &mut cluster.pools {
+            p.policy = Default::default();
+            p.gates = Vec::new();
+            p.node_selector = Default::default();
+        }
+        fleet.clusters.remove(name);
+        clusters.push(cluster);
     }
+    Ok(clusters)
 }
 
 /// The page for `at` as of `now`.
@@ -548,4 +555,33 @@ pub async fn commit(repo: &Path, store: &GitNotesStore, rev: &str) -> Result<Com
         time,
         statuses,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The views' resolution is `resolve_all`'s, less what they never read, and it leaves
+    /// no cluster document behind.
+    #[test]
+    fn clusters_resolve_as_resolve_all_less_what_the_views_never_read() {
+        let mut fleet = crate::source::read::load_dir(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
+        )
+        .unwrap();
+        let mut whole = fleet.resolve_all().unwrap();
+        assert!(
+            whole
+                .iter()
+                .flat_map(|c| &c.pools)
+                .any(|p| !p.node_selector.is_empty()),
+            "the example has something to leave out"
+        );
+        for p in whole.iter_mut().flat_map(|c| c.pools.iter_mut()) {
+            p.policy = Default::default();
+            p.gates = Vec::new();
+            p.node_selector = Default::default();
+        }
+        let slim = super::resolve_for_views(&mut fleet).unwrap();
+        assert_eq!(slim, whole);
+        assert!(fleet.clusters.is_empty(), "the documents are let go of");
+    }
 }

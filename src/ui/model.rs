@@ -61,6 +61,38 @@ pub struct FleetPage {
     pub declared: BTreeMap<String, Vec<String>>,
 }
 
+impl FleetPage {
+    /// Whether `other` holds what this page holds but for the moment it was built (`now`).
+    /// Every decision the clock makes is data of the page (a soak under way, a hold that
+    /// ended, the overdue pools, an agent gone silent in the summary), so two such pages
+    /// render the same but for the "as of" stamp and the first text of the countdowns, which
+    /// the page's script keeps current. The server keeps a tab's `ETag` across a rebuild for
+    /// the clock that changed nothing else (`ui::view`).
+    pub fn same_but_now(&self, other: &FleetPage) -> bool {
+        // Every field by name, so that a field added to the page is compared (or said not to
+        // be) here: a field left out would keep showing a tab its old value.
+        let FleetPage {
+            fleet,
+            commit,
+            now: _,
+            waves,
+            channels,
+            overdue,
+            unjudged,
+            max_age_channels,
+            declared,
+        } = self;
+        *fleet == other.fleet
+            && *commit == other.commit
+            && *waves == other.waves
+            && *channels == other.channels
+            && *overdue == other.overdue
+            && *unjudged == other.unjudged
+            && *max_age_channels == other.max_age_channels
+            && *declared == other.declared
+    }
+}
+
 /// A pool whose age against its channel's `maxAge` is unknown, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -368,6 +400,10 @@ pub struct WaveStep {
     /// When the wave's soak of the version ends (later waves may take it from then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soaked_at: Option<DateTime<Utc>>,
+    /// The soak had not ended at the page's `now`. Decided here, not by each view reading
+    /// the clock: the model carries every decision the clock makes, so two models that are
+    /// equal but for `now` show the same (the page's `ETag` rests on it, `ui::view`).
+    pub soaking: bool,
     /// Gate failures on the version in the wave (each stopped or rolled back a pool).
     pub gate_failures: Vec<String>,
     /// The wave pins this version now.
@@ -626,7 +662,9 @@ impl<'a> Lookup<'a> {
             }
             GuardDecision::Waiting(wait) if *phase != Phase::Done => {
                 *phase = Phase::Held;
-                *stop = Some(Box::new(wait.stop_note(&p.channel, &p.version)));
+                let mut note = wait.stop_note(&p.channel, &p.version);
+                note.cause = wait_words(&wait, &p.channel, &p.version);
+                *stop = Some(Box::new(note));
                 Some(guard_hold(&wait, &p.channel, &p.version))
             }
             _ => None,
@@ -644,8 +682,22 @@ fn guard_hold(wait: &Wait, channel: &str, version: &str) -> Hold {
     };
     Hold {
         kind: kind.into(),
-        text: wait.describe(channel, version),
+        text: wait_words(wait, channel, version),
         until,
+    }
+}
+
+/// The guard's wait in words, as the views show it: the guard's own (`Wait::describe`), but
+/// a soak said by its end, not by the time left. "1h30m left" changed with every build of
+/// the model, and so did the page of every tab during a soak; the views count down from the
+/// end themselves ([`Hold::until`]: the page's script, `rota status`'s "(1h29m left)").
+fn wait_words(wait: &Wait, channel: &str, version: &str) -> String {
+    match wait {
+        Wait::Soak { wave, until, .. } => format!(
+            "waiting for wave {wave} to soak {channel}@{version} until {}",
+            until.format("%Y-%m-%dT%H:%MZ")
+        ),
+        _ => wait.describe(channel, version),
     }
 }
 
@@ -767,18 +819,20 @@ fn wave_step(
         .soak
         .map(|s| chrono::Duration::from_std(s.as_duration()).unwrap_or_default())
         .unwrap_or_default();
+    // Saturating: a record may be dated near the end of time (the note reader bounds
+    // dates, this keeps the arithmetic total whatever it is handed).
+    let soaked_at = completed_at.map(|t| {
+        t.checked_add_signed(soak)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    });
     WaveStep {
         wave: wave.name.clone(),
         pools: pools.len() as u32,
         completed: done.len() as u32,
         first_completion: done.iter().min().copied(),
         completed_at,
-        // Saturating: a record may be dated near the end of time (the note reader bounds
-        // dates, this keeps the arithmetic total whatever it is handed).
-        soaked_at: completed_at.map(|t| {
-            t.checked_add_signed(soak)
-                .unwrap_or(DateTime::<Utc>::MAX_UTC)
-        }),
+        soaked_at,
+        soaking: soaked_at.is_some_and(|t| t > inputs.now),
         gate_failures,
         pinned: wave.images.get(channel).map(String::as_str) == Some(version),
     }
@@ -1063,7 +1117,15 @@ mod tests {
         assert_eq!(hold.kind, "soak");
         // canary soaks 2h from its last completion, 30 minutes ago.
         assert_eq!(hold.until, Some(done + chrono::Duration::hours(2)));
-        assert!(hold.text.contains("1h30m left"), "{}", hold.text);
+        // Said by its end: the time left is counted down by the views.
+        assert_eq!(
+            hold.text,
+            format!(
+                "waiting for wave canary to soak general@2026.11.2 until {}",
+                (done + chrono::Duration::hours(2)).format("%Y-%m-%dT%H:%MZ")
+            )
+        );
+        assert_eq!(p.stop.as_ref().unwrap().cause, hold.text);
         assert_eq!(
             relation(p, "2026.11.2"),
             "held before it",
@@ -1084,6 +1146,7 @@ mod tests {
         assert_eq!((canary.completed, canary.pools), (2, 2));
         assert_eq!(canary.completed_at, Some(done));
         assert_eq!(canary.soaked_at, Some(done + chrono::Duration::hours(2)));
+        assert!(canary.soaking, "the soak ends in 1h30m");
         let early = &general.versions[0].waves[1];
         assert_eq!((early.completed, early.completed_at), (0, None));
         assert!(early.pinned);

@@ -26,9 +26,10 @@
 //! - **Cost.** The page's model is built once per (revision, notes refs' tips) and rebuilt
 //!   for the clock once a minute ([`super::view`]); a request renders only the part it asks
 //!   for (the summary, the exceptions, a page of clusters: [`super::html_size`]). Every
-//!   answer carries an `ETag` naming the model it came from, and a poll that sends it back
-//!   (`If-None-Match`) while the model stands is answered `304` with nothing rendered: an
-//!   open tab costs a `stat` or three every few seconds. While a big fleet is read again,
+//!   answer carries an `ETag` naming what the model shows (a rebuild for the clock that
+//!   changed nothing keeps it), and a poll that sends it back (`If-None-Match`) is answered
+//!   `304` with nothing rendered: an open tab costs a `stat` or three every few seconds, and
+//!   learns the model's moment from the `rota-as-of` header. While a big fleet is read again,
 //!   requests get the last model at once rather than wait for the new one.
 
 use std::collections::HashMap;
@@ -228,8 +229,10 @@ impl Views {
         }
     }
 
+    /// Weak (`W/`): answers under one tag show the same but may differ in bytes (the "as
+    /// of" stamp, a countdown's first text).
     fn etag(&self, v: &View) -> String {
-        format!("\"{:x}-{}\"", self.boot, v.generation)
+        format!("W/\"{:x}-{}\"", self.boot, v.generation)
     }
 }
 
@@ -524,6 +527,10 @@ impl Ui {
             Err(e) => return self.failed(&e, path == "/"),
         };
         let etag = self.views.etag(&v);
+        let tag = Tag {
+            etag: &etag,
+            as_of: v.page.now,
+        };
         // The tab already shows what this model renders to: nothing to render or send.
         if req
             .headers()
@@ -534,7 +541,7 @@ impl Ui {
                 .served
                 .not_modified
                 .fetch_add(1, Ordering::Relaxed);
-            return not_modified(&etag);
+            return not_modified(&tag);
         }
         self.views.served.rendered.fetch_add(1, Ordering::Relaxed);
         if whole(&v, &q)
@@ -546,9 +553,9 @@ impl Ui {
             Ok(body) if path == "/" => {
                 // The page carries its ETag for the script's first poll.
                 let page = html::live_page(&v.page.fleet, &body, &etag);
-                with_etag(reply(StatusCode::OK, HTML, page), &etag)
+                tag.on(reply(StatusCode::OK, HTML, page))
             }
-            Ok(body) => with_etag(reply(StatusCode::OK, HTML, body), &etag),
+            Ok(body) => tag.on(reply(StatusCode::OK, HTML, body)),
             Err(e) if path == "/" => reply(StatusCode::BAD_REQUEST, HTML, html::error_page(&e)),
             Err(e) => reply(StatusCode::BAD_REQUEST, PLAIN, format!("{e}\n")),
         }
@@ -686,18 +693,36 @@ fn render(v: &View, q: &Query) -> Result<String, String> {
     ))
 }
 
-fn with_etag(mut r: Response<Full<Bytes>>, etag: &str) -> Response<Full<Bytes>> {
-    if let Ok(h) = hyper::header::HeaderValue::from_str(etag) {
-        r.headers_mut().insert(hyper::header::ETAG, h);
+/// What names the model an answer of the page came from: its `ETag`, and the moment the
+/// model was built (`rota-as-of`). A rebuild for the clock that changes nothing else keeps
+/// the `ETag` ([`View::shows_the_same_as`]) and moves only that moment: the tab is answered
+/// `304` and its script sets the page's "as of" from the header, rather than be sent the
+/// whole page again for one changed time.
+struct Tag<'a> {
+    etag: &'a str,
+    as_of: chrono::DateTime<chrono::Utc>,
+}
+
+/// The header that carries [`Tag::as_of`] (read by `assets/rota.js`).
+pub const AS_OF_HEADER: &str = "rota-as-of";
+
+impl Tag<'_> {
+    fn on(&self, mut r: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
+        if let Ok(h) = hyper::header::HeaderValue::from_str(self.etag) {
+            r.headers_mut().insert(hyper::header::ETAG, h);
+        }
+        if let Ok(h) = hyper::header::HeaderValue::from_str(&self.as_of.to_rfc3339()) {
+            r.headers_mut().insert(AS_OF_HEADER, h);
+        }
+        r
     }
-    r
 }
 
 /// `304 Not Modified`: the tab's copy stands.
-fn not_modified(etag: &str) -> Response<Full<Bytes>> {
+fn not_modified(tag: &Tag<'_>) -> Response<Full<Bytes>> {
     let mut r = reply(StatusCode::NOT_MODIFIED, HTML, String::new());
     r.headers_mut().remove("content-type");
-    with_etag(r, etag)
+    tag.on(r)
 }
 
 /// Past a connection cap: `/healthz` only.

@@ -586,7 +586,7 @@ pub fn where_is(page: &FleetPage, channel: &str, version: &str) -> Result<String
     {
         for s in &row.waves {
             let what = match (s.completed_at, s.soaked_at) {
-                (Some(_), Some(soaked)) if soaked > page.now => format!(
+                (Some(_), Some(soaked)) if s.soaking => format!(
                     "completed, soaking ({} left)",
                     super::html::left(page.now, soaked)
                 ),

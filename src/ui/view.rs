@@ -3,7 +3,10 @@
 //! model from them a fraction of one; a request must take neither. So a [`View`] holds the
 //! inputs read from git ([`Loaded`]), the model built from them as of one moment, its
 //! summary, and a generation number that the page's `ETag` carries: while the generation
-//! stays, a tab's poll is answered `304 Not Modified` without rendering anything.
+//! stays, a tab's poll is answered `304 Not Modified` without rendering anything. The
+//! generation names what the page shows, not the build: a rebuild that shows the same (one
+//! for the clock that changed no decision, a stamp that moved with nothing under it) keeps
+//! it ([`View::shows_the_same_as`]), so an open tab is not sent the same page again.
 //!
 //! When is it rebuilt? Each request compares a [`Stamp`] (the commit the revision names, and
 //! the modification times of the files git keeps refs in), a handful of `stat` calls, with
@@ -88,7 +91,8 @@ pub struct View {
     pub page: FleetPage,
     /// The whole fleet's summary (a filtered view summarizes its own part).
     pub summary: FleetSummary,
-    /// Bumped on every rebuild: the `ETag` of what is rendered from this view.
+    /// The `ETag` of what is rendered from this view: a rebuild that shows something else
+    /// takes a new one, one that shows the same keeps its last view's.
     pub generation: u64,
     /// The stamp the inputs were read at (taken before reading them: a ref that moved
     /// during the read moves the next stamp).
@@ -99,19 +103,21 @@ pub struct View {
 }
 
 impl View {
-    /// Builds the model from `loaded` as of `now`. CPU only: a few hundred milliseconds at
-    /// 10,000 clusters, so callers run it off the async threads.
+    /// Builds the model from `loaded` as of `now`, under `generation` unless it shows what
+    /// `last` shows (then under `last`'s). CPU only: a few hundred milliseconds at 10,000
+    /// clusters, so callers run it off the async threads.
     pub fn build(
         loaded: Arc<Loaded>,
         recent: Arc<Vec<CommitLine>>,
         stamp: Stamp,
         generation: u64,
         now: DateTime<Utc>,
+        last: Option<&View>,
     ) -> View {
         let started = Instant::now();
         let page = loaded.page(now);
         let summary = summarize(&page, loaded.commit_time, &Default::default());
-        View {
+        let mut view = View {
             build_took: started.elapsed(),
             key: loaded.key.clone(),
             names: Arc::new(loaded.cluster_names()),
@@ -123,7 +129,21 @@ impl View {
             generation,
             stamp,
             built: Instant::now(),
+        };
+        if let Some(last) = last.filter(|last| view.shows_the_same_as(last)) {
+            view.generation = last.generation;
         }
+        view
+    }
+
+    /// Whether a tab showing what `earlier` rendered shows what this view renders: the same
+    /// page but for its `now` ([`FleetPage::same_but_now`]), the same summary (its texts say
+    /// ages: "made 1d 6h ago"), the same commit list. The "as of" stamp the two differ in
+    /// reaches the tab with every answer, a `304` too (`ui::server`).
+    pub fn shows_the_same_as(&self, earlier: &View) -> bool {
+        self.page.same_but_now(&earlier.page)
+            && self.summary == earlier.summary
+            && (Arc::ptr_eq(&self.recent, &earlier.recent) || self.recent == earlier.recent)
     }
 
     /// Whether a request that found `stamp` needs a newer view.
@@ -220,9 +240,18 @@ pub async fn next(
         }
         None => reload(at).await?,
     };
-    tokio::task::spawn_blocking(move || View::build(loaded, recent, stamp, generation, Utc::now()))
-        .await
-        .map_err(|e| UiError::Notes(format!("building the page failed: {e}")))
+    tokio::task::spawn_blocking(move || {
+        View::build(
+            loaded,
+            recent,
+            stamp,
+            generation,
+            Utc::now(),
+            last.as_deref(),
+        )
+    })
+    .await
+    .map_err(|e| UiError::Notes(format!("building the page failed: {e}")))
 }
 
 /// Everything read from git again: the fleet, the notes, the recent commits.
@@ -230,4 +259,124 @@ async fn reload(at: &RepoAt) -> Result<(Arc<Loaded>, Arc<Vec<CommitLine>>), UiEr
     let loaded = Arc::new(load::load(at).await?);
     let recent = Arc::new(load::recent_of(at, &loaded).await?);
     Ok((loaded, recent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::note_doc::{NoteDoc, NoteStatus};
+    use crate::report::{State, pool_context};
+    use rota_core::waves::PoolRecord;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    /// The example fleet at one commit made at 10:15: canary (soak 2h) completed
+    /// general@2026.11.2 at 10:00, so the early wave's pools are held by the guard until
+    /// 12:00; `docs` are the agents' notes. The agents without a note count as silent from
+    /// 10:45, and the summary says for how long ("made 1h 45m ago"): text that moves with
+    /// the minute, and so with the page's tag.
+    fn inputs(docs: Vec<NoteDoc>) -> Arc<Loaded> {
+        let fleet = crate::source::read::load_dir(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleet-repo"),
+        )
+        .unwrap();
+        let clusters = fleet.resolve_all().unwrap();
+        let done = at("2026-11-23T10:00:00Z");
+        let records = ["canary-use1", "dev-usc1"]
+            .iter()
+            .map(|c| PoolRecord::new(c, "general").completed("general", "2026.11.2", done))
+            .collect();
+        Arc::new(Loaded {
+            fleet,
+            clusters,
+            head_docs: docs,
+            records,
+            note_bytes: Default::default(),
+            verified: false,
+            commit_time: at("2026-11-23T10:15:00Z"),
+            key: (Oid::ZERO_SHA1, Vec::new()),
+        })
+    }
+
+    fn note(cluster: &str, pool: &str, description: &str) -> NoteDoc {
+        NoteDoc {
+            cluster: cluster.into(),
+            statuses: vec![NoteStatus {
+                context: pool_context(cluster, pool),
+                state: State::Pending,
+                description: description.into(),
+                target_url: None,
+                updated_at: at("2026-11-23T10:20:00Z"),
+                stop: None,
+            }],
+            pools: Vec::new(),
+            signed: None,
+        }
+    }
+
+    fn build(loaded: &Arc<Loaded>, generation: u64, now: &str, last: Option<&View>) -> View {
+        let stamp = Stamp {
+            commit: Oid::ZERO_SHA1,
+            files: Vec::new(),
+        };
+        View::build(
+            Arc::clone(loaded),
+            Arc::new(Vec::new()),
+            stamp,
+            generation,
+            at(now),
+            last,
+        )
+    }
+
+    /// The server rebuilds the model for the clock every minute or two with nothing in git
+    /// moved; an open tab's poll must then still be answered `304`. Before, every rebuild
+    /// took a new generation (the `ETag`), and a soak's hold said "1h30m left", which a
+    /// minute changed: each tab was sent the whole page again.
+    #[test]
+    fn a_rebuild_for_the_clock_keeps_the_etag_until_what_the_page_shows_changes() {
+        let loaded = inputs(vec![note(
+            "canary-use1",
+            "gpu",
+            "batch 3/8 · 14/40 nodes on g@1",
+        )]);
+        let first = build(&loaded, 1, "2026-11-23T10:30:00Z", None);
+        let held = first
+            .page
+            .waves
+            .iter()
+            .flat_map(|w| &w.clusters)
+            .flat_map(|c| &c.pools)
+            .find(|p| p.cluster == "prod-use1" && p.name == "general")
+            .unwrap();
+        assert_eq!(held.hold.as_ref().unwrap().kind, "soak", "mid-soak");
+        // A minute later, and two: the same page but for its moment, the same tag.
+        let tick = build(&loaded, 2, "2026-11-23T10:31:00Z", Some(&first));
+        assert_ne!(tick.page.now, first.page.now);
+        assert_eq!(tick.generation, 1, "nothing but the clock moved");
+        let tick = build(&loaded, 3, "2026-11-23T10:32:30Z", Some(&tick));
+        assert_eq!(tick.generation, 1);
+        // The soak ended at 12:00: the timeline says soaked and the guard lets early go.
+        let soaked = build(&loaded, 4, "2026-11-23T12:00:30Z", Some(&tick));
+        let canary = |v: &View| {
+            let general = v.page.channels.iter().find(|c| c.channel == "general");
+            general.unwrap().versions[0].waves[0].soaking
+        };
+        assert!(canary(&tick) && !canary(&soaked));
+        assert_eq!(soaked.generation, 4, "the soak's end shows");
+        // An agent reported: a new tag at once, whatever the clock.
+        let moved = inputs(vec![note(
+            "canary-use1",
+            "gpu",
+            "batch 4/8 · 19/40 nodes on g@1",
+        )]);
+        let reported = build(&moved, 5, "2026-11-23T12:00:30Z", Some(&soaked));
+        assert_eq!(reported.generation, 5, "a note changed");
+        // The same note written again (a stamp that moved with nothing under it), within the
+        // minute the silent agents' ages say: kept.
+        let again = build(&moved, 6, "2026-11-23T12:00:50Z", Some(&reported));
+        assert_eq!(again.generation, 5);
+    }
 }

@@ -18,6 +18,7 @@
     return s + "s";
   }
   // The server's clock decides; the page only counts down from what the server rendered.
+  // skew: the server's clock less the browser's, from each answer's Date header.
   var skew = 0;
   function tick() {
     var now = Date.now() + skew;
@@ -27,12 +28,19 @@
       if (!isNaN(until)) els[i].textContent = left(until - now) + " left";
     }
   }
-  function syncClock() {
+  function syncClock(r) {
+    var server = Date.parse(r.headers.get("date") || "");
+    if (!isNaN(server)) skew = server - Date.now();
+  }
+  // The moment the server's model was built (the "as of" stamp). A rebuild for the clock
+  // that changed nothing else is answered 304 under the same ETag: only this moves.
+  function asOf(r) {
+    var at = Date.parse(r.headers.get("rota-as-of") || "");
     var t = main && main.querySelector(".updated time[datetime]");
-    if (t) {
-      var server = Date.parse(t.getAttribute("datetime"));
-      if (!isNaN(server)) skew = server - Date.now();
-    }
+    if (isNaN(at) || !t) return;
+    var iso = new Date(at).toISOString();
+    t.setAttribute("datetime", iso);
+    t.textContent = iso.slice(0, 16).replace("T", " ") + " UTC";
   }
 
   // The server names the model a fragment came from (ETag); sent back, an unchanged model
@@ -45,8 +53,12 @@
     // The same filters and page as the address bar: a shared link stays live as it is.
     fetch(live + window.location.search, { headers: headers, cache: "no-store" })
       .then(function (r) {
-        if (r.status === 304) return null;
-        if (!r.ok) throw new Error("HTTP " + r.status);
+        if (r.status !== 304 && !r.ok) throw new Error("HTTP " + r.status);
+        syncClock(r);
+        if (r.status === 304) {
+          asOf(r);
+          return null;
+        }
         etag = r.headers.get("etag");
         return r.text();
       })
@@ -58,7 +70,6 @@
         var focused = document.activeElement;
         var href = focused && main.contains(focused) && focused.getAttribute("href");
         main.innerHTML = html;
-        syncClock();
         tick();
         if (href) {
           var again = main.querySelector('a[href="' + href.replace(/"/g, '\\"') + '"]');
@@ -71,7 +82,6 @@
       });
   }
 
-  syncClock();
   tick();
   setInterval(tick, 1000);
   if (live) {
