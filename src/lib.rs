@@ -49,6 +49,7 @@ pub mod ledger;
 pub mod memory;
 pub mod metrics;
 pub mod notify;
+pub mod page_link;
 pub mod promotion;
 pub mod report;
 pub mod serving;

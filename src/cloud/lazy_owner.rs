@@ -12,6 +12,7 @@ use std::future::Future;
 
 use async_trait::async_trait;
 use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
 use rota_core::cloud::managed::{
     OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, TwinRequest, UpdateRequest,
@@ -32,16 +33,25 @@ pub struct OwnerFacts {
     pub update_call: &'static str,
 }
 
-/// An owner's client `T`, built by `build` on the first pool call. A build that fails is
-/// answered, on that call and every later one, as a `Permission` error naming the call and
-/// the pool (the pool pauses and says why; the agent does not crash). The failure is kept,
-/// as each owner's adapter kept it before they were one (unlike `cloud::registry`, which
-/// builds again on the next call).
+/// An owner's client `T`, built by `build` on the first pool call and kept once built. A
+/// build that fails is answered as a `Permission` error naming the call and the pool (the
+/// pool pauses and says why; the agent does not crash), and built again on a later call, as
+/// `cloud::registry` builds a provider again: credentials mounted late (a projected token
+/// that appears after start-up, a secret mounted once the pod runs) are picked up without a
+/// restart. Not on every call, though: a pass per pool asks the owner several times, and a
+/// build may itself call out (a credential chain, a token exchange), so a failed build is
+/// tried again only once [`REBUILD_AFTER`] has passed on the agent's clock (tokio's, which
+/// the tests pause), and its error is answered meanwhile.
 pub struct LazyOwner<T, F> {
     facts: OwnerFacts,
     build: F,
-    cell: OnceCell<Result<T, String>>,
+    cell: OnceCell<T>,
+    /// The last failed build: when (the agent's clock) and its error.
+    failed: std::sync::Mutex<Option<(Instant, String)>>,
 }
+
+/// How long a failed build is answered before the client is built again.
+pub const REBUILD_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl<T, F, Fut> LazyOwner<T, F>
 where
@@ -54,23 +64,36 @@ where
             facts,
             build,
             cell: OnceCell::new(),
+            failed: std::sync::Mutex::new(None),
         }
     }
 
-    /// The client, built on the first call; `call` and `pool` name a failed build's error.
+    /// The client, built on the first call (and after a failed build, on the first call
+    /// [`REBUILD_AFTER`] later); `call` and `pool` name a failed build's error.
     async fn get(&self, call: &'static str, pool: &ManagedGroup) -> Result<&T, CloudError> {
+        // The cell lets one caller build at a time: a caller that waited on a build that
+        // failed finds the failure recent here and answers it, without a second build.
         self.cell
-            .get_or_init(|| (self.build)())
-            .await
-            .as_ref()
-            .map_err(|m| {
-                CloudError::about(
-                    CloudErrorKind::Permission,
-                    call,
-                    &pool.to_string(),
-                    m.clone(),
-                )
+            .get_or_try_init(|| async {
+                if let Some(error) = self.recent_failure() {
+                    return Err(error);
+                }
+                let built = (self.build)().await;
+                if let Err(error) = &built {
+                    *self.failed.lock().expect("not poisoned") =
+                        Some((Instant::now(), error.clone()));
+                }
+                built
             })
+            .await
+            .map_err(|m| CloudError::about(CloudErrorKind::Permission, call, &pool.to_string(), m))
+    }
+
+    /// The last failed build's error while it is younger than [`REBUILD_AFTER`].
+    fn recent_failure(&self) -> Option<String> {
+        let failed = self.failed.lock().expect("not poisoned");
+        let (at, error) = failed.as_ref()?;
+        (at.elapsed() < REBUILD_AFTER).then(|| error.clone())
     }
 
     async fn reader(&self, pool: &ManagedGroup) -> Result<&T, CloudError> {
@@ -235,8 +258,8 @@ mod tests {
     }
 
     /// A failed build is a `Permission` error naming the call and the pool, on a read and
-    /// a write alike, and it is not tried again.
-    #[tokio::test]
+    /// a write alike, and it is not tried again within [`REBUILD_AFTER`].
+    #[tokio::test(start_paused = true)]
     async fn a_failed_build_pauses_the_pool_naming_the_call() {
         let builds = Arc::new(AtomicUsize::new(0));
         let counted = builds.clone();
@@ -257,5 +280,73 @@ mod tests {
         let e = lazy.twins_of(&pool()).await.unwrap_err();
         assert_eq!(e.call, "pools.get");
         assert_eq!(builds.load(Ordering::SeqCst), 1);
+    }
+
+    /// A build that fails once (no credentials yet) and succeeds later is used: the calls
+    /// within [`REBUILD_AFTER`] of the failure answer it without building, the first call
+    /// after it builds again, and the client built then is kept.
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_build_is_built_again_a_minute_later_and_kept_once_built() {
+        let builds = Arc::new(AtomicUsize::new(0));
+        let counted = builds.clone();
+        let lazy = LazyOwner::new(FACTS, move || {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match n {
+                    0 => Err("the projected token is not there yet".to_string()),
+                    _ => Ok(Fixed),
+                }
+            }
+        });
+        let e = lazy.describe(&pool()).await.unwrap_err();
+        assert!(e.message.contains("the projected token is not there yet"));
+        // A pass per pool, every few seconds, for most of a minute: no build, the same error.
+        for _ in 0..11 {
+            tokio::time::advance(std::time::Duration::from_secs(5)).await;
+            let e = lazy.describe(&pool()).await.unwrap_err();
+            assert_eq!(e.kind, CloudErrorKind::Permission);
+            assert!(e.message.contains("the projected token is not there yet"));
+        }
+        assert_eq!(builds.load(Ordering::SeqCst), 1);
+        tokio::time::advance(std::time::Duration::from_secs(5)).await;
+        assert_eq!(lazy.describe(&pool()).await.unwrap().image, "img-1");
+        assert_eq!(builds.load(Ordering::SeqCst), 2);
+        tokio::time::advance(REBUILD_AFTER * 3).await;
+        let started = lazy.start_update(&pool(), &request()).await.unwrap();
+        assert_eq!(started, "update-rota-1-a");
+        assert_eq!(builds.load(Ordering::SeqCst), 2);
+    }
+
+    /// A build that keeps failing is tried once per [`REBUILD_AFTER`], however many calls
+    /// ask for it, concurrent ones included.
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_build_is_tried_once_a_minute_not_on_every_call() {
+        let builds = Arc::new(AtomicUsize::new(0));
+        let counted = builds.clone();
+        let lazy = Arc::new(LazyOwner::new(FACTS, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async {
+                // A build that takes a while (a credential chain): callers meanwhile wait.
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                Err::<Fixed, _>("no application default credentials".to_string())
+            }
+        }));
+        for minute in 1..=3 {
+            let calls: Vec<_> = (0..4)
+                .map(|_| {
+                    let lazy = lazy.clone();
+                    tokio::spawn(async move { lazy.describe(&pool()).await })
+                })
+                .collect();
+            for c in calls {
+                assert!(c.await.unwrap().is_err());
+            }
+            for _ in 0..10 {
+                tokio::time::advance(std::time::Duration::from_secs(5)).await;
+                assert!(lazy.start_update(&pool(), &request()).await.is_err());
+            }
+            assert_eq!(builds.load(Ordering::SeqCst), minute);
+            tokio::time::advance(std::time::Duration::from_secs(11)).await;
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
+use rota_core::errors::Classify;
 
 use super::Controller;
 use super::apply::ApplyError;
@@ -19,6 +20,9 @@ use rota_core::rotate::{GateVerdict, Plan};
 
 /// What a pass did that its aftermath follows from, besides the plan and the status.
 pub(super) struct Facts<'a> {
+    /// The error the pass stopped on, when it is the pool's ([`not_ours`]: not a write
+    /// someone else's made stale): counted, and alerted on once if retrying cannot fix it.
+    pub error: Option<&'a ApplyError>,
     pub desired: &'a rota_core::fleet::resolved::DesiredPool,
     pub request: Option<&'a Result<Request, OperatorError>>,
     pub steered: Option<&'a str>,
@@ -36,6 +40,12 @@ impl Controller {
         composed: &Composed,
         facts: &Facts<'_>,
     ) -> Aftermath {
+        let alert = facts
+            .error
+            .and_then(|e| self.record_error(npr, e.classify()));
+        if let (Some(reason), Some(e)) = (alert, facts.error) {
+            tracing::error!(%reason, error = %e, "an action failed and will not heal by retrying");
+        }
         let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
         let failed_gate = match facts.gates {
             GateVerdict::Failed { gate, .. } => Some(gate.as_str()),
@@ -58,13 +68,29 @@ impl Controller {
             failed_gate,
             acted: facts.acted,
             failed_action: state.last_error_action.as_deref(),
+            alert,
             now: facts.now,
         };
         aftermath::of(&pass, std::mem::take(&mut state.aftermath))
     }
 
-    /// Carry the aftermath out, in the order it lists: the Events (the step's, the request's,
-    /// the stop's, the Stuck condition's), the kept describe, the request's annotation, the
+    /// Count an error of the pool (`rota_errors_total`) and remember it as the likely cause
+    /// should the pool stick. Returns the reason when it alerts now (an error that retrying
+    /// will not fix, once per reason: `ErrorTracker::record`); the caller posts the alert
+    /// (`failure::alert`).
+    pub(super) fn record_error(
+        &mut self,
+        npr: &NodePoolRotation,
+        err: rota_core::errors::Classified,
+    ) -> Option<&'static str> {
+        self.metrics
+            .pool(&npr.spec.cluster, &npr.spec.pool)
+            .record_error(err.reason, err.class.alerts());
+        self.pools.get_mut(&npr.name_any())?.errors.record(err)
+    }
+
+    /// Carry the aftermath out, in the order it lists: the Events (the failed action's, the
+    /// step's, the request's, the stop's, the Stuck condition's, the alert), the kept describe, the request's annotation, the
     /// metrics, the notices; then the pool's runtime state (its memory, and on success its
     /// healed error and when it is due).
     pub(super) async fn carry_out(
@@ -132,13 +158,17 @@ impl Controller {
         }
     }
 
-    /// Publish an Event on the NodePoolRotation (when events are on); failures are logged.
+    /// Publish an Event on the NodePoolRotation (when events are on, and while this replica
+    /// leads: an Event is a write like any other); failures are logged.
     pub(super) async fn event(&self, npr: &NodePoolRotation, e: &Event) {
         use kube::runtime::events::{Event as KubeEvent, EventType};
         if e.warning {
             tracing::warn!(reason = %e.reason, note = %e.note, "warning event");
         }
         let Some(rec) = &self.recorder else { return };
+        if !self.may_act() {
+            return;
+        }
         let ev = KubeEvent {
             type_: if e.warning {
                 EventType::Warning
@@ -168,6 +198,16 @@ fn record(pm: &PoolMetrics<'_>, m: &MetricUpdate, status: &NodePoolRotationStatu
         MetricUpdate::GateFailed(g) => pm.record_gate_failed(g),
         MetricUpdate::GateCleared => pm.clear_gate_failed(),
     }
+}
+
+/// Whether an apply error is not the pool's: someone else wrote the resource since it was
+/// read, or leads. Nothing planned from this read is acted on, nothing is counted against the
+/// pool; the next pass observes again.
+pub(super) fn not_ours(e: &ApplyError) -> bool {
+    matches!(
+        e,
+        ApplyError::Conflict { .. } | ApplyError::NotLeading(_) | ApplyError::Fenced { .. }
+    )
 }
 
 /// Whether an apply error means the status was not written (the write failed or was

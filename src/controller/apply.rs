@@ -16,10 +16,9 @@
 //! that wrote the stored status never writes over it (invariant 7). End to end in
 //! `tests/sim/resume_sim.rs` and `tests/sim/leadership_sim.rs`.
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::leader::{Leadership, LeaseError};
@@ -27,6 +26,7 @@ use crate::cloud::{CloudError, NodeGroups};
 use crate::kube::crd::NodePoolRotation;
 use rota_core::errors::{Class, Classified, Classify, KubeCall};
 use rota_core::fleet::duration::GoDuration;
+use rota_core::rotate::aftermath::ActionFailed;
 use rota_core::rotate::aftermath::step_events::{Digest, kind as event_reason};
 use rota_core::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED};
 use rota_core::rotate::resource::{Fence, NodePoolRotationStatus};
@@ -109,6 +109,25 @@ impl ApplyError {
     pub fn reason(&self) -> &'static str {
         self.classify().reason
     }
+
+    /// What rota tells of this error when an action failed with it (a Warning on the pool's
+    /// resource, posted with the pass's aftermath): `None` for the errors of no action (the
+    /// status write, a conflict, the lease, the fence). Its text already names the action.
+    pub fn action_failed(&self) -> Option<ActionFailed> {
+        match self {
+            ApplyError::Cloud { .. }
+            | ApplyError::Kube { .. }
+            | ApplyError::EvictionBlocked { .. }
+            | ApplyError::NotDrained { .. } => Some(ActionFailed {
+                error: self.classify(),
+                message: self.to_string(),
+            }),
+            ApplyError::Status { .. }
+            | ApplyError::Conflict { .. }
+            | ApplyError::NotLeading(_)
+            | ApplyError::Fenced { .. } => None,
+        }
+    }
 }
 
 /// Whether an Eviction API error is a PodDisruptionBudget refusal: a 429 whose details name
@@ -135,8 +154,6 @@ fn api_code(e: &kube::Error) -> Option<u16> {
 pub struct Edge<'a> {
     pub client: kube::Client,
     pub groups: &'a dyn NodeGroups,
-    /// Publishes Kubernetes events; `None` to publish none (tests, readOnly tooling).
-    pub recorder: Option<Recorder>,
     /// Counts evictions by outcome and terminations (`None`: not measured).
     pub metrics: Option<crate::metrics::Metrics>,
     /// Checked before every side effect; `None` when the caller is the only writer by
@@ -228,7 +245,7 @@ pub enum Persist {
 /// one is still the one read ([`Persist`]), then execute the plan's actions in order.
 /// Returns how many actions ran; the first failure stops the rest. What ran is added to
 /// `done` (the controller posts it as one Event per batch step, see `step_events`); a
-/// failure is posted at once, as a Warning.
+/// failure is posted with the pass's aftermath, as a Warning ([`ApplyError::action_failed`]).
 pub async fn apply(
     edge: &Edge<'_>,
     npr: &NodePoolRotation,
@@ -276,14 +293,6 @@ pub async fn apply(
             record(m, &p.action, &result);
         }
         if let Err(e) = result {
-            publish(
-                edge,
-                npr,
-                EventType::Warning,
-                e.reason(),
-                &format!("{}: {e}", p.action),
-            )
-            .await;
             return Err(e).inspect_err(|_| tracing::warn!(done = n, "apply stopped"));
         }
         done.add(event_reason(&p.action), &p.reason);
@@ -667,32 +676,6 @@ async fn fresh_kubelet_ready(edge: &Edge<'_>, node: &str) -> Result<bool, kube::
             .and_then(|s| s.conditions)
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
     }))
-}
-
-/// Publish an event on the resource; failures to publish are logged, never fatal.
-async fn publish(
-    edge: &Edge<'_>,
-    npr: &NodePoolRotation,
-    type_: EventType,
-    reason: &str,
-    note: &str,
-) {
-    let Some(rec) = &edge.recorder else { return };
-    if edge.may_act().is_err() {
-        return;
-    }
-    let reference: ObjectReference = npr.object_ref(&());
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        // Kubernetes caps an event note at 1 kB.
-        note: Some(note.chars().take(1000).collect()),
-        action: "Rotate".into(),
-        secondary: None,
-    };
-    if let Err(e) = rec.publish(&ev, &reference).await {
-        tracing::warn!(error = %e, "publishing an event failed");
-    }
 }
 
 #[cfg(test)]

@@ -33,7 +33,9 @@ use rota_core::rotate::{GateVerdict, Phase, Stage};
 /// A describe of a settled group (every instance running with its node registered) is
 /// reused for [`DESCRIBE_REUSE`] (idle: `--idle-describe-interval`); one of a group that is
 /// not, only while the pool waits on its batch's instances booting or terminating, whose
-/// end the cluster shows too, and for [`WAIT_REUSE`] at most ([`waits_on_the_cluster`]).
+/// end the cluster shows too, and for [`WAIT_REUSE`] at most ([`waits_on_the_cluster`]). Whether
+/// a plan made from it may stand is the core's to say
+/// (`own_writes::may_stand_on_kept_describe`).
 #[derive(Clone, Debug)]
 pub(super) struct Described {
     group: rota_core::cloud::GroupState,
@@ -105,15 +107,6 @@ fn waits_on_the_cluster(checkpoint: Option<&rota_core::rotate::Checkpoint>) -> b
     boots(&cp.stage)
         || matches!(cp.stage, Stage::Terminating { .. })
         || (matches!(cp.stage, Stage::Soaking { .. }) && cp.next.as_deref().is_some_and(boots))
-}
-
-/// Whether a plan made from a reused describe may stand: it calls the cloud for nothing
-/// and leaves the checkpoint as it was (see [`Described`]).
-pub(super) fn reuse_may_stand(
-    plan: &rota_core::rotate::Plan,
-    previous: Option<&rota_core::rotate::Checkpoint>,
-) -> bool {
-    !own_writes::calls_cloud(plan) && plan.checkpoint.as_ref() == previous
 }
 
 impl Controller {

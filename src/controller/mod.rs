@@ -71,9 +71,8 @@ pub use holds::start_holds;
 use leader::{Elector, Leadership, Renewal};
 use rota_core::errors::Class;
 use rota_core::errors::Classify;
-use rota_core::rotate::aftermath::{Acted, Event, requeue};
+use rota_core::rotate::aftermath::{Acted, failure, own_writes, requeue};
 use rota_core::rotate::operator::{OperatorError, Request};
-use rota_core::rotate::resource::NodePoolRotationStatus;
 use rota_core::rotate::status::{Composed, Reconciled, compose};
 use rota_core::rotate::stuck::{self, ErrorTracker};
 use rota_core::rotate::{GateVerdict, Phase, Stage, plan};
@@ -708,9 +707,10 @@ impl Controller {
         if let Some(k) = crash {
             plan.actions.truncate(k);
         }
-        let composed = self.compose(npr, &plan, now);
-        let (result, acted) = self.act(npr, &plan, &composed.status).await;
+        let composed = self.compose(npr, &observed, &plan, now);
+        let (result, acted) = self.act(npr, &plan, &composed).await;
         let facts = aftermath::Facts {
+            error: result.as_ref().err().filter(|e| !aftermath::not_ours(e)),
             desired: &desired,
             request: request.as_ref(),
             steered: steered.as_deref(),
@@ -754,10 +754,9 @@ impl Controller {
     ) -> Result<Looked, crate::kube::observe::ObserveError> {
         let previous = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
         if let Some(mut observed) = self.reusable(npr, desired, &verdict, &start_hold, now) {
-            observed.image_hold = self.image_hold(npr, desired, &observed).await;
-            observed.control_plane = self.control_plane(npr, desired, &observed).await;
+            self.look_further(npr, desired, &mut observed).await;
             let (plan, steered) = self.plan(npr, desired, &observed, request, now);
-            if describe::reuse_may_stand(&plan, previous) {
+            if own_writes::may_stand_on_kept_describe(&plan, previous) {
                 return Ok((observed, plan, steered));
             }
         }
@@ -765,11 +764,30 @@ impl Controller {
         let mut observed = self
             .observe(desired, previous, verdict, start_hold, now)
             .await?;
-        observed.image_hold = self.image_hold(npr, desired, &observed).await;
-        observed.control_plane = self.control_plane(npr, desired, &observed).await;
+        self.look_further(npr, desired, &mut observed).await;
         let (plan, steered) = self.plan(npr, desired, &observed, request, now);
         self.remember_describe(npr, &observed, &plan, now);
         Ok((observed, plan, steered))
+    }
+
+    /// What the pass knows of the pool besides the index and the group: whether its image can
+    /// launch, the control plane's version (both asked only when a surge could follow), and
+    /// the owner's refusal of its last request (this controller's memory of it, else the one
+    /// the status kept across a restart), which the planner and the composer both read.
+    async fn look_further(
+        &mut self,
+        npr: &NodePoolRotation,
+        desired: &rota_core::fleet::resolved::DesiredPool,
+        observed: &mut rota_core::rotate::Observed,
+    ) {
+        observed.image_hold = self.image_hold(npr, desired, observed).await;
+        observed.control_plane = self.control_plane(npr, desired, observed).await;
+        let memory = self
+            .pools
+            .get(&npr.name_any())
+            .and_then(|s| s.refused.as_ref());
+        let kept = npr.status.as_ref().and_then(|s| s.refused.as_ref());
+        observed.refused = memory.or(kept).cloned();
     }
 
     /// The pool's runtime state for this reconcile: created on first sight, its gates rebuilt
@@ -910,8 +928,9 @@ impl Controller {
         state.failures += 1;
         state.last_error = Some(error.clone());
         state.last_error_action = None;
-        if self.record_error(&name, npr, classified).await.is_some() {
+        if let Some(reason) = self.record_error(npr, classified) {
             tracing::error!(pool = %name, %error, "observing failed and will not heal by retrying");
+            self.event(npr, &failure::alert(reason)).await;
         }
         let state = self.pools.get_mut(&name).expect("prepared");
         if let Some(prev) = &npr.status {
@@ -937,12 +956,6 @@ impl Controller {
         now: chrono::DateTime<chrono::Utc>,
     ) -> (rota_core::rotate::Plan, Option<String>) {
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        let memory = self
-            .pools
-            .get(&npr.name_any())
-            .and_then(|s| s.refused.as_ref());
-        let refused = refusals::remembered(memory, npr.status.as_ref());
-        let observed = &*refusals::observed_with(observed, refused);
         match request {
             Some(Ok(r)) => {
                 rota_core::rotate::plan_with(desired, observed, checkpoint, Some(r), now)
@@ -952,10 +965,12 @@ impl Controller {
     }
 
     /// The status this reconcile writes, composed in one place (`rotate::status`) from the
-    /// plan, the previous status, the pool's errors and the writing term.
+    /// plan, the previous status, the pool's errors, the owner's refusal the plan was made
+    /// with and the writing term.
     fn compose(
         &mut self,
         npr: &NodePoolRotation,
+        observed: &rota_core::rotate::Observed,
         plan: &rota_core::rotate::Plan,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Composed {
@@ -977,7 +992,7 @@ impl Controller {
             cause: state.errors.last(),
             stuck_after: self.config.stuck_after,
             fence,
-            refused: refusals::remembered(state.refused.as_ref(), previous),
+            refused: observed.refused.as_ref(),
         });
         if composed.progressed {
             state.errors.healed();
@@ -995,12 +1010,12 @@ impl Controller {
         &self,
         npr: &NodePoolRotation,
         plan: &rota_core::rotate::Plan,
-        status: &NodePoolRotationStatus,
+        composed: &Composed,
     ) -> (Result<usize, ApplyError>, Acted) {
         // A status that carries no decision waits for the next write (`must_write`); a pass
         // with nothing to do then writes nothing, one that only evicts checks the stored
         // status instead of writing it (`Persist::Check`).
-        let write = rota_core::rotate::status::must_write(npr.status.as_ref(), status);
+        let (status, write) = (&composed.status, composed.must_write);
         let unchanged = plan.actions.is_empty() && !write;
         if unchanged {
             let acted = Acted {
@@ -1022,7 +1037,6 @@ impl Controller {
         let edge = Edge {
             client: self.client.clone(),
             groups: self.groups.as_ref(),
-            recorder: self.recorder.clone(),
             metrics: Some(self.metrics.clone()),
             lease: self.election.as_ref().map(|_| self.leadership.clone()),
             owners: self.owners.of(&npr.spec.group),
@@ -1048,6 +1062,7 @@ impl Controller {
             unchanged,
             written,
             done,
+            failed: result.as_ref().err().and_then(ApplyError::action_failed),
         };
         (result, acted)
     }
@@ -1064,10 +1079,7 @@ impl Controller {
         let name = npr.name_any();
         let retry = e.retry();
         let error = e.to_string();
-        if matches!(
-            e,
-            ApplyError::Conflict { .. } | ApplyError::NotLeading(_) | ApplyError::Fenced { .. }
-        ) {
+        if aftermath::not_ours(&e) {
             // Not a failure of the pool: someone else wrote (or leads). Nothing planned from
             // this read is acted on; the next pass observes again.
             tracing::info!(pool = %name, %error, "not acting on this read");
@@ -1075,11 +1087,9 @@ impl Controller {
             return Outcome::Failed { retry, error };
         }
         tracing::info!(pool = %name, %error, ?retry, "apply stopped");
-        self.pools.get_mut(&name).expect("prepared").failures += 1;
-        if self.record_error(&name, npr, e.classify()).await.is_some() {
-            tracing::error!(pool = %name, %error, "an action failed and will not heal by retrying");
-        }
+        // The error was counted, and alerted on, with the pass's aftermath (`aftermath.rs`).
         let state = self.pools.get_mut(&name).expect("prepared");
+        state.failures += 1;
         state.refused = refusals::of(&e);
         if let ApplyError::EvictionBlocked { namespace, pod } = &e {
             // The timer is only a safety net for a missed watch event.
@@ -1103,29 +1113,6 @@ impl Controller {
             .clock
             .after(requeue::after_error(retry, state.failures));
         Outcome::Failed { retry, error }
-    }
-}
-
-impl Controller {
-    /// Count an error of `pool` and remember it as the likely cause should the pool stick;
-    /// one that cannot heal by retrying is reported once (a Warning Event naming its
-    /// reason). Returns the reason when it alerts now.
-    async fn record_error(
-        &mut self,
-        name: &str,
-        npr: &NodePoolRotation,
-        err: rota_core::errors::Classified,
-    ) -> Option<&'static str> {
-        let alerts = err.class.alerts();
-        self.metrics
-            .pool(&npr.spec.cluster, &npr.spec.pool)
-            .record_error(err.reason, alerts);
-        let state = self.pools.get_mut(name)?;
-        let alert = state.errors.record(err)?;
-        let note = "an error that retrying will not fix; see the status message";
-        self.event(npr, &Event::new(true, alert, "Rotate", note.into()))
-            .await;
-        Some(alert)
     }
 }
 

@@ -7,11 +7,8 @@
 //! (`status.refused`): a restarted controller (or another replica) reads it there and does
 //! not ask the owner once more.
 
-use std::borrow::Cow;
-
 use rota_core::cloud::CloudErrorKind;
-use rota_core::rotate::resource::NodePoolRotationStatus;
-use rota_core::rotate::{Observed, Refusal};
+use rota_core::rotate::Refusal;
 
 use super::apply::ApplyError;
 
@@ -27,27 +24,4 @@ pub(super) fn of(e: &ApplyError) -> Option<Refusal> {
         }
         _ => None,
     }
-}
-
-/// `observed` with the pool's remembered refusal (a copy only when there is one).
-pub(super) fn observed_with<'a>(
-    observed: &'a Observed,
-    refused: Option<&Refusal>,
-) -> Cow<'a, Observed> {
-    match refused {
-        Some(r) => Cow::Owned(Observed {
-            refused: Some(r.clone()),
-            ..observed.clone()
-        }),
-        None => Cow::Borrowed(observed),
-    }
-}
-
-/// The refusal a pass plans with: this controller's memory of it, else the one the status
-/// kept (written by a controller before a restart).
-pub(super) fn remembered<'a>(
-    memory: Option<&'a Refusal>,
-    status: Option<&'a NodePoolRotationStatus>,
-) -> Option<&'a Refusal> {
-    memory.or_else(|| status.and_then(|s| s.refused.as_ref()))
 }

@@ -154,11 +154,7 @@ pub fn wave_status(
     };
     let status = CommitStatus::new(wave_context(wave), state, &text);
     match page {
-        Some(url) => status.with_target_url(format!(
-            "{}/?wave={}",
-            url.trim_end_matches('/'),
-            crate::ui::query::encode(wave)
-        )),
+        Some(url) => status.with_target_url(crate::page_link::wave(url, wave)),
         None => status,
     }
 }

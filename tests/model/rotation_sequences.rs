@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use crate::support::model::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rota::cloud::CloudErrorKind;
 use rota::fleet::duration::GoDuration;
 use rota::fleet::resolved::{BatchSize, EffectivePolicy, OnDrainTimeout, OnGateFailure};
 use rota::rotate::Phase;
@@ -172,6 +173,39 @@ fn fixed_back_to_the_origin_mid_batch_is_a_fast_rollback() {
     assert_clean_success(&s, &o);
     assert!(o.model.instances.iter().all(|i| i.image == OLD));
     golden("fast-rollback", &o.log);
+}
+
+/// The cloud refuses rota's writes for a while: throttled at the first surge (twice), then a
+/// permission taken away while batch 1 terminates. Each failed action posts its Warning
+/// (naming the action and the call), the error that retrying will not fix alerts (a
+/// throttle, which retrying fixes, does not), and the rotation finishes once the cloud takes
+/// the calls.
+#[test]
+fn fixed_the_cloud_refuses_for_a_while_each_failure_warns_and_the_rotation_finishes() {
+    let mut s = scenario("cloud-refuses");
+    s.cloud_refuses = vec![
+        (0, 2, CloudErrorKind::Throttled),
+        (8, 11, CloudErrorKind::Permission),
+    ];
+    let o = run(&s, None).unwrap();
+    assert_clean_success(&s, &o);
+    let warned = |reason: &str| {
+        o.log
+            .lines()
+            .filter(|l| l.contains(&format!("event Warning {reason} (Rotate): ")))
+            .count()
+    };
+    assert_eq!(warned("Throttled"), 2, "{}", o.log);
+    // The failed termination and its alert.
+    assert_eq!(warned("PermissionDenied"), 2, "{}", o.log);
+    assert!(
+        o.log.contains(
+            "event Warning PermissionDenied (Rotate): an error that retrying will not fix"
+        ),
+        "{}",
+        o.log
+    );
+    golden("cloud-refuses", &o.log);
 }
 
 #[test]

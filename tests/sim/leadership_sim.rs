@@ -232,7 +232,6 @@ async fn a_writer_whose_lease_ran_out_or_whose_term_was_replaced_writes_nothing(
     let edge = |lease| Edge {
         client: s.client.clone(),
         groups: &cloud,
-        recorder: None,
         metrics: None,
         lease: Some(lease),
         owners: None,

@@ -11,11 +11,14 @@ use chrono::{DateTime, Duration, Utc};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use rota::cloud::{GroupRef, GroupState, Instance, Lifecycle};
+use rota::cloud::{CloudError, CloudErrorKind, GroupRef, GroupState, Instance, Lifecycle};
+use rota::controller::apply::ApplyError;
+use rota::errors::Classify;
 use rota::fleet::resolved::{BatchSize, DesiredPool, EffectivePolicy, Mode, OnDrainTimeout};
 use rota::rotate::aftermath::{self, step_events};
 use rota::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
-use rota::rotate::status::{Reconciled, compose, must_write};
+use rota::rotate::status::{Reconciled, compose};
+use rota::rotate::stuck::ErrorTracker;
 use rota::rotate::{
     Action, Checkpoint, GateVerdict, Observed, ObservedNode, ObservedPod, PdbRef, Phase, Plan,
     PodKind, Stage, plan,
@@ -540,6 +543,33 @@ pub fn group_ref() -> GroupRef {
     }
 }
 
+/// The cloud's answer to `action` at `tick` when the scenario has it refuse rota's writes then:
+/// the error `controller::apply` stops on, naming the action and the provider's call.
+fn refusal(s: &Scenario, tick: u32, action: &Action) -> Option<ApplyError> {
+    let (_, _, kind) = *s
+        .cloud_refuses
+        .iter()
+        .find(|(from, to, _)| (*from..*to).contains(&tick))?;
+    let call = match action {
+        Action::SetImage { .. } => "CreateLaunchTemplateVersion",
+        Action::SetCapacity { .. } | Action::WithdrawSurge { .. } => "SetDesiredCapacity",
+        Action::SetMax { .. } => "UpdateAutoScalingGroup",
+        Action::Terminate { .. } | Action::TerminateForReplacement { .. } => {
+            "TerminateInstanceInAutoScalingGroup"
+        }
+        _ => return None,
+    };
+    let message = match kind {
+        CloudErrorKind::Throttled => "Rate exceeded",
+        CloudErrorKind::Permission => "not authorized to perform this operation",
+        _ => "refused",
+    };
+    Some(ApplyError::Cloud {
+        action: action.to_string(),
+        source: CloudError::new(kind, call, &group_ref(), message.to_string()),
+    })
+}
+
 // --- scenarios -----------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
@@ -563,6 +593,10 @@ pub struct Scenario {
     pub quota_exhausted: bool,
     /// The resource's status is lost (deleted and re-created) at this tick.
     pub lose_checkpoint_at: Option<u32>,
+    /// Ticks (from, to) during which the cloud refuses rota's writes to the group with this
+    /// kind of error (throttled, a permission taken away): the action fails as `apply`
+    /// reports it.
+    pub cloud_refuses: Vec<(u32, u32, CloudErrorKind)>,
     /// Per step, the chance of a crash after a random prefix of the actions.
     pub crash_chance: f64,
     pub seed: u64,
@@ -601,6 +635,7 @@ pub fn scenario(name: &str) -> Scenario {
         flaky_boots: 0,
         quota_exhausted: false,
         lose_checkpoint_at: None,
+        cloud_refuses: vec![],
         crash_chance: 0.0,
         seed: 1,
         max_ticks: 600,
@@ -633,10 +668,16 @@ struct Teller {
     stored: Option<NodePoolRotationStatus>,
     /// The controller's memory between passes (lost on a crash).
     memory: aftermath::Memory,
+    /// The pool's errors as the controller keeps them (lost on a crash too): the tracker
+    /// that alerts once per reason, the last error and the action it was.
+    errors: ErrorTracker,
+    last_error: Option<String>,
+    failed_action: Option<String>,
 }
 
 impl Teller {
-    /// One pass: `ran` of the plan's actions ran (all, unless it `crashed` after them).
+    /// One pass: `ran` of the plan's actions ran (all, unless it `crashed` after them or the
+    /// next one `failed`).
     #[allow(clippy::too_many_arguments)]
     fn pass(
         &mut self,
@@ -644,22 +685,24 @@ impl Teller {
         p: &Plan,
         ran: usize,
         crashed: bool,
+        failed: Option<&ApplyError>,
         failed_gate: Option<&str>,
         now: DateTime<Utc>,
         log: &mut String,
         stamp: &str,
     ) {
         let spec = NodePoolRotationSpec::from_desired(desired, "c0ffee");
-        let composed = compose(&Reconciled::new(
-            p,
-            self.stored.as_ref(),
-            "c0ffee",
-            Some(1),
-            now,
-        ));
+        let composed = compose(&Reconciled {
+            last_error: self.last_error.as_deref(),
+            cause: self.errors.last(),
+            ..Reconciled::new(p, self.stored.as_ref(), "c0ffee", Some(1), now)
+        });
+        if composed.progressed {
+            self.errors.healed();
+        }
         // As `controller::act`: nothing written when nothing is to be done or said, the
         // stored status checked (not written) for a pass that only evicts.
-        let write = must_write(self.stored.as_ref(), &composed.status);
+        let write = composed.must_write;
         let unchanged = p.actions.is_empty() && !write;
         let evicts_only = p
             .actions
@@ -672,7 +715,10 @@ impl Teller {
         }
         if crashed {
             // The status was written before the actions; what the controller kept dies with it.
-            self.memory = Default::default();
+            *self = Teller {
+                stored: self.stored.take(),
+                ..Default::default()
+            };
             return;
         }
         let mut done = step_events::Digest::default();
@@ -680,11 +726,14 @@ impl Teller {
             done.add(step_events::kind(&a.action), &a.reason);
         }
         let acted = aftermath::Acted {
-            ran: Some(ran),
+            ran: failed.is_none().then_some(ran),
             unchanged,
             written,
             done,
+            failed: failed.and_then(ApplyError::action_failed),
         };
+        // As the controller's aftermath: the error counted, an alert once per reason.
+        let alert = failed.and_then(|e| self.errors.record(e.classify()));
         let pass = aftermath::Pass {
             spec: &spec,
             previous: previous.as_ref(),
@@ -697,7 +746,8 @@ impl Teller {
             request_note: false,
             failed_gate,
             acted: &acted,
-            failed_action: None,
+            failed_action: self.failed_action.as_deref(),
+            alert,
             now,
         };
         let after = aftermath::of(&pass, std::mem::take(&mut self.memory));
@@ -708,6 +758,14 @@ impl Teller {
             writeln!(log, "{stamp} notice {:?}", n.kind).unwrap();
         }
         self.memory = after.memory;
+        // As the controller's error path (`failed`) and its healing (`carry_out`).
+        if let Some(e) = failed {
+            self.last_error = Some(e.to_string());
+            self.failed_action = p.actions.get(ran).map(|a| a.action.to_string());
+        } else if after.error_healed {
+            self.last_error = None;
+            self.failed_action = None;
+        }
     }
 }
 
@@ -816,7 +874,14 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
             crashed = true;
         }
         let stage = persisted.as_ref().map_or("-", |c| c.stage.name());
-        for a in &p.actions[..n] {
+        let mut failed = None;
+        for (i, a) in p.actions[..n].iter().enumerate() {
+            if let Some(e) = refusal(s, tick, &a.action) {
+                // As `apply`: the first failure stops the rest; the Warning says which.
+                failed = Some(e);
+                n = i;
+                break;
+            }
             writeln!(
                 log,
                 "{} [{stage}] {}: {}",
@@ -877,6 +942,7 @@ pub fn run(s: &Scenario, crash_at: Option<CrashAt>) -> Result<Outcome, String> {
             &p,
             n,
             crashed,
+            failed.as_ref(),
             failed_gate.as_deref(),
             model.now,
             &mut log,

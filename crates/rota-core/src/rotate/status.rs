@@ -78,6 +78,10 @@ pub struct Composed {
     pub stuck: Option<Stuck>,
     /// A change of the `Stuck` condition, to post as one Event.
     pub transition: Option<Transition>,
+    /// Whether the status must be written: it carries a decision or something new to say
+    /// against the status the pass read ([`must_write`]); else the pass writes nothing, or
+    /// only checks the stored status before it evicts.
+    pub must_write: bool,
 }
 
 /// Compose the status of one reconcile.
@@ -124,6 +128,7 @@ pub fn compose(r: &Reconciled<'_>) -> Composed {
         *c = prev;
     }
     Composed {
+        must_write: must_write(r.previous, &status),
         status,
         progressed,
         stuck,
@@ -462,6 +467,11 @@ mod tests {
         let stored = status_for(&p, None, "abc", Some(1), at(0));
         assert!(must_write(None, &stored));
         assert!(!must_write(Some(&stored), &stored));
+        // The composer says it of the status it composed, against the one the pass read.
+        assert!(compose(&Reconciled::new(&p, None, "abc", Some(1), at(0))).must_write);
+        let again = compose(&Reconciled::new(&p, Some(&stored), "abc", Some(1), at(0)));
+        assert_eq!(again.must_write, must_write(Some(&stored), &again.status));
+        assert!(!again.must_write);
         // Wording and counts: folded.
         let mut next = stored.clone();
         next.message = "waiting for i-5 (node n5 not Ready)".into();

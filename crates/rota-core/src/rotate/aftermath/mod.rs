@@ -16,6 +16,7 @@
 //! more arm in the executor if it is a new kind of effect.
 
 pub mod events;
+pub mod failure;
 pub mod notice;
 pub mod own_writes;
 pub mod requeue;
@@ -32,6 +33,7 @@ use crate::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
 use crate::rotate::status::Composed;
 use crate::rotate::{Phase, Plan, Planned, Stage};
 pub use events::{ClearRequest, Event};
+pub use failure::ActionFailed;
 pub use notice::{Notice, NoticeKind};
 
 /// What the pass carried out (`controller::apply`'s answer).
@@ -46,6 +48,8 @@ pub struct Acted {
     pub written: bool,
     /// The actions that ran, for the step's Event.
     pub done: step_events::Digest,
+    /// The action that failed, if one did (the rest did not run).
+    pub failed: Option<ActionFailed>,
 }
 
 impl Acted {
@@ -79,6 +83,9 @@ pub struct Pass<'a> {
     pub acted: &'a Acted,
     /// The action whose failure the pool's last error is (`set image ami-1`), if any.
     pub failed_action: Option<&'a str>,
+    /// The reason of an error of this pass that retrying will not fix, when the pool's error
+    /// tracker alerts on it now (once per reason: `stuck::ErrorTracker::record`).
+    pub alert: Option<&'a str>,
     pub now: DateTime<Utc>,
 }
 
@@ -129,8 +136,8 @@ pub enum Describe {
 /// What follows from a pass (see the module's header).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aftermath {
-    /// In the order they are posted: the step's Events, the operator request's, the stop's,
-    /// the Stuck condition's.
+    /// In the order they are posted: the failed action's Warning, the step's Events, the
+    /// operator request's, the stop's, the Stuck condition's, the alert.
     pub events: Vec<Event>,
     pub notices: Vec<Notice>,
     pub metrics: Vec<MetricUpdate>,
@@ -153,11 +160,12 @@ pub fn of(pass: &Pass<'_>, memory: Memory) -> Aftermath {
         batch_started,
     } = memory;
     let step = step_events::Step::of(pass.plan);
-    let mut events: Vec<Event> =
+    let mut events: Vec<Event> = pass.acted.failed.iter().map(ActionFailed::event).collect();
+    events.extend(
         step_events::record(&mut gathered, step, &pass.acted.done, pass.now)
             .into_iter()
-            .map(|(reason, action, note)| Event::new(false, reason, &action, note))
-            .collect();
+            .map(|(reason, action, note)| Event::new(false, reason, &action, note)),
+    );
     let clear_request = match pass.request {
         Some(request) if pass.acted.recorded() => {
             let (value, event) = events::request_event(request, pass.steered);
@@ -188,6 +196,7 @@ pub fn of(pass: &Pass<'_>, memory: Memory) -> Aftermath {
         // Folded into the next write (`must_write`): the pool's gauges follow anyway.
         metrics.push(MetricUpdate::Status);
     }
+    events.extend(pass.alert.map(failure::alert));
     let describe = match pass.acted.ran {
         None => Describe::Forget,
         Some(_) if own_writes::calls_cloud(pass.plan) => Describe::OwnWrites,

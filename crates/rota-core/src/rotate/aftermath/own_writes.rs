@@ -21,6 +21,18 @@
 use crate::cloud::{GroupState, Lifecycle};
 use crate::rotate::{Action, Planned};
 
+/// Whether a plan made from the pool's kept describe may stand: it calls the cloud for
+/// nothing and leaves the checkpoint as it was (`previous`, the one the pass read). Any other
+/// plan is made again from a fresh describe, so every cloud write and every checkpoint
+/// written is decided from a describe of its own pass (`controller::Described` says why
+/// that is safe).
+pub fn may_stand_on_kept_describe(
+    plan: &crate::rotate::Plan,
+    previous: Option<&crate::rotate::Checkpoint>,
+) -> bool {
+    !calls_cloud(plan) && plan.checkpoint.as_ref() == previous
+}
+
 /// Whether a plan writes to the cloud group or the pool's owner (a managed pool's API,
 /// Karpenter's objects). Every action is named: a new one must say which side it acts on.
 pub fn calls_cloud(plan: &crate::rotate::Plan) -> bool {

@@ -23,6 +23,7 @@ fn written(
         unchanged: false,
         written: true,
         done,
+        failed: None,
     };
     let d = spec.desired();
     let pass = Pass {
@@ -38,6 +39,7 @@ fn written(
         failed_gate: None,
         acted: &acted,
         failed_action: None,
+        alert: None,
         now: t0(),
     };
     of(&pass, Memory::default())
@@ -106,6 +108,7 @@ fn a_failed_pass_forgets_the_describe_and_leaves_the_requeue_to_the_failure() {
         failed_gate: None,
         acted: &acted,
         failed_action: Some("set image ami-1"),
+        alert: None,
         now: t0(),
     };
     let a = of(&pass, Memory::default());
@@ -139,6 +142,7 @@ fn a_stop_posts_its_warning_the_notice_and_holds_the_failed_gate() {
         unchanged: false,
         written: true,
         done: Default::default(),
+        failed: None,
     };
     let request = Request::parse("pause@2026-11-24T06:00:00Z");
     let pass = Pass {
@@ -154,6 +158,7 @@ fn a_stop_posts_its_warning_the_notice_and_holds_the_failed_gate() {
         failed_gate: Some("error-rate"),
         acted: &acted,
         failed_action: None,
+        alert: None,
         now: t0(),
     };
     let a = of(&pass, Memory::default());
@@ -293,4 +298,100 @@ fn stop_events_are_posted_once_per_reason_and_per_blocker_for_a_person() {
     assert_eq!(e.reason, "Draining");
     assert_eq!(e.note, "draining; blocked by: pod b; next: nothing to do");
     assert!(stop_event(Some(&a), &NodePoolRotationStatus::default()).is_none());
+}
+
+/// A pass whose action failed: the failed action's Warning first (its reason, its error as
+/// rota words it), then the step's Events of what ran before it, and last the alert of an
+/// error that retrying will not fix; nothing is requeued (the failure's class decides) and
+/// the kept describe is dropped.
+#[test]
+fn a_failed_action_warns_first_and_an_alert_comes_last() {
+    let d = desired(2);
+    let spec = NodePoolRotationSpec::from_desired(&d, "c0ffee");
+    let p = plan(&d, &world(old4()), None, t0());
+    let composed = compose(&Reconciled::new(&p, None, "c0ffee", Some(1), t0()));
+    let failed = ActionFailed {
+        error: crate::errors::Classified::new(crate::errors::Class::Stalled, "QuotaExceeded"),
+        message: format!(
+            "{}: SetDesiredCapacity failed (quota): no room",
+            p.actions[1].action
+        ),
+    };
+    let mut done = step_events::Digest::default();
+    done.add("Surge", &p.actions[0].reason);
+    let acted = Acted {
+        ran: None,
+        unchanged: false,
+        written: true,
+        done,
+        failed: Some(failed),
+    };
+    let pass = Pass {
+        spec: &spec,
+        previous: None,
+        composed: &composed,
+        plan: &p,
+        policy: &d.policy,
+        gates: &d.gates,
+        request: None,
+        steered: None,
+        request_note: false,
+        failed_gate: None,
+        acted: &acted,
+        failed_action: None,
+        alert: Some("QuotaExceeded"),
+        now: t0(),
+    };
+    let a = of(&pass, Memory::default());
+    let shown: Vec<String> = a.events.iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        shown.first().map(String::as_str),
+        Some(
+            format!(
+                "Warning QuotaExceeded (Rotate): {}: SetDesiredCapacity failed (quota): no room",
+                p.actions[1].action
+            )
+            .as_str()
+        ),
+        "{shown:#?}"
+    );
+    assert_eq!(
+        shown.last().map(String::as_str),
+        Some(
+            "Warning QuotaExceeded (Rotate): an error that retrying will not fix; see the status message"
+        ),
+        "{shown:#?}"
+    );
+    assert_eq!(a.requeue, None);
+    assert_eq!(a.describe, Describe::Forget);
+    // Without a failure, neither.
+    let healthy = Acted {
+        failed: None,
+        ..acted.clone()
+    };
+    let pass = Pass {
+        acted: &healthy,
+        alert: None,
+        ..pass
+    };
+    let a = of(&pass, Memory::default());
+    assert!(a.events.iter().all(|e| !e.warning), "{:?}", a.events);
+}
+
+/// A plan made from a kept describe stands only if it calls the cloud for nothing and keeps
+/// the checkpoint it read: a surge does not, nor does a pass that moves the stage, and a pass
+/// that only waits does.
+#[test]
+fn only_a_plan_that_writes_nothing_to_the_cloud_and_keeps_the_checkpoint_stands_on_a_kept_describe()
+{
+    use own_writes::may_stand_on_kept_describe as stands;
+    let d = desired(2);
+    let surge = plan(&d, &world(old4()), None, t0());
+    assert!(own_writes::calls_cloud(&surge));
+    assert!(!stands(&surge, surge.checkpoint.as_ref()));
+    let mut waits = surge.clone();
+    waits.actions.clear();
+    assert!(stands(&waits, surge.checkpoint.as_ref()));
+    // The same plan over another checkpoint (or none) writes one: made again.
+    assert!(!stands(&waits, None));
 }
