@@ -200,7 +200,7 @@ pub fn compute_status_with<'a>(
         .and_then(Value::as_object);
     for (name, t) in disrupted.into_iter().flatten() {
         let Some(t) = t.as_str() else { continue };
-        if !parse_time(t).is_some_and(|at| at + DELETION_TIMEOUT >= now) {
+        if parse_time(t).is_none_or(|at| at + DELETION_TIMEOUT < now) {
             continue;
         }
         let Some(pod) = find(name).filter(|p| !p.deleting) else {
