@@ -201,7 +201,7 @@ pub fn node_image(node: &NodeSummary) -> Option<String> {
         .or_else(|| {
             rota_core::cloud::managed::OWNER_IMAGE_LABELS
                 .iter()
-                .find_map(|l| node.labels.get(*l))
+                .find_map(|l| node.labels.get(l))
         })
         .cloned()
         .or_else(|| {
