@@ -22,14 +22,14 @@
 //!
 //! [`judge`] decides (pure); [`observe`] reads the pool's nodes and group.
 
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kube::core::Selector;
 
 use crate::cloud::{CloudError, GroupState, Lifecycle, NodeGroups};
 use crate::controller::owners::Owners;
+use crate::kube::node_projection::NodeProjection;
 use crate::kube::observe::{IMAGE_LABEL, node_image};
-use crate::kube::summary::NodeSummary;
+use crate::kube::summary::{Interner, NodeSummary};
 use rota_core::cloud::karpenter::{DriftPoolState, DriftPools};
 use rota_core::cloud::managed::{OwnerPoolState, same_image};
 use rota_core::fleet::resolved::DesiredPool;
@@ -112,14 +112,17 @@ pub async fn observe(
 /// reads them: [`node_image`]).
 async fn nodes_of(client: &kube::Client, pool: &DesiredPool) -> Result<Vec<NodeImage>, AdoptError> {
     let selector: Selector = pool.node_selector.clone().into_iter().collect();
-    let nodes = Api::<Node>::all(client.clone())
+    // Decoded as the index decodes them (`NodeProjection`): the pool's whole list is one
+    // answer, and its Node objects' images and conditions are not read.
+    let nodes = Api::<NodeProjection>::all(client.clone())
         .list(&ListParams::default().labels_from(&selector))
         .await?;
+    let mut interner = Interner::default();
     Ok(nodes
         .items
         .iter()
         .map(|n| {
-            let summary = NodeSummary::from_node(n);
+            let summary = NodeSummary::from_node(n, &mut interner);
             NodeImage {
                 image_label: node_image(&summary),
                 name: summary.name,

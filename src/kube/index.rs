@@ -21,16 +21,19 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
+use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use super::node_projection::NodeProjection;
 use super::pods::PodsByNode;
 use super::projection::PodProjection;
-use super::summary::{EventRecord, Interner, NodeSummary, PdbSummary, PodSummary, PodTally};
+use super::summary::{
+    EventRecord, Interner, NodeSummary, PRUNE_EVERY, PdbSummary, PodSummary, PodTally,
+};
 
 /// Events older than this (behind the newest one seen) are dropped: no events gate window
 /// may look further back (`docs/fleet-repo` caps gate windows well below it).
@@ -93,6 +96,8 @@ pub struct State {
     pdbs: BTreeMap<(String, String), PdbSummary>,
     events: HashMap<(String, String), EventRecord>,
     interner: Interner,
+    /// Node and pod deletions since the interner was last pruned.
+    deleted: u32,
 }
 
 impl Default for State {
@@ -112,6 +117,7 @@ impl Default for State {
             pdbs: BTreeMap::new(),
             events: HashMap::new(),
             interner: Interner::default(),
+            deleted: 0,
         }
     }
 }
@@ -157,7 +163,7 @@ impl State {
     ) -> impl Iterator<Item = (&'a NodeSummary, Vec<(&'a PodKey, &'a PodSummary)>)> + 'a {
         self.nodes
             .values()
-            .filter(|n| selector.iter().all(|(k, v)| n.labels.get(k) == Some(v)))
+            .filter(|n| n.labels.matches(selector))
             .map(|n| (n, self.pods_on(&n.name)))
     }
 
@@ -212,8 +218,8 @@ impl State {
     // --- updates, one per kind (pure functions of the state and the object) ---
 
     /// Returns whether the summary changed.
-    pub fn apply_node(&mut self, node: &Node) -> Option<Change> {
-        let s = NodeSummary::from_node(node);
+    pub fn apply_node(&mut self, node: &NodeProjection) -> Option<Change> {
+        let s = NodeSummary::from_node(node, &mut self.interner);
         let name = self.interner.str(&s.name);
         if self.nodes.get(&name) == Some(&s) {
             return None;
@@ -222,11 +228,11 @@ impl State {
         Some(Change::Node(name))
     }
 
-    pub fn delete_node(&mut self, node: &Node) -> Option<Change> {
+    pub fn delete_node(&mut self, node: &NodeProjection) -> Option<Change> {
         let name = node.metadata.name.as_deref()?;
-        self.nodes
-            .remove(name)
-            .map(|_| Change::Node(self.interner.str(name)))
+        let (name, _) = self.nodes.remove_entry(name)?;
+        self.deleted_one();
+        Some(Change::Node(name))
     }
 
     pub fn apply_pod(&mut self, pod: &PodProjection) -> Option<Change> {
@@ -238,7 +244,19 @@ impl State {
     pub fn delete_pod(&mut self, pod: &PodProjection) -> Option<Change> {
         let key = self.pod_key(pod)?;
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        self.pods.remove(&key, node).map(Change::Pod)
+        let change = self.pods.remove(&key, node).map(Change::Pod);
+        self.deleted_one();
+        change
+    }
+
+    /// Counts a deletion; every [`PRUNE_EVERY`] of them the interner forgets what no object
+    /// holds any more (a rotation replaces every node: new names, new hostnames).
+    fn deleted_one(&mut self) {
+        self.deleted += 1;
+        if self.deleted >= PRUNE_EVERY {
+            self.deleted = 0;
+            self.interner.prune();
+        }
     }
 
     fn pod_key(&mut self, pod: &PodProjection) -> Option<PodKey> {
@@ -427,14 +445,15 @@ impl ClusterIndex {
             changed: Notify::new(),
         });
         let tasks = vec![
-            tokio::spawn(feed::<Node>(
+            // Nodes and pods decoded as far as the index reads them (`node_projection`,
+            // `projection`).
+            tokio::spawn(feed::<NodeProjection>(
                 Api::all(client.clone()),
                 Kind::Nodes,
                 shared.clone(),
                 State::apply_node,
                 State::delete_node,
             )),
-            // Pods decoded as far as the index reads them (`projection`).
             tokio::spawn(feed::<PodProjection>(
                 Api::all(client.clone()),
                 Kind::Pods,
@@ -587,8 +606,10 @@ fn adopt(s: &mut State, fresh: State, kind: Kind) {
         Kind::PodDisruptionBudgets => s.pdbs = fresh.pdbs,
         Kind::Events => s.events = fresh.events,
     }
-    // The fresh list interned its own strings; keep both sets (they are shared by value).
+    // The fresh list interned its own strings; keep both sets (they are shared by value),
+    // less what the objects it replaced alone held.
     s.interner.absorb(fresh.interner);
+    s.interner.prune();
 }
 
 impl rota_core::errors::Classify for NotObserved {
@@ -617,7 +638,7 @@ mod tests {
     use crate::kube::observe::pool_nodes;
     use serde_json::json;
 
-    fn node(name: &str, pool: &str, heartbeat: &str) -> Node {
+    fn node(name: &str, pool: &str, heartbeat: &str) -> NodeProjection {
         serde_json::from_value(json!({
             "metadata": {"name": name, "labels": {"pool": pool}},
             "spec": {"providerID": format!("aws:///us-east-1a/{name}")},
@@ -715,6 +736,61 @@ mod tests {
         assert_eq!(s.len(Kind::Pods), 1);
         // Both pods share one label set.
         assert_eq!(s.interner.label_sets(), 1);
+    }
+
+    #[test]
+    fn nodes_replaced_by_a_rotation_leave_nothing_behind_in_the_interner() {
+        // A rotation replaces every node (new names, new hostnames): after the old ones are
+        // deleted, the interner holds what the new ones need, not both generations.
+        let mut s = synced();
+        let labelled = |name: &str| -> NodeProjection {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {
+                    "pool": "general", "kubernetes.io/hostname": name,
+                    "topology.kubernetes.io/zone": "us-east-1a"}},
+                "spec": {"providerID": format!("aws:///us-east-1a/{name}")}
+            }))
+            .unwrap()
+        };
+        let generation = |g: u32| (0..PRUNE_EVERY).map(move |i| format!("g{g}-n{i}"));
+        for n in generation(0) {
+            s.apply_node(&labelled(&n));
+        }
+        let one_generation = s.interner.len();
+        for g in 1..4 {
+            for (new, old) in generation(g).zip(generation(g - 1)) {
+                s.apply_node(&labelled(&new));
+                s.delete_node(&labelled(&old));
+            }
+        }
+        assert_eq!(s.len(Kind::Nodes), PRUNE_EVERY as usize);
+        // Pruned as the deletions came: at most one generation's leftovers between prunes.
+        assert!(
+            s.interner.len() <= 2 * one_generation,
+            "{} entries kept for {} nodes ({one_generation} for one generation)",
+            s.interner.len(),
+            s.len(Kind::Nodes)
+        );
+        // What the nodes hold is still theirs, and shared: the zone is one string.
+        let zones: HashSet<*const u8> = s
+            .all_nodes()
+            .map(|n| {
+                let (_, z) = n
+                    .labels
+                    .iter()
+                    .find(|(k, _)| *k == "topology.kubernetes.io/zone")
+                    .unwrap();
+                z.as_ptr()
+            })
+            .collect();
+        assert_eq!(zones.len(), 1);
+        assert_eq!(
+            s.node("g3-n7")
+                .unwrap()
+                .labels
+                .get("kubernetes.io/hostname"),
+            Some(&"g3-n7".to_string())
+        );
     }
 
     #[test]

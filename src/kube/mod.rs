@@ -1,6 +1,7 @@
 //! The Kubernetes edge, read side: the NodePoolRotation resource and its CRD (`crd`), the
-//! watch-fed cluster index (`index`) with its pods by node (`pods`), what it decodes of a pod (`projection`) and what it
-//! keeps of each object (`summary`), one pool
+//! watch-fed cluster index (`index`) with its pods by node (`pods`), what it decodes of a pod
+//! (`projection`) and of a node (`node_projection`), what it keeps of each object (`summary`,
+//! a node's labels in `node_labels`), one pool
 //! read from it for the planner (`observe`), which resources this version owns
 //! (`ownership`), the kubeconfig (`kubeconfig`), clients of the simulated fleet's API servers
 //! in process (`sim`, with the `sim` feature), Karpenter's objects (`karpenter`), and how a Kubernetes API error is classified
@@ -13,6 +14,8 @@ pub mod index;
 pub mod karpenter;
 pub mod karpenter_import;
 pub mod kubeconfig;
+pub mod node_labels;
+pub mod node_projection;
 pub mod observe;
 pub mod operator;
 pub mod ownership;

@@ -158,7 +158,7 @@ fn side_of(
     selector: &BTreeMap<String, String>,
     group: &GroupInstances<'_>,
 ) -> Option<bool> {
-    if selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)) {
+    if node.labels.matches(selector) {
         Some(true)
     } else if group.0.contains(node.provider_id.as_str()) {
         Some(false)
@@ -201,11 +201,19 @@ pub fn node_image(node: &NodeSummary) -> Option<String> {
         .or_else(|| {
             rota_core::cloud::managed::OWNER_IMAGE_LABELS
                 .iter()
-                .find_map(|l| node.labels.get(*l))
+                .find_map(|l| node.labels.get(l))
         })
         .cloned()
         .or_else(|| {
-            rota_core::cloud::managed::gke_node_image(&node.labels, node.kubelet_version.as_deref())
+            use rota_core::cloud::managed as owned;
+            // The core reads a map: only a GKE node's three labels make one.
+            node.labels.get(owned::GKE_NODEPOOL_LABEL)?;
+            let labels = node.labels.only(&[
+                owned::GKE_NODEPOOL_LABEL,
+                owned::GKE_OS_DISTRIBUTION_LABEL,
+                owned::GKE_CONTAINER_RUNTIME_LABEL,
+            ]);
+            owned::gke_node_image(&labels, node.kubelet_version.as_deref())
         })
 }
 
@@ -326,6 +334,11 @@ mod tests {
         )
     }
 
+    /// A full node through the index's decoding and trimming.
+    fn summary(node: &Node) -> NodeSummary {
+        NodeSummary::from_node(&node.into(), &mut Interner::default())
+    }
+
     fn on(node: &Node, pods: &[&Pod]) -> ObservedNode {
         let mut i = Interner::default();
         let owned: Vec<(PodKey, PodSummary)> = pods
@@ -339,7 +352,7 @@ mod tests {
             })
             .collect();
         let refs: Vec<(&PodKey, &PodSummary)> = owned.iter().map(|(k, s)| (k, s)).collect();
-        observed_node(&NodeSummary::from_node(node), &refs, &[])
+        observed_node(&summary(node), &refs, &[])
     }
 
     fn pdbs() -> Vec<PodDisruptionBudget> {
@@ -456,7 +469,7 @@ mod tests {
             template_image: "ami-1".into(),
             instances: vec![inst("i-a"), inst("i-b")],
         };
-        let side = |n: &Node| pool_side(&NodeSummary::from_node(n), &selector, &group);
+        let side = |n: &Node| pool_side(&summary(n), &selector, &group);
         assert_eq!(side(&nodes[0]), Some(true));
         // b lost the pool's label but its instance is the group's; c is another pool's.
         assert_eq!(side(&nodes[1]), Some(false));
@@ -531,7 +544,7 @@ mod tests {
                 "spec": {"providerID": "aws:///us-east-1a/i-1"}
             }))
             .unwrap();
-            let n = observed_node(&NodeSummary::from_node(&node), &[], &[]);
+            let n = observed_node(&summary(&node), &[], &[]);
             assert_eq!(n.do_not_disrupt, opted_out, "node {annotations}");
             assert_eq!(n.disruption_blocker().is_some(), opted_out);
         }

@@ -53,6 +53,7 @@ pub struct StatusProjection {
     pub conditions: Option<Vec<ConditionProjection>>,
 }
 
+/// A condition (a pod's or a node's) as far as its type and status.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct ConditionProjection {
     #[serde(rename = "type")]
@@ -80,7 +81,8 @@ struct OwnerKind {
     kind: String,
 }
 
-fn meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+/// The metadata as [`MetaProjection`] decodes it (pods' and nodes' alike).
+pub(super) fn meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     let m = MetaProjection::deserialize(d)?;
     Ok(ObjectMeta {
         name: m.name,

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::core::{ObjectMeta, Selector};
 
+use super::node_labels::NodeLabels;
+use super::node_projection::NodeProjection;
 use super::projection::PodProjection;
 use rota_core::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
 
@@ -86,11 +87,11 @@ pub struct EventRecord {
 }
 
 /// A node as the index keeps it: the fields the planner reads, and the labels (for the
-/// pools' selectors).
+/// pools' selectors; their strings shared with the other nodes', [`NodeLabels`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeSummary {
     pub name: String,
-    pub labels: BTreeMap<String, String>,
+    pub labels: NodeLabels,
     pub provider_id: String,
     /// The kubelet's Ready condition is True.
     pub kubelet_ready: bool,
@@ -104,18 +105,16 @@ pub struct NodeSummary {
 }
 
 impl NodeSummary {
-    pub fn from_node(node: &Node) -> NodeSummary {
+    /// The summary of a node as decoded ([`NodeProjection`]; a full `Node` converts into
+    /// one), its label strings shared through `interner`.
+    pub fn from_node(node: &NodeProjection, interner: &mut Interner) -> NodeSummary {
         let meta = &node.metadata;
         let spec = node.spec.as_ref();
         NodeSummary {
             name: meta.name.clone().unwrap_or_default(),
-            labels: meta.labels.clone().unwrap_or_default(),
+            labels: interner.node_labels(meta.labels.clone().unwrap_or_default()),
             provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
-            kubelet_ready: node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            kubelet_ready: node.kubelet_ready(),
             cordoned: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             cordoned_by: annotation(meta, CORDONED_BY).map(String::from),
             do_not_disrupt: do_not_disrupt(meta),
@@ -222,14 +221,26 @@ impl PdbSummary {
     }
 }
 
-/// Shares the strings that repeat across pods (namespaces, node names, whole label sets: the
-/// pods of one workload carry the same labels) so 150,000 pods do not hold 150,000 copies.
-/// Entries are never removed: their number follows the workloads and nodes, not the pods.
+/// Shares the strings that repeat across pods and nodes (namespaces, node names, whole label
+/// sets: the pods of one workload carry the same labels; each node label's key and value) so
+/// 150,000 pods and 5,000 nodes do not hold 150,000 and 5,000 copies.
+///
+/// Entries nobody else holds any more (the name and hostname of a node that left, the label
+/// set of a ReplicaSet scaled away) are dropped by [`Interner::prune`]: the index calls it
+/// every [`PRUNE_EVERY`] deletions, so a rotation that replaces every node (new names, new
+/// hostnames) does not leave the old ones behind for the life of the process.
 #[derive(Debug, Default)]
 pub struct Interner {
     strings: HashSet<Arc<str>>,
     labels: HashSet<Arc<BTreeMap<String, String>>>,
+    /// Node labels' keys and values.
+    words: HashSet<Arc<String>>,
 }
+
+/// Deletions (of nodes and pods) between two prunes of the index's [`Interner`]: often enough
+/// that a rotation's departed names go within a batch or two, rarely enough that the walk
+/// over every entry costs nothing (150,000 pod deletions: 36 walks).
+pub const PRUNE_EVERY: u32 = 4096;
 
 impl Interner {
     pub fn str(&mut self, s: &str) -> Arc<str> {
@@ -246,11 +257,21 @@ impl Interner {
         self.labels.len()
     }
 
+    /// How many entries are kept (strings, pod label sets and node label words).
+    pub fn len(&self) -> usize {
+        self.strings.len() + self.labels.len() + self.words.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Keep what another interner shared too (a fresh list interned its own strings; both
     /// sets stay shared by value).
     pub fn absorb(&mut self, other: Interner) {
         self.strings.extend(other.strings);
         self.labels.extend(other.labels);
+        self.words.extend(other.words);
     }
 
     pub fn labels(&mut self, l: BTreeMap<String, String>) -> Arc<BTreeMap<String, String>> {
@@ -260,5 +281,32 @@ impl Interner {
         let a = Arc::new(l);
         self.labels.insert(a.clone());
         a
+    }
+
+    /// One node label's key or value, shared (the decoded string moves in when it is new).
+    pub fn word(&mut self, s: String) -> Arc<String> {
+        if let Some(a) = self.words.get(&s) {
+            return a.clone();
+        }
+        let a = Arc::new(s);
+        self.words.insert(a.clone());
+        a
+    }
+
+    /// A node's labels, each key and value shared.
+    pub fn node_labels(&mut self, l: BTreeMap<String, String>) -> NodeLabels {
+        NodeLabels::new(
+            l.into_iter()
+                .map(|(k, v)| (self.word(k), self.word(v)))
+                .collect(),
+        )
+    }
+
+    /// Forgets every entry that only the interner still holds: nothing else refers to it,
+    /// and the next object that carries it interns it anew.
+    pub fn prune(&mut self) {
+        self.strings.retain(|a| Arc::strong_count(a) > 1);
+        self.labels.retain(|a| Arc::strong_count(a) > 1);
+        self.words.retain(|a| Arc::strong_count(a) > 1);
     }
 }
