@@ -516,7 +516,7 @@ impl GkeNodePools {
             return Ok(());
         }
         let n = groups.len() as u32;
-        if desired % n == 0 {
+        if desired.is_multiple_of(n) {
             let body = json!({ "nodeCount": desired / n });
             let op = self
                 .request(
