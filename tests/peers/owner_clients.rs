@@ -225,6 +225,263 @@ mod gke {
         );
     }
 
+    const CLUSTER: &str = "projects/acme/locations/europe-west1/clusters/prod";
+    const ZONES: [&str; 2] = ["europe-west1-b", "europe-west1-c"];
+
+    /// The GKE double linked to a Compute double, the pool `general` of 3 nodes a zone in
+    /// two zones with its groups there, and a client of both.
+    async fn blue_green_doubles() -> (
+        GkeDouble,
+        crate::support::gcp_double::GcpDouble,
+        GkeNodePools,
+    ) {
+        use crate::support::gcp_double::GcpDouble;
+        let d = double().await;
+        let compute = GcpDouble::start().await;
+        let link = compute.link();
+        let urls: Vec<String> = ZONES
+            .iter()
+            .map(|z| {
+                let key = link.add_group(
+                    "acme",
+                    z,
+                    &format!("gke-prod-general-{z}-grp"),
+                    3,
+                    "projects/gke-node-images/global/images/gke-1314-cos",
+                );
+                format!("https://www.googleapis.com/compute/v1/{key}")
+            })
+            .collect();
+        d.set_instance_groups(PATH, &urls);
+        d.link_compute(link);
+        let gke = GkeNodePools::new(GkeOptions {
+            endpoint: Some(d.url.clone()),
+            compute_endpoint: Some(compute.url.clone()),
+            credentials: GcpCredentials::Anonymous,
+            retry: retries(),
+        })
+        .unwrap();
+        (d, compute, gke)
+    }
+
+    fn twin_request() -> rota::cloud::managed::TwinRequest {
+        rota::cloud::managed::TwinRequest {
+            from: pool(),
+            twin: rota::cloud::managed::renamed(
+                &pool(),
+                &rota::cloud::managed::twin_name("general", "2026.11.2"),
+            ),
+            image: NEW.into(),
+            desired: 0,
+            max: 6,
+        }
+    }
+
+    /// `managedUpdate: blueGreen` on GKE through container v1 and Compute v1: the twin made
+    /// in the old pool's shape on the new node version, labelled rota's, once however often
+    /// asked (a restarted client finds it and creates nothing); followed while GKE provisions
+    /// it (a size asked then waits for the next pass); sized with `setSize` (per zone) or, for
+    /// a total that does not split over the zones, its groups' `resize`; found by its label;
+    /// one drained node of the old pool removed by name (twice is once) and the pool's size
+    /// down with it; the old pool deleted, `STOPPING` then gone.
+    #[tokio::test]
+    async fn a_gke_twin_is_made_once_sized_and_the_old_pool_emptied_and_deleted() {
+        use rota::cloud::managed::PoolStatus;
+        let (d, compute, gke) = blue_green_doubles().await;
+        let req = twin_request();
+        let twin = req.twin.clone();
+        let twin_path = format!("{CLUSTER}/nodePools/{}", twin.name());
+        gke.create_twin(&req).await.unwrap();
+        let sent = d.created(&twin_path).expect("created");
+        assert_eq!(
+            (
+                &sent["version"],
+                &sent["config"]["imageType"],
+                &sent["initialNodeCount"]
+            ),
+            (
+                &serde_json::json!("1.31.5-gke.1023000"),
+                &serde_json::json!("COS_CONTAINERD"),
+                &serde_json::json!(0)
+            )
+        );
+        assert_eq!(sent["locations"], serde_json::json!(ZONES));
+        assert_eq!(
+            sent["config"]["resourceLabels"],
+            serde_json::json!({"team": "payments", "rota-twin-of": "general"})
+        );
+        assert_eq!(sent["config"]["machineType"], "e2-standard-4");
+        assert!(sent.get("instanceGroupUrls").is_none() && sent.get("status").is_none());
+        // Asked again, by this client and by a restarted one: the same twin, no second.
+        gke.create_twin(&req).await.unwrap();
+        client(&d).create_twin(&req).await.unwrap();
+        assert_eq!(d.creates(), 1, "{:?}", d.calls());
+
+        let m = gke.members(&twin).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                m.status,
+                m.desired,
+                m.instances.len(),
+                m.twin_of.as_deref(),
+                m.image.as_str()
+            ),
+            (PoolStatus::Creating, 0, 0, Some("general"), NEW)
+        );
+        let busy = gke.set_size(&twin, 2, 6).await.unwrap_err();
+        assert_eq!(busy.kind, CloudErrorKind::Transient, "{busy}");
+        assert!(busy.message.contains("PROVISIONING"), "{busy}");
+        d.finish(true);
+        assert_eq!(
+            gke.members(&twin).await.unwrap().unwrap().status,
+            PoolStatus::Active
+        );
+
+        // 2 over two zones: setSize of 1 a zone.
+        gke.set_size(&twin, 2, 6).await.unwrap();
+        let set_sizes =
+            |d: &GkeDouble| d.calls().iter().filter(|c| c.ends_with(":setSize")).count();
+        assert_eq!(set_sizes(&d), 1);
+        compute.advance(Duration::from_secs(120));
+        let m = gke.members(&twin).await.unwrap().unwrap();
+        assert_eq!((m.desired, m.instances.len()), (2, 2), "{m:?}");
+        for i in &m.instances {
+            assert!(
+                i.provider_id.starts_with("gce://acme/europe-west1-"),
+                "{i:?}"
+            );
+            assert_eq!(i.image, NEW);
+        }
+        // 3 over two zones: the groups themselves, 2 and 1; no setSize.
+        gke.set_size(&twin, 3, 6).await.unwrap();
+        assert_eq!(set_sizes(&d), 1);
+        let m = gke.members(&twin).await.unwrap().unwrap();
+        assert_eq!(m.desired, 3);
+        // The same size again writes nothing.
+        let before = d.calls().len();
+        gke.set_size(&twin, 3, 6).await.unwrap();
+        assert!(
+            d.calls()[before..].iter().all(|c| c.starts_with("GET ")),
+            "{:?}",
+            &d.calls()[before..]
+        );
+
+        // The twin is found by its label, whatever its name (a lost checkpoint).
+        let found = gke.twins_of(&pool()).await.unwrap();
+        assert_eq!(
+            found.iter().map(|m| m.pool.name()).collect::<Vec<_>>(),
+            [twin.name()]
+        );
+
+        // One drained node of the old pool, by name: its group deletes it, one smaller.
+        let old = gke.members(&pool()).await.unwrap().unwrap();
+        assert_eq!(
+            (old.desired, old.instances.len(), old.image.as_str()),
+            (6, 6, OLD)
+        );
+        let gone = old.instances[0].id.clone();
+        gke.remove_node(&pool(), &gone).await.unwrap();
+        gke.remove_node(&pool(), &gone).await.unwrap();
+        let deletes = compute
+            .requests()
+            .iter()
+            .filter(|r| r.contains("/deleteInstances"))
+            .count();
+        assert_eq!(
+            deletes,
+            1,
+            "the second removal finds it going: {:?}",
+            compute.requests()
+        );
+        let old = gke.members(&pool()).await.unwrap().unwrap();
+        assert_eq!(old.desired, 5);
+        let going = old.instances.iter().find(|i| i.id == gone).unwrap();
+        assert_eq!(going.lifecycle, rota::cloud::Lifecycle::Terminating);
+        // A node no group lists is gone already.
+        gke.remove_node(&pool(), "gke-prod-general-nosuch")
+            .await
+            .unwrap();
+
+        // The old pool deleted: STOPPING, then gone (and asked again, nothing more).
+        gke.delete_pool(&pool()).await.unwrap();
+        gke.delete_pool(&pool()).await.unwrap();
+        assert_eq!(
+            gke.members(&pool()).await.unwrap().unwrap().status,
+            PoolStatus::Deleting
+        );
+        d.finish(true);
+        assert!(gke.members(&pool()).await.unwrap().is_none());
+        gke.delete_pool(&pool()).await.unwrap();
+        assert_eq!(
+            d.calls()
+                .iter()
+                .filter(|c| c.starts_with("DELETE "))
+                .count(),
+            1
+        );
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
+    }
+
+    /// What rota does not act on: a pool of the twin's name that is not rota's twin, a twin
+    /// whose creation GKE failed (`Failed`, GKE's words), a custom image, and a pool whose
+    /// answer names an instance group that is not one (nothing removed, the field named).
+    #[tokio::test]
+    async fn a_gke_twin_is_not_made_over_a_stranger_and_broken_answers_act_on_nothing() {
+        use rota::cloud::managed::PoolStatus;
+        let (d, compute, gke) = blue_green_doubles().await;
+        let mut req = twin_request();
+        let imposter = format!("{CLUSTER}/nodePools/{}", req.twin.name());
+        d.add_pool(&imposter, "1.31.4-gke.1183000", "COS_CONTAINERD", 1, &ZONES);
+        let e = gke.create_twin(&req).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+        assert!(
+            e.message.contains("rota-twin-of") && e.message.contains("ALREADY_EXISTS"),
+            "{e}"
+        );
+        assert_eq!(d.creates(), 0);
+
+        req.twin = rota::cloud::managed::renamed(&pool(), "general-rota-v3");
+        req.image = "projects/acme/global/images/node-7".into();
+        let e = gke.create_twin(&req).await.unwrap_err();
+        assert!(
+            e.message.contains("node-7") && e.call == "nodePools.create",
+            "{e}"
+        );
+        assert_eq!(d.creates(), 0);
+
+        req.image = NEW.into();
+        gke.create_twin(&req).await.unwrap();
+        d.finish(false);
+        let m = gke.members(&req.twin).await.unwrap().unwrap();
+        assert_eq!(m.status, PoolStatus::Failed);
+        assert!(
+            m.issues.iter().any(|i| i.contains("CPUS")),
+            "{:?}",
+            m.issues
+        );
+
+        d.set_instance_groups(
+            PATH,
+            &["https://evil.example/compute/v1/projects/acme/zones/z/instances/i-1".to_string()],
+        );
+        let before = compute.requests().len();
+        for e in [
+            gke.members(&pool()).await.unwrap_err(),
+            gke.remove_node(&pool(), "gke-prod-general-1")
+                .await
+                .unwrap_err(),
+            gke.set_size(&pool(), 4, 6).await.unwrap_err(),
+        ] {
+            assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+            assert!(
+                e.message.contains("evil.example") && e.message.contains("instanceGroupUrls"),
+                "{e}"
+            );
+        }
+        assert_eq!(compute.requests().len(), before, "nothing asked of Compute");
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
+    }
+
     /// A second update while one runs is refused as GKE refuses it; a failed operation is
     /// `Failed` with GKE's message; a custom image is refused before any write.
     #[tokio::test]
@@ -284,13 +541,13 @@ mod aks {
     const OLD: &str = "AKSUbuntu-2204gen2containerd-202610.01.0";
     const NEW: &str = "AKSUbuntu-2204gen2containerd-202611.02.0";
 
-    fn path() -> String {
+    pub(super) fn path() -> String {
         format!(
             "/subscriptions/{SUB}/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/prod/agentPools/general"
         )
     }
 
-    fn pool() -> ManagedGroup {
+    pub(super) fn pool() -> ManagedGroup {
         ManagedGroup::AksAgentPool {
             subscription_id: SUB.into(),
             resource_group: "rg-prod".into(),
@@ -453,6 +710,194 @@ mod aks {
             e.message.contains(NEW) && e.message.contains("202501.01.0"),
             "{e}"
         );
+        assert_eq!(
+            d.calls().iter().filter(|c| !c.starts_with("GET ")).count(),
+            writes
+        );
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
+    }
+}
+
+mod aks_blue_green {
+    use super::aks::{client, path as general_path, pool};
+    use super::*;
+    use rota::cloud::managed::{PoolStatus, TwinRequest, renamed};
+
+    const SUB: &str = "1b2c3d4e-0000-4000-8000-000000000001";
+    const OLD: &str = "AKSUbuntu-2204gen2containerd-202610.01.0";
+    const NEW: &str = "AKSUbuntu-2204gen2containerd-202611.02.0";
+    const NODE_RG: &str = "MC_rg-prod_prod_westeurope";
+
+    fn pool_path(name: &str) -> String {
+        general_path().replace("/agentPools/general", &format!("/agentPools/{name}"))
+    }
+
+    async fn double() -> AksDouble {
+        let d = AksDouble::start().await;
+        d.add_pool(&general_path(), 4, OLD);
+        d.set_latest(NEW);
+        d.set_node_resource_group(NODE_RG);
+        d
+    }
+
+    fn twin_request(name: &str) -> TwinRequest {
+        TwinRequest {
+            from: pool(),
+            twin: renamed(&pool(), name),
+            image: NEW.into(),
+            desired: 0,
+            max: 4,
+        }
+    }
+
+    /// `managedUpdate: blueGreen` on AKS through Microsoft.ContainerService 2026-08-01 and
+    /// Microsoft.Compute 2024-07-01: the twin agent pool made in the old pool's shape on the
+    /// newest node image, tagged rota's, once however often asked (a restarted client finds
+    /// it); followed while AKS creates it (a size asked then waits for the next pass); sized by
+    /// its `count`; its machines read from its scale set in the node resource group, named by
+    /// host name with the node's providerID; found by its tag; one drained machine of the old
+    /// pool removed by name (`deleteMachines`, the count with it; twice is once); the old pool
+    /// deleted, `Deleting` then gone.
+    #[tokio::test]
+    async fn an_aks_twin_is_made_once_sized_and_the_old_pool_emptied_and_deleted() {
+        let d = double().await;
+        let aks = client(&d);
+        let req = twin_request("general2");
+        let twin = req.twin.clone();
+        aks.create_twin(&req).await.unwrap();
+        let sent = d.created(&pool_path("general2")).expect("created")["properties"].clone();
+        assert_eq!(
+            (
+                &sent["count"],
+                &sent["nodeImageVersion"],
+                &sent["vmSize"],
+                &sent["enableAutoScaling"]
+            ),
+            (
+                &serde_json::json!(0),
+                &serde_json::json!(NEW),
+                &serde_json::json!("Standard_D4s_v5"),
+                &serde_json::json!(false)
+            )
+        );
+        assert_eq!(
+            sent["tags"],
+            serde_json::json!({"team": "payments", "rota-twin-of": "general"})
+        );
+        assert_eq!(sent["nodeLabels"]["workload"], "general");
+        aks.create_twin(&req).await.unwrap();
+        client(&d).create_twin(&req).await.unwrap();
+        assert_eq!(d.creates(), 1, "{:?}", d.calls());
+
+        let m = aks.members(&twin).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                m.status,
+                m.desired,
+                m.instances.len(),
+                m.twin_of.as_deref(),
+                m.image.as_str()
+            ),
+            (PoolStatus::Creating, 0, 0, Some("general"), NEW)
+        );
+        let busy = aks.set_size(&twin, 2, 4).await.unwrap_err();
+        assert_eq!(busy.kind, CloudErrorKind::Transient, "{busy}");
+        d.settle(&pool_path("general2"));
+
+        aks.set_size(&twin, 2, 4).await.unwrap();
+        let m = aks.members(&twin).await.unwrap().unwrap();
+        assert_eq!((m.desired, m.instances.len()), (2, 2), "{m:?}");
+        let i = &m.instances[0];
+        assert_eq!(i.id, "aks-general2-12345678-vmss000000");
+        assert_eq!(
+            i.provider_id,
+            format!(
+                "azure:///subscriptions/{SUB}/resourceGroups/mc_rg-prod_prod_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-general2-12345678-vmss/virtualMachines/0"
+            )
+        );
+        // The same size again writes nothing.
+        let puts = |d: &AksDouble| d.calls().iter().filter(|c| c.starts_with("PUT ")).count();
+        let before = puts(&d);
+        aks.members(&twin).await.unwrap();
+        aks.set_size(&twin, 2, 4).await.unwrap();
+        assert_eq!(puts(&d), before);
+
+        let found = aks.twins_of(&pool()).await.unwrap();
+        assert_eq!(
+            found.iter().map(|m| m.pool.name()).collect::<Vec<_>>(),
+            ["general2"]
+        );
+
+        let old = aks.members(&pool()).await.unwrap().unwrap();
+        assert_eq!(
+            (old.desired, old.instances.len(), old.image.as_str()),
+            (4, 4, OLD)
+        );
+        let gone = old.instances[1].id.clone();
+        aks.remove_node(&pool(), &gone).await.unwrap();
+        // The pool is at work after the removal: read once more, it is done.
+        aks.members(&pool()).await.unwrap();
+        aks.remove_node(&pool(), &gone).await.unwrap();
+        let posts = d
+            .calls()
+            .iter()
+            .filter(|c| c.contains("/deleteMachines"))
+            .count();
+        assert_eq!(posts, 1, "{:?}", d.calls());
+        assert!(!d.machines(&general_path()).contains(&gone));
+        assert_eq!(aks.members(&pool()).await.unwrap().unwrap().desired, 3);
+
+        aks.delete_pool(&pool()).await.unwrap();
+        aks.delete_pool(&pool()).await.unwrap();
+        assert_eq!(
+            aks.members(&pool()).await.unwrap().unwrap().status,
+            PoolStatus::Deleting
+        );
+        d.settle(&general_path());
+        assert!(aks.members(&pool()).await.unwrap().is_none());
+        aks.delete_pool(&pool()).await.unwrap();
+        assert_eq!(
+            d.calls()
+                .iter()
+                .filter(|c| c.starts_with("DELETE "))
+                .count(),
+            1
+        );
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
+    }
+
+    /// What rota does not act on, before anything is written: a pool of the twin's name that
+    /// is not rota's twin, a twin name AKS does not take (the planner's `general-rota-…`), a
+    /// pin that is not AKS's newest node image, and a machine the pool does not have.
+    #[tokio::test]
+    async fn an_aks_twin_is_not_made_over_a_stranger_an_invalid_name_or_an_old_image() {
+        let d = double().await;
+        let aks = client(&d);
+        d.add_pool(&pool_path("general2"), 1, OLD);
+        let e = aks
+            .create_twin(&twin_request("general2"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+        assert!(e.message.contains("rota-twin-of"), "{e}");
+
+        let planned = rota::cloud::managed::twin_name("general", "2026.11.2");
+        let e = aks.create_twin(&twin_request(&planned)).await.unwrap_err();
+        assert!(
+            e.message.contains(&planned) && e.message.contains("at most 12"),
+            "{e}"
+        );
+
+        let mut old_image = twin_request("general3");
+        old_image.image = OLD.into();
+        let e = aks.create_twin(&old_image).await.unwrap_err();
+        assert!(e.message.contains(NEW) && e.message.contains(OLD), "{e}");
+        assert_eq!(d.creates(), 0);
+
+        let writes = d.calls().iter().filter(|c| !c.starts_with("GET ")).count();
+        aks.remove_node(&pool(), "aks-general-12345678-vmss0000zz")
+            .await
+            .unwrap();
         assert_eq!(
             d.calls().iter().filter(|c| !c.starts_with("GET ")).count(),
             writes

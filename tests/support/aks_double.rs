@@ -16,6 +16,17 @@
 //! on it, or `Failed` with `status.provisioningError`, the pool left where it was); a second
 //! upgrade while one runs is refused with 409 `OperationNotAllowed`; a PUT whose `If-Match`
 //! is not the pool's `eTag` is refused with 412.
+//!
+//! And the calls of `managedUpdate: blueGreen`: a PUT of a pool that does not exist creates it
+//! (on the newest node image AKS ships, or 400 `InvalidParameter`), `Creating` until
+//! [`AksDouble::settle`]; a PUT of `count` is a settings change that adds machines or takes
+//! the newest ones away; `AgentPools_DeleteMachines` removes the named machines, the `count`
+//! with them (400 for a machine the pool does not have); `AgentPools_Delete` is `Deleting`
+//! until settled, then gone; `ManagedClusters_Get` names the node resource group. The pools'
+//! machines are served where AKS keeps them, as Microsoft.Compute 2024-07-01 does (one scale
+//! set per pool in the node resource group, tagged `aks-managed-poolName`, its VMs named by
+//! host name): `VirtualMachineScaleSets_List` and `VirtualMachineScaleSetVMs_List`, held to
+//! `azure-mgmt-compute`'s models.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -39,6 +50,14 @@ struct Pool {
     /// A settings PUT is `Updating` for one read.
     updating: bool,
     etag: u32,
+    /// `Creating` or `Deleting` until [`AksDouble::settle`].
+    creating: bool,
+    deleting: bool,
+    /// The pool's machines: (scale set instance ID, host name).
+    machines: Vec<(u32, String)>,
+    next_instance: u32,
+    /// The body of the PUT that created it (`null` for a pool the test added).
+    created_with: Value,
 }
 
 /// AKS's agent pools, as the double keeps them.
@@ -49,6 +68,9 @@ pub struct Aks {
     /// The newest node image AKS ships.
     latest: String,
     upgrades: usize,
+    /// The clusters' node resource group.
+    node_resource_group: String,
+    creates: usize,
 }
 
 /// The running double ([`AksDouble::start`]).
@@ -85,6 +107,50 @@ impl CheckedDouble<Aks> {
     pub fn properties(&self, path: &str) -> Value {
         self.with(|s| s.pools[path].props.clone())
     }
+
+    /// The node resource group AKS keeps the clusters' machines in.
+    pub fn set_node_resource_group(&self, rg: &str) {
+        self.with(|s| s.node_resource_group = rg.to_string())
+    }
+
+    /// End a creation (`Succeeded`) or a deletion (the pool gone) under way.
+    pub fn settle(&self, path: &str) {
+        self.with(|s| {
+            let p = s.pools.get_mut(path).expect("a pool");
+            if p.deleting {
+                s.pools.remove(path);
+            } else {
+                p.creating = false;
+                p.props["provisioningState"] = json!("Succeeded");
+            }
+        })
+    }
+
+    /// The PUT that created the pool at `path` (`None`: not created through the API).
+    pub fn created(&self, path: &str) -> Option<Value> {
+        self.with(|s| {
+            s.pools
+                .get(path)
+                .map(|p| p.created_with.clone())
+                .filter(|v| !v.is_null())
+        })
+    }
+
+    /// Pools the API created (tests: "never a second twin").
+    pub fn creates(&self) -> usize {
+        self.with(|s| s.creates)
+    }
+
+    /// The machines' host names of the pool at `path`.
+    pub fn machines(&self, path: &str) -> Vec<String> {
+        self.with(|s| {
+            s.pools[path]
+                .machines
+                .iter()
+                .map(|(_, n)| n.clone())
+                .collect()
+        })
+    }
 }
 
 impl Aks {
@@ -113,8 +179,15 @@ impl Aks {
                 upgrading_to: None,
                 updating: false,
                 etag: 1,
+                creating: false,
+                deleting: false,
+                machines: Vec::new(),
+                next_instance: 0,
+                created_with: Value::Null,
             },
         );
+        let p = self.pools.get_mut(path).unwrap();
+        grow(path, p, count);
     }
 
     fn finish(&mut self, ok: bool) {
@@ -188,6 +261,24 @@ fn answer(
     if_match: Option<&str>,
 ) -> (u16, Value) {
     let (path, _) = path.split_once('?').unwrap_or((path, ""));
+    if path.contains("/providers/Microsoft.Compute/") {
+        return compute(s, method, path);
+    }
+    if method == "GET" && path.contains("/managedClusters/") && !path.contains("/agentPools") {
+        return (
+            200,
+            json!({
+                "id": path,
+                "name": path.rsplit('/').next().unwrap(),
+                "type": "Microsoft.ContainerService/ManagedClusters",
+                "location": "westeurope",
+                "properties": {"nodeResourceGroup": s.node_resource_group},
+            }),
+        );
+    }
+    if method == "PUT" && !path.ends_with("/agentPools") && !s.pools.contains_key(path) {
+        return create(s, path, body);
+    }
     if method == "GET" && path.ends_with("/agentPools") {
         let prefix = format!("{path}/");
         let value: Vec<Value> = s
@@ -217,7 +308,44 @@ fn answer(
         );
     };
     let busy = p.upgrading_to.is_some();
+    if (p.creating || p.deleting || p.updating) && method != "GET" {
+        return arm_error(
+            409,
+            "OperationNotAllowed",
+            "Operation is not allowed because there's another operation in progress on the agent pool",
+        );
+    }
     match (method, tail) {
+        ("POST", "/deleteMachines") => {
+            let names: Vec<String> = body["machineNames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect();
+            if let Some(n) = names
+                .iter()
+                .find(|n| !p.machines.iter().any(|(_, m)| m == *n))
+            {
+                return arm_error(
+                    400,
+                    "InvalidParameter",
+                    &format!("machine {n} is not a machine of agent pool {pool_path}"),
+                );
+            }
+            p.machines.retain(|(_, m)| !names.contains(m));
+            p.props["count"] = json!(p.machines.len());
+            p.etag += 1;
+            // At work until the next read, as a settings change is.
+            p.updating = true;
+            p.props["provisioningState"] = json!("Scaling");
+            (202, Value::Null)
+        }
+        ("DELETE", "") => {
+            p.deleting = true;
+            p.props["provisioningState"] = json!("Deleting");
+            (202, Value::Null)
+        }
         ("GET", "") => {
             let v = pool_json(pool_path, p);
             if p.updating {
@@ -250,7 +378,7 @@ fn answer(
             )
         }
         ("PUT", "") => {
-            let (status, upgrade) = put(p, &body["properties"], if_match);
+            let (status, upgrade) = put(pool_path, p, &body["properties"], if_match);
             if upgrade {
                 s.upgrades += 1;
             }
@@ -284,7 +412,12 @@ fn answer(
 
 /// `AgentPools_CreateOrUpdate` on `p` with `new` properties: applied (and whether it started
 /// an upgrade: a rollback to a recently used image), or the error ARM answers.
-fn put(p: &mut Pool, new: &Value, if_match: Option<&str>) -> (Result<(), (u16, Value)>, bool) {
+fn put(
+    path: &str,
+    p: &mut Pool,
+    new: &Value,
+    if_match: Option<&str>,
+) -> (Result<(), (u16, Value)>, bool) {
     if if_match.is_some_and(|m| m != format!("\"{}\"", p.etag)) {
         let e = arm_error(
             412,
@@ -316,8 +449,11 @@ fn put(p: &mut Pool, new: &Value, if_match: Option<&str>) -> (Result<(), (u16, V
             p.props[k] = v.clone();
         }
     }
+    let count = p.props["count"].as_u64().unwrap_or(0) as usize;
+    p.machines.truncate(count);
     p.props.as_object_mut().unwrap().remove("status");
     p.etag += 1;
+    grow(path, p, count as u64);
     if rollback {
         p.upgrading_to = image.map(str::to_string);
         p.props["provisioningState"] = json!("UpgradingNodeImageVersion");
@@ -326,4 +462,124 @@ fn put(p: &mut Pool, new: &Value, if_match: Option<&str>) -> (Result<(), (u16, V
         p.props["provisioningState"] = json!("Updating");
     }
     (Ok(()), rollback)
+}
+
+/// Machines of the pool at `path` up to `count`, named as AKS names them
+/// (`aks-<pool>-12345678-vmss` and the instance ID in six base-36 digits).
+fn grow(path: &str, p: &mut Pool, count: u64) {
+    let pool = path.rsplit('/').next().unwrap_or_default();
+    while (p.machines.len() as u64) < count {
+        let id = p.next_instance;
+        p.next_instance += 1;
+        p.machines
+            .push((id, format!("{}{:06}", scale_set(pool), id)));
+    }
+}
+
+fn scale_set(pool: &str) -> String {
+    format!("aks-{pool}-12345678-vmss")
+}
+
+/// A PUT of a pool that does not exist: created on the newest node image, `Creating`.
+fn create(s: &mut Aks, path: &str, body: &Value) -> (u16, Value) {
+    let image = body["properties"]["nodeImageVersion"].as_str();
+    if image.is_some_and(|i| i != s.latest) {
+        return arm_error(
+            400,
+            "InvalidParameter",
+            &format!(
+                "AKS creates an agent pool on its newest node image {}: nodeImageVersion {} is not it",
+                s.latest,
+                image.unwrap_or_default()
+            ),
+        );
+    }
+    let mut props = body["properties"].clone();
+    props["nodeImageVersion"] = json!(s.latest);
+    props["provisioningState"] = json!("Creating");
+    props["currentOrchestratorVersion"] = props["orchestratorVersion"].clone();
+    let count = props["count"].as_u64().unwrap_or(0);
+    let mut p = Pool {
+        props,
+        recently_used: vec![s.latest.clone()],
+        upgrading_to: None,
+        updating: false,
+        etag: 1,
+        creating: true,
+        deleting: false,
+        machines: Vec::new(),
+        next_instance: 0,
+        created_with: body.clone(),
+    };
+    grow(path, &mut p, count);
+    s.creates += 1;
+    let v = pool_json(path, &p);
+    s.pools.insert(path.to_string(), p);
+    (201, v)
+}
+
+/// The Microsoft.Compute calls on the node resource group: its scale sets (one per pool,
+/// tagged with it) and a scale set's VMs.
+fn compute(s: &Aks, method: &str, path: &str) -> (u16, Value) {
+    let sub = path.split('/').nth(2).unwrap_or_default().to_string();
+    let rg = &s.node_resource_group;
+    let vmss_id = |name: &str| {
+        format!(
+            "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/{name}"
+        )
+    };
+    let pools: Vec<(&String, &Pool)> = s.pools.iter().collect();
+    if method == "GET" && path.ends_with("/virtualMachineScaleSets") {
+        let value: Vec<Value> = pools
+            .iter()
+            .map(|(k, p)| {
+                let pool = k.rsplit('/').next().unwrap();
+                let name = scale_set(pool);
+                json!({
+                    "id": vmss_id(&name),
+                    "name": name,
+                    "type": "Microsoft.Compute/virtualMachineScaleSets",
+                    "location": "westeurope",
+                    "tags": {"aks-managed-poolName": pool, "aks-managed-createOperationID": "00000000-0000-0000-0000-000000000001"},
+                    "sku": {"name": "Standard_D4s_v5", "tier": "Standard", "capacity": p.machines.len()},
+                    "properties": {"provisioningState": "Succeeded", "orchestrationMode": "Uniform", "upgradePolicy": {"mode": "Manual"}},
+                })
+            })
+            .collect();
+        return (200, json!({ "value": value }));
+    }
+    if method == "GET" && path.ends_with("/virtualMachines") {
+        let name = path.rsplit('/').nth(1).unwrap_or_default();
+        let Some((_, p)) = pools
+            .iter()
+            .find(|(k, _)| scale_set(k.rsplit('/').next().unwrap()) == name)
+        else {
+            return arm_error(
+                404,
+                "ResourceNotFound",
+                &format!("scale set {name} not found"),
+            );
+        };
+        let value: Vec<Value> = p
+            .machines
+            .iter()
+            .map(|(id, host)| {
+                json!({
+                    "instanceId": id.to_string(),
+                    "id": format!("{}/virtualMachines/{id}", vmss_id(name)),
+                    "name": format!("{name}_{id}"),
+                    "type": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
+                    "location": "westeurope",
+                    "zones": [(id % 3 + 1).to_string()],
+                    "properties": {"provisioningState": "Succeeded", "osProfile": {"computerName": host}},
+                })
+            })
+            .collect();
+        return (200, json!({ "value": value }));
+    }
+    arm_error(
+        404,
+        "NotFound",
+        &format!("{method} {path}: not served by the AKS double"),
+    )
 }

@@ -519,6 +519,15 @@ def check_aks(x, problems):
     _models, _, version = aks()
     at = f"{x['method']} {x['path']} -> {x['status']}"
     path, _, query = x["path"].partition("?")
+    if "/providers/Microsoft.Compute/" in path:
+        # An agent pool's machines, in the node resource group: Microsoft.Compute's own API.
+        if x.get("requestOnly"):
+            if not any(r[0] == x["method"] and re.match(r[1], path.lower()) for r in ARM_ROUTES):
+                problems.append(f"{at}: not an operation of the compute API rota calls")
+            if x.get("request") not in (None, {}):
+                problems.append(f"{at}: the Microsoft.Compute reads take no request body")
+            return
+        return check_arm(x, problems)
     if query != f"api-version={version}":
         problems.append(f"{at}: api-version must be {version} (the pinned package's)")
     listing = re.fullmatch(
@@ -537,6 +546,18 @@ def check_aks(x, problems):
             return
         for i, item in enumerate(body.get("value", [])):
             check_typespec(_models.AgentPool, item, f"{at}.value[{i}]", problems, False)
+        return
+    cluster = re.fullmatch(
+        r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ContainerService/managedClusters/[^/]+",
+        path,
+    )
+    if cluster:
+        # ManagedClusters_Get (its node resource group).
+        if x["method"] != "GET" or x.get("request") not in (None, {}):
+            problems.append(f"{at}: ManagedClusters_Get is a GET without a body")
+        if x.get("requestOnly") or x["status"] >= 400:
+            return
+        check_typespec(_models.ManagedCluster, x["response"], f"{at} (ManagedCluster)", problems, False)
         return
     m = re.fullmatch(
         r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ContainerService/managedClusters/[^/]+/agentPools/[^/]+(/.*)?",

@@ -952,6 +952,195 @@ impl GcpDouble {
         name: &str,
         image: &str,
     ) -> String {
+        self.link().add_template(project, region, name, image)
+    }
+
+    /// Create a group (with its template, and its autoscaler if asked) whose instances have
+    /// already booted. Returns the group's partial path.
+    pub fn add_mig(&self, spec: &MigSpec) -> String {
+        self.link().add_mig(spec)
+    }
+
+    /// Replace the labels of group `mig`'s instance template (`properties.labels`).
+    pub fn label_template(&self, mig: &str, labels: &[(&str, &str)]) {
+        self.with(|s| {
+            let t = s.migs[mig].template.clone();
+            s.templates.get_mut(&t).unwrap()["properties"]["labels"] = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        });
+    }
+
+    /// Let the cloud act for `d`: instances boot, deleted ones go away.
+    pub fn advance(&self, d: Duration) {
+        self.with(|s| {
+            s.clock += d;
+            s.reconcile();
+        });
+    }
+
+    pub fn inject(&self, fault: Fault) {
+        self.with(|s| s.faults.push(fault));
+    }
+
+    /// The next mutation whose path contains `path_contains` is accepted, and its operation
+    /// ends DONE with error `code` (and no effect).
+    pub fn fail_next_operation(
+        &self,
+        path_contains: &str,
+        code: &str,
+        message: &str,
+        http_status: u16,
+    ) {
+        self.with(|s| {
+            s.op_failures.push((
+                path_contains.into(),
+                code.into(),
+                message.into(),
+                http_status,
+            ))
+        });
+    }
+
+    /// From now on, creations in `zone` (every zone: `""`) fail with `code` and `message`, as
+    /// Compute reports a stock-out or a quota shortage: per instance, in `lastAttempt`, the
+    /// instance staying `CREATING`. Instances already failing keep failing until
+    /// [`GcpDouble::end_stock_out`].
+    pub fn stock_out(&self, zone: &str, code: &str, message: &str) {
+        self.with(|s| {
+            s.stock_outs.push(StockOut {
+                zone: zone.into(),
+                code: code.into(),
+                message: message.into(),
+            })
+        });
+    }
+
+    /// Capacity is back: the group's retries succeed and the instances boot from now on.
+    pub fn end_stock_out(&self) {
+        self.with(|s| {
+            s.stock_outs.clear();
+            let clock = s.clock;
+            for m in s.migs.values_mut() {
+                for i in &mut m.instances {
+                    if i.failing.take().is_some() {
+                        i.created = clock;
+                    }
+                }
+            }
+        });
+    }
+
+    /// A handle on the double's groups for another double that drives them (the GKE
+    /// double makes and sizes a node pool's groups here, as GKE does in Compute).
+    pub fn link(&self) -> ComputeLink {
+        ComputeLink(self.state.clone())
+    }
+
+    /// Instance names of a group, with whether each is being deleted.
+    pub fn instances(&self, mig: &str) -> Vec<(String, bool)> {
+        self.with(|s| {
+            s.migs[mig]
+                .instances
+                .iter()
+                .map(|i| (i.name.clone(), i.deleting.is_some()))
+                .collect()
+        })
+    }
+
+    /// Serve one request as if it came over HTTP (`path` after `/compute/v1/`, with its query):
+    /// for tests of the double's own behaviour, where rota would not send the request.
+    pub fn serve_direct(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
+        let uri: hyper::Uri = format!("/compute/v1/{path}").parse().unwrap();
+        let q = query(&uri);
+        let path = uri.path().strip_prefix("/compute/v1/").unwrap().to_string();
+        self.with(|s| s.handle(method, &path, &q, &body))
+    }
+
+    /// Polls an operation takes to report DONE.
+    pub fn set_polls_to_done(&self, n: u32) {
+        self.with(|s| s.polls_to_done = n);
+    }
+
+    /// Requests served so far, as `METHOD path`.
+    pub fn requests(&self) -> Vec<String> {
+        self.with(|s| s.requests.clone())
+    }
+
+    pub fn template_names(&self) -> Vec<String> {
+        self.with(|s| s.templates.keys().cloned().collect())
+    }
+
+    pub fn target_size(&self, mig: &str) -> u32 {
+        self.with(|s| s.migs[mig].target_size)
+    }
+}
+
+async fn serve(state: &Mutex<State>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = req.method().as_str().to_string();
+    let uri = req.uri().clone();
+    let q = query(&uri);
+    let bytes = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let path = uri.path().strip_prefix("/compute/v1/");
+    let parsed: Result<Value, String> = if bytes.is_empty() {
+        Ok(Value::Null)
+    } else {
+        serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+    };
+    let mut s = state.lock().unwrap();
+    let (status, v) = match (&parsed, path) {
+        (Err(e), _) => (
+            400,
+            error_body(
+                400,
+                "parseError",
+                &format!("This API does not support parsing form-encoded input: {e}"),
+            ),
+        ),
+        (Ok(_), None) => (
+            404,
+            error_body(404, "notFound", &format!("no such path {}", uri.path())),
+        ),
+        (Ok(body), Some(path)) => s.handle(&method, path, &q, body),
+    };
+    // Every answer, malformed requests' included, goes to the schema check.
+    s.answers.push(super::api_schemas::Exchange {
+        method: method.clone(),
+        path: path.unwrap_or(uri.path()).to_string(),
+        status,
+        request: parsed.unwrap_or(Value::Null),
+        response: v.clone(),
+        headers: Vec::new(),
+    });
+    reply(status, v)
+}
+
+/// The Compute double's groups as another double reaches them ([`GcpDouble::link`]): what
+/// it does here is the service's own doing, not a request rota sent, so it is not recorded
+/// as one.
+#[derive(Clone)]
+pub struct ComputeLink(Arc<Mutex<State>>);
+
+impl ComputeLink {
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.0.lock().unwrap())
+    }
+
+    /// Create a template booting `image`; returns its partial path.
+    pub fn add_template(
+        &self,
+        project: &str,
+        region: Option<&str>,
+        name: &str,
+        image: &str,
+    ) -> String {
         let key = match region {
             Some(r) => format!("projects/{project}/regions/{r}/instanceTemplates/{name}"),
             None => format!("projects/{project}/global/instanceTemplates/{name}"),
@@ -1050,157 +1239,42 @@ impl GcpDouble {
         key
     }
 
-    /// Replace the labels of group `mig`'s instance template (`properties.labels`).
-    pub fn label_template(&self, mig: &str, labels: &[(&str, &str)]) {
-        self.with(|s| {
-            let t = s.migs[mig].template.clone();
-            s.templates.get_mut(&t).unwrap()["properties"]["labels"] = labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), json!(v)))
-                .collect::<serde_json::Map<_, _>>()
-                .into();
-        });
-    }
-
-    /// Let the cloud act for `d`: instances boot, deleted ones go away.
-    pub fn advance(&self, d: Duration) {
-        self.with(|s| {
-            s.clock += d;
-            s.reconcile();
-        });
-    }
-
-    pub fn inject(&self, fault: Fault) {
-        self.with(|s| s.faults.push(fault));
-    }
-
-    /// The next mutation whose path contains `path_contains` is accepted, and its operation
-    /// ends DONE with error `code` (and no effect).
-    pub fn fail_next_operation(
+    /// A booted group of `size` instances in `zone` (its template on `image`); its partial
+    /// path.
+    pub fn add_group(
         &self,
-        path_contains: &str,
-        code: &str,
-        message: &str,
-        http_status: u16,
-    ) {
-        self.with(|s| {
-            s.op_failures.push((
-                path_contains.into(),
-                code.into(),
-                message.into(),
-                http_status,
-            ))
-        });
-    }
-
-    /// From now on, creations in `zone` (every zone: `""`) fail with `code` and `message`, as
-    /// Compute reports a stock-out or a quota shortage: per instance, in `lastAttempt`, the
-    /// instance staying `CREATING`. Instances already failing keep failing until
-    /// [`GcpDouble::end_stock_out`].
-    pub fn stock_out(&self, zone: &str, code: &str, message: &str) {
-        self.with(|s| {
-            s.stock_outs.push(StockOut {
-                zone: zone.into(),
-                code: code.into(),
-                message: message.into(),
-            })
-        });
-    }
-
-    /// Capacity is back: the group's retries succeed and the instances boot from now on.
-    pub fn end_stock_out(&self) {
-        self.with(|s| {
-            s.stock_outs.clear();
-            let clock = s.clock;
-            for m in s.migs.values_mut() {
-                for i in &mut m.instances {
-                    if i.failing.take().is_some() {
-                        i.created = clock;
-                    }
-                }
-            }
-        });
-    }
-
-    /// Instance names of a group, with whether each is being deleted.
-    pub fn instances(&self, mig: &str) -> Vec<(String, bool)> {
-        self.with(|s| {
-            s.migs[mig]
-                .instances
-                .iter()
-                .map(|i| (i.name.clone(), i.deleting.is_some()))
-                .collect()
+        project: &str,
+        zone: &str,
+        name: &str,
+        size: u32,
+        image: &str,
+    ) -> String {
+        self.add_mig(&MigSpec {
+            project: project.into(),
+            name: name.into(),
+            zone: Some(zone.into()),
+            region: None,
+            target_size: size,
+            image: image.into(),
+            autoscaler: None,
+            regional_template: false,
+            update_policy: "OPPORTUNISTIC",
+            autoscaler_mode: "OFF",
         })
     }
 
-    /// Serve one request as if it came over HTTP (`path` after `/compute/v1/`, with its query):
-    /// for tests of the double's own behaviour, where rota would not send the request.
-    pub fn serve_direct(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
-        let uri: hyper::Uri = format!("/compute/v1/{path}").parse().unwrap();
-        let q = query(&uri);
-        let path = uri.path().strip_prefix("/compute/v1/").unwrap().to_string();
-        self.with(|s| s.handle(method, &path, &q, &body))
-    }
-
-    /// Polls an operation takes to report DONE.
-    pub fn set_polls_to_done(&self, n: u32) {
-        self.with(|s| s.polls_to_done = n);
-    }
-
-    /// Requests served so far, as `METHOD path`.
-    pub fn requests(&self) -> Vec<String> {
-        self.with(|s| s.requests.clone())
-    }
-
-    pub fn template_names(&self) -> Vec<String> {
-        self.with(|s| s.templates.keys().cloned().collect())
+    /// `resize` of the group at `mig` (its partial path) to `size`, as the service asks it.
+    pub fn resize(&self, mig: &str, size: u32) {
+        let (status, v) = self.0.lock().unwrap().handle(
+            "POST",
+            &format!("{mig}/resize"),
+            &HashMap::from([("size".to_string(), size.to_string())]),
+            &Value::Null,
+        );
+        assert_eq!(status, 200, "{v}");
     }
 
     pub fn target_size(&self, mig: &str) -> u32 {
-        self.with(|s| s.migs[mig].target_size)
+        self.0.lock().unwrap().migs[mig].target_size
     }
-}
-
-async fn serve(state: &Mutex<State>, req: Request<Incoming>) -> Response<Full<Bytes>> {
-    let method = req.method().as_str().to_string();
-    let uri = req.uri().clone();
-    let q = query(&uri);
-    let bytes = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let path = uri.path().strip_prefix("/compute/v1/");
-    let parsed: Result<Value, String> = if bytes.is_empty() {
-        Ok(Value::Null)
-    } else {
-        serde_json::from_slice(&bytes).map_err(|e| e.to_string())
-    };
-    let mut s = state.lock().unwrap();
-    let (status, v) = match (&parsed, path) {
-        (Err(e), _) => (
-            400,
-            error_body(
-                400,
-                "parseError",
-                &format!("This API does not support parsing form-encoded input: {e}"),
-            ),
-        ),
-        (Ok(_), None) => (
-            404,
-            error_body(404, "notFound", &format!("no such path {}", uri.path())),
-        ),
-        (Ok(body), Some(path)) => s.handle(&method, path, &q, body),
-    };
-    // Every answer, malformed requests' included, goes to the schema check.
-    s.answers.push(super::api_schemas::Exchange {
-        method: method.clone(),
-        path: path.unwrap_or(uri.path()).to_string(),
-        status,
-        request: parsed.unwrap_or(Value::Null),
-        response: v.clone(),
-        headers: Vec::new(),
-    });
-    reply(status, v)
 }

@@ -25,8 +25,12 @@
 //! The PUT carries the pool as `AgentPools_Get` answered it, without its read-only fields,
 //! and `If-Match` with its `eTag`: a change someone made in between fails the PUT (412)
 //! instead of being overwritten; the next pass reads afresh.
+//!
+//! `managedUpdate: blueGreen` (the twin agent pool, its members and size, one node's
+//! removal, the old pool's deletion) is `agent_pool_twin.rs`'s, on the same client.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use azure_core::credentials::TokenCredential;
@@ -38,8 +42,8 @@ use super::arm::{Arm, Reply};
 use super::transport::HyperTransport;
 use crate::cloud::lazy_owner::OwnerFacts;
 use rota_core::cloud::managed::{
-    MaxUnavailable, OwnerCapabilities, OwnerPoolState, OwnerPools, OwnerUpdate, UpdateRequest,
-    UpdateStatus,
+    MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
+    TwinRequest, UpdateRequest, UpdateStatus,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef};
 use rota_core::fleet::owner::{ManagedGroup, Owner};
@@ -55,6 +59,21 @@ pub const GET_AGENT_POOL: &str = "AgentPools_Get";
 pub const PUT_AGENT_POOL: &str = "AgentPools_CreateOrUpdate";
 pub const GET_UPGRADE_PROFILE: &str = "AgentPools_GetUpgradeProfile";
 pub const UPGRADE_NODE_IMAGE: &str = "AgentPools_UpgradeNodeImageVersion";
+/// `managedUpdate: blueGreen`'s calls (`agent_pool_twin.rs`).
+pub const DELETE_AGENT_POOL: &str = "AgentPools_Delete";
+pub const DELETE_MACHINES: &str = "AgentPools_DeleteMachines";
+pub const GET_CLUSTER: &str = "ManagedClusters_Get";
+pub const LIST_AGENT_POOLS: &str = "AgentPools_List";
+pub const LIST_SCALE_SETS: &str = "VirtualMachineScaleSets_List";
+pub const LIST_VMS: &str = "VirtualMachineScaleSetVMs_List";
+
+/// Where an agent pool's machines live: the cluster's node resource group and the pool's
+/// scale set there, as `agent_pool_twin.rs` finds them.
+#[derive(Clone, Debug)]
+pub struct Machines {
+    pub node_resource_group: String,
+    pub scale_set: String,
+}
 
 /// What [`AksAgentPools`] is, known before it is built ([`crate::cloud::lazy_owner`]).
 pub const FACTS: OwnerFacts = OwnerFacts {
@@ -66,7 +85,7 @@ pub const FACTS: OwnerFacts = OwnerFacts {
         // it.
         cancel_update: false,
     },
-    blue_green: false,
+    blue_green: true,
     describe_call: GET_AGENT_POOL,
     update_call: UPGRADE_NODE_IMAGE,
 };
@@ -89,10 +108,36 @@ pub const PERMISSIONS: &[(&str, &str)] = &[
         UPGRADE_NODE_IMAGE,
         "Microsoft.ContainerService/managedClusters/agentPools/upgradeNodeImageVersion/action",
     ),
+    // `managedUpdate: blueGreen` (agent_pool_twin.rs): the twin's PUT and a size are
+    // agentPools/write, like the service update's PUT.
+    (
+        DELETE_AGENT_POOL,
+        "Microsoft.ContainerService/managedClusters/agentPools/delete",
+    ),
+    (
+        DELETE_MACHINES,
+        "Microsoft.ContainerService/managedClusters/agentPools/deleteMachines/action",
+    ),
+    (
+        GET_CLUSTER,
+        "Microsoft.ContainerService/managedClusters/read",
+    ),
+    (
+        LIST_AGENT_POOLS,
+        "Microsoft.ContainerService/managedClusters/agentPools/read",
+    ),
+    (
+        LIST_SCALE_SETS,
+        "Microsoft.Compute/virtualMachineScaleSets/read",
+    ),
+    (
+        LIST_VMS,
+        "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+    ),
 ];
 
 /// The agent pool fields ARM marks read-only: never sent back in a PUT.
-const READ_ONLY: [&str; 4] = [
+pub(super) const READ_ONLY: [&str; 4] = [
     "provisioningState",
     "currentOrchestratorVersion",
     "eTag",
@@ -103,6 +148,10 @@ const READ_ONLY: [&str; 4] = [
 #[derive(Clone)]
 pub struct AksAgentPools {
     pub(crate) arm: Arm,
+    /// By agent pool: where its machines live (`agent_pool_twin.rs`), found once.
+    pub(super) machines: Arc<Mutex<HashMap<String, Machines>>>,
+    /// By managed cluster path: its node resource group, read once.
+    pub(super) node_groups: Arc<Mutex<HashMap<String, String>>>,
 }
 
 impl AksAgentPools {
@@ -117,7 +166,11 @@ impl AksAgentPools {
             options.retry,
             options.lro,
         )?;
-        Ok(AksAgentPools { arm })
+        Ok(AksAgentPools {
+            arm,
+            machines: Arc::default(),
+            node_groups: Arc::default(),
+        })
     }
 
     /// With Microsoft Entra Workload ID, as [`super::AzureNodeGroups::with_workload_identity`].
@@ -127,7 +180,7 @@ impl AksAgentPools {
 }
 
 /// The agent pool's ARM path, or `Invalid` for a pool of another owner.
-fn aks_path(pool: &ManagedGroup, call: &'static str) -> Result<String, CloudError> {
+pub(super) fn aks_path(pool: &ManagedGroup, call: &'static str) -> Result<String, CloudError> {
     match pool {
         ManagedGroup::AksAgentPool {
             subscription_id,
@@ -281,18 +334,22 @@ pub fn put_body(current: &Value, req: &UpdateRequest, rollback: bool) -> Value {
 }
 
 impl AksAgentPools {
-    fn url(&self, path: &str, tail: &str) -> azure_core::http::Url {
+    pub(super) fn url(&self, path: &str, tail: &str) -> azure_core::http::Url {
         self.arm
             .url(&format!("{path}{tail}?api-version={AKS_API_VERSION}"))
     }
 
-    async fn agent_pool(&self, path: &str, subject: &str) -> Result<Value, CloudError> {
+    pub(super) async fn agent_pool(&self, path: &str, subject: &str) -> Result<Value, CloudError> {
         self.arm
             .get_json(GET_AGENT_POOL, &subject, &self.url(path, ""))
             .await
     }
 
-    fn checked(reply: Reply, call: &'static str, subject: &str) -> Result<Reply, CloudError> {
+    pub(super) fn checked(
+        reply: Reply,
+        call: &'static str,
+        subject: &str,
+    ) -> Result<Reply, CloudError> {
         if reply.ok() {
             Ok(reply)
         } else {
@@ -404,6 +461,42 @@ impl OwnerPools for AksAgentPools {
             .await?;
         self.upgrade(&path, &subject).await?;
         Ok(req.token.clone())
+    }
+
+    fn blue_green(&self) -> bool {
+        FACTS.blue_green
+    }
+
+    async fn create_twin(&self, req: &TwinRequest) -> Result<(), CloudError> {
+        self.twin_create(req).await
+    }
+
+    async fn members(&self, pool: &ManagedGroup) -> Result<Option<OwnerPoolMembers>, CloudError> {
+        self.twin_members(pool).await
+    }
+
+    /// AKS keeps no maximum outside its autoscaler (which a twin does not have): `max` is
+    /// not sent.
+    async fn set_size(
+        &self,
+        pool: &ManagedGroup,
+        desired: u32,
+        _max: u32,
+    ) -> Result<(), CloudError> {
+        self.twin_set_size(pool, desired).await
+    }
+
+    /// `instance_id` is the machine's name (the node's): what `members` names it by.
+    async fn remove_node(&self, pool: &ManagedGroup, instance_id: &str) -> Result<(), CloudError> {
+        self.twin_remove_node(pool, instance_id).await
+    }
+
+    async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
+        self.twin_delete(pool).await
+    }
+
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        self.twin_list(pool).await
     }
 }
 

@@ -27,8 +27,7 @@ use rota_core::cloud::CloudError;
 use rota_core::cloud::managed::AKS_AGENTPOOL_LABEL;
 use rota_core::onboard::FoundPool;
 
-pub const LIST_AGENT_POOLS: &str = "AgentPools_List";
-pub const LIST_SCALE_SETS: &str = "VirtualMachineScaleSets_List";
+pub use super::agent_pools::{LIST_AGENT_POOLS, LIST_SCALE_SETS};
 /// The tag prefixes naming a scale set's cluster: Cluster API for Azure's, and the Kubernetes
 /// one in Azure's tag spelling (no `/` in an Azure tag name).
 pub const CLUSTER_TAG_PREFIXES: [&str; 2] = [

@@ -21,6 +21,7 @@
 //! `/CommunityGalleries/…` ID, or a marketplace URN `publisher:offer:sku:version`
 //! ([`model::ImageReference`]). See `docs/cloud-azure.md` for credentials and the role.
 
+pub mod agent_pool_twin;
 pub mod agent_pools;
 pub mod arm;
 pub mod classify;

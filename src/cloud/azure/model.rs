@@ -236,6 +236,17 @@ pub struct ScaleSetVmProperties {
     /// Present with `$expand=instanceView`: its statuses say why provisioning failed.
     #[serde(default)]
     pub instance_view: Option<VmInstanceView>,
+    /// The VM's host name: an AKS node's name, and the machine name AKS deletes it by.
+    #[serde(default)]
+    pub os_profile: Option<VmOsProfile>,
+}
+
+/// `osProfile` of a scale set VM, as far as rota reads it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmOsProfile {
+    #[serde(default)]
+    pub computer_name: Option<String>,
 }
 
 /// `VirtualMachineScaleSetVMInstanceView`, the part rota reads.

@@ -112,6 +112,24 @@ pub fn classify_operation(codes: &[&str], http_status: Option<u16>) -> CloudErro
     }
 }
 
+/// A Kubernetes Engine operation that finished `DONE` with an `error` (a `google.rpc.Status`:
+/// its `code` is the number of a `google.rpc.Code`). In an operation, `RESOURCE_EXHAUSTED` is a
+/// quota or a stock-out GKE met creating nodes, not a rate limit: retrying soon will not find
+/// them. A code rota does not know (or none) is `Invalid`: GKE accepted the request and then
+/// refused it; not worth retrying blind.
+pub fn classify_container_operation(code: Option<i64>) -> CloudErrorKind {
+    match code {
+        // CANCELLED, UNKNOWN, DEADLINE_EXCEEDED, ABORTED, INTERNAL, UNAVAILABLE.
+        Some(1 | 2 | 4 | 10 | 13 | 14) => CloudErrorKind::Transient,
+        Some(5) => CloudErrorKind::NotFound,
+        // PERMISSION_DENIED, UNAUTHENTICATED.
+        Some(7 | 16) => CloudErrorKind::Permission,
+        Some(8) => CloudErrorKind::Quota,
+        // INVALID_ARGUMENT, ALREADY_EXISTS, FAILED_PRECONDITION, OUT_OF_RANGE, ...
+        _ => CloudErrorKind::Invalid,
+    }
+}
+
 /// The errors of a managed instance's last creation attempt (`lastAttempt.errors.errors[].code`).
 /// Compute marks `resize` DONE once the creations are scheduled; a creation that then fails
 /// shows up here, per instance, and the group keeps trying. Known codes classify as in an
@@ -280,6 +298,19 @@ mod tests {
             "the group retries what rota cannot name"
         );
         assert_eq!(classify_launch(&[]), Transient);
+    }
+
+    #[test]
+    fn container_operation_errors_map_by_rpc_code() {
+        assert_eq!(classify_container_operation(Some(8)), Quota);
+        assert_eq!(classify_container_operation(Some(7)), Permission);
+        assert_eq!(classify_container_operation(Some(16)), Permission);
+        assert_eq!(classify_container_operation(Some(5)), NotFound);
+        assert_eq!(classify_container_operation(Some(13)), Transient);
+        assert_eq!(classify_container_operation(Some(14)), Transient);
+        assert_eq!(classify_container_operation(Some(9)), Invalid);
+        assert_eq!(classify_container_operation(Some(3)), Invalid);
+        assert_eq!(classify_container_operation(None), Invalid);
     }
 
     #[test]

@@ -33,6 +33,7 @@
 pub mod classify;
 pub mod inventory;
 pub mod names;
+pub mod node_pool_twin;
 pub mod node_pools;
 
 use std::collections::HashMap;

@@ -29,8 +29,12 @@
 //! still taken for rota's (a loose end, as for AKS's tag; GKE records no requester on an
 //! operation).
 //!
-//! Never written: the node pool's instance template or its managed instance group, which GKE
-//! owns.
+//! `managedUpdate: blueGreen` (the twin pool, its members and size, one node's removal, the
+//! old pool's deletion) is `node_pool_twin.rs`'s, on the same client.
+//!
+//! Never written: the node pool's instance template, which GKE owns. (A blue-green move
+//! sizes a pool's managed instance groups and removes a drained node from one, as GKE's own
+//! cluster autoscaler does: `node_pool_twin.rs`.)
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -49,8 +53,8 @@ use super::classify::classify_rpc;
 use crate::cloud::lazy_owner::OwnerFacts;
 use crate::cloud::retry::RetryPolicy;
 use rota_core::cloud::managed::{
-    GkeTarget, MaxUnavailable, OwnerCapabilities, OwnerPoolState, OwnerPools, OwnerUpdate,
-    UpdateRequest, UpdateStatus,
+    GkeTarget, MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools,
+    OwnerUpdate, TwinRequest, UpdateRequest, UpdateStatus,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind};
 use rota_core::fleet::owner::{ManagedGroup, Owner};
@@ -72,7 +76,7 @@ pub const FACTS: OwnerFacts = OwnerFacts {
         // `operations.cancel` leaves the pool part upgraded; rota does not use it.
         cancel_update: false,
     },
-    blue_green: false,
+    blue_green: true,
     describe_call: GET_NODE_POOL,
     update_call: UPDATE_NODE_POOL,
 };
@@ -80,6 +84,17 @@ pub const GET_OPERATION: &str = "operations.get";
 pub const LIST_OPERATIONS: &str = "operations.list";
 /// Compute's read of one of the pool's managed instance groups (its `targetSize`).
 pub const GET_INSTANCE_GROUP_MANAGER: &str = "instanceGroupManagers.get";
+/// `managedUpdate: blueGreen`'s node pool calls (`node_pool_twin.rs`).
+pub const CREATE_NODE_POOL: &str = "nodePools.create";
+pub const SET_NODE_POOL_SIZE: &str = "nodePools.setSize";
+pub const DELETE_NODE_POOL: &str = "nodePools.delete";
+pub const LIST_NODE_POOLS: &str = "nodePools.list";
+/// Compute's list of one of the pool's managed instance groups' instances (blue-green).
+pub const LIST_MANAGED_INSTANCES: &str = "instanceGroupManagers.listManagedInstances";
+/// Compute's removal of one drained node from its group, the group's size with it.
+pub const DELETE_INSTANCES: &str = "instanceGroupManagers.deleteInstances";
+/// Compute's resize of one of the pool's groups (a total `setSize` cannot spread evenly).
+pub const RESIZE_INSTANCE_GROUP: &str = "instanceGroupManagers.resize";
 /// The Compute API's root, where a node pool's instance groups are read.
 pub const COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
 
@@ -92,6 +107,18 @@ pub const PERMISSIONS: &[(&str, &str)] = &[
     (
         GET_INSTANCE_GROUP_MANAGER,
         "compute.instanceGroupManagers.get",
+    ),
+    // `managedUpdate: blueGreen` (node_pool_twin.rs). GKE asks `container.clusters.update`
+    // to create, resize or delete a node pool and `container.clusters.get` to list them.
+    (CREATE_NODE_POOL, "container.clusters.update"),
+    (SET_NODE_POOL_SIZE, "container.clusters.update"),
+    (DELETE_NODE_POOL, "container.clusters.update"),
+    (LIST_NODE_POOLS, "container.clusters.get"),
+    (LIST_MANAGED_INSTANCES, "compute.instanceGroupManagers.get"),
+    (DELETE_INSTANCES, "compute.instanceGroupManagers.update"),
+    (
+        RESIZE_INSTANCE_GROUP,
+        "compute.instanceGroupManagers.update",
     ),
 ];
 
@@ -136,25 +163,36 @@ pub struct GkeNodePools {
     retry: RetryPolicy,
     /// By node pool path: the operation to read with `operations.get` while it runs.
     known: Mutex<HashMap<String, Known>>,
+    /// By node pool path: the blue-green operation (create, setSize, delete) this client
+    /// started on it, read with `operations.get` by `members` while it runs.
+    pub(super) twin_ops: Mutex<HashMap<String, String>>,
 }
 
 /// A node pool's coordinates.
-struct Pool<'a> {
-    project: &'a str,
-    location: &'a str,
-    cluster: &'a str,
-    name: &'a str,
+pub(super) struct Pool<'a> {
+    pub(super) project: &'a str,
+    pub(super) location: &'a str,
+    pub(super) cluster: &'a str,
+    pub(super) name: &'a str,
 }
 
 impl Pool<'_> {
-    fn path(&self) -> String {
+    /// The cluster's path, the parent of its node pools.
+    pub(super) fn cluster_path(&self) -> String {
+        format!(
+            "projects/{}/locations/{}/clusters/{}",
+            self.project, self.location, self.cluster
+        )
+    }
+
+    pub(super) fn path(&self) -> String {
         format!(
             "projects/{}/locations/{}/clusters/{}/nodePools/{}",
             self.project, self.location, self.cluster, self.name
         )
     }
 
-    fn operations(&self) -> String {
+    pub(super) fn operations(&self) -> String {
         format!(
             "projects/{}/locations/{}/operations",
             self.project, self.location
@@ -162,7 +200,10 @@ impl Pool<'_> {
     }
 }
 
-fn gke_target<'a>(pool: &'a ManagedGroup, call: &'static str) -> Result<Pool<'a>, CloudError> {
+pub(super) fn gke_target<'a>(
+    pool: &'a ManagedGroup,
+    call: &'static str,
+) -> Result<Pool<'a>, CloudError> {
     match pool {
         ManagedGroup::GkeNodePool {
             project,
@@ -216,6 +257,7 @@ impl GkeNodePools {
                 .to_string(),
             retry: options.retry,
             known: Mutex::new(HashMap::new()),
+            twin_ops: Mutex::new(HashMap::new()),
         })
     }
 
@@ -352,17 +394,35 @@ impl GkeNodePools {
         subject: &str,
         path: &str,
     ) -> Result<Value, CloudError> {
+        self.compute(call, subject, "GET", path, None).await
+    }
+
+    /// A Compute request (`GET` or `POST`) of `path` (after `compute/v1/`, with its query) at
+    /// rota's Compute root, under the retry policy (a mutation's `requestId` is in `path`, so
+    /// every retry carries the same one).
+    pub(super) async fn compute(
+        &self,
+        call: &'static str,
+        subject: &str,
+        method: &'static str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, CloudError> {
         let url = format!("{}/compute/v1/{path}", self.compute_endpoint);
+        let method = if method == "POST" {
+            http::Method::POST
+        } else {
+            http::Method::GET
+        };
         self.retry
             .run(call, subject, || async {
-                self.once(call, subject, http::Method::GET, &url, None)
-                    .await
+                self.once(call, subject, method.clone(), &url, body).await
             })
             .await
     }
 
     /// `nodePools.get`.
-    async fn node_pool(&self, p: &Pool<'_>, subject: &str) -> Result<Value, CloudError> {
+    pub(super) async fn node_pool(&self, p: &Pool<'_>, subject: &str) -> Result<Value, CloudError> {
         self.request(GET_NODE_POOL, subject, http::Method::GET, &p.path(), None)
             .await
     }
@@ -495,7 +555,7 @@ fn google_error(status: u16, body: &[u8]) -> (CloudErrorKind, String) {
 }
 
 /// The pool's image in rota's one-string form (`NODE_VERSION/IMAGE_TYPE`).
-fn image_of(np: &Value) -> String {
+pub(super) fn image_of(np: &Value) -> String {
     let version = np["version"].as_str().unwrap_or_default();
     let image_type = np["config"]["imageType"].as_str().unwrap_or_default();
     if version.is_empty() {
@@ -508,7 +568,7 @@ fn image_of(np: &Value) -> String {
 /// What the pool was created with: `initialNodeCount` per zone, times its zones
 /// (`locations`; a zonal cluster's pool lists one or none). Only the size of a pool that lists
 /// no instance group yet (being created): a resize or the autoscaler moves the groups.
-fn initial_size(np: &Value) -> u32 {
+pub(super) fn initial_size(np: &Value) -> u32 {
     let per_zone = np["initialNodeCount"].as_u64().unwrap_or(0);
     let zones = np["locations"].as_array().map_or(1, |l| l.len().max(1)) as u64;
     u32::try_from(per_zone * zones).unwrap_or(u32::MAX)
@@ -705,6 +765,41 @@ impl OwnerPools for GkeNodePools {
         }
         self.remember(&path, &op, Some(req.image.clone()));
         Ok(name)
+    }
+
+    fn blue_green(&self) -> bool {
+        FACTS.blue_green
+    }
+
+    async fn create_twin(&self, req: &TwinRequest) -> Result<(), CloudError> {
+        self.twin_create(req).await
+    }
+
+    async fn members(&self, pool: &ManagedGroup) -> Result<Option<OwnerPoolMembers>, CloudError> {
+        self.twin_members(pool).await
+    }
+
+    /// GKE keeps no maximum outside autoscaling (which a twin does not have): `max` is not
+    /// sent.
+    async fn set_size(
+        &self,
+        pool: &ManagedGroup,
+        desired: u32,
+        _max: u32,
+    ) -> Result<(), CloudError> {
+        self.twin_set_size(pool, desired).await
+    }
+
+    async fn remove_node(&self, pool: &ManagedGroup, instance_id: &str) -> Result<(), CloudError> {
+        self.twin_remove_node(pool, instance_id).await
+    }
+
+    async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
+        self.twin_delete(pool).await
+    }
+
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        self.twin_list(pool).await
     }
 }
 
