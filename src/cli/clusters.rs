@@ -356,7 +356,7 @@ fn aws(_: &ImportArgs, _: String) -> Result<FoundCluster, String> {
 }
 
 /// The Cluster document around `pools` found in `cloud`'s `fields`.
-#[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
+#[cfg(any(feature = "gcp", feature = "azure"))]
 fn cluster_of(
     a: &ImportArgs,
     command: String,

@@ -762,10 +762,16 @@ mod aks_blue_green {
     async fn an_aks_twin_is_made_once_sized_and_the_old_pool_emptied_and_deleted() {
         let d = double().await;
         let aks = client(&d);
-        let req = twin_request("general2");
+        // The name the planner gives an AKS twin of `general` (AKS takes 12 letters or digits).
+        let name = rota::cloud::managed::twin_name_for(
+            rota::fleet::owner::Owner::AksAgentPool,
+            "general",
+            "2026.11.2",
+        );
+        let req = twin_request(&name);
         let twin = req.twin.clone();
         aks.create_twin(&req).await.unwrap();
-        let sent = d.created(&pool_path("general2")).expect("created")["properties"].clone();
+        let sent = d.created(&pool_path(&name)).expect("created")["properties"].clone();
         assert_eq!(
             (
                 &sent["count"],
@@ -802,7 +808,7 @@ mod aks_blue_green {
         );
         let busy = aks.set_size(&twin, 2, 4).await.unwrap_err();
         assert_eq!(busy.kind, CloudErrorKind::Transient, "{busy}");
-        d.settle(&pool_path("general2"));
+        d.settle(&pool_path(&name));
 
         aks.set_size(&twin, 2, 4).await.unwrap();
         let m = aks.members(&twin).await.unwrap().unwrap();
@@ -825,7 +831,7 @@ mod aks_blue_green {
         let found = aks.twins_of(&pool()).await.unwrap();
         assert_eq!(
             found.iter().map(|m| m.pool.name()).collect::<Vec<_>>(),
-            ["general2"]
+            [name.as_str()]
         );
 
         let old = aks.members(&pool()).await.unwrap().unwrap();
@@ -881,6 +887,7 @@ mod aks_blue_green {
         assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
         assert!(e.message.contains("rota-twin-of"), "{e}");
 
+        // The readable name the planner gives other owners' twins is not one AKS takes.
         let planned = rota::cloud::managed::twin_name("general", "2026.11.2");
         let e = aks.create_twin(&twin_request(&planned)).await.unwrap_err();
         assert!(

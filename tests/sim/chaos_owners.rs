@@ -49,8 +49,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 const CLUSTER: &str = "sim-1";
-/// The twin `blueGreen` makes of `bg` for the tests' version.
-const TWIN: &str = "bg-rota-2026-11-2";
+/// The tests' version, to which `blueGreen` moves `bg` (its twin is named by the planner's
+/// rule for the pool's owner).
+const TWIN_VERSION: &str = "2026.11.2";
 /// How long after the owner's own update (its last replaced node gone) a budget short is still
 /// its doing: the pods it killed are recreated and Ready again within it.
 const OWNER_AFTERMATH: Duration = Duration::from_secs(300);
@@ -414,7 +415,14 @@ impl Run {
             let mut live = self.live(&p.managed()).await;
             if p.kind == Kind::BlueGreen {
                 live += self
-                    .live(&rota::cloud::managed::renamed(&p.managed(), TWIN))
+                    .live(&rota::cloud::managed::renamed(
+                        &p.managed(),
+                        &rota::cloud::managed::twin_name_for(
+                            p.managed().owner(),
+                            p.name,
+                            TWIN_VERSION,
+                        ),
+                    ))
                     .await;
             }
             if live > p.size as usize + p.batch() {

@@ -27,8 +27,23 @@ use super::owners_sim::{
     Kind, Sim, canary_failed, canary_gate, controller, create, npr, policy, sim, status,
 };
 
-/// The twin `blueGreen` makes of `general` for version 2026.11.2 (the tests' version).
-const TWIN: &str = "general-rota-2026-11-2";
+/// The twin `blueGreen` makes of `general` for version 2026.11.2 (the tests' version): GKE's
+/// readable name, and on AKS a name AKS accepts (1 to 12 lowercase letters and digits).
+fn twin(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Gke => "general-rota-2026-11-2",
+        Kind::Aks => "generaxupok6",
+    }
+}
+
+#[test]
+fn the_twins_named_here_are_the_planners() {
+    for kind in [Kind::Gke, Kind::Aks] {
+        let owner = kind.pool().owner();
+        let planned = rota::cloud::managed::twin_name_for(owner, "general", "2026.11.2");
+        assert_eq!(twin(kind), planned);
+    }
+}
 
 fn pool(kind: Kind, name: &str) -> GroupRef {
     GroupRef::Managed(rota::cloud::managed::renamed(&kind.pool(), name))
@@ -63,7 +78,7 @@ async fn pool_live(s: &Sim, kind: Kind, name: &str) -> Option<usize> {
 async fn pass(s: &Sim, kind: Kind, c: &mut Controller, batch: usize) -> bool {
     let out = c.step().await;
     let live = pool_live(s, kind, "general").await.unwrap_or(0)
-        + pool_live(s, kind, TWIN).await.unwrap_or(0);
+        + pool_live(s, kind, twin(kind)).await.unwrap_or(0);
     assert!(live <= 4 + batch, "{live} live > 4 + {batch}");
     c.wait(Instant::now() + Duration::from_secs(60), true).await;
     out.iter()
@@ -135,7 +150,7 @@ async fn moves_to_its_twin(kind: Kind, seed: u64) {
     let st = status(&s).await;
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
     assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
-    assert_eq!(s.fleet.cloud.twins_created(), vec![TWIN]);
+    assert_eq!(s.fleet.cloud.twins_created(), vec![twin(kind)]);
     assert_eq!(
         pool_live(&s, kind, "general").await,
         None,
@@ -143,7 +158,10 @@ async fn moves_to_its_twin(kind: Kind, seed: u64) {
     );
     let on = nodes(&s, kind).await;
     assert_eq!(on.len(), 4, "{on:?}");
-    assert!(on.iter().all(|(p, i)| p == TWIN && i == new), "{on:?}");
+    assert!(
+        on.iter().all(|(p, i)| p == twin(kind) && i == new),
+        "{on:?}"
+    );
     assert_eq!(calls.load(Ordering::Relaxed), 0, "no self-managed call");
     assert!(kind.updates(&s).is_empty(), "no service update");
     let cp = st.checkpoint.unwrap();
@@ -162,7 +180,10 @@ async fn moves_to_its_twin(kind: Kind, seed: u64) {
             assert!(has(
                 "POST v1/projects/acme/locations/europe-west1/clusters/sim-1/nodePools"
             ));
-            assert!(has(&format!("nodePools/{TWIN}:setSize")), "{sent:?}");
+            assert!(
+                has(&format!("nodePools/{}:setSize", twin(kind))),
+                "{sent:?}"
+            );
             assert!(has(
                 "instanceGroupManagers/gke-sim-1-general-grp/deleteInstances"
             ));
@@ -172,7 +193,8 @@ async fn moves_to_its_twin(kind: Kind, seed: u64) {
         }
         Kind::Aks => {
             assert!(has(&format!(
-                "PUT /subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/sim-1/agentPools/{TWIN}?"
+                "PUT /subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg-prod/providers/Microsoft.ContainerService/managedClusters/sim-1/agentPools/{}?",
+                twin(kind)
             )));
             assert!(has("agentPools/general/deleteMachines"), "{sent:?}");
             assert!(has("DELETE /subscriptions/"), "{sent:?}");
@@ -244,11 +266,15 @@ async fn rolls_back_by_scaling_up(kind: Kind, seed: u64) {
     let st = status(&s).await;
     assert_eq!(st.phase, Phase::Failed, "{}", st.message);
     assert!(st.message.contains("rolled back"), "{}", st.message);
-    assert_eq!(pool_live(&s, kind, TWIN).await, None, "the twin is deleted");
+    assert_eq!(
+        pool_live(&s, kind, twin(kind)).await,
+        None,
+        "the twin is deleted"
+    );
     let on = nodes(&s, kind).await;
     assert_eq!(on.len(), 4, "{on:?}");
     assert!(on.iter().all(|(p, i)| p == "general" && i == old), "{on:?}");
-    assert_eq!(s.fleet.cloud.twins_created(), vec![TWIN]);
+    assert_eq!(s.fleet.cloud.twins_created(), vec![twin(kind)]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -284,7 +310,7 @@ async fn survives_crashes(kind: Kind, seed: u64) {
     let st = status(&s).await;
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
     assert!(crashes >= 6, "crashed {crashes} times");
-    assert_eq!(s.fleet.cloud.twins_created(), vec![TWIN]);
+    assert_eq!(s.fleet.cloud.twins_created(), vec![twin(kind)]);
     assert_eq!(pool_live(&s, kind, "general").await, None);
 }
 
@@ -316,7 +342,7 @@ async fn stops_mid_move_and_resumes(kind: Kind, seed: u64) {
     while Instant::now() < end {
         pass(&s, kind, &mut c, 1).await;
         let on = nodes(&s, kind).await;
-        let in_twin = on.iter().filter(|(p, _)| p == TWIN).count();
+        let in_twin = on.iter().filter(|(p, _)| p == twin(kind)).count();
         if in_twin >= 1 && in_twin < on.len() {
             break;
         }
@@ -327,14 +353,14 @@ async fn stops_mid_move_and_resumes(kind: Kind, seed: u64) {
     assert_eq!(st.phase, Phase::Paused, "{}", st.message);
     let held = (
         pool_live(&s, kind, "general").await,
-        pool_live(&s, kind, TWIN).await,
+        pool_live(&s, kind, twin(kind)).await,
         nodes(&s, kind).await,
     );
     assert!(held.0 > Some(0) && held.1 > Some(0), "mid-move: {held:?}");
     run(&s, kind, &mut c, Duration::from_secs(3600), 1, |_| false).await;
     let after = (
         pool_live(&s, kind, "general").await,
-        pool_live(&s, kind, TWIN).await,
+        pool_live(&s, kind, twin(kind)).await,
         nodes(&s, kind).await,
     );
     assert_eq!(held, after, "nothing moves while paused");
@@ -345,7 +371,7 @@ async fn stops_mid_move_and_resumes(kind: Kind, seed: u64) {
     .await;
     let st = status(&s).await;
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
-    assert_eq!(s.fleet.cloud.twins_created(), vec![TWIN]);
+    assert_eq!(s.fleet.cloud.twins_created(), vec![twin(kind)]);
     assert_eq!(pool_live(&s, kind, "general").await, None);
 }
 
@@ -381,7 +407,7 @@ async fn finds_its_twin_again(kind: Kind, seed: u64) {
     while Instant::now() < end {
         pass(&s, kind, &mut c, 1).await;
         let on = nodes(&s, kind).await;
-        let in_twin = on.iter().filter(|(p, _)| p == TWIN).count();
+        let in_twin = on.iter().filter(|(p, _)| p == twin(kind)).count();
         if (2..on.len()).contains(&in_twin) {
             break;
         }
@@ -395,10 +421,13 @@ async fn finds_its_twin_again(kind: Kind, seed: u64) {
     .await;
     let st = status(&s).await;
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
-    assert_eq!(s.fleet.cloud.twins_created(), vec![TWIN], "one twin");
+    assert_eq!(s.fleet.cloud.twins_created(), vec![twin(kind)], "one twin");
     assert_eq!(pool_live(&s, kind, "general").await, None);
     let on = nodes(&s, kind).await;
-    assert!(on.iter().all(|(p, i)| p == TWIN && i == new), "{on:?}");
+    assert!(
+        on.iter().all(|(p, i)| p == twin(kind) && i == new),
+        "{on:?}"
+    );
     drop(c);
     lose_status(&s, kind, new, blue_green(1)).await;
     let (mut c, _) = controller(&s, kind);
@@ -407,9 +436,9 @@ async fn finds_its_twin_again(kind: Kind, seed: u64) {
     assert_eq!(st.phase, Phase::Succeeded, "{}", st.message);
     assert!(st.message.starts_with("up to date"), "{}", st.message);
     assert_eq!((st.total, st.on_target), (4, 4), "{}", st.message);
-    assert_eq!(s.fleet.cloud.twins_created(), vec![TWIN]);
+    assert_eq!(s.fleet.cloud.twins_created(), vec![twin(kind)]);
     let cp = st.checkpoint.expect("the finished move is recorded");
-    assert_eq!(cp.blue_green.unwrap().twin_pool, TWIN);
+    assert_eq!(cp.blue_green.unwrap().twin_pool, twin(kind));
 }
 
 #[tokio::test(start_paused = true)]

@@ -643,6 +643,12 @@ mod tests {
         assert!(valid_pool_name("1pool", "Linux").is_err());
         assert!(valid_pool_name("win1234", "Windows").is_err());
         assert!(valid_pool_name("win123", "Windows").is_ok());
+        // The planner names an AKS twin within these rules.
+        for (pool, version) in [("general", "2026.11.2"), ("system-pool", "2026.11.2-2")] {
+            let owner = rota_core::fleet::owner::Owner::AksAgentPool;
+            let twin = rota_core::cloud::managed::twin_name_for(owner, pool, version);
+            assert!(valid_pool_name(&twin, "Linux").is_ok(), "{twin}");
+        }
     }
 
     /// The twin is the old pool's writable properties on the new image, no node, no

@@ -311,6 +311,43 @@ pub fn renamed(pool: &ManagedGroup, name: &str) -> ManagedGroup {
     out
 }
 
+/// The twin's name for moving `pool` to `version`, as `owner` accepts a pool's name: AKS
+/// takes only 1 to 12 lowercase letters and digits, starting with a letter
+/// (`agentPoolProfiles.name`), so an AKS twin is the pool's name cut to six of those and six
+/// of a hash of the pool and version (`general` to 2026.11.2: `genera` and six more);
+/// every other owner takes [`twin_name`]'s readable `<pool>-rota-<version>`.
+pub fn twin_name_for(owner: Owner, pool: &str, version: &str) -> String {
+    if owner != Owner::AksAgentPool {
+        return twin_name(pool, version);
+    }
+    let stem: String = pool
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .skip_while(char::is_ascii_digit)
+        .take(6)
+        .collect();
+    let stem = if stem.is_empty() {
+        "rota".to_string()
+    } else {
+        stem
+    };
+    let mut hash = fnv1a(&format!("{pool}-rota-{version}"));
+    let mut tail = String::new();
+    for _ in 0..6 {
+        tail.push(char::from_digit((hash % 36) as u32, 36).expect("a base-36 digit"));
+        hash /= 36;
+    }
+    format!("{stem}{tail}")
+}
+
+/// FNV-1a: stable across builds and platforms (std's hasher is not).
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// The twin's name for moving `pool` (the name the fleet repo gives) to `version`:
 /// deterministic, so a restarted agent finds the twin it created instead of creating a
 /// second, and within EKS's rules for a node group name (1 to 63 of letters, digits, `-` and
@@ -332,10 +369,7 @@ pub fn twin_name(pool: &str, version: &str) -> String {
     if full.len() <= 63 {
         return full;
     }
-    // FNV-1a: stable across builds and platforms (std's hasher is not).
-    let hash = full.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = fnv1a(&full);
     format!("{}-{:012x}", &full[..50], hash & 0xffff_ffff_ffff)
 }
 
@@ -510,6 +544,36 @@ mod tests {
         assert!(
             !same_image("x/ami-1", "ami-1"),
             "only a GKE form matches so"
+        );
+    }
+
+    #[test]
+    fn aks_twin_names_are_what_aks_accepts_deterministic_and_distinct() {
+        let aks = |p: &str, v: &str| twin_name_for(Owner::AksAgentPool, p, v);
+        for (pool, version) in [
+            ("general", "2026.11.2"),
+            ("system", "2026.11.2-2"),
+            ("Memory_Heavy-Pool", "v1"),
+            ("42", "v1"),
+        ] {
+            let name = aks(pool, version);
+            assert!(name.len() <= 12, "{name}");
+            assert!(name.starts_with(|c: char| c.is_ascii_lowercase()), "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
+                "{name}"
+            );
+            assert_eq!(name, aks(pool, version), "deterministic");
+        }
+        assert!(aks("general", "2026.11.2").starts_with("genera"));
+        assert!(aks("42", "v1").starts_with("rota"));
+        assert_ne!(aks("general", "2026.11.2"), aks("general", "2026.11.3"));
+        assert_ne!(aks("general", "2026.11.2"), aks("general2", "2026.11.2"));
+        // Every other owner keeps the readable name.
+        assert_eq!(
+            twin_name_for(Owner::GkeNodePool, "general", "2026.11.2"),
+            "general-rota-2026-11-2"
         );
     }
 

@@ -4,7 +4,7 @@
 //! Pure, like the rest of `rotate`. The move has four steps, recorded in the checkpoint's
 //! [`BlueGreenMark`] before anything is asked of the owner:
 //!
-//! 1. `CreatingTwin`: the twin (named by `cloud::managed::twin_name` from the pool and the
+//! 1. `CreatingTwin`: the twin (named by `cloud::managed::twin_name_for` from the pool and the
 //!    version, so a restart finds it instead of creating a second) is created empty, in the
 //!    old pool's shape, on the new image; the move waits until the owner says it is active.
 //! 2. `Moving`: the two pools are planned as *one* group by the batch planner the
@@ -37,7 +37,7 @@ use super::operator::Request;
 use super::plan::plan_group;
 use super::stop::{self, Reason};
 use super::{Action, BlueGreenMark, BlueGreenStep, Checkpoint, Observed, Phase, Plan, Planned};
-use crate::cloud::managed::{OwnerPoolMembers, PoolStatus, TwinRequest, renamed, twin_name};
+use crate::cloud::managed::{OwnerPoolMembers, PoolStatus, TwinRequest, renamed, twin_name_for};
 use crate::cloud::{GroupRef, GroupState};
 use crate::fleet::owner::ManagedGroup;
 use crate::fleet::resolved::{DesiredPool, Mode};
@@ -185,10 +185,11 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Plan {
     if let Some(hold) = &cx.obs.start_hold {
         return cx.stop(keep, Phase::Waiting, Reason::MaxParallelPools, hold.clone());
     }
-    let mut twin = twin_name(cx.base.name(), &cx.desired.version);
+    let owner = cx.base.owner();
+    let mut twin = twin_name_for(owner, cx.base.name(), &cx.desired.version);
     if twin == name {
         // The version's image changed in place: the nodes' pool already has this name.
-        twin = twin_name(cx.base.name(), &format!("{}-2", cx.desired.version));
+        twin = twin_name_for(owner, cx.base.name(), &format!("{}-2", cx.desired.version));
     }
     let cp = first_checkpoint(cx, old, previous, &name, &twin);
     let mut plan = cx.stop(
