@@ -814,11 +814,11 @@ mod aks_blue_green {
         let m = aks.members(&twin).await.unwrap().unwrap();
         assert_eq!((m.desired, m.instances.len()), (2, 2), "{m:?}");
         let i = &m.instances[0];
-        assert_eq!(i.id, "aks-general2-12345678-vmss000000");
+        assert_eq!(i.id, format!("aks-{name}-12345678-vmss000000"));
         assert_eq!(
             i.provider_id,
             format!(
-                "azure:///subscriptions/{SUB}/resourceGroups/mc_rg-prod_prod_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-general2-12345678-vmss/virtualMachines/0"
+                "azure:///subscriptions/{SUB}/resourceGroups/mc_rg-prod_prod_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-{name}-12345678-vmss/virtualMachines/0"
             )
         );
         // The same size again writes nothing.
