@@ -52,30 +52,7 @@ pub struct NodeInfoProjection {
     pub kubelet_version: String,
 }
 
-impl k8s_openapi::Resource for NodeProjection {
-    const API_VERSION: &'static str = <Node as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Node as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Node as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Node as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Node as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Node as k8s_openapi::Resource>::Scope;
-}
-
-impl k8s_openapi::ListableResource for NodeProjection {
-    const LIST_KIND: &'static str = <Node as k8s_openapi::ListableResource>::LIST_KIND;
-}
-
-impl k8s_openapi::Metadata for NodeProjection {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+super::projection::projects!(NodeProjection, Node);
 
 /// A full `Node` (a fresh read, a test's fixture) seen as the index sees it.
 impl From<&Node> for NodeProjection {

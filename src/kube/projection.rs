@@ -104,30 +104,41 @@ pub(super) fn meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Err
     })
 }
 
-impl k8s_openapi::Resource for PodProjection {
-    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Pod as k8s_openapi::Resource>::Scope;
+/// A projection (`$proj`, with a `metadata: ObjectMeta`) listed and watched as the API
+/// resource it projects (`$full`): the same kind, path and list kind, so kube-rs asks for
+/// `$full` and decodes only the projection's fields.
+macro_rules! projects {
+    ($proj:ty, $full:ty) => {
+        impl k8s_openapi::Resource for $proj {
+            const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str =
+                <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = <$full as k8s_openapi::Resource>::Scope;
+        }
+
+        impl k8s_openapi::ListableResource for $proj {
+            const LIST_KIND: &'static str = <$full as k8s_openapi::ListableResource>::LIST_KIND;
+        }
+
+        impl k8s_openapi::Metadata for $proj {
+            type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+            fn metadata(&self) -> &Self::Ty {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.metadata
+            }
+        }
+    };
 }
+pub(crate) use projects;
 
-impl k8s_openapi::ListableResource for PodProjection {
-    const LIST_KIND: &'static str = <Pod as k8s_openapi::ListableResource>::LIST_KIND;
-}
-
-impl k8s_openapi::Metadata for PodProjection {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+projects!(PodProjection, Pod);
 
 /// A full `Pod` (a fresh read, a test's fixture) seen as the index sees it.
 impl From<&Pod> for PodProjection {
