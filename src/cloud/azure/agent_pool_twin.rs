@@ -39,8 +39,8 @@ use serde_json::{Value, json};
 
 use super::agent_pools::{
     AKS_API_VERSION, AksAgentPools, DELETE_AGENT_POOL, DELETE_MACHINES, GET_AGENT_POOL,
-    GET_CLUSTER, GET_UPGRADE_PROFILE, IMAGE_TAG, LIST_AGENT_POOLS, LIST_SCALE_SETS, LIST_VMS,
-    Machines, PUT_AGENT_POOL, READ_ONLY, TOKEN_TAG, aks_path,
+    GET_CLUSTER, IMAGE_TAG, LIST_AGENT_POOLS, LIST_SCALE_SETS, LIST_VMS, Machines, PUT_AGENT_POOL,
+    READ_ONLY, TOKEN_TAG, aks_path,
 };
 use super::inventory::AKS_POOL_TAG;
 use super::model::ScaleSetVm;
@@ -408,14 +408,7 @@ impl AksAgentPools {
         let old = self.agent_pool(&from, &req.from.to_string()).await?;
         let os = old["properties"]["osType"].as_str().unwrap_or("Linux");
         valid_pool_name(req.twin.name(), os).map_err(|m| invalid(PUT_AGENT_POOL, &subject, m))?;
-        let profile: Value = self
-            .arm
-            .get_json(
-                GET_UPGRADE_PROFILE,
-                &subject,
-                &self.url(&from, "/upgradeProfiles/default"),
-            )
-            .await?;
+        let profile = self.upgrade_profile(&from, &subject).await?;
         let latest = profile["properties"]["latestNodeImageVersion"]
             .as_str()
             .unwrap_or_default();

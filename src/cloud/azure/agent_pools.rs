@@ -334,6 +334,22 @@ pub fn put_body(current: &Value, req: &UpdateRequest, rollback: bool) -> Value {
 }
 
 impl AksAgentPools {
+    /// The pool's upgrade profile (`AgentPools_GetUpgradeProfile`): the newest node image
+    /// AKS offers it and the recently used ones.
+    pub(super) async fn upgrade_profile(
+        &self,
+        path: &str,
+        subject: &str,
+    ) -> Result<Value, CloudError> {
+        self.arm
+            .get_json(
+                GET_UPGRADE_PROFILE,
+                &subject,
+                &self.url(path, "/upgradeProfiles/default"),
+            )
+            .await
+    }
+
     pub(super) fn url(&self, path: &str, tail: &str) -> azure_core::http::Url {
         self.arm
             .url(&format!("{path}{tail}?api-version={AKS_API_VERSION}"))
@@ -400,14 +416,7 @@ impl OwnerPools for AksAgentPools {
             // AKS took this token's update up already: a retry starts nothing.
             return Ok(req.token.clone());
         }
-        let profile: Value = self
-            .arm
-            .get_json(
-                GET_UPGRADE_PROFILE,
-                &subject,
-                &self.url(&path, "/upgradeProfiles/default"),
-            )
-            .await?;
+        let profile = self.upgrade_profile(&path, &subject).await?;
         let latest = profile["properties"]["latestNodeImageVersion"]
             .as_str()
             .unwrap_or_default()
