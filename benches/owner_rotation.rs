@@ -2,7 +2,7 @@
 //! and `batch: 10%`, a pool of 100 nodes (`ROTA_BENCH_NODES`) moved to a new image by each
 //! owner rota drives: a self-managed Auto Scaling group, an EKS managed node group with
 //! `managedUpdate: service` and with `blueGreen`, a GKE node pool and an AKS agent pool with
-//! `service`, and a Karpenter NodePool by drift.
+//! each strategy too, and a Karpenter NodePool by drift.
 //!
 //! For each it prints the cloud calls per rotated node (every call of the self-managed
 //! `NodeGroups` API and of the owner's `OwnerPools` adapter, counted at the adapter: what a
@@ -62,6 +62,25 @@ fn cases() -> Vec<Case> {
         nodegroup: "general".into(),
     };
     let ami = Some(OwnerImage::Ami { id: AMI_NEW.into() });
+    let gke = ManagedGroup::GkeNodePool {
+        project: "acme".into(),
+        location: "europe-west1".into(),
+        gke_cluster: "bench".into(),
+        node_pool: "general".into(),
+    };
+    let gke_image = Some(OwnerImage::GkeNode {
+        node_version: Some("1.31.5-gke.1023000".into()),
+        image_type: "COS_CONTAINERD".into(),
+    });
+    let aks = ManagedGroup::AksAgentPool {
+        subscription_id: "00000000-0000-0000-0000-000000000001".into(),
+        resource_group: "rg-bench".into(),
+        aks_cluster: "bench".into(),
+        agent_pool: "general".into(),
+    };
+    let aks_image = Some(OwnerImage::AksNodeImage {
+        node_image_version: "AKSUbuntu-2204gen2containerd-202611.02.0".into(),
+    });
     vec![
         Case {
             name: "asg",
@@ -99,37 +118,42 @@ fn cases() -> Vec<Case> {
         Case {
             name: "gke_service",
             cloud: Cloud::Gcp,
-            group: GroupRef::Managed(ManagedGroup::GkeNodePool {
-                project: "acme".into(),
-                location: "europe-west1".into(),
-                gke_cluster: "bench".into(),
-                node_pool: "general".into(),
-            }),
+            group: GroupRef::Managed(gke.clone()),
             label: "cloud.google.com/gke-nodepool",
             old: "1.31.4-gke.1183000/COS_CONTAINERD",
             new: "1.31.5-gke.1023000/COS_CONTAINERD",
-            owner_image: Some(OwnerImage::GkeNode {
-                node_version: Some("1.31.5-gke.1023000".into()),
-                image_type: "COS_CONTAINERD".into(),
-            }),
+            owner_image: gke_image.clone(),
             managed_update: Some(ManagedUpdate::Service),
+        },
+        Case {
+            name: "gke_bluegreen",
+            cloud: Cloud::Gcp,
+            group: GroupRef::Managed(gke.clone()),
+            label: "cloud.google.com/gke-nodepool",
+            old: "1.31.4-gke.1183000/COS_CONTAINERD",
+            new: "1.31.5-gke.1023000/COS_CONTAINERD",
+            owner_image: gke_image.clone(),
+            managed_update: Some(ManagedUpdate::BlueGreen),
         },
         Case {
             name: "aks_service",
             cloud: Cloud::Azure,
-            group: GroupRef::Managed(ManagedGroup::AksAgentPool {
-                subscription_id: "00000000-0000-0000-0000-000000000001".into(),
-                resource_group: "rg-bench".into(),
-                aks_cluster: "bench".into(),
-                agent_pool: "general".into(),
-            }),
+            group: GroupRef::Managed(aks.clone()),
             label: "kubernetes.azure.com/agentpool",
             old: "AKSUbuntu-2204gen2containerd-202610.01.0",
             new: "AKSUbuntu-2204gen2containerd-202611.02.0",
-            owner_image: Some(OwnerImage::AksNodeImage {
-                node_image_version: "AKSUbuntu-2204gen2containerd-202611.02.0".into(),
-            }),
+            owner_image: aks_image.clone(),
             managed_update: Some(ManagedUpdate::Service),
+        },
+        Case {
+            name: "aks_bluegreen",
+            cloud: Cloud::Azure,
+            group: GroupRef::Managed(aks.clone()),
+            label: "kubernetes.azure.com/agentpool",
+            old: "AKSUbuntu-2204gen2containerd-202610.01.0",
+            new: "AKSUbuntu-2204gen2containerd-202611.02.0",
+            owner_image: aks_image.clone(),
+            managed_update: Some(ManagedUpdate::BlueGreen),
         },
         Case {
             name: "karpenter_drift",
