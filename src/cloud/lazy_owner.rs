@@ -234,6 +234,7 @@ mod tests {
             drain_timeout_minutes: None,
             node_soak_minutes: None,
             drain_first: false,
+            force: false,
         }
     }
 

@@ -160,6 +160,7 @@ async fn a_node_group_is_read_and_its_update_prepared_as_far_as_moto_serves() {
         drain_timeout_minutes: None,
         node_soak_minutes: None,
         drain_first: false,
+        force: false,
     };
     // moto answers UpdateNodegroupVersion with 404: everything before it is moto's to check.
     let err = p.start_update(&general(), &req).await.unwrap_err();
@@ -529,6 +530,7 @@ async fn an_update_is_followed_to_its_end_and_known_by_its_token_on_the_eks_doub
         drain_timeout_minutes: None,
         node_soak_minutes: None,
         drain_first: false,
+        force: false,
     };
     let id = p.start_update(&general(), &req).await.unwrap();
     let running = p.describe(&general()).await.unwrap();
@@ -559,6 +561,9 @@ async fn an_update_is_followed_to_its_end_and_known_by_its_token_on_the_eks_doub
     let err = p.start_update(&general(), &other).await.unwrap_err();
     assert_eq!(err.kind, CloudErrorKind::Invalid, "{err}");
     assert!(err.message.contains("ResourceInUseException"), "{err}");
+    // `drain.onTimeout: pause` (the request's `force` false): EKS is not asked to force.
+    let sent = double.version_requests();
+    assert_eq!(sent[0]["force"], false, "{sent:?}");
 
     double.finish(true);
     let done = p.describe(&general()).await.unwrap();
@@ -568,8 +573,16 @@ async fn an_update_is_followed_to_its_end_and_known_by_its_token_on_the_eks_doub
     assert_eq!(done.image, new, "the node group on the update's version");
     assert_eq!(double.version_of("prod", "general"), "2");
 
-    // Back to the old AMI, and EKS fails it: the errors as EKS gives them, and the token.
+    // Back to the old AMI with `drain.onTimeout: force`: EKS is asked to force the update
+    // past a node it cannot drain. Then EKS fails it: the errors as EKS gives them, and the
+    // token.
+    let other = UpdateRequest {
+        force: true,
+        ..other
+    };
     p.start_update(&general(), &other).await.unwrap();
+    let sent = double.version_requests();
+    assert_eq!(sent.last().unwrap()["force"], true, "{sent:?}");
     double.finish(false);
     let failed = p.describe(&general()).await.unwrap();
     let u = failed.update.clone().unwrap();
@@ -779,6 +792,70 @@ async fn a_blue_green_twin_is_made_in_the_old_node_groups_shape_and_the_old_one_
     o.delete_pool(&general()).await.unwrap();
     o.delete_pool(&general()).await.unwrap();
     assert!(o.members(&general()).await.unwrap().is_none());
+}
+
+/// A restart that lost the checkpoint finds rota's twins by their `rota.dev/twin-of` tag,
+/// whatever their names, on every page of `ListNodegroups` (moto pages by 100, as EKS does:
+/// the planner's twin sorts onto the second page behind 100 other node groups); a node group
+/// without the tag, or naming another node group, is never taken for one.
+#[tokio::test]
+async fn twins_are_found_by_their_tag_on_every_page_and_strangers_are_not() {
+    use rota::cloud::managed::TwinRequest;
+
+    let m = moto::Moto::start();
+    let (ec2, eks) = (m.ec2().await, eks(&m).await);
+    let new = moto::register_ami(&ec2, "new").await;
+    cluster(&eks, "prod").await;
+    template(&ec2, "lt-general", &moto::register_ami(&ec2, "old").await).await;
+    shaped_nodegroup(&eks).await;
+    for i in 0..100 {
+        nodegroup(&eks, "prod", &format!("filler-{i:03}"), 1, None).await;
+    }
+    let o = owner(&m).await;
+    let twin_name = rota::cloud::managed::twin_name("general", "2026.11.2");
+    o.create_twin(&TwinRequest {
+        from: general(),
+        twin: rota::cloud::managed::renamed(&general(), &twin_name),
+        image: new.clone(),
+        desired: 0,
+        max: 3,
+    })
+    .await
+    .unwrap();
+    // A twin under a name the planner would not give (an older rota's): found by its tag.
+    let tagged = |name: &str, of: &str| {
+        eks.create_nodegroup()
+            .cluster_name("prod")
+            .nodegroup_name(name)
+            .node_role(ROLE)
+            .subnets("subnet-0a1b2c3d")
+            .tags("rota.dev/twin-of", of)
+            .send()
+    };
+    tagged("aaa-any-name", "general").await.unwrap();
+    tagged("system-next", "system").await.unwrap();
+    nodegroup(&eks, "prod", "imposter", 1, None).await;
+
+    let found = o.twins_of(&general()).await.unwrap();
+    let mut names: Vec<&str> = found.iter().map(|t| t.pool.name()).collect();
+    names.sort();
+    assert_eq!(names, ["aaa-any-name", twin_name.as_str()]);
+    let planned = found.iter().find(|t| t.pool.name() == twin_name).unwrap();
+    assert_eq!(
+        (planned.twin_of.as_deref(), planned.image.as_str()),
+        (Some("general"), new.as_str()),
+        "the twin's members, its AMI from its launch template version"
+    );
+    // A twin's own twins (a second move's) are asked of the twin: none yet.
+    let twin = rota::cloud::managed::renamed(&general(), &twin_name);
+    assert!(o.twins_of(&twin).await.unwrap().is_empty());
+    // A cluster EKS does not know is an error, not "no twins".
+    let gone = ManagedGroup::EksNodegroup {
+        region: moto::REGION.into(),
+        eks_cluster: "nosuch".into(),
+        nodegroup: "general".into(),
+    };
+    assert!(o.twins_of(&gone).await.is_err());
 }
 
 /// A node group of every field the twin copies: two subnets, an instance type, capacity and

@@ -41,6 +41,7 @@ fn req(image: &str, token: &str, batch: MaxUnavailable) -> UpdateRequest {
         drain_timeout_minutes: Some(30),
         node_soak_minutes: Some(2),
         drain_first: false,
+        force: false,
     }
 }
 
@@ -422,6 +423,74 @@ mod gke {
         assert!(d.refused().is_empty(), "{:?}", d.refused());
     }
 
+    /// Compute's `deleteInstances` and `resize` answer with a zonal operation (`PENDING`):
+    /// the call follows it with `zoneOperations.get` until `DONE` before it returns, so the
+    /// next call does not race it, and an operation that ends in an error is the call's error
+    /// (classified by its code), with nothing done.
+    #[tokio::test]
+    async fn compute_operations_are_followed_to_done_and_their_errors_are_the_calls() {
+        let (_d, compute, gke) = blue_green_doubles().await;
+        compute.set_polls_to_done(3);
+        let ops = |c: &crate::support::gcp_double::GcpDouble| {
+            c.requests()
+                .iter()
+                .filter(|r| r.starts_with("GET ") && r.contains("/operations/operation-"))
+                .count()
+        };
+        let old = gke.members(&pool()).await.unwrap().unwrap();
+        let gone = old.instances[0].id.clone();
+        gke.remove_node(&pool(), &gone).await.unwrap();
+        assert_eq!(
+            ops(&compute),
+            3,
+            "followed until DONE: {:?}",
+            compute.requests()
+        );
+        assert!(
+            compute
+                .requests()
+                .iter()
+                .filter(|r| r.contains("/operations/"))
+                .all(|r| r.contains(&format!("zones/{}/operations/", old.instances[0].zone))),
+            "{:?}",
+            compute.requests()
+        );
+
+        // An operation Compute ends in an error: the call's error, nothing removed.
+        compute.fail_next_operation(
+            "deleteInstances",
+            "CONDITION_NOT_MET",
+            "The resource is not ready to be deleted",
+            412,
+        );
+        let next = old.instances[1].id.clone();
+        let e = gke.remove_node(&pool(), &next).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Invalid, "{e}");
+        assert!(
+            e.message.contains("CONDITION_NOT_MET")
+                && e.call == "instanceGroupManagers.deleteInstances",
+            "{e}"
+        );
+        let m = gke.members(&pool()).await.unwrap().unwrap();
+        assert!(
+            m.instances
+                .iter()
+                .any(|i| i.id == next && i.lifecycle != rota::cloud::Lifecycle::Terminating),
+            "{m:?}"
+        );
+
+        // A resize (3 over two zones: the groups themselves) is followed the same way, and
+        // its failure is the size's error.
+        compute.fail_next_operation("resize", "RESOURCE_NOT_READY", "busy", 400);
+        let before = ops(&compute);
+        let e = gke.set_size(&pool(), 3, 6).await.unwrap_err();
+        assert_eq!(e.kind, CloudErrorKind::Transient, "{e}");
+        assert!(e.message.contains("RESOURCE_NOT_READY"), "{e}");
+        assert!(ops(&compute) > before);
+        gke.set_size(&pool(), 3, 6).await.unwrap();
+        assert_eq!(gke.members(&pool()).await.unwrap().unwrap().desired, 3);
+    }
+
     /// What rota does not act on: a pool of the twin's name that is not rota's twin, a twin
     /// whose creation GKE failed (`Failed`, GKE's words), a custom image, and a pool whose
     /// answer names an instance group that is not one (nothing removed, the field named).
@@ -482,6 +551,46 @@ mod gke {
         assert!(d.refused().is_empty(), "{:?}", d.refused());
     }
 
+    /// GKE runs one operation at a time on a cluster: while a twin of another pool is being
+    /// created, this pool's update, its size and a twin of its own are refused with
+    /// `FAILED_PRECONDITION` ("Operation ... is currently creating node pool ..."). Each is
+    /// `Transient`, naming what it waits on (the pool waits and asks again on a later pass,
+    /// not a pause a person must clear), and asked again once the operation ended, each
+    /// goes through.
+    #[tokio::test]
+    async fn a_cluster_busy_with_another_pools_operation_makes_the_pool_wait_not_stop() {
+        let (d, _compute, gke) = blue_green_doubles().await;
+        let batch = format!("{CLUSTER}/nodePools/batch");
+        d.add_pool(&batch, "1.31.4-gke.1183000", "COS_CONTAINERD", 1, &ZONES);
+        let batch_pool = rota::cloud::managed::renamed(&pool(), "batch");
+        let batch_twin = rota::cloud::managed::TwinRequest {
+            from: batch_pool.clone(),
+            twin: rota::cloud::managed::renamed(&batch_pool, "batch-rota-2026-11-2"),
+            ..twin_request()
+        };
+        gke.create_twin(&batch_twin).await.unwrap();
+        let update = req(NEW, &token(6), MaxUnavailable::Count(1));
+        let waits = [
+            gke.start_update(&pool(), &update).await.unwrap_err(),
+            gke.set_size(&pool(), 4, 6).await.unwrap_err(),
+            gke.create_twin(&twin_request()).await.unwrap_err(),
+        ];
+        for e in &waits {
+            assert_eq!(e.kind, CloudErrorKind::Transient, "{e}");
+            assert!(
+                e.message
+                    .contains("currently creating node pool batch-rota-2026-11-2")
+                    && e.message.contains("asks again on a later pass"),
+                "{e}"
+            );
+        }
+        assert_eq!(d.upgrades(), 0);
+        d.finish(true);
+        gke.start_update(&pool(), &update).await.unwrap();
+        assert_eq!(d.upgrades(), 1);
+        assert!(d.refused().is_empty(), "{:?}", d.refused());
+    }
+
     /// A second update while one runs is refused as GKE refuses it; a failed operation is
     /// `Failed` with GKE's message; a custom image is refused before any write.
     #[tokio::test]
@@ -496,7 +605,8 @@ mod gke {
             .start_update(&pool(), &req(NEW, &token(4), MaxUnavailable::Count(1)))
             .await
             .unwrap_err();
-        assert_eq!(busy.kind, CloudErrorKind::Invalid, "{busy}");
+        // GKE refuses it while its upgrade runs: the pool waits and asks again, no pause.
+        assert_eq!(busy.kind, CloudErrorKind::Transient, "{busy}");
         assert!(
             busy.message.contains("FAILED_PRECONDITION")
                 && busy.message.contains("currently upgrading"),
@@ -619,7 +729,9 @@ mod aks {
         let p = d.properties(&path());
         assert_eq!(
             p["upgradeSettings"],
-            serde_json::json!({"maxSurge": "25%", "maxUnavailable": "0", "drainTimeoutInMinutes": 30, "nodeSoakDurationInMinutes": 2})
+            serde_json::json!({"maxSurge": "25%", "maxUnavailable": "0", "drainTimeoutInMinutes": 30,
+                "nodeSoakDurationInMinutes": 2, "undrainableNodeBehavior": "Schedule"}),
+            "drain.onTimeout pause: an undrainable node fails the upgrade (held to the models)"
         );
         assert_eq!(p["tags"]["team"], "payments");
         assert_eq!(

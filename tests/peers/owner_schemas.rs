@@ -46,6 +46,7 @@ fn req(image: &str, token: &str, batch: MaxUnavailable) -> UpdateRequest {
         drain_timeout_minutes: Some(30),
         node_soak_minutes: Some(2),
         drain_first: false,
+        force: false,
     }
 }
 

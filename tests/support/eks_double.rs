@@ -137,6 +137,18 @@ impl EksDouble {
             .clone()
     }
 
+    /// The bodies of every `UpdateNodegroupVersion` request, in order.
+    pub fn version_requests(&self) -> Vec<Value> {
+        self.state
+            .lock()
+            .unwrap()
+            .exchanges
+            .iter()
+            .filter(|x| x.method == "POST" && x.path.ends_with("/update-version"))
+            .map(|x| x.request.clone())
+            .collect()
+    }
+
     /// How many requests went to `method` paths containing `part`.
     pub fn calls(&self, method: &str, part: &str) -> usize {
         self.state

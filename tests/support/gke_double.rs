@@ -11,16 +11,18 @@
 //!
 //! It answers as GKE does: `nodePools.update` starts an `UPGRADE_NODES` operation, `RUNNING`
 //! until the test ends it ([`GkeDouble::finish`]: `DONE`, the pool on the new version and image
-//! type, or `DONE` with `error`, the pool left where it was); a second update while one runs
-//! is refused with 400 `FAILED_PRECONDITION` ("Operation ... is currently upgrading node
-//! pool ..."); `resourceLabels` replaces the pool's labels; operations are listed for the
+//! type, or `DONE` with `error`, the pool left where it was); while an operation runs
+//! anywhere on the cluster (this pool's or another's), every node pool mutation is refused
+//! with 400 `FAILED_PRECONDITION` ("Operation ... is currently upgrading node pool ...
+//! Please wait and try again once it is done."), as GKE runs one at a time on a cluster;
+//! `resourceLabels` replaces the pool's labels; operations are listed for the
 //! whole location, other clusters' and other kinds' among them.
 //!
 //! And the node pool calls of `managedUpdate: blueGreen`, each answering with its operation:
 //! `nodePools.create` (a pool of that name already there is 409 `ALREADY_EXISTS`; the new
 //! pool `PROVISIONING` with a running `CREATE_NODE_POOL` until [`GkeDouble::finish`], `RUNNING`
 //! then, or `ERROR` with the operation's error), `nodePools.setSize` (`nodeCount` per zone;
-//! refused with 400 `FAILED_PRECONDITION` while an operation runs on the pool) and
+//! refused like the others while an operation runs on the cluster) and
 //! `nodePools.delete` (`STOPPING` until [`GkeDouble::finish`], then gone). With the Compute
 //! double linked ([`GkeDouble::link_compute`]), a created pool gets one managed instance group
 //! per zone there, as GKE makes them, and `setSize` resizes each to `nodeCount`.
@@ -383,8 +385,8 @@ fn answer(s: &mut Gke, method: &str, path: &str, body: &Value) -> (u16, Value) {
                     &format!("Node pool {} not found.", parts[8]),
                 );
             }
-            if let Some(o) = running_on(s, tail) {
-                return busy(&o.name, parts[8]);
+            if let Some(refused) = cluster_busy(s, cluster_of(tail)) {
+                return refused;
             }
             let op = s.start(location, "DELETE_NODE_POOL", tail, false);
             (200, op_json(project, &op))
@@ -397,15 +399,8 @@ fn answer(s: &mut Gke, method: &str, path: &str, body: &Value) -> (u16, Value) {
                     &format!("Node pool {} not found.", parts[8]),
                 );
             }
-            if let Some(o) = running_on(s, tail) {
-                return google_error(
-                    400,
-                    "FAILED_PRECONDITION",
-                    &format!(
-                        "Operation {} is currently upgrading node pool {}. Please wait and try again once it is done.",
-                        o.name, parts[8]
-                    ),
-                );
+            if let Some(refused) = cluster_busy(s, cluster_of(tail)) {
+                return refused;
             }
             let pool = s.pools.get_mut(tail.as_str()).unwrap();
             let version = match body["nodeVersion"].as_str() {
@@ -454,14 +449,33 @@ fn answer(s: &mut Gke, method: &str, path: &str, body: &Value) -> (u16, Value) {
     }
 }
 
-fn busy(op: &str, pool: &str) -> (u16, Value) {
-    google_error(
+/// GKE's refusal of any node pool mutation while an operation runs anywhere on the cluster
+/// (`cluster`: `projects/P/locations/L/clusters/C`), in GKE's words: `None` when none runs.
+fn cluster_busy(s: &Gke, cluster: &str) -> Option<(u16, Value)> {
+    let prefix = format!("{BASE}/{cluster}/");
+    let o = s
+        .ops
+        .iter()
+        .find(|o| o.status == "RUNNING" && o.target.starts_with(&prefix))?;
+    let verb = match o.kind {
+        "CREATE_NODE_POOL" => "creating",
+        "DELETE_NODE_POOL" => "deleting",
+        _ => "upgrading",
+    };
+    let pool = o.target.rsplit('/').next().unwrap_or_default();
+    Some(google_error(
         400,
         "FAILED_PRECONDITION",
         &format!(
-            "Operation {op} is currently operating on node pool {pool}. Please wait and try again once it is done."
+            "Operation {} is currently {verb} node pool {pool}. Please wait and try again once it is done.",
+            o.name
         ),
-    )
+    ))
+}
+
+/// The cluster a node pool path (`.../clusters/C/nodePools/N`) is in.
+fn cluster_of(pool_path: &str) -> &str {
+    pool_path.split("/nodePools/").next().unwrap_or_default()
 }
 
 impl Gke {
@@ -500,6 +514,9 @@ fn create(s: &mut Gke, project: &str, location: &str, parent: &str, np: &Value) 
             "ALREADY_EXISTS",
             &format!("Already exists: Node pool \"{name}\" already exists."),
         );
+    }
+    if let Some(refused) = cluster_busy(s, parent) {
+        return refused;
     }
     let per_zone = np["initialNodeCount"].as_u64().unwrap_or(0);
     let zones: Vec<String> = np["locations"]
@@ -572,12 +589,8 @@ fn set_size(
     let Some(count) = count else {
         return google_error(400, "INVALID_ARGUMENT", "nodeCount is required");
     };
-    if let Some(o) = s
-        .ops
-        .iter()
-        .find(|o| o.status == "RUNNING" && o.target == format!("{BASE}/{path}"))
-    {
-        return busy(&o.name, path.rsplit('/').next().unwrap_or_default());
+    if let Some(refused) = cluster_busy(s, cluster_of(path)) {
+        return refused;
     }
     if let Some(c) = &s.compute {
         for url in &pool.instance_groups {

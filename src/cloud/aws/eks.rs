@@ -10,7 +10,8 @@
 //!   (`CreateLaunchTemplateVersion` from the version the node group runs, `ImageId` only,
 //!   described `rota: <token>`), `UpdateNodegroupConfig` with `updateConfig`
 //!   (`maxUnavailable` or `maxUnavailablePercentage`), then `UpdateNodegroupVersion` with
-//!   that launch template version and the token as `clientRequestToken`.
+//!   that launch template version, the token as `clientRequestToken` and `force` when the
+//!   pool's `drain.onTimeout` is `force`.
 //!
 //! EKS's `Update` does not echo the `clientRequestToken`, yet a restarted agent must know
 //! whether the update it finds is the one it recorded. The launch template version carries
@@ -595,6 +596,9 @@ impl OwnerPools for AwsEksPools {
                     .nodegroup_name(name)
                     .launch_template(spec.clone())
                     .client_request_token(&req.token)
+                    // `drain.onTimeout: force`: EKS terminates a node whose pods a
+                    // PodDisruptionBudget keeps from draining, instead of failing the update.
+                    .force(req.force)
                     .send()
                     .await
                     .map_err(|e| from_sdk(e, VERSION, &subject))
@@ -637,6 +641,10 @@ impl OwnerPools for AwsEksPools {
 
     async fn delete_pool(&self, pool: &ManagedGroup) -> Result<(), CloudError> {
         self.twin_delete(pool).await
+    }
+
+    async fn twins_of(&self, pool: &ManagedGroup) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        self.twin_list(pool).await
     }
 }
 

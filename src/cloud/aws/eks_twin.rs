@@ -9,6 +9,7 @@
 //! | `set_size` | `DescribeNodegroup`, `UpdateNodegroupConfig` with `scalingConfig` when it differs |
 //! | `remove_node` | `DescribeNodegroup` (its ASG), `TerminateInstanceInAutoScalingGroup` with decrement |
 //! | `delete_pool` | `DescribeNodegroup`, `DeleteNodegroup` unless already deleting or gone |
+//! | `twins_of` | `ListNodegroups` of the cluster (every page), `DescribeNodegroup` of each other node group (its tags), the members of each tagged `rota.dev/twin-of: <pool>` |
 //!
 //! The twin is the old node group's shape: its IAM role, subnets, instance types, capacity
 //! type, AMI type, Kubernetes labels, taints, `updateConfig` and tags (plus
@@ -28,13 +29,27 @@ use aws_sdk_eks::types::{
 use super::eks::{AwsEksPools, eks_target, template_of};
 use super::errors::from_sdk;
 use rota_core::cloud::managed::{
-    MaxUnavailable, OwnerPoolMembers, PoolStatus, TwinRequest, UpdateRequest,
+    MaxUnavailable, OwnerPoolMembers, PoolOs, PoolStatus, TwinRequest, UpdateRequest, renamed,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef, NodeGroups};
 use rota_core::fleet::owner::ManagedGroup;
 
 /// The tag on a twin node group naming the node group it was made from.
 pub const TWIN_TAG: &str = "rota.dev/twin-of";
+
+/// A bound on `ListNodegroups` pages (100 node groups each): EKS allows 450 node groups a
+/// cluster, so a list that goes on past this is not EKS's.
+const MAX_NODEGROUP_PAGES: usize = 20;
+
+/// A node group name as EKS takes one: 1 to 63 letters, digits, `-` and `_`, starting with
+/// a letter or digit.
+fn nodegroup_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 63
+        && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
 
 /// A node group's status in rota's words (EKS's failures all `Failed`, `health` says why).
 fn status_of(ng: &Nodegroup) -> PoolStatus {
@@ -117,6 +132,7 @@ impl AwsEksPools {
             drain_timeout_minutes: None,
             node_soak_minutes: None,
             drain_first: false,
+            force: false,
         };
         let number = self
             .version_for(&c, &t, &current, &version_req, &subject)
@@ -138,13 +154,23 @@ impl AwsEksPools {
         &self,
         pool: &ManagedGroup,
     ) -> Result<Option<OwnerPoolMembers>, CloudError> {
-        let (region, _, _) = eks_target(pool, "DescribeNodegroup")?;
         let Some(ng) = self.nodegroup_if_any(pool, "DescribeNodegroup").await? else {
             return Ok(None);
         };
+        self.members_of(pool, &ng).await.map(Some)
+    }
+
+    /// The members of `pool` from `ng`, its `DescribeNodegroup` answer: the AMI of its launch
+    /// template version and its Auto Scaling group's instances.
+    async fn members_of(
+        &self,
+        pool: &ManagedGroup,
+        ng: &Nodegroup,
+    ) -> Result<OwnerPoolMembers, CloudError> {
+        let (region, _, _) = eks_target(pool, "DescribeNodegroup")?;
         let subject = pool.to_string();
         let c = self.clients(region);
-        let image = match template_of(&ng, &subject) {
+        let image = match template_of(ng, &subject) {
             Ok(t) => {
                 self.template_version(&c, &t, &t.version, &subject)
                     .await?
@@ -152,7 +178,7 @@ impl AwsEksPools {
             }
             Err(_) => String::new(),
         };
-        let instances = match asg_of(&ng) {
+        let instances = match asg_of(ng) {
             Some(asg) => {
                 let group = GroupRef::Aws {
                     region: region.to_string(),
@@ -167,10 +193,10 @@ impl AwsEksPools {
             }
             None => Vec::new(),
         };
-        let (_, desired, max) = scaling(&ng);
-        Ok(Some(OwnerPoolMembers {
+        let (_, desired, max) = scaling(ng);
+        Ok(OwnerPoolMembers {
             pool: pool.clone(),
-            status: status_of(&ng),
+            status: status_of(ng),
             image,
             desired,
             max,
@@ -190,8 +216,79 @@ impl AwsEksPools {
                         .collect()
                 })
                 .unwrap_or_default(),
-            twin_of: twin_of(&ng),
-        }))
+            twin_of: twin_of(ng),
+            // EKS names node groups alike on every OS.
+            os: PoolOs::Linux,
+        })
+    }
+
+    /// rota's twins of `pool`: the node groups of its cluster tagged `rota.dev/twin-of:
+    /// <pool>` (`ListNodegroups`, every page, then `DescribeNodegroup` of each other node
+    /// group for its tags: the list names only), whatever their names.
+    pub(crate) async fn twin_list(
+        &self,
+        pool: &ManagedGroup,
+    ) -> Result<Vec<OwnerPoolMembers>, CloudError> {
+        const CALL: &str = "ListNodegroups";
+        let (region, cluster, name) = eks_target(pool, CALL)?;
+        let subject = pool.to_string();
+        let c = self.clients(region);
+        let mut names = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_NODEGROUP_PAGES {
+            let out = self
+                .retry()
+                .run(CALL, &subject, || async {
+                    c.eks
+                        .list_nodegroups()
+                        .cluster_name(cluster)
+                        .max_results(100)
+                        .set_next_token(token.clone())
+                        .send()
+                        .await
+                        .map_err(|e| from_sdk(e, CALL, &subject))
+                })
+                .await?;
+            for n in out.nodegroups() {
+                if !nodegroup_name(n) {
+                    return Err(CloudError::about(
+                        CloudErrorKind::Invalid,
+                        CALL,
+                        &subject,
+                        format!(
+                            "nodegroups[] holds {:?}, which is not a node group name (1 to 63 \
+                             letters, digits, - and _)",
+                            n.chars().take(80).collect::<String>()
+                        ),
+                    ));
+                }
+                names.push(n.clone());
+            }
+            token = out
+                .next_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                let mut out = Vec::new();
+                for n in names.iter().filter(|n| *n != name) {
+                    let twin = renamed(pool, n);
+                    // Gone between the list and its describe: not a twin any more.
+                    let Some(ng) = self.nodegroup_if_any(&twin, "DescribeNodegroup").await? else {
+                        continue;
+                    };
+                    if twin_of(&ng).as_deref() == Some(name) {
+                        out.push(self.members_of(&twin, &ng).await?);
+                    }
+                }
+                return Ok(out);
+            }
+        }
+        Err(CloudError::about(
+            CloudErrorKind::Invalid,
+            CALL,
+            &subject,
+            format!("more than {MAX_NODEGROUP_PAGES} pages of node groups: nextToken does not end"),
+        ))
     }
 
     pub(crate) async fn twin_set_size(

@@ -20,6 +20,7 @@
 //! refused before anything is written, naming the newest. An agent pool's name is AKS's own
 //! rule (a Linux pool: a lowercase letter, then at most 11 lowercase letters or digits; a
 //! Windows pool at most 6): a twin name outside it is refused before anything is written too.
+//! The planner names a twin within it from the pool's `osType`, which `members` reports.
 //!
 //! Members are the pool's scale set's VMs, each named by its host name (`osProfile.
 //! computerName`): the node's name, and the machine name `AgentPools_DeleteMachines` takes,
@@ -46,7 +47,7 @@ use super::inventory::AKS_POOL_TAG;
 use super::model::ScaleSetVm;
 use super::{API_VERSION, AzureNodeGroups, lifecycle, zone};
 use rota_core::cloud::managed::{
-    OwnerPoolMembers, PoolStatus, TWIN_OF_LABEL, TwinRequest, renamed,
+    OwnerPoolMembers, PoolOs, PoolStatus, TWIN_OF_LABEL, TwinRequest, renamed,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef, Instance, Lifecycle, provider_id};
 use rota_core::fleet::owner::ManagedGroup;
@@ -381,6 +382,8 @@ impl AksAgentPools {
             instances,
             issues,
             twin_of: p["tags"][TWIN_OF_LABEL].as_str().map(str::to_string),
+            // A Windows pool's twin takes a name of at most six characters.
+            os: PoolOs::parse(p["osType"].as_str().unwrap_or_default()),
         })
     }
 
@@ -636,11 +639,23 @@ mod tests {
         assert!(valid_pool_name("1pool", "Linux").is_err());
         assert!(valid_pool_name("win1234", "Windows").is_err());
         assert!(valid_pool_name("win123", "Windows").is_ok());
-        // The planner names an AKS twin within these rules.
+        // The planner names an AKS twin within these rules, a Windows pool's within six.
+        use rota_core::cloud::managed::twin_name_on;
+        let owner = rota_core::fleet::owner::Owner::AksAgentPool;
         for (pool, version) in [("general", "2026.11.2"), ("system-pool", "2026.11.2-2")] {
-            let owner = rota_core::fleet::owner::Owner::AksAgentPool;
-            let twin = rota_core::cloud::managed::twin_name_for(owner, pool, version);
+            let twin = twin_name_on(owner, PoolOs::Linux, pool, version);
             assert!(valid_pool_name(&twin, "Linux").is_ok(), "{twin}");
+        }
+        for (pool, version) in [
+            ("win22", "2026.11.2"),
+            ("npwin", "2026.11.2-2"),
+            ("w", "v1"),
+        ] {
+            let twin = twin_name_on(owner, PoolOs::parse("Windows"), pool, version);
+            assert!(valid_pool_name(&twin, "Windows").is_ok(), "{twin}");
+            // The Linux rule's twelve would be refused for a Windows pool.
+            let long = twin_name_on(owner, PoolOs::Linux, pool, version);
+            assert!(valid_pool_name(&long, "Windows").is_err(), "{long}");
         }
     }
 

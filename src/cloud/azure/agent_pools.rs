@@ -322,6 +322,11 @@ pub fn put_body(current: &Value, req: &UpdateRequest, rollback: bool) -> Value {
     if let Some(m) = req.node_soak_minutes {
         props["upgradeSettings"]["nodeSoakDurationInMinutes"] = json!(m);
     }
+    // A node AKS cannot drain within drainTimeoutInMinutes fails the upgrade (`Schedule`),
+    // and the pool stops on the failure: `drain.onTimeout: pause`. AKS has nothing that
+    // forces (`Cordon` leaves the node cordoned with its pods and goes on), so `force` gets
+    // the same; set, not left to the pool, since a pool set to `Cordon` would go on past it.
+    props["upgradeSettings"]["undrainableNodeBehavior"] = json!("Schedule");
     if !props["tags"].is_object() {
         props["tags"] = json!({});
     }
@@ -598,6 +603,7 @@ mod tests {
             drain_timeout_minutes: Some(30),
             node_soak_minutes: Some(0),
             drain_first: false,
+            force: false,
         };
         let fwd = put_body(&current, &req, false);
         let p = &fwd["properties"];
@@ -606,8 +612,27 @@ mod tests {
         }
         assert_eq!(
             p["upgradeSettings"],
-            json!({"maxSurge": "2", "maxUnavailable": "0", "drainTimeoutInMinutes": 30, "nodeSoakDurationInMinutes": 0})
+            json!({"maxSurge": "2", "maxUnavailable": "0", "drainTimeoutInMinutes": 30,
+                "nodeSoakDurationInMinutes": 0, "undrainableNodeBehavior": "Schedule"})
         );
+        // A pool someone set to `Cordon` would go on past an undrainable node: `pause` (and
+        // `force`, which AKS cannot do) set it back to failing the upgrade there.
+        let mut cordon = current.clone();
+        cordon["properties"]["upgradeSettings"]["undrainableNodeBehavior"] = json!("Cordon");
+        for force in [false, true] {
+            let body = put_body(
+                &cordon,
+                &UpdateRequest {
+                    force,
+                    ..req.clone()
+                },
+                false,
+            );
+            assert_eq!(
+                body["properties"]["upgradeSettings"]["undrainableNodeBehavior"],
+                "Schedule"
+            );
+        }
         // `strategy: replace`: no surge, the batch out at once.
         let drain_first = put_body(
             &current,

@@ -55,9 +55,14 @@ fn by_code(c: &str, m: &str) -> Option<CloudErrorKind> {
         | "resourcegroupnotfound"
         | "subscriptionnotfound"
         | "notfound" => NotFound,
+        // Another operation holds the resource or its cluster (AKS: "Operation is not
+        // allowed: Another operation (Upgrading) is in progress, please wait for it to finish
+        // before starting a new operation."): it ends on its own, the pool waits and asks
+        // again.
         "operationnotallowed" if m.contains("in progress") || m.contains("in the middle") => {
             Transient
         }
+        "anotheroperationinprogress" => Transient,
         "operationpreempted"
         | "retryableerror"
         | "internalexecutionerror"
@@ -124,6 +129,24 @@ mod tests {
                 Some(409),
                 "OperationNotAllowed",
                 "Operation 'update' is not allowed since the scale set is in the middle of another operation in progress",
+                Transient,
+            ),
+            (
+                Some(409),
+                "OperationNotAllowed",
+                "Operation is not allowed: Another operation (Upgrading) is in progress, please wait for it to finish before starting a new operation.",
+                Transient,
+            ),
+            (
+                Some(400),
+                "AnotherOperationInProgress",
+                "Another operation (Create) is in progress, please wait for it to finish before starting a new operation.",
+                Transient,
+            ),
+            (
+                None,
+                "AnotherOperationInProgress",
+                "The resource is currently being updated.",
                 Transient,
             ),
             (

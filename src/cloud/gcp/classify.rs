@@ -83,6 +83,22 @@ pub fn classify_rpc(
     }
 }
 
+/// Whether a refused Kubernetes Engine request says the cluster is busy with another
+/// operation: GKE runs one operation at a time on a cluster and its node pools, and refuses
+/// any other with `FAILED_PRECONDITION` while it runs ("Operation operation-1 is currently
+/// upgrading cluster prod. Please wait and try again once it is done.", "... is currently
+/// creating node pool batch ...", "Cluster is running incompatible operation operation-1.").
+/// It ends on its own: the request is asked again on a later pass, not a stop a person must
+/// clear, whichever pool or cluster operation holds it.
+pub fn cluster_busy(rpc_code: Option<&str>, message: &str) -> bool {
+    if !matches!(rpc_code, None | Some("FAILED_PRECONDITION")) {
+        return false;
+    }
+    let m = message.to_ascii_lowercase();
+    (m.contains("operation") && m.contains(" is currently "))
+        || m.contains("running incompatible operation")
+}
+
 /// An operation that finished `DONE` with errors: its `error.errors[].code` values, and the
 /// `httpErrorStatusCode` Compute sets on the operation.
 pub fn classify_operation(codes: &[&str], http_status: Option<u16>) -> CloudErrorKind {

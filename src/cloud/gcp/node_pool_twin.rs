@@ -6,8 +6,8 @@
 //! |---|---|
 //! | `create_twin` | `nodePools.get` of the twin's name (rota's own twin already there answers `Ok`), `nodePools.get` of the old pool, `nodePools.create` |
 //! | `members` | `nodePools.get`, the operation this client started on the pool (`operations.get`, while it runs), and per instance group of the pool Compute's `instanceGroupManagers.get` (its `targetSize`) and `listManagedInstances` |
-//! | `set_size` | `nodePools.get`, each group's `instanceGroupManagers.get`; `nodePools.setSize` when the total splits evenly over the pool's groups, else `instanceGroupManagers.resize` of each group |
-//! | `remove_node` | `nodePools.get`, `listManagedInstances` of its groups, `instanceGroupManagers.deleteInstances` on the group that lists the node |
+//! | `set_size` | `nodePools.get`, each group's `instanceGroupManagers.get`; `nodePools.setSize` when the total splits evenly over the pool's groups, else `instanceGroupManagers.resize` of each group, each followed with `zoneOperations.get` until `DONE` |
+//! | `remove_node` | `nodePools.get`, `listManagedInstances` of its groups, `instanceGroupManagers.deleteInstances` on the group that lists the node, followed with `zoneOperations.get` until `DONE` |
 //! | `delete_pool` | `nodePools.get`, `nodePools.delete` unless already `STOPPING` or gone |
 //! | `twins_of` | `nodePools.list` of the cluster, the members of each pool labelled `rota-twin-of: <pool>` |
 //!
@@ -28,8 +28,13 @@
 //! group, which lowers the group's target size with it (as GKE documents for removing a
 //! chosen node): a smaller `setSize` would let the groups pick which node goes.
 //!
-//! GKE runs each of these as a long-running operation. This client does not block a pass on
-//! one: it remembers the operation it started on a pool and `members` reads it with
+//! Compute's `resize` and `deleteInstances` answer with a zonal operation, followed with
+//! `zoneOperations.get` until `DONE` (Compute marks it so once the group scheduled the
+//! change: a short wait) before the call returns, so that the next call on the group does not
+//! race it; errors in the finished operation are the call's error.
+//!
+//! GKE runs each of its own calls as a long-running operation. This client does not block a
+//! pass on one: it remembers the operation it started on a pool and `members` reads it with
 //! `operations.get` while it runs, as `describe` follows the service update's operation. A
 //! twin whose creation ended in an error is `Failed`, with GKE's message; a pool GKE shows as
 //! `PROVISIONING`, `RECONCILING` or `STOPPING` is `Creating`, `Updating` or `Deleting`, and a
@@ -42,12 +47,12 @@ use super::classify::{classify_container_operation, classify_operation};
 use super::names;
 use super::node_pools::{
     CREATE_NODE_POOL, DELETE_INSTANCES, DELETE_NODE_POOL, GET_INSTANCE_GROUP_MANAGER,
-    GET_NODE_POOL, GET_OPERATION, GkeNodePools, LIST_MANAGED_INSTANCES, LIST_NODE_POOLS, Pool,
-    RESIZE_INSTANCE_GROUP, SET_NODE_POOL_SIZE, TOKEN_LABEL, gke_target, image_of, initial_size,
-    instance_group_path,
+    GET_NODE_POOL, GET_OPERATION, GET_ZONE_OPERATION, GkeNodePools, LIST_MANAGED_INSTANCES,
+    LIST_NODE_POOLS, Pool, RESIZE_INSTANCE_GROUP, SET_NODE_POOL_SIZE, TOKEN_LABEL, gke_target,
+    image_of, initial_size, instance_group_path,
 };
 use rota_core::cloud::managed::{
-    GkeTarget, OwnerPoolMembers, PoolStatus, TWIN_OF_LABEL, TwinRequest, renamed,
+    GkeTarget, OwnerPoolMembers, PoolOs, PoolStatus, TWIN_OF_LABEL, TwinRequest, renamed,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind, Instance, LaunchError, Lifecycle, provider_id};
 use rota_core::fleet::owner::ManagedGroup;
@@ -379,6 +384,8 @@ impl GkeNodePools {
             twin_of: np["config"]["resourceLabels"][TWIN_OF_LABEL]
                 .as_str()
                 .map(str::to_string),
+            // GKE names node pools alike on every OS.
+            os: PoolOs::Linux,
         })
     }
 
@@ -402,6 +409,70 @@ impl GkeNodePools {
             self.twin_ops.lock().unwrap().remove(&path);
         }
         Ok(Some(op))
+    }
+
+    /// Follow the Compute operation `op` (the answer of `deleteInstances` or `resize` on the
+    /// group at `group`, `projects/P/zones/Z/instanceGroupManagers/N`) with
+    /// `zoneOperations.get` until it is `DONE`; the finished operation's errors are the call's
+    /// error. Compute marks these `DONE` once the group has scheduled the change (the
+    /// instances' own progress shows in the group's members), so the wait is short; one not
+    /// `DONE` within [`COMPUTE_OP_WAIT`] is `Transient`, naming it: the next pass asks again,
+    /// which the group answers from where it is (a size is absolute, a node going is seen
+    /// going).
+    async fn compute_done(
+        &self,
+        group: &str,
+        mut op: Value,
+        call: &'static str,
+        subject: &str,
+    ) -> Result<(), CloudError> {
+        let started = tokio::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(100);
+        loop {
+            if op["status"] == "DONE" {
+                return compute_op_result(&op, call, subject);
+            }
+            let name = op["name"].as_str().filter(|n| {
+                !n.is_empty()
+                    && n.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            });
+            let (Some(name), Some((zone, _))) = (name, group.split_once("/instanceGroupManagers/"))
+            else {
+                return Err(CloudError::about(
+                    CloudErrorKind::Invalid,
+                    call,
+                    subject,
+                    format!(
+                        "Compute answered without an operation name to follow: {}",
+                        short(&op)
+                    ),
+                ));
+            };
+            if started.elapsed() >= COMPUTE_OP_WAIT {
+                return Err(CloudError::about(
+                    CloudErrorKind::Transient,
+                    call,
+                    subject,
+                    format!(
+                        "Compute operation {name} still {} after {}s; asked again on the next pass",
+                        op["status"].as_str().unwrap_or("PENDING"),
+                        COMPUTE_OP_WAIT.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_secs(2));
+            op = self
+                .compute(
+                    GET_ZONE_OPERATION,
+                    subject,
+                    "GET",
+                    &format!("{zone}/operations/{name}"),
+                    None,
+                )
+                .await?;
+        }
     }
 
     /// Remember the operation `op` (a call's answer) to follow it on the pool at `path`.
@@ -547,7 +618,8 @@ impl GkeNodePools {
                     None,
                 )
                 .await?;
-            compute_op_result(&op, RESIZE_INSTANCE_GROUP, &subject)?;
+            self.compute_done(&g.path, op, RESIZE_INSTANCE_GROUP, &subject)
+                .await?;
         }
         Ok(())
     }
@@ -589,7 +661,9 @@ impl GkeNodePools {
                     Some(&body),
                 )
                 .await?;
-            return compute_op_result(&op, DELETE_INSTANCES, &subject);
+            return self
+                .compute_done(&g.path, op, DELETE_INSTANCES, &subject)
+                .await;
         }
         // No group lists it: gone already.
         Ok(())
@@ -660,8 +734,12 @@ impl GkeNodePools {
     }
 }
 
-/// A Compute operation as its call answered it: `Ok` unless it is already `DONE` with
-/// errors (Compute runs `deleteInstances` and `resize` on; the group's members show the rest).
+/// How long a blue-green call waits for its Compute operation to be `DONE`
+/// ([`GkeNodePools::compute_done`]).
+const COMPUTE_OP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A finished Compute operation's outcome: `Ok` unless it is `DONE` with errors, then the
+/// call's error, classified by the operation's codes.
 fn compute_op_result(op: &Value, call: &'static str, subject: &str) -> Result<(), CloudError> {
     let errors = op["error"]["errors"]
         .as_array()

@@ -49,7 +49,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 use super::GcpCredentials;
-use super::classify::classify_rpc;
+use super::classify::{classify_rpc, cluster_busy};
 use crate::cloud::lazy_owner::OwnerFacts;
 use crate::cloud::retry::RetryPolicy;
 use rota_core::cloud::managed::{
@@ -95,6 +95,8 @@ pub const LIST_MANAGED_INSTANCES: &str = "instanceGroupManagers.listManagedInsta
 pub const DELETE_INSTANCES: &str = "instanceGroupManagers.deleteInstances";
 /// Compute's resize of one of the pool's groups (a total `setSize` cannot spread evenly).
 pub const RESIZE_INSTANCE_GROUP: &str = "instanceGroupManagers.resize";
+/// Compute's read of a zonal operation: `deleteInstances` and `resize` followed to `DONE`.
+pub const GET_ZONE_OPERATION: &str = "zoneOperations.get";
 /// The Compute API's root, where a node pool's instance groups are read.
 pub const COMPUTE_ENDPOINT: &str = "https://compute.googleapis.com";
 
@@ -120,6 +122,7 @@ pub const PERMISSIONS: &[(&str, &str)] = &[
         RESIZE_INSTANCE_GROUP,
         "compute.instanceGroupManagers.update",
     ),
+    (GET_ZONE_OPERATION, "compute.zoneOperations.get"),
 ];
 
 /// Settings of a [`GkeNodePools`].
@@ -545,13 +548,23 @@ fn google_error(status: u16, body: &[u8]) -> (CloudErrorKind, String) {
             .collect();
     }
     let code = e["status"].as_str();
-    let kind = classify_rpc(Some(status), code, &reasons);
     let message = e["message"]
         .as_str()
         .map(str::to_string)
         .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(300).collect());
+    let busy = status == 400 && cluster_busy(code, &message);
+    let kind = if busy {
+        CloudErrorKind::Transient
+    } else {
+        classify_rpc(Some(status), code, &reasons)
+    };
     let code = code.map(|c| format!(" {c}")).unwrap_or_default();
-    (kind, format!("HTTP {status}{code}: {message}"))
+    let waiting = if busy {
+        "GKE runs another operation on the cluster; rota asks again on a later pass: "
+    } else {
+        ""
+    };
+    (kind, format!("{waiting}HTTP {status}{code}: {message}"))
 }
 
 /// The pool's image in rota's one-string form (`NODE_VERSION/IMAGE_TYPE`).
@@ -889,6 +902,7 @@ mod tests {
             drain_timeout_minutes: None,
             node_soak_minutes: None,
             drain_first: false,
+            force: false,
         };
         let body = update_request(
             "projects/p/locations/l/clusters/c/nodePools/n",
@@ -958,11 +972,31 @@ mod tests {
     fn google_errors_are_classified_by_reason_then_code_then_status() {
         let busy = br#"{"error": {"code": 400, "status": "FAILED_PRECONDITION", "message": "Operation operation-1 is currently upgrading node pool general."}}"#;
         let (kind, m) = google_error(400, busy);
-        assert_eq!(kind, CloudErrorKind::Invalid);
+        // Another operation holds the cluster: it ends on its own, the pool waits and asks
+        // again (a pause here would need a person to clear what heals by itself).
+        assert_eq!(kind, CloudErrorKind::Transient);
         assert!(
-            m.contains("FAILED_PRECONDITION") && m.contains("operation-1"),
+            m.contains("FAILED_PRECONDITION")
+                && m.contains("operation-1")
+                && m.contains("asks again on a later pass"),
             "{m}"
         );
+        for other in [
+            r#"{"error": {"code": 400, "status": "FAILED_PRECONDITION", "message": "Operation operation-2 is currently creating node pool batch. Please wait and try again once it is done."}}"#,
+            r#"{"error": {"code": 400, "status": "FAILED_PRECONDITION", "message": "Operation operation-3 is currently upgrading cluster prod. Please wait and try again once it is done."}}"#,
+            r#"{"error": {"code": 400, "status": "FAILED_PRECONDITION", "message": "Cluster is running incompatible operation operation-4."}}"#,
+        ] {
+            assert_eq!(
+                google_error(400, other.as_bytes()).0,
+                CloudErrorKind::Transient,
+                "{other}"
+            );
+        }
+        // Other preconditions are the request's own: a person must look.
+        let version = br#"{"error": {"code": 400, "status": "FAILED_PRECONDITION", "message": "Node version \"1.29.1-gke.1\" must not be older than the node pool's current version."}}"#;
+        assert_eq!(google_error(400, version).0, CloudErrorKind::Invalid);
+        let bad = br#"{"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "Operation x is currently nonsense. Please try again."}}"#;
+        assert_eq!(google_error(400, bad).0, CloudErrorKind::Invalid);
         let rate = br#"{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "quota", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED"}]}}"#;
         assert_eq!(google_error(429, rate).0, CloudErrorKind::Throttled);
         assert_eq!(google_error(503, b"<html>").0, CloudErrorKind::Transient);

@@ -250,6 +250,14 @@ pub struct UpdateRequest {
     /// False: the owner's surge (new nodes first, `max_unavailable` of them at a time).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drain_first: bool,
+    /// `drain.onTimeout: force`: the owner goes on past a node it cannot drain (a
+    /// PodDisruptionBudget that never allows the eviction), deleting its pods (EKS `force` on
+    /// `UpdateNodegroupVersion`). False (`pause`): the owner's update fails on such a node and
+    /// the pool stops on the failure. GKE has no such setting (it evicts anyway after its
+    /// hour) and AKS none that forces (`undrainableNodeBehavior` cordons or fails): their
+    /// clients ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
 }
 
 /// Where a pool is in its owner's life (EKS `Nodegroup.status`).
@@ -285,6 +293,36 @@ pub struct OwnerPoolMembers {
     /// `rota.dev/twin-of`): a twin found by its name is rota's own only if it says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin_of: Option<String>,
+    /// The OS of the pool's nodes as its owner describes the pool (AKS `osType`): the twin's
+    /// name is made to fit the owner's rule for it ([`twin_name_on`]).
+    #[serde(default, skip_serializing_if = "PoolOs::is_linux")]
+    pub os: PoolOs,
+}
+
+/// The OS of a pool's nodes, where an owner names pools by it: AKS takes 12 characters
+/// for a Linux agent pool's name and 6 for a Windows one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PoolOs {
+    /// Linux, and whatever an owner does not say (EKS and GKE name pools alike on every OS).
+    #[default]
+    Linux,
+    Windows,
+}
+
+impl PoolOs {
+    fn is_linux(&self) -> bool {
+        *self == PoolOs::Linux
+    }
+
+    /// From an owner's word for it (AKS `osType`, the `kubernetes.io/os` node label), in
+    /// any case; anything but Windows is [`PoolOs::Linux`].
+    pub fn parse(word: &str) -> PoolOs {
+        if word.eq_ignore_ascii_case("windows") {
+            PoolOs::Windows
+        } else {
+            PoolOs::Linux
+        }
+    }
 }
 
 /// The twin pool `blueGreen` asks an owner for: the shape of `from` (instance types,
@@ -311,34 +349,59 @@ pub fn renamed(pool: &ManagedGroup, name: &str) -> ManagedGroup {
     out
 }
 
-/// The twin's name for moving `pool` to `version`, as `owner` accepts a pool's name: AKS
-/// takes only 1 to 12 lowercase letters and digits, starting with a letter
-/// (`agentPoolProfiles.name`), so an AKS twin is the pool's name cut to six of those and six
-/// of a hash of the pool and version (`general` to 2026.11.2: `genera` and six more);
-/// every other owner takes [`twin_name`]'s readable `<pool>-rota-<version>`.
+/// The twin's name for moving a Linux pool `pool` to `version`, as `owner` accepts a pool's
+/// name: [`twin_name_on`] with [`PoolOs::Linux`].
 pub fn twin_name_for(owner: Owner, pool: &str, version: &str) -> String {
+    twin_name_on(owner, PoolOs::Linux, pool, version)
+}
+
+/// The twin's name for moving `pool` (its nodes on `os`) to `version`, as `owner` accepts a
+/// pool's name: deterministic (a restart finds the twin it created), distinct for distinct
+/// versions, never the pool's own name. AKS takes only lowercase letters and digits,
+/// starting with a letter (`agentPoolProfiles.name`), 1 to 12 of them for a Linux pool and
+/// 1 to 6 for a Windows one: an AKS twin is the pool's name cut to six of those (two on
+/// Windows) and a hash of the pool and version in base 36 to fill the rest (`general` to
+/// 2026.11.2: `genera` and six more; the Windows pool `win22`: `wi` and four more). Every
+/// other owner takes [`twin_name`]'s readable `<pool>-rota-<version>`.
+pub fn twin_name_on(owner: Owner, os: PoolOs, pool: &str, version: &str) -> String {
     if owner != Owner::AksAgentPool {
         return twin_name(pool, version);
     }
+    // (stem, length): Linux keeps the names twins had before Windows was told apart.
+    let (stem_max, hashed) = match os {
+        PoolOs::Linux => (6, None),
+        PoolOs::Windows => (2, Some(6)),
+    };
     let stem: String = pool
         .chars()
         .filter(char::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())
         .skip_while(char::is_ascii_digit)
-        .take(6)
+        .take(stem_max)
         .collect();
     let stem = if stem.is_empty() {
-        "rota".to_string()
+        "rota"[..stem_max.min(4)].to_string()
     } else {
         stem
     };
-    let mut hash = fnv1a(&format!("{pool}-rota-{version}"));
-    let mut tail = String::new();
-    for _ in 0..6 {
-        tail.push(char::from_digit((hash % 36) as u32, 36).expect("a base-36 digit"));
-        hash /= 36;
-    }
-    format!("{stem}{tail}")
+    let digits = hashed.map_or(6, |len: usize| len - stem.len());
+    // A twin never takes the pool's own name: should the hash give it, the next salt does.
+    (0u32..)
+        .map(|salt| {
+            let seed = match salt {
+                0 => format!("{pool}-rota-{version}"),
+                n => format!("{pool}-rota-{version}-{n}"),
+            };
+            let mut hash = fnv1a(&seed);
+            let mut name = stem.clone();
+            for _ in 0..digits {
+                name.push(char::from_digit((hash % 36) as u32, 36).expect("a base-36 digit"));
+                hash /= 36;
+            }
+            name
+        })
+        .find(|name| name != pool)
+        .expect("a name other than the pool's")
 }
 
 /// FNV-1a: stable across builds and platforms (std's hasher is not).
@@ -575,6 +638,62 @@ mod tests {
             twin_name_for(Owner::GkeNodePool, "general", "2026.11.2"),
             "general-rota-2026-11-2"
         );
+    }
+
+    /// A Windows agent pool's twin fits AKS's six characters: two of the pool's name and
+    /// four base-36 digits of a hash of pool and version; deterministic, distinct for
+    /// distinct versions and pools, never the pool's own name. A Linux pool keeps its names.
+    #[test]
+    fn windows_aks_twin_names_fit_six_characters() {
+        let win = |p: &str, v: &str| twin_name_on(Owner::AksAgentPool, PoolOs::Windows, p, v);
+        for (pool, version) in [
+            ("win22", "2026.11.2"),
+            ("w", "v1"),
+            ("npwin", "2026.11.2-2"),
+            ("9win", "v1"),
+            ("123456", "v1"),
+        ] {
+            let name = win(pool, version);
+            assert_eq!(name.len(), 6, "{name}");
+            assert!(name.starts_with(|c: char| c.is_ascii_lowercase()), "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
+                "{name}"
+            );
+            assert_ne!(name, pool);
+            assert_eq!(name, win(pool, version), "deterministic");
+        }
+        assert!(win("win22", "2026.11.2").starts_with("wi"));
+        assert!(win("123456", "v1").starts_with("ro"));
+        assert_ne!(win("win22", "2026.11.2"), win("win22", "2026.11.3"));
+        assert_ne!(win("win22", "v1"), win("win23", "v1"));
+        // A pool's next versions each get a twin of their own, none the pool's name. (Four
+        // base-36 digits make 1.7 million names: two versions may share one in the long run,
+        // but a move only ever has the pool and its twin; a twin that would take the name of
+        // the pool the nodes are on is named for the version's `-2` instead, see
+        // `rotate::bluegreen`.)
+        let names: std::collections::BTreeSet<String> = (0..20)
+            .map(|n| win("wi0000", &format!("2026.11.{n}")))
+            .collect();
+        assert_eq!(names.len(), 20);
+        assert!(!names.contains("wi0000"));
+        // Linux pools keep the twin names they had: a move under way is found again by name.
+        assert_eq!(
+            twin_name_on(Owner::AksAgentPool, PoolOs::Linux, "general", "2026.11.2"),
+            twin_name_for(Owner::AksAgentPool, "general", "2026.11.2")
+        );
+        assert_eq!(
+            twin_name_for(Owner::AksAgentPool, "general", "2026.11.2").len(),
+            12
+        );
+        // Only AKS names pools by their OS.
+        assert_eq!(
+            twin_name_on(Owner::EksNodegroup, PoolOs::Windows, "win", "v1"),
+            "win-rota-v1"
+        );
+        assert_eq!(PoolOs::parse("Windows"), PoolOs::Windows);
+        assert_eq!(PoolOs::parse("linux"), PoolOs::Linux);
     }
 
     #[test]

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use super::diagnostics::Diagnostics;
 use super::load::Origin;
 use super::model::{Cluster, FleetManifest, GroupSpec, RolloutPolicy};
-use super::owner::{GKE_CUSTOM_IMAGE_TYPE, Owner, RolloutField, Strategy, Support, support};
+use super::owner::{
+    GKE_CUSTOM_IMAGE_TYPE, Owner, RolloutField, Strategy, Support, support_of_value,
+};
 use super::platform::Cloud;
 use super::yaml::escape_token;
 
@@ -202,14 +204,24 @@ pub fn fields_set(p: &RolloutPolicy) -> Vec<RolloutField> {
     .collect()
 }
 
-/// Where one written field sits: which document and pointer.
-type FieldAt<'a> = (&'a Origin, String, RolloutField);
+/// Where one written field sits: which document and pointer, and whether its value asks
+/// for force (`drain.onTimeout: force`, which an owner may honour where `pause` is not).
+type FieldAt<'a> = (&'a Origin, String, RolloutField, bool);
 
 /// The fields `p` (the `rollout` below `prefix` in `origin`) writes, with their pointers.
 fn written_at<'a>(prefix: &str, origin: &'a Origin, p: &RolloutPolicy, out: &mut Vec<FieldAt<'a>>) {
+    let forces = p
+        .drain
+        .as_ref()
+        .is_some_and(|d| d.on_timeout == Some(super::resolved::OnDrainTimeout::Force));
     for f in fields_set(p) {
         let pointer = format!("{prefix}/rollout{}", f.pointer().unwrap_or_default());
-        out.push((origin, pointer, f));
+        out.push((
+            origin,
+            pointer,
+            f,
+            forces && f == RolloutField::DrainOnTimeout,
+        ));
     }
 }
 
@@ -246,8 +258,8 @@ pub fn warnings(
                 &pool.rollout,
                 &mut written,
             );
-            for (o, pointer, field) in written {
-                let s = support(owner, strategy, field);
+            for (o, pointer, field, forces) in written {
+                let s = support_of_value(owner, strategy, field, forces);
                 if s.honoured() {
                     continue;
                 }
@@ -492,6 +504,37 @@ spec:
             w.iter()
                 .all(|d| d.message.contains(": ") && d.hint.is_some())
         );
+    }
+
+    /// `drain.onTimeout: force` is lost on AKS's own upgrade (nothing there forces), while
+    /// `pause` is its (the upgrade fails at drainTimeoutInMinutes): only force warns there.
+    #[test]
+    fn force_on_an_aks_service_pool_warns_and_pause_does_not() {
+        let warned = |value: &str| {
+            let text = repo(&format!("\n    drain:\n      onTimeout: {value}"));
+            let line = text.lines().position(|l| l.contains("onTimeout")).unwrap() as u32 + 1;
+            load(&text)
+                .warnings()
+                .iter()
+                .filter(|d| d.line == line)
+                .map(|d| d.message.clone())
+                .collect::<Vec<_>>()
+        };
+        let force = warned("force");
+        assert!(
+            force
+                .iter()
+                .any(|m| m.contains("aksAgentPool pools replaced by service")
+                    && m.contains("nothing that forces")),
+            "{force:?}"
+        );
+        let pause = warned("pause");
+        assert!(
+            !pause.iter().any(|m| m.contains("aksAgentPool")),
+            "{pause:?}"
+        );
+        // GKE and Karpenter lose either value, as before.
+        assert_eq!(force.len(), pause.len() + 1, "{force:?} {pause:?}");
     }
 
     #[test]

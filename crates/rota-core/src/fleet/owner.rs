@@ -487,6 +487,26 @@ pub fn support(owner: Owner, strategy: Strategy, field: RolloutField) -> Support
     }
 }
 
+/// [`support`] for the value a repo writes, where an owner honours one value of a field
+/// and not another: AKS's own upgrade has nothing that forces a drain
+/// (`undrainableNodeBehavior` either fails the upgrade or leaves the node cordoned with its
+/// pods), so `drain.onTimeout: force` is lost there while `pause` is the service's.
+pub fn support_of_value(
+    owner: Owner,
+    strategy: Strategy,
+    field: RolloutField,
+    forces: bool,
+) -> Support {
+    match (owner, strategy, field) {
+        (Owner::AksAgentPool, Strategy::Service, RolloutField::DrainOnTimeout) if forces => {
+            Support::Lost(
+                "AKS has nothing that forces a drain: the upgrade fails at drainTimeoutInMinutes, as with pause",
+            )
+        }
+        _ => support(owner, strategy, field),
+    }
+}
+
 /// Every field of `owner` + `strategy` that is not rota's own, with its support.
 pub fn not_rota(owner: Owner, strategy: Strategy) -> Vec<(RolloutField, Support)> {
     RolloutField::ALL
@@ -579,7 +599,7 @@ fn aks_service(field: RolloutField) -> Support {
             "upgradeSettings.nodeSoakDurationInMinutes: AKS waits after each node, not after each batch",
         ),
         DrainOnTimeout => Support::Service(
-            "pause: the upgrade fails at drainTimeoutInMinutes (undrainableNodeBehavior Schedule, the default); force is not available",
+            "pause: rota sets upgradeSettings.undrainableNodeBehavior Schedule, so the upgrade fails at drainTimeoutInMinutes; force is not available and acts as pause",
         ),
         Strategy => Support::Service(
             "replace: upgradeSettings maxSurge 0 and maxUnavailable the batch (never a node more than the pool's size); surge: maxSurge the batch, maxUnavailable 0",

@@ -4,9 +4,10 @@
 //! Pure, like the rest of `rotate`. The move has four steps, recorded in the checkpoint's
 //! [`BlueGreenMark`] before anything is asked of the owner:
 //!
-//! 1. `CreatingTwin`: the twin (named by `cloud::managed::twin_name_for` from the pool and the
-//!    version, so a restart finds it instead of creating a second) is created empty, in the
-//!    old pool's shape, on the new image; the move waits until the owner says it is active.
+//! 1. `CreatingTwin`: the twin (named by `cloud::managed::twin_name_on` from the pool, its
+//!    OS and the version, so a restart finds it instead of creating a second) is created
+//!    empty, in the old pool's shape, on the new image; the move waits until the owner says
+//!    it is active.
 //! 2. `Moving`: the two pools are planned as *one* group by the batch planner the
 //!    self-managed groups use ([`super::plan::plan_group`]): its instances are both pools',
 //!    its capacity their sum, its template the image of the pool that grows. The planner's
@@ -37,7 +38,7 @@ use super::operator::Request;
 use super::plan::plan_group;
 use super::stop::{self, Reason};
 use super::{Action, BlueGreenMark, BlueGreenStep, Checkpoint, Observed, Phase, Plan, Planned};
-use crate::cloud::managed::{OwnerPoolMembers, PoolStatus, TwinRequest, renamed, twin_name_for};
+use crate::cloud::managed::{OwnerPoolMembers, PoolStatus, TwinRequest, renamed, twin_name_on};
 use crate::cloud::{GroupRef, GroupState};
 use crate::fleet::owner::ManagedGroup;
 use crate::fleet::resolved::{DesiredPool, Mode};
@@ -186,10 +187,12 @@ fn start(cx: &Ctx<'_>, previous: Option<&Checkpoint>) -> Plan {
         return cx.stop(keep, Phase::Waiting, Reason::MaxParallelPools, hold.clone());
     }
     let owner = cx.base.owner();
-    let mut twin = twin_name_for(owner, cx.base.name(), &cx.desired.version);
+    // Named within the owner's rule for the pool's OS (an AKS Windows pool: six characters).
+    let twin_name = |version: &str| twin_name_on(owner, old.os, cx.base.name(), version);
+    let mut twin = twin_name(&cx.desired.version);
     if twin == name {
         // The version's image changed in place: the nodes' pool already has this name.
-        twin = twin_name_for(owner, cx.base.name(), &format!("{}-2", cx.desired.version));
+        twin = twin_name(&format!("{}-2", cx.desired.version));
     }
     let cp = first_checkpoint(cx, old, previous, &name, &twin);
     let mut plan = cx.stop(

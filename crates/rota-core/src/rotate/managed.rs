@@ -29,7 +29,9 @@ use super::{Action, Checkpoint, GateVerdict, Observed, OwnerUpdateMark, Phase, P
 use crate::cloud::managed::{
     MaxUnavailable, OwnerPoolState, OwnerUpdate, UpdateRequest, UpdateStatus, same_image,
 };
-use crate::fleet::resolved::{BatchSize, DesiredPool, Mode, OnGateFailure, RolloutStrategy};
+use crate::fleet::resolved::{
+    BatchSize, DesiredPool, Mode, OnDrainTimeout, OnGateFailure, RolloutStrategy,
+};
 
 /// What one pass decided, before it becomes a [`Plan`].
 struct Decision {
@@ -132,6 +134,8 @@ impl Ctx<'_> {
                     // `strategy: replace` on the owner's own settings (no surge, the batch
                     // out at once): what `fleet::strategy` lets through for a service pool.
                     drain_first: self.desired.policy.strategy == RolloutStrategy::Replace,
+                    // Invariant 2: force only where the policy says so.
+                    force: self.desired.policy.drain.on_timeout == OnDrainTimeout::Force,
                 },
             },
             reason: why,
@@ -799,6 +803,27 @@ mod tests {
                 .get("drainFirst")
                 .is_none()
         );
+    }
+
+    /// `drain.onTimeout: force` asks the owner to force its update past a node it cannot
+    /// drain; `pause` (the default) never does (invariant 2: force only where the policy
+    /// says so).
+    #[test]
+    fn the_owner_is_asked_to_force_only_when_the_policy_says_force() {
+        let mut d = desired();
+        let old4 = [OLD, OLD, OLD, OLD];
+        let paused = request(&plan(&d, &world(&old4, owner(OLD, None)), None, t(0))).unwrap();
+        assert!(!paused.force);
+        assert!(
+            serde_json::to_value(&paused)
+                .unwrap()
+                .get("force")
+                .is_none()
+        );
+        d.policy.drain.on_timeout = crate::fleet::resolved::OnDrainTimeout::Force;
+        let forced = request(&plan(&d, &world(&old4, owner(OLD, None)), None, t(0))).unwrap();
+        assert!(forced.force);
+        assert_eq!(serde_json::to_value(&forced).unwrap()["force"], true);
     }
 
     /// A crash after the checkpoint and before the call: the owner has no update with the

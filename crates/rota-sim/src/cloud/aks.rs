@@ -618,6 +618,7 @@ mod tests {
             drain_timeout_minutes: Some(15),
             node_soak_minutes: None,
             drain_first: false,
+            force: false,
         }
     }
 

@@ -485,6 +485,7 @@ impl SimCloud {
                     instances: state.instances,
                     issues: Vec::new(),
                     twin_of: ng.twin_of.clone(),
+                    os: Default::default(),
                 }),
                 false,
             ))
@@ -564,6 +565,7 @@ mod tests {
             drain_timeout_minutes: None,
             node_soak_minutes: None,
             drain_first: false,
+            force: false,
         }
     }
 

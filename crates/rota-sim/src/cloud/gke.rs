@@ -579,6 +579,7 @@ mod tests {
             drain_timeout_minutes: None,
             node_soak_minutes: None,
             drain_first: false,
+            force: false,
         }
     }
 

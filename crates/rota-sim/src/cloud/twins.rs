@@ -220,6 +220,7 @@ pub(super) fn members(
         instances: g.state().instances,
         issues: Vec::new(),
         twin_of: life.twin_of,
+        os: Default::default(),
     }
 }
 

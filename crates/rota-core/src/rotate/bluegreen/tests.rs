@@ -199,6 +199,7 @@ impl World {
                     .collect(),
                 issues: vec![],
                 twin_of: p.twin_of.clone(),
+                os: Default::default(),
             });
         }
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -551,4 +552,61 @@ fn a_checkpoint_lost_at_any_pass_resumes_within_the_bound_with_one_twin() {
         assert_eq!(w.created.len(), 1, "lost after pass {k}: {:?}", w.created);
         assert!(!w.pools.contains_key("general"), "lost after pass {k}");
     }
+}
+
+/// An AKS Windows agent pool takes at most six characters for a name: the planner names the
+/// twin within them (from the OS the owner describes the pool with), so the real client
+/// creates it rather than refusing every Windows twin and leaving the pool paused. A Linux
+/// pool's twin keeps its twelve.
+#[test]
+fn a_windows_aks_pools_twin_is_named_within_six_characters() {
+    use crate::cloud::managed::{PoolOs, twin_name_for};
+    let aks = |name: &str| ManagedGroup::AksAgentPool {
+        subscription_id: "s".into(),
+        resource_group: "rg".into(),
+        aks_cluster: "c".into(),
+        agent_pool: name.into(),
+    };
+    let image = "AKSWindows-2022-containerd-202611.02.0";
+    let twin_of = |os: PoolOs| {
+        let mut d = desired(NEW, "2026.11.2");
+        d.name = "win22".into();
+        d.group = GroupRef::Managed(aks("win22"));
+        d.owner_image = Some(OwnerImage::AksNodeImage {
+            node_image_version: image.into(),
+        });
+        let mut o = World::new().observed();
+        for p in &mut o.pools {
+            p.pool = aks("win22");
+            p.os = os;
+        }
+        let plan = super::super::plan(&d, &o, None, t(0));
+        plan.actions
+            .iter()
+            .find_map(|a| match &a.action {
+                Action::CreateTwinPool { request } => Some(request.twin.name().to_string()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("a twin is created: {}", plan.status.message))
+    };
+    let windows = twin_of(PoolOs::Windows);
+    assert_eq!(windows.len(), 6, "{windows}");
+    assert!(windows.starts_with("wi"), "{windows}");
+    assert!(
+        windows
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
+        "{windows}"
+    );
+    assert_ne!(windows, "win22");
+    let linux = twin_of(PoolOs::Linux);
+    assert_eq!(
+        linux,
+        twin_name_for(
+            crate::fleet::owner::Owner::AksAgentPool,
+            "win22",
+            "2026.11.2"
+        )
+    );
+    assert!(linux.len() > 6, "{linux}");
 }
