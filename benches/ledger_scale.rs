@@ -206,7 +206,7 @@ fn write_real(repo: &git2::Repository, c: &str, nodes: usize, batches: usize) {
         };
         let delta = diff(c, &book.open, &step.seen, &contexts(step), start, step.at);
         if !delta.is_empty() {
-            rota::ledger::append(repo, c, &book, &delta, step.at, None).unwrap();
+            rota::ledger::append(repo, c, book, &delta, step.at, None).unwrap();
         }
     }
 }
@@ -376,7 +376,7 @@ pub fn main() {
             Start::Continuing,
             at,
         );
-        rota::ledger::append(&git_repo, &c, &book, &delta, at, None).unwrap();
+        rota::ledger::append(&git_repo, &c, book, &delta, at, None).unwrap();
     }
     let after = timed(&bin, &last_args, "audit_image_after_append");
     assert_eq!(after.lines().count(), before.lines().count());

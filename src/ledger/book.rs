@@ -64,14 +64,23 @@ pub fn read_book(repo: &Repository, cluster: &str) -> Result<Book, LedgerError> 
     };
     let err = LedgerError::git(&name);
     let tree = repo.find_commit(tip).and_then(|c| c.tree()).map_err(&err)?;
-    let open = match file_text(repo, &tree, OPEN_FILE).map_err(&err)? {
-        Some(text) => parse_lines(OPEN_FILE, &text).map_err(|source| LedgerError::Unreadable {
-            ledger_ref: name.clone(),
-            commit: tip.to_string(),
-            source,
-        })?,
-        None => Vec::new(),
+    // Parsed from the blob's own bytes: at 5,000 nodes `open.jsonl` is about 2 MB, and an
+    // owned copy of it beside the blob and the lives parsed from it was a third of that
+    // again, every pass.
+    let blob = match tree.get_path(Path::new(OPEN_FILE)) {
+        Ok(entry) => Some(repo.find_blob(entry.id()).map_err(&err)?),
+        Err(_) => None,
     };
+    let open =
+        match &blob {
+            Some(blob) => parse_lines(OPEN_FILE, &String::from_utf8_lossy(blob.content()))
+                .map_err(|source| LedgerError::Unreadable {
+                    ledger_ref: name.clone(),
+                    commit: tip.to_string(),
+                    source,
+                })?,
+            None => Vec::new(),
+        };
     Ok(Book {
         tip: Some(tip),
         open,
@@ -155,10 +164,14 @@ pub type Signer<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 /// the new tip. `sign` signs the append's payload ([`signed_payload`]) and returns an armored
 /// signature, kept in the commit message. Fails (nothing written) when the ref has moved
 /// since `book` was read.
+///
+/// `book` is given up: its lives become the new book's (moved, not copied), and they and the
+/// new `open.jsonl` text are let go as soon as the text is a blob, before the tree and the
+/// commit are written (and before the caller pushes).
 pub fn append(
     repo: &Repository,
     cluster: &str,
-    book: &Book,
+    book: Book,
     delta: &Delta,
     now: DateTime<Utc>,
     sign: Option<Signer<'_>>,
@@ -184,11 +197,16 @@ pub fn append(
         text.push_str(&life.to_line());
         text.push('\n');
     }
-    let open: String = delta
-        .apply(&book.open)
-        .iter()
-        .map(|l| l.to_line() + "\n")
-        .collect();
+    let open_blob = {
+        let lives = delta.apply_to(book.open);
+        let mut open = String::with_capacity(lives.len() * 320);
+        for l in &lives {
+            open.push_str(&l.to_line());
+            open.push('\n');
+        }
+        drop(lives);
+        repo.blob(open.as_bytes()).map_err(&err)?
+    };
     let lives_base = base
         .as_ref()
         .and_then(|t| t.get_path(Path::new(LIVES_DIR)).ok())
@@ -201,12 +219,7 @@ pub fn append(
     }
     let lives = lives.write().map_err(&err)?;
     let mut root = repo.treebuilder(base.as_ref()).map_err(&err)?;
-    root.insert(
-        OPEN_FILE,
-        repo.blob(open.as_bytes()).map_err(&err)?,
-        0o100644,
-    )
-    .map_err(&err)?;
+    root.insert(OPEN_FILE, open_blob, 0o100644).map_err(&err)?;
     if !repo.find_tree(lives).map_err(&err)?.is_empty() {
         root.insert(LIVES_DIR, lives, 0o040000).map_err(&err)?;
     }
@@ -271,7 +284,7 @@ mod tests {
         let step = |seen: &[Seen], at| {
             let book = read_book(&repo, "c").unwrap();
             let d = diff("c", &book.open, seen, &pools, Start::Continuing, at);
-            append(&repo, "c", &book, &d, at, None).unwrap()
+            append(&repo, "c", book, &d, at, None).unwrap()
         };
         let first = step(&[seen("a", "ami-1"), seen("b", "ami-1")], t(0));
         // `a` leaves in November, `b` in December: one file each.
@@ -296,7 +309,7 @@ mod tests {
             tip: Some(first),
             open: Vec::new(),
         };
-        assert!(append(&repo, "c", &stale, &Delta::default(), t(20), None).is_err());
+        assert!(append(&repo, "c", stale, &Delta::default(), t(20), None).is_err());
         assert_eq!(clusters(&repo).unwrap(), ["c"]);
     }
 }

@@ -418,7 +418,7 @@ mod tests {
         let pools: BTreeMap<String, PoolContext> = [("general".to_string(), ctx)].into();
         let book = read_book(repo, cluster).unwrap();
         let d = diff(cluster, &book.open, seen, &pools, Start::Continuing, at);
-        append(repo, cluster, &book, &d, at, None).unwrap();
+        append(repo, cluster, book, &d, at, None).unwrap();
     }
 
     fn keys(lives: &[Life]) -> Vec<(String, String, Option<DateTime<Utc>>)> {

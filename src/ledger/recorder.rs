@@ -195,10 +195,14 @@ impl Recorder {
             let sign_ref = sign
                 .as_ref()
                 .map(|f| f as &dyn Fn(&str) -> Result<String, String>);
-            book::append(&repo, &cluster, &book, &delta, now, sign_ref)
+            book::append(&repo, &cluster, book, &delta, now, sign_ref)
                 .map_err(|e| e.to_string())?;
             tracing::info!(cluster = %cluster, joined = delta.opened.len(),
                 left = delta.closed.len(), "ledger appended");
+            // The push packs the new `open.jsonl` (libgit2 holds it inflated and deflated):
+            // what the pass observed is let go first, so the two do not add up (at 5,000
+            // nodes the push and the pass's lives were each several megabytes).
+            drop((delta, seen, contexts, departures));
             if let Some(push) = &push {
                 let name = ledger_ref(&cluster);
                 push_refspec(&repo, push, &format!("{name}:{name}"))?;

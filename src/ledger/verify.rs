@@ -271,7 +271,7 @@ mod tests {
                 Start::Continuing,
                 t(i as i64),
             );
-            append(repo, "c", &book, &d, t(i as i64), None).unwrap();
+            append(repo, "c", book, &d, t(i as i64), None).unwrap();
         }
     }
 
@@ -359,7 +359,7 @@ mod tests {
             };
             let book = read_book(&repo, "c").unwrap();
             let d = diff("c", &book.open, seen, &pools, Start::Continuing, at);
-            append(&repo, "c", &book, &d, at, Some(&sign)).unwrap()
+            append(&repo, "c", book, &d, at, Some(&sign)).unwrap()
         };
         append_signed(&ours, &[seen("a")], t(0));
         append_signed(&ours, &[], t(1));
@@ -381,7 +381,7 @@ mod tests {
         // Unsigned: named as such.
         let book = read_book(&repo, "c").unwrap();
         let d = diff("c", &book.open, &[], &pools, Start::Continuing, t(3));
-        append(&repo, "c", &book, &d, t(3), None).unwrap();
+        append(&repo, "c", book, &d, t(3), None).unwrap();
         let v = verify_chain(&repo, "c", Some(&verifier)).unwrap();
         assert!(
             v.faults.iter().any(|f| f.ends_with(": not signed")),
