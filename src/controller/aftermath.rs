@@ -259,4 +259,136 @@ mod tests {
         }
         assert!(text.contains("rota_pool_gate_failed"), "{text}");
     }
+
+    /// One Event of each kind the aftermath posts, made by the core as it makes them: a
+    /// batch step's (gathered, posted as the pool stops in it), a stop's, the Warning of a
+    /// failed action, the alert of an error retrying will not fix. `n` makes the notes
+    /// differ, so that a second round is new Events rather than repeats the recorder folds.
+    #[cfg(feature = "sim")]
+    fn one_event_of_each_kind(n: u32) -> Vec<Event> {
+        use rota_core::errors::{Class, Classified};
+        use rota_core::rotate::aftermath::{events, failure, step_events};
+        use rota_core::rotate::stop::{MovedBy, StopNote};
+        let now = chrono::DateTime::from_timestamp(1_790_000_000, 0).unwrap();
+        let mut done = step_events::Digest::default();
+        done.add("Evict", &format!("drain of batch 2, round {n}"));
+        let step = step_events::Step {
+            batch: Some(2),
+            stage: "Draining",
+            phase: rota_core::rotate::Phase::Paused,
+        };
+        let mut steps = step_events::record(&mut None, step, &done, now);
+        assert_eq!(steps.len(), 1, "a stopped step is posted at once");
+        let (reason, action, note) = steps.remove(0);
+        let stopped = NodePoolRotationStatus {
+            stop: Some(StopNote {
+                reason: "DrainTimeout".into(),
+                by: MovedBy::Person,
+                cause: format!("batch 2's drain ran past drain.timeout (round {n})"),
+                blocked_by: vec!["pod app/db-0".into()],
+                next: "rota ctl retry --cluster c --pool p".into(),
+            }),
+            ..NodePoolRotationStatus::default()
+        };
+        let failed = failure::ActionFailed {
+            error: Classified::new(Class::Transient, "Throttled"),
+            message: format!("set image ami-2: throttled (round {n})"),
+        };
+        vec![
+            Event::new(false, reason, &action, note),
+            events::stop_event(None, &stopped).expect("a stop is said"),
+            failed.event(),
+            failure::alert(if n == 0 {
+                "QuotaExceeded"
+            } else {
+                "AccessDenied"
+            }),
+        ]
+    }
+
+    /// Invariant 7 for Events: a replica that lost its lease posts none, of any kind, even
+    /// with a pass's aftermath in hand (the lease can run out between `act` and the
+    /// aftermath). Posted on the simulated API server: all four while the lease is held
+    /// (so the count can see them), none once it is lost.
+    #[cfg(feature = "sim")]
+    #[tokio::test]
+    async fn no_event_of_any_kind_is_posted_once_the_lease_is_lost() {
+        use rota_core::rotate::resource::{Fence, NodePoolRotationSpec};
+        use rota_sim::store::{ListOptions, ResourceType, Store};
+        let store = Store::new();
+        let client = crate::kube::sim::client(store.clone());
+        let groups = std::sync::Arc::new(crate::cloud::registry::Providers::new());
+        let mut c = Controller::new(client, groups, crate::controller::Config::new("v1", "r-0"));
+        c.election = Some(super::super::leader::Renewal::by_the_test());
+        let fence = Fence {
+            holder: "r-0".into(),
+            transitions: 1,
+        };
+        let held = std::time::Duration::from_secs(3600);
+        c.leadership.grant(
+            "rota-v1",
+            tokio::time::Instant::now() + held,
+            std::time::Duration::from_secs(5),
+            fence,
+        );
+        let spec: NodePoolRotationSpec = serde_json::from_value(serde_json::json!({
+            "cluster": "c", "pool": "p", "channel": "stable", "version": "v", "image": "i",
+            "sourceCommit": "abc",
+            "group": {"aws": {"region": "r", "autoScalingGroup": "g"}},
+            "policy": serde_json::to_value(
+                rota_core::fleet::resolved::EffectivePolicy::default()
+            ).unwrap(),
+        }))
+        .unwrap();
+        let npr = NodePoolRotation::new("p", spec);
+        c.pools
+            .insert(npr.name_any(), crate::controller::PoolState::new());
+        let plan = Plan {
+            actions: Vec::new(),
+            dry_run: Vec::new(),
+            checkpoint: None,
+            status: rota_core::rotate::StatusSummary {
+                phase: rota_core::rotate::Phase::Paused,
+                reason: "DrainTimeout",
+                message: String::new(),
+                stop: None,
+                total: 0,
+                on_target: 0,
+                ready: 0,
+                remaining: None,
+            },
+        };
+        let status = NodePoolRotationStatus::default();
+        let aftermath = |n| Aftermath {
+            events: one_event_of_each_kind(n),
+            notices: Vec::new(),
+            metrics: Vec::new(),
+            clear_request: None,
+            describe: Describe::Keep,
+            requeue: None,
+            error_healed: false,
+            memory: Default::default(),
+        };
+        let posted = || {
+            let (events, _) = store
+                .list(&ResourceType::events(), None, &ListOptions::default())
+                .unwrap();
+            events
+        };
+        c.carry_out(&npr, &plan, &status, aftermath(0)).await;
+        let leading = posted();
+        let mut reasons: Vec<_> = leading
+            .iter()
+            .filter_map(|e| e["reason"].as_str())
+            .collect();
+        reasons.sort();
+        assert_eq!(
+            reasons,
+            ["DrainTimeout", "Draining", "QuotaExceeded", "Throttled"],
+            "while leading, each kind is posted"
+        );
+        c.leadership.lose();
+        c.carry_out(&npr, &plan, &status, aftermath(1)).await;
+        assert_eq!(posted(), leading, "nothing posted once the lease is lost");
+    }
 }
