@@ -28,12 +28,31 @@ pub(super) struct Facts<'a> {
     pub steered: Option<&'a str>,
     pub gates: &'a GateVerdict,
     pub acted: &'a aftermath::Acted,
+    /// The pass stopped short as a crash would (the test hook `Controller::crash_after`).
+    pub crashed: bool,
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
 impl Controller {
+    /// What follows from the pass: its aftermath decided (pure, in the core) and carried
+    /// out, so that the pass hands off here once.
+    pub(super) async fn follow_up(
+        &mut self,
+        npr: &NodePoolRotation,
+        plan: &Plan,
+        composed: &Composed,
+        facts: &Facts<'_>,
+    ) {
+        let mut after = self.aftermath(npr, plan, composed, facts);
+        if facts.crashed {
+            // A crash settles nothing: the caller drops this controller and starts another.
+            after.requeue = None;
+        }
+        self.carry_out(npr, plan, &composed.status, after).await;
+    }
+
     /// The pass's aftermath (pure, in the core), from the facts and the pool's memory.
-    pub(super) fn aftermath(
+    fn aftermath(
         &mut self,
         npr: &NodePoolRotation,
         plan: &Plan,
@@ -93,7 +112,7 @@ impl Controller {
     /// step's, the request's, the stop's, the Stuck condition's, the alert), the kept describe, the request's annotation, the
     /// metrics, the notices; then the pool's runtime state (its memory, and on success its
     /// healed error and when it is due).
-    pub(super) async fn carry_out(
+    async fn carry_out(
         &mut self,
         npr: &NodePoolRotation,
         plan: &Plan,
