@@ -153,8 +153,14 @@ impl Controller {
     }
 
     /// Remove the operator's request annotation (only if it still holds this request: a
-    /// newer one stays for the next reconcile).
+    /// newer one stays for the next reconcile), while this replica leads.
     async fn clear_request(&self, npr: &NodePoolRotation, clear: &ClearRequest) {
+        // A Kubernetes write like any other: only while this replica leads. A request left
+        // in place is read again by the next leader's pass, whose checkpoint knows it was
+        // applied.
+        if !self.may_act() {
+            return;
+        }
         let patch: json_patch::Patch = match serde_json::from_value(clear.ops()) {
             Ok(p) => p,
             Err(e) => {
@@ -325,17 +331,11 @@ mod tests {
         ]
     }
 
-    /// Invariant 7 for Events: a replica that lost its lease posts none, of any kind, even
-    /// with a pass's aftermath in hand (the lease can run out between `act` and the
-    /// aftermath). Posted on the simulated API server: all four while the lease is held
-    /// (so the count can see them), none once it is lost.
+    /// A controller on `client` under an election the test decides: the lease held until
+    /// the test calls `leadership.lose()`; with the pool `p` prepared.
     #[cfg(feature = "sim")]
-    #[tokio::test]
-    async fn no_event_of_any_kind_is_posted_once_the_lease_is_lost() {
+    fn leading(client: kube::Client) -> (Controller, NodePoolRotation) {
         use rota_core::rotate::resource::{Fence, NodePoolRotationSpec};
-        use rota_sim::store::{ListOptions, ResourceType, Store};
-        let store = Store::new();
-        let client = crate::kube::sim::client(store.clone());
         let groups = std::sync::Arc::new(crate::cloud::registry::Providers::new());
         let mut c = Controller::new(client, groups, crate::controller::Config::new("v1", "r-0"));
         c.election = Some(super::super::leader::Renewal::by_the_test());
@@ -343,10 +343,9 @@ mod tests {
             holder: "r-0".into(),
             transitions: 1,
         };
-        let held = std::time::Duration::from_secs(3600);
         c.leadership.grant(
             "rota-v1",
-            tokio::time::Instant::now() + held,
+            tokio::time::Instant::now() + std::time::Duration::from_secs(3600),
             std::time::Duration::from_secs(5),
             fence,
         );
@@ -362,7 +361,13 @@ mod tests {
         let npr = NodePoolRotation::new("p", spec);
         c.pools
             .insert(npr.name_any(), crate::controller::PoolState::new());
-        let plan = Plan {
+        (c, npr)
+    }
+
+    /// A plan with nothing to do, its pool paused (what the Events below tell of).
+    #[cfg(feature = "sim")]
+    fn paused() -> Plan {
+        Plan {
             actions: Vec::new(),
             dry_run: Vec::new(),
             checkpoint: None,
@@ -376,30 +381,45 @@ mod tests {
                 ready: 0,
                 remaining: None,
             },
-        };
-        let status = NodePoolRotationStatus::default();
-        let aftermath = |n| Aftermath {
-            events: one_event_of_each_kind(n),
+        }
+    }
+
+    /// An aftermath of these Events and this request's clearing, nothing else.
+    #[cfg(feature = "sim")]
+    fn of(events: Vec<Event>, clear_request: Option<ClearRequest>) -> Aftermath {
+        Aftermath {
+            events,
             notices: Vec::new(),
             metrics: Vec::new(),
-            clear_request: None,
+            clear_request,
             describe: Describe::Keep,
             requeue: None,
             error_healed: false,
             memory: Default::default(),
-        };
+        }
+    }
+
+    /// Invariant 7 for Events: a replica that lost its lease posts none, of any kind, even
+    /// with a pass's aftermath in hand (the lease can run out between `act` and the
+    /// aftermath). Posted on the simulated API server: all four while the lease is held
+    /// (so the count can see them), none once it is lost.
+    #[cfg(feature = "sim")]
+    #[tokio::test]
+    async fn no_event_of_any_kind_is_posted_once_the_lease_is_lost() {
+        use rota_sim::store::{ListOptions, ResourceType, Store};
+        let store = Store::new();
+        let (mut c, npr) = leading(crate::kube::sim::client(store.clone()));
+        let status = NodePoolRotationStatus::default();
         let posted = || {
             let (events, _) = store
                 .list(&ResourceType::events(), None, &ListOptions::default())
                 .unwrap();
             events
         };
-        c.carry_out(&npr, &plan, &status, aftermath(0)).await;
+        let a = of(one_event_of_each_kind(0), None);
+        c.carry_out(&npr, &paused(), &status, a).await;
         let leading = posted();
-        let mut reasons: Vec<_> = leading
-            .iter()
-            .filter_map(|e| e["reason"].as_str())
-            .collect();
+        let mut reasons: Vec<_> = leading.iter().filter_map(|e| e["reason"].as_str()).collect();
         reasons.sort();
         assert_eq!(
             reasons,
@@ -407,7 +427,44 @@ mod tests {
             "while leading, each kind is posted"
         );
         c.leadership.lose();
-        c.carry_out(&npr, &plan, &status, aftermath(1)).await;
+        let a = of(one_event_of_each_kind(1), None);
+        c.carry_out(&npr, &paused(), &status, a).await;
         assert_eq!(posted(), leading, "nothing posted once the lease is lost");
+    }
+
+    /// The patch that clears an operator's request is a Kubernetes write like any other:
+    /// sent while the lease is held, not once it is lost (the next leader reads the request
+    /// again, and the checkpoint knows it was applied). Counted at the API server.
+    #[cfg(feature = "sim")]
+    #[tokio::test]
+    async fn the_request_is_cleared_only_while_the_lease_is_held() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let server = rota_sim::apiserver::ApiServer::new(rota_sim::store::Store::new());
+        let log = seen.clone();
+        let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            log.lock()
+                .unwrap()
+                .push(format!("{} {}", req.method(), req.uri().path()));
+            let mut server = server.clone();
+            async move { tower::Service::call(&mut server, req).await }
+        });
+        let (mut c, npr) = leading(kube::Client::new(svc, "default"));
+        let patches = || {
+            let seen = seen.lock().unwrap();
+            let on_npr = |r: &&String| r.starts_with("PATCH") && r.ends_with("/nodepoolrotations/p");
+            seen.iter().filter(on_npr).count()
+        };
+        let clear = ClearRequest {
+            value: "pause".into(),
+            with_note: false,
+        };
+        let status = NodePoolRotationStatus::default();
+        c.carry_out(&npr, &paused(), &status, of(Vec::new(), Some(clear.clone())))
+            .await;
+        assert_eq!(patches(), 1, "sent while leading: {:?}", seen.lock().unwrap());
+        c.leadership.lose();
+        c.carry_out(&npr, &paused(), &status, of(Vec::new(), Some(clear)))
+            .await;
+        assert_eq!(patches(), 1, "none once the lease is lost");
     }
 }
