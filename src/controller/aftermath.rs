@@ -419,7 +419,10 @@ mod tests {
         let a = of(one_event_of_each_kind(0), None);
         c.carry_out(&npr, &paused(), &status, a).await;
         let leading = posted();
-        let mut reasons: Vec<_> = leading.iter().filter_map(|e| e["reason"].as_str()).collect();
+        let mut reasons: Vec<_> = leading
+            .iter()
+            .filter_map(|e| e["reason"].as_str())
+            .collect();
         reasons.sort();
         assert_eq!(
             reasons,
@@ -451,7 +454,8 @@ mod tests {
         let (mut c, npr) = leading(kube::Client::new(svc, "default"));
         let patches = || {
             let seen = seen.lock().unwrap();
-            let on_npr = |r: &&String| r.starts_with("PATCH") && r.ends_with("/nodepoolrotations/p");
+            let on_npr =
+                |r: &&String| r.starts_with("PATCH") && r.ends_with("/nodepoolrotations/p");
             seen.iter().filter(on_npr).count()
         };
         let clear = ClearRequest {
@@ -459,9 +463,19 @@ mod tests {
             with_note: false,
         };
         let status = NodePoolRotationStatus::default();
-        c.carry_out(&npr, &paused(), &status, of(Vec::new(), Some(clear.clone())))
-            .await;
-        assert_eq!(patches(), 1, "sent while leading: {:?}", seen.lock().unwrap());
+        c.carry_out(
+            &npr,
+            &paused(),
+            &status,
+            of(Vec::new(), Some(clear.clone())),
+        )
+        .await;
+        assert_eq!(
+            patches(),
+            1,
+            "sent while leading: {:?}",
+            seen.lock().unwrap()
+        );
         c.leadership.lose();
         c.carry_out(&npr, &paused(), &status, of(Vec::new(), Some(clear)))
             .await;
