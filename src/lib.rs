@@ -8,7 +8,8 @@
 //!   files (`source::read`); the core's `fleet` validates and resolves them.
 //! - `agent` turns each good commit into one NodePoolRotation per pool (`kube::crd`), with the
 //!   core's promotion guard (`waves`), and reports progress (`report`: commit statuses on git
-//!   notes or a forge); `promotion` checks and writes wave promotions.
+//!   notes or a forge); `promotion` checks and writes wave promotions; `propose` is the
+//!   scheduled pass that proposes new images, promotions and reverts as pull requests.
 //! - `controller` reconciles each NodePoolRotation: observe (`kube`'s watch-fed index, the
 //!   `cloud` group), sample `gates`, plan (the core's `rotate`, pure), compose the status,
 //!   act (`controller::apply`), with leader election; `notify` and `metrics` report on it.
@@ -51,6 +52,7 @@ pub mod metrics;
 pub mod notify;
 pub mod page_link;
 pub mod promotion;
+pub mod propose;
 pub mod report;
 pub mod serving;
 pub mod shutdown;

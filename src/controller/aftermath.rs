@@ -28,12 +28,31 @@ pub(super) struct Facts<'a> {
     pub steered: Option<&'a str>,
     pub gates: &'a GateVerdict,
     pub acted: &'a aftermath::Acted,
+    /// The pass stopped short as a crash would (the test hook `Controller::crash_after`).
+    pub crashed: bool,
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
 impl Controller {
+    /// What follows from the pass: its aftermath decided (pure, in the core) and carried
+    /// out, so that the pass hands off here once.
+    pub(super) async fn follow_up(
+        &mut self,
+        npr: &NodePoolRotation,
+        plan: &Plan,
+        composed: &Composed,
+        facts: &Facts<'_>,
+    ) {
+        let mut after = self.aftermath(npr, plan, composed, facts);
+        if facts.crashed {
+            // A crash settles nothing: the caller drops this controller and starts another.
+            after.requeue = None;
+        }
+        self.carry_out(npr, plan, &composed.status, after).await;
+    }
+
     /// The pass's aftermath (pure, in the core), from the facts and the pool's memory.
-    pub(super) fn aftermath(
+    fn aftermath(
         &mut self,
         npr: &NodePoolRotation,
         plan: &Plan,
@@ -93,7 +112,7 @@ impl Controller {
     /// step's, the request's, the stop's, the Stuck condition's, the alert), the kept describe, the request's annotation, the
     /// metrics, the notices; then the pool's runtime state (its memory, and on success its
     /// healed error and when it is due).
-    pub(super) async fn carry_out(
+    async fn carry_out(
         &mut self,
         npr: &NodePoolRotation,
         plan: &Plan,
@@ -134,8 +153,14 @@ impl Controller {
     }
 
     /// Remove the operator's request annotation (only if it still holds this request: a
-    /// newer one stays for the next reconcile).
+    /// newer one stays for the next reconcile), while this replica leads.
     async fn clear_request(&self, npr: &NodePoolRotation, clear: &ClearRequest) {
+        // A Kubernetes write like any other: only while this replica leads. A request left
+        // in place is read again by the next leader's pass, whose checkpoint knows it was
+        // applied.
+        if !self.may_act() {
+            return;
+        }
         let patch: json_patch::Patch = match serde_json::from_value(clear.ops()) {
             Ok(p) => p,
             Err(e) => {
@@ -258,5 +283,202 @@ mod tests {
             assert!(text.contains(line), "{line} in\n{text}");
         }
         assert!(text.contains("rota_pool_gate_failed"), "{text}");
+    }
+
+    /// One Event of each kind the aftermath posts, made by the core as it makes them: a
+    /// batch step's (gathered, posted as the pool stops in it), a stop's, the Warning of a
+    /// failed action, the alert of an error retrying will not fix. `n` makes the notes
+    /// differ, so that a second round is new Events rather than repeats the recorder folds.
+    #[cfg(feature = "sim")]
+    fn one_event_of_each_kind(n: u32) -> Vec<Event> {
+        use rota_core::errors::{Class, Classified};
+        use rota_core::rotate::aftermath::{events, failure, step_events};
+        use rota_core::rotate::stop::{MovedBy, StopNote};
+        let now = chrono::DateTime::from_timestamp(1_790_000_000, 0).unwrap();
+        let mut done = step_events::Digest::default();
+        done.add("Evict", &format!("drain of batch 2, round {n}"));
+        let step = step_events::Step {
+            batch: Some(2),
+            stage: "Draining",
+            phase: rota_core::rotate::Phase::Paused,
+        };
+        let mut steps = step_events::record(&mut None, step, &done, now);
+        assert_eq!(steps.len(), 1, "a stopped step is posted at once");
+        let (reason, action, note) = steps.remove(0);
+        let stopped = NodePoolRotationStatus {
+            stop: Some(StopNote {
+                reason: "DrainTimeout".into(),
+                by: MovedBy::Person,
+                cause: format!("batch 2's drain ran past drain.timeout (round {n})"),
+                blocked_by: vec!["pod app/db-0".into()],
+                next: "rota ctl retry --cluster c --pool p".into(),
+            }),
+            ..NodePoolRotationStatus::default()
+        };
+        let failed = failure::ActionFailed {
+            error: Classified::new(Class::Transient, "Throttled"),
+            message: format!("set image ami-2: throttled (round {n})"),
+        };
+        vec![
+            Event::new(false, reason, &action, note),
+            events::stop_event(None, &stopped).expect("a stop is said"),
+            failed.event(),
+            failure::alert(if n == 0 {
+                "QuotaExceeded"
+            } else {
+                "AccessDenied"
+            }),
+        ]
+    }
+
+    /// A controller on `client` under an election the test decides: the lease held until
+    /// the test calls `leadership.lose()`; with the pool `p` prepared.
+    #[cfg(feature = "sim")]
+    fn leading(client: kube::Client) -> (Controller, NodePoolRotation) {
+        use rota_core::rotate::resource::{Fence, NodePoolRotationSpec};
+        let groups = std::sync::Arc::new(crate::cloud::registry::Providers::new());
+        let mut c = Controller::new(client, groups, crate::controller::Config::new("v1", "r-0"));
+        c.election = Some(super::super::leader::Renewal::by_the_test());
+        let fence = Fence {
+            holder: "r-0".into(),
+            transitions: 1,
+        };
+        c.leadership.grant(
+            "rota-v1",
+            tokio::time::Instant::now() + std::time::Duration::from_secs(3600),
+            std::time::Duration::from_secs(5),
+            fence,
+        );
+        let spec: NodePoolRotationSpec = serde_json::from_value(serde_json::json!({
+            "cluster": "c", "pool": "p", "channel": "stable", "version": "v", "image": "i",
+            "sourceCommit": "abc",
+            "group": {"aws": {"region": "r", "autoScalingGroup": "g"}},
+            "policy": serde_json::to_value(
+                rota_core::fleet::resolved::EffectivePolicy::default()
+            ).unwrap(),
+        }))
+        .unwrap();
+        let npr = NodePoolRotation::new("p", spec);
+        c.pools
+            .insert(npr.name_any(), crate::controller::PoolState::new());
+        (c, npr)
+    }
+
+    /// A plan with nothing to do, its pool paused (what the Events below tell of).
+    #[cfg(feature = "sim")]
+    fn paused() -> Plan {
+        Plan {
+            actions: Vec::new(),
+            dry_run: Vec::new(),
+            checkpoint: None,
+            status: rota_core::rotate::StatusSummary {
+                phase: rota_core::rotate::Phase::Paused,
+                reason: "DrainTimeout",
+                message: String::new(),
+                stop: None,
+                total: 0,
+                on_target: 0,
+                ready: 0,
+                remaining: None,
+            },
+        }
+    }
+
+    /// An aftermath of these Events and this request's clearing, nothing else.
+    #[cfg(feature = "sim")]
+    fn of(events: Vec<Event>, clear_request: Option<ClearRequest>) -> Aftermath {
+        Aftermath {
+            events,
+            notices: Vec::new(),
+            metrics: Vec::new(),
+            clear_request,
+            describe: Describe::Keep,
+            requeue: None,
+            error_healed: false,
+            memory: Default::default(),
+        }
+    }
+
+    /// Invariant 7 for Events: a replica that lost its lease posts none, of any kind, even
+    /// with a pass's aftermath in hand (the lease can run out between `act` and the
+    /// aftermath). Posted on the simulated API server: all four while the lease is held
+    /// (so the count can see them), none once it is lost.
+    #[cfg(feature = "sim")]
+    #[tokio::test]
+    async fn no_event_of_any_kind_is_posted_once_the_lease_is_lost() {
+        use rota_sim::store::{ListOptions, ResourceType, Store};
+        let store = Store::new();
+        let (mut c, npr) = leading(crate::kube::sim::client(store.clone()));
+        let status = NodePoolRotationStatus::default();
+        let posted = || {
+            let (events, _) = store
+                .list(&ResourceType::events(), None, &ListOptions::default())
+                .unwrap();
+            events
+        };
+        let a = of(one_event_of_each_kind(0), None);
+        c.carry_out(&npr, &paused(), &status, a).await;
+        let leading = posted();
+        let mut reasons: Vec<_> = leading
+            .iter()
+            .filter_map(|e| e["reason"].as_str())
+            .collect();
+        reasons.sort();
+        assert_eq!(
+            reasons,
+            ["DrainTimeout", "Draining", "QuotaExceeded", "Throttled"],
+            "while leading, each kind is posted"
+        );
+        c.leadership.lose();
+        let a = of(one_event_of_each_kind(1), None);
+        c.carry_out(&npr, &paused(), &status, a).await;
+        assert_eq!(posted(), leading, "nothing posted once the lease is lost");
+    }
+
+    /// The patch that clears an operator's request is a Kubernetes write like any other:
+    /// sent while the lease is held, not once it is lost (the next leader reads the request
+    /// again, and the checkpoint knows it was applied). Counted at the API server.
+    #[cfg(feature = "sim")]
+    #[tokio::test]
+    async fn the_request_is_cleared_only_while_the_lease_is_held() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let server = rota_sim::apiserver::ApiServer::new(rota_sim::store::Store::new());
+        let log = seen.clone();
+        let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            log.lock()
+                .unwrap()
+                .push(format!("{} {}", req.method(), req.uri().path()));
+            let mut server = server.clone();
+            async move { tower::Service::call(&mut server, req).await }
+        });
+        let (mut c, npr) = leading(kube::Client::new(svc, "default"));
+        let patches = || {
+            let seen = seen.lock().unwrap();
+            let on_npr =
+                |r: &&String| r.starts_with("PATCH") && r.ends_with("/nodepoolrotations/p");
+            seen.iter().filter(on_npr).count()
+        };
+        let clear = ClearRequest {
+            value: "pause".into(),
+            with_note: false,
+        };
+        let status = NodePoolRotationStatus::default();
+        c.carry_out(
+            &npr,
+            &paused(),
+            &status,
+            of(Vec::new(), Some(clear.clone())),
+        )
+        .await;
+        assert_eq!(
+            patches(),
+            1,
+            "sent while leading: {:?}",
+            seen.lock().unwrap()
+        );
+        c.leadership.lose();
+        c.carry_out(&npr, &paused(), &status, of(Vec::new(), Some(clear)))
+            .await;
+        assert_eq!(patches(), 1, "none once the lease is lost");
     }
 }

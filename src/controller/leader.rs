@@ -111,7 +111,9 @@ impl Leadership {
         h.until.as_ref().map(|(_, f)| f.clone())
     }
 
-    fn grant(&self, lease: &str, until: Instant, margin: Duration, fence: Fence) {
+    /// What the renewal task writes on winning (or renewing) the Lease; the tests of the
+    /// parts that check leadership grant it themselves.
+    pub(super) fn grant(&self, lease: &str, until: Instant, margin: Duration, fence: Fence) {
         let mut h = self.0.lock().expect("leadership lock");
         h.decided = true;
         h.lease = lease.to_string();
@@ -119,7 +121,8 @@ impl Leadership {
         h.until = Some((until, fence));
     }
 
-    fn lose(&self) {
+    /// What the renewal task writes on losing the Lease (or a test of a part that checks it).
+    pub(super) fn lose(&self) {
         let mut h = self.0.lock().expect("leadership lock");
         h.decided = true;
         h.until = None;
@@ -211,6 +214,18 @@ impl Renewal {
         self.stop.cancel();
         if let Some(t) = self.task.take() {
             let _ = t.await;
+        }
+    }
+}
+
+#[cfg(test)]
+impl Renewal {
+    /// A renewal without a task, for tests of the parts that check leadership: the test
+    /// grants the lease and takes it away itself (`Leadership::grant`, `Leadership::lose`).
+    pub(super) fn by_the_test() -> Renewal {
+        Renewal {
+            task: None,
+            stop: CancellationToken::new(),
         }
     }
 }

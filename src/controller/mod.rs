@@ -3,8 +3,8 @@
 //! One reconcile of one pool reads as a sequence ([`Controller::reconcile`]): prepare the
 //! pool's runtime state, sample the due health gates (here, at the edge, from the cluster's
 //! watch-fed index), observe (a synchronous read of that index and the cloud group's
-//! `describe`), plan (`rotate::plan`, pure), compose the status (`rotate::status::compose`,
-//! pure, the one place a status is made), act ([`apply`]: status and checkpoint first, then
+//! `describe`) and plan (`rotate::plan`, pure) in one step ([`observe`]), compose the
+//! status (`rotate::status::compose`, pure, the one place a status is made), act ([`apply`]: status and checkpoint first, then
 //! the actions), and the pass's aftermath: what follows from it (Events, notices, metrics,
 //! the operator request's patch, when to look again) decided in one pure function
 //! (`rota_core::rotate::aftermath::of`) and carried out by [`aftermath`]. Between reconciles the controller waits
@@ -37,6 +37,7 @@ mod evaluation;
 mod gate_samples;
 mod holds;
 pub mod leader;
+mod observe;
 mod owner_pools;
 pub mod owners;
 mod refusals;
@@ -58,7 +59,6 @@ use crate::cloud::metered::MeteredNodeGroups;
 use crate::gates::{self, Gate, Tracker};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::index::{Changes, ClusterIndex};
-use crate::kube::observe::observe;
 use crate::kube::ownership;
 use crate::metrics::Metrics;
 use crate::notify::SharedNotifier;
@@ -69,13 +69,13 @@ use describe::Described;
 pub use evaluation::evaluation;
 pub use holds::start_holds;
 use leader::{Elector, Leadership, Renewal};
+use observe::ImageChecked;
 use rota_core::errors::Class;
 use rota_core::errors::Classify;
-use rota_core::rotate::aftermath::{Acted, failure, own_writes, requeue};
-use rota_core::rotate::operator::{OperatorError, Request};
+use rota_core::rotate::aftermath::{Acted, failure, requeue};
 use rota_core::rotate::status::{Composed, Reconciled, compose};
 use rota_core::rotate::stuck::{self, ErrorTracker};
-use rota_core::rotate::{GateVerdict, Phase, Stage, plan};
+use rota_core::rotate::{Phase, Stage};
 
 /// How a controller identifies itself and what it owns.
 #[derive(Clone, Debug)]
@@ -184,51 +184,13 @@ struct PoolState {
     last: Instant,
     /// The last image check (`NodeGroups::check_image`): the image, when, and why it could
     /// not launch (`None`: usable, kept for good; a hold is asked again after
-    /// [`IMAGE_RECHECK`]).
+    /// [`observe::IMAGE_RECHECK`]).
     image_check: Option<ImageChecked>,
     /// The group's last describe, reused by passes that may reuse it ([`Described`]).
     described: Option<Described>,
     /// What the pass's aftermath keeps between passes: the batch step's gathered actions,
     /// the batch's start ([`rota_core::rotate::aftermath::Memory`]).
     aftermath: rota_core::rotate::aftermath::Memory,
-}
-
-/// Whether the next plan of this pool could surge onto the desired image: no rotation on it
-/// under way, and not settled on it; only a reconciling pool surges. The image and the
-/// control plane's version are checked only then (`image_hold`, `control_plane`).
-fn surge_may_follow(
-    npr: &NodePoolRotation,
-    desired: &rota_core::fleet::resolved::DesiredPool,
-    observed: &rota_core::rotate::Observed,
-) -> bool {
-    let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-    let on_it =
-        checkpoint.is_some_and(|c| c.stage != Stage::Done && c.target_image == desired.image);
-    let settled = checkpoint
-        .is_some_and(|c| c.stage == Stage::Done && c.target_image == desired.image)
-        && observed.group.template_image == desired.image;
-    // A managed pool is its owner's to surge and its image the owner's to check: nothing asks
-    // a self-managed cloud about it.
-    !(on_it
-        || settled
-        || desired.mode != rota_core::fleet::resolved::Mode::Reconcile
-        || desired.group.managed().is_some())
-}
-
-/// A pool observed and planned: what was observed, the plan, what an operator's request
-/// steered.
-type Looked = (
-    rota_core::rotate::Observed,
-    rota_core::rotate::Plan,
-    Option<String>,
-);
-
-/// One answer of `NodeGroups::check_image` for a pool: the image, when, and the hold (reason,
-/// message) it gave, `None` when usable.
-struct ImageChecked {
-    image: String,
-    at: Instant,
-    hold: Option<(String, String)>,
 }
 
 impl PoolState {
@@ -258,8 +220,6 @@ impl PoolState {
 /// A pool woken by index changes is reconciled at most this often (controller time): a drain
 /// moves dozens of pods at once and one look at them all is enough.
 const MIN_WAKE_GAP: std::time::Duration = std::time::Duration::from_secs(2);
-/// How long an image the cloud could not launch is held before it is asked about again.
-const IMAGE_RECHECK: std::time::Duration = std::time::Duration::from_secs(15);
 /// How long the first pass waits for the index's first complete lists (controller-runtime's
 /// WaitForCacheSync): until then every pool is "not observed".
 const FIRST_SYNC: std::time::Duration = std::time::Duration::from_secs(60);
@@ -716,14 +676,10 @@ impl Controller {
             steered: steered.as_deref(),
             gates: &observed.gates,
             acted: &acted,
+            crashed: crash.is_some(),
             now,
         };
-        let mut after = self.aftermath(npr, &plan, &composed, &facts);
-        if crash.is_some() {
-            // A crash settles nothing: the caller drops this controller and starts another.
-            after.requeue = None;
-        }
-        self.carry_out(npr, &plan, &composed.status, after).await;
+        self.follow_up(npr, &plan, &composed, &facts).await;
         match result {
             Ok(ran) => {
                 self.stats.actions.fetch_add(ran as u64, Ordering::Relaxed);
@@ -737,57 +693,6 @@ impl Controller {
             }
             Err(e) => self.failed(npr, &observed, e).await,
         }
-    }
-
-    /// The pool observed and planned: from its kept describe where that may be reused (see
-    /// `Described`; the plan made from it stands only if it calls the cloud for nothing and
-    /// keeps the checkpoint), else described and planned again. Returns what the operator's
-    /// request steered too.
-    async fn observe_and_plan(
-        &mut self,
-        npr: &NodePoolRotation,
-        desired: &rota_core::fleet::resolved::DesiredPool,
-        verdict: GateVerdict,
-        start_hold: Option<String>,
-        request: Option<&Result<Request, OperatorError>>,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<Looked, crate::kube::observe::ObserveError> {
-        let previous = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        if let Some(mut observed) = self.reusable(npr, desired, &verdict, &start_hold, now) {
-            self.look_further(npr, desired, &mut observed).await;
-            let (plan, steered) = self.plan(npr, desired, &observed, request, now);
-            if own_writes::may_stand_on_kept_describe(&plan, previous) {
-                return Ok((observed, plan, steered));
-            }
-        }
-        self.forget_describe(npr);
-        let mut observed = self
-            .observe(desired, previous, verdict, start_hold, now)
-            .await?;
-        self.look_further(npr, desired, &mut observed).await;
-        let (plan, steered) = self.plan(npr, desired, &observed, request, now);
-        self.remember_describe(npr, &observed, &plan, now);
-        Ok((observed, plan, steered))
-    }
-
-    /// What the pass knows of the pool besides the index and the group: whether its image can
-    /// launch, the control plane's version (both asked only when a surge could follow), and
-    /// the owner's refusal of its last request (this controller's memory of it, else the one
-    /// the status kept across a restart), which the planner and the composer both read.
-    async fn look_further(
-        &mut self,
-        npr: &NodePoolRotation,
-        desired: &rota_core::fleet::resolved::DesiredPool,
-        observed: &mut rota_core::rotate::Observed,
-    ) {
-        observed.image_hold = self.image_hold(npr, desired, observed).await;
-        observed.control_plane = self.control_plane(npr, desired, observed).await;
-        let memory = self
-            .pools
-            .get(&npr.name_any())
-            .and_then(|s| s.refused.as_ref());
-        let kept = npr.status.as_ref().and_then(|s| s.refused.as_ref());
-        observed.refused = memory.or(kept).cloned();
     }
 
     /// The pool's runtime state for this reconcile: created on first sight, its gates rebuilt
@@ -811,104 +716,6 @@ impl Controller {
         }
         let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
         state.rotating = checkpoint.is_some_and(|c| !matches!(c.stage, Stage::Done));
-    }
-
-    /// Whether the desired image can launch in the pool's group, asked of the cloud only when
-    /// the next plan could surge it (no rotation on it yet) and remembered: a usable image is
-    /// not asked about again, an unusable one every [`IMAGE_RECHECK`] until it appears. A
-    /// check that fails (the call, not the image) holds too, naming the error: an image
-    /// nobody could check is not launched.
-    async fn image_hold(
-        &mut self,
-        npr: &NodePoolRotation,
-        desired: &rota_core::fleet::resolved::DesiredPool,
-        observed: &rota_core::rotate::Observed,
-    ) -> Option<(String, String)> {
-        if !surge_may_follow(npr, desired, observed) {
-            return None;
-        }
-        let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
-        if let Some(c) = &state.image_check
-            && c.image == desired.image
-            && (c.hold.is_none() || c.at.elapsed() < IMAGE_RECHECK)
-        {
-            return c.hold.clone();
-        }
-        let hold = match self
-            .groups
-            .check_image(&desired.group, &desired.image, desired.arch)
-            .await
-        {
-            Ok(rota_core::cloud::ImageCheck::Usable) => None,
-            Ok(rota_core::cloud::ImageCheck::Unusable { reason, message }) => {
-                Some((reason, message))
-            }
-            Err(e) => Some((
-                "ImageUnavailable".to_string(),
-                format!("could not check image {}: {e}", desired.image),
-            )),
-        };
-        if let Some((reason, message)) = &hold {
-            tracing::warn!(pool = %npr.name_any(), image = %desired.image, %reason, "{message}");
-        }
-        let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
-        state.image_check = Some(ImageChecked {
-            image: desired.image.clone(),
-            at: Instant::now(),
-            hold: hold.clone(),
-        });
-        hold
-    }
-
-    /// The control plane's version, read (see [`skew`]) only when the next plan could surge
-    /// onto a version that declares its kubelet; `None` otherwise.
-    async fn control_plane(
-        &mut self,
-        npr: &NodePoolRotation,
-        desired: &rota_core::fleet::resolved::DesiredPool,
-        observed: &rota_core::rotate::Observed,
-    ) -> Option<Result<rota_core::fleet::kubernetes::KubeMinor, String>> {
-        if desired.kubelet.is_none() || !surge_may_follow(npr, desired, observed) {
-            return None;
-        }
-        Some(self.control_plane.read(&self.client).await)
-    }
-
-    /// The pool as observed now (the index and the cloud group), with the leadership term it
-    /// is acted on under.
-    async fn observe(
-        &mut self,
-        desired: &rota_core::fleet::resolved::DesiredPool,
-        checkpoint: Option<&rota_core::rotate::Checkpoint>,
-        verdict: GateVerdict,
-        start_hold: Option<String>,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<rota_core::rotate::Observed, crate::kube::observe::ObserveError> {
-        let mut observed = observe(
-            &self.index,
-            self.groups.as_ref(),
-            desired,
-            verdict,
-            start_hold,
-        )
-        .await?;
-        observed.describe_lag = self.config.describe_lag;
-        observed.cluster_autoscaler = self.config.cluster_autoscaler;
-        // A managed pool whose owner this controller drives: the owner's state, described
-        // on every pass (the planner decides from it; nothing is reused across passes).
-        if let Some(o) = self.owners.of(&desired.group) {
-            owner_pools::observe(&mut observed, &self.index, desired, o, checkpoint).await?;
-        }
-        drift::observe(Some(self.drift.as_ref()), desired, &mut observed).await?;
-        // A new term (this replica took over, or won the lease back) restarts the waits that
-        // are measured from times another replica may have written on its own clock.
-        match (&self.leadership.fence(), &self.term) {
-            (Some(f), Some((t, _))) if f == t => {}
-            (Some(f), _) => self.term = Some((f.clone(), now)),
-            (None, _) => self.term = None,
-        }
-        observed.leading_since = self.term.as_ref().map(|(_, at)| *at);
-        Ok(observed)
     }
 
     /// Observing failed: nothing is planned. One classification for the retry, the alert,
@@ -943,25 +750,6 @@ impl Controller {
             .clock
             .after(requeue::after_error(retry, state.failures));
         Outcome::Failed { retry, error }
-    }
-
-    /// The plan (pure), with an operator's request (`rota ctl`, an annotation) as one more
-    /// input; returns what the request steered, if anything.
-    fn plan(
-        &self,
-        npr: &NodePoolRotation,
-        desired: &rota_core::fleet::resolved::DesiredPool,
-        observed: &rota_core::rotate::Observed,
-        request: Option<&Result<Request, OperatorError>>,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> (rota_core::rotate::Plan, Option<String>) {
-        let checkpoint = npr.status.as_ref().and_then(|s| s.checkpoint.as_ref());
-        match request {
-            Some(Ok(r)) => {
-                rota_core::rotate::plan_with(desired, observed, checkpoint, Some(r), now)
-            }
-            _ => (plan(desired, observed, checkpoint, now), None),
-        }
     }
 
     /// The status this reconcile writes, composed in one place (`rotate::status`) from the
