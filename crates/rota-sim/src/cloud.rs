@@ -33,6 +33,7 @@ mod aks_twins;
 mod eks;
 mod gke;
 mod gke_twins;
+mod service_drain;
 mod surge;
 mod twins;
 use super::images::{Catalog, SimImage};
@@ -121,6 +122,9 @@ struct SimGroup {
     /// A GKE node pool's or AKS agent pool's own life (creating, active, deleting) and the
     /// pool a blue-green twin was made from (see [`twins`]).
     life: Option<twins::PoolLife>,
+    /// The nodes the group's service drains before its update terminates them (see
+    /// [`service_drain`]).
+    service: service_drain::ServiceDrains,
 }
 
 impl SimGroup {
@@ -211,6 +215,9 @@ struct Inner {
     /// Every instance that came in service, with the image it booted: the cloud's own
     /// record of what ran where, which the image ledger is checked against.
     ran: Vec<Ran>,
+    /// The API server of each managed cluster the services drain nodes of, by owner and
+    /// cluster name ([`SimCloud::serve_cluster`]).
+    clusters: BTreeMap<(rota_core::fleet::owner::Owner, String), super::store::Store>,
 }
 
 /// One call to a managed owner's API and its answer, in the owner's own JSON: what the
@@ -284,6 +291,7 @@ impl SimCloud {
                 started: Instant::now(),
                 eks_created: Vec::new(),
                 twins_created: Vec::new(),
+                clusters: BTreeMap::new(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -345,6 +353,7 @@ impl SimCloud {
                 )
             )
             .then(twins::PoolLife::active),
+            service: Default::default(),
             spec,
         };
         if group.spec.prebooted {
@@ -455,18 +464,20 @@ impl SimCloud {
     /// compare live instances with desired capacity: launch the missing ones or terminate the
     /// surplus (stale image first, then oldest, as clouds' default termination policies do).
     pub fn step(&self, now: Instant) -> Option<Instant> {
+        // The services' drains first (they call the clusters' API servers, outside the
+        // lock): a node drained now is terminated, and replaced, in this pass.
+        let mut next = self.service_drains(now);
         let mut inner = self.inner.lock().unwrap();
         let mut changed = false;
         let refs: Vec<GroupRef> = inner.groups.keys().cloned().collect();
-        let mut next: Option<Instant> = None;
         for r in refs {
             let mut group = inner.groups.remove(&r).expect("group listed");
             changed |= inner.step_group(&mut group, now);
             // An EKS update moves the node group on (surge, terminate) once the group has
             // acted on what is due; what it asks for is launched in the same pass.
-            if eks::step(&mut inner, &mut group, now)
-                || gke::step(&mut inner, &mut group, now)
-                || aks::step(&mut inner, &mut group, now)
+            if eks::step(&mut inner, &mut group)
+                || gke::step(&mut inner, &mut group)
+                || aks::step(&mut inner, &mut group)
             {
                 changed = true;
                 inner.step_group(&mut group, now);
@@ -485,6 +496,11 @@ impl SimCloud {
                 eks::Life::Changed => changed = true,
                 eks::Life::Due(at) => next = Some(next.map_or(at, |n| n.min(at))),
                 eks::Life::Steady => {}
+            }
+            // A node the service drains (or must taint) is looked at again next round.
+            if service_drain::pending(&group) {
+                let at = now + inner.scale(service_drain::ROUND);
+                next = Some(next.map_or(at, |n| n.min(at)));
             }
             for i in &group.instances {
                 if i.public.lifecycle != Lifecycle::InService {
