@@ -744,12 +744,15 @@ impl Inner {
                 let pid = provider_id::azure(subscription_id, resource_group, scale_set, &id);
                 (id, pid)
             }
-            // A managed pool's instance: named after its pool (unique across the cluster's
-            // pools), with the providerID its cloud's kubelet registers (what the ledger and
-            // `rota audit` read an instance from). An AKS node's real providerID ends in its
-            // scale set's ordinal; here in the pool-named ID, so that IDs stay unique.
+            // A managed pool's instance, with the providerID its cloud's kubelet registers
+            // (what the ledger and `rota audit` read an instance from): an AKS agent pool's
+            // is its scale set's ordinal, as AKS reports it (unique within the pool only);
+            // the others' are named after their pool (unique across the cluster's pools).
             GroupRef::Managed(m) => {
-                let id = format!("{}-{}", m.name(), group.next_ordinal);
+                let id = match m {
+                    ManagedGroup::AksAgentPool { .. } => group.next_ordinal.to_string(),
+                    _ => format!("{}-{}", m.name(), group.next_ordinal),
+                };
                 group.next_ordinal += 1;
                 let pid = managed_provider_id(m, &zone, &id);
                 (id, pid)
@@ -1180,10 +1183,10 @@ impl<G: NodeGroups + ?Sized> InstanceObserver for PollingObserver<G> {
 }
 
 /// The providerID a managed pool's node registers with: EKS's and Karpenter's
-/// `aws:///ZONE/ID`, GKE's `gce://PROJECT/ZONE/NAME`, AKS's scale set VM in the cluster's node
-/// resource group (`MC_RG_CLUSTER`).
-fn managed_provider_id(m: &rota_core::fleet::owner::ManagedGroup, zone: &str, id: &str) -> String {
-    use rota_core::fleet::owner::ManagedGroup;
+/// `aws:///ZONE/ID`, GKE's `gce://PROJECT/ZONE/NAME`, AKS's scale set VM in the cluster's
+/// node resource group (`MC_RG_CLUSTER`), the scale set named as AKS names it
+/// ([`aks_scale_set`]) and the VM by its ordinal.
+fn managed_provider_id(m: &ManagedGroup, zone: &str, id: &str) -> String {
     match m {
         ManagedGroup::EksNodegroup { .. } | ManagedGroup::KarpenterNodePool { .. } => {
             provider_id::aws(zone, id)
@@ -1193,14 +1196,31 @@ fn managed_provider_id(m: &rota_core::fleet::owner::ManagedGroup, zone: &str, id
             subscription_id,
             resource_group,
             aks_cluster,
-            agent_pool,
+            ..
         } => provider_id::azure(
             subscription_id,
             &format!("MC_{resource_group}_{aks_cluster}"),
-            &format!("aks-{agent_pool}-vmss"),
+            &aks_scale_set(m).unwrap_or_default(),
             id,
         ),
     }
+}
+
+/// The scale set of an AKS agent pool, as AKS names it: `aks-<pool>-<8 digits>-vmss`, the
+/// digits a hash of the cluster (stable, so a pool's nodes keep their names across runs).
+pub fn aks_scale_set(m: &ManagedGroup) -> Option<String> {
+    let ManagedGroup::AksAgentPool {
+        subscription_id,
+        resource_group,
+        aks_cluster,
+        agent_pool,
+    } = m
+    else {
+        return None;
+    };
+    let cluster = format!("{subscription_id}/{resource_group}/{aks_cluster}");
+    let digits = super::kubelet::fnv(cluster.as_bytes()) % 100_000_000;
+    Some(format!("aks-{agent_pool}-{digits:08}-vmss"))
 }
 
 #[cfg(test)]
@@ -1446,6 +1466,45 @@ mod tests {
             scale_set: "vmss".into(),
         };
         assert_eq!(default_zones(&other), ["1", "2", "3"]);
+    }
+
+    /// An AKS agent pool's VMs as AKS reports them: the scale set `aks-<pool>-<8 digits>-vmss`
+    /// in the node resource group, the VM by its ordinal; the node named after both.
+    #[tokio::test(start_paused = true)]
+    async fn aks_agent_pool_vms_carry_the_provider_ids_aks_reports() {
+        let pool = ManagedGroup::AksAgentPool {
+            subscription_id: "sub".into(),
+            resource_group: "rg-prod".into(),
+            aks_cluster: "prod".into(),
+            agent_pool: "general".into(),
+        };
+        let g = GroupRef::Managed(pool.clone());
+        let cloud = SimCloud::new(1, FaultProfile::default(), 1.0);
+        cloud
+            .create_group(GroupSpec::new(g.clone(), 2, "img").prebooted())
+            .unwrap();
+        let st = cloud.describe(&g).await.unwrap();
+        let set = aks_scale_set(&pool).unwrap();
+        assert!(
+            set.len() == "aks-general-12345678-vmss".len()
+                && set.starts_with("aks-general-")
+                && set.ends_with("-vmss"),
+            "{set}"
+        );
+        let ids: Vec<_> = st.instances.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids, ["0", "1"]);
+        assert_eq!(
+            st.instances[1].provider_id,
+            format!(
+                "azure:///subscriptions/sub/resourceGroups/MC_rg-prod_prod/providers/Microsoft.Compute/virtualMachineScaleSets/{set}/virtualMachines/1"
+            )
+        );
+        let parsed = provider_id::parse(&st.instances[1].provider_id).expect("parses");
+        assert_eq!(parsed.instance, "1");
+        assert_eq!(
+            super::super::kubelet::node_name(&g, &st.instances[1], 0),
+            format!("{set}000001")
+        );
     }
 
     #[test]
