@@ -1185,7 +1185,7 @@ impl<G: NodeGroups + ?Sized> InstanceObserver for PollingObserver<G> {
 /// The providerID a managed pool's node registers with: EKS's and Karpenter's
 /// `aws:///ZONE/ID`, GKE's `gce://PROJECT/ZONE/NAME`, AKS's scale set VM in the cluster's
 /// node resource group (`MC_RG_CLUSTER`), the scale set named as AKS names it
-/// ([`aks_scale_set`]) and the VM by its ordinal.
+/// (`naming::aks_scale_set`) and the VM by its ordinal.
 fn managed_provider_id(m: &ManagedGroup, zone: &str, id: &str) -> String {
     match m {
         ManagedGroup::EksNodegroup { .. } | ManagedGroup::KarpenterNodePool { .. } => {
@@ -1200,27 +1200,10 @@ fn managed_provider_id(m: &ManagedGroup, zone: &str, id: &str) -> String {
         } => provider_id::azure(
             subscription_id,
             &format!("MC_{resource_group}_{aks_cluster}"),
-            &aks_scale_set(m).unwrap_or_default(),
+            &super::naming::aks_scale_set(m).unwrap_or_default(),
             id,
         ),
     }
-}
-
-/// The scale set of an AKS agent pool, as AKS names it: `aks-<pool>-<8 digits>-vmss`, the
-/// digits a hash of the cluster (stable, so a pool's nodes keep their names across runs).
-pub fn aks_scale_set(m: &ManagedGroup) -> Option<String> {
-    let ManagedGroup::AksAgentPool {
-        subscription_id,
-        resource_group,
-        aks_cluster,
-        agent_pool,
-    } = m
-    else {
-        return None;
-    };
-    let cluster = format!("{subscription_id}/{resource_group}/{aks_cluster}");
-    let digits = super::kubelet::fnv(cluster.as_bytes()) % 100_000_000;
-    Some(format!("aks-{agent_pool}-{digits:08}-vmss"))
 }
 
 #[cfg(test)]
@@ -1484,7 +1467,7 @@ mod tests {
             .create_group(GroupSpec::new(g.clone(), 2, "img").prebooted())
             .unwrap();
         let st = cloud.describe(&g).await.unwrap();
-        let set = aks_scale_set(&pool).unwrap();
+        let set = crate::naming::aks_scale_set(&pool).unwrap();
         assert!(
             set.len() == "aks-general-12345678-vmss".len()
                 && set.starts_with("aks-general-")

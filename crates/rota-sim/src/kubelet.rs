@@ -80,7 +80,7 @@ pub fn node_name(group: &GroupRef, inst: &Instance, attempt: u32) -> String {
         GroupRef::Gcp { .. } => inst.id.clone(),
         GroupRef::Azure { scale_set, .. } => vmss_node_name(scale_set, &inst.id),
         // An AKS agent pool's node: its scale set's name and ordinal, as AKS names them.
-        GroupRef::Managed(m) => match super::cloud::aks_scale_set(m) {
+        GroupRef::Managed(m) => match super::naming::aks_scale_set(m) {
             Some(scale_set) => vmss_node_name(&scale_set, &inst.id),
             None => format!("{}-{}", m.name(), inst.id),
         },
@@ -99,15 +99,7 @@ fn vmss_node_name(scale_set: &str, ordinal: &str) -> String {
     format!("{scale_set}{}", digits.into_iter().collect::<String>())
 }
 
-/// FNV-1a: a small stable hash (names and template hashes must not change between runs).
-pub fn fnv(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
-}
+pub use super::naming::fnv;
 
 fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
     match group {

@@ -31,7 +31,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::service_drain::DrainRule;
+use super::service_drain::{self, DrainRule};
 use super::surge::{Roll, Upgrade, roll};
 use super::{Call, Exchange, Inner, SimCloud, SimGroup};
 use rota_core::cloud::managed::{
@@ -140,6 +140,13 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup) -> bool {
         );
         return true;
     }
+    if let Some(why) = service_drain::take_failure(group) {
+        fail(
+            group,
+            &format!("UpgradeFailed: Drain {why}. See http://aka.ms/aks/debugdrainfailures"),
+        );
+        return true;
+    }
     let up = Upgrade {
         size,
         surge,
@@ -176,18 +183,6 @@ fn fail(group: &mut SimGroup, error: &str) {
         u.errors = vec![error.to_string()];
     }
     group.desired = size;
-}
-
-/// A node's drain outlasted `drainTimeoutInMinutes` (`service_drain`, `why` names the node
-/// and a pod): the upgrade fails as AKS reports it; a group that is not an agent pool is
-/// left alone.
-pub(super) fn fail_drain(group: &mut SimGroup, why: &str) {
-    if group.aks.as_ref().is_some_and(AgentPool::busy) {
-        fail(
-            group,
-            &format!("UpgradeFailed: Drain {why}. See http://aka.ms/aks/debugdrainfailures"),
-        );
-    }
 }
 
 /// The agent pool's ARM path.

@@ -158,6 +158,9 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup) -> bool {
             "NodeCreationFailure: Instances failed to join the kubernetes cluster",
         );
     }
+    if let Some(why) = service_drain::take_failure(group) {
+        return fail_drain(group, &why);
+    }
     // EKS taints every node not on the new AMI unschedulable when its update starts.
     for i in 0..group.instances.len() {
         let inst = &group.instances[i].public;
@@ -250,20 +253,16 @@ fn fail(group: &mut SimGroup, error: &str) -> bool {
 }
 
 /// A node's pods did not leave within EKS's 15 minutes (`service_drain`, `why` names the
-/// node and a pod) and the update was not forced: it fails with `PodEvictionFailure`; a
-/// group that is not a node group is left alone.
-pub(super) fn fail_drain(group: &mut SimGroup, why: &str) {
-    let Some(name) = group.spec.group.managed().map(|m| m.name().to_string()) else {
-        return;
-    };
-    if group.eks.as_mut().is_some_and(|ng| ng.running().is_some()) {
-        fail(
-            group,
-            &format!(
-                "PodEvictionFailure: Reached max retries while trying to evict pods from nodes in node group {name} ({why})"
-            ),
-        );
-    }
+/// node and a pod) and the update was not forced: it fails with `PodEvictionFailure`, as EKS
+/// reports it.
+fn fail_drain(group: &mut SimGroup, why: &str) -> bool {
+    let name = group.spec.group.name().to_string();
+    fail(
+        group,
+        &format!(
+            "PodEvictionFailure: Reached max retries while trying to evict pods from nodes in node group {name} ({why})"
+        ),
+    )
 }
 
 fn eks_group(pool: &ManagedGroup) -> Result<GroupRef, CloudError> {

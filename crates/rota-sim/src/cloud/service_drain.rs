@@ -108,6 +108,14 @@ pub(super) struct ServiceDrains {
     /// Nodes (by providerID) to taint as EKS does when its update starts.
     to_taint: Vec<String>,
     tainted: BTreeSet<String>,
+    /// A drain that timed out under [`OnTimeout::Fail`]: the error the owner's update fails
+    /// with, taken by the owner's next step ([`take_failure`]).
+    failed: Option<String>,
+}
+
+/// The error a timed-out drain left for `group`'s update, if any (taken once).
+pub(super) fn take_failure(group: &mut SimGroup) -> Option<String> {
+    group.service.failed.take()
 }
 
 /// Whether the service is draining instance `id` of `group`.
@@ -296,8 +304,8 @@ fn round(store: &Store, drains: &[Drain]) -> Vec<(String, Outcome)> {
     out
 }
 
-/// Carries a round's outcomes into the group: drained instances terminated, a failure
-/// handed to the group's owner. True if anything changed.
+/// Carries a round's outcomes into the group: drained instances terminated, a failure left
+/// for the group's owner to fail its update with. True if anything changed.
 fn apply(
     inner: &mut super::Inner,
     group: &mut SimGroup,
@@ -332,8 +340,7 @@ fn apply(
         group.service.draining.clear();
         // A later update marks its old nodes afresh.
         group.service.tainted.clear();
-        super::eks::fail_drain(group, &why);
-        super::aks::fail_drain(group, &why);
+        group.service.failed = Some(why);
         changed = true;
     }
     changed
