@@ -371,4 +371,129 @@ async fn managed_pools_instances_each_have_one_life_with_their_image() {
             .any(|l| l.pool == "memory" && l.node.contains("memory-rota-2026-11-2")),
         "{all:#?}"
     );
+    // EKS's own update drained the nodes it replaced (its taint when the update started):
+    // `drained`, by someone else than rota.
+    let replaced: Vec<&Life> = all
+        .iter()
+        .filter(|l| l.pool == "system" && l.left.is_some())
+        .collect();
+    assert!(!replaced.is_empty(), "{all:#?}");
+    assert!(
+        replaced
+            .iter()
+            .all(|l| l.left_how == Some(rota::ledger::Left::Drained) && l.drained_by.is_none()),
+        "{replaced:#?}"
+    );
+}
+
+const AKS_V1: &str = "AKSUbuntu-2204gen2containerd-202610.01.0";
+const AKS_V2: &str = "AKSUbuntu-2204gen2containerd-202611.02.0";
+
+fn aks_fleet_yaml(pin: &str) -> String {
+    format!(
+        r#"apiVersion: rota.dev/v1alpha1
+kind: Fleet
+metadata: {{name: acme}}
+spec:
+  images:
+    general:
+      maxAge: 30d
+      versions:
+        "2026.11.1": {{aks: {{nodeImageVersion: {AKS_V1}}}, released: "2026-10-01T00:00:00Z"}}
+        "2026.11.2": {{aks: {{nodeImageVersion: {AKS_V2}}}, released: "2026-11-20T00:00:00Z"}}
+  waves:
+    - name: canary
+      clusters: [aks-1]
+      images: {{general: "{pin}"}}
+  rollout: {{batch: 1, nodeReadyTimeout: 10m}}
+"#
+    )
+}
+
+const AKS: &str = r#"apiVersion: rota.dev/v1alpha1
+kind: Cluster
+metadata: {name: aks-1}
+spec:
+  cloud: {azure: {subscriptionId: 00000000-0000-0000-0000-000000000001, resourceGroup: rg-prod}}
+  pools:
+    - name: system
+      channel: general
+      nodeSelector: {kubernetes.azure.com/agentpool: system}
+      group: {aksAgentPool: system}
+"#;
+
+/// An AKS agent pool updated by AKS's own node image upgrade: its nodes register with the
+/// providerIDs AKS reports (the scale set `aks-system-<8 digits>-vmss`, the VM's ordinal),
+/// every instance has one life with its image, read from them, and the nodes AKS replaced
+/// left `drained` (AKS cordoned them before it drained them).
+#[tokio::test(start_paused = true)]
+async fn an_aks_agent_pools_instances_are_read_from_the_provider_ids_aks_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (origin, repo) = origin_and_clone(tmp.path(), "fleet");
+    let first = commit(
+        &repo,
+        &[
+            ("fleet.yaml", &aks_fleet_yaml("2026.11.1")),
+            ("aks-1.yaml", AKS),
+        ],
+        "an AKS agent pool on 2026.11.1",
+    );
+    let fleet = LocalFleet::start(LocalConfig::new(
+        origin.clone(),
+        tmp.path().join("state"),
+        WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+    ))
+    .await
+    .unwrap();
+    // AKS upgrades a node image only to the newest it ships.
+    fleet.sim.cloud.set_aks_latest_node_image(AKS_V2);
+    let wait = |commit: String| {
+        let (fleet, origin) = (&fleet, &origin);
+        async move {
+            let start = tokio::time::Instant::now();
+            let context = "rota/aks-1/system";
+            while state_of(origin, &commit, context).await != Some(State::Success) {
+                assert!(
+                    start.elapsed() < Duration::from_secs(6 * 3600),
+                    "{context} never succeeded on {commit}"
+                );
+                fleet.poke();
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
+    };
+    wait(first).await;
+    let bump = commit(
+        &repo,
+        &[("fleet.yaml", &aks_fleet_yaml("2026.11.2"))],
+        "canary: 2026.11.2",
+    );
+    fleet.poke();
+    wait(bump).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+
+    let mut ran: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in fleet.sim.cloud.ran() {
+        *ran.entry((r.instance, r.image)).or_default() += 1;
+    }
+    let all = lives(&origin);
+    let mut recorded: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for l in &all {
+        assert!(
+            l.instance.parse::<u32>().is_ok() && l.node.starts_with("aks-system-"),
+            "a VM ordinal on a scale set node: {l:#?}"
+        );
+        *recorded
+            .entry((l.instance.clone(), l.image.clone()))
+            .or_default() += 1;
+    }
+    assert_eq!(recorded, ran, "lives per instance and image: {all:#?}");
+    let replaced: Vec<&Life> = all.iter().filter(|l| l.left.is_some()).collect();
+    assert!(!replaced.is_empty(), "{all:#?}");
+    assert!(
+        replaced
+            .iter()
+            .all(|l| l.image == AKS_V1 && l.left_how == Some(rota::ledger::Left::Drained)),
+        "{replaced:#?}"
+    );
 }

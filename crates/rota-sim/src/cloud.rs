@@ -33,6 +33,7 @@ mod aks_twins;
 mod eks;
 mod gke;
 mod gke_twins;
+mod service_drain;
 mod surge;
 mod twins;
 use super::images::{Catalog, SimImage};
@@ -121,6 +122,9 @@ struct SimGroup {
     /// A GKE node pool's or AKS agent pool's own life (creating, active, deleting) and the
     /// pool a blue-green twin was made from (see [`twins`]).
     life: Option<twins::PoolLife>,
+    /// The nodes the group's service drains before its update terminates them (see
+    /// [`service_drain`]).
+    service: service_drain::ServiceDrains,
 }
 
 impl SimGroup {
@@ -211,6 +215,9 @@ struct Inner {
     /// Every instance that came in service, with the image it booted: the cloud's own
     /// record of what ran where, which the image ledger is checked against.
     ran: Vec<Ran>,
+    /// The API server of each managed cluster the services drain nodes of, by owner and
+    /// cluster name ([`SimCloud::serve_cluster`]).
+    clusters: BTreeMap<(rota_core::fleet::owner::Owner, String), super::store::Store>,
 }
 
 /// One call to a managed owner's API and its answer, in the owner's own JSON: what the
@@ -284,6 +291,7 @@ impl SimCloud {
                 started: Instant::now(),
                 eks_created: Vec::new(),
                 twins_created: Vec::new(),
+                clusters: BTreeMap::new(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -345,6 +353,7 @@ impl SimCloud {
                 )
             )
             .then(twins::PoolLife::active),
+            service: Default::default(),
             spec,
         };
         if group.spec.prebooted {
@@ -455,18 +464,20 @@ impl SimCloud {
     /// compare live instances with desired capacity: launch the missing ones or terminate the
     /// surplus (stale image first, then oldest, as clouds' default termination policies do).
     pub fn step(&self, now: Instant) -> Option<Instant> {
+        // The services' drains first (they call the clusters' API servers, outside the
+        // lock): a node drained now is terminated, and replaced, in this pass.
+        let mut next = self.service_drains(now);
         let mut inner = self.inner.lock().unwrap();
         let mut changed = false;
         let refs: Vec<GroupRef> = inner.groups.keys().cloned().collect();
-        let mut next: Option<Instant> = None;
         for r in refs {
             let mut group = inner.groups.remove(&r).expect("group listed");
             changed |= inner.step_group(&mut group, now);
             // An EKS update moves the node group on (surge, terminate) once the group has
             // acted on what is due; what it asks for is launched in the same pass.
-            if eks::step(&mut inner, &mut group, now)
-                || gke::step(&mut inner, &mut group, now)
-                || aks::step(&mut inner, &mut group, now)
+            if eks::step(&mut inner, &mut group)
+                || gke::step(&mut inner, &mut group)
+                || aks::step(&mut inner, &mut group)
             {
                 changed = true;
                 inner.step_group(&mut group, now);
@@ -485,6 +496,11 @@ impl SimCloud {
                 eks::Life::Changed => changed = true,
                 eks::Life::Due(at) => next = Some(next.map_or(at, |n| n.min(at))),
                 eks::Life::Steady => {}
+            }
+            // A node the service drains (or must taint) is looked at again next round.
+            if service_drain::pending(&group) {
+                let at = now + inner.scale(service_drain::ROUND);
+                next = Some(next.map_or(at, |n| n.min(at)));
             }
             for i in &group.instances {
                 if i.public.lifecycle != Lifecycle::InService {
@@ -728,12 +744,15 @@ impl Inner {
                 let pid = provider_id::azure(subscription_id, resource_group, scale_set, &id);
                 (id, pid)
             }
-            // A managed pool's instance: named after its pool (unique across the cluster's
-            // pools), with the providerID its cloud's kubelet registers (what the ledger and
-            // `rota audit` read an instance from). An AKS node's real providerID ends in its
-            // scale set's ordinal; here in the pool-named ID, so that IDs stay unique.
+            // A managed pool's instance, with the providerID its cloud's kubelet registers
+            // (what the ledger and `rota audit` read an instance from): an AKS agent pool's
+            // is its scale set's ordinal, as AKS reports it (unique within the pool only);
+            // the others' are named after their pool (unique across the cluster's pools).
             GroupRef::Managed(m) => {
-                let id = format!("{}-{}", m.name(), group.next_ordinal);
+                let id = match m {
+                    ManagedGroup::AksAgentPool { .. } => group.next_ordinal.to_string(),
+                    _ => format!("{}-{}", m.name(), group.next_ordinal),
+                };
                 group.next_ordinal += 1;
                 let pid = managed_provider_id(m, &zone, &id);
                 (id, pid)
@@ -1164,10 +1183,10 @@ impl<G: NodeGroups + ?Sized> InstanceObserver for PollingObserver<G> {
 }
 
 /// The providerID a managed pool's node registers with: EKS's and Karpenter's
-/// `aws:///ZONE/ID`, GKE's `gce://PROJECT/ZONE/NAME`, AKS's scale set VM in the cluster's node
-/// resource group (`MC_RG_CLUSTER`).
-fn managed_provider_id(m: &rota_core::fleet::owner::ManagedGroup, zone: &str, id: &str) -> String {
-    use rota_core::fleet::owner::ManagedGroup;
+/// `aws:///ZONE/ID`, GKE's `gce://PROJECT/ZONE/NAME`, AKS's scale set VM in the cluster's
+/// node resource group (`MC_RG_CLUSTER`), the scale set named as AKS names it
+/// (`naming::aks_scale_set`) and the VM by its ordinal.
+fn managed_provider_id(m: &ManagedGroup, zone: &str, id: &str) -> String {
     match m {
         ManagedGroup::EksNodegroup { .. } | ManagedGroup::KarpenterNodePool { .. } => {
             provider_id::aws(zone, id)
@@ -1177,11 +1196,11 @@ fn managed_provider_id(m: &rota_core::fleet::owner::ManagedGroup, zone: &str, id
             subscription_id,
             resource_group,
             aks_cluster,
-            agent_pool,
+            ..
         } => provider_id::azure(
             subscription_id,
             &format!("MC_{resource_group}_{aks_cluster}"),
-            &format!("aks-{agent_pool}-vmss"),
+            &super::naming::aks_scale_set(m).unwrap_or_default(),
             id,
         ),
     }
@@ -1430,6 +1449,45 @@ mod tests {
             scale_set: "vmss".into(),
         };
         assert_eq!(default_zones(&other), ["1", "2", "3"]);
+    }
+
+    /// An AKS agent pool's VMs as AKS reports them: the scale set `aks-<pool>-<8 digits>-vmss`
+    /// in the node resource group, the VM by its ordinal; the node named after both.
+    #[tokio::test(start_paused = true)]
+    async fn aks_agent_pool_vms_carry_the_provider_ids_aks_reports() {
+        let pool = ManagedGroup::AksAgentPool {
+            subscription_id: "sub".into(),
+            resource_group: "rg-prod".into(),
+            aks_cluster: "prod".into(),
+            agent_pool: "general".into(),
+        };
+        let g = GroupRef::Managed(pool.clone());
+        let cloud = SimCloud::new(1, FaultProfile::default(), 1.0);
+        cloud
+            .create_group(GroupSpec::new(g.clone(), 2, "img").prebooted())
+            .unwrap();
+        let st = cloud.describe(&g).await.unwrap();
+        let set = crate::naming::aks_scale_set(&pool).unwrap();
+        assert!(
+            set.len() == "aks-general-12345678-vmss".len()
+                && set.starts_with("aks-general-")
+                && set.ends_with("-vmss"),
+            "{set}"
+        );
+        let ids: Vec<_> = st.instances.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids, ["0", "1"]);
+        assert_eq!(
+            st.instances[1].provider_id,
+            format!(
+                "azure:///subscriptions/sub/resourceGroups/MC_rg-prod_prod/providers/Microsoft.Compute/virtualMachineScaleSets/{set}/virtualMachines/1"
+            )
+        );
+        let parsed = provider_id::parse(&st.instances[1].provider_id).expect("parses");
+        assert_eq!(parsed.instance, "1");
+        assert_eq!(
+            super::super::kubelet::node_name(&g, &st.instances[1], 0),
+            format!("{set}000001")
+        );
     }
 
     #[test]

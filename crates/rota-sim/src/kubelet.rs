@@ -78,29 +78,28 @@ pub fn node_name(group: &GroupRef, inst: &Instance, attempt: u32) -> String {
             )
         }
         GroupRef::Gcp { .. } => inst.id.clone(),
-        GroupRef::Azure { scale_set, .. } => {
-            let mut n: u64 = inst.id.parse().unwrap_or(0);
-            let mut digits = Vec::new();
-            for _ in 0..6 {
-                digits.push(std::char::from_digit((n % 36) as u32, 36).unwrap());
-                n /= 36;
-            }
-            digits.reverse();
-            format!("{scale_set}{}", digits.into_iter().collect::<String>())
-        }
-        GroupRef::Managed(m) => format!("{}-{}", m.name(), inst.id),
+        GroupRef::Azure { scale_set, .. } => vmss_node_name(scale_set, &inst.id),
+        // An AKS agent pool's node: its scale set's name and ordinal, as AKS names them.
+        GroupRef::Managed(m) => match super::naming::aks_scale_set(m) {
+            Some(scale_set) => vmss_node_name(&scale_set, &inst.id),
+            None => format!("{}-{}", m.name(), inst.id),
+        },
     }
 }
 
-/// FNV-1a: a small stable hash (names and template hashes must not change between runs).
-pub fn fnv(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100000001b3);
+/// A scale set VM's node name: the scale set's name and the ordinal in six base-36 digits.
+fn vmss_node_name(scale_set: &str, ordinal: &str) -> String {
+    let mut n: u64 = ordinal.parse().unwrap_or(0);
+    let mut digits = Vec::new();
+    for _ in 0..6 {
+        digits.push(std::char::from_digit((n % 36) as u32, 36).unwrap());
+        n /= 36;
     }
-    h
+    digits.reverse();
+    format!("{scale_set}{}", digits.into_iter().collect::<String>())
 }
+
+pub use super::naming::fnv;
 
 fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
     match group {
