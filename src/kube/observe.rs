@@ -497,16 +497,18 @@ mod tests {
     /// `drained`), not rota's: `spec.unschedulable` and rota's own fields stay as they are.
     #[test]
     fn eks_taint_on_a_node_it_replaces_is_its_owners_cordon() {
-        let tainted = |key: &str, value: &str| -> Node {
-            serde_json::from_value(json!({
+        let tainted = |key: &str, value: &str| -> NodeSummary {
+            let node: Node = serde_json::from_value(json!({
                 "metadata": {"name": "ip-10-0-0-2"},
                 "spec": {"taints": [{"key": key, "value": value, "effect": "NoSchedule"}]}
             }))
-            .unwrap()
+            .unwrap();
+            let p = crate::kube::node_projection::NodeProjection::from(&node);
+            NodeSummary::from_node(&p, &mut crate::kube::summary::Interner::default())
         };
-        let eks = NodeSummary::from_node(&tainted("eks.amazonaws.com/nodegroup", "unschedulable"));
+        let eks = tainted("eks.amazonaws.com/nodegroup", "unschedulable");
         assert!(eks.owner_unschedulable && !eks.cordoned);
-        let other = NodeSummary::from_node(&tainted("dedicated", "unschedulable"));
+        let other = tainted("dedicated", "unschedulable");
         assert!(!other.owner_unschedulable);
     }
 

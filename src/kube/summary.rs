@@ -137,7 +137,7 @@ impl NodeSummary {
 }
 
 /// Whether `t` is an owner's own cordon of a node it is about to replace.
-fn owner_unschedulable(t: &k8s_openapi::api::core::v1::Taint) -> bool {
+fn owner_unschedulable(t: &super::node_projection::TaintProjection) -> bool {
     let (key, value) = EKS_UNSCHEDULABLE_TAINT;
     t.key == key && t.value.as_deref() == Some(value) && t.effect == "NoSchedule"
 }
