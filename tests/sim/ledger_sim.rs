@@ -472,6 +472,7 @@ async fn an_aks_agent_pools_instances_are_read_from_the_provider_ids_aks_reports
     wait(bump).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
 
+    // The cloud knows a VM by its computer name, which is its node's name.
     let mut ran: BTreeMap<(String, String), usize> = BTreeMap::new();
     for r in fleet.sim.cloud.ran() {
         *ran.entry((r.instance, r.image)).or_default() += 1;
@@ -484,7 +485,7 @@ async fn an_aks_agent_pools_instances_are_read_from_the_provider_ids_aks_reports
             "a VM ordinal on a scale set node: {l:#?}"
         );
         *recorded
-            .entry((l.instance.clone(), l.image.clone()))
+            .entry((l.node.clone(), l.image.clone()))
             .or_default() += 1;
     }
     assert_eq!(recorded, ran, "lives per instance and image: {all:#?}");

@@ -37,6 +37,7 @@ mod service_drain;
 mod surge;
 mod twins;
 use super::images::{Catalog, SimImage};
+use super::naming;
 pub use aks::Aks;
 pub use gke::Gke;
 use rota_core::cloud::{
@@ -745,17 +746,25 @@ impl Inner {
                 (id, pid)
             }
             // A managed pool's instance, with the providerID its cloud's kubelet registers
-            // (what the ledger and `rota audit` read an instance from): an AKS agent pool's
-            // is its scale set's ordinal, as AKS reports it (unique within the pool only);
+            // (what the ledger and `rota audit` read an instance from). An AKS agent pool's
+            // VM is known by its computer name (`aks-<pool>-<digits>-vmss` and its ordinal:
+            // its node's name, and the machine name `deleteMachines` takes, as the real
+            // client names members), its providerID ends in the ordinal, as AKS reports it;
             // the others' are named after their pool (unique across the cluster's pools).
             GroupRef::Managed(m) => {
-                let id = match m {
-                    ManagedGroup::AksAgentPool { .. } => group.next_ordinal.to_string(),
-                    _ => format!("{}-{}", m.name(), group.next_ordinal),
-                };
+                let ordinal = group.next_ordinal;
                 group.next_ordinal += 1;
-                let pid = managed_provider_id(m, &zone, &id);
-                (id, pid)
+                match naming::aks_scale_set(m) {
+                    Some(set) => (
+                        naming::vmss_computer_name(&set, ordinal),
+                        managed_provider_id(m, &zone, &ordinal.to_string()),
+                    ),
+                    None => {
+                        let id = format!("{}-{ordinal}", m.name());
+                        let pid = managed_provider_id(m, &zone, &id);
+                        (id, pid)
+                    }
+                }
             }
         };
         let boot = &self.faults.boot;
@@ -1200,7 +1209,7 @@ fn managed_provider_id(m: &ManagedGroup, zone: &str, id: &str) -> String {
         } => provider_id::azure(
             subscription_id,
             &format!("MC_{resource_group}_{aks_cluster}"),
-            &super::naming::aks_scale_set(m).unwrap_or_default(),
+            &naming::aks_scale_set(m).unwrap_or_default(),
             id,
         ),
     }
@@ -1474,8 +1483,9 @@ mod tests {
                 && set.ends_with("-vmss"),
             "{set}"
         );
-        let ids: Vec<_> = st.instances.iter().map(|i| i.id.as_str()).collect();
-        assert_eq!(ids, ["0", "1"]);
+        // Known by their computer names (the node's, and the machine name AKS deletes by).
+        let ids: Vec<_> = st.instances.iter().map(|i| i.id.clone()).collect();
+        assert_eq!(ids, [format!("{set}000000"), format!("{set}000001")]);
         assert_eq!(
             st.instances[1].provider_id,
             format!(
@@ -1488,6 +1498,23 @@ mod tests {
             super::super::kubelet::node_name(&g, &st.instances[1], 0),
             format!("{set}000001")
         );
+        // A second pool of the cluster (a blue-green twin) has a scale set of its own: its
+        // VMs count from 0 too, and neither their names nor their providerIDs meet the first's.
+        let twin = rota_core::cloud::managed::renamed(&pool, "generaxupok6");
+        let t = GroupRef::Managed(twin);
+        cloud
+            .create_group(GroupSpec::new(t.clone(), 2, "img").prebooted())
+            .unwrap();
+        let twin_st = cloud.describe(&t).await.unwrap();
+        for (a, b) in st.instances.iter().zip(&twin_st.instances) {
+            assert!(b.id.starts_with("aks-generaxupok6-"), "{b:?}");
+            assert_ne!(a.id, b.id);
+            assert_ne!(a.provider_id, b.provider_id);
+            assert_eq!(
+                provider_id::parse(&a.provider_id).unwrap().instance,
+                provider_id::parse(&b.provider_id).unwrap().instance
+            );
+        }
     }
 
     #[test]

@@ -33,7 +33,9 @@ use super::cloud::InstanceObserver;
 use super::ctx::{Ctx, Timer};
 use super::store::{ListOptions, ResourceType, Store, WatchEvent};
 use super::timekeeping::DueDeletion;
+use super::naming::vmss_computer_name;
 use rota_core::cloud::{GroupRef, Instance, Lifecycle};
+use rota_core::fleet::owner::ManagedGroup;
 
 /// One pool as the kubelet registers its nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,25 +80,14 @@ pub fn node_name(group: &GroupRef, inst: &Instance, attempt: u32) -> String {
             )
         }
         GroupRef::Gcp { .. } => inst.id.clone(),
-        GroupRef::Azure { scale_set, .. } => vmss_node_name(scale_set, &inst.id),
-        // An AKS agent pool's node: its scale set's name and ordinal, as AKS names them.
-        GroupRef::Managed(m) => match super::naming::aks_scale_set(m) {
-            Some(scale_set) => vmss_node_name(&scale_set, &inst.id),
-            None => format!("{}-{}", m.name(), inst.id),
-        },
+        GroupRef::Azure { scale_set, .. } => {
+            vmss_computer_name(scale_set, inst.id.parse().unwrap_or(0))
+        }
+        // An AKS agent pool's VM is known by its computer name (its scale set's name and
+        // ordinal), which is its node's name too.
+        GroupRef::Managed(ManagedGroup::AksAgentPool { .. }) => inst.id.clone(),
+        GroupRef::Managed(m) => format!("{}-{}", m.name(), inst.id),
     }
-}
-
-/// A scale set VM's node name: the scale set's name and the ordinal in six base-36 digits.
-fn vmss_node_name(scale_set: &str, ordinal: &str) -> String {
-    let mut n: u64 = ordinal.parse().unwrap_or(0);
-    let mut digits = Vec::new();
-    for _ in 0..6 {
-        digits.push(std::char::from_digit((n % 36) as u32, 36).unwrap());
-        n /= 36;
-    }
-    digits.reverse();
-    format!("{scale_set}{}", digits.into_iter().collect::<String>())
 }
 
 pub use super::naming::fnv;
