@@ -70,9 +70,16 @@ fn commit(dir: &Path, files: &[(&str, &str)], message: &str) -> String {
     git(dir, &["rev-parse", "HEAD"])
 }
 
+/// The state of `context` (`rota/<cluster>/<pool>`) on `commit`, from its cluster's notes.
 async fn state_of(origin: &Path, commit: &str, context: &str) -> Option<State> {
+    status_of(origin, commit, context).await.map(|(s, _)| s)
+}
+
+/// The state and description of `context` on `commit`.
+async fn status_of(origin: &Path, commit: &str, context: &str) -> Option<(State, String)> {
     let store = GitNotesStore::new(origin, None, None);
-    store.scope_to(["canary-1".to_string()]);
+    let cluster = context.split('/').nth(1).unwrap_or_default();
+    store.scope_to([cluster.to_string()]);
     store
         .docs(commit)
         .await
@@ -80,7 +87,7 @@ async fn state_of(origin: &Path, commit: &str, context: &str) -> Option<State> {
         .into_iter()
         .flat_map(|d| d.statuses)
         .find(|s| s.context == context)
-        .map(|s| s.state)
+        .map(|s| (s.state, s.description))
 }
 
 async fn wait_success(fleet: &LocalFleet, origin: &Path, commit: &str) {
@@ -96,8 +103,13 @@ async fn wait_success(fleet: &LocalFleet, origin: &Path, commit: &str) {
 }
 
 fn lives(origin: &Path) -> Vec<Life> {
+    lives_of(origin, "canary-1")
+}
+
+/// The lives in `cluster`'s ledger.
+fn lives_of(origin: &Path, cluster: &str) -> Vec<Life> {
     let repo = git2::Repository::open_bare(origin).unwrap();
-    rota::ledger::read_lives(&repo, "canary-1", &Filter::default()).unwrap()
+    rota::ledger::read_lives(&repo, cluster, &Filter::default()).unwrap()
 }
 
 #[tokio::test(start_paused = true)]
@@ -453,10 +465,32 @@ async fn an_aks_agent_pools_instances_are_read_from_the_provider_ids_aks_reports
             let start = tokio::time::Instant::now();
             let context = "rota/aks-1/system";
             while state_of(origin, &commit, context).await != Some(State::Success) {
-                assert!(
-                    start.elapsed() < Duration::from_secs(6 * 3600),
-                    "{context} never succeeded on {commit}"
-                );
+                if start.elapsed() >= Duration::from_secs(6 * 3600) {
+                    let last = status_of(origin, &commit, context).await;
+                    let calls: Vec<String> = fleet
+                        .sim
+                        .cloud
+                        .owner_exchanges()
+                        .iter()
+                        .rev()
+                        .take(6)
+                        .map(|x| format!("{} {} -> {}", x.method, x.path, x.response))
+                        .collect();
+                    let pool = rota::fleet::owner::ManagedGroup::AksAgentPool {
+                        subscription_id: "00000000-0000-0000-0000-000000000001".into(),
+                        resource_group: "rg-prod".into(),
+                        aks_cluster: "aks-1".into(),
+                        agent_pool: "system".into(),
+                    };
+                    let g = rota::cloud::NodeGroups::describe(
+                        &fleet.sim.cloud,
+                        &rota::cloud::GroupRef::Managed(pool),
+                    )
+                    .await;
+                    panic!(
+                        "{context} never succeeded on {commit}: {last:?}; AKS's last answers: {calls:#?}; the pool: {g:#?}"
+                    );
+                }
                 fleet.poke();
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
@@ -477,7 +511,7 @@ async fn an_aks_agent_pools_instances_are_read_from_the_provider_ids_aks_reports
     for r in fleet.sim.cloud.ran() {
         *ran.entry((r.instance, r.image)).or_default() += 1;
     }
-    let all = lives(&origin);
+    let all = lives_of(&origin, "aks-1");
     let mut recorded: BTreeMap<(String, String), usize> = BTreeMap::new();
     for l in &all {
         assert!(

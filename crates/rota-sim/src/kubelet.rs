@@ -31,9 +31,9 @@ use serde_json::{Value, json};
 
 use super::cloud::InstanceObserver;
 use super::ctx::{Ctx, Timer};
+use super::naming::vmss_computer_name;
 use super::store::{ListOptions, ResourceType, Store, WatchEvent};
 use super::timekeeping::DueDeletion;
-use super::naming::vmss_computer_name;
 use rota_core::cloud::{GroupRef, Instance, Lifecycle};
 use rota_core::fleet::owner::ManagedGroup;
 
