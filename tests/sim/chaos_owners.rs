@@ -2,8 +2,10 @@
 //! only through their owners. A seed's cluster is EKS, GKE or AKS in turn (seed mod 3): on EKS
 //! a managed node group under `managedUpdate: service` (`svc`), one under `managedUpdate:
 //! blueGreen` (`bg`) and a Karpenter NodePool drifted by rota's budgets (`karp`); on GKE two
-//! node pools and on AKS two agent pools, `svc` and `bg`. On half the seeds `svc` has
-//! `strategy: replace` (the owner's update without a surge). Under the chaos suite's faults:
+//! node pools and on AKS two agent pools, `svc` and `bg`. Every other turn `svc` has
+//! `strategy: replace` (the owner's update without a surge): seed mod 6 walks the six cells of
+//! owner and strategy ([`cell`]), so any six seeds in a row give each owner (Karpenter riding
+//! EKS's) two, one of each strategy. Under the chaos suite's faults:
 //! cloud API throttling, 5xx and writes that take effect but answer an error (the owners'
 //! calls included), boots that fail, Kubernetes API 429s, 500s and lost responses, and the
 //! controller crashing after a random number of a pass's actions and started again. Half
@@ -19,7 +21,8 @@
 //! (no update, no twin, no drift budget opened). At the end (or the time bound): every pool
 //! `Succeeded`, the blue-green pool's old node group deleted, every node on the new AMI.
 //!
-//! `cargo test --test sim chaos_owners::` runs 50 seeds; `ROTA_CHAOS_OWNERS_SEEDS=N` runs N,
+//! `cargo test --test sim chaos_owners::` runs [`DEFAULT_SEEDS`] (48: 16 an owner, 8 of each
+//! strategy); `ROTA_CHAOS_OWNERS_SEEDS=N` runs N,
 //! `ROTA_CHAOS_OWNERS_SEED=K` replays seed K with its log on stderr.
 
 use std::collections::BTreeMap;
@@ -82,6 +85,15 @@ impl Service {
     /// Seed mod 3: every service gets a third of the seeds.
     fn of_seed(seed: u64) -> Service {
         [Service::Eks, Service::Gke, Service::Aks][(seed % 3) as usize]
+    }
+
+    /// The owners a seed of this service runs (its summary's label).
+    fn owners(self) -> &'static str {
+        match self {
+            Service::Eks => "EKS and Karpenter",
+            Service::Gke => "GKE",
+            Service::Aks => "AKS",
+        }
     }
 
     fn cloud(self) -> Cloud {
@@ -209,11 +221,7 @@ fn pick<T: Copy>(rng: &mut ChaCha8Rng, xs: &[T]) -> T {
 
 fn draw(seed: u64) -> Draw {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    // The service pool's strategy from a generator of its own, so that the other draws of a
-    // seed stay what they were: `replace` on half the seeds (the owner's own no-surge
-    // update: EKS MINIMAL, GKE and AKS maxSurge 0), else the owner's surge.
-    let replace = ChaCha8Rng::seed_from_u64(seed ^ 0x5e12_0ace).random_bool(0.5);
-    let service = Service::of_seed(seed);
+    let (service, replace) = cell(seed);
     let pools = service
         .pools()
         .iter()
@@ -703,6 +711,18 @@ async fn end_state(run: &mut Run) {
     }
 }
 
+/// A seed's owner and whether its service pool takes `strategy: replace` (the owner's own
+/// no-surge update: EKS MINIMAL, GKE and AKS maxSurge 0; else the owner's surge): seed mod 6
+/// walks the six cells, the owner turning every seed and the strategy every three. A coin
+/// per seed gave one owner's cells 17 seeds split as unevenly as 5 and 12.
+fn cell(seed: u64) -> (Service, bool) {
+    (Service::of_seed(seed), (seed / 3) % 2 == 1)
+}
+
+/// The seeds a run takes by default: 8 for each cell, 16 for each owner, in about the time 50
+/// seeds of owners by turn and strategies by coin took.
+const DEFAULT_SEEDS: u64 = 48;
+
 fn seeds() -> Vec<u64> {
     if let Some(one) = std::env::var("ROTA_CHAOS_OWNERS_SEED")
         .ok()
@@ -713,7 +733,7 @@ fn seeds() -> Vec<u64> {
     let n: u64 = std::env::var("ROTA_CHAOS_OWNERS_SEEDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+        .unwrap_or(DEFAULT_SEEDS);
     (0..n).collect()
 }
 
@@ -722,9 +742,14 @@ async fn seeded_managed_pool_chaos_keeps_the_invariants() {
     let trace = std::env::var("ROTA_CHAOS_OWNERS_SEED").is_ok();
     let mut failed = Vec::new();
     let (mut stops, mut crashes) = (0, 0);
+    // Per owner: seeds, of them with `strategy: replace`, and their wall time.
+    let mut share: BTreeMap<&str, (u32, u32, Duration)> = BTreeMap::new();
     for seed in seeds() {
         let wall = std::time::Instant::now();
         let r = run_seed(seed).await;
+        let (service, replace) = cell(seed);
+        let s = share.entry(service.owners()).or_default();
+        *s = (s.0 + 1, s.1 + u32::from(replace), s.2 + wall.elapsed());
         stops += usize::from(r.log.contains("\nstop "));
         crashes += r.log.matches("controller crashed").count();
         eprintln!(
@@ -740,9 +765,14 @@ async fn seeded_managed_pool_chaos_keeps_the_invariants() {
             failed.push((seed, r.violations));
         }
     }
+    let shares: Vec<String> = share
+        .iter()
+        .map(|(o, (n, r, w))| format!("{o} {n} ({r} replace, wall {w:.1?})"))
+        .collect();
     eprintln!(
-        "chaos_owners: {} seeds, {stops} with a fleet stop, {crashes} controller crashes, {} failed",
+        "chaos_owners: {} seeds ({}), {stops} with a fleet stop, {crashes} controller crashes, {} failed",
         seeds().len(),
+        shares.join(", "),
         failed.len()
     );
     assert!(
@@ -757,4 +787,23 @@ async fn seeded_managed_pool_chaos_keeps_the_invariants() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// The default seeds give every owner the same share, and each owner's service pool as many
+/// seeds with the owner's surge as with `strategy: replace`.
+#[test]
+fn the_default_seeds_give_every_owner_and_strategy_an_equal_share() {
+    let mut cells: BTreeMap<(&str, bool), u64> = BTreeMap::new();
+    for seed in 0..DEFAULT_SEEDS {
+        let (service, replace) = cell(seed);
+        *cells.entry((service.owners(), replace)).or_default() += 1;
+    }
+    assert_eq!(cells.len(), 6, "{cells:?}");
+    assert!(cells.values().all(|&n| n == DEFAULT_SEEDS / 6), "{cells:?}");
+    // The strategy drawn is the pool's: `svc` takes `replace` exactly on its cell's seeds.
+    for seed in 0..12 {
+        let d = draw(seed);
+        let replace = d.pools[0].policy.strategy == RolloutStrategy::Replace;
+        assert_eq!((d.service, replace), cell(seed), "seed {seed}");
+    }
 }
