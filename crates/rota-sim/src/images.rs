@@ -647,8 +647,10 @@ spec:
             rota_core::fleet::SourceFile::new("clusters/aks-1.yaml", cluster),
         ])
         .unwrap();
-        let mut c = Catalog::default();
-        c.require_published = true;
+        let mut c = Catalog {
+            require_published: true,
+            ..Catalog::default()
+        };
         for i in images_of(&fleet) {
             c.publish(i);
         }
