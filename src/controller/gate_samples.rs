@@ -5,7 +5,7 @@
 use kube::ResourceExt;
 
 use super::Controller;
-use super::evaluation::{self, NOT_YET};
+use super::evaluation::{self, NOT_YET, NodeDrain, UPDATE};
 use crate::gates::{self, EventRecord, Gate, GateInputs, PodTally, Tracker};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::index::ClusterIndex;
@@ -23,6 +23,9 @@ impl Controller {
         now: chrono::DateTime<chrono::Utc>,
     ) -> GateVerdict {
         let evaluation = evaluation::of_pool(npr, desired);
+        // The owner drains a node of the pool: no sample until it is done (see
+        // `evaluation::owner_draining`).
+        let waits = evaluation == UPDATE && owner_draining(&self.index, desired);
         let state = self.pools.get_mut(&npr.name_any()).expect("prepared");
         if evaluation != state.evaluation {
             state.trackers.iter_mut().for_each(Tracker::reset);
@@ -53,7 +56,7 @@ impl Controller {
         {
             self.index.want_events();
         }
-        if state.trackers.iter().any(|t| t.due(now)) {
+        if !waits && state.trackers.iter().any(|t| t.due(now)) {
             let pm = self.metrics.pool(&npr.spec.cluster, &npr.spec.pool);
             take_samples(
                 &self.index,
@@ -67,6 +70,25 @@ impl Controller {
         }
         gates::combine(&state.trackers)
     }
+}
+
+/// Whether the owner of `desired`'s pool is draining one of its nodes now, read from the
+/// index (a node not synced yet drains nothing).
+fn owner_draining(index: &ClusterIndex, desired: &rota_core::fleet::resolved::DesiredPool) -> bool {
+    let state = index.read();
+    let nodes = state
+        .all_nodes()
+        .filter(|n| n.labels.matches(&desired.node_selector))
+        .map(|n| NodeDrain {
+            name: &n.name,
+            kept_off: n.cordoned || n.owner_unschedulable,
+            going: state
+                .pods_on(&n.name)
+                .iter()
+                .filter(|(_, p)| p.terminating && !p.daemon_set)
+                .count(),
+        });
+    evaluation::owner_draining(nodes).is_some()
 }
 
 /// Sample the gates that are due from the index (and Prometheus) and count each sample. What

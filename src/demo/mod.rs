@@ -183,10 +183,6 @@ const MANAGED_POOL: &str =
 ";
 const MANAGED_COMMIT: &str =
     "prod-use1: pool system, an EKS managed node group (changed only through EKS's API)";
-/// Why the managed pool's commit also loosens the pods gate.
-const MANAGED_GATE: &str = "gates/pods-healthy.yaml allows 5% of pods not Ready (was 2%): rota samples the\n\
-gates while EKS updates the node group, and each node EKS replaces takes its pods down\n\
-with it; 2% of a 40-pod cluster allows none of them a moment to start elsewhere.";
 const PROMOTION_BRANCH: &str = "promote/early-general-2026.11.2";
 
 /// Plays the story; writes what happens to `out`.
@@ -285,15 +281,7 @@ impl<'a> Story<'a> {
                 PROD_USE1_LAST,
                 &format!("{PROD_USE1_LAST}{MANAGED_POOL}"),
             )?;
-            // rota samples the gates while EKS runs its own update, and EKS's update takes
-            // a node's pods down with it: on the demo's small clusters (about 40 pods) the
-            // example's "2%" allows no pod to be briefly not Ready. The commit says so.
-            r.edit(
-                "gates/pods-healthy.yaml",
-                "maxNotReady: \"2%\"",
-                "maxNotReady: \"5%\"",
-            )?;
-            let managed = r.commit(&format!("{MANAGED_COMMIT}\n\n{MANAGED_GATE}"))?;
+            let managed = r.commit(MANAGED_COMMIT)?;
             let path = "gates/prometheus.yaml";
             let text = r.read(path)?;
             std::fs::write(r.work.join(path), text.replace(PROMETHEUS, &url))

@@ -5,7 +5,7 @@
 //! capacity), and the watch delivers each update as the whole object. Decoded into
 //! k8s-openapi's `Node`, that is a few kilobytes of heap per event (a real node lists every
 //! image it has pulled: 50 to 100 names with their sizes) built only to keep its name,
-//! labels, providerID, cordon and Ready. Decoded into [`NodeProjection`], serde skips the
+//! labels, providerID, cordon, taints and Ready. Decoded into [`NodeProjection`], serde skips the
 //! rest without allocating for it, as [`super::projection::PodProjection`] does for pods.
 //! `kube::Api` and the watcher take it as they take `Node` (the same resource, `v1/nodes`).
 
@@ -33,6 +33,20 @@ pub struct NodeSpecProjection {
     pub provider_id: Option<String>,
     #[serde(default)]
     pub unschedulable: Option<bool>,
+    /// The taints, for an owner's own cordon (EKS's `eks.amazonaws.com/nodegroup=
+    /// unschedulable:NoSchedule`); a node has a handful at most.
+    #[serde(default)]
+    pub taints: Option<Vec<TaintProjection>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct TaintProjection {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub effect: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -67,6 +81,15 @@ impl From<&Node> for NodeProjection {
             spec: spec.map(|s| NodeSpecProjection {
                 provider_id: s.provider_id.clone(),
                 unschedulable: s.unschedulable,
+                taints: s.taints.as_ref().map(|ts| {
+                    ts.iter()
+                        .map(|t| TaintProjection {
+                            key: t.key.clone(),
+                            value: t.value.clone(),
+                            effect: t.effect.clone(),
+                        })
+                        .collect()
+                }),
             }),
             status: status.map(|s| NodeStatusProjection {
                 conditions: s.conditions.as_ref().map(|cs| {
@@ -119,7 +142,9 @@ mod tests {
             },
             "spec": {"providerID": "aws:///us-east-1a/i-0abc", "unschedulable": true,
                      "podCIDR": "10.1.0.0/24",
-                     "taints": [{"key": "k", "effect": "NoSchedule"}]},
+                     "taints": [{"key": "k", "effect": "NoSchedule"},
+                                {"key": "eks.amazonaws.com/nodegroup", "value": "unschedulable",
+                                 "effect": "NoSchedule"}]},
             "status": {
                 "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
                 "conditions": [
@@ -150,6 +175,8 @@ mod tests {
         assert_eq!(s.name, "ip-10-0-0-1");
         assert_eq!(s.provider_id, "aws:///us-east-1a/i-0abc");
         assert!(s.kubelet_ready && s.cordoned && s.do_not_disrupt && s.scale_down_disabled);
+        // EKS's taint on a node its update replaces: its owner's cordon.
+        assert!(s.owner_unschedulable);
         assert_eq!(s.cordoned_by.as_deref(), Some("rotation-1"));
         assert_eq!(s.kubelet_version.as_deref(), Some("v1.31.5-gke.1023000"));
         assert_eq!(s.labels.len(), 5);

@@ -493,6 +493,25 @@ mod tests {
         assert_eq!(n.image_label.as_deref(), Some("ami-1"));
     }
 
+    /// EKS's taint on a node its update will replace is the owner's cordon (the ledger's
+    /// `drained`), not rota's: `spec.unschedulable` and rota's own fields stay as they are.
+    #[test]
+    fn eks_taint_on_a_node_it_replaces_is_its_owners_cordon() {
+        let tainted = |key: &str, value: &str| -> NodeSummary {
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {"name": "ip-10-0-0-2"},
+                "spec": {"taints": [{"key": key, "value": value, "effect": "NoSchedule"}]}
+            }))
+            .unwrap();
+            let p = crate::kube::node_projection::NodeProjection::from(&node);
+            NodeSummary::from_node(&p, &mut crate::kube::summary::Interner::default())
+        };
+        let eks = tainted("eks.amazonaws.com/nodegroup", "unschedulable");
+        assert!(eks.owner_unschedulable && !eks.cordoned);
+        let other = tainted("dedicated", "unschedulable");
+        assert!(!other.owner_unschedulable);
+    }
+
     /// A managed node's image as each owner shows it: AKS's node image label; GKE's kubelet
     /// version and image type labels (no label carries a GKE node version).
     #[test]

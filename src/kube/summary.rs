@@ -14,6 +14,7 @@ use kube::core::{ObjectMeta, Selector};
 use super::node_labels::NodeLabels;
 use super::node_projection::NodeProjection;
 use super::projection::PodProjection;
+use rota_core::cloud::managed::EKS_UNSCHEDULABLE_TAINT;
 use rota_core::rotate::observed::{CORDONED_BY, SCALE_DOWN_DISABLED, opts_out_of_disruption};
 
 /// Annotation the kubelet puts on the mirror of a static pod.
@@ -98,6 +99,10 @@ pub struct NodeSummary {
     /// `spec.unschedulable`.
     pub cordoned: bool,
     pub cordoned_by: Option<String>,
+    /// Tainted unschedulable by its owner: EKS's `eks.amazonaws.com/nodegroup=unschedulable:
+    /// NoSchedule` on the nodes its update will replace (the owner's cordon, for the
+    /// ledger: `spec.unschedulable` follows only once the node's pods are gone).
+    pub owner_unschedulable: bool,
     pub do_not_disrupt: bool,
     pub scale_down_disabled: bool,
     /// `status.nodeInfo.kubeletVersion`: a GKE node's node version (no label carries it).
@@ -117,6 +122,9 @@ impl NodeSummary {
             kubelet_ready: node.kubelet_ready(),
             cordoned: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             cordoned_by: annotation(meta, CORDONED_BY).map(String::from),
+            owner_unschedulable: spec
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|ts| ts.iter().any(owner_unschedulable)),
             do_not_disrupt: do_not_disrupt(meta),
             scale_down_disabled: truthy(annotation(meta, SCALE_DOWN_DISABLED)),
             kubelet_version: node
@@ -126,6 +134,12 @@ impl NodeSummary {
                 .map(|i| i.kubelet_version.clone()),
         }
     }
+}
+
+/// Whether `t` is an owner's own cordon of a node it is about to replace.
+fn owner_unschedulable(t: &super::node_projection::TaintProjection) -> bool {
+    let (key, value) = EKS_UNSCHEDULABLE_TAINT;
+    t.key == key && t.value.as_deref() == Some(value) && t.effect == "NoSchedule"
 }
 
 /// A pod as the index keeps it (its namespace and name are the index's key): what draining,

@@ -300,7 +300,13 @@ impl Recorder {
                                 instance,
                                 image: None,
                                 ready: node.kubelet_ready,
-                                cordoned: node.cordoned.then(|| node.cordoned_by.clone()),
+                                cordoned: if node.cordoned {
+                                    Some(node.cordoned_by.clone())
+                                } else {
+                                    // EKS's taint on the nodes its update replaces: its
+                                    // cordon, by someone else than rota.
+                                    node.owner_unschedulable.then_some(None)
+                                },
                             },
                         ));
                     }

@@ -2,7 +2,10 @@
 //! only through their owners. A seed's cluster is EKS, GKE or AKS in turn (seed mod 3): on EKS
 //! a managed node group under `managedUpdate: service` (`svc`), one under `managedUpdate:
 //! blueGreen` (`bg`) and a Karpenter NodePool drifted by rota's budgets (`karp`); on GKE two
-//! node pools and on AKS two agent pools, `svc` and `bg`. Under the chaos suite's faults:
+//! node pools and on AKS two agent pools, `svc` and `bg`. Every other turn `svc` has
+//! `strategy: replace` (the owner's update without a surge): seed mod 6 walks the six cells of
+//! owner and strategy ([`cell`]), so any six seeds in a row give each owner (Karpenter riding
+//! EKS's) two, one of each strategy. Under the chaos suite's faults:
 //! cloud API throttling, 5xx and writes that take effect but answer an error (the owners'
 //! calls included), boots that fail, Kubernetes API 429s, 500s and lost responses, and the
 //! controller crashing after a random number of a pass's actions and started again. Half
@@ -11,16 +14,15 @@
 //!
 //! After every pass: never more than a pool's size plus one batch alive (both pools of the
 //! blue-green move together), never more than one twin and never more than one update by the
-//! owner to the pinned image, no PodDisruptionBudget below its healthy minimum (except while
-//! the owner runs its own update of `svc`, and five minutes after its replaced nodes are
-//! gone: the simulated EKS, GKE and AKS terminate the nodes they replace once their shutdown
-//! time has passed, evicted or not, where the real services drain (EKS fails the update, or
-//! forces with `force`); such checks are counted and printed apart), and while a
+//! owner to the pinned image, no PodDisruptionBudget below its healthy minimum (the owners'
+//! own updates included: the simulated EKS, GKE and AKS drain the nodes they replace through
+//! the Eviction API, budgets respected, as rota does), and while a
 //! pool's status says `Stopped`, its checkpoint does not move and nothing new is started
 //! (no update, no twin, no drift budget opened). At the end (or the time bound): every pool
 //! `Succeeded`, the blue-green pool's old node group deleted, every node on the new AMI.
 //!
-//! `cargo test --test sim chaos_owners::` runs 50 seeds; `ROTA_CHAOS_OWNERS_SEEDS=N` runs N,
+//! `cargo test --test sim chaos_owners::` runs [`DEFAULT_SEEDS`] (48: 16 an owner, 8 of each
+//! strategy); `ROTA_CHAOS_OWNERS_SEEDS=N` runs N,
 //! `ROTA_CHAOS_OWNERS_SEED=K` replays seed K with its log on stderr.
 
 use std::collections::BTreeMap;
@@ -36,7 +38,7 @@ use rota::cloud::{CloudErrorKind, GroupRef, Lifecycle};
 use rota::controller::{Config, Controller};
 use rota::fleet::duration::GoDuration;
 use rota::fleet::owner::{ManagedGroup, ManagedUpdate, OwnerImage};
-use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode};
+use rota::fleet::resolved::{BatchSize, Cloud, EffectivePolicy, Mode, RolloutStrategy};
 use rota::kube::crd::{self, NodePoolRotation, NodePoolRotationSpec, NodePoolRotationStatus};
 use rota::rotate::{Checkpoint, Phase};
 use rota::sim::apiserver::ApiServer;
@@ -52,9 +54,6 @@ const CLUSTER: &str = "sim-1";
 /// The tests' version, to which `blueGreen` moves `bg` (its twin is named by the planner's
 /// rule for the pool's owner).
 const TWIN_VERSION: &str = "2026.11.2";
-/// How long after the owner's own update (its last replaced node gone) a budget short is still
-/// its doing: the pods it killed are recreated and Ready again within it.
-const OWNER_AFTERMATH: Duration = Duration::from_secs(300);
 /// Fleet time a seed may take.
 const BOUND: Duration = Duration::from_secs(12 * 3600);
 
@@ -86,6 +85,15 @@ impl Service {
     /// Seed mod 3: every service gets a third of the seeds.
     fn of_seed(seed: u64) -> Service {
         [Service::Eks, Service::Gke, Service::Aks][(seed % 3) as usize]
+    }
+
+    /// The owners a seed of this service runs (its summary's label).
+    fn owners(self) -> &'static str {
+        match self {
+            Service::Eks => "EKS and Karpenter",
+            Service::Gke => "GKE",
+            Service::Aks => "AKS",
+        }
     }
 
     fn cloud(self) -> Cloud {
@@ -213,7 +221,7 @@ fn pick<T: Copy>(rng: &mut ChaCha8Rng, xs: &[T]) -> T {
 
 fn draw(seed: u64) -> Draw {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let service = Service::of_seed(seed);
+    let (service, replace) = cell(seed);
     let pools = service
         .pools()
         .iter()
@@ -228,6 +236,9 @@ fn draw(seed: u64) -> Draw {
             p.pool_soak = GoDuration::from_secs(pick(&mut rng, &[0, 120, 600]));
             if kind == Kind::BlueGreen {
                 p.managed_update = Some(ManagedUpdate::BlueGreen);
+            }
+            if kind == Kind::Service && replace {
+                p.strategy = RolloutStrategy::Replace;
             }
             PoolPlan {
                 name,
@@ -332,10 +343,6 @@ struct Run {
     /// The pool stopped now, and once its status says so: its checkpoint, the owner's updates and
     /// the twins then.
     held: Option<(usize, Option<Held>)>,
-    /// Checks that found a PodDisruptionBudget short while the owner ran its own update.
-    owner_short: u32,
-    /// When the owner's own update of `svc` last ran or had a replaced node still going.
-    owner_went: Option<Instant>,
     /// The cloud as the checks see it (no API faults).
     observer: Arc<dyn rota::sim::cloud::InstanceObserver>,
 }
@@ -443,29 +450,8 @@ impl Run {
         if updates.iter().filter(|u| u.image == new).count() > 1 {
             self.violation(format!("a second update by the owner: {updates:?}"));
         }
-        // Invariant 2 is about rota's evictions. While the owner runs its own update of `svc`
-        // (until the nodes it replaced are gone, and [`OWNER_AFTERMATH`] after), the owner
-        // drains: the simulated EKS, GKE and AKS terminate a node they replace once its
-        // shutdown time has passed, evicted or not (real EKS fails the update, or forces with
-        // `force`), so a budget short then is the owner's doing and counted apart.
-        let svc = GroupRef::Managed(self.draw.pools[0].managed());
-        let svc_going = match self.observer.observe(&svc).await {
-            Ok(g) => g
-                .instances
-                .iter()
-                .any(|i| i.lifecycle == Lifecycle::Terminating),
-            Err(_) => true,
-        };
-        let running = updates
-            .iter()
-            .any(|u| u.status == rota::cloud::managed::UpdateStatus::InProgress);
-        if svc_going || running {
-            self.owner_went = Some(Instant::now());
-        }
-        // The pods the owner killed are recreated and Ready within minutes of its last node going.
-        let owner_draining = self
-            .owner_went
-            .is_some_and(|t| t.elapsed() <= OWNER_AFTERMATH);
+        // Invariant 2, for every pool alike: rota's evictions and the owners' (their updates
+        // drain through the Eviction API) keep every budget.
         let pdbs = Api::<PodDisruptionBudget>::all(self.client.clone())
             .list(&ListParams::default())
             .await;
@@ -478,37 +464,31 @@ impl Run {
                 "PDB {:?}: {} healthy < {}",
                 pdb.metadata.name, st.current_healthy, st.desired_healthy
             );
-            if owner_draining {
-                self.log
-                    .push_str(&format!("during the owner's own update: {what}\n"));
-                self.owner_short += 1;
-            } else {
-                self.violation(what);
-                let pods =
-                    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(self.client.clone(), "shop")
-                        .list(&ListParams::default())
-                        .await;
-                for pod in pods.map(|l| l.items).unwrap_or_default() {
-                    let st = pod.status.clone().unwrap_or_default();
-                    let ready = st
-                        .conditions
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.status == "True");
-                    let line = format!(
-                        "  pod {:?} on {:?} {:?} ready={ready} deleting={}\n",
-                        pod.metadata.name,
-                        pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-                        st.phase,
-                        pod.metadata.deletion_timestamp.is_some()
-                    );
-                    self.log.push_str(&line);
-                }
-                for p in self.draw.pools.clone() {
-                    let st = self.status(p.name).await;
-                    let line = format!("  {}: {:?} {}\n", p.name, st.phase, st.message);
-                    self.log.push_str(&line);
-                }
+            self.violation(what);
+            let pods =
+                Api::<k8s_openapi::api::core::v1::Pod>::namespaced(self.client.clone(), "shop")
+                    .list(&ListParams::default())
+                    .await;
+            for pod in pods.map(|l| l.items).unwrap_or_default() {
+                let st = pod.status.clone().unwrap_or_default();
+                let ready = st
+                    .conditions
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                let line = format!(
+                    "  pod {:?} on {:?} {:?} ready={ready} deleting={}\n",
+                    pod.metadata.name,
+                    pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+                    st.phase,
+                    pod.metadata.deletion_timestamp.is_some()
+                );
+                self.log.push_str(&line);
+            }
+            for p in self.draw.pools.clone() {
+                let st = self.status(p.name).await;
+                let line = format!("  {}: {:?} {}\n", p.name, st.phase, st.message);
+                self.log.push_str(&line);
             }
         }
         self.check_stop().await;
@@ -564,7 +544,6 @@ fn a_stop() -> Value {
 
 struct SeedReport {
     violations: Vec<String>,
-    owner_short: u32,
     log: String,
     fleet_time: Duration,
 }
@@ -627,8 +606,6 @@ async fn run_seed(seed: u64) -> SeedReport {
         restarts: 0,
         violations: Vec::new(),
         held: None,
-        owner_short: 0,
-        owner_went: None,
         observer: cloud.observer(),
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0c0a);
@@ -675,7 +652,6 @@ async fn run_seed(seed: u64) -> SeedReport {
     end_state(&mut run).await;
     SeedReport {
         violations: run.violations,
-        owner_short: run.owner_short,
         log: run.log,
         fleet_time: start.elapsed(),
     }
@@ -735,6 +711,18 @@ async fn end_state(run: &mut Run) {
     }
 }
 
+/// A seed's owner and whether its service pool takes `strategy: replace` (the owner's own
+/// no-surge update: EKS MINIMAL, GKE and AKS maxSurge 0; else the owner's surge): seed mod 6
+/// walks the six cells, the owner turning every seed and the strategy every three. A coin
+/// per seed gave one owner's cells 17 seeds split as unevenly as 5 and 12.
+fn cell(seed: u64) -> (Service, bool) {
+    (Service::of_seed(seed), (seed / 3) % 2 == 1)
+}
+
+/// The seeds a run takes by default: 8 for each cell, 16 for each owner, in about the time 50
+/// seeds of owners by turn and strategies by coin took.
+const DEFAULT_SEEDS: u64 = 48;
+
 fn seeds() -> Vec<u64> {
     if let Some(one) = std::env::var("ROTA_CHAOS_OWNERS_SEED")
         .ok()
@@ -745,7 +733,7 @@ fn seeds() -> Vec<u64> {
     let n: u64 = std::env::var("ROTA_CHAOS_OWNERS_SEEDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+        .unwrap_or(DEFAULT_SEEDS);
     (0..n).collect()
 }
 
@@ -753,13 +741,17 @@ fn seeds() -> Vec<u64> {
 async fn seeded_managed_pool_chaos_keeps_the_invariants() {
     let trace = std::env::var("ROTA_CHAOS_OWNERS_SEED").is_ok();
     let mut failed = Vec::new();
-    let (mut stops, mut crashes, mut owner_short) = (0, 0, 0);
+    let (mut stops, mut crashes) = (0, 0);
+    // Per owner: seeds, of them with `strategy: replace`, and their wall time.
+    let mut share: BTreeMap<&str, (u32, u32, Duration)> = BTreeMap::new();
     for seed in seeds() {
         let wall = std::time::Instant::now();
         let r = run_seed(seed).await;
+        let (service, replace) = cell(seed);
+        let s = share.entry(service.owners()).or_default();
+        *s = (s.0 + 1, s.1 + u32::from(replace), s.2 + wall.elapsed());
         stops += usize::from(r.log.contains("\nstop "));
         crashes += r.log.matches("controller crashed").count();
-        owner_short += usize::from(r.owner_short > 0);
         eprintln!(
             "chaos_owners seed {seed}: {} violations, fleet {:?}, wall {:?}",
             r.violations.len(),
@@ -773,9 +765,14 @@ async fn seeded_managed_pool_chaos_keeps_the_invariants() {
             failed.push((seed, r.violations));
         }
     }
+    let shares: Vec<String> = share
+        .iter()
+        .map(|(o, (n, r, w))| format!("{o} {n} ({r} replace, wall {w:.1?})"))
+        .collect();
     eprintln!(
-        "chaos_owners: {} seeds, {stops} with a fleet stop, {crashes} controller crashes, {owner_short} with a budget short during the owner's own update, {} failed",
+        "chaos_owners: {} seeds ({}), {stops} with a fleet stop, {crashes} controller crashes, {} failed",
         seeds().len(),
+        shares.join(", "),
         failed.len()
     );
     assert!(
@@ -790,4 +787,23 @@ async fn seeded_managed_pool_chaos_keeps_the_invariants() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// The default seeds give every owner the same share, and each owner's service pool as many
+/// seeds with the owner's surge as with `strategy: replace`.
+#[test]
+fn the_default_seeds_give_every_owner_and_strategy_an_equal_share() {
+    let mut cells: BTreeMap<(&str, bool), u64> = BTreeMap::new();
+    for seed in 0..DEFAULT_SEEDS {
+        let (service, replace) = cell(seed);
+        *cells.entry((service.owners(), replace)).or_default() += 1;
+    }
+    assert_eq!(cells.len(), 6, "{cells:?}");
+    assert!(cells.values().all(|&n| n == DEFAULT_SEEDS / 6), "{cells:?}");
+    // The strategy drawn is the pool's: `svc` takes `replace` exactly on its cell's seeds.
+    for seed in 0..12 {
+        let d = draw(seed);
+        let replace = d.pools[0].policy.strategy == RolloutStrategy::Replace;
+        assert_eq!((d.service, replace), cell(seed), "seed {seed}");
+    }
 }

@@ -265,8 +265,8 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
         "lives per instance and image, against the cloud's record"
     );
     // EKS's own update of prod-use1/system replaced its nodes: they left by EKS's hand, not
-    // rota's, on the old AMI, and the simulated EKS does not cordon them first (its update
-    // takes a node's pods down with it), so no look saw a cordon: `lost` (docs/audit.md).
+    // rota's, on the old AMI, after EKS tainted them unschedulable when its update started
+    // (its cordon, which the agent's looks saw): `drained` (docs/audit.md).
     let (replaced, others): (Vec<_>, Vec<_>) = all
         .iter()
         .filter(|l| l.left.is_some())
@@ -275,10 +275,7 @@ async fn the_demo_can_be_audited_every_node_once_per_life_with_how_it_left() {
     assert!(
         replaced.iter().all(|l| l.image == "ami-0a1b2c3d4e5f60718"
             && l.left_rotation.is_none()
-            && matches!(
-                l.left_how,
-                Some(rota::ledger::Left::Lost | rota::ledger::Left::Drained)
-            )),
+            && l.left_how == Some(rota::ledger::Left::Drained)),
         "{replaced:#?}"
     );
     let lost: Vec<_> = others

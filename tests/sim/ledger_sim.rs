@@ -70,9 +70,16 @@ fn commit(dir: &Path, files: &[(&str, &str)], message: &str) -> String {
     git(dir, &["rev-parse", "HEAD"])
 }
 
+/// The state of `context` (`rota/<cluster>/<pool>`) on `commit`, from its cluster's notes.
 async fn state_of(origin: &Path, commit: &str, context: &str) -> Option<State> {
+    status_of(origin, commit, context).await.map(|(s, _)| s)
+}
+
+/// The state and description of `context` on `commit`.
+async fn status_of(origin: &Path, commit: &str, context: &str) -> Option<(State, String)> {
     let store = GitNotesStore::new(origin, None, None);
-    store.scope_to(["canary-1".to_string()]);
+    let cluster = context.split('/').nth(1).unwrap_or_default();
+    store.scope_to([cluster.to_string()]);
     store
         .docs(commit)
         .await
@@ -80,7 +87,7 @@ async fn state_of(origin: &Path, commit: &str, context: &str) -> Option<State> {
         .into_iter()
         .flat_map(|d| d.statuses)
         .find(|s| s.context == context)
-        .map(|s| s.state)
+        .map(|s| (s.state, s.description))
 }
 
 async fn wait_success(fleet: &LocalFleet, origin: &Path, commit: &str) {
@@ -96,8 +103,13 @@ async fn wait_success(fleet: &LocalFleet, origin: &Path, commit: &str) {
 }
 
 fn lives(origin: &Path) -> Vec<Life> {
+    lives_of(origin, "canary-1")
+}
+
+/// The lives in `cluster`'s ledger.
+fn lives_of(origin: &Path, cluster: &str) -> Vec<Life> {
     let repo = git2::Repository::open_bare(origin).unwrap();
-    rota::ledger::read_lives(&repo, "canary-1", &Filter::default()).unwrap()
+    rota::ledger::read_lives(&repo, cluster, &Filter::default()).unwrap()
 }
 
 #[tokio::test(start_paused = true)]
@@ -370,5 +382,153 @@ async fn managed_pools_instances_each_have_one_life_with_their_image() {
         all.iter()
             .any(|l| l.pool == "memory" && l.node.contains("memory-rota-2026-11-2")),
         "{all:#?}"
+    );
+    // EKS's own update drained the nodes it replaced (its taint when the update started):
+    // `drained`, by someone else than rota.
+    let replaced: Vec<&Life> = all
+        .iter()
+        .filter(|l| l.pool == "system" && l.left.is_some())
+        .collect();
+    assert!(!replaced.is_empty(), "{all:#?}");
+    assert!(
+        replaced
+            .iter()
+            .all(|l| l.left_how == Some(rota::ledger::Left::Drained) && l.drained_by.is_none()),
+        "{replaced:#?}"
+    );
+}
+
+const AKS_V1: &str = "AKSUbuntu-2204gen2containerd-202610.01.0";
+const AKS_V2: &str = "AKSUbuntu-2204gen2containerd-202611.02.0";
+
+fn aks_fleet_yaml(pin: &str) -> String {
+    format!(
+        r#"apiVersion: rota.dev/v1alpha1
+kind: Fleet
+metadata: {{name: acme}}
+spec:
+  images:
+    general:
+      maxAge: 30d
+      versions:
+        "2026.11.1": {{aks: {{nodeImageVersion: {AKS_V1}}}, released: "2026-10-01T00:00:00Z"}}
+        "2026.11.2": {{aks: {{nodeImageVersion: {AKS_V2}}}, released: "2026-11-20T00:00:00Z"}}
+  waves:
+    - name: canary
+      clusters: [aks-1]
+      images: {{general: "{pin}"}}
+  rollout: {{batch: 1, nodeReadyTimeout: 10m}}
+"#
+    )
+}
+
+const AKS: &str = r#"apiVersion: rota.dev/v1alpha1
+kind: Cluster
+metadata: {name: aks-1}
+spec:
+  cloud: {azure: {subscriptionId: 00000000-0000-0000-0000-000000000001, resourceGroup: rg-prod}}
+  pools:
+    - name: system
+      channel: general
+      nodeSelector: {kubernetes.azure.com/agentpool: system}
+      group: {aksAgentPool: system}
+"#;
+
+/// An AKS agent pool updated by AKS's own node image upgrade: its nodes register with the
+/// providerIDs AKS reports (the scale set `aks-system-<8 digits>-vmss`, the VM's ordinal),
+/// every instance has one life with its image, read from them, and the nodes AKS replaced
+/// left `drained` (AKS cordoned them before it drained them).
+#[tokio::test(start_paused = true)]
+async fn an_aks_agent_pools_instances_are_read_from_the_provider_ids_aks_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (origin, repo) = origin_and_clone(tmp.path(), "fleet");
+    let first = commit(
+        &repo,
+        &[
+            ("fleet.yaml", &aks_fleet_yaml("2026.11.1")),
+            ("aks-1.yaml", AKS),
+        ],
+        "an AKS agent pool on 2026.11.1",
+    );
+    let fleet = LocalFleet::start(LocalConfig::new(
+        origin.clone(),
+        tmp.path().join("state"),
+        WorkloadProfile::from_yaml(WORKLOADS, "workloads").unwrap(),
+    ))
+    .await
+    .unwrap();
+    // AKS upgrades a node image only to the newest it ships.
+    fleet.sim.cloud.set_aks_latest_node_image(AKS_V2);
+    let wait = |commit: String| {
+        let (fleet, origin) = (&fleet, &origin);
+        async move {
+            let start = tokio::time::Instant::now();
+            let context = "rota/aks-1/system";
+            while state_of(origin, &commit, context).await != Some(State::Success) {
+                if start.elapsed() >= Duration::from_secs(6 * 3600) {
+                    let last = status_of(origin, &commit, context).await;
+                    let calls: Vec<String> = fleet
+                        .sim
+                        .cloud
+                        .owner_exchanges()
+                        .iter()
+                        .rev()
+                        .take(6)
+                        .map(|x| format!("{} {} -> {}", x.method, x.path, x.response))
+                        .collect();
+                    let pool = rota::fleet::owner::ManagedGroup::AksAgentPool {
+                        subscription_id: "00000000-0000-0000-0000-000000000001".into(),
+                        resource_group: "rg-prod".into(),
+                        aks_cluster: "aks-1".into(),
+                        agent_pool: "system".into(),
+                    };
+                    let g = rota::cloud::NodeGroups::describe(
+                        &fleet.sim.cloud,
+                        &rota::cloud::GroupRef::Managed(pool),
+                    )
+                    .await;
+                    panic!(
+                        "{context} never succeeded on {commit}: {last:?}; AKS's last answers: {calls:#?}; the pool: {g:#?}"
+                    );
+                }
+                fleet.poke();
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
+    };
+    wait(first).await;
+    let bump = commit(
+        &repo,
+        &[("fleet.yaml", &aks_fleet_yaml("2026.11.2"))],
+        "canary: 2026.11.2",
+    );
+    fleet.poke();
+    wait(bump).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+
+    // The cloud knows a VM by its computer name, which is its node's name.
+    let mut ran: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in fleet.sim.cloud.ran() {
+        *ran.entry((r.instance, r.image)).or_default() += 1;
+    }
+    let all = lives_of(&origin, "aks-1");
+    let mut recorded: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for l in &all {
+        assert!(
+            l.instance.parse::<u32>().is_ok() && l.node.starts_with("aks-system-"),
+            "a VM ordinal on a scale set node: {l:#?}"
+        );
+        *recorded
+            .entry((l.node.clone(), l.image.clone()))
+            .or_default() += 1;
+    }
+    assert_eq!(recorded, ran, "lives per instance and image: {all:#?}");
+    let replaced: Vec<&Life> = all.iter().filter(|l| l.left.is_some()).collect();
+    assert!(!replaced.is_empty(), "{all:#?}");
+    assert!(
+        replaced
+            .iter()
+            .all(|l| l.image == AKS_V1 && l.left_how == Some(rota::ledger::Left::Drained)),
+        "{replaced:#?}"
     );
 }

@@ -33,9 +33,11 @@ mod aks_twins;
 mod eks;
 mod gke;
 mod gke_twins;
+mod service_drain;
 mod surge;
 mod twins;
 use super::images::{Catalog, SimImage};
+use super::naming;
 pub use aks::Aks;
 pub use gke::Gke;
 use rota_core::cloud::{
@@ -121,6 +123,9 @@ struct SimGroup {
     /// A GKE node pool's or AKS agent pool's own life (creating, active, deleting) and the
     /// pool a blue-green twin was made from (see [`twins`]).
     life: Option<twins::PoolLife>,
+    /// The nodes the group's service drains before its update terminates them (see
+    /// [`service_drain`]).
+    service: service_drain::ServiceDrains,
 }
 
 impl SimGroup {
@@ -211,6 +216,9 @@ struct Inner {
     /// Every instance that came in service, with the image it booted: the cloud's own
     /// record of what ran where, which the image ledger is checked against.
     ran: Vec<Ran>,
+    /// The API server of each managed cluster the services drain nodes of, by owner and
+    /// cluster name ([`SimCloud::serve_cluster`]).
+    clusters: BTreeMap<(rota_core::fleet::owner::Owner, String), super::store::Store>,
 }
 
 /// One call to a managed owner's API and its answer, in the owner's own JSON: what the
@@ -284,6 +292,7 @@ impl SimCloud {
                 started: Instant::now(),
                 eks_created: Vec::new(),
                 twins_created: Vec::new(),
+                clusters: BTreeMap::new(),
             })),
             wake: Arc::new(Notify::new()),
             generation: Arc::new(watch::channel(0).0),
@@ -345,6 +354,7 @@ impl SimCloud {
                 )
             )
             .then(twins::PoolLife::active),
+            service: Default::default(),
             spec,
         };
         if group.spec.prebooted {
@@ -455,18 +465,20 @@ impl SimCloud {
     /// compare live instances with desired capacity: launch the missing ones or terminate the
     /// surplus (stale image first, then oldest, as clouds' default termination policies do).
     pub fn step(&self, now: Instant) -> Option<Instant> {
+        // The services' drains first (they call the clusters' API servers, outside the
+        // lock): a node drained now is terminated, and replaced, in this pass.
+        let mut next = self.service_drains(now);
         let mut inner = self.inner.lock().unwrap();
         let mut changed = false;
         let refs: Vec<GroupRef> = inner.groups.keys().cloned().collect();
-        let mut next: Option<Instant> = None;
         for r in refs {
             let mut group = inner.groups.remove(&r).expect("group listed");
             changed |= inner.step_group(&mut group, now);
             // An EKS update moves the node group on (surge, terminate) once the group has
             // acted on what is due; what it asks for is launched in the same pass.
-            if eks::step(&mut inner, &mut group, now)
-                || gke::step(&mut inner, &mut group, now)
-                || aks::step(&mut inner, &mut group, now)
+            if eks::step(&mut inner, &mut group)
+                || gke::step(&mut inner, &mut group)
+                || aks::step(&mut inner, &mut group)
             {
                 changed = true;
                 inner.step_group(&mut group, now);
@@ -485,6 +497,11 @@ impl SimCloud {
                 eks::Life::Changed => changed = true,
                 eks::Life::Due(at) => next = Some(next.map_or(at, |n| n.min(at))),
                 eks::Life::Steady => {}
+            }
+            // A node the service drains (or must taint) is looked at again next round.
+            if service_drain::pending(&group) {
+                let at = now + inner.scale(service_drain::ROUND);
+                next = Some(next.map_or(at, |n| n.min(at)));
             }
             for i in &group.instances {
                 if i.public.lifecycle != Lifecycle::InService {
@@ -728,15 +745,26 @@ impl Inner {
                 let pid = provider_id::azure(subscription_id, resource_group, scale_set, &id);
                 (id, pid)
             }
-            // A managed pool's instance: named after its pool (unique across the cluster's
-            // pools), with the providerID its cloud's kubelet registers (what the ledger and
-            // `rota audit` read an instance from). An AKS node's real providerID ends in its
-            // scale set's ordinal; here in the pool-named ID, so that IDs stay unique.
+            // A managed pool's instance, with the providerID its cloud's kubelet registers
+            // (what the ledger and `rota audit` read an instance from). An AKS agent pool's
+            // VM is known by its computer name (`aks-<pool>-<digits>-vmss` and its ordinal:
+            // its node's name, and the machine name `deleteMachines` takes, as the real
+            // client names members), its providerID ends in the ordinal, as AKS reports it;
+            // the others' are named after their pool (unique across the cluster's pools).
             GroupRef::Managed(m) => {
-                let id = format!("{}-{}", m.name(), group.next_ordinal);
+                let ordinal = group.next_ordinal;
                 group.next_ordinal += 1;
-                let pid = managed_provider_id(m, &zone, &id);
-                (id, pid)
+                match naming::aks_scale_set(m) {
+                    Some(set) => (
+                        naming::vmss_computer_name(&set, ordinal),
+                        managed_provider_id(m, &zone, &ordinal.to_string()),
+                    ),
+                    None => {
+                        let id = format!("{}-{ordinal}", m.name());
+                        let pid = managed_provider_id(m, &zone, &id);
+                        (id, pid)
+                    }
+                }
             }
         };
         let boot = &self.faults.boot;
@@ -1164,10 +1192,10 @@ impl<G: NodeGroups + ?Sized> InstanceObserver for PollingObserver<G> {
 }
 
 /// The providerID a managed pool's node registers with: EKS's and Karpenter's
-/// `aws:///ZONE/ID`, GKE's `gce://PROJECT/ZONE/NAME`, AKS's scale set VM in the cluster's node
-/// resource group (`MC_RG_CLUSTER`).
-fn managed_provider_id(m: &rota_core::fleet::owner::ManagedGroup, zone: &str, id: &str) -> String {
-    use rota_core::fleet::owner::ManagedGroup;
+/// `aws:///ZONE/ID`, GKE's `gce://PROJECT/ZONE/NAME`, AKS's scale set VM in the cluster's
+/// node resource group (`MC_RG_CLUSTER`), the scale set named as AKS names it
+/// (`naming::aks_scale_set`) and the VM by its ordinal.
+fn managed_provider_id(m: &ManagedGroup, zone: &str, id: &str) -> String {
     match m {
         ManagedGroup::EksNodegroup { .. } | ManagedGroup::KarpenterNodePool { .. } => {
             provider_id::aws(zone, id)
@@ -1177,11 +1205,11 @@ fn managed_provider_id(m: &rota_core::fleet::owner::ManagedGroup, zone: &str, id
             subscription_id,
             resource_group,
             aks_cluster,
-            agent_pool,
+            ..
         } => provider_id::azure(
             subscription_id,
             &format!("MC_{resource_group}_{aks_cluster}"),
-            &format!("aks-{agent_pool}-vmss"),
+            &naming::aks_scale_set(m).unwrap_or_default(),
             id,
         ),
     }
@@ -1430,6 +1458,63 @@ mod tests {
             scale_set: "vmss".into(),
         };
         assert_eq!(default_zones(&other), ["1", "2", "3"]);
+    }
+
+    /// An AKS agent pool's VMs as AKS reports them: the scale set `aks-<pool>-<8 digits>-vmss`
+    /// in the node resource group, the VM by its ordinal; the node named after both.
+    #[tokio::test(start_paused = true)]
+    async fn aks_agent_pool_vms_carry_the_provider_ids_aks_reports() {
+        let pool = ManagedGroup::AksAgentPool {
+            subscription_id: "sub".into(),
+            resource_group: "rg-prod".into(),
+            aks_cluster: "prod".into(),
+            agent_pool: "general".into(),
+        };
+        let g = GroupRef::Managed(pool.clone());
+        let cloud = SimCloud::new(1, FaultProfile::default(), 1.0);
+        cloud
+            .create_group(GroupSpec::new(g.clone(), 2, "img").prebooted())
+            .unwrap();
+        let st = cloud.describe(&g).await.unwrap();
+        let set = crate::naming::aks_scale_set(&pool).unwrap();
+        assert!(
+            set.len() == "aks-general-12345678-vmss".len()
+                && set.starts_with("aks-general-")
+                && set.ends_with("-vmss"),
+            "{set}"
+        );
+        // Known by their computer names (the node's, and the machine name AKS deletes by).
+        let ids: Vec<_> = st.instances.iter().map(|i| i.id.clone()).collect();
+        assert_eq!(ids, [format!("{set}000000"), format!("{set}000001")]);
+        assert_eq!(
+            st.instances[1].provider_id,
+            format!(
+                "azure:///subscriptions/sub/resourceGroups/MC_rg-prod_prod/providers/Microsoft.Compute/virtualMachineScaleSets/{set}/virtualMachines/1"
+            )
+        );
+        let parsed = provider_id::parse(&st.instances[1].provider_id).expect("parses");
+        assert_eq!(parsed.instance, "1");
+        assert_eq!(
+            super::super::kubelet::node_name(&g, &st.instances[1], 0),
+            format!("{set}000001")
+        );
+        // A second pool of the cluster (a blue-green twin) has a scale set of its own: its
+        // VMs count from 0 too, and neither their names nor their providerIDs meet the first's.
+        let twin = rota_core::cloud::managed::renamed(&pool, "generaxupok6");
+        let t = GroupRef::Managed(twin);
+        cloud
+            .create_group(GroupSpec::new(t.clone(), 2, "img").prebooted())
+            .unwrap();
+        let twin_st = cloud.describe(&t).await.unwrap();
+        for (a, b) in st.instances.iter().zip(&twin_st.instances) {
+            assert!(b.id.starts_with("aks-generaxupok6-"), "{b:?}");
+            assert_ne!(a.id, b.id);
+            assert_ne!(a.provider_id, b.provider_id);
+            assert_eq!(
+                provider_id::parse(&a.provider_id).unwrap().instance,
+                provider_id::parse(&b.provider_id).unwrap().instance
+            );
+        }
     }
 
     #[test]

@@ -303,3 +303,44 @@ pub fn evict(
         "the PodDisruptionBudget kept changing while evicting; try again",
     ))
 }
+
+/// Whether `pod` belongs to a DaemonSet (a drain leaves those: they tolerate the cordon and
+/// go with their node).
+pub fn daemon_pod(pod: &Value) -> bool {
+    pod.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|os| {
+            os.iter()
+                .any(|o| o.get("kind").and_then(Value::as_str) == Some("DaemonSet"))
+        })
+}
+
+/// One round of a drain of `node` through the Eviction API, as Karpenter's termination and
+/// the managed services' upgrades drain: every pod but DaemonSets' and those already going
+/// is asked to go (a PodDisruptionBudget that allows no disruption answers 429 and the pod
+/// stays, to be asked again next round). Returns how many pods (not DaemonSets') are still
+/// on the node, going ones included: 0 when the drain is done.
+pub fn evict_node(store: &Store, node: &str, speed: f64) -> Result<usize, ApiError> {
+    let opts = ListOptions::fields(&format!("spec.nodeName={node}"));
+    let (pods, _) = store.list(&ResourceType::pods(), None, &opts)?;
+    let mut left = 0;
+    for p in pods.iter().filter(|p| !daemon_pod(p)) {
+        left += 1;
+        if p.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        let ns = p
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let name = p
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                              "metadata": {"name": name, "namespace": ns}});
+        // 429 (a budget holds it) or a conflict: asked again next round.
+        let _ = evict(store, ns, name, &eviction, speed);
+    }
+    Ok(left)
+}

@@ -405,6 +405,22 @@ pub fn images_of(fleet: &Fleet) -> Vec<SimImage> {
             for id in images.gcp.iter().chain(&images.azure) {
                 push(id, Vec::new(), Arch::X86_64);
             }
+            // The services' own images, which they ship in every region: a GKE version and
+            // image type, an AKS node image, named as the owners' pools carry them (a GKE
+            // `CUSTOM` type boots the version's `gcp` image, published above). Without them a
+            // managed pool's update could launch no node on its pin.
+            let gke = images
+                .gke
+                .as_ref()
+                .filter(|g| g.image_type != rota_core::fleet::owner::GKE_CUSTOM_IMAGE_TYPE)
+                .map(|g| match &g.node_version {
+                    Some(v) => format!("{v}/{}", g.image_type),
+                    None => g.image_type.clone(),
+                });
+            let aks = images.aks.as_ref().map(|a| a.node_image_version.clone());
+            for id in gke.iter().chain(&aks) {
+                push(id, Vec::new(), Arch::X86_64);
+            }
         }
     }
     out
@@ -597,6 +613,68 @@ mod tests {
         };
         assert_eq!(c.find(&gal(&["westeurope"])).unwrap().name, "1.0.1");
         assert!(c.find(&gal(&["eastus"])).is_err());
+    }
+
+    /// A version's GKE and AKS forms are images the simulated services launch: published,
+    /// in every region, as the owners' pools name them.
+    #[test]
+    fn a_repos_gke_and_aks_images_are_published() {
+        let text = r#"apiVersion: rota.dev/v1alpha1
+kind: Fleet
+metadata: {name: acme}
+spec:
+  images:
+    general:
+      versions:
+        "2026.11.2":
+          gke: {nodeVersion: 1.31.5-gke.1023000, imageType: COS_CONTAINERD}
+          aks: {nodeImageVersion: AKSUbuntu-2204gen2containerd-202611.02.0}
+  waves:
+    - name: canary
+      clusters: [aks-1]
+      images: {general: "2026.11.2"}
+"#;
+        let cluster = r#"apiVersion: rota.dev/v1alpha1
+kind: Cluster
+metadata: {name: aks-1}
+spec:
+  cloud: {azure: {subscriptionId: s, resourceGroup: rg}}
+  pools:
+    - {name: general, channel: general, nodeSelector: {kubernetes.azure.com/agentpool: general}, group: {aksAgentPool: general}}
+"#;
+        let fleet = rota_core::fleet::load_files(&[
+            rota_core::fleet::SourceFile::new("fleet.yaml", text),
+            rota_core::fleet::SourceFile::new("clusters/aks-1.yaml", cluster),
+        ])
+        .unwrap();
+        let mut c = Catalog {
+            require_published: true,
+            ..Catalog::default()
+        };
+        for i in images_of(&fleet) {
+            c.publish(i);
+        }
+        use rota_core::fleet::owner::ManagedGroup;
+        let gke = ManagedGroup::GkeNodePool {
+            project: "acme".into(),
+            location: "europe-west1".into(),
+            gke_cluster: "c".into(),
+            node_pool: "general".into(),
+        };
+        let aks = ManagedGroup::AksAgentPool {
+            subscription_id: "s".into(),
+            resource_group: "rg".into(),
+            aks_cluster: "c".into(),
+            agent_pool: "general".into(),
+        };
+        for (pool, image) in [
+            (gke, "1.31.5-gke.1023000/COS_CONTAINERD"),
+            (aks, "AKSUbuntu-2204gen2containerd-202611.02.0"),
+        ] {
+            let g = GroupRef::Managed(pool);
+            assert_eq!(c.launch_error(&g, image), None, "{image}");
+            assert!(c.launch_error(&g, "not-published").is_some());
+        }
     }
 
     #[test]

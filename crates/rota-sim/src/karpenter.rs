@@ -453,7 +453,8 @@ async fn terminate_deleted(
                     })
                     .map_err(|e| e.message)?;
             }
-            if evict_all(store, &nname)? > 0 {
+            // 429: a PodDisruptionBudget holds a pod; asked again next round.
+            if super::eviction::evict_node(store, &nname, 1.0).map_err(|e| e.message)? > 0 {
                 continue;
             }
         }
@@ -478,41 +479,6 @@ async fn terminate_deleted(
 
 fn cordoned(node: &Value) -> bool {
     node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true)
-}
-
-/// Evicts every pod on `node` but DaemonSets' and those already going; returns how many
-/// pods (not DaemonSets') are still there.
-fn evict_all(store: &Store, node: &str) -> Result<usize, String> {
-    let pods = store
-        .list(
-            &ResourceType::pods(),
-            None,
-            &ListOptions::fields(&format!("spec.nodeName={node}")),
-        )
-        .map_err(|e| e.message)?
-        .0;
-    let mut left = 0;
-    for p in pods.iter().filter(|p| !daemon(p)) {
-        left += 1;
-        if p.pointer("/metadata/deletionTimestamp").is_some() {
-            continue;
-        }
-        let (ns, name) = (
-            s(p, "/metadata/namespace").unwrap_or("default"),
-            s(p, "/metadata/name").unwrap_or_default(),
-        );
-        let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
-                              "metadata": {"name": name, "namespace": ns}});
-        // 429: a PodDisruptionBudget holds it; asked again next round.
-        let _ = super::eviction::evict(store, ns, name, &eviction, 1.0);
-    }
-    Ok(left)
-}
-
-fn daemon(pod: &Value) -> bool {
-    pod.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|os| os.iter().any(|o| s(o, "/kind") == Some("DaemonSet")))
 }
 
 /// Whether `karpenter.sh/do-not-disrupt: "true"` is on the node or one of its pods.

@@ -31,9 +31,11 @@ use serde_json::{Value, json};
 
 use super::cloud::InstanceObserver;
 use super::ctx::{Ctx, Timer};
+use super::naming::vmss_computer_name;
 use super::store::{ListOptions, ResourceType, Store, WatchEvent};
 use super::timekeeping::DueDeletion;
 use rota_core::cloud::{GroupRef, Instance, Lifecycle};
+use rota_core::fleet::owner::ManagedGroup;
 
 /// One pool as the kubelet registers its nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,28 +81,16 @@ pub fn node_name(group: &GroupRef, inst: &Instance, attempt: u32) -> String {
         }
         GroupRef::Gcp { .. } => inst.id.clone(),
         GroupRef::Azure { scale_set, .. } => {
-            let mut n: u64 = inst.id.parse().unwrap_or(0);
-            let mut digits = Vec::new();
-            for _ in 0..6 {
-                digits.push(std::char::from_digit((n % 36) as u32, 36).unwrap());
-                n /= 36;
-            }
-            digits.reverse();
-            format!("{scale_set}{}", digits.into_iter().collect::<String>())
+            vmss_computer_name(scale_set, inst.id.parse().unwrap_or(0))
         }
+        // An AKS agent pool's VM is known by its computer name (its scale set's name and
+        // ordinal), which is its node's name too.
+        GroupRef::Managed(ManagedGroup::AksAgentPool { .. }) => inst.id.clone(),
         GroupRef::Managed(m) => format!("{}-{}", m.name(), inst.id),
     }
 }
 
-/// FNV-1a: a small stable hash (names and template hashes must not change between runs).
-pub fn fnv(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
-}
+pub use super::naming::fnv;
 
 fn region_of(group: &GroupRef, zone: &str) -> Option<String> {
     match group {

@@ -8,7 +8,8 @@
 //!
 //! World side: `cloud` is a simulated cloud account behind `rota_core::cloud::NodeGroups`, `faults`
 //! what goes wrong in it; `kubelet`, `scheduler` and `workloads` are the cluster's own
-//! controllers, `autoscaler` a cluster autoscaler sharing a group with the rotation; `registrar` runs those controllers against any other `NodeGroups` provider
+//! controllers (`naming` the stable names the cloud and the kubelets give what they make),
+//! `autoscaler` a cluster autoscaler sharing a group with the rotation; `registrar` runs those controllers against any other `NodeGroups` provider
 //! (moto); `scenario` says what a simulated fleet holds and `world` runs it on tokio,
 //! `timekeeping` keeping its deletions and its lag honest under load.
 //!
@@ -27,6 +28,7 @@ pub mod images;
 pub mod karpenter;
 pub mod kubeconfig;
 pub mod kubelet;
+pub mod naming;
 pub mod onboard;
 pub mod pdb;
 pub mod quantity;

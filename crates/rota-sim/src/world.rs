@@ -83,6 +83,10 @@ impl World {
             for p in &cluster.pools {
                 let spec = GroupSpec::new(p.group.clone(), p.nodes, p.image.clone()).prebooted();
                 cloud.create_group(spec).map_err(LoadError::Cloud)?;
+                // The managed services drain their pools' nodes through this cluster's API.
+                if let Some(m) = p.group.managed() {
+                    cloud.serve_cluster(m, store.clone());
+                }
             }
         }
         // Nodes for every instance already in service.

@@ -32,6 +32,9 @@ use crate::fleet::owner::{ManagedGroup, Owner};
 pub const EKS_NODEGROUP_LABEL: &str = "eks.amazonaws.com/nodegroup";
 /// The node label EKS puts on a managed node group's nodes: the AMI the node booted from.
 pub const EKS_NODEGROUP_IMAGE_LABEL: &str = "eks.amazonaws.com/nodegroup-image";
+/// The taint (key, value; effect `NoSchedule`) EKS puts on every node its update will
+/// replace, when the update starts: EKS's own cordon of the nodes it is about to drain.
+pub const EKS_UNSCHEDULABLE_TAINT: (&str, &str) = (EKS_NODEGROUP_LABEL, "unschedulable");
 
 /// The node label GKE puts on a node pool's nodes: the node pool's name.
 pub const GKE_NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";

@@ -13,6 +13,10 @@
 //!   first, never a node more than the pool's size),
 //!   written with a PUT of the agent pool before the upgrade, together with rota's token
 //!   as the agent pool's tag `rota-update` (ARM takes no idempotency token on a POST);
+//! - each old node the round takes out is cordoned and drained by AKS, budgets honoured,
+//!   within `upgradeSettings.drainTimeoutInMinutes` (30 by default): a drain that outlasts
+//!   it fails the upgrade (`UpgradeFailed`), the blocked node made schedulable again
+//!   (`service_drain`);
 //! - while it runs, the agent pool's `provisioningState` is `UpgradingNodeImageVersion`; a
 //!   second upgrade is refused (`OperationNotAllowed`); at the end `Succeeded`, or `Failed`
 //!   with `status.provisioningError` when the image does not boot
@@ -27,7 +31,8 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::surge::{Roll, roll};
+use super::service_drain::{self, DrainRule};
+use super::surge::{Roll, Upgrade, roll};
 use super::{Call, Exchange, Inner, SimCloud, SimGroup};
 use rota_core::cloud::managed::{
     MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
@@ -49,8 +54,9 @@ pub(super) struct AgentPool {
     max_surge: String,
     /// `upgradeSettings.maxUnavailable` as AKS stores it, when set: "0", "2", "25%".
     max_unavailable: Option<String>,
-    /// `upgradeSettings.drainTimeoutInMinutes` and `nodeSoakDurationInMinutes`, as last set
-    /// (kept and answered; the simulated upgrade does not wait on them).
+    /// `upgradeSettings.drainTimeoutInMinutes` (how long a node's drain may take before the
+    /// upgrade fails, `service_drain`) and `nodeSoakDurationInMinutes` (kept and answered;
+    /// the simulated upgrade does not wait on it), as last set.
     drain_timeout_minutes: Option<u64>,
     node_soak_minutes: Option<u64>,
     tags: std::collections::BTreeMap<String, String>,
@@ -117,31 +123,37 @@ impl AgentPool {
 }
 
 /// One pass of AKS's upgrade of `group`; true if it changed anything.
-pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> bool {
+pub(super) fn step(inner: &mut Inner, group: &mut SimGroup) -> bool {
     let Some(ap) = group.aks.as_mut() else {
         return false;
     };
     let (size, (surge, unavailable)) = (ap.size, ap.surge());
+    let drain = DrainRule::aks(ap.drain_timeout_minutes);
     let Some(update) = ap.running() else {
         return false;
     };
     let target = update.image.clone();
     if inner.failing_updates.contains(&target) {
-        let ap = group.aks.as_mut().expect("an AKS agent pool");
-        if let Some(prev) = ap.previous_image.take() {
-            group.template_image = prev;
-        }
-        if let Some(u) = ap.running() {
-            u.status = UpdateStatus::Failed;
-            u.errors = vec![
-                "VMExtensionProvisioningError: the node image's nodes did not join the cluster"
-                    .to_string(),
-            ];
-        }
-        group.desired = size;
+        fail(
+            group,
+            "VMExtensionProvisioningError: the node image's nodes did not join the cluster",
+        );
         return true;
     }
-    match roll(inner, group, &target, size, surge, unavailable, now) {
+    if let Some(why) = service_drain::take_failure(group) {
+        fail(
+            group,
+            &format!("UpgradeFailed: Drain {why}. See http://aka.ms/aks/debugdrainfailures"),
+        );
+        return true;
+    }
+    let up = Upgrade {
+        size,
+        surge,
+        unavailable,
+        drain,
+    };
+    match roll(group, &target, &up) {
         Roll::Busy => false,
         Roll::Moved => true,
         Roll::Done => {
@@ -154,6 +166,23 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
             true
         }
     }
+}
+
+/// The upgrade fails with `error`: the model goes back to the image it came from and the
+/// surge is taken back (AKS deletes its surge nodes, best effort).
+fn fail(group: &mut SimGroup, error: &str) {
+    let Some(ap) = group.aks.as_mut() else {
+        return;
+    };
+    let size = ap.size;
+    if let Some(prev) = ap.previous_image.take() {
+        group.template_image = prev;
+    }
+    if let Some(u) = ap.running() {
+        u.status = UpdateStatus::Failed;
+        u.errors = vec![error.to_string()];
+    }
+    group.desired = size;
 }
 
 /// The agent pool's ARM path.

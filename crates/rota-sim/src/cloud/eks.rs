@@ -10,8 +10,13 @@
 //!   than the old nodes left), bounded like EKS's surge; with `updateStrategy: MINIMAL`
 //!   (rota's `strategy: replace`) there is no scale up: `maxUnavailable` old nodes are
 //!   terminated first and the group refills them on the new AMI (`surge.rs`, no surge);
-//! - upgrade: once the new nodes are in service, as many old nodes are terminated (with
-//!   decrement), oldest first, and the next round starts;
+//! - every node not on the new AMI is tainted `eks.amazonaws.com/nodegroup=unschedulable:
+//!   NoSchedule` when the update starts;
+//! - upgrade: once the new nodes are in service, EKS drains as many old nodes, oldest first
+//!   (`service_drain`: their pods evicted through the Eviction API, budgets respected, the
+//!   node cordoned once they are gone), terminates each once drained (with decrement), and
+//!   the next round starts; a node whose pods do not leave within 15 minutes fails the
+//!   update with `PodEvictionFailure` (rota sends no `force`);
 //! - when no old node is left the update is `Successful`; when the new AMI cannot boot
 //!   (`fail_updates_to`) it is `Failed` with `NodeCreationFailure`, the launch template is
 //!   put back on the old AMI and the surge taken back.
@@ -23,16 +28,17 @@
 //! follows) and `DeleteNodegroup` (`DELETING` for [`DELETE_TIME`], then gone; refused while
 //! an update runs, as EKS refuses).
 //!
-//! EKS drains a node it scales in or replaces (its lifecycle hook): the kubelets evict the
-//! pods of a managed node group's node through the Eviction API when its instance starts
-//! terminating (`kubelet::evict_pods_on`). Nodes carry EKS's labels
+//! A node EKS scales in outside an update (its lifecycle hook) is drained as its instance
+//! starts terminating: the kubelets evict its pods through the Eviction API then
+//! (`kubelet::evict_pods_on`). Nodes carry EKS's labels
 //! (`eks.amazonaws.com/nodegroup`, `eks.amazonaws.com/nodegroup-image`), see `kubelet`.
 
 use async_trait::async_trait;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::surge::{Roll, roll};
+use super::service_drain::{self, DrainRule};
+use super::surge::{Roll, Upgrade, roll};
 use super::{Call, Inner, SimCloud, SimGroup};
 use rota_core::cloud::managed::{
     MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
@@ -136,7 +142,7 @@ impl SimCloud {
 }
 
 /// One pass of EKS's update of `group`; true if it changed anything.
-pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> bool {
+pub(super) fn step(inner: &mut Inner, group: &mut SimGroup) -> bool {
     let Some(ng) = group.eks.as_mut() else {
         return false;
     };
@@ -147,12 +153,32 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
     let size = ng.size;
     let step = ng.unavailable();
     if inner.failing_updates.contains(&target) {
-        return fail(group);
+        return fail(
+            group,
+            "NodeCreationFailure: Instances failed to join the kubernetes cluster",
+        );
     }
-    if ng.minimal {
-        // MINIMAL: up to maxUnavailable old nodes terminated first, the group refilling them
-        // on the new AMI, never above its size (the services' shared round, no surge).
-        return match roll(inner, group, &target, size, 0, step, now) {
+    if let Some(why) = service_drain::take_failure(group) {
+        return fail_drain(group, &why);
+    }
+    // EKS taints every node not on the new AMI unschedulable when its update starts.
+    for i in 0..group.instances.len() {
+        let inst = &group.instances[i].public;
+        if inst.image != target && inst.lifecycle == Lifecycle::InService {
+            service_drain::taint(group, i);
+        }
+    }
+    if ng_minimal(group) {
+        // MINIMAL: up to maxUnavailable old nodes drained and terminated first, the group
+        // refilling them on the new AMI, never above its size (the services' shared round,
+        // no surge).
+        let up = Upgrade {
+            size,
+            surge: 0,
+            unavailable: step,
+            drain: DrainRule::EKS,
+        };
+        return match roll(group, &target, &up) {
             Roll::Busy => false,
             Roll::Moved => true,
             Roll::Done => {
@@ -170,19 +196,21 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
         .iter()
         .copied()
         .filter(|&i| group.instances[i].public.image != target)
+        .filter(|&i| !service_drain::is_draining(group, &group.instances[i].public.id))
         .collect();
     let pending = live
         .iter()
         .any(|&i| group.instances[i].public.lifecycle == Lifecycle::Pending);
     let terminating = group.instances.len() > live.len();
-    if old.is_empty() && !pending {
+    let draining = service_drain::any_draining(group);
+    if old.is_empty() && !pending && !draining {
         group.desired = size;
         if let Some(u) = group.eks.as_mut().and_then(Nodegroup::running) {
             u.status = UpdateStatus::Successful;
         }
         return true;
     }
-    if pending || terminating {
+    if pending || terminating || draining {
         return false;
     }
     let surge = step.min(old.len() as u32);
@@ -192,23 +220,25 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
         group.max = group.max.max(group.desired);
         return true;
     }
-    // Upgrade: the surge is in service; terminate as many old nodes, oldest first.
+    // Upgrade: the surge is in service; EKS drains as many old nodes, oldest first, and
+    // terminates each once drained, the size following (`service_drain`).
     let extra = group.desired.saturating_sub(size) as usize;
     let mut oldest = old;
     oldest.sort_by_key(|&i| group.instances[i].serial);
     for &i in oldest.iter().take(extra) {
-        let mut inst = group.instances[i].clone();
-        inner.begin_termination(group, &mut inst, now);
-        group.instances[i] = inst;
-        group.desired -= 1;
+        service_drain::begin(group, i, size, DrainRule::EKS);
     }
     extra > 0
 }
 
-/// The new AMI cannot make nodes: the update fails, the launch template goes back to the
-/// AMI it came from and the surge is taken back (EKS leaves a failed update's node group on
-/// its previous launch template version).
-fn fail(group: &mut SimGroup) -> bool {
+fn ng_minimal(group: &SimGroup) -> bool {
+    group.eks.as_ref().is_some_and(|ng| ng.minimal)
+}
+
+/// The update fails with `error`: the launch template goes back to the AMI it came from and
+/// the surge is taken back (EKS leaves a failed update's node group on its previous launch
+/// template version).
+fn fail(group: &mut SimGroup, error: &str) -> bool {
     let ng = group.eks.as_mut().expect("an EKS node group");
     let size = ng.size;
     if let Some(prev) = ng.previous_image.take() {
@@ -216,12 +246,23 @@ fn fail(group: &mut SimGroup) -> bool {
     }
     if let Some(u) = ng.running() {
         u.status = UpdateStatus::Failed;
-        u.errors = vec![
-            "NodeCreationFailure: Instances failed to join the kubernetes cluster".to_string(),
-        ];
+        u.errors = vec![error.to_string()];
     }
     group.desired = size;
     true
+}
+
+/// A node's pods did not leave within EKS's 15 minutes (`service_drain`, `why` names the
+/// node and a pod) and the update was not forced: it fails with `PodEvictionFailure`, as EKS
+/// reports it.
+fn fail_drain(group: &mut SimGroup, why: &str) -> bool {
+    let name = group.spec.group.name().to_string();
+    fail(
+        group,
+        &format!(
+            "PodEvictionFailure: Reached max retries while trying to evict pods from nodes in node group {name} ({why})"
+        ),
+    )
 }
 
 fn eks_group(pool: &ManagedGroup) -> Result<GroupRef, CloudError> {

@@ -11,6 +11,8 @@
 //! - GKE takes no idempotency token: rota's token rides in the same request as the node
 //!   pool's resource label `rota-update`, and the operation started with it is known by it
 //!   (a request whose label the pool already carries answers that operation again);
+//! - each old node the round takes out is cordoned and drained by GKE, budgets respected for
+//!   up to an hour (`service_drain`), then deleted;
 //! - the operation is `DONE` when every node runs the new version; when the new image
 //!   cannot boot ([`SimCloud::fail_owner_updates_to`]) it is `DONE` with an `error`, the
 //!   template goes back and the surge is taken back.
@@ -26,7 +28,8 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::surge::{Roll, roll};
+use super::service_drain::DrainRule;
+use super::surge::{Roll, Upgrade, roll};
 use super::{Call, Exchange, Inner, SimCloud, SimGroup};
 use rota_core::cloud::managed::{
     GkeTarget, MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools,
@@ -90,7 +93,7 @@ impl NodePool {
 }
 
 /// One pass of GKE's upgrade of `group`; true if it changed anything.
-pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> bool {
+pub(super) fn step(inner: &mut Inner, group: &mut SimGroup) -> bool {
     let Some(np) = group.gke.as_mut() else {
         return false;
     };
@@ -112,7 +115,13 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup, now: Instant) -> boo
         group.desired = size;
         return true;
     }
-    match roll(inner, group, &target, size, surge, unavailable, now) {
+    let up = Upgrade {
+        size,
+        surge,
+        unavailable,
+        drain: DrainRule::GKE,
+    };
+    match roll(group, &target, &up) {
         Roll::Busy => false,
         Roll::Moved => true,
         Roll::Done => {

@@ -4,43 +4,45 @@
 //!
 //! - surge: the group grows by at most `surge` nodes on the new image (never more than the
 //!   old nodes left), new nodes first;
-//! - once they are in service, `surge + unavailable` old nodes at most are terminated
-//!   (oldest first) and the group returns to its size, so that up to `unavailable` more new
-//!   nodes launch in their place;
-//! - with no surge (`surge` 0: rota's `strategy: replace`), the round terminates up to
+//! - once they are in service, `surge + unavailable` old nodes at most are drained by the
+//!   service (oldest first, `service_drain`: cordoned, their pods evicted through the
+//!   Eviction API within the service's timeout) and terminated once drained; the first
+//!   `surge` of them give the surge back, the others are replaced on the new template (what
+//!   `maxUnavailable` lets the service take out at once);
+//! - with no surge (`surge` 0: rota's `strategy: replace`), the round drains up to
 //!   `unavailable` old nodes first and the group refills them on the new image, never above
 //!   its size;
-//! - done when no old node is left, nothing is booting and the group is back at its size.
-//!
-//! Like the simulated EKS (`eks.rs`), the services' own drain is not modelled: an old node
-//! goes with its instance and the workloads recreate its pods elsewhere.
+//! - done when no old node is left, none drains, nothing is booting and the group is back at
+//!   its size.
 
-use tokio::time::Instant;
-
-use super::{Inner, SimGroup};
+use super::SimGroup;
+use super::service_drain::{self, DrainRule};
 use rota_core::cloud::Lifecycle;
 
 /// What one round did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Roll {
-    /// Waiting for nodes to boot or go.
+    /// Waiting for nodes to boot, drain or go.
     Busy,
-    /// Surged or terminated: something changed.
+    /// Surged or started draining: something changed.
     Moved,
     /// Every node runs the target; the group is back at its size.
     Done,
 }
 
-/// One round of the service's upgrade of `group` to `target` at size `size`.
-pub(super) fn roll(
-    inner: &mut Inner,
-    group: &mut SimGroup,
-    target: &str,
-    size: u32,
-    surge: u32,
-    unavailable: u32,
-    now: Instant,
-) -> Roll {
+/// A service's upgrade settings for one pool.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Upgrade {
+    /// The pool's size, which the group returns to.
+    pub size: u32,
+    pub surge: u32,
+    pub unavailable: u32,
+    pub drain: DrainRule,
+}
+
+/// One round of the service's upgrade of `group` to `target`.
+pub(super) fn roll(group: &mut SimGroup, target: &str, up: &Upgrade) -> Roll {
+    let size = up.size;
     let live: Vec<usize> = (0..group.instances.len())
         .filter(|&i| group.instances[i].public.lifecycle != Lifecycle::Terminating)
         .collect();
@@ -48,12 +50,14 @@ pub(super) fn roll(
         .iter()
         .copied()
         .filter(|&i| group.instances[i].public.image != target)
+        .filter(|&i| !service_drain::is_draining(group, &group.instances[i].public.id))
         .collect();
     let pending = live
         .iter()
         .any(|&i| group.instances[i].public.lifecycle == Lifecycle::Pending);
     let terminating = group.instances.len() > live.len();
-    if old.is_empty() && !pending {
+    let draining = service_drain::any_draining(group);
+    if old.is_empty() && !pending && !draining {
         let moved = group.desired != size;
         group.desired = size;
         if moved {
@@ -67,26 +71,23 @@ pub(super) fn roll(
             Roll::Done
         };
     }
-    // A launch still owed (booting, blocked on capacity) or a node still going: the round
-    // waits, so no old node goes before its replacement is in service.
-    if pending || terminating || (live.len() as u32) < group.desired {
+    // A launch still owed (booting, blocked on capacity), a node still draining or going:
+    // the round waits, so no old node goes before its replacement is in service.
+    if pending || terminating || draining || (live.len() as u32) < group.desired {
         return Roll::Busy;
     }
-    let round = (surge + unavailable).max(1).min(old.len() as u32);
-    let up = surge.min(round);
-    if up > 0 && group.desired < size + up {
-        group.desired = size + up;
+    let round = (up.surge + up.unavailable).max(1).min(old.len() as u32);
+    let surge = up.surge.min(round);
+    if surge > 0 && group.desired < size + surge {
+        group.desired = size + surge;
         group.max = group.max.max(group.desired);
         return Roll::Moved;
     }
+    // The surge is in service: the service drains the round's old nodes, oldest first; each
+    // is terminated once drained, the group's size following (`service_drain`).
     old.sort_by_key(|&i| group.instances[i].serial);
     for &i in old.iter().take(round as usize) {
-        let mut inst = group.instances[i].clone();
-        inner.begin_termination(group, &mut inst, now);
-        group.instances[i] = inst;
+        service_drain::begin(group, i, size, up.drain);
     }
-    // Back to the pool's size: the terminated nodes beyond the surge are replaced on the
-    // new template (what `maxUnavailable` lets the service take out at once).
-    group.desired = size;
     Roll::Moved
 }

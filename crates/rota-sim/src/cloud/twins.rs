@@ -7,8 +7,9 @@
 //! node pool's MIG `deleteInstances`; AKS: `deleteMachines`); deleted (`Deleting` for
 //! [`DELETE_TIME`], then gone; refused while an upgrade runs, as both services refuse).
 //!
-//! Like the simulated EKS, the services' own drain is not modelled: rota drains a node
-//! before it removes it, so nothing is left on it to drain.
+//! A node removed here is not drained by the service (its own updates drain, see
+//! `service_drain`): rota drains a twin move's nodes before it removes them, so nothing is
+//! left on them to drain.
 
 use tokio::time::Instant;
 
