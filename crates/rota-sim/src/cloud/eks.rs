@@ -16,7 +16,8 @@
 //!   (`service_drain`: their pods evicted through the Eviction API, budgets respected, the
 //!   node cordoned once they are gone), terminates each once drained (with decrement), and
 //!   the next round starts; a node whose pods do not leave within 15 minutes fails the
-//!   update with `PodEvictionFailure` (rota sends no `force`);
+//!   update with `PodEvictionFailure`, unless the update was sent with `force` (`drain.onTimeout:
+//!   force`): then its pods are deleted and it goes;
 //! - when no old node is left the update is `Successful`; when the new AMI cannot boot
 //!   (`fail_updates_to`) it is `Failed` with `NodeCreationFailure`, the launch template is
 //!   put back on the old AMI and the surge taken back.
@@ -56,6 +57,9 @@ pub(super) struct Nodegroup {
     /// `updateConfig.updateStrategy: MINIMAL`: an update terminates old nodes before it
     /// launches their replacements (`DEFAULT`, false: new nodes first).
     minimal: bool,
+    /// The running update was sent with `force`: pods a budget holds past EKS's 15 minutes
+    /// are deleted instead of failing it.
+    force: bool,
     /// Every update, oldest first.
     updates: Vec<OwnerUpdate>,
     /// The AMI the running update came from (put back if it fails).
@@ -105,6 +109,7 @@ impl Nodegroup {
             size,
             max_unavailable: MaxUnavailable::Count(1),
             minimal: false,
+            force: false,
             updates: Vec::new(),
             previous_image: None,
             status: PoolStatus::Active,
@@ -176,7 +181,7 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup) -> bool {
             size,
             surge: 0,
             unavailable: step,
-            drain: DrainRule::EKS,
+            drain: eks_drain(group),
         };
         return match roll(group, &target, &up) {
             Roll::Busy => false,
@@ -225,10 +230,16 @@ pub(super) fn step(inner: &mut Inner, group: &mut SimGroup) -> bool {
     let extra = group.desired.saturating_sub(size) as usize;
     let mut oldest = old;
     oldest.sort_by_key(|&i| group.instances[i].serial);
+    let rule = eks_drain(group);
     for &i in oldest.iter().take(extra) {
-        service_drain::begin(group, i, size, DrainRule::EKS);
+        service_drain::begin(group, i, size, rule);
     }
     extra > 0
+}
+
+/// EKS's drain rule for the running update (forced or not).
+fn eks_drain(group: &SimGroup) -> DrainRule {
+    DrainRule::eks(group.eks.as_ref().is_some_and(|ng| ng.force))
 }
 
 fn ng_minimal(group: &SimGroup) -> bool {
@@ -339,6 +350,7 @@ impl OwnerPools for SimCloud {
             }
             ng.max_unavailable = req.max_unavailable;
             ng.minimal = req.drain_first;
+            ng.force = req.force;
             ng.previous_image = Some(g.template_image.clone());
             ng.updates.push(OwnerUpdate {
                 id: id.clone(),

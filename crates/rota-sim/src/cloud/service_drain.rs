@@ -9,8 +9,9 @@
 //!   when the update starts, every node not on the new AMI gets the taint
 //!   `eks.amazonaws.com/nodegroup=unschedulable:NoSchedule`; the upgrade phase evicts a
 //!   node's pods, cordons it once they are gone and terminates it; pods that do not leave
-//!   within 15 minutes fail the update with `PodEvictionFailure` unless it was forced (rota
-//!   does not send `force`, so the simulated EKS fails it);
+//!   within 15 minutes fail the update with `PodEvictionFailure`, unless the update was
+//!   forced (`force` on `UpdateNodegroupVersion`, which rota sends for `drain.onTimeout:
+//!   force`): then the pods left are deleted and the node goes;
 //! - GKE (<https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies>,
 //!   surge upgrades; <https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-upgrades>):
 //!   the node is cordoned and drained, PodDisruptionBudgets respected for up to one hour,
@@ -27,7 +28,7 @@
 //! (`Store::sim_now`, which `Timekeeping`'s speed drives), as the kubelets' Events do. A node
 //! that never registered has nothing to drain and goes at once. Not modelled: EKS's 60
 //! seconds between the cordon and the termination, AKS's `Cordon` behaviour (a blocked node
-//! kept quarantined), `force`.
+//! kept quarantined).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -52,7 +53,7 @@ use rota_core::cloud::managed::EKS_UNSCHEDULABLE_TAINT as EKS_UNSCHEDULABLE;
 pub(super) enum OnTimeout {
     /// The pods left are deleted and the node goes (GKE after its hour).
     Force,
-    /// The update fails and the node stays (EKS without `force`, AKS).
+    /// The update fails and the node stays (EKS unless forced, AKS).
     Fail,
 }
 
@@ -67,11 +68,18 @@ pub(super) struct DrainRule {
 }
 
 impl DrainRule {
-    pub(super) const EKS: DrainRule = DrainRule {
-        timeout: Duration::from_secs(15 * 60),
-        on_timeout: OnTimeout::Fail,
-        cordon_first: false,
-    };
+    /// EKS: 15 minutes, then the update fails, or with `force` the pods left are deleted.
+    pub(super) fn eks(force: bool) -> DrainRule {
+        DrainRule {
+            timeout: Duration::from_secs(15 * 60),
+            on_timeout: if force {
+                OnTimeout::Force
+            } else {
+                OnTimeout::Fail
+            },
+            cordon_first: false,
+        }
+    }
     pub(super) const GKE: DrainRule = DrainRule {
         timeout: Duration::from_secs(3600),
         on_timeout: OnTimeout::Force,
@@ -540,7 +548,7 @@ mod tests {
             .expect("the simulated cloud serves every owner")
     }
 
-    async fn start(fleet: &Fleet, case: &Case, drain_timeout_minutes: Option<u32>) {
+    async fn start(fleet: &Fleet, case: &Case, drain_timeout_minutes: Option<u32>, force: bool) {
         let req = UpdateRequest {
             image: case.new.into(),
             max_unavailable: MaxUnavailable::Count(1),
@@ -548,6 +556,7 @@ mod tests {
             drain_timeout_minutes,
             node_soak_minutes: None,
             drain_first: false,
+            force,
         };
         owner(fleet, case)
             .start_update(&case.pool, &req)
@@ -605,7 +614,12 @@ mod tests {
     /// A budget that allows no disruption holds the old node, cordoned with its pods on it,
     /// for `held` (before the change its instance went as soon as the surge was in
     /// service); what the service does after its timeout is the caller's to check.
-    async fn held_by_the_budget(case: &Case, timeout: Option<u32>, held: Duration) -> Fleet {
+    async fn held_by_the_budget(
+        case: &Case,
+        timeout: Option<u32>,
+        force: bool,
+        held: Duration,
+    ) -> Fleet {
         let fleet = fleet(case, "{minAvailable: 2}").await;
         let (id, pid) = old_instance(&fleet, case).await;
         let name = old_node(&fleet, &pid).unwrap()["metadata"]["name"]
@@ -617,7 +631,7 @@ mod tests {
             2,
             "both replicas on the one node"
         );
-        start(&fleet, case, timeout).await;
+        start(&fleet, case, timeout, force).await;
         let begun = Instant::now();
         while begun.elapsed() < held {
             tokio::time::sleep(Duration::from_secs(10)).await;
@@ -642,7 +656,7 @@ mod tests {
             .as_str()
             .unwrap()
             .to_string();
-        start(&fleet, case, None).await;
+        start(&fleet, case, None, false).await;
         let mut first_pod_went = false;
         for _ in 0..1800 {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -673,7 +687,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn eks_holds_a_blocked_node_15_minutes_then_fails_the_update() {
         let case = eks();
-        let fleet = held_by_the_budget(&case, None, Duration::from_secs(14 * 60)).await;
+        let fleet = held_by_the_budget(&case, None, false, Duration::from_secs(14 * 60)).await;
         tokio::time::sleep(Duration::from_secs(3 * 60)).await;
         let u = update_of(&fleet, &case);
         assert_eq!(u.status, UpdateStatus::Failed, "{u:?}");
@@ -686,10 +700,25 @@ mod tests {
         );
     }
 
+    /// `drain.onTimeout: force` (EKS `force`): after its 15 minutes EKS deletes the pods a
+    /// budget holds and the update goes on to the end.
+    #[tokio::test(start_paused = true)]
+    async fn a_forced_eks_update_deletes_a_blocked_nodes_pods_after_15_minutes() {
+        let case = eks();
+        let fleet = held_by_the_budget(&case, None, true, Duration::from_secs(14 * 60)).await;
+        tokio::time::sleep(Duration::from_secs(10 * 60)).await;
+        let u = update_of(&fleet, &case);
+        assert_eq!(u.status, UpdateStatus::Successful, "{u:?}");
+        let g = NodeGroups::describe(&fleet.cloud, &GroupRef::Managed(case.pool.clone()))
+            .await
+            .unwrap();
+        assert!(g.instances.iter().all(|i| i.image == case.new), "{g:?}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn gke_holds_a_blocked_node_an_hour_then_deletes_its_pods() {
         let case = gke();
-        let fleet = held_by_the_budget(&case, None, Duration::from_secs(59 * 60)).await;
+        let fleet = held_by_the_budget(&case, None, false, Duration::from_secs(59 * 60)).await;
         tokio::time::sleep(Duration::from_secs(10 * 60)).await;
         let u = update_of(&fleet, &case);
         assert_eq!(u.status, UpdateStatus::Successful, "{u:?}");
@@ -702,7 +731,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn aks_holds_a_blocked_node_for_its_drain_timeout_then_fails_the_upgrade() {
         let case = aks();
-        let fleet = held_by_the_budget(&case, Some(20), Duration::from_secs(19 * 60)).await;
+        let fleet = held_by_the_budget(&case, Some(20), false, Duration::from_secs(19 * 60)).await;
         tokio::time::sleep(Duration::from_secs(3 * 60)).await;
         let u = update_of(&fleet, &case);
         assert_eq!(u.status, UpdateStatus::Failed, "{u:?}");
