@@ -20,7 +20,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -530,58 +529,29 @@ enum RawEvent {
     Bookmark(String),
 }
 
-/// Where a watcher's events go: parsed by the store (`watch`) or by the receiver
-/// (`watch_lazy`, `watch_bounded`; the flag says whether the event is a live change, which
-/// a bounded watch counts, rather than its initial replay).
+/// Where a watcher's events go: parsed by the store (`watch`) or by the receiver (`watch_lazy`).
 enum Sink {
     Parsed(UnboundedSender<WatchEvent>),
-    Raw(UnboundedSender<(RawEvent, bool)>, Option<Arc<Backlog>>),
-}
-
-/// The live changes queued for a bounded watch (`Store::watch_bounded`), and whether the
-/// store closed it for falling behind.
-struct Backlog {
-    limit: usize,
-    queued: AtomicUsize,
-    overrun: AtomicBool,
-}
-
-impl Backlog {
-    /// Counts one more live change; false (and marked overrun) when `limit` are queued.
-    fn admit(&self) -> bool {
-        if self.queued.load(Ordering::Relaxed) >= self.limit {
-            self.overrun.store(true, Ordering::Relaxed);
-            return false;
-        }
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        true
-    }
+    Raw(UnboundedSender<RawEvent>),
 }
 
 impl Sink {
-    /// Sends one change (`live`: as it happens, not in the replay a watch starts with);
-    /// false once the receiver is gone, or a bounded watch has `limit` live changes queued:
-    /// the watcher is then dropped, so its receiver ends after what it has.
+    /// Sends one change; false once the receiver is gone.
     fn send(
         &self,
         kind: ChangeKind,
         obj: &Arc<Stored>,
         parsed: &mut Option<Value>,
         events_v1: bool,
-        live: bool,
     ) -> bool {
         match self {
-            Sink::Raw(tx, backlog) => {
-                if live && backlog.as_ref().is_some_and(|b| !b.admit()) {
-                    return false;
-                }
-                let ev = match kind {
+            Sink::Raw(tx) => tx
+                .send(match kind {
                     ChangeKind::Added => RawEvent::Added(obj.clone()),
                     ChangeKind::Modified => RawEvent::Modified(obj.clone()),
                     ChangeKind::Deleted => RawEvent::Deleted(obj.clone()),
-                };
-                tx.send((ev, live && backlog.is_some())).is_ok()
-            }
+                })
+                .is_ok(),
             Sink::Parsed(tx) => {
                 let v = parsed.get_or_insert_with(|| obj.value()).clone();
                 let v = if events_v1 { events::to_v1(v) } else { v };
@@ -597,14 +567,14 @@ impl Sink {
 
     fn bookmark(&self, rv: &str) -> bool {
         match self {
-            Sink::Raw(tx, _) => tx.send((RawEvent::Bookmark(rv.to_string()), false)).is_ok(),
+            Sink::Raw(tx) => tx.send(RawEvent::Bookmark(rv.to_string())).is_ok(),
             Sink::Parsed(tx) => tx.send(WatchEvent::Bookmark(rv.to_string())).is_ok(),
         }
     }
 
     fn is_closed(&self) -> bool {
         match self {
-            Sink::Raw(tx, _) => tx.is_closed(),
+            Sink::Raw(tx) => tx.is_closed(),
             Sink::Parsed(tx) => tx.is_closed(),
         }
     }
@@ -613,9 +583,8 @@ impl Sink {
 /// A watch whose objects are parsed as they are received (`Store::watch_lazy`). Same events
 /// as `Store::watch`; much less memory while the receiver lags behind.
 pub struct Watch {
-    rx: UnboundedReceiver<(RawEvent, bool)>,
+    rx: UnboundedReceiver<RawEvent>,
     events_v1: bool,
-    backlog: Option<Arc<Backlog>>,
 }
 
 impl Watch {
@@ -632,40 +601,16 @@ impl Watch {
         }
     }
 
-    /// Takes one event off the queue (a live change of a bounded watch leaves its backlog).
-    fn take(&self, (ev, counted): (RawEvent, bool)) -> WatchEvent {
-        if counted && let Some(b) = &self.backlog {
-            b.queued.fetch_sub(1, Ordering::Relaxed);
-        }
-        self.parse(ev)
-    }
-
-    /// The next event; None once the type is gone (its CRD deleted), or once a bounded watch
-    /// was closed for falling behind ([`Watch::overrun`]) and its queue is empty.
+    /// The next event; None once the type is gone (its CRD deleted).
     pub async fn recv(&mut self) -> Option<WatchEvent> {
         let ev = self.rx.recv().await?;
-        Some(self.take(ev))
+        Some(self.parse(ev))
     }
 
     /// The next event if one is queued.
     pub fn try_recv(&mut self) -> Result<WatchEvent, tokio::sync::mpsc::error::TryRecvError> {
         let ev = self.rx.try_recv()?;
-        Ok(self.take(ev))
-    }
-
-    /// Whether the store closed this watch because its receiver fell `limit` live changes
-    /// behind (`Store::watch_bounded`).
-    pub fn overrun(&self) -> bool {
-        self.backlog
-            .as_ref()
-            .is_some_and(|b| b.overrun.load(Ordering::Relaxed))
-    }
-
-    /// Live changes queued and not yet taken (0 for an unbounded watch).
-    pub fn backlog(&self) -> usize {
-        self.backlog
-            .as_ref()
-            .map_or(0, |b| b.queued.load(Ordering::Relaxed))
+        Ok(self.parse(ev))
     }
 }
 
@@ -830,7 +775,7 @@ impl Table {
         // Parsed once, however many watchers get it.
         let mut parsed = None;
         self.watchers.retain(|w| match translate(w, &c) {
-            Some(kind) => w.sink.send(kind, &c.obj, &mut parsed, w.events_v1, true),
+            Some(kind) => w.sink.send(kind, &c.obj, &mut parsed, w.events_v1),
             None => !w.sink.is_closed(),
         });
         self.history.push_back(c);
@@ -1726,47 +1671,11 @@ impl Store {
         opts: &ListOptions,
         resource_version: Option<&str>,
     ) -> Result<Watch, ApiError> {
-        self.watch_raw(rt, ns, opts, resource_version, None)
-    }
-
-    /// `watch_lazy` for a client of the API server: once `limit` live changes are queued
-    /// (the replay a watch starts with is not counted), the store closes the watch instead
-    /// of queueing more, as kube-apiserver's watch cache closes a watcher whose buffer stays
-    /// full. Its receiver ends after what is queued ([`Watch::overrun`] says why); the
-    /// client resumes from the last resourceVersion it saw, or lists again after a 410.
-    /// Without the bound, a client slower than the store's writes (an agent decoding a
-    /// 2,000-node batch's evictions) made the server hold every change for it.
-    pub fn watch_bounded(
-        &self,
-        rt: &ResourceType,
-        ns: Option<&str>,
-        opts: &ListOptions,
-        resource_version: Option<&str>,
-        limit: usize,
-    ) -> Result<Watch, ApiError> {
-        let backlog = Backlog {
-            limit,
-            queued: AtomicUsize::new(0),
-            overrun: AtomicBool::new(false),
-        };
-        self.watch_raw(rt, ns, opts, resource_version, Some(Arc::new(backlog)))
-    }
-
-    fn watch_raw(
-        &self,
-        rt: &ResourceType,
-        ns: Option<&str>,
-        opts: &ListOptions,
-        resource_version: Option<&str>,
-        backlog: Option<Arc<Backlog>>,
-    ) -> Result<Watch, ApiError> {
         let (tx, rx) = unbounded_channel();
-        let sink = Sink::Raw(tx, backlog.clone());
-        self.subscribe(rt, ns, opts, resource_version, sink)?;
+        self.subscribe(rt, ns, opts, resource_version, Sink::Raw(tx))?;
         Ok(Watch {
             rx,
             events_v1: is_events_v1(rt),
-            backlog,
         })
     }
 
@@ -1813,7 +1722,7 @@ impl Store {
                         continue;
                     }
                     for o in m.values().filter(|o| w.filter.matches(o)) {
-                        w.sink.send(ChangeKind::Added, o, &mut None, view, false);
+                        w.sink.send(ChangeKind::Added, o, &mut None, view);
                     }
                 }
             }
@@ -1826,7 +1735,7 @@ impl Store {
                 }
                 for c in t.history.iter().filter(|c| c.rv > rv) {
                     if let Some(kind) = translate(&w, c) {
-                        w.sink.send(kind, &c.obj, &mut None, view, false);
+                        w.sink.send(kind, &c.obj, &mut None, view);
                     }
                 }
             }
@@ -2206,78 +2115,6 @@ mod tests {
             .unwrap_err();
         assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
         assert!(e.message.starts_with("too old resource version"));
-    }
-
-    #[test]
-    fn a_bounded_watch_that_falls_behind_is_closed_not_buffered() {
-        let s = Store::new();
-        let rt = ResourceType::pods();
-        for i in 0..5 {
-            s.create(&rt, Some("default"), pod(&format!("p{i}"), "n1", "web"))
-                .unwrap();
-        }
-        // The replay a watch starts with (5 pods) is not counted against the bound.
-        let mut slow = s
-            .watch_bounded(&rt, None, &ListOptions::default(), None, 3)
-            .unwrap();
-        let mut lazy = s
-            .watch_lazy(&rt, None, &ListOptions::default(), None)
-            .unwrap();
-        let bump = |i: usize| {
-            s.modify(&rt, Some("default"), "p0", |p| {
-                p["metadata"]["labels"]["i"] = json!(i.to_string());
-                Ok(())
-            })
-            .unwrap()
-        };
-        for i in 0..3 {
-            bump(i);
-        }
-        assert_eq!((slow.backlog(), slow.overrun()), (3, false));
-        // A fourth live change finds the buffer full: the watch is closed, not grown.
-        let fourth = bump(3);
-        assert!(slow.overrun());
-        assert_eq!(slow.backlog(), 3);
-        for _ in 0..5 {
-            assert!(matches!(slow.try_recv(), Ok(WatchEvent::Added(_))));
-        }
-        for _ in 0..3 {
-            assert!(matches!(slow.try_recv(), Ok(WatchEvent::Modified(_))));
-        }
-        assert_eq!(
-            slow.try_recv(),
-            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected)
-        );
-        // An unbounded watch got all four; the store keeps no watcher for the closed one.
-        let mut got = 0;
-        while let Ok(ev) = lazy.try_recv() {
-            got += usize::from(matches!(ev, WatchEvent::Modified(_)));
-        }
-        assert_eq!(got, 4);
-        assert_eq!(s.lock().types[&rt.key()].watchers.len(), 1);
-        // The client resumes from the last version it saw and gets the change it missed.
-        let mut resumed = s
-            .watch_bounded(
-                &rt,
-                None,
-                &ListOptions::default(),
-                Some(&rv_before(&fourth)),
-                3,
-            )
-            .unwrap();
-        assert_eq!(resumed.try_recv(), Ok(WatchEvent::Modified(fourth)));
-        // A receiver that keeps up is never closed, however many changes pass.
-        for i in 4..20 {
-            bump(i);
-            assert!(matches!(resumed.try_recv(), Ok(WatchEvent::Modified(_))));
-        }
-        assert!(!resumed.overrun());
-    }
-
-    /// The resourceVersion just before `o`'s.
-    fn rv_before(o: &Value) -> String {
-        let rv: u64 = rv_of(o).unwrap().parse().unwrap();
-        (rv - 1).to_string()
     }
 
     #[test]

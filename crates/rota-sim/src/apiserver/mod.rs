@@ -18,4 +18,4 @@ mod server;
 mod table;
 
 pub use self::http::{HttpServer, serve_http, serve_http_logged};
-pub use self::server::{ApiServer, Body, WATCH_BUFFER};
+pub use self::server::{ApiServer, Body};

@@ -19,12 +19,6 @@ use super::{admission, discovery, faults, patch, table};
 use crate::eviction::{self, DeleteOptions};
 use crate::store::{ApiError, ListOptions, ResourceType, Store, WatchEvent};
 
-/// How many live changes a watch may have queued in the store before it is closed: what
-/// kube-apiserver's watch cache gives a watcher its index does not serve (all pods, all
-/// nodes), whose channel holds 1,000 events. Beyond it a real server closes the watch and
-/// the client resumes from the last resourceVersion it saw; so does this one.
-pub const WATCH_BUFFER: usize = 1000;
-
 /// The response body of the simulated API server (streamed for watches).
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -872,7 +866,7 @@ impl ApiServer {
                 json!({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version(), "metadata": meta}})
             }
         };
-        match self.store.watch_bounded(rt, ns, opts, rv, WATCH_BUFFER) {
+        match self.store.watch_lazy(rt, ns, opts, rv) {
             Err(e) if e.code == 410 => {
                 // As a real server: 200, then an ERROR event with the Status.
                 let ev = line(json!({"type": "ERROR", "object": e.to_status()}));
@@ -881,7 +875,6 @@ impl ApiServer {
             Err(e) => return Err(e),
             Ok(mut rx) => {
                 let store = self.store.clone();
-                let rt_name = rt.qualified();
                 let every = self.bookmark_every;
                 tokio::spawn(async move {
                     let deadline = tokio::time::sleep(Duration::from_secs(timeout));
@@ -921,13 +914,7 @@ impl ApiServer {
                                 }
                             }
                             ev = rx.recv() => match ev {
-                                None => {
-                                    if rx.overrun() {
-                                        // As kube-apiserver: the stream just ends.
-                                        tracing::debug!(resource = %rt_name, "closed a watch that fell {WATCH_BUFFER} changes behind");
-                                    }
-                                    return;
-                                }
+                                None => return,
                                 Some(ev) => {
                                     if let Some(l) = encode(ev, bookmarks, &bookmark)
                                         && tx.send(line(l)).await.is_err() {
