@@ -530,7 +530,7 @@ fn around_an_update(field: RolloutField) -> Option<Support> {
             "holds the pool before the next update; an update the service has started runs to its end",
         ),
         Gates => Support::PoolLevel(
-            "sampled before the update starts, while it runs and through poolSoak; a failure while it runs stops what follows, not the service between its nodes",
+            "sampled before the update starts, while it runs (not while the service drains a node: its evicted pods' replacements are briefly not Ready) and through poolSoak; a failure while it runs stops what follows, not the service between its nodes",
         ),
         OnGateFailure => Support::PoolLevel(
             "after the update: pause stops the pool there, rollback runs a second update back to the previous image",
