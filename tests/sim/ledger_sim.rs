@@ -91,15 +91,30 @@ async fn status_of(origin: &Path, commit: &str, context: &str) -> Option<(State,
 }
 
 async fn wait_success(fleet: &LocalFleet, origin: &Path, commit: &str) {
+    wait_context(fleet, origin, commit, "rota/canary-1/general").await;
+}
+
+/// Polls until `context` succeeds on `commit`; six fleet hours without it fail the test with
+/// the last status the agent wrote.
+async fn wait_context(fleet: &LocalFleet, origin: &Path, commit: &str, context: &str) {
     let start = tokio::time::Instant::now();
-    while state_of(origin, commit, "rota/canary-1/general").await != Some(State::Success) {
-        assert!(
-            start.elapsed() < Duration::from_secs(6 * 3600),
-            "never succeeded on {commit}"
-        );
+    while state_of(origin, commit, context).await != Some(State::Success) {
+        if start.elapsed() >= Duration::from_secs(6 * 3600) {
+            let last = status_of(origin, commit, context).await;
+            panic!("{context} never succeeded on {commit}: {last:?}");
+        }
         fleet.poke();
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
+}
+
+/// How many times the cloud ran each (instance, image).
+fn ran_per_instance(fleet: &LocalFleet) -> BTreeMap<(String, String), usize> {
+    let mut ran: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in fleet.sim.cloud.ran() {
+        *ran.entry((r.instance, r.image)).or_default() += 1;
+    }
+    ran
 }
 
 fn lives(origin: &Path) -> Vec<Life> {
@@ -328,17 +343,8 @@ async fn managed_pools_instances_each_have_one_life_with_their_image() {
     let wait_all = |commit: String| {
         let (fleet, origin) = (&fleet, &origin);
         async move {
-            let start = tokio::time::Instant::now();
             for pool in pools {
-                let context = format!("rota/canary-1/{pool}");
-                while state_of(origin, &commit, &context).await != Some(State::Success) {
-                    assert!(
-                        start.elapsed() < Duration::from_secs(6 * 3600),
-                        "{context} never succeeded on {commit}"
-                    );
-                    fleet.poke();
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                }
+                wait_context(fleet, origin, &commit, &format!("rota/canary-1/{pool}")).await;
             }
         }
     };
@@ -352,10 +358,7 @@ async fn managed_pools_instances_each_have_one_life_with_their_image() {
     wait_all(bump).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
 
-    let mut ran: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for r in fleet.sim.cloud.ran() {
-        *ran.entry((r.instance, r.image)).or_default() += 1;
-    }
+    let ran = ran_per_instance(&fleet);
     let all = lives(&origin);
     let mut recorded: BTreeMap<(String, String), usize> = BTreeMap::new();
     for l in &all {
@@ -461,40 +464,7 @@ async fn an_aks_agent_pools_instances_are_read_from_the_provider_ids_aks_reports
     fleet.sim.cloud.set_aks_latest_node_image(AKS_V2);
     let wait = |commit: String| {
         let (fleet, origin) = (&fleet, &origin);
-        async move {
-            let start = tokio::time::Instant::now();
-            let context = "rota/aks-1/system";
-            while state_of(origin, &commit, context).await != Some(State::Success) {
-                if start.elapsed() >= Duration::from_secs(6 * 3600) {
-                    let last = status_of(origin, &commit, context).await;
-                    let calls: Vec<String> = fleet
-                        .sim
-                        .cloud
-                        .owner_exchanges()
-                        .iter()
-                        .rev()
-                        .take(6)
-                        .map(|x| format!("{} {} -> {}", x.method, x.path, x.response))
-                        .collect();
-                    let pool = rota::fleet::owner::ManagedGroup::AksAgentPool {
-                        subscription_id: "00000000-0000-0000-0000-000000000001".into(),
-                        resource_group: "rg-prod".into(),
-                        aks_cluster: "aks-1".into(),
-                        agent_pool: "system".into(),
-                    };
-                    let g = rota::cloud::NodeGroups::describe(
-                        &fleet.sim.cloud,
-                        &rota::cloud::GroupRef::Managed(pool),
-                    )
-                    .await;
-                    panic!(
-                        "{context} never succeeded on {commit}: {last:?}; AKS's last answers: {calls:#?}; the pool: {g:#?}"
-                    );
-                }
-                fleet.poke();
-                tokio::time::sleep(Duration::from_secs(5)).await;
-            }
-        }
+        async move { wait_context(fleet, origin, &commit, "rota/aks-1/system").await }
     };
     wait(first).await;
     let bump = commit(
@@ -507,10 +477,7 @@ async fn an_aks_agent_pools_instances_are_read_from_the_provider_ids_aks_reports
     tokio::time::sleep(Duration::from_secs(60)).await;
 
     // The cloud knows a VM by its computer name, which is its node's name.
-    let mut ran: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for r in fleet.sim.cloud.ran() {
-        *ran.entry((r.instance, r.image)).or_default() += 1;
-    }
+    let ran = ran_per_instance(&fleet);
     let all = lives_of(&origin, "aks-1");
     let mut recorded: BTreeMap<(String, String), usize> = BTreeMap::new();
     for l in &all {
