@@ -44,6 +44,7 @@ const AMI_OLD: &str = "ami-0a1b2c3d4e5f60718";
 const AMI_NEW: &str = "ami-0f9e8d7c6b5a40312";
 
 /// One owner's pool: where it lives, how its nodes are labelled, its images.
+#[derive(Clone)]
 struct Case {
     name: &'static str,
     cloud: Cloud,
@@ -81,94 +82,89 @@ fn cases() -> Vec<Case> {
     let aks_image = Some(OwnerImage::AksNodeImage {
         node_image_version: "AKSUbuntu-2204gen2containerd-202611.02.0".into(),
     });
-    vec![
-        Case {
-            name: "asg",
-            cloud: Cloud::Aws,
-            group: GroupRef::Aws {
-                region: "us-east-1".into(),
-                auto_scaling_group: "general".into(),
-            },
-            label: "rota.dev/pool",
-            old: AMI_OLD,
-            new: AMI_NEW,
-            owner_image: None,
-            managed_update: None,
+    let mut cases = vec![Case {
+        name: "asg",
+        cloud: Cloud::Aws,
+        group: GroupRef::Aws {
+            region: "us-east-1".into(),
+            auto_scaling_group: "general".into(),
         },
+        label: "rota.dev/pool",
+        old: AMI_OLD,
+        new: AMI_NEW,
+        owner_image: None,
+        managed_update: None,
+    }];
+    cases.extend(both_strategies(
         Case {
             name: "eks_service",
-            cloud: Cloud::Aws,
-            group: GroupRef::Managed(eks.clone()),
-            label: "eks.amazonaws.com/nodegroup",
-            old: AMI_OLD,
-            new: AMI_NEW,
-            owner_image: ami.clone(),
-            managed_update: Some(ManagedUpdate::Service),
-        },
-        Case {
-            name: "eks_bluegreen",
             cloud: Cloud::Aws,
             group: GroupRef::Managed(eks),
             label: "eks.amazonaws.com/nodegroup",
             old: AMI_OLD,
             new: AMI_NEW,
             owner_image: ami.clone(),
-            managed_update: Some(ManagedUpdate::BlueGreen),
+            managed_update: None,
         },
+        "eks_bluegreen",
+    ));
+    cases.extend(both_strategies(
         Case {
             name: "gke_service",
             cloud: Cloud::Gcp,
-            group: GroupRef::Managed(gke.clone()),
+            group: GroupRef::Managed(gke),
             label: "cloud.google.com/gke-nodepool",
             old: "1.31.4-gke.1183000/COS_CONTAINERD",
             new: "1.31.5-gke.1023000/COS_CONTAINERD",
-            owner_image: gke_image.clone(),
-            managed_update: Some(ManagedUpdate::Service),
+            owner_image: gke_image,
+            managed_update: None,
         },
-        Case {
-            name: "gke_bluegreen",
-            cloud: Cloud::Gcp,
-            group: GroupRef::Managed(gke.clone()),
-            label: "cloud.google.com/gke-nodepool",
-            old: "1.31.4-gke.1183000/COS_CONTAINERD",
-            new: "1.31.5-gke.1023000/COS_CONTAINERD",
-            owner_image: gke_image.clone(),
-            managed_update: Some(ManagedUpdate::BlueGreen),
-        },
+        "gke_bluegreen",
+    ));
+    cases.extend(both_strategies(
         Case {
             name: "aks_service",
             cloud: Cloud::Azure,
-            group: GroupRef::Managed(aks.clone()),
+            group: GroupRef::Managed(aks),
             label: "kubernetes.azure.com/agentpool",
             old: "AKSUbuntu-2204gen2containerd-202610.01.0",
             new: "AKSUbuntu-2204gen2containerd-202611.02.0",
-            owner_image: aks_image.clone(),
-            managed_update: Some(ManagedUpdate::Service),
-        },
-        Case {
-            name: "aks_bluegreen",
-            cloud: Cloud::Azure,
-            group: GroupRef::Managed(aks.clone()),
-            label: "kubernetes.azure.com/agentpool",
-            old: "AKSUbuntu-2204gen2containerd-202610.01.0",
-            new: "AKSUbuntu-2204gen2containerd-202611.02.0",
-            owner_image: aks_image.clone(),
-            managed_update: Some(ManagedUpdate::BlueGreen),
-        },
-        Case {
-            name: "karpenter_drift",
-            cloud: Cloud::Aws,
-            group: GroupRef::Managed(ManagedGroup::KarpenterNodePool {
-                region: "us-east-1".into(),
-                eks_cluster: "bench".into(),
-                node_pool: "general".into(),
-            }),
-            label: "karpenter.sh/nodepool",
-            old: AMI_OLD,
-            new: AMI_NEW,
-            owner_image: ami,
+            owner_image: aks_image,
             managed_update: None,
         },
+        "aks_bluegreen",
+    ));
+    cases.push(Case {
+        name: "karpenter_drift",
+        cloud: Cloud::Aws,
+        group: GroupRef::Managed(ManagedGroup::KarpenterNodePool {
+            region: "us-east-1".into(),
+            eks_cluster: "bench".into(),
+            node_pool: "general".into(),
+        }),
+        label: "karpenter.sh/nodepool",
+        old: AMI_OLD,
+        new: AMI_NEW,
+        owner_image: ami,
+        managed_update: None,
+    });
+    cases
+}
+
+/// `case` (a managed pool) under `managedUpdate: service`, then the same pool under
+/// `blueGreen`, named `bluegreen`.
+fn both_strategies(case: Case, bluegreen: &'static str) -> [Case; 2] {
+    let twin = Case {
+        name: bluegreen,
+        managed_update: Some(ManagedUpdate::BlueGreen),
+        ..case.clone()
+    };
+    [
+        Case {
+            managed_update: Some(ManagedUpdate::Service),
+            ..case
+        },
+        twin,
     ]
 }
 
