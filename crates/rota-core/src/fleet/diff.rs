@@ -14,8 +14,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::Fleet;
 use super::resolved::DesiredPool;
+use super::valid::Fleet;
 
 /// How a pool's image changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -4,10 +4,10 @@
 
 use serde::de::DeserializeOwned;
 
-use super::SourceFile;
 use super::diagnostics::{Diagnostic, Diagnostics, Location, did_you_mean};
 use super::model::{API_VERSION, Cluster, FleetManifest, HealthGate, KINDS, Manifest};
 use super::schema;
+use super::source_file::SourceFile;
 use super::yaml::{self, Positions, pointer_to_path};
 
 /// Where a document came from.

@@ -316,9 +316,11 @@ pub fn warnings(
 
 #[cfg(test)]
 mod tests {
+    use crate::fleet::load_files;
     use crate::fleet::owner::{ManagedGroup, ManagedUpdate, Owner, OwnerImage, Strategy};
     use crate::fleet::resolved::GroupRef;
-    use crate::fleet::{Fleet, SourceFile, load_files};
+    use crate::fleet::source_file::SourceFile;
+    use crate::fleet::valid::Fleet;
 
     /// A fleet with one pool of each owner beside a self-managed one; `extra` is appended to
     /// the Fleet's rollout.
@@ -481,7 +483,7 @@ spec:
             at.len(),
             3,
             "{}",
-            w.render_warnings(crate::fleet::Format::Human)
+            w.render_warnings(crate::fleet::diagnostics::Format::Human)
         );
         assert!(at.iter().any(|d| {
             d.message

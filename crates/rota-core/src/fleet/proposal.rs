@@ -12,9 +12,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::Fleet;
 use super::diff::{ChangeKind, FleetDiff, PoolChange, WaveChanges};
 use super::resolved::Cloud;
+use super::valid::Fleet;
 
 /// GitHub refuses a pull request body over 65,536 characters: `422 Validation Failed`,
 /// `body is too long (maximum is 65536 characters)` (the API's own message; the limit is
@@ -332,7 +332,8 @@ fn cut(text: String, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::{SourceFile, load_files};
+    use crate::fleet::load_files;
+    use crate::fleet::source_file::SourceFile;
 
     /// `n` AWS clusters over 7 regions, 3 GCP regions... each with one `general` pool, in
     /// wave `main` pinned to `version`.

@@ -12,7 +12,6 @@
 //! Example: fleet `readOnly`, cluster unset, pool `reconcile` → `reconcile` (a trial pool
 //! during onboarding); fleet `ignore`, pool `reconcile` → `ignore`.
 
-use super::Fleet;
 use super::duration::GoDuration;
 use super::model::{Cluster, GroupSpec, HealthGate, RolloutPolicy};
 use super::owner::{ManagedGroup, Owner};
@@ -20,6 +19,7 @@ use super::resolved::{
     Cloud, DesiredCluster, DesiredPool, EffectivePolicy, GateCheck, GroupRef, Mode, ResolvedGate,
     Window,
 };
+use super::valid::Fleet;
 
 /// Why a cluster could not be resolved. After a successful load only `UnknownCluster` can
 /// happen; the others guard against a `Fleet` built by hand.

@@ -124,8 +124,9 @@ fn no_surge_setting(owner: Owner) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use crate::fleet::load_files;
     use crate::fleet::resolved::RolloutStrategy;
-    use crate::fleet::{SourceFile, load_files};
+    use crate::fleet::source_file::SourceFile;
 
     /// A fleet with a self-managed pool beside an EKS node group under each update and a
     /// Karpenter pool; `fleet` is appended to the Fleet's rollout, `asg` to the

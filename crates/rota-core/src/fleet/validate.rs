@@ -5,13 +5,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Fleet;
 use super::diagnostics::{Diagnostic, Diagnostics, Location, did_you_mean};
 use super::load::{Documents, Origin};
 use super::model::{
     Arch, Cluster, FleetManifest, FleetSpec, GroupSpec, HealthGate, Pool, RolloutPolicy,
 };
 use super::resolved::Cloud;
+use super::valid::Fleet;
 use super::yaml::escape_token;
 
 /// Channel → AWS region → the clusters with a pool on that channel there: what the

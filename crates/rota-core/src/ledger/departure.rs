@@ -12,7 +12,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Life;
+use super::life::Life;
 
 /// What rota did to a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

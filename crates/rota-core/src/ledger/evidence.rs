@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::Life;
+use super::life::Life;
 
 /// The lives of one pool, as `(cluster, pool)`.
 pub type PoolKey = (String, String);

@@ -32,12 +32,16 @@
 
 use chrono::{DateTime, Utc};
 
-use super::Stage;
+use super::action::{Action, Planned};
+use super::checkpoint::Stage;
+use super::checkpoint::{BlueGreenMark, BlueGreenStep, Checkpoint};
 use super::counts::Counts;
+use super::observed::Observed;
 use super::operator::Request;
+use super::outcome::Plan;
+use super::phase::Phase;
 use super::plan::plan_group;
 use super::stop::{self, Reason};
-use super::{Action, BlueGreenMark, BlueGreenStep, Checkpoint, Observed, Phase, Plan, Planned};
 use crate::cloud::managed::{OwnerPoolMembers, PoolStatus, TwinRequest, renamed, twin_name_on};
 use crate::cloud::{GroupRef, GroupState};
 use crate::fleet::owner::ManagedGroup;

@@ -3,8 +3,10 @@
 //! one (`managed`), which each decide the phase and the reason.
 
 use super::lookup::Lookup;
+use super::observed::Observed;
+use super::outcome::StatusSummary;
+use super::phase::Phase;
 use super::stop::{self, Reason};
-use super::{Observed, Phase, StatusSummary};
 use crate::fleet::resolved::DesiredPool;
 
 /// Node counts for the status.

@@ -33,10 +33,14 @@
 
 use chrono::{DateTime, Utc};
 
+use super::action::{Action, Planned};
+use super::checkpoint::{Checkpoint, Stage};
 use super::checkpoint::{DriftBatch, DriftMark};
 use super::counts::Counts;
+use super::observed::{GateVerdict, Observed};
+use super::outcome::Plan;
+use super::phase::Phase;
 use super::stop::{self, Reason};
-use super::{Action, Checkpoint, GateVerdict, Observed, Phase, Plan, Planned, Stage};
 use crate::cloud::karpenter::{Budget, DriftPoolState};
 use crate::fleet::resolved::{DesiredPool, Mode, OnGateFailure};
 

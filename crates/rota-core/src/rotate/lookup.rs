@@ -104,7 +104,7 @@ impl Deref for Lookup<'_> {
 mod tests {
     use super::*;
     use crate::cloud::{GroupRef, GroupState, Lifecycle};
-    use crate::rotate::GateVerdict;
+    use crate::rotate::observed::GateVerdict;
 
     fn instance(id: &str, provider: &str, image: &str) -> Instance {
         Instance {

@@ -23,9 +23,13 @@
 
 use chrono::{DateTime, Utc};
 
+use super::action::{Action, Planned};
+use super::checkpoint::{Checkpoint, OwnerUpdateMark};
 use super::counts::Counts;
+use super::observed::{GateVerdict, Observed};
+use super::outcome::Plan;
+use super::phase::Phase;
 use super::stop::{self, Reason};
-use super::{Action, Checkpoint, GateVerdict, Observed, OwnerUpdateMark, Phase, Plan, Planned};
 use crate::cloud::managed::{
     MaxUnavailable, OwnerPoolState, OwnerUpdate, UpdateRequest, UpdateStatus, same_image,
 };
@@ -77,7 +81,7 @@ impl Ctx<'_> {
 
     /// Whether node `n` runs `image` (by its image labels; a GKE target naming only an
     /// image type takes any node version of it).
-    fn on(&self, n: &super::ObservedNode, image: &str) -> bool {
+    fn on(&self, n: &super::observed::ObservedNode, image: &str) -> bool {
         self.obs
             .image_of(n)
             .is_some_and(|have| same_image(&have, image))
@@ -301,7 +305,7 @@ fn first_checkpoint(cx: &Ctx<'_>, mark: OwnerUpdateMark) -> Checkpoint {
         annotated_nodes: Vec::new(),
         fenced_at: None,
         capacity_changed_at: None,
-        stage: super::Stage::Between,
+        stage: super::checkpoint::Stage::Between,
         next: None,
         pace: None,
         owner_update: Some(mark),
@@ -326,7 +330,7 @@ fn follow(cx: &Ctx<'_>, cp: &Checkpoint) -> Decision {
     if let Some(held) = cp.owner_update.as_ref().and_then(|m| fleet_stop(cx, cp, m)) {
         return held;
     }
-    if let super::Stage::PoolSoak { until } = &cp.stage {
+    if let super::checkpoint::Stage::PoolSoak { until } = &cp.stage {
         return pool_soak(cx, cp, *until);
     }
     if let Some(h) = &cp.halted {
@@ -385,7 +389,7 @@ fn follow(cx: &Ctx<'_>, cp: &Checkpoint) -> Decision {
 
 /// A rotation that ended: done, or rolled back from this image.
 fn ended(cx: &Ctx<'_>, cp: &Checkpoint) -> Option<Decision> {
-    if cp.stage != super::Stage::Done {
+    if cp.stage != super::checkpoint::Stage::Done {
         return None;
     }
     Some(if cp.rolling_back {
@@ -499,15 +503,15 @@ fn succeeded(cx: &Ctx<'_>, cp: &Checkpoint, mark: &OwnerUpdateMark, u: &OwnerUpd
     }
     let mut next = cp.clone();
     if cp.rolling_back {
-        next.stage = super::Stage::Done;
+        next.stage = super::checkpoint::Stage::Done;
         return follow(cx, &next);
     }
     let soak = cx.desired.policy.pool_soak.0;
     if soak.is_zero() {
-        next.stage = super::Stage::Done;
+        next.stage = super::checkpoint::Stage::Done;
     } else {
         let until = cx.now + chrono::Duration::from_std(soak).unwrap_or(chrono::Duration::MAX);
-        next.stage = super::Stage::PoolSoak { until };
+        next.stage = super::checkpoint::Stage::PoolSoak { until };
     }
     follow(cx, &next)
 }
@@ -519,7 +523,7 @@ fn pool_soak(cx: &Ctx<'_>, cp: &Checkpoint, until: DateTime<Utc>) -> Decision {
     }
     if cx.now >= until {
         let mut next = cp.clone();
-        next.stage = super::Stage::Done;
+        next.stage = super::checkpoint::Stage::Done;
         return follow(cx, &next);
     }
     let mut d = stay(
@@ -552,7 +556,7 @@ fn gate_failed(cx: &Ctx<'_>, cp: &Checkpoint, gate: &str, reason: &str) -> Decis
     next.rolling_back = true;
     next.rejected_image = Some(cp.target_image.clone());
     next.rollback_reason = Some(why);
-    next.stage = super::Stage::Between;
+    next.stage = super::checkpoint::Stage::Between;
     next.owner_update = Some(cx.mark(&cp.origin_image));
     follow(cx, &next)
 }
@@ -596,7 +600,7 @@ mod tests {
     use crate::fleet::duration::GoDuration;
     use crate::fleet::owner::{ManagedGroup, OwnerImage};
     use crate::fleet::resolved::EffectivePolicy;
-    use crate::rotate::ObservedNode;
+    use crate::rotate::observed::ObservedNode;
 
     const OLD: &str = "ami-old";
     const NEW: &str = "ami-new";

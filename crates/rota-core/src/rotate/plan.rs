@@ -31,14 +31,16 @@
 
 use chrono::{DateTime, Duration, Utc};
 
+use super::action::{Action, Planned};
 use super::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
 use super::counts::Counts;
 use super::lookup::Lookup;
 use super::observed::{Observed, ObservedNode};
 use super::operator::Request;
+use super::outcome::Plan;
+use super::phase::Phase;
 use super::stop::{self, Reason};
 use super::window;
-use super::{Action, Phase, Plan, Planned};
 use crate::fleet::duration::GoDuration;
 use crate::fleet::resolved::{DesiredPool, Mode};
 

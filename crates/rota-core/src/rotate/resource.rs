@@ -9,7 +9,8 @@ use chrono::{DateTime, SubsecRound, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, Phase};
+use super::checkpoint::Checkpoint;
+use super::phase::Phase;
 use crate::fleet::duration::ImageAge;
 use crate::fleet::resolved::{Arch, DesiredPool, EffectivePolicy, GroupRef, Mode, ResolvedGate};
 
@@ -108,7 +109,7 @@ pub struct NodePoolRotationStatus {
     /// is paused on it (`OwnerRefused`): a restarted controller reads it here and does not
     /// ask the owner again. Gone once the pool moves on (another version in git).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refused: Option<super::Refusal>,
+    pub refused: Option<super::observed::Refusal>,
 }
 
 /// A leadership term: the Lease's holder and its `leaseTransitions` when it was won. Terms

@@ -11,9 +11,10 @@ use super::checkpoint::Checkpoint;
 use super::counts::Counts;
 use super::observed::Observed;
 use super::operator::Request;
+use super::outcome::Plan;
+use super::phase::Phase;
 use super::plan::plan_group;
 use super::stop::{self, Reason};
-use super::{Phase, Plan};
 use crate::fleet::resolved::{DesiredPool, Mode};
 
 /// Plan one step of the rotation of one pool.

@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::observed::Refusal;
+use super::outcome::{Plan, StatusSummary};
+use super::phase::Phase;
 use super::resource::{Condition, Fence, NodePoolRotationStatus};
 use super::stop::Reason;
 use super::stuck::{self, Stuck, Transition};
-use super::{Phase, Plan, Refusal, StatusSummary};
 use crate::errors::Classified;
 
 /// What a reconcile saw and decided, from which its status is composed.
@@ -162,7 +164,7 @@ pub fn must_write(prev: Option<&NodePoolRotationStatus>, next: &NodePoolRotation
     let rotating = next
         .checkpoint
         .as_ref()
-        .is_some_and(|c| c.stage != super::Stage::Done);
+        .is_some_and(|c| c.stage != super::checkpoint::Stage::Done);
     if !rotating {
         return true;
     }
@@ -287,7 +289,7 @@ fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rotate::{Action, Planned};
+    use crate::rotate::action::{Action, Planned};
 
     fn status_for(
         plan: &Plan,

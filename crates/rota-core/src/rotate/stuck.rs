@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::Phase;
 use super::checkpoint::Stage;
+use super::phase::Phase;
 use super::resource::{Condition, NodePoolRotationStatus};
 use crate::errors::Classified;
 

@@ -9,7 +9,7 @@
 //! pass's other Events, in the order they are posted, so the model world's golden logs
 //! record them and a change in their wording is a reviewed diff.
 
-use super::Event;
+use super::events::Event;
 use crate::errors::Classified;
 
 /// The note of an alert: the error itself is in the status message, which says more than

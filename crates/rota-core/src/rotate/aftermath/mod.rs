@@ -17,6 +17,7 @@
 
 pub mod events;
 pub mod failure;
+pub mod metric_update;
 pub mod notice;
 pub mod own_writes;
 pub mod requeue;
@@ -28,12 +29,16 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::fleet::resolved::{EffectivePolicy, ResolvedGate};
+use crate::rotate::action::Planned;
+use crate::rotate::checkpoint::Stage;
 use crate::rotate::operator::{OperatorError, Request};
+use crate::rotate::outcome::Plan;
+use crate::rotate::phase::Phase;
 use crate::rotate::resource::{NodePoolRotationSpec, NodePoolRotationStatus};
 use crate::rotate::status::Composed;
-use crate::rotate::{Phase, Plan, Planned, Stage};
 pub use events::{ClearRequest, Event};
 pub use failure::ActionFailed;
+pub use metric_update::MetricUpdate;
 pub use notice::{Notice, NoticeKind};
 
 /// What the pass carried out (`controller::apply`'s answer).
@@ -98,27 +103,6 @@ pub struct Memory {
     /// The batch under way and when its surge began (`rota_batch_duration_seconds`,
     /// boot-to-Ready).
     pub batch_started: Option<(u32, DateTime<Utc>)>,
-}
-
-/// One metric update, recorded on the pool's series by the executor.
-#[derive(Clone, Debug, PartialEq)]
-pub enum MetricUpdate {
-    /// The pool's gauges follow the composed status (phase, nodes, progress).
-    Status,
-    /// New nodes Ready (`rota_nodes_brought_up_total`).
-    BroughtUp(u64),
-    /// One new node's boot-to-Ready, in seconds.
-    BootToReady(f64),
-    /// Old nodes drained (`rota_nodes_drained_total`).
-    Drained(u64),
-    /// One old node's drain, in seconds.
-    DrainDuration(f64),
-    /// A batch from its surge (or a replace batch from its start) to its end, in seconds.
-    BatchDuration(f64),
-    /// A gate stopped the rotation: `rota_pool_gate_failed` holds it until the pool moves.
-    GateFailed(String),
-    /// The pool moves: no gate holds it.
-    GateCleared,
 }
 
 /// What becomes of the group's kept describe (`controller::Described`).

@@ -41,7 +41,7 @@ pub fn notices_for(
     before: Option<&crate::rotate::resource::NodePoolRotationStatus>,
     after: &crate::rotate::resource::NodePoolRotationStatus,
 ) -> Vec<Notice> {
-    use crate::rotate::Phase;
+    use crate::rotate::phase::Phase;
     let was = before.map(|b| b.phase).unwrap_or_default();
     let now = after.phase;
     if was == now {

@@ -19,7 +19,7 @@
 //! instance the describe does not list.
 
 use crate::cloud::{GroupState, Lifecycle};
-use crate::rotate::{Action, Planned};
+use crate::rotate::action::{Action, Planned};
 
 /// Whether a plan made from the pool's kept describe may stand: it calls the cloud for
 /// nothing and leaves the checkpoint as it was (`previous`, the one the pass read). Any other
@@ -27,15 +27,15 @@ use crate::rotate::{Action, Planned};
 /// written is decided from a describe of its own pass (`controller::Described` says why
 /// that is safe).
 pub fn may_stand_on_kept_describe(
-    plan: &crate::rotate::Plan,
-    previous: Option<&crate::rotate::Checkpoint>,
+    plan: &crate::rotate::outcome::Plan,
+    previous: Option<&crate::rotate::checkpoint::Checkpoint>,
 ) -> bool {
     !calls_cloud(plan) && plan.checkpoint.as_ref() == previous
 }
 
 /// Whether a plan writes to the cloud group or the pool's owner (a managed pool's API,
 /// Karpenter's objects). Every action is named: a new one must say which side it acts on.
-pub fn calls_cloud(plan: &crate::rotate::Plan) -> bool {
+pub fn calls_cloud(plan: &crate::rotate::outcome::Plan) -> bool {
     plan.actions.iter().any(|a| match a.action {
         Action::SetImage { .. }
         | Action::SetCapacity { .. }

@@ -13,7 +13,9 @@ use chrono::{DateTime, Utc};
 
 use crate::errors::Class;
 use crate::fleet::resolved::{EffectivePolicy, ResolvedGate};
-use crate::rotate::{Phase, Plan, Stage};
+use crate::rotate::checkpoint::Stage;
+use crate::rotate::outcome::Plan;
+use crate::rotate::phase::Phase;
 
 /// A stopped or finished pool is looked at again after this long (spec changes wake it
 /// earlier).
@@ -91,7 +93,8 @@ mod tests {
 
     #[test]
     fn a_halted_pool_undoing_a_pipelined_batch_is_looked_at_soon() {
-        use crate::rotate::{Phase, StatusSummary};
+        use crate::rotate::outcome::StatusSummary;
+        use crate::rotate::phase::Phase;
         let checkpoint = serde_json::from_value(serde_json::json!({
             "originImage": "a", "targetImage": "b", "targetVersion": "v2",
             "originalDesired": 4, "originalMax": 4, "poolSize": 4, "batchesStarted": 2,

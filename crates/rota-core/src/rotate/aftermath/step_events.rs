@@ -16,7 +16,9 @@
 //! under way, never anything of the rotation (the checkpoint and the status say where it
 //! is); failures are posted at once, as Warnings, by `apply`.
 
-use crate::rotate::{Action, Phase, Plan};
+use crate::rotate::action::Action;
+use crate::rotate::outcome::Plan;
+use crate::rotate::phase::Phase;
 use chrono::{DateTime, Utc};
 
 /// A step gathering for longer than this is posted anyway (a long drain says what it did

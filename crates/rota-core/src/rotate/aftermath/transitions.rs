@@ -5,9 +5,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::MetricUpdate;
+use super::metric_update::MetricUpdate;
+use crate::rotate::checkpoint::{Batch, Stage};
 use crate::rotate::resource::NodePoolRotationStatus;
-use crate::rotate::{Batch, Stage};
 
 /// Count what finished between the status before and after a reconcile into `pm`: a
 /// batch's new nodes Ready (brought up, boot-to-Ready from the surge), its old nodes drained

@@ -23,9 +23,11 @@ use super::{Ctx, first_checkpoint, follow, start, with_step};
 use crate::cloud::Lifecycle;
 use crate::cloud::managed::{OwnerPoolMembers, PoolStatus};
 use crate::rotate::checkpoint::{Batch, ChosenNode};
+use crate::rotate::checkpoint::{BlueGreenStep, Checkpoint, Stage};
 use crate::rotate::operator::Request;
+use crate::rotate::outcome::Plan;
+use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
-use crate::rotate::{BlueGreenStep, Checkpoint, Phase, Plan, Stage};
 
 /// The plan for a move found again, or `None` when no twin of rota's is listed.
 pub(super) fn resume(

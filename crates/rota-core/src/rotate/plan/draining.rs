@@ -9,9 +9,10 @@ use super::{
     Planner, Step, drain_deadline, dur, holds_the_drain, names, owner, past_deferral, stop,
 };
 use crate::fleet::resolved::OnDrainTimeout;
+use crate::rotate::action::{Action, Planned};
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
-use crate::rotate::{Action, Phase, Planned};
 
 impl<'a> Planner<'a> {
     pub(super) fn cordoning(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {
@@ -149,7 +150,7 @@ impl<'a> Planner<'a> {
     /// budget allows now (`budget`, by the budget's namespace and name).
     fn held_back(
         &self,
-        pod: &crate::rotate::ObservedPod,
+        pod: &crate::rotate::observed::ObservedPod,
         deferral_end: Option<DateTime<Utc>>,
         budget: &mut BTreeMap<(String, String), u32>,
     ) -> Option<String> {
@@ -208,7 +209,7 @@ impl<'a> Planner<'a> {
         &mut self,
         batch_no: u32,
         node: &str,
-        pod: &crate::rotate::ObservedPod,
+        pod: &crate::rotate::observed::ObservedPod,
         ended: &mut Vec<String>,
     ) {
         let policy = &self.desired.policy.drain;

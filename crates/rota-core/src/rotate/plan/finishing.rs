@@ -3,9 +3,10 @@
 //! and a finished rotation.
 
 use super::{Planner, Step, dur, owner, seconds, stop};
+use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
-use crate::rotate::{Action, Phase};
 
 impl<'a> Planner<'a> {
     pub(super) fn terminating(&mut self, cp: &mut Checkpoint, batch: Batch) -> Step {

@@ -12,7 +12,7 @@
 //! seeds 144, 266 and 319). The annotation disrupts nothing, so the stop keeps giving it.
 
 use super::Planner;
-use crate::rotate::Action;
+use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Checkpoint, Stage};
 
 impl Planner<'_> {

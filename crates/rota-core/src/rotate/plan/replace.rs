@@ -35,10 +35,11 @@ use chrono::{DateTime, Utc};
 use super::{Planner, Step, dur, names, owner, seconds, stop};
 use crate::cloud::Lifecycle;
 use crate::fleet::resolved::RolloutStrategy;
+use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
 use crate::rotate::observed::GateVerdict;
+use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
-use crate::rotate::{Action, Phase};
 
 impl Planner<'_> {
     /// Whether the next batch of this pool is a replace batch.

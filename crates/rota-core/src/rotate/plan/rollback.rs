@@ -2,9 +2,10 @@
 //! back, the surge withdrawn; what a halt, a rollback or a cancelled pipelined batch leaves.
 
 use super::{Planner, Step, dur, owner, stop};
+use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
-use crate::rotate::{Action, Phase};
 
 impl<'a> Planner<'a> {
     pub(super) fn abandoning(

@@ -5,9 +5,9 @@ use chrono::{DateTime, Utc};
 
 use super::{Planner, Step, abandon, cancel_next, stop};
 use crate::fleet::resolved::OnGateFailure;
-use crate::rotate::Phase;
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
 use crate::rotate::observed::GateVerdict;
+use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
 
 impl<'a> Planner<'a> {

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use super::{Outcome, Planner, abandon, cancel_next};
-use crate::rotate::Phase;
 use crate::rotate::checkpoint::{Checkpoint, Stage};
+use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
 
 impl<'a> Planner<'a> {

@@ -5,11 +5,12 @@
 use std::collections::BTreeSet;
 
 use super::{Planner, Step, abandon, dur, expected_batch, held_by, names, stop};
+use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
 use crate::rotate::observed::ObservedNode;
+use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
 use crate::rotate::window;
-use crate::rotate::{Action, Phase};
 
 impl<'a> Planner<'a> {
     /// The capacity a batch's surge asks for now: its recorded absolute target, less the

@@ -6,9 +6,9 @@
 use std::collections::BTreeSet;
 
 use super::{Planner, owner};
+use crate::rotate::action::{Action, Planned};
 use crate::rotate::checkpoint::{Checkpoint, Stage};
 use crate::rotate::observed::ObservedNode;
-use crate::rotate::{Action, Planned};
 
 impl<'a> Planner<'a> {
     /// Nodes that are not on their way out (their instance is not terminating).

@@ -2,9 +2,10 @@
 //! replaced (`nodeReadyRetries`), replacements followed, and why a batch never got Ready.
 
 use super::{Planner, Step, abandon, dur, seconds, stop};
+use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
-use crate::rotate::{Action, Phase};
 
 impl<'a> Planner<'a> {
     pub(super) fn waiting_ready(&mut self, cp: &mut Checkpoint, mut batch: Batch) -> Step {
