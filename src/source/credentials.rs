@@ -306,7 +306,7 @@ pub fn same_origin(configured: &str, asking: &str) -> Result<(), String> {
          redirected to another host, and credentials go only to the configured one (point \
          the repo URL at where the repo is served)",
         here.map_or_else(
-            || super::redact_url(configured),
+            || super::url::redact_url(configured),
             |h| format!("{}://{}:{}", h.scheme, h.host, h.port)
         ),
         there.scheme,
@@ -372,7 +372,7 @@ pub fn ssh_host_port(url: &str) -> Option<(String, u16)> {
             None => (hostport.to_string(), 22),
         });
     }
-    if url.contains("://") || !super::is_scp_like(url) {
+    if url.contains("://") || !super::url::is_scp_like(url) {
         return None;
     }
     let (authority, _) = url.split_once(':')?;

@@ -224,10 +224,10 @@ pub fn wanted(branch: Option<&str>, clusters: &BTreeSet<String>) -> Option<Wante
     let mut names: BTreeSet<String> = clusters
         .iter()
         .filter(|c| !c.is_empty())
-        .map(|c| format!("{}{c}", super::NOTES_PREFIX))
+        .map(|c| format!("{}{c}", super::refs::NOTES_PREFIX))
         .collect();
     let mut prefixes: Vec<String> = if names.len() > MAX_NAMED_PREFIXES {
-        vec![super::NOTES_PREFIX.to_string()]
+        vec![super::refs::NOTES_PREFIX.to_string()]
     } else {
         names.iter().cloned().collect()
     };

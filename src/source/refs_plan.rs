@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use git2::Oid;
 
-use super::{NOTES_PREFIX, REMOTE_NOTES_PREFIX, REMOTE_STOP_REF};
+use super::refs::{NOTES_PREFIX, REMOTE_NOTES_PREFIX, REMOTE_STOP_REF};
 use rota_core::fleet::stops::STOP_REF;
 
 /// Whose notes refs a fetch brings in.
@@ -56,7 +56,7 @@ pub fn plan(
 ) -> FetchPlan {
     let mut out = FetchPlan::default();
     let branch_ref = format!("refs/heads/{branch}");
-    let tracking = super::tracking_ref(branch);
+    let tracking = super::refs::tracking_ref(branch);
     if with_branch
         && let Some((_, oid)) = advertised.iter().find(|(n, _)| *n == branch_ref)
         && local.get(&tracking) != Some(oid)
