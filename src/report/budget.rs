@@ -22,7 +22,8 @@ use async_trait::async_trait;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::{CommitStatus, Posted, ReportError, State, StatusStore};
+use super::status::{CommitStatus, State};
+use super::store::{Posted, ReportError, StatusStore};
 
 /// A token bucket counted in writes, refilled continuously. Pure: the caller gives the time.
 #[derive(Debug, Clone)]
@@ -200,7 +201,7 @@ impl StatusStore for BudgetedStore {
     }
 
     async fn set(&self, commit: &str, status: &CommitStatus) -> Result<Posted, ReportError> {
-        super::validate(commit, status)?;
+        super::store::validate(commit, status)?;
         let key = (commit.to_string(), status.context.clone());
         {
             let mut ledger = self.ledger.lock().await;

@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use super::{CommitStatus, State};
+use super::status::{CommitStatus, State};
 
 /// Which contexts an agent writes to a forge (`rota agent --status-contexts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{CommitStatus, Posted, ReportError, StatusStore};
+use super::status::CommitStatus;
+use super::store::{Posted, ReportError, StatusStore};
 use crate::metrics::{Metrics, Outcome};
 
 pub struct MeteredStore {
@@ -108,8 +109,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::report::State;
     use crate::report::budget::BudgetedStore;
+    use crate::report::status::State;
 
     /// A forge that takes every write.
     #[derive(Default)]

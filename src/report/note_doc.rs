@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::evidence::SignedRecords;
-use super::{CommitStatus, State};
+use super::status::{CommitStatus, State};
 use crate::source::NOTES_PREFIX;
 use rota_core::waves::PoolRecord;
 

@@ -161,7 +161,7 @@ pub fn parse(bytes: &[u8], cluster: &str) -> Result<NoteDoc, Unreadable> {
             rota_core::sanitize::line(&doc.cluster)
         )));
     }
-    let own = super::cluster_context(cluster);
+    let own = super::status::cluster_context(cluster);
     let own_pools = format!("{own}/");
     doc.statuses
         .retain(|s| s.context == own || s.context.starts_with(&own_pools));

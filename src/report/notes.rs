@@ -34,7 +34,8 @@ use git2::{Oid, PushOptions, Repository};
 use super::evidence::{self, EvidenceKeys, RecordVerifier};
 use super::note_doc::{NoteDoc, NoteStatus, notes_ref};
 use super::note_reader;
-use super::{CommitStatus, Posted, ReportError, StatusStore, validate};
+use super::status::CommitStatus;
+use super::store::{Posted, ReportError, StatusStore, validate};
 use crate::source::credentials::{self, Auth, KnownHosts};
 use crate::source::{NOTES_PREFIX, REMOTE_NOTES_PREFIX};
 use rota_core::waves::PoolRecord;
@@ -771,7 +772,7 @@ impl StatusStore for GitNotesStore {
     async fn set(&self, commit: &str, status: &CommitStatus) -> Result<Posted, ReportError> {
         validate(commit, status)?;
         if let Some(cluster) = &self.inner.cluster {
-            let own = super::cluster_context(cluster);
+            let own = super::status::cluster_context(cluster);
             if status.context != own && !status.context.starts_with(&format!("{own}/")) {
                 return Err(ReportError::Invalid(format!(
                     "{} is not a context of cluster {cluster}: each agent writes only its own notes",

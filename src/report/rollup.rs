@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, HashMap};
 use rota_core::fleet::proposal::count as grouped;
 use rota_core::waves::PoolRecord;
 
-use super::{CommitStatus, State};
+use super::status::{CommitStatus, State};
 
 /// One pool of the wave and the version its channel pins at the commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
