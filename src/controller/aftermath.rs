@@ -8,8 +8,8 @@ use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use rota_core::errors::Classify;
 
-use super::Controller;
 use super::apply::ApplyError;
+use super::state::Controller;
 use crate::kube::crd::NodePoolRotation;
 use crate::metrics::PoolMetrics;
 use rota_core::rotate::aftermath::{self, Aftermath, ClearRequest, Describe, Event, MetricUpdate};

@@ -4,54 +4,11 @@
 
 use kube::ResourceExt;
 
-use super::Controller;
+use super::pool_state::Described;
+use super::state::Controller;
 use crate::kube::crd::NodePoolRotation;
 use rota_core::rotate::aftermath::own_writes;
 use rota_core::rotate::{GateVerdict, Phase, Stage};
-
-/// The last describe of a pool's group and what it was taken under, so that a pass whose
-/// decisions cannot depend on anything newer the cloud knows reuses it instead of calling
-/// the cloud again (issue 25: a pool rotating batches of five described its group 47 times
-/// a batch, an idle pool 12 times an hour).
-///
-/// Why it is safe: a pass plans from the reused describe, and keeps that plan only if it
-/// calls the cloud for nothing and leaves the checkpoint as it was (evictions, waiting for a
-/// boot or a soak, an unchanged status). Any other plan is thrown away and made again from a
-/// fresh describe, so every capacity, termination and template change, and every
-/// checkpoint that is written, is decided from a describe taken in the same pass, exactly as
-/// without reuse. What a reused describe cannot show is only what the cloud did on its own
-/// since (rota's own writes are applied to it, or drop it where the cloud chooses their
-/// outcome: see [`own_writes`]; a failed call drops it); a change the
-/// cluster shows too (a node joining or leaving the pool) drops it as well, and the rest (a
-/// launch that failed, a template someone edited) is seen at the latest when it expires,
-/// as it would be by a cloud whose describes lag that long: the reused describe is still
-/// the newest one rota has, so nothing once seen goes back (an instance seen terminating
-/// stays so), and the planner's waits for lagging describes (`--describe-lag`) measure from
-/// rota's own writes, and the capacity computed after them is planned from a fresh describe
-/// (a plan that calls the cloud never stands on a kept one).
-///
-/// A describe of a settled group (every instance running with its node registered) is
-/// reused for [`DESCRIBE_REUSE`] (idle: `--idle-describe-interval`); one of a group that is
-/// not, only while the pool waits on its batch's instances booting or terminating, whose
-/// end the cluster shows too, and for [`WAIT_REUSE`] at most ([`waits_on_the_cluster`]). Whether
-/// a plan made from it may stand is the core's to say
-/// (`own_writes::may_stand_on_kept_describe`).
-#[derive(Clone, Debug)]
-pub(super) struct Described {
-    group: rota_core::cloud::GroupState,
-    /// When it was taken (controller time).
-    at: chrono::DateTime<chrono::Utc>,
-    /// The NodePoolRotation's generation and the leadership term it was taken under: a spec
-    /// change or a new term describes again.
-    generation: Option<i64>,
-    fence: Option<rota_core::rotate::resource::Fence>,
-    /// The provider IDs of the pool's nodes (selected and departed) when it was taken: a
-    /// node joining or leaving the pool is a change the cloud made.
-    nodes: Vec<String>,
-    /// The plan made from it had nothing to do and the pool is on its image: reused for
-    /// `--idle-describe-interval` rather than [`DESCRIBE_REUSE`].
-    idle: bool,
-}
 
 /// How long a rotating pool reuses a describe at most (controller time): the bound on how
 /// late a change only the cloud shows (a launch that failed, an instance the cloud took

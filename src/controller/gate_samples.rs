@@ -4,8 +4,8 @@
 
 use kube::ResourceExt;
 
-use super::Controller;
 use super::evaluation::{self, NOT_YET, NodeDrain, UPDATE};
+use super::state::Controller;
 use crate::gates::{self, EventRecord, Gate, GateInputs, PodTally, Tracker};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::index::ClusterIndex;

@@ -28,6 +28,7 @@
 mod aftermath;
 pub mod apply;
 pub mod clock;
+mod config;
 pub mod departures;
 mod describe;
 mod drift;
@@ -40,13 +41,16 @@ pub mod leader;
 mod observe;
 mod owner_pools;
 pub mod owners;
+mod pool_state;
 mod refusals;
 mod rotations;
 mod skew;
+mod state;
+mod wake;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use kube::ResourceExt;
 use kube::runtime::events::{Recorder, Reporter};
@@ -56,7 +60,7 @@ use tracing::Instrument;
 
 use crate::cloud::NodeGroups;
 use crate::cloud::metered::MeteredNodeGroups;
-use crate::gates::{self, Gate, Tracker};
+use crate::gates::{self, Tracker};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::index::{Changes, ClusterIndex};
 use crate::kube::ownership;
@@ -65,66 +69,19 @@ use crate::notify::SharedNotifier;
 use aftermath::unwritten;
 use apply::{ApplyError, Edge, Persist};
 use clock::Clock;
-use describe::Described;
+pub use config::Config;
 pub use evaluation::evaluation;
 pub use holds::start_holds;
-use leader::{Elector, Leadership, Renewal};
-use observe::ImageChecked;
+use leader::{Elector, Leadership};
+use pool_state::PoolState;
 use rota_core::errors::Class;
 use rota_core::errors::Classify;
 use rota_core::rotate::aftermath::{Acted, failure, requeue};
 use rota_core::rotate::status::{Composed, Reconciled, compose};
-use rota_core::rotate::stuck::{self, ErrorTracker};
+use rota_core::rotate::stuck;
 use rota_core::rotate::{Phase, Stage};
-
-/// How a controller identifies itself and what it owns.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// rota's version: names the Lease and selects the resources it owns.
-    pub version: String,
-    /// Also own resources without a `rota.dev/agent-version` label.
-    pub is_default: bool,
-    /// This process among the candidates (the Lease's holder identity).
-    pub identity: String,
-    /// Namespace of the Lease.
-    pub lease_namespace: String,
-    /// Controller time runs this many times faster than real time (see [`clock`]).
-    pub speed: f64,
-    /// Publish Kubernetes events on the resources.
-    pub events: bool,
-    /// A rotation without progress for this long is Stuck (`--stuck-after`).
-    pub stuck_after: std::time::Duration,
-    /// How far the cloud's describes may lag behind writes (`--describe-lag`); see
-    /// [`rota_core::rotate::observed::Observed::describe_lag`].
-    pub describe_lag: std::time::Duration,
-    /// How often a pool with nothing to rotate describes its group anyway
-    /// (`--idle-describe-interval`); see [`Described`].
-    pub idle_describe_interval: std::time::Duration,
-    /// Whether a cluster autoscaler may share the pools' groups (`true` unless
-    /// `--no-cluster-autoscaler`); see
-    /// [`rota_core::rotate::observed::Observed::cluster_autoscaler`].
-    pub cluster_autoscaler: bool,
-    /// This replica's wall clock is off by this much (tests: clock skew between replicas).
-    pub clock_skew: chrono::Duration,
-}
-
-impl Config {
-    pub fn new(version: &str, identity: &str) -> Config {
-        Config {
-            version: version.into(),
-            is_default: true,
-            identity: identity.into(),
-            lease_namespace: "kube-system".into(),
-            speed: 1.0,
-            events: true,
-            stuck_after: std::time::Duration::from_secs(30 * 60),
-            describe_lag: std::time::Duration::ZERO,
-            idle_describe_interval: std::time::Duration::from_secs(3600),
-            cluster_autoscaler: true,
-            clock_skew: chrono::Duration::zero(),
-        }
-    }
-}
+pub use state::{Controller, Stats};
+use wake::Wake;
 
 /// The longest a pass (and one pool's reconcile) runs: one lease duration, so that a pass
 /// never outlives the lease it started under by more than the renewal task lets it.
@@ -142,145 +99,12 @@ pub enum Outcome {
     Crashed { ran: usize, of: usize },
 }
 
-/// Counters a caller can read while the controller runs.
-#[derive(Debug, Default)]
-pub struct Stats {
-    /// Reconciles of one pool (whatever their outcome).
-    pub reconciles: AtomicU64,
-    /// Actions executed.
-    pub actions: AtomicU64,
-    /// Whether this controller holds its Lease now.
-    pub leading: AtomicBool,
-}
-
-/// Per-pool runtime state. None of it is needed for safety (that is all in the checkpoint);
-/// losing it on a restart only resets gate samples and backoff.
-struct PoolState {
-    /// The gate specs the gates were built from (rebuilt when the spec changes).
-    gate_spec: String,
-    gates: Result<Vec<Box<dyn Gate>>, gates::GateError>,
-    trackers: Vec<Tracker>,
-    /// Which evaluation the trackers belong to (`pre-3`, `soak-3`, `pool`): samples of
-    /// one batch's pre-check do not count for its soak.
-    evaluation: String,
-    due: Instant,
-    failures: u32,
-    last_error: Option<String>,
-    /// The action whose failure `last_error` is (`set image ami-1`), when an action failed:
-    /// once the same action succeeds the error has healed and is no longer named, even on a
-    /// pool that stays stopped for another cause.
-    last_error_action: Option<String>,
-    /// The owner's refusal of the last request for this managed pool (`refusals`).
-    refused: Option<rota_core::rotate::Refusal>,
-    /// The PodDisruptionBudget (namespace, name) whose change wakes this pool.
-    blocked_on: Option<(String, String)>,
-    /// Errors since the pool last moved: which to report, and the likely cause if it sticks.
-    errors: ErrorTracker,
-    /// What wakes the pool on an index change: its node selector, and whether a rotation
-    /// is under way (only then do its pods' changes matter).
-    selector: BTreeMap<String, String>,
-    rotating: bool,
-    /// When it was last reconciled: wake-ups are spaced by [`MIN_WAKE_GAP`].
-    last: Instant,
-    /// The last image check (`NodeGroups::check_image`): the image, when, and why it could
-    /// not launch (`None`: usable, kept for good; a hold is asked again after
-    /// [`observe::IMAGE_RECHECK`]).
-    image_check: Option<ImageChecked>,
-    /// The group's last describe, reused by passes that may reuse it ([`Described`]).
-    described: Option<Described>,
-    /// What the pass's aftermath keeps between passes: the batch step's gathered actions,
-    /// the batch's start ([`rota_core::rotate::aftermath::Memory`]).
-    aftermath: rota_core::rotate::aftermath::Memory,
-}
-
-impl PoolState {
-    fn new() -> PoolState {
-        PoolState {
-            gate_spec: String::new(),
-            gates: Ok(Vec::new()),
-            trackers: Vec::new(),
-            evaluation: String::new(),
-            due: Instant::now(),
-            failures: 0,
-            last_error: None,
-            last_error_action: None,
-            refused: None,
-            blocked_on: None,
-            errors: ErrorTracker::default(),
-            selector: BTreeMap::new(),
-            rotating: false,
-            image_check: None,
-            described: None,
-            aftermath: Default::default(),
-            last: Instant::now(),
-        }
-    }
-}
-
 /// A pool woken by index changes is reconciled at most this often (controller time): a drain
 /// moves dozens of pods at once and one look at them all is enough.
 const MIN_WAKE_GAP: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long the first pass waits for the index's first complete lists (controller-runtime's
 /// WaitForCacheSync): until then every pool is "not observed".
 const FIRST_SYNC: std::time::Duration = std::time::Duration::from_secs(60);
-
-enum Wake {
-    /// A NodePoolRotation was added, or its spec (generation) changed.
-    Npr(String),
-}
-
-/// The rotation controller of one cluster.
-pub struct Controller {
-    client: kube::Client,
-    groups: Arc<dyn NodeGroups>,
-    config: Config,
-    clock: Clock,
-    pools: BTreeMap<String, PoolState>,
-    recorder: Option<Recorder>,
-    wakes: mpsc::UnboundedReceiver<Wake>,
-    /// The NodePoolRotations, from a watch (a pass reads them here, not with a list).
-    rotations: rotations::Rotations,
-    watchers: Vec<tokio::task::JoinHandle<()>>,
-    /// The cluster's watch-fed index: every read of nodes, pods, PDBs and events.
-    index: Arc<ClusterIndex>,
-    /// Whether the first pass waited for the index's first sync already.
-    first_sync: bool,
-    metrics: Metrics,
-    notifier: SharedNotifier,
-    pub stats: Arc<Stats>,
-    /// Whether this process leads; shared with the agent.
-    leadership: Leadership,
-    /// The renewal task once [`Controller::elect`] started it: from then on every pass and
-    /// every side effect is gated on `leadership`.
-    election: Option<Renewal>,
-    /// The leadership term this replica acts under and when (its clock) it was first seen.
-    term: Option<(
-        rota_core::rotate::resource::Fence,
-        chrono::DateTime<chrono::Utc>,
-    )>,
-    /// Test hook: after persisting the checkpoint, run only this many actions of the next
-    /// plan that has more, then report [`Outcome::Crashed`] (the caller drops the
-    /// controller and starts another, as after a crash).
-    pub crash_after: Option<usize>,
-    /// The API server's version, read before a surge onto a version that declares its
-    /// kubelet (see [`skew`]).
-    control_plane: skew::ControlPlane,
-    /// The owners' APIs of the managed pools this controller drives (see
-    /// [`Controller::with_owners`]).
-    owners: owners::Owners,
-    /// rota's drains and terminations, for the image ledger ([`departures`]).
-    departures: departures::Departures,
-    /// Karpenter's objects in this cluster (its NodePools are driven through them).
-    drift: Arc<dyn rota_core::cloud::karpenter::DriftPools>,
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        for w in &self.watchers {
-            w.abort();
-        }
-    }
-}
 
 impl Controller {
     /// A controller over one cluster (`client`) and the clouds of its pools (`groups`). Starts

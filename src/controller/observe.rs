@@ -17,7 +17,9 @@
 use kube::ResourceExt;
 use tokio::time::Instant;
 
-use super::{Controller, drift, owner_pools};
+use super::pool_state::ImageChecked;
+use super::state::Controller;
+use super::{drift, owner_pools};
 use crate::kube::crd::NodePoolRotation;
 use crate::kube::observe::{ObserveError, observe};
 use rota_core::rotate::aftermath::own_writes;
@@ -53,14 +55,6 @@ type Looked = (
     rota_core::rotate::Plan,
     Option<String>,
 );
-
-/// One answer of `NodeGroups::check_image` for a pool: the image, when, and the hold (reason,
-/// message) it gave, `None` when usable.
-pub(super) struct ImageChecked {
-    image: String,
-    at: Instant,
-    hold: Option<(String, String)>,
-}
 
 /// How long an image the cloud could not launch is held before it is asked about again.
 pub(super) const IMAGE_RECHECK: std::time::Duration = std::time::Duration::from_secs(15);

@@ -18,7 +18,7 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
 
-use super::Wake;
+use super::wake::Wake;
 use crate::kube::crd::NodePoolRotation;
 
 #[derive(Default)]
