@@ -142,7 +142,7 @@ fn positive_rate(s: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: AgentArgs) -> ExitCode {
-    let rt = match super::long_running(args.speed, &args.ops) {
+    let rt = match super::startup::long_running(args.speed, &args.ops) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -158,7 +158,7 @@ pub fn run(args: AgentArgs) -> ExitCode {
 }
 
 async fn start(args: AgentArgs) -> Result<(), String> {
-    let metrics = super::serve_metrics(&args.ops, &args.cluster).await?;
+    let metrics = super::startup::serve_metrics(&args.ops, &args.cluster).await?;
     let (kcfg, kubeconfig) =
         crate::kube::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let (groups, cloud) = super::cloud::build(&args.cloud, kubeconfig.as_ref())?;

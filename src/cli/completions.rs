@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 
 #[derive(Args, Debug)]
@@ -18,11 +18,13 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-pub fn run(args: CompletionsArgs) -> ExitCode {
+/// Writes the completion script of `cli`, the command line's definition (`Cli::command()`:
+/// handed down by the caller, so that this file does not import the one that lists it).
+pub fn run(args: CompletionsArgs, mut cli: clap::Command) -> ExitCode {
     // Generated into memory first: clap_complete panics on a failed write, and a reader that
     // stops early (`| head`) is not an error.
     let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut super::Cli::command(), "rota", &mut script);
+    clap_complete::generate(args.shell, &mut cli, "rota", &mut script);
     match std::io::stdout().lock().write_all(&script) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

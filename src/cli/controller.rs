@@ -49,12 +49,12 @@ pub struct ControllerArgs {
 }
 
 pub fn run(args: ControllerArgs) -> ExitCode {
-    let rt = match super::long_running(args.speed, &args.ops) {
+    let rt = match super::startup::long_running(args.speed, &args.ops) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
     rt.block_on(async move {
-        let metrics = match super::serve_metrics(&args.ops, &args.cluster).await {
+        let metrics = match super::startup::serve_metrics(&args.ops, &args.cluster).await {
             Ok(m) => m,
             Err(e) => {
                 eprintln!("rota: {e}");

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory};
+use clap::Args;
 
 #[derive(Args, Debug)]
 pub struct ManArgs {
@@ -18,8 +18,9 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
-pub fn run(args: ManArgs) -> ExitCode {
-    let cmd = super::Cli::command();
+/// Renders the pages of `cmd`, the command line's definition (`Cli::command()`: handed down
+/// by the caller, so that this file does not import the one that lists it).
+pub fn run(args: ManArgs, cmd: clap::Command) -> ExitCode {
     let result = match &args.dir {
         None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout().lock()),
         Some(dir) => std::fs::create_dir_all(dir).and_then(|_| clap_mangen::generate_to(cmd, dir)),

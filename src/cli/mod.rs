@@ -8,7 +8,7 @@ pub mod crd;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub mod agent;
 pub mod audit;
@@ -28,6 +28,7 @@ pub mod propose;
 pub mod render;
 mod secret;
 pub mod sim;
+mod startup;
 pub mod status;
 pub mod stop;
 pub mod ui;
@@ -112,8 +113,8 @@ pub fn main() -> ExitCode {
             println!("rota {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
-        Command::Completions(args) => completions::run(args),
-        Command::Man(args) => man::run(args),
+        Command::Completions(args) => completions::run(args, Cli::command()),
+        Command::Man(args) => man::run(args, Cli::command()),
         #[cfg(feature = "sim")]
         Command::Demo(args) => demo::run(args),
         Command::Validate(args) => validate::run(args),
@@ -156,47 +157,4 @@ fn quiet_when_the_reader_leaves() {
         }
         default(info)
     }));
-}
-
-/// Start-up shared by the long-running commands (`agent`, `controller`): logs to stderr in
-/// the `--log-format` (filter `--log-filter`/`ROTA_LOG`, else `RUST_LOG`, default
-/// `warn,rota=info`), a valid `--speed`, a tokio runtime. A usage or start-up problem is
-/// printed and returned as exit code 2.
-fn long_running(
-    speed: f64,
-    ops: &crate::telemetry::OperateArgs,
-) -> Result<tokio::runtime::Runtime, ExitCode> {
-    if let Err(e) = crate::telemetry::init(ops.log_format, ops.log_filter.as_deref()) {
-        eprintln!("rota: --log-filter: {e}");
-        return Err(ExitCode::from(2));
-    }
-    if !(speed.is_finite() && speed > 0.0) {
-        eprintln!("rota: --speed must be a positive number, got {speed}");
-        return Err(ExitCode::from(2));
-    }
-    crate::agent::supervise::exit_on_panic();
-    crate::memory::limit_arenas();
-    let rt = tokio::runtime::Runtime::new().map_err(|e| {
-        eprintln!("rota: cannot start the runtime: {e}");
-        ExitCode::from(2)
-    })?;
-    rt.spawn(crate::memory::trim_periodically());
-    Ok(rt)
-}
-
-/// The process's metrics, served on `--metrics-addr` (`/metrics`, `/healthz`, `/readyz`),
-/// labelled with `cluster` (`""` for a process that serves no one cluster).
-/// The bound address is logged (`serving metrics`, field `addr`): with port 0 that is how a
-/// caller learns the port.
-async fn serve_metrics(
-    ops: &crate::telemetry::OperateArgs,
-    cluster: &str,
-) -> Result<crate::metrics::Metrics, String> {
-    let metrics = crate::metrics::Metrics::for_cluster(cluster);
-    let addr = metrics
-        .spawn_server(ops.metrics_addr)
-        .await
-        .map_err(|e| format!("--metrics-addr {}: {e}", ops.metrics_addr))?;
-    tracing::info!(%addr, "serving metrics");
-    Ok(metrics)
 }
