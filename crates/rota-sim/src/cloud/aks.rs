@@ -31,9 +31,11 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::service_drain::{self, DrainRule};
+use super::account::{Exchange, Inner, SimCloud, SimGroup};
+use super::owner_state::{AgentPool, DrainRule};
+use super::service_drain;
 use super::surge::{Roll, Upgrade, roll};
-use super::{Call, Exchange, Inner, SimCloud, SimGroup};
+use crate::faults::Call;
 use rota_core::cloud::managed::{
     MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
     PoolStatus, TwinRequest, UpdateRequest, UpdateStatus,
@@ -45,82 +47,6 @@ use rota_core::fleet::owner::{ManagedGroup, Owner};
 pub const API_VERSION: &str = "2026-08-01";
 /// The agent pool tag that carries rota's token (ARM takes none on the upgrade's POST).
 pub const TOKEN_TAG: &str = "rota-update";
-
-/// What AKS keeps about an agent pool beside its scale set.
-#[derive(Clone, Debug)]
-pub(super) struct AgentPool {
-    size: u32,
-    /// `upgradeSettings.maxSurge` as AKS stores it: "1", "33%" ("0": no surge).
-    max_surge: String,
-    /// `upgradeSettings.maxUnavailable` as AKS stores it, when set: "0", "2", "25%".
-    max_unavailable: Option<String>,
-    /// `upgradeSettings.drainTimeoutInMinutes` (how long a node's drain may take before the
-    /// upgrade fails, `service_drain`) and `nodeSoakDurationInMinutes` (kept and answered;
-    /// the simulated upgrade does not wait on it), as last set.
-    drain_timeout_minutes: Option<u64>,
-    node_soak_minutes: Option<u64>,
-    tags: std::collections::BTreeMap<String, String>,
-    /// Node image versions the pool ran (newest last): what a rollback may go back to.
-    recently_used: Vec<String>,
-    /// Every upgrade, oldest first.
-    upgrades: Vec<OwnerUpdate>,
-    previous_image: Option<String>,
-}
-
-impl AgentPool {
-    pub(super) fn new(size: u32, image: &str) -> AgentPool {
-        AgentPool {
-            size,
-            // AKS's default for a new agent pool.
-            max_surge: "10%".into(),
-            max_unavailable: None,
-            drain_timeout_minutes: None,
-            node_soak_minutes: None,
-            tags: Default::default(),
-            recently_used: vec![image.to_string()],
-            upgrades: Vec::new(),
-            previous_image: None,
-        }
-    }
-
-    /// The agent pool's `count` as AKS keeps it (a PUT of it, a machine deleted).
-    pub(super) fn set_size(&mut self, n: u32) {
-        self.size = n;
-    }
-
-    /// Whether a node image upgrade is running.
-    pub(super) fn busy(&self) -> bool {
-        self.upgrades
-            .last()
-            .is_some_and(|u| u.status == UpdateStatus::InProgress)
-    }
-
-    /// The agent pool's tags (a twin's `rota-twin-of`).
-    pub(super) fn tag(&mut self, key: &str, value: &str) {
-        self.tags.insert(key.into(), value.into());
-    }
-
-    fn running(&mut self) -> Option<&mut OwnerUpdate> {
-        self.upgrades
-            .last_mut()
-            .filter(|u| u.status == UpdateStatus::InProgress)
-    }
-
-    /// Nodes AKS surges at once for `max_surge`, and takes out at once for
-    /// `max_unavailable`; with both 0, a surge of one (AKS's default).
-    fn surge(&self) -> (u32, u32) {
-        let nodes = |v: &str| match v.strip_suffix('%') {
-            Some(p) => (self.size * p.parse::<u32>().unwrap_or(10)).div_ceil(100),
-            None => v.parse::<u32>().unwrap_or(1),
-        };
-        let surge = nodes(&self.max_surge);
-        let unavailable = self.max_unavailable.as_deref().map_or(0, nodes);
-        match (surge, unavailable) {
-            (0, 0) => (1, 0),
-            other => other,
-        }
-    }
-}
 
 /// One pass of AKS's upgrade of `group`; true if it changed anything.
 pub(super) fn step(inner: &mut Inner, group: &mut SimGroup) -> bool {

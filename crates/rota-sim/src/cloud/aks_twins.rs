@@ -15,9 +15,10 @@
 
 use serde_json::{Value, json};
 
+use super::account::{Exchange, SimGroup};
 use super::aks::{API_VERSION, Aks, agent_pool_json, aks_group, path};
 use super::twins::{self, Existing};
-use super::{Call, Exchange, SimGroup};
+use crate::faults::Call;
 use rota_core::cloud::managed::{OwnerPoolMembers, TWIN_OF_LABEL, TwinRequest};
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef};
 use rota_core::fleet::owner::ManagedGroup;

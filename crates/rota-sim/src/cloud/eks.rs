@@ -38,53 +38,22 @@ use async_trait::async_trait;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::service_drain::{self, DrainRule};
+use super::account::{GroupSpec, Inner, SimCloud, SimGroup};
+use super::owner_state::{DrainRule, Life, Nodegroup};
+use super::service_drain;
 use super::surge::{Roll, Upgrade, roll};
-use super::{Call, Inner, SimCloud, SimGroup};
+use crate::faults::Call;
 use rota_core::cloud::managed::{
-    MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate,
-    PoolStatus, TwinRequest, UpdateRequest, UpdateStatus,
+    OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools, OwnerUpdate, PoolStatus,
+    TwinRequest, UpdateRequest, UpdateStatus,
 };
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef, Lifecycle};
 use rota_core::fleet::owner::{ManagedGroup, Owner};
-
-/// What EKS keeps about a node group beside its Auto Scaling group.
-#[derive(Clone, Debug)]
-pub(super) struct Nodegroup {
-    /// `scalingConfig.desiredSize`: the size the group returns to after an update's surge.
-    size: u32,
-    max_unavailable: MaxUnavailable,
-    /// `updateConfig.updateStrategy: MINIMAL`: an update terminates old nodes before it
-    /// launches their replacements (`DEFAULT`, false: new nodes first).
-    minimal: bool,
-    /// The running update was sent with `force`: pods a budget holds past EKS's 15 minutes
-    /// are deleted instead of failing it.
-    force: bool,
-    /// Every update, oldest first.
-    updates: Vec<OwnerUpdate>,
-    /// The AMI the running update came from (put back if it fails).
-    previous_image: Option<String>,
-    /// `CREATING`, `ACTIVE`, `DELETING` (the others are not simulated).
-    status: PoolStatus,
-    /// When a `CREATING` or `DELETING` node group is done.
-    status_due: Option<Instant>,
-    /// The tag `rota.dev/twin-of` a blue-green twin is created with.
-    twin_of: Option<String>,
-}
 
 /// How long EKS takes to create a node group (before its first node launches).
 pub const CREATE_TIME: std::time::Duration = std::time::Duration::from_secs(120);
 /// How long EKS takes to delete an empty node group.
 pub const DELETE_TIME: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// What [`lifecycle`] did to a node group.
-pub(super) enum Life {
-    Steady,
-    Changed,
-    Due(Instant),
-    /// Deleted: the caller forgets the group.
-    Gone,
-}
 
 /// A node group's own life: `CREATING` becomes `ACTIVE`, `DELETING` becomes gone.
 pub(super) fn lifecycle(group: &mut SimGroup, now: Instant) -> Life {
@@ -100,36 +69,6 @@ pub(super) fn lifecycle(group: &mut SimGroup, now: Instant) -> Life {
         }
         (PoolStatus::Deleting, Some(_)) => Life::Gone,
         _ => Life::Steady,
-    }
-}
-
-impl Nodegroup {
-    pub(super) fn new(size: u32) -> Nodegroup {
-        Nodegroup {
-            size,
-            max_unavailable: MaxUnavailable::Count(1),
-            minimal: false,
-            force: false,
-            updates: Vec::new(),
-            previous_image: None,
-            status: PoolStatus::Active,
-            status_due: None,
-            twin_of: None,
-        }
-    }
-
-    fn running(&mut self) -> Option<&mut OwnerUpdate> {
-        self.updates
-            .last_mut()
-            .filter(|u| u.status == UpdateStatus::InProgress)
-    }
-
-    /// Nodes EKS may take out at once for a group of `size`.
-    fn unavailable(&self) -> u32 {
-        match self.max_unavailable {
-            MaxUnavailable::Count(n) => n.max(1),
-            MaxUnavailable::Percent(p) => (self.size * u32::from(p)).div_ceil(100).max(1),
-        }
     }
 }
 
@@ -450,7 +389,7 @@ impl SimCloud {
         let Some(zones) = zones else {
             return Ok(());
         };
-        let mut spec = super::GroupSpec::new(twin.clone(), req.desired, req.image.clone())
+        let mut spec = GroupSpec::new(twin.clone(), req.desired, req.image.clone())
             .with_max(req.max.max(req.desired).max(1));
         spec.zones = zones;
         self.create_group(spec)?;
@@ -601,6 +540,7 @@ mod tests {
     use super::*;
     use crate::cloud::GroupSpec;
     use crate::faults::FaultProfile;
+    use rota_core::cloud::managed::MaxUnavailable;
 
     fn ng() -> ManagedGroup {
         ManagedGroup::EksNodegroup {

@@ -28,9 +28,10 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::service_drain::DrainRule;
+use super::account::{Exchange, Inner, SimCloud, SimGroup};
+use super::owner_state::{DrainRule, NodePool};
 use super::surge::{Roll, Upgrade, roll};
-use super::{Call, Exchange, Inner, SimCloud, SimGroup};
+use crate::faults::Call;
 use rota_core::cloud::managed::{
     GkeTarget, MaxUnavailable, OwnerCapabilities, OwnerPoolMembers, OwnerPoolState, OwnerPools,
     OwnerUpdate, PoolStatus, TwinRequest, UpdateRequest, UpdateStatus,
@@ -40,57 +41,6 @@ use rota_core::fleet::owner::{ManagedGroup, Owner};
 
 /// The resource label that carries rota's token on a node pool (GKE has no request token).
 pub const TOKEN_LABEL: &str = "rota-update";
-
-/// What GKE keeps about a node pool beside its instance group.
-#[derive(Clone, Debug)]
-pub(super) struct NodePool {
-    /// The pool's node count (`initialNodeCount`; autoscaling is not simulated).
-    size: u32,
-    max_surge: u32,
-    max_unavailable: u32,
-    resource_labels: std::collections::BTreeMap<String, String>,
-    /// Every `UPGRADE_NODES` operation, oldest first, with the token it was started with.
-    ops: Vec<(OwnerUpdate, Instant)>,
-    previous_image: Option<String>,
-}
-
-impl NodePool {
-    pub(super) fn new(size: u32) -> NodePool {
-        // GKE's defaults for a new node pool: surge 1, unavailable 0.
-        NodePool {
-            size,
-            max_surge: 1,
-            max_unavailable: 0,
-            resource_labels: Default::default(),
-            ops: Vec::new(),
-            previous_image: None,
-        }
-    }
-
-    /// The pool's node count as GKE keeps it (`nodePools.setSize`, a node deleted from its MIG).
-    pub(super) fn set_size(&mut self, n: u32) {
-        self.size = n;
-    }
-
-    /// Whether an upgrade operation is running.
-    pub(super) fn busy(&self) -> bool {
-        self.ops
-            .last()
-            .is_some_and(|(u, _)| u.status == UpdateStatus::InProgress)
-    }
-
-    /// The pool's resource labels (a twin's `rota-twin-of`).
-    pub(super) fn label(&mut self, key: &str, value: &str) {
-        self.resource_labels.insert(key.into(), value.into());
-    }
-
-    fn running(&mut self) -> Option<&mut OwnerUpdate> {
-        self.ops
-            .last_mut()
-            .map(|(u, _)| u)
-            .filter(|u| u.status == UpdateStatus::InProgress)
-    }
-}
 
 /// One pass of GKE's upgrade of `group`; true if it changed anything.
 pub(super) fn step(inner: &mut Inner, group: &mut SimGroup) -> bool {

@@ -19,9 +19,10 @@
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::account::{Exchange, Inner};
 use super::gke::{Gke, gke_group, mig, node_pool_json, path, rfc3339};
 use super::twins::{self, Existing};
-use super::{Call, Exchange, Inner};
+use crate::faults::Call;
 use rota_core::cloud::managed::{GkeTarget, OwnerPoolMembers, TWIN_OF_LABEL, TwinRequest};
 use rota_core::cloud::{CloudError, CloudErrorKind};
 use rota_core::fleet::owner::ManagedGroup;

@@ -30,14 +30,14 @@
 //! seconds between the cordon and the termination, AKS's `Cordon` behaviour (a blocked node
 //! kept quarantined).
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{SimCloud, SimGroup};
+use super::account::{Inner, SimCloud, SimGroup};
+use super::owner_state::{Drain, DrainRule, OnTimeout};
 use crate::eviction::{DeleteOptions, daemon_pod, delete_pod, evict_node};
 use crate::store::{ListOptions, ResourceType, Store};
 use rota_core::cloud::{GroupRef, Lifecycle};
@@ -47,79 +47,6 @@ use rota_core::fleet::owner::{ManagedGroup, Owner};
 pub(super) const ROUND: Duration = Duration::from_secs(5);
 
 use rota_core::cloud::managed::EKS_UNSCHEDULABLE_TAINT as EKS_UNSCHEDULABLE;
-
-/// What a service does with a node whose drain outlasts its timeout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum OnTimeout {
-    /// The pods left are deleted and the node goes (GKE after its hour).
-    Force,
-    /// The update fails and the node stays (EKS unless forced, AKS).
-    Fail,
-}
-
-/// A service's rules for the nodes it drains.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct DrainRule {
-    pub timeout: Duration,
-    pub on_timeout: OnTimeout,
-    /// GKE and AKS cordon a node before they evict its pods; EKS cordons it once they are
-    /// gone (its taint keeps new pods off the node until then).
-    pub cordon_first: bool,
-}
-
-impl DrainRule {
-    /// EKS: 15 minutes, then the update fails, or with `force` the pods left are deleted.
-    pub(super) fn eks(force: bool) -> DrainRule {
-        DrainRule {
-            timeout: Duration::from_secs(15 * 60),
-            on_timeout: if force {
-                OnTimeout::Force
-            } else {
-                OnTimeout::Fail
-            },
-            cordon_first: false,
-        }
-    }
-    pub(super) const GKE: DrainRule = DrainRule {
-        timeout: Duration::from_secs(3600),
-        on_timeout: OnTimeout::Force,
-        cordon_first: true,
-    };
-
-    /// AKS with the agent pool's `drainTimeoutInMinutes` (30 when unset).
-    pub(super) fn aks(minutes: Option<u64>) -> DrainRule {
-        DrainRule {
-            timeout: Duration::from_secs(minutes.unwrap_or(30) * 60),
-            on_timeout: OnTimeout::Fail,
-            cordon_first: true,
-        }
-    }
-}
-
-/// A node the service is draining.
-#[derive(Clone, Debug)]
-struct Drain {
-    instance: String,
-    provider_id: String,
-    rule: DrainRule,
-    /// The pool's size: a drained node's termination lowers the group's desired capacity
-    /// down to it (a surge node given back), never below (a node taken out is replaced).
-    floor: u32,
-    /// When the drain began, on the cluster's clock (its first round).
-    started: Option<DateTime<Utc>>,
-}
-
-/// What a group's service is draining and marking.
-#[derive(Clone, Debug, Default)]
-pub(super) struct ServiceDrains {
-    draining: Vec<Drain>,
-    /// Nodes (by providerID) to taint as EKS does when its update starts.
-    to_taint: Vec<String>,
-    tainted: BTreeSet<String>,
-    /// A drain that timed out under [`OnTimeout::Fail`]: the error the owner's update fails
-    /// with, taken by the owner's next step ([`take_failure`]).
-    failed: Option<String>,
-}
 
 /// The error a timed-out drain left for `group`'s update, if any (taken once).
 pub(super) fn take_failure(group: &mut SimGroup) -> Option<String> {
@@ -315,7 +242,7 @@ fn round(store: &Store, drains: &[Drain]) -> Vec<(String, Outcome)> {
 /// Carries a round's outcomes into the group: drained instances terminated, a failure left
 /// for the group's owner to fail its update with. True if anything changed.
 fn apply(
-    inner: &mut super::Inner,
+    inner: &mut Inner,
     group: &mut SimGroup,
     outcomes: Vec<(String, Outcome)>,
     now: Instant,

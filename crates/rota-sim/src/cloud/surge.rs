@@ -15,8 +15,9 @@
 //! - done when no old node is left, none drains, nothing is booting and the group is back at
 //!   its size.
 
-use super::SimGroup;
-use super::service_drain::{self, DrainRule};
+use super::account::SimGroup;
+use super::owner_state::DrainRule;
+use super::service_drain;
 use rota_core::cloud::Lifecycle;
 
 /// What one round did.

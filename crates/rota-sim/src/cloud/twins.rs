@@ -13,8 +13,8 @@
 
 use tokio::time::Instant;
 
-use super::eks::Life;
-use super::{Inner, SimCloud, SimGroup};
+use super::account::{GroupSpec, Inner, SimCloud, SimGroup};
+use super::owner_state::{Life, PoolLife};
 use rota_core::cloud::managed::{OwnerPoolMembers, PoolStatus, TwinRequest};
 use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef, Lifecycle};
 
@@ -23,26 +23,6 @@ use rota_core::cloud::{CloudError, CloudErrorKind, GroupRef, Lifecycle};
 pub const CREATE_TIME: std::time::Duration = std::time::Duration::from_secs(180);
 /// How long they take to delete an empty one.
 pub const DELETE_TIME: std::time::Duration = std::time::Duration::from_secs(90);
-
-/// Where a GKE node pool or an AKS agent pool is in its own life.
-#[derive(Clone, Debug)]
-pub(super) struct PoolLife {
-    pub(super) status: PoolStatus,
-    /// When a `Creating` or `Deleting` pool is done.
-    pub(super) due: Option<Instant>,
-    /// The pool a blue-green twin was made from (GKE: its resource label, AKS: its tag).
-    pub(super) twin_of: Option<String>,
-}
-
-impl PoolLife {
-    pub(super) fn active() -> PoolLife {
-        PoolLife {
-            status: PoolStatus::Active,
-            due: None,
-            twin_of: None,
-        }
-    }
-}
 
 /// A pool's own life: `Creating` becomes `Active`, `Deleting` becomes gone.
 pub(super) fn lifecycle(group: &mut SimGroup, now: Instant) -> Life {
@@ -234,7 +214,7 @@ impl SimCloud {
         zones: Vec<String>,
     ) -> Result<(), CloudError> {
         let twin = GroupRef::Managed(req.twin.clone());
-        let mut spec = super::GroupSpec::new(twin.clone(), req.desired, req.image.clone())
+        let mut spec = GroupSpec::new(twin.clone(), req.desired, req.image.clone())
             .with_max(req.max.max(req.desired).max(1));
         spec.zones = zones;
         self.create_group(spec)?;
