@@ -14,7 +14,8 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use git2::{Oid, Repository};
 
-use super::{LEDGER_PREFIX, LedgerError, ledger_ref, signed_payload};
+use super::error::LedgerError;
+use super::refs::{LEDGER_PREFIX, ledger_ref, signed_payload};
 use rota_core::ledger::{
     Delta, Filter, LIVES_DIR, Life, OPEN_FILE, month_file, month_in, parse_lines,
 };

@@ -33,7 +33,8 @@ use std::path::{Path, PathBuf};
 use git2::{ObjectType, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
-use super::{LedgerError, ledger_ref};
+use super::error::LedgerError;
+use super::refs::ledger_ref;
 use rota_core::ledger::{Filter, LIVES_DIR, Life, OPEN_FILE, parse_lines};
 
 /// The folder of the index, in the repository's git directory.
@@ -210,7 +211,7 @@ fn wipe(dir: &Path) {
 fn update(repo: &Repository, dir: &Path, mut state: State) -> Result<State, Stale> {
     state.format = FORMAT;
     cut_back(dir, &state)?;
-    let clusters = super::clusters(repo).map_err(Stale::Ledger)?;
+    let clusters = super::book::clusters(repo).map_err(Stale::Ledger)?;
     if state.clusters.keys().any(|c| !clusters.contains(c)) {
         // A ledger ref removed: its lives are in the image files and cannot be taken out.
         return Err(Stale::Rebuild);

@@ -21,62 +21,21 @@
 //! - [`verify`]: the chain and the signatures, naming what does not hold.
 
 pub mod book;
+pub mod error;
 pub mod history;
 pub mod index;
 pub mod managed;
 pub mod recorder;
+pub mod refs;
 pub mod verify;
 
 pub use book::{Book, append, clusters, read_book, read_lives};
+pub use error::LedgerError;
+pub use refs::{LEDGER_PREFIX, PAYLOAD_HEADER, ledger_ref, signed_payload};
 pub use rota_core::ledger::{Filter, Left, Life};
-
-/// The prefix of the ledger refs.
-pub const LEDGER_PREFIX: &str = "refs/rota/ledger/";
-
-/// The ledger ref of `cluster`.
-pub fn ledger_ref(cluster: &str) -> String {
-    format!("{LEDGER_PREFIX}{cluster}")
-}
 
 /// The command that lists a pool's nodes from the image ledger (each node's life on the
 /// fleet's images): what `status --fleet`, the page and the evidence link a pool to.
 pub fn audit_command(cluster: &str, pool: &str) -> String {
     format!("rota audit --cluster {cluster} --pool {pool}")
-}
-
-/// The first line of what each append's signature covers (see [`signed_payload`]).
-pub const PAYLOAD_HEADER: &str = "rota-ledger v1";
-
-/// What an agent signs for one append: the cluster, the parent and the tree. The tree's ID
-/// is the hash of every file of the ledger as of that append, so the signature covers the
-/// content, and the parent chains it to what came before: an append moved to another ref,
-/// or a tree edited afterwards, no longer verifies.
-pub fn signed_payload(cluster: &str, parent: Option<&str>, tree: &str) -> String {
-    format!(
-        "{PAYLOAD_HEADER}\ncluster {cluster}\nparent {}\ntree {tree}\n",
-        parent.unwrap_or("none")
-    )
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum LedgerError {
-    #[error("ledger {ledger_ref}: {message}")]
-    Git { ledger_ref: String, message: String },
-    #[error("ledger {ledger_ref} at {commit}: {source}")]
-    Unreadable {
-        ledger_ref: String,
-        commit: String,
-        source: rota_core::ledger::LineError,
-    },
-    #[error("ledger {ledger_ref}: signing the append: {message}")]
-    Sign { ledger_ref: String, message: String },
-}
-
-impl LedgerError {
-    pub(crate) fn git(ledger_ref: &str) -> impl Fn(git2::Error) -> LedgerError + '_ {
-        move |e| LedgerError::Git {
-            ledger_ref: ledger_ref.to_string(),
-            message: e.message().to_string(),
-        }
-    }
 }

@@ -24,8 +24,9 @@ use kube::api::{Api, ListParams};
 use tokio_util::sync::CancellationToken;
 
 use super::book::{self, Book};
+use super::error::LedgerError;
 use super::managed;
-use super::{LedgerError, ledger_ref};
+use super::refs::ledger_ref;
 use crate::cloud::NodeGroups;
 use crate::controller::clock::Clock;
 use crate::controller::departures::{Departures, rotation_name};

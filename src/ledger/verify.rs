@@ -16,7 +16,8 @@ use std::path::Path;
 use git2::{Oid, Repository, Tree};
 
 use super::book::signature_of;
-use super::{LedgerError, ledger_ref, signed_payload};
+use super::error::LedgerError;
+use super::refs::{ledger_ref, signed_payload};
 use crate::report::evidence::{RecordVerifier, SignedRecords};
 use rota_core::ledger::{LIVES_DIR, Life, OPEN_FILE, month_file, parse_lines};
 
@@ -210,7 +211,7 @@ pub fn verify_all(
     signers: Option<&RecordVerifier>,
 ) -> Result<Vec<Verdict>, LedgerError> {
     let mut out = Vec::new();
-    let names: BTreeSet<String> = super::clusters(repo)?.into_iter().collect();
+    let names: BTreeSet<String> = super::book::clusters(repo)?.into_iter().collect();
     for c in names
         .iter()
         .filter(|c| only.is_none_or(|o| o == c.as_str()))
