@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Notice, NoticeKind};
 use rota_core::fleet::model::NoticeKindName;
+use rota_core::rotate::aftermath::notice::{Notice, NoticeKind};
 
 /// One message to post.
 #[derive(Clone, Debug, PartialEq, Eq)]
