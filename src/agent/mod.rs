@@ -30,18 +30,19 @@
 //! finished: <what it showed>`, so that no commit stays pending forever.
 
 pub mod adopt;
+mod config;
 pub mod desired;
 pub mod local;
 pub mod progress;
+mod report_writes;
 pub mod reporting;
+mod state;
 pub mod stops;
 pub mod supervise;
 pub mod wiring;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use git2::Oid;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -54,134 +55,21 @@ use crate::controller::clock::Clock;
 use crate::kube::crd::{AGENT_VERSION_LABEL, NodePoolRotation};
 use crate::report::{CommitStatus, GitNotesStore, State, StatusStore, cluster_context};
 use crate::source::GitSource;
-use crate::source::history::{self, ConfirmedRewrite, Lineage};
+use crate::source::history::{self, Lineage};
 use crate::source::poll::SourceState;
 use crate::source::trust::{Admission, LastGood, Verifier};
+pub use config::AgentConfig;
 use rota_core::fleet::resolved::DesiredCluster;
 use rota_core::rotate::resource::NodePoolRotationSpec;
-use rota_core::waves::{PoolRecord, WaveView};
+use rota_core::waves::PoolRecord;
+use state::InForce;
+pub use state::{Agent, AgentError, Snapshot};
 
 /// The field manager the agent applies NodePoolRotation specs as.
 pub const FIELD_MANAGER: &str = "rota-agent";
 
 /// How far back (first parents) a restarted agent looks for its own records.
 const RECORD_LOOKBACK: usize = 200;
-
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// This cluster's name in the fleet repo.
-    pub cluster: String,
-    /// The value of the `rota.dev/agent-version` label on the resources it applies.
-    pub version: String,
-    /// The fleet repo lives in this folder of the git tree.
-    pub subdir: Option<PathBuf>,
-    /// Re-plan and re-report this often even without a new commit.
-    pub resync: Duration,
-    /// Install (server-side-apply) the NodePoolRotation CRD at start (`--install-crd`);
-    /// otherwise it must be installed already (see `wiring::start`).
-    pub install_crd: bool,
-    /// A human's confirmation of one history rewrite (see [`crate::source::history`]).
-    pub confirm_rewrite: Option<ConfirmedRewrite>,
-    /// Where secrets the fleet repo names (`urlSecret`) are read (`--secrets-dir`).
-    pub secrets_dir: Option<PathBuf>,
-    /// Which contexts a forge gets and the page the wave rollup links to.
-    pub report: reporting::ReportConfig,
-}
-
-impl AgentConfig {
-    pub fn new(cluster: &str) -> Self {
-        AgentConfig {
-            cluster: cluster.into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            subdir: None,
-            resync: Duration::from_secs(5),
-            install_crd: false,
-            confirm_rewrite: None,
-            secrets_dir: None,
-            report: reporting::ReportConfig::default(),
-        }
-    }
-}
-
-/// The commit in force and what it resolved to.
-#[derive(Debug, Clone)]
-struct InForce {
-    commit: Oid,
-    cluster: DesiredCluster,
-    waves: Vec<WaveView>,
-    guard: bool,
-    /// The cluster's `spec.notifications` (or the fleet's) at this commit.
-    notifications: Vec<rota_core::fleet::model::WebhookSpec>,
-    /// This cluster's wave and the fleet's size, for the statuses a forge gets.
-    shape: reporting::FleetShape,
-}
-
-/// What the agent did last (for tests, `rota demo` and logs).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Snapshot {
-    /// The last good commit, in force.
-    pub in_force: Option<String>,
-    /// The newest commit seen on the branch.
-    pub head: Option<String>,
-    /// Commits refused, with why.
-    pub rejected: Vec<(String, String)>,
-    /// The statuses last reported on the commit in force (cluster first).
-    pub statuses: Vec<CommitStatus>,
-    /// The commit `statuses` are on (it lags `in_force` until the first pass on a new one).
-    pub reported: Option<String>,
-}
-
-pub struct Agent {
-    config: AgentConfig,
-    source: Arc<GitSource>,
-    client: kube::Client,
-    notes: Arc<GitNotesStore>,
-    store: Arc<dyn StatusStore>,
-    verifier: Option<Arc<Verifier>>,
-    clock: Clock,
-    last_good: LastGood,
-    seen: Option<Oid>,
-    in_force: Option<InForce>,
-    records: BTreeMap<String, PoolRecord>,
-    snapshot: watch::Sender<Snapshot>,
-    /// Operations (see [`Agent::set_metrics`], [`Agent::set_notifier`]).
-    metrics: Option<crate::metrics::Metrics>,
-    notifier: Option<crate::notify::SharedNotifier>,
-    /// The webhooks the notifier was last built from.
-    webhooks: Option<Vec<rota_core::fleet::model::WebhookSpec>>,
-    /// (old, new): the old commit's pending statuses still have to be made final.
-    superseding: Option<(Oid, Oid)>,
-    /// The cloud groups, read to adopt pools already on their pins (see [`adopt`]).
-    groups: Option<Arc<dyn crate::cloud::NodeGroups>>,
-    /// The managed pools' owners, read to adopt those already on their pins.
-    owners: crate::controller::owners::Owners,
-    /// Before a commit is in force in this process (after a restart): the commits this
-    /// cluster's NodePoolRotations were last given, which a new head must descend from.
-    resumed_from: Option<Vec<Oid>>,
-    /// Checked before every write; `None`: the only agent by construction (tests).
-    leadership: Option<crate::controller::leader::Leadership>,
-    /// What a forge was last given per context, and which commits change which pools
-    /// (see [`reporting`]).
-    written: crate::report::economy::Written,
-    baseline: reporting::Baseline,
-    /// The fleet stop's orders as last read (`rota stop`, see [`stops`]).
-    stops: Arc<std::sync::Mutex<stops::StopCache>>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    #[error("kubernetes: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("statuses: {0}")]
-    Report(#[from] crate::report::ReportError),
-    /// The commit could not be checked (a verifier that did not run, a task that failed):
-    /// not a verdict on the commit, which is checked again on the next pass.
-    #[error("could not check commit {commit} (retrying): {message}")]
-    Check { commit: String, message: String },
-    /// The lease is not held with margin: this replica writes nothing now.
-    #[error("{0}")]
-    NotLeading(#[from] crate::controller::leader::LeaseError),
-}
 
 impl Agent {
     pub fn new(
