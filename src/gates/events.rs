@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 use chrono::Duration;
 
-use super::{EventRecord, Gate, GateError, GateInputs, Sample};
+use super::gate::{Gate, GateError, GateInputs, Sample};
+use crate::kube::summary::EventRecord;
 use rota_core::fleet::resolved::{GateCheck, ResolvedGate};
 
 pub struct EventsGate {

@@ -13,47 +13,17 @@
 //! own file and one arm in [`build`]; the tracker and the planner know none of them.
 
 pub mod events;
+pub mod gate;
 pub mod pods;
 pub mod prometheus;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
 /// The pods and events the gates judge, as the cluster index keeps them.
 pub use crate::kube::summary::{EventRecord, PodCounts, PodTally};
+pub use gate::{Gate, GateError, GateInputs, Sample};
 use rota_core::fleet::resolved::{GateCheck, ResolvedGate};
 pub use rota_core::rotate::GateVerdict;
-
-/// What a gate may look at when it samples.
-#[derive(Clone, Copy, Debug)]
-pub struct GateInputs<'a> {
-    pub pods: &'a PodTally,
-    pub events: &'a [EventRecord],
-    pub now: DateTime<Utc>,
-}
-
-/// One sample's result.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Sample {
-    Pass(String),
-    Fail(String),
-}
-
-/// One health check.
-#[async_trait]
-pub trait Gate: Send + Sync {
-    /// The HealthGate's name.
-    fn name(&self) -> &str;
-    /// Take one sample now.
-    async fn sample(&self, inputs: &GateInputs<'_>) -> Sample;
-}
-
-/// A gate that cannot be built from its spec.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GateError {
-    #[error("health gate {gate}: {why}")]
-    Invalid { gate: String, why: String },
-}
 
 /// The gate for a resolved HealthGate spec.
 pub fn build(spec: &ResolvedGate) -> Result<Box<dyn Gate>, GateError> {

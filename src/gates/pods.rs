@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 
-use super::{Gate, GateError, GateInputs, PodTally, Sample};
+use super::gate::{Gate, GateError, GateInputs, Sample};
+use crate::kube::summary::PodTally;
 use rota_core::fleet::resolved::{GateCheck, ResolvedGate, parse_percent};
 
 /// A limit on not-Ready pods: a count or a share of the pods considered.

@@ -38,7 +38,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
-use super::{Gate, GateError, GateInputs, Sample};
+use super::gate::{Gate, GateError, GateInputs, Sample};
 use rota_core::fleet::resolved::{GateCheck, NoData, ResolvedGate};
 
 /// The most one query may take, from connecting to the last byte of the answer.
