@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{PoolEnd, Story, blocking};
+use super::story::{PoolEnd, Story, blocking};
 use crate::report::{CommitStatus, GitNotesStore};
 use rota_core::rotate::operator::Verb;
 use rota_core::waves::RevertDecision;

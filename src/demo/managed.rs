@@ -6,7 +6,7 @@
 
 use rota_core::cloud::GroupRef;
 
-use super::{Story, blocking};
+use super::story::{Story, blocking};
 
 /// The managed pool, `cluster/pool`.
 pub const CLUSTER: &str = "prod-use1";

@@ -36,8 +36,10 @@
 
 pub mod failure;
 pub mod managed;
+mod options;
 pub mod prometheus;
 pub mod repo;
+mod story;
 pub mod view;
 
 use std::collections::BTreeMap;
@@ -47,71 +49,18 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use tokio::sync::watch;
 
-use crate::agent::Snapshot;
 use crate::agent::local::{LocalConfig, LocalFleet};
 use crate::agent::progress::{DEFERRED, WINDOW_WAIT};
 use crate::kube::crd::NodePoolRotation;
 use crate::report::{CommitStatus, GitNotesStore, State};
 use failure::{Build, GOOD_BUILD};
+pub use options::{DemoOptions, Pace};
 use repo::DemoRepo;
 use rota_sim::scenario::WorkloadProfile;
+pub use story::PoolEnd;
+use story::{Story, blocking};
 use view::ClusterView;
-
-/// How fleet time relates to wall time.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Pace {
-    /// Paused tokio time that jumps ahead whenever the fleet is idle (the default): the
-    /// runtime must be a current-thread runtime with time paused (see `cli::demo`).
-    Jump,
-    /// Real time, this many times faster.
-    Speed(f64),
-}
-
-#[derive(Debug, Clone)]
-pub struct DemoOptions {
-    pub pace: Pace,
-    /// Keep the repo (and the kubeconfig) in this folder; otherwise a temporary one.
-    pub keep: Option<PathBuf>,
-    /// Serve the simulated clusters and cloud over loopback HTTP (a kubeconfig in the folder).
-    pub http: bool,
-    /// After the story, keep serving until Ctrl-C.
-    pub serve: bool,
-    /// Redraw a table in place (a terminal) instead of printing one line per change.
-    pub tty: bool,
-    /// Give up when one step takes longer than this in wall time.
-    pub step_limit: Duration,
-    /// With [`Pace::Jump`]: the speed factor of the simulation and the controllers' clock.
-    pub jump_speed: f64,
-}
-
-impl Default for DemoOptions {
-    fn default() -> Self {
-        DemoOptions {
-            pace: Pace::Jump,
-            keep: None,
-            http: false,
-            serve: false,
-            tty: false,
-            step_limit: Duration::from_secs(300),
-            jump_speed: 600.0,
-        }
-    }
-}
-
-/// Where a pool ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PoolEnd {
-    pub version: String,
-    pub image: String,
-    pub phase: String,
-    pub on_target: u32,
-    pub total: u32,
-    /// The status's stop, `Reason (by)`, when the pool is stopped (the STOP and WHO columns
-    /// of `kubectl get npr -o wide`).
-    pub stop: Option<String>,
-}
 
 /// What the story did, for the caller (and the tests).
 #[derive(Debug, Clone)]
@@ -219,32 +168,6 @@ pub async fn run(opts: DemoOptions, out: &mut dyn Write) -> Result<Outcome, Stri
     let result = Story::play(&opts, &dir, out).await;
     drop(tmp);
     result
-}
-
-struct Story<'a> {
-    opts: &'a DemoOptions,
-    out: &'a mut dyn Write,
-    repo: DemoRepo,
-    fleet: LocalFleet,
-    /// Clusters in wave order: (cluster, wave).
-    order: Vec<(String, String)>,
-    agents: BTreeMap<String, watch::Receiver<Snapshot>>,
-    seen: view::Seen,
-    drawn: usize,
-    last_draw: Option<std::time::Instant>,
-    start_fleet: chrono::DateTime<chrono::Utc>,
-    start_wall: std::time::Instant,
-    commits: BTreeMap<String, String>,
-}
-
-/// Run a blocking closure (git, files) off the runtime; on paused time this also stops the
-/// clock from jumping while it runs.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| format!("demo: {e}"))?
 }
 
 impl<'a> Story<'a> {
