@@ -19,7 +19,7 @@
 //! recorded with them as its new instances and as many old nodes (those rota had cordoned
 //! first), waiting for them to be Ready, so the move goes on without a second surge.
 
-use super::{Ctx, first_checkpoint, follow, start, with_step};
+use super::steps::{Ctx, first_checkpoint, follow, start, with_step};
 use crate::cloud::Lifecycle;
 use crate::cloud::managed::{OwnerPoolMembers, PoolStatus};
 use crate::rotate::checkpoint::{Batch, ChosenNode};
