@@ -6,7 +6,7 @@
 //! own, below the planners, and is re-exported here: [`Action`] (what to do, always with a
 //! reason: `action.rs`), [`Plan`] (the actions and the next [`checkpoint::Checkpoint`]:
 //! `outcome.rs`) and [`Phase`] (what `kubectl get` shows: `phase.rs`). This file only
-//! declares and re-exports; nothing below imports it.
+//! declares and re-exports; no file below imports it (tests aside).
 
 pub mod action;
 pub mod aftermath;
