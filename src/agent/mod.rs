@@ -28,6 +28,9 @@
 //! When a newer commit comes into force, the statuses of the one it replaces that are still
 //! `pending` are made final ([`superseded`]): `error`, `superseded by <short sha> before it
 //! finished: <what it showed>`, so that no commit stays pending forever.
+//!
+//! The `Agent` struct and its errors are in `state.rs` and its settings in `config.rs`,
+//! below the files that add `impl Agent` blocks (this one and `report_writes`).
 
 pub mod adopt;
 mod config;

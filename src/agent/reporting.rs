@@ -1,4 +1,5 @@
-//! What the agent writes to its status store on a pass: every status to git notes (the
+//! What the agent reports to its status store on a pass, decided here and written by
+//! `report_writes`: every status to git notes (the
 //! views read them there); to a forge, only what is worth a request (`report::economy`),
 //! per pool and cluster or as the wave's rollup (`report::rollup`), within the fleet's write
 //! budget (`report::budget`, the store's decorator).

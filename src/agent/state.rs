@@ -1,8 +1,8 @@
 //! The GitOps agent of one cluster as a value ([`Agent`]): its source, clients, stores,
 //! the commit in force ([`InForce`]) and what it did last ([`Snapshot`]), and how a pass
 //! fails ([`AgentError`]). What it does is added by `impl Agent` blocks: the pass in
-//! `mod.rs`, the writes to its status store in `report_writes`, adoption in `adopt`. The
-//! struct lives below all of them, so none of those files imports the one that calls it.
+//! `mod.rs` and the writes to its status store in `report_writes`. The struct lives below
+//! both, so `report_writes` does not import the file that calls it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

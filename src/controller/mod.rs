@@ -24,6 +24,10 @@
 //! pass. Errors are classified once, by
 //! [`rota_core::errors`]: transient ones back off exponentially, waits wait for their object,
 //! stalled ones retry slowly, alert and are named in the pool's status message.
+//!
+//! The `Controller` struct and what it keeps per pool are in `state.rs` and
+//! `pool_state.rs` (with `config.rs` and `wake.rs`), below this file and the rooms that add
+//! `impl Controller` blocks, so that no room imports the file that calls it.
 
 mod aftermath;
 pub mod apply;

@@ -10,7 +10,8 @@
 //!
 //! The gates: [`pods`] and [`events`] look at the observed cluster, [`prometheus`] sends an
 //! instant query to the Prometheus the gate names. Each is one `Gate` implementation in its
-//! own file and one arm in [`build`]; the tracker and the planner know none of them.
+//! own file and one arm in [`build`]; the tracker and the planner know none of them. The
+//! trait they implement, with its inputs and samples, is in [`gate`].
 
 pub mod events;
 pub mod gate;

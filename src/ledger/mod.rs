@@ -19,6 +19,8 @@
 //! - [`index`]: a per-image index of the ledgers, cached beside the repo's objects and
 //!   brought up to date from what was appended, for `rota audit --image` at fleet size.
 //! - [`verify`]: the chain and the signatures, naming what does not hold.
+//! - [`refs`]: the ledger's ref and the payload each append's signature covers; [`error`]:
+//!   how reading or appending fails.
 
 pub mod book;
 pub mod error;

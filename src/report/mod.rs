@@ -7,6 +7,9 @@
 //!
 //! Contexts follow the contract: `rota/<cluster>` and `rota/<cluster>/<pool>`; descriptions
 //! are at most 140 characters (the forges' limit), cut with `…` when longer.
+//!
+//! What every backend shares lives below them: [`status`] (one commit status, its contexts)
+//! and [`store`] (the trait, its errors, the checks before a write).
 
 pub mod budget;
 pub mod economy;

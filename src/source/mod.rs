@@ -5,7 +5,8 @@
 //! commit signature verification ([`trust`]), history that only moves forward ([`history`]),
 //! reading a revision's (or a folder's) fleet files within budgets ([`read`]), which refs a
 //! poll fetches ([`refs_plan`]), and the protocol v2 probe that answers a poll where nothing
-//! moved without a libgit2 connection ([`ls_refs`]).
+//! moved without a libgit2 connection ([`ls_refs`]). Below them: the refs rota keeps in its
+//! mirror ([`refs`]) and a URL normalised and redacted ([`url`]).
 //!
 //! git2 is blocking; async callers run [`GitSource::fetch`] on the blocking pool (the poll
 //! loop does).

@@ -15,6 +15,12 @@
 //!
 //! Observers (the simulated kubelet) see instances through [`InstanceObserver`], which skips
 //! API fault injection (a kubelet is not a client of the cloud API) and can wake on change.
+//!
+//! Where things are: this file is the control loop ([`SimCloud::step`]) and the
+//! `NodeGroups` implementation; the account's data (groups, instances, the state behind
+//! the lock, the `SimCloud` handle and its one way in, `call`) is in `cloud/account.rs`, what
+//! each owner keeps beside a group in `cloud/owner_state.rs`, and each owner's API in its
+//! own file (`eks`, `gke`, `aks`, `twins`, `service_drain`).
 
 use std::sync::Arc;
 
