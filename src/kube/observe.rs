@@ -258,7 +258,7 @@ pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Opt
     } else {
         PodKind::Workload
     };
-    let namespace = key.0.to_string();
+    let namespace = key.0.clone();
     // Every PDB that covers the pod: the Eviction API refuses (500) a pod under more than one.
     let covering: Vec<&&PdbSummary> = pdbs
         .iter()
@@ -273,7 +273,7 @@ pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Opt
     });
     Some(ObservedPod {
         namespace,
-        name: key.1.to_string(),
+        name: key.1.clone(),
         kind,
         do_not_disrupt: pod.do_not_disrupt,
         uses_empty_dir: pod.uses_empty_dir,

@@ -209,8 +209,9 @@ impl PodSummary {
 /// A PodDisruptionBudget as the index keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PdbSummary {
-    pub namespace: String,
-    pub name: String,
+    /// Shared with every pod a pass finds it covers ([`rota_core::rotate::PdbRef`]).
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
     /// `None` when the selector is absent or cannot be parsed (matches nothing).
     pub selector: Option<Selector>,
     /// `status.disruptionsAllowed`.
@@ -220,8 +221,8 @@ pub struct PdbSummary {
 impl PdbSummary {
     pub fn from_pdb(b: &PodDisruptionBudget) -> PdbSummary {
         PdbSummary {
-            namespace: b.metadata.namespace.clone().unwrap_or_default(),
-            name: b.metadata.name.clone().unwrap_or_default(),
+            namespace: b.metadata.namespace.as_deref().unwrap_or_default().into(),
+            name: b.metadata.name.as_deref().unwrap_or_default().into(),
             selector: b
                 .spec
                 .as_ref()
