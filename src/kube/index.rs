@@ -190,7 +190,7 @@ impl State {
         self.ready(Kind::Pods)?;
         let mut tally = PodTally::default();
         for ((ns, _), p) in self.pods.iter() {
-            tally.add(ns, p.ready, p.pending);
+            tally.add(ns, p.ready, p.pending());
         }
         Ok(tally)
     }

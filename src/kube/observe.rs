@@ -248,7 +248,7 @@ pub fn observed_node(
 
 /// A pod as a drain sees it; `None` for pods that have finished (they hold nothing).
 pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Option<ObservedPod> {
-    if pod.finished {
+    if pod.finished() {
         return None;
     }
     let kind = if pod.mirror {

@@ -143,6 +143,7 @@ impl PodsByNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::summary::PodPhase;
     use std::collections::BTreeMap;
 
     fn key(name: &str) -> PodKey {
@@ -155,8 +156,11 @@ mod tests {
             labels: Arc::new(BTreeMap::new()),
             daemon_set: false,
             mirror: false,
-            finished: false,
-            pending: node.is_none(),
+            phase: if node.is_none() {
+                PodPhase::Pending
+            } else {
+                PodPhase::Live
+            },
             ready,
             do_not_disrupt: false,
             uses_empty_dir: false,
@@ -205,6 +209,12 @@ mod tests {
         assert_eq!(p.remove(&key("web-4"), None), Some(None));
         assert_eq!(names_on(&p, "n1"), ["web-2"]);
         assert_eq!((p.len(), p.iter().count()), (1, 1));
+    }
+
+    #[test]
+    fn a_pod_is_64_bytes_beside_its_name() {
+        // Its key (two shared strings) and its summary: 600,000 at 20,000 nodes.
+        assert_eq!(std::mem::size_of::<(PodKey, PodSummary)>(), 64);
     }
 
     #[test]
