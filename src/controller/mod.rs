@@ -713,9 +713,9 @@ impl Controller {
                 .nodes
                 .iter()
                 .flat_map(|n| &n.pods)
-                .find(|x| x.namespace == *namespace && x.name == *pod)
+                .find(|x| *x.namespace == **namespace && *x.name == **pod)
                 .and_then(|x| x.pdb.as_ref())
-                .map(|b| (b.namespace.clone(), b.name.clone()));
+                .map(|b| (b.namespace.to_string(), b.name.to_string()));
         } else {
             state.last_error = Some(error.clone());
             state.last_error_action = match &e {

@@ -190,7 +190,7 @@ impl State {
         self.ready(Kind::Pods)?;
         let mut tally = PodTally::default();
         for ((ns, _), p) in self.pods.iter() {
-            tally.add(ns, p.ready, p.pending);
+            tally.add(ns, p.ready, p.pending());
         }
         Ok(tally)
     }
@@ -267,7 +267,7 @@ impl State {
 
     pub fn apply_pdb(&mut self, pdb: &PodDisruptionBudget) -> Option<Change> {
         let s = PdbSummary::from_pdb(pdb);
-        let key = (s.namespace.clone(), s.name.clone());
+        let key = (s.namespace.to_string(), s.name.to_string());
         if self.pdbs.get(&key) == Some(&s) {
             return None;
         }
@@ -727,7 +727,7 @@ mod tests {
         let nodes = pool_nodes(&s, &selector()).unwrap();
         assert_eq!(nodes.len(), 1);
         assert_eq!(nodes[0].pods.len(), 1);
-        assert_eq!(nodes[0].pods[0].name, "web-1");
+        assert_eq!(&*nodes[0].pods[0].name, "web-1");
         assert_eq!(
             s.delete_pod(&pod("web-1", Some("n1"))),
             Some(Change::Pod(Some("n1".into())))

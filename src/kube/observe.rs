@@ -248,7 +248,7 @@ pub fn observed_node(
 
 /// A pod as a drain sees it; `None` for pods that have finished (they hold nothing).
 pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Option<ObservedPod> {
-    if pod.finished {
+    if pod.finished() {
         return None;
     }
     let kind = if pod.mirror {
@@ -258,7 +258,7 @@ pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Opt
     } else {
         PodKind::Workload
     };
-    let namespace = key.0.to_string();
+    let namespace = key.0.clone();
     // Every PDB that covers the pod: the Eviction API refuses (500) a pod under more than one.
     let covering: Vec<&&PdbSummary> = pdbs
         .iter()
@@ -273,7 +273,7 @@ pub fn observed_pod(key: &PodKey, pod: &PodSummary, pdbs: &[&PdbSummary]) -> Opt
     });
     Some(ObservedPod {
         namespace,
-        name: key.1.to_string(),
+        name: key.1.clone(),
         kind,
         do_not_disrupt: pod.do_not_disrupt,
         uses_empty_dir: pod.uses_empty_dir,

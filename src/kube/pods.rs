@@ -21,6 +21,17 @@ use super::summary::PodSummary;
 /// [`super::summary::Interner`]).
 pub type PodKey = (Arc<str>, Arc<str>);
 
+/// How many entries a node's full list grows by: a quarter of what it holds, at least 4.
+///
+/// Why not `Vec`'s doubling: a node's pods arrive one at a time (the list, then the watch),
+/// and 30 workload pods and a few DaemonSets' (33) doubled to a capacity of 64, so the
+/// lists held almost twice the room their pods need: 140 bytes a pod instead of 72, 11.7 MB
+/// of a 28.7 MB heap at 2,000 nodes (heaptrack, `agent_scale`). Growing by a quarter wastes
+/// at most a fifth, for a few more reallocations of lists of a few kilobytes.
+fn growth(len: usize) -> usize {
+    (len / 4).max(4)
+}
+
 /// Every pod of the index, by the node it is bound to.
 #[derive(Debug, Default)]
 pub struct PodsByNode {
@@ -59,6 +70,9 @@ impl PodsByNode {
         // Bound now: it may have been waiting unbound.
         if self.unbound.remove(&key).is_none() {
             self.len += 1;
+        }
+        if on.len() == on.capacity() {
+            on.reserve_exact(growth(on.len()));
         }
         on.push((key, summary));
         Some(Some(node))
@@ -129,6 +143,7 @@ impl PodsByNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::summary::PodPhase;
     use std::collections::BTreeMap;
 
     fn key(name: &str) -> PodKey {
@@ -141,8 +156,11 @@ mod tests {
             labels: Arc::new(BTreeMap::new()),
             daemon_set: false,
             mirror: false,
-            finished: false,
-            pending: node.is_none(),
+            phase: if node.is_none() {
+                PodPhase::Pending
+            } else {
+                PodPhase::Live
+            },
             ready,
             do_not_disrupt: false,
             uses_empty_dir: false,
@@ -191,6 +209,23 @@ mod tests {
         assert_eq!(p.remove(&key("web-4"), None), Some(None));
         assert_eq!(names_on(&p, "n1"), ["web-2"]);
         assert_eq!((p.len(), p.iter().count()), (1, 1));
+    }
+
+    #[test]
+    fn a_pod_is_64_bytes_beside_its_name() {
+        // Its key (two shared strings) and its summary: 600,000 at 20,000 nodes.
+        assert_eq!(std::mem::size_of::<(PodKey, PodSummary)>(), 64);
+    }
+
+    #[test]
+    fn a_nodes_list_holds_little_more_room_than_its_pods() {
+        let mut p = PodsByNode::default();
+        for i in 0..33 {
+            p.upsert(key(&format!("web-{i}")), pod(Some("n1"), true));
+        }
+        let cap = p.bound["n1"].capacity();
+        // Doubling would leave room for 64; a quarter at a time, at most a fifth spare.
+        assert!((33..=40).contains(&cap), "capacity {cap} for 33 pods");
     }
 
     #[test]

@@ -66,8 +66,11 @@ const LAST_PASS: Duration = Duration::from_secs(30);
 /// What a recorder remembers between passes: only caches, never the ledger's state.
 #[derive(Default)]
 struct Memory {
-    /// providerID -> image, from the groups' describes.
-    images: HashMap<String, String>,
+    /// providerID -> image, from the groups' describes, and whether a pass has seen the
+    /// instance's node. An instance whose node was seen and is gone is forgotten
+    /// ([`prune_gone`]): a rotation of a 20,000-node cluster replaces every instance, and the
+    /// cache kept both generations for the life of the process.
+    images: HashMap<String, Known>,
     /// Per pool, every `image -> channel@version` its NodePoolRotation has named.
     versions: BTreeMap<String, BTreeMap<String, String>>,
     /// Whether a pass has appended (or found nothing to append) since the start.
@@ -76,9 +79,46 @@ struct Memory {
     synced: bool,
     /// Per pool, the nodes present when this process first observed it while the ledger
     /// had no life of it: the nodes of its adoption.
-    met: BTreeMap<String, BTreeSet<(String, String)>>,
+    met: BTreeMap<String, Arc<BTreeSet<(String, String)>>>,
     /// The controller's departures of the last [`DEPARTURES_KEPT`].
     departures: Vec<Departure>,
+}
+
+/// An instance's image, as the recorder remembers it.
+#[derive(Debug)]
+struct Known {
+    image: String,
+    /// A pass has seen the instance's node.
+    noded: bool,
+}
+
+/// Remembers `image` for instance `pid`, keeping whether its node was seen (a describe that
+/// still lists a terminated instance must not make it new again, or it would never go).
+fn remember(images: &mut HashMap<String, Known>, pid: &str, image: String) {
+    match images.get_mut(pid) {
+        Some(known) => known.image = image,
+        None => {
+            images.insert(
+                pid.to_string(),
+                Known {
+                    image,
+                    noded: false,
+                },
+            );
+        }
+    }
+}
+
+/// Forgets the images of instances whose node a pass saw and this one does not (terminated:
+/// never seen again), and marks the rest as seen. Instances described before their node joined
+/// (a surge booting) are kept, so their node's first pass costs no second describe.
+fn prune_gone<'a>(images: &mut HashMap<String, Known>, now: impl Iterator<Item = &'a str>) {
+    let now: HashSet<&str> = now.collect();
+    images.retain(|pid, known| {
+        let here = now.contains(pid.as_str());
+        known.noded |= here;
+        here || !known.noded
+    });
 }
 
 impl Recorder {
@@ -154,14 +194,14 @@ impl Recorder {
         };
         for (pool, ctx) in contexts.iter_mut() {
             let met = memory.met.entry(pool.clone()).or_insert_with(|| {
-                if open_pools.contains(pool) {
+                Arc::new(if open_pools.contains(pool) {
                     BTreeSet::new()
                 } else {
                     seen.iter()
                         .filter(|s| &s.pool == pool)
                         .map(|s| (s.node.clone(), s.instance.clone()))
                         .collect()
-                }
+                })
             });
             ctx.preexisting = met.clone();
         }
@@ -279,7 +319,7 @@ impl Recorder {
                         let known = memory.images.contains_key(&node.provider_id);
                         match crate::kube::observe::node_image(node) {
                             Some(image) if managed => {
-                                memory.images.insert(node.provider_id.clone(), image);
+                                remember(&mut memory.images, &node.provider_id, image);
                             }
                             _ if known => {}
                             _ if managed
@@ -318,7 +358,7 @@ impl Recorder {
             match self.groups.describe(&group).await {
                 Ok(state) => {
                     for i in state.instances {
-                        memory.images.insert(i.provider_id, i.image);
+                        remember(&mut memory.images, &i.provider_id, i.image);
                     }
                 }
                 // Those nodes wait for the next pass; the others are recorded now.
@@ -332,14 +372,15 @@ impl Recorder {
             let by_node = managed::karpenter_images(&drift, &karpenter).await;
             for (pid, s) in &seen {
                 if let Some(image) = by_node.get(&s.node) {
-                    memory.images.insert(pid.clone(), image.clone());
+                    remember(&mut memory.images, pid, image.clone());
                 }
             }
         }
+        prune_gone(&mut memory.images, seen.iter().map(|(pid, _)| pid.as_str()));
         Ok(Some(
             seen.into_iter()
                 .map(|(pid, mut s)| {
-                    s.image = memory.images.get(&pid).cloned();
+                    s.image = memory.images.get(&pid).map(|k| k.image.clone());
                     s
                 })
                 .collect(),
@@ -372,7 +413,7 @@ impl Recorder {
                     versions: versions.clone(),
                     rotation,
                     commit: Some(s.source_commit.clone()),
-                    preexisting: BTreeSet::new(),
+                    preexisting: Default::default(),
                 },
             );
         }
@@ -399,4 +440,35 @@ async fn open_pools(path: &std::path::Path, cluster: &str) -> BTreeSet<String> {
     })
     .await
     .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn images(of: &HashMap<String, Known>) -> Vec<&str> {
+        let mut v: Vec<&str> = of.keys().map(String::as_str).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn an_instance_is_forgotten_once_its_node_was_seen_and_went() {
+        let mut cache = HashMap::new();
+        remember(&mut cache, "aws:///a/i-1", "ami-1".into());
+        remember(&mut cache, "aws:///a/i-2", "ami-1".into());
+        // i-3 is described while it boots: no node yet.
+        remember(&mut cache, "aws:///a/i-3", "ami-2".into());
+        prune_gone(&mut cache, ["aws:///a/i-1", "aws:///a/i-2"].into_iter());
+        assert_eq!(
+            images(&cache),
+            ["aws:///a/i-1", "aws:///a/i-2", "aws:///a/i-3"]
+        );
+        // i-1 terminated; a describe still lists it once: it goes all the same.
+        remember(&mut cache, "aws:///a/i-1", "ami-1".into());
+        prune_gone(&mut cache, ["aws:///a/i-2", "aws:///a/i-3"].into_iter());
+        assert_eq!(images(&cache), ["aws:///a/i-2", "aws:///a/i-3"]);
+        prune_gone(&mut cache, ["aws:///a/i-3"].into_iter());
+        assert_eq!(images(&cache), ["aws:///a/i-3"]);
+    }
 }

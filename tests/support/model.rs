@@ -318,7 +318,7 @@ impl Model {
             let wl = self.workloads.iter().find(|x| x.name == w)?;
             Some(PdbRef {
                 namespace: "app".into(),
-                name: wl.name.clone(),
+                name: wl.name.as_str().into(),
                 disruptions_allowed: self.disruptions_allowed(wl)?,
             })
         };
@@ -360,7 +360,7 @@ impl Model {
                         .filter(|p| p.node.as_deref() == Some(name.as_str()))
                         .map(|p| ObservedPod {
                             namespace: "app".into(),
-                            name: p.name.clone(),
+                            name: p.name.as_str().into(),
                             kind: p.kind,
                             do_not_disrupt: p.do_not_disrupt,
                             uses_empty_dir: false,

@@ -2,6 +2,8 @@
 //! their pods, and the verdict of the health gates. Built at the edge (kube and cloud reads,
 //! the gates framework); the planner only reads it.
 
+use std::sync::Arc;
+
 use crate::cloud::{GroupState, Instance, Lifecycle};
 
 /// Annotation that blocks the disruption of a node (on the node or on any of its pods).
@@ -132,10 +134,14 @@ pub enum PodKind {
 }
 
 /// A pod running on a pool node.
+///
+/// Its names are shared with the cluster index's (`Arc<str>`, a reference count, not a copy):
+/// a pass observes every pod of the pool (66,000 on a 2,000-node pool of 30 pods a node), and
+/// four owned strings a pod were most of a pass's allocations.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ObservedPod {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
     pub kind: PodKind,
     /// [`DO_NOT_DISRUPT`] or [`KARPENTER_DO_NOT_DISRUPT`] on the pod.
     pub do_not_disrupt: bool,
@@ -153,8 +159,8 @@ pub struct ObservedPod {
 /// A PodDisruptionBudget as a drain needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PdbRef {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
     /// `status.disruptionsAllowed`.
     pub disruptions_allowed: u32,
 }

@@ -2,6 +2,7 @@
 //! `drain.delay`, `drain.maxDeferral`, `drain.timeout` and what its end does (halt, force).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -117,7 +118,7 @@ impl<'a> Planner<'a> {
         }
         let deferral_end = delay_end.zip(policy.max_deferral).map(|(t, m)| t + dur(m));
         let interval = dur(policy.eviction_interval);
-        let mut budget: BTreeMap<(String, String), u32> = BTreeMap::new();
+        let mut budget: BTreeMap<(Arc<str>, Arc<str>), u32> = BTreeMap::new();
         let mut waiting = Vec::new();
         let may_evict = |last: Option<DateTime<Utc>>, now: DateTime<Utc>| {
             interval.is_zero() || last.is_none_or(|t| now >= t + interval)
@@ -152,7 +153,7 @@ impl<'a> Planner<'a> {
         &self,
         pod: &crate::rotate::observed::ObservedPod,
         deferral_end: Option<DateTime<Utc>>,
-        budget: &mut BTreeMap<(String, String), u32>,
+        budget: &mut BTreeMap<(Arc<str>, Arc<str>), u32>,
     ) -> Option<String> {
         let policy = &self.desired.policy.drain;
         if pod.terminating {
@@ -227,8 +228,8 @@ impl<'a> Planner<'a> {
         };
         self.actions.push(Planned {
             action: Action::Evict {
-                namespace: pod.namespace.clone(),
-                pod: pod.name.clone(),
+                namespace: pod.namespace.to_string(),
+                pod: pod.name.to_string(),
                 node: node.to_string(),
                 grace_period: policy.grace_period,
             },
@@ -397,8 +398,8 @@ impl<'a> Planner<'a> {
                 forced += 1;
                 self.actions.push(Planned {
                     action: Action::DeletePod {
-                        namespace: pod.namespace.clone(),
-                        pod: pod.name.clone(),
+                        namespace: pod.namespace.to_string(),
+                        pod: pod.name.to_string(),
                         node: n.name.clone(),
                     },
                     reason: format!(

@@ -152,7 +152,7 @@ impl Group {
                         .filter(|(_, on)| on.as_deref() == Some(name.as_str()))
                         .map(|(p, _)| ObservedPod {
                             namespace: "ml".into(),
-                            name: p.clone(),
+                            name: p.as_str().into(),
                             kind: PodKind::Workload,
                             do_not_disrupt: false,
                             uses_empty_dir: false,
