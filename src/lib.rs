@@ -37,6 +37,8 @@ pub mod fleet {
 pub use rota_sim as sim;
 
 pub mod agent;
+#[cfg(feature = "sim")]
+pub mod allocator;
 pub mod cli;
 pub mod cloud;
 pub mod controller;

@@ -91,10 +91,13 @@ fn serve(args: ServeArgs) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
-    // The simulated fleet parses and serialises every object it serves from many threads
-    // (600,000 pods at 20,000 nodes): the agent's allocator settings keep its resident size
-    // near what it holds instead of the transient parsing spread over glibc's arenas.
-    crate::memory::limit_arenas();
+    // The simulated fleet runs on jemalloc (`crate::allocator`). Only a build that put it on
+    // glibc's malloc takes the agent's settings, which keep the resident size near what it
+    // holds instead of the transient parsing spread over glibc's arenas.
+    let on_glibc = crate::allocator::in_use() == crate::allocator::Choice::System;
+    if on_glibc {
+        crate::memory::limit_arenas();
+    }
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -102,7 +105,9 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    rt.spawn(crate::memory::trim_periodically());
+    if on_glibc {
+        rt.spawn(crate::memory::trim_periodically());
+    }
     rt.block_on(run_fleet(args, plan))
 }
 
@@ -201,7 +206,7 @@ async fn run_fleet(args: ServeArgs, plan: Plan) -> ExitCode {
     }
     let names: Vec<&str> = served.contexts.iter().map(|(n, _)| n.as_str()).collect();
     println!(
-        "rota sim: ready: {} clusters ({}), {} nodes, {} pods; kubeconfig {}; cloud {}; speed {}x, seed {}",
+        "rota sim: ready: {} clusters ({}), {} nodes, {} pods; kubeconfig {}; cloud {}; speed {}x, seed {}; allocator {}",
         names.len(),
         names.join(", "),
         served.nodes,
@@ -210,6 +215,7 @@ async fn run_fleet(args: ServeArgs, plan: Plan) -> ExitCode {
         cloud.url,
         args.speed,
         args.seed,
+        crate::allocator::in_use().name(),
     );
     crate::shutdown::wait_for_stop().await;
     drop(served.servers);

@@ -61,6 +61,8 @@ fn start() -> Serve {
         .unwrap();
     assert!(line.starts_with("rota sim: ready: 7 clusters"), "{line}");
     assert!(line.contains("prod-use1"), "{line}");
+    // The simulated fleet's server runs on jemalloc (`rota::allocator`), chosen in-process.
+    assert!(line.trim_end().ends_with("; allocator jemalloc"), "{line}");
     Serve {
         child,
         kubeconfig,
