@@ -15,6 +15,7 @@ pub mod checkpoint;
 mod counts;
 pub mod drift;
 pub mod eta;
+pub mod listing;
 pub mod lookup;
 pub mod managed;
 pub mod observed;

@@ -553,9 +553,6 @@ fn seconds(d: Duration) -> u64 {
 }
 
 fn names(nodes: &[ChosenNode]) -> String {
-    nodes
-        .iter()
-        .map(|c| c.node.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
+    let names: Vec<&str> = nodes.iter().map(|c| c.node.as_str()).collect();
+    super::listing::listed(&names, ", ")
 }

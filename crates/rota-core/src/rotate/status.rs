@@ -94,6 +94,10 @@ pub fn compose(r: &Reconciled<'_>) -> Composed {
     {
         summary.message = format!("{}{LAST_ERROR}{e})", summary.message);
     }
+    // The message is stored four times in the status (once and in three conditions).
+    if let std::borrow::Cow::Owned(cut) = super::listing::bounded(&summary.message) {
+        summary.message = cut;
+    }
     let mut status = summarize(r.plan, &summary, r.previous, r.commit, r.generation, r.now);
     status.fence = r.fence.clone();
     // Only while the pool is paused on it: a plan that moves on (another version) drops it.

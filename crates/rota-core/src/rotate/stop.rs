@@ -339,7 +339,7 @@ pub fn explain(reason: Reason, message: &str, ctx: &Context<'_>) -> Option<StopN
         reason: reason.as_str().into(),
         by,
         cause,
-        blocked_by: ctx.blocked_by.clone(),
+        blocked_by: super::listing::capped(&ctx.blocked_by),
         next,
     })
 }

@@ -734,6 +734,51 @@ fn a_drain_evicts_within_pdbs_and_skips_daemonset_and_mirror_pods() {
 }
 
 #[test]
+fn a_batch_of_thousands_of_pods_names_ten_in_its_message_halt_and_stop_note() {
+    // 3,000 pods on each of the batch's two nodes, every one held by a budget that allows
+    // nothing: the draining message, the drain timeout's halt and its stop note name ten
+    // and count the rest, so that the pool's status stays small (`rotate::listing`).
+    let held = |n: &str| {
+        let mut node = node(n).ready().cordoned_by("general/batch-1");
+        for i in 0..3000 {
+            node = node.pod(pod(&format!("{n}-web-{i}")).pdb("web", 0));
+        }
+        node
+    };
+    let nodes = vec![held("n1"), held("n2"), node("n3"), node("n4").ready()];
+    let c = cp(Stage::Draining { batch: batch12() });
+    let w = surged(nodes);
+    let p = plan(&desired(2), &w, Some(&c), mins(29));
+    assert_eq!(p.status.reason, "Draining");
+    assert!(
+        p.status.message.contains("… and 5990 more"),
+        "{}",
+        p.status.message
+    );
+    assert!(
+        p.status.message.len() < 2000,
+        "{} bytes",
+        p.status.message.len()
+    );
+    let note = p.status.stop.as_ref().expect("a held drain has a note");
+    assert_eq!(note.blocked_by.len(), 11, "{:?}", note.blocked_by);
+    let p = plan(&desired(2), &w, Some(&c), mins(30));
+    assert_eq!(p.status.reason, "DrainTimeout");
+    assert!(
+        p.status.message.contains("… and 5990 more"),
+        "{}",
+        p.status.message
+    );
+    assert!(
+        p.status.message.len() < 2000,
+        "{} bytes",
+        p.status.message.len()
+    );
+    let halted = p.checkpoint.as_ref().unwrap().halted.as_deref().unwrap();
+    assert!(halted.len() < 2000, "{} bytes", halted.len());
+}
+
+#[test]
 fn the_eviction_interval_spaces_evictions() {
     let nodes = vec![
         node("n1")

@@ -12,6 +12,7 @@ use super::{
 use crate::fleet::resolved::OnDrainTimeout;
 use crate::rotate::action::{Action, Planned};
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::listing::listed;
 use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
 
@@ -61,7 +62,7 @@ impl<'a> Planner<'a> {
                 Stage::Cordoning { batch },
                 Phase::Paused,
                 Reason::DoNotDisrupt,
-                format!("batch held: {}", blocked.join("; ")),
+                format!("batch held: {}", listed(&blocked, "; ")),
             );
         }
         let mut batch = batch;
@@ -77,7 +78,7 @@ impl<'a> Planner<'a> {
             batch.deferral_ended = ended;
             let mut msg = format!("cordoning {}", names(&batch.old_nodes));
             if !waiting.is_empty() {
-                msg.push_str(&format!("; draining: {}", waiting.join(", ")));
+                msg.push_str(&format!("; draining: {}", listed(&waiting, ", ")));
             }
             return stop(
                 Stage::Draining { batch },
@@ -286,7 +287,11 @@ impl<'a> Planner<'a> {
             .cloned()
             .collect();
         self.until = Some(deadline);
-        let message = format!("draining: {}{}", waiting.join(", "), past_deferral(&batch));
+        let message = format!(
+            "draining: {}{}",
+            listed(&waiting, ", "),
+            past_deferral(&batch)
+        );
         stop(
             Stage::Draining { batch },
             if blocked {
@@ -327,7 +332,7 @@ impl<'a> Planner<'a> {
                     "batch {}: drain not done within drain.timeout {}; blocked by: {}",
                     batch.number,
                     d.policy.drain.timeout,
-                    waiting.join(", ")
+                    listed(&waiting, ", ")
                 );
                 cp.halted = Some(why.clone());
                 return Some(stop(
@@ -348,7 +353,7 @@ impl<'a> Planner<'a> {
                         "batch {}: drain not done within drain.timeout {}; drain.onTimeout force keeps {} (emptyDir data, drain.deleteEmptyDirData is false)",
                         batch.number,
                         d.policy.drain.timeout,
-                        kept.join(", ")
+                        listed(&kept, ", ")
                     );
                     cp.halted = Some(why.clone());
                     return Some(stop(
@@ -367,7 +372,7 @@ impl<'a> Planner<'a> {
                         },
                         Phase::Rotating,
                         Reason::DrainForced,
-                        format!("forcing the drain: {}", waiting.join(", ")),
+                        format!("forcing the drain: {}", listed(&waiting, ", ")),
                     ));
                 }
             }

@@ -5,6 +5,7 @@
 use super::{Planner, Step, dur, owner, seconds, stop};
 use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::listing::listed;
 use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
 
@@ -71,7 +72,7 @@ impl<'a> Planner<'a> {
             Stage::Terminating { batch },
             Phase::Rotating,
             Reason::Terminating,
-            format!("terminating {}", left.join(", ")),
+            format!("terminating {}", listed(&left, ", ")),
         )
     }
 

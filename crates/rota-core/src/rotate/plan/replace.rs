@@ -37,6 +37,7 @@ use crate::cloud::Lifecycle;
 use crate::fleet::resolved::RolloutStrategy;
 use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::listing::listed;
 use crate::rotate::observed::GateVerdict;
 use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
@@ -217,7 +218,7 @@ impl Planner<'_> {
             Reason::Terminating,
             format!(
                 "removing {}; the group brings up their replacements",
-                left.join(", ")
+                listed(&left, ", ")
             ),
         )
     }
@@ -367,7 +368,7 @@ impl Planner<'_> {
             Reason::WaitingReady,
             format!(
                 "waiting for replacement(s) {} to be Ready",
-                not_ready.join(", ")
+                listed(&not_ready, ", ")
             ),
         )
     }
@@ -381,7 +382,7 @@ impl Planner<'_> {
         let message = format!(
             "batch {}: replacement(s) {} not Ready within nodeReadyTimeout {}: the group replaces them at {} (attempt {} of {}, strategy replace)",
             batch.number,
-            not_ready.join(", "),
+            listed(&not_ready, ", "),
             d.policy.node_ready_timeout,
             at.to_rfc3339(),
             batch.ready_retries + 2,

@@ -4,6 +4,7 @@
 use super::{Planner, Step, dur, owner, stop};
 use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::listing::listed;
 use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
 
@@ -32,7 +33,7 @@ impl<'a> Planner<'a> {
         }
         let mut msg = format!("undoing batch {}: {why}", batch.number);
         if !waiting.is_empty() {
-            msg.push_str(&format!("; draining {}", waiting.join(", ")));
+            msg.push_str(&format!("; draining {}", listed(&waiting, ", ")));
         }
         if pending_surge {
             msg.push_str("; waiting for the cloud to list the surge instances");

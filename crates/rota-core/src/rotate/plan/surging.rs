@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use super::{Planner, Step, abandon, dur, expected_batch, held_by, names, stop};
 use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, ChosenNode, Stage};
+use crate::rotate::listing::listed;
 use crate::rotate::observed::ObservedNode;
 use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
@@ -119,7 +120,7 @@ impl<'a> Planner<'a> {
                 "batch {}: group {} cannot create surge instance(s): {}",
                 batch.number,
                 self.desired.group,
-                failed.join("; ")
+                listed(&failed, "; ")
             )
         })
     }
@@ -291,12 +292,12 @@ impl<'a> Planner<'a> {
         if candidates.is_empty() {
             let mut why = Vec::new();
             if !blocked.is_empty() {
-                why.push(blocked.join("; "));
+                why.push(listed(&blocked, "; "));
             }
             if !orphans.is_empty() {
                 why.push(format!(
                     "node(s) {} match no instance of group {}",
-                    orphans.join(", "),
+                    listed(&orphans, ", "),
                     d.group
                 ));
             }
@@ -458,7 +459,7 @@ impl<'a> Planner<'a> {
         } else {
             format!(
                 "surge again in place of {} (replaced, not Ready in time)",
-                batch.never_ready.join(", ")
+                listed(&batch.never_ready, ", ")
             )
         };
         self.push(

@@ -4,6 +4,7 @@
 use super::{Planner, Step, abandon, dur, seconds, stop};
 use crate::rotate::action::Action;
 use crate::rotate::checkpoint::{Batch, Checkpoint, Stage};
+use crate::rotate::listing::listed;
 use crate::rotate::phase::Phase;
 use crate::rotate::stop::Reason;
 
@@ -37,7 +38,7 @@ impl<'a> Planner<'a> {
             Stage::WaitingReady { batch },
             Phase::Rotating,
             Reason::WaitingReady,
-            format!("waiting for {} to be Ready", not_ready.join(", ")),
+            format!("waiting for {} to be Ready", listed(&not_ready, ", ")),
         )
     }
 
@@ -83,7 +84,7 @@ impl<'a> Planner<'a> {
             let message = format!(
                 "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {timeout}: replacing them at {} (attempt {attempt} of {of})",
                 batch.number,
-                not_ready.join(", "),
+                listed(&not_ready, ", "),
                 at.to_rfc3339()
             );
             return stop(
@@ -110,7 +111,7 @@ impl<'a> Planner<'a> {
         let message = format!(
             "batch {}: replacing {} (not Ready within nodeReadyTimeout {timeout}; attempt {attempt} of {of})",
             batch.number,
-            ids.join(", ")
+            listed(&ids, ", ")
         );
         batch.never_ready.extend(ids);
         batch.ready_retries += 1;
@@ -163,7 +164,7 @@ impl<'a> Planner<'a> {
             format!(
                 "batch {}: waiting for replaced instance(s) {} to go before surging again",
                 batch.number,
-                leaving.join(", ")
+                listed(&leaving, ", ")
             )
         })
     }
@@ -206,7 +207,7 @@ impl<'a> Planner<'a> {
                 cp.target_version,
                 d.policy.node_ready_timeout,
                 batch.ready_retries + 1,
-                not_ready.join(", ")
+                listed(&not_ready, ", ")
             );
         }
         let after = if batch.ready_retries > 0 {
@@ -217,7 +218,7 @@ impl<'a> Planner<'a> {
         format!(
             "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {}{after}",
             batch.number,
-            not_ready.join(", "),
+            listed(&not_ready, ", "),
             d.policy.node_ready_timeout
         )
     }
@@ -300,7 +301,7 @@ impl<'a> Planner<'a> {
             not_ready.push(format!(
                 "{} replacement(s) of surge instance(s) {} the cloud took back",
                 n - batch.new_instances.len(),
-                batch.replaced.join(", ")
+                listed(&batch.replaced, ", ")
             ));
         }
         for id in &batch.new_instances {
