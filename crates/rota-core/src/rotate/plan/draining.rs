@@ -332,7 +332,7 @@ impl<'a> Planner<'a> {
                     "batch {}: drain not done within drain.timeout {}; blocked by: {}",
                     batch.number,
                     d.policy.drain.timeout,
-                    listed(&waiting, ", ")
+                    listed(waiting, ", ")
                 );
                 cp.halted = Some(why.clone());
                 return Some(stop(
@@ -372,7 +372,7 @@ impl<'a> Planner<'a> {
                         },
                         Phase::Rotating,
                         Reason::DrainForced,
-                        format!("forcing the drain: {}", listed(&waiting, ", ")),
+                        format!("forcing the drain: {}", listed(waiting, ", ")),
                     ));
                 }
             }

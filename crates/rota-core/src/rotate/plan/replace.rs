@@ -382,7 +382,7 @@ impl Planner<'_> {
         let message = format!(
             "batch {}: replacement(s) {} not Ready within nodeReadyTimeout {}: the group replaces them at {} (attempt {} of {}, strategy replace)",
             batch.number,
-            listed(&not_ready, ", "),
+            listed(not_ready, ", "),
             d.policy.node_ready_timeout,
             at.to_rfc3339(),
             batch.ready_retries + 2,

@@ -84,7 +84,7 @@ impl<'a> Planner<'a> {
             let message = format!(
                 "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {timeout}: replacing them at {} (attempt {attempt} of {of})",
                 batch.number,
-                listed(&not_ready, ", "),
+                listed(not_ready, ", "),
                 at.to_rfc3339()
             );
             return stop(
@@ -207,7 +207,7 @@ impl<'a> Planner<'a> {
                 cp.target_version,
                 d.policy.node_ready_timeout,
                 batch.ready_retries + 1,
-                listed(&not_ready, ", ")
+                listed(not_ready, ", ")
             );
         }
         let after = if batch.ready_retries > 0 {
@@ -218,7 +218,7 @@ impl<'a> Planner<'a> {
         format!(
             "batch {}: new instance(s) {} not Ready within nodeReadyTimeout {}{after}",
             batch.number,
-            listed(&not_ready, ", "),
+            listed(not_ready, ", "),
             d.policy.node_ready_timeout
         )
     }
