@@ -57,8 +57,18 @@ const JEMALLOC: u8 = 2;
 /// The process's choice, set by its first allocation.
 static CHOICE: AtomicU8 = AtomicU8::new(UNDECIDED);
 
-/// The allocator this process runs on (deciding it if nothing has allocated yet).
+/// The allocator this process runs on: what [`ByCommand`] chose at the first allocation, or
+/// the system's when it is not the process's global allocator (nothing chose). Read only, so
+/// that the ready line of `rota sim serve` says what the binary really installed.
 pub fn in_use() -> Choice {
+    match CHOICE.load(Ordering::Relaxed) {
+        JEMALLOC => Choice::Jemalloc,
+        _ => Choice::System,
+    }
+}
+
+/// The choice every call of [`ByCommand`] follows, made by the first of them.
+fn chosen() -> Choice {
     match CHOICE.load(Ordering::Relaxed) {
         SYSTEM => Choice::System,
         JEMALLOC => Choice::Jemalloc,
@@ -107,14 +117,14 @@ fn own_cmdline(buf: &mut [u8]) -> &[u8] {
 }
 
 /// The global allocator of the `rota` binary built with `sim`: jemalloc or the system's, as
-/// [`in_use`] decides.
+/// the command line decides at its first allocation.
 pub struct ByCommand;
 
 // SAFETY: every block is allocated and freed by the same allocator, because the choice is
 // made before the first block and never changes.
 unsafe impl GlobalAlloc for ByCommand {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        match in_use() {
+        match chosen() {
             // SAFETY: forwarded as received.
             Choice::Jemalloc => unsafe { Jemalloc.alloc(layout) },
             Choice::System => unsafe { System.alloc(layout) },
@@ -122,7 +132,7 @@ unsafe impl GlobalAlloc for ByCommand {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        match in_use() {
+        match chosen() {
             // SAFETY: forwarded as received.
             Choice::Jemalloc => unsafe { Jemalloc.alloc_zeroed(layout) },
             Choice::System => unsafe { System.alloc_zeroed(layout) },
@@ -130,7 +140,7 @@ unsafe impl GlobalAlloc for ByCommand {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        match in_use() {
+        match chosen() {
             // SAFETY: `ptr` came from the same allocator (see above).
             Choice::Jemalloc => unsafe { Jemalloc.dealloc(ptr, layout) },
             Choice::System => unsafe { System.dealloc(ptr, layout) },
@@ -138,7 +148,7 @@ unsafe impl GlobalAlloc for ByCommand {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        match in_use() {
+        match chosen() {
             // SAFETY: `ptr` came from the same allocator (see above).
             Choice::Jemalloc => unsafe { Jemalloc.realloc(ptr, layout, new_size) },
             Choice::System => unsafe { System.realloc(ptr, layout, new_size) },
@@ -165,9 +175,13 @@ mod tests {
     }
 
     #[test]
-    fn a_test_process_reads_its_own_command_line_and_runs_on_the_systems() {
-        // This test binary is not `rota sim serve`; its command line is readable.
-        assert!(!own_cmdline(&mut [0u8; 8192]).is_empty());
+    fn a_process_without_the_allocator_installed_says_it_runs_on_the_systems() {
+        // This test binary's command line is readable, and it is not `rota sim serve`.
+        let cmdline = own_cmdline(&mut [0u8; 8192]).to_vec();
+        assert!(!cmdline.is_empty());
+        assert_eq!(choice_for(&cmdline), Choice::System);
+        // `ByCommand` is not this binary's global allocator: nothing chose, whatever the
+        // command line would say.
         assert_eq!(in_use(), Choice::System);
     }
 }

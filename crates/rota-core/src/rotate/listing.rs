@@ -14,23 +14,17 @@ pub const NAMED: usize = 10;
 
 /// `items` joined by `sep`, at most [`NAMED`] of them, then `… and N more` for the rest.
 pub fn listed<S: AsRef<str>>(items: &[S], sep: &str) -> String {
-    let mut out = String::new();
-    for (i, item) in items.iter().take(NAMED).enumerate() {
-        if i > 0 {
-            out.push_str(sep);
-        }
-        out.push_str(item.as_ref());
-    }
-    if items.len() > NAMED {
-        out.push_str(&format!("{sep}… and {} more", items.len() - NAMED));
-    }
-    out
+    capped(items).join(sep)
 }
 
 /// `items` cut to [`NAMED`], with one more entry counting the rest: a stop note's
 /// `blockedBy`.
-pub fn capped(items: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = items.iter().take(NAMED).cloned().collect();
+pub fn capped<S: AsRef<str>>(items: &[S]) -> Vec<String> {
+    let mut out: Vec<String> = items
+        .iter()
+        .take(NAMED)
+        .map(|i| i.as_ref().to_owned())
+        .collect();
     if items.len() > NAMED {
         out.push(format!("… and {} more", items.len() - NAMED));
     }

@@ -748,32 +748,18 @@ fn a_batch_of_thousands_of_pods_names_ten_in_its_message_halt_and_stop_note() {
     let nodes = vec![held("n1"), held("n2"), node("n3"), node("n4").ready()];
     let c = cp(Stage::Draining { batch: batch12() });
     let w = surged(nodes);
+    let names_ten = |message: &str| {
+        assert!(message.contains("… and 5990 more"), "{message}");
+        assert!(message.len() < 2000, "{} bytes", message.len());
+    };
     let p = plan(&desired(2), &w, Some(&c), mins(29));
     assert_eq!(p.status.reason, "Draining");
-    assert!(
-        p.status.message.contains("… and 5990 more"),
-        "{}",
-        p.status.message
-    );
-    assert!(
-        p.status.message.len() < 2000,
-        "{} bytes",
-        p.status.message.len()
-    );
+    names_ten(&p.status.message);
     let note = p.status.stop.as_ref().expect("a held drain has a note");
     assert_eq!(note.blocked_by.len(), 11, "{:?}", note.blocked_by);
     let p = plan(&desired(2), &w, Some(&c), mins(30));
     assert_eq!(p.status.reason, "DrainTimeout");
-    assert!(
-        p.status.message.contains("… and 5990 more"),
-        "{}",
-        p.status.message
-    );
-    assert!(
-        p.status.message.len() < 2000,
-        "{} bytes",
-        p.status.message.len()
-    );
+    names_ten(&p.status.message);
     let halted = p.checkpoint.as_ref().unwrap().halted.as_deref().unwrap();
     assert!(halted.len() < 2000, "{} bytes", halted.len());
 }
