@@ -86,6 +86,7 @@ impl Rig {
             }),
             statuses: None,
             report: Default::default(),
+            start: None,
         })
         .await
         .unwrap();

@@ -49,6 +49,10 @@ pub struct LocalConfig {
     pub statuses: Option<StoreConfig>,
     /// How the agents report to a forge (`--status-contexts`, the page, the budget).
     pub report: super::reporting::ReportConfig,
+    /// The fleet time the clock reads at the start (every controller's, agent's and
+    /// cluster's); `None`: the wall time. The demo fixes it, so that its story meets the
+    /// same maintenance windows whenever it runs.
+    pub start: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl LocalConfig {
@@ -67,6 +71,7 @@ impl LocalConfig {
             webhook: None,
             statuses: None,
             report: Default::default(),
+            start: None,
         }
     }
 }
@@ -80,6 +85,8 @@ pub struct LocalFleet {
     pub agents: BTreeMap<String, watch::Receiver<Snapshot>>,
     /// The shared clock: controllers and guards agree on time.
     pub clock: Clock,
+    /// How far the clock is off the wall (`LocalConfig::start`), given to every controller.
+    skew: chrono::Duration,
     /// Where each agent's webhook receiver listens (with `LocalConfig::webhook`).
     pub webhooks: BTreeMap<String, std::net::SocketAddr>,
     cancel: CancellationToken,
@@ -143,7 +150,13 @@ impl LocalFleet {
             sim.cloud.set_parameter(&region, &name, &value);
         }
         sim.cloud.require_published_images(true);
+        // A fixed start puts every clock of the fleet off the wall by the same amount: the
+        // controllers get it as their clock's skew.
         let clock = Clock::new(config.speed);
+        let skew = config
+            .start
+            .map_or_else(chrono::Duration::zero, |t| t - clock.now());
+        let clock = clock.skewed(skew);
         // The clusters count their time (the Events their kubelets stamp) from the clock the
         // controllers read, not from when their stores were made.
         let (wall, at) = clock.anchor();
@@ -160,6 +173,7 @@ impl LocalFleet {
             clients: BTreeMap::new(),
             agents: BTreeMap::new(),
             clock,
+            skew,
             webhooks: BTreeMap::new(),
             cancel,
             config,
@@ -194,6 +208,7 @@ impl LocalFleet {
         let client = self.clients[cluster].clone();
         let mut cc = Config::new(env!("CARGO_PKG_VERSION"), &format!("rota-{cluster}"));
         cc.speed = config.speed;
+        cc.clock_skew = self.skew;
         cc.events = false;
         let mut ac = AgentConfig::new(cluster);
         ac.resync = config.resync;

@@ -7,8 +7,15 @@
 //! controller's time run that many times faster, to match a `rota sim serve --speed N`
 //! simulation whose delays are divided by N: policy durations (soaks, timeouts) then mean
 //! simulated time on both sides.
+//!
+//! **Anchors.** Every clock of one tokio runtime counts from that runtime's first clock, so
+//! the replicas of one simulation agree. Two runtimes never share an anchor: a shared one
+//! turned the real time between them into fleet time, times the speed (a demo started three
+//! minutes after another test of the same process began 30 hours ahead at 600x, inside a
+//! maintenance window it never meets when run alone).
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -23,13 +30,12 @@ pub struct Clock {
 
 impl Clock {
     /// A clock running `speed` times faster (1.0 = real time), anchored at the real time
-    /// the process's first clock was made. Every clock of a process shares that anchor: a
+    /// the runtime's first clock was made. Every clock of a runtime shares that anchor: a
     /// controller started later (a restarted replica in the simulation, on paused tokio
     /// time) reads the same time as the others, instead of a wall time hours behind what
-    /// they wrote in the checkpoint.
+    /// they wrote in the checkpoint. Outside a runtime a clock anchors at its own making.
     pub fn new(speed: f64) -> Clock {
-        static ANCHOR: OnceLock<(DateTime<Utc>, Instant)> = OnceLock::new();
-        let (start_wall, start) = *ANCHOR.get_or_init(|| (Utc::now(), Instant::now()));
+        let (start_wall, start) = anchor();
         Clock {
             start_wall,
             start,
@@ -72,6 +78,25 @@ impl Clock {
     }
 }
 
+/// A wall time and the tokio instant it was read at.
+type Anchor = (DateTime<Utc>, Instant);
+
+/// The anchor of the current tokio runtime, made by its first clock (see the module's
+/// header). One entry per runtime that made a clock: a process makes one, a test binary one
+/// per test.
+fn anchor() -> Anchor {
+    static ANCHORS: LazyLock<Mutex<HashMap<tokio::runtime::Id, Anchor>>> =
+        LazyLock::new(Default::default);
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return (Utc::now(), Instant::now());
+    };
+    *ANCHORS
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .entry(runtime.id())
+        .or_insert_with(|| (Utc::now(), Instant::now()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +112,39 @@ mod tests {
         let t1 = real.now();
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!((real.now() - t1).num_seconds(), 5);
+    }
+
+    /// A runtime made after another one's clock (a later test of the same binary) starts at
+    /// its own wall time: the real time in between is not fleet time times the speed.
+    #[test]
+    fn a_runtime_does_not_inherit_another_runtimes_anchor() {
+        let paused = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap()
+        };
+        let first = paused().block_on(async { Clock::new(600.0).now() });
+        std::thread::sleep(Duration::from_millis(200));
+        let (before, second) = (
+            Utc::now(),
+            paused().block_on(async { Clock::new(600.0).now() }),
+        );
+        // Shared, the second would read 200 ms x 600 = 2 minutes past the first.
+        let ahead = (second - before).num_seconds();
+        assert!(
+            ahead.abs() <= 5,
+            "{ahead} s off the wall; first {first}, second {second}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn clocks_of_one_runtime_share_its_anchor() {
+        let first = Clock::new(600.0);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let later = Clock::new(600.0);
+        assert_eq!(first.anchor(), later.anchor());
+        assert_eq!(first.now(), later.now());
     }
 }

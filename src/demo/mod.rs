@@ -78,6 +78,9 @@ pub struct Outcome {
     pub guard_at_merge: Vec<String>,
     /// `git log --oneline --graph` of the story.
     pub log: String,
+    /// When the story's fleet time started ([`options::fleet_start`]: the coming Monday,
+    /// 06:00 UTC).
+    pub fleet_start: chrono::DateTime<chrono::Utc>,
     /// Fleet time the story covered.
     pub fleet_time: chrono::Duration,
     pub wall_time: Duration,
@@ -237,6 +240,12 @@ impl<'a> Story<'a> {
         // Fetches are also triggered right after each push (`poke`).
         // Other clusters' records (which the guard reads) arrive with fetches: poll often.
         let (poll, resync) = (Duration::from_secs(2), Duration::from_secs(1));
+        let start = options::fleet_start(chrono::Utc::now());
+        let _ = writeln!(
+            out,
+            "fleet time starts {} (the coming Monday 06:00 UTC, so that every run meets the same maintenance windows)",
+            start.format("%a %Y-%m-%d %H:%M UTC")
+        );
         let workloads = WorkloadProfile::from_yaml(WORKLOADS, "demo workloads")
             .map_err(|e| format!("demo: {e}"))?;
         let fleet = LocalFleet::start(LocalConfig {
@@ -251,6 +260,7 @@ impl<'a> Story<'a> {
             webhook: None,
             statuses: None,
             report: Default::default(),
+            start: Some(start),
         })
         .await
         .map_err(|e| format!("demo: cannot start the simulated fleet: {e}"))?;
@@ -328,6 +338,7 @@ impl<'a> Story<'a> {
         Ok(Outcome {
             dir: dir.to_path_buf(),
             ran,
+            fleet_start: start,
             ..outcome
         })
     }
@@ -566,6 +577,7 @@ impl<'a> Story<'a> {
             revert_progress,
             guard_at_merge: guard,
             log,
+            fleet_start: self.start_fleet,
             fleet_time,
             wall_time,
             dir: PathBuf::new(),
@@ -861,6 +873,7 @@ impl<'a> Story<'a> {
                             .stop
                             .as_ref()
                             .map(|n| format!("{} ({:?})", n.reason, n.by)),
+                        message: st.message.clone(),
                     },
                 );
             }

@@ -26,6 +26,9 @@ pub struct PoolEnd {
     /// The status's stop, `Reason (by)`, when the pool is stopped (the STOP and WHO columns
     /// of `kubectl get npr -o wide`).
     pub stop: Option<String>,
+    /// The status's message (why it is where it is: a failed gate's samples, a held drain),
+    /// so that a test that finds a pool elsewhere than it expects can say why.
+    pub message: String,
 }
 
 pub(super) struct Story<'a> {

@@ -198,7 +198,7 @@ pub(crate) const LONG: Duration = Duration::from_secs(4 * 3600);
 
 /// The simulated clusters stamp their Events (a bad build's sandbox failures, which an events
 /// gate counts within a window) on the clock the controllers read. Every controller clock of a
-/// process shares one anchor, made by the first clock; a cluster that counted from when its
+/// runtime shares one anchor, made by the first clock; a cluster that counted from when its
 /// store was made ran behind it by the speed times the paused time in between: here 10 s at
 /// 600x, 100 minutes, and the demo's gate never saw its bad build fail.
 #[tokio::test(start_paused = true)]

@@ -114,7 +114,23 @@ async fn the_demo_plays_bump_promotion_and_revert() {
     let prod = status(&o, "merge", "rota/prod-use1/batch");
     if prometheus_gates_supported() {
         assert_eq!(prod, (State::Success, "3/3 nodes on general@2026.11.2"));
-        assert_eq!(o.pools["prod-use1/general"].version, "2026.11.2");
+        // prod-use1/general waits for its window (Mon-Thu 14:00-20:00 New York): the story
+        // starts on a Monday at 06:00 UTC whenever it runs, so the window opens after it
+        // ends, the same Monday. Not an earlier one (a story begun in another test's past),
+        // nor a later one (fleet time run days ahead), nor rolled in a window.
+        let p = &o.pools["prod-use1/general"];
+        let monday = o.fleet_start.date_naive();
+        assert_eq!(o.fleet_start.format("%a %H:%M").to_string(), "Mon 06:00");
+        assert_eq!(
+            (p.version.as_str(), p.phase.as_str(), p.on_target),
+            ("2026.11.2", "Waiting", 0),
+            "{p:?}"
+        );
+        assert_eq!(p.stop.as_deref(), Some("OutsideWindow (Rota)"), "{p:?}");
+        assert!(
+            p.message.contains(&format!("deferred until {monday}T")),
+            "{monday}: {p:?}"
+        );
     } else {
         assert_eq!(prod.0, State::Failure, "{prod:?}");
         assert!(

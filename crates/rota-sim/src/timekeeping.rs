@@ -110,7 +110,7 @@ impl Timekeeping {
     /// Anchors the cluster's simulated time ([`crate::store::Store::sim_now`]) at the
     /// controllers' clock: `wall` was the time at tokio instant `at`. Without it the cluster
     /// counts from when its store was made, and a controller clock anchored earlier in the
-    /// process (every controller clock of a process shares one anchor) runs ahead of it by
+    /// runtime (every controller clock of a runtime shares one anchor) runs ahead of it by
     /// the speed times the tokio time in between: at the demo's 600x, a second of paused time
     /// put the kubelets' Events ten minutes in the gates' past, outside an events gate's
     /// window, so the gate never saw a bad build fail.
