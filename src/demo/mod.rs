@@ -298,7 +298,10 @@ impl<'a> Story<'a> {
             served.push(Box::new(cloud));
         }
         let agents = fleet.agents.clone();
-        let start_fleet = fleet.clock.now();
+        // The story's `0m` is the fleet time the clocks were started at (not read again after
+        // the agents started), so that `Outcome::fleet_start` is exactly the Monday 06:00 the
+        // story announced.
+        let start_fleet = start;
         let mut commits = BTreeMap::new();
         commits.insert("initial".to_string(), initial);
         commits.insert("managed".to_string(), managed);
@@ -338,7 +341,6 @@ impl<'a> Story<'a> {
         Ok(Outcome {
             dir: dir.to_path_buf(),
             ran,
-            fleet_start: start,
             ..outcome
         })
     }
